@@ -1,0 +1,233 @@
+"""Which execution tier this process runs in: ``gpu`` or ``sim``.
+
+The tier is decided once, when :mod:`gpulab` is imported, **without importing numba**:
+
+1. ``GPULAB_DEVICE=gpu|sim`` in the environment wins.
+2. Otherwise, if ``NUMBA_ENABLE_CUDASIM=1`` is set, the simulator was asked for: ``sim``.
+3. Otherwise the CUDA driver is probed with :mod:`ctypes` (load ``libcuda``, ``cuInit``,
+   ``cuDeviceGetCount``). One device or more: ``gpu``. No driver or no device: ``sim``.
+
+Numba reads ``NUMBA_ENABLE_CUDASIM`` when ``numba.cuda`` is first imported, so this module
+sets it before any kernel module imports numba. If ``numba.cuda`` was already imported in a
+mode that disagrees with the tier, :class:`TierError` says so and how to fix it.
+
+The third tier, ``ptx``, is not a runtime mode: it compiles every kernel for real GPU
+architectures without a GPU (see :mod:`gpulab.ptx`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+from dataclasses import asdict, dataclass
+from importlib import metadata
+
+TIERS = ("gpu", "sim")
+OVERRIDE_VARIABLE = "GPULAB_DEVICE"
+SIMULATOR_VARIABLE = "NUMBA_ENABLE_CUDASIM"
+
+# CUdevice_attribute values from cuda.h (stable since CUDA 3.x).
+_ATTR_COMPUTE_CAPABILITY_MAJOR = 75
+_ATTR_COMPUTE_CAPABILITY_MINOR = 76
+_ATTR_MULTIPROCESSOR_COUNT = 16
+
+
+class TierError(RuntimeError):
+    """The requested tier cannot be used in this process; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class DriverProbe:
+    """What the CUDA driver said when asked through ctypes (no numba involved)."""
+
+    found_driver: bool
+    device_count: int
+    driver_version: str | None = None  # e.g. "12.8"
+    device_name: str | None = None  # device 0
+    compute_capability: tuple[int, int] | None = None
+    memory_bytes: int | None = None
+    multiprocessors: int | None = None
+    problem: str | None = None  # why the probe found no usable GPU
+
+
+def _load_libcuda():
+    names = ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"]
+    found = ctypes.util.find_library("cuda")
+    if found:
+        names.append(found)
+    for name in names:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+def probe_driver() -> DriverProbe:
+    """Ask the CUDA driver, through ctypes, how many devices there are and what device 0 is."""
+    lib = _load_libcuda()
+    if lib is None:
+        return DriverProbe(False, 0, problem="no CUDA driver (libcuda) was found")
+    version = ctypes.c_int(0)
+    driver_version = None
+    if lib.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value:
+        driver_version = f"{version.value // 1000}.{(version.value % 1000) // 10}"
+    status = lib.cuInit(0)
+    if status != 0:
+        return DriverProbe(
+            True, 0, driver_version, problem=f"the CUDA driver failed to start (cuInit error {status})"
+        )
+    count = ctypes.c_int(0)
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return DriverProbe(True, 0, driver_version, problem="the CUDA driver reports no device")
+    device = ctypes.c_int(0)
+    lib.cuDeviceGet(ctypes.byref(device), 0)
+    name = ctypes.create_string_buffer(256)
+    lib.cuDeviceGetName(name, 256, device)
+    major, minor, sms = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+    lib.cuDeviceGetAttribute(ctypes.byref(major), _ATTR_COMPUTE_CAPABILITY_MAJOR, device)
+    lib.cuDeviceGetAttribute(ctypes.byref(minor), _ATTR_COMPUTE_CAPABILITY_MINOR, device)
+    lib.cuDeviceGetAttribute(ctypes.byref(sms), _ATTR_MULTIPROCESSOR_COUNT, device)
+    memory = ctypes.c_size_t(0)
+    total_mem = getattr(lib, "cuDeviceTotalMem_v2", None) or lib.cuDeviceTotalMem
+    total_mem(ctypes.byref(memory), device)
+    return DriverProbe(
+        found_driver=True,
+        device_count=count.value,
+        driver_version=driver_version,
+        device_name=name.value.decode(errors="replace"),
+        compute_capability=(major.value, minor.value),
+        memory_bytes=memory.value,
+        multiprocessors=sms.value,
+    )
+
+
+def _numba_cuda_mode() -> str | None:
+    """'sim' or 'gpu' if numba.cuda is already imported (its mode is then fixed), else None."""
+    cuda = sys.modules.get("numba.cuda")
+    if cuda is None or not hasattr(cuda, "jit"):
+        return None
+    return "sim" if "simulator" in cuda.jit.__module__ else "gpu"
+
+
+def _choose(environ, probe: DriverProbe) -> tuple[str, str]:
+    requested = environ.get(OVERRIDE_VARIABLE, "").strip().lower()
+    if requested:
+        if requested not in TIERS:
+            raise TierError(
+                f"{OVERRIDE_VARIABLE}={requested!r} is not a tier. Use {OVERRIDE_VARIABLE}=gpu or "
+                f"{OVERRIDE_VARIABLE}=sim, or unset it to let gpulab choose."
+            )
+        if requested == "gpu" and probe.device_count == 0:
+            raise TierError(
+                f"{OVERRIDE_VARIABLE}=gpu was set, but {probe.problem}. Install the NVIDIA driver, "
+                f"or set {OVERRIDE_VARIABLE}=sim to run the same kernels in Numba's CUDA simulator."
+            )
+        return requested, f"{OVERRIDE_VARIABLE}={requested} was set"
+    if environ.get(SIMULATOR_VARIABLE, "").strip() not in ("", "0"):
+        return "sim", f"{SIMULATOR_VARIABLE}={environ[SIMULATOR_VARIABLE]} was set"
+    if probe.device_count > 0:
+        return "gpu", f"the CUDA driver {probe.driver_version} reports {probe.device_count} device(s)"
+    return "sim", f"{probe.problem}, so kernels run in Numba's CUDA simulator on this CPU"
+
+
+def _apply(tier: str, environ, probe: DriverProbe) -> None:
+    already = _numba_cuda_mode()
+    if already is not None and already != tier:
+        keep_ok = already == "sim" or probe.device_count > 0
+        raise TierError(
+            f"numba.cuda was imported before gpulab, in {already!r} mode, but gpulab chose the "
+            f"{tier!r} tier. Numba fixes its mode at its first import, so it cannot switch now. "
+            "Fix: restart the Python kernel and run `import gpulab` before importing numba"
+            + (f" (or set {OVERRIDE_VARIABLE}={already} to keep numba's mode)." if keep_ok else ".")
+        )
+    environ[SIMULATOR_VARIABLE] = "1" if tier == "sim" else "0"
+    config = sys.modules.get("numba.core.config")
+    if config is not None and already is None:
+        # numba is imported but numba.cuda is not: its config is read again by numba.cuda.
+        config.ENABLE_CUDASIM = tier == "sim"
+
+
+PROBE = probe_driver()
+TIER, REASON = _choose(os.environ, PROBE)
+_apply(TIER, os.environ, PROBE)
+
+
+def tier() -> str:
+    """The tier this process runs kernels in: ``'gpu'`` or ``'sim'``."""
+    return TIER
+
+
+def on_gpu() -> bool:
+    return TIER == "gpu"
+
+
+def _version(*distributions: str) -> str | None:
+    for name in distributions:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    tier: str
+    reason: str
+    device_name: str
+    compute_capability: tuple[int, int] | None
+    memory_bytes: int | None
+    multiprocessors: int | None
+    driver_version: str | None
+    numba_version: str | None
+    numba_cuda_version: str | None
+    cuda_toolkit_version: str | None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        cc = ".".join(map(str, self.compute_capability)) if self.compute_capability else "n/a"
+        memory = f"{self.memory_bytes / 2**30:.1f} GiB" if self.memory_bytes else "n/a"
+        lines = [
+            f"gpulab tier : {self.tier}  ({self.reason})",
+            f"device      : {self.device_name}",
+            f"compute cap.: {cc}    memory: {memory}    SMs: {self.multiprocessors or 'n/a'}",
+            f"driver      : {self.driver_version or 'none'}",
+            f"numba {self.numba_version or 'missing'} | numba-cuda {self.numba_cuda_version or 'missing'}"
+            f" | CUDA toolkit wheels {self.cuda_toolkit_version or 'not installed (no ptx tier)'}",
+        ]
+        if self.tier == "sim":
+            lines.append(
+                "note        : simulator time is not GPU time; GPU figures in the course are "
+                "roofline estimates or recorded runs on a named GPU."
+            )
+        return "\n".join(lines)
+
+
+def info(show: bool = True) -> DeviceInfo:
+    """Describe the tier, why it was chosen, the device and the library versions (and print it)."""
+    if TIER == "gpu":
+        name = PROBE.device_name or "unknown GPU"
+        cc, memory, sms = PROBE.compute_capability, PROBE.memory_bytes, PROBE.multiprocessors
+    else:
+        name = "Numba CUDA simulator (one Python thread per CUDA thread, on this CPU)"
+        cc = memory = sms = None
+    result = DeviceInfo(
+        tier=TIER,
+        reason=REASON,
+        device_name=name,
+        compute_capability=cc,
+        memory_bytes=memory,
+        multiprocessors=sms,
+        driver_version=PROBE.driver_version,
+        numba_version=_version("numba"),
+        numba_cuda_version=_version("numba-cuda"),
+        cuda_toolkit_version=_version("cuda-toolkit", "nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12"),
+    )
+    if show:
+        print(result)
+    return result

@@ -1,0 +1,172 @@
+"""Dot products: many threads must combine their products into one number.
+
+Variants, in the order chapter 01 teaches them
+- ``sum_racy``: every thread does ``out[0] = out[0] + x[i]`` without an atomic. Wrong on
+  purpose: the read-modify-writes of different threads overwrite each other.
+- ``dot_atomic``: one ``atomic.add`` per element. Correct, but every thread queues on the same
+  address, so the adds are serialised.
+- ``dot_shared_tree``: each block sums its products in shared memory by halving (a tree,
+  log2(threads_per_block) steps), then one atomic per block.
+- ``dot_grid_stride``: a fixed, small grid; each thread first sums many products in a
+  register, then the block does the tree. Fewest atomics, and the launch no longer grows with n.
+
+All read 2 values (x[i], y[i]) and do 2 FLOPs (multiply, add) per element: 2n FLOPs and
+2n * itemsize bytes. The result is accumulated in the input's dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from gpulab import device
+from gpulab.kernels._arrays import as_vector, matching_vectors, to_device
+from gpulab.kernels.launch import (
+    LaunchConfig,
+    check_threads_per_block,
+    grid_stride,
+    one_thread_per_element,
+)
+from gpulab.kernels.registry import for_float_dtypes, kernel
+
+# Static shared-memory size of the tree kernels: the largest block CUDA allows. A block of
+# 256 threads uses the first 256 slots (1 KiB of float32, 2 KiB of float64 are touched).
+TREE_SHARED_SLOTS = 1024
+
+METHODS = ("atomic", "shared_tree", "grid_stride")
+
+
+@kernel(*for_float_dtypes("void({t}[::1], {t}[::1])"))
+def sum_racy(x, out):
+    """Add x into out[0] with a plain read-modify-write: a data race, on purpose.
+
+    Every thread reads out[0], then (after the barrier) writes back what it read plus its
+    own x[i], so the threads of a block overwrite each other and most additions are lost.
+    On a GPU the 32 threads of a warp already read together before any of them writes; the
+    barrier widens that window to the whole block so that the simulator, which otherwise
+    runs threads one after another, shows the same race.
+    """
+    i = cuda.grid(1)
+    mine = x[i] if i < x.shape[0] else x.dtype.type(0)
+    seen = out[0]  # every thread of the block reads the same old value...
+    cuda.syncthreads()
+    out[0] = seen + mine  # ...and each write replaces the others: one survives per block
+
+
+@kernel(*for_float_dtypes("void({t}[::1], {t}[::1], {t}[::1])"))
+def dot_atomic(x, y, out):
+    """out[0] += x[i] * y[i] with one atomic add per element.
+
+    Reads x[i], y[i]; atomically updates out[0] (which must start at 0). No barrier: the
+    atomic makes each read-add-write indivisible, but all n updates hit one address and are
+    done one after another.
+    """
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.add(out, 0, x[i] * y[i])
+
+
+@kernel(*for_float_dtypes("void({t}[::1], {t}[::1], {t}[::1])"))
+def dot_shared_tree(x, y, out):
+    """Per block: products into shared memory, a tree sum, one atomic add into out[0].
+
+    Each thread reads x[i], y[i] once and writes partial[t]. ``syncthreads`` after the
+    products and after every halving step, so no thread reads a slot before it is written.
+    Requires threads_per_block to be a power of two. Atomics: one per block.
+    """
+    partial = cuda.shared.array(TREE_SHARED_SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        partial[t] = x[i] * y[i]
+    else:
+        partial[t] = 0  # threads past the end add nothing
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:  # 256 -> 128 -> ... -> 1 partial sums
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@kernel(*for_float_dtypes("void({t}[::1], {t}[::1], {t}[::1])"))
+def dot_grid_stride(x, y, out):
+    """A fixed grid loops over the vectors; register sums, a block tree, one atomic per block.
+
+    Thread g reads x[g], x[g + G], x[g + 2G], ... (G = threads in the grid), so neighbouring
+    threads still read neighbouring addresses on every pass (coalesced). Barriers as in
+    ``dot_shared_tree``; threads_per_block must be a power of two.
+    """
+    partial = cuda.shared.array(TREE_SHARED_SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    acc = x.dtype.type(0)
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        acc += x[i] * y[i]
+    partial[t] = acc
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+def default_grid_stride_blocks() -> int:
+    """Blocks for the grid-stride kernel: 4 per SM on a GPU (enough to hide memory latency),
+    2 in the simulator (where each extra thread costs ~0.1 ms of CPU time)."""
+    if device.tier() == "gpu" and device.PROBE.multiprocessors:
+        return 4 * device.PROBE.multiprocessors
+    return 2
+
+
+def default_threads_per_block(method: str) -> int:
+    """256 on a GPU; 32 for the grid-stride kernel in the simulator (fewer simulated threads)."""
+    if method == "grid_stride" and device.tier() != "gpu":
+        return 32
+    return 256
+
+
+def launch_config(n_elements: int, method: str, threads_per_block: int | None = None,
+                  blocks: int | None = None) -> LaunchConfig:
+    """The launch :func:`dot` uses for ``n_elements`` with ``method``."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+    threads_per_block = threads_per_block or default_threads_per_block(method)
+    check_threads_per_block(threads_per_block, power_of_two=method != "atomic")
+    if method == "grid_stride":
+        return grid_stride(n_elements, threads_per_block, blocks or default_grid_stride_blocks())
+    if blocks is not None:
+        raise ValueError(f"blocks is chosen from n for method {method!r}; pass it only with grid_stride")
+    return one_thread_per_element(n_elements, threads_per_block)
+
+
+_KERNELS = {"atomic": dot_atomic, "shared_tree": dot_shared_tree, "grid_stride": dot_grid_stride}
+
+
+def dot(x, y, method: str = "shared_tree", threads_per_block: int | None = None,
+        blocks: int | None = None):
+    """x · y on the device with the chosen kernel; returns a NumPy scalar of x's dtype.
+
+    >>> float(dot([1, 2], [3, 4]))
+    11.0
+    """
+    x, y = matching_vectors(x=x, y=y)
+    config = launch_config(x.shape[0], method, threads_per_block, blocks)
+    d_out = cuda.to_device(np.zeros(1, dtype=x.dtype))
+    _KERNELS[method][config.blocks, config.threads_per_block](to_device(x), to_device(y), d_out)
+    return d_out.copy_to_host()[0]
+
+
+def racy_sum(x, threads_per_block: int = 256):
+    """Sum x with the racy kernel, to see what a data race does (the answer is wrong)."""
+    x = as_vector("x", x)
+    config = one_thread_per_element(x.shape[0], threads_per_block)
+    d_out = cuda.to_device(np.zeros(1, dtype=x.dtype))
+    sum_racy[config.blocks, config.threads_per_block](to_device(x), d_out)
+    return d_out.copy_to_host()[0]

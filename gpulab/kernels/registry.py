@@ -1,0 +1,79 @@
+"""Every CUDA kernel in gpulab, with the signatures the ``ptx`` tier compiles it for.
+
+Kernels are defined with :func:`kernel` instead of a bare ``@cuda.jit``. The decorator
+compiles lazily (no driver needed at import) and records the plain Python function and its
+signatures here, so ``tests/test_ptx.py`` can check that *every* kernel compiles for real GPU
+architectures, and ``gpulab ptx NAME`` can show any kernel's PTX.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from numba import cuda
+
+FLOAT_DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    module: str
+    python_function: Callable
+    signatures: tuple[str, ...]
+    gpu_only: bool = False  # True when the simulator cannot run it (warp intrinsics, bf16, ...)
+
+    @property
+    def summary(self) -> str:
+        return (inspect.getdoc(self.python_function) or "").split("\n", 1)[0]
+
+    @property
+    def source(self) -> str:
+        return inspect.getsource(self.python_function)
+
+
+REGISTRY: dict[str, KernelSpec] = {}
+
+
+def for_float_dtypes(template: str) -> tuple[str, ...]:
+    """One signature per supported float type: ``"void({t}[::1], {t}[::1])"`` -> float32, float64."""
+    return tuple(template.format(t=dtype) for dtype in FLOAT_DTYPES)
+
+
+def kernel(*signatures: str, gpu_only: bool = False):
+    """Register a CUDA kernel and return it lazily compiled (``cuda.jit`` without a signature)."""
+    if not signatures:
+        raise ValueError("a kernel needs at least one signature for the ptx tier")
+
+    def register(function: Callable):
+        name = function.__name__
+        if name in REGISTRY and REGISTRY[name].module != function.__module__:
+            raise ValueError(f"two kernels are named {name!r}: rename one")
+        REGISTRY[name] = KernelSpec(name, function.__module__, function, tuple(signatures), gpu_only)
+        return cuda.jit(function)
+
+    return register
+
+
+def kernel_spec(name: str) -> KernelSpec:
+    load_all()
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(REGISTRY))
+        raise KeyError(f"no kernel named {name!r}; gpulab's kernels are: {known}") from None
+
+
+def load_all() -> dict[str, KernelSpec]:
+    """Import every kernel module so that the registry is complete."""
+    import importlib
+    import pkgutil
+
+    import gpulab.kernels as package
+
+    for module in pkgutil.iter_modules(package.__path__):
+        if not module.name.startswith("_") and module.name != "registry":
+            importlib.import_module(f"{package.__name__}.{module.name}")
+    return REGISTRY
