@@ -11,8 +11,9 @@ Numba reads ``NUMBA_ENABLE_CUDASIM`` when ``numba.cuda`` is first imported, so t
 sets it before any kernel module imports numba. If ``numba.cuda`` was already imported in a
 mode that disagrees with the tier, :class:`TierError` says so and how to fix it.
 
-The third tier, ``ptx``, is not a runtime mode: it compiles every kernel for real GPU
-architectures without a GPU (see :mod:`gpulab.ptx`).
+The third tier, ``ptx`` (``GPULAB_DEVICE=ptx``), runs nothing: numba's real CUDA target is
+loaded without a device, so every kernel can be compiled to PTX for real GPU architectures
+(see :mod:`gpulab.ptx`). gpulab starts such a process itself when it needs PTX.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import sys
 from dataclasses import asdict, dataclass
 from importlib import metadata
 
-TIERS = ("gpu", "sim")
+TIERS = ("gpu", "sim", "ptx")  # ptx: compile-only, real CUDA target, no device needed
 OVERRIDE_VARIABLE = "GPULAB_DEVICE"
 SIMULATOR_VARIABLE = "NUMBA_ENABLE_CUDASIM"
 
@@ -117,8 +118,8 @@ def _choose(environ, probe: DriverProbe) -> tuple[str, str]:
     if requested:
         if requested not in TIERS:
             raise TierError(
-                f"{OVERRIDE_VARIABLE}={requested!r} is not a tier. Use {OVERRIDE_VARIABLE}=gpu or "
-                f"{OVERRIDE_VARIABLE}=sim, or unset it to let gpulab choose."
+                f"{OVERRIDE_VARIABLE}={requested!r} is not a tier. Use {OVERRIDE_VARIABLE}=gpu, "
+                f"{OVERRIDE_VARIABLE}=sim (or =ptx, compile only), or unset it to let gpulab choose."
             )
         if requested == "gpu" and probe.device_count == 0:
             raise TierError(
@@ -213,8 +214,11 @@ def info(show: bool = True) -> DeviceInfo:
     if TIER == "gpu":
         name = PROBE.device_name or "unknown GPU"
         cc, memory, sms = PROBE.compute_capability, PROBE.memory_bytes, PROBE.multiprocessors
-    else:
+    elif TIER == "sim":
         name = "Numba CUDA simulator (one Python thread per CUDA thread, on this CPU)"
+        cc = memory = sms = None
+    else:
+        name = "none: compile-only process (PTX for real GPU architectures, nothing runs)"
         cc = memory = sms = None
     result = DeviceInfo(
         tier=TIER,

@@ -137,10 +137,13 @@ def launch_config(n_elements: int, method: str, threads_per_block: int | None = 
     """The launch :func:`dot` uses for ``n_elements`` with ``method``."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
-    threads_per_block = threads_per_block or default_threads_per_block(method)
+    if threads_per_block is None:
+        threads_per_block = default_threads_per_block(method)
     check_threads_per_block(threads_per_block, power_of_two=method != "atomic")
     if method == "grid_stride":
-        return grid_stride(n_elements, threads_per_block, blocks or default_grid_stride_blocks())
+        if blocks is None:
+            blocks = default_grid_stride_blocks()
+        return grid_stride(n_elements, threads_per_block, blocks)
     if blocks is not None:
         raise ValueError(f"blocks is chosen from n for method {method!r}; pass it only with grid_stride")
     return one_thread_per_element(n_elements, threads_per_block)

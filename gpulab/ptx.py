@@ -1,0 +1,114 @@
+"""The ``ptx`` tier: compile kernels for real GPU architectures, with no GPU.
+
+``numba.cuda.compile_ptx`` runs NVVM from the CUDA toolkit wheels (``gpulab[cu13]`` or
+``[cu12]``) and needs no driver. It rejects what only the simulator accepts — Python lists,
+``np.empty`` inside a kernel, f-string prints, float16 atomics — so compiling every registered
+kernel here is what keeps one kernel source valid for both the GPU and the simulator.
+
+The simulator replaces ``numba.cuda`` in its process, so from the ``sim`` tier the compilation
+runs in a child process started with ``GPULAB_DEVICE=ptx``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+
+from gpulab import device
+
+ARCHITECTURES = ((7, 5), (8, 0), (9, 0))  # Turing (T4), Ampere (A100), Hopper (H100/H200)
+
+
+@dataclass(frozen=True)
+class PtxResult:
+    kernel: str
+    signature: str
+    compute_capability: tuple[int, int]
+    ok: bool
+    ptx: str = ""
+    error: str = ""
+
+
+def _compile_here(name: str, signature: str, cc: tuple[int, int]) -> PtxResult:
+    from numba import cuda
+
+    from gpulab.kernels.registry import kernel_spec
+
+    spec = kernel_spec(name)
+    try:
+        ptx, _ = cuda.compile_ptx(spec.python_function, signature, cc=cc)
+    except Exception as error:  # report every failure; the caller decides
+        return PtxResult(name, signature, cc, False, error=f"{type(error).__name__}: {error}")
+    return PtxResult(name, signature, cc, True, ptx=ptx)
+
+
+def _compile_in_child(requests: list[tuple[str, str, tuple[int, int]]]) -> list[PtxResult]:
+    env = dict(os.environ, GPULAB_DEVICE="ptx", NUMBA_ENABLE_CUDASIM="0")
+    completed = subprocess.run(
+        [sys.executable, "-m", "gpulab.ptx", "--json"],
+        input=json.dumps(requests),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"the PTX compiler process failed:\n{completed.stderr[-3000:]}")
+    return [
+        PtxResult(**{**item, "compute_capability": tuple(item["compute_capability"])})
+        for item in json.loads(completed.stdout)
+    ]
+
+
+def compile_requests(requests: list[tuple[str, str, tuple[int, int]]]) -> list[PtxResult]:
+    """Compile (kernel name, signature, compute capability) triples, in a child if needed."""
+    if device.tier() == "sim":
+        return _compile_in_child(requests)
+    return [_compile_here(name, sig, tuple(cc)) for name, sig, cc in requests]
+
+
+def all_requests(architectures=ARCHITECTURES) -> list[tuple[str, str, tuple[int, int]]]:
+    """Every registered kernel, for every signature and architecture."""
+    from gpulab.kernels.registry import load_all
+
+    return [
+        (spec.name, signature, cc)
+        for spec in load_all().values()
+        for signature in spec.signatures
+        for cc in architectures
+    ]
+
+
+def compile_all(architectures=ARCHITECTURES) -> list[PtxResult]:
+    return compile_requests(all_requests(architectures))
+
+
+def kernel_ptx(name: str, compute_capability=(8, 0), signature: str | None = None) -> str:
+    """The PTX of one gpulab kernel, for showing to a learner (``gpulab ptx NAME``)."""
+    from gpulab.kernels.registry import kernel_spec
+
+    spec = kernel_spec(name)
+    signature = signature or spec.signatures[0]
+    (result,) = compile_requests([(name, signature, tuple(compute_capability))])
+    if not result.ok:
+        raise RuntimeError(
+            f"{name} did not compile for sm_{compute_capability[0]}{compute_capability[1]}: "
+            f"{result.error}\nIf the error mentions NVVM or libnvvm, install the CUDA toolkit "
+            "wheels: pip install 'gpulab[cu13]' (or [cu12] for a CUDA 12 driver)."
+        )
+    return result.ptx
+
+
+def _serve_json() -> None:
+    """Child-process side: read requests as JSON on stdin, write results as JSON on stdout."""
+    requests = json.load(sys.stdin)
+    results = [_compile_here(name, sig, tuple(cc)) for name, sig, cc in requests]
+    json.dump([asdict(r) for r in results], sys.stdout)
+
+
+if __name__ == "__main__":
+    if "--json" in sys.argv:
+        _serve_json()

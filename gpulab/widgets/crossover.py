@@ -1,0 +1,306 @@
+"""CPU vs GPU as n grows: chapter 01's closing experiment.
+
+A dot product of two n-element vectors on the CPU (NumPy, which calls BLAS) against one of
+gpulab's dot kernels, with and without copying x and y to the GPU first. Every series says
+where its numbers came from:
+
+- the CPU side is always **measured** on this machine (:func:`gpulab.bench.time_cpu`);
+- in the ``gpu`` tier the kernel is **measured** on the local GPU with CUDA events
+  (:func:`gpulab.bench.time_gpu`), and the chosen GPU model is added as an estimate;
+- in the ``sim`` tier simulator time is not GPU time, so the GPU side is **estimated** from a
+  roofline model of the chosen GPU (:func:`gpulab.hardware.estimate_time`): 2n FLOPs,
+  2n * itemsize bytes read, plus 2n * itemsize bytes over the host link for the copy.
+
+:class:`CrossoverExperiment` is the logic (no browser needed); :class:`CrossoverDashboard` is
+the ipywidgets view of it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpulab import bench, device, hardware, plots
+
+PRECISION_OF_DTYPE = {"float32": "fp32", "float64": "fp64"}
+
+
+def default_sizes(tier: str | None = None) -> list[int]:
+    """n = 10, 30, 100, ... up to 1e7 in the sim tier (the CPU side stays fast: NumPy's dot on
+    1e7 float32 takes ~10 ms) and up to 1e8 on a GPU (800 MB per float64 vector)."""
+    largest_exponent = 8 if (tier or device.tier()) == "gpu" else 7
+    sizes = []
+    for exponent in range(1, largest_exponent + 1):
+        sizes += [10**exponent, 3 * 10**exponent]
+    return sizes[:-1]  # ... 3e6, 1e7 (or ... 3e7, 1e8)
+
+
+class CrossoverExperiment:
+    """Time x · y on the CPU and on a GPU for each n in ``sizes``.
+
+    >>> result = CrossoverExperiment(sizes=[10, 10_000]).run()   # doctest: +SKIP
+    >>> list(result["series"])                                    # doctest: +SKIP
+    ['NumPy dot (BLAS) — measured on this CPU (...)', 'dot_grid_stride, data on GPU — ...', ...]
+    """
+
+    def __init__(self, sizes=None, gpu: str = "H100-SXM", dtype=np.float32,
+                 method: str = "grid_stride", include_transfer: bool = True,
+                 cpu_repeats: int = 5, seed: int = 0):
+        from gpulab.kernels import dot as dot_kernels
+
+        if method not in dot_kernels.METHODS:
+            raise ValueError(f"method must be one of {', '.join(dot_kernels.METHODS)}, "
+                             f"not {method!r}")
+        self.sizes = sorted({int(n) for n in (sizes or default_sizes())})
+        if not self.sizes or self.sizes[0] < 1:
+            raise ValueError(f"sizes must be positive whole numbers, not {sizes!r}")
+        self.gpu = hardware.get_gpu(gpu)
+        self.dtype = np.dtype(dtype)
+        if self.dtype.name not in PRECISION_OF_DTYPE:
+            raise ValueError(f"dtype must be float32 or float64, not {self.dtype.name}")
+        self.method = method
+        self.kernel_name = f"dot_{method}"
+        self.include_transfer = include_transfer
+        self.cpu_repeats = cpu_repeats
+        self.seed = seed
+        self.tier = device.tier()
+        self.last_result: dict | None = None
+
+    # -- the numbers --------------------------------------------------------------------------
+
+    def _counts(self, n: int) -> dict:
+        """2 FLOPs (multiply, add) and 2 values read per element."""
+        return {"flops": 2 * n, "bytes_moved": 2 * n * self.dtype.itemsize}
+
+    def _estimate(self, n: int, with_copy: bool):
+        copy_bytes = 2 * n * self.dtype.itemsize if with_copy else 0.0
+        return hardware.estimate_time(self.gpu, precision=PRECISION_OF_DTYPE[self.dtype.name],
+                                      transfer_bytes=copy_bytes, **self._counts(n))
+
+    def _measure_gpu(self, x, y, n: int, with_copy: bool):
+        from numba import cuda
+
+        from gpulab.kernels import dot as dot_kernels
+
+        kernel = getattr(dot_kernels, self.kernel_name)
+        config = dot_kernels.launch_config(n, self.method)
+        d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+        d_out = cuda.to_device(np.zeros(1, self.dtype))
+
+        def launch():
+            if with_copy:  # the host→device copy of x and y, into buffers already allocated
+                d_x.copy_to_device(x)
+                d_y.copy_to_device(y)
+            kernel[config.blocks, config.threads_per_block](d_x, d_y, d_out)
+
+        return bench.time_gpu(launch, name=self.kernel_name, n=n, **self._counts(n))
+
+    def run(self) -> dict:
+        """Measure and estimate every series; returns (and keeps in ``last_result``)
+        ``{"series": {label: [(n, seconds), ...]}, "cpu_label", "gpu_labels", "crossover",
+        "records", ...}``. Labels say where each series came from."""
+        rng = np.random.default_rng(self.seed)
+        records: dict[str, list] = {}
+
+        def add(what: str, record):
+            label = f"{what} — {record.label}"
+            records.setdefault(label, []).append(record)
+            return label
+
+        cpu_label = ""
+        for n in self.sizes:
+            x = rng.random(n, dtype=self.dtype)
+            y = rng.random(n, dtype=self.dtype)
+            cpu = bench.time_cpu(np.dot, x, y, repeats=self.cpu_repeats, name="NumPy dot",
+                                 n=n, **self._counts(n))
+            cpu_label = add("NumPy dot (BLAS)", cpu)
+            if self.tier == "gpu":
+                add(f"{self.kernel_name}, data on GPU", self._measure_gpu(x, y, n, False))
+                if self.include_transfer:
+                    add(f"{self.kernel_name} incl. host→device copy of x, y",
+                        self._measure_gpu(x, y, n, True))
+            add(f"{self.kernel_name}, data on GPU", self._estimate(n, False))
+            if self.include_transfer:
+                add(f"{self.kernel_name} incl. host→device copy of x, y", self._estimate(n, True))
+        series = {label: list(zip(self.sizes, map(_seconds, recs), strict=True))
+                  for label, recs in records.items()}
+        gpu_labels = [label for label in series if label != cpu_label]
+        self.last_result = {
+            "series": series,
+            "cpu_label": cpu_label,
+            "gpu_labels": gpu_labels,
+            "crossover": {label: plots.first_faster_n(series[cpu_label], series[label])
+                          for label in gpu_labels},
+            "records": records,
+            "tier": self.tier,
+            "gpu": self.gpu.key,
+            "dtype": self.dtype.name,
+            "method": self.method,
+            "kernel": self.kernel_name,
+            "include_transfer": self.include_transfer,
+            "sizes": list(self.sizes),
+            "kernel_check": self.check_kernel(),
+        }
+        return self.last_result
+
+    def check_kernel(self, n: int = 1000) -> dict:
+        """Run the kernel for real (on the GPU, or in the simulator) on n random values and
+        compare with NumPy: the estimate is about a kernel that does compute x · y."""
+        from gpulab.kernels import dot as dot_kernels
+        from gpulab.reference import dot_tolerance
+
+        rng = np.random.default_rng(self.seed + 1)
+        x, y = rng.random(n, dtype=self.dtype), rng.random(n, dtype=self.dtype)
+        got, expected = dot_kernels.dot(x, y, method=self.method), np.dot(x, y)
+        return {"kernel": self.kernel_name, "n": n, "result": float(got),
+                "numpy": float(expected), "launch": str(dot_kernels.launch_config(n, self.method)),
+                "ok": abs(float(got) - float(expected)) <= dot_tolerance(x, y)}
+
+    def _result(self) -> dict:
+        return self.last_result if self.last_result is not None else self.run()
+
+    def crossover_n(self, series_label: str) -> int | None:
+        """The smallest n at which series ``series_label`` is faster than the CPU, or None."""
+        result = self._result()
+        series = result["series"]
+        if series_label not in series:
+            raise KeyError(f"no series {series_label!r}; the series are: {', '.join(series)}")
+        return plots.first_faster_n(series[result["cpu_label"]], series[series_label])
+
+    # -- the words ----------------------------------------------------------------------------
+
+    def explain(self) -> str:
+        """Why the GPU loses at small n, where it wins, and what bounds it, in plain words."""
+        result = self._result()
+        estimates = {label: recs for label, recs in result["records"].items()
+                     if isinstance(recs[0], hardware.RooflineEstimate)}
+        on_device = next(label for label in estimates if "copy" not in label)
+        small, large = estimates[on_device][0], estimates[on_device][-1]
+        itemsize = self.dtype.itemsize
+        cpu = dict(result["series"][result["cpu_label"]])
+        n0, n1 = result["sizes"][0], result["sizes"][-1]
+        lines = [
+            f"At n = {n0:,} the CPU takes {_fmt(cpu[n0])}; the GPU would need about "
+            f"{_fmt(small.time_s)}, nearly all of it the fixed cost of launching a kernel "
+            f"(~{_fmt(hardware.LAUNCH_OVERHEAD_S)}), so small problems lose on the GPU.",
+            f"A dot product does 2 FLOPs (multiply, add) per 2 × {itemsize} = {2 * itemsize} bytes "
+            f"read: {2 / (2 * itemsize):g} FLOP/byte, far below what the arithmetic units could "
+            f"use, so it is memory-bound. At n = {n1:,} the {self.gpu.name} model gives "
+            f"{_fmt(large.time_s)} ({large.bound}-bound: {2 * itemsize * n1 / 1e6:,.0f} MB at "
+            f"{self.gpu.memory_bandwidth_bytes_per_s / 1e12:g} TB/s).",
+        ]
+        for label in result["gpu_labels"]:
+            where = "with the copy" if "copy" in label else "with the data already on the GPU"
+            crossing = result["crossover"][label]
+            source = "measured" if "measured on" in label else "estimated"
+            lines.append(
+                f"{where.capitalize()} ({source}): the GPU is faster than the CPU from "
+                f"n = {crossing:,}." if crossing else
+                f"{where.capitalize()} ({source}): the GPU never beats the CPU up to n = {n1:,}."
+            )
+        copied = [label for label in estimates if "copy" in label]
+        if copied:
+            copy_s = estimates[copied[0]][-1].transfer_s
+            lines.append(
+                f"Copying x and y over {self.gpu.host_link} "
+                f"({self.gpu.host_link_bytes_per_s / 1e9:g} GB/s each way) takes {_fmt(copy_s)} "
+                f"at n = {n1:,}, {copy_s / large.kernel_s:.0f}× the kernel itself: the GPU pays "
+                "off when data stays on it for many operations, not for one dot product."
+            )
+        return "\n".join(lines)
+
+
+def _seconds(record) -> float:
+    return record.time_s if isinstance(record, hardware.RooflineEstimate) else record.median_s
+
+
+def _fmt(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+class CrossoverDashboard:
+    """Controls for :class:`CrossoverExperiment`, a Run button, the plot and the explanation.
+
+    Drive it from Python: ``d.gpu_dropdown.value = "T4"; d.run_button.click(); d.last_result``.
+    """
+
+    def __init__(self):
+        import ipywidgets as widgets
+
+        self.tier = device.tier()
+        sizes = default_sizes(self.tier)
+        gpu_help = ("compare with" if self.tier == "gpu" else "GPU model")
+        self.gpu_dropdown = widgets.Dropdown(
+            options=[(spec.name, key) for key, spec in hardware.GPUS.items()], value="H100-SXM",
+            description=gpu_help, style={"description_width": "initial"})
+        self.dtype_toggle = widgets.ToggleButtons(options=["float32", "float64"],
+                                                  value="float32", description="dtype")
+        self.transfer_checkbox = widgets.Checkbox(value=True,
+                                                  description="include host→device copy")
+        self.size_slider = widgets.SelectionRangeSlider(
+            options=[(f"{n:,}", n) for n in sizes], index=(0, len(sizes) - 1),
+            description="n from, to", style={"description_width": "initial"},
+            layout=widgets.Layout(width="600px"))
+        self.run_button = widgets.Button(description="Run", button_style="primary",
+                                         icon="play")
+        self.status = widgets.HTML(value=self._where())
+        self.output = widgets.Output()
+        self.explanation = widgets.HTML()
+        self.run_button.on_click(lambda _button: self.run())
+        self.widget = widgets.VBox([
+            widgets.HBox([self.gpu_dropdown, self.dtype_toggle]),
+            widgets.HBox([self.transfer_checkbox, self.run_button]),
+            self.size_slider, self.status, self.output, self.explanation,
+        ])
+        self.experiment: CrossoverExperiment | None = None
+        self.last_result: dict | None = None
+        self.last_error: Exception | None = None
+        self.figure = None
+
+    def _where(self) -> str:
+        if self.tier == "gpu":
+            return (f"GPU times are measured on this machine's {device.PROBE.device_name}; the "
+                    "model chosen above is added as a roofline estimate.")
+        return ("No GPU here (simulator tier): CPU times are measured, GPU times are "
+                "roofline estimates for the model chosen above.")
+
+    def run(self) -> dict | None:
+        """Run the experiment the controls describe and redraw; what the Run button does."""
+        low, high = self.size_slider.value
+        sizes = [n for n in default_sizes(self.tier) if low <= n <= high]
+        self.status.value = "running…"
+        try:
+            self.experiment = CrossoverExperiment(
+                sizes=sizes, gpu=self.gpu_dropdown.value, dtype=self.dtype_toggle.value,
+                include_transfer=self.transfer_checkbox.value)
+            self.last_result = self.experiment.run()
+            self.last_error = None
+        except Exception as error:  # shown in the dashboard, not swallowed by the callback
+            self.last_error = error
+            self.status.value = f"<b>Failed:</b> {type(error).__name__}: {error}"
+            return None
+        self._draw()
+        self.status.value = self._where()
+        return self.last_result
+
+    def _draw(self) -> None:
+        import html
+
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        self.figure = plots.crossover_plot(self.last_result)
+        self.output.clear_output(wait=True)
+        with self.output:
+            display(self.figure)
+        plt.close(self.figure)
+        paragraphs = html.escape(self.experiment.explain()).split("\n")
+        self.explanation.value = "".join(f"<p>{p}</p>" for p in paragraphs)
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+__all__ = ["CrossoverDashboard", "CrossoverExperiment", "default_sizes"]
