@@ -17,4 +17,11 @@ def dot(x, y, method: str = "shared_tree", **launch):
     return _dot(x, y, method=method, **launch)
 
 
-__all__ = ["TierError", "dot", "info", "tier", "__version__"]
+def kernel_source(name: str) -> str:
+    """The Python source of one of gpulab's kernels, e.g. ``print(kernel_source("dot_atomic"))``."""
+    from gpulab.kernels.registry import kernel_spec
+
+    return kernel_spec(name).source
+
+
+__all__ = ["TierError", "dot", "info", "kernel_source", "tier", "__version__"]

@@ -239,7 +239,7 @@ def time_gpu(launch, repeats: int = 20, warmup: int = 2, name: str | None = None
     cuda.synchronize()
     times_s = []
     for _ in range(repeats):
-        start, stop = cuda.event(timing=True), cuda.event(timing=True)
+        start, stop = cuda.event(), cuda.event()  # timing=True is the default
         start.record()
         launch()
         stop.record()

@@ -54,18 +54,13 @@ def shown_threads(config: LaunchConfig, block: int, max_threads: int) -> list[in
     tpb = config.threads_per_block
     if tpb <= max_threads:
         return list(range(tpb))
-    busy = [t for t in (0, tpb - 1) if len(config.elements_of(block, t))]
-    first_idle = min(max(config.n_elements - block * tpb, 0), tpb)  # one element per thread
-    keep = {0, 1, tpb - 1}
-    if not config.grid_stride and 0 < first_idle < tpb:
-        keep |= {first_idle - 1, first_idle}
-    elif len(busy) == 2:
-        keep.add(tpb - 2)
-    t = 2
-    while len(keep) < max_threads and t < tpb:
-        keep.add(t)
-        t += 1
-    return _with_gaps(sorted(keep)[:max_threads])
+    first_idle = config.n_elements - block * tpb  # threads from here on have no element
+    boundary = [first_idle - 1, first_idle] if 0 < first_idle < tpb else []
+    keep: list[int] = []
+    for thread in [0, tpb - 1, *boundary, *range(1, tpb)]:  # most telling first
+        if thread not in keep and len(keep) < max_threads:
+            keep.append(thread)
+    return _with_gaps(sorted(keep))
 
 
 def elements_text(elements: range) -> str:
@@ -104,7 +99,8 @@ def launch_diagram(config: LaunchConfig, ax=None, max_blocks: int = 4, max_threa
     ax.set_ylim(rows + 0.2, -1.3)  # row 0 at the top
     ax.axis("off")
     columns = max(int(fig.get_figwidth() * 11), 40)
-    ax.set_title("\n".join(textwrap.wrap(str(config), columns)), fontsize=10)
+    title = textwrap.wrap(str(config), columns, break_on_hyphens=False)
+    ax.set_title("\n".join(title), fontsize=10)
     ax.text(0.5, -0.02, _launch_note(config), transform=ax.transAxes, ha="center", va="top",
             fontsize=8.5, color="#444444", wrap=True)
     return fig
@@ -147,13 +143,17 @@ def _draw_block(ax, config, block, threads, x, width, rows):
 
 
 def first_faster_n(baseline, candidate) -> int | None:
-    """The smallest n at which ``candidate`` takes less time than ``baseline``.
+    """The smallest n from which ``candidate`` takes less time than ``baseline`` at every
+    larger n too (where it crosses for good, so one noisy timing does not make a crossover).
 
     Both are sequences of ``(n, seconds)``; only sizes present in both are compared.
     """
     baseline_s = dict(baseline)
-    faster = [n for n, s in candidate if n in baseline_s and s < baseline_s[n]]
-    return int(min(faster)) if faster else None
+    common = sorted((n, s < baseline_s[n]) for n, s in candidate if n in baseline_s)
+    crossing = None
+    for n, faster in common:
+        crossing = (crossing or n) if faster else None
+    return None if crossing is None else int(crossing)
 
 
 def _cpu_label(series: dict) -> str:
@@ -169,31 +169,36 @@ def crossover_plot(points, ax=None, cpu_label: str | None = None):
     ``points`` is ``{label: [(n, seconds), ...]}`` or a result dict with a ``"series"`` entry
     (as :meth:`gpulab.widgets.crossover.CrossoverExperiment.run` returns). The CPU series is
     ``cpu_label`` or the first label naming the CPU or NumPy; where another series first beats
-    it, a star marks the crossover.
+    it for good, a star marks the crossover. Hollow markers: estimates; filled: measurements.
     """
     series = points["series"] if "series" in points else points
     cpu_label = cpu_label or _cpu_label(series)
     fig, ax = _figure(ax, (8.5, 6.0))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    crossings = []
     for i, (label, pts) in enumerate(series.items()):
         n, seconds = zip(*sorted(pts), strict=True)
         style = "-" if label == cpu_label else "--" if "copy" in label else "-."
         colour = colours[i % len(colours)]
-        ax.plot(n, seconds, style, marker="o", ms=3.5, color=colour, label=label)
+        hollow = "estimated" in label  # filled markers: measured; hollow: a model's estimate
+        ax.plot(n, seconds, style, marker="o", ms=4, color=colour, label=label,
+                mfc="white" if hollow else colour)
         crossing = None if label == cpu_label else first_faster_n(series[cpu_label], pts)
         if crossing is not None:
-            at = dict(pts)[crossing]
-            ax.plot([crossing], [at], "*", ms=14, color=colour, mec="black", label="_crossover")
-            ax.annotate(f"faster than the CPU\nfrom n = {crossing:,}", (crossing, at),
-                        xytext=(12, -26 - 22 * i), textcoords="offset points", fontsize=8,
-                        color=colour, arrowprops={"arrowstyle": "-", "color": colour})
+            crossings.append((colour, crossing, dict(pts)[crossing]))
+    for k, (colour, crossing, at) in enumerate(crossings):  # stacked bottom right: no overlap
+        ax.plot([crossing], [at], "*", ms=14, color=colour, mec="black", label="_crossover")
+        ax.annotate(f"faster than the CPU from n = {crossing:,}", (crossing, at),
+                    xytext=(0.98, 0.04 + 0.07 * k), textcoords="axes fraction", ha="right",
+                    fontsize=8.5, color=colour,
+                    arrowprops={"arrowstyle": "->", "color": colour, "lw": 0.8, "shrinkB": 7})
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("n (elements per vector)")
     ax.set_ylabel("time per dot product (s)")
     ax.set_title("CPU vs GPU as n grows: where does the GPU start to win?")
     ax.grid(True, which="major", alpha=0.3)
-    wrapped = ["\n".join(textwrap.wrap(label, 95)) for label in series]
+    wrapped = ["\n".join(textwrap.wrap(label, 110, break_on_hyphens=False)) for label in series]
     handles = [h for h in ax.get_lines() if not h.get_label().startswith("_")]
     ax.legend(handles, wrapped, loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8)
     return fig
@@ -214,16 +219,19 @@ def dependency_plot(n_max: int = 32, n_marked: int | None = 12, ax=None):
     ns = np.arange(1, n_max + 1)
     chain, tree = zip(*(dependency_steps(int(n)) for n in ns), strict=True)
     fig, ax = _figure(ax, (7.5, 4.5))
-    ax.plot(ns, chain, "o-", ms=3, label="dependent chain: each addition waits for the last"
-                                          " (n − 1 steps)")
-    ax.step(ns, tree, "o-", where="post", ms=3,
+    dots = 3 if n_max <= 64 else 0  # one marker per n while they can be told apart
+    ax.plot(ns, chain, "o-", ms=dots, label="dependent chain: each addition waits for the last"
+                                            " (n − 1 steps)")
+    ax.step(ns, tree, "o-", where="post", ms=dots,
             label="independent additions, then a tree: pairs in rounds (⌈log₂ n⌉ steps)")
     if n_marked:
         c, t = dependency_steps(n_marked)
         ax.plot([n_marked, n_marked], [c, t], "k:", lw=1)
+        # the note sits in the free triangle below the chain and above the tree
         ax.annotate(f"n = {n_marked}: {c} steps in a chain,\n{t} rounds as a tree",
-                    (n_marked, (c + t) / 2), xytext=(10, 0), textcoords="offset points",
-                    fontsize=9, va="center", bbox={"fc": "white", "ec": "none", "alpha": 0.9})
+                    (n_marked, (c + t) / 2), xytext=(0.97, 0.32), textcoords="axes fraction",
+                    ha="right", va="center", fontsize=9,
+                    arrowprops={"arrowstyle": "->", "lw": 0.8, "color": "#444444"})
     ax.set_xlabel("n (numbers to add)")
     ax.set_ylabel("steps, one after another")
     ax.set_title("Adding n numbers: a chain of dependent steps vs independent work")

@@ -153,13 +153,14 @@ class CrossoverExperiment:
         got, expected = dot_kernels.dot(x, y, method=self.method), np.dot(x, y)
         return {"kernel": self.kernel_name, "n": n, "result": float(got),
                 "numpy": float(expected), "launch": str(dot_kernels.launch_config(n, self.method)),
-                "ok": abs(float(got) - float(expected)) <= dot_tolerance(x, y)}
+                "ok": bool(abs(float(got) - float(expected)) <= dot_tolerance(x, y))}
 
     def _result(self) -> dict:
         return self.last_result if self.last_result is not None else self.run()
 
     def crossover_n(self, series_label: str) -> int | None:
-        """The smallest n at which series ``series_label`` is faster than the CPU, or None."""
+        """The smallest n from which series ``series_label`` is faster than the CPU (and stays
+        faster at every larger n), or None if it never is."""
         result = self._result()
         series = result["series"]
         if series_label not in series:
@@ -171,35 +172,40 @@ class CrossoverExperiment:
     def explain(self) -> str:
         """Why the GPU loses at small n, where it wins, and what bounds it, in plain words."""
         result = self._result()
-        estimates = {label: recs for label, recs in result["records"].items()
+        records = result["records"]
+        estimated = {label: recs for label, recs in records.items()
                      if isinstance(recs[0], hardware.RooflineEstimate)}
-        on_device = next(label for label in estimates if "copy" not in label)
-        small, large = estimates[on_device][0], estimates[on_device][-1]
-        itemsize = self.dtype.itemsize
+        on_device = next(label for label in estimated if "copy" not in label)
+        small, large = estimated[on_device][0], estimated[on_device][-1]
+        itemsize, precision = self.dtype.itemsize, PRECISION_OF_DTYPE[self.dtype.name]
         cpu = dict(result["series"][result["cpu_label"]])
         n0, n1 = result["sizes"][0], result["sizes"][-1]
+        measured = [recs[0] for label, recs in records.items() if label not in estimated
+                    and label != result["cpu_label"] and "copy" not in label]
         lines = [
-            f"At n = {n0:,} the CPU takes {_fmt(cpu[n0])}; the GPU would need about "
-            f"{_fmt(small.time_s)}, nearly all of it the fixed cost of launching a kernel "
-            f"(~{_fmt(hardware.LAUNCH_OVERHEAD_S)}), so small problems lose on the GPU.",
+            f"At n = {n0:,} the CPU takes {_fmt(cpu[n0])}; the {self.gpu.name} would need about "
+            f"{_fmt(small.time_s)} by the roofline model"
+            + (f" ({measured[0].label}: {_fmt(measured[0].median_s)})" if measured else "")
+            + f", nearly all of it the fixed cost of launching a kernel "
+            f"(~{_fmt(hardware.LAUNCH_OVERHEAD_S)}): small problems lose on the GPU.",
             f"A dot product does 2 FLOPs (multiply, add) per 2 × {itemsize} = {2 * itemsize} bytes "
-            f"read: {2 / (2 * itemsize):g} FLOP/byte, far below what the arithmetic units could "
-            f"use, so it is memory-bound. At n = {n1:,} the {self.gpu.name} model gives "
-            f"{_fmt(large.time_s)} ({large.bound}-bound: {2 * itemsize * n1 / 1e6:,.0f} MB at "
-            f"{self.gpu.memory_bandwidth_bytes_per_s / 1e12:g} TB/s).",
+            f"read: {2 / (2 * itemsize):g} FLOP/byte, far below the "
+            f"{hardware.ridge_point(self.gpu, precision):.2g} FLOP/byte the {self.gpu.name} needs "
+            f"to keep its {precision} units busy, so it is memory-bound. At n = {n1:,} the model "
+            f"gives {_fmt(large.time_s)} ({large.bound}-bound: {2 * itemsize * n1 / 1e6:,.0f} MB "
+            f"at {self.gpu.memory_bandwidth_bytes_per_s / 1e12:g} TB/s).",
         ]
         for label in result["gpu_labels"]:
-            where = "with the copy" if "copy" in label else "with the data already on the GPU"
+            where = "With the copy" if "copy" in label else "With the data already on the GPU"
+            source = (f"{self.gpu.name}, estimated" if label in estimated
+                      else records[label][0].label)
             crossing = result["crossover"][label]
-            source = "measured" if "measured on" in label else "estimated"
-            lines.append(
-                f"{where.capitalize()} ({source}): the GPU is faster than the CPU from "
-                f"n = {crossing:,}." if crossing else
-                f"{where.capitalize()} ({source}): the GPU never beats the CPU up to n = {n1:,}."
-            )
-        copied = [label for label in estimates if "copy" in label]
+            lines.append(f"{where} ({source}): the GPU is faster than the CPU from n = "
+                         f"{crossing:,}." if crossing else
+                         f"{where} ({source}): the GPU never beats the CPU up to n = {n1:,}.")
+        copied = [recs for label, recs in estimated.items() if "copy" in label]
         if copied:
-            copy_s = estimates[copied[0]][-1].transfer_s
+            copy_s = copied[0][-1].transfer_s
             lines.append(
                 f"Copying x and y over {self.gpu.host_link} "
                 f"({self.gpu.host_link_bytes_per_s / 1e9:g} GB/s each way) takes {_fmt(copy_s)} "

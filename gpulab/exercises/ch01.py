@@ -1,0 +1,393 @@
+"""Chapter 01's exercises: one thread per element, an atomic dot product, a block sum.
+
+Each check takes your ``@cuda.jit`` kernel (not launched), runs it on random data whose size is
+not a multiple of the block size, compares with :mod:`gpulab.reference`, prints what it found
+and returns a :class:`~gpulab.exercises.checks.CheckResult`::
+
+    from gpulab.exercises.ch01 import check_multiply
+    check_multiply(multiply_kernel)
+
+A failure names the seed: ``check_multiply(multiply_kernel, seed=1234)`` repeats that trial.
+
+What the simulator can and cannot show
+- A missing guard is caught in both tiers: the simulator raises ``IndexError`` at the first
+  access past the end; on a GPU the stray write lands in padding the check inspects.
+- A racy ``out[0] += ...`` usually gives the right number in the simulator, which runs threads
+  one after another. The check catches it anyway: in the simulator ``out`` is a
+  :class:`~gpulab.exercises.checks.WatchedArray` that records plain (non-atomic) writes by
+  different threads, and in both tiers the kernel's source is searched for plain writes to
+  ``out``.
+- A missing ``cuda.syncthreads()`` in the block sum makes threads read shared slots before
+  they are written (garbage or the previous block's values in the simulator), so the sum is
+  wrong; this is caught from the number alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpulab import device, reference
+from gpulab.exercises.checks import (
+    ATOMIC_HINT,
+    GLOBAL_INDEX_HINT,
+    GUARD_HINT,
+    SIMULATOR_ONLY_HINT,
+    CheckFailedError,
+    CheckResult,
+    KernelSource,
+    NotAttemptedError,
+    Suspect,
+    Trial,
+    WatchedArray,
+    count_calls,
+    describe_threads,
+    diagnose_total,
+    diagnose_vector,
+    kernel_source,
+    launch,
+    padded,
+    plain_writes_to,
+    raises_not_implemented,
+    run_check,
+    simulator_only_code,
+)
+
+# Each syncthreads() costs the simulator milliseconds: the block sum uses fewer blocks there.
+BLOCK_SUM_SIZE_RANGE = {"sim": (150, 450)}
+# Values past the end of the inputs (visible only to a kernel without a guard, on a GPU).
+PAD_VALUE = 100.0
+SYNCTHREADS_HINT = (
+    "add `cuda.syncthreads()` after filling shared memory and after each halving step: without "
+    "the barrier a thread can read a slot its neighbour has not written yet."
+)
+BLOCK_SUM_INDEX_HINT = (
+    GUARD_HINT + " Threads past the end must not read x: they put 0 into shared memory instead. "
+    "If the array is your shared array, it needs one slot per thread: THREADS must equal the "
+    "check's threads_per_block."
+)
+
+
+def _default_threads_per_block() -> int:
+    """64 in the simulator (few simulated threads), 256 on a GPU."""
+    return 256 if device.tier() == "gpu" else 64
+
+
+def _start(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
+    """Common first steps: is it a kernel, is it still the stub, is it GPU-compilable code?"""
+    source = kernel_source(kernel, parameter_count)
+    if raises_not_implemented(source):
+        raise NotAttemptedError("your kernel still raises NotImplementedError.", stub_hint)
+    if device.tier() == "sim":
+        problems = simulator_only_code(source)
+        if problems:
+            raise CheckFailedError(
+                "your kernel would run here, because the simulator executes it as plain Python, "
+                "but it would not compile for a real GPU: " + "; ".join(problems) + ".",
+                SIMULATOR_ONLY_HINT,
+            )
+    return source
+
+
+def _output(trial: Trial):
+    """out = [0] for the reductions: watched in the simulator, a device array on a GPU."""
+    from numba import cuda
+
+    zeros = np.zeros(1, dtype=trial.dtype)
+    return WatchedArray(zeros) if device.tier() == "sim" else cuda.to_device(zeros)
+
+
+def _check_race(source: KernelSource, out, got: float, right: bool, runs: str) -> None:
+    """Fail if ``out[0]`` was updated without an atomic: seen in the simulator's record of
+    writes, or in the source (both tiers). ``runs``: what the simulator runs one after another
+    (threads, or blocks) and so hides the race."""
+    name = source.parameters[-1] if source.parameters else "out"
+    lines = plain_writes_to(source, name)
+    race = out.race() if isinstance(out, WatchedArray) else None
+    if race is None and not lines:
+        return
+    outcome = (
+        f"The simulator runs {runs} one after another, so the total happened to come out right "
+        f"here; on a GPU, {runs} that read {name}[0] at the same time each add to the same old "
+        "value and overwrite each other's result, so additions are lost."
+        if right else
+        f"That is why the total is wrong ({name}[0] = {got:.6g}): updates overwrote each other."
+    )
+    if race is not None:
+        element, writers, count = race
+        what = (
+            f"{count} threads wrote {name}[{element}] without an atomic "
+            f"(e.g. {describe_threads(writers)})"
+        )
+    else:
+        what = f"threads update {name} with a plain write (`{lines[0]}`), not an atomic"
+    raise CheckFailedError(f"{what}: a data race. {outcome}", ATOMIC_HINT)
+
+
+# --- exercise 1: multiply -------------------------------------------------------------------
+
+MULTIPLY_STUB_HINT = (
+    "find this thread's element `i` from its block and thread index, let only threads with "
+    "`i < x.shape[0]` through, and write `out[i] = x[i] * y[i]`."
+)
+
+
+def check_multiply(kernel, seed: int | None = None, threads_per_block: int | None = None,
+                   dtype=np.float32, show: bool = True) -> CheckResult:
+    """Check ``kernel(x, y, out)``, which must set ``out[i] = x[i] * y[i]`` with one thread per
+    element and a bounds guard. Launched with ceil(n / threads_per_block) blocks, n random and
+    not a multiple of threads_per_block.
+
+    Diagnoses: the stub; a missing or ``<=`` guard (IndexError in the simulator, writes into
+    padding on a GPU); nothing written; only the first block written (``threadIdx.x`` alone as
+    the index); the last partial block skipped (guard too strict); values one position off;
+    ``x + y`` or ``x * x`` instead of ``x * y``; simulator-only code (lists, ``np.zeros``).
+    """
+
+    def body(seed: int) -> str:
+        _start(kernel, 3, MULTIPLY_STUB_HINT)
+        trial = Trial.draw("check_multiply", seed,
+                           threads_per_block or _default_threads_per_block(), dtype)
+        x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
+        _, d_x = padded(x, trial.threads_per_block, 0)
+        _, d_y = padded(y, trial.threads_per_block, 0)
+        d_out_all, d_out = padded(np.full(trial.n, np.nan, dtype=trial.dtype),
+                                  trial.threads_per_block, np.nan)
+        launch(source_kernel(kernel), trial, d_x, d_y, d_out)
+        out_all = d_out_all.copy_to_host()
+        strays = np.flatnonzero(~np.isnan(out_all[trial.n:]))
+        if strays.size:
+            raise CheckFailedError(
+                f"threads past the end wrote to out[{trial.n + strays[0]}] and beyond, "
+                f"outside the {trial.n} elements of out ({trial}).",
+                GUARD_HINT,
+            )
+        failure = diagnose_vector(
+            reference.multiply(x, y), out_all[: trial.n], trial,
+            patterns={
+                "x[i] + y[i]": (x + y, "multiply, don't add: `out[i] = x[i] * y[i]`."),
+                "x[i] * x[i]": (x * x, "the second factor should be y[i]."),
+                "y[i] * y[i]": (y * y, "the first factor should be x[i]."),
+                "a copy of x": (x, "multiply x[i] by y[i]."),
+                "a copy of y": (y, "multiply x[i] by y[i]."),
+            },
+        )
+        if failure:
+            raise failure
+        return f"all {trial.n} elements are right ({trial.blocks} blocks of " \
+               f"{trial.threads_per_block} threads, seed={trial.seed})."
+
+    return run_check("multiply", body, seed, show)
+
+
+def source_kernel(kernel):
+    """The dispatcher to launch (``kernel[blocks, threads]`` passed by mistake is unwrapped)."""
+    return getattr(kernel, "dispatcher", kernel)
+
+
+# --- exercise 2: dot product with atomics ----------------------------------------------------
+
+DOT_STUB_HINT = (
+    "each thread with `i < x.shape[0]` computes its product `x[i] * y[i]` and adds it into "
+    "out[0] with `cuda.atomic.add`."
+)
+
+
+def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | None = None,
+                     dtype=np.float32, show: bool = True) -> CheckResult:
+    """Check ``kernel(x, y, out)``, which must add x · y into ``out[0]`` (which starts at 0)
+    with ``cuda.atomic.add``, one thread per element, guarded.
+
+    Diagnoses: the stub; a missing guard; a plain ``out[0] += ...`` (a data race: detected in
+    the simulator from the recorded writes, since the number itself usually comes out right
+    there, and in both tiers from the source); ``out[0] = ...`` (only one product survives);
+    nothing added; only the first block's products, or every block adding the first block's
+    (``threadIdx.x`` as the index); the last partial block skipped; a sum too small (lost
+    updates) or too large (threads past the end). Values are positive, so lost updates always
+    make the sum smaller.
+    """
+
+    def body(seed: int) -> str:
+        source = _start(kernel, 3, DOT_STUB_HINT)
+        trial = Trial.draw("check_dot_atomic", seed,
+                           threads_per_block or _default_threads_per_block(), dtype)
+        got, expected, failure = _run_dot(source, kernel, trial)
+        if failure is not None and not failure.specific:
+            failure = _only_partial_block_wrong(
+                lambda t: _run_dot(source, kernel, t)[2], trial, failure,
+                "threads past the end must add nothing: keep the atomic inside "
+                "`if i < x.shape[0]:`, and let every thread below n through.",
+            )
+        if failure is not None:
+            raise failure
+        return f"x · y = {float(got):.6g}, as expected ({trial.blocks} blocks of " \
+               f"{trial.threads_per_block} threads, n={trial.n}, seed={trial.seed})."
+
+    return run_check("dot_atomic", body, seed, show)
+
+
+def _run_dot(source: KernelSource, kernel, trial: Trial):
+    x, y = trial.uniform(0.1, 1.0), trial.uniform(0.1, 1.0)
+    _, d_x = padded(x, trial.threads_per_block, PAD_VALUE)
+    _, d_y = padded(y, trial.threads_per_block, PAD_VALUE)
+    out = _output(trial)
+    launch(source_kernel(kernel), trial, d_x, d_y, out)
+    got = out.copy_to_host()[0]
+    expected, tolerance = reference.dot(x, y), reference.dot_tolerance(x, y)
+    right = bool(abs(float(got) - float(expected)) <= tolerance)
+    products = (x.astype(np.float64) * y).astype(trial.dtype)
+    tpb, last_start = trial.threads_per_block, (trial.blocks - 1) * trial.threads_per_block
+    suspects = [
+        Suspect(0.0, "nothing was added to out[0]",
+                "add each product into out[0] with `cuda.atomic.add(out, 0, x[i] * y[i])`, "
+                "inside the guard."),
+        Suspect(products, "that is a single product x[i] * y[i]: each thread replaced out[0] "
+                "instead of adding to it", ATOMIC_HINT),
+        Suspect(trial.blocks * products[:tpb].sum(dtype=np.float64),
+                "every block added the first block's products", GLOBAL_INDEX_HINT),
+        Suspect(products[:tpb].sum(dtype=np.float64),
+                "only the first block's products were added", GLOBAL_INDEX_HINT),
+        Suspect(products[:last_start].sum(dtype=np.float64),
+                "the last, partial block added nothing",
+                "the guard should stop only threads with i >= n: `if i < x.shape[0]:`."),
+        Suspect(float(expected) + trial.idle_threads * PAD_VALUE**2,
+                f"the {trial.idle_threads} threads past the end added values beyond x and y",
+                GUARD_HINT),
+        Suspect(x.sum(dtype=np.float64) + y.sum(dtype=np.float64),
+                "that is the sum of x[i] + y[i]", "multiply, don't add: `x[i] * y[i]`."),
+    ]
+    failure = diagnose_total(
+        expected, got, tolerance, trial, suspects,
+        too_small=("the sum is too small, as if some products were lost or skipped",
+                   "if threads update out[0] without an atomic, updates are lost: "
+                   + ATOMIC_HINT),
+        otherwise=("the sum is too large",
+                   "each product should be added exactly once: check the index and the guard."),
+    )
+    if failure is None or not failure.specific:
+        _check_race(source, out, float(got), right, "threads")
+    return got, expected, failure
+
+
+def _only_partial_block_wrong(
+    run, trial: Trial, failure: CheckFailedError, hint: str
+) -> CheckFailedError:
+    """Run again with n a multiple of the block size: if that passes, the fault is in how the
+    threads past the end behave, and the message says so."""
+    whole_blocks = Trial.draw(trial.check_name, trial.seed, trial.threads_per_block, trial.dtype,
+                              n=(trial.blocks - 1) * trial.threads_per_block)
+    try:
+        again = run(whole_blocks)
+    except Exception:  # the closer look is only a diagnosis: keep the first failure
+        return failure
+    if again is None:
+        return CheckFailedError(
+            f"{failure.message} With n = {whole_blocks.n}, a multiple of the block size, the "
+            "answer is right: only the last, partial block goes wrong.",
+            hint,
+        )
+    return failure
+
+
+# --- exercise 3: block sum in shared memory --------------------------------------------------
+
+BLOCK_SUM_STUB_HINT = (
+    "each thread puts its x[i] (or 0 past the end) into a shared array; the block halves it "
+    "with `cuda.syncthreads()` between steps; thread 0 adds partial[0] into out[0] with "
+    "`cuda.atomic.add`."
+)
+
+
+def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None,
+                    dtype=np.float32, show: bool = True) -> CheckResult:
+    """Check ``kernel(x, out)``, the shared-memory tree reduction: each block sums its slice of
+    x in a ``cuda.shared.array(THREADS, x.dtype)`` by halving, and thread 0 adds the block's
+    total into ``out[0]`` (which starts at 0) with an atomic. ``threads_per_block`` must equal
+    your ``THREADS`` and be a power of two.
+
+    Diagnoses: the stub; a shared array smaller than the block; threads past the end reading x
+    (IndexError) or leaving their slot unset (right only when n is a multiple of the block
+    size); missing ``cuda.syncthreads()`` (threads read slots not yet written: a wrong sum,
+    usually too small); blocks writing ``out[0] = ...`` (only one block's total survives) or
+    ``out[0] += ...`` (a race between blocks: found from the recorded writes in the simulator,
+    which runs blocks one after another, and from the source); only each block's first value
+    (the tree never reached thread 0); nothing added.
+    """
+
+    def body(seed: int) -> str:
+        if threads_per_block < 2 or threads_per_block & (threads_per_block - 1):
+            raise CheckFailedError(
+                f"threads_per_block={threads_per_block} is not a power of two, but a tree "
+                "reduction halves the block at every step.",
+                "use THREADS = 64 (or 32, 128) and pass the same number as threads_per_block.",
+            )
+        source = _start(kernel, 2, BLOCK_SUM_STUB_HINT)
+        trial = Trial.draw("check_block_sum", seed, threads_per_block, dtype,
+                           size_range=BLOCK_SUM_SIZE_RANGE.get(device.tier()))
+        got, expected, failure = _run_block_sum(source, kernel, trial)
+        few_barriers = source.tree is not None and count_calls(source, "syncthreads") < 2
+        if failure is not None and not failure.specific and not few_barriers:
+            failure = _only_partial_block_wrong(
+                lambda t: _run_block_sum(source, kernel, t)[2], trial, failure,
+                "threads past the end must contribute 0: write `partial[t] = 0` when "
+                "`i >= x.shape[0]`, because shared memory starts with leftover values.",
+            )
+        if failure is not None:
+            raise failure
+        return f"sum = {float(got):.6g}, as expected ({trial.blocks} blocks of " \
+               f"{trial.threads_per_block} threads, n={trial.n}, seed={trial.seed})."
+
+    return run_check("block_sum", body, seed, show)
+
+
+def _run_block_sum(source: KernelSource, kernel, trial: Trial):
+    x = trial.uniform(0.5, 1.5)
+    _, d_x = padded(x, trial.threads_per_block, PAD_VALUE)
+    out = _output(trial)
+    launch(source_kernel(kernel), trial, d_x, out, index_hint=BLOCK_SUM_INDEX_HINT)
+    got = out.copy_to_host()[0]
+    ones = np.ones_like(x)
+    expected, tolerance = reference.dot(x, ones), reference.dot_tolerance(x, ones)
+    right = bool(abs(float(got) - float(expected)) <= tolerance)
+    tpb = trial.threads_per_block
+    block_sums = [x[b * tpb:(b + 1) * tpb].sum(dtype=np.float64) for b in range(trial.blocks)]
+    suspects = [
+        Suspect(0.0, "nothing was added to out[0]",
+                "after the tree, thread 0 (`if cuda.threadIdx.x == 0:`) adds partial[0] into "
+                "out[0] with `cuda.atomic.add(out, 0, partial[0])`."),
+        *(
+            Suspect(s, f"that is block {b}'s total alone: the blocks overwrote each other",
+                    ATOMIC_HINT)
+            for b, s in enumerate(block_sums)
+        ),
+        Suspect(x[::tpb].sum(dtype=np.float64),
+                "that is the sum of each block's first value only: the halving steps never "
+                "reached partial[0]", SYNCTHREADS_HINT),
+        Suspect(trial.blocks * block_sums[0], "every block summed the first block's values",
+                GLOBAL_INDEX_HINT),
+        Suspect(sum(block_sums[:-1]), "the last, partial block added nothing",
+                "only threads with i >= n should put 0 in shared memory; the last block's "
+                "total must still be added."),
+        Suspect(float(expected) + trial.idle_threads * PAD_VALUE,
+                f"the {trial.idle_threads} threads past the end added values beyond x",
+                GUARD_HINT),
+    ]
+    barriers = count_calls(source, "syncthreads")
+    barrier_text = (
+        f" Your kernel has {barriers} `cuda.syncthreads()` call(s); it needs one after filling "
+        "shared memory and one in the halving loop." if source.tree is not None and barriers < 2
+        else ""
+    )
+    failure = diagnose_total(
+        expected, got, tolerance, trial, suspects,
+        too_small=("the sum is too small: some values were lost on the way up the tree, which "
+                   "happens when a thread reads a shared slot before another thread has written "
+                   "it." + barrier_text, SYNCTHREADS_HINT),
+        otherwise=("the sum is wrong: some slots were read before they were written, or hold "
+                   "leftover values." + barrier_text, SYNCTHREADS_HINT),
+    )
+    if failure is None or not failure.specific:
+        _check_race(source, out, float(got), right, "blocks")
+    return got, expected, failure
+
+
+__all__ = ["check_block_sum", "check_dot_atomic", "check_multiply"]

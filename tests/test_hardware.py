@@ -1,0 +1,274 @@
+"""GPU specs (every figure sourced, published figures spot-checked) and the roofline model."""
+
+import dataclasses
+import math
+
+import pytest
+
+from gpulab import hardware
+from gpulab.hardware import (
+    GPUS,
+    LAUNCH_OVERHEAD_S,
+    GPUSpec,
+    estimate_time,
+    get_gpu,
+    ridge_point,
+)
+
+REQUIRED_KEYS = {"H100-SXM", "H200", "B200", "A100-SXM", "L4", "T4"}
+SOURCED_FIELDS = ("memory_bytes", "memory_bandwidth_bytes_per_s", "host_link_bytes_per_s",
+                  "tdp_watts", "compute_capability")
+
+
+def test_the_course_gpus_are_all_there():
+    assert REQUIRED_KEYS <= set(GPUS)
+    for key, gpu in GPUS.items():
+        assert gpu.key == key
+
+
+@pytest.mark.parametrize("gpu", GPUS.values(), ids=GPUS.keys())
+def test_every_field_is_filled_in(gpu):
+    for spec_field in dataclasses.fields(GPUSpec):
+        value = getattr(gpu, spec_field.name)
+        if spec_field.name != "nvlink_bytes_per_s":
+            assert value not in (None, "", {}), spec_field.name
+    assert gpu.name.startswith("NVIDIA ")
+    assert gpu.label == gpu.name
+    assert len(gpu.compute_capability) == 2 and gpu.compute_capability >= (7, 5)
+    assert gpu.memory_bytes >= 16e9
+    assert gpu.memory_bandwidth_bytes_per_s > 1e11
+    assert "fp32" in gpu.peak_flops and "fp64" in gpu.peak_flops
+    assert set(gpu.peak_flops) <= set(hardware.PRECISIONS)
+    assert gpu.host_link.startswith("PCIe ")
+
+
+@pytest.mark.parametrize("gpu", GPUS.values(), ids=GPUS.keys())
+def test_every_figure_has_a_source(gpu):
+    for name in SOURCED_FIELDS:
+        assert len(gpu.sources.get(name, "")) > 20, f"{gpu.key}.{name} has no source"
+    for precision in gpu.peak_flops:
+        source = gpu.sources.get(f"peak_flops.{precision}", "")
+        assert len(source) > 20, f"{gpu.key} {precision} has no source"
+    if gpu.nvlink_bytes_per_s is not None:
+        assert "both directions" in gpu.sources["nvlink_bytes_per_s"]
+    # a source names a document by its address, except figures derived from another figure
+    assert "https://" in gpu.sources["memory_bandwidth_bytes_per_s"]
+    assert gpu.source("memory_bytes") == gpu.sources["memory_bytes"]
+
+
+@pytest.mark.parametrize("gpu", GPUS.values(), ids=GPUS.keys())
+def test_halved_sparse_figures_say_so_and_match_the_printed_number(gpu):
+    for precision, value in gpu.peak_flops.items():
+        source = gpu.sources[f"peak_flops.{precision}"]
+        if "with sparsity" in source:
+            assert "halved" in source
+            assert hardware._as_printed(2 * value, precision) in source
+
+
+def test_tensor_rates_are_at_least_the_plain_rates():
+    for gpu in GPUS.values():
+        for precision in ("tf32", "fp16", "bf16", "fp8", "fp4"):
+            if precision in gpu.peak_flops:
+                assert gpu.peak_flops[precision] > gpu.peak_flops["fp32"], (gpu.key, precision)
+        if "fp64_tensor" in gpu.peak_flops:
+            assert gpu.peak_flops["fp64_tensor"] >= gpu.peak_flops["fp64"]
+
+
+# Published figures, typed in again from the datasheets so that a typo in the table fails.
+@pytest.mark.parametrize("key, bandwidth_tb_s, memory_gb, fp32_tflops, tdp_watts", [
+    ("H100-SXM", 3.35, 80, 67, 700),
+    ("H200", 4.8, 141, 67, 700),
+    ("B200", 7.7, 180, 75, 1000),
+    ("A100-SXM", 2.039, 80, 19.5, 400),
+    ("L4", 0.300, 24, 30.3, 72),
+    ("T4", 0.320, 16, 8.1, 70),
+])
+def test_published_figures(key, bandwidth_tb_s, memory_gb, fp32_tflops, tdp_watts):
+    gpu = GPUS[key]
+    assert gpu.memory_bandwidth_bytes_per_s == pytest.approx(bandwidth_tb_s * 1e12)
+    assert gpu.memory_bytes == pytest.approx(memory_gb * 1e9)
+    assert gpu.peak_flops["fp32"] == pytest.approx(fp32_tflops * 1e12)
+    assert gpu.tdp_watts == tdp_watts
+
+
+@pytest.mark.parametrize("key, precision, dense_tflops", [
+    ("H100-SXM", "bf16", 989.5),   # 1,979 with sparsity
+    ("H100-SXM", "fp8", 1979),     # 3,958 with sparsity
+    ("H100-SXM", "fp64", 34),
+    ("H200", "fp16", 989.5),
+    ("B200", "fp4", 9000),         # 18 PFLOPS with sparsity
+    ("B200", "bf16", 2250),
+    ("A100-SXM", "fp16", 312),     # 624 with sparsity
+    ("A100-SXM", "tf32", 156),
+    ("A100-SXM", "fp64_tensor", 19.5),
+    ("L4", "fp8", 242.5),          # 485 with sparsity
+    ("T4", "fp16", 65),            # Turing: no sparsity
+])
+def test_published_dense_rates(key, precision, dense_tflops):
+    assert GPUS[key].peak_flops_for(precision) == pytest.approx(dense_tflops * 1e12)
+
+
+def test_links():
+    assert GPUS["H100-SXM"].host_link == "PCIe 5.0 x16"
+    assert GPUS["H100-SXM"].host_link_bytes_per_s == 64e9  # 128 GB/s counts both directions
+    assert GPUS["A100-SXM"].host_link_bytes_per_s == 32e9
+    assert GPUS["T4"].host_link_bytes_per_s == 16e9
+    assert GPUS["H100-SXM"].nvlink_bytes_per_s == 900e9
+    assert GPUS["H100-SXM"].nvlink_bytes_per_s_per_direction == 450e9
+    assert GPUS["B200"].nvlink_bytes_per_s == 1.8e12
+    assert GPUS["A100-SXM"].nvlink_bytes_per_s == 600e9
+    assert GPUS["L4"].nvlink_bytes_per_s is None
+    assert GPUS["T4"].nvlink_bytes_per_s_per_direction is None
+
+
+def test_formats_a_gpu_lacks_are_left_out():
+    assert "fp8" not in GPUS["A100-SXM"].peak_flops
+    assert "bf16" not in GPUS["T4"].peak_flops
+    assert "fp4" not in GPUS["H100-SXM"].peak_flops
+    assert "fp4" in GPUS["B200"].peak_flops
+
+
+def test_peak_flops_for_names_the_supported_formats():
+    with pytest.raises(ValueError, match="no 'fp8' rate.*fp64.*fp32.*fp16.*int8"):
+        GPUS["A100-SXM"].peak_flops_for("fp8")
+    assert GPUS["H100-SXM"].peak_flops_for("FP32") == 67e12
+
+
+def test_a_spec_with_an_unknown_format_is_refused():
+    gpu = GPUS["T4"]
+    with pytest.raises(ValueError, match="unknown precision"):
+        dataclasses.replace(gpu, peak_flops={**gpu.peak_flops, "fp12": 1e12})
+    with pytest.raises(ValueError, match="must be positive"):
+        dataclasses.replace(gpu, memory_bandwidth_bytes_per_s=0)
+
+
+# ----------------------------------------------------------------------------- lookups
+
+
+@pytest.mark.parametrize("name, key", [
+    ("H100-SXM", "H100-SXM"), ("h100", "H100-SXM"), ("H100 SXM", "H100-SXM"),
+    ("h100_sxm", "H100-SXM"), ("a100", "A100-SXM"), ("A100 SXM4 80GB", "A100-SXM"),
+    ("h200", "H200"), ("B200", "B200"), ("l4", "L4"), ("T4", "T4"),
+    ("NVIDIA H100 SXM5 80GB", "H100-SXM"), ("nvidia l4", "L4"),
+])
+def test_get_gpu_accepts_keys_and_parts_of_names(name, key):
+    assert get_gpu(name) is GPUS[key]
+
+
+def test_get_gpu_passes_a_spec_through():
+    assert get_gpu(GPUS["T4"]) is GPUS["T4"]
+
+
+@pytest.mark.parametrize("name, message", [
+    ("V100", "no GPU called 'V100'; known GPUs: H100-SXM"),
+    ("nvidia", "matches several GPUs"),
+    ("sxm", "matches several GPUs"),
+    ("", "name a GPU"),
+    (None, "name a GPU"),
+])
+def test_get_gpu_errors_list_the_keys(name, message):
+    with pytest.raises(ValueError, match=message) as error:
+        get_gpu(name)
+    assert "H100-SXM" in str(error.value)
+
+
+# ----------------------------------------------------------------------------- roofline
+
+
+def test_saxpy_on_h100_is_memory_bound_at_bytes_over_bandwidth():
+    n = 100_000_000  # y = a*x + y in float32: read x and y, write y; 2 FLOPs per element
+    est = estimate_time("H100-SXM", flops=2 * n, bytes_moved=3 * 4 * n)
+    assert est.memory_s == pytest.approx(1.2e9 / 3.35e12)  # 358 µs
+    assert est.compute_s == pytest.approx(2e8 / 67e12)      # 3 µs
+    assert est.launch_s == LAUNCH_OVERHEAD_S
+    assert est.transfer_s == 0
+    assert est.time_s == pytest.approx(1.2e9 / 3.35e12 + LAUNCH_OVERHEAD_S)
+    assert est.bound == "memory"
+    assert est.arithmetic_intensity == pytest.approx(2 / 12)
+    assert est.label == "estimated from a roofline model of the NVIDIA H100 SXM5 80GB"
+    assert "memory-bound" in str(est)
+
+
+def test_large_matmul_is_compute_bound():
+    n = 8192  # C = A @ B, fp16: 2n^3 FLOPs, at least 3 n^2 * 2 bytes moved
+    est = estimate_time("H100-SXM", flops=2 * n**3, bytes_moved=3 * n * n * 2, precision="bf16")
+    assert est.bound == "compute"
+    assert est.compute_s == pytest.approx(2 * n**3 / 989.5e12)
+    assert est.time_s == pytest.approx(est.compute_s + LAUNCH_OVERHEAD_S)
+    assert est.arithmetic_intensity > ridge_point("H100-SXM", "bf16")
+
+
+def test_tiny_kernels_are_launch_bound():
+    est = estimate_time("T4", flops=4, bytes_moved=48)  # the 4-element add
+    assert est.bound == "launch"
+    assert est.time_s == pytest.approx(LAUNCH_OVERHEAD_S, rel=1e-3)
+
+
+def test_launches_multiply_the_overhead_and_zero_turns_it_off():
+    assert estimate_time("L4", 0, 1e6, launches=10).launch_s == pytest.approx(10 * 4e-6)
+    assert estimate_time("L4", 0, 1e6, launches=0).time_s == pytest.approx(1e6 / 300e9)
+
+
+def test_ridge_point():
+    assert ridge_point("H100-SXM") == pytest.approx(67e12 / 3.35e12)  # 20 FLOP/byte
+    assert ridge_point("A100-SXM", "fp16") == pytest.approx(312e12 / 2.039e12)
+    assert ridge_point(GPUS["T4"], "fp32") == pytest.approx(8.1e12 / 320e9)
+    gpu = GPUS["H100-SXM"]
+    at_ridge = estimate_time(gpu, flops=ridge_point(gpu) * 1e9, bytes_moved=1e9, launches=0)
+    assert at_ridge.compute_s == pytest.approx(at_ridge.memory_s)
+
+
+def test_transfer_time_is_added_only_when_asked_for():
+    without = estimate_time("H100-SXM", 2e8, 1.2e9)
+    with_pcie = estimate_time("H100-SXM", 2e8, 1.2e9, transfer_bytes=1.2e9)
+    assert without.transfer_s == 0
+    assert with_pcie.transfer_s == pytest.approx(1.2e9 / 64e9)  # 18.75 ms over PCIe 5.0
+    assert with_pcie.time_s == pytest.approx(without.time_s + 1.2e9 / 64e9)
+    assert with_pcie.bound == "transfer"
+    over_nvlink = estimate_time("H100-SXM", 2e8, 1.2e9, transfer_bytes=1.2e9, link="nvlink")
+    assert over_nvlink.transfer_s == pytest.approx(1.2e9 / 450e9)  # one direction of 900 GB/s
+
+
+def test_zero_work_is_allowed():
+    est = estimate_time("B200", 0, 0)
+    assert est.time_s == LAUNCH_OVERHEAD_S
+    assert est.arithmetic_intensity == 0.0
+    assert math.isinf(estimate_time("B200", 1e6, 0).arithmetic_intensity)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(flops=-1, bytes_moved=1), "flops cannot be negative"),
+    (dict(flops=1, bytes_moved=-5), "bytes_moved cannot be negative"),
+    (dict(flops=1, bytes_moved=1, transfer_bytes=-1), "transfer_bytes cannot be negative"),
+    (dict(flops=float("nan"), bytes_moved=1), "flops must be a finite number"),
+    (dict(flops=1, bytes_moved=float("inf")), "bytes_moved must be a finite number"),
+    (dict(flops="many", bytes_moved=1), "flops must be a number"),
+    (dict(flops=1, bytes_moved=1, precision="fp8"), "no 'fp8' rate"),
+    (dict(flops=1, bytes_moved=1, link="infiniband"), "link must be one of host, nvlink"),
+    (dict(flops=1, bytes_moved=1, launches=-1), "launches must be a whole number"),
+    (dict(flops=1, bytes_moved=1, launches=1.5), "launches must be a whole number"),
+])
+def test_bad_inputs_say_what_is_wrong(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        estimate_time("A100-SXM", **kwargs)
+
+
+def test_nvlink_on_a_pcie_only_gpu_is_refused():
+    with pytest.raises(ValueError, match="has no NVLink"):
+        estimate_time("L4", 1, 1, transfer_bytes=1, link="nvlink")
+
+
+def test_unknown_gpu_in_estimate():
+    with pytest.raises(ValueError, match="known GPUs"):
+        estimate_time("Voodoo2", 1, 1)
+
+
+def test_launch_overhead_has_a_source():
+    assert 3e-6 <= LAUNCH_OVERHEAD_S <= 5e-6
+    assert "https://" in hardware.LAUNCH_OVERHEAD_SOURCE
+
+
+def test_cpu_description_names_the_cores():
+    text = hardware.cpu_description()
+    assert "logical core" in text
+    assert text == hardware.cpu_description()  # cached, stable

@@ -1,0 +1,151 @@
+"""Figures: launch diagrams show the launch that runs; crossover legends say where the numbers
+came from."""
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from gpulab import plots  # noqa: E402
+from gpulab.kernels.launch import LaunchConfig, grid_stride, one_thread_per_element  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def cell_labels(fig) -> dict[tuple[int, int], str]:
+    """{(block, thread): the text in that thread's cell}, read back from the figure."""
+    labels = {}
+    for text in fig.axes[0].texts:
+        gid = text.get_gid() or ""
+        if gid.startswith("b") and "t" in gid:
+            block, thread = gid[1:].split("t")
+            labels[int(block), int(thread)] = text.get_text()
+    return labels
+
+
+def all_text(fig) -> str:
+    ax = fig.axes[0]
+    return "\n".join([ax.get_title(), *(t.get_text() for t in ax.texts)])
+
+
+def test_exact_multiple_every_thread_has_its_element():
+    config = one_thread_per_element(1024, 256)  # 4 blocks, all shown
+    labels = cell_labels(plots.launch_diagram(config))
+    assert {block for block, _ in labels} == {0, 1, 2, 3}
+    assert labels[0, 0] == "0" and labels[1, 0] == "256" and labels[3, 255] == "1023"
+    assert "idle" not in labels.values()
+
+
+def test_partial_last_block_shows_where_the_guard_acts():
+    config = one_thread_per_element(1000, 256)
+    fig = plots.launch_diagram(config)
+    labels = cell_labels(fig)
+    assert labels[3, 0] == "768"
+    assert labels[3, 231] == "999"  # the last busy thread ...
+    assert labels[3, 232] == "idle"  # ... and the first idle one are both drawn
+    assert labels[3, 255] == "idle"
+    assert [t for (b, t), text in labels.items() if text == "idle"] == [232, 255]
+    assert "24 idle" in all_text(fig)
+
+
+def test_n_smaller_than_a_block():
+    labels = cell_labels(plots.launch_diagram(one_thread_per_element(5, 8)))
+    assert labels == {(0, t): (str(t) if t < 5 else "idle") for t in range(8)}
+
+
+def test_grid_stride_threads_show_each_of_their_elements():
+    labels = cell_labels(plots.launch_diagram(grid_stride(10, 4, 2)))
+    assert labels[0, 0] == "0, 8" and labels[0, 1] == "1, 9"
+    assert labels[0, 2] == "2" and labels[1, 0] == "4" and labels[1, 3] == "7"
+    many = cell_labels(plots.launch_diagram(grid_stride(1000, 32, 2)))
+    assert many[0, 0] == "0, 64, …, 960 (16)"
+    assert many[1, 31] == "63, 127, …, 959 (15)"
+    short = cell_labels(plots.launch_diagram(grid_stride(40, 32, 2)))  # 64 threads, 40 elements
+    assert short[0, 0] == "0" and short[1, 7] == "39" and short[1, 8] == "idle"
+
+
+def test_many_blocks_are_elided_but_the_last_block_stays():
+    config = one_thread_per_element(100_000, 256)  # 391 blocks
+    fig = plots.launch_diagram(config, max_blocks=4)
+    labels = cell_labels(fig)
+    assert {block for block, _ in labels} == {0, 1, 2, 390}
+    assert labels[390, 159] == "99999" and labels[390, 160] == "idle"
+    assert "…" in all_text(fig) and "3–389" in all_text(fig)
+
+
+@pytest.mark.parametrize("config", [
+    one_thread_per_element(1024, 256),
+    one_thread_per_element(1000, 256),
+    one_thread_per_element(12, 16),
+    one_thread_per_element(300, 32),
+    grid_stride(1000, 32, 2),
+    grid_stride(12, 1, 1),
+    LaunchConfig(7, 4, 3),  # more threads than elements: a whole idle block
+])
+def test_every_drawn_cell_matches_elements_of(config):
+    fig = plots.launch_diagram(config, max_blocks=3, max_threads=6)
+    labels = cell_labels(fig)
+    assert labels
+    for (block, thread), text in labels.items():
+        assert text == plots.elements_text(config.elements_of(block, thread))
+    assert fig.axes[0].get_title().replace("\n", " ") == str(config)
+    assert max(block for block, _ in labels) == config.blocks - 1  # the last block is drawn
+
+
+def test_launch_diagram_draws_on_a_given_axes():
+    fig, ax = plt.subplots()
+    assert plots.launch_diagram(one_thread_per_element(6, 4), ax=ax) is fig
+
+
+SERIES = {
+    "NumPy dot (BLAS) — measured on this CPU (test CPU)": [(10, 1e-6), (1000, 2e-6),
+                                                            (100_000, 1e-4)],
+    "dot_grid_stride, data on GPU — estimated from a roofline model of the NVIDIA H100 SXM5 "
+    "80GB": [(10, 4e-6), (1000, 4e-6), (100_000, 5e-6)],
+    "dot_grid_stride incl. host→device copy of x, y — estimated from a roofline model of the "
+    "NVIDIA H100 SXM5 80GB": [(10, 5e-6), (1000, 6e-6), (100_000, 2e-4)],
+}
+
+
+def test_crossover_plot_legend_is_the_provenance_labels():
+    fig = plots.crossover_plot(SERIES)
+    ax = fig.axes[0]
+    legend = [t.get_text().replace("\n", " ") for t in ax.get_legend().get_texts()]
+    assert legend == list(SERIES)
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    stars = [line for line in ax.get_lines() if line.get_label() == "_crossover"]
+    assert [tuple(line.get_xdata()) for line in stars] == [(100_000,)]  # only the on-GPU line
+
+
+def test_crossover_plot_takes_an_experiment_result():
+    fig, ax = plt.subplots()
+    assert plots.crossover_plot({"series": SERIES}, ax=ax) is fig
+
+
+@pytest.mark.parametrize("cpu, gpu, expected", [
+    ([(1, 1.0), (2, 2.0), (3, 3.0)], [(1, 2.0), (2, 1.0), (3, 1.0)], 2),
+    ([(1, 1.0), (2, 2.0), (3, 3.0)], [(1, 2.0), (2, 3.0), (3, 4.0)], None),
+    ([(1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0)], [(1, 5.0), (2, 1.0), (3, 5.0), (4, 1.0)], 4),
+    ([(1, 1.0), (2, 2.0)], [(1, 0.5), (2, 0.5)], 1),
+    ([(1, 1.0)], [(2, 0.1)], None),  # no size in common
+])
+def test_first_faster_n(cpu, gpu, expected):
+    assert plots.first_faster_n(cpu, gpu) == expected
+
+
+def test_dependency_plot_counts_steps_from_the_reference():
+    fig = plots.dependency_plot(n_max=40, n_marked=12)
+    chain, tree = fig.axes[0].get_lines()[:2]
+    assert list(chain.get_ydata()) == [n - 1 for n in range(1, 41)]
+    assert list(tree.get_ydata()) == [math.ceil(math.log2(n)) for n in range(1, 41)]
+    assert "n = 12: 11 steps" in all_text(fig)
+    assert plots.dependency_steps(12) == (11, 4)
+    assert plots.dependency_steps(1) == (0, 0)

@@ -1,0 +1,71 @@
+"""The repository's promises: Binder config agrees with pyproject, the README's links point at
+real notebooks, notebooks are committed without outputs, CI calls the README's test command."""
+
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _version_tuple(text):
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:2])
+
+
+def test_binder_installs_this_package_with_real_extras():
+    lines = [line.split("#")[0].strip() for line in
+             (ROOT / "binder" / "requirements.txt").read_text().splitlines()]
+    editable = [line for line in lines if line.startswith("-e .")]
+    assert editable, "binder/requirements.txt must install the repository with `-e .`"
+    extras = re.findall(r"\[([^\]]*)\]", editable[0])
+    known = set(PYPROJECT["project"]["optional-dependencies"])
+    for extra in (extras[0].split(",") if extras else []):
+        assert extra.strip() in known, f"binder asks for extra {extra!r}, pyproject has {known}"
+
+
+def test_binder_python_satisfies_requires_python():
+    runtime = (ROOT / "binder" / "runtime.txt").read_text().strip()
+    assert runtime.startswith("python-")
+    minimum = _version_tuple(PYPROJECT["project"]["requires-python"])
+    assert _version_tuple(runtime) >= minimum
+
+
+def test_readme_links_point_at_notebooks_that_exist():
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"urlpath=lab/tree/([^)\s]+\.ipynb)", readme)
+    targets += re.findall(r"\]\((course/[^)]+\.ipynb)\)", readme)
+    assert targets, "the README links no notebook"
+    for target in targets:
+        assert (ROOT / target).is_file(), f"README links {target}, which does not exist"
+    for notebook in sorted((ROOT / "course").glob("[0-9][0-9]_*.ipynb")):
+        assert f"course/{notebook.name}" in readme, f"README's chapter table lacks {notebook.name}"
+
+
+def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
+    readme = (ROOT / "README.md").read_text()
+    assert "make lab" in readme and "make test" in readme
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize(
+    "path", sorted(ROOT.glob("course/*.ipynb")) + sorted(ROOT.glob("solutions/*.ipynb")),
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
+def test_notebooks_are_committed_without_outputs(path):
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "code":
+            assert not cell.outputs, f"{path.name} cell {index} has saved outputs"
+            assert cell.execution_count is None
+    first_code = next(c for c in notebook.cells if c.cell_type == "code")
+    assert "import gpulab" in first_code.source, "gpulab must be imported before numba"
