@@ -53,3 +53,43 @@ def sum_tree(values) -> tuple[float, int]:
         level = [sum(level[i : i + 2]) for i in range(0, len(level), 2)]
         rounds += 1
     return (level[0] if level else 0.0), rounds
+
+
+# --- chapter 02: moving data ------------------------------------------------------------------
+
+
+def saxpy(a: float, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """a * x + y in x's dtype, as the ``saxpy`` kernel (one rounding per operation)."""
+    x = np.asarray(x)
+    return (x.dtype.type(a) * x + np.asarray(y)).astype(x.dtype, copy=False)
+
+
+def copy(x: np.ndarray) -> np.ndarray:
+    """A copy of x, as ``copy_coalesced``."""
+    return np.array(x, copy=True)
+
+
+def copy_strided(x: np.ndarray, stride: int) -> np.ndarray:
+    """Every stride-th element of x (``x[::stride]``), as ``copy_strided``."""
+    return np.ascontiguousarray(np.asarray(x)[::stride])
+
+
+# --- chapter 03: matrix multiplication --------------------------------------------------------
+
+
+def matmul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """A @ B in the inputs' dtype (BLAS ``sgemm``/``dgemm``), as the matmul kernels."""
+    return np.matmul(A, B)
+
+
+def matmul_exact(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """A @ B accumulated in float64: the yardstick for rounding error."""
+    return np.matmul(np.asarray(A, np.float64), np.asarray(B, np.float64))
+
+
+def matmul_tolerance(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """An absolute error bound per element of A @ B summed in A's dtype in any order:
+    ``K * eps * (|A| @ |B|)``, the dot-product bound of :func:`dot_tolerance` for every element."""
+    eps = np.finfo(np.asarray(A).dtype).eps
+    magnitude = np.matmul(np.abs(np.asarray(A, np.float64)), np.abs(np.asarray(B, np.float64)))
+    return np.asarray(A).shape[1] * eps * magnitude + np.finfo(np.float64).tiny

@@ -320,3 +320,214 @@ def block_sum_small_shared(x, out):
         stride //= 2
     if t == 0:
         cuda.atomic.add(out, 0, partial[0])
+
+
+# --- every kernel gets the right verdict and hint ------------------------------------------
+
+SIM_ONLY = pytest.mark.skipif(
+    gpulab.tier() != "sim",
+    reason="relies on the simulator's behaviour (bounds-checked shared memory, leftover shared "
+    "values, threads run in order); a GPU may hide this mistake at this block size",
+)
+
+MULTIPLY_CASES = [
+    (multiply_solution, "passed", ["all", "elements are right"]),
+    (multiply_stub, "not attempted", ["notimplementederror", "out[i] = x[i] * y[i]"]),
+    (multiply_no_guard, "failed", ["past the end", "if i < x.shape[0]"]),
+    (multiply_guard_le, "failed", ["past the end", "`<` not `<=`"]),
+    (multiply_thread_index_only, "failed", ["only the first block", "cuda.grid(1)"]),
+    (multiply_writes_nothing, "failed", ["wrote nothing"]),
+    (multiply_adds, "failed", ["x[i] + y[i]", "multiply, don't add"]),
+    (multiply_off_by_one, "failed", ["one position off", "+ 1"]),
+    (multiply_skips_last_block, "failed", ["except the last, partial one", "i < x.shape[0]"]),
+    (multiply_with_list, "failed", ["would not compile", "list"]),
+    (multiply_not_jitted, "failed", ["plain python function", "@cuda.jit"]),
+]
+
+DOT_CASES = [
+    (dot_solution, "passed", ["as expected"]),
+    (dot_stub, "not attempted", ["notimplementederror", "cuda.atomic.add"]),
+    (dot_racy, "failed", ["data race", "without an atomic", "cuda.atomic.add(out, 0, value)"]),
+    (dot_racy_spelled_out, "failed", ["data race", "cuda.atomic.add"]),
+    (dot_overwrites, "failed", ["single product", "cuda.atomic.add"]),
+    (dot_no_guard, "failed", ["past the end", "if i < x.shape[0]"]),
+    (dot_thread_index_only, "failed", ["first block's products", "cuda.grid(1)"]),
+    (dot_skips_last_block, "failed", ["last, partial block", "i < x.shape[0]"]),
+    (dot_adds_nothing, "failed", ["nothing was added"]),
+]
+
+BLOCK_SUM_CASES = [
+    (block_sum_solution, "passed", ["as expected"]),
+    (block_sum_stub, "not attempted", ["notimplementederror", "cuda.syncthreads()"]),
+    pytest.param(block_sum_no_barriers, "failed",
+                 ["0 `cuda.syncthreads()` call", "after each halving step"], marks=SIM_ONLY),
+    pytest.param(block_sum_barrier_after_fill_only, "failed",
+                 ["too small", "after each halving step"], marks=SIM_ONLY),
+    pytest.param(block_sum_barrier_in_loop_only, "failed",
+                 ["1 `cuda.syncthreads()` call", "after filling shared memory"], marks=SIM_ONLY),
+    (block_sum_racy_total, "failed", ["data race", "cuda.atomic.add"]),
+    (block_sum_overwrites_total, "failed", ["cuda.atomic.add"]),
+    (block_sum_no_guard, "failed", ["past the end", "put 0 into shared memory"]),
+    pytest.param(block_sum_no_zero_past_end, "failed",
+                 ["only the last, partial block", "contribute 0"], marks=SIM_ONLY),
+    pytest.param(block_sum_small_shared, "failed",
+                 ["array of 32 elements", "threads must equal"], marks=SIM_ONLY),
+]
+
+
+def assert_verdict(result, status, words):
+    text = str(result).lower()
+    assert result.status == status, text
+    assert result.passed == (status == "passed") == bool(result)
+    for word in words:
+        assert word.lower() in text, f"{word!r} missing from:\n{text}"
+    if status == "failed" and "seed=" in text:
+        assert f"seed={result.seed}" in text
+
+
+@pytest.mark.parametrize(("kernel", "status", "words"), MULTIPLY_CASES,
+                         ids=lambda case: getattr(case, "__name__", None))
+@pytest.mark.parametrize("seed", [11, 2025])
+def test_check_multiply(kernel, status, words, seed):
+    assert_verdict(check_multiply(kernel, seed=seed, show=False), status, words)
+
+
+@pytest.mark.parametrize(("kernel", "status", "words"), DOT_CASES,
+                         ids=lambda case: getattr(case, "__name__", None))
+@pytest.mark.parametrize("seed", [11, 2025])
+def test_check_dot_atomic(kernel, status, words, seed):
+    assert_verdict(check_dot_atomic(kernel, seed=seed, show=False), status, words)
+
+
+@pytest.mark.parametrize(("kernel", "status", "words"), BLOCK_SUM_CASES,
+                         ids=lambda case: getattr(case, "__name__", None))
+def test_check_block_sum(kernel, status, words):
+    result = check_block_sum(kernel, threads_per_block=THREADS, seed=7, show=False)
+    assert_verdict(result, status, words)
+
+
+@SIM_ONLY
+@pytest.mark.parametrize("kernel", [block_sum_no_barriers, block_sum_barrier_after_fill_only,
+                                    block_sum_barrier_in_loop_only])
+def test_a_missing_barrier_is_caught_whatever_the_data(kernel):
+    # Measured over 40 seeds per kernel while writing the checks: always wrong by far more than
+    # the tolerance. Here a few more seeds, with the sizes drawn afresh each time.
+    for seed in (1, 99, 12345):
+        result = check_block_sum(kernel, seed=seed, show=False)
+        assert result.status == "failed" and "cuda.syncthreads()" in result.hint, str(result)
+
+
+# --- the machinery ------------------------------------------------------------------------
+
+
+def test_a_check_prints_its_result_and_returns_it(capsys):
+    result = check_multiply(multiply_solution)
+    printed = capsys.readouterr().out
+    assert printed.startswith("✅ PASSED — multiply:") and result.passed
+    failed = check_multiply(multiply_no_guard)
+    printed = capsys.readouterr().out
+    assert printed.startswith("❌ NOT YET RIGHT — multiply:") and "Hint:" in printed
+    assert f"seed={failed.seed}" in printed
+    check_dot_atomic(dot_stub)
+    assert capsys.readouterr().out.startswith("✏️ NOT ATTEMPTED YET — dot_atomic:")
+
+
+def test_a_failure_repeats_with_its_seed():
+    first = check_multiply(multiply_skips_last_block, show=False)
+    again = check_multiply(multiply_skips_last_block, seed=first.seed, show=False)
+    assert first.message == again.message
+    seeds = {check_multiply(multiply_stub, show=False).seed for _ in range(5)}
+    assert len(seeds) > 1, "each call should draw a fresh seed"
+
+
+def test_sizes_are_never_a_multiple_of_the_block_size():
+    rng = np.random.default_rng(0)
+    for threads in (32, 64, 128):
+        sizes = [checks.draw_size(rng, threads) for _ in range(300)]
+        assert all(n % threads for n in sizes)
+        assert min(sizes) > 2 * threads
+
+
+@pytest.mark.parametrize(
+    ("thing", "words"),
+    [
+        (None, "no kernel to check"),
+        (42, "pass the kernel itself"),
+        (multiply_not_jitted, "@cuda.jit"),
+        (cuda.jit(device=True)(lambda a: a), "device function"),
+        (dot_solution, "takes 3 argument"),
+    ],
+)
+def test_checks_never_raise_on_a_wrong_argument(thing, words):
+    result = check_block_sum(thing, show=False)
+    assert not result.passed and words in str(result)
+
+
+def test_a_bug_in_the_check_itself_is_reported_not_raised():
+    def broken(seed):
+        raise RuntimeError("boom")
+
+    result = checks.run_check("demo", broken, seed=1, show=False)
+    assert result.status == "failed" and "bug in gpulab" in result.message
+    assert isinstance(result.exception, RuntimeError)
+
+
+def test_check_result_markers_and_truth():
+    passed = checks.CheckResult("demo", True, "all right", "passed")
+    assert str(passed) == "✅ PASSED — demo: all right" and bool(passed)
+    todo = checks.CheckResult("demo", False, "write it", "not attempted", hint="start here")
+    assert str(todo).startswith("✏️ NOT ATTEMPTED YET — demo: write it") and not todo
+    wrong = checks.CheckResult("demo", False, "out[3] wrong", "failed", hint="check i")
+    assert str(wrong) == "❌ NOT YET RIGHT — demo: out[3] wrong\n   Hint: check i"
+    with pytest.raises(ValueError):
+        checks.CheckResult("demo", True, "x", "failed")
+    with pytest.raises(ValueError):
+        checks.CheckResult("demo", False, "x", "maybe")
+
+
+def test_a_numba_typing_error_is_explained_in_plain_words():
+    from numba.core.errors import TypingError
+
+    error = TypingError(
+        "Failed in cuda mode pipeline (step: nopython frontend)\n"
+        "No implementation of function Function(<built-in function empty>) found for signature:"
+    )
+    trial = checks.Trial.draw("check_demo", 1, 64, np.float32)
+    status, message, hint = checks.explain_exception(checks.KernelError(error, trial), trial)
+    assert status == "failed"
+    assert "No implementation of function" in message and "Failed in" not in message
+    assert "lists" in hint and "f-strings" in hint
+
+
+def test_simulator_only_code_is_named():
+    @cuda.jit
+    def uses_numpy_and_fstrings(x, y, out):
+        i = cuda.grid(1)
+        scratch = np.zeros(4)
+        print(f"thread {i}")
+        out[i] = scratch[0]
+
+    source = checks.kernel_source(uses_numpy_and_fstrings, 3)
+    found = " ".join(checks.simulator_only_code(source))
+    assert "np.zeros" in found and "f-string" in found
+    assert checks.simulator_only_code(checks.kernel_source(multiply_solution, 3)) == []
+
+
+def test_watched_array_tells_atomic_from_plain_writes():
+    if gpulab.tier() != "sim":
+        pytest.skip("WatchedArray stands in for device arrays only in the simulator")
+    x = np.ones(100, dtype=np.float32)
+    atomic_out = checks.WatchedArray(np.zeros(1, np.float32))
+    dot_solution[4, 32](x, x, atomic_out)
+    assert atomic_out.race() is None and atomic_out.copy_to_host()[0] == 100
+    plain_out = checks.WatchedArray(np.zeros(1, np.float32))
+    dot_racy[4, 32](x, x, plain_out)
+    element, writers, count = plain_out.race()
+    assert element == 0 and count == 100 and len(writers) == 2
+
+
+def test_the_package_ships_no_solution_kernels():
+    from gpulab.exercises import ch01
+
+    kernels = [name for name, value in vars(ch01).items() if hasattr(value, "py_func")]
+    assert kernels == []

@@ -628,8 +628,9 @@ def explain_exception(error: KernelError, trial: Trial,
     if isinstance(cause, NotImplementedError):
         return (
             NOT_ATTEMPTED,
-            "your kernel still raises NotImplementedError.",
-            "replace `raise NotImplementedError()` with your code.",
+            "your kernel still raises NotImplementedError: write your code in place of "
+            "`raise NotImplementedError()`.",
+            "",
         )
     if isinstance(cause, IndexError):
         bounds = _OUT_OF_BOUNDS.search(text)
@@ -651,13 +652,13 @@ def explain_exception(error: KernelError, trial: Trial,
     if isinstance(cause, TypingError):
         return (
             FAILED,
-            f"your kernel does not compile for the GPU: {_first_informative_line(text)}",
+            f"your kernel would not compile for the GPU: {_first_informative_line(text)}",
             SIMULATOR_ONLY_HINT,
         )
     if isinstance(cause, NumbaError):
         return (
             FAILED,
-            f"Numba could not compile your kernel: {_first_informative_line(text)}",
+            f"your kernel would not compile for the GPU: {_first_informative_line(text)}",
             SIMULATOR_ONLY_HINT,
         )
     who = f" in {where}" if where else ""

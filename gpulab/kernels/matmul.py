@@ -1,0 +1,387 @@
+"""Matrix multiplication C = A @ B, for A of shape (M, K) and B of shape (K, N), any M, N, K.
+
+Every variant does the same 2·M·N·K FLOPs (K multiply-adds per element of C). They differ in
+how often each element of A and B is loaded from device memory, which is what sets their speed.
+
+Variants, in the order chapter 03 teaches them
+- ``matmul_naive``: one thread per element of C; it reads a row of A and a column of B straight
+  from device memory: 2K loads for 2K FLOPs. A and B are each loaded N (resp. M) times over.
+- ``matmul_tiled``: a block of T x T threads computes a T x T tile of C. The block walks along K
+  in steps of T; at each step it copies a T x T tile of A and one of B into shared memory, waits
+  (``syncthreads``), and every thread does T multiply-adds from shared memory. Each element of
+  A and B is now loaded from device memory N/T (resp. M/T) times: T times fewer. T is a launch
+  parameter (the block's side, at most :data:`MAX_TILE`).
+- ``matmul_register_blocked``: the fast one. A block of 256 threads computes a 128 x 128 tile of
+  C, and each thread computes 8 x 8 elements of it, held in registers. Per step of 8 along K,
+  a thread loads 8 values of A and 8 of B from shared memory and does 64 multiply-adds with
+  them (an outer product), so shared-memory traffic per FLOP drops 8x as well.
+
+Traffic model (used for the roofline, :func:`traffic_bytes`): if no cache helped, a kernel
+that computes C in tiles of tile_m x tile_n loads A N/tile_n times and B M/tile_m times, and
+writes C once: ``itemsize * (M*K*ceil(N/tile_n) + K*N*ceil(M/tile_m) + M*N)`` bytes. The naive
+kernel is the case tile = 1. Real GPUs cache some of those loads in L1/L2, so this is the
+traffic the kernel *asks* for, an upper bound on what reaches DRAM.
+
+All kernels accumulate in the inputs' dtype (float32 or float64) and zero-fill tiles past the
+edges of A and B, so sizes need not be multiples of any tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda
+
+from gpulab import device
+from gpulab.kernels._arrays import SUPPORTED_DTYPES, InputError, is_device_array, to_device
+from gpulab.kernels.registry import for_float_dtypes, kernel
+
+METHODS = ("naive", "tiled", "register_blocked")
+MATRIX_SIGNATURE = "void({t}[:, ::1], {t}[:, ::1], {t}[:, ::1])"
+
+# matmul_tiled: the shared tiles are allocated at the largest size and the block's side
+# (blockDim.x) is the tile actually used, so one compiled kernel serves every tile size.
+MAX_TILE = 32  # 32 x 32 = 1024 threads, the most a block may have
+TILE_SIZES = (4, 8, 16, 32)
+
+# matmul_register_blocked: a block computes BLOCK_M x BLOCK_N of C; each of its
+# (BLOCK_M / THREAD_M) * (BLOCK_N / THREAD_N) = 256 threads computes THREAD_M x THREAD_N.
+BLOCK_M = 128
+BLOCK_N = 128
+BLOCK_K = 8
+THREAD_M = 8
+THREAD_N = 8
+THREADS_N = BLOCK_N // THREAD_N  # 16 threads across a block's columns
+THREADS_M = BLOCK_M // THREAD_M  # 16 threads down its rows
+REGISTER_BLOCKED_THREADS = THREADS_M * THREADS_N  # 256
+A_LOADS = BLOCK_M * BLOCK_K // REGISTER_BLOCKED_THREADS  # elements of A each thread copies
+B_LOADS = BLOCK_K * BLOCK_N // REGISTER_BLOCKED_THREADS
+A_TILE_PAD = 4  # a_tile rows of BLOCK_M + 4: the transposing stores hit 32 different banks
+
+
+@kernel(*for_float_dtypes(MATRIX_SIGNATURE))
+def matmul_naive(A, B, C):
+    """C[row, col] = sum over k of A[row, k] * B[k, col]; one thread per element of C.
+
+    Per thread: reads K elements of A (a row) and K of B (a column) from device memory, does
+    2K FLOPs, writes one element. No shared memory, no synchronisation. Threads with
+    consecutive ``col`` (the x index, so neighbours in a warp) read the same A[row, k] (one
+    broadcast) and neighbouring B[k, col] (coalesced), and write neighbouring C[row, col].
+    """
+    col, row = cuda.grid(2)  # x runs along the columns: neighbours in a warp share a row
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = C.dtype.type(0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@kernel(*for_float_dtypes(MATRIX_SIGNATURE))
+def matmul_tiled(A, B, C):
+    """C = A @ B in T x T tiles staged in shared memory; T = blockDim.x = blockDim.y.
+
+    Per step along K, each thread copies one element of A's tile and one of B's from device
+    memory into shared memory (0 past the edges), ``syncthreads`` so the tiles are complete,
+    does T multiply-adds from shared memory, and ``syncthreads`` again before the tiles are
+    overwritten. Per thread: 2 * ceil(K/T) loads from device memory (T times fewer than
+    naive), 2 * ceil(K/T) barriers, 2 * ceil(K/T) * T FLOPs (the zero padding included), one
+    write.
+    """
+    a_tile = cuda.shared.array((MAX_TILE, MAX_TILE), A.dtype)
+    b_tile = cuda.shared.array((MAX_TILE, MAX_TILE), A.dtype)
+    tile = cuda.blockDim.x
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * tile + ty
+    col = cuda.blockIdx.x * tile + tx
+    zero = A.dtype.type(0)
+    acc = zero
+    for k0 in range(0, A.shape[1], tile):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:  # thread (ty, tx) copies A[row, k0 + tx]
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = zero
+        if k0 + ty < B.shape[0] and col < B.shape[1]:  # ... and B[k0 + ty, col]
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = zero
+        cuda.syncthreads()  # both tiles complete
+        for k in range(tile):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()  # everyone done with the tiles before the next step overwrites them
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@kernel(*for_float_dtypes(MATRIX_SIGNATURE))
+def matmul_register_blocked(A, B, C):
+    """C = A @ B: a block of 256 threads computes 128 x 128 of C, each thread 8 x 8 of it.
+
+    Thread (tr, tc) = (t // 16, t % 16) owns rows tr, tr + 16, ..., tr + 112 and columns
+    tc, tc + 16, ..., tc + 112 of the block's tile (spread out, so that the 32 threads of a
+    warp read different shared-memory banks and write neighbouring columns of C). Per step of
+    BLOCK_K = 8 along K: each thread copies 4 elements of A and 4 of B into shared memory (A
+    transposed, 0 past the edges), ``syncthreads``; then for each of the 8 k it loads 8 values
+    of A and 8 of B from shared memory into registers and does 64 multiply-adds into its 8 x 8
+    accumulators (registers); ``syncthreads``. Device-memory loads per FLOP: 1/64 of naive.
+    Per thread: 2 * 64 * K FLOPs, 64 writes.
+    """
+    a_tile = cuda.shared.array((BLOCK_K, BLOCK_M + A_TILE_PAD), A.dtype)  # a_tile[k, m]
+    b_tile = cuda.shared.array((BLOCK_K, BLOCK_N), A.dtype)  # b_tile[k, n]
+    acc = cuda.local.array((THREAD_M, THREAD_N), A.dtype)
+    a_frag = cuda.local.array(THREAD_M, A.dtype)
+    b_frag = cuda.local.array(THREAD_N, A.dtype)
+    M = A.shape[0]
+    K = A.shape[1]
+    N = B.shape[1]
+    t = cuda.threadIdx.x
+    tr = t // THREADS_N
+    tc = t % THREADS_N
+    block_row = cuda.blockIdx.y * BLOCK_M
+    block_col = cuda.blockIdx.x * BLOCK_N
+    zero = A.dtype.type(0)
+    for i in range(THREAD_M):
+        for j in range(THREAD_N):
+            acc[i, j] = zero
+    for k0 in range(0, K, BLOCK_K):
+        for load in range(A_LOADS):  # 32 threads copy 4 rows x 8 consecutive k of A
+            e = load * REGISTER_BLOCKED_THREADS + t
+            m = e // BLOCK_K
+            kk = e % BLOCK_K
+            if block_row + m < M and k0 + kk < K:
+                a_tile[kk, m] = A[block_row + m, k0 + kk]
+            else:
+                a_tile[kk, m] = zero
+        for load in range(B_LOADS):  # 32 threads copy 32 consecutive columns of a row of B
+            e = load * REGISTER_BLOCKED_THREADS + t
+            kk = e // BLOCK_N
+            n = e % BLOCK_N
+            if k0 + kk < K and block_col + n < N:
+                b_tile[kk, n] = B[k0 + kk, block_col + n]
+            else:
+                b_tile[kk, n] = zero
+        cuda.syncthreads()
+        for kk in range(BLOCK_K):
+            for i in range(THREAD_M):
+                a_frag[i] = a_tile[kk, tr + i * THREADS_M]
+            for j in range(THREAD_N):
+                b_frag[j] = b_tile[kk, tc + j * THREADS_N]
+            for i in range(THREAD_M):
+                for j in range(THREAD_N):
+                    acc[i, j] += a_frag[i] * b_frag[j]
+        cuda.syncthreads()
+    for i in range(THREAD_M):
+        row = block_row + tr + i * THREADS_M
+        if row < M:
+            for j in range(THREAD_N):
+                col = block_col + tc + j * THREADS_N
+                if col < N:
+                    C[row, col] = acc[i, j]
+
+
+# --- counts -----------------------------------------------------------------------------------
+
+
+def flops(M: int, N: int, K: int) -> int:
+    """2·M·N·K: each of the M·N elements of C needs K multiplies and K adds."""
+    return 2 * M * N * K
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def output_tile(method: str, tile: int | None = None) -> tuple[int, int]:
+    """(rows, columns) of C one block computes: 1 x 1 for naive (each thread alone)."""
+    if method == "naive":
+        return 1, 1
+    if method == "tiled":
+        return (tile or default_tile()), (tile or default_tile())
+    if method == "register_blocked":
+        return BLOCK_M, BLOCK_N
+    raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+
+
+def traffic_bytes(M: int, N: int, K: int, method: str, tile: int | None = None,
+                  itemsize: int = 4) -> int:
+    """Device-memory bytes the kernel asks for if no cache helped (the module's traffic model):
+    A is loaded once per block column, B once per block row, C written once."""
+    tile_m, tile_n = output_tile(method, tile)
+    return itemsize * (M * K * _ceil_div(N, tile_n) + K * N * _ceil_div(M, tile_m) + M * N)
+
+
+def minimum_bytes(M: int, N: int, K: int, itemsize: int = 4) -> int:
+    """A, B read once and C written once: the least any matmul must move."""
+    return itemsize * (M * K + K * N + M * N)
+
+
+# --- launches ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MatmulLaunch:
+    """A 2-D launch: ``blocks`` = (along N, along M), ``threads`` = threads per block."""
+
+    method: str
+    M: int
+    N: int
+    K: int
+    blocks: tuple[int, int]
+    threads: tuple[int, ...]
+    tile: int | None = None
+
+    @property
+    def threads_per_block(self) -> int:
+        return int(np.prod(self.threads))
+
+    @property
+    def total_threads(self) -> int:
+        return self.blocks[0] * self.blocks[1] * self.threads_per_block
+
+    @property
+    def barriers_per_block(self) -> int:
+        """syncthreads() each block passes: 2 per step along K (0 for naive)."""
+        if self.method == "naive":
+            return 0
+        step = self.tile if self.method == "tiled" else BLOCK_K
+        return 2 * _ceil_div(self.K, step)
+
+    def __str__(self) -> str:
+        what = {"naive": "1 element of C per thread",
+                "tiled": f"{self.tile} x {self.tile} tiles in shared memory",
+                "register_blocked": f"{BLOCK_M} x {BLOCK_N} of C per block, {THREAD_M} x "
+                                    f"{THREAD_N} per thread"}[self.method]
+        return (f"matmul_{self.method}: {self.blocks[0]} x {self.blocks[1]} blocks of "
+                f"{' x '.join(map(str, self.threads))} threads for C of {self.M} x {self.N}, "
+                f"K = {self.K} ({what})")
+
+
+def default_tile() -> int:
+    """16 x 16 = 256 threads on a GPU; 8 x 8 in the simulator (fewer simulated threads)."""
+    return 16 if device.tier() == "gpu" else 8
+
+
+def check_tile(tile) -> int:
+    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)):
+        raise InputError(f"tile must be a whole number, not {tile!r}")
+    if not 1 <= tile <= MAX_TILE:
+        raise InputError(
+            f"tile={tile} is outside 1..{MAX_TILE}: a block of tile x tile threads may have at "
+            f"most 1024 threads, and the shared tiles hold {MAX_TILE} x {MAX_TILE}"
+        )
+    return int(tile)
+
+
+def launch_config(M: int, N: int, K: int, method: str = "register_blocked",
+                  tile: int | None = None) -> MatmulLaunch:
+    """The launch :func:`matmul` uses for C of M x N (and K) with ``method``."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+    if tile is not None and method == "register_blocked":
+        raise ValueError(f"matmul_register_blocked has a fixed {BLOCK_M} x {BLOCK_N} tile; "
+                         "pass tile only with method='naive' or 'tiled'")
+    if method == "register_blocked":
+        blocks = (_ceil_div(N, BLOCK_N), _ceil_div(M, BLOCK_M))
+        return MatmulLaunch(method, M, N, K, blocks, (REGISTER_BLOCKED_THREADS,))
+    side = check_tile(tile if tile is not None else default_tile())
+    blocks = (_ceil_div(N, side), _ceil_div(M, side))
+    return MatmulLaunch(method, M, N, K, blocks, (side, side),
+                        tile=side if method == "tiled" else None)
+
+
+_KERNELS = {"naive": matmul_naive, "tiled": matmul_tiled,
+            "register_blocked": matmul_register_blocked}
+
+
+def kernel_for(method: str):
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+    return _KERNELS[method]
+
+
+def launch(config: MatmulLaunch, d_A, d_B, d_C) -> None:
+    """Launch the kernel of ``config.method`` on device arrays (used by benchmarks)."""
+    kernel_for(config.method)[config.blocks, config.threads](d_A, d_B, d_C)
+
+
+# --- input checks -----------------------------------------------------------------------------
+
+
+def as_matrix(name: str, value):
+    """Check that ``value`` is a non-empty, C-contiguous 2-D float array and return it.
+    Nested lists of numbers become float64; arrays must already have a supported dtype."""
+    if isinstance(value, (list, tuple)):
+        try:
+            value = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InputError(f"{name} must be a matrix of numbers (a list of equal-length rows); "
+                             f"got {value!r:.80}") from None
+    elif not (isinstance(value, np.ndarray) or is_device_array(value)):
+        raise InputError(f"{name} must be a NumPy array, a device array or a list of rows, "
+                         f"not {type(value).__name__}")
+    if len(value.shape) != 2:
+        raise InputError(f"{name} must be 2-D (a matrix), but has shape {tuple(value.shape)}; "
+                         f"a vector v becomes a one-column matrix with v.reshape(-1, 1)")
+    if 0 in value.shape:
+        raise InputError(f"{name} has shape {tuple(value.shape)}: it is empty")
+    dtype = np.dtype(value.dtype)
+    if dtype not in SUPPORTED_DTYPES:
+        raise InputError(f"{name} has dtype {dtype.name}, but the matmul kernels take float32 or "
+                         f"float64; convert it with {name}.astype(np.float32)")
+    contiguous = (value.flags.c_contiguous if isinstance(value, np.ndarray)
+                  else value.is_c_contiguous() if hasattr(value, "is_c_contiguous") else True)
+    if not contiguous:
+        raise InputError(f"{name} is not C-contiguous (a transposed or sliced view); pass "
+                         f"np.ascontiguousarray({name}) so that rows are contiguous in memory")
+    return value
+
+
+def matmul_operands(A, B, out=None):
+    """Check A (M x K), B (K x N) and, if given, out (M x N); return them."""
+    A, B = as_matrix("A", A), as_matrix("B", B)
+    if A.shape[1] != B.shape[0]:
+        raise InputError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
+                         f"A's columns ({A.shape[1]}) must equal B's rows ({B.shape[0]})")
+    if A.dtype != B.dtype:
+        raise InputError(f"A is {A.dtype} but B is {B.dtype}: use one dtype for both, e.g. "
+                         "B.astype(A.dtype)")
+    if out is not None:
+        out = as_matrix("out", out)
+        if tuple(out.shape) != (A.shape[0], B.shape[1]):
+            raise InputError(f"out has shape {tuple(out.shape)} but A @ B is "
+                             f"{A.shape[0]} x {B.shape[1]}")
+        if out.dtype != A.dtype:
+            raise InputError(f"A is {A.dtype} but out is {out.dtype}: use one dtype for both")
+    return A, B, out
+
+
+def matmul(A, B, method: str = "register_blocked", tile: int | None = None, out=None):
+    """A @ B on the device with one of the kernels. NumPy in, NumPy out; device arrays in,
+    device array out. ``tile`` is the block's side for ``naive`` and ``tiled``.
+
+    >>> matmul([[1, 2]], [[3], [4]], method="naive").tolist()
+    [[11.0]]
+    """
+    A, B, out = matmul_operands(A, B, out)
+    M, K = A.shape
+    N = B.shape[1]
+    config = launch_config(M, N, K, method, tile)
+    on_device = is_device_array(A) and is_device_array(B)
+    d_C = cuda.device_array((M, N), dtype=A.dtype) if out is None else to_device(out)
+    launch(config, to_device(A), to_device(B), d_C)
+    if on_device:
+        return d_C
+    C = d_C.copy_to_host()
+    if isinstance(out, np.ndarray):
+        out[:] = C
+        return out
+    return C
+
+
+__all__ = [
+    "BLOCK_K", "BLOCK_M", "BLOCK_N", "MAX_TILE", "METHODS", "THREAD_M", "THREAD_N", "TILE_SIZES",
+    "MatmulLaunch", "as_matrix", "default_tile", "flops", "launch", "launch_config",
+    "matmul", "matmul_naive", "matmul_operands", "matmul_register_blocked", "matmul_tiled",
+    "minimum_bytes", "output_tile", "traffic_bytes",
+]
