@@ -1,11 +1,11 @@
 """``gpulab`` on the command line.
 
-    gpulab info                      the tier, why, the device and library versions
-    gpulab kernels                   every kernel, its module and first docstring line
-    gpulab ptx NAME [--cc 8.0] [--dtype float64]
-                                     a kernel's PTX for a real GPU architecture (no GPU needed)
-    gpulab ptx --all                 compile every kernel for 7.5, 8.0 and 9.0; exit 1 on failure
-    gpulab release [--check]         regenerate the learner notebooks from solutions/
+gpulab info                      the tier, why, the device and library versions
+gpulab kernels                   every kernel, its module and first docstring line
+gpulab ptx NAME [--cc 8.0] [--dtype float64]
+                                 a kernel's PTX for a real GPU architecture (no GPU needed)
+gpulab ptx --all                 compile every kernel for 7.5, 8.0 and 9.0; exit 1 on failure
+gpulab release [--check]         regenerate the learner notebooks from solutions/
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ def _parse_cc(text: str) -> tuple[int, int]:
         major, minor = text.split(".")
         return int(major), int(minor)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"compute capability looks like 8.0, not {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"compute capability looks like 8.0, not {text!r}"
+        ) from None
 
 
 def _info(args) -> int:

@@ -78,7 +78,10 @@ def probe_driver() -> DriverProbe:
     status = lib.cuInit(0)
     if status != 0:
         return DriverProbe(
-            True, 0, driver_version, problem=f"the CUDA driver failed to start (cuInit error {status})"
+            True,
+            0,
+            driver_version,
+            problem=f"the CUDA driver failed to start (cuInit error {status})",
         )
     count = ctypes.c_int(0)
     if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
@@ -119,7 +122,8 @@ def _choose(environ, probe: DriverProbe) -> tuple[str, str]:
         if requested not in TIERS:
             raise TierError(
                 f"{OVERRIDE_VARIABLE}={requested!r} is not a tier. Use {OVERRIDE_VARIABLE}=gpu, "
-                f"{OVERRIDE_VARIABLE}=sim (or =ptx, compile only), or unset it to let gpulab choose."
+                f"{OVERRIDE_VARIABLE}=sim (or =ptx, compile only), or unset it to let gpulab "
+                "choose."
             )
         if requested == "gpu" and probe.device_count == 0:
             raise TierError(
@@ -130,7 +134,10 @@ def _choose(environ, probe: DriverProbe) -> tuple[str, str]:
     if environ.get(SIMULATOR_VARIABLE, "").strip() not in ("", "0"):
         return "sim", f"{SIMULATOR_VARIABLE}={environ[SIMULATOR_VARIABLE]} was set"
     if probe.device_count > 0:
-        return "gpu", f"the CUDA driver {probe.driver_version} reports {probe.device_count} device(s)"
+        return (
+            "gpu",
+            f"the CUDA driver {probe.driver_version} reports {probe.device_count} device(s)",
+        )
     return "sim", f"{probe.problem}, so kernels run in Numba's CUDA simulator on this CPU"
 
 
@@ -198,7 +205,8 @@ class DeviceInfo:
             f"device      : {self.device_name}",
             f"compute cap.: {cc}    memory: {memory}    SMs: {self.multiprocessors or 'n/a'}",
             f"driver      : {self.driver_version or 'none'}",
-            f"numba {self.numba_version or 'missing'} | numba-cuda {self.numba_cuda_version or 'missing'}"
+            f"numba {self.numba_version or 'missing'} | "
+            f"numba-cuda {self.numba_cuda_version or 'missing'}"
             f" | CUDA toolkit wheels {self.cuda_toolkit_version or 'not installed (no ptx tier)'}",
         ]
         if self.tier == "sim":
@@ -230,7 +238,9 @@ def info(show: bool = True) -> DeviceInfo:
         driver_version=PROBE.driver_version,
         numba_version=_version("numba"),
         numba_cuda_version=_version("numba-cuda"),
-        cuda_toolkit_version=_version("cuda-toolkit", "nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12"),
+        cuda_toolkit_version=_version(
+            "cuda-toolkit", "nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12"
+        ),
     )
     if show:
         print(result)

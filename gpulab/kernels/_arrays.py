@@ -81,7 +81,8 @@ def matching_vectors(**named):
             )
         if other.dtype != first.dtype:
             raise InputError(
-                f"{first_name} is {first.dtype} but {name} is {other.dtype}: use one dtype for both, "
+                f"{first_name} is {first.dtype} but {name} is {other.dtype}: use one dtype for "
+                "both, "
                 f"e.g. {name}.astype({first_name}.dtype)"
             )
     return tuple(checked.values())

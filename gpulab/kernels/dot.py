@@ -132,8 +132,9 @@ def default_threads_per_block(method: str) -> int:
     return 256
 
 
-def launch_config(n_elements: int, method: str, threads_per_block: int | None = None,
-                  blocks: int | None = None) -> LaunchConfig:
+def launch_config(
+    n_elements: int, method: str, threads_per_block: int | None = None, blocks: int | None = None
+) -> LaunchConfig:
     """The launch :func:`dot` uses for ``n_elements`` with ``method``."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
@@ -145,15 +146,22 @@ def launch_config(n_elements: int, method: str, threads_per_block: int | None = 
             blocks = default_grid_stride_blocks()
         return grid_stride(n_elements, threads_per_block, blocks)
     if blocks is not None:
-        raise ValueError(f"blocks is chosen from n for method {method!r}; pass it only with grid_stride")
+        raise ValueError(
+            f"blocks is chosen from n for method {method!r}; pass it only with grid_stride"
+        )
     return one_thread_per_element(n_elements, threads_per_block)
 
 
 _KERNELS = {"atomic": dot_atomic, "shared_tree": dot_shared_tree, "grid_stride": dot_grid_stride}
 
 
-def dot(x, y, method: str = "shared_tree", threads_per_block: int | None = None,
-        blocks: int | None = None):
+def dot(
+    x,
+    y,
+    method: str = "shared_tree",
+    threads_per_block: int | None = None,
+    blocks: int | None = None,
+):
     """x · y on the device with the chosen kernel; returns a NumPy scalar of x's dtype.
 
     >>> float(dot([1, 2], [3, 4]))

@@ -28,7 +28,9 @@ def elementwise_multiply(x, y, out):
 
 
 def multiply(x, y, out=None, threads_per_block: int = 256):
-    """Elementwise product on the device. NumPy in, NumPy out; device arrays in, device array out."""
+    """Elementwise product on the device.
+
+    NumPy in, NumPy out; device arrays in, device array out (no copy back)."""
     x, y = matching_vectors(x=x, y=y)
     config = one_thread_per_element(x.shape[0], threads_per_block)
     on_device = is_device_array(x) and is_device_array(y)

@@ -38,7 +38,7 @@ REGISTRY: dict[str, KernelSpec] = {}
 
 
 def for_float_dtypes(template: str) -> tuple[str, ...]:
-    """One signature per supported float type: ``"void({t}[::1], {t}[::1])"`` -> float32, float64."""
+    """One signature per float type: ``"void({t}[::1], {t}[::1])"`` -> float32, float64."""
     return tuple(template.format(t=dtype) for dtype in FLOAT_DTYPES)
 
 
@@ -51,7 +51,9 @@ def kernel(*signatures: str, gpu_only: bool = False):
         name = function.__name__
         if name in REGISTRY and REGISTRY[name].module != function.__module__:
             raise ValueError(f"two kernels are named {name!r}: rename one")
-        REGISTRY[name] = KernelSpec(name, function.__module__, function, tuple(signatures), gpu_only)
+        REGISTRY[name] = KernelSpec(
+            name, function.__module__, function, tuple(signatures), gpu_only
+        )
         return cuda.jit(function)
 
     return register

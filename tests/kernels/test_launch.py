@@ -7,7 +7,9 @@ from gpulab.kernels.launch import grid_stride, one_thread_per_element
 def test_one_thread_per_element_covers_every_element_once():
     config = one_thread_per_element(1000, 256)
     assert (config.blocks, config.total_threads, config.idle_threads) == (4, 1024, 24)
-    handled = [i for b in range(config.blocks) for t in range(256) for i in config.elements_of(b, t)]
+    handled = [
+        i for b in range(config.blocks) for t in range(256) for i in config.elements_of(b, t)
+    ]
     assert handled == list(range(1000))
     assert list(config.elements_of(3, 255)) == []  # idle: past the end
 
