@@ -58,6 +58,7 @@ REGISTER_BLOCKED_THREADS = THREADS_M * THREADS_N  # 256
 A_LOADS = BLOCK_M * BLOCK_K // REGISTER_BLOCKED_THREADS  # elements of A each thread copies
 B_LOADS = BLOCK_K * BLOCK_N // REGISTER_BLOCKED_THREADS
 A_TILE_PAD = 4  # a_tile rows of BLOCK_M + 4: the transposing stores hit 32 different banks
+A_TILE_COLUMNS = BLOCK_M + A_TILE_PAD  # a shared array's shape must be a global constant
 
 
 @kernel(*for_float_dtypes(MATRIX_SIGNATURE))
@@ -127,7 +128,7 @@ def matmul_register_blocked(A, B, C):
     accumulators (registers); ``syncthreads``. Device-memory loads per FLOP: 1/64 of naive.
     Per thread: 2 * 64 * K FLOPs, 64 writes.
     """
-    a_tile = cuda.shared.array((BLOCK_K, BLOCK_M + A_TILE_PAD), A.dtype)  # a_tile[k, m]
+    a_tile = cuda.shared.array((BLOCK_K, A_TILE_COLUMNS), A.dtype)  # a_tile[k, m]
     b_tile = cuda.shared.array((BLOCK_K, BLOCK_N), A.dtype)  # b_tile[k, n]
     acc = cuda.local.array((THREAD_M, THREAD_N), A.dtype)
     a_frag = cuda.local.array(THREAD_M, A.dtype)
