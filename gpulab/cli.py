@@ -6,6 +6,9 @@ gpulab ptx NAME [--cc 8.0] [--dtype float64]
                                  a kernel's PTX for a real GPU architecture (no GPU needed)
 gpulab ptx --all                 compile every kernel for 7.5, 8.0 and 9.0; exit 1 on failure
 gpulab release [--check]         regenerate the learner notebooks from solutions/
+gpulab bench [--gpu H100-SXM] [--save results.json] [--record] [--load FILE]
+             [--kernels saxpy,matmul_tiled] [--sizes N ...] [--matmul-sizes N ...]
+                                 check, time and compare the chapter 02-03 kernels
 """
 
 from __future__ import annotations
@@ -73,6 +76,82 @@ def _release(args) -> int:
     return release.main(["--check"] if args.check else [])
 
 
+def _bench(args) -> int:
+    from gpulab import device, suite
+
+    if args.load:
+        try:
+            report = suite.load_report(args.load)
+        except (OSError, ValueError) as error:
+            print(f"cannot read {args.load}: {error}", file=sys.stderr)
+            return 2
+        print(report.table())
+        return 0
+    if args.record and device.tier() != "gpu":
+        print("--record keeps runs measured on a real GPU in gpulab/data/; this process has no "
+              "GPU (tier sim), so there is nothing to record. Use --save FILE to keep this run.",
+              file=sys.stderr)
+        return 2
+    kernels = suite.KERNELS
+    if args.kernels:
+        kernels = tuple(k.strip() for k in args.kernels.split(",") if k.strip())
+    try:
+        report = suite.run_suite(kernels=kernels, memory_sizes=args.sizes,
+                                 matmul_sizes=args.matmul_sizes, gpu=args.gpu,
+                                 stride=args.stride, tile=args.tile, repeats=args.repeats,
+                                 progress=not args.no_progress)
+    except ValueError as error:  # unknown kernel or GPU, bad stride or tile (InputError)
+        print(f"gpulab bench: {error}", file=sys.stderr)
+        return 2
+    print(report.table())
+    for path in [args.save, suite.record_path(report) if args.record else None]:
+        if path:
+            suite.save_report(path, report)
+            print(f"saved to {path}")
+    wrong = [k for k, text in report.checks.items() if not text.startswith("ok")]
+    if wrong:
+        print(f"WRONG ANSWERS from: {', '.join(wrong)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, not {value}")
+    return value
+
+
+def _add_bench(commands) -> None:
+    bench = commands.add_parser(
+        "bench", help="check, time and compare the chapter 02-03 kernels",
+        description="Check every kernel against NumPy, time it (CUDA events on a GPU; a roofline "
+        "estimate for a named GPU in the simulator tier), and compare with the device's ceiling "
+        "and a baseline measured in the same run. Every figure says where it came from.")
+    bench.add_argument("--gpu", help="GPU model for estimates and percentages (default: "
+                       "H100-SXM without a GPU, the local GPU's entry with one)")
+    bench.add_argument("--kernels", help="comma-separated subset of: saxpy, copy_coalesced, "
+                       "copy_strided, matmul_naive, matmul_tiled, matmul_register_blocked")
+    bench.add_argument("--sizes", type=_positive_int, nargs="+",
+                       help="vector lengths for saxpy and the copies")
+    bench.add_argument("--matmul-sizes", type=_positive_int, nargs="+",
+                       help="M = N = K for the matmuls")
+    bench.add_argument("--stride", type=_positive_int, default=8,
+                       help="stride of copy_strided (default 8)")
+    bench.add_argument("--tile", type=_positive_int, default=16,
+                       help="tile side of matmul_tiled (default 16)")
+    bench.add_argument("--repeats", type=_positive_int, help="timed repeats per measurement")
+    bench.add_argument("--save", metavar="FILE", help="write the run as JSON")
+    bench.add_argument("--record", action="store_true",
+                       help="GPU only: keep the run in gpulab/data/ for the course to show")
+    bench.add_argument("--load", metavar="FILE", help="print a saved run instead of running")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    bench.set_defaults(run=_bench)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpulab", description="How neural networks use GPUs.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -87,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     release = commands.add_parser("release", help="regenerate learner notebooks")
     release.add_argument("--check", action="store_true", help="only report stale notebooks")
     release.set_defaults(run=_release)
+    _add_bench(commands)
     return parser
 
 

@@ -252,3 +252,169 @@ __all__ = [
     "shown_blocks",
     "shown_threads",
 ]
+
+
+# --- chapters 02-03: memory access, rates and the roofline --------------------------------------
+
+ESTIMATE_WORDS = ("estimated", "model", "roofline")
+
+
+def _is_estimate(origin: str) -> bool:
+    """True when a label says its numbers come from a model rather than a measurement."""
+    return any(word in origin.lower() for word in ESTIMATE_WORDS)
+
+
+def warp_access_plot(summary, request: int = 0, ax=None):
+    """One warp request of an :class:`~gpulab.memory_model.AccessSummary`: the 32 threads on
+    top, device memory below in 32-byte sectors, a line from each thread to the bytes it
+    reads. Sectors the request touches are coloured; the title counts them.
+
+    Text artists carry gids: ``"sector{k}"`` for each touched sector's label."""
+    from gpulab.memory_model import SECTOR_BYTES
+
+    warp = summary.requests[request]
+    addresses = warp.byte_addresses
+    sectors = sorted(warp.sectors)
+    first, last = sectors[0], sectors[-1]
+    span = last - first + 1
+    fig, ax = _figure(ax, (10.5, 3.6))
+    threads = len(addresses)
+    width_bytes = span * SECTOR_BYTES
+    for k in range(first, last + 1):
+        touched = k in warp.sectors
+        x0 = (k - first) * SECTOR_BYTES / width_bytes
+        ax.add_patch(Rectangle((x0, 0.0), SECTOR_BYTES / width_bytes, 0.18,
+                               facecolor="#f4b183" if touched else "white",
+                               edgecolor="#666666", lw=0.6))
+    for t, address in enumerate(addresses):
+        x_thread = (t + 0.5) / threads
+        x_byte = ((address - first * SECTOR_BYTES) + warp.itemsize / 2) / width_bytes
+        ax.plot([x_thread, x_byte], [0.82, 0.2], color="#3d85c6", lw=0.7, alpha=0.8)
+        ax.add_patch(Rectangle((t / threads + 0.1 / threads, 0.82), 0.8 / threads, 0.1,
+                               color=BUSY_COLOUR))
+    ax.text(0.0, 0.97, f"thread 0 … {threads - 1} of one warp", fontsize=8.5, va="bottom")
+    ax.text(0.0, -0.04, f"device memory, sectors {first}…{last} ({SECTOR_BYTES} bytes each; "
+            "orange = fetched)", fontsize=8.5, va="top")
+    ax.set_xlim(-0.01, 1.01)
+    ax.set_ylim(-0.15, 1.05)
+    ax.axis("off")
+    ax.set_title(
+        f"{len(sectors)} sectors for one request of {threads} threads × {warp.itemsize} B: "
+        f"{warp.bytes_fetched} bytes fetched, {warp.bytes_requested} used "
+        f"({summary.source})", fontsize=10)
+    labelled = sectors if len(sectors) <= 32 and span <= 64 else sorted({first, last})
+    for k in labelled:
+        ax.text((k - first + 0.5) / span, 0.09, str(k), ha="center", va="center", fontsize=6.5,
+                gid=f"sector{k}")
+    return fig
+
+
+def stride_cost_plot(series: dict, ax=None):
+    """Cost per useful element, relative to stride 1, against the stride: one line per series.
+
+    ``series`` is ``{label: [(stride, relative_cost), ...]}``; the label says where the numbers
+    came from (a measurement, or the sector model). Hollow markers: model; filled: measured."""
+    fig, ax = _figure(ax, (7.5, 4.6))
+    for label, points in series.items():
+        strides, costs = zip(*sorted(points), strict=True)
+        hollow = _is_estimate(label) or "model" in label
+        ax.plot(strides, costs, "o-", ms=5, label=label, mfc="white" if hollow else None)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("stride (elements between neighbouring threads' reads)")
+    ax.set_ylabel("cost per useful element (stride 1 = 1)")
+    ax.set_title("Strided reads: the memory system moves whole sectors")
+    ax.grid(True, which="major", alpha=0.3)
+    wrapped = ["\n".join(textwrap.wrap(label, 70, break_on_hyphens=False)) for label in series]
+    ax.legend(ax.get_lines(), wrapped, loc="upper left", fontsize=7.5)
+    return fig
+
+
+def roofline_plot(points, gpu="H100-SXM", precision: str = "fp32", ax=None,
+                  measured_bandwidth: float | None = None):
+    """A roofline of ``gpu``: FLOP/s against arithmetic intensity (FLOPs per byte of device
+    memory traffic), the memory roof ``intensity × bandwidth`` rising to the compute roof
+    ``peak``, and each kernel placed at (its intensity, its FLOP/s).
+
+    ``points``: dicts with ``name``, ``flops``, ``bytes_moved``, ``seconds`` and ``origin``
+    (where the time came from: "measured on …" or "estimated from …"). Measured points are
+    filled, estimated ones hollow, and the legend says which. Points with no FLOPs (copies)
+    have no place on a roofline and are listed in the title instead.
+    ``measured_bandwidth`` (bytes/s) adds the roof of a measured copy, dashed.
+    """
+    from gpulab import hardware
+
+    spec = hardware.get_gpu(gpu)
+    peak = spec.peak_flops_for(precision)
+    bandwidth = spec.memory_bandwidth_bytes_per_s
+    placed = [p for p in points if p.get("flops") and p.get("bytes_moved")]
+    skipped = sorted({p["name"] for p in points if not p.get("flops")})
+    intensities = [p["flops"] / p["bytes_moved"] for p in placed]
+    ridge = peak / bandwidth
+    low = min([ridge / 100, *[i / 3 for i in intensities]])
+    high = max([ridge * 30, *[i * 3 for i in intensities]])
+    x = np.logspace(np.log10(low), np.log10(high), 200)
+    fig, ax = _figure(ax, (8.5, 6.0))
+    ax.plot(x, np.minimum(peak, x * bandwidth), "k-", lw=2,
+            label=f"roof of the {spec.name} ({peak / 1e12:g} TFLOP/s {precision}, "
+                  f"{bandwidth / 1e12:g} TB/s; datasheet)")
+    if measured_bandwidth:
+        ax.plot(x, np.minimum(peak, x * measured_bandwidth), "k--", lw=1,
+                label=f"memory roof at the measured copy bandwidth "
+                      f"({measured_bandwidth / 1e12:.3g} TB/s)")
+    ax.axvline(ridge, color="#999999", lw=0.8, ls=":")
+    ax.annotate(f"ridge: {ridge:.3g} FLOP/byte", (ridge, peak), xytext=(4, -14),
+                textcoords="offset points", fontsize=8, color="#555555")
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    names = list(dict.fromkeys(p["name"] for p in placed))
+    for p, intensity in zip(placed, intensities, strict=True):
+        colour = colours[names.index(p["name"]) % len(colours)]
+        estimate = _is_estimate(p["origin"])
+        ax.plot([intensity], [p["flops"] / p["seconds"]], "s" if estimate else "o", ms=8,
+                color=colour, mfc="white" if estimate else colour, mew=1.5,
+                label=f"{p['name']} — {p['origin']}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of device memory traffic)")
+    ax.set_ylabel(f"{precision} FLOP/s")
+    title = f"Roofline of the {spec.name}: filled = measured, hollow = estimated"
+    if skipped:
+        title += f"\n(not shown, no FLOPs: {', '.join(skipped)})"
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    wrapped = ["\n".join(textwrap.wrap(h.get_label(), 100, break_on_hyphens=False))
+               for h in ax.get_lines() if not h.get_label().startswith("_")]
+    handles = [h for h in ax.get_lines() if not h.get_label().startswith("_")]
+    ax.legend(handles, wrapped, loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=7.5)
+    return fig
+
+
+def _si(value: float, unit: str) -> str:
+    """3.2e13, "FLOP/s" -> "32 TFLOP/s"."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def rates_plot(bars, unit: str = "FLOP/s", ax=None, title: str | None = None):
+    """Horizontal bars, one per ``(label, rate, origin)``: hatched bars are estimates, solid
+    ones measurements; each bar's text says where its number came from."""
+    fig, ax = _figure(ax, (10.0, 1.0 + 0.6 * len(bars)))
+    labels = [label for label, _, _ in bars]
+    for row, (_, rate, origin) in enumerate(bars):
+        estimate = _is_estimate(origin)
+        ax.barh(row, rate, color="white" if estimate else BUSY_COLOUR, edgecolor="#3d85c6",
+                hatch="//" if estimate else None)
+        ax.text(rate, row, f"  {_si(rate, unit)}\n  {origin}", va="center", fontsize=7.5)
+    ax.set_yticks(range(len(bars)), labels, fontsize=8.5)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel(unit)
+    top = max(rate for _, rate, _ in bars)
+    ax.set_xlim(min(rate for _, rate, _ in bars) / 3, top * 3e4)
+    ax.set_title(title or f"{unit}: solid = measured, hatched = estimated", fontsize=10)
+    ax.grid(True, axis="x", which="major", alpha=0.3)
+    return fig
+
+
+__all__ += ["rates_plot", "roofline_plot", "stride_cost_plot", "warp_access_plot"]

@@ -1,0 +1,273 @@
+"""How many memory transactions a warp's reads cost: the coalescing model of chapter 02.
+
+The 32 threads of a warp issue their loads together, as one *request*. Device memory is read
+in **sectors** of 32 bytes (grouped in 128-byte cache lines), so a request costs as many
+sectors as the distinct 32-byte pieces its 32 addresses fall in — the "sectors per request"
+that NVIDIA's Nsight Compute reports (``l1tex__t_sectors_pipe_lsu_mem_global_op_ld`` /
+``..._t_requests_...``; see the Nsight Compute Kernel Profiling Guide, "Memory Tables",
+https://docs.nvidia.com/nsight-compute/ProfilingGuide/, and the CUDA C++ Best Practices Guide,
+"Coalesced Access to Global Memory",
+https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/#coalesced-access-to-global-memory).
+
+- 32 threads reading 32 neighbouring float32 values: 128 bytes, **4 sectors** — every byte
+  fetched is used (coalesced).
+- Thread i reading element ``i * stride``: the addresses spread out, and with
+  ``stride * itemsize >= 32`` every thread needs a sector of its own: **32 sectors**, of
+  which the warp uses ``itemsize`` bytes each. The memory system moves 8x (float32) the bytes
+  the kernel uses.
+
+The model counts sectors from the index each thread reads, assuming (as ``cudaMalloc``
+guarantees) that arrays start on a 256-byte boundary. It ignores caches: a sector one warp
+fetched may still be in L1/L2 when another warp needs it, which a real GPU exploits.
+
+Where the indices come from
+- :func:`copy_access` takes them from the index functions of :mod:`gpulab.kernels.memory`
+  (the arithmetic the copy kernels use);
+- :func:`trace_reads` records them from a real run of a kernel in Numba's CUDA simulator:
+  the array is replaced by a :class:`RecordingArray` that notes which simulated thread read
+  which element, in which order. ``tests/test_memory_model.py`` checks the two agree.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+WARP_SIZE = 32
+SECTOR_BYTES = 32
+LINE_BYTES = 128
+
+
+@dataclass(frozen=True)
+class WarpRequest:
+    """The reads the threads of one warp issue together: the k-th read of each thread.
+
+    ``element_indices`` holds one index per active thread (fewer than 32 in a partial warp).
+    """
+
+    block: int
+    warp: int
+    step: int
+    element_indices: tuple[int, ...]
+    itemsize: int
+
+    @property
+    def byte_addresses(self) -> list[int]:
+        return [index * self.itemsize for index in self.element_indices]
+
+    @property
+    def sectors(self) -> set[int]:
+        """The 32-byte sectors touched (an element never straddles two: itemsize divides 32)."""
+        return {address // SECTOR_BYTES for address in self.byte_addresses}
+
+    @property
+    def lines(self) -> set[int]:
+        return {address // LINE_BYTES for address in self.byte_addresses}
+
+    @property
+    def bytes_requested(self) -> int:
+        """Bytes the threads asked for; threads reading the same element count once (the
+        hardware broadcasts it)."""
+        return len(set(self.element_indices)) * self.itemsize
+
+    @property
+    def bytes_fetched(self) -> int:
+        return len(self.sectors) * SECTOR_BYTES
+
+
+@dataclass(frozen=True)
+class AccessSummary:
+    """What a kernel's reads of one array cost, over all its warp requests."""
+
+    requests: tuple[WarpRequest, ...]
+    itemsize: int
+    source: str  # where the indices came from, e.g. "traced in the simulator"
+
+    @property
+    def n_requests(self) -> int:
+        return len(self.requests)
+
+    @property
+    def sectors(self) -> int:
+        return sum(len(r.sectors) for r in self.requests)
+
+    @property
+    def sectors_per_request(self) -> float:
+        return self.sectors / self.n_requests if self.requests else 0.0
+
+    @property
+    def lines_per_request(self) -> float:
+        return sum(len(r.lines) for r in self.requests) / self.n_requests if self.requests else 0.0
+
+    @property
+    def bytes_requested(self) -> int:
+        return sum(r.bytes_requested for r in self.requests)
+
+    @property
+    def bytes_fetched(self) -> int:
+        return sum(r.bytes_fetched for r in self.requests)
+
+    @property
+    def efficiency(self) -> float:
+        """Bytes used / bytes fetched: 1.0 when coalesced."""
+        return self.bytes_requested / self.bytes_fetched if self.bytes_fetched else 1.0
+
+    @property
+    def ideal_sectors_per_request(self) -> float:
+        """Sectors a full warp of neighbouring elements would need: 32 * itemsize / 32."""
+        return WARP_SIZE * self.itemsize / SECTOR_BYTES
+
+    def __str__(self) -> str:
+        return (f"{self.sectors_per_request:.3g} sectors of {SECTOR_BYTES} B per warp request "
+                f"(ideal {self.ideal_sectors_per_request:g}), {self.lines_per_request:.3g} "
+                f"cache lines of {LINE_BYTES} B; {self.bytes_fetched:,} bytes fetched for "
+                f"{self.bytes_requested:,} used ({self.efficiency * 100:.3g}% efficiency; "
+                f"{self.n_requests} requests, {self.source})")
+
+
+def warp_requests(reads: Mapping[tuple[int, int], Sequence[int]], itemsize: int,
+                  warp_size: int = WARP_SIZE) -> list[WarpRequest]:
+    """Group reads into warp requests.
+
+    ``reads[(block, thread)]`` lists the element indices thread ``thread`` (its linear index
+    in the block) of block ``block`` read, in order. The k-th read of the threads of one warp
+    (threads ``w*32 .. w*32+31`` of a block) form one request, as the warp executes the load
+    instruction together.
+    """
+    if itemsize not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"itemsize must divide {SECTOR_BYTES} bytes, not {itemsize!r}")
+    grouped: dict[tuple[int, int, int], list[tuple[int, int]]] = defaultdict(list)
+    for (block, thread), indices in reads.items():
+        for step, index in enumerate(indices):
+            grouped[block, thread // warp_size, step].append((thread, int(index)))
+    return [
+        WarpRequest(block, warp, step, tuple(index for _, index in sorted(members)), itemsize)
+        for (block, warp, step), members in sorted(grouped.items())
+    ]
+
+
+def summarise(reads: Mapping[tuple[int, int], Sequence[int]], itemsize: int,
+              source: str) -> AccessSummary:
+    """An :class:`AccessSummary` of ``reads`` (as for :func:`warp_requests`)."""
+    return AccessSummary(tuple(warp_requests(reads, itemsize)), itemsize, source)
+
+
+def reads_from_index_function(read_index, n_threads: int, threads_per_block: int
+                              ) -> dict[tuple[int, int], list[int]]:
+    """{(block, thread): [read_index(global index)]} for a one-thread-per-element launch."""
+    return {
+        (g // threads_per_block, g % threads_per_block): [read_index(g)]
+        for g in range(n_threads)
+    }
+
+
+def copy_access(stride: int, n_threads: int = 1024, itemsize: int = 4,
+                threads_per_block: int = 256) -> AccessSummary:
+    """The reads of ``copy_strided`` (``copy_coalesced`` for stride 1) by ``n_threads``
+    threads, from the kernels' own index functions."""
+    from gpulab.kernels.memory import coalesced_read_index, strided_read_index
+
+    if stride == 1:
+        read_index = coalesced_read_index
+    else:
+        def read_index(thread):
+            return strided_read_index(thread, stride)
+    reads = reads_from_index_function(read_index, n_threads, threads_per_block)
+    return summarise(reads, itemsize, "from the kernel's index arithmetic")
+
+
+def predicted_sectors_per_request(stride: int, itemsize: int = 4) -> int:
+    """Closed form for a full warp reading elements ``i * stride`` from an aligned array:
+    the warp spans ``32 * stride * itemsize`` bytes, one sector per 32 of them, but never
+    more than one sector per thread."""
+    span_bytes = WARP_SIZE * stride * itemsize
+    return min(WARP_SIZE, -(-span_bytes // SECTOR_BYTES))
+
+
+# --- tracing a real kernel in the simulator ---------------------------------------------------
+
+
+def _simulated_thread() -> tuple[int, int] | None:
+    """(linear block index, linear thread index in its block) of the simulated CUDA thread
+    running now; None outside a simulated kernel."""
+    current = threading.current_thread()
+    block, thread_id = getattr(current, "blockIdx", None), getattr(current, "thread_id", None)
+    if block is None or thread_id is None:
+        return None
+    grid = getattr(getattr(current, "_manager", None), "_grid_dim", None)
+    grid_x, grid_y = (grid[0], grid[1]) if grid is not None else (1, 1)
+    return block.x + grid_x * (block.y + grid_y * block.z), int(thread_id)
+
+
+class RecordingArray:
+    """A stand-in for a 1-D input array, in the simulator only, that records which simulated
+    thread read which element, in order: ``reads[(block, thread)] = [index, ...]``."""
+
+    def __init__(self, array: np.ndarray):
+        self._array = np.asarray(array)
+        self.shape, self.dtype = self._array.shape, self._array.dtype
+        self.size, self.ndim = self._array.size, self._array.ndim
+        self.reads: dict[tuple[int, int], list[int]] = defaultdict(list)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def __getitem__(self, index):
+        value = self._array[index]
+        who = _simulated_thread()
+        if who is not None:
+            element = index[0] if isinstance(index, tuple) else index
+            with self._lock:
+                self.reads[who].append(int(element))
+        return value
+
+    def __setitem__(self, index, value) -> None:
+        self._array[index] = value
+
+    def copy_to_host(self) -> np.ndarray:
+        return self._array.copy()
+
+
+def trace_reads(kernel, blocks, threads, args: Iterable, watch: int) -> AccessSummary:
+    """Run ``kernel[blocks, threads](*args)`` in the simulator with argument number ``watch``
+    (a 1-D NumPy array) replaced by a :class:`RecordingArray`, and summarise its reads.
+
+    Only in the ``sim`` tier: a GPU does not tell Python which addresses it read.
+    """
+    from gpulab import device
+
+    if device.tier() != "sim":
+        raise RuntimeError("trace_reads runs kernels in the simulator; in the gpu tier use "
+                           "copy_access (the model) or a profiler such as Nsight Compute")
+    args = list(args)
+    recorder = RecordingArray(args[watch])
+    args[watch] = recorder
+    kernel = getattr(kernel, "dispatcher", kernel)
+    kernel[blocks, threads](*args)
+    return summarise(recorder.reads, recorder.dtype.itemsize, "traced in the simulator")
+
+
+def trace_copy(stride: int, n_threads: int = 256, dtype=np.float32,
+               threads_per_block: int = 128) -> AccessSummary:
+    """Run ``copy_strided`` (``copy_coalesced`` for stride 1) for real in the simulator on
+    ``n_threads`` outputs and summarise the reads of x it made."""
+    from gpulab.kernels import memory
+
+    x = np.arange(n_threads * stride, dtype=dtype)
+    out = np.zeros(n_threads, dtype=dtype)
+    blocks = -(-n_threads // threads_per_block)
+    if stride == 1:
+        return trace_reads(memory.copy_coalesced, blocks, threads_per_block, [x, out], watch=0)
+    return trace_reads(memory.copy_strided, blocks, threads_per_block, [x, out, stride], watch=0)
+
+
+__all__ = [
+    "LINE_BYTES", "SECTOR_BYTES", "WARP_SIZE", "AccessSummary", "RecordingArray", "WarpRequest",
+    "copy_access", "predicted_sectors_per_request", "reads_from_index_function", "summarise",
+    "trace_copy", "trace_reads", "warp_requests",
+]

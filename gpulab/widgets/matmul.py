@@ -1,0 +1,304 @@
+"""Matrix multiplication: chapter 03's experiment. What does the tile size change?
+
+For the tile size a learner picks, :class:`MatmulExperiment`:
+
+- **runs** ``matmul_tiled`` with that tile (on the GPU at full size, or in the simulator at a
+  size a little over one tile in every direction, so edges are exercised) and checks it
+  against NumPy;
+- **counts**, per thread and per block, the loads from device memory, the loads from shared
+  memory and the barriers, from the launch configuration;
+- **measures** NumPy's matmul (BLAS) on this CPU;
+- **estimates** every kernel (naive, tiled at each tile size, register-blocked) on a named GPU
+  with the roofline model and the traffic model of :mod:`gpulab.kernels.matmul`, and on a GPU
+  also **measures** them (and cuBLAS, when CuPy is installed).
+
+:class:`MatmulDashboard` is the ipywidgets view: a tile slider, a GPU, a Run button, the
+rates and the roofline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpulab import bench, device, hardware, plots, reference
+
+PRECISION = "fp32"
+
+
+def default_n(tier: str | None = None) -> int:
+    """M = N = K: 1024 without a GPU (BLAS on this CPU takes ~10-100 ms), 4096 on one."""
+    return 4096 if (tier or device.tier()) == "gpu" else 1024
+
+
+def check_shape(tile: int, tier: str | None = None, n: int | None = None) -> tuple[int, int, int]:
+    """(M, N, K) the tiled kernel really runs at: on a GPU the full n; in the simulator a
+    little over one tile each way (2 x 2 blocks, 2 steps along K, none a multiple of the
+    tile), because every barrier costs the simulator tens of milliseconds."""
+    if (tier or device.tier()) == "gpu":
+        return (n or default_n("gpu"),) * 3
+    return tile + 5, tile + 3, tile + 7
+
+
+class MatmulExperiment:
+    """Naive, tiled (tile = ``tile``) and register-blocked matmul, compared at M = N = K = n."""
+
+    def __init__(self, tile: int = 16, n: int | None = None, gpu: str = "H100-SXM",
+                 cpu_repeats: int = 3, seed: int = 0):
+        from gpulab.kernels.matmul import TILE_SIZES, check_tile
+
+        self.tile = check_tile(tile)
+        self.tiles = sorted(set(TILE_SIZES) | {self.tile})
+        self.n = int(n or default_n())
+        if self.n < 1:
+            raise ValueError(f"n must be at least 1, not {n!r}")
+        self.gpu = hardware.get_gpu(gpu)
+        self.cpu_repeats = cpu_repeats
+        self.seed = seed
+        self.tier = device.tier()
+        self.last_result: dict | None = None
+
+    def variants(self) -> list[tuple[str, str, int | None]]:
+        """(label, method, tile) of every kernel compared."""
+        return ([("matmul_naive", "naive", None)]
+                + [(f"matmul_tiled T={t}", "tiled", t) for t in self.tiles]
+                + [("matmul_register_blocked", "register_blocked", None)])
+
+    def counts(self, tile: int | None = None) -> dict:
+        """Per-thread and per-block work of matmul_tiled with ``tile`` at n x n x n."""
+        from gpulab.kernels import matmul as mm
+
+        tile = tile or self.tile
+        n = self.n
+        steps = -(-n // tile)
+        return {
+            "tile": tile,
+            "threads_per_block": tile * tile,
+            "device_loads_per_thread": 2 * steps,
+            "naive_device_loads_per_thread": 2 * n,
+            "shared_loads_per_thread": 2 * steps * tile,
+            "barriers_per_block": 2 * steps,
+            "shared_bytes_used_per_block": 2 * tile * tile * 4,
+            "traffic_bytes": mm.traffic_bytes(n, n, n, "tiled", tile),
+            "naive_traffic_bytes": mm.traffic_bytes(n, n, n, "naive"),
+            "flops": mm.flops(n, n, n),
+        }
+
+    def check_kernel(self) -> dict:
+        """Run matmul_tiled with the chosen tile for real and compare with gpulab.reference."""
+        from gpulab.kernels import matmul as mm
+
+        M, N, K = check_shape(self.tile, self.tier, self.n)
+        rng = np.random.default_rng(self.seed + 1)
+        A = rng.random((M, K), dtype=np.float32) - np.float32(0.5)
+        B = rng.random((K, N), dtype=np.float32) - np.float32(0.5)
+        got = mm.matmul(A, B, method="tiled", tile=self.tile)
+        error = np.abs(got - reference.matmul_exact(A, B))
+        ok = bool(np.all(error <= reference.matmul_tolerance(A, B)))
+        config = mm.launch_config(M, N, K, "tiled", self.tile)
+        where = "the simulator" if self.tier == "sim" else device.PROBE.device_name
+        return {"shape": (M, N, K), "ok": ok, "max_error": float(error.max()),
+                "launch": str(config), "where": where}
+
+    def _measure_gpu(self, method: str, tile, A, B):
+        from numba import cuda
+
+        from gpulab import suite
+        from gpulab.kernels import matmul as mm
+
+        n = self.n
+        config = mm.launch_config(n, n, n, method, tile)
+        d_A, d_B = cuda.to_device(A), cuda.to_device(B)
+        d_C = cuda.device_array((n, n), np.float32)
+        return suite.time_on_gpu(lambda: mm.launch(config, d_A, d_B, d_C), 5, method,
+                                 flops=mm.flops(n, n, n))
+
+    def run(self) -> dict:
+        """Check, count, measure and estimate; every timing carries a label saying where it
+        came from. Returns (and keeps in ``last_result``) a dict."""
+        from gpulab import suite
+        from gpulab.kernels import matmul as mm
+
+        n = self.n
+        rng = np.random.default_rng(self.seed)
+        A = rng.random((n, n), dtype=np.float32)
+        B = rng.random((n, n), dtype=np.float32)
+        C = np.empty((n, n), np.float32)
+        flops = mm.flops(n, n, n)
+        cpu = bench.time_cpu(np.matmul, A, B, out=C, repeats=self.cpu_repeats,
+                             name="NumPy matmul (BLAS)", n=n, flops=flops,
+                             bytes_moved=mm.minimum_bytes(n, n, n))
+        kernels = []
+        for label, method, tile in self.variants():
+            traffic = mm.traffic_bytes(n, n, n, method, tile)
+            entry = {"label": label, "method": method, "tile": tile, "flops": flops,
+                     "traffic_bytes": traffic,
+                     "estimate": hardware.estimate_time(self.gpu, flops, traffic, PRECISION)}
+            if self.tier == "gpu":
+                entry["measured"] = self._measure_gpu(method, tile, A, B)
+            kernels.append(entry)
+        cublas = None
+        cupy = suite._cupy() if self.tier == "gpu" else None
+        if cupy is not None:
+            d_A, d_B = cupy.asarray(A), cupy.asarray(B)
+            d_C = cupy.empty_like(d_A)
+            cublas = suite.time_on_gpu(lambda: cupy.matmul(d_A, d_B, out=d_C), 5, "cuBLAS",
+                                       flops=flops)
+        self.last_result = {
+            "n": n, "tile": self.tile, "gpu": self.gpu.key, "tier": self.tier, "cpu": cpu,
+            "kernels": kernels, "cublas": cublas, "counts": self.counts(),
+            "kernel_check": self.check_kernel(),
+        }
+        return self.last_result
+
+    def _result(self) -> dict:
+        return self.last_result if self.last_result is not None else self.run()
+
+    def bars(self) -> list[tuple[str, float, str]]:
+        """(what, FLOP/s, where it came from) for :func:`gpulab.plots.rates_plot`."""
+        r = self._result()
+        bars = [(f"NumPy (BLAS), n = {r['n']:,}", r["cpu"].gflops_per_s * 1e9, r["cpu"].label)]
+        if r["cublas"] is not None:
+            bars.append(("cuBLAS (CuPy)", r["cublas"].gflops_per_s * 1e9, r["cublas"].label))
+        for k in r["kernels"]:
+            if "measured" in k:
+                bars.append((k["label"], k["measured"].gflops_per_s * 1e9, k["measured"].label))
+            bars.append((k["label"], k["estimate"].achieved_flops_per_s, k["estimate"].label))
+        return bars
+
+    def roofline_points(self) -> list[dict]:
+        r = self._result()
+        points = []
+        for k in r["kernels"]:
+            common = {"name": k["label"], "flops": k["flops"], "bytes_moved": k["traffic_bytes"]}
+            points.append({**common, "seconds": k["estimate"].time_s,
+                           "origin": k["estimate"].label})
+            if "measured" in k:
+                points.append({**common, "seconds": k["measured"].median_s,
+                               "origin": k["measured"].label})
+        return points
+
+    def explain(self) -> str:
+        r = self._result()
+        c = r["counts"]
+        tiled = next(k for k in r["kernels"] if k["method"] == "tiled"
+                     and k["tile"] == self.tile)
+        naive = r["kernels"][0]
+        est = tiled["estimate"]
+        check = r["kernel_check"]
+        ridge = hardware.ridge_point(self.gpu, PRECISION)
+        lines = [
+            f"With {c['tile']} x {c['tile']} tiles ({c['threads_per_block']} threads per block, "
+            f"filling {c['shared_bytes_used_per_block']:,} bytes of shared memory), each thread "
+            "loads "
+            f"{c['device_loads_per_thread']:,} values from device memory instead of "
+            f"{c['naive_device_loads_per_thread']:,} (naive), reads "
+            f"{c['shared_loads_per_thread']:,} from shared memory, and its block waits at "
+            f"{c['barriers_per_block']:,} barriers, at n = {r['n']:,}.",
+            f"Traffic model: {c['traffic_bytes'] / 1e9:,.3g} GB instead of "
+            f"{c['naive_traffic_bytes'] / 1e9:,.3g} GB, so {c['flops'] / c['traffic_bytes']:.3g} "
+            f"FLOP per byte (the {self.gpu.name} needs {ridge:.3g} to be compute-bound): about "
+            f"{_fmt(est.time_s)}, {est.achieved_flops_per_s / 1e12:.3g} TFLOP/s, "
+            f"{est.bound}-bound ({est.label}); naive: {_fmt(naive['estimate'].time_s)}.",
+            f"This CPU: {r['cpu'].gflops_per_s:,.3g} GFLOP/s ({r['cpu'].label}).",
+            f"The tiled kernel ran for real in {check['where']} at M, N, K = "
+            f"{', '.join(map(str, check['shape']))} and "
+            + ("matched NumPy to rounding." if check["ok"] else "did NOT match NumPy."),
+        ]
+        measured = [k for k in r["kernels"] if "measured" in k]
+        if measured:
+            best = max(measured, key=lambda k: k["measured"].gflops_per_s)
+            lines.append(f"Fastest measured: {best['label']}, "
+                         f"{best['measured'].gflops_per_s:,.4g} GFLOP/s "
+                         f"({best['measured'].label}).")
+        if r["cublas"] is not None:
+            lines.append(f"cuBLAS: {r['cublas'].gflops_per_s:,.4g} GFLOP/s "
+                         f"({r['cublas'].label}).")
+        return "\n".join(lines)
+
+
+def _fmt(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+class MatmulDashboard:
+    """A tile-size slider, a GPU, a Run button; the rates of every kernel, the roofline and an
+    explanation. Drive it from Python: ``d.tile_slider.value = 32; d.run_button.click()``."""
+
+    def __init__(self):
+        import ipywidgets as widgets
+
+        from gpulab.kernels.matmul import TILE_SIZES
+
+        self.tier = device.tier()
+        self.tile_slider = widgets.SelectionSlider(options=list(TILE_SIZES), value=16,
+                                                   description="tile T")
+        self.gpu_dropdown = widgets.Dropdown(
+            options=[(spec.name, key) for key, spec in hardware.GPUS.items()], value="H100-SXM",
+            description="GPU model", style={"description_width": "initial"})
+        self.run_button = widgets.Button(description="Run", button_style="primary",
+                                         icon="play")
+        self.status = widgets.HTML(value=self._where())
+        self.output = widgets.Output()
+        self.explanation = widgets.HTML()
+        self.run_button.on_click(lambda _button: self.run())
+        self.widget = widgets.VBox([
+            widgets.HBox([self.tile_slider, self.gpu_dropdown, self.run_button]),
+            self.status, self.output, self.explanation,
+        ])
+        self.experiment: MatmulExperiment | None = None
+        self.last_result: dict | None = None
+        self.last_error: Exception | None = None
+        self.figures: list = []
+
+    def _where(self) -> str:
+        if self.tier == "gpu":
+            return (f"Kernels are measured on this machine's {device.PROBE.device_name} at "
+                    f"n = {default_n(self.tier):,}; the model chosen above is added as an "
+                    "estimate.")
+        return ("No GPU here (simulator tier): the tiled kernel runs in the simulator at a small "
+                "size to check its answer; the CPU is measured; GPU rates are roofline estimates "
+                "for the model chosen above.")
+
+    def run(self) -> dict | None:
+        self.status.value = "running…"
+        try:
+            self.experiment = MatmulExperiment(tile=self.tile_slider.value,
+                                               gpu=self.gpu_dropdown.value)
+            self.last_result = self.experiment.run()
+            self.last_error = None
+        except Exception as error:  # shown in the dashboard, not swallowed by the callback
+            self.last_error = error
+            self.status.value = f"<b>Failed:</b> {type(error).__name__}: {error}"
+            return None
+        self._draw()
+        self.status.value = self._where()
+        return self.last_result
+
+    def _draw(self) -> None:
+        import html
+
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        self.figures = [
+            plots.rates_plot(self.experiment.bars(), "FLOP/s",
+                             title=f"fp32 matmul, M = N = K = {self.last_result['n']:,}: "
+                                   "solid = measured, hatched = estimated"),
+            plots.roofline_plot(self.experiment.roofline_points(), self.gpu_dropdown.value),
+        ]
+        self.output.clear_output(wait=True)
+        with self.output:
+            for figure in self.figures:
+                display(figure)
+                plt.close(figure)
+        paragraphs = html.escape(self.experiment.explain()).split("\n")
+        self.explanation.value = "".join(f"<p>{p}</p>" for p in paragraphs)
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+__all__ = ["MatmulDashboard", "MatmulExperiment", "check_shape", "default_n"]
