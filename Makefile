@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml gpulab/toolkit.py
 install: $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=course 00_welcome.ipynb
+	$(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. course/00_welcome.ipynb
 
 test: $(STAMP)
 	$(BIN)/ruff check gpulab tests

@@ -41,13 +41,15 @@ def test_binder_python_satisfies_requires_python():
 
 def test_readme_links_point_at_notebooks_that_exist():
     readme = (ROOT / "README.md").read_text()
-    targets = re.findall(r"urlpath=lab/tree/([^)\s]+\.ipynb)", readme)
+    targets = re.findall(r"urlpath=(?:lab/tree|voila/render)/([^)\s]+\.ipynb)", readme)
     targets += re.findall(r"\]\((course/[^)]+\.ipynb)\)", readme)
     assert targets, "the README links no notebook"
     for target in targets:
         assert (ROOT / target).is_file(), f"README links {target}, which does not exist"
     for notebook in sorted((ROOT / "course").glob("[0-9][0-9]_*.ipynb")):
-        assert f"course/{notebook.name}" in readme, f"README's chapter table lacks {notebook.name}"
+        for view in ("lab/tree", "voila/render"):
+            assert f"urlpath={view}/course/{notebook.name}" in readme, (
+                f"README lacks the {view} link for {notebook.name}")
 
 
 def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
