@@ -6,6 +6,7 @@ gpulab ptx NAME [--cc 8.0] [--dtype float64]
                                  a kernel's PTX for a real GPU architecture (no GPU needed)
 gpulab ptx --all                 compile every kernel for 7.5, 8.0 and 9.0; exit 1 on failure
 gpulab release [--check]         regenerate the learner notebooks from solutions/
+gpulab doctor [--json]           check the environment; print each problem with its fix
 gpulab bench [--gpu H100-SXM] [--save results.json] [--record] [--load FILE]
              [--kernels saxpy,matmul_tiled] [--sizes N ...] [--matmul-sizes N ...]
                                  check, time and compare the chapter 02-03 kernels
@@ -68,6 +69,12 @@ def _ptx(args) -> int:
     cc = args.cc[0] if args.cc else (8, 0)
     print(ptx.kernel_ptx(args.name, cc, matching[0]))
     return 0
+
+
+def _doctor(args) -> int:
+    from gpulab import doctor
+
+    return doctor.main(["--json"] if args.json else [])
 
 
 def _release(args) -> int:
@@ -163,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     ptx.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ptx.add_argument("--all", action="store_true", help="compile every kernel")
     ptx.set_defaults(run=_ptx)
+    doctor = commands.add_parser("doctor", help="check the environment; each problem with its fix")
+    doctor.add_argument("--json", action="store_true", help="machine-readable findings")
+    doctor.set_defaults(run=_doctor)
     release = commands.add_parser("release", help="regenerate learner notebooks")
     release.add_argument("--check", action="store_true", help="only report stale notebooks")
     release.set_defaults(run=_release)

@@ -260,6 +260,16 @@ class CrossoverDashboard:
             widgets.HBox([self.transfer_checkbox, self.run_button]),
             self.size_slider, self.status, self.output, self.explanation,
         ])
+        # CSS classes the browser tests (tests/browser/) find the dashboard's parts by.
+        for part, name in ((self.widget, "gpulab-crossover"),
+                           (self.gpu_dropdown, "gpulab-crossover-gpu"),
+                           (self.dtype_toggle, "gpulab-crossover-dtype"),
+                           (self.transfer_checkbox, "gpulab-crossover-transfer"),
+                           (self.run_button, "gpulab-crossover-run"),
+                           (self.status, "gpulab-crossover-status"),
+                           (self.output, "gpulab-crossover-plot"),
+                           (self.explanation, "gpulab-crossover-explanation")):
+            part.add_class(name)
         self.experiment: CrossoverExperiment | None = None
         self.last_result: dict | None = None
         self.last_error: Exception | None = None

@@ -1,0 +1,253 @@
+"""Binder, checked as far as a machine without Docker allows.
+
+mybinder.org builds the repository with repo2docker: a Python from ``binder/runtime.txt``,
+``pip install -r binder/requirements.txt`` from the repository root, then ``binder/postBuild``
+if there is one, and every command run through ``binder/start`` if there is one. The slow test
+does the same in a fresh virtual environment (no system site-packages, nothing from this
+checkout's .venv), runs ``gpulab doctor`` there (so versions that drifted on PyPI are named),
+executes chapter 01 and then every other chapter headless with nbclient, and samples the memory
+of each notebook's kernel (and anything it starts) every 0.1 s: mybinder.org stops a session at
+2 GB, and the test asks for a margin, under 1.5 GB.
+
+The fast tests check the links the README gives: Binder opens JupyterLab at a chapter, and each
+chapter has its Voila dashboard link.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from gpulab import device
+
+ROOT = Path(__file__).resolve().parents[1]
+BINDER = ROOT / "binder"
+CHAPTER = "course/01_dot_product.ipynb"  # the one the issue names; the others run after it
+CHAPTERS = sorted(path.name for path in (ROOT / "course").glob("[0-9][0-9]_*.ipynb"))
+README = (ROOT / "README.md").read_text()
+PEAK_KERNEL_MEMORY_LIMIT_BYTES = 1.5e9  # mybinder.org's limit is 2 GB; keep a margin
+SAMPLE_INTERVAL_S = 0.1
+INSTALL_TIMEOUT_S = 900
+EXECUTE_TIMEOUT_S = 180  # per chapter; a sim-tier chapter must finish in 60 s
+# What repo2docker does not copy into the image (and what a fresh clone does not have).
+NOT_IN_A_CLONE = shutil.ignore_patterns(
+    ".git", ".venv", "artifacts", "build", "*.egg-info", "__pycache__", ".pytest_cache",
+    ".ruff_cache", ".hypothesis", ".ipynb_checkpoints",
+)
+
+# Executes a notebook inside the Binder environment: run by *that* environment's Python.
+EXECUTE_SCRIPT = """
+import json, sys, time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+path = Path(sys.argv[1])
+notebook = nbformat.read(path, as_version=4)
+client = NotebookClient(notebook, timeout={timeout}, kernel_name="python3",
+                        resources={{"metadata": {{"path": str(path.parent)}}}})
+started = time.perf_counter()
+error = None
+try:
+    client.execute()
+except CellExecutionError as failure:
+    error = str(failure)[-3000:]
+outputs = [output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+           for output in cell.get("outputs", [])]
+print(json.dumps({{"elapsed_s": time.perf_counter() - started, "error": error,
+                  "text": "".join(outputs)}}))
+"""
+
+
+def _runtime_python() -> tuple[str, str]:
+    """The interpreter for binder/runtime.txt's version, and a note on which was chosen."""
+    wanted = (BINDER / "runtime.txt").read_text().strip().removeprefix("python-")
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == wanted:
+        return sys.executable, f"Python {wanted}, as binder/runtime.txt asks"
+    found = shutil.which(f"python{wanted}")
+    if found:
+        return found, f"Python {wanted} ({found}), as binder/runtime.txt asks"
+    return sys.executable, (f"binder/runtime.txt asks for Python {wanted}, not found here: "
+                            f"using Python {sys.version_info.major}.{sys.version_info.minor}")
+
+
+def _pypi_reachable() -> tuple[bool, str]:
+    url = "https://pypi.org/simple/pip/"
+    try:
+        with urllib.request.urlopen(url, timeout=15) as response:
+            return response.status == 200, f"{url} answered {response.status}"
+    except (urllib.error.URLError, OSError) as error:
+        return False, f"{url} unreachable ({error})"
+
+
+def _clean_environment(venv: Path, home: Path) -> dict:
+    """Only the new environment on PATH, no settings from the test process or this checkout."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "MPLBACKEND",
+                          "JUPYTER_PATH", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
+                          "NUMBA_ENABLE_CUDASIM", "GPULAB_DEVICE"}}
+    env.update(
+        PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        VIRTUAL_ENV=str(venv),
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        IPYTHONDIR=str(home / "ipython"),
+        PIP_PROGRESS_BAR="off",
+    )
+    if device.PROBE.device_count:  # Binder has no GPU: emulate that here too
+        env["GPULAB_DEVICE"] = "sim"
+    return env
+
+
+def _run(command, *, cwd: Path, env: dict, timeout: float, what: str) -> str:
+    completed = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+                               timeout=timeout, check=False)
+    if completed.returncode != 0:
+        output = (completed.stdout + completed.stderr)[-4000:]
+        if what == "pip install":
+            reachable, why = _pypi_reachable()
+            if not reachable:
+                pytest.skip(f"pip could not install binder/requirements.txt and PyPI is not "
+                            f"reachable from here ({why}); pip said:\n{output}")
+        pytest.fail(f"{what} failed (exit status {completed.returncode}):\n{output}")
+    return completed.stdout
+
+
+def _execute_sampling_memory(command, *, cwd: Path, env: dict):
+    """Run ``command`` (which starts a kernel) and sample its children's memory.
+
+    Returns (stdout, peak bytes, the programs (argv[0]) of the processes seen). The peak is the
+    largest sum of resident set sizes over the child process tree (kernel, and whatever it
+    starts), sampled every SAMPLE_INTERVAL_S: shared pages count once per process, so it
+    errs on the high side."""
+    psutil = pytest.importorskip("psutil", reason="psutil measures the kernel's memory")
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    parent = psutil.Process(process.pid)
+    peak_bytes, programs = 0, set()
+    deadline = time.monotonic() + EXECUTE_TIMEOUT_S
+    while process.poll() is None:
+        if time.monotonic() > deadline:
+            for child in parent.children(recursive=True):  # the kernel, then the script
+                child.kill()
+            process.kill()
+            process.wait()
+            pytest.fail(f"{command[-1]} did not finish within {EXECUTE_TIMEOUT_S} s")
+        total = 0
+        try:
+            children = parent.children(recursive=True)
+        except psutil.NoSuchProcess:
+            break
+        for child in children:
+            try:
+                total += child.memory_info().rss
+                programs.update(child.cmdline()[:1])  # empty for a process that is exiting
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        peak_bytes = max(peak_bytes, total)
+        time.sleep(SAMPLE_INTERVAL_S)
+    stdout, stderr = process.communicate()
+    if process.returncode != 0:
+        pytest.fail(f"executing the notebook failed (exit status {process.returncode}):\n"
+                    f"{stderr[-4000:]}")
+    return stdout, peak_bytes, programs
+
+
+@pytest.mark.binder
+@pytest.mark.slow
+def test_binder_environment_runs_the_chapters_within_memory(tmp_path):
+    started = time.monotonic()
+    repo = tmp_path / "repo"  # what repo2docker copies into the image
+    shutil.copytree(ROOT, repo, ignore=NOT_IN_A_CLONE)
+    venv, home = tmp_path / "env", tmp_path / "home"
+    python, python_note = _runtime_python()
+    subprocess.run([python, "-m", "venv", str(venv)], check=True)
+    env = _clean_environment(venv, home)
+    venv_python = str(venv / "bin" / "python")
+
+    # repo2docker: pip install -r binder/requirements.txt, from the repository's root.
+    # nbclient and ipykernel run the notebook headless here (JupyterLab brings them on Binder).
+    _run([venv_python, "-m", "pip", "install", "-r", "binder/requirements.txt",
+          "nbclient", "ipykernel"], cwd=repo, env=env, timeout=INSTALL_TIMEOUT_S,
+         what="pip install")
+    installed_s = time.monotonic() - started
+    post_build = repo / "binder" / "postBuild"
+    if post_build.exists():
+        _run(["bash", str(post_build)], cwd=repo, env=env, timeout=INSTALL_TIMEOUT_S,
+             what="binder/postBuild")
+    freeze = _run([venv_python, "-m", "pip", "freeze"], cwd=repo, env=env, timeout=120,
+                  what="pip freeze")
+    for needed in ("jupyterlab", "voila", "ipywidgets", "jupyterlab_widgets", "numba-cuda",
+                   "cuda-toolkit"):
+        assert re.search(rf"^{needed}[=@ ]", freeze, re.IGNORECASE | re.MULTILINE), \
+            f"binder/requirements.txt did not install {needed}"
+    # What was resolved today is within the tested versions, with the widgets' front end.
+    doctor = subprocess.run([venv_python, "-m", "gpulab.doctor"], cwd=repo, env=env,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert doctor.returncode == 0, f"gpulab doctor in the Binder environment:\n{doctor.stdout}" \
+                                   f"{doctor.stderr[-2000:]}"
+
+    script = tmp_path / "execute.py"
+    script.write_text(EXECUTE_SCRIPT.format(timeout=EXECUTE_TIMEOUT_S))
+    binder_start = repo / "binder" / "start"
+    lines, problems = [], []
+    chapters = [CHAPTER] + [f"course/{name}" for name in CHAPTERS if not CHAPTER.endswith(name)]
+    for chapter in chapters:
+        command = [venv_python, str(script), str(repo / chapter)]
+        if binder_start.exists():  # repo2docker runs every command through binder/start
+            command = ["bash", str(binder_start), *command]
+        stdout, peak_bytes, programs = _execute_sampling_memory(command, cwd=repo, env=env)
+        result = json.loads(stdout.strip().splitlines()[-1])
+        lines.append(f"  {chapter:40s} {result['elapsed_s']:6.1f} s   peak kernel memory "
+                     f"{peak_bytes / 1e6:5.0f} MB")
+        if result["error"] is not None:
+            problems.append(f"{chapter} raised in the Binder environment:\n{result['error']}")
+        if not 0 < peak_bytes < PEAK_KERNEL_MEMORY_LIMIT_BYTES:
+            problems.append(f"{chapter}: the kernel peaked at {peak_bytes / 1e6:.0f} MB, over "
+                            f"the {PEAK_KERNEL_MEMORY_LIMIT_BYTES / 1e6:.0f} MB this course "
+                            "allows on Binder (its limit is 2 GB)")
+        if venv_python not in programs:
+            problems.append(f"{chapter}: the kernel did not run with the Binder environment's "
+                            f"Python ({venv_python}) but {sorted(programs)}")
+        if chapter == CHAPTER:
+            assert "gpulab tier : sim" in result["text"], "chapter 01 did not run in the sim tier"
+            assert "NOT ATTEMPTED YET" in result["text"], "chapter 01's checks printed no hint"
+    print(f"Binder emulation: {python_note}; pip install took {installed_s:.0f} s; "
+          f"gpulab doctor: ok; total {time.monotonic() - started:.0f} s", *lines, sep="\n")
+    assert not problems, "\n".join(problems)
+
+
+# --- the links ---------------------------------------------------------------------------------
+
+
+def test_readme_binder_links_open_jupyterlab_at_a_chapter():
+    links = re.findall(r"https://mybinder\.org/v2/gh/[^)\s]+", README)
+    assert links, "the README has no Binder link"
+    for link in links:
+        target = re.search(r"[?&]urlpath=(?:lab/tree|voila/render)/([^&)\s]+)", link)
+        assert target, f"{link} opens neither JupyterLab (urlpath=lab/tree/...) nor Voila"
+        assert (ROOT / target.group(1)).is_file(), f"{link} opens a notebook that does not exist"
+    for chapter in CHAPTERS:
+        assert any(link.endswith(f"lab/tree/course/{chapter}") for link in links), \
+            f"the README has no Binder link to {chapter}"
+
+
+def test_readme_links_each_chapter_as_a_voila_dashboard():
+    targets = re.findall(r"voila/render/([\w/]*\d\d_\w+\.ipynb)", README)  # not NN_name
+    for target in targets:
+        assert (ROOT / target).is_file(), f"the README's Voila link opens {target}: missing"
+    for chapter in CHAPTERS:
+        assert f"course/{chapter}" in targets, \
+            f"the README has no Voila link (voila/render/course/{chapter}) for {chapter}"
