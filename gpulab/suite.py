@@ -814,6 +814,10 @@ def run_suite(kernels=KERNELS, memory_sizes=None, matmul_sizes=None, gpu: str | 
         if case.size in cublas and not any(r is cublas[case.size] for r in rows):
             rows.append(cublas[case.size])
         bar.step(f"{case.kernel} {case.size}")
+    if tuple(kernels) == KERNELS:  # the whole suite: also chapter 07-08's training epoch
+        from gpulab.nn.benchmark import suite_rows
+
+        rows += suite_rows(spec, repeats=3)
     if not on_gpu:
         notes.append("simulator time is not GPU time: the kernels ran in the simulator only to "
                      "check their answers; the GPU columns are a model, not a measurement")

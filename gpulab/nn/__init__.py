@@ -1,0 +1,58 @@
+"""A small neural-network library on gpulab's kernels: the trainer of chapters 05-08.
+
+A multi-layer perceptron (MLP) of dense layers, a softmax cross-entropy loss, SGD with
+momentum and Adam, and a training loop, written so that one page of each can be read end to
+end. Every operation runs on one of two backends, chosen with ``backend=``:
+
+- ``"numpy"``: :mod:`gpulab.reference` on this CPU (NumPy, which calls BLAS for the matmuls);
+- ``"kernels"``: gpulab's CUDA kernels (:mod:`gpulab.kernels.matmul`, ``dense``, ``softmax``,
+  ``optim``), on the GPU in the ``gpu`` tier, in Numba's CUDA simulator in the ``sim`` tier.
+
+Modules, one idea each
+- :mod:`~gpulab.nn.backends` — the two backends, one interface.
+- :mod:`~gpulab.nn.layers` — ``Dense``: forward, backward.
+- :mod:`~gpulab.nn.losses` — ``SoftmaxCrossEntropy``.
+- :mod:`~gpulab.nn.optimisers` — ``SGD`` (with momentum) and ``Adam``.
+- :mod:`~gpulab.nn.mlp` — ``MLP``: layers + loss, parameters, predictions.
+- :mod:`~gpulab.nn.trainer` — ``Trainer``: mini-batches, history, evaluation, early errors.
+- :mod:`~gpulab.nn.data` — scikit-learn's bundled digits, and spirals for pictures.
+- :mod:`~gpulab.nn.gradcheck` — analytic gradients against finite differences.
+- :mod:`~gpulab.nn.cost` — FLOPs, bytes, memory and roofline time of a training step.
+- :mod:`~gpulab.nn.benchmark` — samples/s of a training epoch, per backend.
+- :mod:`~gpulab.nn.plots` — training curves, batch-size sweeps, decision regions.
+
+Names load on first use (``from gpulab.nn import MLP``), so ``import gpulab.nn`` is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "Adam": "optimisers",
+    "Dataset": "data",
+    "Dense": "layers",
+    "History": "trainer",
+    "MLP": "mlp",
+    "SGD": "optimisers",
+    "SoftmaxCrossEntropy": "losses",
+    "Trainer": "trainer",
+    "TrainingError": "trainer",
+    "get_backend": "backends",
+    "gradient_check": "gradcheck",
+    "load_digits": "data",
+    "spirals": "data",
+}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_EXPORTS])
+
+
+__all__ = sorted(_EXPORTS)

@@ -1,0 +1,275 @@
+"""What one training step costs: its kernels' FLOPs and bytes, the memory it needs, and how
+long a named GPU would take by the roofline model.
+
+The kernel list is the one :class:`~gpulab.nn.backends.KernelBackend` launches for an
+:class:`~gpulab.nn.mlp.MLP` (forward, loss, backward, optimiser), counted from the kernels'
+docstrings:
+
+- a matmul (M x K) @ (K x N): 2 M N K FLOPs and its compulsory traffic, A and B read once and
+  C written once (:func:`gpulab.kernels.matmul.minimum_bytes`): a lower bound, as if caches
+  were perfect;
+- elementwise kernels and reductions: the values they read and write, once each;
+- each launch: :data:`gpulab.hardware.LAUNCH_OVERHEAD_S`;
+- per step, the batch copied to the GPU (inputs and labels) and the losses and probabilities
+  copied back (the trainer reads them for its loss and accuracy), over the host link.
+
+:func:`estimate_step` adds the roofline time of every kernel: each kernel's time is the larger
+of FLOPs / peak and bytes / bandwidth, plus its launch. It is an **estimate** from a model of a
+named GPU, and an optimistic one (peak rates, compulsory traffic, no Python overhead): the
+real GPU takes longer. Every result carries that label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpulab import hardware
+from gpulab.kernels.dense import FLOPS_PER_ELEMENT
+from gpulab.kernels.matmul import minimum_bytes
+from gpulab.kernels.optim import ADAM_FLOPS, ADAM_VALUES_MOVED, SGD_FLOPS, SGD_VALUES_MOVED
+
+LABEL_BYTES = 8  # int64
+OPTIMISER_STATE_TENSORS = {"sgd": 1, "adam": 2}
+PRECISION_OF_ITEMSIZE = {4: "fp32", 8: "fp64"}
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    """One kernel launch of a training step."""
+
+    kernel: str
+    phase: str  # "forward", "loss", "backward", "update"
+    flops: float
+    bytes_moved: float
+    shape: str = ""
+
+
+def _check_widths(widths) -> list[int]:
+    widths = [int(w) for w in widths]
+    if len(widths) < 2 or min(widths) < 1:
+        raise ValueError(f"widths must list at least two positive sizes, not {widths}")
+    return widths
+
+
+def _check_batch(batch_size) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+            or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive whole number, not {batch_size!r}")
+    return int(batch_size)
+
+
+def n_parameters(widths) -> int:
+    """Weights and biases of an MLP with these widths."""
+    widths = _check_widths(widths)
+    return sum(a * b + b for a, b in zip(widths[:-1], widths[1:], strict=True))
+
+
+def parameter_sizes(widths) -> list[int]:
+    """Elements of every parameter tensor, W then b, layer by layer (one optimiser launch
+    each)."""
+    widths = _check_widths(widths)
+    sizes = []
+    for a, b in zip(widths[:-1], widths[1:], strict=True):
+        sizes += [a * b, b]
+    return sizes
+
+
+def step_kernels(widths, batch_size: int, activation: str = "relu", optimiser: str = "adam",
+                 itemsize: int = 4, include_update: bool = True) -> list[KernelCost]:
+    """Every kernel one training step launches, with its FLOPs and bytes."""
+    widths, B, s = _check_widths(widths), _check_batch(batch_size), itemsize
+    if optimiser not in OPTIMISER_STATE_TENSORS:
+        raise ValueError(f"optimiser must be one of {', '.join(OPTIMISER_STATE_TENSORS)}")
+    layers = list(zip(widths[:-1], widths[1:], strict=True))
+    last = len(layers) - 1
+    kernels: list[KernelCost] = []
+    for k, (n_in, n_out) in enumerate(layers):
+        act = activation if k < last else "identity"
+        kernels.append(KernelCost("matmul", "forward", 2 * B * n_in * n_out,
+                                  minimum_bytes(B, n_out, n_in, s), f"{B}x{n_in} @ {n_in}x{n_out}"))
+        kernels.append(KernelCost("bias_activation", "forward",
+                                  B * n_out * (1 + FLOPS_PER_ELEMENT[act]),
+                                  s * (2 * B * n_out + n_out), f"{B}x{n_out} {act}"))
+    C = widths[-1]
+    kernels.append(KernelCost("softmax_cross_entropy", "loss", 5 * B * C,
+                              s * (2 * B * C + B) + LABEL_BYTES * B, f"{B}x{C}"))
+    kernels.append(KernelCost("softmax_cross_entropy_backward", "loss", 2 * B * C,
+                              s * 2 * B * C + LABEL_BYTES * B, f"{B}x{C}"))
+    for k in range(last, -1, -1):
+        n_in, n_out = layers[k]
+        act = activation if k < last else "identity"
+        if act != "identity":
+            kernels.append(KernelCost("bias_activation_backward", "backward",
+                                      B * n_out * (3 + FLOPS_PER_ELEMENT[act]),
+                                      s * (3 * B * n_out + n_out), f"{B}x{n_out} {act}"))
+        kernels.append(KernelCost("transpose", "backward", 0, s * 2 * B * n_in,
+                                  f"X^T: {n_in}x{B}"))
+        kernels.append(KernelCost("matmul", "backward", 2 * n_in * B * n_out,
+                                  minimum_bytes(n_in, n_out, B, s),
+                                  f"dW: {n_in}x{B} @ {B}x{n_out}"))
+        kernels.append(KernelCost("bias_grad", "backward", B * n_out,
+                                  s * (B * n_out + n_out), f"db: {n_out}"))
+        if k > 0:
+            kernels.append(KernelCost("transpose", "backward", 0, s * 2 * n_in * n_out,
+                                      f"W^T: {n_out}x{n_in}"))
+            kernels.append(KernelCost("matmul", "backward", 2 * B * n_out * n_in,
+                                      minimum_bytes(B, n_in, n_out, s),
+                                      f"dX: {B}x{n_out} @ {n_out}x{n_in}"))
+    if include_update:
+        flops, values = ((ADAM_FLOPS, ADAM_VALUES_MOVED) if optimiser == "adam"
+                         else (SGD_FLOPS, SGD_VALUES_MOVED))
+        for size in parameter_sizes(widths):
+            kernels.append(KernelCost(f"{optimiser}_update", "update", flops * size,
+                                      s * values * size, f"{size} parameters"))
+    return kernels
+
+
+def step_transfer_bytes(widths, batch_size: int, itemsize: int = 4) -> float:
+    """Bytes over the host link per step: the batch in, losses and probabilities out."""
+    widths, B = _check_widths(widths), _check_batch(batch_size)
+    return itemsize * B * widths[0] + LABEL_BYTES * B + itemsize * B * (1 + widths[-1])
+
+
+def step_flops(widths, batch_size: int, **options) -> float:
+    return float(sum(k.flops for k in step_kernels(widths, batch_size, **options)))
+
+
+@dataclass
+class StepEstimate:
+    """The roofline estimate of one training step on a named GPU (an optimistic bound)."""
+
+    gpu: hardware.GPUSpec
+    batch_size: int
+    kernels: list[tuple[KernelCost, hardware.RooflineEstimate]] = field(repr=False)
+    transfer_s: float
+
+    @property
+    def launches(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def kernel_s(self) -> float:
+        return sum(est.kernel_s for _, est in self.kernels)
+
+    @property
+    def launch_s(self) -> float:
+        return sum(est.launch_s for _, est in self.kernels)
+
+    @property
+    def time_s(self) -> float:
+        return self.kernel_s + self.transfer_s
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.batch_size / self.time_s
+
+    @property
+    def flops(self) -> float:
+        return sum(cost.flops for cost, _ in self.kernels)
+
+    @property
+    def label(self) -> str:
+        return f"estimated from a roofline model of the {self.gpu.name}"
+
+    def by_phase(self) -> dict[str, float]:
+        """Seconds per phase (forward, loss, backward, update) plus transfer."""
+        phases: dict[str, float] = {}
+        for cost, est in self.kernels:
+            phases[cost.phase] = phases.get(cost.phase, 0.0) + est.kernel_s
+        phases["transfer"] = self.transfer_s
+        return phases
+
+    def bound(self) -> str:
+        """What most of the step's time goes to: "launch", "transfer", "memory" or "compute"."""
+        parts = {"launch": self.launch_s, "transfer": self.transfer_s,
+                 "memory": sum(est.memory_s for _, est in self.kernels),
+                 "compute": sum(est.compute_s for _, est in self.kernels)}
+        return max(parts, key=parts.get)
+
+    def __str__(self) -> str:
+        return (f"{self.time_s * 1e6:,.0f} µs per step of {self.batch_size} samples "
+                f"({self.samples_per_s:,.0f} samples/s, {self.launches} launches, "
+                f"mostly {self.bound()}), {self.label}")
+
+
+def estimate_step(widths, batch_size: int, gpu="H100-SXM", activation: str = "relu",
+                  optimiser: str = "adam", itemsize: int = 4,
+                  include_transfer: bool = True) -> StepEstimate:
+    """Roofline estimate of one training step on ``gpu``: every kernel's time (FLOPs / peak or
+    bytes / bandwidth, whichever is larger, plus its launch), plus the batch's host transfers."""
+    gpu = hardware.get_gpu(gpu)
+    precision = PRECISION_OF_ITEMSIZE.get(itemsize)
+    if precision is None:
+        raise ValueError(f"itemsize must be 4 (float32) or 8 (float64), not {itemsize!r}")
+    kernels = step_kernels(widths, batch_size, activation, optimiser, itemsize)
+    estimates = [(cost, hardware.estimate_time(gpu, cost.flops, cost.bytes_moved, precision))
+                 for cost in kernels]
+    transfer = (step_transfer_bytes(widths, batch_size, itemsize)
+                / hardware.link_bytes_per_s(gpu, "host") if include_transfer else 0.0)
+    return StepEstimate(gpu, int(batch_size), estimates, transfer)
+
+
+def estimate_epoch_s(widths, batch_size: int, n_samples: int, gpu="H100-SXM",
+                     **options) -> float:
+    """Roofline estimate of one epoch: full batches plus the last, partial one."""
+    full, rest = divmod(int(n_samples), int(batch_size))
+    total = full * estimate_step(widths, batch_size, gpu, **options).time_s
+    if rest:
+        total += estimate_step(widths, rest, gpu, **options).time_s
+    return total
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """Bytes a training step keeps on the device, by kind."""
+
+    weights: int
+    gradients: int
+    optimiser_state: int
+    activations: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimiser_state + self.activations
+
+    def as_dict(self) -> dict[str, int]:
+        return {"weights": self.weights, "gradients": self.gradients,
+                "optimiser state": self.optimiser_state, "activations": self.activations}
+
+
+def training_memory(widths, batch_size: int, optimiser: str = "adam",
+                    itemsize: int = 4) -> TrainingMemory:
+    """Weights, their gradients, the optimiser's state (SGD: velocity; Adam: m and v) and the
+    activations kept for the backward pass: the batch's inputs, every layer's matmul output
+    Z, every hidden layer's output A, the logits and the probabilities. Temporaries of the
+    backward pass (dZ, transposed copies; at most a few times the largest layer) are left out.
+    """
+    widths, B = _check_widths(widths), _check_batch(batch_size)
+    if optimiser not in OPTIMISER_STATE_TENSORS:
+        raise ValueError(f"optimiser must be one of {', '.join(OPTIMISER_STATE_TENSORS)}")
+    P = n_parameters(widths)
+    kept = widths[0] + sum(widths[1:]) + sum(widths[1:-1]) + 2 * widths[-1] + 1
+    return TrainingMemory(P * itemsize, P * itemsize,
+                          OPTIMISER_STATE_TENSORS[optimiser] * P * itemsize,
+                          B * kept * itemsize)
+
+
+BATCH_SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def largest_batch_within(budget_bytes: float, widths=(64, 128, 10), optimiser: str = "adam",
+                         itemsize: int = 4, candidates=BATCH_SIZES) -> int | None:
+    """The largest of ``candidates`` whose training step fits in ``budget_bytes`` (counted by
+    :func:`training_memory`); None if not even the smallest fits."""
+    fitting = [b for b in sorted(candidates)
+               if training_memory(widths, b, optimiser, itemsize).total <= budget_bytes]
+    return fitting[-1] if fitting else None
+
+
+__all__ = [
+    "BATCH_SIZES", "KernelCost", "StepEstimate", "TrainingMemory", "estimate_epoch_s",
+    "estimate_step", "largest_batch_within", "n_parameters", "parameter_sizes", "step_flops",
+    "step_kernels", "step_transfer_bytes", "training_memory",
+]

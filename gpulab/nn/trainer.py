@@ -1,0 +1,293 @@
+"""The training loop: the quick answer "prepare data, move work to the GPU, compute in
+parallel, compute errors and gradients, update, repeat", as code.
+
+    for epoch in range(epochs):
+        for batch in shuffled mini-batches of the training set:   # prepare data
+            loss = model.loss(X[batch], y[batch])                  # move to the device, forward
+            model.backward()                                       # errors and gradients
+            optimiser.step(model)                                  # update
+        evaluate on the held-out samples                           # repeat, and check
+
+:class:`Trainer` adds what makes it usable: a seed for the shuffling, a progress bar, a
+per-epoch :class:`History` (loss, accuracy, time, samples/s) whose timings say where they were
+measured, evaluation on held-out data, and early, plain errors: inputs that do not fit the
+model, labels out of range, and a loss that became NaN or infinite (the error names the epoch,
+the step and the samples, and what usually causes it).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from gpulab.nn.data import Dataset, minibatch_indices
+from gpulab.nn.mlp import MLP, ShapeError
+from gpulab.nn.optimisers import make_optimiser
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on; the message says at which step and why."""
+
+
+@dataclass
+class EpochRecord:
+    """One epoch. Losses are means over samples; ``seconds`` is the training time of the
+    epoch (forward, backward, update, and the batch copies), evaluation excluded."""
+
+    epoch: int
+    train_loss: float
+    train_accuracy: float
+    seconds: float
+    samples_per_s: float
+    steps: int
+    test_loss: float | None = None
+    test_accuracy: float | None = None
+
+
+@dataclass
+class History:
+    """Per-epoch records of a run, and where its times come from."""
+
+    model: str
+    optimiser: str
+    batch_size: int
+    seed: int
+    backend: str
+    timing: str  # e.g. "measured on this CPU (...)"
+    records: list[EpochRecord] = field(default_factory=list)
+
+    def column(self, name: str) -> list:
+        """One field of every epoch, e.g. ``history.column("test_accuracy")``."""
+        if name not in EpochRecord.__dataclass_fields__:
+            raise KeyError(f"no column {name!r}; the columns are "
+                           f"{', '.join(EpochRecord.__dataclass_fields__)}")
+        return [getattr(record, name) for record in self.records]
+
+    @property
+    def final(self) -> EpochRecord:
+        if not self.records:
+            raise ValueError("the history is empty: no epoch has run")
+        return self.records[-1]
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(record.seconds for record in self.records)
+
+    def table(self) -> str:
+        """The records as a text table, with the timing's origin underneath."""
+        head = (f"{'epoch':>5} {'train loss':>10} {'train acc':>9} {'test loss':>9} "
+                f"{'test acc':>8} {'seconds':>8} {'samples/s':>10}")
+        lines = [head]
+        for r in self.records:
+            test_loss = f"{r.test_loss:9.4f}" if r.test_loss is not None else f"{'-':>9}"
+            test_acc = (f"{100 * r.test_accuracy:7.2f}%" if r.test_accuracy is not None
+                        else f"{'-':>8}")
+            lines.append(f"{r.epoch:5d} {r.train_loss:10.4f} {100 * r.train_accuracy:8.2f}% "
+                         f"{test_loss} {test_acc} {r.seconds:8.3f} {r.samples_per_s:10,.0f}")
+        lines.append(f"times: {self.timing}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class ProgressBar:
+    """A one-line text progress bar per epoch, redrawn at most every ``interval_s`` seconds."""
+
+    def __init__(self, epochs: int, steps: int, stream=None, width: int = 24,
+                 interval_s: float = 0.25):
+        self.epochs, self.steps, self.width = epochs, steps, width
+        self.stream = stream or sys.stdout
+        self.interval_s = interval_s
+        self._last = 0.0
+
+    def update(self, epoch: int, step: int, loss: float) -> None:
+        now = time.perf_counter()
+        if step < self.steps and now - self._last < self.interval_s:
+            return
+        self._last = now
+        done = int(self.width * step / self.steps)
+        bar = "#" * done + "." * (self.width - done)
+        self.stream.write(f"\repoch {epoch}/{self.epochs} [{bar}] {step}/{self.steps} "
+                          f"loss {loss:.4f}")
+        self.stream.flush()
+
+    def end_epoch(self, record: EpochRecord) -> None:
+        text = (f"\repoch {record.epoch}/{self.epochs}: train loss {record.train_loss:.4f}, "
+                f"accuracy {100 * record.train_accuracy:.1f}%")
+        if record.test_accuracy is not None:
+            text += (f"; held-out loss {record.test_loss:.4f}, "
+                     f"accuracy {100 * record.test_accuracy:.1f}%")
+        text += f"; {record.seconds:.3g} s, {record.samples_per_s:,.0f} samples/s"
+        self.stream.write(text.ljust(self.width + 40) + "\n")
+        self.stream.flush()
+
+
+def timing_origin(backend) -> str:
+    """How a History's times are labelled, per backend and tier."""
+    if backend.name == "numpy":
+        return f"measured on {backend.where()} with time.perf_counter (NumPy backend)"
+    if backend.tier == "gpu":
+        return (f"measured on {backend.where()} with time.perf_counter around the epoch "
+                "(wall clock: includes Python's kernel launches and the batch copies)")
+    return ("Numba's CUDA simulator on this CPU: simulator time is not GPU time (see "
+            "gpulab.nn.cost for a roofline estimate on a named GPU)")
+
+
+class Trainer:
+    """Mini-batch training of an :class:`~gpulab.nn.mlp.MLP`.
+
+    ``optimiser`` is "adam", "sgd" or an optimiser object; ``lr`` and other settings
+    (``momentum``, ``weight_decay``, ...) go to it. ``seed`` fixes the shuffling; the model's
+    own seed fixes its initial weights. ``progress``: True for a progress bar, False for
+    silence.
+    """
+
+    def __init__(self, model: MLP, optimiser="adam", batch_size: int = 64, epochs: int = 10,
+                 seed: int = 0, shuffle: bool = True, progress: bool = True,
+                 eval_batch_size: int = 1024, **optimiser_settings):
+        if not isinstance(model, MLP):
+            raise TypeError(f"model must be a gpulab.nn.MLP, not {type(model).__name__}")
+        for what, value in (("batch_size", batch_size), ("epochs", epochs),
+                            ("eval_batch_size", eval_batch_size)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{what} must be a positive whole number, not {value!r}")
+        self.model = model
+        self.optimiser = make_optimiser(optimiser, **optimiser_settings)
+        self.batch_size, self.epochs = int(batch_size), int(epochs)
+        self.seed, self.shuffle, self.progress = seed, shuffle, progress
+        self.eval_batch_size = int(eval_batch_size)
+        self.rng = np.random.default_rng(seed)
+        self.epochs_done = 0
+        self.epochs_target = self.epochs
+        self.history = History(repr(model), repr(self.optimiser), self.batch_size, seed,
+                               model.backend.describe(), timing_origin(model.backend))
+
+    # -- checks -----------------------------------------------------------------------------
+
+    def _check_data(self, X, y, what: str) -> np.ndarray:
+        X = np.asarray(X)
+        try:
+            self.model.check_inputs(X, what=f"X_{what}")
+            labels = self.model.check_labels(y, X.shape[0])
+        except ShapeError as error:
+            raise ShapeError(f"{what} data: {error}") from None
+        if not np.issubdtype(X.dtype, np.number):
+            raise ShapeError(f"X_{what} must hold numbers, not {X.dtype}")
+        finite = np.isfinite(X)
+        if not finite.all():
+            row = int(np.flatnonzero(~finite.all(axis=1))[0])
+            raise ShapeError(f"X_{what} has a NaN or infinite value in sample {row}: fix or "
+                             "drop that sample before training")
+        return labels
+
+    # -- one step, one epoch ----------------------------------------------------------------
+
+    def step(self, X_batch, y_batch) -> float:
+        """Forward, loss, backward, update on one batch; returns the batch's mean loss."""
+        loss = self.model.loss(X_batch, y_batch)
+        self.model.backward()
+        self.optimiser.step(self.model)
+        return loss
+
+    def _train_epoch(self, X: np.ndarray, y: np.ndarray, epoch: int) -> EpochRecord:
+        model, backend = self.model, self.model.backend
+        batches = minibatch_indices(len(y), self.batch_size,
+                                    self.rng if self.shuffle else None)
+        bar = ProgressBar(self.epochs_target, len(batches)) if self.progress else None
+        loss_sum = correct = 0.0
+        start = time.perf_counter()
+        for step, batch in enumerate(batches, start=1):
+            with np.errstate(over="ignore", invalid="ignore"):  # a non-finite loss is reported
+                loss = self.step(X[batch], y[batch])
+            if not math.isfinite(loss):
+                before = (f"The mean loss before this step was "
+                          f"{loss_sum / ((step - 1) * self.batch_size):.4g}." if step > 1
+                          else "It was the very first step.")
+                raise TrainingError(
+                    f"epoch {epoch}, step {step} of {len(batches)} (a batch of {len(batch)} "
+                    f"samples, the first being training sample {batch[0]}): the loss became "
+                    f"{loss}. {before} This usually means the updates are too large: "
+                    f"lower the learning rate ({self.optimiser!r}), or check the inputs' scale "
+                    "(the digits are scaled to 0..1)."
+                )
+            loss_sum += loss * len(batch)
+            predicted = np.argmax(backend.to_host(model.loss_function.probs), axis=1)
+            correct += float(np.sum(predicted == y[batch]))
+            if bar:
+                bar.update(epoch, step, loss)
+        backend.synchronize()
+        seconds = time.perf_counter() - start
+        return EpochRecord(epoch, loss_sum / len(y), correct / len(y), seconds,
+                           len(y) / seconds if seconds > 0 else math.inf, len(batches))
+
+    def evaluate(self, X, y) -> tuple[float, float]:
+        """(mean loss, accuracy) on X, y, in batches of ``eval_batch_size``; no updates."""
+        labels = self._check_data(X, y, "eval")
+        X = np.asarray(X)
+        loss_sum = correct = 0.0
+        for start in range(0, len(labels), self.eval_batch_size):
+            part = slice(start, start + self.eval_batch_size)
+            loss = self.model.loss(X[part], labels[part])
+            loss_sum += loss * len(labels[part])
+            probs = self.model.backend.to_host(self.model.loss_function.probs)
+            correct += float(np.sum(np.argmax(probs, axis=1) == labels[part]))
+        return loss_sum / len(labels), correct / len(labels)
+
+    def fit(self, data: Dataset | tuple, test: tuple | None = None,
+            epochs: int | None = None) -> History:
+        """Train for ``epochs`` (default: the trainer's) more epochs on ``data`` (a
+        :class:`~gpulab.nn.data.Dataset`, or ``(X, y)`` with ``test=(X_test, y_test)``),
+        evaluating on the held-out samples after every epoch. Returns the history so far."""
+        if isinstance(data, Dataset):
+            X, y, test = data.X_train, data.y_train, (data.X_test, data.y_test)
+        else:
+            X, y = data
+        y = self._check_data(X, y, "train")
+        X = np.asarray(X)
+        if test is not None:
+            self._check_data(*test, "test")
+        epochs = self.epochs if epochs is None else epochs
+        self.epochs_target = self.epochs_done + epochs
+        for _ in range(epochs):
+            self.epochs_done += 1
+            record = self._train_epoch(X, y, self.epochs_done)
+            if test is not None:
+                record.test_loss, record.test_accuracy = self.evaluate(*test)
+            self.history.records.append(record)
+            if self.progress:
+                ProgressBar(self.epochs_target, 1).end_epoch(record)
+        return self.history
+
+
+def check_kernel_step(X, y, widths, activation: str = "relu", optimiser: str = "adam",
+                      lr: float = 1e-2, dtype=np.float32, seed: int = 0) -> dict:
+    """One real training step (forward, loss, backward, update) of the same fresh MLP on the
+    kernel backend and on the NumPy backend; how far apart the two are afterwards.
+
+    In the ``sim`` tier this is how a chapter shows that the kernels train correctly without
+    timing them: keep X small (a batch of 8-16) and the widths narrow.
+    """
+    numpy_model = MLP(list(widths), activation, "numpy", dtype, seed)
+    kernel_model = numpy_model.copy(backend="kernels")
+    losses = {}
+    for name, model in (("numpy", numpy_model), ("kernels", kernel_model)):
+        losses[name] = Trainer(model, optimiser, lr=lr, progress=False).step(X, y)
+    want, got = numpy_model.state(), kernel_model.state()
+    difference = max(float(np.max(np.abs(got[k] - want[k]))) for k in want)
+    scale = max(float(np.max(np.abs(want[k]))) for k in want)
+    tolerance = (1e-5 if np.dtype(dtype) == np.float32 else 1e-12) * max(scale, 1.0)
+    return {"loss_numpy": losses["numpy"], "loss_kernels": losses["kernels"],
+            "max_parameter_difference": difference, "tolerance": tolerance,
+            "ok": difference <= tolerance and math.isclose(losses["numpy"], losses["kernels"],
+                                                            rel_tol=1e-5),
+            "batch_size": len(y), "widths": list(widths),
+            "kernels": kernel_model.backend.describe()}
+
+
+__all__ = ["EpochRecord", "History", "ProgressBar", "Trainer", "TrainingError", "check_kernel_step",
+           "timing_origin"]

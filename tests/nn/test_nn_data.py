@@ -1,0 +1,36 @@
+"""The datasets: the bundled digits split with a seed, spirals, and mini-batches."""
+
+import numpy as np
+import pytest
+
+from gpulab.nn.data import load_digits, minibatch_indices, spirals
+
+
+def test_digits_split_is_stratified_and_seeded():
+    a, b = load_digits(seed=0), load_digits(seed=0)
+    assert a.n_train + a.n_test == 1797 and a.n_features == 64 and a.n_classes == 10
+    np.testing.assert_array_equal(a.y_test, b.y_test)
+    assert 0 <= a.X_train.min() and a.X_train.max() <= 1 and a.X_train.dtype == np.float32
+    counts = np.bincount(a.y_test, minlength=10)
+    assert counts.min() >= 35 and counts.max() <= 37  # 20 % of each digit's ~180 samples
+    assert not np.array_equal(load_digits(seed=1).y_test, a.y_test)
+    assert "scikit-learn" in str(a)
+
+
+def test_spirals():
+    data = spirals(n_per_class=40, n_classes=3, seed=0)
+    assert data.n_features == 2 and data.n_train + data.n_test == 120
+    assert set(np.unique(data.y_train)) == {0, 1, 2}
+    with pytest.raises(ValueError, match="at least 2"):
+        spirals(n_classes=1)
+
+
+def test_minibatches_cover_every_sample_once():
+    rng = np.random.default_rng(0)
+    batches = minibatch_indices(103, 10, rng)
+    assert [len(b) for b in batches] == [10] * 10 + [3]
+    np.testing.assert_array_equal(np.sort(np.concatenate(batches)), np.arange(103))
+    assert not np.array_equal(np.concatenate(batches), np.arange(103))  # shuffled
+    np.testing.assert_array_equal(np.concatenate(minibatch_indices(5, 2)), np.arange(5))
+    with pytest.raises(ValueError, match="batch_size"):
+        minibatch_indices(10, 0)
