@@ -25,7 +25,7 @@ lab: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check gpulab tests
 	$(BIN)/python -m gpulab.exercises.release --check
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --nbval-lax --durations=15 tests solutions course
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --timeout=900 --nbval-lax --nbval-cell-timeout=300 --durations=15 tests solutions course
 
 notebooks: $(STAMP)
 	$(BIN)/python -m gpulab.exercises.release
