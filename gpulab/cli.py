@@ -9,7 +9,7 @@ gpulab release [--check]         regenerate the learner notebooks from solutions
 gpulab doctor [--json]           check the environment; print each problem with its fix
 gpulab bench [--gpu H100-SXM] [--save results.json] [--record] [--load FILE]
              [--kernels saxpy,matmul_tiled] [--sizes N ...] [--matmul-sizes N ...]
-                                 check, time and compare the chapter 02-03 kernels
+                                 check, time and compare the kernel suite (chapters 02-03, training)
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def _positive_int(text: str) -> int:
 
 def _add_bench(commands) -> None:
     bench = commands.add_parser(
-        "bench", help="check, time and compare the chapter 02-03 kernels",
+        "bench", help="check, time and compare the kernel suite (chapters 02-03, training)",
         description="Check every kernel against NumPy, time it (CUDA events on a GPU; a roofline "
         "estimate for a named GPU in the simulator tier), and compare with the device's ceiling "
         "and a baseline measured in the same run. Every figure says where it came from.")

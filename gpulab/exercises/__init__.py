@@ -4,6 +4,8 @@
   launches, diagnoses of common mistakes.
 - :mod:`gpulab.exercises.ch01` — chapter 01's checks: ``check_multiply``, ``check_dot_atomic``,
   ``check_block_sum``.
+- :mod:`gpulab.exercises.ch02` … :mod:`gpulab.exercises.ch08` — one module of checks per
+  chapter; notebooks import the module (``from gpulab.exercises import ch03``).
 - :mod:`gpulab.exercises.release` — writes ``course/`` (learner versions) from ``solutions/``.
 
 Chapter modules import numba, so they are loaded on first use: ``from gpulab.exercises import
