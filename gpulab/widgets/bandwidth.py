@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpulab import bench, device, hardware, memory_model, plots, reference
+from gpulab.widgets._dashboard import Dashboard
 
 KERNELS = ("saxpy", "copy_coalesced", "copy_strided")
 PRECISION_OF_DTYPE = {"float32": "fp32", "float64": "fp64"}
@@ -318,10 +319,12 @@ def _relative(points):
     return [(stride, cost / base) for stride, cost in points]
 
 
-class BandwidthDashboard:
+class BandwidthDashboard(Dashboard):
     """Controls for :class:`BandwidthExperiment`, a Run button, the warp's sectors, the
     timings and the explanation. Drive it from Python: ``d.kernel_dropdown.value =
     "copy_strided"; d.stride_slider.value = 16; d.run_button.click(); d.last_result``."""
+
+    experiment: BandwidthExperiment | None
 
     def __init__(self):
         import ipywidgets as widgets
@@ -337,21 +340,12 @@ class BandwidthDashboard:
         self.gpu_dropdown = widgets.Dropdown(
             options=[(spec.name, key) for key, spec in hardware.GPUS.items()], value="H100-SXM",
             description="GPU model", style={"description_width": "initial"})
-        self.run_button = widgets.Button(description="Run", button_style="primary",
-                                         icon="play")
-        self.status = widgets.HTML(value=self._where())
-        self.output = widgets.Output()
-        self.explanation = widgets.HTML()
-        self.run_button.on_click(lambda _button: self.run())
+        self._add_parts()
         self.widget = widgets.VBox([
             widgets.HBox([self.kernel_dropdown, self.stride_slider]),
             widgets.HBox([self.n_slider, self.gpu_dropdown]),
             self.run_button, self.status, self.output, self.explanation,
         ])
-        self.experiment: BandwidthExperiment | None = None
-        self.last_result: dict | None = None
-        self.last_error: Exception | None = None
-        self.figure = None
 
     def _where(self) -> str:
         if self.tier == "gpu":
@@ -361,44 +355,22 @@ class BandwidthDashboard:
                 "its answer and trace its reads; CPU times are measured, GPU times are roofline "
                 "estimates for the model chosen above.")
 
-    def run(self) -> dict | None:
-        """Run the experiment the controls describe and redraw; what the Run button does."""
-        self.status.value = "running…"
-        try:
-            self.experiment = BandwidthExperiment(
-                kernel=self.kernel_dropdown.value, n=self.n_slider.value,
-                stride=self.stride_slider.value, gpu=self.gpu_dropdown.value)
-            self.last_result = self.experiment.run()
-            self.last_error = None
-        except Exception as error:  # shown in the dashboard, not swallowed by the callback
-            self.last_error = error
-            self.status.value = f"<b>Failed:</b> {type(error).__name__}: {error}"
-            return None
-        self._draw()
-        self.status.value = self._where()
-        return self.last_result
+    def make_experiment(self) -> BandwidthExperiment:
+        return BandwidthExperiment(kernel=self.kernel_dropdown.value, n=self.n_slider.value,
+                                   stride=self.stride_slider.value, gpu=self.gpu_dropdown.value)
 
-    def _draw(self) -> None:
+    def make_figure(self, result: dict):
+        return plots.warp_access_plot(result["access"])
+
+    def _explanation_html(self) -> str:
+        """The timings as a table, then the explanation."""
         import html
 
-        import matplotlib.pyplot as plt
-        from IPython.display import display
-
-        self.figure = plots.warp_access_plot(self.last_result["access"])
         rows = "".join(
             f"<tr><td>{html.escape(what)}</td><td style='text-align:right'>{_fmt(seconds)}</td>"
             f"<td>{html.escape(label)}</td></tr>"
             for what, seconds, label in self.experiment.timings())
-        self.output.clear_output(wait=True)
-        with self.output:
-            display(self.figure)
-        plt.close(self.figure)
-        paragraphs = html.escape(self.experiment.explain()).split("\n")
-        self.explanation.value = (f"<table>{rows}</table>"
-                                  + "".join(f"<p>{p}</p>" for p in paragraphs))
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+        return f"<table>{rows}</table>" + super()._explanation_html()
 
 
 __all__ = ["BandwidthDashboard", "BandwidthExperiment", "default_n", "sizes", "stride_sweep"]

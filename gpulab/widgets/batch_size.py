@@ -26,6 +26,7 @@ from gpulab.nn import cost
 from gpulab.nn.cost import BATCH_SIZES, largest_batch_within
 from gpulab.nn.data import load_digits
 from gpulab.nn.recipes import DIGITS, train_digits
+from gpulab.widgets._dashboard import Dashboard
 
 
 def default_batch_sizes(tier: str | None = None) -> list[int]:
@@ -150,11 +151,14 @@ def _steady_samples_per_s(history) -> float:
     return float(max(values[1:] if len(values) > 1 else values))
 
 
-class BatchSizeDashboard:
+class BatchSizeDashboard(Dashboard):
     """Controls for :class:`BatchSizeExperiment`, a Run button, the figure and the explanation.
 
     Drive it from Python: ``d.batch_select.value = (16, 256); d.run_button.click()``.
     """
+
+    running_text = "training…"
+    experiment: BatchSizeExperiment | None
 
     def __init__(self):
         import ipywidgets as widgets
@@ -172,20 +176,12 @@ class BatchSizeDashboard:
         self.gpu_dropdown = widgets.Dropdown(
             options=[(spec.name, key) for key, spec in hardware.GPUS.items()],
             value="H100-SXM", description="GPU model", style={"description_width": "initial"})
-        self.run_button = widgets.Button(description="Run", button_style="primary", icon="play")
-        self.status = widgets.HTML(value=self._where())
-        self.output = widgets.Output()
-        self.explanation = widgets.HTML()
-        self.run_button.on_click(lambda _button: self.run())
+        self._add_parts()
         self.widget = widgets.VBox([
             widgets.HBox([self.batch_select,
                           widgets.VBox([self.epochs_slider, self.lr_dropdown, self.gpu_dropdown,
                                         self.run_button])]),
             self.status, self.output, self.explanation])
-        self.experiment: BatchSizeExperiment | None = None
-        self.last_result: dict | None = None
-        self.last_error: Exception | None = None
-        self.figure = None
 
     def _where(self) -> str:
         if self.tier == "gpu":
@@ -194,41 +190,15 @@ class BatchSizeDashboard:
         return ("No GPU here (simulator tier): training runs on this CPU (measured); GPU "
                 "throughput is a roofline estimate for the model chosen.")
 
-    def run(self) -> dict | None:
-        """What the Run button does: run the experiment the controls describe, redraw."""
-        self.status.value = "training…"
-        try:
-            self.experiment = BatchSizeExperiment(
-                batch_sizes=list(self.batch_select.value), epochs=self.epochs_slider.value,
-                gpu=self.gpu_dropdown.value, lr=self.lr_dropdown.value)
-            self.last_result = self.experiment.run()
-            self.last_error = None
-        except Exception as error:  # shown in the dashboard, not lost in the callback
-            self.last_error = error
-            self.status.value = f"<b>Failed:</b> {type(error).__name__}: {error}"
-            return None
-        self._draw()
-        self.status.value = self._where()
-        return self.last_result
+    def make_experiment(self) -> BatchSizeExperiment:
+        return BatchSizeExperiment(
+            batch_sizes=list(self.batch_select.value), epochs=self.epochs_slider.value,
+            gpu=self.gpu_dropdown.value, lr=self.lr_dropdown.value)
 
-    def _draw(self) -> None:
-        import html
-
-        import matplotlib.pyplot as plt
-        from IPython.display import display
-
+    def make_figure(self, result: dict):
         from gpulab.nn.plots import batch_size_plot
 
-        self.figure = batch_size_plot(self.last_result)
-        self.output.clear_output(wait=True)
-        with self.output:
-            display(self.figure)
-        plt.close(self.figure)
-        paragraphs = html.escape(self.experiment.explain()).split("\n")
-        self.explanation.value = "".join(f"<p>{p}</p>" for p in paragraphs)
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+        return batch_size_plot(result)
 
 
 __all__ = ["BATCH_SIZES", "BatchSizeDashboard", "BatchSizeExperiment", "default_batch_sizes",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpulab import bench, device, hardware, plots
+from gpulab.widgets._dashboard import Dashboard
 
 PRECISION_OF_DTYPE = {"float32": "fp32", "float64": "fp64"}
 
@@ -231,11 +232,13 @@ def _fmt(seconds: float) -> str:
     return f"{seconds * 1e9:.3g} ns"
 
 
-class CrossoverDashboard:
+class CrossoverDashboard(Dashboard):
     """Controls for :class:`CrossoverExperiment`, a Run button, the plot and the explanation.
 
     Drive it from Python: ``d.gpu_dropdown.value = "T4"; d.run_button.click(); d.last_result``.
     """
+
+    experiment: CrossoverExperiment | None
 
     def __init__(self):
         import ipywidgets as widgets
@@ -254,12 +257,7 @@ class CrossoverDashboard:
             options=[(f"{n:,}", n) for n in sizes], index=(0, len(sizes) - 1),
             description="n from, to", style={"description_width": "initial"},
             layout=widgets.Layout(width="600px"))
-        self.run_button = widgets.Button(description="Run", button_style="primary",
-                                         icon="play")
-        self.status = widgets.HTML(value=self._where())
-        self.output = widgets.Output()
-        self.explanation = widgets.HTML()
-        self.run_button.on_click(lambda _button: self.run())
+        self._add_parts()
         self.widget = widgets.VBox([
             widgets.HBox([self.gpu_dropdown, self.dtype_toggle]),
             widgets.HBox([self.transfer_checkbox, self.run_button]),
@@ -275,10 +273,6 @@ class CrossoverDashboard:
                            (self.output, "gpulab-crossover-plot"),
                            (self.explanation, "gpulab-crossover-explanation")):
             part.add_class(name)
-        self.experiment: CrossoverExperiment | None = None
-        self.last_result: dict | None = None
-        self.last_error: Exception | None = None
-        self.figure = None
 
     def _where(self) -> str:
         if self.tier == "gpu":
@@ -287,41 +281,15 @@ class CrossoverDashboard:
         return ("No GPU here (simulator tier): CPU times are measured, GPU times are "
                 "roofline estimates for the model chosen above.")
 
-    def run(self) -> dict | None:
-        """Run the experiment the controls describe and redraw; what the Run button does."""
+    def make_experiment(self) -> CrossoverExperiment:
         low, high = self.size_slider.value
         sizes = [n for n in default_sizes(self.tier) if low <= n <= high]
-        self.status.value = "running…"
-        try:
-            self.experiment = CrossoverExperiment(
-                sizes=sizes, gpu=self.gpu_dropdown.value, dtype=self.dtype_toggle.value,
-                include_transfer=self.transfer_checkbox.value)
-            self.last_result = self.experiment.run()
-            self.last_error = None
-        except Exception as error:  # shown in the dashboard, not swallowed by the callback
-            self.last_error = error
-            self.status.value = f"<b>Failed:</b> {type(error).__name__}: {error}"
-            return None
-        self._draw()
-        self.status.value = self._where()
-        return self.last_result
+        return CrossoverExperiment(sizes=sizes, gpu=self.gpu_dropdown.value,
+                                   dtype=self.dtype_toggle.value,
+                                   include_transfer=self.transfer_checkbox.value)
 
-    def _draw(self) -> None:
-        import html
-
-        import matplotlib.pyplot as plt
-        from IPython.display import display
-
-        self.figure = plots.crossover_plot(self.last_result)
-        self.output.clear_output(wait=True)
-        with self.output:
-            display(self.figure)
-        plt.close(self.figure)
-        paragraphs = html.escape(self.experiment.explain()).split("\n")
-        self.explanation.value = "".join(f"<p>{p}</p>" for p in paragraphs)
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+    def make_figure(self, result: dict):
+        return plots.crossover_plot(result)
 
 
 __all__ = ["CrossoverDashboard", "CrossoverExperiment", "default_sizes"]

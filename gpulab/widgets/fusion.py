@@ -12,6 +12,7 @@ import numpy as np
 
 from gpulab import device, hardware
 from gpulab.nn import fusion
+from gpulab.widgets._dashboard import Dashboard
 
 
 class FusionExperiment:
@@ -44,8 +45,11 @@ class FusionExperiment:
         return fusion.explain(self.last_result if self.last_result is not None else self.run())
 
 
-class FusionDashboard:
+class FusionDashboard(Dashboard):
     """Layer size, activation, GPU and dtype; a Run button; the figure and the explanation."""
+
+    reports_status = False  # the status says where the numbers come from, and stays
+    experiment: FusionExperiment | None
 
     def __init__(self):
         import ipywidgets as widgets
@@ -63,51 +67,26 @@ class FusionDashboard:
             value="H100-SXM", description="GPU model", style=style)
         self.dtype_toggle = widgets.ToggleButtons(options=["float32", "float64"],
                                                   value="float32", description="dtype")
-        self.run_button = widgets.Button(description="Run", button_style="primary", icon="play")
-        self.status = widgets.HTML(
-            "CPU times are measured here (for relu); GPU times are "
-            + ("measured on this GPU and estimated for the model chosen."
-               if device.tier() == "gpu" else "roofline estimates (no GPU: simulator tier)."))
-        self.output = widgets.Output()
-        self.explanation = widgets.HTML()
-        self.run_button.on_click(lambda _button: self.run())
+        self._add_parts()
         self.widget = widgets.VBox([
             widgets.HBox([self.batch_dropdown, self.width_dropdown, self.activation_dropdown]),
             widgets.HBox([self.gpu_dropdown, self.dtype_toggle, self.run_button]),
             self.status, self.output, self.explanation])
-        self.experiment: FusionExperiment | None = None
-        self.last_result: dict | None = None
-        self.last_error: Exception | None = None
 
-    def run(self) -> dict | None:
-        try:
-            self.experiment = FusionExperiment(
-                self.batch_dropdown.value, self.width_dropdown.value,
-                self.activation_dropdown.value, self.gpu_dropdown.value, self.dtype_toggle.value)
-            self.last_result = self.experiment.run()
-            self.last_error = None
-        except Exception as error:  # shown in the dashboard, not lost in the callback
-            self.last_error = error
-            self.explanation.value = f"<b>Failed:</b> {type(error).__name__}: {error}"
-            return None
-        import html
+    def _where(self) -> str:
+        return ("CPU times are measured here (for relu); GPU times are "
+                + ("measured on this GPU and estimated for the model chosen."
+                   if device.tier() == "gpu" else "roofline estimates (no GPU: simulator tier)."))
 
-        import matplotlib.pyplot as plt
-        from IPython.display import display
+    def make_experiment(self) -> FusionExperiment:
+        return FusionExperiment(
+            self.batch_dropdown.value, self.width_dropdown.value,
+            self.activation_dropdown.value, self.gpu_dropdown.value, self.dtype_toggle.value)
 
+    def make_figure(self, result: dict):
         from gpulab.nn.plots import fusion_plot
 
-        figure = fusion_plot(self.last_result)
-        self.output.clear_output(wait=True)
-        with self.output:
-            display(figure)
-        plt.close(figure)
-        self.explanation.value = "".join(
-            f"<p>{html.escape(p)}</p>" for p in self.experiment.explain().split("\n"))
-        return self.last_result
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+        return fusion_plot(result)
 
 
 __all__ = ["FusionDashboard", "FusionExperiment"]

@@ -13,6 +13,7 @@ import numpy as np
 
 from gpulab.nn import MLP
 from gpulab.nn.gradcheck import eps_sweep, gradient_check
+from gpulab.widgets._dashboard import Dashboard
 
 WIDTHS = (5, 7, 4)
 BATCH = 4
@@ -54,8 +55,11 @@ class GradientExperiment:
         ])
 
 
-class GradientDashboard:
+class GradientDashboard(Dashboard):
     """Activation and backend; a Run button; the eps plot, the per-parameter table, words."""
+
+    reports_status = False  # no status line; a failure shows in the explanation
+    experiment: GradientExperiment | None
 
     def __init__(self):
         import ipywidgets as widgets
@@ -73,39 +77,17 @@ class GradientDashboard:
         self.widget = widgets.VBox([
             widgets.HBox([self.activation_dropdown, self.backend_toggle, self.run_button]),
             self.output, self.explanation])
-        self.experiment: GradientExperiment | None = None
-        self.last_result: dict | None = None
-        self.last_error: Exception | None = None
 
-    def run(self) -> dict | None:
-        try:
-            self.experiment = GradientExperiment(self.activation_dropdown.value,
-                                                 self.backend_toggle.value)
-            self.last_result = self.experiment.run()
-            self.last_error = None
-        except Exception as error:  # shown in the dashboard, not lost in the callback
-            self.last_error = error
-            self.explanation.value = f"<b>Failed:</b> {type(error).__name__}: {error}"
-            return None
-        import html
+    def make_experiment(self) -> GradientExperiment:
+        return GradientExperiment(self.activation_dropdown.value, self.backend_toggle.value)
 
-        import matplotlib.pyplot as plt
-        from IPython.display import display
-
+    def _draw(self) -> None:
+        """The eps plot, then the per-parameter table under it."""
         from gpulab.nn.plots import eps_plot
 
-        figure = eps_plot(self.last_result["sweep"])
-        self.output.clear_output(wait=True)
-        with self.output:
-            display(figure)
-            print(self.last_result["check"].table())
-        plt.close(figure)
-        self.explanation.value = "".join(
-            f"<p>{html.escape(p)}</p>" for p in self.experiment.explain().split("\n"))
-        return self.last_result
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+        self.figure = eps_plot(self.last_result["sweep"])
+        self._show(self.figure, text=self.last_result["check"].table())
+        self.explanation.value = self._explanation_html()
 
 
 __all__ = ["GradientDashboard", "GradientExperiment"]

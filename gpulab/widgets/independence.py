@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpulab import bench, device, plots
+from gpulab.widgets._dashboard import Dashboard
 
 MAX_N = 1024  # one block: CUDA's limit of threads per block
 
@@ -123,11 +124,14 @@ def summary_html(result: dict) -> str:
         f"<p>NumPy's sum: {result['numpy_sum']:g} ({check} NumPy). {result['timing_note']}</p>")
 
 
-class IndependenceDashboard:
+class IndependenceDashboard(Dashboard):
     """A slider for n, a Run button, the steps plot and what ran.
 
     Drive it from Python: ``d.n_slider.value = 20; d.run_button.click(); d.last_result``.
     """
+
+    reports_status = False  # no status line; a failure shows in the summary
+    experiment: IndependenceExperiment | None
 
     def __init__(self, n: int = 12):
         import ipywidgets as widgets
@@ -143,38 +147,19 @@ class IndependenceDashboard:
         self.run_button.on_click(lambda _button: self.run())
         self.widget = widgets.VBox([widgets.HBox([self.n_slider, self.run_button]),
                                     self.output, self.summary])
-        self.experiment: IndependenceExperiment | None = None
-        self.last_result: dict | None = None
-        self.last_error: Exception | None = None
-        self.figure = None
 
-    def run(self) -> dict | None:
-        """What the Run button does: run the experiment for the slider's n and redraw."""
-        try:
-            self.experiment = IndependenceExperiment(self.n_slider.value)
-            self.last_result = self.experiment.run()
-            self.last_error = None
-        except Exception as error:  # shown in the dashboard, not swallowed by the callback
-            self.last_error = error
-            self.summary.value = f"<b>Failed:</b> {type(error).__name__}: {error}"
-            return None
-        self._draw()
-        return self.last_result
+    def make_experiment(self) -> IndependenceExperiment:
+        return IndependenceExperiment(self.n_slider.value)
+
+    def _show_failure(self, message: str) -> None:
+        self.summary.value = message
 
     def _draw(self) -> None:
-        import matplotlib.pyplot as plt
-        from IPython.display import display
-
+        """The steps plot with n marked, and the table of what ran (no explanation)."""
         n = self.last_result["n"]
         self.figure = plots.dependency_plot(n_max=max(32, n), n_marked=n)
-        self.output.clear_output(wait=True)
-        with self.output:
-            display(self.figure)
-        plt.close(self.figure)
+        self._show(self.figure)
         self.summary.value = summary_html(self.last_result)
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
 
 
 __all__ = ["IndependenceDashboard", "IndependenceExperiment", "max_n", "summary_html",

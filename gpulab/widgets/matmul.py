@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpulab import bench, device, hardware, plots, reference
+from gpulab.widgets._dashboard import Dashboard
 
 PRECISION = "fp32"
 
@@ -223,9 +224,11 @@ def _fmt(seconds: float) -> str:
     return f"{seconds * 1e9:.3g} ns"
 
 
-class MatmulDashboard:
+class MatmulDashboard(Dashboard):
     """A tile-size slider, a GPU, a Run button; the rates of every kernel, the roofline and an
     explanation. Drive it from Python: ``d.tile_slider.value = 32; d.run_button.click()``."""
+
+    experiment: MatmulExperiment | None
 
     def __init__(self):
         import ipywidgets as widgets
@@ -238,19 +241,11 @@ class MatmulDashboard:
         self.gpu_dropdown = widgets.Dropdown(
             options=[(spec.name, key) for key, spec in hardware.GPUS.items()], value="H100-SXM",
             description="GPU model", style={"description_width": "initial"})
-        self.run_button = widgets.Button(description="Run", button_style="primary",
-                                         icon="play")
-        self.status = widgets.HTML(value=self._where())
-        self.output = widgets.Output()
-        self.explanation = widgets.HTML()
-        self.run_button.on_click(lambda _button: self.run())
+        self._add_parts()
         self.widget = widgets.VBox([
             widgets.HBox([self.tile_slider, self.gpu_dropdown, self.run_button]),
             self.status, self.output, self.explanation,
         ])
-        self.experiment: MatmulExperiment | None = None
-        self.last_result: dict | None = None
-        self.last_error: Exception | None = None
         self.figures: list = []
 
     def _where(self) -> str:
@@ -262,43 +257,19 @@ class MatmulDashboard:
                 "size to check its answer; the CPU is measured; GPU rates are roofline estimates "
                 "for the model chosen above.")
 
-    def run(self) -> dict | None:
-        self.status.value = "running…"
-        try:
-            self.experiment = MatmulExperiment(tile=self.tile_slider.value,
-                                               gpu=self.gpu_dropdown.value)
-            self.last_result = self.experiment.run()
-            self.last_error = None
-        except Exception as error:  # shown in the dashboard, not swallowed by the callback
-            self.last_error = error
-            self.status.value = f"<b>Failed:</b> {type(error).__name__}: {error}"
-            return None
-        self._draw()
-        self.status.value = self._where()
-        return self.last_result
+    def make_experiment(self) -> MatmulExperiment:
+        return MatmulExperiment(tile=self.tile_slider.value, gpu=self.gpu_dropdown.value)
 
     def _draw(self) -> None:
-        import html
-
-        import matplotlib.pyplot as plt
-        from IPython.display import display
-
+        """Two figures (the rates, the roofline), kept in ``figures``."""
         self.figures = [
             plots.rates_plot(self.experiment.bars(), "FLOP/s",
                              title=f"fp32 matmul, M = N = K = {self.last_result['n']:,}: "
                                    "solid = measured, hatched = estimated"),
             plots.roofline_plot(self.experiment.roofline_points(), self.gpu_dropdown.value),
         ]
-        self.output.clear_output(wait=True)
-        with self.output:
-            for figure in self.figures:
-                display(figure)
-                plt.close(figure)
-        paragraphs = html.escape(self.experiment.explain()).split("\n")
-        self.explanation.value = "".join(f"<p>{p}</p>" for p in paragraphs)
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+        self._show(*self.figures)
+        self.explanation.value = self._explanation_html()
 
 
 __all__ = ["MatmulDashboard", "MatmulExperiment", "check_shape", "default_n"]

@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from gpulab import bench, device, hardware, precision
+from gpulab.widgets._dashboard import Dashboard
 
 STORAGE_FORMATS = ("fp32", "fp16", "bf16", "fp8_e4m3")
 ACCUMULATORS = {"fp32": ("fp32",), "fp16": ("fp16", "fp32"), "bf16": ("bf16", "fp32"),
@@ -327,12 +328,14 @@ def error_plot(result: dict, ax=None):
 # ---------------------------------------------------------------------------------------------
 
 
-class PrecisionDashboard:
+class PrecisionDashboard(Dashboard):
     """Choose a storage format, an accumulator and the largest n; Run draws the error of x · y
     (with the same format accumulating in fp32 for comparison) and explains it.
 
     Drive it from Python: ``d.format_dropdown.value = "bf16"; d.run_button.click()``.
     """
+
+    experiment: DotErrorExperiment | None
 
     def __init__(self):
         import ipywidgets as widgets
@@ -346,21 +349,13 @@ class PrecisionDashboard:
         self.size_slider = widgets.SelectionSlider(
             options=[(f"{n:,}", n) for n in sizes], value=sizes[-1], description="largest n",
             style={"description_width": "initial"}, layout=widgets.Layout(width="500px"))
-        self.run_button = widgets.Button(description="Run", button_style="primary", icon="play")
-        self.status = widgets.HTML(value=self._where())
-        self.output = widgets.Output()
-        self.explanation = widgets.HTML()
+        self._add_parts()
         self.format_dropdown.observe(self._format_changed, names="value")
-        self.run_button.on_click(lambda _button: self.run())
         self.widget = widgets.VBox([
             widgets.HBox([self.format_dropdown, self.accumulator_toggle]),
             widgets.HBox([self.size_slider, self.run_button]),
             self.status, self.output, self.explanation,
         ])
-        self.experiment: DotErrorExperiment | None = None
-        self.last_result: dict | None = None
-        self.last_error: Exception | None = None
-        self.figure = None
 
     def _where(self) -> str:
         if self.tier == "gpu":
@@ -382,38 +377,12 @@ class PrecisionDashboard:
             pairs.append((storage, "fp32"))
         return pairs
 
-    def run(self) -> dict | None:
-        """Run the experiment the controls describe and redraw; what the Run button does."""
+    def make_experiment(self) -> DotErrorExperiment:
         sizes = [n for n in default_sizes(self.tier) if n <= self.size_slider.value]
-        self.status.value = "running…"
-        try:
-            self.experiment = DotErrorExperiment(self.variants(), sizes=sizes)
-            self.last_result = self.experiment.run()
-            self.last_error = None
-        except Exception as error:  # shown in the dashboard, not swallowed by the callback
-            self.last_error = error
-            self.status.value = f"<b>Failed:</b> {type(error).__name__}: {error}"
-            return None
-        self._draw()
-        self.status.value = self._where()
-        return self.last_result
+        return DotErrorExperiment(self.variants(), sizes=sizes)
 
-    def _draw(self) -> None:
-        import html
-
-        import matplotlib.pyplot as plt
-        from IPython.display import display
-
-        self.figure = error_plot(self.last_result)
-        self.output.clear_output(wait=True)
-        with self.output:
-            display(self.figure)
-        plt.close(self.figure)
-        paragraphs = html.escape(self.experiment.explain()).split("\n")
-        self.explanation.value = "".join(f"<p>{p}</p>" for p in paragraphs)
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+    def make_figure(self, result: dict):
+        return error_plot(result)
 
 
 __all__ = [

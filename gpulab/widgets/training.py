@@ -24,6 +24,7 @@ from gpulab.nn.data import load_digits, spirals
 from gpulab.nn.mlp import MLP
 from gpulab.nn.recipes import DIGITS
 from gpulab.nn.trainer import Trainer, check_kernel_step
+from gpulab.widgets._dashboard import Dashboard
 
 DATASETS = ("digits", "spirals")
 CHECK_BATCH = 8  # the simulator's one real kernel step
@@ -124,11 +125,14 @@ class TrainingExperiment:
         return "\n".join(lines)
 
 
-class TrainingDashboard:
+class TrainingDashboard(Dashboard):
     """Settings, a Run button, the training curves and the explanation.
 
     Drive it from Python: ``d.lr_dropdown.value = 0.03; d.run_button.click()``.
     """
+
+    running_text = "training…"  # the status line is otherwise empty: the curves say it all
+    experiment: TrainingExperiment | None
 
     def __init__(self):
         import ipywidgets as widgets
@@ -153,59 +157,25 @@ class TrainingDashboard:
                                                description="batch size", style=style)
         self.epochs_slider = widgets.IntSlider(value=DIGITS["epochs"], min=1, max=60,
                                                description="epochs")
-        self.run_button = widgets.Button(description="Train", button_style="primary",
-                                         icon="play")
-        self.status = widgets.HTML()
-        self.output = widgets.Output()
-        self.explanation = widgets.HTML()
-        self.run_button.on_click(lambda _button: self.run())
+        self._add_parts("Train")
         self.widget = widgets.VBox([
             widgets.HBox([self.dataset_toggle, self.optimiser_toggle]),
             widgets.HBox([self.hidden_dropdown, self.activation_dropdown]),
             widgets.HBox([self.lr_dropdown, self.batch_dropdown]),
             widgets.HBox([self.epochs_slider, self.run_button]),
             self.status, self.output, self.explanation])
-        self.experiment: TrainingExperiment | None = None
-        self.last_result: dict | None = None
-        self.last_error: Exception | None = None
-        self.figure = None
 
-    def run(self) -> dict | None:
-        self.status.value = "training…"
-        try:
-            self.experiment = TrainingExperiment(
-                dataset=self.dataset_toggle.value, hidden=self.hidden_dropdown.value,
-                activation=self.activation_dropdown.value,
-                optimiser=self.optimiser_toggle.value, lr=self.lr_dropdown.value,
-                batch_size=self.batch_dropdown.value, epochs=self.epochs_slider.value)
-            self.last_result = self.experiment.run()
-            self.last_error = None
-        except Exception as error:  # shown in the dashboard, not lost in the callback
-            self.last_error = error
-            self.status.value = f"<b>Failed:</b> {type(error).__name__}: {error}"
-            return None
-        self._draw()
-        self.status.value = ""
-        return self.last_result
+    def make_experiment(self) -> TrainingExperiment:
+        return TrainingExperiment(
+            dataset=self.dataset_toggle.value, hidden=self.hidden_dropdown.value,
+            activation=self.activation_dropdown.value, optimiser=self.optimiser_toggle.value,
+            lr=self.lr_dropdown.value, batch_size=self.batch_dropdown.value,
+            epochs=self.epochs_slider.value)
 
-    def _draw(self) -> None:
-        import html
-
-        import matplotlib.pyplot as plt
-        from IPython.display import display
-
+    def make_figure(self, result: dict):
         from gpulab.nn.plots import training_curves
 
-        self.figure = training_curves(self.last_result["histories"])
-        self.output.clear_output(wait=True)
-        with self.output:
-            display(self.figure)
-        plt.close(self.figure)
-        paragraphs = html.escape(self.experiment.explain()).split("\n")
-        self.explanation.value = "".join(f"<p>{p}</p>" for p in paragraphs)
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+        return training_curves(result["histories"])
 
 
 __all__ = ["DATASETS", "TrainingDashboard", "TrainingExperiment"]
