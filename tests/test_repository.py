@@ -71,3 +71,21 @@ def test_notebooks_are_committed_without_outputs(path):
             assert cell.execution_count is None
     first_code = next(c for c in notebook.cells if c.cell_type == "code")
     assert "import gpulab" in first_code.source, "gpulab must be imported before numba"
+
+
+@pytest.mark.parametrize("path", sorted(ROOT.glob("solutions/*.ipynb")), ids=lambda p: p.name)
+def test_exercises_are_nbgrader_solution_and_check_cells(path):
+    """Each exercise is a solution cell followed by a locked, graded check cell, so
+    `nbgrader autograde` can score it without hand-made metadata."""
+    cells = nbformat.read(path, as_version=4).cells
+    grade_ids = []
+    for index, cell in enumerate(cells):
+        if "### BEGIN SOLUTION" not in cell.source:
+            continue
+        assert cell.metadata.get("nbgrader", {}).get("solution") is True, (path.name, index)
+        check = cells[index + 1]
+        meta = check.metadata.get("nbgrader", {})
+        assert meta.get("grade") is True and meta.get("locked") is True, (path.name, index + 1)
+        assert "### BEGIN HIDDEN TESTS" in check.source and "check_" in check.source
+        grade_ids += [cell.metadata["nbgrader"]["grade_id"], meta["grade_id"]]
+    assert len(grade_ids) == len(set(grade_ids)), "grade ids must be unique"
