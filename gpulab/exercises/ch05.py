@@ -90,6 +90,8 @@ def draw_side(rng: np.random.Generator, block: int, low: int, high: int) -> int:
     """A random size in [low, high) that is not a multiple of ``block`` and spans more than one
     block."""
     low = max(low, block + 1)
+    if block <= 1:  # every size is a multiple of 1
+        return int(rng.integers(low, max(high, low + 2)))
     while True:
         n = int(rng.integers(low, max(high, low + 2 * block)))
         if n % block:

@@ -152,9 +152,8 @@ def check_dense_backward(function, seed: int | None = None, show: bool = True) -
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
-        batch, n_in, n_out = (int(rng.integers(3, 12)) for _ in range(3))
-        while len({batch, n_in, n_out}) < 3:  # distinct sizes: a wrong transpose shows
-            n_out += 1
+        # three different sizes, so that a wrong transpose shows as a wrong shape
+        batch, n_in, n_out = (int(n) for n in rng.choice(np.arange(3, 12), 3, replace=False))
         X = rng.standard_normal((batch, n_in))
         W = rng.standard_normal((n_in, n_out))
         dZ = rng.standard_normal((batch, n_out))

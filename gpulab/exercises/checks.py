@@ -301,6 +301,8 @@ def draw_size(rng: np.random.Generator, threads_per_block: int,
     full blocks plus a partial one, so block-index and guard mistakes both show."""
     low, high = size_range or SIZE_RANGE[device.tier()]
     low, high = max(low, 2 * threads_per_block + 1), max(high, 4 * threads_per_block)
+    if threads_per_block <= 1:  # every size is a multiple of 1
+        return int(rng.integers(low, max(high, low + 2)))
     while True:
         n = int(rng.integers(low, high))
         if n % threads_per_block:
