@@ -158,9 +158,6 @@ def _apply(tier: str, environ, probe: DriverProbe) -> None:
         config.ENABLE_CUDASIM = tier == "sim"
 
 
-# What was already imported when gpulab decided the tier (for `gpulab doctor` in a notebook).
-NUMBA_IMPORTED_BEFORE_GPULAB = "numba" in sys.modules
-NUMBA_CUDA_MODE_BEFORE_GPULAB = _numba_cuda_mode()
 PROBE = probe_driver()
 TIER, REASON = _choose(os.environ, PROBE)
 _apply(TIER, os.environ, PROBE)
