@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from gpulab import device
-from gpulab.hardware import cpu_description
+from gpulab.hardware import cpu_description, format_seconds
 
 WHERE = ("cpu", "gpu")
 FILE_FORMAT = "gpulab-measurements"
@@ -97,8 +97,8 @@ class Measurement:
         return f"measured on {self.device}"
 
     def __str__(self) -> str:
-        text = (f"{self.name}: median {_format_seconds(self.median_s)} "
-                f"(min {_format_seconds(self.min_s)}, max {_format_seconds(self.max_s)}, "
+        text = (f"{self.name}: median {format_seconds(self.median_s)} "
+                f"(min {format_seconds(self.min_s)}, max {format_seconds(self.max_s)}, "
                 f"{len(self.times_s)} repeats)")
         if self.gflops_per_s is not None:
             text += f", {self.gflops_per_s:.3g} GFLOP/s"
@@ -118,13 +118,6 @@ class Measurement:
             raise ValueError(f"unknown Measurement field(s) {sorted(unknown)}; "
                              f"known: {', '.join(sorted(known))}")
         return cls(**data)
-
-
-def _format_seconds(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e9:.3g} ns"
 
 
 def _check_callable(what: str, fn) -> None:

@@ -172,7 +172,8 @@ def on_gpu() -> bool:
     return TIER == "gpu"
 
 
-def _version(*distributions: str) -> str | None:
+def package_version(*distributions: str) -> str | None:
+    """The installed version of the first of ``distributions`` that is installed, or None."""
     for name in distributions:
         try:
             return metadata.version(name)
@@ -236,9 +237,9 @@ def info(show: bool = True) -> DeviceInfo:
         memory_bytes=memory,
         multiprocessors=sms,
         driver_version=PROBE.driver_version,
-        numba_version=_version("numba"),
-        numba_cuda_version=_version("numba-cuda"),
-        cuda_toolkit_version=_version(
+        numba_version=package_version("numba"),
+        numba_cuda_version=package_version("numba-cuda"),
+        cuda_toolkit_version=package_version(
             "cuda-toolkit", "nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12"
         ),
     )

@@ -30,11 +30,10 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 from gpulab import device, toolkit
-from gpulab.device import DriverProbe
+from gpulab.device import DriverProbe, package_version
 
 # The versions this course was tested with (inclusive, major.minor); tested: numba 0.68.1 and
 # numba-cuda 0.30.4. Widen a range only after running `make test` with the new version.
@@ -315,13 +314,6 @@ def check_widgets_frontend(ipywidgets_version: str | None, jupyterlab_widgets_ve
 # --- the facts of this process ---------------------------------------------------------------
 
 
-def _version(*distributions: str) -> str | None:
-    for name in distributions:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
 
 
 def _simulator_enabled() -> bool | None:
@@ -387,12 +379,12 @@ def gather(compile_ptx: bool = True) -> Facts:
         requested_tier=os.environ.get(device.OVERRIDE_VARIABLE, "").strip().lower(),
         simulator_enabled=_simulator_enabled(),
         modules_before_gpulab=modules_imported_before_gpulab(list(sys.modules)),
-        numba_version=_version("numba"),
-        numba_cuda_version=_version("numba-cuda"),
-        toolkit_version=_version(*TOOLKIT_DISTRIBUTIONS),
+        numba_version=package_version("numba"),
+        numba_cuda_version=package_version("numba-cuda"),
+        toolkit_version=package_version(*TOOLKIT_DISTRIBUTIONS),
         ptx_isa=_emitted_ptx_isa(probe) if compile_ptx else None,
-        ipywidgets_version=_version("ipywidgets"),
-        jupyterlab_widgets_version=_version("jupyterlab_widgets"),
+        ipywidgets_version=package_version("ipywidgets"),
+        jupyterlab_widgets_version=package_version("jupyterlab_widgets"),
         widgets_labextension_version=_widgets_labextension_version(),
         in_notebook=_in_notebook(),
     )

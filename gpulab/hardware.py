@@ -523,22 +523,23 @@ class RooflineEstimate:
 
     def __str__(self) -> str:
         lines = [
-            f"{_format_seconds(self.time_s)} {self.label} ({self.bound}-bound, {self.precision})",
-            f"  compute  {_format_seconds(self.compute_s):>10}  {self.flops:.3g} FLOP at "
+            f"{format_seconds(self.time_s)} {self.label} ({self.bound}-bound, {self.precision})",
+            f"  compute  {format_seconds(self.compute_s):>10}  {self.flops:.3g} FLOP at "
             f"{_as_printed(self.gpu.peak_flops_for(self.precision), self.precision)}",
-            f"  memory   {_format_seconds(self.memory_s):>10}  {self.bytes_moved:.3g} B at "
+            f"  memory   {format_seconds(self.memory_s):>10}  {self.bytes_moved:.3g} B at "
             f"{_as_rate(self.gpu.memory_bandwidth_bytes_per_s)}",
-            f"  launch   {_format_seconds(self.launch_s):>10}  {self.launches} x "
+            f"  launch   {format_seconds(self.launch_s):>10}  {self.launches} x "
             f"{LAUNCH_OVERHEAD_S * 1e6:g} µs",
         ]
         if self.transfer_bytes:
             rate = link_bytes_per_s(self.gpu, self.link)
-            lines.append(f"  transfer {_format_seconds(self.transfer_s):>10}  "
+            lines.append(f"  transfer {format_seconds(self.transfer_s):>10}  "
                          f"{self.transfer_bytes:.3g} B over {self.link} at {_as_rate(rate)}")
         return "\n".join(lines)
 
 
-def _format_seconds(seconds: float) -> str:
+def format_seconds(seconds: float) -> str:
+    """A duration with a readable unit: ``format_seconds(4e-6)`` -> ``'4 µs'``."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"

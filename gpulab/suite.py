@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from gpulab import bench, device, hardware
+from gpulab.hardware import format_seconds as _format_seconds
 from gpulab.kernels.launch import one_thread_per_element
 
 FILE_FORMAT = "gpulab-bench"
@@ -236,13 +237,6 @@ def _gpu_name(key: str | None) -> str:
 
 
 # --- formatting -------------------------------------------------------------------------------
-
-
-def _format_seconds(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e9:.3g} ns"
 
 
 def _format_rate(value: float, unit: str) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpulab import bench, device, hardware, memory_model, plots, reference
+from gpulab.hardware import format_seconds as _fmt
 from gpulab.widgets._dashboard import Dashboard
 
 KERNELS = ("saxpy", "copy_coalesced", "copy_strided")
@@ -259,13 +260,6 @@ class BandwidthExperiment:
                 m = r["measured"][key]
                 lines.append(f"Measured {what}: {_fmt(m.median_s)} ({m.label}).")
         return "\n".join(lines)
-
-
-def _fmt(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e9:.3g} ns"
 
 
 def stride_sweep(strides=(1, 2, 4, 8, 16, 32), n: int | None = None, dtype=np.float32,

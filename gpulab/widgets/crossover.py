@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpulab import bench, device, hardware, plots
+from gpulab.hardware import format_seconds as _fmt
 from gpulab.widgets._dashboard import Dashboard
 
 PRECISION_OF_DTYPE = {"float32": "fp32", "float64": "fp64"}
@@ -223,13 +224,6 @@ def _seconds(record) -> float:
     if isinstance(record, hardware.RooflineEstimate):
         return record.time_s
     return record.min_s if record.where == "cpu" else record.median_s
-
-
-def _fmt(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e9:.3g} ns"
 
 
 class CrossoverDashboard(Dashboard):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpulab import bench, device, hardware, plots, reference
+from gpulab.hardware import format_seconds as _fmt
 from gpulab.widgets._dashboard import Dashboard
 
 PRECISION = "fp32"
@@ -215,13 +216,6 @@ class MatmulExperiment:
             lines.append(f"cuBLAS: {r['cublas'].gflops_per_s:,.4g} GFLOP/s "
                          f"({r['cublas'].label}).")
         return "\n".join(lines)
-
-
-def _fmt(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e9:.3g} ns"
 
 
 class MatmulDashboard(Dashboard):
