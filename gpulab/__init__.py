@@ -3,6 +3,31 @@
 
 Importing gpulab decides the execution tier (``gpu`` or Numba's CUDA simulator, ``sim``)
 before numba is imported; see :mod:`gpulab.device`. ``gpulab.info()`` says which and why.
+
+Layout: one home for each idea, in layers. **The one rule of direction: a module imports only
+from its own layer or the layers below it, never in a cycle, and never another module's private
+(underscore) names** (``tests/test_architecture.py`` checks every import, those inside functions
+too).
+
+====================  ===================================================================
+entry points          :mod:`~gpulab.cli` (``gpulab info | kernels | ptx | doctor | bench |
+                      release``), :mod:`~gpulab.doctor`, this package's ``dot`` and
+                      ``kernel_source``
+chapters              :mod:`~gpulab.bench` (``gpulab bench``: one case per kernel, the suite,
+                      reports and recorded runs), :mod:`~gpulab.experiments` (one module per
+                      chapter experiment: logic, figures, dashboard), :mod:`~gpulab.exercises`
+                      (``checks`` shared by all, one module of checks per chapter, ``release``)
+library               :mod:`~gpulab.nn` (layers, losses, optimisers, MLP, trainer, data, cost)
+services              :mod:`~gpulab.timing` (CPU and CUDA-event timing, estimates, the one
+                      ``Measurement`` record), :mod:`~gpulab.plots` (shared figures),
+                      :mod:`~gpulab.memory_model` (warp requests and sectors), :mod:`~gpulab.ptx`
+kernels               :mod:`~gpulab.kernels` (one module per family, ``arrays``: the one
+                      validator and output handler, ``launch``, ``registry``)
+ground floor          :mod:`~gpulab.device`, :mod:`~gpulab.toolkit`, :mod:`~gpulab.hardware`,
+                      :mod:`~gpulab.formats` (number formats), :mod:`~gpulab.reference` (NumPy
+                      versions of every operation: the CPU side and the test oracle),
+                      :mod:`~gpulab.instruments` (simulator instruments), :mod:`~gpulab.lazy`
+====================  ===================================================================
 """
 
 from gpulab.device import TierError, info, tier

@@ -84,11 +84,11 @@ def _release(args) -> int:
 
 
 def _bench(args) -> int:
-    from gpulab import device, suite
+    from gpulab import bench, device
 
     if args.load:
         try:
-            report = suite.load_report(args.load)
+            report = bench.load_report(args.load)
         except (OSError, ValueError) as error:
             print(f"cannot read {args.load}: {error}", file=sys.stderr)
             return 2
@@ -99,11 +99,11 @@ def _bench(args) -> int:
               "GPU (tier sim), so there is nothing to record. Use --save FILE to keep this run.",
               file=sys.stderr)
         return 2
-    kernels = suite.KERNELS
+    kernels = bench.KERNELS
     if args.kernels:
         kernels = tuple(k.strip() for k in args.kernels.split(",") if k.strip())
     try:
-        report = suite.run_suite(kernels=kernels, memory_sizes=args.sizes,
+        report = bench.run_suite(kernels=kernels, memory_sizes=args.sizes,
                                  matmul_sizes=args.matmul_sizes, gpu=args.gpu,
                                  stride=args.stride, tile=args.tile, repeats=args.repeats,
                                  progress=not args.no_progress)
@@ -111,9 +111,9 @@ def _bench(args) -> int:
         print(f"gpulab bench: {error}", file=sys.stderr)
         return 2
     print(report.table())
-    for path in [args.save, suite.record_path(report) if args.record else None]:
+    for path in [args.save, bench.record_path(report) if args.record else None]:
         if path:
-            suite.save_report(path, report)
+            bench.save_report(path, report)
             print(f"saved to {path}")
     wrong = [k for k, text in report.checks.items() if not text.startswith("ok")]
     if wrong:
@@ -133,30 +133,30 @@ def _positive_int(text: str) -> int:
 
 
 def _add_bench(commands) -> None:
-    bench = commands.add_parser(
+    parser = commands.add_parser(
         "bench", help="check, time and compare the kernel suite (chapters 02-03, training)",
         description="Check every kernel against NumPy, time it (CUDA events on a GPU; a roofline "
         "estimate for a named GPU in the simulator tier), and compare with the device's ceiling "
         "and a baseline measured in the same run. Every figure says where it came from.")
-    bench.add_argument("--gpu", help="GPU model for estimates and percentages (default: "
+    parser.add_argument("--gpu", help="GPU model for estimates and percentages (default: "
                        "H100-SXM without a GPU, the local GPU's entry with one)")
-    bench.add_argument("--kernels", help="comma-separated subset of: saxpy, copy_coalesced, "
+    parser.add_argument("--kernels", help="comma-separated subset of: saxpy, copy_coalesced, "
                        "copy_strided, matmul_naive, matmul_tiled, matmul_register_blocked")
-    bench.add_argument("--sizes", type=_positive_int, nargs="+",
+    parser.add_argument("--sizes", type=_positive_int, nargs="+",
                        help="vector lengths for saxpy and the copies")
-    bench.add_argument("--matmul-sizes", type=_positive_int, nargs="+",
+    parser.add_argument("--matmul-sizes", type=_positive_int, nargs="+",
                        help="M = N = K for the matmuls")
-    bench.add_argument("--stride", type=_positive_int, default=8,
+    parser.add_argument("--stride", type=_positive_int, default=8,
                        help="stride of copy_strided (default 8)")
-    bench.add_argument("--tile", type=_positive_int, default=16,
+    parser.add_argument("--tile", type=_positive_int, default=16,
                        help="tile side of matmul_tiled (default 16)")
-    bench.add_argument("--repeats", type=_positive_int, help="timed repeats per measurement")
-    bench.add_argument("--save", metavar="FILE", help="write the run as JSON")
-    bench.add_argument("--record", action="store_true",
+    parser.add_argument("--repeats", type=_positive_int, help="timed repeats per measurement")
+    parser.add_argument("--save", metavar="FILE", help="write the run as JSON")
+    parser.add_argument("--record", action="store_true",
                        help="GPU only: keep the run in gpulab/data/ for the course to show")
-    bench.add_argument("--load", metavar="FILE", help="print a saved run instead of running")
-    bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    bench.set_defaults(run=_bench)
+    parser.add_argument("--load", metavar="FILE", help="print a saved run instead of running")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.set_defaults(run=_bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -519,7 +519,8 @@ class RooflineEstimate:
 
     @property
     def label(self) -> str:
-        return f"estimated from a roofline model of the {self.gpu.name}"
+        return (f"estimated from a roofline model of the {self.gpu.name}, a best case "
+                "(roofline ceiling)")
 
     def __str__(self) -> str:
         lines = [
@@ -536,6 +537,15 @@ class RooflineEstimate:
             lines.append(f"  transfer {format_seconds(self.transfer_s):>10}  "
                          f"{self.transfer_bytes:.3g} B over {self.link} at {_as_rate(rate)}")
         return "\n".join(lines)
+
+
+def format_rate(value: float, unit: str) -> str:
+    """A rate with an SI prefix: ``format_rate(3.2e13, "FLOP/s")`` -> ``'32 TFLOP/s'``."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
 
 
 def format_seconds(seconds: float) -> str:
@@ -655,6 +665,8 @@ __all__ = [
     "RooflineEstimate",
     "cpu_description",
     "estimate_time",
+    "format_rate",
+    "format_seconds",
     "get_gpu",
     "link_bytes_per_s",
     "ridge_point",

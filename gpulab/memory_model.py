@@ -24,18 +24,20 @@ Where the indices come from
 - :func:`copy_access` takes them from the index functions of :mod:`gpulab.kernels.memory`
   (the arithmetic the copy kernels use);
 - :func:`trace_reads` records them from a real run of a kernel in Numba's CUDA simulator:
-  the array is replaced by a :class:`RecordingArray` that notes which simulated thread read
+  the array is replaced by a :class:`~gpulab.instruments.RecordingArray` (the simulator
+  instrument, at home in :mod:`gpulab.instruments`) that notes which simulated thread read
   which element, in which order. ``tests/test_memory_model.py`` checks the two agree.
 """
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from gpulab.instruments import RecordingArray, launchable
 
 WARP_SIZE = 32
 SECTOR_BYTES = 32
@@ -191,48 +193,6 @@ def predicted_sectors_per_request(stride: int, itemsize: int = 4) -> int:
 # --- tracing a real kernel in the simulator ---------------------------------------------------
 
 
-def _simulated_thread() -> tuple[int, int] | None:
-    """(linear block index, linear thread index in its block) of the simulated CUDA thread
-    running now; None outside a simulated kernel."""
-    current = threading.current_thread()
-    block, thread_id = getattr(current, "blockIdx", None), getattr(current, "thread_id", None)
-    if block is None or thread_id is None:
-        return None
-    grid = getattr(getattr(current, "_manager", None), "_grid_dim", None)
-    grid_x, grid_y = (grid[0], grid[1]) if grid is not None else (1, 1)
-    return block.x + grid_x * (block.y + grid_y * block.z), int(thread_id)
-
-
-class RecordingArray:
-    """A stand-in for a 1-D input array, in the simulator only, that records which simulated
-    thread read which element, in order: ``reads[(block, thread)] = [index, ...]``."""
-
-    def __init__(self, array: np.ndarray):
-        self._array = np.asarray(array)
-        self.shape, self.dtype = self._array.shape, self._array.dtype
-        self.size, self.ndim = self._array.size, self._array.ndim
-        self.reads: dict[tuple[int, int], list[int]] = defaultdict(list)
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._array)
-
-    def __getitem__(self, index):
-        value = self._array[index]
-        who = _simulated_thread()
-        if who is not None:
-            element = index[0] if isinstance(index, tuple) else index
-            with self._lock:
-                self.reads[who].append(int(element))
-        return value
-
-    def __setitem__(self, index, value) -> None:
-        self._array[index] = value
-
-    def copy_to_host(self) -> np.ndarray:
-        return self._array.copy()
-
-
 def trace_reads(kernel, blocks, threads, args: Iterable, watch: int) -> AccessSummary:
     """Run ``kernel[blocks, threads](*args)`` in the simulator with argument number ``watch``
     (a 1-D NumPy array) replaced by a :class:`RecordingArray`, and summarise its reads.
@@ -247,8 +207,7 @@ def trace_reads(kernel, blocks, threads, args: Iterable, watch: int) -> AccessSu
     args = list(args)
     recorder = RecordingArray(args[watch])
     args[watch] = recorder
-    kernel = getattr(kernel, "dispatcher", kernel)
-    kernel[blocks, threads](*args)
+    launchable(kernel)[blocks, threads](*args)
     return summarise(recorder.reads, recorder.dtype.itemsize, "traced in the simulator")
 
 
@@ -267,7 +226,7 @@ def trace_copy(stride: int, n_threads: int = 256, dtype=np.float32,
 
 
 __all__ = [
-    "LINE_BYTES", "SECTOR_BYTES", "WARP_SIZE", "AccessSummary", "RecordingArray", "WarpRequest",
+    "LINE_BYTES", "SECTOR_BYTES", "WARP_SIZE", "AccessSummary", "WarpRequest",
     "copy_access", "predicted_sectors_per_request", "reads_from_index_function", "summarise",
     "trace_copy", "trace_reads", "warp_requests",
 ]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpulab import formats
+
 
 def multiply(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Elementwise product, as ``elementwise_multiply``."""
@@ -96,18 +98,17 @@ def matmul_tolerance(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 # --- number formats (chapter 04) ---
-# Emulations of gpulab.kernels.precision on the CPU, with NumPy and ml_dtypes. Every function
+# Emulations of gpulab.kernels.narrow_formats on the CPU, with NumPy and ml_dtypes. Every function
 # rounds after every multiply and every add, in the order the kernel uses, so a kernel run in
 # the simulator gives the very same bits, and the GPU-only bf16 kernels get an honest stand-in.
 # "Accumulator" is the format the products and the running sums are kept in.
 
-from gpulab import precision as _precision  # noqa: E402
 
 ACCUMULATOR_FORMATS = ("fp64", "fp32", "fp16", "bf16")
 
 
-def _accumulator(fmt) -> _precision.NumberFormat:
-    fmt = _precision.get_format(fmt)
+def _accumulator(fmt) -> formats.NumberFormat:
+    fmt = formats.get_format(fmt)
     if fmt.name not in ACCUMULATOR_FORMATS:
         raise ValueError(
             f"{fmt.name} is not an accumulator format here; use one of "

@@ -185,7 +185,8 @@ def test_saxpy_on_h100_is_memory_bound_at_bytes_over_bandwidth():
     assert est.time_s == pytest.approx(1.2e9 / 3.35e12 + LAUNCH_OVERHEAD_S)
     assert est.bound == "memory"
     assert est.arithmetic_intensity == pytest.approx(2 / 12)
-    assert est.label == "estimated from a roofline model of the NVIDIA H100 SXM5 80GB"
+    assert est.label == ("estimated from a roofline model of the NVIDIA H100 SXM5 80GB, a best "
+                         "case (roofline ceiling)")
     assert "memory-bound" in str(est)
 
 

@@ -110,3 +110,21 @@ def test_summary_text_says_where_it_came_from():
     text = str(copy_access(8))
     assert "32 sectors" in text and "12.5% efficiency" in text
     assert "index arithmetic" in text
+
+
+@cuda.jit
+def copy_rows(x, out):
+    c, r = cuda.grid(2)
+    if r < x.shape[0] and c < x.shape[1]:
+        out[r, c] = x[r, c]
+
+
+@SIM_ONLY
+def test_a_2d_launch_is_cut_into_warps_by_linear_thread_index():
+    # Blocks of 32 x 4 threads: each warp is one y, 32 neighbouring columns of a row.
+    x = np.arange(8 * 64, dtype=np.float32).reshape(8, 64)
+    out = np.zeros_like(x)
+    access = memory_model.trace_reads(copy_rows, (2, 2), (32, 4), [x, out], watch=0)
+    np.testing.assert_array_equal(out, x)
+    assert access.n_requests == 2 * 2 * 4
+    assert access.sectors_per_request == 4 == access.ideal_sectors_per_request

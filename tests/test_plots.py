@@ -1,17 +1,23 @@
-"""Figures: launch diagrams show the launch that runs; crossover legends say where the numbers
-came from."""
-
-import math
+"""gpulab.plots: launch diagrams drawn from real launch configurations, the roofline and the
+rates chart."""
 
 import matplotlib
 
 matplotlib.use("Agg")
-
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from gpulab import plots  # noqa: E402
+from gpulab import hardware, plots  # noqa: E402
 from gpulab.kernels.launch import LaunchConfig, grid_stride, one_thread_per_element  # noqa: E402
+
+SERIES = {
+    "NumPy dot (BLAS) — measured on this CPU (test CPU)": [(10, 1e-6), (1000, 2e-6),
+                                                            (100_000, 1e-4)],
+    "dot_grid_stride, data on GPU — estimated from a roofline model of the NVIDIA H100 SXM5 "
+    "80GB": [(10, 4e-6), (1000, 4e-6), (100_000, 5e-6)],
+    "dot_grid_stride incl. host→device copy of x, y — estimated from a roofline model of the "
+    "NVIDIA H100 SXM5 80GB": [(10, 5e-6), (1000, 6e-6), (100_000, 2e-4)],
+}
 
 
 @pytest.fixture(autouse=True)
@@ -105,47 +111,41 @@ def test_launch_diagram_draws_on_a_given_axes():
     assert plots.launch_diagram(one_thread_per_element(6, 4), ax=ax) is fig
 
 
-SERIES = {
-    "NumPy dot (BLAS) — measured on this CPU (test CPU)": [(10, 1e-6), (1000, 2e-6),
-                                                            (100_000, 1e-4)],
-    "dot_grid_stride, data on GPU — estimated from a roofline model of the NVIDIA H100 SXM5 "
-    "80GB": [(10, 4e-6), (1000, 4e-6), (100_000, 5e-6)],
-    "dot_grid_stride incl. host→device copy of x, y — estimated from a roofline model of the "
-    "NVIDIA H100 SXM5 80GB": [(10, 5e-6), (1000, 6e-6), (100_000, 2e-4)],
-}
-
-
-def test_crossover_plot_legend_is_the_provenance_labels():
-    fig = plots.crossover_plot(SERIES)
+def text_of(fig) -> str:
     ax = fig.axes[0]
-    legend = [t.get_text().replace("\n", " ") for t in ax.get_legend().get_texts()]
-    assert legend == list(SERIES)
-    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    stars = [line for line in ax.get_lines() if line.get_label() == "_crossover"]
-    assert [tuple(line.get_xdata()) for line in stars] == [(100_000,)]  # only the on-GPU line
+    return "\n".join([ax.get_title(), *(t.get_text() for t in ax.texts)])
 
 
-def test_crossover_plot_takes_an_experiment_result():
-    fig, ax = plt.subplots()
-    assert plots.crossover_plot({"series": SERIES}, ax=ax) is fig
+def test_roofline_places_points_and_marks_estimates():
+    gpu = hardware.get_gpu("H100-SXM")
+    points = [
+        {"name": "saxpy", "flops": 2e6, "bytes_moved": 12e6, "seconds": 4e-6,
+         "origin": "estimated from a roofline model of the NVIDIA H100 SXM5 80GB"},
+        {"name": "matmul", "flops": 2e9, "bytes_moved": 4e7, "seconds": 1e-3,
+         "origin": "measured on NVIDIA H100 80GB HBM3 (CUDA events)"},
+        {"name": "copy", "flops": 0, "bytes_moved": 8e6, "seconds": 3e-6, "origin": "measured"},
+    ]
+    fig = plots.roofline_plot(points, gpu, measured_bandwidth=3.0e12)
+    ax = fig.axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("saxpy — estimated" in t for t in legend)
+    assert any("matmul — measured" in t for t in legend)
+    assert any("measured copy bandwidth" in t for t in legend)
+    assert "not shown, no FLOPs: copy" in ax.get_title()
+    markers = {line.get_label().split(" — ")[0]: line for line in ax.get_lines()}
+    assert markers["saxpy"].get_markerfacecolor() == "white"  # hollow: an estimate
+    assert markers["matmul"].get_markerfacecolor() != "white"  # filled: a measurement
+    x, y = markers["matmul"].get_data()
+    assert x[0] == pytest.approx(50) and y[0] == pytest.approx(2e12)
+    roof = next(line for line in ax.get_lines() if line.get_label().startswith("roof"))
+    xs, ys = roof.get_data()
+    assert max(ys) == pytest.approx(gpu.peak_flops["fp32"])
 
 
-@pytest.mark.parametrize("cpu, gpu, expected", [
-    ([(1, 1.0), (2, 2.0), (3, 3.0)], [(1, 2.0), (2, 1.0), (3, 1.0)], 2),
-    ([(1, 1.0), (2, 2.0), (3, 3.0)], [(1, 2.0), (2, 3.0), (3, 4.0)], None),
-    ([(1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0)], [(1, 5.0), (2, 1.0), (3, 5.0), (4, 1.0)], 4),
-    ([(1, 1.0), (2, 2.0)], [(1, 0.5), (2, 0.5)], 1),
-    ([(1, 1.0)], [(2, 0.1)], None),  # no size in common
-])
-def test_first_faster_n(cpu, gpu, expected):
-    assert plots.first_faster_n(cpu, gpu) == expected
-
-
-def test_dependency_plot_counts_steps_from_the_reference():
-    fig = plots.dependency_plot(n_max=40, n_marked=12)
-    chain, tree = fig.axes[0].get_lines()[:2]
-    assert list(chain.get_ydata()) == [n - 1 for n in range(1, 41)]
-    assert list(tree.get_ydata()) == [math.ceil(math.log2(n)) for n in range(1, 41)]
-    assert "n = 12: 11 steps" in all_text(fig)
-    assert plots.dependency_steps(12) == (11, 4)
-    assert plots.dependency_steps(1) == (0, 0)
+def test_rates_plot_hatches_estimates():
+    bars = [("NumPy", 5e10, "measured on this CPU"), ("tiled", 1e13, "estimated from a roofline "
+                                                                      "model of the T4")]
+    fig = plots.rates_plot(bars)
+    patches = fig.axes[0].patches
+    assert patches[0].get_hatch() is None and patches[1].get_hatch() == "//"
+    assert "50 GFLOP/s" in text_of(fig) and "10 TFLOP/s" in text_of(fig)

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from gpulab import ptx
-from gpulab.kernels.registry import REGISTRY, load_all
+from gpulab.kernels.registry import DEVICE_FUNCTIONS, REGISTRY, load_all
 
 pytestmark = pytest.mark.ptx
 
@@ -43,6 +43,19 @@ def test_tree_kernels_use_barriers_and_shared_memory(compiled):
     assert "bar.sync" in tree.ptx and ".shared" in tree.ptx
 
 
+def test_device_functions_are_inlined(compiled):
+    """Kernels that call a shared device function (registry.device_function) compile with no
+    GPU because it is inlined: their float32/float64 PTX calls nothing."""
+    load_all()
+    callers = {name for name, spec in REGISTRY.items() if spec.helpers}
+    assert {"dot_shared_tree", "bias_activation"} <= callers
+    checked = [r for r in compiled if r.kernel in callers and "float16" not in r.signature
+               and "uint" not in r.signature]
+    assert checked
+    for r in checked:
+        assert "call" not in r.ptx, f"{r.kernel} {r.signature} calls a function"
+
+
 def _module_kernels():
     """Every CUDA kernel object defined in gpulab.kernels, found without trusting the registry."""
     import importlib
@@ -57,7 +70,7 @@ def _module_kernels():
             kind = type(value).__name__
             if kind in ("CUDADispatcher", "FakeCUDAKernel") and (
                 getattr(value, "py_func", None) or getattr(value, "fn", None)
-            ).__module__ == module.__name__:
+            ).__module__ == module.__name__ and name not in DEVICE_FUNCTIONS:
                 found.add(name)
     return found
 

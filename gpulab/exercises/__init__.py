@@ -1,12 +1,17 @@
 """Exercises: automatic checks with hints, and the learner notebooks generated from solutions.
 
-- :mod:`gpulab.exercises.checks` — the machinery: :class:`CheckResult`, random trials, safe
-  launches, diagnoses of common mistakes.
-- :mod:`gpulab.exercises.ch01` — chapter 01's checks: ``check_multiply``, ``check_dot_atomic``,
-  ``check_block_sum``.
-- :mod:`gpulab.exercises.ch02` … :mod:`gpulab.exercises.ch08` — one module of checks per
-  chapter; notebooks import the module (``from gpulab.exercises import ch03``).
+- :mod:`gpulab.exercises.checks` — everything the checks share: :class:`CheckResult`, the
+  learner's code (``start_kernel``, ``call_learner``), random 1-D and 2-D trials, padded
+  buffers and launches, diagnoses of common mistakes, the advice an error becomes.
+- :mod:`gpulab.exercises.ch01` … :mod:`gpulab.exercises.ch08` — one module per chapter, holding
+  only that chapter's checks (``ch01``: ``check_multiply``, ``check_dot_atomic``,
+  ``check_block_sum``); notebooks import the module (``from gpulab.exercises import ch03``).
+  Chapter modules import from ``checks`` only, never from each other.
 - :mod:`gpulab.exercises.release` — writes ``course/`` (learner versions) from ``solutions/``.
+
+The simulator instruments the checks use (arrays that record which thread read or wrote what,
+poisoned shared memory) live in :mod:`gpulab.instruments`, shared with
+:mod:`gpulab.memory_model`.
 
 Chapter modules import numba, so they are loaded on first use: ``from gpulab.exercises import
 check_multiply`` works, and ``python -m gpulab.exercises.release`` stays fast.
@@ -14,7 +19,7 @@ check_multiply`` works, and ``python -m gpulab.exercises.release`` stays fast.
 
 from __future__ import annotations
 
-import importlib
+from gpulab.lazy import lazy_exports
 
 _LAZY = {
     "CheckResult": "gpulab.exercises.checks",
@@ -24,10 +29,5 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 __all__ = sorted(_LAZY)

@@ -14,15 +14,16 @@ What the simulator can and cannot show
   access past the end; on a GPU the stray write lands in padding the check inspects.
 - A racy ``out[0] += ...`` usually gives the right number in the simulator, which runs threads
   one after another. The check catches it anyway: in the simulator ``out`` is a
-  :class:`~gpulab.exercises.checks.WatchedArray` that records plain (non-atomic) writes by
+  :class:`~gpulab.instruments.WatchedArray` that records plain (non-atomic) writes by
   different threads, and in both tiers the kernel's source is searched for plain writes to
   ``out``.
 - A missing ``cuda.syncthreads()`` in the block sum makes threads read shared slots before
-  they are written (garbage or the previous block's values in the simulator), so the sum is
-  wrong; this is caught from the number alone (40 of 40 seeds for each of three barrier
-  mistakes when the check was written). On a GPU the same mistake can go unseen at 64 threads
-  per block, where the two warps often happen to run in step: the check reports what the
-  number shows, and its message counts the kernel's ``syncthreads`` calls.
+  they are written, so the sum is wrong; this is caught from the number alone. In the
+  simulator such a slot holds poison (:func:`gpulab.instruments.poisoned_shared_memory`) or
+  the previous block's values, every time, not only when memory happens to hold something
+  else. On a GPU the same mistake can go unseen at 64 threads per block, where the two warps
+  often happen to run in step: the check reports what the number shows, and its message
+  counts the kernel's ``syncthreads`` calls.
 - Not caught: a kernel that never finishes (e.g. a halving loop without ``stride //= 2``)
   hangs the simulator like it would hang a GPU; interrupt the kernel (■) and fix the loop.
 """
@@ -33,34 +34,34 @@ import numpy as np
 
 from gpulab import device, reference
 from gpulab.exercises.checks import (
-    ATOMIC_HINT,
     GLOBAL_INDEX_HINT,
     GUARD_HINT,
-    SIMULATOR_ONLY_HINT,
     CheckFailedError,
     CheckResult,
     KernelSource,
-    NotAttemptedError,
     Suspect,
     Trial,
-    WatchedArray,
     count_calls,
-    describe_threads,
+    default_threads_per_block,
     diagnose_total,
     diagnose_vector,
-    kernel_source,
     launch,
     padded,
     plain_writes_to,
-    raises_not_implemented,
     run_check,
-    simulator_only_code,
+    run_elementwise,
+    start_kernel,
 )
+from gpulab.instruments import WatchedArray
 
 # Each syncthreads() costs the simulator milliseconds: the block sum uses fewer blocks there.
 BLOCK_SUM_SIZE_RANGE = {"sim": (150, 450)}
 # Values past the end of the inputs (visible only to a kernel without a guard, on a GPU).
 PAD_VALUE = 100.0
+ATOMIC_HINT = (
+    "use `cuda.atomic.add(out, 0, value)`: it makes the read, the add and the write one "
+    "indivisible step, so no other thread can slip in between."
+)
 SYNCTHREADS_HINT = (
     "add `cuda.syncthreads()` after filling shared memory and after each halving step: without "
     "the barrier a thread can read a slot its neighbour has not written yet."
@@ -74,36 +75,17 @@ BLOCK_SUM_INDEX_HINT = (
 )
 
 
-def _default_threads_per_block() -> int:
-    """64 in the simulator (few simulated threads), 256 on a GPU."""
-    return 256 if device.tier() == "gpu" else 64
-
-
-def _start(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
-    """Common first steps: is it a kernel, is it still the stub, is it GPU-compilable code?"""
-    source = kernel_source(kernel, parameter_count)
-    if raises_not_implemented(source):
-        raise NotAttemptedError(
-            "your kernel still raises NotImplementedError: write your code in place of "
-            "`raise NotImplementedError()`.", stub_hint,
-        )
-    if device.tier() == "sim":
-        problems = simulator_only_code(source)
-        if problems:
-            raise CheckFailedError(
-                "your kernel would run here, because the simulator executes it as plain Python, "
-                "but it would not compile for a real GPU: " + "; ".join(problems) + ".",
-                SIMULATOR_ONLY_HINT,
-            )
-    return source
-
-
 def _output(trial: Trial):
     """out = [0] for the reductions: watched in the simulator, a device array on a GPU."""
     from numba import cuda
 
     zeros = np.zeros(1, dtype=trial.dtype)
     return WatchedArray(zeros) if device.tier() == "sim" else cuda.to_device(zeros)
+
+
+def _describe_threads(threads: list[tuple[int, int]]) -> str:
+    """'thread 3 of block 0 and thread 5 of block 1' from a WatchedArray's (block, thread)."""
+    return " and ".join(f"thread {t} of block {b}" for b, t in threads)
 
 
 def _check_race(source: KernelSource, out, got: float, right: bool, runs: str) -> None:
@@ -126,7 +108,7 @@ def _check_race(source: KernelSource, out, got: float, right: bool, runs: str) -
         element, writers, count = race
         what = (
             f"{count} threads wrote {name}[{element}] without an atomic "
-            f"(e.g. {describe_threads(writers)})"
+            f"(e.g. {_describe_threads(writers)})"
         )
     else:
         what = f"threads update {name} with a plain write (`{lines[0]}`), not an atomic"
@@ -154,25 +136,13 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
     """
 
     def body(seed: int) -> str:
-        _start(kernel, 3, MULTIPLY_STUB_HINT)
+        start_kernel(kernel, 3, MULTIPLY_STUB_HINT)
         trial = Trial.draw("check_multiply", seed,
-                           threads_per_block or _default_threads_per_block(), dtype)
+                           threads_per_block or default_threads_per_block(), dtype)
         x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
-        _, d_x = padded(x, trial.threads_per_block, 0)
-        _, d_y = padded(y, trial.threads_per_block, 0)
-        d_out_all, d_out = padded(np.full(trial.n, np.nan, dtype=trial.dtype),
-                                  trial.threads_per_block, np.nan)
-        launch(source_kernel(kernel), trial, d_x, d_y, d_out)
-        out_all = d_out_all.copy_to_host()
-        strays = np.flatnonzero(~np.isnan(out_all[trial.n:]))
-        if strays.size:
-            raise CheckFailedError(
-                f"threads past the end wrote to out[{trial.n + strays[0]}] and beyond, "
-                f"outside the {trial.n} elements of out ({trial}).",
-                GUARD_HINT,
-            )
+        out = run_elementwise(kernel, trial, x, y)
         failure = diagnose_vector(
-            reference.multiply(x, y), out_all[: trial.n], trial,
+            reference.multiply(x, y), out, trial,
             patterns={
                 "x[i] + y[i]": (x + y, "multiply, don't add: `out[i] = x[i] * y[i]`."),
                 "x[i] * x[i]": (x * x, "the second factor should be y[i]."),
@@ -183,15 +153,9 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
         )
         if failure:
             raise failure
-        return f"all {trial.n} elements are right ({trial.blocks} blocks of " \
-               f"{trial.threads_per_block} threads, seed={trial.seed})."
+        return f"all {trial.n} elements are right ({trial.launched}, seed={trial.seed})."
 
     return run_check("multiply", body, seed, show)
-
-
-def source_kernel(kernel):
-    """The dispatcher to launch (``kernel[blocks, threads]`` passed by mistake is unwrapped)."""
-    return getattr(kernel, "dispatcher", kernel)
 
 
 # --- exercise 2: dot product with atomics ----------------------------------------------------
@@ -217,20 +181,16 @@ def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | N
     """
 
     def body(seed: int) -> str:
-        source = _start(kernel, 3, DOT_STUB_HINT)
+        source = start_kernel(kernel, 3, DOT_STUB_HINT)
         trial = Trial.draw("check_dot_atomic", seed,
-                           threads_per_block or _default_threads_per_block(), dtype)
-        got, expected, failure = _run_dot(source, kernel, trial)
-        if failure is not None and not failure.specific:
-            failure = _only_partial_block_wrong(
-                lambda t: _run_dot(source, kernel, t)[2], trial, failure,
-                "threads past the end must add nothing: keep the atomic inside "
-                "`if i < x.shape[0]:`, and let every thread below n through.",
-            )
-        if failure is not None:
-            raise failure
-        return f"x · y = {float(got):.6g}, as expected ({trial.blocks} blocks of " \
-               f"{trial.threads_per_block} threads, n={trial.n}, seed={trial.seed})."
+                           threads_per_block or default_threads_per_block(), dtype)
+        got = _total_or_failure(
+            lambda t: _run_dot(source, kernel, t), trial,
+            "threads past the end must add nothing: keep the atomic inside "
+            "`if i < x.shape[0]:`, and let every thread below n through.",
+        )
+        return (f"x · y = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
+                f"seed={trial.seed}).")
 
     return run_check("dot_atomic", body, seed, show)
 
@@ -240,7 +200,7 @@ def _run_dot(source: KernelSource, kernel, trial: Trial):
     _, d_x = padded(x, trial.threads_per_block, PAD_VALUE)
     _, d_y = padded(y, trial.threads_per_block, PAD_VALUE)
     out = _output(trial)
-    launch(source_kernel(kernel), trial, d_x, d_y, out)
+    launch(kernel, trial, d_x, d_y, out)
     got = out.copy_to_host()[0]
     expected, tolerance = reference.dot(x, y), reference.dot_tolerance(x, y)
     right = bool(abs(float(got) - float(expected)) <= tolerance)
@@ -278,24 +238,29 @@ def _run_dot(source: KernelSource, kernel, trial: Trial):
     return got, expected, failure
 
 
-def _only_partial_block_wrong(
-    run, trial: Trial, failure: CheckFailedError, hint: str
-) -> CheckFailedError:
-    """Run again with n a multiple of the block size: if that passes, the fault is in how the
-    threads past the end behave, and the message says so."""
-    whole_blocks = Trial.draw(trial.check_name, trial.seed, trial.threads_per_block, trial.dtype,
-                              n=(trial.blocks - 1) * trial.threads_per_block)
-    try:
-        again = run(whole_blocks)
-    except Exception:  # the closer look is only a diagnosis: keep the first failure
-        return failure
-    if again is None:
-        return CheckFailedError(
-            f"{failure.message} With n = {whole_blocks.n}, a multiple of the block size, the "
-            "answer is right: only the last, partial block goes wrong.",
-            hint,
-        )
-    return failure
+def _total_or_failure(run, trial: Trial, partial_block_hint: str,
+                      closer_look: bool = True) -> float:
+    """``run(trial)`` gives (got, expected, failure): return ``got`` if there is no failure,
+    else raise it. A failure that is not specific (just "too small" or "wrong") gets a closer
+    look first: run again with n a multiple of the block size, and if that passes, the fault is
+    in how the threads past the end behave, which the message then says."""
+    got, _, failure = run(trial)
+    if failure is not None and not failure.specific and closer_look:
+        whole_blocks = Trial.draw(trial.check_name, trial.seed, trial.threads_per_block,
+                                  trial.dtype, n=(trial.blocks - 1) * trial.threads_per_block)
+        try:
+            again = run(whole_blocks)[2]
+        except Exception:  # the closer look is only a diagnosis: keep the first failure
+            again = failure
+        if again is None:
+            failure = CheckFailedError(
+                f"{failure.message} With n = {whole_blocks.n}, a multiple of the block size, "
+                "the answer is right: only the last, partial block goes wrong.",
+                partial_block_hint,
+            )
+    if failure is not None:
+        raise failure
+    return got
 
 
 # --- exercise 3: block sum in shared memory --------------------------------------------------
@@ -330,21 +295,18 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
                 "reduction halves the block at every step.",
                 "use THREADS = 64 (or 32, 128) and pass the same number as threads_per_block.",
             )
-        source = _start(kernel, 2, BLOCK_SUM_STUB_HINT)
+        source = start_kernel(kernel, 2, BLOCK_SUM_STUB_HINT)
         trial = Trial.draw("check_block_sum", seed, threads_per_block, dtype,
                            size_range=BLOCK_SUM_SIZE_RANGE.get(device.tier()))
-        got, expected, failure = _run_block_sum(source, kernel, trial)
         few_barriers = source.tree is not None and count_calls(source, "syncthreads") < 2
-        if failure is not None and not failure.specific and not few_barriers:
-            failure = _only_partial_block_wrong(
-                lambda t: _run_block_sum(source, kernel, t)[2], trial, failure,
-                "threads past the end must contribute 0: write `partial[t] = 0` when "
-                "`i >= x.shape[0]`, because shared memory starts with leftover values.",
-            )
-        if failure is not None:
-            raise failure
-        return f"sum = {float(got):.6g}, as expected ({trial.blocks} blocks of " \
-               f"{trial.threads_per_block} threads, n={trial.n}, seed={trial.seed})."
+        got = _total_or_failure(
+            lambda t: _run_block_sum(source, kernel, t), trial,
+            "threads past the end must contribute 0: write `partial[t] = 0` when "
+            "`i >= x.shape[0]`, because shared memory starts with leftover values.",
+            closer_look=not few_barriers,
+        )
+        return (f"sum = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
+                f"seed={trial.seed}).")
 
     return run_check("block_sum", body, seed, show)
 
@@ -353,7 +315,7 @@ def _run_block_sum(source: KernelSource, kernel, trial: Trial):
     x = trial.uniform(0.5, 1.5)
     _, d_x = padded(x, trial.threads_per_block, PAD_VALUE)
     out = _output(trial)
-    launch(source_kernel(kernel), trial, d_x, out, index_hint=BLOCK_SUM_INDEX_HINT)
+    launch(kernel, trial, d_x, out, index_hint=BLOCK_SUM_INDEX_HINT)
     got = out.copy_to_host()[0]
     ones = np.ones_like(x)
     expected, tolerance = reference.dot(x, ones), reference.dot_tolerance(x, ones)

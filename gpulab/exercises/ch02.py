@@ -8,7 +8,7 @@ and returns a :class:`~gpulab.exercises.checks.CheckResult`::
     check_saxpy(my_saxpy)
 
 How the copy's coalescing is checked
-- In the simulator, x is a :class:`~gpulab.memory_model.RecordingArray`: every element your
+- In the simulator, x is a :class:`~gpulab.instruments.RecordingArray`: every element your
   kernel reads is recorded with the simulated thread that read it, in order, and
   :mod:`gpulab.memory_model` groups the reads into warp requests and counts 32-byte sectors —
   as Nsight Compute's "sectors per request" does on a GPU. A correct copy that gives each
@@ -23,22 +23,19 @@ import numpy as np
 
 from gpulab import device, memory_model, reference
 from gpulab.exercises.checks import (
-    GUARD_HINT,
-    SIMULATOR_ONLY_HINT,
     CheckFailedError,
     CheckResult,
-    KernelError,
-    KernelSource,
-    NotAttemptedError,
     Trial,
+    default_threads_per_block,
     diagnose_vector,
-    kernel_source,
     launch,
     padded,
-    raises_not_implemented,
+    read_back,
     run_check,
-    simulator_only_code,
+    run_elementwise,
+    start_kernel,
 )
+from gpulab.instruments import RecordingArray
 
 GRID_STRIDE_HINT = (
     "let each thread start at its global index and step by the number of threads in the "
@@ -51,30 +48,6 @@ COPY_THREADS = {"sim": 64, "gpu": 128}
 COPY_SIZE_RANGE = {"sim": (300, 700), "gpu": (20_000, 60_000)}
 # A warp request touching more than this many times the sectors a coalesced one needs fails.
 SECTOR_SLACK = 1.5
-
-
-def _default_threads_per_block() -> int:
-    return 256 if device.tier() == "gpu" else 64
-
-
-def _start(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
-    """Is it a kernel, is it still the stub, does it use code only the simulator runs?"""
-    source = kernel_source(kernel, parameter_count)
-    if raises_not_implemented(source):
-        raise NotAttemptedError("your kernel still raises NotImplementedError.", stub_hint)
-    if device.tier() == "sim":
-        problems = simulator_only_code(source)
-        if problems:
-            raise CheckFailedError(
-                "your kernel would run here, because the simulator executes it as plain Python, "
-                "but it would not compile for a real GPU: " + "; ".join(problems) + ".",
-                SIMULATOR_ONLY_HINT,
-            )
-    return source
-
-
-def _dispatcher(kernel):
-    return getattr(kernel, "dispatcher", kernel)
 
 
 # --- exercise 1: saxpy -------------------------------------------------------------------------
@@ -97,24 +70,14 @@ def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None =
     """
 
     def body(seed: int) -> str:
-        _start(kernel, 4, SAXPY_STUB_HINT)
+        start_kernel(kernel, 4, SAXPY_STUB_HINT)
         trial = Trial.draw("check_saxpy", seed,
-                           threads_per_block or _default_threads_per_block(), dtype)
+                           threads_per_block or default_threads_per_block(), dtype)
         a = trial.dtype.type(trial.rng.choice([-1, 1]) * trial.rng.uniform(1.5, 3.0))
         x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
-        _, d_x = padded(x, trial.threads_per_block, 0)
-        _, d_y = padded(y, trial.threads_per_block, 0)
-        d_out_all, d_out = padded(np.full(trial.n, np.nan, dtype=trial.dtype),
-                                  trial.threads_per_block, np.nan)
-        launch(_dispatcher(kernel), trial, a, d_x, d_y, d_out)
-        out_all = d_out_all.copy_to_host()
-        strays = np.flatnonzero(~np.isnan(out_all[trial.n:]))
-        if strays.size:
-            raise CheckFailedError(
-                f"threads past the end wrote to out[{trial.n + strays[0]}] and beyond, outside "
-                f"the {trial.n} elements of out ({trial}).", GUARD_HINT)
+        out = run_elementwise(kernel, trial, a, x, y)
         failure = diagnose_vector(
-            reference.saxpy(a, x, y), out_all[: trial.n], trial,
+            reference.saxpy(a, x, y), out, trial,
             patterns={
                 "x[i] + y[i] (a is missing)": (x + y, "multiply x[i] by a: "
                                                "`out[i] = a * x[i] + y[i]`."),
@@ -128,7 +91,7 @@ def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None =
         if failure:
             raise failure
         return (f"all {trial.n} elements of a*x + y are right (a = {float(a):.3g}, "
-                f"{trial.blocks} blocks of {trial.threads_per_block} threads, seed={trial.seed}).")
+                f"{trial.launched}, seed={trial.seed}).")
 
     return run_check("saxpy", body, seed, show)
 
@@ -139,16 +102,6 @@ COPY_STUB_HINT = (
     "the grid is smaller than x, so each thread copies several elements: loop from "
     "`cuda.grid(1)` to `x.shape[0]` in steps of `cuda.gridsize(1)`."
 )
-
-
-def _launch_fixed(kernel, trial: Trial, blocks: int, *args) -> None:
-    from numba import cuda
-
-    try:
-        kernel[blocks, trial.threads_per_block](*args)
-        cuda.synchronize()
-    except Exception as exc:  # the learner's code: any error is something to explain
-        raise KernelError(exc, trial, GUARD_HINT) from exc
 
 
 def _first_threads(request: memory_model.WarpRequest, count: int = 4) -> str:
@@ -170,7 +123,7 @@ def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32,
     tier = "gpu" if device.tier() == "gpu" else "sim"
 
     def body(seed: int) -> str:
-        _start(kernel, 2, COPY_STUB_HINT)
+        start_kernel(kernel, 2, COPY_STUB_HINT)
         threads, blocks = COPY_THREADS[tier], COPY_BLOCKS[tier]
         trial = Trial.draw("check_copy_grid_stride", seed, threads, dtype,
                            size_range=COPY_SIZE_RANGE[tier])
@@ -178,23 +131,18 @@ def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32,
         x = trial.uniform(-10, 10)
         recorder = None
         if tier == "sim":
-            recorder = memory_model.RecordingArray(x)  # an IndexError past the end, like numpy
+            recorder = RecordingArray(x)  # an IndexError past the end, like numpy
             d_x = recorder
         else:
             _, d_x = padded(x, grid_threads, 0)
         d_out_all, d_out = padded(np.full(trial.n, np.nan, dtype=trial.dtype), grid_threads,
                                   np.nan)
-        _launch_fixed(_dispatcher(kernel), trial, blocks, d_x, d_out)
-        out_all = d_out_all.copy_to_host()
-        out = out_all[: trial.n]
+        launch(kernel, trial, d_x, d_out, blocks=blocks)
+        # The grid is fixed, not the trial's one thread per element: say what was launched.
         launched = f"{blocks} blocks of {threads} threads = {grid_threads} threads for n={trial.n}"
-        strays = np.flatnonzero(~np.isnan(out_all[trial.n:]))
-        if strays.size:
-            raise CheckFailedError(
-                f"threads wrote to out[{trial.n + strays[0]}], past the {trial.n} elements of "
-                f"out ({launched}, seed={trial.seed}).",
-                "stop the loop at `x.shape[0]`: `range(cuda.grid(1), x.shape[0], "
-                "cuda.gridsize(1))`.")
+        out = read_back(d_out_all, (trial.n,), f"{launched}, seed={trial.seed}",
+                        hint="stop the loop at `x.shape[0]`: `range(cuda.grid(1), x.shape[0], "
+                        "cuda.gridsize(1))`.")
         unwritten = np.isnan(out)
         if unwritten.all():
             raise CheckFailedError(f"your kernel wrote nothing into out ({launched}).",

@@ -17,25 +17,24 @@ simulator, and on a GPU its write lands in padding the check inspects.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpulab import device, reference
 from gpulab.exercises.checks import (
-    SIMULATOR_ONLY_HINT,
     CheckFailedError,
     CheckResult,
-    KernelError,
     KernelSource,
-    NotAttemptedError,
+    Launched,
+    block_2d,
     count_calls,
-    kernel_source,
+    launch,
+    padded,
     plain_writes_to,
-    raises_not_implemented,
+    read_back,
     run_check,
-    simulator_only_code,
+    start_kernel,
 )
 
 PAD_VALUE = 100.0  # beyond the edges of A and B (seen only by a kernel without guards, on a GPU)
@@ -62,12 +61,13 @@ EDGE_TILE_HINT = (
 
 
 def default_side() -> int:
-    """The block's side: 8 x 8 threads in the simulator, 16 x 16 on a GPU."""
-    return 16 if device.tier() == "gpu" else 8
+    """The block's side: that of every 2-D check's block (:func:`~gpulab.exercises.checks.
+    block_2d`), 8 x 8 threads in the simulator, 16 x 16 on a GPU."""
+    return block_2d()[0]
 
 
 @dataclass
-class MatmulTrial:
+class MatmulTrial(Launched):
     """A random M x K @ K x N problem for a launch of side x side blocks."""
 
     check_name: str
@@ -77,7 +77,7 @@ class MatmulTrial:
     K: int
     side: int
     dtype: np.dtype
-    rng: np.random.Generator
+    rng: np.random.Generator = field(repr=False)
 
     @classmethod
     def draw(cls, check_name: str, seed: int, side: int, dtype=np.float32,
@@ -104,84 +104,31 @@ class MatmulTrial:
         return -(-self.N // self.side), -(-self.M // self.side)
 
     @property
-    def threads_per_block(self) -> int:
-        return self.side * self.side
+    def threads(self) -> tuple[int, int]:
+        return self.side, self.side
 
     @property
-    def n(self) -> int:  # what checks.explain_exception calls the problem size
-        return self.M * self.N
+    def extents(self) -> tuple[int, ...]:
+        return self.M, self.N, self.K
 
     def matrix(self, rows: int, cols: int) -> np.ndarray:
         return self.rng.uniform(-1, 1, (rows, cols)).astype(self.dtype)
 
     def __str__(self) -> str:
-        return (f"A {self.M}x{self.K} @ B {self.K}x{self.N}, {self.blocks[0]} x {self.blocks[1]} "
-                f"blocks of {self.side} x {self.side} threads, {self.dtype.name}, "
-                f"seed={self.seed}; repeat it with {self.check_name}(kernel, seed={self.seed})")
-
-
-def _padded_matrix(values: np.ndarray, pad: int, fill):
-    """A device buffer with ``pad`` extra rows and columns of ``fill``, and the view of its
-    top-left corner the kernel gets."""
-    from numba import cuda
-
-    rows, cols = values.shape
-    buffer = np.full((rows + pad, cols + pad), fill, dtype=values.dtype)
-    buffer[:rows, :cols] = values
-    d_buffer = cuda.to_device(buffer)
-    return d_buffer, d_buffer[:rows, :cols]
-
-
-def _start(kernel, stub_hint: str) -> KernelSource:
-    source = kernel_source(kernel, 3)
-    if raises_not_implemented(source):
-        raise NotAttemptedError("your kernel still raises NotImplementedError.", stub_hint)
-    if device.tier() == "sim":
-        problems = simulator_only_code(source)
-        if problems:
-            raise CheckFailedError(
-                "your kernel would run here, because the simulator executes it as plain Python, "
-                "but it would not compile for a real GPU: " + "; ".join(problems) + ".",
-                SIMULATOR_ONLY_HINT,
-            )
-    return source
+        return (f"A {self.M}x{self.K} @ B {self.K}x{self.N}, {self.launched}, {self.dtype.name}, "
+                f"{self.repeat}")
 
 
 def _run(kernel, trial: MatmulTrial, index_hint: str = EDGE_HINT):
-    """Launch on fresh random A, B; return (A, B, C as written, C's padding)."""
-    from numba import cuda
-
+    """Launch on fresh random A, B, each a view of a buffer padded with PAD_VALUE; return
+    (A, B, C as written), NaN where never written."""
     A, B = trial.matrix(trial.M, trial.K), trial.matrix(trial.K, trial.N)
     pad = trial.side
-    _, d_A = _padded_matrix(A, pad, PAD_VALUE)
-    _, d_B = _padded_matrix(B, pad, PAD_VALUE)
-    d_C_all, d_C = _padded_matrix(np.full((trial.M, trial.N), np.nan, trial.dtype), pad, np.nan)
-    dispatcher = getattr(kernel, "dispatcher", kernel)
-    try:
-        dispatcher[trial.blocks, (trial.side, trial.side)](d_A, d_B, d_C)
-        cuda.synchronize()
-    except IndexError as exc:
-        raise CheckFailedError(f"{_who(exc)} used an index outside a matrix: "
-                               f"{_SIM_PREFIX.sub('', str(exc))} ({trial}).", index_hint) from exc
-    except NotImplementedError as exc:
-        raise NotAttemptedError("your kernel still raises NotImplementedError.",
-                                "replace `raise NotImplementedError()` with your code.") from exc
-    except Exception as exc:  # the learner's code: any error is something to explain
-        raise KernelError(exc, trial, index_hint) from exc
-    C_all = d_C_all.copy_to_host()
-    return A, B, C_all[: trial.M, : trial.N], C_all
-
-
-_SIM_PREFIX = re.compile(r"tid=\[(\d+), (\d+), \d+\] ctaid=\[(\d+), (\d+), \d+\]:?\s*")
-
-
-def _who(error: BaseException) -> str:
-    """'thread (3, 5) of block (1, 0), which computes C[5, 11]' from the simulator's message."""
-    found = _SIM_PREFIX.match(str(error))
-    if found is None:
-        return "a thread"
-    tx, ty, bx, by = map(int, found.groups())
-    return f"thread (x={tx}, y={ty}) of block (x={bx}, y={by})"
+    _, d_A = padded(A, pad, PAD_VALUE)
+    _, d_B = padded(B, pad, PAD_VALUE)
+    d_C_all, d_C = padded(np.full((trial.M, trial.N), np.nan, trial.dtype), pad, np.nan)
+    launch(kernel, trial, d_A, d_B, d_C, index_hint=index_hint)
+    return A, B, read_back(d_C_all, (trial.M, trial.N), trial, what="C", hint=EDGE_HINT)
 
 
 def _cells(mask: np.ndarray, limit: int = 3) -> str:
@@ -195,15 +142,10 @@ def _accumulates_in_output(source: KernelSource) -> bool:
     return any("+=" in line for line in plain_writes_to(source, name))
 
 
-def _diagnose(A, B, C, C_all, trial: MatmulTrial, wrong_hint: str,
+def _diagnose(A, B, C, trial: MatmulTrial, wrong_hint: str,
               source: KernelSource | None = None) -> CheckFailedError | None:
     """None when C = A @ B to rounding; otherwise what is wrong and what usually causes it."""
     M, N, K = trial.M, trial.N, trial.K
-    strays = ~np.isnan(C_all)
-    strays[:M, :N] = False
-    if strays.any():
-        return CheckFailedError(f"threads wrote outside C ({_cells(strays)}; {trial}).",
-                                EDGE_HINT)
     expected = reference.matmul_exact(A, B)
     bound = reference.matmul_tolerance(A, B)
     unwritten = np.isnan(C)
@@ -286,15 +228,14 @@ def check_matmul_naive(kernel, seed: int | None = None, side: int | None = None,
     product instead of a sum; simulator-only code."""
 
     def body(seed: int) -> str:
-        source = _start(kernel, NAIVE_STUB_HINT)
+        source = start_kernel(kernel, 3, NAIVE_STUB_HINT)
         trial = MatmulTrial.draw("check_matmul_naive", seed, side or default_side(), dtype)
-        A, B, C, C_all = _run(kernel, trial)
-        failure = _diagnose(A, B, C, C_all, trial, INDEX_HINT, source)
+        A, B, C = _run(kernel, trial)
+        failure = _diagnose(A, B, C, trial, INDEX_HINT, source)
         if failure is not None:
             raise failure
         return (f"C = A @ B for A {trial.M}x{trial.K}, B {trial.K}x{trial.N} "
-                f"({trial.blocks[0]} x {trial.blocks[1]} blocks of {trial.side} x {trial.side} "
-                f"threads, seed={trial.seed}).")
+                f"({trial.launched}, seed={trial.seed}).")
 
     return run_check("matmul_naive", body, seed, show)
 
@@ -318,12 +259,12 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
     tile = tile or default_side()
 
     def body(seed: int) -> str:
-        source = _start(kernel, TILED_STUB_HINT)
+        source = start_kernel(kernel, 3, TILED_STUB_HINT)
         trial = MatmulTrial.draw("check_matmul_tiled", seed, tile, dtype)
         barriers = count_calls(source, "syncthreads") if source.tree is not None else 2
         hint = SYNC_HINT if barriers < 2 else EDGE_TILE_HINT
-        A, B, C, C_all = _run(kernel, trial, index_hint=EDGE_TILE_HINT)
-        failure = _diagnose(A, B, C, C_all, trial, hint, source)
+        A, B, C = _run(kernel, trial, index_hint=EDGE_TILE_HINT)
+        failure = _diagnose(A, B, C, trial, hint, source)
         if failure is not None and barriers < 2:
             failure = CheckFailedError(
                 f"{failure.message} Your kernel has {barriers} `cuda.syncthreads()` call(s); "

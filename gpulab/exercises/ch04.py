@@ -1,6 +1,6 @@
 """Chapter 04's exercises: decode a format's bits, accumulate in fp32, quantise to fp8.
 
-Each check runs your code on random data, compares with :mod:`gpulab.precision` /
+Each check runs your code on random data, compares with :mod:`gpulab.formats` /
 :mod:`gpulab.reference`, prints what it found and returns a
 :class:`~gpulab.exercises.checks.CheckResult`; a failure names its seed so that
 ``check_...(your_code, seed=1234)`` repeats it.
@@ -28,22 +28,18 @@ import math
 import ml_dtypes
 import numpy as np
 
-from gpulab import device, precision, reference
+from gpulab import device, formats, reference
 from gpulab.exercises.checks import (
     GLOBAL_INDEX_HINT,
     GUARD_HINT,
-    SIMULATOR_ONLY_HINT,
     CheckFailedError,
     CheckResult,
     KernelSource,
-    NotAttemptedError,
     Trial,
-    kernel_source,
-    launch,
-    padded,
-    raises_not_implemented,
+    call_learner,
     run_check,
-    simulator_only_code,
+    run_elementwise,
+    start_kernel,
 )
 
 # --- exercise 1: decode the bits ------------------------------------------------------------
@@ -62,7 +58,7 @@ def _decode_cases(rng: np.random.Generator, per_format: int = 12) -> list[tuple]
     plus zero, the smallest and the largest subnormal. Codes for inf/NaN are skipped."""
     cases = []
     for name in DECODE_FORMATS:
-        fmt = precision.get_format(name)
+        fmt = formats.get_format(name)
         top = (1 << fmt.exponent_bits) - 1
         fields = [(0, 0, 0), (1, 0, 1), (0, 0, (1 << fmt.mantissa_bits) - 1)]
         while len(fields) < per_format:
@@ -125,26 +121,14 @@ def check_decode(decode, seed: int | None = None, show: bool = True) -> CheckRes
     subnormals and zero included (inf and NaN codes are left out)."""
 
     def body(seed: int) -> str:
-        if decode is None or decode is Ellipsis:
-            raise NotAttemptedError("there is no function to check yet.", DECODE_STUB_HINT)
-        if not callable(decode):
-            raise CheckFailedError(f"the check needs your function, not {type(decode).__name__}.",
-                                   "pass the function itself: check_decode(decode).")
         rng = np.random.default_rng(seed)
         cases = _decode_cases(rng)
         for fmt, sign, exponent, mantissa, expected in cases:
             call = (f"decode({sign}, {exponent}, {mantissa}, {fmt.exponent_bits}, "
                     f"{fmt.mantissa_bits})")
-            try:
-                got = decode(sign, exponent, mantissa, fmt.exponent_bits, fmt.mantissa_bits)
-            except NotImplementedError as stop:
-                raise NotAttemptedError("your function still raises NotImplementedError.",
-                                        DECODE_STUB_HINT) from stop
-            except Exception as error:  # the learner's code: explain, never raise
-                raise CheckFailedError(
-                    f"{call} ({fmt.name}) stopped with {type(error).__name__}: {error} "
-                    f"(seed={seed}).", "read the error: the line it names is where it stopped."
-                ) from error
+            got = call_learner(decode, sign, exponent, mantissa, fmt.exponent_bits,
+                               fmt.mantissa_bits, stub_hint=DECODE_STUB_HINT,
+                               call=f"{call} for {fmt.name} (seed={seed})")
             try:
                 got = float(got)
             except (TypeError, ValueError):
@@ -157,8 +141,8 @@ def check_decode(decode, seed: int | None = None, show: bool = True) -> CheckRes
                 if math.isclose(got, value, rel_tol=1e-12, abs_tol=0.0):
                     raise CheckFailedError(f"{where}: {meaning} (seed={seed}).", hint)
             raise CheckFailedError(f"{where} (seed={seed}).", DECODE_STUB_HINT)
-        formats = ", ".join(DECODE_FORMATS)
-        return (f"all {len(cases)} bit patterns decode right ({formats}; subnormals and zero "
+        names = ", ".join(DECODE_FORMATS)  # not `formats`: that is the module
+        return (f"all {len(cases)} bit patterns decode right ({names}; subnormals and zero "
                 f"included; seed={seed}).")
 
     return run_check("decode", body, seed, show)
@@ -186,21 +170,6 @@ MATVEC_ROWS = {"sim": (40, 100), "gpu": (2_000, 20_000)}
 MATVEC_K = {"sim": (900, 1_400), "gpu": (2_000, 4_000)}
 
 
-def _start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
-    source = kernel_source(kernel, parameter_count)
-    if raises_not_implemented(source):
-        raise NotAttemptedError("your kernel still raises NotImplementedError.", stub_hint)
-    if device.tier() == "sim":
-        problems = simulator_only_code(source)
-        if problems:
-            raise CheckFailedError(
-                "your kernel would run here, because the simulator executes it as plain Python, "
-                "but it would not compile for a real GPU: " + "; ".join(problems) + ".",
-                SIMULATOR_ONLY_HINT,
-            )
-    return source
-
-
 def _matvec_emulations(a: np.ndarray, x: np.ndarray) -> dict[str, np.ndarray]:
     """What a one-thread-per-row kernel computes with each accumulator, in row order."""
     column = x.reshape(-1, 1)
@@ -223,7 +192,7 @@ def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | 
     fp16 numbers are 0.25 to 0.5 apart."""
 
     def body(seed: int) -> str:
-        source = _start_kernel(kernel, 3, MATVEC_STUB_HINT)
+        source = start_kernel(kernel, 3, MATVEC_STUB_HINT)
         tier = device.tier()
         tpb = threads_per_block or (256 if tier == "gpu" else 32)
         trial = Trial.draw("check_matvec_fp32", seed, tpb, np.float32,
@@ -232,22 +201,12 @@ def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | 
         k = int(trial.rng.integers(*MATVEC_K[tier]))
         a = trial.rng.uniform(0.5, 1.0, (rows, k)).astype(np.float16)
         x = trial.rng.uniform(0.5, 1.0, k).astype(np.float16)
-        from numba import cuda
-
-        a_all = cuda.to_device(np.concatenate([a, np.ones((tpb, k), np.float16)]))
-        d_out_all, d_out = padded(np.full(rows, np.nan, np.float32), tpb, np.nan)
-        launch(getattr(kernel, "dispatcher", kernel), trial, a_all[:rows], cuda.to_device(x),
-               d_out, index_hint=GUARD_HINT + " Here i is the row: guard with "
-               "`if row < out.shape[0]:`.")
-        out_all = d_out_all.copy_to_host()
-        if not np.all(np.isnan(out_all[rows:])):
-            raise CheckFailedError(
-                f"threads past the last row wrote to out[{rows}] and beyond ({trial}).",
-                GUARD_HINT)
-        got = out_all[:rows].astype(np.float64)
+        # fill=1: the rows of a past the end hold ones (on a GPU, an unguarded thread reads them)
+        got = run_elementwise(kernel, trial, a, x, fill=1, index_hint=GUARD_HINT + " Here i is "
+                              "the row: guard with `if row < out.shape[0]:`.").astype(np.float64)
         _diagnose_matvec(source, got, a, x, trial, k)
         return (f"all {rows} rows right with an fp32 accumulator (k = {k} products per row, "
-                f"{trial.blocks} blocks of {tpb} threads, seed={seed}).")
+                f"{trial.launched}, seed={seed}).")
 
     return run_check("matvec_fp32", body, seed, show)
 
@@ -272,7 +231,7 @@ def _diagnose_matvec(source: KernelSource, got: np.ndarray, a: np.ndarray, x: np
     a64, x64 = a.astype(np.float64), x.astype(np.float64)
     exact = a64 @ x64
     magnitude = np.abs(a64) @ np.abs(x64)
-    u32 = precision.get_format("fp32").unit_roundoff
+    u32 = formats.get_format("fp32").unit_roundoff
     bound = (k + 1) * u32 / (1 - (k + 1) * u32) * magnitude  # Higham's gamma_(k+1)
     error = np.abs(got - exact)
     worst = int(np.argmax(error / bound))
@@ -302,7 +261,7 @@ def _diagnose_matvec(source: KernelSource, got: np.ndarray, a: np.ndarray, x: np
 
 # --- exercise 3: quantise to fp8 with a per-tensor scale ------------------------------------
 
-E4M3 = precision.get_format("fp8_e4m3")
+E4M3 = formats.get_format("fp8_e4m3")
 QUANTISE_STUB_HINT = (
     "scale = max|x| / 448 maps the largest magnitude onto E4M3's largest value; then "
     "q = (x / scale).astype(ml_dtypes.float8_e4m3fn); return q, scale."
@@ -329,12 +288,6 @@ def check_quantise_fp8(quantise, seed: int | None = None, show: bool = True) -> 
     values, absolute error <= scale * 2^-10 in the subnormal range."""
 
     def body(seed: int) -> str:
-        if quantise is None or quantise is Ellipsis:
-            raise NotAttemptedError("there is no function to check yet.", QUANTISE_STUB_HINT)
-        if not callable(quantise):
-            raise CheckFailedError(f"the check needs your function, not "
-                                   f"{type(quantise).__name__}.",
-                                   "pass the function itself: check_quantise_fp8(quantise).")
         rng = np.random.default_rng(seed)
         worst_relative = 0.0
         for name, x in _quantise_trials(rng):
@@ -348,15 +301,8 @@ def check_quantise_fp8(quantise, seed: int | None = None, show: bool = True) -> 
 
 
 def _call_quantise(quantise, x: np.ndarray, name: str, seed: int):
-    try:
-        result = quantise(x.copy())
-    except NotImplementedError as stop:
-        raise NotAttemptedError("your function still raises NotImplementedError.",
-                                QUANTISE_STUB_HINT) from stop
-    except Exception as error:  # the learner's code: explain, never raise
-        raise CheckFailedError(f"quantise(x) for {name} stopped with {type(error).__name__}: "
-                               f"{error} (seed={seed}).",
-                               "read the error: the line it names is where it stopped.") from error
+    result = call_learner(quantise, x.copy(), stub_hint=QUANTISE_STUB_HINT,
+                          call=f"quantise(x) for {name} (seed={seed})")
     if not (isinstance(result, tuple) and len(result) == 2):
         raise CheckFailedError(f"quantise(x) returned {type(result).__name__}, not a pair "
                                "(q, scale).", "end with `return q, scale`.")

@@ -16,15 +16,16 @@ from __future__ import annotations
 import numpy as np
 
 from gpulab import reference
-from gpulab.exercises.ch05 import (
+from gpulab.exercises.checks import (
+    CheckFailedError,
+    CheckResult,
     Trial2D,
     call_learner,
     diagnose_matrix,
-    launch_2d,
-    padded_output,
+    run_check,
+    run_elementwise,
     start_kernel,
 )
-from gpulab.exercises.checks import CheckFailedError, CheckResult, run_check
 
 # --- exercise 1: ReLU backward ----------------------------------------------------------------
 
@@ -44,17 +45,13 @@ def check_relu_backward(kernel, seed: int | None = None, dtype=np.float32,
 
     def body(seed: int) -> str:
         start_kernel(kernel, 4, RELU_BACKWARD_STUB_HINT)
-        from numba import cuda
-
         trial = Trial2D.draw("check_relu_backward", seed, dtype)
         dA = trial.normal(trial.rows, trial.cols)
         Z = trial.normal(trial.rows, trial.cols)
         b = trial.normal(trial.cols, scale=0.7)
-        d_all, d_dZ = padded_output(trial)
-        launch_2d(kernel, trial, cuda.to_device(dA), cuda.to_device(Z), cuda.to_device(b), d_dZ)
+        dZ = run_elementwise(kernel, trial, dA, Z, b, what="dZ")
         on = (Z + b) > 0
-        diagnose_matrix(reference.bias_activation_backward(dA, Z, b, "relu"),
-                        d_all.copy_to_host(), trial, {
+        diagnose_matrix(reference.bias_activation_backward(dA, Z, b, "relu"), dZ, trial, {
             "dA where Z > 0: the bias is left out of the test": (
                 dA * (Z > 0), "ReLU's input was Z + b: test `Z[r, c] + b[c] > 0`."),
             "1 where Z + b > 0: the mask without dA": (

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpulab import device, reference
-from gpulab.exercises.ch05 import call_learner, start_kernel
+from gpulab import reference
 from gpulab.exercises.checks import (
     CheckFailedError,
     CheckResult,
     Trial,
+    call_learner,
+    default_threads_per_block,
     diagnose_vector,
     launch,
     padded,
+    read_back,
     run_check,
+    start_kernel,
 )
 
 SGD_STUB_HINT = (
@@ -43,20 +46,23 @@ def check_sgd_momentum(kernel, seed: int | None = None, threads_per_block: int |
 
     def body(seed: int) -> str:
         start_kernel(kernel, 5, SGD_STUB_HINT)
-        tpb = threads_per_block or (256 if device.tier() == "gpu" else 64)
+        tpb = threads_per_block or default_threads_per_block()
         trial = Trial.draw("check_sgd_momentum", seed, tpb, dtype)
         p0, g1, g2 = trial.uniform(-1, 1), trial.uniform(-1, 1), trial.uniform(-1, 1)
         v0 = trial.uniform(-0.5, 0.5)
         scalar = trial.dtype.type
         lr, momentum = scalar(trial.rng.uniform(0.05, 0.2)), scalar(trial.rng.uniform(0.5, 0.95))
-        _, d_p = padded(p0.copy(), tpb, np.nan)
-        _, d_v = padded(v0.copy(), tpb, np.nan)
+        # The padding of param and velocity starts at 0 and grad's at 1, so an unguarded thread
+        # past the end changes it (the velocity becomes 1), which read_back reports.
+        d_p_all, d_p = padded(p0.copy(), tpb, 0)
+        d_v_all, d_v = padded(v0.copy(), tpb, 0)
         for grad in (g1, g2):
-            _, d_g = padded(grad, tpb, np.nan)
-            launch(getattr(kernel, "dispatcher", kernel), trial, d_p, d_g, d_v, lr, momentum)
+            _, d_g = padded(grad, tpb, 1)
+            launch(kernel, trial, d_p, d_g, d_v, lr, momentum)
         p1, v1 = reference.sgd_momentum_update(p0, g1, v0, lr, momentum)
         p2, v2 = reference.sgd_momentum_update(p1, g2, v1, lr, momentum)
-        got_p, got_v = d_p.copy_to_host(), d_v.copy_to_host()
+        got_p = read_back(d_p_all, (trial.n,), trial, fill=0, what="param")
+        got_v = read_back(d_v_all, (trial.n,), trial, fill=0, what="velocity")
         # what common mistakes give after the same two steps
         plain = p0 - lr * g1 - lr * g2
         unstored = (p0 - lr * (momentum * v0 + g1)) - lr * (momentum * v0 + g2)
@@ -80,8 +86,8 @@ def check_sgd_momentum(kernel, seed: int | None = None, threads_per_block: int |
         if failure is not None:
             raise CheckFailedError("param is right but velocity is not: " + failure.message,
                                    "store v = momentum * velocity[i] + grad[i] in velocity[i].")
-        return (f"param and velocity are right after two steps ({trial.blocks} blocks of "
-                f"{tpb} threads, n={trial.n}, seed={trial.seed}).")
+        return (f"param and velocity are right after two steps ({trial.launched}, "
+                f"n={trial.n}, seed={trial.seed}).")
 
     return run_check("sgd_momentum", body, seed, show)
 

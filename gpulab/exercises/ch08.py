@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpulab.exercises.ch05 import call_learner
-from gpulab.exercises.checks import CheckFailedError, CheckResult, run_check
+from gpulab.exercises.checks import CheckFailedError, CheckResult, call_learner, run_check
 from gpulab.nn import cost
 
 MEMORY_STUB_HINT = (

@@ -1,25 +1,39 @@
-"""The machinery behind every exercise check: results, random trials, safe launches, diagnoses.
+"""Everything the exercise checks share: results, the learner's code, random trials, launches,
+diagnoses and the advice a failure gives. Chapter modules (``ch01`` … ``ch08``) hold only their
+own exercises' checks and import what they share from here, never from each other.
 
-A check takes a learner's ``@cuda.jit`` kernel, launches it on random data and compares the
-answer with :mod:`gpulab.reference`. It never raises: whatever goes wrong (a stub, an index past
-the end of an array, a kernel that does not compile, a wrong answer) becomes a
-:class:`CheckResult` that says, in plain words, what happened and what usually causes it.
-The result is printed (so the learner sees it) and returned (so a solution notebook can
+A check takes a learner's ``@cuda.jit`` kernel (or plain Python function), runs it on random
+data and compares the answer with :mod:`gpulab.reference`. It never raises: whatever goes wrong
+(a stub, an index past the end of an array, a kernel that does not compile, a wrong answer)
+becomes a :class:`CheckResult` that says, in plain words, what happened and what usually causes
+it. The result is printed (so the learner sees it) and returned (so a solution notebook can
 ``assert result.passed``).
+
+Every check has the same outline, on purpose (the chapter modules repeat it rather than hide it
+behind a decorator, so that ``help(check_...)`` shows the real signature)::
+
+    def check_thing(kernel, seed=None, ..., show=True) -> CheckResult:
+        def body(seed):
+            source = start_kernel(kernel, 3, THING_STUB_HINT)   # or call_learner(function, ...)
+            trial = Trial.draw("check_thing", seed, threads_per_block, dtype)
+            ...                                      # padded inputs, launch, read_back
+            raise CheckFailedError(...)             # or return the message for a pass
+        return run_check("thing", body, seed, show)
 
 What makes a check hard to fool
 - Sizes are random and never a multiple of the block size, so the last block is partial and a
   missing guard shows. Values are random (not all ones), from a seeded generator whose seed is
   reported on failure: ``check_...(kernel, seed=1234)`` repeats a failing trial exactly.
-- Inputs are views of larger buffers: a thread past the end raises ``IndexError`` in the
-  simulator, and on a GPU its write lands in padding the check inspects instead of in
-  someone else's memory.
+- Inputs and outputs are views of larger buffers (:func:`padded`): a thread past the end raises
+  ``IndexError`` in the simulator, and on a GPU its write lands in padding that
+  :func:`read_back` inspects instead of in someone else's memory.
 - The simulator runs the threads of a block one after another, so it hides most races. For an
-  output that many threads update, the check passes a :class:`WatchedArray` that records which
-  simulated thread wrote each element and whether through an atomic; and in both tiers it reads
-  the kernel's source for plain (non-atomic) writes to that output.
+  output that many threads update, a check passes a :class:`gpulab.instruments.WatchedArray`
+  that records which simulated thread wrote each element and whether through an atomic; and in
+  both tiers it reads the kernel's source for plain (non-atomic) writes (:func:`plain_writes_to`).
 - The simulator runs kernels as Python, so code that cannot compile for a GPU (lists, NumPy array
-  creation, f-strings) would run there; the check reads the source and rejects it with the reason.
+  creation, f-strings) would run there; :func:`start_kernel` reads the source and rejects it
+  with the reason.
 """
 
 from __future__ import annotations
@@ -28,16 +42,20 @@ import ast
 import inspect
 import re
 import secrets
-import sys
 import textwrap
-import threading
-from collections import defaultdict
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpulab import device
+from gpulab.instruments import (
+    is_device_function,
+    launchable,
+    poisoned_shared_memory,
+    python_function,
+)
 
 PASSED = "passed"
 NOT_ATTEMPTED = "not attempted"
@@ -57,15 +75,27 @@ GLOBAL_INDEX_HINT = (
     "`i = cuda.grid(1)` (the same as `cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x`), "
     "not `cuda.threadIdx.x` alone, which repeats in every block."
 )
-ATOMIC_HINT = (
-    "use `cuda.atomic.add(out, 0, value)`: it makes the read, the add and the write one "
-    "indivisible step, so no other thread can slip in between."
+GRID_2D_HINT = (
+    "`c, r = cuda.grid(2)` gives this thread's column (x) and row (y): x runs along the "
+    "columns, so neighbouring threads of a warp read neighbouring elements of a row."
+)
+GUARD_2D_HINT = (
+    "guard both directions: `if r < Z.shape[0] and c < Z.shape[1]:`. The blocks at the right "
+    "and bottom edges are only partly used."
 )
 SIMULATOR_ONLY_HINT = (
     "kernels can't create lists or NumPy arrays or use f-strings: use "
     "`cuda.local.array(N, dtype)` or `cuda.shared.array(N, dtype)` for scratch space, and "
     "`print('i =', i)` without formatting."
 )
+STUB_MESSAGE = (
+    "your {what} still raises NotImplementedError: write your code in place of "
+    "`raise NotImplementedError()`."
+)
+READ_THE_ERROR_HINT = "read the error: the line it names in your code is where it stopped."
+
+
+# --- results ----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -122,12 +152,12 @@ class NotAttemptedError(Exception):
 class KernelError(Exception):
     """The learner's kernel raised (or failed to compile) during a launch; wraps the cause."""
 
-    def __init__(self, cause: BaseException, trial: Trial, index_hint: str = ""):
+    def __init__(self, cause: BaseException, trial: Launched, index_hint: str = ""):
         super().__init__(f"{type(cause).__name__}: {cause}")
         self.cause, self.trial, self.index_hint = cause, trial, index_hint or GUARD_HINT
 
 
-# --- the learner's kernel: what it is and what its source says -----------------------------
+# --- the learner's code: what it is and what its source says ---------------------------------
 
 
 @dataclass
@@ -162,9 +192,8 @@ def kernel_source(kernel, parameter_count: int) -> KernelSource:
             "there is no kernel to check yet.",
             "write the kernel in the cell above, run that cell, then pass the kernel to the check.",
         )
-    kernel = getattr(kernel, "dispatcher", kernel)  # kernel[blocks, threads] on a GPU
-    function = getattr(kernel, "py_func", None)
-    if function is None or not hasattr(kernel, "__getitem__"):
+    function = python_function(kernel)
+    if function is None:
         if inspect.isfunction(kernel):
             raise CheckFailedError(
                 f"`{kernel.__name__}` is a plain Python function, not a CUDA kernel.",
@@ -176,10 +205,7 @@ def kernel_source(kernel, parameter_count: int) -> KernelSource:
             "pass the kernel itself, without launching it: `check(my_kernel)`, "
             "not `check(my_kernel[blocks, threads](...))`.",
         )
-    is_device_function = getattr(kernel, "_device", False) or getattr(
-        kernel, "targetoptions", {}
-    ).get("device", False)
-    if is_device_function:
+    if is_device_function(kernel):
         raise CheckFailedError(
             f"`{function.__name__}` is a device function (`@cuda.jit(device=True)`), which only "
             "other kernels can call.",
@@ -287,7 +313,48 @@ def plain_writes_to(kernel: KernelSource, parameter: str) -> list[str]:
     return lines
 
 
-# --- random trials --------------------------------------------------------------------------
+def start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
+    """Every kernel check's first steps: is it a ``@cuda.jit`` kernel with the right number of
+    arguments (:func:`kernel_source`), is it still the stub (*not attempted*, with
+    ``stub_hint``), and, in the simulator, is it code a GPU could compile
+    (:func:`simulator_only_code`)? Returns the kernel's source for closer looks."""
+    source = kernel_source(kernel, parameter_count)
+    if raises_not_implemented(source):
+        raise NotAttemptedError(STUB_MESSAGE.format(what="kernel"), stub_hint)
+    if device.tier() == "sim":
+        problems = simulator_only_code(source)
+        if problems:
+            raise CheckFailedError(
+                "your kernel would run here, because the simulator executes it as plain Python, "
+                "but it would not compile for a real GPU: " + "; ".join(problems) + ".",
+                SIMULATOR_ONLY_HINT,
+            )
+    return source
+
+
+def call_learner(function, *args, stub_hint: str = "", call: str = "your function"):
+    """Call a learner's plain Python function with ``args``: nothing passed yet or the stub
+    becomes *not attempted*, any exception a failure that names it (``call`` says which call,
+    e.g. ``"decode(0, 3, 1, 5, 10) for fp16"``)."""
+    if function is None or function is Ellipsis:
+        raise NotAttemptedError(
+            "there is no function to check yet.",
+            stub_hint or "write the function in the cell above, run that cell, then pass it to "
+            "the check.")
+    if not callable(function):
+        raise CheckFailedError(
+            f"the check needs your function, not {type(function).__name__} {function!r:.40}.",
+            "pass the function itself, without calling it.")
+    try:
+        return function(*args)
+    except NotImplementedError:
+        raise NotAttemptedError(STUB_MESSAGE.format(what="function"), stub_hint) from None
+    except Exception as error:  # the learner's code: explain, don't crash
+        raise CheckFailedError(f"{call} stopped with {type(error).__name__}: {error}",
+                               READ_THE_ERROR_HINT) from None
+
+
+# --- random trials ------------------------------------------------------------------------------
 
 
 def new_seed() -> int:
@@ -296,11 +363,14 @@ def new_seed() -> int:
 
 
 def draw_size(rng: np.random.Generator, threads_per_block: int,
-              size_range: tuple[int, int] | None = None) -> int:
-    """A random n that is **not** a multiple of ``threads_per_block`` and spans at least two
-    full blocks plus a partial one, so block-index and guard mistakes both show."""
+              size_range: tuple[int, int] | None = None, full_blocks: int = 2) -> int:
+    """A random n from ``size_range`` (default: the tier's :data:`SIZE_RANGE`) that is **not** a
+    multiple of ``threads_per_block`` and spans at least ``full_blocks`` full blocks plus a
+    partial one, so block-index and guard mistakes both show. The range is widened when it is
+    too narrow for that, so a size is always found."""
     low, high = size_range or SIZE_RANGE[device.tier()]
-    low, high = max(low, 2 * threads_per_block + 1), max(high, 4 * threads_per_block)
+    low = max(low, full_blocks * threads_per_block + 1)
+    high = max(high, low + 2 * threads_per_block)
     if threads_per_block <= 1:  # every size is a multiple of 1
         return int(rng.integers(low, max(high, low + 2)))
     while True:
@@ -309,10 +379,45 @@ def draw_size(rng: np.random.Generator, threads_per_block: int,
             return n
 
 
+def default_threads_per_block() -> int:
+    """The block size of the 1-D checks: 64 in the simulator (few simulated threads), 256 on a
+    GPU."""
+    return 256 if device.tier() == "gpu" else 64
+
+
+def describe_launch(blocks, threads) -> str:
+    """'3 blocks of 64 threads', or '4 x 2 blocks of 8 x 8 threads' for a 2-D launch."""
+    if isinstance(threads, int):
+        return f"{blocks} blocks of {threads} threads"
+    return (f"{' x '.join(str(b) for b in blocks)} blocks of "
+            f"{' x '.join(str(t) for t in threads)} threads")
+
+
+class Launched:
+    """What every trial of a kernel check has (the trial dataclasses mix it in): ``check_name``
+    and ``seed``; the launch, ``blocks`` and ``threads`` (ints for 1-D, ``(x, y)`` for 2-D);
+    and ``extents``, the lengths of the axes of the arrays the kernel gets."""
+
+    @property
+    def padding(self) -> int:
+        """Elements of padding after each axis of an array (:func:`padded`): as many as a block
+        has threads along an axis, so that every thread of the last, partial block that runs
+        past the end lands in padding."""
+        return max(self.threads) if isinstance(self.threads, tuple) else self.threads
+
+    @property
+    def launched(self) -> str:
+        return describe_launch(self.blocks, self.threads)
+
+    @property
+    def repeat(self) -> str:
+        return f"seed={self.seed}; repeat it with {self.check_name}(kernel, seed={self.seed})"
+
+
 @dataclass
-class Trial:
-    """One random problem: its size, launch, seed and the random generator its data come from.
-    ``str(trial)`` says how to repeat it."""
+class Trial(Launched):
+    """One random 1-D problem: its size, launch, seed and the random generator its data come
+    from. ``str(trial)`` says how to repeat it."""
 
     check_name: str
     seed: int
@@ -335,6 +440,14 @@ class Trial:
         return -(-self.n // self.threads_per_block)
 
     @property
+    def threads(self) -> int:
+        return self.threads_per_block
+
+    @property
+    def extents(self) -> tuple[int, ...]:
+        return (self.n,)
+
+    @property
     def idle_threads(self) -> int:
         return self.blocks * self.threads_per_block - self.n
 
@@ -343,118 +456,134 @@ class Trial:
         return self.rng.uniform(low, high, self.n).astype(self.dtype)
 
     def __str__(self) -> str:
-        return (
-            f"n={self.n}, {self.blocks} blocks of {self.threads_per_block} threads, "
-            f"{self.dtype.name}, seed={self.seed}; "
-            f"repeat it with {self.check_name}(kernel, seed={self.seed})"
-        )
+        return f"n={self.n}, {self.launched}, {self.dtype.name}, {self.repeat}"
 
 
-def padded(values: np.ndarray, padding: int, fill) -> tuple[object, object]:
-    """A device buffer holding ``values`` followed by ``padding`` copies of ``fill``, and the
-    device view of its first ``len(values)`` elements, which is what the kernel gets.
+def block_2d() -> tuple[int, int]:
+    """Threads per block (x, y) of the 2-D checks: 8 x 8 in the simulator, 16 x 16 on a GPU."""
+    return (16, 16) if device.tier() == "gpu" else (8, 8)
+
+
+@dataclass
+class Trial2D(Launched):
+    """One random rows x cols problem for a 2-D grid (x along the columns): sizes not multiples
+    of the block, the block, the seed and its random generator."""
+
+    check_name: str
+    seed: int
+    rows: int
+    cols: int
+    block: tuple[int, int]
+    dtype: np.dtype
+    rng: np.random.Generator = field(repr=False)
+
+    @classmethod
+    def draw(cls, check_name: str, seed: int, dtype=np.float32) -> Trial2D:
+        rng = np.random.default_rng(seed)
+        block = block_2d()
+        sizes = (9, 40 if device.tier() == "sim" else 300)
+        rows = draw_size(rng, block[1], sizes, full_blocks=1)
+        cols = draw_size(rng, block[0], sizes, full_blocks=1)
+        return cls(check_name, seed, rows, cols, block, np.dtype(dtype), rng)
+
+    @property
+    def blocks(self) -> tuple[int, int]:
+        return -(-self.cols // self.block[0]), -(-self.rows // self.block[1])
+
+    @property
+    def threads(self) -> tuple[int, int]:
+        return self.block
+
+    @property
+    def extents(self) -> tuple[int, ...]:
+        return self.rows, self.cols
+
+    def normal(self, *shape, scale: float = 1.0) -> np.ndarray:
+        return (self.rng.standard_normal(shape) * scale).astype(self.dtype)
+
+    def __str__(self) -> str:
+        return f"{self.rows} x {self.cols}, {self.launched}, {self.dtype.name}, {self.repeat}"
+
+
+# --- device buffers and launches ----------------------------------------------------------------
+
+
+def padded(values: np.ndarray, padding: int, fill):
+    """Copy ``values`` to the device with ``padding`` extra elements of ``fill`` after the end of
+    every axis; return ``(device buffer, device view of the values)``: the kernel gets the view.
 
     In the simulator, touching the view past its end raises ``IndexError``; on a GPU the stray
-    access lands in the padding (not in another allocation) where the check can see it.
+    access lands in the padding (not in another allocation), where :func:`read_back` sees it.
     """
     from numba import cuda
 
-    buffer = np.concatenate([values, np.full(padding, fill, dtype=values.dtype)])
+    inside = tuple(slice(0, extent) for extent in values.shape)
+    buffer = np.full(tuple(extent + padding for extent in values.shape), fill,
+                     dtype=values.dtype)
+    buffer[inside] = values
     d_buffer = cuda.to_device(buffer)
-    return d_buffer, d_buffer[: values.shape[0]]
+    return d_buffer, d_buffer[inside]
 
 
-def launch(kernel, trial: Trial, *args, index_hint: str = GUARD_HINT) -> None:
-    """Launch the learner's kernel with the trial's grid and wait for it; anything it raises
-    (or a compile error) becomes a :class:`KernelError` that knows the trial."""
+def read_back(d_buffer, shape: tuple[int, ...], where, fill=np.nan, what: str = "out",
+              hint: str = GUARD_HINT) -> np.ndarray:
+    """Copy a :func:`padded` buffer back and return its ``shape`` corner, the kernel's output;
+    raise :class:`CheckFailedError` if a thread changed the padding (still ``fill``), i.e.
+    wrote past the end. ``where`` (a trial, usually) ends the message."""
+    everything = d_buffer.copy_to_host()
+    inside = tuple(slice(0, extent) for extent in shape)
+    same = np.isnan(everything) if np.isnan(fill) else everything == fill
+    changed = ~same
+    changed[inside] = False
+    if changed.any():
+        first = tuple(int(i) for i in np.argwhere(changed)[0])
+        if len(shape) == 1:
+            raise CheckFailedError(
+                f"threads past the end wrote to {what}[{first[0]}] and beyond, outside the "
+                f"{shape[0]} elements of {what} ({where}).", hint)
+        raise CheckFailedError(
+            f"a thread wrote {what}[{', '.join(map(str, first))}], outside the "
+            f"{' x '.join(map(str, shape))} {what} ({where}).", hint)
+    return everything[inside]
+
+
+def run_elementwise(kernel, trial: Launched, *inputs, fill=0, what: str = "out",
+                    index_hint: str | None = None) -> np.ndarray:
+    """Launch a one-thread-per-element ``kernel(*inputs, out)`` on the trial's grid and return
+    ``out`` (of ``trial.extents``, NaN where never written).
+
+    Each array input goes in as a view of a buffer padded with ``fill``, scalars as they are;
+    ``out`` starts as NaN in a padded buffer, and a write into its padding fails the check
+    (:func:`read_back`) with ``index_hint``, as an ``IndexError`` past the end does; by default
+    :data:`GUARD_HINT`, or :data:`GUARD_2D_HINT` for a 2-D launch."""
+    if index_hint is None:
+        index_hint = GUARD_HINT if isinstance(trial.threads, int) else GUARD_2D_HINT
+    arrays = [padded(value, trial.padding, fill)[1] if isinstance(value, np.ndarray) else value
+              for value in inputs]
+    d_all, d_out = padded(np.full(trial.extents, np.nan, trial.dtype), trial.padding, np.nan)
+    launch(kernel, trial, *arrays, d_out, index_hint=index_hint)
+    return read_back(d_all, trial.extents, trial, what=what, hint=index_hint)
+
+
+def launch(kernel, trial: Launched, *args, index_hint: str = GUARD_HINT, blocks=None) -> None:
+    """Launch the learner's kernel on the trial's grid (``blocks`` blocks instead, if given) and
+    wait for it; anything it raises (or a compile error) becomes a :class:`KernelError` that
+    knows the trial, for :func:`explain_exception`.
+
+    In the simulator, shared memory starts poisoned (:func:`gpulab.instruments.
+    poisoned_shared_memory`), so reading a shared slot before a barrier made it written gives a
+    wrong answer every time, as it can on a GPU."""
     from numba import cuda
 
     try:
-        kernel[trial.blocks, trial.threads_per_block](*args)
-        cuda.synchronize()
+        with poisoned_shared_memory() if device.tier() == "sim" else nullcontext():
+            launchable(kernel)[trial.blocks if blocks is None else blocks, trial.threads](*args)
+            cuda.synchronize()
     except Exception as exc:  # the learner's code: any error is something to explain
         raise KernelError(exc, trial, index_hint) from exc
 
 
-# --- watching the writes in the simulator ---------------------------------------------------
-
-
-def _atomic_code_objects() -> frozenset:
-    try:
-        from numba.cuda.simulator.kernelapi import FakeCUDAAtomic
-    except ImportError:  # pragma: no cover - the simulator's layout changed
-        return frozenset()
-    return frozenset(
-        member.__code__ for member in vars(FakeCUDAAtomic).values() if inspect.isfunction(member)
-    )
-
-
-def _simulated_thread() -> tuple[int, int] | None:
-    """(block, thread) of the simulated CUDA thread running now, or None outside a kernel."""
-    current = threading.current_thread()
-    block, thread = getattr(current, "blockIdx", None), getattr(current, "threadIdx", None)
-    return None if block is None or thread is None else (block.x, thread.x)
-
-
-def _element(index) -> object:
-    if isinstance(index, tuple) and len(index) == 1:
-        index = index[0]
-    try:
-        return int(index)
-    except TypeError:
-        return repr(index)
-
-
-class WatchedArray:
-    """A stand-in for a 1-D device array, for the simulator only, that records which simulated
-    thread wrote each element and whether it wrote through a ``cuda.atomic`` function.
-
-    The simulator runs one block at a time and, within a block, lets each thread run until it
-    waits at a barrier, so racing read-modify-writes rarely collide there. Recording the writes
-    shows the race anyway: two threads writing one element without an atomic is a race on a GPU
-    whatever order the simulator happened to use.
-    """
-
-    def __init__(self, array: np.ndarray):
-        self._array = array
-        self.shape, self.dtype = array.shape, array.dtype
-        self.size, self.ndim = array.size, array.ndim
-        self.plain_writers: dict[object, set] = defaultdict(set)
-        self.atomic_writers: dict[object, set] = defaultdict(set)
-        self._lock = threading.Lock()
-        self._atomic_codes = _atomic_code_objects()
-
-    def __len__(self) -> int:
-        return len(self._array)
-
-    def __getitem__(self, index):
-        return self._array[index]
-
-    def __setitem__(self, index, value) -> None:
-        self._array[index] = value
-        atomic = sys._getframe(1).f_code in self._atomic_codes
-        writer = _simulated_thread()
-        with self._lock:
-            (self.atomic_writers if atomic else self.plain_writers)[_element(index)].add(writer)
-
-    def copy_to_host(self) -> np.ndarray:
-        return self._array.copy()
-
-    def race(self) -> tuple[object, list, int] | None:
-        """(element, some plain writers, number of writers) for the first element that more
-        than one thread wrote with at least one plain write; None if there is no such element."""
-        for element, plain in self.plain_writers.items():
-            writers = plain | self.atomic_writers.get(element, set())
-            if len(writers) > 1:
-                return element, sorted(w for w in plain if w is not None)[:2], len(writers)
-        return None
-
-
-def describe_threads(threads: list[tuple[int, int]]) -> str:
-    return " and ".join(f"thread {t} of block {b}" for b, t in threads)
-
-
-# --- comparing and diagnosing ---------------------------------------------------------------
+# --- comparing and diagnosing -------------------------------------------------------------------
 
 
 def elementwise_tolerance(dtype) -> tuple[float, float]:
@@ -601,9 +730,47 @@ def diagnose_total(expected: float, got: float, tolerance: float, trial: Trial,
     return CheckFailedError(f"{summary}: {message} ({trial}).", hint, specific=False)
 
 
-# --- turning errors into advice -------------------------------------------------------------
 
-_SIM_PREFIX = re.compile(r"tid=\[(\d+), \d+, \d+\] ctaid=\[(\d+), \d+, \d+\]:?\s*")
+
+def diagnose_matrix(expected: np.ndarray, got: np.ndarray, trial: Trial2D,
+                    patterns: dict[str, tuple[np.ndarray, str]], rtol: float, atol: float,
+                    what: str = "out") -> None:
+    """Raise CheckFailedError unless ``got`` (from :func:`read_back`, NaN where never written)
+    holds ``expected``; the message says which part is wrong and, when ``got`` matches one of
+    ``patterns`` (``{description: (what a mistake gives, hint)}``), which mistake it is."""
+    unwritten = np.isnan(got)
+    if unwritten.all():
+        raise CheckFailedError(f"your kernel wrote nothing into {what} ({trial}).",
+                               "each thread should assign its own element, inside the guard.")
+    if unwritten.any():
+        rows_missing = np.flatnonzero(unwritten.any(axis=1))
+        cols_missing = np.flatnonzero(unwritten.any(axis=0))
+        if unwritten[:, trial.block[0]:].all() and unwritten[trial.block[1]:, :].all():
+            hint = ("only the first block's elements were written: use the global index "
+                    "`c, r = cuda.grid(2)`, not `cuda.threadIdx` alone. " + GRID_2D_HINT)
+        else:
+            hint = GUARD_2D_HINT + " " + GRID_2D_HINT
+        raise CheckFailedError(
+            f"{int(unwritten.sum())} of {got.size} elements of {what} were never written (rows "
+            f"{rows_missing[0]}..{rows_missing[-1]}, columns {cols_missing[0]}.."
+            f"{cols_missing[-1]}; {trial}).", hint)
+    bad = ~np.isclose(got, expected, rtol=rtol, atol=atol)
+    if not bad.any():
+        return
+    r, c = map(int, np.argwhere(bad)[0])
+    text = (f"{int(bad.sum())} of {got.size} elements are wrong; the first is {what}[{r}, {c}]: "
+            f"expected {expected[r, c]:.6g}, got {got[r, c]:.6g}")
+    for description, (candidate, hint) in patterns.items():
+        if np.allclose(got, candidate, rtol=rtol, atol=atol):
+            raise CheckFailedError(f"{text}. {what} looks like {description} ({trial}).", hint)
+    raise CheckFailedError(f"{text} ({trial}).", "compare your formula with the exercise's.")
+
+
+# --- turning errors into advice -----------------------------------------------------------------
+
+# The simulator starts an exception raised in a kernel with the thread's and block's indices.
+_SIM_PREFIX = re.compile(
+    r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:?\s*")
 _OUT_OF_BOUNDS = re.compile(r"index (-?\d+) is out of bounds for axis \d+ with size (\d+)")
 
 
@@ -615,7 +782,17 @@ def _first_informative_line(text: str) -> str:
     return text.strip()
 
 
-def explain_exception(error: KernelError, trial: Trial,
+def _thread_named(prefix: re.Match, trial: Launched) -> str:
+    """'thread 3 of block 1 (global index 67)', or for a 2-D launch
+    'thread (x=3, y=5) of block (x=1, y=0)'."""
+    tx, ty, _, bx, by, _ = map(int, prefix.groups())
+    if isinstance(trial.threads, int):
+        return (f"thread {tx} of block {bx} "
+                f"(global index {bx * trial.threads + tx})")
+    return f"thread (x={tx}, y={ty}) of block (x={bx}, y={by})"
+
+
+def explain_exception(error: KernelError, trial: Launched,
                       index_hint: str = GUARD_HINT) -> tuple[str, str, str]:
     """(status, message, hint) for an exception the learner's kernel raised."""
     cause = error.cause
@@ -623,61 +800,48 @@ def explain_exception(error: KernelError, trial: Trial,
     where = ""
     prefix = _SIM_PREFIX.match(text)
     if prefix:
-        thread, block = int(prefix.group(1)), int(prefix.group(2))
-        global_index = block * trial.threads_per_block + thread
-        where = f"thread {thread} of block {block} (global index {global_index})"
+        where = _thread_named(prefix, trial)
         text = text[prefix.end():]
     if isinstance(cause, NotImplementedError):
-        return (
-            NOT_ATTEMPTED,
-            "your kernel still raises NotImplementedError: write your code in place of "
-            "`raise NotImplementedError()`.",
-            "",
-        )
+        return NOT_ATTEMPTED, STUB_MESSAGE.format(what="kernel"), ""
     if isinstance(cause, IndexError):
         bounds = _OUT_OF_BOUNDS.search(text)
         detail = (
             f"used index {bounds.group(1)} on an array of {bounds.group(2)} elements"
             if bounds else f"raised IndexError ({text})"
         )
-        if bounds and int(bounds.group(2)) != trial.n:
+        if bounds and int(bounds.group(2)) not in trial.extents:
+            sizes = " or ".join(str(e) for e in sorted(set(trial.extents)))
             detail += (
-                f" (not one of the inputs or outputs, which have {trial.n}: a shared or local "
+                f" (not one of the inputs or outputs, which have {sizes}: a shared or local "
                 "array?)"
             )
         who = where or "a thread"
         return FAILED, f"{who} {detail} ({trial}).", index_hint
     try:
-        from numba.core.errors import NumbaError, TypingError
+        from numba.core.errors import NumbaError
     except ImportError:  # pragma: no cover
-        NumbaError = TypingError = ()  # noqa: N806
-    if isinstance(cause, TypingError):
-        return (
-            FAILED,
-            f"your kernel would not compile for the GPU: {_first_informative_line(text)}",
-            SIMULATOR_ONLY_HINT,
-        )
-    if isinstance(cause, NumbaError):
+        NumbaError = ()  # noqa: N806
+    if isinstance(cause, NumbaError):  # a TypingError, usually
         return (
             FAILED,
             f"your kernel would not compile for the GPU: {_first_informative_line(text)}",
             SIMULATOR_ONLY_HINT,
         )
     who = f" in {where}" if where else ""
+    spelling = ("check the spelling; CUDA's indices are `cuda.threadIdx.x`, `cuda.blockIdx.x`, "
+                "`cuda.blockDim.x`, and `cuda.grid(1)` combines them.")
     hints = {
-        NameError: "check the spelling; CUDA's indices are `cuda.threadIdx.x`, "
-        "`cuda.blockIdx.x`, `cuda.blockDim.x`, and `cuda.grid(1)` combines them.",
-        AttributeError: "check the spelling; CUDA's indices are `cuda.threadIdx.x`, "
-        "`cuda.blockIdx.x`, `cuda.blockDim.x`, and `cuda.grid(1)` combines them.",
+        NameError: spelling,
+        AttributeError: spelling,
         ZeroDivisionError: "a thread divided by zero: check the divisor, e.g. a stride that "
         "reached 0.",
     }
-    hint = next((h for kind, h in hints.items() if isinstance(cause, kind)),
-                "read the error: the line it names in your kernel is where it stopped.")
+    hint = next((h for kind, h in hints.items() if isinstance(cause, kind)), READ_THE_ERROR_HINT)
     return FAILED, f"your kernel stopped with {type(cause).__name__}{who}: {text} ({trial}).", hint
 
 
-# --- running a check ------------------------------------------------------------------------
+# --- running a check ----------------------------------------------------------------------------
 
 
 def run_check(exercise: str, body: Callable[[int], str], seed: int | None = None,
@@ -710,7 +874,11 @@ def run_check(exercise: str, body: Callable[[int], str], seed: int | None = None
 
 
 __all__ = [
-    "CheckResult", "CheckFailedError", "KernelError", "NotAttemptedError", "Suspect", "Trial",
-    "WatchedArray", "diagnose_total", "diagnose_vector", "draw_size", "explain_exception",
-    "kernel_source", "launch", "new_seed", "padded", "run_check",
+    "FAILED", "GLOBAL_INDEX_HINT", "GRID_2D_HINT", "GUARD_2D_HINT", "GUARD_HINT",
+    "NOT_ATTEMPTED", "PASSED", "SIMULATOR_ONLY_HINT", "CheckFailedError", "CheckResult",
+    "KernelError", "KernelSource", "Launched", "NotAttemptedError", "Suspect", "Trial", "Trial2D",
+    "block_2d", "call_learner", "count_calls", "default_threads_per_block", "describe_launch",
+    "diagnose_matrix", "diagnose_total", "diagnose_vector", "draw_size", "explain_exception",
+    "kernel_source", "launch", "new_seed", "padded", "plain_writes_to", "raises_not_implemented",
+    "read_back", "run_check", "run_elementwise", "simulator_only_code", "start_kernel",
 ]

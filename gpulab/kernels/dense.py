@@ -32,13 +32,21 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from numba import cuda
 
 from gpulab import device
-from gpulab.kernels._arrays import InputError, as_vector, is_device_array, to_device
-from gpulab.kernels.matmul import as_matrix
-from gpulab.kernels.registry import for_float_dtypes, kernel
+from gpulab.kernels.arrays import (
+    InputError,
+    as_array,
+    finish,
+    matching,
+    one_of,
+    output,
+    same_dtype,
+    to_device,
+    whole_number,
+)
+from gpulab.kernels.registry import device_function, for_float_dtypes, kernel
 
 IDENTITY, RELU, GELU, TANH, SIGMOID = 0, 1, 2, 3, 4
 ACTIVATION_CODES = {"identity": IDENTITY, "relu": RELU, "gelu": GELU, "tanh": TANH,
@@ -47,6 +55,29 @@ GELU_K = 0.7978845608028654  # sqrt(2 / pi)
 GELU_C = 0.044715
 MAX_TRANSPOSE_TILE = 32
 TRANSPOSE_TILE_COLUMNS = MAX_TRANSPOSE_TILE + 1  # +1: a tile's column hits 32 different banks
+
+
+@device_function
+def activation(z, act):
+    """f(z) for the activation code ``act``, in z's float type (``type(z)(1)`` is 1 in it).
+
+    Shared by ``apply_activation`` and ``bias_activation`` and inlined into both. Works in
+    registers only: reads and writes no memory, no synchronisation. Sigmoid uses
+    e = exp(-|z|), which lies in (0, 1] and never overflows.
+    """
+    one = type(z)(1)
+    half = type(z)(0.5)
+    if act == RELU:
+        return z if z > 0 else type(z)(0)
+    if act == GELU:
+        u = type(z)(GELU_K) * (z + type(z)(GELU_C) * z * z * z)
+        return half * z * (one + math.tanh(u))
+    if act == TANH:
+        return math.tanh(z)
+    if act == SIGMOID:
+        e = math.exp(-abs(z))
+        return one / (one + e) if z >= 0 else e / (one + e)
+    return z
 
 
 @kernel(*for_float_dtypes("void({t}[:, ::1], {t}[::1], {t}[:, ::1])"))
@@ -65,27 +96,13 @@ def bias_add(Z, b, out):
 def apply_activation(Z, act, out):
     """out[r, c] = f(Z[r, c]), f chosen by the code ``act``; one thread per element.
 
-    Reads 1 value, writes 1; a few FLOPs (ReLU 1, GELU ~10, a transcendental for
-    GELU, tanh and sigmoid). No synchronisation.
+    Per thread: reads Z[r, c], writes out[r, c]; f is the device function ``activation``: a
+    few FLOPs (ReLU 1, GELU ~10, a transcendental for GELU, tanh and sigmoid). No
+    synchronisation.
     """
     c, r = cuda.grid(2)
     if r < Z.shape[0] and c < Z.shape[1]:
-        z = Z[r, c]
-        one = Z.dtype.type(1)
-        half = Z.dtype.type(0.5)
-        if act == RELU:
-            y = z if z > 0 else Z.dtype.type(0)
-        elif act == GELU:
-            u = Z.dtype.type(GELU_K) * (z + Z.dtype.type(GELU_C) * z * z * z)
-            y = half * z * (one + math.tanh(u))
-        elif act == TANH:
-            y = math.tanh(z)
-        elif act == SIGMOID:
-            e = math.exp(-abs(z))  # in (0, 1]: never overflows
-            y = one / (one + e) if z >= 0 else e / (one + e)
-        else:
-            y = z
-        out[r, c] = y
+        out[r, c] = activation(Z[r, c], act)
 
 
 @kernel(*for_float_dtypes("void({t}[:, ::1], {t}[::1], int64, {t}[:, ::1])"))
@@ -94,26 +111,12 @@ def bias_activation(Z, b, act, A):
 
     Per thread: reads Z[r, c] and b[c], writes A[r, c]: 1 read + 1 write per element, half
     the traffic of ``bias_add`` followed by ``apply_activation`` (which write Z + b and read it
-    back). Z + b lives only in a register. No synchronisation.
+    back). Z + b lives only in a register; f is the device function ``activation``, as in
+    ``apply_activation``. No synchronisation.
     """
     c, r = cuda.grid(2)
     if r < Z.shape[0] and c < Z.shape[1]:
-        z = Z[r, c] + b[c]
-        one = Z.dtype.type(1)
-        half = Z.dtype.type(0.5)
-        if act == RELU:
-            y = z if z > 0 else Z.dtype.type(0)
-        elif act == GELU:
-            u = Z.dtype.type(GELU_K) * (z + Z.dtype.type(GELU_C) * z * z * z)
-            y = half * z * (one + math.tanh(u))
-        elif act == TANH:
-            y = math.tanh(z)
-        elif act == SIGMOID:
-            e = math.exp(-abs(z))
-            y = one / (one + e) if z >= 0 else e / (one + e)
-        else:
-            y = z
-        A[r, c] = y
+        A[r, c] = activation(Z[r, c] + b[c], act)
 
 
 @kernel(*for_float_dtypes(
@@ -257,132 +260,94 @@ def default_transpose() -> tuple[str, int]:
 
 
 def activation_code(name: str) -> int:
-    if name not in ACTIVATION_CODES:
-        raise InputError(f"activation must be one of {', '.join(ACTIVATION_CODES)}, "
-                         f"not {name!r}")
-    return ACTIVATION_CODES[name]
+    """The code the kernels take for the activation ``name`` (:data:`ACTIVATION_CODES`)."""
+    return ACTIVATION_CODES[one_of("activation", name, tuple(ACTIVATION_CODES))]
 
 
-def _bias(Z, b, name: str = "b"):
-    b = as_vector(name, b)
+def _bias(Z, b):
+    """b checked against Z: one bias per column of Z, in Z's dtype."""
+    b = as_array("b", b)
     if b.shape[0] != Z.shape[1]:
-        raise InputError(f"{name} has {b.shape[0]} elements but Z has {Z.shape[1]} columns: "
+        raise InputError(f"b has {b.shape[0]} elements but Z has {Z.shape[1]} columns: "
                          "the layer needs one bias per output")
-    if b.dtype != Z.dtype:
-        raise InputError(f"Z is {Z.dtype} but {name} is {b.dtype}: use one dtype for both")
+    same_dtype("b", b, "Z", Z)
     return b
-
-
-def _same_shape(name: str, value, like, like_name: str):
-    value = as_matrix(name, value)
-    if tuple(value.shape) != tuple(like.shape):
-        raise InputError(f"{name} has shape {tuple(value.shape)} but {like_name} has "
-                         f"{tuple(like.shape)}: they must match")
-    if value.dtype != like.dtype:
-        raise InputError(f"{like_name} is {like.dtype} but {name} is {value.dtype}: use one "
-                         "dtype for both")
-    return value
-
-
-def _output(out, shape, dtype, name="out"):
-    """A device array for the result: ``out`` if given (checked), else a new one."""
-    if out is None:
-        return cuda.device_array(shape, dtype=dtype)
-    if tuple(out.shape) != tuple(shape) or np.dtype(out.dtype) != np.dtype(dtype):
-        raise InputError(f"{name} must have shape {tuple(shape)} and dtype {np.dtype(dtype)}, "
-                         f"not {tuple(out.shape)} {np.dtype(out.dtype)}")
-    return to_device(out)
-
-
-def _finish(d_out, out, on_device: bool):
-    """Device in, device out; NumPy in, NumPy out (into ``out`` when one was given)."""
-    if on_device:
-        return d_out
-    result = d_out.copy_to_host()
-    if isinstance(out, np.ndarray):
-        out[...] = result
-        return out
-    return result
 
 
 def run_bias_add(Z, b, out=None):
     """Z + b on the device (``bias_add``)."""
-    Z = as_matrix("Z", Z)
+    Z = as_array("Z", Z, 2)
     b = _bias(Z, b)
-    d_out = _output(out, Z.shape, Z.dtype)
+    d_out = output(out, Z.shape, Z, "Z")
     blocks, threads = grid_2d(*Z.shape)
     bias_add[blocks, threads](to_device(Z), to_device(b), d_out)
-    return _finish(d_out, out, is_device_array(Z))
+    return finish(d_out, out, Z, b)
 
 
-def run_activation(Z, name: str, out=None):
+def run_apply_activation(Z, name: str, out=None):
     """f(Z) on the device (``apply_activation``)."""
-    Z = as_matrix("Z", Z)
+    Z = as_array("Z", Z, 2)
     code = activation_code(name)
-    d_out = _output(out, Z.shape, Z.dtype)
+    d_out = output(out, Z.shape, Z, "Z")
     blocks, threads = grid_2d(*Z.shape)
     apply_activation[blocks, threads](to_device(Z), code, d_out)
-    return _finish(d_out, out, is_device_array(Z))
+    return finish(d_out, out, Z)
 
 
 def run_bias_activation(Z, b, name: str, out=None):
     """f(Z + b) on the device in one fused pass (``bias_activation``)."""
-    Z = as_matrix("Z", Z)
+    Z = as_array("Z", Z, 2)
     b = _bias(Z, b)
     code = activation_code(name)
-    d_out = _output(out, Z.shape, Z.dtype)
+    d_out = output(out, Z.shape, Z, "Z")
     blocks, threads = grid_2d(*Z.shape)
     bias_activation[blocks, threads](to_device(Z), to_device(b), code, d_out)
-    return _finish(d_out, out, is_device_array(Z))
+    return finish(d_out, out, Z, b)
 
 
 def run_bias_activation_backward(dA, Z, b, name: str, out=None):
     """dA * f'(Z + b) on the device (``bias_activation_backward``)."""
-    Z = as_matrix("Z", Z)
-    dA = _same_shape("dA", dA, Z, "Z")
+    Z, dA = matching(2, Z=Z, dA=dA)
     b = _bias(Z, b)
     code = activation_code(name)
-    d_out = _output(out, Z.shape, Z.dtype)
+    d_out = output(out, Z.shape, Z, "Z")
     blocks, threads = grid_2d(*Z.shape)
     bias_activation_backward[blocks, threads](to_device(dA), to_device(Z), to_device(b), code,
                                               d_out)
-    return _finish(d_out, out, is_device_array(Z))
+    return finish(d_out, out, dA, Z, b)
 
 
 def run_bias_grad(dZ, out=None, threads_per_block: int | None = None):
     """Column sums of dZ on the device (``bias_grad``)."""
-    dZ = as_matrix("dZ", dZ)
-    d_out = _output(out, (dZ.shape[1],), dZ.dtype)
+    dZ = as_array("dZ", dZ, 2)
+    d_out = output(out, (dZ.shape[1],), dZ, "dZ")
     threads = threads_per_block or default_threads_1d()
     blocks = -(-dZ.shape[1] // threads)
     bias_grad[blocks, threads](to_device(dZ), d_out)
-    return _finish(d_out, out, is_device_array(dZ))
+    return finish(d_out, out, dZ)
 
 
-def run_transpose(A, out=None, method: str | None = None, tile: int | None = None):
-    """A^T as a new contiguous matrix, on the device, with ``transpose_naive`` or
-    ``transpose_tiled`` (default: :func:`default_transpose`); ``tile`` is the block's side."""
-    A = as_matrix("A", A)
+def transpose(A, out=None, method: str | None = None, tile: int | None = None):
+    """A^T as a new contiguous matrix, on the device, with the kernel ``transpose_<method>``
+    (``naive`` or ``tiled``; default: :func:`default_transpose`); ``tile`` is the block's
+    side."""
+    A = as_array("A", A, 2)
     default_method, default_tile = default_transpose()
-    method = method or default_method
-    if method not in TRANSPOSE_METHODS:
-        raise InputError(f"method must be one of {', '.join(TRANSPOSE_METHODS)}, not {method!r}")
-    side = tile or default_tile
-    if isinstance(side, bool) or not isinstance(side, (int, np.integer)) \
-            or not 1 <= side <= MAX_TRANSPOSE_TILE:
-        raise InputError(f"tile={side!r} is outside 1..{MAX_TRANSPOSE_TILE}")
+    method = one_of("method", method or default_method, TRANSPOSE_METHODS)
+    side = whole_number("tile", tile or default_tile, 1, MAX_TRANSPOSE_TILE)
     M, N = A.shape
-    d_out = _output(out, (N, M), A.dtype)
+    d_out = output(out, (N, M), A, "A")
     blocks = (-(-N // side), -(-M // side))
     kernel_ = transpose_tiled if method == "tiled" else transpose_naive
     kernel_[blocks, (side, side)](to_device(A), d_out)
-    return _finish(d_out, out, is_device_array(A))
+    return finish(d_out, out, A)
 
 
 __all__ = [
-    "ACTIVATION_CODES", "FLOPS_PER_ELEMENT", "TRANSPOSE_METHODS", "activation_code",
-    "apply_activation", "bias_activation", "bias_activation_backward", "bias_add", "bias_grad",
-    "default_transpose", "forward_traffic_bytes", "grid_2d", "launches", "run_activation",
+    "ACTIVATION_CODES", "FLOPS_PER_ELEMENT", "TRANSPOSE_METHODS", "activation",
+    "activation_code", "apply_activation", "bias_activation", "bias_activation_backward",
+    "bias_add", "bias_grad", "default_block_2d", "default_threads_1d", "default_transpose",
+    "forward_traffic_bytes", "grid_2d", "launches", "run_apply_activation",
     "run_bias_activation", "run_bias_activation_backward", "run_bias_add", "run_bias_grad",
-    "run_transpose", "transpose_naive", "transpose_tiled",
+    "transpose", "transpose_naive", "transpose_tiled",
 ]

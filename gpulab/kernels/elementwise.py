@@ -6,10 +6,9 @@ Variants
 
 from __future__ import annotations
 
-import numpy as np
 from numba import cuda
 
-from gpulab.kernels._arrays import is_device_array, matching_vectors, to_device
+from gpulab.kernels.arrays import finish, matching, output, to_device
 from gpulab.kernels.launch import LaunchConfig, one_thread_per_element
 from gpulab.kernels.registry import for_float_dtypes, kernel
 
@@ -27,32 +26,22 @@ def elementwise_multiply(x, y, out):
         out[i] = x[i] * y[i]
 
 
-def multiply(x, y, out=None, threads_per_block: int = 256):
-    """Elementwise product on the device.
+def run_elementwise_multiply(x, y, out=None, threads_per_block: int = 256):
+    """x * y on the device with ``elementwise_multiply``, one thread per element.
 
-    NumPy in, NumPy out; device arrays in, device array out (no copy back)."""
-    x, y = matching_vectors(x=x, y=y)
+    NumPy in, NumPy out; device arrays in, device array out (no copy back); with ``out``,
+    the result is written into it (see :mod:`gpulab.kernels.arrays`)."""
+    x, y = matching(x=x, y=y)
     config = one_thread_per_element(x.shape[0], threads_per_block)
-    on_device = is_device_array(x) and is_device_array(y)
-    d_x, d_y = to_device(x), to_device(y)
-    if out is None:
-        d_out = cuda.device_array(x.shape[0], dtype=x.dtype)
-    else:
-        x, out = matching_vectors(x=x, out=out)
-        d_out = to_device(out)
-    launch_elementwise(config, d_x, d_y, d_out)
-    if on_device:
-        return d_out
-    result = d_out.copy_to_host()
-    if out is not None and isinstance(out, np.ndarray):
-        out[:] = result
-        return out
-    return result
+    d_out = output(out, x.shape, x, "x")
+    launch(config, to_device(x), to_device(y), d_out)
+    return finish(d_out, out, x, y)
 
 
-def launch_elementwise(config: LaunchConfig, d_x, d_y, d_out) -> None:
-    """Launch ``elementwise_multiply`` with a given configuration (used by benchmarks)."""
+def launch(config: LaunchConfig, d_x, d_y, d_out) -> None:
+    """Launch ``elementwise_multiply`` with a given configuration on device arrays, unchecked
+    (used by benchmarks)."""
     elementwise_multiply[config.blocks, config.threads_per_block](d_x, d_y, d_out)
 
 
-__all__ = ["elementwise_multiply", "launch_elementwise", "multiply"]
+__all__ = ["elementwise_multiply", "launch", "run_elementwise_multiply"]

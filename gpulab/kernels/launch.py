@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpulab.kernels._arrays import InputError
+from gpulab.kernels.arrays import InputError, whole_number
 
 WARP_SIZE = 32
 MAX_THREADS_PER_BLOCK = 1024
@@ -53,13 +53,10 @@ class LaunchConfig:
 
 
 def check_threads_per_block(threads_per_block: int, power_of_two: bool = False) -> int:
-    if not isinstance(threads_per_block, int) or isinstance(threads_per_block, bool):
-        raise InputError(f"threads_per_block must be an int, not {threads_per_block!r}")
-    if not 1 <= threads_per_block <= MAX_THREADS_PER_BLOCK:
-        raise InputError(
-            f"threads_per_block={threads_per_block} is outside 1..{MAX_THREADS_PER_BLOCK}, "
-            "the limit of every CUDA GPU since compute capability 2.0"
-        )
+    """A block size CUDA accepts (1..1024), and a power of two where a tree halves it."""
+    threads_per_block = whole_number(
+        "threads_per_block", threads_per_block, 1, MAX_THREADS_PER_BLOCK,
+        why=", the limit of every CUDA GPU since compute capability 2.0")
     if power_of_two and threads_per_block & (threads_per_block - 1):
         raise InputError(
             f"threads_per_block={threads_per_block} must be a power of two for a tree reduction "
@@ -70,14 +67,13 @@ def check_threads_per_block(threads_per_block: int, power_of_two: bool = False) 
 
 def one_thread_per_element(n_elements: int, threads_per_block: int = 256) -> LaunchConfig:
     """Enough blocks that every element gets its own thread: ``ceil(n / threads_per_block)``."""
-    check_threads_per_block(threads_per_block)
+    threads_per_block = check_threads_per_block(threads_per_block)
     blocks = max(-(-n_elements // threads_per_block), 1)
     return LaunchConfig(n_elements, threads_per_block, blocks)
 
 
 def grid_stride(n_elements: int, threads_per_block: int, blocks: int) -> LaunchConfig:
     """A fixed grid of ``blocks`` blocks whose threads loop over the elements."""
-    check_threads_per_block(threads_per_block)
-    if not isinstance(blocks, int) or blocks < 1:
-        raise InputError(f"blocks must be a positive int, not {blocks!r}")
+    threads_per_block = check_threads_per_block(threads_per_block)
+    blocks = whole_number("blocks", blocks, 1)
     return LaunchConfig(n_elements, threads_per_block, blocks, grid_stride=True)

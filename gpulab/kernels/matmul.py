@@ -34,7 +34,17 @@ import numpy as np
 from numba import cuda
 
 from gpulab import device
-from gpulab.kernels._arrays import SUPPORTED_DTYPES, InputError, is_device_array, to_device
+from gpulab.kernels.arrays import (
+    SUPPORTED_DTYPES,
+    InputError,
+    as_array,
+    finish,
+    one_of,
+    output,
+    same_dtype,
+    to_device,
+    whole_number,
+)
 from gpulab.kernels.registry import for_float_dtypes, kernel
 
 METHODS = ("naive", "tiled", "register_blocked")
@@ -146,6 +156,10 @@ def matmul_register_blocked(A, B, C):
         for j in range(THREAD_N):
             acc[i, j] = zero
     for k0 in range(0, K, BLOCK_K):
+        # The two copy loops look alike but stay two loops on purpose: A's tile is stored
+        # transposed (a_tile[k, m], so that the 8 values of A a thread needs for one k lie in
+        # one row), B's as it is. A shared helper would need a flag for that, and would hide
+        # which copy transposes in the source that chapter 03 prints.
         for load in range(A_LOADS):  # 32 threads copy 4 rows x 8 consecutive k of A
             e = load * REGISTER_BLOCKED_THREADS + t
             m = e // BLOCK_K
@@ -199,9 +213,8 @@ def output_tile(method: str, tile: int | None = None) -> tuple[int, int]:
         return 1, 1
     if method == "tiled":
         return (tile or default_tile()), (tile or default_tile())
-    if method == "register_blocked":
-        return BLOCK_M, BLOCK_N
-    raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+    one_of("method", method, METHODS)
+    return BLOCK_M, BLOCK_N
 
 
 def traffic_bytes(M: int, N: int, K: int, method: str, tile: int | None = None,
@@ -264,23 +277,18 @@ def default_tile() -> int:
 
 
 def check_tile(tile) -> int:
-    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)):
-        raise InputError(f"tile must be a whole number, not {tile!r}")
-    if not 1 <= tile <= MAX_TILE:
-        raise InputError(
-            f"tile={tile} is outside 1..{MAX_TILE}: a block of tile x tile threads may have at "
-            f"most 1024 threads, and the shared tiles hold {MAX_TILE} x {MAX_TILE}"
-        )
-    return int(tile)
+    """The side of a tiled block: a whole number in 1..MAX_TILE."""
+    return whole_number("tile", tile, 1, MAX_TILE,
+                        why=f": a block of tile x tile threads may have at most 1024 threads, "
+                            f"and the shared tiles hold {MAX_TILE} x {MAX_TILE}")
 
 
 def launch_config(M: int, N: int, K: int, method: str = "register_blocked",
                   tile: int | None = None) -> MatmulLaunch:
     """The launch :func:`matmul` uses for C of M x N (and K) with ``method``."""
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+    one_of("method", method, METHODS)
     if tile is not None and method == "register_blocked":
-        raise ValueError(f"matmul_register_blocked has a fixed {BLOCK_M} x {BLOCK_N} tile; "
+        raise InputError(f"matmul_register_blocked has a fixed {BLOCK_M} x {BLOCK_N} tile; "
                          "pass tile only with method='naive' or 'tiled'")
     if method == "register_blocked":
         blocks = (_ceil_div(N, BLOCK_N), _ceil_div(M, BLOCK_M))
@@ -296,9 +304,8 @@ _KERNELS = {"naive": matmul_naive, "tiled": matmul_tiled,
 
 
 def kernel_for(method: str):
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
-    return _KERNELS[method]
+    """The kernel ``matmul_<method>``."""
+    return _KERNELS[one_of("method", method, METHODS)]
 
 
 def launch(config: MatmulLaunch, d_A, d_B, d_C) -> None:
@@ -306,83 +313,42 @@ def launch(config: MatmulLaunch, d_A, d_B, d_C) -> None:
     kernel_for(config.method)[config.blocks, config.threads](d_A, d_B, d_C)
 
 
-# --- input checks -----------------------------------------------------------------------------
+# --- the wrapper ------------------------------------------------------------------------------
 
 
-def as_matrix(name: str, value):
-    """Check that ``value`` is a non-empty, C-contiguous 2-D float array and return it.
-    Nested lists of numbers become float64; arrays must already have a supported dtype."""
-    if isinstance(value, (list, tuple)):
-        try:
-            value = np.asarray(value, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise InputError(f"{name} must be a matrix of numbers (a list of equal-length rows); "
-                             f"got {value!r:.80}") from None
-    elif not (isinstance(value, np.ndarray) or is_device_array(value)):
-        raise InputError(f"{name} must be a NumPy array, a device array or a list of rows, "
-                         f"not {type(value).__name__}")
-    if len(value.shape) != 2:
-        raise InputError(f"{name} must be 2-D (a matrix), but has shape {tuple(value.shape)}; "
-                         f"a vector v becomes a one-column matrix with v.reshape(-1, 1)")
-    if 0 in value.shape:
-        raise InputError(f"{name} has shape {tuple(value.shape)}: it is empty")
-    dtype = np.dtype(value.dtype)
-    if dtype not in SUPPORTED_DTYPES:
-        raise InputError(f"{name} has dtype {dtype.name}, but the matmul kernels take float32 or "
-                         f"float64; convert it with {name}.astype(np.float32)")
-    contiguous = (value.flags.c_contiguous if isinstance(value, np.ndarray)
-                  else value.is_c_contiguous() if hasattr(value, "is_c_contiguous") else True)
-    if not contiguous:
-        raise InputError(f"{name} is not C-contiguous (a transposed or sliced view); pass "
-                         f"np.ascontiguousarray({name}) so that rows are contiguous in memory")
-    return value
-
-
-def matmul_operands(A, B, out=None):
-    """Check A (M x K), B (K x N) and, if given, out (M x N); return them."""
-    A, B = as_matrix("A", A), as_matrix("B", B)
+def matmul_operands(A, B, dtypes=SUPPORTED_DTYPES, how: str | None = None,
+                    on_device: bool = True):
+    """Check A (M x K) and B (K x N) as matrices of one dtype among ``dtypes`` (see
+    :func:`gpulab.kernels.arrays.as_array`) whose inner dimensions agree; return them."""
+    A, B = as_array("A", A, 2, dtypes, how, on_device), as_array("B", B, 2, dtypes, how, on_device)
     if A.shape[1] != B.shape[0]:
         raise InputError(f"A is {A.shape[0]} x {A.shape[1]} and B is {B.shape[0]} x {B.shape[1]}: "
                          f"A's columns ({A.shape[1]}) must equal B's rows ({B.shape[0]})")
-    if A.dtype != B.dtype:
-        raise InputError(f"A is {A.dtype} but B is {B.dtype}: use one dtype for both, e.g. "
-                         "B.astype(A.dtype)")
-    if out is not None:
-        out = as_matrix("out", out)
-        if tuple(out.shape) != (A.shape[0], B.shape[1]):
-            raise InputError(f"out has shape {tuple(out.shape)} but A @ B is "
-                             f"{A.shape[0]} x {B.shape[1]}")
-        if out.dtype != A.dtype:
-            raise InputError(f"A is {A.dtype} but out is {out.dtype}: use one dtype for both")
-    return A, B, out
+    same_dtype("B", B, "A", A)
+    return A, B
 
 
 def matmul(A, B, method: str = "register_blocked", tile: int | None = None, out=None):
-    """A @ B on the device with one of the kernels. NumPy in, NumPy out; device arrays in,
-    device array out. ``tile`` is the block's side for ``naive`` and ``tiled``.
+    """A @ B on the device with the kernel ``matmul_<method>``. NumPy in, NumPy out; device
+    arrays in, device array out; with ``out``, written into it. ``tile`` is the block's side
+    for ``naive`` and ``tiled``.
 
     >>> matmul([[1, 2]], [[3], [4]], method="naive").tolist()
     [[11.0]]
     """
-    A, B, out = matmul_operands(A, B, out)
+    A, B = matmul_operands(A, B)
     M, K = A.shape
     N = B.shape[1]
     config = launch_config(M, N, K, method, tile)
-    on_device = is_device_array(A) and is_device_array(B)
-    d_C = cuda.device_array((M, N), dtype=A.dtype) if out is None else to_device(out)
+    d_C = output(out, (M, N), A, "A")
     launch(config, to_device(A), to_device(B), d_C)
-    if on_device:
-        return d_C
-    C = d_C.copy_to_host()
-    if isinstance(out, np.ndarray):
-        out[:] = C
-        return out
-    return C
+    return finish(d_C, out, A, B)
 
 
 __all__ = [
     "BLOCK_K", "BLOCK_M", "BLOCK_N", "MAX_TILE", "METHODS", "THREAD_M", "THREAD_N", "TILE_SIZES",
-    "MatmulLaunch", "as_matrix", "default_tile", "flops", "launch", "launch_config",
+    "MatmulLaunch", "check_tile", "default_tile", "flops", "kernel_for", "launch",
+    "launch_config",
     "matmul", "matmul_naive", "matmul_operands", "matmul_register_blocked", "matmul_tiled",
     "minimum_bytes", "output_tile", "traffic_bytes",
 ]

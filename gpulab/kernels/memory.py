@@ -21,17 +21,16 @@ synchronisation: threads share nothing.
 
 from __future__ import annotations
 
-import numbers
-
-import numpy as np
 from numba import cuda
 
-from gpulab.kernels._arrays import (
-    InputError,
-    as_vector,
-    is_device_array,
-    matching_vectors,
+from gpulab.kernels.arrays import (
+    as_array,
+    as_number,
+    finish,
+    matching,
+    output,
     to_device,
+    whole_number,
 )
 from gpulab.kernels.launch import LaunchConfig, one_thread_per_element
 from gpulab.kernels.registry import for_float_dtypes, kernel
@@ -112,85 +111,51 @@ def strided_length(n: int, stride: int) -> int:
 # --- launch wrappers -------------------------------------------------------------------------
 
 
-def _check_scalar(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InputError(f"{name} must be a real number (a scalar), not {value!r}")
-    if not np.isfinite(float(value)):
-        raise InputError(f"{name} must be finite, not {value!r}")
-    return value
-
-
 def check_stride(stride) -> int:
     """A stride must be a whole number >= 1 (1 is the coalesced copy)."""
-    if isinstance(stride, bool) or not isinstance(stride, numbers.Integral) or stride < 1:
-        raise InputError(f"stride must be a whole number >= 1, not {stride!r}")
-    return int(stride)
+    return whole_number("stride", stride, 1)
 
 
-def _result(d_out, on_device: bool, out):
-    if on_device:
-        return d_out
-    result = d_out.copy_to_host()
-    if isinstance(out, np.ndarray):
-        out[:] = result
-        return out
-    return result
-
-
-def _output(like, n: int, out, name_of_input: str):
-    """A device array for the result: ``out`` checked against ``like``, or a new one."""
-    if out is None:
-        return cuda.device_array(n, dtype=like.dtype)
-    out = as_vector("out", out)
-    if out.shape[0] != n:
-        raise InputError(f"out has {out.shape[0]} elements but the result has {n}: "
-                         f"pass an out of length {n}")
-    if out.dtype != like.dtype:
-        raise InputError(f"{name_of_input} is {like.dtype} but out is {out.dtype}: use one dtype "
-                         f"for both, e.g. out.astype({name_of_input}.dtype)")
-    return to_device(out)
-
-
-def saxpy_launch(n: int, threads_per_block: int = DEFAULT_THREADS_PER_BLOCK) -> LaunchConfig:
-    """The launch :func:`run_saxpy` uses: one thread per element."""
+def launch_config(n: int, threads_per_block: int = DEFAULT_THREADS_PER_BLOCK) -> LaunchConfig:
+    """The launch every wrapper here uses for n elements (of the result): one thread each."""
     return one_thread_per_element(n, threads_per_block)
 
 
 def run_saxpy(a, x, y, out=None, threads_per_block: int = DEFAULT_THREADS_PER_BLOCK):
-    """a * x + y on the device. NumPy in, NumPy out; device arrays in, device array out.
+    """a * x + y on the device with ``saxpy``. NumPy in, NumPy out; device arrays in, device
+    array out; with ``out``, written into it.
 
     >>> run_saxpy(2.0, [1.0, 2.0], [10.0, 20.0]).tolist()
     [12.0, 24.0]
     """
-    _check_scalar("a", a)
-    x, y = matching_vectors(x=x, y=y)
-    config = saxpy_launch(x.shape[0], threads_per_block)
-    on_device = is_device_array(x) and is_device_array(y)
-    d_out = _output(x, x.shape[0], out, "x")
-    scalar = x.dtype.type(a)
-    saxpy[config.blocks, config.threads_per_block](scalar, to_device(x), to_device(y), d_out)
-    return _result(d_out, on_device, out)
+    a = as_number("a", a)
+    x, y = matching(x=x, y=y)
+    config = launch_config(x.shape[0], threads_per_block)
+    d_out = output(out, x.shape, x, "x")
+    saxpy[config.blocks, config.threads_per_block](x.dtype.type(a), to_device(x), to_device(y),
+                                                   d_out)
+    return finish(d_out, out, x, y)
 
 
-def run_copy(x, out=None, threads_per_block: int = DEFAULT_THREADS_PER_BLOCK):
-    """A copy of x made by ``copy_coalesced``."""
-    x = as_vector("x", x)
-    config = one_thread_per_element(x.shape[0], threads_per_block)
-    d_out = _output(x, x.shape[0], out, "x")
+def run_copy_coalesced(x, out=None, threads_per_block: int = DEFAULT_THREADS_PER_BLOCK):
+    """A copy of x made by ``copy_coalesced`` (one thread per element)."""
+    x = as_array("x", x)
+    config = launch_config(x.shape[0], threads_per_block)
+    d_out = output(out, x.shape, x, "x")
     copy_coalesced[config.blocks, config.threads_per_block](to_device(x), d_out)
-    return _result(d_out, is_device_array(x), out)
+    return finish(d_out, out, x)
 
 
 def run_copy_strided(x, stride: int, out=None,
                      threads_per_block: int = DEFAULT_THREADS_PER_BLOCK):
     """``x[::stride]`` made by ``copy_strided`` (one thread per element of the result)."""
-    x = as_vector("x", x)
+    x = as_array("x", x)
     stride = check_stride(stride)
     n_out = strided_length(x.shape[0], stride)
-    config = one_thread_per_element(n_out, threads_per_block)
-    d_out = _output(x, n_out, out, "x")
+    config = launch_config(n_out, threads_per_block)
+    d_out = output(out, (n_out,), x, "x")
     copy_strided[config.blocks, config.threads_per_block](to_device(x), d_out, stride)
-    return _result(d_out, is_device_array(x), out)
+    return finish(d_out, out, x)
 
 
 __all__ = [
@@ -198,12 +163,13 @@ __all__ = [
     "copy_coalesced",
     "copy_counts",
     "copy_strided",
-    "run_copy",
+    "launch_config",
+    "check_stride",
+    "run_copy_coalesced",
     "run_copy_strided",
     "run_saxpy",
     "saxpy",
     "saxpy_counts",
-    "saxpy_launch",
     "strided_length",
     "strided_read_index",
 ]

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from numba import cuda
 
-from gpulab.kernels._arrays import InputError, as_vector, is_device_array
+from gpulab.kernels.arrays import InputError, as_number, is_device_array, matching, whole_number
 from gpulab.kernels.dense import default_threads_1d
 from gpulab.kernels.registry import for_float_dtypes, kernel
 
@@ -76,66 +75,47 @@ def adam_update(param, grad, m, v, lr, beta1, beta2, eps, correction1, correctio
         param[i] -= lr * (m_i / correction1) / (math.sqrt(v_i / correction2) + eps)
 
 
-def _flat(name: str, array):
+def _flat(array):
     """A 1-D view of a contiguous array (a matrix W becomes W.reshape(-1), no copy)."""
-    if len(array.shape) != 1:
-        array = array.reshape(-1)
-    return as_vector(name, array)
+    return array.reshape(-1) if len(getattr(array, "shape", ())) > 1 else array
 
 
-def _state(named: dict):
-    """Check that the parameter and its gradient and state tensors agree; return them flat."""
-    flat = {name: _flat(name, value) for name, value in named.items()}
-    (first_name, first), *rest = flat.items()
-    for name, value in rest:
-        if value.shape != first.shape:
-            raise InputError(f"{name} has {value.shape[0]} elements but {first_name} has "
-                             f"{first.shape[0]}: an optimiser's state matches its parameter")
-        if value.dtype != first.dtype:
-            raise InputError(f"{first_name} is {first.dtype} but {name} is {value.dtype}")
-    devices = {is_device_array(v) for v in flat.values()}
-    if devices != {True}:
+def _state(**named):
+    """The parameter, its gradient and its state tensors, flat, checked to agree in size and
+    dtype (:func:`gpulab.kernels.arrays.matching`) and to be on the device."""
+    flat = dict(zip(named, matching(**{name: _flat(v) for name, v in named.items()}),
+                    strict=True))
+    if not all(is_device_array(v) for v in flat.values()):
         raise InputError("the optimiser kernels update in place: pass device arrays "
                          "(cuda.to_device(...)) for the parameter, gradient and state")
     return flat
 
 
-def _check_hyper(name: str, value, low: float, high: float, high_open: bool = False):
-    if not isinstance(value, (int, float, np.floating, np.integer)) or isinstance(value, bool):
-        raise InputError(f"{name} must be a number, not {value!r}")
-    too_high = value >= high if high_open else value > high
-    if not math.isfinite(value) or value < low or too_high:
-        bracket = ")" if high_open else "]"
-        raise InputError(f"{name}={value} is outside [{low}, {high}{bracket}")
-    return float(value)
-
-
-def run_sgd_momentum(param, grad, velocity, lr: float, momentum: float = 0.9,
-                     weight_decay: float = 0.0) -> None:
-    """One SGD-with-momentum step on device arrays, in place."""
-    flat = _state({"param": param, "grad": grad, "velocity": velocity})
+def run_sgd_momentum_update(param, grad, velocity, lr: float, momentum: float = 0.9,
+                            weight_decay: float = 0.0) -> None:
+    """One SGD-with-momentum step on device arrays, in place (``sgd_momentum_update``)."""
+    flat = _state(param=param, grad=grad, velocity=velocity)
     t = flat["param"].dtype.type
-    lr = _check_hyper("lr", lr, 0.0, math.inf)
-    momentum = _check_hyper("momentum", momentum, 0.0, 1.0, high_open=True)
-    weight_decay = _check_hyper("weight_decay", weight_decay, 0.0, math.inf)
+    lr = as_number("lr", lr, 0.0)
+    momentum = as_number("momentum", momentum, 0.0, 1.0, high_open=True)
+    weight_decay = as_number("weight_decay", weight_decay, 0.0)
     threads = default_threads_1d()
     n = flat["param"].shape[0]
     sgd_momentum_update[-(-n // threads), threads](
         flat["param"], flat["grad"], flat["velocity"], t(lr), t(momentum), t(weight_decay))
 
 
-def run_adam(param, grad, m, v, step: int, lr: float, beta1: float = 0.9, beta2: float = 0.999,
-             eps: float = 1e-8, weight_decay: float = 0.0) -> None:
-    """One Adam step on device arrays, in place; ``step`` counts from 1."""
-    flat = _state({"param": param, "grad": grad, "m": m, "v": v})
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
-        raise InputError(f"step must be a whole number >= 1 (Adam's t), not {step!r}")
+def run_adam_update(param, grad, m, v, step: int, lr: float, beta1: float = 0.9,
+                    beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0) -> None:
+    """One Adam step on device arrays, in place (``adam_update``); ``step`` counts from 1."""
+    flat = _state(param=param, grad=grad, m=m, v=v)
+    step = whole_number("step", step, 1, why=" (Adam's t counts from 1)")
     t = flat["param"].dtype.type
-    lr = _check_hyper("lr", lr, 0.0, math.inf)
-    beta1 = _check_hyper("beta1", beta1, 0.0, 1.0, high_open=True)
-    beta2 = _check_hyper("beta2", beta2, 0.0, 1.0, high_open=True)
-    eps = _check_hyper("eps", eps, 0.0, math.inf)
-    weight_decay = _check_hyper("weight_decay", weight_decay, 0.0, math.inf)
+    lr = as_number("lr", lr, 0.0)
+    beta1 = as_number("beta1", beta1, 0.0, 1.0, high_open=True)
+    beta2 = as_number("beta2", beta2, 0.0, 1.0, high_open=True)
+    eps = as_number("eps", eps, 0.0)
+    weight_decay = as_number("weight_decay", weight_decay, 0.0)
     threads = default_threads_1d()
     n = flat["param"].shape[0]
     adam_update[-(-n // threads), threads](
@@ -145,5 +125,5 @@ def run_adam(param, grad, m, v, step: int, lr: float, beta1: float = 0.9, beta2:
 
 __all__ = [
     "ADAM_FLOPS", "ADAM_VALUES_MOVED", "SGD_FLOPS", "SGD_VALUES_MOVED", "adam_update",
-    "run_adam", "run_sgd_momentum", "sgd_momentum_update",
+    "run_adam_update", "run_sgd_momentum_update", "sgd_momentum_update",
 ]

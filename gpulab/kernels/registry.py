@@ -4,6 +4,14 @@ Kernels are defined with :func:`kernel` instead of a bare ``@cuda.jit``. The dec
 compiles lazily (no driver needed at import) and records the plain Python function and its
 signatures here, so ``tests/test_ptx.py`` can check that *every* kernel compiles for real GPU
 architectures, and ``gpulab ptx NAME`` can show any kernel's PTX.
+
+Code that several kernels share is a device function defined with :func:`device_function`,
+which always inlines it. ``compile_ptx`` compiles a kernel that *calls* a device function by
+compiling the callee for the current device, which asks the CUDA driver for its compute
+capability and fails without a GPU (numba-cuda 0.30); an inlined one is part of the kernel's
+own code, so the ``ptx`` tier compiles it anywhere, and the PTX has no call in it.
+:attr:`KernelSpec.source` shows a kernel followed by the device functions it calls, so a
+learner reading ``gpulab.kernel_source(name)`` still sees all of it.
 """
 
 from __future__ import annotations
@@ -30,11 +38,24 @@ class KernelSpec:
         return (inspect.getdoc(self.python_function) or "").split("\n", 1)[0]
 
     @property
+    def helpers(self) -> tuple[str, ...]:
+        """The device functions (see :func:`device_function`) this kernel calls."""
+        names = self.python_function.__code__.co_names
+        return tuple(name for name in names if name in DEVICE_FUNCTIONS)
+
+    @property
     def source(self) -> str:
-        return inspect.getsource(self.python_function)
+        """The kernel's Python source, then that of each device function it calls."""
+        parts = [inspect.getsource(self.python_function)]
+        for name in self.helpers:
+            helper = DEVICE_FUNCTIONS[name]
+            parts.append(f"# {self.name} calls {name}, from {helper.__module__} (inlined):\n"
+                         f"{inspect.getsource(helper)}")
+        return "\n\n".join(parts)
 
 
 REGISTRY: dict[str, KernelSpec] = {}
+DEVICE_FUNCTIONS: dict[str, Callable] = {}
 
 
 def for_float_dtypes(template: str) -> tuple[str, ...]:
@@ -57,6 +78,16 @@ def kernel(*signatures: str, gpu_only: bool = False):
         return cuda.jit(function)
 
     return register
+
+
+def device_function(function: Callable):
+    """A device function shared by several kernels, always inlined into them (see the module
+    docstring for why); recorded so that :attr:`KernelSpec.source` can show it."""
+    name = function.__name__
+    if name in DEVICE_FUNCTIONS and DEVICE_FUNCTIONS[name].__module__ != function.__module__:
+        raise ValueError(f"two device functions are named {name!r}: rename one")
+    DEVICE_FUNCTIONS[name] = function
+    return cuda.jit(device=True, inline="always")(function)
 
 
 def kernel_spec(name: str) -> KernelSpec:

@@ -21,9 +21,16 @@ import math
 import numpy as np
 from numba import cuda
 
-from gpulab.kernels._arrays import InputError, is_device_array, to_device
-from gpulab.kernels.dense import _finish, _output, default_threads_1d, grid_2d
-from gpulab.kernels.matmul import as_matrix
+from gpulab.kernels.arrays import (
+    InputError,
+    as_array,
+    as_number,
+    finish,
+    is_device_array,
+    output,
+    to_device,
+)
+from gpulab.kernels.dense import default_threads_1d, grid_2d
 from gpulab.kernels.registry import for_float_dtypes, kernel
 
 
@@ -82,28 +89,28 @@ def check_labels(labels, n_classes: int, n_rows: int):
 
 
 def run_softmax_cross_entropy(logits, labels, probs=None, losses=None):
-    """(probs, per-sample losses) on the device. NumPy in, NumPy out; device in, device out."""
-    logits = as_matrix("logits", logits)
+    """(probs, per-sample losses) on the device with ``softmax_cross_entropy``. NumPy in, NumPy
+    out; device logits in, device arrays out; with ``probs`` / ``losses``, written into them."""
+    logits = as_array("logits", logits, 2)
     rows, classes = logits.shape
     labels = check_labels(labels, classes, rows)
-    d_probs = _output(probs, logits.shape, logits.dtype, "probs")
-    d_losses = _output(losses, (rows,), logits.dtype, "losses")
+    d_probs = output(probs, logits.shape, logits, "logits", "probs")
+    d_losses = output(losses, (rows,), logits, "logits", "losses")
     threads = default_threads_1d()
     softmax_cross_entropy[-(-rows // threads), threads](
         to_device(logits), to_device(labels), d_probs, d_losses)
-    on_device = is_device_array(logits)
-    return _finish(d_probs, probs, on_device), _finish(d_losses, losses, on_device)
+    return finish(d_probs, probs, logits), finish(d_losses, losses, logits)
 
 
 def run_softmax_cross_entropy_backward(probs, labels, scale: float, out=None):
-    """(probs - onehot(labels)) * scale on the device."""
-    probs = as_matrix("probs", probs)
+    """(probs - onehot(labels)) * scale on the device with ``softmax_cross_entropy_backward``."""
+    probs = as_array("probs", probs, 2)
     labels = check_labels(labels, probs.shape[1], probs.shape[0])
-    d_out = _output(out, probs.shape, probs.dtype)
+    d_out = output(out, probs.shape, probs, "probs")
     blocks, threads = grid_2d(*probs.shape)
     softmax_cross_entropy_backward[blocks, threads](
-        to_device(probs), to_device(labels), probs.dtype.type(scale), d_out)
-    return _finish(d_out, out, is_device_array(probs))
+        to_device(probs), to_device(labels), probs.dtype.type(as_number("scale", scale)), d_out)
+    return finish(d_out, out, probs)
 
 
 __all__ = [

@@ -18,15 +18,18 @@ Modules, one idea each
 - :mod:`~gpulab.nn.data` — scikit-learn's bundled digits, and spirals for pictures.
 - :mod:`~gpulab.nn.gradcheck` — analytic gradients against finite differences.
 - :mod:`~gpulab.nn.cost` — FLOPs, bytes, memory and roofline time of a training step.
-- :mod:`~gpulab.nn.benchmark` — samples/s of a training epoch, per backend.
-- :mod:`~gpulab.nn.plots` — training curves, batch-size sweeps, decision regions.
+- :mod:`~gpulab.nn.recipes` — the digits recipe the chapters and the bench train.
+
+This package is the library only. The chapters' experiments on it (fusion, gradients,
+training, batch size) and their figures live in :mod:`gpulab.experiments`; the training rows of
+``gpulab bench`` in :mod:`gpulab.bench.training`.
 
 Names load on first use (``from gpulab.nn import MLP``), so ``import gpulab.nn`` is cheap.
 """
 
 from __future__ import annotations
 
-import importlib
+from gpulab.lazy import lazy_exports
 
 _EXPORTS = {
     "Adam": "optimisers",
@@ -45,14 +48,5 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted([*globals(), *_EXPORTS])
-
-
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)

@@ -28,13 +28,13 @@ class NumpyBackend:
     name = "numpy"
 
     def describe(self) -> str:
-        from gpulab.bench import cpu_device
+        from gpulab.timing import cpu_device
 
         return f"NumPy (BLAS) on {cpu_device()}"
 
     def where(self) -> str:
         """Where a time measured with this backend was measured."""
-        from gpulab.bench import cpu_device
+        from gpulab.timing import cpu_device
 
         return cpu_device()
 
@@ -143,7 +143,7 @@ class KernelBackend:
     def asarray(self, array, dtype=None):
         from numba import cuda
 
-        from gpulab.kernels._arrays import is_device_array
+        from gpulab.kernels.arrays import is_device_array
 
         if is_device_array(array) and (dtype is None or np.dtype(array.dtype) == dtype):
             return array
@@ -172,9 +172,9 @@ class KernelBackend:
         return matmul(A, B, method=self.matmul_method, tile=self.tile)
 
     def transpose(self, A):
-        from gpulab.kernels.dense import run_transpose
+        from gpulab.kernels.dense import transpose
 
-        return run_transpose(A)
+        return transpose(A)
 
     def matmul_transposed_a(self, A, B):
         """A^T @ B: ``transpose_tiled`` copies A^T, then the matmul kernel."""
@@ -211,14 +211,14 @@ class KernelBackend:
 
     # optimiser updates, in place
     def sgd_momentum(self, param, grad, velocity, lr, momentum, weight_decay) -> None:
-        from gpulab.kernels.optim import run_sgd_momentum
+        from gpulab.kernels.optim import run_sgd_momentum_update
 
-        run_sgd_momentum(param, grad, velocity, lr, momentum, weight_decay)
+        run_sgd_momentum_update(param, grad, velocity, lr, momentum, weight_decay)
 
     def adam(self, param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay) -> None:
-        from gpulab.kernels.optim import run_adam
+        from gpulab.kernels.optim import run_adam_update
 
-        run_adam(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay)
+        run_adam_update(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay)
 
 
 def get_backend(backend="numpy"):

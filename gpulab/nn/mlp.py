@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpulab.kernels._arrays import InputError, is_device_array
+from gpulab.kernels.arrays import InputError, is_device_array
 from gpulab.nn.activations import check_activation
 from gpulab.nn.backends import get_backend
 from gpulab.nn.layers import Dense

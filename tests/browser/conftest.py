@@ -257,7 +257,7 @@ def screenshots(request) -> Screenshots:
 
 
 class CrossoverBoard:
-    """The CPU-vs-GPU dashboard (gpulab.widgets.crossover) as a person sees it in a page.
+    """The CPU-vs-GPU dashboard (gpulab.experiments.crossover) as a person sees it in a page.
 
     Found by the CSS classes the dashboard gives its parts (``gpulab-crossover-*``)."""
 

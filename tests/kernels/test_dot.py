@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from gpulab import reference
 from gpulab.kernels import dot as dot_module
-from gpulab.kernels._arrays import InputError
-from gpulab.kernels.dot import METHODS, dot, launch_config, racy_sum
+from gpulab.kernels.arrays import InputError
+from gpulab.kernels.dot import METHODS, dot, launch_config, run_sum_racy
 
 DTYPES = [np.float32, np.float64]
 
@@ -75,9 +75,9 @@ def test_tree_block_sizes(threads_per_block):
     assert_close_dot(dot(x, y, "shared_tree", threads_per_block=threads_per_block), x, y)
 
 
-def test_racy_sum_loses_additions():
+def test_run_sum_racy_loses_additions():
     n, threads_per_block = 1000, 128
-    got = float(racy_sum(np.ones(n, np.float32), threads_per_block=threads_per_block))
+    got = float(run_sum_racy(np.ones(n, np.float32), threads_per_block=threads_per_block))
     blocks = launch_config(n, "shared_tree", threads_per_block).blocks
     # Each block's writes overwrite each other: at most one element per block survives.
     assert got <= blocks < n
@@ -115,7 +115,7 @@ def test_bad_launch_parameters_are_named():
         dot(x, x, "magic")
     with pytest.raises(ValueError, match="only with grid_stride"):
         dot(x, x, "atomic", blocks=3)
-    with pytest.raises(InputError, match="blocks must be a positive int"):
+    with pytest.raises(InputError, match="blocks must be a whole number >= 1"):
         dot(x, x, "grid_stride", blocks=0)
 
 

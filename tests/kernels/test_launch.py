@@ -1,6 +1,6 @@
 import pytest
 
-from gpulab.kernels._arrays import InputError
+from gpulab.kernels.arrays import InputError
 from gpulab.kernels.launch import grid_stride, one_thread_per_element
 
 
@@ -22,7 +22,7 @@ def test_grid_stride_threads_loop():
 
 
 def test_bad_block_sizes():
-    with pytest.raises(InputError, match="int"):
+    with pytest.raises(InputError, match="whole number"):
         one_thread_per_element(10, 2.5)
     with pytest.raises(InputError, match="outside"):
         one_thread_per_element(10, 0)

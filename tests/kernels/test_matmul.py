@@ -9,7 +9,7 @@ import pytest
 
 from gpulab import device, reference
 from gpulab.kernels import matmul as mm
-from gpulab.kernels._arrays import InputError, is_device_array
+from gpulab.kernels.arrays import InputError, is_device_array
 
 SIM = device.tier() != "gpu"
 SHAPES = [(17, 23, 9), (1, 5, 3), (9, 1, 20), (33, 7, 1)] if SIM else \

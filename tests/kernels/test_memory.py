@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gpulab import reference
 from gpulab.kernels import memory
-from gpulab.kernels._arrays import InputError, is_device_array
+from gpulab.kernels.arrays import InputError, is_device_array
 
 DTYPES = [np.float32, np.float64]
 
@@ -31,7 +31,7 @@ def test_saxpy_matches_reference(n, dtype, seed, a):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_copies_are_exact(n, dtype):
     x = np.random.default_rng(n).standard_normal(n).astype(dtype)
-    np.testing.assert_array_equal(memory.run_copy(x), reference.copy(x))
+    np.testing.assert_array_equal(memory.run_copy_coalesced(x), reference.copy(x))
     for stride in (1, 2, 3, 8, 33):
         got = memory.run_copy_strided(x, stride)
         np.testing.assert_array_equal(got, reference.copy_strided(x, stride))
@@ -46,7 +46,7 @@ def test_threads_read_the_index_the_model_says(stride):
     out = memory.run_copy_strided(x, stride)
     expected = [memory.strided_read_index(i, stride) for i in range(out.shape[0])]
     np.testing.assert_array_equal(out, expected)
-    out = memory.run_copy(x)
+    out = memory.run_copy_coalesced(x)
     np.testing.assert_array_equal(out, [memory.coalesced_read_index(i) for i in range(n)])
 
 
@@ -77,12 +77,12 @@ BAD = [
     (lambda: memory.run_saxpy(2.0, np.ones(3, np.float32), np.ones(4, np.float32)), "same length"),
     (lambda: memory.run_saxpy(2.0, np.ones(3, np.float32), np.ones(3)), "one dtype"),
     (lambda: memory.run_saxpy(2.0, np.ones(3, np.int32), np.ones(3, np.int32)), "dtype int32"),
-    (lambda: memory.run_copy(np.ones((2, 2))), "1-D"),
-    (lambda: memory.run_copy(np.ones(6)[::2]), "not contiguous"),
+    (lambda: memory.run_copy_coalesced(np.ones((2, 2))), "1-D"),
+    (lambda: memory.run_copy_coalesced(np.ones(6)[::2]), "not contiguous"),
     (lambda: memory.run_copy_strided(np.ones(6), 0), "stride must be"),
     (lambda: memory.run_copy_strided(np.ones(6), 1.5), "stride must be"),
     (lambda: memory.run_copy_strided(np.ones(6), 2, out=np.empty(4)), "length 3"),
-    (lambda: memory.run_copy(np.ones(6), out=np.empty(6, np.float32)), "one dtype"),
+    (lambda: memory.run_copy_coalesced(np.ones(6), out=np.empty(6, np.float32)), "one dtype"),
 ]
 
 

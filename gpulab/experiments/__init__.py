@@ -1,0 +1,54 @@
+"""The chapters' experiments: one module per experiment, holding its logic (a plain class that
+tests drive without a browser), its figures and its ipywidgets dashboard.
+
+- :mod:`~gpulab.experiments.independence` — a chain of dependent additions vs independent ones
+  (chapter 00).
+- :mod:`~gpulab.experiments.crossover` — CPU vs GPU as n grows (chapter 01).
+- :mod:`~gpulab.experiments.bandwidth` — a memory-bound kernel with and without the host↔device
+  copies, and what a strided read costs (chapter 02).
+- :mod:`~gpulab.experiments.matmul` — matrix multiplication: what the tile size changes
+  (chapter 03).
+- :mod:`~gpulab.experiments.number_formats` — number formats: error, memory and speed per
+  format (chapter 04).
+- :mod:`~gpulab.experiments.fusion` — fused vs unfused bias + activation (chapter 05).
+- :mod:`~gpulab.experiments.gradients` — analytic vs numeric gradients (chapter 06).
+- :mod:`~gpulab.experiments.training` — a full training run with its curves (chapter 07).
+- :mod:`~gpulab.experiments.batch_size` — batch size: throughput vs memory vs convergence
+  (chapter 08).
+
+The dashboards share their Run logic (:class:`gpulab.experiments.dashboard.Dashboard`). The
+kernels the experiments launch, and how they are counted and checked, come from
+:mod:`gpulab.bench.cases` where ``gpulab bench`` measures the same kernels.
+
+Importing this package is cheap: the modules (and ipywidgets, numba) load when a name is first
+used, e.g. ``from gpulab.experiments import CrossoverDashboard``.
+"""
+
+from __future__ import annotations
+
+from gpulab.lazy import lazy_exports
+
+_EXPORTS = {
+    "IndependenceDashboard": "independence",
+    "IndependenceExperiment": "independence",
+    "CrossoverDashboard": "crossover",
+    "CrossoverExperiment": "crossover",
+    "BandwidthDashboard": "bandwidth",
+    "BandwidthExperiment": "bandwidth",
+    "MatmulDashboard": "matmul",
+    "MatmulExperiment": "matmul",
+    "PrecisionDashboard": "number_formats",
+    "DotErrorExperiment": "number_formats",
+    "FusionDashboard": "fusion",
+    "FusionExperiment": "fusion",
+    "GradientDashboard": "gradients",
+    "GradientExperiment": "gradients",
+    "TrainingDashboard": "training",
+    "TrainingExperiment": "training",
+    "BatchSizeDashboard": "batch_size",
+    "BatchSizeExperiment": "batch_size",
+}
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

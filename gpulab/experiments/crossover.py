@@ -1,0 +1,357 @@
+"""CPU vs GPU as n grows: chapter 01's closing experiment.
+
+A dot product of two n-element vectors on the CPU (NumPy, which calls BLAS) against one of
+gpulab's dot kernels, with and without copying x and y to the GPU first. Every series says
+where its numbers came from:
+
+- the CPU side is always **measured** on this machine (:func:`gpulab.bench.time_cpu`);
+- in the ``gpu`` tier the kernel is **measured** on the local GPU with CUDA events
+  (:func:`gpulab.bench.time_gpu`), and the chosen GPU model is added as an estimate;
+- in the ``sim`` tier simulator time is not GPU time, so the GPU side is **estimated** from a
+  roofline model of the chosen GPU (:func:`gpulab.hardware.estimate_time`): 2n FLOPs,
+  2n * itemsize bytes read, plus 2n * itemsize bytes over the host link for the copy.
+
+:class:`CrossoverExperiment` is the logic (no browser needed); :class:`CrossoverDashboard` is
+the ipywidgets view of it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from gpulab import device, hardware, plots, timing
+from gpulab.experiments.dashboard import Dashboard
+from gpulab.hardware import format_seconds as _fmt
+
+PRECISION_OF_DTYPE = {"float32": "fp32", "float64": "fp64"}
+
+
+def default_sizes(tier: str | None = None) -> list[int]:
+    """n = 10, 30, 100, ... up to 1e7 in the sim tier (the CPU side stays fast: NumPy's dot on
+    1e7 float32 takes ~10 ms) and up to 1e8 on a GPU (800 MB per float64 vector)."""
+    largest_exponent = 8 if (tier or device.tier()) == "gpu" else 7
+    sizes = []
+    for exponent in range(1, largest_exponent + 1):
+        sizes += [10**exponent, 3 * 10**exponent]
+    return sizes[:-1]  # ... 3e6, 1e7 (or ... 3e7, 1e8)
+
+
+def first_faster_n(baseline, candidate) -> int | None:
+    """The smallest n from which ``candidate`` takes less time than ``baseline`` at every
+    larger n too (where it crosses for good, so one noisy timing does not make a crossover).
+
+    Both are sequences of ``(n, seconds)``; only sizes present in both are compared.
+    """
+    baseline_s = dict(baseline)
+    common = sorted((n, s < baseline_s[n]) for n, s in candidate if n in baseline_s)
+    crossing = None
+    for n, faster in common:
+        crossing = (crossing or n) if faster else None
+    return None if crossing is None else int(crossing)
+
+
+def _cpu_label(series: dict) -> str:
+    for label in series:
+        if "CPU" in label or "NumPy" in label:
+            return label
+    return next(iter(series))
+
+
+def crossover_plot(points, ax=None, cpu_label: str | None = None):
+    """Time against n (log-log), one line per series, the legend entry being its label.
+
+    ``points`` is ``{label: [(n, seconds), ...]}`` or a result dict with a ``"series"`` entry
+    (as :meth:`gpulab.experiments.crossover.CrossoverExperiment.run` returns). The CPU series is
+    ``cpu_label`` or the first label naming the CPU or NumPy; where another series first beats
+    it for good, a star marks the crossover. Hollow markers: estimates; filled: measurements.
+    """
+    series = points["series"] if "series" in points else points
+    cpu_label = cpu_label or _cpu_label(series)
+    fig, ax = plots.new_figure(ax, (8.5, 6.0))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    crossings = []
+    for i, (label, pts) in enumerate(series.items()):
+        n, seconds = zip(*sorted(pts), strict=True)
+        style = "-" if label == cpu_label else "--" if "copy" in label else "-."
+        colour = colours[i % len(colours)]
+        hollow = "estimated" in label  # filled markers: measured; hollow: a model's estimate
+        ax.plot(n, seconds, style, marker="o", ms=4, color=colour, label=label,
+                mfc="white" if hollow else colour)
+        crossing = None if label == cpu_label else first_faster_n(series[cpu_label], pts)
+        if crossing is not None:
+            crossings.append((colour, crossing, dict(pts)[crossing]))
+    for k, (colour, crossing, at) in enumerate(crossings):  # stacked bottom right: no overlap
+        ax.plot([crossing], [at], "*", ms=14, color=colour, mec="black", label="_crossover")
+        ax.annotate(f"faster than the CPU from n = {crossing:,}", (crossing, at),
+                    xytext=(0.98, 0.04 + 0.07 * k), textcoords="axes fraction", ha="right",
+                    fontsize=8.5, color=colour,
+                    arrowprops={"arrowstyle": "->", "color": colour, "lw": 0.8, "shrinkB": 7})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("n (elements per vector)")
+    ax.set_ylabel("time per dot product (s)")
+    ax.set_title("CPU vs GPU as n grows: where does the GPU start to win?")
+    ax.grid(True, which="major", alpha=0.3)
+    wrapped = ["\n".join(textwrap.wrap(label, 110, break_on_hyphens=False)) for label in series]
+    handles = [h for h in ax.get_lines() if not h.get_label().startswith("_")]
+    ax.legend(handles, wrapped, loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8)
+    return fig
+
+
+
+class CrossoverExperiment:
+    """Time x · y on the CPU and on a GPU for each n in ``sizes``.
+
+    >>> result = CrossoverExperiment(sizes=[10, 10_000]).run()   # doctest: +SKIP
+    >>> list(result["series"])                                    # doctest: +SKIP
+    ['NumPy dot (BLAS) — measured on this CPU (...)', 'dot_grid_stride, data on GPU — ...', ...]
+    """
+
+    def __init__(self, sizes=None, gpu: str = "H100-SXM", dtype=np.float32,
+                 method: str = "grid_stride", include_transfer: bool = True,
+                 cpu_repeats: int = 5, seed: int = 0):
+        from gpulab.kernels import dot as dot_kernels
+
+        if method not in dot_kernels.METHODS:
+            raise ValueError(f"method must be one of {', '.join(dot_kernels.METHODS)}, "
+                             f"not {method!r}")
+        self.sizes = sorted({int(n) for n in (sizes or default_sizes())})
+        if not self.sizes or self.sizes[0] < 1:
+            raise ValueError(f"sizes must be positive whole numbers, not {sizes!r}")
+        self.gpu = hardware.get_gpu(gpu)
+        self.dtype = np.dtype(dtype)
+        if self.dtype.name not in PRECISION_OF_DTYPE:
+            raise ValueError(f"dtype must be float32 or float64, not {self.dtype.name}")
+        self.method = method
+        self.kernel_name = f"dot_{method}"
+        self.include_transfer = include_transfer
+        self.cpu_repeats = cpu_repeats
+        self.seed = seed
+        self.tier = device.tier()
+        self.last_result: dict | None = None
+
+    # -- the numbers --------------------------------------------------------------------------
+
+    def _counts(self, n: int) -> dict:
+        """2 FLOPs (multiply, add) and 2 values read per element."""
+        return {"flops": 2 * n, "bytes_moved": 2 * n * self.dtype.itemsize}
+
+    def _estimate(self, n: int, with_copy: bool):
+        copy_bytes = 2 * n * self.dtype.itemsize if with_copy else 0.0
+        return hardware.estimate_time(self.gpu, precision=PRECISION_OF_DTYPE[self.dtype.name],
+                                      transfer_bytes=copy_bytes, **self._counts(n))
+
+    def _measure_gpu(self, x, y, n: int, with_copy: bool):
+        from numba import cuda
+
+        from gpulab.kernels import dot as dot_kernels
+
+        kernel = getattr(dot_kernels, self.kernel_name)
+        config = dot_kernels.launch_config(n, self.method)
+        d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+        d_out = cuda.to_device(np.zeros(1, self.dtype))
+
+        def launch():
+            if with_copy:  # the host→device copy of x and y, into buffers already allocated
+                d_x.copy_to_device(x)
+                d_y.copy_to_device(y)
+            kernel[config.blocks, config.threads_per_block](d_x, d_y, d_out)
+
+        return timing.time_gpu(launch, name=self.kernel_name, n=n, **self._counts(n))
+
+    def run(self) -> dict:
+        """Measure and estimate every series; returns (and keeps in ``last_result``)
+        ``{"series": {label: [(n, seconds), ...]}, "cpu_label", "gpu_labels", "crossover",
+        "records", ...}``. Labels say where each series came from."""
+        rng = np.random.default_rng(self.seed)
+        records: dict[str, list] = {}
+
+        def add(what: str, record):
+            label = f"{what} — {record.label}"
+            records.setdefault(label, []).append(record)
+            return label
+
+        cpu_label = ""
+        for n in self.sizes:
+            x = rng.random(n, dtype=self.dtype)
+            y = rng.random(n, dtype=self.dtype)
+            cpu = timing.time_cpu(np.dot, x, y, repeats=self.cpu_repeats, name="NumPy dot",
+                                 n=n, **self._counts(n))
+            # The CPU side is its best of the repeats: on a shared machine (Binder, CI) other
+            # processes delay BLAS's worker threads, and the baseline must not be handicapped.
+            cpu_label = add(f"NumPy dot (BLAS), best of {self.cpu_repeats}", cpu)
+            if self.tier == "gpu":
+                add(f"{self.kernel_name}, data on GPU", self._measure_gpu(x, y, n, False))
+                if self.include_transfer:
+                    add(f"{self.kernel_name} incl. host→device copy of x, y",
+                        self._measure_gpu(x, y, n, True))
+            add(f"{self.kernel_name}, data on GPU", self._estimate(n, False))
+            if self.include_transfer:
+                add(f"{self.kernel_name} incl. host→device copy of x, y", self._estimate(n, True))
+        series = {label: list(zip(self.sizes, map(_seconds, recs), strict=True))
+                  for label, recs in records.items()}
+        gpu_labels = [label for label in series if label != cpu_label]
+        self.last_result = {
+            "series": series,
+            "cpu_label": cpu_label,
+            "gpu_labels": gpu_labels,
+            "crossover": {label: first_faster_n(series[cpu_label], series[label])
+                          for label in gpu_labels},
+            "records": records,
+            "tier": self.tier,
+            "gpu": self.gpu.key,
+            "dtype": self.dtype.name,
+            "method": self.method,
+            "kernel": self.kernel_name,
+            "include_transfer": self.include_transfer,
+            "sizes": list(self.sizes),
+            "kernel_check": self.check_kernel(),
+        }
+        return self.last_result
+
+    def check_kernel(self, n: int = 1000) -> dict:
+        """Run the kernel for real (on the GPU, or in the simulator) on n random values and
+        compare with NumPy: the estimate is about a kernel that does compute x · y."""
+        from gpulab.kernels import dot as dot_kernels
+        from gpulab.reference import dot_tolerance
+
+        rng = np.random.default_rng(self.seed + 1)
+        x, y = rng.random(n, dtype=self.dtype), rng.random(n, dtype=self.dtype)
+        got, expected = dot_kernels.dot(x, y, method=self.method), np.dot(x, y)
+        return {"kernel": self.kernel_name, "n": n, "result": float(got),
+                "numpy": float(expected), "launch": str(dot_kernels.launch_config(n, self.method)),
+                "ok": bool(abs(float(got) - float(expected)) <= dot_tolerance(x, y))}
+
+    def _result(self) -> dict:
+        return self.last_result if self.last_result is not None else self.run()
+
+    def crossover_n(self, series_label: str) -> int | None:
+        """The smallest n from which series ``series_label`` is faster than the CPU (and stays
+        faster at every larger n), or None if it never is."""
+        result = self._result()
+        series = result["series"]
+        if series_label not in series:
+            raise KeyError(f"no series {series_label!r}; the series are: {', '.join(series)}")
+        return first_faster_n(series[result["cpu_label"]], series[series_label])
+
+    # -- the words ----------------------------------------------------------------------------
+
+    def explain(self) -> str:
+        """Why the GPU loses at small n, where it wins, and what bounds it, in plain words."""
+        result = self._result()
+        records = result["records"]
+        estimated = {label: recs for label, recs in records.items()
+                     if isinstance(recs[0], hardware.RooflineEstimate)}
+        on_device = next(label for label in estimated if "copy" not in label)
+        small, large = estimated[on_device][0], estimated[on_device][-1]
+        itemsize, precision = self.dtype.itemsize, PRECISION_OF_DTYPE[self.dtype.name]
+        cpu = dict(result["series"][result["cpu_label"]])
+        n0, n1 = result["sizes"][0], result["sizes"][-1]
+        measured = [recs[0] for label, recs in records.items() if label not in estimated
+                    and label != result["cpu_label"] and "copy" not in label]
+        lines = [
+            f"At n = {n0:,} the CPU takes {_fmt(cpu[n0])}; the {self.gpu.name} would need about "
+            f"{_fmt(small.time_s)} by the roofline model"
+            + (f" ({measured[0].label}: {_fmt(measured[0].median_s)})" if measured else "")
+            + f", nearly all of it the fixed cost of launching a kernel "
+            f"(~{_fmt(hardware.LAUNCH_OVERHEAD_S)}): small problems lose on the GPU.",
+            f"A dot product does 2 FLOPs (multiply, add) per 2 × {itemsize} = {2 * itemsize} bytes "
+            f"read: {2 / (2 * itemsize):g} FLOP/byte, far below the "
+            f"{hardware.ridge_point(self.gpu, precision):.2g} FLOP/byte the {self.gpu.name} needs "
+            f"to keep its {precision} units busy, so it is memory-bound. At n = {n1:,} the model "
+            f"gives {_fmt(large.time_s)} ({large.bound}-bound: {2 * itemsize * n1 / 1e6:,.0f} MB "
+            f"at {self.gpu.memory_bandwidth_bytes_per_s / 1e12:g} TB/s).",
+        ]
+        for label in result["gpu_labels"]:
+            where = "With the copy" if "copy" in label else "With the data already on the GPU"
+            source = (f"{self.gpu.name}, estimated" if label in estimated
+                      else records[label][0].label)
+            crossing = result["crossover"][label]
+            lines.append(f"{where} ({source}): the GPU is faster than the CPU from n = "
+                         f"{crossing:,}." if crossing else
+                         f"{where} ({source}): the GPU never beats the CPU up to n = {n1:,}.")
+        copied = [recs for label, recs in estimated.items() if "copy" in label]
+        if copied:
+            copy_s = copied[0][-1].transfer_s
+            lines.append(
+                f"Copying x and y over {self.gpu.host_link} "
+                f"({self.gpu.host_link_bytes_per_s / 1e9:g} GB/s each way) takes {_fmt(copy_s)} "
+                f"at n = {n1:,}, {copy_s / large.kernel_s:.0f}× the kernel itself: the GPU pays "
+                "off when data stays on it for many operations, not for one dot product."
+            )
+        return "\n".join(lines)
+
+
+def _seconds(record) -> float:
+    """What a series plots: the model's time, the best CPU repeat, the median GPU repeat."""
+    if isinstance(record, hardware.RooflineEstimate):
+        return record.time_s
+    return record.min_s if record.origin == "cpu" else record.median_s
+
+
+class CrossoverDashboard(Dashboard):
+    """Controls for :class:`CrossoverExperiment`, a Run button, the plot and the explanation.
+
+    Drive it from Python: ``d.gpu_dropdown.value = "T4"; d.run_button.click(); d.last_result``.
+    """
+
+    WHERE_GPU = (
+        "GPU times are measured on this machine's {gpu}; the model chosen above is added as a "
+        "roofline estimate."
+    )
+    WHERE_SIM = (
+        "No GPU here (simulator tier): CPU times are measured, GPU times are roofline estimates "
+        "for the model chosen above."
+    )
+
+    experiment: CrossoverExperiment | None
+
+    def __init__(self):
+        import ipywidgets as widgets
+
+        self.tier = device.tier()
+        sizes = default_sizes(self.tier)
+        gpu_help = ("compare with" if self.tier == "gpu" else "GPU model")
+        self.gpu_dropdown = widgets.Dropdown(
+            options=[(spec.name, key) for key, spec in hardware.GPUS.items()], value="H100-SXM",
+            description=gpu_help, style={"description_width": "initial"})
+        self.dtype_toggle = widgets.ToggleButtons(options=["float32", "float64"],
+                                                  value="float32", description="dtype")
+        self.transfer_checkbox = widgets.Checkbox(value=True,
+                                                  description="include host→device copy")
+        self.size_slider = widgets.SelectionRangeSlider(
+            options=[(f"{n:,}", n) for n in sizes], index=(0, len(sizes) - 1),
+            description="n from, to", style={"description_width": "initial"},
+            layout=widgets.Layout(width="600px"))
+        self._add_parts()
+        self.widget = widgets.VBox([
+            widgets.HBox([self.gpu_dropdown, self.dtype_toggle]),
+            widgets.HBox([self.transfer_checkbox, self.run_button]),
+            self.size_slider, self.status, self.output, self.explanation,
+        ])
+        # CSS classes the browser tests (tests/browser/) find the dashboard's parts by.
+        for part, name in ((self.widget, "gpulab-crossover"),
+                           (self.gpu_dropdown, "gpulab-crossover-gpu"),
+                           (self.dtype_toggle, "gpulab-crossover-dtype"),
+                           (self.transfer_checkbox, "gpulab-crossover-transfer"),
+                           (self.run_button, "gpulab-crossover-run"),
+                           (self.status, "gpulab-crossover-status"),
+                           (self.output, "gpulab-crossover-plot"),
+                           (self.explanation, "gpulab-crossover-explanation")):
+            part.add_class(name)
+
+    def make_experiment(self) -> CrossoverExperiment:
+        low, high = self.size_slider.value
+        sizes = [n for n in default_sizes(self.tier) if low <= n <= high]
+        return CrossoverExperiment(sizes=sizes, gpu=self.gpu_dropdown.value,
+                                   dtype=self.dtype_toggle.value,
+                                   include_transfer=self.transfer_checkbox.value)
+
+    def make_figure(self, result: dict):
+        return crossover_plot(result)
+
+
+__all__ = ["CrossoverDashboard", "CrossoverExperiment", "default_sizes"]

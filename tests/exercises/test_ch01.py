@@ -1,0 +1,461 @@
+"""Chapter 01's checks (multiply, atomic dot product, block sum) against a right kernel and the
+typical wrong ones.
+
+The solutions live here and in the solution notebooks only: the package ships no solutions.
+Every wrong kernel must be caught with a status and hint words a learner can act on, in the
+simulator (where threads of a block run one after another, so races and missing barriers need
+care: see gpulab.exercises.ch01's docstring) and on a GPU.
+"""
+
+import gpulab  # noqa: F401  (must come before numba: it chooses the simulator or the GPU)
+
+# isort: split
+import pytest
+from numba import cuda
+
+from gpulab.exercises.ch01 import check_block_sum, check_dot_atomic, check_multiply
+
+THREADS = 64  # the block size of the block-sum kernels (one shared slot per thread)
+SMALL = 32  # a shared array too small for a block of THREADS threads
+
+# --- exercise 1: multiply --------------------------------------------------------------------
+
+
+@cuda.jit
+def multiply_solution(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit
+def multiply_stub(x, y, out):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+@cuda.jit
+def multiply_no_guard(x, y, out):
+    i = cuda.grid(1)
+    out[i] = x[i] * y[i]
+
+
+@cuda.jit
+def multiply_guard_le(x, y, out):
+    i = cuda.grid(1)
+    if i <= x.shape[0]:
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit
+def multiply_thread_index_only(x, y, out):
+    i = cuda.threadIdx.x
+    if i < x.shape[0]:
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit
+def multiply_writes_nothing(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        product = x[i] * y[i]  # noqa: F841  (computed, never stored)
+
+
+@cuda.jit
+def multiply_adds(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = x[i] + y[i]
+
+
+@cuda.jit
+def multiply_off_by_one(x, y, out):
+    i = cuda.grid(1)
+    if 0 < i < x.shape[0]:
+        out[i] = x[i - 1] * y[i - 1]
+
+
+@cuda.jit
+def multiply_skips_last_block(x, y, out):
+    i = cuda.grid(1)
+    if i < (x.shape[0] // cuda.blockDim.x) * cuda.blockDim.x:
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit
+def multiply_with_list(x, y, out):  # runs in the simulator, would not compile for a GPU
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        pair = [x[i], y[i]]
+        out[i] = pair[0] * pair[1]
+
+
+def multiply_not_jitted(x, y, out):
+    pass
+
+
+# --- exercise 2: dot product with atomics -----------------------------------------------------
+
+
+@cuda.jit
+def dot_solution(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.add(out, 0, x[i] * y[i])
+
+
+@cuda.jit
+def dot_stub(x, y, out):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+@cuda.jit
+def dot_racy(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[0] += x[i] * y[i]
+
+
+@cuda.jit
+def dot_racy_spelled_out(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[0] = out[0] + x[i] * y[i]
+
+
+@cuda.jit
+def dot_overwrites(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[0] = x[i] * y[i]
+
+
+@cuda.jit
+def dot_no_guard(x, y, out):
+    i = cuda.grid(1)
+    cuda.atomic.add(out, 0, x[i] * y[i])
+
+
+@cuda.jit
+def dot_thread_index_only(x, y, out):
+    i = cuda.threadIdx.x
+    if i < x.shape[0]:
+        cuda.atomic.add(out, 0, x[i] * y[i])
+
+
+@cuda.jit
+def dot_skips_last_block(x, y, out):
+    i = cuda.grid(1)
+    if i < (x.shape[0] // cuda.blockDim.x) * cuda.blockDim.x:
+        cuda.atomic.add(out, 0, x[i] * y[i])
+
+
+@cuda.jit
+def dot_adds_nothing(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.add(out, 0, 0.0 * x[i])
+
+
+# --- exercise 3: block sum in shared memory ----------------------------------------------------
+
+
+@cuda.jit
+def block_sum_solution(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        partial[t] = x[i]
+    else:
+        partial[t] = 0  # threads past the end add nothing
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_stub(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)  # noqa: F841
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+@cuda.jit
+def block_sum_no_barriers(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_barrier_after_fill_only(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_barrier_in_loop_only(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_racy_total(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        out[0] += partial[0]
+
+
+@cuda.jit
+def block_sum_overwrites_total(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        out[0] = partial[0]
+
+
+@cuda.jit
+def block_sum_no_guard(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i]
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_no_zero_past_end(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        partial[t] = x[i]  # threads past the end leave their slot as it was
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_small_shared(x, out):
+    partial = cuda.shared.array(SMALL, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+# --- every kernel gets the right verdict and hint ------------------------------------------
+
+SIM_ONLY = pytest.mark.skipif(
+    gpulab.tier() != "sim",
+    reason="relies on the simulator's behaviour (bounds-checked shared memory, leftover shared "
+    "values, threads run in order); a GPU may hide this mistake at this block size",
+)
+
+MULTIPLY_CASES = [
+    (multiply_solution, "passed", ["all", "elements are right"]),
+    (multiply_stub, "not attempted", ["notimplementederror", "out[i] = x[i] * y[i]"]),
+    (multiply_no_guard, "failed", ["past the end", "if i < x.shape[0]"]),
+    (multiply_guard_le, "failed", ["past the end", "`<` not `<=`"]),
+    (multiply_thread_index_only, "failed", ["only the first block", "cuda.grid(1)"]),
+    (multiply_writes_nothing, "failed", ["wrote nothing"]),
+    (multiply_adds, "failed", ["x[i] + y[i]", "multiply, don't add"]),
+    (multiply_off_by_one, "failed", ["one position off", "+ 1"]),
+    (multiply_skips_last_block, "failed", ["except the last, partial one", "i < x.shape[0]"]),
+    (multiply_with_list, "failed", ["would not compile", "list"]),
+    (multiply_not_jitted, "failed", ["plain python function", "@cuda.jit"]),
+]
+
+DOT_CASES = [
+    (dot_solution, "passed", ["as expected"]),
+    (dot_stub, "not attempted", ["notimplementederror", "cuda.atomic.add"]),
+    (dot_racy, "failed", ["data race", "without an atomic", "cuda.atomic.add(out, 0, value)"]),
+    (dot_racy_spelled_out, "failed", ["data race", "cuda.atomic.add"]),
+    (dot_overwrites, "failed", ["single product", "cuda.atomic.add"]),
+    (dot_no_guard, "failed", ["past the end", "if i < x.shape[0]"]),
+    (dot_thread_index_only, "failed", ["first block's products", "cuda.grid(1)"]),
+    (dot_skips_last_block, "failed", ["last, partial block", "i < x.shape[0]"]),
+    (dot_adds_nothing, "failed", ["nothing was added"]),
+]
+
+BLOCK_SUM_CASES = [
+    (block_sum_solution, "passed", ["as expected"]),
+    (block_sum_stub, "not attempted", ["notimplementederror", "cuda.syncthreads()"]),
+    pytest.param(block_sum_no_barriers, "failed",
+                 ["0 `cuda.syncthreads()` call", "after each halving step"], marks=SIM_ONLY),
+    pytest.param(block_sum_barrier_after_fill_only, "failed",
+                 ["too small", "after each halving step"], marks=SIM_ONLY),
+    pytest.param(block_sum_barrier_in_loop_only, "failed",
+                 ["1 `cuda.syncthreads()` call", "after filling shared memory"], marks=SIM_ONLY),
+    (block_sum_racy_total, "failed", ["data race", "cuda.atomic.add"]),
+    (block_sum_overwrites_total, "failed", ["cuda.atomic.add"]),
+    (block_sum_no_guard, "failed", ["past the end", "put 0 into shared memory"]),
+    pytest.param(block_sum_no_zero_past_end, "failed",
+                 ["only the last, partial block", "contribute 0"], marks=SIM_ONLY),
+    pytest.param(block_sum_small_shared, "failed",
+                 ["array of 32 elements", "threads must equal"], marks=SIM_ONLY),
+]
+
+
+def assert_verdict(result, status, words):
+    text = str(result).lower()
+    assert result.status == status, text
+    assert result.passed == (status == "passed") == bool(result)
+    for word in words:
+        assert word.lower() in text, f"{word!r} missing from:\n{text}"
+    if status == "failed" and "seed=" in text:
+        assert f"seed={result.seed}" in text
+
+
+@pytest.mark.parametrize(("kernel", "status", "words"), MULTIPLY_CASES,
+                         ids=lambda case: getattr(case, "__name__", None))
+@pytest.mark.parametrize("seed", [11, 2025])
+def test_check_multiply(kernel, status, words, seed):
+    assert_verdict(check_multiply(kernel, seed=seed, show=False), status, words)
+
+
+@pytest.mark.parametrize(("kernel", "status", "words"), DOT_CASES,
+                         ids=lambda case: getattr(case, "__name__", None))
+@pytest.mark.parametrize("seed", [11, 2025])
+def test_check_dot_atomic(kernel, status, words, seed):
+    assert_verdict(check_dot_atomic(kernel, seed=seed, show=False), status, words)
+
+
+@pytest.mark.parametrize(("kernel", "status", "words"), BLOCK_SUM_CASES,
+                         ids=lambda case: getattr(case, "__name__", None))
+def test_check_block_sum(kernel, status, words):
+    result = check_block_sum(kernel, threads_per_block=THREADS, seed=7, show=False)
+    assert_verdict(result, status, words)
+
+
+@SIM_ONLY
+@pytest.mark.parametrize("kernel", [block_sum_no_barriers, block_sum_barrier_after_fill_only,
+                                    block_sum_barrier_in_loop_only])
+def test_a_missing_barrier_is_caught_whatever_the_data(kernel):
+    # Measured over 40 seeds per kernel while writing the checks: always wrong by far more than
+    # the tolerance. Here a few more seeds, with the sizes drawn afresh each time.
+    for seed in (1, 99, 12345):
+        result = check_block_sum(kernel, seed=seed, show=False)
+        assert result.status == "failed" and "cuda.syncthreads()" in result.hint, str(result)
+
+
+# --- what every check does, seen through chapter 01 ----------------------------------------------
+
+
+def test_a_check_prints_its_result_and_returns_it(capsys):
+    result = check_multiply(multiply_solution)
+    printed = capsys.readouterr().out
+    assert printed.startswith("✅ PASSED — multiply:") and result.passed
+    failed = check_multiply(multiply_no_guard)
+    printed = capsys.readouterr().out
+    assert printed.startswith("❌ NOT YET RIGHT — multiply:") and "Hint:" in printed
+    assert f"seed={failed.seed}" in printed
+    check_dot_atomic(dot_stub)
+    assert capsys.readouterr().out.startswith("✏️ NOT ATTEMPTED YET — dot_atomic:")
+
+
+def test_a_failure_repeats_with_its_seed():
+    first = check_multiply(multiply_skips_last_block, show=False)
+    again = check_multiply(multiply_skips_last_block, seed=first.seed, show=False)
+    assert first.message == again.message
+    seeds = {check_multiply(multiply_stub, show=False).seed for _ in range(5)}
+    assert len(seeds) > 1, "each call should draw a fresh seed"
+
+
+@pytest.mark.parametrize(
+    ("thing", "words"),
+    [
+        (None, "no kernel to check"),
+        (42, "pass the kernel itself"),
+        (multiply_not_jitted, "@cuda.jit"),
+        (cuda.jit(device=True)(lambda a: a), "device function"),
+        (dot_solution, "takes 3 argument"),
+    ],
+)
+def test_checks_never_raise_on_a_wrong_argument(thing, words):
+    result = check_block_sum(thing, show=False)
+    assert not result.passed and words in str(result)
+
+
+def test_the_package_ships_no_solution_kernels():
+    from gpulab.exercises import ch01
+
+    kernels = [name for name, value in vars(ch01).items() if hasattr(value, "py_func")]
+    assert kernels == []

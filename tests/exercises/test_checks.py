@@ -1,0 +1,279 @@
+"""The machinery every exercise check shares (gpulab.exercises.checks): results, the learner's
+code, random sizes, padded buffers, launches and the advice an error becomes; and the rule that
+chapter modules take what they share from checks, never from each other."""
+
+import ast
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from gpulab import device
+from gpulab.exercises import checks
+
+SIM_ONLY = pytest.mark.skipif(device.tier() != "sim", reason="the simulator's behaviour")
+EXERCISES = Path(checks.__file__).parent
+
+
+# Small kernels of its own (not chapter 01's), so that these tests need no chapter module.
+
+
+@cuda.jit
+def multiply(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit
+def multiply_stub(x, y, out):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+@cuda.jit
+def multiply_with_list(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        pair = [x[i], y[i]]
+        out[i] = pair[0] * pair[1]
+
+
+@cuda.jit
+def copy_unguarded(x, out):
+    i = cuda.grid(1)
+    out[i] = x[i]
+
+
+@cuda.jit
+def copy_2d_unguarded(x, out):
+    c, r = cuda.grid(2)
+    out[r, c] = x[r, c]
+
+
+# --- results ---------------------------------------------------------------------------------
+
+
+def test_sizes_are_never_a_multiple_of_the_block_size():
+    rng = np.random.default_rng(0)
+    for threads in (32, 64, 128):
+        sizes = [checks.draw_size(rng, threads) for _ in range(300)]
+        assert all(n % threads for n in sizes)
+        assert min(sizes) > 2 * threads
+
+
+def test_a_bug_in_the_check_itself_is_reported_not_raised():
+    def broken(seed):
+        raise RuntimeError("boom")
+
+    result = checks.run_check("demo", broken, seed=1, show=False)
+    assert result.status == "failed" and "bug in gpulab" in result.message
+    assert isinstance(result.exception, RuntimeError)
+
+
+def test_check_result_markers_and_truth():
+    passed = checks.CheckResult("demo", True, "all right", "passed")
+    assert str(passed) == "✅ PASSED — demo: all right" and bool(passed)
+    todo = checks.CheckResult("demo", False, "write it", "not attempted", hint="start here")
+    assert str(todo).startswith("✏️ NOT ATTEMPTED YET — demo: write it") and not todo
+    wrong = checks.CheckResult("demo", False, "out[3] wrong", "failed", hint="check i")
+    assert str(wrong) == "❌ NOT YET RIGHT — demo: out[3] wrong\n   Hint: check i"
+    with pytest.raises(ValueError):
+        checks.CheckResult("demo", True, "x", "failed")
+    with pytest.raises(ValueError):
+        checks.CheckResult("demo", False, "x", "maybe")
+
+
+def test_a_numba_typing_error_is_explained_in_plain_words():
+    from numba.core.errors import TypingError
+
+    error = TypingError(
+        "Failed in cuda mode pipeline (step: nopython frontend)\n"
+        "No implementation of function Function(<built-in function empty>) found for signature:"
+    )
+    trial = checks.Trial.draw("check_demo", 1, 64, np.float32)
+    status, message, hint = checks.explain_exception(checks.KernelError(error, trial), trial)
+    assert status == "failed"
+    assert "No implementation of function" in message and "Failed in" not in message
+    assert "lists" in hint and "f-strings" in hint
+
+
+def test_simulator_only_code_is_named():
+    @cuda.jit
+    def uses_numpy_and_fstrings(x, y, out):
+        i = cuda.grid(1)
+        scratch = np.zeros(4)
+        print(f"thread {i}")
+        out[i] = scratch[0]
+
+    source = checks.kernel_source(uses_numpy_and_fstrings, 3)
+    found = " ".join(checks.simulator_only_code(source))
+    assert "np.zeros" in found and "f-string" in found
+    assert checks.simulator_only_code(checks.kernel_source(multiply, 3)) == []
+
+
+
+
+# --- the learner's code ----------------------------------------------------------------------
+
+
+def test_start_kernel_returns_the_source_of_a_right_kernel():
+    source = checks.start_kernel(multiply, 3, "stub hint")
+    assert source.parameters == ["x", "y", "out"] and "x[i] * y[i]" in source.source
+
+
+def test_start_kernel_says_not_attempted_for_the_stub():
+    with pytest.raises(checks.NotAttemptedError) as stop:
+        checks.start_kernel(multiply_stub, 3, "write out[i] = x[i] * y[i]")
+    assert "NotImplementedError" in stop.value.message
+    assert stop.value.hint == "write out[i] = x[i] * y[i]"
+
+
+@SIM_ONLY
+def test_start_kernel_rejects_code_only_the_simulator_runs():
+    with pytest.raises(checks.CheckFailedError) as failure:
+        checks.start_kernel(multiply_with_list, 3, "")
+    assert "would not compile" in failure.value.message and "list" in failure.value.message
+    assert failure.value.hint == checks.SIMULATOR_ONLY_HINT
+
+
+def test_start_kernel_unwraps_a_launch_configuration():
+    assert checks.start_kernel(multiply[2, 32], 3, "").parameters == ["x", "y", "out"]
+
+
+def test_call_learner_turns_every_outcome_into_a_verdict():
+    def stub(x):
+        raise NotImplementedError()
+
+    def crashes(x):
+        return x / missing  # noqa: F821
+
+    assert checks.call_learner(lambda x: x + 1, 1) == 2
+    for function, error, words in [
+        (None, checks.NotAttemptedError, "no function"),
+        (stub, checks.NotAttemptedError, "NotImplementedError"),
+        (42, checks.CheckFailedError, "not int"),
+        (crashes, checks.CheckFailedError, "square(2) stopped with NameError"),
+    ]:
+        with pytest.raises(error) as caught:
+            checks.call_learner(function, 2, stub_hint="the hint", call="square(2)")
+        assert words in caught.value.message
+        assert caught.value.hint
+
+
+# --- random sizes and launches -----------------------------------------------------------------
+
+
+def test_draw_size_spans_the_full_blocks_asked_for():
+    rng = np.random.default_rng(1)
+    for block in (8, 16):
+        sizes = [checks.draw_size(rng, block, (9, 40), full_blocks=1) for _ in range(200)]
+        assert all(n % block and n > block for n in sizes)
+
+
+def test_launches_are_described_in_one_way():
+    assert checks.describe_launch(3, 64) == "3 blocks of 64 threads"
+    assert checks.describe_launch((4, 2), (8, 8)) == "4 x 2 blocks of 8 x 8 threads"
+    trial = checks.Trial.draw("check_demo", 5, 64, np.float32)
+    assert f"{trial.blocks} blocks of 64 threads" in str(trial)
+    assert str(trial).endswith("repeat it with check_demo(kernel, seed=5)")
+    grid = checks.Trial2D.draw("check_demo", 5)
+    assert grid.launched in str(grid) and grid.threads == grid.block
+
+
+@pytest.mark.parametrize("shape", [(37,), (5, 7)])
+def test_read_back_returns_the_output_and_reports_writes_into_the_padding(shape):
+    values = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    d_all, d_view = checks.padded(values, 3, np.nan)
+    assert d_view.shape == shape and d_all.shape == tuple(s + 3 for s in shape)
+    np.testing.assert_array_equal(checks.read_back(d_all, shape, "here"), values)
+    spoiled = d_all.copy_to_host()
+    spoiled[(shape[0],) + (0,) * (len(shape) - 1)] = 1.0  # one element past the end
+    with pytest.raises(checks.CheckFailedError) as failure:
+        checks.read_back(cuda.to_device(spoiled), shape, "here", hint="guard it")
+    assert f"out[{shape[0]}" in failure.value.message and "outside the" in failure.value.message
+    assert failure.value.hint == "guard it"
+
+
+def test_read_back_compares_with_a_finite_fill():
+    d_all, _ = checks.padded(np.zeros(10, np.float32), 4, 0)
+    spoiled = d_all.copy_to_host()
+    spoiled[12] = 2.0
+    with pytest.raises(checks.CheckFailedError, match=r"param\[12\]"):
+        checks.read_back(cuda.to_device(spoiled), (10,), "here", fill=0, what="param")
+
+
+def kernel_error(kernel, trial, *args) -> tuple[str, str, str]:
+    with pytest.raises(checks.KernelError) as caught:
+        checks.launch(kernel, trial, *args, index_hint="the guard")
+    return checks.explain_exception(caught.value, trial, caught.value.index_hint)
+
+
+@SIM_ONLY
+def test_an_index_error_names_the_thread_of_a_1d_launch():
+    trial = checks.Trial.draw("check_demo", 3, 32, np.float32)
+    x = np.zeros(trial.n, np.float32)
+    status, message, hint = kernel_error(copy_unguarded, trial, x, np.zeros_like(x))
+    assert status == checks.FAILED and hint == "the guard"
+    # the first thread past the end to fail (threads of a block run concurrently) is named
+    found = re.search(r"thread (\d+) of block (\d+) \(global index (\d+)\) used index (\d+) "
+                      rf"on an array of {trial.n} elements", message)
+    thread, block, index, used = map(int, found.groups())
+    assert index == used == block * 32 + thread >= trial.n
+    assert "shared or local" not in message  # the array is one of the inputs
+
+
+@SIM_ONLY
+def test_an_index_error_names_both_coordinates_of_a_2d_launch():
+    trial = checks.Trial2D.draw("check_demo", 4)
+    x = np.zeros(trial.extents, np.float32)
+    status, message, _ = kernel_error(copy_2d_unguarded, trial, x, np.zeros_like(x))
+    assert status == checks.FAILED
+    assert "thread (x=" in message and "of block (x=" in message and str(trial) in message
+
+
+def test_a_stub_that_raises_at_launch_is_not_attempted():
+    trial = checks.Trial.draw("check_demo", 3, 32, np.float32)
+    x = np.zeros(trial.n, np.float32)
+    status, message, _ = kernel_error(multiply_stub, trial, x, x, np.zeros_like(x))
+    assert status == checks.NOT_ATTEMPTED and "NotImplementedError" in message
+
+
+# --- one home for each idea ----------------------------------------------------------------------
+
+
+def imports_of(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, imported names) for every ``import`` / ``from ... import`` in a file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.append((node.module, [alias.name for alias in node.names]))
+        elif isinstance(node, ast.Import):
+            found.extend((alias.name, []) for alias in node.names)
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(EXERCISES.glob("ch0*.py")), ids=lambda p: p.name)
+def test_chapter_modules_share_only_through_checks(path):
+    for module, names in imports_of(path):
+        if module.startswith("gpulab.exercises"):
+            assert module == "gpulab.exercises.checks", f"{path.name} imports {module}"
+        if module.startswith("gpulab"):
+            private = [name for name in names if name.startswith("_")]
+            assert not private, f"{path.name} imports private names {private} from {module}"
+
+
+def test_run_elementwise_pads_the_arrays_and_passes_scalars_through():
+    @cuda.jit
+    def scale_and_multiply(a, x, y, out):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            out[i] = a * x[i] * y[i]
+
+    trial = checks.Trial.draw("check_demo", 6, 32, np.float32)
+    x, y = trial.uniform(-1, 1), trial.uniform(-1, 1)
+    out = checks.run_elementwise(scale_and_multiply, trial, np.float32(3), x, y)
+    assert out.shape == (trial.n,)
+    np.testing.assert_allclose(out, 3 * x * y, rtol=1e-6)

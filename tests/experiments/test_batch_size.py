@@ -1,0 +1,79 @@
+"""Chapter 08's batch-size experiment: throughput, memory and convergence per batch size."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from gpulab import device  # noqa: E402
+from gpulab.experiments.batch_size import (  # noqa: E402
+    BatchSizeDashboard,
+    BatchSizeExperiment,
+    largest_batch_within,
+)
+from gpulab.nn import cost  # noqa: E402
+from gpulab.nn.recipes import DIGITS  # noqa: E402
+
+SIM = device.tier() != "gpu"
+
+
+@pytest.fixture(scope="module")
+def batch_run():
+    experiment = BatchSizeExperiment(batch_sizes=[8, 64, 512], epochs=3)
+    return experiment, experiment.run()
+
+
+def test_batch_size_series_are_labelled(batch_run):
+    _, result = batch_run
+    for label, values in result["samples_per_s"].items():
+        assert "measured on" in label or "estimated from a roofline model" in label, label
+        assert len(values) == 3 and all(v > 0 for v in values)
+    assert result["updates_per_epoch"] == [180, 23, 3]
+
+
+def test_batch_size_tradeoffs(batch_run):
+    experiment, result = batch_run
+    estimated = result["samples_per_s"][result["estimate_label"]]
+    assert estimated[0] < estimated[1] < estimated[2]  # launch-bound: bigger batches, more/s
+    activations = [m["activations"] for m in result["memory"]]
+    assert activations[2] == 64 * activations[0]  # linear in the batch
+    assert len({m["weights"] for m in result["memory"]}) == 1  # weights do not depend on it
+    # same epochs, same learning rate: the largest batch (3 updates per epoch) is behind
+    assert result["final_test_loss"][2] > result["final_test_loss"][0]
+    assert experiment.best_batch() in (8, 64)
+    words = experiment.explain()
+    assert "launch-bound" in words and "updates per epoch" in words
+
+
+def test_batch_size_dashboard():
+    dashboard = BatchSizeDashboard()
+    dashboard.batch_select.value = (16, 256)
+    dashboard.epochs_slider.value = 2
+    dashboard.gpu_dropdown.value = "A100-SXM"
+    dashboard.run_button.click()
+    assert dashboard.last_error is None
+    assert dashboard.last_result["batch_sizes"] == [16, 256]
+    assert "A100" in dashboard.last_result["estimate_label"]
+    assert "Convergence" in dashboard.explanation.value
+
+
+def test_largest_batch_within_a_budget():
+    widths = DIGITS["widths"]
+    budget = cost.training_memory(widths, 128).total
+    assert largest_batch_within(budget) == 128
+    assert largest_batch_within(budget - 1) == 64
+    assert largest_batch_within(1) is None
+    assert largest_batch_within(np.inf) == 1024
+
+
+def test_gpu_branch_with_the_stand_in_gpu(stand_in_gpu, monkeypatch):
+    """The kernel backend's throughput on the stand-in GPU: a few samples, one batch size."""
+    from gpulab.experiments import batch_size
+    from gpulab.nn.data import load_digits
+
+    small = load_digits(seed=0).subset(32, 8)
+    monkeypatch.setattr(batch_size, "load_digits", lambda seed=0: small)
+    result = BatchSizeExperiment(batch_sizes=[16], epochs=1).run()
+    measured = [label for label in result["samples_per_s"] if "wall clock" in label]
+    assert measured and all(v > 0 for v in result["samples_per_s"][measured[0]])

@@ -1,0 +1,80 @@
+"""Chapter 05's fusion experiment: fused vs unfused traffic and times, every time labelled;
+the fusion and batch-size figures label their origins."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from gpulab import device  # noqa: E402
+from gpulab.experiments.batch_size import batch_size_plot  # noqa: E402
+from gpulab.experiments.fusion import FusionDashboard, FusionExperiment, fusion_plot  # noqa: E402
+from gpulab.nn import MLP, Trainer, spirals  # noqa: E402
+
+SIM = device.tier() != "gpu"
+
+
+def texts(fig) -> str:
+    """Every text of a figure: titles, labels, annotations and legends."""
+    found = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend:
+            found += [t.get_text() for t in legend.get_texts()]
+    return " ".join(found)
+
+
+def test_fusion_halves_the_traffic_and_labels_every_time():
+    experiment = FusionExperiment(batch_size=512, width=256)
+    result = experiment.run()
+    assert result["bytes"]["unfused"] == 4 * (4 * 512 * 256 + 256)
+    assert result["bytes"]["fused"] == 4 * (2 * 512 * 256 + 256)
+    assert result["check"]["ok"]
+    for row in result["rows"]:
+        assert row["label"].startswith(("measured on", "estimated from a roofline model"))
+    assert {row["what"] for row in result["rows"]} == {"GPU", "CPU"}
+    assert experiment.speedup("GPU") == pytest.approx(2.0, rel=0.01)  # the model: 2x traffic
+    assert "counted" in experiment.explain()
+
+
+def test_fusion_dashboard_runs_the_chosen_settings():
+    dashboard = FusionDashboard()
+    dashboard.batch_dropdown.value = 256
+    dashboard.width_dropdown.value = 128
+    dashboard.activation_dropdown.value = "gelu"
+    dashboard.gpu_dropdown.value = "T4"
+    dashboard.run_button.click()
+    assert dashboard.last_error is None
+    result = dashboard.last_result
+    assert result["shape"] == (256, 128) and result["activation"] == "gelu"
+    assert "T4" in result["gpu"] and "T4" in dashboard.explanation.value
+    assert all(row["what"] == "GPU" for row in result["rows"])  # the CPU is timed for relu only
+
+
+def test_fusion_and_batch_size_plots_label_their_origins():
+    result = {"bytes": {"unfused": 4000, "fused": 2000}, "shape": (10, 100), "dtype": "float32",
+              "activation": "relu", "rows": [
+                  {"what": "GPU", "variant": v, "seconds": s, "label": "estimated from a "
+                   "roofline model of the NVIDIA T4 16GB"} for v, s in (("unfused", 2e-6),
+                                                                       ("fused", 1e-6))]}
+    fig = fusion_plot(result)
+    assert "estimated from a" in texts(fig) and "counted" in texts(fig)
+    plt.close(fig)
+    data = spirals(n_per_class=10, seed=1)
+    history = Trainer(MLP([2, 4, 3]), epochs=2, progress=False).fit(data)
+    batch = {"batch_sizes": [8, 64], "samples_per_s": {"x — measured on this CPU": [1.0, 2.0]},
+             "memory": [{"weights": 1, "gradients": 1, "optimiser state": 2, "activations": a}
+                        for a in (8, 64)], "histories": [history, history], "model": "MLP"}
+    fig = batch_size_plot(batch)
+    assert "measured on this CPU" in texts(fig) and "batch 64" in texts(fig)
+    plt.close(fig)
+
+
+def test_gpu_branch_with_the_stand_in_gpu(stand_in_gpu):
+    result = FusionExperiment(batch_size=16, width=32).run()
+    gpu_rows = [row for row in result["rows"] if row["what"] == "GPU"]
+    measured = [row for row in gpu_rows if row["label"].startswith("measured on")]
+    assert {row["variant"] for row in measured} == {"unfused", "fused"}
+    assert all(stand_in_gpu in row["label"] for row in measured)
+    assert result["check"]["ok"]

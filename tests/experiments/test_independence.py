@@ -1,0 +1,88 @@
+"""Chapter 00's independence experiment: dependent chain vs independent tree, in a real kernel."""
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from gpulab import device  # noqa: E402
+from gpulab.experiments import independence  # noqa: E402
+from gpulab.experiments.independence import (  # noqa: E402
+    IndependenceDashboard,
+    IndependenceExperiment,
+    dependency_plot,
+    dependency_steps,
+)
+
+SIM = device.tier() != "gpu"
+
+
+def texts(fig) -> str:
+    """Every text of a figure: titles, labels, annotations and legends."""
+    found = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend:
+            found += [t.get_text() for t in legend.get_texts()]
+    return " ".join(found)
+
+
+@pytest.mark.parametrize("n", [1, 2, 12, 13, 100])
+def test_independence_sums_match_numpy_and_count_steps(n):
+    result = IndependenceExperiment(n).run()
+    assert result["chain"]["sum"] == result["tree"]["sum"] == result["numpy_sum"]
+    assert result["numpy_sum"] == float(np.sum(result["values"], dtype=np.float64))
+    assert result["matches_numpy"]
+    assert result["chain"]["steps"] == n - 1
+    assert result["tree"]["steps"] == (math.ceil(math.log2(n)) if n > 1 else 0)
+    chain, tree = result["chain"]["launch"], result["tree"]["launch"]
+    assert (chain.blocks, chain.threads_per_block, chain.grid_stride) == (1, 1, True)
+    assert tree.blocks == 1 and tree.threads_per_block >= n
+    assert tree.threads_per_block & (tree.threads_per_block - 1) == 0  # a power of two
+    assert result["chain"]["kernel"] == "dot_grid_stride"
+    assert result["tree"]["kernel"] == "dot_shared_tree"
+    if SIM:
+        assert result["chain"]["gpu_time"] is None and "Not timed" in result["timing_note"]
+
+
+def test_independence_rejects_sizes_beyond_one_block():
+    with pytest.raises(ValueError, match="1024"):
+        IndependenceExperiment(1025)
+    with pytest.raises(ValueError):
+        IndependenceExperiment(0)
+
+
+def test_independence_dashboard():
+    board = IndependenceDashboard()
+    assert board.n_slider.value == 12
+    assert board.n_slider.max == independence.max_n()
+    board.n_slider.value = 20
+    board.run_button.click()
+    assert board.last_error is None, board.last_error
+    result = board.last_result
+    assert result["n"] == 20 and result["matches_numpy"]
+    assert result["chain"]["steps"] == 19 and result["tree"]["steps"] == 5
+    assert "dot_grid_stride[1, 1]" in board.summary.value
+    assert "dot_shared_tree[1, 32]" in board.summary.value
+    texts = [t.get_text() for t in board.figure.axes[0].texts]
+    assert any("n = 20: 19 steps" in t for t in texts)
+
+
+def test_dependency_plot_counts_steps_from_the_reference():
+    fig = dependency_plot(n_max=40, n_marked=12)
+    chain, tree = fig.axes[0].get_lines()[:2]
+    assert list(chain.get_ydata()) == [n - 1 for n in range(1, 41)]
+    assert list(tree.get_ydata()) == [math.ceil(math.log2(n)) for n in range(1, 41)]
+    assert "n = 12: 11 steps" in texts(fig)
+    assert dependency_steps(12) == (11, 4)
+    assert dependency_steps(1) == (0, 0)
+
+
+def test_gpu_branch_with_the_stand_in_gpu(stand_in_gpu):
+    result = IndependenceExperiment(12).run()
+    assert result["matches_numpy"]
+    assert result["chain"]["gpu_time"].median_s >= 0
+    assert result["chain"]["gpu_time"].origin == "gpu"

@@ -1,0 +1,217 @@
+"""Chapter 04's experiment and dashboard, driven from Python: the error trend per accumulator,
+memory and speed per format, and the labels that say where every number came from."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from gpulab import device, formats, hardware, timing  # noqa: E402
+from gpulab.experiments import number_formats as widget  # noqa: E402
+from gpulab.experiments.number_formats import (  # noqa: E402
+    DotErrorExperiment,
+    PrecisionDashboard,
+    error_plot,
+    fp_gap,
+    memory_rows,
+    speed_rows,
+)
+
+SIM = device.tier() != "gpu"
+TREND_SIZES = [300, 3_000, 30_000]
+
+
+@pytest.fixture(scope="module")
+def trend():
+    experiment = DotErrorExperiment([("fp16", "fp16"), ("fp16", "fp32"), ("bf16", "bf16"),
+                                     ("bf16", "fp32")], sizes=TREND_SIZES)
+    return experiment, experiment.run()
+
+
+def test_error_grows_with_n_for_narrow_accumulators_and_not_for_fp32(trend):
+    _, result = trend
+    for narrow in ("fp16", "bf16"):
+        errors = result["errors"][(narrow, narrow)]
+        assert errors[-1] > 5 * errors[0], errors  # swamping: worse as the sums grow
+        wide = result["errors"][(narrow, "fp32")]
+        assert wide[-1] < errors[-1] / 100, (wide, errors)  # fp32 sums: much less
+        assert wide[-1] <= 2 * wide[0]  # and no growth with n
+    assert result["errors"][("bf16", "bf16")][-1] > result["errors"][("fp16", "fp16")][-1]
+
+
+def test_every_series_says_how_it_was_computed(trend):
+    _, result = trend
+    assert list(result["sizes"]) == TREND_SIZES
+    for label, points in result["series"].items():
+        assert ("run by" in label) or ("emulated with ml_dtypes on this CPU" in label), label
+        assert [n for n, _ in points] == TREND_SIZES
+    fp16_label = result["labels"][("fp16", "fp16")]
+    assert "dot_fp16_acc16" in fp16_label
+    assert ("simulator" in fp16_label) == SIM
+    if SIM:
+        assert "emulated" in result["labels"][("bf16", "fp32")]
+    assert "1 block x 32 threads" in result["launch"]
+
+
+def test_storage_errors_are_the_floor_of_fp32_accumulation(trend):
+    _, result = trend
+    for storage in ("fp16", "bf16"):
+        floor = result["storage_errors"][storage]
+        total = result["errors"][(storage, "fp32")]
+        for exact_sums, measured in zip(floor, total, strict=True):
+            assert measured == pytest.approx(exact_sums, rel=0.5, abs=1e-7)
+
+
+def test_explain_works_the_numbers_out(trend):
+    experiment, _ = trend
+    text = experiment.explain()
+    assert "938 products" in text and "32 threads" in text
+    assert "swamping" in text  # bf16 near 234: gap 1, half of it beats a 0.25 product
+    assert "fp16 numbers are 0.125 apart" in text
+
+
+def test_the_same_seed_gives_the_same_data():
+    a, b = DotErrorExperiment(sizes=[10]), DotErrorExperiment(sizes=[10])
+    assert np.array_equal(a.data(10)[0], b.data(10)[0])
+    assert not np.array_equal(a.data(10)[0], a.data(11)[0][:10])
+
+
+def test_experiment_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="no kernel stores fp8_e4m3 and accumulates in fp16"):
+        DotErrorExperiment([("fp8_e4m3", "fp16")])
+    with pytest.raises(ValueError, match="sizes"):
+        DotErrorExperiment(sizes=[0])
+    with pytest.raises(ValueError, match="at least one"):
+        DotErrorExperiment([])
+
+
+def test_default_sizes_follow_the_tier():
+    assert max(widget.default_sizes("sim")) == 30_000
+    assert max(widget.default_sizes("gpu")) == 1_000_000
+    # on a GPU, one thread's fp16 sum of n/32 products of ~0.25 must stay below 65504
+    assert max(widget.default_sizes("gpu")) / 32 * widget.MEAN_PRODUCT < 65504
+
+
+def test_fp_gap():
+    assert fp_gap(1000, "fp16") == 0.5
+    assert fp_gap(234, "bf16") == 1.0
+    assert fp_gap(1.0, "fp32") == 2.0**-23
+    assert fp_gap(1e-9, "fp16") == 2.0**-24  # below the normals: the subnormal step
+
+
+def test_error_plot_labels_every_line(trend):
+    _, result = trend
+    figure = error_plot(result)
+    legend = [t.get_text().replace("\n", " ") for t in figure.axes[0].get_legend().get_texts()]
+    assert legend == list(result["series"])
+    assert figure.axes[0].get_xscale() == "log"
+
+
+# --- memory and speed ---------------------------------------------------------------------
+
+
+def test_memory_rows_for_a_7_billion_parameter_model():
+    rows = {row["format"]: row for row in memory_rows(7e9, gpus=("L4", "H100-SXM"))}
+    assert rows["fp32"]["gb"] == 28 and rows["fp16"]["gb"] == 14
+    assert rows["fp4_e2m1"]["gb"] == 3.5
+    assert rows["fp4_e2m1 + MX scales"]["bytes"] == 3.5e9 + 7e9 / 32
+    assert rows["fp32"]["fits"] == {"L4": False, "H100-SXM": True}  # 28 GB vs 24 GB, 80 GB
+    figure = widget.memory_plot(7e9, gpus=("L4", "A100-SXM", "H100-SXM"))
+    assert "parameters × bits / 8" in figure.axes[0].get_title()
+    labels = [t.get_text() for t in figure.axes[0].texts]
+    assert " NVIDIA A100 SXM4 80GB, NVIDIA H100 SXM5 80GB" in labels  # one line per size
+
+
+def test_speed_rows_are_roofline_estimates():
+    rows = {row["format"]: row for row in speed_rows("H100-SXM", dot_n=10**8, matmul_n=8192)}
+    for row in rows.values():
+        assert row["label"] == "estimated from a roofline model of the NVIDIA H100 SXM5 80GB"
+    # memory-bound: half the bytes, about half the time
+    assert rows["fp16"]["dot_s"] == pytest.approx(rows["fp32"]["dot_s"] / 2, rel=0.05)
+    expected = hardware.estimate_time("H100-SXM", flops=2 * 8192**3,
+                                      bytes_moved=3 * 8192**2 * 1, precision="fp8")
+    assert rows["fp8_e4m3"]["matmul_s"] == pytest.approx(expected.time_s)
+    assert rows["fp8_e4m3"]["matmul_s"] < rows["fp16"]["matmul_s"] < rows["fp32"]["matmul_s"]
+    assert rows["fp4_e2m1"]["peak_flops"] is None and rows["fp4_e2m1"]["matmul_s"] is None
+    b200 = {row["format"]: row for row in speed_rows("B200")}
+    assert b200["fp4_e2m1"]["matmul_s"] < b200["fp8_e4m3"]["matmul_s"]
+
+
+@pytest.mark.skipif(not SIM, reason="the simulator tier never times the GPU")
+def test_no_gpu_timing_in_the_simulator():
+    with pytest.raises(timing.SimulatorTimingError):
+        widget.measure_dot_kernels(1000)
+
+
+@pytest.mark.skipif(SIM, reason="needs a GPU")
+def test_measured_dot_kernels_on_a_gpu():
+    measurements = widget.measure_dot_kernels(2**20)
+    assert all("measured on" in m.label for m in measurements)
+    assert {m.name for m in measurements} >= {"dot_fp16_acc32", "dot_fp8_acc32"}
+
+
+# --- the dashboard --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dashboard():
+    board = PrecisionDashboard()
+    board.size_slider.value = 1_000  # keep the test quick
+    return board
+
+
+def test_dashboard_accumulators_follow_the_format(dashboard):
+    assert dashboard.accumulator_toggle.options == ("fp16", "fp32")
+    dashboard.format_dropdown.value = "fp8_e4m3"
+    assert dashboard.accumulator_toggle.options == ("fp32",)
+    dashboard.format_dropdown.value = "bf16"
+    assert dashboard.accumulator_toggle.value == "bf16"
+    assert dashboard.variants() == [("bf16", "bf16"), ("bf16", "fp32")]
+
+
+def test_dashboard_runs_what_the_controls_say(dashboard):
+    dashboard.format_dropdown.value = "fp16"
+    dashboard.accumulator_toggle.value = "fp32"
+    dashboard.run_button.click()
+    assert dashboard.last_error is None, dashboard.last_error
+    result = dashboard.last_result
+    assert list(result["errors"]) == [("fp16", "fp32")]
+    assert result["sizes"] == [n for n in widget.default_sizes() if n <= 1_000]
+    legend = [t.get_text().replace("\n", " ") for t in
+              dashboard.figure.axes[0].get_legend().get_texts()]
+    assert legend == list(result["series"])
+    assert "fp16 storage, fp32 accumulator" in dashboard.explanation.value
+    assert dashboard.widget.children
+
+
+def test_dashboard_shows_a_failure_instead_of_raising(dashboard, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(widget.DotErrorExperiment, "run", broken)
+    assert dashboard.run() is None
+    assert "boom" in dashboard.status.value and isinstance(dashboard.last_error, RuntimeError)
+
+
+def test_formats_offered_have_kernels():
+    from gpulab.kernels.narrow_formats import DOT_VARIANTS
+
+    for storage, accumulators in widget.ACCUMULATORS.items():
+        assert storage in formats.FORMATS
+        for accumulator in accumulators:
+            assert (storage, accumulator) in DOT_VARIANTS
+
+
+def test_gpu_branch_with_the_stand_in_gpu(stand_in_gpu, monkeypatch):
+    """measure_dot_kernels on the stand-in GPU; the simulator has no bfloat16, so the stand-in
+    is a GPU without bf16 arithmetic."""
+    from gpulab.kernels import narrow_formats
+
+    monkeypatch.setattr(narrow_formats, "bf16_runs_here", lambda: False)
+    measurements = widget.measure_dot_kernels(n=300)
+    assert [m.name for m in measurements] == ["dot_grid_stride (fp32)", "dot_fp16_acc32",
+                                              "dot_fp8_acc32"]
+    assert all(m.label == f"measured on {stand_in_gpu} (CUDA events)" for m in measurements)
+    assert [m.bytes_moved for m in measurements] == [2400, 1200, 600]

@@ -1,0 +1,102 @@
+"""Chapter 07's training experiment and figures: curves, decision regions, failures reported."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from gpulab import device  # noqa: E402
+from gpulab.experiments.training import (  # noqa: E402
+    TrainingDashboard,
+    TrainingExperiment,
+    decision_regions,
+    training_curves,
+)
+from gpulab.nn import MLP, Trainer, load_digits, spirals  # noqa: E402
+
+SIM = device.tier() != "gpu"
+
+
+def texts(fig) -> str:
+    """Every text of a figure: titles, labels, annotations and legends."""
+    found = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend:
+            found += [t.get_text() for t in legend.get_texts()]
+    return " ".join(found)
+
+
+def test_training_experiment_reports_the_gap_and_checks_a_kernel_step():
+    experiment = TrainingExperiment(epochs=3, hidden=(32,))
+    result = experiment.run()
+    history = result["history"]
+    assert len(history.records) == 3 and "measured on this CPU" in history.timing
+    assert result["kernel_step"]["ok"]
+    assert result["gpu_label"].startswith("estimated from a roofline model")
+    words = experiment.explain()
+    assert "held-out" in words and "measured" in words and "estimated" in words
+
+
+def test_training_dashboard_trains_spirals():
+    dashboard = TrainingDashboard()
+    dashboard.dataset_toggle.value = "spirals"
+    dashboard.hidden_dropdown.value = (16,)
+    dashboard.epochs_slider.value = 2
+    dashboard.optimiser_toggle.value = "sgd"
+    dashboard.lr_dropdown.value = 0.1
+    dashboard.run_button.click()
+    assert dashboard.last_error is None
+    assert dashboard.last_result["history"].model.startswith("MLP(2 -> 16 -> 3")
+    assert dashboard.figure is not None
+
+
+def test_training_dashboard_reports_a_failure_instead_of_raising(monkeypatch):
+    from gpulab.experiments import training
+    from gpulab.nn.trainer import TrainingError
+
+    def diverge(self, X, y):
+        raise TrainingError("epoch 1, step 1: the loss became nan")
+
+    monkeypatch.setattr(training.Trainer, "step", diverge)
+    dashboard = TrainingDashboard()
+    dashboard.run_button.click()  # the callback must not raise: the error is shown
+    assert isinstance(dashboard.last_error, TrainingError)
+    assert "Failed" in dashboard.status.value and "nan" in dashboard.status.value
+
+
+
+@pytest.fixture(scope="module")
+def spiral_run():
+    data = spirals(n_per_class=30, seed=0)
+    model = MLP([2, 16, 3], seed=0)
+    history = Trainer(model, lr=1e-2, epochs=3, progress=False).fit(data)
+    return data, model, history
+
+
+def test_training_curves_show_training_and_held_out(spiral_run):
+    _, _, history = spiral_run
+    fig = training_curves({"run": history})
+    assert "run: training" in texts(fig) and "run: held-out" in texts(fig)
+    assert len(fig.axes[0].get_lines()) == 2
+    plt.close(fig)
+
+
+def test_decision_regions(spiral_run):
+    data, model, _ = spiral_run
+    fig = decision_regions(model, data, resolution=40)
+    assert "% right" in texts(fig)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="2 features"):
+        decision_regions(MLP([64, 10]), load_digits())
+
+
+def test_gpu_branch_with_the_stand_in_gpu(stand_in_gpu, monkeypatch):
+    """The kernels train on the stand-in GPU (for real, in the simulator): a tiny data set."""
+    from gpulab.experiments import training
+
+    monkeypatch.setattr(training, "load", lambda name: spirals(n_per_class=8, seed=0))
+    result = TrainingExperiment(dataset="spirals", hidden=(8,), epochs=1, batch_size=24).run()
+    assert set(result["histories"]) == {"NumPy on this CPU", "gpulab kernels on the GPU"}
+    assert result["kernel_step"]["ok"]

@@ -1,0 +1,171 @@
+"""The package's one rule of direction, checked on its source (every import, including the
+ones inside functions): imports run from higher layers to lower ones, never in a cycle, and
+never reach into another module's private names.
+
+    cli, doctor, gpulab (the package)           entry points
+    bench, experiments, exercises               what the chapters and `gpulab bench` run
+    nn                                          the small neural-network library
+    timing, plots, memory_model, ptx            shared services
+    kernels                                     Numba CUDA kernels
+    device, toolkit, hardware, formats,         the ground floor
+    reference, instruments, lazy
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "gpulab"
+
+LAYERS = [  # lowest first; a module may import from its own layer or any below it
+    ("ground", ["gpulab.device", "gpulab.toolkit", "gpulab.hardware", "gpulab.formats",
+                "gpulab.reference", "gpulab.instruments", "gpulab.lazy"]),
+    ("kernels", ["gpulab.kernels"]),
+    ("services", ["gpulab.timing", "gpulab.plots", "gpulab.memory_model", "gpulab.ptx"]),
+    ("nn", ["gpulab.nn"]),
+    ("chapters", ["gpulab.bench", "gpulab.experiments", "gpulab.exercises"]),
+    ("entry", ["gpulab.cli", "gpulab.doctor", "gpulab"]),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def layer_of(module: str) -> int:
+    best, best_length = None, -1
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            matches = module == prefix or module.startswith(prefix + ".")
+            if matches and len(prefix) > best_length:
+                best, best_length = rank, len(prefix)
+    if best is None:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS in this test")
+    return best
+
+
+def resolve(module: str, level: int, name: str | None, package: str) -> str:
+    if level:
+        base = package.split(".")[: len(package.split(".")) - level + 1]
+        module = ".".join(base + ([module] if module else []))
+    if name and f"{module}.{name}" in MODULES:
+        return f"{module}.{name}"  # `from gpulab import timing` imports the module
+    return module
+
+
+def imports_of(module: str):
+    """(imported module, imported name or None, line) for every gpulab import in ``module``,
+    and the attribute accesses ``alias._private`` on imported gpulab modules."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found, aliases = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("gpulab"):
+                    found.append((alias.name, None, node.lineno))
+                    aliases[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if not (node.level or source.startswith("gpulab")):
+                continue
+            for alias in node.names:
+                target = resolve(source, node.level, alias.name, package)
+                name = None if target != resolve(source, node.level, None, package) else alias.name
+                found.append((target, name, node.lineno))
+                if target in MODULES:
+                    aliases[alias.asname or alias.name] = target
+    private_attributes = [
+        (aliases[node.value.id], node.attr, node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+        and node.value.id in aliases and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+    ]
+    return found, private_attributes
+
+
+GRAPH = {module: imports_of(module) for module in MODULES}
+
+
+def is_private(dotted: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in dotted.split("."))
+
+
+def test_every_module_is_in_a_layer():
+    for module in MODULES:
+        layer_of(module)
+
+
+def test_imports_run_from_higher_layers_to_lower_ones():
+    wrong = []
+    for module, (imports, _) in GRAPH.items():
+        for target, _, line in imports:
+            if target in MODULES and layer_of(target) > layer_of(module):
+                wrong.append(f"{module}:{line} imports {target} "
+                             f"({LAYERS[layer_of(module)][0]} -> {LAYERS[layer_of(target)][0]})")
+    assert not wrong, "imports that point up a layer:\n" + "\n".join(wrong)
+
+
+def test_no_import_cycles():
+    edges = {module: {t for t, _, _ in imports if t in MODULES and t != module}
+             for module, (imports, _) in GRAPH.items()}
+    state, stack, cycles = {}, [], []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module)
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    wrong = []
+    for module, (imports, attributes) in GRAPH.items():
+        for target, name, line in imports:
+            if target != module and (is_private(target) or (name and is_private(name))):
+                wrong.append(f"{module}:{line} imports {target}{'.' + name if name else ''}")
+        for target, attribute, line in attributes:
+            if target != module:
+                wrong.append(f"{module}:{line} uses {target}.{attribute}")
+    assert not wrong, "private names used across modules:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("low", ["gpulab.device", "gpulab.toolkit", "gpulab.hardware",
+                                 "gpulab.formats", "gpulab.reference", "gpulab.instruments"])
+def test_the_ground_floor_imports_nothing_above_it(low):
+    imports, _ = GRAPH[low]
+    above = [t for t, _, _ in imports if t in MODULES and layer_of(t) > 0]
+    assert not above, f"{low} imports {above}"
+
+
+def test_the_rule_catches_a_violation(tmp_path, monkeypatch):
+    """The checks above can fail: an upward import and a private name are reported."""
+    bad = {"gpulab.kernels.bad": "from gpulab.experiments import crossover\n"
+                                 "from gpulab.kernels.dot import _KERNELS\n"}
+    path = tmp_path / "bad.py"
+    path.write_text(bad["gpulab.kernels.bad"])
+    monkeypatch.setitem(MODULES, "gpulab.kernels.bad", path)
+    imports, _ = imports_of("gpulab.kernels.bad")
+    assert [(t, n) for t, n, _ in imports] == [("gpulab.experiments.crossover", None),
+                                               ("gpulab.kernels.dot", "_KERNELS")]
+    assert layer_of("gpulab.experiments.crossover") > layer_of("gpulab.kernels.bad")
+    assert is_private("_KERNELS")
