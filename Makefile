@@ -10,11 +10,17 @@ PYTEST_WORKERS ?= auto
 .PHONY: lab test install notebooks lint clean
 
 $(STAMP): pyproject.toml gpulab/toolkit.py
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { \
+	  echo "gpulab needs Python 3.10 or newer; $(PYTHON) is $$($(PYTHON) -V 2>&1)." \
+	       "Run: make lab PYTHON=python3.12  (on macOS: brew install python@3.12)"; \
+	  exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	@# Pick CUDA 12 or 13 toolkit wheels to match the driver (cu13 when there is none).
+	@# Pick CUDA 12 or 13 toolkit wheels to match the driver (cu13 when there is none);
+	@# none on macOS, where no NVIDIA GPU or toolkit wheel exists (the reason is printed).
 	extra=$$($(PYTHON) -m gpulab.toolkit --constraints $(VENV)/cuda-constraints.txt) && \
-	$(BIN)/python -m pip install --quiet -c $(VENV)/cuda-constraints.txt -e ".[$$extra,dev]"
+	extras=$$(if [ "$$extra" = none ]; then echo dev; else echo "$$extra,dev"; fi) && \
+	$(BIN)/python -m pip install --quiet -c $(VENV)/cuda-constraints.txt -e ".[$$extras]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -48,6 +48,14 @@ def _ptx(args) -> int:
     from gpulab import ptx
     from gpulab.kernels.registry import kernel_spec
 
+    try:
+        return _compile(args, ptx, kernel_spec)
+    except ptx.ToolkitMissingError as missing:
+        print(f"gpulab ptx: {missing}", file=sys.stderr)
+        return 1
+
+
+def _compile(args, ptx, kernel_spec) -> int:
     if args.all:
         results = ptx.compile_all(tuple(args.cc) if args.cc else ptx.ARCHITECTURES)
         for r in results:

@@ -108,7 +108,7 @@ def probe_driver() -> DriverProbe:
     )
 
 
-def _numba_cuda_mode() -> str | None:
+def numba_cuda_mode() -> str | None:
     """'sim' or 'gpu' if numba.cuda is already imported (its mode is then fixed), else None."""
     cuda = sys.modules.get("numba.cuda")
     if cuda is None or not hasattr(cuda, "jit"):
@@ -142,7 +142,7 @@ def _choose(environ, probe: DriverProbe) -> tuple[str, str]:
 
 
 def _apply(tier: str, environ, probe: DriverProbe) -> None:
-    already = _numba_cuda_mode()
+    already = numba_cuda_mode()
     if already is not None and already != tier:
         keep_ok = already == "sim" or probe.device_count > 0
         raise TierError(
@@ -158,9 +158,73 @@ def _apply(tier: str, environ, probe: DriverProbe) -> None:
         config.ENABLE_CUDASIM = tier == "sim"
 
 
+@dataclass(frozen=True)
+class Platform:
+    """The operating system and processor, as far as the course cares."""
+
+    system: str  # "macos", "windows", "linux" or sys.platform for anything else
+    machine: str  # "arm64", "x86_64", "AMD64", "aarch64", ...
+    wsl: bool = False  # Linux under Windows' WSL2
+
+    @property
+    def nvidia_gpu_possible(self) -> bool:
+        """False on macOS: no NVIDIA driver or CUDA release exists for it (CUDA 10.2 was the
+        last, for Intel Macs), so only the simulator tier runs there."""
+        return self.system != "macos"
+
+    @property
+    def label(self) -> str:
+        name = {"macos": "macOS", "windows": "Windows", "linux": "Linux"}.get(self.system,
+                                                                            self.system)
+        return f"{name} {self.machine}" + (" (WSL2)" if self.wsl else "")
+
+
+def _running_in_wsl() -> bool:
+    if os.environ.get("WSL_DISTRO_NAME"):
+        return True
+    try:
+        with open("/proc/sys/kernel/osrelease", encoding="ascii", errors="replace") as release:
+            return "microsoft" in release.read().lower()
+    except OSError:
+        return False
+
+
+def host_platform() -> Platform:
+    """The platform this process runs on."""
+    import platform
+
+    system = {"darwin": "macos", "win32": "windows"}.get(sys.platform, sys.platform)
+    if system.startswith("linux"):
+        system = "linux"
+    return Platform(system, platform.machine() or "unknown",
+                    wsl=system == "linux" and _running_in_wsl())
+
+
+NVIDIA_BINDING_VARIABLE = "NUMBA_CUDA_USE_NVIDIA_BINDING"
+
+
+def use_ctypes_binding_without_cuda_bindings(environ) -> bool:
+    """numba-cuda before 0.21 (0.20.1 is the last release for macOS) refuses to import, even in
+    its simulator, unless NVIDIA's ``cuda-bindings`` is installed (it has no macOS wheels) or
+    ``NUMBA_CUDA_USE_NVIDIA_BINDING=0`` picks its ctypes binding. Set that when the bindings
+    are missing and the variable is unset; True when it was set here."""
+    if NVIDIA_BINDING_VARIABLE in environ:
+        return False
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("cuda.bindings") is not None
+    except (ImportError, ValueError):  # no `cuda` package at all
+        found = False
+    if not found:
+        environ[NVIDIA_BINDING_VARIABLE] = "0"
+    return not found
+
+
 PROBE = probe_driver()
 TIER, REASON = _choose(os.environ, PROBE)
 _apply(TIER, os.environ, PROBE)
+use_ctypes_binding_without_cuda_bindings(os.environ)
 
 
 def tier() -> str:

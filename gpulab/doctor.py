@@ -4,9 +4,13 @@ GPU courses break when versions drift. Each check below is a small pure function
 (versions, what the driver said, which modules were imported when), so tests can fake any
 broken machine; :func:`gather` collects the real facts of this process.
 
+- **platform** — what this operating system allows: on macOS no NVIDIA GPU, so the simulator
+  tier and no ``gpulab ptx`` (a GPU: Colab or a Linux machine); Windows with or without a GPU,
+  WSL2; Linux. Always informative, never a problem by itself.
 - **import order** — numba imported before gpulab: numba fixes its CUDA mode (GPU or simulator)
   at its first import, before gpulab could choose.
-- **versions** — numba and numba-cuda outside the range this course was tested with.
+- **versions** — numba and numba-cuda outside the range this course was tested with on this
+  platform (macOS gets numba-cuda 0.20, the last release with macOS wheels).
 - **toolkit vs driver** — CUDA toolkit wheels newer than the driver: they write PTX of an ISA
   version the driver cannot load (the pip CUDA 13.5 toolchain writes PTX ISA 9.5, which needs a
   CUDA 13.5 driver), so every kernel launch fails.
@@ -33,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gpulab import device, toolkit
-from gpulab.device import DriverProbe, package_version
+from gpulab.device import DriverProbe, Platform, package_version
 
 # The versions this course was tested with (inclusive, major.minor); tested: numba 0.68.1 and
 # numba-cuda 0.30.4. Widen a range only after running `make test` with the new version.
@@ -41,11 +45,14 @@ TESTED_RANGES = {
     "numba": ((0, 60), (0, 68)),
     "numba-cuda": ((0, 30), (0, 30)),
 }
-# Distributions that say which CUDA toolkit numba-cuda compiles with, most telling first.
-TOOLKIT_DISTRIBUTIONS = (
-    "cuda-toolkit", "nvidia-nvvm", "nvidia-cuda-nvcc", "nvidia-cuda-nvcc-cu12",
-    "nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12",
-)
+# macOS gets numba-cuda 0.20.1, the last release with macOS wheels, and numba below 0.66 (whose
+# internals it imports); tests/platforms runs the simulator tests and every chapter with them
+# (numba 0.65.1). The same bounds as pyproject.toml's markers.
+TESTED_RANGES_MACOS = {
+    "numba": ((0, 60), (0, 65)),
+    "numba-cuda": ((0, 20), (0, 20)),
+}
+TOOLKIT_DISTRIBUTIONS = toolkit.DISTRIBUTIONS
 # The JupyterLab front end each ipywidgets major version needs: (jupyterlab_widgets major,
 # @jupyter-widgets/jupyterlab-manager labextension major).
 WIDGETS_FRONTEND = {8: (3, 5), 7: (1, 3)}
@@ -93,6 +100,7 @@ class Facts:
     widgets_labextension_version: str | None = None  # None when not found
     in_notebook: bool = False
     notes: tuple[str, ...] = field(default=())
+    platform: Platform | None = None  # None: this machine's (device.host_platform())
 
 
 # --- parsing ---------------------------------------------------------------------------------
@@ -120,7 +128,52 @@ def cuda_version_for_ptx_isa(ptx_isa: str) -> Version | None:
     return PTX_ISA_EXCEPTIONS.get(isa, (isa[0] + 4, isa[1]))
 
 
+def tested_ranges(platform: Platform | None = None) -> dict[str, tuple[Version, Version]]:
+    """The numba and numba-cuda versions the course was tested with on ``platform``."""
+    platform = platform or device.host_platform()
+    return TESTED_RANGES if platform.nvidia_gpu_possible else TESTED_RANGES_MACOS
+
+
+def _numba_cuda_requirement(platform: Platform | None = None) -> str:
+    low, high = tested_ranges(platform)["numba-cuda"]
+    if high == low:  # one release line (macOS): pin it
+        return f'"numba-cuda>={_dotted(low)},<{high[0]}.{high[1] + 1}"'
+    return f'"numba-cuda>={_dotted(low)}"'
+
+
 # --- the checks (pure) -----------------------------------------------------------------------
+
+
+def check_platform(platform: Platform, probe: DriverProbe) -> Finding:
+    """What this operating system allows for the course (informative: always ok)."""
+    name = "platform"
+    gpu = probe.device_name or "an NVIDIA GPU"
+    if not platform.nvidia_gpu_possible:
+        return Finding(name, True, detail=(
+            f"{platform.label}: no NVIDIA GPU runs on macOS, so every chapter runs in the "
+            "simulator tier (numba-cuda 0.20, the last release for macOS, and no CUDA toolkit "
+            f"wheels, so no `gpulab ptx`); {toolkit.WHERE_A_GPU_IS}"))
+    has_gpu = probe.device_count > 0
+    if platform.wsl:
+        if has_gpu:
+            return Finding(name, True, detail=f"{platform.label} with {gpu}, through the "
+                           "Windows NVIDIA driver: the gpu tier")
+        return Finding(name, True, detail=(
+            f"{platform.label}, and WSL sees no NVIDIA GPU: the simulator tier. If Windows has "
+            "one, install or update its NVIDIA driver on Windows (never a Linux driver inside "
+            "WSL), then `wsl --shutdown` and open WSL again"))
+    if platform.system == "windows":
+        if has_gpu:
+            return Finding(name, True, detail=f"{platform.label} with {gpu}: the gpu tier, "
+                           "natively; WSL2 with Ubuntu runs the Linux path (`make lab`) that "
+                           "the course's CI tests")
+        return Finding(name, True, detail=(
+            f"{platform.label} without an NVIDIA GPU (or its driver): the simulator tier; "
+            f"{toolkit.WHERE_A_GPU_IS}"))
+    if has_gpu:
+        return Finding(name, True, detail=f"{platform.label} with {gpu}: the gpu tier")
+    return Finding(name, True, detail=(f"{platform.label} without an NVIDIA GPU (or its "
+                                       f"driver): the simulator tier; {toolkit.WHERE_A_GPU_IS}"))
 
 
 def modules_imported_before_gpulab(modules: Iterable[str]) -> tuple[str, ...]:
@@ -160,8 +213,10 @@ def check_numba_import_order(modules_before_gpulab: Sequence[str],
 
 
 def check_versions(numba_version: str | None, numba_cuda_version: str | None,
-                   ranges: dict[str, tuple[Version, Version]] = TESTED_RANGES) -> Finding:
+                   ranges: dict[str, tuple[Version, Version]] | None = None) -> Finding:
+    """``ranges``: the tested versions, this machine's platform's when None."""
     name = "versions"
+    ranges = ranges if ranges is not None else tested_ranges()
     found = {"numba": numba_version, "numba-cuda": numba_cuda_version}
     problems, pins = [], []
     for package, version in found.items():
@@ -190,10 +245,16 @@ def check_versions(numba_version: str | None, numba_cuda_version: str | None,
 
 
 def check_toolkit_matches_driver(driver_version: str | None, toolkit_version: str | None,
-                                 ptx_isa: str | None = None) -> Finding:
+                                 ptx_isa: str | None = None,
+                                 platform: Platform | None = None) -> Finding:
     name = "toolkit/driver"
     driver, kit = major_minor(driver_version), major_minor(toolkit_version)
     if driver is None:
+        no_wheels = toolkit.unavailable_reason(platform)
+        if kit is None and no_wheels:
+            return Finding(name, True, detail="no CUDA driver and no CUDA toolkit wheels, as "
+                           "on every Mac: the simulator runs every chapter; `gpulab ptx` needs "
+                           "Linux or Windows")
         if kit is None:
             return Finding(name, True, detail="no CUDA driver and no toolkit wheels: the "
                            "simulator runs, but `gpulab ptx` cannot compile (pip install "
@@ -232,7 +293,7 @@ def check_toolkit_matches_driver(driver_version: str | None, toolkit_version: st
 
 
 def check_tier(probe: DriverProbe, simulator_enabled: bool | None, requested: str = "",
-               tier_reason: str = "") -> Finding:
+               tier_reason: str = "", platform: Platform | None = None) -> Finding:
     name = "tier"
     has_gpu = probe.device_count > 0
     gpu = probe.device_name or "a GPU"
@@ -244,7 +305,7 @@ def check_tier(probe: DriverProbe, simulator_enabled: bool | None, requested: st
             name, False,
             problem="numba.cuda could not be imported, so no kernel can run, not even in the "
                     "simulator.",
-            fix='pip install "numba-cuda>=0.30"   (then restart the kernel)',
+            fix=f"pip install {_numba_cuda_requirement(platform)}   (then restart the kernel)",
         )
     if has_gpu and simulator_enabled:
         if requested == "sim":
@@ -317,13 +378,13 @@ def check_widgets_frontend(ipywidgets_version: str | None, jupyterlab_widgets_ve
 
 
 def _simulator_enabled() -> bool | None:
-    mode = device._numba_cuda_mode()
+    mode = device.numba_cuda_mode()
     if mode is None and device.TIER != "ptx":
         try:
             import numba.cuda  # noqa: F401  (gpulab is imported: its tier applies)
         except Exception:
             return None
-        mode = device._numba_cuda_mode()
+        mode = device.numba_cuda_mode()
     if mode is None:
         return os.environ.get(device.SIMULATOR_VARIABLE, "0").strip() not in ("", "0")
     return mode == "sim"
@@ -387,19 +448,22 @@ def gather(compile_ptx: bool = True) -> Facts:
         jupyterlab_widgets_version=package_version("jupyterlab_widgets"),
         widgets_labextension_version=_widgets_labextension_version(),
         in_notebook=_in_notebook(),
+        platform=device.host_platform(),
     )
 
 
 def diagnose(environment: Facts | None = None) -> list[Finding]:
     """Every check over ``environment`` (the facts of this process when None)."""
     facts = environment if environment is not None else gather()
+    platform = facts.platform or device.host_platform()
     return [
+        check_platform(platform, facts.probe),
         check_numba_import_order(facts.modules_before_gpulab, facts.in_notebook),
-        check_versions(facts.numba_version, facts.numba_cuda_version),
+        check_versions(facts.numba_version, facts.numba_cuda_version, tested_ranges(platform)),
         check_toolkit_matches_driver(facts.probe.driver_version, facts.toolkit_version,
-                                     facts.ptx_isa),
+                                     facts.ptx_isa, platform),
         check_tier(facts.probe, facts.simulator_enabled, facts.requested_tier,
-                   facts.tier_reason),
+                   facts.tier_reason, platform),
         check_widgets_frontend(facts.ipywidgets_version, facts.jupyterlab_widgets_version,
                                facts.widgets_labextension_version),
     ]

@@ -7,19 +7,57 @@ kernel here is what keeps one kernel source valid for both the GPU and the simul
 
 The simulator replaces ``numba.cuda`` in its process, so from the ``sim`` tier the compilation
 runs in a child process started with ``GPULAB_DEVICE=ptx``.
+
+The toolkit wheels exist for Linux and Windows only. Where they are missing (always on macOS),
+:class:`ToolkitMissingError` says so and what to do instead, rather than a compiler traceback.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
 
-from gpulab import device
+from gpulab import device, toolkit
 
 ARCHITECTURES = ((7, 5), (8, 0), (9, 0))  # Turing (T4), Ampere (A100), Hopper (H100/H200)
+# How numba-cuda says that the toolkit is missing (NvvmSupportError, NvrtcSupportError, ...).
+_NO_TOOLKIT = re.compile(r"nvvm|nvrtc|nvjitlink|cuda bindings", re.IGNORECASE)
+
+
+class ToolkitMissingError(RuntimeError):
+    """The ptx tier cannot compile here: the CUDA toolkit wheels are not installed (or, on
+    macOS, do not exist). The message says why and what to do instead."""
+
+
+def toolkit_missing_message(detail: str = "") -> str:
+    """What to tell a learner whose ``gpulab ptx`` finds no CUDA toolkit."""
+    needs = ("The ptx tier compiles kernels with NVIDIA's CUDA toolkit wheels (NVVM, NVRTC), "
+             "which exist for Linux (x86_64, aarch64) and Windows only.")
+    reason = toolkit.unavailable_reason()
+    if reason:
+        advice = (f"{reason}. To see a kernel's PTX, {toolkit.WHERE_A_GPU_IS}, and run "
+                  "`gpulab ptx` there (no GPU needed on Linux: `pip install 'gpulab[cu13]'`).")
+    else:
+        advice = ("They are not installed here: pip install 'gpulab[cu13]' (or [cu12] for a "
+                  "CUDA 12 driver; `python -m gpulab.toolkit` says which), then run again.")
+    return f"{needs} {advice}" + (f"\n(numba-cuda said: {detail})" if detail else "")
+
+
+def _check_toolkit_platform() -> None:
+    if toolkit.unavailable_reason():
+        raise ToolkitMissingError(toolkit_missing_message())
+
+
+def _raise_if_no_toolkit(results: list[PtxResult]) -> None:
+    """Every compile failed because NVVM or NVRTC is missing: say that once, plainly."""
+    failures = [r.error for r in results if not r.ok]
+    if (results and len(failures) == len(results) and toolkit.installed_version() is None
+            and all(_NO_TOOLKIT.search(error) for error in failures)):
+        raise ToolkitMissingError(toolkit_missing_message(failures[0].splitlines()[0]))
 
 
 @dataclass(frozen=True)
@@ -56,6 +94,8 @@ def _compile_in_child(requests: list[tuple[str, str, tuple[int, int]]]) -> list[
         check=False,
     )
     if completed.returncode != 0:
+        if toolkit.installed_version() is None:
+            raise ToolkitMissingError(toolkit_missing_message(completed.stderr.strip()[-500:]))
         raise RuntimeError(f"the PTX compiler process failed:\n{completed.stderr[-3000:]}")
     return [
         PtxResult(**{**item, "compute_capability": tuple(item["compute_capability"])})
@@ -64,10 +104,17 @@ def _compile_in_child(requests: list[tuple[str, str, tuple[int, int]]]) -> list[
 
 
 def compile_requests(requests: list[tuple[str, str, tuple[int, int]]]) -> list[PtxResult]:
-    """Compile (kernel name, signature, compute capability) triples, in a child if needed."""
+    """Compile (kernel name, signature, compute capability) triples, in a child if needed.
+
+    Raises :class:`ToolkitMissingError` on macOS, and where every compile failed for want of
+    the CUDA toolkit."""
+    _check_toolkit_platform()
     if device.tier() == "sim":
-        return _compile_in_child(requests)
-    return [_compile_here(name, sig, tuple(cc)) for name, sig, cc in requests]
+        results = _compile_in_child(requests)
+    else:
+        results = [_compile_here(name, sig, tuple(cc)) for name, sig, cc in requests]
+    _raise_if_no_toolkit(results)
+    return results
 
 
 def all_requests(architectures=ARCHITECTURES) -> list[tuple[str, str, tuple[int, int]]]:
@@ -96,8 +143,8 @@ def kernel_ptx(name: str, compute_capability=(8, 0), signature: str | None = Non
     if not result.ok:
         raise RuntimeError(
             f"{name} did not compile for sm_{compute_capability[0]}{compute_capability[1]}: "
-            f"{result.error}\nIf the error mentions NVVM or libnvvm, install the CUDA toolkit "
-            "wheels: pip install 'gpulab[cu13]' (or [cu12] for a CUDA 12 driver)."
+            f"{result.error}\n"
+            + (toolkit_missing_message() if _NO_TOOLKIT.search(result.error) else "")
         )
     return result.ptx
 

@@ -247,7 +247,7 @@ def time_gpu(launch, repeats: int = 20, warmup: int = 2, name: str | None = None
     _check_callable("launch", launch)
     _check_count("repeats", repeats, 1)
     _check_count("warmup", warmup, 0)
-    if device.tier() != "gpu":
+    if device.tier() != "gpu" or device.numba_cuda_mode() == "sim":
         raise SimulatorTimingError(SIMULATOR_TIMING_MESSAGE)
     from numba import cuda  # gpulab is imported, so numba.cuda is in the GPU mode
 

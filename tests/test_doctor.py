@@ -195,8 +195,8 @@ def test_missing_or_mismatched_widget_front_end(ipywidgets, frontend, extension,
 
 def test_diagnose_a_healthy_machine_without_gpu():
     findings = doctor.diagnose(HEALTHY_WITHOUT_GPU)
-    assert [f.name for f in findings] == ["import order", "versions", "toolkit/driver", "tier",
-                                          "widgets"]
+    assert [f.name for f in findings] == ["platform", "import order", "versions",
+                                          "toolkit/driver", "tier", "widgets"]
     assert all(f.ok for f in findings), findings
 
 
@@ -208,14 +208,14 @@ def test_main_exits_1_and_prints_every_fix(monkeypatch, capsys):
     assert doctor.main([]) == 1
     out = capsys.readouterr().out
     assert out.count("PROBLEM") == 5 and out.count("fix:") == 5, out
-    assert "5 of 5 checks found a problem" in out
+    assert "5 of 6 checks found a problem" in out  # the platform is never a problem
     assert doctor.main(["--json"]) == 1
     findings = json.loads(capsys.readouterr().out)
-    assert [f["ok"] for f in findings] == [False] * 5
+    assert [f["ok"] for f in findings] == [True] + [False] * 5
 
 
 def test_gpulab_doctor_exits_0_on_this_machine():
     result = subprocess.run([sys.executable, "-m", "gpulab.doctor"], capture_output=True,
                             text=True, timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "All 5 checks passed." in result.stdout
+    assert "All 6 checks passed." in result.stdout

@@ -156,6 +156,7 @@ def test_time_gpu_times_with_cuda_events(monkeypatch):
     launches = []
     monkeypatch.setattr(device, "tier", lambda: "gpu")
     monkeypatch.setattr(device, "PROBE", device.DriverProbe(True, 1, device_name="NVIDIA H200"))
+    monkeypatch.setattr(device, "numba_cuda_mode", lambda: "gpu")
     monkeypatch.setattr(cuda, "event", FakeEvent)
     monkeypatch.setattr(cuda, "synchronize", lambda: None)
     m = time_gpu(lambda: launches.append(1), repeats=4, warmup=2, name="fake", flops=1e9)
@@ -169,7 +170,10 @@ def test_time_gpu_times_with_cuda_events(monkeypatch):
 @SIM_ONLY
 def test_time_gpu_rejects_the_simulators_meaningless_event_time(monkeypatch):
     monkeypatch.setattr(device, "tier", lambda: "gpu")  # but numba.cuda is the simulator
-    with pytest.raises(RuntimeError, match="CUDA events returned -1"):
+    with pytest.raises(SimulatorTimingError, match="simulator time is not GPU time"):
+        time_gpu(lambda: None, repeats=1, warmup=0)
+    monkeypatch.setattr(device, "numba_cuda_mode", lambda: "gpu")  # and if it got past that,
+    with pytest.raises(RuntimeError, match="CUDA events returned -1"):  # the events say so
         time_gpu(lambda: None, repeats=1, warmup=0)
 
 

@@ -1,0 +1,209 @@
+"""The course installs on every learner's laptop: its requirements resolve for each platform.
+
+CI runs on Linux only, so this test asks a resolver what a Mac, a Windows laptop and a Linux
+machine (x86_64 and aarch64) would install, for every supported Python, from PyPI and from
+wheels only (``--only-binary :all:``: a learner has no compiler for numba or NumPy). A
+requirement that cannot be met on a platform fails its case here.
+
+The resolver is uv (``uv pip compile --python-platform``): it evaluates environment markers
+(``sys_platform == 'darwin'``) for the *target* platform. ``pip download --platform`` cannot
+stand in for it: pip evaluates markers against the machine it runs on ("Ignoring ...: markers
+don't match your environment"), so it would resolve a Mac with the Linux requirements.
+
+What each platform installs is what its path in the README installs:
+
+- macOS (arm64 and x86_64): ``.[lab,dev]`` as ``make lab`` does there; also ``.[cu13,...]``,
+  which must install no CUDA toolkit wheel (none exists for macOS).
+- Windows and Linux: ``.[cu12,...]`` and ``.[cu13,...]``, one per CUDA driver generation.
+
+All cases are resolved at once, in parallel, by one module fixture; each case is its own test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.platforms, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = ROOT / "pyproject.toml"
+
+# Every CPython the project supports: from requires-python's lower bound to the newest release.
+SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14")
+# Each platform as uv names it (a target triple), and the extras its README path installs.
+# macOS: Apple Silicon (arm64, macOS 13 and newer) and Intel (x86_64).
+PLATFORMS = {
+    "macos-arm64": "aarch64-apple-darwin",
+    "macos-x86_64": "x86_64-apple-darwin",
+    "windows-x86_64": "x86_64-pc-windows-msvc",
+    "linux-x86_64": "x86_64-manylinux_2_28",
+    "linux-aarch64": "aarch64-manylinux_2_28",
+}
+MACOS = ("macos-arm64", "macos-x86_64")
+EXTRAS = {
+    name: ((("lab", "dev"), ("cu13", "lab", "dev")) if name in MACOS else
+           (("cu12", "lab", "dev"), ("cu13", "lab", "dev")))
+    for name in PLATFORMS
+}
+# Combinations that cannot work, each with the reason. Such a case must still fail to
+# resolve: the day it resolves, drop it from here and from the README.
+UNSUPPORTED = {
+    ("macos-x86_64", "3.14"): "numba has no macOS x86_64 wheel for Python 3.14: its last Intel "
+                              "Mac release, 0.62.1, covers Python 3.10-3.13",
+}
+# Distributions that only exist for an NVIDIA GPU: none may reach a Mac.
+CUDA_ONLY = re.compile(r"^(nvidia-.*|cuda-(bindings|core|toolkit|python)|cupy.*)$")
+TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Case:
+    platform: str
+    python: str
+    extras: tuple[str, ...]
+
+    @property
+    def id(self) -> str:
+        return f"{self.platform}-py{self.python}-{'+'.join(self.extras)}"
+
+
+@dataclass(frozen=True)
+class Resolution:
+    case: Case
+    returncode: int
+    pins: dict[str, str]  # normalised name -> version
+    output: str
+
+
+CASES = [Case(platform, python, extras) for platform in PLATFORMS
+         for python in SUPPORTED_PYTHONS for extras in EXTRAS[platform]]
+
+
+def _uv() -> str:
+    try:
+        import uv
+    except ImportError:
+        found = shutil.which("uv")
+        if found is None:
+            pytest.fail("uv is not installed: it is in the dev extra (pip install -e '.[dev]')")
+        return found
+    return uv.find_uv_bin()
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    major, minor = (int(part) for part in re.findall(r"\d+", version)[:2])
+    return major, minor
+
+
+def _resolve(uv: str, case: Case, offline: bool = False) -> Resolution:
+    command = [uv, "pip", "compile", str(PYPROJECT), "--quiet", "--no-header", "--no-annotate",
+               "--python-platform", PLATFORMS[case.platform], "--python-version", case.python,
+               "--only-binary", ":all:", "--prerelease", "disallow", "--color", "never",
+               *(f"--extra={extra}" for extra in case.extras), *(["--offline"] if offline else [])]
+    env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
+    completed = subprocess.run(command, capture_output=True, text=True, env=env,
+                               timeout=TIMEOUT_S, check=False, cwd=ROOT)
+    pins = dict(re.findall(r"^([A-Za-z0-9_.\-]+)==(\S+)", completed.stdout, re.MULTILINE))
+    return Resolution(case, completed.returncode, {_normalise(k): v for k, v in pins.items()},
+                      completed.stdout + completed.stderr)
+
+
+def resolve_all(cases: list[Case]) -> dict[str, Resolution]:
+    """Resolve every case, in two rounds to spare PyPI and time (one resolution asks PyPI
+    about ~110 projects: 10-15 s online, under 2 s from uv's cache).
+
+    Round 1 asks PyPI for one case per platform (its newest supported Python, CUDA 13),
+    which refreshes uv's cache of the package indexes. Round 2 resolves the other cases from
+    that cache (``--offline``) and asks PyPI again for any case the cache could not settle,
+    so a failure is always PyPI's answer, never a stale cache's."""
+    uv = _uv()
+    first = {}
+    for case in cases:  # the last supported Python with cu13 (or none, on a Mac) wins
+        if (case.platform, case.python) not in UNSUPPORTED and case.extras[0] != "cu12":
+            first[case.platform] = case
+    rest = [case for case in cases if case not in first.values()]
+    results = {}
+    with ThreadPoolExecutor(max_workers=len(first)) as pool:
+        for result in pool.map(lambda case: _resolve(uv, case), first.values()):
+            results[result.case.id] = result
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        for result in pool.map(lambda case: _resolve(uv, case, offline=True), rest):
+            results[result.case.id] = result
+    retry = [case for case in rest if results[case.id].returncode != 0]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(retry), 8))) as pool:
+        for result in pool.map(lambda case: _resolve(uv, case), retry):
+            results[result.case.id] = result
+    return results
+
+
+def _pypi_reachable() -> tuple[bool, str]:
+    url = "https://pypi.org/simple/numba-cuda/"
+    try:
+        with urllib.request.urlopen(url, timeout=15) as response:
+            return response.status == 200, f"{url} answered {response.status}"
+    except (urllib.error.URLError, OSError) as error:
+        return False, f"{url} unreachable ({error})"
+
+
+@pytest.fixture(scope="module")
+def resolutions() -> dict[str, Resolution]:
+    results = resolve_all(CASES)
+    if all(result.returncode != 0 for result in results.values()):
+        reachable, why = _pypi_reachable()
+        if not reachable:
+            pytest.skip(f"no case resolved and PyPI is not reachable from here ({why})")
+    return results
+
+
+def test_the_supported_pythons_match_requires_python():
+    declared = re.search(r'^requires-python\s*=\s*"([^"]+)"', PYPROJECT.read_text(),
+                         re.MULTILINE).group(1)
+    assert declared == f">={SUPPORTED_PYTHONS[0]}", \
+        f"pyproject says requires-python {declared!r}; update SUPPORTED_PYTHONS to match"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_requirements_resolve_from_wheels(resolutions, case):
+    result = resolutions[case.id]
+    reason = UNSUPPORTED.get((case.platform, case.python))
+    if reason is not None:
+        assert result.returncode != 0, (
+            f"{case.id} resolves now, although it was listed as unsupported ({reason}): drop "
+            "it from UNSUPPORTED and from the README's platform table")
+        assert "numba" in result.output, result.output[-2000:]
+        pytest.xfail(reason)
+    assert result.returncode == 0, (
+        f"the requirements do not resolve for {case.platform} on Python {case.python} with "
+        f"[{','.join(case.extras)}] from wheels:\n{result.output[-3000:]}")
+    pins = result.pins
+    assert "numba" in pins and "numba-cuda" in pins, sorted(pins)
+    numba, numba_cuda = _major_minor(pins["numba"]), _major_minor(pins["numba-cuda"])
+    if case.platform in MACOS:
+        cuda_only = sorted(name for name in pins if CUDA_ONLY.match(name))
+        assert not cuda_only, f"{case.id} would install CUDA-only packages: {cuda_only}"
+        assert numba_cuda == (0, 20), f"{case.id}: numba-cuda {pins['numba-cuda']}"
+        assert numba < (0, 66), f"{case.id}: numba {pins['numba']} (numba-cuda 0.20 needs <0.66)"
+    else:
+        assert numba_cuda >= (0, 30), f"{case.id}: numba-cuda {pins['numba-cuda']}"
+        cuda = "13" if "cu13" in case.extras else "12"
+        toolkit = [f"{name}=={version}" for name, version in pins.items()
+                   if name in ("cuda-bindings", "nvidia-nvvm", "nvidia-cuda-nvcc-cu12",
+                               "nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12")]
+        assert toolkit, f"{case.id} installs no CUDA toolkit wheels: {sorted(pins)}"
+        assert all(version.split(".")[0] == cuda or name.endswith("-cu12")
+                   for name, version in (item.split("==") for item in toolkit)), \
+            f"{case.id} mixes CUDA generations: {toolkit}"
