@@ -5,6 +5,8 @@ gpulab kernels                   every kernel, its module and first docstring li
 gpulab ptx NAME [--cc 8.0] [--dtype float64]
                                  a kernel's PTX for a real GPU architecture (no GPU needed)
 gpulab ptx --all                 compile every kernel for 7.5, 8.0 and 9.0; exit 1 on failure
+gpulab ptx --resources [NAME] [--cc 9.0] [--threads 256]
+                                 registers, spills, shared memory and theoretical occupancy
 gpulab release [--check]         regenerate the learner notebooks from solutions/
 gpulab doctor [--json]           check the environment; print each problem with its fix
 gpulab bench [--gpu H100-SXM] [--save results.json] [--record] [--load FILE]
@@ -56,6 +58,8 @@ def _ptx(args) -> int:
 
 
 def _compile(args, ptx, kernel_spec) -> int:
+    if args.resources:
+        return _resources(args, kernel_spec)
     if args.all:
         results = ptx.compile_all(tuple(args.cc) if args.cc else ptx.ARCHITECTURES)
         for r in results:
@@ -76,6 +80,38 @@ def _compile(args, ptx, kernel_spec) -> int:
     matching = [s for s in spec.signatures if args.dtype in s] or list(spec.signatures)
     cc = args.cc[0] if args.cc else (8, 0)
     print(ptx.kernel_ptx(args.name, cc, matching[0]))
+    return 0
+
+
+def _resources(args, kernel_spec) -> int:
+    from gpulab import kernel_resources
+
+    if args.threads > 1024:
+        print("--threads must be at most 1024 (the per-block limit)", file=sys.stderr)
+        return 2
+    architectures = [tuple(cc) for cc in args.cc] if args.cc else [(9, 0)]
+    for cc in architectures:
+        if cc not in kernel_resources.SM_LIMITS:
+            print(f"no SM limits for compute capability {cc[0]}.{cc[1]}; known: "
+                  + ", ".join(f"{a}.{b}" for a, b in kernel_resources.SM_LIMITS), file=sys.stderr)
+            return 2
+    for cc in architectures:
+        if args.name:
+            try:
+                kernel_spec(args.name)
+            except KeyError as error:
+                print(error.args[0], file=sys.stderr)
+                return 2
+            try:
+                found = kernel_resources.resources(args.name, cc)
+            except kernel_resources.AssemblyError as error:
+                print(f"{args.name} cannot be assembled without a GPU: {error}", file=sys.stderr)
+                return 1
+            print(found)
+            print(found.occupancy(args.threads))
+        else:
+            found, skipped = kernel_resources.all_resources(cc)
+            print(kernel_resources.format_table(found, args.threads, skipped))
     return 0
 
 
@@ -177,6 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
     ptx.add_argument("--cc", type=_parse_cc, action="append", help="compute capability, e.g. 9.0")
     ptx.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ptx.add_argument("--all", action="store_true", help="compile every kernel")
+    ptx.add_argument("--resources", action="store_true",
+                     help="registers per thread, spills, shared memory and theoretical "
+                          "occupancy from the assembler (ptxas via nvJitLink), no GPU needed")
+    ptx.add_argument("--threads", type=_positive_int, default=256,
+                     help="threads per block for the occupancy (default 256)")
     ptx.set_defaults(run=_ptx)
     doctor = commands.add_parser("doctor", help="check the environment; each problem with its fix")
     doctor.add_argument("--json", action="store_true", help="machine-readable findings")

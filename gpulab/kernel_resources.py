@@ -1,0 +1,258 @@
+"""What a kernel costs a streaming multiprocessor (SM), without a GPU: registers per thread,
+spills, shared memory per block, and the theoretical occupancy that follows on a named GPU.
+
+PTX (``gpulab ptx``) is the portable assembly numba emits; it has unlimited virtual registers, so
+it cannot show whether a kernel spills. The assembler that turns PTX into the GPU's machine code
+(SASS) allocates the real registers, and its report (``ptxas -v``) says how many each thread
+uses and how many bytes it spilled to local memory. nvJitLink — the CUDA toolkit's JIT linker,
+in the toolkit wheels gpulab already installs — runs that same assembler, and with ``-verbose``
+returns the same report. :func:`resources` asks it for one kernel and architecture.
+
+Theoretical occupancy is how many warps an SM can keep resident, as a share of its maximum,
+given the registers, shared memory and threads each block needs — the rules of NVIDIA's
+occupancy calculator, with the per-architecture limits of the CUDA C++ Programming Guide
+("Technical Specifications per Compute Capability"). A ceiling: measured (achieved) occupancy is
+what Nsight Compute reports on a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from gpulab import hardware, ptx
+
+SPECS_SOURCE = ("CUDA C++ Programming Guide, Technical Specifications per Compute Capability: "
+                "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html"
+                "#features-and-technical-specifications-technical-specifications-per-compute-"
+                "capability")
+
+
+class AssemblyError(RuntimeError):
+    """nvJitLink could not assemble the PTX on its own (e.g. it calls helper functions that
+    are linked only when the kernel is loaded on a GPU)."""
+
+
+@dataclass(frozen=True)
+class SMLimits:
+    """Per-SM limits of one compute capability (see :data:`SPECS_SOURCE`)."""
+
+    max_threads: int
+    max_blocks: int
+    registers: int  # 32-bit registers per SM
+    shared_bytes: int  # shared memory per SM usable by blocks
+    reserved_shared_bytes_per_block: int  # taken by the system for each resident block
+    register_unit: int = 256  # registers are allocated to a warp in units of this many
+    shared_unit: int = 128  # shared memory is allocated to a block in units of this many bytes
+    warp_size: int = 32
+
+    @property
+    def max_warps(self) -> int:
+        return self.max_threads // self.warp_size
+
+
+SM_LIMITS = {
+    (7, 5): SMLimits(1024, 16, 65536, 64 * 1024, 0, shared_unit=256),
+    (8, 0): SMLimits(2048, 32, 65536, 164 * 1024, 1024),
+    (8, 6): SMLimits(1536, 16, 65536, 100 * 1024, 1024),
+    (8, 9): SMLimits(1536, 24, 65536, 100 * 1024, 1024),
+    (9, 0): SMLimits(2048, 32, 65536, 228 * 1024, 1024),
+    (10, 0): SMLimits(2048, 32, 65536, 228 * 1024, 1024),
+}
+
+_REGISTERS = re.compile(r"Used (\d+) registers")
+_SPILLS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_SHARED = re.compile(r"(\d+) bytes smem")
+_LOCAL = re.compile(r"(\d+) bytes lmem")
+_BARRIERS = re.compile(r"used (\d+) barriers")
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Resident blocks and warps per SM, and what limits them."""
+
+    threads_per_block: int
+    blocks_per_sm: int
+    warps_per_sm: int
+    max_warps_per_sm: int
+    limited_by: str  # "registers", "shared memory", "threads", "blocks"
+
+    @property
+    def fraction(self) -> float:
+        return self.warps_per_sm / self.max_warps_per_sm
+
+    def __str__(self) -> str:
+        return (f"{self.fraction:.0%} theoretical occupancy ({self.warps_per_sm} of "
+                f"{self.max_warps_per_sm} warps per SM, {self.blocks_per_sm} "
+                f"block{'s' if self.blocks_per_sm != 1 else ''} of {self.threads_per_block} "
+                f"threads; limited by {self.limited_by})")
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What the assembler (ptxas, through nvJitLink) reports for one kernel."""
+
+    kernel: str
+    signature: str
+    compute_capability: tuple[int, int]
+    registers: int  # per thread
+    spill_store_bytes: int
+    spill_load_bytes: int
+    stack_bytes: int
+    shared_bytes: int  # static shared memory per block
+    local_bytes: int
+    barriers: int
+    log: str = ""
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_store_bytes > 0 or self.spill_load_bytes > 0
+
+    def occupancy(self, threads_per_block: int) -> Occupancy:
+        return theoretical_occupancy(self.compute_capability, threads_per_block,
+                                     self.registers, self.shared_bytes)
+
+    def __str__(self) -> str:
+        cc = f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+        spills = (f"{self.spill_store_bytes} B spill stores, {self.spill_load_bytes} B spill "
+                  "loads" if self.spills else "no spills")
+        return (f"{self.kernel} ({cc}): {self.registers} registers per thread, {spills}, "
+                f"{self.shared_bytes:,} B shared memory per block, {self.barriers} barrier(s)")
+
+
+def parse_log(log: str) -> dict[str, int]:
+    """The numbers in a ``ptxas -v`` / nvJitLink ``-verbose`` report for one kernel."""
+
+    def first(pattern: re.Pattern, default: int = 0) -> int:
+        match = pattern.search(log)
+        return int(match.group(1)) if match else default
+
+    registers = _REGISTERS.search(log)
+    spills = _SPILLS.search(log)
+    if registers is None or spills is None:
+        raise ValueError("not a ptxas report with register and spill counts:\n" + log[:500])
+    return {"registers": int(registers.group(1)), "stack_bytes": int(spills.group(1)),
+            "spill_store_bytes": int(spills.group(2)),
+            "spill_load_bytes": int(spills.group(3)), "shared_bytes": first(_SHARED),
+            "local_bytes": first(_LOCAL), "barriers": first(_BARRIERS)}
+
+
+def assemble(ptx_text: str, compute_capability: tuple[int, int]) -> str:
+    """Assemble PTX into machine code for ``compute_capability`` with nvJitLink and return
+    the assembler's report. Needs the CUDA toolkit wheels (no GPU)."""
+    try:
+        from cuda.bindings import nvjitlink
+    except ImportError as error:
+        raise ptx.ToolkitMissingError(ptx.toolkit_missing_message(str(error))) from error
+    arch = f"-arch=sm_{compute_capability[0]}{compute_capability[1]}"
+    handle = nvjitlink.create(2, [arch, "-verbose"])
+    try:
+        data = ptx_text.encode()
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+        try:
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError as error:
+            errors = bytearray(nvjitlink.get_error_log_size(handle))
+            nvjitlink.get_error_log(handle, errors)
+            raise AssemblyError(f"{error}: {errors.decode(errors='replace').strip()}") from None
+        log = bytearray(nvjitlink.get_info_log_size(handle))
+        nvjitlink.get_info_log(handle, log)
+    finally:
+        nvjitlink.destroy(handle)
+    return log.decode(errors="replace")
+
+
+def resources(name: str, compute_capability=(9, 0), signature: str | None = None
+              ) -> KernelResources:
+    """Registers, spills and shared memory of gpulab kernel ``name`` on ``compute_capability``
+    (its first signature unless one is given)."""
+    from gpulab.kernels.registry import kernel_spec
+
+    spec = kernel_spec(name)
+    signature = signature or spec.signatures[0]
+    compute_capability = tuple(compute_capability)
+    log = assemble(ptx.kernel_ptx(name, compute_capability, signature), compute_capability)
+    return KernelResources(name, signature, compute_capability, log=log, **parse_log(log))
+
+
+def all_resources(compute_capability=(9, 0)) -> tuple[list[KernelResources], dict[str, str]]:
+    """:func:`resources` of every registered kernel's first signature (one compiler process),
+    and {kernel: why} for those the assembler cannot take on its own: the fp16/bf16 kernels
+    call NVIDIA's cuda_fp16/cuda_bf16 helper functions, which numba-cuda links in only when it
+    loads the kernel on a GPU."""
+    from gpulab.kernels.registry import load_all
+
+    requests = [(spec.name, spec.signatures[0], tuple(compute_capability))
+                for spec in load_all().values()]
+    found, skipped = [], {}
+    for result in ptx.compile_requests(requests):
+        if not result.ok:
+            raise RuntimeError(f"{result.kernel} did not compile: {result.error}")
+        try:
+            log = assemble(result.ptx, result.compute_capability)
+        except AssemblyError as error:
+            skipped[result.kernel] = ("calls fp16/bf16 helper functions that are linked only "
+                                      "when the kernel is loaded on a GPU" if "Undefined "
+                                      "reference" in str(error) else str(error).splitlines()[0])
+            continue
+        found.append(KernelResources(result.kernel, result.signature, result.compute_capability,
+                                     log=log, **parse_log(log)))
+    return found, skipped
+
+
+def _round_up(value: int, unit: int) -> int:
+    return math.ceil(value / unit) * unit
+
+
+def theoretical_occupancy(compute_capability, threads_per_block: int, registers: int,
+                          shared_bytes: int = 0) -> Occupancy:
+    """Resident warps per SM for blocks of ``threads_per_block`` threads using ``registers``
+    registers per thread and ``shared_bytes`` of shared memory per block."""
+    limits = SM_LIMITS.get(tuple(compute_capability))
+    if limits is None:
+        raise ValueError(f"no SM limits for compute capability {tuple(compute_capability)}; "
+                         f"known: {sorted(SM_LIMITS)}")
+    if not 1 <= threads_per_block <= 1024:
+        raise ValueError(f"threads_per_block must be 1..1024, not {threads_per_block}")
+    warps_per_block = math.ceil(threads_per_block / limits.warp_size)
+    by = {"threads": limits.max_warps // warps_per_block, "blocks": limits.max_blocks}
+    if registers > 0:
+        per_warp = _round_up(registers * limits.warp_size, limits.register_unit)
+        by["registers"] = (limits.registers // per_warp) // warps_per_block
+    block_shared = _round_up(shared_bytes + limits.reserved_shared_bytes_per_block,
+                             limits.shared_unit) if shared_bytes else 0
+    if block_shared:
+        by["shared memory"] = limits.shared_bytes // block_shared
+    limited_by = min(by, key=by.get)
+    blocks = by[limited_by]
+    return Occupancy(threads_per_block, blocks, blocks * warps_per_block, limits.max_warps,
+                     limited_by)
+
+
+def for_gpu(gpu) -> tuple[int, int]:
+    """The compute capability of a GPU in gpulab.hardware (e.g. "H100-SXM" -> (9, 0))."""
+    return tuple(hardware.get_gpu(gpu).compute_capability)
+
+
+def format_table(found: list[KernelResources], threads_per_block: int = 256,
+                 skipped: dict[str, str] | None = None) -> str:
+    """One line per kernel: registers, spills, shared memory, occupancy at that block size."""
+    lines = [f"{'kernel':31s} {'arch':6s} {'regs':>5s} {'spills':>14s} {'smem/block':>11s}  "
+             f"occupancy at {threads_per_block} threads/block"]
+    for r in found:
+        cc = f"sm_{r.compute_capability[0]}{r.compute_capability[1]}"
+        spills = f"{r.spill_store_bytes}/{r.spill_load_bytes} B" if r.spills else "none"
+        occupancy = r.occupancy(threads_per_block)
+        lines.append(f"{r.kernel:31s} {cc:6s} {r.registers:5d} {spills:>14s} "
+                     f"{r.shared_bytes:>9,} B  {occupancy.fraction:4.0%} ({occupancy.limited_by})")
+    for kernel, why in (skipped or {}).items():
+        lines.append(f"{kernel:31s} not assembled here: {why}")
+    lines.append("registers and spills from the assembler (ptxas via nvJitLink); occupancy is "
+                 "theoretical (" + SPECS_SOURCE.split(":")[0] + ")")
+    return "\n".join(lines)
+
+
+__all__ = ["SM_LIMITS", "AssemblyError", "KernelResources", "Occupancy", "all_resources",
+           "assemble", "for_gpu", "format_table", "parse_log", "resources",
+           "theoretical_occupancy"]
