@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 PYTEST_WORKERS ?= auto
 
-.PHONY: lab test install notebooks lint clean
+.PHONY: lab test install notebooks lint clean gpu-check
 
 $(STAMP): pyproject.toml gpulab/toolkit.py
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { \
@@ -32,6 +32,12 @@ test: $(STAMP)
 	$(BIN)/ruff check gpulab tests
 	$(BIN)/python -m gpulab.exercises.release --check
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --timeout=900 --nbval-lax --nbval-cell-timeout=300 --durations=15 tests solutions course
+
+# On a machine with an NVIDIA GPU: every kernel against NumPy at GPU sizes, the bench and the
+# chapters' GPU series recorded in gpulab/data/, every notebook in the gpu tier (~8 min on an
+# H100/H200). Without a GPU it prints its plan and exits with status 2.
+gpu-check: $(STAMP)
+	$(BIN)/python -m gpulab.gpu_check
 
 notebooks: $(STAMP)
 	$(BIN)/python -m gpulab.exercises.release

@@ -8,6 +8,9 @@ gpulab ptx --all                 compile every kernel for 7.5, 8.0 and 9.0; exit
 gpulab ptx --resources [NAME] [--cc 9.0] [--threads 256]
                                  registers, spills, shared memory and theoretical occupancy
 gpulab release [--check]         regenerate the learner notebooks from solutions/
+gpulab gpu-check [--plan] [--quick]
+                                 on a GPU: every kernel checked, bench and chapter series
+                                 recorded in gpulab/data/, every notebook run; a summary
 gpulab doctor [--json]           check the environment; print each problem with its fix
 gpulab bench [--gpu H100-SXM] [--save results.json] [--record] [--load FILE]
              [--kernels saxpy,matmul_tiled] [--sizes N ...] [--matmul-sizes N ...]
@@ -226,10 +229,20 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--check", action="store_true", help="only report stale notebooks")
     release.set_defaults(run=_release)
     _add_bench(commands)
+    gpu_check = commands.add_parser(
+        "gpu-check",
+        help="on a GPU: validate every kernel, run the bench and the chapters' GPU series, "
+             "record them in gpulab/data/, run every notebook (--plan shows the steps)")
+    gpu_check.set_defaults(run=lambda args: main(["gpu-check"]))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["gpu-check"]:  # its options are its own (gpulab.gpu_check.main parses them)
+        from gpulab import gpu_check
+
+        return gpu_check.main(argv[1:])
     args = build_parser().parse_args(argv)
     return args.run(args)
 

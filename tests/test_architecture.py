@@ -26,7 +26,7 @@ LAYERS = [  # lowest first; a module may import from its own layer or any below 
                   "gpulab.kernel_resources"]),
     ("nn", ["gpulab.nn"]),
     ("chapters", ["gpulab.bench", "gpulab.experiments", "gpulab.exercises"]),
-    ("entry", ["gpulab.cli", "gpulab.doctor", "gpulab"]),
+    ("entry", ["gpulab.cli", "gpulab.doctor", "gpulab.gpu_check", "gpulab"]),
 ]
 
 

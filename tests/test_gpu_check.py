@@ -1,0 +1,61 @@
+"""`gpulab gpu-check` / `make gpu-check`: without a GPU it prints its plan and exits non-zero
+with a clear message; with the stand-in GPU its steps run (every line a GPU would run, at tiny
+sizes) and the record lands in one file with the GPU's name, driver, toolkit and date."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gpulab import device, gpu_check
+from gpulab.cli import main
+
+TINY = {"vector": 1000, "matmul": 17, "dot": 1000, "narrow": 300, "dense": (13, 11),
+        "optimiser": 1000}
+
+
+@pytest.mark.skipif(device.tier() == "gpu", reason="checks the path without a GPU")
+def test_without_a_gpu_it_prints_the_plan_and_exits_non_zero():
+    result = subprocess.run([sys.executable, "-m", "gpulab.cli", "gpu-check"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2
+    assert "kernels" in result.stdout and "notebooks" in result.stdout  # the plan
+    assert "needs an NVIDIA GPU" in result.stderr and "Nothing was run" in result.stderr
+
+
+def test_plan_and_bad_steps(capsys):
+    assert main(["gpu-check", "--plan"]) == 0
+    plan = capsys.readouterr().out
+    for step in gpu_check.STEPS:
+        assert f"``{step}``" in plan
+    assert main(["gpu-check", "--steps", "kernels,magic"]) == 2
+    assert "unknown step(s) magic" in capsys.readouterr().err
+
+
+def test_steps_run_on_the_stand_in_gpu(stand_in_gpu, monkeypatch, tmp_path):
+    from gpulab.kernels import narrow_formats
+
+    monkeypatch.setattr(narrow_formats, "bf16_runs_here", lambda: False)  # no bf16 in the sim
+    monkeypatch.setitem(gpu_check.SIZES, "quick", TINY)
+    record = gpu_check.run(["kernels", "record"], quick=True, directory=tmp_path)
+    assert record["steps"]["kernels"]["status"] == "ok", record["steps"]
+    assert record["kernels"] and all(v.startswith("ok") for v in record["kernels"].values()), \
+        record["kernels"]
+    assert any(k.startswith("dot_fp16") for k in record["kernels"])
+    written = json.loads((tmp_path / record["path"].split("/")[-1]).read_text())
+    assert written["device"] == stand_in_gpu and written["format"] == "gpulab-gpu-run"
+    assert {"driver", "toolkit", "date", "compute_capability"} <= set(written)
+    text = gpu_check.summary(record)
+    assert stand_in_gpu in text and "kernels against NumPy" in text
+
+
+def test_a_failing_step_is_reported_and_the_rest_still_run(stand_in_gpu, monkeypatch,
+                                                          tmp_path):
+    def broken(sizes):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(gpu_check, "check_kernels", broken)
+    record = gpu_check.run(["kernels", "record"], directory=tmp_path)
+    assert record["steps"]["kernels"]["status"].startswith("FAILED: RuntimeError")
+    assert record["steps"]["record"]["status"] == "ok"
