@@ -75,17 +75,26 @@ def test_notebooks_are_committed_without_outputs(path):
 
 @pytest.mark.parametrize("path", sorted(ROOT.glob("solutions/*.ipynb")), ids=lambda p: p.name)
 def test_exercises_are_nbgrader_solution_and_check_cells(path):
-    """Each exercise is a solution cell followed by a locked, graded check cell, so
-    `nbgrader autograde` can score it without hand-made metadata."""
+    """Each exercise is a solution cell, then optionally a "try it" cell (ungraded code that
+    runs the learner's work on a few elements) and markdown, then a locked, graded check cell,
+    so `nbgrader autograde` can score it without hand-made metadata."""
     cells = nbformat.read(path, as_version=4).cells
     grade_ids = []
     for index, cell in enumerate(cells):
         if "### BEGIN SOLUTION" not in cell.source:
             continue
         assert cell.metadata.get("nbgrader", {}).get("solution") is True, (path.name, index)
-        check = cells[index + 1]
+        following = index + 1
+        tries = 0
+        while cells[following].cell_type == "markdown" or (
+                cells[following].cell_type == "code"
+                and not cells[following].metadata.get("nbgrader")):
+            tries += cells[following].cell_type == "code"
+            following += 1
+        assert tries <= 1, f"{path.name}: more than one try-it cell after cell {index}"
+        check = cells[following]
         meta = check.metadata.get("nbgrader", {})
-        assert meta.get("grade") is True and meta.get("locked") is True, (path.name, index + 1)
+        assert meta.get("grade") is True and meta.get("locked") is True, (path.name, following)
         assert "### BEGIN HIDDEN TESTS" in check.source and "check_" in check.source
         grade_ids += [cell.metadata["nbgrader"]["grade_id"], meta["grade_id"]]
     assert len(grade_ids) == len(set(grade_ids)), "grade ids must be unique"
