@@ -11,8 +11,8 @@ too).
 
 ====================  ===================================================================
 entry points          :mod:`~gpulab.cli` (``gpulab info | kernels | ptx | doctor | bench |
-                      release``), :mod:`~gpulab.doctor`, this package's ``dot`` and
-                      ``kernel_source``
+                      release``), :mod:`~gpulab.doctor`, this package's ``dot``,
+                      ``kernel_source`` and ``trace``
 chapters              :mod:`~gpulab.bench` (``gpulab bench``: one case per kernel, the suite,
                       reports and recorded runs), :mod:`~gpulab.experiments` (one module per
                       chapter experiment: logic, figures, dashboard), :mod:`~gpulab.exercises`
@@ -49,4 +49,16 @@ def kernel_source(name: str) -> str:
     return kernel_spec(name).source
 
 
-__all__ = ["TierError", "dot", "info", "kernel_source", "tier", "__version__"]
+def trace(kernel, blocks, threads, *args):
+    """See your own kernel: run ``kernel[blocks, threads](*args)`` on small inputs in the
+    simulator and record which thread read and wrote which element (global and shared memory),
+    its atomics and barriers. ``print(trace(...))`` says it in words, ``trace(...).draw()``
+    draws it. See :func:`gpulab.instruments.trace_kernel` and
+    :class:`~gpulab.instruments.KernelTrace`."""
+    import gpulab.plots  # noqa: F401 - registers KernelTrace.draw
+    from gpulab.instruments import trace_kernel
+
+    return trace_kernel(kernel, blocks, threads, *args)
+
+
+__all__ = ["TierError", "dot", "info", "kernel_source", "tier", "trace", "__version__"]

@@ -251,3 +251,203 @@ def rates_plot(bars, unit: str = "FLOP/s", ax=None, title: str | None = None):
 
 
 __all__ += ["rates_plot", "roofline_plot"]
+
+
+# --- see your own kernel: which thread touched which element ------------------------------------
+
+TRACE_MAX_ELEMENTS = 64  # elements drawn per array: more are elided
+TRACE_ROW = 16  # cells per row for a 1-D array
+TRACE_TABLE_ROWS = 8  # kinds of thread in the counts table
+RACE_COLOUR = "#f4a6a6"
+SHARED_WRITERS_COLOUR = "#d9d2e9"
+ATOMIC_COLOUR = "#fdd49e"
+READ_ONLY_COLOUR = "#e6e6e6"
+COUNT_HEADINGS = ("global\nreads", "global\nwrites", "shared\nreads", "shared\nwrites",
+                  "atomics", "barriers")
+
+
+def _thread_colour(trace, thread):
+    order = {t: k for k, t in enumerate(trace.threads)}
+    return plt.get_cmap("tab20")(order.get(thread, 0) % 20)
+
+
+def _shown_cells(shape: tuple[int, ...]) -> tuple[list[tuple], list[tuple[int, int]], str]:
+    """The elements to draw (index tuples), where each goes (row, column) and a note on what
+    was left out ("" when nothing)."""
+    if len(shape) == 1:
+        n = shape[0]
+        shown = min(n, TRACE_MAX_ELEMENTS)
+        cells = [(i,) for i in range(shown)]
+        places = [(i // TRACE_ROW, i % TRACE_ROW) for i in range(shown)]
+        note = f"first {shown} of {n} elements" if shown < n else ""
+        return cells, places, note
+    rows, cols = shape[0], int(np.prod(shape[1:]))
+    side = int(np.sqrt(TRACE_MAX_ELEMENTS))
+    shown_rows, shown_cols = min(rows, side), min(cols, side)
+    if len(shape) > 2:  # 3-D and up: the first plane only
+        shown_rows = 1
+    cells = [(r, c) if len(shape) == 2 else (r, *np.unravel_index(c, shape[1:]))
+             for r in range(shown_rows) for c in range(shown_cols)]
+    places = [(r, c) for r in range(shown_rows) for c in range(shown_cols)]
+    cut = shown_rows < rows or shown_cols < cols
+    note = (f"rows 0–{shown_rows - 1}, columns 0–{shown_cols - 1} of "
+            f"{' x '.join(map(str, shape))}" if cut else "")
+    return [tuple(int(i) for i in cell) for cell in cells], places, note
+
+
+def _cell_label(trace, thread) -> str:
+    """A thread, short enough for a cell: 'b0 t3' in 1-D; in 2-D and 3-D its global position
+    ``cuda.grid(2)``, '(x,y)'."""
+    from gpulab.instruments import thread_label
+
+    if trace.dimensions_of_threads == 1:
+        return thread_label(thread, short=True)
+    block, within = thread
+    position = (b * size + t for b, size, t in zip(block, trace.block, within, strict=True))
+    return "(" + ",".join(map(str, position)) + ")"
+
+
+def _cell(trace, name, index, writes, atomics, reads):
+    """(fill colour, text) of one element's cell."""
+    writers, atomic, readers = (writes.get(index, []), atomics.get(index, []),
+                                reads.get(index, []))
+    lines = []
+    if len(writers) > 1 and trace.spaces[name] == "shared":  # in turns, between barriers?
+        colour, lines = SHARED_WRITERS_COLOUR, [f"w ×{len(writers)} thr"]
+    elif len(writers) > 1:
+        colour, lines = RACE_COLOUR, [f"w: {len(writers)} thr!"]
+    elif atomic:
+        colour = ATOMIC_COLOUR
+        count = sum(1 for a in trace.accesses
+                    if a.array == name and a.kind == "atomic" and a.index == index)
+        lines = [f"atomic ×{count}"]
+    elif writers:
+        colour, lines = _thread_colour(trace, writers[0]), [
+            "w " + _cell_label(trace, writers[0])]
+    elif len(readers) == 1:
+        colour = _thread_colour(trace, readers[0])
+    elif readers:
+        colour = READ_ONLY_COLOUR
+    else:
+        colour = "white"
+    if len(readers) == 1:
+        lines.append("r " + _cell_label(trace, readers[0]))
+    elif readers:
+        lines.append(f"r ×{len(readers)} thr")
+    return colour, "\n".join(lines)
+
+
+def _draw_array(ax, trace, name, shared_block=None):
+    cells, places, note = _shown_cells(trace.shapes[name])
+    space = trace.spaces[name]
+    block = None
+    if space == "shared":  # each block has its own copy: draw one block's
+        block = trace.threads[0][0] if shared_block is None else shared_block
+    writes, atomics, reads = (trace.touched(name, kind, block)
+                              for kind in ("write", "atomic", "read"))
+    rows = max(r for r, _ in places) + 1
+    cols = max(c for _, c in places) + 1
+    one_d = len(trace.shapes[name]) == 1
+    pitch = 1.3 if one_d else 1.0  # room for the index above each row of a 1-D array
+    for index, (row, col) in zip(cells, places, strict=True):
+        colour, text = _cell(trace, name, index, writes, atomics, reads)
+        written = index in writes or index in atomics
+        y = row * pitch + (0.3 if one_d else 0.0)
+        ax.add_patch(Rectangle((col, y), 0.96, 0.9, facecolor=colour, edgecolor="#555555",
+                               lw=0.6, alpha=1.0 if written or colour == "white" else 0.45))
+        ax.text(col + 0.48, y + 0.47, text, ha="center", va="center", fontsize=6.5,
+                gid=f"{name}[{','.join(map(str, index))}]")
+        if one_d:
+            ax.text(col + 0.48, y - 0.04, str(index[0]), ha="center", va="bottom",
+                    fontsize=5.5, color="#777777")
+    if not one_d:
+        for row in range(rows):
+            ax.text(-0.1, row + 0.45, str(cells[row * cols][0]), ha="right", va="center",
+                    fontsize=6, color="#777777")
+        for col in range(cols):
+            ax.text(col + 0.48, -0.05, str(cells[col][-1]), ha="center", va="bottom",
+                    fontsize=6, color="#777777")
+    ax.set_xlim(-0.6, max(cols, 4) + 0.1)
+    ax.set_ylim(rows * pitch + 0.3, -0.45)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    shape = " x ".join(map(str, trace.shapes[name]))
+    where = f"shared memory of block {block}" if space == "shared" else "global memory"
+    title = f"{name} ({where}, {shape})" + (f": {note}" if note else "")
+    ax.set_title(title, fontsize=8.5, loc="left")
+
+
+def _count_rows(trace):
+    """(label, counts) per kind of thread: threads with the same counts share a row."""
+    from gpulab.instruments import COUNT_KEYS, thread_label
+
+    groups: dict[tuple, list] = {}
+    for thread in trace.threads:
+        counts = trace.counts(thread)
+        groups.setdefault(tuple(counts[k] for k in COUNT_KEYS), []).append(thread)
+    rows = []
+    for values, threads in list(groups.items())[:TRACE_TABLE_ROWS]:
+        label = thread_label(threads[0], short=True)
+        if len(threads) > 1:
+            label += f" and {len(threads) - 1} more"
+        rows.append((label, list(values)))
+    if len(groups) > TRACE_TABLE_ROWS:
+        rows.append((f"… {len(groups) - TRACE_TABLE_ROWS} more kinds", [""] * len(COUNT_KEYS)))
+    rows.append(("most per thread", [trace.max_per_thread(k) for k in COUNT_KEYS]))
+    return rows
+
+
+def trace_plot(trace, array=None, max_arrays: int = 4, shared_block=None):
+    """Draw a :class:`~gpulab.instruments.KernelTrace`, GPU-Puzzles style: for each array
+    (``array``: a name or a list of names, e.g. ``"out"`` or ``"shared:partial"``; by default
+    every array argument), one cell per element, coloured by the thread that wrote it ("w b0 t3";
+    red when several threads wrote it without an atomic, orange for atomics) and labelled with
+    the thread(s) that read it ("r b0 t3", or how many); elements only read are pale, in the
+    reader's colour. 1-D arrays wrap every 16 elements; beyond 64 elements (8 x 8 for 2-D) the
+    rest is elided. A shared array is drawn as one block sees it (``shared_block``, by default
+    the first): each block has its own copy. Below, a table of per-thread counts: threads with
+    the same counts share a row. Text artists carry gids ``"name[i]"`` / ``"name[r,c]"`` for
+    tests."""
+    names = ([array] if isinstance(array, str) else list(array) if array is not None
+             else trace.global_arrays[:max_arrays])
+    unknown = [name for name in names if name not in trace.shapes]
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: not an array of this trace; it has "
+                         f"{', '.join(trace.shapes)}")
+    heights = []
+    for name in names:
+        _, places, _ = _shown_cells(trace.shapes[name])
+        pitch = 1.3 if len(trace.shapes[name]) == 1 else 1.0
+        heights.append((max(r for r, _ in places) + 1) * pitch + 0.8)
+    table_rows = _count_rows(trace)
+    heights.append(0.45 * (len(table_rows) + 1) + 0.4)
+    fig = plt.figure(figsize=(9.0, 0.9 + 0.42 * sum(heights)), layout="constrained")
+    grid = fig.add_gridspec(len(heights), 1, height_ratios=heights)
+    for k, name in enumerate(names):
+        _draw_array(fig.add_subplot(grid[k]), trace, name, shared_block)
+    ax = fig.add_subplot(grid[-1])
+    ax.axis("off")
+    table = ax.table(cellText=[[str(v) for v in values] for _, values in table_rows],
+                     rowLabels=[label for label, _ in table_rows], colLabels=COUNT_HEADINGS,
+                     loc="center", cellLoc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+    table.scale(1.0, 1.25)
+    title = (f"{trace.kernel} on {trace.launch}: w = the thread that wrote the element, "
+             "r = the thread(s) that read it")
+    if trace.dimensions_of_threads > 1:
+        title += " (a thread is named by its cuda.grid(2) position, (x, y))"
+    if trace.error:
+        title += f". It stopped early: {trace.error}"
+    fig.suptitle(wrap_title(title, 100), fontsize=9.5)
+    return fig
+
+
+def _register_trace_drawer() -> None:
+    from gpulab.instruments import set_trace_drawer
+
+    set_trace_drawer(trace_plot)
+
+
+_register_trace_drawer()
+__all__ += ["trace_plot"]

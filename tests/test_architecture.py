@@ -4,7 +4,8 @@ never reach into another module's private names.
 
     cli, doctor, gpulab (the package)           entry points
     bench, experiments, exercises               what the chapters and `gpulab bench` run
-    nn                                          the small neural-network library
+    nn, parallel, serving                       the small neural-network library; many GPUs;
+                                                serving and energy
     timing, plots, memory_model, ptx            shared services
     kernels                                     Numba CUDA kernels
     device, toolkit, hardware, formats,         the ground floor
@@ -24,7 +25,7 @@ LAYERS = [  # lowest first; a module may import from its own layer or any below 
     ("kernels", ["gpulab.kernels"]),
     ("services", ["gpulab.timing", "gpulab.plots", "gpulab.memory_model", "gpulab.ptx",
                   "gpulab.kernel_resources"]),
-    ("nn", ["gpulab.nn"]),
+    ("nn", ["gpulab.nn", "gpulab.parallel", "gpulab.serving"]),
     ("chapters", ["gpulab.bench", "gpulab.experiments", "gpulab.exercises"]),
     ("entry", ["gpulab.cli", "gpulab.doctor", "gpulab.gpu_check", "gpulab"]),
 ]

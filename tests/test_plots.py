@@ -149,3 +149,67 @@ def test_rates_plot_hatches_estimates():
     patches = fig.axes[0].patches
     assert patches[0].get_hatch() is None and patches[1].get_hatch() == "//"
     assert "50 GFLOP/s" in text_of(fig) and "10 TFLOP/s" in text_of(fig)
+
+
+# --- see your own kernel: trace_plot -------------------------------------------------------------
+
+
+def trace_cells(fig) -> dict[str, str]:
+    """{"name[i]" or "name[r,c]": the text in that element's cell}, from every panel."""
+    return {text.get_gid(): text.get_text() for ax in fig.axes for text in ax.texts
+            if text.get_gid()}
+
+
+def _traced(kernel_name, blocks, threads, *args):
+    """A trace of one of gpulab's kernels (in the simulator; elsewhere a child process runs it)."""
+    from gpulab import instruments
+    from gpulab.kernels import dot, matmul
+
+    kernel = {"dot_atomic": dot.dot_atomic, "dot_shared_tree": dot.dot_shared_tree,
+              "matmul_naive": matmul.matmul_naive}[kernel_name]
+    return instruments.trace_kernel(kernel, blocks, threads, *args)
+
+
+def test_trace_plot_shows_who_read_each_element_and_the_atomics():
+    import numpy as np
+
+    x = np.ones(13, np.float32)
+    trace = _traced("dot_atomic", 2, 8, x, x, np.zeros(1, np.float32))
+    fig = trace.draw()
+    cells = trace_cells(fig)
+    assert cells["x[0]"] == "r b0 t0" and cells["x[12]"] == "r b1 t4"
+    assert cells["out[0]"] == "atomic ×13"
+    assert "dot_atomic on 2 blocks of 8 threads" in fig._suptitle.get_text()
+    table = next(child for ax in fig.axes for child in ax.get_children()
+                 if child.__class__.__name__ == "Table")
+    texts = [cell.get_text().get_text() for cell in table.get_celld().values()]
+    assert "atomics" in texts and "most per thread" in texts
+
+
+def test_trace_plot_draws_2d_arrays_by_grid_position_and_elides_big_ones():
+    import numpy as np
+
+    A = np.ones((6, 10), np.float32)
+    B = np.ones((10, 7), np.float32)
+    trace = _traced("matmul_naive", (2, 2), (4, 4), A, B, np.zeros((6, 7), np.float32))
+    cells = trace_cells(plots.trace_plot(trace, ["A", "C"]))
+    assert cells["C[4,1]"] == "w (1,4)"  # row 4, column 1: cuda.grid(2) = (x=1, y=4)
+    assert cells["A[0,0]"] == "r ×7 thr"  # row 0 of A: read by the 7 threads of C's row 0
+    assert "A[0,8]" not in cells and "A[5,7]" in cells  # 6 x 10 drawn as 6 x 8
+    with pytest.raises(ValueError, match="not an array of this trace"):
+        plots.trace_plot(trace, "D")
+
+
+def test_trace_plot_draws_one_blocks_copy_of_a_shared_array():
+    import numpy as np
+
+    x = np.arange(13, dtype=np.float32)
+    trace = _traced("dot_shared_tree", 2, 8, x, x, np.zeros(1, np.float32))
+    fig = plots.trace_plot(trace, "shared:partial")
+    cells = trace_cells(fig)
+    assert cells["shared:partial[3]"].startswith("w b0 t3")
+    assert "shared:partial[63]" in cells and "shared:partial[64]" not in cells
+    title = fig.axes[0].get_title(loc="left")
+    assert "block 0" in title and "first 64 of 1024" in title
+    other = trace_cells(plots.trace_plot(trace, "shared:partial", shared_block=1))
+    assert other["shared:partial[3]"].startswith("w b1 t3")

@@ -3,7 +3,7 @@
 - :mod:`gpulab.exercises.checks` — everything the checks share: :class:`CheckResult`, the
   learner's code (``start_kernel``, ``call_learner``), random 1-D and 2-D trials, padded
   buffers and launches, diagnoses of common mistakes, the advice an error becomes.
-- :mod:`gpulab.exercises.ch01` … :mod:`gpulab.exercises.ch08` — one module per chapter, holding
+- :mod:`gpulab.exercises.ch00` … :mod:`gpulab.exercises.ch08` — one module per chapter, holding
   only that chapter's checks (``ch01``: ``check_multiply``, ``check_dot_atomic``,
   ``check_block_sum``); notebooks import the module (``from gpulab.exercises import ch03``).
   Chapter modules import from ``checks`` only, never from each other.
@@ -23,9 +23,14 @@ from gpulab.lazy import lazy_exports
 
 _LAZY = {
     "CheckResult": "gpulab.exercises.checks",
+    "check_blocks_for": "gpulab.exercises.ch00",
+    "check_first_launch": "gpulab.exercises.ch00",
     "check_multiply": "gpulab.exercises.ch01",
     "check_dot_atomic": "gpulab.exercises.ch01",
     "check_block_sum": "gpulab.exercises.ch01",
+    "check_saxpy": "gpulab.exercises.ch02",
+    "check_time_saxpy": "gpulab.exercises.ch02",
+    "check_copy_grid_stride": "gpulab.exercises.ch02",
 }
 
 

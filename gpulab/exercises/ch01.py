@@ -24,8 +24,12 @@ What the simulator can and cannot show
   else. On a GPU the same mistake can go unseen at 64 threads per block, where the two warps
   often happen to run in step: the check reports what the number shows, and its message
   counts the kernel's ``syncthreads`` calls.
-- Not caught: a kernel that never finishes (e.g. a halving loop without ``stride //= 2``)
-  hangs the simulator like it would hang a GPU; interrupt the kernel (■) and fix the loop.
+- The block sum's method is checked, not only its total: once the total is right, the kernel
+  is traced on a small launch (:func:`gpulab.exercises.checks.trace_trial`) and must make at
+  most one atomic per block, read x at most once per thread, and keep each thread's shared
+  reads to a tree's ~2 log2(block) (one thread adding up the whole block reads every slot).
+- A kernel that never finishes (e.g. a halving loop without ``stride //= 2``) fails with a
+  message instead of hanging (:func:`gpulab.exercises.checks.launch`'s time limit).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from gpulab import device, reference
 from gpulab.exercises.checks import (
     GLOBAL_INDEX_HINT,
     GUARD_HINT,
+    READ_THE_ERROR_HINT,
     CheckFailedError,
     CheckResult,
     KernelSource,
@@ -51,8 +56,9 @@ from gpulab.exercises.checks import (
     run_check,
     run_elementwise,
     start_kernel,
+    trace_trial,
 )
-from gpulab.instruments import WatchedArray
+from gpulab.instruments import WatchedArray, thread_label
 
 # Each syncthreads() costs the simulator milliseconds: the block sum uses fewer blocks there.
 BLOCK_SUM_SIZE_RANGE = {"sim": (150, 450)}
@@ -70,8 +76,15 @@ BLOCK_SUM_GUARD_HINT = (
     GUARD_HINT + " Threads past the end must not read x: they put 0 into shared memory instead."
 )
 BLOCK_SUM_INDEX_HINT = (
-    BLOCK_SUM_GUARD_HINT + " If the array is your shared array, it needs one slot per thread: "
-    "THREADS must equal the check's threads_per_block."
+    BLOCK_SUM_GUARD_HINT + " If the array is your shared array: it needs one slot per thread "
+    "(THREADS must equal the check's threads_per_block), and `t + stride` must stay inside it, "
+    "so the first stride is half the block, `cuda.blockDim.x // 2`."
+)
+TREE_HINT = (
+    "let the whole block add in rounds: every thread puts its value in shared memory; then, "
+    "for stride = half the block, a quarter, …, 1, each thread t < stride adds the slot "
+    "`t + stride` into slot t, with `cuda.syncthreads()` after every round; at the end thread 0 "
+    "alone adds partial[0] into out[0] with one `cuda.atomic.add`."
 )
 
 
@@ -118,8 +131,9 @@ def _check_race(source: KernelSource, out, got: float, right: bool, runs: str) -
 # --- exercise 1: multiply -------------------------------------------------------------------
 
 MULTIPLY_STUB_HINT = (
-    "find this thread's element `i` from its block and thread index, let only threads with "
-    "`i < x.shape[0]` through, and write `out[i] = x[i] * y[i]`."
+    "each thread finds its own element from its block and thread index, does nothing if it is "
+    "past the end of the arrays, and otherwise writes the product of the two inputs there. "
+    "The hints above the cell go step by step."
 )
 
 
@@ -161,8 +175,8 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
 # --- exercise 2: dot product with atomics ----------------------------------------------------
 
 DOT_STUB_HINT = (
-    "each thread with `i < x.shape[0]` computes its product `x[i] * y[i]` and adds it into "
-    "out[0] with `cuda.atomic.add`."
+    "start like your multiply kernel; instead of storing the product, each thread adds it into "
+    "out[0] with an atomic. The hints above the cell go step by step."
 )
 
 
@@ -266,9 +280,9 @@ def _total_or_failure(run, trial: Trial, partial_block_hint: str,
 # --- exercise 3: block sum in shared memory --------------------------------------------------
 
 BLOCK_SUM_STUB_HINT = (
-    "each thread puts its x[i] (or 0 past the end) into a shared array; the block halves it "
-    "with `cuda.syncthreads()` between steps; thread 0 adds partial[0] into out[0] with "
-    "`cuda.atomic.add`."
+    "three steps: fill the shared array (0 past the end) and wait; halve it in rounds, waiting "
+    "after each; one thread adds the block's total into out[0]. The hints above the cell go "
+    "step by step."
 )
 
 
@@ -305,10 +319,56 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
             "`i >= x.shape[0]`, because shared memory starts with leftover values.",
             closer_look=not few_barriers,
         )
+        method = _check_tree_method(kernel, seed, threads_per_block, dtype)
         return (f"sum = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
-                f"seed={trial.seed}).")
+                f"seed={trial.seed}), and by a tree: {method}.")
 
     return run_check("block_sum", body, seed, show)
+
+
+def _check_tree_method(kernel, seed: int, threads_per_block: int, dtype) -> str:
+    """Trace the block sum on a small launch and fail unless it sums like a tree: at most one
+    atomic per block, x read at most once per thread, and no thread reading more shared slots
+    than a tree's rounds need. Returns what the trace showed, for the pass message."""
+    trial = Trial.draw("check_block_sum", seed, threads_per_block, dtype,
+                       size_range=(2 * threads_per_block + 1, 3 * threads_per_block))
+    x = trial.uniform(0.5, 1.5)
+    trace = trace_trial(kernel, trial, x, np.zeros(1, dtype=trial.dtype))
+    where = f"traced on {trial.launched}, n={trial.n}, seed={trial.seed}"
+    if trace.error:
+        raise CheckFailedError(f"your kernel stopped when traced ({where}): {trace.error}.",
+                               READ_THE_ERROR_HINT)
+    rounds = int(np.log2(threads_per_block))
+    atomics = trace.per_block("atomics")
+    block, most = max(atomics.items(), key=lambda item: item[1])
+    if most > 1:
+        shared_atomics = sum(1 for a in trace.accesses if a.kind == "atomic"
+                             and a.space == "shared" and a.thread[0] == block)
+        into = "a shared slot" if shared_atomics > most // 2 else "out[0]"
+        raise CheckFailedError(
+            f"the total is right, but block {block} made {most} atomic adds (into {into}): "
+            f"one per thread, so its {threads_per_block} additions still wait for each other "
+            f"one at a time, as in exercise 2. A tree needs one atomic per block ({where}).",
+            TREE_HINT)
+    x_name = trace.global_arrays[0] if trace.global_arrays else "x"
+    global_reads = {t: row["global_reads"] for t, row in trace.per_thread().items()}
+    reader, reads = max(global_reads.items(), key=lambda item: item[1])
+    if reads > 2:
+        raise CheckFailedError(
+            f"the total is right, but {thread_label(reader)} read {reads} values of {x_name} "
+            f"from global memory: one thread added up the block one value after another "
+            f"({reads} steps) while the others waited; the tree takes {rounds} rounds "
+            f"({where}).", TREE_HINT)
+    shared_reads = {t: row["shared_reads"] for t, row in trace.per_thread().items()}
+    reader, reads = max(shared_reads.items(), key=lambda item: item[1])
+    if reads > 2 * rounds + 3:
+        raise CheckFailedError(
+            f"the total is right, but {thread_label(reader)} read {reads} shared slots: one "
+            f"thread added up the block's {threads_per_block} values one after another, while "
+            f"a tree needs {rounds} rounds of at most 2 reads per thread ({where}).", TREE_HINT)
+    barriers = trace.max_per_thread("barriers")
+    return (f"{max(atomics.values())} atomic per block, at most {reads} shared reads and "
+            f"{barriers} barriers per thread ({trial.launched} traced)")
 
 
 def _run_block_sum(source: KernelSource, kernel, trial: Trial):
@@ -334,6 +394,10 @@ def _run_block_sum(source: KernelSource, kernel, trial: Trial):
         Suspect(x[::tpb].sum(dtype=np.float64),
                 "that is the sum of each block's first value only: the halving steps never "
                 "reached partial[0]", SYNCTHREADS_HINT),
+        Suspect(x[::2].sum(dtype=np.float64),
+                "that is the sum of the even-numbered elements only: the halving stopped "
+                "before its last round (stride 1), which adds partial[1] into partial[0]",
+                "run the halving loop while `stride > 0` (or `>= 1`), not `> 1`."),
         Suspect(trial.blocks * block_sums[0], "every block summed the first block's values",
                 GLOBAL_INDEX_HINT),
         Suspect(sum(block_sums[:-1]), "the last, partial block added nothing",

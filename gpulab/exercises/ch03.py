@@ -2,39 +2,58 @@
 
 Each check takes your ``@cuda.jit`` kernel ``kernel(A, B, C)`` (not launched), runs it with a
 2-D grid on random matrices whose sizes M, N, K differ from each other and are not multiples of
-the block's side, compares C with :mod:`gpulab.reference` (within the rounding bound
+the block's sides, compares C with :mod:`gpulab.reference` (within the rounding bound
 ``K * eps * (|A| @ |B|)`` of a float32 sum in any order), prints what it found and returns a
 :class:`~gpulab.exercises.checks.CheckResult`::
 
     from gpulab.exercises.ch03 import check_matmul_naive
     check_matmul_naive(my_matmul)
 
-The launch is ``kernel[(ceil(N / side), ceil(M / side)), (side, side)]``: the x index runs
-along the columns of C, the y index along its rows (``col, row = cuda.grid(2)``).
-A, B and C are views of larger buffers: a thread past an edge raises ``IndexError`` in the
-simulator, and on a GPU its write lands in padding the check inspects.
+The launch is ``kernel[(ceil(N / bx), ceil(M / by)), (bx, by)]``: the x index runs along the
+columns of C, the y index along its rows (``col, row = cuda.grid(2)``). A, B and C are views of
+larger buffers: a thread past an edge raises ``IndexError`` in the simulator, and on a GPU its
+write lands in padding the check inspects.
+
+- :func:`check_matmul_naive` launches twice, with a block that is not square (8 x 4, 4 x 16,
+  ...) and the same block turned on its side: a kernel that hard-codes the block's size, or
+  mixes up x and y, fails; the sizes are such that swapping rows and columns leaves part of C
+  unwritten.
+- :func:`check_matmul_tiled` judges the method as well as the answer. The kernel is traced on
+  a launch of 6 blocks of TILE x TILE threads (:func:`~gpulab.exercises.checks.
+  trace_trial`): every thread must load at most about ``2 * ceil(K / TILE)`` values from global
+  memory (the naive kernel loads 2K: a correct but untiled kernel is rejected) and pass two
+  barriers per step. A wrong answer is diagnosed from what the trace shows: a missing barrier
+  (which one), threads that store nothing in the tile where it hangs over an edge (no zero
+  fill), a guard that compares with the wrong size, x and y swapped in the loads, the stores
+  or the multiply-adds, the sum restarted at every step; the tile's size written as a number
+  is rejected before anything runs.
 """
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpulab import device, reference
 from gpulab.exercises.checks import (
+    BARRIER_HINT,
     CheckFailedError,
     CheckResult,
+    KernelError,
     KernelSource,
     Launched,
     block_2d,
-    count_calls,
     launch,
+    offer_trace,
     padded,
     plain_writes_to,
     read_back,
     run_check,
     start_kernel,
+    trace_trial,
 )
 
 PAD_VALUE = 100.0  # beyond the edges of A and B (seen only by a kernel without guards, on a GPU)
@@ -48,64 +67,142 @@ INDEX_HINT = (
     "threads, neighbouring columns), the y index along its rows; then "
     "`C[row, col] = sum of A[row, k] * B[k, col]` for k in range(A.shape[1])."
 )
-SYNC_HINT = (
-    "call `cuda.syncthreads()` after loading both tiles (so they are complete before anyone "
-    "reads them) and again after the inner loop (so nobody overwrites a tile another thread "
-    "still reads)."
+WRITE_GUARD_HINT = (
+    "only threads inside C may write: `if row < C.shape[0] and col < C.shape[1]:` around the "
+    "final write (the blocks at the right and bottom edges are only partly inside C)."
 )
-EDGE_TILE_HINT = (
-    "where the tile hangs over an edge, load 0 instead: `a_tile[ty, tx] = A[row, k0 + tx] if "
-    "row < A.shape[0] and k0 + tx < A.shape[1] else 0` (and likewise for B with k0 + ty and "
-    "col); shared memory keeps the previous step's values otherwise."
+LOAD_GUARD_HINT = (
+    "a thread whose element of A lies outside A (row >= A.shape[0], or k0 + tx >= A.shape[1]) "
+    "must not read it: test both before the load, and store 0 in the tile instead; likewise for "
+    "B with k0 + ty < B.shape[0] and col < B.shape[1]."
+)
+TILE_INDEX_HINT = (
+    "a tile is TILE x TILE: index it with the thread's own indices, `a_tile[ty, tx]` and "
+    "`b_tile[ty, tx]` for the stores and `a_tile[ty, k]`, `b_tile[k, tx]` with k in "
+    "range(TILE) for the multiply-adds, never with row or col, which run over the whole matrix."
+)
+ZERO_FILL_HINT = (
+    "where the tile hangs over an edge of A or B, store 0 in the tile instead of skipping the "
+    "store (an `else:` after the guarded load): a slot nobody writes at this step keeps what "
+    "it held before, and the multiply-adds use it."
+)
+LOADS_HINT = (
+    "at step k0, thread (tx, ty) copies A[row, k0 + tx] into a_tile[ty, tx] and "
+    "B[k0 + ty, col] into b_tile[ty, tx]: x goes with the column index, y with the row index."
+)
+SYNC_AFTER_LOADS = (
+    "call `cuda.syncthreads()` after the two stores into the tiles and before the multiply-adds, "
+    "so that both tiles are complete before any thread reads them"
+)
+SYNC_AFTER_SUMS = (
+    "call `cuda.syncthreads()` after the multiply-adds (at the end of the step), so that no "
+    "thread overwrites a tile at the next step while another still reads it"
+)
+UNTILED_HINT = (
+    "load tiles into shared memory: at each step along K every thread copies ONE element of A "
+    "and ONE of B into the shared tiles, the block waits (`cuda.syncthreads()`), and the TILE "
+    "multiply-adds read only the tiles; then the block waits again. A value loaded once is "
+    "used by TILE threads."
+)
+HARD_CODED_HINT = (
+    "write TILE wherever the tile's size is meant (the shared arrays' shape, the step along K, "
+    "the inner loop), never the number itself: TILE is 16 on a GPU and 8 in the simulator."
 )
 
 
 def default_side() -> int:
-    """The block's side: that of every 2-D check's block (:func:`~gpulab.exercises.checks.
-    block_2d`), 8 x 8 threads in the simulator, 16 x 16 on a GPU."""
+    """The tiled check's default tile: that of every 2-D check's block (:func:`~gpulab.exercises.
+    checks.block_2d`), 8 in the simulator, 16 on a GPU."""
     return block_2d()[0]
+
+
+# Blocks of the naive check: never square, so that x and y can't be mixed up unnoticed.
+NAIVE_BLOCKS = {"sim": ((8, 4), (4, 8), (16, 4), (4, 16)),
+                "gpu": ((32, 8), (8, 32), (16, 8), (8, 16))}
+# Blocks (rows, columns of blocks) of the tiled check's traced launch: 6, never as many rows of
+# blocks as columns, and at least two each way (with a single row of blocks, a kernel with rows
+# and columns swapped writes exactly the first block's elements: the two mistakes look alike).
+TILED_GRIDS = ((2, 3), (3, 2))
 
 
 @dataclass
 class MatmulTrial(Launched):
-    """A random M x K @ K x N problem for a launch of side x side blocks."""
+    """A random M x K @ K x N problem for a launch of ``block = (x, y)`` threads per block."""
 
     check_name: str
     seed: int
     M: int
     N: int
     K: int
-    side: int
+    block: tuple[int, int]
     dtype: np.dtype
     rng: np.random.Generator = field(repr=False)
 
     @classmethod
-    def draw(cls, check_name: str, seed: int, side: int, dtype=np.float32,
-             shape: tuple[int, int, int] | None = None) -> MatmulTrial:
-        """M, N, K different from each other and not multiples of ``side``, spanning 2-3
-        blocks (simulator) or more (GPU) in each direction; M and N need different numbers of
-        blocks, so that swapping rows and columns leaves part of C unwritten."""
+    def draw(cls, check_name: str, seed: int, block: tuple[int, int] | None = None,
+             dtype=np.float32, shape: tuple[int, int, int] | None = None) -> MatmulTrial:
+        """The naive check's trial: a block (x, y) that is not square (drawn when not given),
+        M, N, K different from each other, M not a multiple of y and N not of x, spanning 2-3
+        blocks (simulator) or more (GPU) in each direction, and so that swapping rows and
+        columns leaves part of C unwritten."""
         rng = np.random.default_rng(seed)
-        low, high = (side + 1, 3 * side) if device.tier() != "gpu" else (5 * side, 30 * side)
-        high = max(high, low + 12)  # room for three different sizes even with a tiny tile
+        tier = "gpu" if device.tier() == "gpu" else "sim"
+        if block is None:
+            choices = NAIVE_BLOCKS[tier]
+            block = choices[int(rng.integers(len(choices)))]
+        bx, by = block
+        blocks_low, blocks_high = (1, 3) if tier == "sim" else (5, 30)
+        k_range = (9, 40) if tier == "sim" else (100, 600)
         for _ in range(100_000):
-            dims = [int(d) for d in rng.integers(low, high, size=3)]
-            M, N, K = dims
-            if ((side == 1 or all(d % side for d in dims)) and len(set(dims)) == 3
-                    and -(-M // side) != -(-N // side)):
+            M = int(rng.integers(blocks_low * by + 1, blocks_high * by))
+            N = int(rng.integers(blocks_low * bx + 1, blocks_high * bx))
+            K = int(rng.integers(*k_range))
+            covered_if_swapped = (-(-N // bx) * bx >= M) and (-(-M // by) * by >= N)
+            if (M % by and N % bx and len({M, N, K}) == 3 and not covered_if_swapped):
                 break
-        else:  # pragma: no cover - the range above always has solutions
-            raise RuntimeError(f"no test shape found for tile {side}; please report this")
-        M, N, K = shape or dims
-        return cls(check_name, seed, M, N, K, side, np.dtype(dtype), rng)
+        else:  # pragma: no cover - the ranges above always have solutions
+            raise RuntimeError(f"no test shape found for block {block}; please report this")
+        M, N, K = shape or (M, N, K)
+        return cls(check_name, seed, M, N, K, tuple(block), np.dtype(dtype), rng)
+
+    @classmethod
+    def draw_tiled(cls, check_name: str, seed: int, tile: int, dtype=np.float32,
+                   large: bool = False) -> MatmulTrial:
+        """The tiled check's trial: tile x tile blocks; M, N, K different, none a multiple of
+        the tile; K spans 2 or 3 steps. Small (6 blocks, so that tracing it stays quick),
+        or with ``large`` tens of blocks (the GPU's run)."""
+        rng = np.random.default_rng(seed)
+        for _ in range(100_000):
+            if large:
+                M, N, K = (int(v) for v in rng.integers(5 * tile + 1, 30 * tile, size=3))
+            else:
+                rows, cols = TILED_GRIDS[int(rng.integers(len(TILED_GRIDS)))]
+
+                def extent(blocks):
+                    low = (blocks - 1) * tile + 1 if blocks > 1 else tile // 2 + 1
+                    return int(rng.integers(low, blocks * tile))
+
+                M, N = extent(rows), extent(cols)
+                K = int(rng.integers(tile + 1, 3 * tile))
+            dims = (M, N, K)
+            if (tile == 1 or all(d % tile for d in dims)) and len(set(dims)) == 3 and \
+                    -(-M // tile) != -(-N // tile):
+                break
+        else:  # pragma: no cover
+            raise RuntimeError(f"no test shape found for tile {tile}; please report this")
+        return cls(check_name, seed, M, N, K, (tile, tile), np.dtype(dtype), rng)
+
+    @property
+    def side(self) -> int:
+        return self.block[0]
 
     @property
     def blocks(self) -> tuple[int, int]:
-        return -(-self.N // self.side), -(-self.M // self.side)
+        return -(-self.N // self.block[0]), -(-self.M // self.block[1])
 
     @property
     def threads(self) -> tuple[int, int]:
-        return self.side, self.side
+        return self.block
 
     @property
     def extents(self) -> tuple[int, ...]:
@@ -114,21 +211,31 @@ class MatmulTrial(Launched):
     def matrix(self, rows: int, cols: int) -> np.ndarray:
         return self.rng.uniform(-1, 1, (rows, cols)).astype(self.dtype)
 
+    def operands(self) -> tuple[np.ndarray, np.ndarray]:
+        """Fresh random A (M x K) and B (K x N)."""
+        return self.matrix(self.M, self.K), self.matrix(self.K, self.N)
+
     def __str__(self) -> str:
         return (f"A {self.M}x{self.K} @ B {self.K}x{self.N}, {self.launched}, {self.dtype.name}, "
                 f"{self.repeat}")
 
 
-def _run(kernel, trial: MatmulTrial, index_hint: str = EDGE_HINT):
-    """Launch on fresh random A, B, each a view of a buffer padded with PAD_VALUE; return
-    (A, B, C as written), NaN where never written."""
-    A, B = trial.matrix(trial.M, trial.K), trial.matrix(trial.K, trial.N)
-    pad = trial.side
+def _launch(kernel, trial: MatmulTrial, A: np.ndarray, B: np.ndarray,
+            index_hint: str = EDGE_HINT) -> np.ndarray:
+    """Launch on A, B, each a view of a buffer padded with PAD_VALUE; return C as written, NaN
+    where never written."""
+    pad = max(trial.block)
     _, d_A = padded(A, pad, PAD_VALUE)
     _, d_B = padded(B, pad, PAD_VALUE)
     d_C_all, d_C = padded(np.full((trial.M, trial.N), np.nan, trial.dtype), pad, np.nan)
     launch(kernel, trial, d_A, d_B, d_C, index_hint=index_hint)
-    return A, B, read_back(d_C_all, (trial.M, trial.N), trial, what="C", hint=EDGE_HINT)
+    return read_back(d_C_all, (trial.M, trial.N), trial, what="C", hint=WRITE_GUARD_HINT)
+
+
+def _run(kernel, trial: MatmulTrial, index_hint: str = EDGE_HINT):
+    """Launch on fresh random A, B; return (A, B, C as written)."""
+    A, B = trial.operands()
+    return A, B, _launch(kernel, trial, A, B, index_hint)
 
 
 def _cells(mask: np.ndarray, limit: int = 3) -> str:
@@ -136,20 +243,34 @@ def _cells(mask: np.ndarray, limit: int = 3) -> str:
     return ", ".join(cells) + (", ..." if mask.sum() > limit else "")
 
 
+def _names(source: KernelSource) -> tuple[str, str, str]:
+    names = source.parameters
+    return tuple(names) if len(names) == 3 else ("A", "B", "C")
+
+
 def _accumulates_in_output(source: KernelSource) -> bool:
     """True when the kernel adds into C directly (``C[row, col] += ...``)."""
-    name = source.parameters[2] if len(source.parameters) == 3 else "C"
-    return any("+=" in line for line in plain_writes_to(source, name))
+    return any("+=" in line for line in plain_writes_to(source, _names(source)[2]))
+
+
+def _wrong(A, B, C) -> np.ndarray:
+    """Where C is not A @ B to float32 rounding (NaN counts as wrong)."""
+    return np.isnan(C) | ~(np.abs(C - reference.matmul_exact(A, B))
+                           <= reference.matmul_tolerance(A, B))
 
 
 def _diagnose(A, B, C, trial: MatmulTrial, wrong_hint: str,
-              source: KernelSource | None = None) -> CheckFailedError | None:
-    """None when C = A @ B to rounding; otherwise what is wrong and what usually causes it."""
+              source: KernelSource | None = None, suspects: bool = True
+              ) -> CheckFailedError | None:
+    """None when C = A @ B to rounding; otherwise what is wrong and what usually causes it (with
+    ``suspects``, also the naive kernel's usual wrong sums). A failure whose message only says
+    which elements are wrong is marked ``specific=False``."""
     M, N, K = trial.M, trial.N, trial.K
+    bx, by = trial.block
     expected = reference.matmul_exact(A, B)
     bound = reference.matmul_tolerance(A, B)
     unwritten = np.isnan(C)
-    wrong = unwritten | ~(np.abs(C - expected) <= bound)
+    wrong = _wrong(A, B, C)
     if not wrong.any():
         return None
     accumulates = source is not None and _accumulates_in_output(source)
@@ -165,77 +286,120 @@ def _diagnose(A, B, C, trial: MatmulTrial, wrong_hint: str,
                                 "row and column, inside the guard.")
     summary = f"{int(wrong.sum())} of {M * N} elements of C are wrong"
     if unwritten.any():
-        rows, cols = np.flatnonzero(unwritten.any(axis=1)), np.flatnonzero(unwritten.any(axis=0))
         where = f"{int(unwritten.sum())} were never written (e.g. {_cells(unwritten)})"
-        if not unwritten[: trial.side, : trial.side].any() and \
-                unwritten.sum() == M * N - trial.side * trial.side:
-            return CheckFailedError(f"{summary}: only the first block's {trial.side} x "
-                                    f"{trial.side} corner was written ({trial}).", INDEX_HINT)
-        if rows.min() >= min(M, N) or cols.min() >= min(M, N):
+        corner = min(by, M) * min(bx, N)
+        if not unwritten[:by, :bx].any() and unwritten.sum() == M * N - corner:
+            return CheckFailedError(f"{summary}: only the first block's {bx} x {by} corner was "
+                                    f"written ({trial}).", INDEX_HINT)
+        x_extent, y_extent = trial.blocks[0] * bx, trial.blocks[1] * by
+        swapped_cover = np.zeros_like(unwritten)
+        swapped_cover[:x_extent, :y_extent] = True
+        if np.array_equal(unwritten, ~swapped_cover):
             return CheckFailedError(
-                f"{summary}: {where}. The unwritten part lies beyond row or column "
-                f"{min(M, N) - 1}, as happens when rows and columns are swapped "
-                f"(C is {M} x {N}; {trial}).", INDEX_HINT)
+                f"{summary}: {where}. Exactly C[0:{min(M, x_extent)}, 0:{min(N, y_extent)}] was "
+                f"written: the grid's x index ({x_extent} threads across) was used as the row "
+                f"and its y index ({y_extent} threads down) as the column, so rows and columns "
+                f"are swapped (C is {M} x {N}; {trial}).", INDEX_HINT)
         return CheckFailedError(f"{summary}: {where} ({trial}).", INDEX_HINT)
     written_nan = np.isnan(C) & ~unwritten
     if written_nan.any():
         return CheckFailedError(f"{summary}: they hold NaN ({trial}).",
                                 "accumulate in a local variable that starts at 0 "
                                 "(`acc = C.dtype.type(0)`), not in C, which starts with garbage.")
-    suspects = {
+    candidates = {} if not suspects else {
         "C holds the sum for k = 0 .. K-2: the last k is missing":
             (A[:, : K - 1].astype(np.float64) @ B[: K - 1], "loop over `range(A.shape[1])`."),
         "C holds A[row, k] * B[k, col] for a single k, not their sum":
             (A[:, -1:].astype(np.float64) @ B[-1:], "add the products: `acc += A[row, k] * "
                                                     "B[k, col]`, then write acc once."),
     }
-    if N < K:
-        suspects["the sum stops at k = N - 1: the loop runs over B's columns, not over K"] = (
+    if suspects and N < K:
+        candidates["the sum stops at k = N - 1: the loop runs over B's columns, not over K"] = (
             A[:, :N].astype(np.float64) @ B[:N], "loop over `range(A.shape[1])` (K).")
-    if M < K:
-        suspects["the sum stops at k = M - 1: the loop runs over A's rows, not over K"] = (
+    if suspects and M < K:
+        candidates["the sum stops at k = M - 1: the loop runs over A's rows, not over K"] = (
             A[:, :M].astype(np.float64) @ B[:M], "loop over `range(A.shape[1])` (K).")
-    for message, (candidate, hint) in suspects.items():
+    for message, (candidate, hint) in candidates.items():
         if np.all(np.abs(C - candidate) <= bound + 1e-6):
             return CheckFailedError(f"{summary}: {message} ({trial}).", hint)
     first = tuple(np.argwhere(wrong)[0])
     detail = (f"the first is C[{first[0]}, {first[1]}]: expected {expected[first]:.6g}, got "
               f"{C[first]:.6g}")
-    edge_rows = np.flatnonzero(wrong.any(axis=1))
     if wrong.all():
-        return CheckFailedError(f"{summary}, all of them; {detail} ({trial}).", wrong_hint)
-    if edge_rows.min() >= (trial.blocks[1] - 1) * trial.side or \
-            np.flatnonzero(wrong.any(axis=0)).min() >= (trial.blocks[0] - 1) * trial.side:
-        return CheckFailedError(f"{summary}, only in the last, partial blocks; {detail} "
-                                f"({trial}).", wrong_hint)
-    return CheckFailedError(f"{summary}; {detail} ({trial}).", wrong_hint)
+        return CheckFailedError(f"{summary}, all of them; {detail} ({trial}).", wrong_hint,
+                                specific=False)
+    return CheckFailedError(f"{summary}; {detail} ({trial}).", wrong_hint, specific=False)
 
 
 # --- exercise 1: naive matmul ----------------------------------------------------------------
 
+
+def _block_size_assumed(source: KernelSource, trial: MatmulTrial) -> str | None:
+    """What the kernel assumes about the block's shape, in words, when a line multiplies
+    ``blockIdx`` by a number or by ``blockDim`` of the other axis; None otherwise."""
+    def axis_of(node, name):
+        return (node.attr if isinstance(node, ast.Attribute) and node.attr in "xyz"
+                and isinstance(node.value, ast.Attribute) and node.value.attr == name else None)
+
+    bx, by = trial.block
+    for node in source.walk():
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            continue
+        for left, right in ((node.left, node.right), (node.right, node.left)):
+            axis = axis_of(left, "blockIdx")
+            if axis is None:
+                continue
+            if isinstance(right, ast.Constant) and type(right.value) is int:
+                size = bx if axis == "x" else by
+                return (f"`{source.line(node)}` multiplies blockIdx.{axis} by the number "
+                        f"{right.value}, but this launch's blocks have {size} threads along "
+                        f"{axis} ({bx} x {by})")
+            other = axis_of(right, "blockDim")
+            if other is not None and other != axis:
+                return (f"`{source.line(node)}` multiplies blockIdx.{axis} by blockDim.{other}: "
+                        f"the blocks here are {bx} x {by}, not square, so a block's "
+                        f"{'rows' if axis == 'y' else 'columns'} start at the wrong place")
+    return None
+
+
 NAIVE_STUB_HINT = (
-    "`col, row = cuda.grid(2)`; if the thread is inside C, add up `A[row, k] * B[k, col]` for "
-    "k in range(A.shape[1]) in a local variable and write it to `C[row, col]`."
+    "one thread per element of C: find this thread's row and column, let only threads inside C "
+    "work, add up the products of row `row` of A and column `col` of B, and write the sum. The "
+    "hints above the cell go step by step."
 )
 
 
-def check_matmul_naive(kernel, seed: int | None = None, side: int | None = None,
+def check_matmul_naive(kernel, seed: int | None = None, block: tuple[int, int] | None = None,
                        dtype=np.float32, show: bool = True) -> CheckResult:
     """Check ``kernel(A, B, C)``: one thread per element of C computes a whole row-times-column
-    sum. Diagnoses: the stub; missing guards (IndexError, or writes outside C on a GPU);
-    nothing written; only one block written; rows and columns swapped; accumulating into C
-    (NaN); the sum running over the wrong dimension or missing its last term; a single
-    product instead of a sum; simulator-only code."""
+    sum. The block is not square: two launches, with blocks of e.g. 8 x 4 and 4 x 8 threads
+    (``block=(x, y)`` for one launch with that block). Diagnoses:
+    the stub; missing guards (IndexError, or writes outside C on a GPU); nothing written; only
+    one block written (a hard-coded block size, or threadIdx alone); rows and columns swapped;
+    accumulating into C (NaN); the sum running over the wrong dimension or missing its last
+    term; a single product instead of a sum; code a GPU can't compile."""
 
     def body(seed: int) -> str:
         source = start_kernel(kernel, 3, NAIVE_STUB_HINT)
-        trial = MatmulTrial.draw("check_matmul_naive", seed, side or default_side(), dtype)
-        A, B, C = _run(kernel, trial)
-        failure = _diagnose(A, B, C, trial, INDEX_HINT, source)
-        if failure is not None:
-            raise failure
-        return (f"C = A @ B for A {trial.M}x{trial.K}, B {trial.K}x{trial.N} "
-                f"({trial.launched}, seed={trial.seed}).")
+        trial = MatmulTrial.draw("check_matmul_naive", seed, block, dtype)
+        trials = [trial]
+        if block is None:  # and the block turned on its side: x and y can't hide
+            trials.append(MatmulTrial.draw("check_matmul_naive", seed, trial.block[::-1], dtype))
+        for run in trials:
+            A, B, C = _run(kernel, run)
+            failure = _diagnose(A, B, C, run, INDEX_HINT, source)
+            if failure is not None:
+                assumed = _block_size_assumed(source, run)
+                if assumed:
+                    raise CheckFailedError(
+                        f"{failure.message} {assumed[0].upper()}{assumed[1:]}.",
+                        "`col, row = cuda.grid(2)` works for any block; written out, it is "
+                        "`cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x` for the column "
+                        "and the same with .y for the row.")
+                raise failure
+        return (f"C = A @ B for A {trial.M}x{trial.K}, B {trial.K}x{trial.N} ({trial.launched})"
+                + "".join(f" and A {run.M}x{run.K}, B {run.K}x{run.N} ({run.launched})"
+                          for run in trials[1:]) + f", seed={trial.seed}.")
 
     return run_check("matmul_naive", body, seed, show)
 
@@ -243,48 +407,443 @@ def check_matmul_naive(kernel, seed: int | None = None, side: int | None = None,
 # --- exercise 2: tiled matmul ----------------------------------------------------------------
 
 TILED_STUB_HINT = (
-    "for each step k0 along K: each thread loads A[row, k0 + tx] into a_tile[ty, tx] and "
-    "B[k0 + ty, col] into b_tile[ty, tx] (0 outside the matrices), `cuda.syncthreads()`, adds "
-    "a_tile[ty, k] * b_tile[k, tx] for k in range(TILE), `cuda.syncthreads()`; at the end the "
-    "thread writes its sum to C[row, col] if it is inside C."
+    "step along K one tile at a time: every thread copies one element of A and one of B into "
+    "the shared tiles (0 past the edges), the block waits, every thread multiply-adds along the "
+    "tiles, the block waits again; at the end each thread inside C writes its sum. The hints "
+    "above the cell go step by step."
 )
+
+
+def _hard_coded_tile(source: KernelSource, tile: int) -> list[str]:
+    """Lines of the kernel that write the tile's size as a number."""
+    if tile < 4:
+        return []
+    return list(dict.fromkeys(
+        source.line(node) for node in source.walk()
+        if isinstance(node, ast.Constant) and type(node.value) is int and node.value == tile))
+
+
+def _hard_coded_steps(source: KernelSource) -> str | None:
+    """The line of a loop over the steps along K (a loop whose body has a barrier or stores
+    into a shared array) that ends at a fixed number instead of at ``A.shape[1]``."""
+    if source.tree is None:
+        return None
+    shared = _shared_names(source)
+    local = set(source.parameters) | {
+        n.id for n in source.walk() if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for loop in source.walk():
+        if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
+                and getattr(loop.iter.func, "id", "") == "range" and loop.iter.args):
+            continue
+        inside = list(ast.walk(ast.Module(body=loop.body, type_ignores=[])))
+        steps_loop = any(isinstance(n, ast.Call) and getattr(n.func, "attr", "") ==
+                         "syncthreads" for n in inside) or any(
+            isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name) and n.value.id in shared for n in inside)
+        stop = loop.iter.args[1] if len(loop.iter.args) > 1 else loop.iter.args[0]
+        names = {n.id for n in ast.walk(stop) if isinstance(n, ast.Name)}
+        shapes = any(isinstance(n, ast.Attribute) and n.attr == "shape" for n in ast.walk(stop))
+        if steps_loop and not shapes and not (names & local):
+            return source.line(loop)
+    return None
+
+
+def _learner_line(cause: BaseException, source: KernelSource) -> str:
+    """The line of the learner's kernel where ``cause`` was raised ('' if unknown)."""
+    code = getattr(source.function, "__code__", None)
+    traceback, line = cause.__traceback__, ""
+    while traceback is not None:
+        frame_code = traceback.tb_frame.f_code
+        if code is not None and frame_code.co_name == code.co_name and \
+                frame_code.co_filename == code.co_filename:
+            offset = traceback.tb_lineno - code.co_firstlineno
+            lines = (source.source or "").splitlines()
+            line = lines[offset].strip() if 0 <= offset < len(lines) else ""
+        traceback = traceback.tb_next
+    return line
+
+
+def _index_hint_for(error: IndexError, line: str, source: KernelSource, shared: set[str],
+                    tile: int) -> str:
+    """The hint for an IndexError raised on ``line``: which array it indexed (and the size of
+    the axis it overran) says which guard or index is wrong."""
+    a, b, c = _names(source)
+
+    def indexes(name):
+        return re.search(rf"\b{re.escape(name)}\s*\[", line) is not None
+
+    size = re.search(r"with size (\d+)", str(error))
+    overran_tile = size is not None and int(size.group(1)) == tile
+    if not line:
+        return LOAD_GUARD_HINT + " " + WRITE_GUARD_HINT
+    if any(indexes(name) for name in shared) and (overran_tile or not (indexes(a)
+                                                                        or indexes(b))):
+        return f"`{line}` indexed a tile past its end: {TILE_INDEX_HINT}"
+    if re.match(rf"{re.escape(c)}\s*\[", line):
+        return f"`{line}` wrote outside C: {WRITE_GUARD_HINT}"
+    if indexes(a) or indexes(b):
+        return f"`{line}` read outside A or B: {LOAD_GUARD_HINT}"
+    return f"`{line}` went past the end of an array: {LOAD_GUARD_HINT}"
+
+
+def _shared_names(source: KernelSource) -> set[str]:
+    """Names the kernel binds to ``cuda.shared.array(...)``."""
+    names = set()
+    for node in source.walk():
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            if isinstance(func, ast.Attribute) and func.attr == "array" and \
+                    isinstance(func.value, ast.Attribute) and func.value.attr == "shared":
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _missing_barriers(source: KernelSource) -> list[str]:
+    """Which of the step's two barriers the source lacks: SYNC_AFTER_LOADS and/or
+    SYNC_AFTER_SUMS (both when the step's loop can't be found)."""
+    shared = _shared_names(source)
+
+    def stores_tile(statement):
+        return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
+                   and isinstance(n.value, ast.Name) and n.value.id in shared
+                   for n in ast.walk(statement))
+
+    def reads_tile(statement):
+        return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load)
+                   and isinstance(n.value, ast.Name) and n.value.id in shared
+                   for n in ast.walk(statement))
+
+    def is_barrier(statement):
+        return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and \
+            getattr(statement.value.func, "attr", getattr(statement.value.func, "id", "")) \
+            == "syncthreads"
+
+    for loop in source.walk():
+        if not isinstance(loop, ast.For | ast.While):
+            continue
+        body = loop.body
+        stores = [i for i, s in enumerate(body) if stores_tile(s)]
+        reads = [i for i, s in enumerate(body) if reads_tile(s) and not stores_tile(s)]
+        if not stores or not reads:
+            continue
+        barriers = [i for i, s in enumerate(body) if is_barrier(s)]
+        missing = []
+        if not any(max(stores) < i < min(reads) for i in barriers):
+            missing.append(SYNC_AFTER_LOADS)
+        if not any(i > max(reads) or i < min(stores) for i in barriers):
+            missing.append(SYNC_AFTER_SUMS)
+        return missing
+    return [SYNC_AFTER_LOADS, SYNC_AFTER_SUMS]
+
+
+class _Threads:
+    """What each thread of a traced tiled launch did, sorted by kind, with what it should have
+    done; threads are ((block x, block y), (thread x, thread y)) as the trace names them."""
+
+    def __init__(self, trace, trial: MatmulTrial, names: tuple[str, str, str]):
+        self.trace, self.trial, self.names = trace, trial, names
+        self.T = trial.block[0]
+        self.steps = -(-trial.K // self.T)
+        shapes = {names[0]: (trial.M, trial.K), names[1]: (trial.K, trial.N)}
+        self.global_reads = {name: {} for name in names[:2]}
+        self.shared_writes: dict = {}
+        self.shared_reads: dict = {}
+        self.tile_of: dict = {}  # shared array -> the global array whose values it holds
+        last_read: dict = {}
+        for access in trace.accesses:
+            t = access.thread
+            if access.space == "global" and access.kind == "read" and access.array in shapes:
+                index = tuple(i % s for i, s in zip(access.index, shapes[access.array],
+                                                    strict=False))
+                self.global_reads[access.array].setdefault(t, []).append(index)
+                last_read[t] = access.array
+            elif access.space == "shared" and access.kind == "write":
+                self.shared_writes.setdefault(access.array, {}).setdefault(t, []).append(
+                    access.index)
+                if t in last_read:
+                    self.tile_of.setdefault(access.array, last_read.pop(t))
+            elif access.space == "shared" and access.kind == "read":
+                self.shared_reads.setdefault(access.array, {}).setdefault(t, []).append(
+                    access.index)
+
+    def position(self, thread) -> tuple[int, int, int, int]:
+        (bx, by), (tx, ty) = thread
+        return by * self.T + ty, bx * self.T + tx, tx, ty
+
+    def expected_loads(self, thread, name) -> list[tuple[int, int]]:
+        row, col, tx, ty = self.position(thread)
+        M, N, K, T = self.trial.M, self.trial.N, self.trial.K, self.T
+        if name == self.names[0]:
+            return [(row, s * T + tx) for s in range(self.steps) if row < M and s * T + tx < K]
+        return [(s * T + ty, col) for s in range(self.steps) if s * T + ty < K and col < N]
+
+    def max_loads(self, name) -> int:
+        return max((len(v) for v in self.global_reads[name].values()), default=0)
+
+    @staticmethod
+    def label(thread) -> str:
+        (bx, by), (tx, ty) = thread
+        return f"thread (x={tx}, y={ty}) of block (x={bx}, y={by})"
+
+
+def _untiled(threads: _Threads, trial: MatmulTrial, right: bool) -> CheckFailedError | None:
+    """A failure when some thread reads A or B from global memory many more times than a tiled
+    kernel does (one value of each per step)."""
+    allowed = threads.steps + max(1, threads.steps // 2)
+    a, b = threads.names[:2]
+    loads = {name: threads.max_loads(name) for name in (a, b)}
+    heavy = [name for name in (a, b) if loads[name] > allowed]
+    if not heavy:
+        return None
+    K, T, steps = trial.K, threads.T, threads.steps
+    start = ("correct, but each" if right else "each")
+    if len(heavy) == 2:
+        what = (f"{start} thread read up to {loads[a] + loads[b]} values from global memory "
+                f"({loads[a]} of {a}, {loads[b]} of {b}; 2K = {2 * K}): that's the naive kernel")
+    else:
+        what = (f"{start} thread read up to {loads[heavy[0]]} values of {heavy[0]} straight "
+                f"from global memory (K = {K}): only "
+                f"{(set((a, b)) - set(heavy)).pop()} goes through a tile")
+    return CheckFailedError(
+        f"{what}. With {T} x {T} tiles a thread loads one value of each per step along K: "
+        f"2 x ceil(K / {T}) = {2 * steps} in all ({trial}).", UNTILED_HINT)
+
+
+def _barrier_failure(trace, threads: _Threads, source: KernelSource, trial: MatmulTrial,
+                     right: bool) -> CheckFailedError | None:
+    counts = sorted(set(trace.barrier_counts.get(t, 0) for t in trace.threads))
+    # the steps the kernel took (one load of A and one of B per step), if fewer than K needs:
+    # a loop that stops early is the sum's mistake, not the barriers'
+    steps = max(1, min(threads.steps, max(threads.max_loads(name)
+                                          for name in threads.names[:2])))
+    if len(counts) > 1:
+        return CheckFailedError(
+            f"not every thread passed the same barriers: from {counts[0]} to {counts[-1]} per "
+            f"thread ({trial}). On a GPU the threads that skip one never arrive.", BARRIER_HINT)
+    if counts[0] >= 2 * steps:
+        return None
+    missing = _missing_barriers(source)
+    result = ("The answer is right here only because the simulator happened to run the threads "
+              "in a lucky order: on a GPU the warps run at the same time, and" if right else
+              "That is why C is wrong:")
+    said = (f"each thread passed {counts[0]} barrier(s) (`cuda.syncthreads()`) in "
+            f"{steps} steps along K; a tiled matmul needs two per step. {result} ")
+    if missing == [SYNC_AFTER_LOADS]:
+        said += "threads read tile slots that others have not stored yet."
+    elif missing == [SYNC_AFTER_SUMS]:
+        said += ("a fast thread stores the next step's values into a tile that slower threads "
+                 "are still reading.")
+    else:
+        said += ("threads read tile slots that others have not stored yet, and overwrite slots "
+                 "others still read.")
+    return CheckFailedError(f"{said} ({trial})", "; and ".join(missing) + ".")
+
+
+def _loads_failure(threads: _Threads, trial: MatmulTrial) -> CheckFailedError | None:
+    """The first thread whose loads from A or B are not the tiled kernel's."""
+    for name in threads.names[:2]:
+        matrix = "A" if name == threads.names[0] else "B"
+        for thread in threads.trace.threads:
+            expected = threads.expected_loads(thread, name)
+            got = threads.global_reads[name].get(thread, [])
+            if sorted(set(got)) == sorted(expected):
+                continue
+            row, col, tx, ty = threads.position(thread)
+            who = f"{threads.label(thread)} (row {row}, column {col})"
+            missing = sorted(set(expected) - set(got))
+            extra = sorted(set(got) - set(expected))
+            shown = ", ".join(f"{name}[{i}, {j}]" for i, j in (extra or got)[:3])
+            should = ", ".join(f"{name}[{i}, {j}]" for i, j in expected[:3]) or "nothing"
+            if missing and not extra:
+                i, j = missing[0]
+                return CheckFailedError(
+                    f"{who} never loaded {name}[{i}, {j}], which lies inside {matrix} "
+                    f"({trial.M if matrix == 'A' else trial.K} x "
+                    f"{trial.K if matrix == 'A' else trial.N}): a guard compares with the wrong "
+                    f"size ({trial}).", LOAD_GUARD_HINT)
+            return CheckFailedError(
+                f"{who} loaded {shown}; in a tiled matmul, at the steps k0 = 0, {threads.T}, "
+                f"..., it loads {should} ({trial}).", LOADS_HINT)
+    return None
+
+
+def _stores_failure(threads: _Threads, trial: MatmulTrial) -> CheckFailedError | None:
+    """Threads that store nothing into a tile at some step (no zero fill), or store at another
+    slot than their own [ty, tx]."""
+    steps = threads.steps
+    for array, writers in threads.shared_writes.items():
+        tile = array.split(":", 1)[-1]
+        short = [t for t in threads.trace.threads if len(writers.get(t, [])) < steps]
+        if short:
+            thread = short[0]
+            row, col, tx, ty = threads.position(thread)
+            source = threads.tile_of.get(array)
+            outside = (f" (its element of {source} lies outside {source} at some step)"
+                       if source else "")
+            return CheckFailedError(
+                f"{len(short)} thread(s) stored nothing into {tile} at one step or more, e.g. "
+                f"{threads.label(thread)}{outside}: it stored {len(writers.get(thread, []))} "
+                f"value(s) in {steps} steps. That slot keeps what it held before (here, the "
+                "large value the check fills shared memory with; on a GPU, the previous step's "
+                f"value), and the multiply-adds use it ({trial}).", ZERO_FILL_HINT)
+        for thread, indices in writers.items():
+            _, _, tx, ty = threads.position(thread)
+            if set(indices) != {(ty, tx)}:
+                slots = ", ".join(f"{tile}[{i}, {j}]" for i, j in sorted(set(indices))[:3])
+                swapped = set(indices) == {(tx, ty)}
+                return CheckFailedError(
+                    f"{threads.label(thread)} stored into {slots}; each thread stores into its "
+                    f"own slot, {tile}[ty, tx] = {tile}[{ty}, {tx}]"
+                    f"{' (x and y are swapped)' if swapped else ''} ({trial}).", TILE_INDEX_HINT)
+    return None
+
+
+def _tile_reads_failure(threads: _Threads, trial: MatmulTrial) -> CheckFailedError | None:
+    """A thread whose multiply-adds read the wrong slots of A's or B's tile."""
+    a = threads.names[0]
+    for array, readers in threads.shared_reads.items():
+        tile = array.split(":", 1)[-1]
+        holds_a = threads.tile_of.get(array) == a
+        if array not in threads.tile_of:
+            continue
+        for thread, indices in readers.items():
+            _, _, tx, ty = threads.position(thread)
+            expected = ({(ty, k) for k in range(threads.T)} if holds_a
+                        else {(k, tx) for k in range(threads.T)})
+            if set(indices) != expected:
+                want = f"{tile}[{ty}, k]" if holds_a else f"{tile}[k, {tx}]"
+                slots = ", ".join(f"{tile}[{i}, {j}]" for i, j in sorted(set(indices))[:3])
+                return CheckFailedError(
+                    f"{threads.label(thread)} multiplied {slots}, ...; its row of C needs "
+                    f"{want} for k in range({threads.T}) ({'a row' if holds_a else 'a column'} "
+                    f"of the tile; {trial}).",
+                    "the multiply-adds are `acc += a_tile[ty, k] * b_tile[k, tx]`: ty picks A's "
+                    "row, tx picks B's column.")
+    return None
+
+
+def _sum_failure(A, B, C, threads: _Threads, trial: MatmulTrial) -> CheckFailedError | None:
+    """The sum restarted at every step, or stopped before the end of K."""
+    T, steps = threads.T, threads.steps
+    bound = reference.matmul_tolerance(A, B) + 1e-6
+    last = (steps - 1) * T
+    suspects = [
+        (A[:, last:].astype(np.float64) @ B[last:],
+         f"C holds only the last step's sum (k = {last} .. {trial.K - 1}): the sum starts again "
+         "at every step", "start `acc` at 0 once, before the loop over the steps, and write C "
+         "after that loop."),
+    ]
+    for done in range(1, steps):
+        suspects.append((
+            A[:, :done * T].astype(np.float64) @ B[:done * T],
+            f"C holds the sum over k = 0 .. {done * T - 1} only: the loop over the steps stopped "
+            f"after {done} of the {steps} steps K = {trial.K} needs",
+            "the loop over the steps must cover all of K, whatever its size: `for k0 in "
+            "range(0, A.shape[1], TILE):`, with C written after it."))
+    for candidate, message, hint in suspects:
+        if np.all(np.abs(C - candidate) <= bound):
+            return CheckFailedError(f"{message} ({trial}).", hint)
+    return None
 
 
 def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
                        dtype=np.float32, show: bool = True) -> CheckResult:
     """Check ``kernel(A, B, C)``, the shared-memory tiled matmul with ``tile x tile`` blocks
-    (your ``TILE``). Diagnoses: the stub; loads or the write without edge guards
-    (IndexError); edge tiles not zero-filled (right when every size is a multiple of the tile,
-    wrong otherwise); missing ``cuda.syncthreads()``; and everything the naive check finds."""
+    (your ``TILE``), for the answer and for the method.
+
+    The kernel runs on a launch of 6 blocks (on a GPU also on a large one) and is traced in
+    the simulator (:func:`~gpulab.exercises.checks.trace_trial`). It passes when C = A @ B, every
+    thread loads at most about one value of A and one of B per step along K (``2 *
+    ceil(K / tile)`` in all; the naive kernel's 2K is rejected, with the counts) and passes the
+    same barriers, two per step. Diagnoses, from what the result and the trace show: the stub;
+    the tile's size written as a number; a barrier inside a branch; an index past an edge (the
+    line says whether a load, the write or a tile); a missing barrier (which one); tiles not
+    zero-filled where they hang over an edge; a guard comparing with the wrong size; x and y
+    swapped in the loads, in the stores or in the multiply-adds; the sum restarted at every
+    step; and everything the naive check finds."""
     tile = tile or default_side()
+    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or not 3 <= tile <= 32:
+        raise ValueError(f"tile must be a whole number from 3 to 32, not {tile!r}: a tile x tile "
+                         "block has at most 1024 threads, and with smaller tiles there are no "
+                         "test sizes that are not multiples of the tile")
+    tile = int(tile)
 
     def body(seed: int) -> str:
         source = start_kernel(kernel, 3, TILED_STUB_HINT)
-        trial = MatmulTrial.draw("check_matmul_tiled", seed, tile, dtype)
-        barriers = count_calls(source, "syncthreads") if source.tree is not None else 2
-        hint = SYNC_HINT if barriers < 2 else EDGE_TILE_HINT
-        A, B, C = _run(kernel, trial, index_hint=EDGE_TILE_HINT)
-        failure = _diagnose(A, B, C, trial, hint, source)
-        if failure is not None and barriers < 2:
-            failure = CheckFailedError(
-                f"{failure.message} Your kernel has {barriers} `cuda.syncthreads()` call(s); "
-                "a tiled matmul needs two per step.", SYNC_HINT)
-        elif failure is not None:
-            whole = MatmulTrial.draw(trial.check_name, trial.seed, tile, dtype,
-                                     shape=(2 * tile, 3 * tile, 2 * tile))
+        hard_coded = _hard_coded_tile(source, tile)
+        if hard_coded:
+            raise CheckFailedError(
+                f"`{hard_coded[0]}` has the tile's size written as the number {tile}: "
+                "change TILE and this line would be wrong (and on a GPU TILE is 16, in the "
+                "simulator 8).", HARD_CODED_HINT)
+        fixed = _hard_coded_steps(source)
+        if fixed:
+            raise CheckFailedError(
+                f"`{fixed}` ends at a fixed number: it is right only for the K it was written "
+                "for.", "the loop over the steps must cover all of K, whatever its size: "
+                "`for k0 in range(0, A.shape[1], TILE):`.")
+        names = _names(source)
+        shared = _shared_names(source)
+        trial = MatmulTrial.draw_tiled("check_matmul_tiled", seed, tile, dtype)
+        runs = [trial]
+        if device.tier() == "gpu":  # a large launch on the GPU as well: the trace stays small
+            runs.append(MatmulTrial.draw_tiled("check_matmul_tiled", seed, tile, dtype,
+                                               large=True))
+        offer_trace(kernel, trial.blocks, trial.threads, *names,
+                    note=f"with A {trial.M} x {trial.K} and B {trial.K} x {trial.N}, NumPy "
+                         "arrays, and C = np.zeros((A.shape[0], B.shape[1]), np.float32)")
+        results = []
+        for run in runs:
+            A, B = run.operands()
             try:
-                again = _diagnose(*_run(kernel, whole, EDGE_TILE_HINT), whole, hint)
-            except Exception:  # only a closer look: keep the first failure
-                again = failure
-            if again is None:
-                failure = CheckFailedError(
-                    f"{failure.message} With M, N, K multiples of {tile} the answer is right: "
-                    "only the tiles that hang over an edge go wrong.", EDGE_TILE_HINT)
-        if failure is not None:
-            raise failure
-        return (f"C = A @ B for A {trial.M}x{trial.K}, B {trial.K}x{trial.N} with {tile} x {tile} "
-                f"tiles ({trial.blocks[0]} x {trial.blocks[1]} blocks, "
-                f"{-(-trial.K // tile)} steps along K, seed={trial.seed}).")
+                C = _launch(kernel, run, A, B)
+            except KernelError as error:
+                if isinstance(error.cause, IndexError):
+                    hint = _index_hint_for(error.cause, _learner_line(error.cause, source),
+                                           source, shared, tile)
+                    raise KernelError(error.cause, run, hint) from None
+                raise
+            results.append((A, B, C, run))
+        A, B, C, _ = results[0]
+        trace = trace_trial(kernel, trial, A, B, np.full((trial.M, trial.N), np.nan, dtype))
+        if trace.error:
+            raise CheckFailedError(
+                f"traced in the simulator, your kernel stopped: {trace.error} ({trial}).",
+                LOAD_GUARD_HINT + " " + TILE_INDEX_HINT)
+        threads = _Threads(trace, trial, names)
+        traced_C = trace.arrays.get(names[2])
+        if traced_C is not None:  # the simulator's run counts too: its shared memory starts
+            results.append((A, B, traced_C, trial))  # poisoned, a GPU's often with zeros
+        right = all(not _wrong(*result[:3]).any() for result in results)
+        for check in (lambda: _untiled(threads, trial, right),
+                      lambda: _barrier_failure(trace, threads, source, trial, right)):
+            failure = check()
+            if failure is not None:
+                raise failure
+        if not right:
+            for A_run, B_run, C_run, run in results:
+                failure = _diagnose(A_run, B_run, C_run, run, TILE_INDEX_HINT, source,
+                                    suspects=False)
+                if failure is not None and failure.specific:
+                    raise failure
+            for diagnosis in (lambda: _sum_failure(A, B, C, threads, trial),
+                              lambda: _loads_failure(threads, trial),
+                              lambda: _stores_failure(threads, trial),
+                              lambda: _tile_reads_failure(threads, trial)):
+                failure = diagnosis()
+                if failure is not None:
+                    raise failure
+            raise next(f for f in (_diagnose(*result[:3], result[3], TILE_INDEX_HINT, source)
+                                   for result in results) if f is not None)
+        loads = threads.max_loads(names[0]) + threads.max_loads(names[1])
+        barriers = trace.max_per_thread("barriers")
+        return (f"C = A @ B for A {trial.M}x{trial.K}, B {trial.K}x{trial.N} with {tile} x "
+                f"{tile} tiles ({trial.launched}, {threads.steps} steps along K"
+                + "".join(f"; and on a {run.M}x{run.K} @ {run.K}x{run.N} problem"
+                          for run in runs[1:])
+                + f"). Each thread loaded at most {loads} values from global memory "
+                f"(2 x ceil(K / {tile}) = {2 * threads.steps}; the naive kernel loads 2K = "
+                f"{2 * trial.K}) and passed {barriers} barriers (seed={trial.seed}).")
 
     return run_check("matmul_tiled", body, seed, show)
 

@@ -6,19 +6,22 @@ Each check runs your code on random data, compares with :mod:`gpulab.formats` /
 ``check_...(your_code, seed=1234)`` repeats it.
 
 - :func:`check_decode` — ``decode(sign, exponent, mantissa, exponent_bits, mantissa_bits)``
-  must give the value of those bit fields, normal and subnormal, in fp16, bf16, fp8 and fp4.
-  Diagnoses: subnormals decoded like normal numbers, the bias off by one, the implicit leading
-  1 forgotten, the sign ignored.
+  must give the value of those bit fields in fp16, bf16, fp8 and fp4: normal, subnormal and
+  the all-ones exponent field (inf and NaN where the format has them). Diagnoses: subnormals
+  decoded like normal numbers, the bias off by one, the implicit leading 1 forgotten, the sign
+  ignored, the all-ones exponent decoded as a number, inf and NaN confused, E4M3 or E2M1
+  given IEEE's special codes, E4M3's NaN code decoded as 480, an answer that is not a number.
 - :func:`check_matvec_fp32` — a kernel ``(a, x, out)``, one thread per row, must compute
   ``out[row] = a[row, :] · x`` from fp16 inputs with an fp32 accumulator. Diagnoses: the
   stub, a missing guard, rows never written, the sums kept in fp16 (including the simulator's
   trap: a plain ``acc = 0.0`` takes float16's type there), products rounded to fp16 before
   they are added.
 - :func:`check_quantise_fp8` — a host function ``quantise(x) -> (q, scale)`` must store x in
-  FP8 E4M3 with a per-tensor scale so that ``q * scale`` is within fp8's rounding of x, for
-  tensors of very different magnitudes. Diagnoses: no scale (overflow to NaN, or underflow to
-  0), the scale used the wrong way round, a scale that wastes range or overflows, the wrong
-  dtype.
+  FP8 E4M3 with the per-tensor scale max|x| / 448, for tensors of very different magnitudes,
+  one with outliers of both signs. Diagnoses: the wrong types (a list, a float32 or float64
+  array, another fp8 variant, an array of scales), a scale from max(x) instead of max|x|, from
+  min(x), the range or the standard deviation, from another format's largest value, the wrong
+  way round; overflow to NaN; values multiplied by the scale instead of divided.
 """
 
 from __future__ import annotations
@@ -46,45 +49,99 @@ from gpulab.exercises.checks import (
 
 DECODE_FORMATS = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1")
 DECODE_STUB_HINT = (
-    "bias = 2**(exponent_bits - 1) - 1. Exponent field 0 means subnormal: "
-    "value = 2**(1 - bias) * mantissa / 2**mantissa_bits. Otherwise normal: "
-    "value = 2**(exponent - bias) * (1 + mantissa / 2**mantissa_bits). A sign of 1 makes it "
-    "negative."
+    "start with the bias, 2**(exponent_bits - 1) - 1, and the normal rule of section 1; then "
+    "handle exponent field 0 (subnormals) and the all-ones exponent field (inf and NaN), as the "
+    "exercise describes. The hints above the cell go step by step."
+)
+RESERVED_HINT = (
+    "in fp16, bf16 and E5M2 (5 or more exponent bits, IEEE 754's rule) an exponent field of all "
+    "ones is not a number: mantissa 0 is infinity (negative with sign 1), any other mantissa is "
+    "NaN: return `math.inf`, `-math.inf` or `math.nan` there."
+)
+E4M3_HINT = (
+    "E4M3 (4 exponent bits, 3 mantissa bits) has no infinity: exponent field 1111 holds normal "
+    "numbers (256 to 448) except for the one code S.1111.111, which is NaN."
+)
+E2M1_HINT = (
+    "E2M1 (2 exponent bits) has no special codes at all: exponent field 11 holds the normal "
+    "numbers 4 and 6."
 )
 
 
-def _decode_cases(rng: np.random.Generator, per_format: int = 12) -> list[tuple]:
-    """(format, sign, exponent, mantissa, expected value) for random codes of each format,
-    plus zero, the smallest and the largest subnormal. Codes for inf/NaN are skipped."""
-    cases = []
+def _ieee_specials(exponent_bits: int) -> bool:
+    """True when the all-ones exponent field means inf/NaN (fp16, bf16, E5M2)."""
+    return exponent_bits >= 5
+
+
+def _code_value(fmt, sign: int, exponent: int, mantissa: int) -> float:
+    """The value of the fields, from ml_dtypes (the yardstick)."""
+    code = (sign << (fmt.exponent_bits + fmt.mantissa_bits)) | (exponent << fmt.mantissa_bits) \
+        | mantissa
+    container = np.uint16 if fmt.bits == 16 else np.uint8
+    return float(np.array([code], dtype=container).view(fmt.dtype)[0])
+
+
+def _decode_cases(rng: np.random.Generator, per_format: int = 10) -> list[tuple]:
+    """(format, sign, exponent, mantissa, expected value) for random codes of each format, in
+    three groups: normal numbers (a wrong bias or a missing leading 1 shows there first), then
+    subnormals and zero (the exponent-0 rule), then the top binade (inf and NaN in fp16, bf16
+    and E5M2; E4M3's one NaN code and its numbers up to 448; E2M1's 4 and 6)."""
+    normal, subnormal, top_binade = [], [], []
     for name in DECODE_FORMATS:
         fmt = formats.get_format(name)
-        top = (1 << fmt.exponent_bits) - 1
-        fields = [(0, 0, 0), (1, 0, 1), (0, 0, (1 << fmt.mantissa_bits) - 1)]
-        while len(fields) < per_format:
-            sign = int(rng.integers(0, 2))
-            exponent = int(rng.integers(0, top + 1))
-            if len(fields) < 5:
-                exponent = 0  # more subnormals: they are the usual mistake
-            fields.append((sign, exponent, int(rng.integers(0, 1 << fmt.mantissa_bits))))
-        for sign, exponent, mantissa in fields:
-            code = (sign << (fmt.exponent_bits + fmt.mantissa_bits)) \
-                | (exponent << fmt.mantissa_bits) | mantissa
-            container = np.uint16 if fmt.bits == 16 else np.uint8
-            value = float(np.array([code], dtype=container).view(fmt.dtype)[0])
-            if math.isfinite(value):
-                cases.append((fmt, sign, exponent, mantissa, value))
-    # Normal numbers first: a wrong bias or a missing leading 1 shows there unambiguously;
-    # subnormals (and zero) then test the exponent-0 rule.
-    return sorted(cases, key=lambda case: case[2] == 0)
+        top, mantissas = (1 << fmt.exponent_bits) - 1, 1 << fmt.mantissa_bits
+        for _ in range(per_format):
+            exponent = int(rng.integers(1, top))  # 1 .. top - 1: normal in every format
+            normal.append((fmt, int(rng.integers(0, 2)), exponent,
+                           int(rng.integers(0, mantissas))))
+        subnormal += [(fmt, 0, 0, 0), (fmt, 1, 0, 1), (fmt, 0, 0, mantissas - 1)]
+        subnormal += [(fmt, int(rng.integers(0, 2)), 0, int(rng.integers(1, mantissas)))
+                      for _ in range(2)]
+        if _ieee_specials(fmt.exponent_bits):
+            top_binade += [(fmt, 0, top, 0), (fmt, 1, top, 0),
+                           (fmt, int(rng.integers(0, 2)), top, int(rng.integers(1, mantissas)))]
+        elif name == "fp8_e4m3":
+            top_binade += [(fmt, int(rng.integers(0, 2)), top, int(rng.integers(0, 7))),
+                           (fmt, int(rng.integers(0, 2)), top, 7)]
+        else:  # E2M1
+            top_binade += [(fmt, int(rng.integers(0, 2)), top, m) for m in range(mantissas)]
+    return [(fmt, s, e, m, _code_value(fmt, s, e, m))
+            for fmt, s, e, m in normal + subnormal + top_binade]
 
 
 def _decode_suspects(fmt, sign, exponent, mantissa) -> list[tuple[float, str, str]]:
-    """Values that common mistakes give, with what they mean and a hint."""
+    """Values that common mistakes give for these fields, with what they mean and a hint."""
     bias = fmt.exponent_bias
     fraction = mantissa / 2**fmt.mantissa_bits
     signed = -1.0 if sign else 1.0
+    top = (1 << fmt.exponent_bits) - 1
+    normal_rule = signed * 2.0**(exponent - bias) * (1 + fraction)
     suspects = []
+    if exponent == top and _ieee_specials(fmt.exponent_bits):
+        suspects.append((normal_rule, "the all-ones exponent field was decoded as a number",
+                         RESERVED_HINT))
+        if mantissa == 0:
+            suspects += [(math.nan, "a zero mantissa with the all-ones exponent is infinity, "
+                                    "not NaN", RESERVED_HINT),
+                         (-signed * math.inf, "the sign of infinity is wrong",
+                          "a sign bit of 1 makes it -inf, 0 makes it +inf.")]
+        else:
+            suspects.append((math.inf, "a non-zero mantissa with the all-ones exponent is NaN, "
+                                       "not infinity", RESERVED_HINT))
+            suspects.append((-math.inf, "a non-zero mantissa with the all-ones exponent is NaN, "
+                                        "not infinity", RESERVED_HINT))
+    elif exponent == top and fmt.name == "fp8_e4m3":
+        if mantissa == 7:
+            suspects.append((normal_rule, "S.1111.111 is E4M3's NaN, not the number "
+                             f"{normal_rule:g}", E4M3_HINT))
+        else:
+            for value in (math.inf, -math.inf, math.nan):
+                suspects.append((value, "E4M3 was decoded with IEEE's rule for the all-ones "
+                                 "exponent field", E4M3_HINT))
+    elif exponent == top:  # E2M1
+        for value in (math.inf, -math.inf, math.nan):
+            suspects.append((value, "E2M1 was given special codes it does not have",
+                             E2M1_HINT))
     if exponent == 0:
         suspects.append((signed * 2.0**(0 - bias) * (1 + fraction),
                          "a subnormal (exponent field 0) was decoded like a normal number",
@@ -115,10 +172,37 @@ def _decode_suspects(fmt, sign, exponent, mantissa) -> list[tuple[float, str, st
     return suspects
 
 
+def _same(got: float, expected: float) -> bool:
+    if math.isnan(expected) or math.isnan(got):
+        return math.isnan(expected) and math.isnan(got)
+    return got == expected or math.isclose(got, expected, rel_tol=1e-12)
+
+
+def _as_number(got, call: str, seed: int) -> float:
+    """The learner's return value as a float, or a failure that says what it was instead."""
+    if isinstance(got, bool) or not isinstance(got, (int, float, np.integer, np.floating)):
+        kind = type(got).__name__
+        if isinstance(got, str):
+            hint = ("return the number itself: `math.inf`, `-math.inf` or `math.nan` (or "
+                    "`float('inf')`), not a string.")
+        elif isinstance(got, (list, tuple, np.ndarray)):
+            hint = "return one number, not a sequence."
+        elif got is None:
+            hint = "end every path through the function with `return value`."
+        else:
+            hint = "return the value as a float."
+        raise CheckFailedError(f"{call} returned {got!r:.60} (a {kind}), not a number "
+                               f"(seed={seed}).", hint)
+    return float(got)
+
+
 def check_decode(decode, seed: int | None = None, show: bool = True) -> CheckResult:
     """Check ``decode(sign, exponent, mantissa, exponent_bits, mantissa_bits) -> float``
-    against ml_dtypes on random bit fields of fp16, bf16, fp8 (E4M3, E5M2) and fp4 (E2M1),
-    subnormals and zero included (inf and NaN codes are left out)."""
+    against ml_dtypes on random bit fields of fp16, bf16, fp8 (E4M3, E5M2) and fp4 (E2M1):
+    normal numbers, then subnormals and zero, then the all-ones exponent field (inf and NaN
+    in fp16, bf16 and E5M2; E4M3's single NaN code and its numbers up to 448; E2M1, which has
+    no special codes). The answer must be a number (a float or an int; a string "inf", a list
+    or None are rejected), NaN exactly where the format has NaN."""
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
@@ -129,21 +213,20 @@ def check_decode(decode, seed: int | None = None, show: bool = True) -> CheckRes
             got = call_learner(decode, sign, exponent, mantissa, fmt.exponent_bits,
                                fmt.mantissa_bits, stub_hint=DECODE_STUB_HINT,
                                call=f"{call} for {fmt.name} (seed={seed})")
-            try:
-                got = float(got)
-            except (TypeError, ValueError):
-                raise CheckFailedError(f"{call} returned {got!r}, not a number (seed={seed}).",
-                                       "return the value as a float.") from None
-            if got == expected or math.isclose(got, expected, rel_tol=1e-12):
+            got = _as_number(got, f"{call} for {fmt.name}", seed)
+            if _same(got, expected):
                 continue
             where = f"{call} for {fmt.name} should be {expected!r} but is {got!r}"
             for value, meaning, hint in _decode_suspects(fmt, sign, exponent, mantissa):
-                if math.isclose(got, value, rel_tol=1e-12, abs_tol=0.0):
+                if _same(got, value):
                     raise CheckFailedError(f"{where}: {meaning} (seed={seed}).", hint)
-            raise CheckFailedError(f"{where} (seed={seed}).", DECODE_STUB_HINT)
+            raise CheckFailedError(f"{where} (seed={seed}).",
+                                   "compare your function with the rules in the exercise, "
+                                   "one case at a time: sign, exponent field 0, all ones, "
+                                   "anything else.")
         names = ", ".join(DECODE_FORMATS)  # not `formats`: that is the module
-        return (f"all {len(cases)} bit patterns decode right ({names}; subnormals and zero "
-                f"included; seed={seed}).")
+        return (f"all {len(cases)} bit patterns decode right ({names}; subnormals, zero, "
+                f"infinities and NaN included; seed={seed}).")
 
     return run_check("decode", body, seed, show)
 
@@ -151,9 +234,9 @@ def check_decode(decode, seed: int | None = None, show: bool = True) -> CheckRes
 # --- exercise 2: an fp32 accumulator --------------------------------------------------------
 
 MATVEC_STUB_HINT = (
-    "row = cuda.grid(1); inside `if row < out.shape[0]:` start `acc = np.float32(0)`, loop "
-    "`for k in range(x.shape[0]):` adding `np.float32(a[row, k]) * np.float32(x[k])`, then "
-    "write `out[row] = acc`."
+    "one thread per row: find the thread's row, let only rows inside `out` work, add up that "
+    "row's products in an fp32 variable, write it to out. The hints above the cell go step by "
+    "step."
 )
 FP16_ACCUMULATOR_HINT = (
     "start the sum as `acc = np.float32(0)`, not `0.0` or `a.dtype.type(0)`. In the simulator "
@@ -263,71 +346,230 @@ def _diagnose_matvec(source: KernelSource, got: np.ndarray, a: np.ndarray, x: np
 
 E4M3 = formats.get_format("fp8_e4m3")
 QUANTISE_STUB_HINT = (
-    "scale = max|x| / 448 maps the largest magnitude onto E4M3's largest value; then "
-    "q = (x / scale).astype(ml_dtypes.float8_e4m3fn); return q, scale."
+    "choose one scale for the whole tensor so that its largest magnitude lands on E4M3's "
+    "largest finite value (the format table of section 1), store x / scale in E4M3, and "
+    "return (q, scale). The hints above the cell go step by step."
 )
-QUANTISE_TRIALS = (("activations with outliers", 3.0), ("tiny gradients", -5.0),
-                   ("values near 1", 0.0))
+SCALE_HINT = (
+    "scale = max|x| / 448: the absolute maximum, `np.max(np.abs(x))`, mapped onto E4M3's "
+    "largest finite value, 448."
+)
+# Other formats' largest values, which a scale may have been computed with by mistake.
+OTHER_MAXIMA = {
+    57344.0: "E5M2's largest value (the other fp8 format)",
+    65504.0: "fp16's largest value",
+    240.0: "the largest value of the other E4M3 variants (ml_dtypes.float8_e4m3 and "
+           "float8_e4m3fnuz), not of float8_e4m3fn",
+    6.0: "E2M1's (fp4's) largest value",
+    127.0: "int8's largest value",
+    255.0: "uint8's largest value",
+    256.0: "2**8",
+}
+FP8_VARIANTS = ("float8_e4m3", "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_e5m2",
+                "float8_e5m2fnuz", "float8_e3m4", "float8_e8m0fnu")
+
+
+def _activations_with_outliers(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A bulk of N(0, sigma) values and 3-5 outliers of 15 to 60 sigma of both signs, as large
+    language models' activations have (Dettmers et al., "LLM.int8()", 2022). The largest
+    magnitude is negative, and the largest positive value is at most 0.6 of it: a scale from
+    max(x) instead of max|x| is far off, and so is one from the standard deviation."""
+    sigma = 10.0 ** rng.uniform(0.5, 1.5)
+    values = rng.standard_normal(n) * sigma
+    count = int(rng.integers(3, 6))
+    where = rng.choice(n, size=count, replace=False)
+    largest = rng.uniform(40, 60)
+    others = rng.uniform(15, 0.6 * largest, size=count - 1)
+    signs = rng.choice([-1.0, 1.0], size=count - 1)
+    signs[0] = 1.0  # at least one positive outlier
+    values[where] = np.concatenate([[-largest], signs * others]) * sigma
+    return values
 
 
 def _quantise_trials(rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
-    trials = []
-    for name, log10_scale in QUANTISE_TRIALS:
-        n = int(rng.integers(50, 400))
-        values = rng.standard_normal(n) * 10.0 ** (log10_scale + rng.uniform(-0.5, 0.5))
-        trials.append((name, values.astype(np.float32)))
-    return trials
+    """Three float32 tensors: activations with outliers (~1e2 to 1e3, the largest magnitude
+    negative), tiny gradients (~1e-5, the largest magnitude positive), values near 1."""
+    n = [int(rng.integers(200, 400)) for _ in range(3)]
+    gradients = rng.standard_normal(n[1]) * 10.0 ** (-5 + rng.uniform(-0.5, 0.5))
+    if gradients[np.argmax(np.abs(gradients))] < 0:
+        gradients = -gradients
+    return [("activations with outliers", _activations_with_outliers(rng, n[0]).astype(np.float32)),
+            ("tiny gradients", gradients.astype(np.float32)),
+            ("values near 1", rng.standard_normal(n[2]).astype(np.float32))]
 
 
 def check_quantise_fp8(quantise, seed: int | None = None, show: bool = True) -> CheckResult:
-    """Check ``quantise(x) -> (q, scale)`` on three float32 tensors of very different size
-    (activations around 1e3, gradients around 1e-5, values near 1), random length and values.
-    ``q`` must be an ``ml_dtypes.float8_e4m3fn`` array shaped like x, ``scale`` a positive
-    number, ``max|x| / scale`` between 224 and 448 (most of the range, no overflow), and every
-    element of ``q * scale`` within E4M3's rounding of x: relative error <= 2^-4 for normal
-    values, absolute error <= scale * 2^-10 in the subnormal range."""
+    """Check ``quantise(x) -> (q, scale)`` on three float32 tensors of very different size and
+    shape: activations with outliers of both signs (the largest magnitude negative), tiny
+    gradients (around 1e-5), values near 1; random lengths and values.
+
+    ``q`` must be a NumPy array of dtype ``ml_dtypes.float8_e4m3fn`` shaped like x (a list, a
+    float32/float64 array or another fp8 variant is rejected, saying which), ``scale`` one
+    positive finite number (not an array of them); ``scale`` must be ``max|x| / 448``, or the
+    power of two just above it; every element of ``q * scale`` must be within E4M3's rounding
+    of x (relative error <= 2^-4 for normal values, absolute error <= scale * 2^-10 in the
+    subnormal range). A wrong scale is named when it came from max(x) instead of max|x|, from
+    min(x), from the range max - min, from the standard deviation, from another format's
+    largest value, or the wrong way round (448 / max|x|)."""
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
+        trials = _quantise_trials(rng)
+        answers = [_call_quantise(quantise, x, name, seed) for name, x in trials]
+        scales = [scale for _, scale in answers]
         worst_relative = 0.0
-        for name, x in _quantise_trials(rng):
-            q, scale = _call_quantise(quantise, x, name, seed)
+        for (name, x), (q, scale) in zip(trials, answers, strict=True):
+            _check_scale(x, scale, name, seed, trials, scales)
             worst_relative = max(worst_relative, _check_quantised(x, q, scale, name, seed))
-        return (f"three tensors (max|x| from ~1e-5 to ~1e3) quantised with the whole E4M3 range; "
-                f"worst relative error of a normal value {worst_relative:.3f} "
-                f"(E4M3 rounds by at most {E4M3.unit_roundoff:g}; seed={seed}).")
+        return (f"three tensors (max|x| from ~1e-5 to ~1e3, outliers of both signs) quantised "
+                f"with the whole E4M3 range; worst relative error of a normal value "
+                f"{worst_relative:.3f} (E4M3 rounds by at most {E4M3.unit_roundoff:g}; "
+                f"seed={seed}).")
 
     return run_check("quantise_fp8", body, seed, show)
 
 
 def _call_quantise(quantise, x: np.ndarray, name: str, seed: int):
+    """Call the learner's function on a copy of x; check the types of what comes back."""
     result = call_learner(quantise, x.copy(), stub_hint=QUANTISE_STUB_HINT,
                           call=f"quantise(x) for {name} (seed={seed})")
     if not (isinstance(result, tuple) and len(result) == 2):
         raise CheckFailedError(f"quantise(x) returned {type(result).__name__}, not a pair "
                                "(q, scale).", "end with `return q, scale`.")
     q, scale = result
-    if not isinstance(q, np.ndarray) or q.dtype != np.dtype(ml_dtypes.float8_e4m3fn):
-        found = getattr(q, "dtype", type(q).__name__)
-        raise CheckFailedError(f"q has type {found}, not float8_e4m3fn: it must really be "
-                               "stored in 1 byte per value.",
-                               "convert with `.astype(ml_dtypes.float8_e4m3fn)` after "
-                               "dividing by the scale.")
+    _check_q_type(q, x)
+    return q, _check_scale_type(scale)
+
+
+def _check_q_type(q, x: np.ndarray) -> None:
+    if not isinstance(q, np.ndarray):
+        raise CheckFailedError(
+            f"q is a {type(q).__name__}, not a NumPy array: it must be stored in 1 byte per "
+            "value.", "work on the whole array at once: `(x / scale).astype(...)` gives an "
+            "array; no Python loop or list is needed.")
+    if q.dtype != np.dtype(ml_dtypes.float8_e4m3fn):
+        name = q.dtype.name
+        if name in FP8_VARIANTS:
+            detail = (f"q has dtype {name}, a different 1-byte format from E4M3 as the "
+                      "exercise asks (ml_dtypes.float8_e4m3fn: 4 exponent bits, 3 mantissa "
+                      "bits, no infinity, largest value 448).")
+        else:
+            detail = (f"q is a {name} array ({q.dtype.itemsize} byte(s) per value), not "
+                      "float8_e4m3fn: the values were scaled but never stored in fp8, so "
+                      "nothing was rounded or saved.")
+        raise CheckFailedError(detail, "convert with `.astype(ml_dtypes.float8_e4m3fn)` after "
+                                       "dividing by the scale.")
     if q.shape != x.shape:
         raise CheckFailedError(f"q has shape {q.shape}, but x has {x.shape}.",
                                "quantise every element of x, keeping its shape.")
-    try:
-        scale = float(scale)
-    except (TypeError, ValueError):
-        raise CheckFailedError(f"scale is {scale!r}, not a number.",
-                               "return one number for the whole tensor: max|x| / 448.") from None
-    if not (math.isfinite(scale) and scale > 0):
-        raise CheckFailedError(f"scale is {scale!r}; it must be a positive number.",
-                               QUANTISE_STUB_HINT)
-    return q, scale
+
+
+def _check_scale_type(scale) -> float:
+    if isinstance(scale, np.ndarray) and scale.ndim > 0:
+        raise CheckFailedError(
+            f"scale is an array of shape {scale.shape}: a per-tensor scale is one number for "
+            "the whole tensor.", "reduce over the whole tensor (`np.max(np.abs(x))` gives one "
+                                 "number), and return it as a float.")
+    if isinstance(scale, bool) or not isinstance(
+            scale, (int, float, np.integer, np.floating, np.ndarray)):
+        raise CheckFailedError(f"scale is {scale!r:.60} (a {type(scale).__name__}), not a "
+                               "number.", "return one number for the whole tensor.")
+    if isinstance(scale, (np.floating, np.ndarray)) and scale.dtype.itemsize < 4:
+        raise CheckFailedError(
+            f"scale is a {scale.dtype.name} ({float(scale)!r}): too coarse for a scale, which "
+            "should be exact to about 7 digits.", "keep the scale as a Python float: "
+            "`float(np.max(np.abs(x))) / 448`.")
+    value = float(scale)
+    if not (math.isfinite(value) and value > 0):
+        raise CheckFailedError(f"scale is {value!r}; it must be a positive, finite number.",
+                               SCALE_HINT)
+    return value
+
+
+def _close(a: float, b: float, rel: float = 1e-5) -> bool:
+    return b > 0 and abs(a - b) <= rel * b
+
+
+def _is_power_of_two(value: float) -> bool:
+    return value > 0 and math.frexp(value)[0] == 0.5
+
+
+def _spread_ratios(trials, scales, how) -> list[float]:
+    return [scale / float(how(x.astype(np.float64)))
+            for (_, x), scale in zip(trials, scales, strict=True)]
+
+
+def _check_scale(x: np.ndarray, scale: float, name: str, seed: int, trials, scales) -> None:
+    """Fail unless ``scale`` is max|x| / 448 (or the power of two just above it); name where a
+    wrong scale came from when one of the usual mistakes gives it."""
+    x64 = x.astype(np.float64)
+    amax = float(np.max(np.abs(x64)))
+    right = amax / E4M3.max_value
+    if _close(scale, right) or (_is_power_of_two(scale) and right * (1 - 1e-6) <= scale
+                                < 2 * right):
+        return
+    ratio = amax / scale
+    where = (f"for {name} (seed={seed}): your scale is {scale:.4g}, but max|x| / 448 = "
+             f"{right:.4g}")
+    largest, smallest = float(np.max(x64)), float(np.min(x64))
+    named = [
+        (largest / E4M3.max_value,
+         f"{where}. It is max(x) / 448: the largest value, {largest:.4g}, not the largest "
+         f"magnitude, {amax:.4g} (x has negative values too), so the values below -{largest:.4g} "
+         f"{'overflow' if ratio > E4M3.max_value else 'lose range'}.", SCALE_HINT),
+        (abs(smallest) / E4M3.max_value,
+         f"{where}. It is |min(x)| / 448, but here the largest magnitude is max(x) = "
+         f"{largest:.4g}.", SCALE_HINT),
+        ((largest - smallest) / E4M3.max_value,
+         f"{where}. It is (max(x) - min(x)) / 448, the range: a symmetric format (as many "
+         "negative values as positive ones) needs the largest magnitude.", SCALE_HINT),
+        ((largest - smallest) / (2 * E4M3.max_value),
+         f"{where}. It is (max(x) - min(x)) / 896, half the range: with values of both signs "
+         "the largest magnitude can be larger than that.", SCALE_HINT),
+        (E4M3.max_value / amax,
+         f"{where}. It is 448 / max|x|, the multiplier, the wrong way round: the check needs "
+         "the scale such that x = q * scale.",
+         "return scale = max|x| / 448 (and store x / scale)."),
+    ]
+    for value, message, hint in named:
+        if _close(scale, value):
+            raise CheckFailedError(message, hint)
+    for how, what in ((np.std, "standard deviation"),
+                      (lambda v: np.sqrt(np.mean(v * v)), "root mean square")):
+        ratios = _spread_ratios(trials, scales, how)
+        if max(ratios) <= min(ratios) * 1.005:
+            spread = float(how(x64))
+            raise CheckFailedError(
+                f"{where}. In every tensor your scale is {ratios[0] * E4M3.max_value:.3g} x "
+                f"the {what} / 448: a {what} says how wide the bulk of the values is, not how "
+                f"far the largest goes. Here max|x| is {amax / spread:.1f} {what}s: "
+                + ("those outliers overflow." if ratio > E4M3.max_value else
+                   "part of E4M3's range is wasted."), SCALE_HINT)
+    for other, what in OTHER_MAXIMA.items():
+        if _close(ratio, other, 1e-4):
+            raise CheckFailedError(
+                f"{where}. It maps max|x| to {other:g}, {what}; E4M3 "
+                "(ml_dtypes.float8_e4m3fn) goes up to 448.", SCALE_HINT)
+    if _close(ratio, 1.0, 1e-4):
+        raise CheckFailedError(
+            f"{where}. It maps max|x| to 1, so only E4M3's values up to 1 are used, less than "
+            "half of its range (up to 448): small values lose precision or flush to zero.",
+            SCALE_HINT)
+    if ratio > E4M3.max_value:
+        raise CheckFailedError(
+            f"{where}. It maps max|x| to {ratio:.4g}, beyond E4M3's largest value, 448: those "
+            "values overflow (to NaN) or are clipped.", SCALE_HINT)
+    raise CheckFailedError(
+        f"{where}. It maps max|x| to {ratio:.4g}, not to E4M3's largest value, 448"
+        + (", so less than half of E4M3's range is used: small values lose precision or "
+           "flush to zero." if ratio < E4M3.max_value / 2 else
+           ": the top of the range goes unused, and with it precision for the small values."),
+        SCALE_HINT + (" (You may have computed 448 / max|x| and used it as a divisor.)"
+                      if ratio < 1 else ""))
 
 
 def _check_quantised(x: np.ndarray, q: np.ndarray, scale: float, name: str, seed: int) -> float:
+    """The scale is right: check the stored values; return the worst relative error."""
     x64 = x.astype(np.float64)
     amax = float(np.max(np.abs(x64)))
     back = q.astype(np.float64) * scale
@@ -336,25 +578,11 @@ def _check_quantised(x: np.ndarray, q: np.ndarray, scale: float, name: str, seed
         first = int(np.flatnonzero(np.isnan(back))[0])
         divided = x64[first] / scale
         clue = (f" (x / scale would be {divided:.4g}, which fits: did you multiply by the scale "
-                "instead of dividing?)" if abs(divided) <= E4M3.max_value else "")
+                "instead of dividing?)" if abs(divided) <= E4M3.max_value * (1 + 1e-6) else "")
         raise CheckFailedError(
             f"q[{first}] is NaN {where}: the value stored for x[{first}] = {x64[first]:.4g} was "
             f"beyond E4M3's largest value, 448, and E4M3 has no infinity, so it overflowed to "
-            f"NaN{clue}.",
-            "choose the scale so that the largest |x| maps to 448: scale = max|x| / 448, and "
-            "store x / scale.")
-    ratio = amax / scale
-    if ratio > E4M3.max_value * (1 + 1e-6):
-        raise CheckFailedError(
-            f"your scale maps max|x| to {ratio:.4g}, beyond 448 {where}: those values were "
-            "clipped.", "scale = max|x| / 448.")
-    if ratio < E4M3.max_value / 2:
-        raise CheckFailedError(
-            f"your scale maps max|x| to only {ratio:.4g} {where}, so less than half of E4M3's "
-            "range (up to 448) is used and small values lose precision or flush to zero.",
-            "scale = max|x| / 448 maps the largest magnitude onto the largest value." +
-            (" (You may have computed 448 / max|x| and used it as a divisor.)"
-             if ratio < 1 else ""))
+            f"NaN{clue}.", "store x / scale: `(x / scale).astype(ml_dtypes.float8_e4m3fn)`.")
     normal = np.abs(x64) >= E4M3.smallest_normal * scale
     relative = np.zeros_like(x64)
     relative[normal] = np.abs(back[normal] - x64[normal]) / np.abs(x64[normal])
@@ -363,9 +591,15 @@ def _check_quantised(x: np.ndarray, q: np.ndarray, scale: float, name: str, seed
         (~normal & (absolute > scale * E4M3.smallest_subnormal / 2 * (1 + 1e-6)))
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
+        divided = x64[first] / scale
+        multiplied = x64[first] * scale
+        clue = (" It looks like x * scale was stored, not x / scale: did you multiply by the "
+                "scale instead of dividing?"
+                if abs(float(q.astype(np.float64)[first]) - multiplied) <= abs(multiplied) / 8
+                and abs(divided - multiplied) > abs(divided) / 8 else "")
         raise CheckFailedError(
             f"x[{first}] = {x64[first]:.6g} came back as {back[first]:.6g} {where}: more than "
-            "E4M3's rounding error (1 part in 16).",
+            f"E4M3's rounding error (1 part in 16).{clue}",
             "store x / scale, and make sure q * scale gives x back: "
             "q = (x / scale).astype(ml_dtypes.float8_e4m3fn).")
     return float(relative.max()) if normal.any() else 0.0

@@ -1,72 +1,64 @@
-"""Chapter 05's exercises: a fused bias + ReLU kernel, and the napkin math of its traffic.
+"""Chapter 05's exercises: the napkin math of a layer's traffic, a fused bias + activation
+kernel, and the numerically stable softmax with its cross-entropy loss.
 
-- :func:`check_bias_relu` takes your ``@cuda.jit`` kernel ``(Z, b, out)``; it must write
-  ``out[r, c] = max(Z[r, c] + b[c], 0)`` with one thread per element of a 2-D grid (x along
-  the columns) and a guard for both directions.
 - :func:`check_traffic` takes your function ``bytes_moved(M, N, fused, itemsize)``.
+- :func:`check_bias_activation` takes your ``@cuda.jit`` kernel ``(Z, b, act, out)`` with
+  gpulab's signature (``gpulab.kernels.dense.bias_activation``): ``out[r, c] = f(Z[r, c] +
+  b[c])`` for the activation code ``act`` (0 identity, 1 ReLU, 3 tanh), one thread per element
+  of a 2-D grid, x along the columns, guarded in both directions.
+- :func:`check_softmax_cross_entropy` takes your ``@cuda.jit`` kernel ``(logits, labels,
+  probs, losses)`` with gpulab's signature (``gpulab.kernels.softmax.softmax_cross_entropy``):
+  one thread per row writes the row's softmax into ``probs`` and its cross-entropy loss
+  ``-log probs[r, labels[r]]`` into ``losses``. The check feeds it ordinary logits, then logits
+  near +1000 and -1000, then rows whose logits lie over 1000 apart: only the stable version
+  (subtract the row's largest logit before ``exp``; the loss from the log-sum-exp) survives.
 
-Each check uses random sizes that are not multiples of the block and random values, prints a
-:class:`~gpulab.exercises.checks.CheckResult` and returns it; a failure names the seed:
-``check_bias_relu(kernel, seed=1234)`` repeats the trial.
+The kernel checks draw random shapes that are not multiples of the block, with more rows than
+columns or the other way round (so swapped indices show), and a block shape from a few (so a
+hard-coded block size shows); they reject a kernel that writes into one of its inputs. Each
+check prints a :class:`~gpulab.exercises.checks.CheckResult` and returns it; a failure names
+the seed: ``check_bias_activation(kernel, seed=1234)`` repeats the trial.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from gpulab import reference
+from gpulab import device, reference
 from gpulab.exercises.checks import (
+    GENERIC_MATRIX_HINT,
+    GLOBAL_INDEX_HINT,
+    PAD_VALUE,
     CheckFailedError,
     CheckResult,
-    Trial2D,
+    KernelError,
+    Trial,
+    blame_hard_coded_block,
     call_learner,
+    changed_input_failure,
+    coverage_failure,
     diagnose_matrix,
+    draw_2d,
+    draw_size,
+    launch,
+    offer_trace,
+    padded,
+    read_back,
+    run_2d,
     run_check,
-    run_elementwise,
     start_kernel,
 )
+from gpulab.kernels.dense import ACTIVATION_CODES
 
-# --- exercise 1: fused bias + ReLU ------------------------------------------------------------
+IDENTITY, RELU, TANH = (ACTIVATION_CODES[name] for name in ("identity", "relu", "tanh"))
+# The activations the exercise's kernels handle, as (code, reference name, how to say it).
+SAID = {"relu": "ReLU", "tanh": "tanh", "identity": "identity"}  # names as the text says them
+ACTIVATIONS = ((RELU, "relu", "ReLU"), (TANH, "tanh", "tanh"), (IDENTITY, "identity",
+                                                                  "identity"))
 
-BIAS_RELU_STUB_HINT = (
-    "find this thread's row and column with `c, r = cuda.grid(2)`, let only threads inside the "
-    "matrix through, and write `out[r, c]` = Z[r, c] + b[c] if that is positive, else 0."
-)
-
-
-def check_bias_relu(kernel, seed: int | None = None, dtype=np.float32,
-                    show: bool = True) -> CheckResult:
-    """Check ``kernel(Z, b, out)``: ``out[r, c] = max(Z[r, c] + b[c], 0)``, one thread per
-    element, x along the columns, guarded; launched on a 2-D grid that overhangs both edges.
-
-    Diagnoses: the stub; writes past the edges; nothing written; only the first block; rows
-    and columns swapped; the bias left out; the ReLU left out; ``b[r]`` instead of ``b[c]``;
-    simulator-only code."""
-
-    def body(seed: int) -> str:
-        start_kernel(kernel, 3, BIAS_RELU_STUB_HINT)
-        trial = Trial2D.draw("check_bias_relu", seed, dtype)
-        Z = trial.normal(trial.rows, trial.cols)
-        b = trial.normal(trial.cols, scale=0.5)
-        out = run_elementwise(kernel, trial, Z, b)
-        expected = reference.bias_activation(Z, b, "relu")
-        b_by_row = np.resize(b, trial.rows)[:, None]  # what b[r] would read (when it can)
-        diagnose_matrix(expected, out, trial, {
-            "max(Z, 0): the bias is missing": (np.maximum(Z, 0), "add b[c] before the ReLU."),
-            "Z + b: the ReLU is missing": (Z + b, "keep only positive values: `z if z > 0 "
-                                                  "else 0`."),
-            "max(Z + b[r], 0): the bias indexed by row": (
-                np.maximum(Z + b_by_row, 0), "there is one bias per output column: b[c]."),
-            "max(Z, 0) + b: the bias added after the ReLU": (
-                np.maximum(Z, 0) + b, "add the bias first, then apply the ReLU."),
-        }, rtol=1e-6, atol=1e-6)
-        return (f"all {trial.rows * trial.cols} elements are right ({trial.launched}, "
-                f"seed={trial.seed}).")
-
-    return run_check("bias_relu", body, seed, show)
-
-
-# --- exercise 2: napkin math --------------------------------------------------------------------
+# --- exercise 1: napkin math --------------------------------------------------------------------
 
 TRAFFIC_STUB_HINT = (
     "count values: the unfused pair reads Z and b, writes Z + b, reads it back and writes A; "
@@ -106,11 +98,322 @@ def check_traffic(function, seed: int | None = None, show: bool = True) -> Check
             }
             hint = suspects.get(got, TRAFFIC_STUB_HINT)
             raise CheckFailedError(
-                f"for M={M}, N={N}, {kind}, itemsize={itemsize}: expected {want:,} bytes, got "
-                f"{got:,}.", hint)
+                f"for M={M}, N={N}, {kind}, itemsize={itemsize}: expected {int(want):,} bytes, "
+                f"got {got:,}.", hint)
         return f"all {len(cases)} cases right (seed={seed})."
 
     return run_check("traffic", body, seed, show)
 
 
-__all__ = ["check_bias_relu", "check_traffic"]
+# --- exercise 2: fused bias + activation --------------------------------------------------------
+
+BIAS_ACTIVATION_STUB_HINT = (
+    "start with this thread's column and row, `c, r = cuda.grid(2)`, and let only threads "
+    "inside the matrix through; the hints above the exercise take it from there."
+)
+
+BIAS_ACTIVATION_HINT = (
+    "inside the guard compute z = Z[r, c] + b[c], then write `out[r, c]` = z for IDENTITY, "
+    "`z if z > 0 else 0` for RELU and `math.tanh(z)` for TANH (act says which)."
+)
+
+
+def _forward_patterns(name: str, Z, b, rows: int) -> dict:
+    """What the usual mistakes give for the activation ``name``: {description: (array, hint)}."""
+    b_by_row = np.resize(b, rows)[:, None]  # what b[r] would read (when it can)
+    f = {"relu": lambda z: np.maximum(z, 0), "tanh": np.tanh, "identity": lambda z: z}[name]
+    patterns = {
+        f"{name}(Z): the bias is missing": (f(Z), "add b[c] before the activation."),
+        f"{name}(Z + b[r]): the bias indexed by row": (
+            f(Z + b_by_row), "there is one bias per output column: b[c]."),
+        f"{name}(Z) + b: the bias added after the activation": (
+            f(Z) + b, "add the bias first, then apply the activation: f(Z[r, c] + b[c])."),
+    }
+    if name != "identity":
+        patterns[f"Z + b: the {SAID[name]} is missing"] = (
+            Z + b, f"act = {ACTIVATION_CODES[name]} asks for {SAID[name]}: apply it to z = Z + b.")
+    for other in ("relu", "tanh", "identity"):
+        if other != name:
+            g = {"relu": lambda z: np.maximum(z, 0), "tanh": np.tanh,
+                 "identity": lambda z: z}[other]
+            patterns[f"{other}(Z + b), not {name}"] = (
+                g(Z + b), f"read the code in act: {ACTIVATION_CODES[name]} is {SAID[name]} here "
+                          f"({IDENTITY} identity, {RELU} ReLU, {TANH} tanh); compare act with "
+                          "IDENTITY, RELU and TANH.")
+    return patterns
+
+
+def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32,
+                          show: bool = True) -> CheckResult:
+    """Check ``kernel(Z, b, act, out)``: ``out[r, c] = f(Z[r, c] + b[c])`` with f chosen by
+    ``act`` (1 ReLU, 3 tanh, 0 identity: each is tried), one thread per element, x along the
+    columns, guarded; launched on a 2-D grid that overhangs both edges, with a random block
+    shape, on a matrix with rows != cols.
+
+    Diagnoses: the stub; writes past the edges (no guard, ``<=``, swapped indices); rows and
+    columns swapped; the last row or column skipped; nothing written; only the first block;
+    the bias left out, indexed by row or added after the activation; the activation left out
+    or the wrong one for the code; writing into Z; simulator-only code."""
+
+    def body(seed: int) -> str:
+        source = start_kernel(kernel, 4, BIAS_ACTIVATION_STUB_HINT)
+        shapes = []
+        for case, (code, name, words) in enumerate(ACTIVATIONS):
+            trial = draw_2d("check_bias_activation", seed, dtype, case)
+            trial.case = f"act = {code} ({words})"
+            Z = trial.normal(trial.rows, trial.cols)
+            b = trial.normal(trial.cols, scale=0.5)
+            try:
+                out = run_2d(kernel, trial, source, {"Z": Z, "b": b, "act": code})
+                failure = coverage_failure(np.isnan(out), trial, "out")
+                if failure:
+                    raise failure
+                diagnose_matrix(reference.bias_activation(Z, b, name), out, trial,
+                                _forward_patterns(name, Z, b, trial.rows), rtol=1e-5,
+                                atol=1e-6)
+            except (CheckFailedError, KernelError) as error:
+                if getattr(error, "hint", None) == GENERIC_MATRIX_HINT:
+                    error.hint = BIAS_ACTIVATION_HINT
+                blame_hard_coded_block(source, trial, error)
+                raise
+            shapes.append(f"{words} on {trial.rows} x {trial.cols} in blocks of "
+                          f"{trial.block[0]} x {trial.block[1]}")
+        return f"all right: {'; '.join(shapes)} (seed={seed})."
+
+    return run_check("bias_activation", body, seed, show)
+
+
+# --- exercise 3: stable softmax with cross-entropy ----------------------------------------------
+
+SOFTMAX_STUB_HINT = (
+    "one thread per row: `r = cuda.grid(1)`, guarded with `r < logits.shape[0]`; each thread "
+    "loops over its row's classes. The hints above the exercise say how to keep exp from "
+    "overflowing."
+)
+SOFTMAX_FORMULA_HINT = (
+    "find the row's largest logit m, add up exp(z - m) over the row, write probs[r, c] = "
+    "exp(z - m) / total, and losses[r] = log(total) + m - logits[r, labels[r]]."
+)
+OVERFLOW_HINT = (
+    "subtract the row's largest logit m first: softmax(z) = softmax(z - m), and every z - m is "
+    "<= 0, so every exp(z - m) lies in (0, 1] and the largest is exactly 1. exp(1000) is far "
+    "beyond float32's largest value, 3.4e38 (= e^88.7), and float64's, 1.8e308 (= e^709.8): "
+    "chapter 04's ranges."
+)
+MAX_START_HINT = (
+    "start m from the row's first logit (`m = logits[r, 0]`), not from 0: here every logit is "
+    "near -1000, so with m = 0 every exp(z - m) underflowed to 0, the sum was 0 and p = 0 / 0."
+)
+LARGEST_HINT = (
+    "subtract the row's *largest* logit: m = max over the row. Subtracting another value (the "
+    "first logit, the mean) leaves some z - m far above 0, and exp of anything above 88.7 "
+    "overflows float32 (709.8 for float64)."
+)
+LOG_P_HINT = (
+    "take the loss from the log-sum-exp, not from log(p): -log p[label] = log(total) + m - "
+    "z[label]. When z[label] is far below m, p[label] underflows to 0 and log(0) = -inf, but "
+    "log(total) + m - z[label] is a large, finite number, the right loss."
+)
+
+
+@dataclass
+class SoftmaxTrial(Trial):
+    """A batch of ``n`` rows of ``classes`` logits, one thread per row, and which case it is."""
+
+    classes: int = 0
+    case: str = ""
+
+    @property
+    def extents(self) -> tuple[int, ...]:
+        return self.n, self.classes
+
+    def __str__(self) -> str:
+        return (f"{self.case}: {self.n} rows x {self.classes} classes, {self.launched}, "
+                f"{self.dtype.name}, {self.repeat}")
+
+
+def softmax_cases(trial: SoftmaxTrial) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(case, logits, labels): ordinary logits, logits near +1000, near -1000, and rows whose
+    largest logit (never in column 0) stands 1000-1500 above the rest, with the label on one of
+    the rest, so that its probability underflows to 0."""
+    rng, n, C, dtype = trial.rng, trial.n, trial.classes, trial.dtype
+    labels = rng.integers(0, C, n).astype(np.int64)
+    # Gaps past 709.8, where exp overflows float64: the simulator runs math.exp in float64
+    # whatever the arrays' dtype, and a GPU's float32 exp overflows much earlier (88.7).
+    gap = (1000, 1500)
+    top = rng.integers(1, C, n)  # never column 0: a kernel subtracting z[0] must fail
+    base = rng.uniform(-20, 20, n)
+    far = base[:, None] - rng.uniform(*gap, (n, C))
+    far[np.arange(n), top] = base
+    far_labels = (top + rng.integers(1, C, n)) % C  # any column but the largest
+    return [
+        ("ordinary logits", (rng.standard_normal((n, C)) * 2).astype(dtype), labels),
+        ("logits near +1000", (1000 + rng.standard_normal((n, C)) * 2).astype(dtype), labels),
+        ("logits near -1000", (-1000 + rng.standard_normal((n, C)) * 2).astype(dtype), labels),
+        ("rows whose largest logit is over 1000 above the rest", far.astype(dtype),
+         far_labels.astype(np.int64)),
+    ]
+
+
+def _exception_failure(error: KernelError, case: str, trial) -> CheckFailedError | None:
+    """What an arithmetic exception in the simulator (which runs the kernel as Python) means
+    for each case; on a GPU the same mistakes give inf or NaN instead."""
+    cause, text = error.cause, str(error.cause)
+    if isinstance(cause, OverflowError) or "math range error" in text:
+        hint = OVERFLOW_HINT if case == "logits near +1000" else LARGEST_HINT
+        return CheckFailedError(f"exp overflowed ({trial}): OverflowError in the simulator, inf "
+                                "(then NaN) on a GPU.", hint)
+    if isinstance(cause, ZeroDivisionError) or (isinstance(cause, ValueError)
+                                                and "domain" in text):
+        if case == "logits near -1000":
+            return CheckFailedError(
+                f"every exp underflowed to 0, so a row's sum was 0 ({trial}): "
+                f"{type(cause).__name__} in the simulator, NaN or inf on a GPU.", None)
+        if case.startswith("rows whose") and isinstance(cause, ValueError):
+            return CheckFailedError(f"log(0): a probability underflowed to 0 and its log is "
+                                    f"-inf ({trial}).", LOG_P_HINT)
+    return None
+
+
+def _softmax_values_failure(case, logits, labels, probs, losses, trial, passed_high
+                            ) -> CheckFailedError | None:
+    """None if probs and losses are right; else what is wrong, by case."""
+    want_p, want_l = reference.softmax_cross_entropy(logits, labels)
+    eps = float(np.finfo(trial.dtype).eps)
+    p_ok = np.isclose(probs, want_p, rtol=64 * eps, atol=8 * eps)
+    loss_atol = 16 * eps * (1 + float(np.abs(logits).max()))
+    l_ok = np.isclose(losses, want_l, rtol=16 * eps, atol=loss_atol)
+    if p_ok.all() and l_ok.all():
+        return None
+    rows = np.arange(trial.n)
+    finite = np.isfinite(probs).all() and np.isfinite(losses).all()
+    if not finite and case != "ordinary logits":
+        r = int(np.flatnonzero(~(np.isfinite(probs).all(axis=1) & np.isfinite(losses)))[0])
+        what = (f"row {r} gave probs {probs[r, :3]}... and loss {losses[r]:.6g}: not finite "
+                f"({trial}).")
+        if case == "logits near +1000":
+            return CheckFailedError("exp overflowed to inf: " + what, OVERFLOW_HINT)
+        if case == "logits near -1000":
+            return CheckFailedError("every exp underflowed to 0 and the sum was 0: " + what,
+                                    MAX_START_HINT if passed_high else OVERFLOW_HINT)
+        if p_ok.all():
+            return CheckFailedError("the probabilities are right but a loss is not finite: "
+                                    + what, LOG_P_HINT)
+        return CheckFailedError("exp overflowed to inf: " + what, LARGEST_HINT)
+    if not p_ok.all():
+        r = int(np.flatnonzero(~p_ok.all(axis=1))[0])
+        message = (f"probs[{r}] should be {np.array2string(want_p[r], precision=4)} but is "
+                   f"{np.array2string(probs[r], precision=4)} ({trial})")
+        shifted = np.exp(logits.astype(np.float64) - logits.max(axis=1, keepdims=True))
+        if np.allclose(probs, shifted, rtol=1e-4, atol=1e-6) or np.allclose(
+                probs, np.exp(logits.astype(np.float64)), rtol=1e-4, atol=1e-6):
+            return CheckFailedError(message + ": the rows do not add up to 1.",
+                                    "divide each exp(z - m) by the row's total: "
+                                    "probs[r, c] = exp(z - m) / total.")
+        if np.allclose(probs.sum(axis=1), 1, atol=1e-4):
+            return CheckFailedError(message + ": each row adds up to 1, but the values are "
+                                    "off.", SOFTMAX_FORMULA_HINT)
+        return CheckFailedError(message + ".", SOFTMAX_FORMULA_HINT)
+    r = int(np.flatnonzero(~l_ok)[0])
+    message = f"losses[{r}] should be {want_l[r]:.6g} but is {losses[r]:.6g} ({trial})"
+    m = logits.max(axis=1).astype(np.float64)
+    z_label = logits[rows, labels].astype(np.float64)
+    suspects = [
+        (-want_l, "the sign is wrong", "the loss is -log p[label]: a probability is at most 1, "
+         "so its log is <= 0 and the loss >= 0."),
+        (want_l - m, "m is missing", "after subtracting m, add it back: log(total) + m - "
+         "z[label]."),
+        (want_l + z_label, "the label's logit is not subtracted", "the loss is log(total) + m - "
+         "logits[r, labels[r]]."),
+        (-np.log(np.maximum(want_p[:, 0].astype(np.float64), 1e-300)),
+         "it is -log p[0], the first class's, not the label's", "use the row's label: "
+         "logits[r, labels[r]] (or probs[r, labels[r]])."),
+    ]
+    for value, words, hint in suspects:
+        if np.allclose(losses, value, rtol=1e-4, atol=loss_atol):
+            return CheckFailedError(f"{message}: {words}.", hint)
+    return CheckFailedError(message + ".", SOFTMAX_FORMULA_HINT)
+
+
+def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float32,
+                                show: bool = True) -> CheckResult:
+    """Check ``kernel(logits, labels, probs, losses)``: one thread per row (a 1-D grid over the
+    rows, which are not a multiple of the block) writes the row's softmax and its loss
+    ``-log softmax(logits[r])[labels[r]]``. Four launches: ordinary logits; logits near +1000
+    (exp(1000) overflows float32 and float64); near -1000 (every exp(z) underflows to 0); rows
+    whose largest logit stands 1000-1500 above the rest, the label on one of the rest (its
+    probability underflows to 0, so -log p is inf).
+
+    Diagnoses: the stub; no guard or one on the classes; rows skipped; the unstable softmax
+    (no max subtracted: overflow); m started from 0 (underflow near -1000); a value other
+    than the row's largest subtracted; the loss taken as -log p (log 0); rows not normalised;
+    the loss's sign, a missing m or label logit, the wrong class; writing into logits;
+    simulator-only code."""
+    threads = 128 if device.tier() == "gpu" else 32
+
+    def body(seed: int) -> str:
+        start_kernel(kernel, 4, SOFTMAX_STUB_HINT)
+        rng = np.random.default_rng(seed)
+        n = draw_size(rng, threads, (40, 100) if threads == 32 else (300, 3000))
+        trial = SoftmaxTrial("check_softmax_cross_entropy", seed, n, threads, np.dtype(dtype),
+                             rng, classes=int(rng.integers(4, 13)))
+        offer_trace(kernel, 2, 8, "logits", "labels", "probs", "losses",
+                    note="with NumPy arrays: logits of 13 x 4, labels of 13 int64, probs of "
+                         "13 x 4, losses of 13")
+        passed_high = False
+        for case, logits, labels in softmax_cases(trial):
+            trial.case = case
+            d_logits_all, d_logits = padded(logits, threads, PAD_VALUE)
+            _, d_labels = padded(labels, threads, 0)
+            d_probs_all, d_probs = padded(np.full(logits.shape, np.nan, trial.dtype), threads,
+                                          np.nan)
+            d_losses_all, d_losses = padded(np.full(n, np.nan, trial.dtype), threads, np.nan)
+            before = d_logits_all.copy_to_host()
+            hint = ("a thread read or wrote past an edge: guard the rows with "
+                    "`if r < logits.shape[0]:` (`<`, not `<=`), and loop over the classes with "
+                    "`range(logits.shape[1])`.")
+            try:
+                launch(kernel, trial, d_logits, d_labels, d_probs, d_losses, index_hint=hint)
+            except KernelError as error:
+                failure = _exception_failure(error, case, trial)
+                if failure is None:
+                    raise
+                if failure.hint is None:
+                    failure.hint = MAX_START_HINT if passed_high else OVERFLOW_HINT
+                raise failure from None
+            changed_input_failure("logits", before, d_logits_all.copy_to_host(),
+                                  "probs and losses", trial)
+            probs = read_back(d_probs_all, logits.shape, trial, what="probs", hint=hint)
+            losses = read_back(d_losses_all, (n,), trial, what="losses", hint=hint)
+            unwritten = np.isnan(probs).any(axis=1) | np.isnan(losses)
+            if case == "ordinary logits" and unwritten.any():
+                missing = np.flatnonzero(unwritten)
+                text = (f"rows {missing[0]}..{missing[-1]} ({missing.size} of {n}) of probs or "
+                        f"losses were never written ({trial}).")
+                C = trial.classes
+                if np.array_equal(missing, np.arange(C, n)):
+                    raise CheckFailedError(text, f"only the first {C} rows, as many as there "
+                                           "are classes: guard the rows with "
+                                           "`r < logits.shape[0]`, not `logits.shape[1]`.")
+                if np.array_equal(missing, np.arange(threads, n)):
+                    raise CheckFailedError(text, GLOBAL_INDEX_HINT)
+                if np.array_equal(missing, [n - 1]):
+                    raise CheckFailedError(text, "the guard skips the last row: "
+                                           "`r < logits.shape[0]`, not `... - 1`.")
+                if np.isnan(losses).all():
+                    raise CheckFailedError(text, "write each row's loss into losses[r].")
+                raise CheckFailedError(text, "one thread per row: `r = cuda.grid(1)`, and "
+                                       "every thread inside the guard writes its whole row.")
+            failure = _softmax_values_failure(case, logits, labels, probs, losses, trial,
+                                              passed_high)
+            if failure:
+                raise failure
+            passed_high = passed_high or case == "logits near +1000"
+        return (f"probabilities and losses right for ordinary logits, logits near +1000 and "
+                f"-1000, and rows more than 1000 apart ({n} rows x {trial.classes} classes, "
+                f"{trial.launched}, seed={seed}).")
+
+    return run_check("softmax_cross_entropy", body, seed, show)
+
+
+__all__ = ["check_bias_activation", "check_softmax_cross_entropy", "check_traffic"]

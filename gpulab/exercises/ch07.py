@@ -1,26 +1,46 @@
-"""Chapter 07's exercises: the update and the mini-batches of the training loop.
+"""Chapter 07's exercises: the training loop's own kernels, and its mini-batches; then your
+kernels train the network.
 
-- :func:`check_sgd_momentum` takes your ``@cuda.jit`` kernel ``(param, grad, velocity, lr,
-  momentum)``: one thread per element, ``velocity[i] = momentum * velocity[i] + grad[i]`` then
-  ``param[i] -= lr * velocity[i]`` (PyTorch's SGD with momentum), guarded.
+- :func:`check_loss_gradient` takes your ``@cuda.jit`` kernel ``(probs, labels, scale,
+  dlogits)``: the gradient of the mean softmax cross-entropy loss with respect to the logits,
+  ``dlogits[r, c] = (probs[r, c] - (1 if c == labels[r] else 0)) * scale`` with scale = 1 /
+  batch; one thread per element, x along the classes, guarded.
+- :func:`check_adam` takes your ``@cuda.jit`` kernel ``(param, grad, m, v, lr, beta1, beta2,
+  eps, correction1, correction2, weight_decay)``: one Adam step per element, as
+  ``torch.optim.Adam`` and :func:`gpulab.reference.adam_update` (the host passes the bias
+  corrections ``1 - beta ** step``), run three steps in a row.
 - :func:`check_minibatches` takes your ``minibatches(n_samples, batch_size, rng)``: a list of
-  index arrays that, together, hold every sample exactly once, in an order shuffled by ``rng``.
+  index arrays that, together, hold every sample exactly once, shuffled by ``rng`` so that
+  every batch mixes samples from all over the stored order.
+- :func:`train_with_your_kernels` trains the digits network with your kernels in place of
+  gpulab's (:class:`gpulab.nn.backends.KernelBackend` ``kernels=``), step for step next to
+  gpulab's own kernels; :func:`check_training` judges that run.
 
 Sizes and values are random; a failure names the seed to repeat it.
 """
 
 from __future__ import annotations
 
+import ast
+import math
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from gpulab import reference
 from gpulab.exercises.checks import (
+    GUARD_HINT,
     CheckFailedError,
     CheckResult,
+    KernelError,
+    NotAttemptedError,
     Trial,
+    Trial2D,
     call_learner,
     default_threads_per_block,
-    diagnose_vector,
+    diagnose_matrix,
+    draw_2d,
+    kernel_source,
     launch,
     padded,
     read_back,
@@ -28,110 +48,460 @@ from gpulab.exercises.checks import (
     start_kernel,
 )
 
-SGD_STUB_HINT = (
-    "with `i = cuda.grid(1)` and the guard `if i < param.shape[0]:`, compute "
-    "v = momentum * velocity[i] + grad[i], store it in velocity[i], then param[i] -= lr * v."
+# --- exercise 1: the loss gradient -------------------------------------------------------------
+
+LOSS_GRADIENT_STUB_HINT = (
+    "one thread per element: `c, r = cuda.grid(2)` (x along the classes), a guard on both, then "
+    "the probability minus 1 in the label's column (0 elsewhere), times scale."
+)
+LOSS_GUARD_HINT = (
+    "guard both directions: `if r < probs.shape[0] and c < probs.shape[1]:`. The blocks at the "
+    "right and bottom edges are only partly used."
+)
+NORMALISATION_HINT = (
+    "the loss is the MEAN over the batch, so each sample's gradient is divided by the batch "
+    "size once: multiply by `scale`, which the host sets to 1 / batch."
 )
 
 
-def check_sgd_momentum(kernel, seed: int | None = None, threads_per_block: int | None = None,
-                       dtype=np.float32, show: bool = True) -> CheckResult:
-    """Check ``kernel(param, grad, velocity, lr, momentum)`` against
-    :func:`gpulab.reference.sgd_momentum_update` (no weight decay), two steps in a row, so a
-    velocity that is not stored shows.
+def _loss_trials(seed: int, dtype) -> list[Trial2D]:
+    """Two random batches x classes (:func:`~gpulab.exercises.checks.draw_2d`: sides not
+    multiples of the block, rows != cols, two block shapes, and a grid that a kernel with r
+    and c swapped would not cover)."""
+    return [draw_2d("check_loss_gradient", seed, dtype, case) for case in range(2)]
 
-    Diagnoses: the stub; a missing guard; the velocity not stored; plain SGD (the gradient
-    instead of the velocity); ``+=`` instead of ``-=``; the old velocity used for the update;
-    momentum applied to the gradient instead of the velocity."""
+
+def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32,
+                        show: bool = True) -> CheckResult:
+    """Check ``kernel(probs, labels, scale, dlogits)`` against
+    :func:`gpulab.reference.softmax_cross_entropy_backward` with scale = 1 / batch, on two
+    random batches of random probabilities (batch x classes, neither a multiple of the block,
+    batch != classes), launched with two block shapes.
+
+    Diagnoses: the stub; writes past the edges; nothing or part written; rows and columns
+    swapped; a hard-coded block size; probs or labels changed; no normalisation (the summed
+    loss's gradient); normalised twice; divided by the number of classes; the one-hot target
+    missing, added, or subtracted everywhere; the sign reversed; simulator-only code."""
 
     def body(seed: int) -> str:
-        start_kernel(kernel, 5, SGD_STUB_HINT)
+        start_kernel(kernel, 4, LOSS_GRADIENT_STUB_HINT)
+        trials = _loss_trials(seed, dtype)
+        for trial in trials:
+            _loss_gradient_trial(kernel, trial)
+        return ("every element of dlogits is right: "
+                + " and ".join(f"a batch of {t.rows} with {t.cols} classes on blocks of "
+                               f"{t.block[0]} x {t.block[1]}" for t in trials)
+                + f" (seed={seed}).")
+
+    return run_check("loss_gradient", body, seed, show)
+
+
+def _loss_gradient_trial(kernel, trial: Trial2D) -> None:
+    batch, classes = trial.rows, trial.cols
+    probs = reference.softmax(trial.normal(batch, classes, scale=2.0).astype(np.float64))
+    probs = probs.astype(trial.dtype)
+    labels = trial.rng.integers(0, classes, batch).astype(np.int64)
+    scale = trial.dtype.type(1 / batch)
+    d_probs_all, d_probs = padded(probs, trial.padding, 0)
+    d_labels_all, d_labels = padded(labels, trial.padding, 0)
+    before = d_probs_all.copy_to_host(), d_labels_all.copy_to_host()
+    d_out_all, d_out = padded(np.full((batch, classes), np.nan, trial.dtype), trial.padding,
+                              np.nan)
+    try:
+        launch(kernel, trial, d_probs, d_labels, scale, d_out, index_hint=LOSS_GUARD_HINT)
+    except KernelError as error:
+        _blame_block(kernel, trial, error)
+        raise
+    for name, buffer, old in (("probs", d_probs_all, before[0]),
+                              ("labels", d_labels_all, before[1])):
+        if not np.array_equal(buffer.copy_to_host(), old):
+            raise CheckFailedError(
+                f"your kernel changed its input {name} ({trial}).",
+                "write the gradient into dlogits only: the trainer still reads probs afterwards "
+                "(the batch's accuracy).")
+    got = read_back(d_out_all, (batch, classes), trial, what="dlogits", hint=LOSS_GUARD_HINT)
+    unwritten = np.isnan(got)
+    if unwritten.any():
+        along_x, along_y = trial.blocks[0] * trial.block[0], trial.blocks[1] * trial.block[1]
+        r, c = np.indices((batch, classes))
+        if np.array_equal(unwritten, ~((r < along_x) & (c < along_y))):
+            raise CheckFailedError(
+                f"{int(unwritten.sum())} of {got.size} elements of dlogits were never written, "
+                f"exactly those a kernel with rows and columns swapped misses ({trial}).",
+                "`cuda.grid(2)` returns x first, and x runs along the classes (columns): "
+                "`c, r = cuda.grid(2)`.")
+    p = probs.astype(np.float64)
+    onehot = np.zeros_like(p)
+    onehot[np.arange(batch), labels] = 1
+    expected = (p - onehot) * float(scale)
+    try:
+        diagnose_matrix(expected, got, trial, {
+            "probs - onehot, not divided by the batch: the gradient of the SUMMED loss": (
+                p - onehot, NORMALISATION_HINT),
+            "(probs - onehot) / batch / batch: divided by the batch twice": (
+                expected / batch, "divide once: `scale` already is 1 / batch, so don't divide "
+                                  "by probs.shape[0] as well."),
+            "(probs - onehot) / classes: divided by the number of classes": (
+                (p - onehot) / classes, NORMALISATION_HINT + " The batch is probs.shape[0] "
+                                                            "(rows), not the classes."),
+            "probs * scale: the one-hot target is missing": (
+                p * float(scale), "subtract 1 in the label's column: `if c == labels[r]`."),
+            "(probs + onehot) * scale: the target added": (
+                (p + onehot) * float(scale), "subtract the one-hot target: p - 1 in the "
+                                             "label's column."),
+            "(onehot - probs) * scale: the sign reversed": (
+                (onehot - p) * float(scale), "the gradient is p - onehot (it points up the "
+                                             "loss); the optimiser is what subtracts it."),
+            "(probs - 1) * scale in every column": (
+                (p - 1) * float(scale), "the target is 1 only in the label's column "
+                                        "(c == labels[r]), 0 in the others."),
+        }, rtol=1e-5, atol=1e-9, what="dlogits")
+    except CheckFailedError as failure:
+        _blame_block(kernel, trial, failure)
+        raise
+
+
+def _blame_block(kernel, trial: Trial2D, error) -> None:
+    """If the kernel's source multiplies cuda.blockIdx by a number (a hard-coded block size),
+    make the failure's hint say so: this trial's blocks are another size."""
+    source = kernel_source(kernel, 4)
+    for node in source.walk():
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            sides = (node.left, node.right)
+            if (any("blockIdx" in ast.dump(side) for side in sides)
+                    and any(isinstance(side, ast.Constant) for side in sides)):
+                hint = (f"`{source.line(node)}` hard-codes the block size, but these blocks "
+                        f"have {trial.block[0]} x {trial.block[1]} threads: use "
+                        "`cuda.grid(2)`, which works for any block.")
+                if isinstance(error, KernelError):
+                    error.index_hint = hint
+                else:
+                    error.hint = hint
+                return
+
+
+# --- exercise 2: the Adam update ---------------------------------------------------------------
+
+ADAM_STUB_HINT = (
+    "with `i = cuda.grid(1)` and a guard: g = grad + weight_decay * param; update m[i] and v[i] "
+    "(running averages of g and g * g); then move param[i] by lr * m_hat / (sqrt(v_hat) + eps), "
+    "where m_hat = m / correction1 and v_hat = v / correction2."
+)
+ADAM_STEPS = 3
+ADAM_TOLERANCE = {"rtol": 2e-5, "atol": 2e-6}  # float32 arithmetic in any sensible order
+
+
+def _adam_steps(p, grads, m, v, lr, beta1, beta2, eps, weight_decay, mistake=None):
+    """(param, m, v) after one Adam step per gradient in ``grads`` (steps 1, 2, ...), in float64,
+    done right or with one named ``mistake``: what the check compares a kernel with."""
+    p, m, v = (np.array(a, dtype=np.float64) for a in (p, m, v))
+    for step, g in enumerate(grads, start=1):
+        g = np.asarray(g, dtype=np.float64)
+        c1, c2 = 1 - beta1**step, 1 - beta2**step
+        if mistake == "step_one_correction":
+            c1, c2 = 1 - beta1, 1 - beta2
+        elif mistake == "no_correction":
+            c1 = c2 = 1.0
+        elif mistake == "swapped_corrections":
+            c1, c2 = c2, c1
+        b1, b2 = (beta2, beta1) if mistake == "swapped_betas" else (beta1, beta2)
+        if mistake not in ("no_weight_decay", "decoupled_weight_decay"):
+            g = g + weight_decay * p
+        m_new = b1 * m + (1 - b1) * g
+        v_new = b2 * v + (1 - b2) * g * g
+        if mistake == "no_one_minus":
+            m_new, v_new = b1 * m + g, b2 * v + g * g
+        m_use, v_use = (m, v) if mistake == "old_state" else (m_new, v_new)
+        if mistake == "old_v":
+            v_use = v
+        m_hat, v_hat = m_use / c1, v_use / c2
+        if mistake == "eps_inside":
+            update = lr * m_hat / np.sqrt(v_hat + eps)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                update = lr * m_hat / (np.sqrt(v_hat) + eps)
+        if mistake == "decoupled_weight_decay":
+            update = update + lr * weight_decay * p
+        p = p + update if mistake == "plus" else p - update
+        if mistake == "unstored":
+            continue  # m and v keep their starting values
+        m, v = (m_hat, v_hat) if mistake == "stored_corrected" else (m_new, v_new)
+    return p, m, v
+
+
+ADAM_MISTAKES = {
+    "no_correction": (
+        "Adam without the bias correction (m and v used as they are)",
+        "divide by the corrections: m_hat = m[i] / correction1, v_hat = v[i] / correction2. "
+        "m and v start at 0, so for the first steps they are too small; the corrections undo "
+        "that."),
+    "step_one_correction": (
+        "a bias correction that stays at step 1's value (1 - beta1, 1 - beta2) every step",
+        "the correction depends on the step count: use the correction1 and correction2 the "
+        "host passes, 1 - beta ** step for THIS step, not 1 - beta1 written into the kernel."),
+    "swapped_corrections": (
+        "m divided by correction2 and v by correction1",
+        "m goes with beta1 and correction1; v with beta2 and correction2."),
+    "swapped_betas": (
+        "m averaged with beta2 and v with beta1",
+        "m = beta1 * m + (1 - beta1) * g; v = beta2 * v + (1 - beta2) * g * g."),
+    "old_state": (
+        "param moved with last step's m and v (updated after the move)",
+        "update in this order: first the new m and v from this step's g, then param with "
+        "them. On the first step the old m and v are 0 and param would not move at all."),
+    "old_v": (
+        "param moved with the new m but last step's v",
+        "compute the new v before moving param, and use it."),
+    "stored_corrected": (
+        "m and v stored bias-corrected (m[i] = m_hat)",
+        "store the raw running averages in m[i] and v[i]; the corrected m_hat and v_hat are "
+        "only for this step's move (the next step divides by a different correction)."),
+    "unstored": (
+        "m and v never written back",
+        "store the new running averages: `m[i] = ...` and `v[i] = ...`, so that the next step "
+        "continues from them."),
+    "eps_inside": (
+        "eps inside the square root: sqrt(v_hat + eps)",
+        "add eps after the square root: sqrt(v_hat) + eps (as torch.optim.Adam)."),
+    "no_one_minus": (
+        "running averages without the (1 - beta) factors",
+        "m = beta1 * m + (1 - beta1) * g: a weighted average, whose weights add up to 1."),
+    "plus": (
+        "param moved up the gradient (+= instead of -=)",
+        "subtract the step: param[i] -= ... (down the gradient, to lower the loss)."),
+    "no_weight_decay": (
+        "Adam with weight_decay ignored",
+        "add the L2 term to the gradient first: g = grad[i] + weight_decay * param[i] (as "
+        "torch.optim.Adam; the training recipe uses 0, this check does not)."),
+    "decoupled_weight_decay": (
+        "AdamW's decoupled weight decay (param shrunk separately)",
+        "this exercise is torch.optim.Adam: the weight decay goes into g = grad[i] + "
+        "weight_decay * param[i], before m and v."),
+}
+
+
+def _moved_problem(start: np.ndarray, got: np.ndarray, trial: Trial) -> CheckFailedError | None:
+    """A failure when some elements of param never moved (a correct Adam step moves all of
+    them here: every gradient is non-zero), saying which part of the vector they are."""
+    still = got == start
+    if not still.any():
+        return None
+    n, tpb = trial.n, trial.threads_per_block
+    where = np.arange(n)
+    if still.all():
+        return CheckFailedError(f"param did not change at all after {ADAM_STEPS} steps ({trial}).",
+                                "each thread should move its own param[i]: param[i] -= ...")
+    if np.array_equal(where[still], where[where >= tpb]):
+        return CheckFailedError(
+            f"only the first block's elements moved (param[0..{tpb - 1}]) ({trial}).",
+            "use the global index `i = cuda.grid(1)`, not `cuda.threadIdx.x` alone, which "
+            "repeats in every block.")
+    if np.array_equal(where[still], where[where >= (trial.blocks - 1) * tpb]):
+        return CheckFailedError(f"the last, partial block's elements never moved ({trial}).",
+                                "the guard should stop only threads with i >= n: "
+                                "`if i < param.shape[0]:`.")
+    return CheckFailedError(f"{int(still.sum())} of {n} elements of param never moved "
+                            f"({trial}).", ADAM_STUB_HINT)
+
+
+def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = None,
+               dtype=np.float32, show: bool = True) -> CheckResult:
+    """Check ``kernel(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+    weight_decay)``: three Adam steps in a row on the same param, m and v (starting at 0, as
+    in training), with the corrections of steps 1, 2 and 3, random betas, a visible eps and a
+    non-zero weight decay, against :func:`gpulab.reference.adam_update`.
+
+    Diagnoses (:data:`ADAM_MISTAKES`): no bias correction; a correction stuck at step 1's
+    value (the step count ignored); corrections or betas swapped; param moved before m and v
+    are updated; m and v stored corrected, or not stored; eps inside the square root; the
+    (1 - beta) factors missing; += instead of -=; weight decay ignored or decoupled (AdamW);
+    v averaging g instead of g * g (a square root of a negative); a missing guard; only the
+    first block; simulator-only code."""
+
+    def body(seed: int) -> str:
+        start_kernel(kernel, 11, ADAM_STUB_HINT)
         tpb = threads_per_block or default_threads_per_block()
-        trial = Trial.draw("check_sgd_momentum", seed, tpb, dtype)
-        p0, g1, g2 = trial.uniform(-1, 1), trial.uniform(-1, 1), trial.uniform(-1, 1)
-        v0 = trial.uniform(-0.5, 0.5)
-        scalar = trial.dtype.type
-        lr, momentum = scalar(trial.rng.uniform(0.05, 0.2)), scalar(trial.rng.uniform(0.5, 0.95))
-        # The padding of param and velocity starts at 0 and grad's at 1, so an unguarded thread
-        # past the end changes it (the velocity becomes 1), which read_back reports.
+        trial = Trial.draw("check_adam", seed, tpb, dtype)
+        rng, t = trial.rng, trial.dtype.type
+        p0 = trial.uniform(-1, 1)
+        grads = [trial.uniform(-1, 1) for _ in range(ADAM_STEPS)]
+        lr, beta1, beta2 = t(rng.uniform(0.02, 0.1)), t(rng.uniform(0.7, 0.9)), \
+            t(rng.uniform(0.95, 0.995))
+        eps, weight_decay = t(10 ** rng.uniform(-3, -2)), t(rng.uniform(0.05, 0.2))
+        settings = (f"lr={float(lr):.3g}, beta1={float(beta1):.3g}, beta2={float(beta2):.3g}, "
+                    f"eps={float(eps):.2g}, weight_decay={float(weight_decay):.2g}")
+        # Padding: param, m and v start at 0 past the end and grad at 1, so an unguarded
+        # thread changes them there, which read_back reports.
         d_p_all, d_p = padded(p0.copy(), tpb, 0)
-        d_v_all, d_v = padded(v0.copy(), tpb, 0)
-        for grad in (g1, g2):
+        d_m_all, d_m = padded(np.zeros(trial.n, trial.dtype), tpb, 0)
+        d_v_all, d_v = padded(np.zeros(trial.n, trial.dtype), tpb, 0)
+        for step, grad in enumerate(grads, start=1):
             _, d_g = padded(grad, tpb, 1)
-            launch(kernel, trial, d_p, d_g, d_v, lr, momentum)
-        p1, v1 = reference.sgd_momentum_update(p0, g1, v0, lr, momentum)
-        p2, v2 = reference.sgd_momentum_update(p1, g2, v1, lr, momentum)
-        got_p = read_back(d_p_all, (trial.n,), trial, fill=0, what="param")
-        got_v = read_back(d_v_all, (trial.n,), trial, fill=0, what="velocity")
-        # what common mistakes give after the same two steps
-        plain = p0 - lr * g1 - lr * g2
-        unstored = (p0 - lr * (momentum * v0 + g1)) - lr * (momentum * v0 + g2)
-        plus = p0 + lr * (momentum * v0 + g1) + lr * (momentum * (momentum * v0 + g1) + g2)
-        old_v = p0 - lr * v0 - lr * (momentum * v0 + g1)
-        failure = diagnose_vector(p2, got_p, trial, patterns={
-            "plain SGD, p -= lr * grad: the velocity is not used": (
-                plain, "update with the velocity: param[i] -= lr * v, where v = momentum * "
-                       "velocity[i] + grad[i]."),
-            "an update whose velocity was never stored": (
-                unstored, "write the new velocity back: `velocity[i] = v`, so the next step "
-                          "remembers it."),
-            "param moved up the gradient": (plus, "subtract: param[i] -= lr * v (down the "
-                                                  "gradient, to lower the loss)."),
-            "an update with the old velocity": (
-                old_v, "compute the new velocity first, then update param with it."),
-        })
-        if failure is not None:
-            raise failure
-        failure = diagnose_vector(v2, got_v, trial)
-        if failure is not None:
-            raise CheckFailedError("param is right but velocity is not: " + failure.message,
-                                   "store v = momentum * velocity[i] + grad[i] in velocity[i].")
-        return (f"param and velocity are right after two steps ({trial.launched}, "
-                f"n={trial.n}, seed={trial.seed}).")
+            try:
+                launch(kernel, trial, d_p, d_g, d_m, d_v, lr, beta1, beta2, eps,
+                       t(1 - beta1**step), t(1 - beta2**step), weight_decay)
+            except KernelError as error:
+                if isinstance(error.cause, ValueError) and "math domain" in str(error.cause):
+                    raise CheckFailedError(
+                        f"your kernel took the square root of a negative number at step {step} "
+                        f"({trial}).",
+                        "v is the running average of g * g, never negative: v = beta2 * v + "
+                        "(1 - beta2) * g * g.") from None
+                raise
+        got = {what: read_back(buffer, (trial.n,), trial, fill=0, what=what, hint=GUARD_HINT)
+               for what, buffer in (("param", d_p_all), ("m", d_m_all), ("v", d_v_all))}
+        floats = [float(x) for x in (lr, beta1, beta2, eps, weight_decay)]
+        zeros = np.zeros(trial.n)
+        want_p, want_m, want_v = _adam_steps(p0, grads, zeros, zeros, *floats)  # as reference
 
-    return run_check("sgd_momentum", body, seed, show)
+        def close(a, b) -> bool:
+            return bool(np.allclose(a, b, **ADAM_TOLERANCE))
+
+        where = f"{trial}; {settings}"
+        if np.isnan(got["param"]).any():
+            raise CheckFailedError(
+                f"param holds NaN after {ADAM_STEPS} steps ({where}).",
+                "NaN comes from a square root of a negative number (v must average g * g) or "
+                "from 0 / 0 (eps must be added to the square root).")
+        if close(got["param"], want_p):
+            for what, want in (("m", want_m), ("v", want_v)):
+                if not close(got[what], want):
+                    raise CheckFailedError(
+                        f"param is right after {ADAM_STEPS} steps, but {what} is not ({where}).",
+                        f"store the new running average in {what}[i], uncorrected.")
+            return (f"param, m and v are right after {ADAM_STEPS} steps ({trial.launched}, "
+                    f"n={trial.n}, seed={trial.seed}).")
+        moved = _moved_problem(p0, got["param"], trial)
+        if moved is not None:
+            raise moved
+        for mistake, (description, hint) in ADAM_MISTAKES.items():
+            if close(got["param"], _adam_steps(p0, grads, zeros, zeros, *floats, mistake)[0]):
+                raise CheckFailedError(
+                    f"param after {ADAM_STEPS} steps is what {description} gives ({where}).",
+                    hint)
+        bad = ~np.isclose(got["param"], want_p, **ADAM_TOLERANCE)
+        first = int(np.flatnonzero(bad)[0])
+        first_step = _first_wrong_step(kernel, trial, p0, grads, floats)
+        raise CheckFailedError(
+            f"{int(bad.sum())} of {trial.n} elements of param are wrong after {ADAM_STEPS} "
+            f"steps; the first is param[{first}]: expected {want_p[first]:.6g}, got "
+            f"{got['param'][first]:.6g}{first_step} ({where}).", ADAM_STUB_HINT)
+
+    return run_check("adam", body, seed, show)
 
 
-# --- exercise 2: mini-batches ----------------------------------------------------------------
+def _first_wrong_step(kernel, trial: Trial, p0, grads, floats) -> str:
+    """'; already wrong after step 1' or '; right until step 1, wrong from step 2': where a
+    kernel that matches no known mistake goes wrong, found by running the steps one by one."""
+    t = trial.dtype.type
+    lr, beta1, beta2, eps, weight_decay = floats
+    _, d_p = padded(p0.copy(), trial.threads_per_block, 0)
+    _, d_m = padded(np.zeros(trial.n, trial.dtype), trial.threads_per_block, 0)
+    _, d_v = padded(np.zeros(trial.n, trial.dtype), trial.threads_per_block, 0)
+    zeros = np.zeros(trial.n)
+    for step, grad in enumerate(grads, start=1):
+        _, d_g = padded(grad, trial.threads_per_block, 1)
+        launch(kernel, trial, d_p, d_g, d_m, d_v, t(lr), t(beta1), t(beta2), t(eps),
+               t(1 - beta1**step), t(1 - beta2**step), t(weight_decay))
+        want = _adam_steps(p0, grads[:step], zeros, zeros, *floats)[0]
+        if not np.allclose(d_p.copy_to_host(), want, **ADAM_TOLERANCE):
+            return ("; already wrong after step 1" if step == 1
+                    else f"; right until step {step - 1}, wrong from step {step}")
+    return ""
+
+
+# --- exercise 3: mini-batches ----------------------------------------------------------------
 
 MINIBATCH_STUB_HINT = (
     "shuffle all the indices with rng.permutation(n_samples), then cut the shuffled order into "
     "slices of batch_size (the last slice may be shorter)."
 )
+MIX_HINT = (
+    "shuffle ALL the indices first, then cut the shuffled order into batches: "
+    "rng.permutation(n_samples)[start:start + batch_size]. Shuffling inside each batch, or only "
+    "the order of the batches, leaves every batch made of neighbouring samples — with the "
+    "digits stored class by class, a batch of one class."
+)
+
+
+def _as_batches(batches, n: int, where: str) -> list[np.ndarray]:
+    """The learner's result as a list of 1-D integer index arrays, or a plain-words failure."""
+    if batches is None:
+        raise CheckFailedError(f"your function returned None {where}.",
+                               "end it with `return batches` (a list of index arrays).")
+    if isinstance(batches, np.ndarray) and batches.ndim == 1:
+        raise CheckFailedError(
+            f"your function returned one array of {batches.size} indices, not a list of "
+            f"batches {where}.", "cut it into slices of batch_size and return the list.")
+    if not isinstance(batches, (list, tuple)) and not (isinstance(batches, np.ndarray)
+                                                       or hasattr(batches, "__next__")):
+        kind = type(batches).__name__
+        raise CheckFailedError(
+            f"your function returned {'an' if kind[0] in 'aeiou' else 'a'} {kind}; return a "
+            f"list of index arrays {where}.", MINIBATCH_STUB_HINT)
+    result = []
+    for k, batch in enumerate(batches):
+        array = np.asarray(batch)
+        if array.dtype == object or not (np.issubdtype(array.dtype, np.integer)
+                                         or array.dtype == bool):
+            kind = type(batch).__name__ if array.dtype == object else f"{array.dtype} values"
+            raise CheckFailedError(
+                f"batch {k} holds {kind}: a batch is an array of whole-number sample indices "
+                f"{where}.", "rng.permutation(n_samples) gives int64 indices; slice it.")
+        if array.dtype == bool:
+            raise CheckFailedError(f"batch {k} is a True/False mask; return the indices "
+                                   f"themselves {where}.", MINIBATCH_STUB_HINT)
+        array = array.ravel()
+        if array.size and (array.min() < 0 or array.max() >= n):
+            raise CheckFailedError(
+                f"batch {k} holds index {int(array.min() if array.min() < 0 else array.max())}"
+                f", outside 0..{n - 1} {where}.", MINIBATCH_STUB_HINT)
+        result.append(array.astype(np.int64))
+    return result
+
+
+def _unmixed(batches: list[np.ndarray]) -> bool:
+    """True when every batch of 2 or more holds neighbouring samples only (its indices span
+    less than twice its size): with data stored class by class, every batch one or two
+    classes. A real shuffle of 3 or more batches essentially never does that."""
+    sized = [b for b in batches if b.size >= 2]
+    return bool(sized) and all(int(b.max() - b.min()) < 2 * b.size for b in sized)
 
 
 def check_minibatches(function, seed: int | None = None, show: bool = True) -> CheckResult:
-    """Check ``function(n_samples, batch_size, rng)``: batches of ``batch_size`` indices (the
-    last one may be smaller), every sample exactly once, shuffled by ``rng`` (two different
-    generators give different orders; the same seed, the same order).
+    """Check ``function(n_samples, batch_size, rng)``: batches of ``batch_size`` whole-number
+    indices (the last one may be smaller), every sample exactly once, shuffled by ``rng``
+    across the whole epoch (two different generators give different orders; the same seed,
+    the same order; every batch mixes samples from all over the stored order).
 
-    Diagnoses: the stub; the last, partial batch dropped; a sample missing or repeated;
-    batches of the wrong size; no shuffling; shuffling that ignores ``rng``."""
+    Diagnoses: the stub; a result that is not a list of index arrays (None, one flat array,
+    floats, a mask, indices out of range); the last, partial batch dropped; a sample missing
+    or repeated; batches of the wrong size; no shuffling; shuffling only inside each batch or
+    only the order of the batches; shuffling that ignores ``rng``."""
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
         batch_size = int(rng.integers(5, 40))
         n = batch_size * int(rng.integers(3, 9)) + int(rng.integers(1, batch_size))
-        batches = call_learner(function, n, batch_size, np.random.default_rng(seed),
-                               stub_hint=MINIBATCH_STUB_HINT)
-        try:
-            batches = [np.asarray(b).ravel() for b in batches]
-        except TypeError:
-            raise CheckFailedError(f"return a list of index arrays, not {type(batches).__name__}"
-                                   ".", MINIBATCH_STUB_HINT) from None
         where = f"(n_samples={n}, batch_size={batch_size}, seed={seed})"
-        everything = np.concatenate(batches) if batches else np.zeros(0, int)
+        batches = _as_batches(call_learner(function, n, batch_size, np.random.default_rng(seed),
+                                           stub_hint=MINIBATCH_STUB_HINT), n, where)
+        everything = np.concatenate(batches) if batches else np.zeros(0, np.int64)
         full, rest = divmod(n, batch_size)
         if len(everything) == full * batch_size and rest:
             raise CheckFailedError(f"{rest} samples are never used: the last, partial batch is "
                                    f"missing {where}.",
                                    "keep the remainder as a smaller last batch: every sample "
                                    "must be seen once per epoch.")
-        counts = np.bincount(everything.astype(int), minlength=n) if everything.size else []
-        if len(everything) != n or np.any(np.asarray(counts) != 1):
-            raise CheckFailedError(f"the batches hold {len(everything)} indices for {n} samples "
-                                   f"and some samples are missing or repeated {where}.",
-                                   MINIBATCH_STUB_HINT)
+        counts = np.bincount(everything, minlength=n)
+        if len(everything) != n or np.any(counts != 1):
+            missing, repeated = int(np.sum(counts == 0)), int(np.sum(counts > 1))
+            hint = ("a sample that repeats was drawn with replacement (rng.integers, "
+                    "rng.choice): rng.permutation(n_samples) holds each index exactly once."
+                    if repeated else MINIBATCH_STUB_HINT)
+            raise CheckFailedError(f"the batches hold {len(everything)} indices for {n} samples:"
+                                   f" {missing} samples missing, {repeated} repeated {where}.",
+                                   hint)
         sizes = [len(b) for b in batches]
         if sizes != [batch_size] * full + ([rest] if rest else []):
             shown = f"{sizes[:6]}{'...' if len(sizes) > 6 else ''}"
@@ -142,19 +512,227 @@ def check_minibatches(function, seed: int | None = None, show: bool = True) -> C
             raise CheckFailedError(f"the samples come in their stored order {where}.",
                                    "shuffle with rng.permutation(n_samples): digits stored "
                                    "class by class would give batches of one class each.")
-        again = call_learner(function, n, batch_size, np.random.default_rng(seed))
-        other = call_learner(function, n, batch_size, np.random.default_rng(seed + 1))
-        if not np.array_equal(np.concatenate([np.asarray(b).ravel() for b in again]),
-                              everything):
+        if _unmixed(batches):
+            in_order = all(b.min() == k * batch_size for k, b in enumerate(batches))
+            kind = ("shuffled only inside each batch: the batches still come in the stored "
+                    "order" if in_order else
+                    "the batches are the stored order's slices, shuffled as wholes")
+            raise CheckFailedError(f"the samples are {kind}, so each batch holds neighbouring "
+                                   f"samples only {where}.", MIX_HINT)
+        again = _as_batches(call_learner(function, n, batch_size, np.random.default_rng(seed)),
+                            n, where)
+        other = _as_batches(call_learner(function, n, batch_size,
+                                         np.random.default_rng(seed + 1)), n, where)
+        if not np.array_equal(np.concatenate(again), everything):
             raise CheckFailedError(f"the same seed gave a different order {where}.",
                                    "shuffle with the rng you are given (rng.permutation), not "
                                    "np.random: a seed must repeat a run exactly.")
-        if np.array_equal(np.concatenate([np.asarray(b).ravel() for b in other]), everything):
+        if np.array_equal(np.concatenate(other), everything):
             raise CheckFailedError(f"two different generators gave the same order {where}.",
                                    "use the rng argument to shuffle.")
-        return f"{len(batches)} batches, every sample once, shuffled by rng {where}."
+        return (f"{len(batches)} batches, every sample once, mixed across the epoch by rng "
+                f"{where}.")
 
     return run_check("minibatches", body, seed, show)
 
 
-__all__ = ["check_minibatches", "check_sgd_momentum"]
+# --- your kernels train the network --------------------------------------------------------------
+
+# The kernels this chapter's exercises write: a run counts as "trained by your kernels" when
+# these two are yours.
+THIS_CHAPTER = ("softmax_cross_entropy_backward", "adam_update")
+TRAINING = {"widths": (64, 16, 10), "steps": 4, "batch_size": 8, "lr": 3e-2, "seed": 0}
+
+
+@dataclass
+class YourTraining:
+    """A few training steps of the digits network with your kernels, next to gpulab's
+    (:func:`train_with_your_kernels`).
+
+    ``kernels``: the kernels that ran as yours, by gpulab's name (pass them on:
+    ``KernelBackend(kernels=run.kernels)``); ``origins``: whose kernel ran for every
+    replaceable name; ``notes``: kernels left out and why; ``side_by_side``: the
+    :class:`gpulab.nn.trainer.SideBySide` comparison (None if training stopped); ``error``: why
+    it stopped; ``held_out_loss``: (before, after) on the held-out digits."""
+
+    kernels: dict = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    side_by_side: object | None = None
+    error: str = ""
+    held_out_loss: tuple[float, float] | None = None
+    held_out_accuracy: tuple[float, float] | None = None
+
+    @property
+    def yours(self) -> list[str]:
+        return list(self.kernels)
+
+    @property
+    def matches(self) -> bool:
+        return self.side_by_side is not None and self.side_by_side.matches
+
+    @property
+    def loss_fell(self) -> bool:
+        return self.held_out_loss is not None and self.held_out_loss[1] < self.held_out_loss[0]
+
+    def report(self) -> str:
+        lines = ["whose kernel ran:"]
+        lines += [f"  {name:31s} {origin}" for name, origin in self.origins.items()]
+        lines += [f"  note: {note}" for note in self.notes]
+        if self.error:
+            lines.append(f"training stopped: {self.error}")
+        if self.side_by_side is not None:
+            side = self.side_by_side
+            lines.append(f"\n{side.steps} steps of {side.batch_size} digits, widths "
+                         f"{side.widths}, {side.optimiser}, seed {side.seed}: your run next to "
+                         "gpulab's kernels alone")
+            lines.append(side.table())
+        if self.held_out_loss is not None:
+            (before, after), (acc_before, acc_after) = self.held_out_loss, self.held_out_accuracy
+            lines.append(f"held-out digits: loss {before:.3f} -> {after:.3f}, accuracy "
+                         f"{100 * acc_before:.1f}% -> {100 * acc_after:.1f}%")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()
+
+
+def your_kernels(kernels: dict) -> tuple[dict, dict[str, str], list[str]]:
+    """Sort ``{gpulab kernel name: your kernel or None}`` into the kernels that can run
+    (checked by :func:`gpulab.nn.backends.check_override`), whose kernel runs for every
+    replaceable name, and notes on those left out (not written yet, or refused, and why)."""
+    from gpulab.nn.backends import (
+        OVERRIDABLE,
+        KernelBackend,
+        KernelOverrideError,
+        check_override,
+    )
+
+    usable, notes = {}, []
+    for name, kernel in (kernels or {}).items():
+        if kernel is None or kernel is Ellipsis:
+            continue
+        try:
+            slot = check_override(name, kernel)
+        except KernelOverrideError as error:
+            text = str(error)
+            if "NotImplementedError" in text:
+                notes.append(f"{name}: yours is not written yet, so gpulab's runs")
+            else:
+                notes.append(f"{name}: yours was refused, so gpulab's runs: {text}")
+            continue
+        usable[slot] = kernel
+    backend = KernelBackend(kernels=usable)
+    origins = {name: backend.origin(name) for name in OVERRIDABLE}
+    return usable, origins, notes
+
+
+def train_with_your_kernels(kernels: dict, data=None, show: bool = True,
+                            **settings) -> YourTraining:
+    """Train the digits network for a few steps with your kernels in place of gpulab's
+    (``{gpulab kernel name: your kernel}``; None, a stub or a kernel that does not fit leaves
+    gpulab's in place, and the report says so), next to the same network on gpulab's kernels
+    alone, on the same batches from the same weights; then evaluate the held-out loss before
+    and after. ``settings`` override :data:`TRAINING` (widths, steps, batch_size, lr, seed).
+
+    Never raises for your kernels' sake: an error inside one of them ends the run and is
+    reported. Prints the report when ``show``."""
+    from gpulab.nn import MLP, load_digits
+    from gpulab.nn.backends import KernelBackend, KernelOverrideError
+    from gpulab.nn.trainer import train_side_by_side
+
+    unknown = set(settings) - set(TRAINING)
+    if unknown:
+        raise TypeError(f"unknown setting(s) {sorted(unknown)}; the settings are "
+                        f"{', '.join(TRAINING)}")
+    run_settings = {**TRAINING, **settings}
+    data = data or load_digits(seed=0)
+    usable, origins, notes = your_kernels(kernels)
+    run = YourTraining(usable, origins, notes)
+    widths = list(run_settings["widths"])
+    try:
+        with np.errstate(all="ignore"):
+            run.side_by_side = train_side_by_side(
+                KernelBackend(kernels=usable), data.X_train, data.y_train, widths,
+                reference="kernels", steps=run_settings["steps"],
+                batch_size=run_settings["batch_size"], lr=run_settings["lr"],
+                seed=run_settings["seed"])
+    except KernelOverrideError as error:
+        run.error = str(error)
+    if run.side_by_side is not None:
+        fresh = MLP(widths, "relu", "numpy", seed=run_settings["seed"])
+        trained = run.side_by_side.model.copy(backend="numpy")
+        with np.errstate(all="ignore"):
+            run.held_out_loss = (fresh.loss(data.X_test, data.y_test),
+                                 trained.loss(data.X_test, data.y_test))
+            run.held_out_accuracy = (fresh.accuracy(data.X_test, data.y_test),
+                                     trained.accuracy(data.X_test, data.y_test))
+    if show:
+        print(run.report())
+    return run
+
+
+FORWARD_KERNELS = ("matmul", "bias_activation", "softmax_cross_entropy")
+
+
+def check_training(run, show: bool = True) -> CheckResult:
+    """Judge a :func:`train_with_your_kernels` run: this chapter's two kernels
+    (:data:`THIS_CHAPTER`) ran as yours, every step matched gpulab's kernels to rounding, and
+    the held-out loss fell. A mismatch names the first step and parameter that differ and
+    which of your kernels can cause it (the loss of step 1 differs: a forward kernel; the loss
+    agrees but the parameters do not: a backward or update kernel)."""
+
+    def body(seed: int) -> str:
+        if not isinstance(run, YourTraining):
+            raise CheckFailedError(f"check_training needs the result of "
+                                   f"train_with_your_kernels, not {type(run).__name__}.",
+                                   "run = ch07.train_with_your_kernels(...), then "
+                                   "check_training(run).")
+        missing = [name for name in THIS_CHAPTER if name not in run.kernels]
+        if missing:
+            raise NotAttemptedError(
+                f"gpulab's kernel ran for {', '.join(missing)}: the network trained, but not "
+                "with this chapter's kernels of yours.",
+                "pass the kernels you wrote in exercises 1 and 2 once their checks pass.")
+        if run.error:
+            raise CheckFailedError(f"training stopped: {run.error}",
+                                   "run that kernel's own check again: it shows the mistake "
+                                   "on a smaller problem.")
+        side = run.side_by_side
+        if not side.matches:
+            step = side.first_mismatch
+            k = step - 1
+            yours = ", ".join(run.kernels)
+            if not math.isclose(side.losses[k], side.reference_losses[k], rel_tol=1e-5,
+                                abs_tol=1e-6):
+                suspects = [n for n in run.kernels if n in FORWARD_KERNELS]
+                where = (f"the loss of step {step} is {side.losses[k]:.6g}, gpulab's "
+                         f"{side.reference_losses[k]:.6g}: the forward pass differs")
+            else:
+                suspects = [n for n in run.kernels if n not in FORWARD_KERNELS]
+                where = (f"after step {step}, {side.worst[k]} differs from gpulab's by "
+                         f"{side.differences[k]:.3g} (rounding allows {side.tolerance:.1e})"
+                         f": the backward pass or the update differs")
+            raise CheckFailedError(
+                f"{where}. Your kernels in this run: {yours}.",
+                f"suspect {', '.join(suspects) or yours}: run its chapter's check again "
+                "(every element, several seeds), and compare with gpulab.kernel_source(name).")
+        if not run.loss_fell:
+            before, after = run.held_out_loss
+            raise CheckFailedError(f"every step matched gpulab's kernels, but the held-out "
+                                   f"loss went from {before:.3f} to {after:.3f}, not down.",
+                                   "train a few more steps (steps=...), or with a smaller "
+                                   "learning rate (lr=...).")
+        before, after = run.held_out_loss
+        return (f"{side.steps} steps with your {', '.join(run.kernels)} matched gpulab's "
+                f"kernels to rounding, and the held-out loss fell from {before:.3f} to "
+                f"{after:.3f}.")
+
+    return run_check("your kernels train the network", body, 0, show)
+
+
+__all__ = [
+    "ADAM_MISTAKES", "THIS_CHAPTER", "TRAINING", "YourTraining", "check_adam",
+    "check_loss_gradient", "check_minibatches", "check_training", "train_with_your_kernels",
+    "your_kernels",
+]

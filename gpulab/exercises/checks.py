@@ -33,28 +33,62 @@ What makes a check hard to fool
   both tiers it reads the kernel's source for plain (non-atomic) writes (:func:`plain_writes_to`).
 - The simulator runs kernels as Python, so code that cannot compile for a GPU (lists, NumPy array
   creation, f-strings) would run there; :func:`start_kernel` reads the source and rejects it
-  with the reason.
+  with the reason, and :func:`launch` compiles the kernel for a real GPU (sm_75, as the ``ptx``
+  tier does, in a child process: :func:`compile_for_gpu`) before the first simulated launch,
+  once per kernel source and argument types. Where the CUDA toolkit wheels are missing (macOS)
+  that step is skipped and the result's note says so.
+- ``cuda.syncthreads()`` inside a branch, or in a loop whose trip count depends on the thread,
+  is a deadlock or undefined behaviour on a GPU but runs in the simulator, which lets threads
+  that skip a barrier go: :func:`start_kernel` rejects it from the source
+  (:func:`barrier_problems`).
+- A kernel that never finishes (a grid-stride loop whose step is 0) would hang the check:
+  :func:`launch` runs it under a time limit (:func:`gpulab.instruments.limited` in the
+  simulator: a budget of array accesses and barriers per thread, and a wall-clock limit; on a
+  GPU the launch is polled), and the check fails with a message instead.
+- Checks can judge the method, not only the answer: :func:`trace_trial` traces the learner's
+  kernel (:func:`gpulab.instruments.trace_kernel`) and gives per-thread counts of global and
+  shared reads and writes, atomics and barriers. A failure offers the learner the same trace:
+  the result's last line is the call to run (:attr:`CheckResult.trace_call`, set by
+  :func:`launch` or :func:`offer_trace`).
 """
 
 from __future__ import annotations
 
 import ast
+import atexit
+import contextvars
 import inspect
+import json
+import math
+import os
+import queue
 import re
 import secrets
+import subprocess
+import sys
 import textwrap
-from collections.abc import Callable
-from contextlib import nullcontext
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpulab import device
+from gpulab import device, toolkit
 from gpulab.instruments import (
+    KernelDidNotFinishError,
+    KernelTrace,
+    access_budget,
     is_device_function,
+    kernel_recipe,
     launchable,
+    limited,
     poisoned_shared_memory,
     python_function,
+    rebuild_function,
+    trace_kernel,
+    unknown_globals,
 )
 
 PASSED = "passed"
@@ -93,6 +127,39 @@ STUB_MESSAGE = (
     "`raise NotImplementedError()`."
 )
 READ_THE_ERROR_HINT = "read the error: the line it names in your code is where it stopped."
+BARRIER_IN_BRANCH = (
+    "barrier inside a branch: on a GPU the threads that skip it never arrive — a deadlock or "
+    "undefined behaviour"
+)
+BARRIER_HINT = (
+    "put `cuda.syncthreads()` outside any `if`: every thread of the block must reach it. Let "
+    "the `if` guard only the memory accesses (threads past the end can write 0 to shared "
+    "memory), and put the barrier after it."
+)
+BARRIER_LOOP_HINT = (
+    "every thread must run a loop that holds a barrier the same number of times: take its bounds "
+    "from `cuda.blockDim`, the arguments or constants (`for k in range(steps)`, or `while stride "
+    "> 0` with `stride = cuda.blockDim.x // 2`), not from `cuda.threadIdx` or `cuda.grid`."
+)
+BARRIER_EXIT_HINT = (
+    "a thread that returns (or breaks out of the loop) early never arrives at the barrier the "
+    "others wait at: instead of leaving, let it skip only its memory accesses (or write 0 to "
+    "shared memory) and still reach every barrier."
+)
+DID_NOT_FINISH = (
+    "your kernel did not finish: a loop that never ends? (look at the loop's increment)"
+)
+DID_NOT_FINISH_HINT = (
+    "every loop must move towards its end in every thread: a grid-stride loop steps by the "
+    "whole grid, `i += cuda.gridsize(1)` (never 0, and the same for every thread), and a "
+    "halving loop needs `stride //= 2`."
+)
+# The wall-clock limit of one launch in a check: generous, since a loop that touches arrays is
+# stopped much sooner by the simulator's access budget (gpulab.instruments.limited).
+TIME_LIMIT_S = {"sim": 60.0, "gpu": 20.0}
+# The architecture a learner's kernel is compiled for: Turing (T4, Colab's free GPU), the oldest
+# that gpulab.ptx compiles for, so what passes here compiles on every GPU the course names.
+COMPILE_FOR = (7, 5)
 
 
 # --- results ----------------------------------------------------------------------------------
@@ -109,6 +176,8 @@ class CheckResult:
     hint: str = ""
     seed: int | None = None
     exception: BaseException | None = field(default=None, repr=False, compare=False)
+    trace_call: str = ""  # on a failure: the call that traces the learner's kernel
+    notes: list[str] = field(default_factory=list)  # e.g. "not compiled for a real GPU here"
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -120,13 +189,23 @@ class CheckResult:
         return self.passed
 
     def __str__(self) -> str:
+        notes = "".join(f"\n   Note: {note}" for note in self.notes)
         if self.status == PASSED:
-            return f"✅ PASSED — {self.exercise}: {self.message}"
+            return f"✅ PASSED — {self.exercise}: {self.message}{notes}"
         if self.status == NOT_ATTEMPTED:
             text = f"✏️ NOT ATTEMPTED YET — {self.exercise}: {self.message}"
-            return text + (f"\n   Hint: {self.hint}" if self.hint else "")
+            return text + (f"\n   Hint: {self.hint}" if self.hint else "") + notes
         text = f"❌ NOT YET RIGHT — {self.exercise}: {self.message}"
-        return text + (f"\n   Hint: {self.hint}" if self.hint else "")
+        text += f"\n   Hint: {self.hint}" if self.hint else ""
+        return text + notes + (f"\n   {self.trace_line}" if self.trace_line else "")
+
+    @property
+    def trace_line(self) -> str:
+        """'See what your kernel did: gpulab.trace(...).draw()' on a failure that a trace can
+        explain; empty otherwise."""
+        if self.status != FAILED or not self.trace_call:
+            return ""
+        return f"See what your kernel did: {self.trace_call}"
 
     def __repr__(self) -> str:
         return f"CheckResult(exercise={self.exercise!r}, status={self.status!r})"
@@ -313,11 +392,146 @@ def plain_writes_to(kernel: KernelSource, parameter: str) -> list[str]:
     return lines
 
 
+_BARRIERS = {"syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or"}
+
+
+def _called_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Call):
+        func = node.func
+        return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return None
+
+
+def _assigned_names(target: ast.AST) -> set[str]:
+    """The variables an assignment target binds (``a``, ``a, b``), not those it only reads
+    (``out[i] = ...`` binds nothing)."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, ast.Tuple | ast.List):
+        return set().union(*(_assigned_names(item) for item in target.elts))
+    if isinstance(target, ast.Starred):
+        return _assigned_names(target.value)
+    return set()
+
+
+def thread_varying_names(tree: ast.AST) -> set[str]:
+    """Variables whose value can differ between the threads of one block: those computed from
+    ``cuda.threadIdx``, ``cuda.grid``, ``cuda.laneid`` or an atomic's return value, directly or
+    through other such variables. (``blockIdx``, ``blockDim`` and arguments are the same for
+    every thread of a block.)"""
+    varying: set[str] = set()
+
+    def varies(expression: ast.AST | None) -> bool:
+        for node in ast.walk(expression) if expression is not None else ():
+            if isinstance(node, ast.Attribute) and node.attr in ("threadIdx", "laneid"):
+                return True
+            if _called_name(node) in ("grid",) or (
+                    isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Attribute)
+                    and node.func.value.attr == "atomic"):
+                return True
+            if isinstance(node, ast.Name) and node.id in varying:
+                return True
+        return False
+
+    while True:
+        before = len(varying)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and varies(node.value):
+                for target in node.targets:
+                    varying |= _assigned_names(target)
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign) and varies(node.value):
+                varying |= _assigned_names(node.target)
+            elif isinstance(node, ast.For) and varies(node.iter):
+                varying |= _assigned_names(node.target)
+            elif isinstance(node, ast.NamedExpr) and varies(node.value):
+                varying |= _assigned_names(node.target)
+        if len(varying) == before:
+            return varying
+
+
+def barrier_problems(kernel: KernelSource) -> list[str]:
+    """Why some thread of a block might skip a barrier this kernel has, one sentence per
+    problem: a ``syncthreads`` inside an ``if`` (or ``else``), inside a loop whose trip count
+    depends on the thread, or after a ``return``/``break`` that only some threads take. On a
+    GPU the threads that skip it never arrive (a deadlock, or undefined behaviour); the
+    simulator lets them go. Barriers in loops with the same bounds for every thread
+    (``for k in range(steps)``, ``while stride > 0``) are fine."""
+    return [text for _, text in _barrier_findings(kernel)]
+
+
+def _barrier_findings(kernel: KernelSource) -> list[tuple[str, str]]:
+    """(hint, sentence) for each problem :func:`barrier_problems` names."""
+    if kernel.tree is None:
+        return []
+    parents = {child: node for node in ast.walk(kernel.tree)
+               for child in ast.iter_child_nodes(node)}
+    varying = thread_varying_names(kernel.tree)
+
+    def varies(expression: ast.AST) -> bool:
+        return any(
+            (isinstance(n, ast.Attribute) and n.attr in ("threadIdx", "laneid"))
+            or _called_name(n) == "grid" or (isinstance(n, ast.Name) and n.id in varying)
+            for n in ast.walk(expression))
+
+    def ancestors(node):
+        while node in parents:
+            child, node = node, parents[node]
+            yield child, node
+
+    barriers = [node for node in kernel.walk() if _called_name(node) in _BARRIERS]
+    if not barriers:
+        return []
+    problems: list[tuple[str, str]] = []
+    for barrier in barriers:
+        for child, node in ancestors(barrier):
+            if isinstance(node, ast.If) and child is not node.test:
+                problems.append((BARRIER_HINT, f"`{kernel.line(barrier)}` is inside "
+                                               f"`{kernel.line(node)}`"))
+                break
+            if isinstance(node, ast.IfExp | ast.BoolOp):
+                problems.append((BARRIER_HINT, f"`{kernel.line(barrier)}` is only reached by "
+                                               "some threads"))
+                break
+            if isinstance(node, ast.While | ast.For):
+                bounds = node.test if isinstance(node, ast.While) else node.iter
+                if child is not bounds and varies(bounds):
+                    problems.append((BARRIER_LOOP_HINT,
+                                     f"`{kernel.line(barrier)}` is inside `{kernel.line(node)}`, "
+                                     "whose number of iterations depends on the thread"))
+                    break
+    last_barrier = max(getattr(b, "lineno", 0) for b in barriers)
+    loops_with_barriers = {
+        node for barrier in barriers for _, node in ancestors(barrier)
+        if isinstance(node, ast.For | ast.While)}
+    for node in kernel.walk():
+        if not isinstance(node, ast.Return | ast.Break | ast.Continue):
+            continue
+        branch = next((parent for _, parent in ancestors(node) if isinstance(parent, ast.If)),
+                      None)
+        if branch is None or not varies(branch.test):
+            continue
+        if isinstance(node, ast.Return) and node.lineno < last_barrier:
+            problems.append((BARRIER_EXIT_HINT,
+                             f"`{kernel.line(node)}` under `{kernel.line(branch)}` lets some "
+                             "threads leave before a barrier that the others wait at"))
+        elif not isinstance(node, ast.Return):
+            loop = next((parent for _, parent in ancestors(node)
+                         if isinstance(parent, ast.For | ast.While)), None)
+            if loop in loops_with_barriers:
+                problems.append((BARRIER_EXIT_HINT,
+                                 f"`{kernel.line(node)}` under `{kernel.line(branch)}` makes "
+                                 "some threads skip a barrier in the loop"))
+    return list(dict.fromkeys(problems))
+
+
 def start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
     """Every kernel check's first steps: is it a ``@cuda.jit`` kernel with the right number of
     arguments (:func:`kernel_source`), is it still the stub (*not attempted*, with
-    ``stub_hint``), and, in the simulator, is it code a GPU could compile
-    (:func:`simulator_only_code`)? Returns the kernel's source for closer looks."""
+    ``stub_hint``), is every barrier reached by every thread (:func:`barrier_problems`), and,
+    in the simulator, is it code a GPU could compile (:func:`simulator_only_code`; the kernel
+    is also compiled for a real GPU by :func:`launch`)? Returns the kernel's source for closer
+    looks."""
     source = kernel_source(kernel, parameter_count)
     if raises_not_implemented(source):
         raise NotAttemptedError(STUB_MESSAGE.format(what="kernel"), stub_hint)
@@ -329,7 +543,354 @@ def start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
                 "but it would not compile for a real GPU: " + "; ".join(problems) + ".",
                 SIMULATOR_ONLY_HINT,
             )
+    barriers = _barrier_findings(source)
+    if barriers:
+        raise CheckFailedError(
+            f"{BARRIER_IN_BRANCH}: " + "; ".join(text for _, text in barriers) + ".",
+            barriers[0][0])
     return source
+
+
+# --- compiling the learner's kernel for a real GPU ------------------------------------------------
+
+_COMPILED: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+_DEFAULT_GLOBALS = {"cuda": "numba.cuda", "np": "numpy", "numpy": "numpy", "math": "math",
+                    "numba": "numba"}
+
+
+def numba_type(value) -> str:
+    """The numba type a launch argument has, as signature text: ``float32[:, :]`` for a 2-D
+    float32 array (device, instrumented or NumPy), ``float64`` for a Python float, ``int64`` for
+    an int, ``float32`` for ``np.float32(1)``."""
+    def scalar(dtype) -> str:
+        name = np.dtype(dtype).name
+        return {"bool": "boolean"}.get(name, name)
+
+    if hasattr(value, "dtype") and hasattr(value, "shape") and len(value.shape) > 0:
+        return f"{scalar(value.dtype)}[{', '.join([':'] * len(value.shape))}]"
+    if isinstance(value, np.generic):
+        return scalar(value.dtype)
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, complex):
+        return "complex128"
+    raise TypeError(f"no numba type for {type(value).__name__}")
+
+
+def _recipe_of(kernel_source) -> dict | None:
+    if isinstance(kernel_source, str):
+        source = textwrap.dedent(kernel_source)
+        definition = next(node for node in ast.parse(source).body
+                          if isinstance(node, ast.FunctionDef))
+        return {"name": definition.name, "source": source,
+                "globals": {name: {"kind": "module", "name": module}
+                            for name, module in _DEFAULT_GLOBALS.items()}}
+    if isinstance(kernel_source, KernelSource):
+        kernel_source = kernel_source.function
+    return kernel_recipe(kernel_source)
+
+
+def compile_for_gpu(kernel_source, arg_types) -> str | None:
+    """Compile a kernel for a real GPU (sm_75, :data:`COMPILE_FOR`) the way the ``ptx`` tier
+    does, in a child process with numba's real CUDA target and no device: None when it
+    compiles, else a plain message with the compiler's first informative line.
+
+    ``kernel_source``: the kernel (``@cuda.jit`` object, its Python function or a
+    :class:`KernelSource`), whose globals go along (:func:`gpulab.instruments.kernel_recipe`),
+    or its source text (then only ``cuda``, ``np``, ``math`` and ``numba`` are known).
+    ``arg_types``: a signature, ``"(float32[:], float32[:], float32[:])"``, or one type (text)
+    or example value per argument (:func:`numba_type`).
+
+    Each (source, signature) is compiled once per process. Where it cannot be judged (no CUDA
+    toolkit wheels, e.g. on macOS; a global that cannot be sent; no source) it answers None and
+    the check running now gets a note saying so.
+    """
+    if isinstance(arg_types, str):
+        signature = arg_types
+    else:
+        signature = "(" + ", ".join(t if isinstance(t, str) else numba_type(t)
+                                    for t in arg_types) + ")"
+    recipe = _recipe_of(kernel_source)
+    error, note = _compile_verdict(recipe, signature)
+    if note:
+        add_note(note)
+    return error
+
+
+def _compile_verdict(recipe: dict | None, signature: str) -> tuple[str | None, str | None]:
+    """(error, note) for one kernel and signature, cached."""
+    if recipe is None:
+        return None, ("your kernel was not compiled for a real GPU: its source was not found "
+                      "(define it in a notebook cell or a file).")
+    reason = toolkit.unavailable_reason()
+    if reason or toolkit.installed_version() is None:
+        return None, ("your kernel was not compiled for a real GPU here: the CUDA toolkit wheels "
+                      "are not installed (there are none for macOS), so only the source was read "
+                      "for code that runs in the simulator but not on a GPU.")
+    missing = unknown_globals(recipe)
+    if missing:
+        return None, (f"your kernel was not compiled for a real GPU: it uses "
+                      f"{', '.join(missing)}, which the compiler process cannot be sent.")
+    key = (json.dumps(recipe, sort_keys=True), signature)
+    if key not in _COMPILED:
+        _COMPILED[key] = _compile_in_child(recipe, signature)
+    return _COMPILED[key]
+
+
+class _CompilerProcess:
+    """One child process (``GPULAB_DEVICE=ptx``) that compiles kernels for as long as this
+    process lives: numba's CUDA target loads once (~1.5 s), and each later compile takes a
+    fraction of a second. Requests and answers are JSON lines; an answer that does not come
+    within ``COMPILE_TIMEOUT_S`` ends the child (the next request starts a new one)."""
+
+    MARK = "gpulab-compiled "  # starts every answer line: anything else the child prints is not
+
+    def __init__(self):
+        self.process: subprocess.Popen | None = None
+        self.answers: queue.Queue = queue.Queue()
+        self.lock = threading.Lock()
+
+    def _start(self) -> None:
+        environment = dict(os.environ, GPULAB_DEVICE="ptx", NUMBA_ENABLE_CUDASIM="0")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gpulab.exercises.checks", "--serve-compiler"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, env=environment)
+        self.answers = queue.Queue()
+        threading.Thread(target=self._read, args=(self.process, self.answers),
+                         daemon=True).start()
+
+    @classmethod
+    def _read(cls, process: subprocess.Popen, answers: queue.Queue) -> None:
+        for line in process.stdout:
+            if line.startswith(cls.MARK):
+                answers.put(line[len(cls.MARK):])
+        answers.put(None)  # the child ended
+
+    def ask(self, request: dict) -> dict:
+        with self.lock:
+            if self.process is None or self.process.poll() is not None:
+                self._start()
+            try:
+                self.process.stdin.write(json.dumps(request) + "\n")
+                self.process.stdin.flush()
+                line = self.answers.get(timeout=COMPILE_TIMEOUT_S)
+            except (OSError, queue.Empty):
+                line = None
+            if line is None:
+                self.stop()
+                return {"skipped": "the compiler process stopped or took too long."}
+            return json.loads(line)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
+COMPILE_TIMEOUT_S = 120.0
+_COMPILER = _CompilerProcess()
+atexit.register(_COMPILER.stop)
+
+
+def _compile_in_child(recipe: dict, signature: str) -> tuple[str | None, str | None]:
+    answer = _COMPILER.ask({"recipe": recipe, "signature": signature, "cc": COMPILE_FOR})
+    if answer.get("skipped"):
+        return None, f"your kernel was not compiled for a real GPU: {answer['skipped']}"
+    return answer.get("error"), None
+
+
+def _compile_one(request: dict, cuda) -> dict:
+    """Child side: compile one request; the answer as a dict."""
+    cc = tuple(request["cc"])
+    try:
+        function = rebuild_function(request["recipe"])
+    except Exception as error:  # noqa: BLE001 - the learner's source, e.g. a SyntaxError
+        return {"error": f"{type(error).__name__}: {error}"}
+    try:
+        cuda.compile_ptx(function, request["signature"], cc=cc)
+    except Exception as error:  # noqa: BLE001 - every compiler error is the answer
+        text = f"{type(error).__name__}: {error}"
+        if re.search(r"nvvm|nvrtc|nvjitlink|driver", text, re.IGNORECASE) and not re.search(
+                r"TypingError|UnsupportedError|NumbaError", text):
+            return {"skipped": f"the CUDA compiler is not usable here ({text[:200]})"}
+        return {"error": text}
+    return {"error": None}
+
+
+def _serve_compiler() -> None:
+    """Child side of :class:`_CompilerProcess` (``GPULAB_DEVICE=ptx``): one JSON request per
+    line on stdin, one marked JSON answer per line on stdout, until stdin closes."""
+    def answer(result: dict) -> None:
+        sys.stdout.write(_CompilerProcess.MARK + json.dumps(result) + "\n")
+        sys.stdout.flush()
+
+    try:
+        import numba.cuda.dispatcher as dispatcher
+        from numba import cuda
+    except Exception as error:  # noqa: BLE001 - say why, the parent skips the step
+        failure = {"skipped": f"numba's CUDA target did not load ({error})"}
+        for _ in sys.stdin:
+            answer(failure)
+        return
+
+    class _Device:  # what compile_ptx asks the driver for when a kernel calls a device
+        compute_capability = COMPILE_FOR  # function or formats a string: there is no driver
+
+    dispatcher.get_current_device = _Device
+    for line in sys.stdin:
+        if line.strip():
+            _Device.compute_capability = tuple(json.loads(line)["cc"])
+            answer(_compile_one(json.loads(line), cuda))
+
+
+_ARRAY_CREATORS = "|".join(sorted(_ARRAY_FUNCTIONS))
+
+
+def compiler_message(error: str) -> tuple[str, str]:
+    """(what the compiler said, in one or two lines, with the line of the kernel it names;
+    a hint that names the likely cause) for a numba CUDA compile error."""
+    lines = error.splitlines()
+    first, signature, code = "", "", ""
+    for number, line in enumerate(lines):
+        text = line.strip()
+        bare = re.sub(r"^\w+Error: ", "", text)
+        if not first and text and not bare.startswith(("Failed in", "During:", "File ", "-")):
+            first = text
+            continue
+        if first and not signature and text.startswith(">>>"):
+            signature = text[3:].strip()
+        if text == "^" and number > 0:
+            code = code or lines[number - 1].strip()
+    said = first + (f" — {signature}" if signature else "") + (f" at `{code}`" if code else "")
+    untyped = re.search(r"Untyped global name '(\w+)'", error)
+    if re.search(r"yield|generator", error):
+        hint = ("generator expressions such as `sum(x[j] for j in ...)` don't compile for a "
+                "GPU: write the loop out with an accumulator.")
+    elif re.search(r"mod\(Literal\[str\]|Function\(<class 'str'>\)|format|unicode_type",
+                   error):
+        hint = ("`print` in a kernel takes plain values: `print('i =', i)`; `%` formatting, "
+                "f-strings and str() don't compile for a GPU.")
+    elif re.search(r"shared\.array|local\.array|function array\b", error):
+        hint = ("the size of a shared or local array must be a constant the compiler knows: a "
+                "number, or a global constant such as `THREADS = 64` defined outside the "
+                "kernel, not `x.shape[0]` or another value computed when the kernel runs.")
+    elif re.search(rf"built-in function ({_ARRAY_CREATORS})\b|numpy", error) or "np." in code:
+        hint = ("kernels can't call NumPy to create or combine arrays: use "
+                "`cuda.local.array(N, dtype)` (N a constant) for scratch space, and a loop for "
+                "a sum.")
+    elif re.search(r"build_list|NRT required|reflected list|list\(|build_map|build_set",
+                   error):
+        hint = ("Python lists, dicts and sets don't exist on a GPU: use "
+                "`cuda.local.array(N, dtype)` for a small per-thread array.")
+    elif untyped:
+        hint = (f"`{untyped.group(1)}` is not something a GPU kernel can call or use: a helper "
+                "function needs `@cuda.jit(device=True)`, and other Python objects can't be "
+                "used in a kernel.")
+    elif "void return type" in error:
+        hint = ("a kernel returns nothing: write its result into an output array "
+                "(`out[i] = ...`) instead of `return`ing it.")
+    elif "NameError" in error:
+        hint = ("a name is not defined: check the spelling, and that everything the kernel uses "
+                "is defined before the cell that defines the kernel.")
+    elif re.search(r"setitem|getitem", error):
+        hint = ("wrong types: this line puts a whole array where one number goes, or indexes "
+                "with something that is not a whole number (`/` gives a float: use `//`).")
+    else:
+        hint = SIMULATOR_ONLY_HINT
+    return said, hint
+
+
+def _reject_what_would_not_compile(kernel, args) -> None:
+    """In the simulator, compile the kernel for a real GPU with the launch's argument types and
+    fail the check if it does not compile (:func:`compile_for_gpu`)."""
+    if device.tier() != "sim":
+        return  # on a GPU the launch compiles it for real
+    try:
+        types = [numba_type(value) for value in args]
+    except TypeError:
+        return
+    error = compile_for_gpu(kernel, types)
+    if error:
+        said, hint = compiler_message(error)
+        raise CheckFailedError(
+            "your kernel runs in the simulator, which executes it as plain Python, but it does "
+            f"not compile for a real GPU (sm_{COMPILE_FOR[0]}{COMPILE_FOR[1]}): {said}", hint)
+
+
+# --- what a failure offers: the trace of the learner's kernel -------------------------------------
+
+
+@dataclass
+class _CheckState:
+    """What the check running now has gathered for its result (see :func:`run_check`)."""
+
+    notes: list[str] = field(default_factory=list)
+    trace_call: str = ""
+    offered: bool = False  # trace_call set by the check itself (offer_trace)
+
+
+_STATE: contextvars.ContextVar[_CheckState | None] = contextvars.ContextVar(
+    "gpulab_check_state", default=None)
+
+
+def add_note(note: str) -> None:
+    """Add a note (said on a pass too) to the result of the check running now."""
+    state = _STATE.get()
+    if state is not None and note not in state.notes:
+        state.notes.append(note)
+
+
+def trace_call_text(kernel, blocks, threads, *arguments: str) -> str:
+    """``gpulab.trace(name, blocks, threads, a, b, out).draw()`` for the learner's kernel."""
+    function = python_function(kernel)
+    name = function.__name__ if function is not None else "my_kernel"
+    if not arguments and function is not None:
+        arguments = tuple(inspect.signature(function).parameters)
+    return (f"gpulab.trace({name}, {blocks!r}, {threads!r}, {', '.join(arguments)}).draw()")
+
+
+def offer_trace(kernel, blocks, threads, *arguments: str, note: str = "") -> None:
+    """Make a failure of the check running now end with the call that traces the learner's
+    kernel on a small launch: ``offer_trace(kernel, 2, 8, "x", "out")`` gives "See what your
+    kernel did: gpulab.trace(my_kernel, 2, 8, x, out).draw()"; ``note`` follows it (e.g.
+    "with x of 13 elements"). :func:`launch` offers a default one (2 blocks of 8 threads, or
+    (2, 2) of (4, 4), the kernel's parameter names); this overrides it."""
+    state = _STATE.get()
+    if state is not None:
+        call = trace_call_text(kernel, blocks, threads, *arguments)
+        state.trace_call = call + (f"  ({note})" if note else "")
+        state.offered = True
+
+
+def _offer_default_trace(kernel, trial) -> None:
+    state = _STATE.get()
+    if state is None or state.offered:
+        return
+    if isinstance(trial.threads, int):
+        call = trace_call_text(kernel, 2, 8)
+        note = "with small NumPy arrays, e.g. 13 elements"
+    else:
+        call = trace_call_text(kernel, (2, 2), (4, 4))
+        note = "with small NumPy arrays, e.g. 6 x 7"
+    state.trace_call = f"{call}  ({note})"
+
+
+def trace_trial(kernel, trial, *args, blocks=None) -> KernelTrace:
+    """Trace the learner's kernel on the trial's launch (``blocks`` instead of the trial's, if
+    given) with ``args`` (NumPy or device arrays and scalars; arrays are copied), for checks
+    that judge the method: e.g. ``trace_trial(kernel, trial, A, B, C).max_per_thread(
+    "global_reads")`` for the tiled matmul's loads per thread, or ``.per_block("atomics")`` for
+    a block sum. Keep the trial small: every access is recorded. See
+    :class:`gpulab.instruments.KernelTrace`; ``.draw()`` works (gpulab.plots is loaded)."""
+    import gpulab.plots  # noqa: F401 - registers KernelTrace.draw
+
+    return trace_kernel(kernel, trial.blocks if blocks is None else blocks, trial.threads, *args)
 
 
 def call_learner(function, *args, stub_hint: str = "", call: str = "your function"):
@@ -570,17 +1131,55 @@ def launch(kernel, trial: Launched, *args, index_hint: str = GUARD_HINT, blocks=
     wait for it; anything it raises (or a compile error) becomes a :class:`KernelError` that
     knows the trial, for :func:`explain_exception`.
 
-    In the simulator, shared memory starts poisoned (:func:`gpulab.instruments.
-    poisoned_shared_memory`), so reading a shared slot before a barrier made it written gives a
-    wrong answer every time, as it can on a GPU."""
+    In the simulator the kernel is first compiled for a real GPU with these arguments' types
+    (once per kernel and types: :func:`compile_for_gpu`), and what would not compile fails the
+    check (:class:`CheckFailedError`) before anything runs. Shared memory starts poisoned
+    (:func:`gpulab.instruments.poisoned_shared_memory`), so reading a shared slot before a
+    barrier made it written gives a wrong answer every time, as it can on a GPU.
+
+    A kernel that does not finish fails instead of hanging: in the simulator each thread gets a
+    budget of array accesses and barriers (:func:`gpulab.instruments.limited`) and the launch a
+    wall-clock limit (:data:`TIME_LIMIT_S`); on a GPU the launch is polled up to its limit.
+    A failure after this point offers the learner a trace of the kernel (:func:`offer_trace`).
+    """
     from numba import cuda
 
+    _reject_what_would_not_compile(kernel, args)
+    _offer_default_trace(kernel, trial)
+    grid = trial.blocks if blocks is None else blocks
     try:
-        with poisoned_shared_memory() if device.tier() == "sim" else nullcontext():
-            launchable(kernel)[trial.blocks if blocks is None else blocks, trial.threads](*args)
-            cuda.synchronize()
+        if device.tier() == "sim":
+            budget = access_budget(*args, factor=4, minimum=1_000)
+            barriers = 1_000 + sum(int(getattr(a, "size", 0) or 0) for a in args
+                                   if hasattr(a, "shape"))
+            with ExitStack() as stack:
+                stack.enter_context(poisoned_shared_memory())
+                stack.enter_context(limited(budget, barriers, TIME_LIMIT_S["sim"]))
+                launchable(kernel)[grid, trial.threads](*args)
+        else:
+            launchable(kernel)[grid, trial.threads](*args)
+            _wait_for_gpu(TIME_LIMIT_S["gpu"])
+        cuda.synchronize()
     except Exception as exc:  # the learner's code: any error is something to explain
         raise KernelError(exc, trial, index_hint) from exc
+
+
+def _wait_for_gpu(seconds: float) -> None:
+    """Wait for the GPU to finish what was launched, at most ``seconds``; then raise
+    :class:`~gpulab.instruments.KernelDidNotFinishError`."""
+    from numba import cuda
+
+    done = cuda.event()
+    done.record()
+    deadline = time.monotonic() + seconds
+    pause = 1e-4
+    while not done.query():
+        if time.monotonic() > deadline:
+            raise KernelDidNotFinishError(
+                f"it was still running after {seconds:g} s. The GPU is still busy with it: "
+                "restart the notebook's kernel (Kernel → Restart) before running more cells.")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 # --- comparing and diagnosing -------------------------------------------------------------------
@@ -804,6 +1403,14 @@ def explain_exception(error: KernelError, trial: Launched,
         text = text[prefix.end():]
     if isinstance(cause, NotImplementedError):
         return NOT_ATTEMPTED, STUB_MESSAGE.format(what="kernel"), ""
+    if isinstance(cause, KernelDidNotFinishError):
+        detail = (text.replace(": a loop that never ends?", "")
+                  or f"it ran for more than {TIME_LIMIT_S[device.tier()]:g} s")
+        follower = "stopped with another thread: "
+        if detail.startswith(follower):  # the thread named is not the one that looped
+            where, detail = "", detail[len(follower):]
+        who = f" ({where}: {detail})" if where else f" ({detail})"
+        return FAILED, f"{DID_NOT_FINISH}{who} ({trial}).", DID_NOT_FINISH_HINT
     if isinstance(cause, IndexError):
         bounds = _OUT_OF_BOUNDS.search(text)
         detail = (
@@ -852,6 +1459,8 @@ def run_check(exercise: str, body: Callable[[int], str], seed: int | None = None
     :class:`NotAttemptedError` or :class:`KernelError` (carrying a :class:`Trial` in ``.trial``).
     """
     seed = new_seed() if seed is None else int(seed)
+    state = _CheckState()
+    token = _STATE.set(state)
     try:
         result = CheckResult(exercise, True, body(seed), PASSED, seed=seed)
     except NotAttemptedError as stop:
@@ -868,17 +1477,335 @@ def run_check(exercise: str, body: Callable[[int], str], seed: int | None = None
             "gpulab, not in your kernel.",
             FAILED, "rerun the cell; if it happens again, tell your instructor.", seed, exc,
         )
+    finally:
+        _STATE.reset(token)
+    result.notes = list(state.notes)
+    timed_out = isinstance(result.exception, KernelDidNotFinishError)
+    if result.status == FAILED and not timed_out:
+        result.trace_call = state.trace_call
     if show:
         print(result)
     return result
 
 
+# --- what the 2-D kernel checks share (chapters 05, 06, 07) ------------------------------------
+
+# Block shapes (x along columns, y along rows) a 2-D check draws from: a kernel that hard-codes
+# one block size, or mixes up blockDim.x and .y, fails on the others.
+BLOCKS_2D = {"sim": ((8, 8), (16, 4), (4, 16)), "gpu": ((16, 16), (32, 8), (8, 32))}
+SIDES_2D = {"sim": (9, 40), "gpu": (40, 300)}
+PAD_VALUE = 100.0  # beyond the edges of the inputs (seen only by a kernel without guards)
+GENERIC_MATRIX_HINT = "compare your formula with the exercise's."  # diagnose_matrix's last word
+
+
+@dataclass
+class Case2D(Trial2D):
+    """A :class:`Trial2D` that also says which case of the check it is (e.g. the activation)."""
+
+    case: str = ""
+
+    def __str__(self) -> str:
+        return (f"{self.case}; " if self.case else "") + super().__str__()
+
+
+def draw_2d(check_name: str, seed: int, dtype, case: int = 0) -> Case2D:
+    """Random problem number ``case`` of a check: rows x cols and a block shape such that the
+    sides are not multiples of the block, rows != cols, and a kernel with r and c swapped
+    (``r, c = cuda.grid(2)``) would miss part of the matrix. Cases 0, 1, 2 of one seed use the
+    three block shapes of the tier, so a kernel that hard-codes one fails."""
+    tier = "gpu" if device.tier() == "gpu" else "sim"
+    shapes = BLOCKS_2D[tier]
+    block = shapes[(seed + case) % len(shapes)]
+    rng = np.random.default_rng([seed, case])
+    while True:
+        rows = draw_size(rng, block[1], SIDES_2D[tier], full_blocks=1)
+        cols = draw_size(rng, block[0], SIDES_2D[tier], full_blocks=1)
+        grid_x = -(-cols // block[0]) * block[0]  # threads along x (columns)
+        grid_y = -(-rows // block[1]) * block[1]
+        if rows != cols and (rows > grid_x or cols > grid_y):
+            return Case2D(check_name, seed, rows, cols, block, np.dtype(dtype), rng)
+
+
+def hard_coded_block(source: KernelSource) -> str | None:
+    """The first line that multiplies ``cuda.blockIdx`` by a number (a hard-coded block size)."""
+    for node in source.walk():
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            sides = (node.left, node.right)
+            if (any("blockIdx" in ast.dump(side) for side in sides)
+                    and any(isinstance(side, ast.Constant) for side in sides)):
+                return source.line(node)
+    return None
+
+
+def blame_hard_coded_block(source: KernelSource, trial: Trial2D, error: Exception) -> None:
+    """If the kernel hard-codes the block size, make the failure ``error`` say so."""
+    line = hard_coded_block(source)
+    if line:
+        hint = (f"`{line}` hard-codes the block size, but this launch's blocks have "
+                f"{trial.block[0]} x {trial.block[1]} threads: use `cuda.grid(2)` (or "
+                "`cuda.blockDim.x` and `.y`) so that the kernel works for any block.")
+        if isinstance(error, KernelError):
+            error.index_hint = hint
+        else:
+            error.hint = hint
+
+
+def compares_with_shape(source: KernelSource) -> list[ast.Compare]:
+    """The comparisons in the kernel that involve an array's ``.shape``: its guards."""
+    return [node for node in source.walk() if isinstance(node, ast.Compare)
+            and any(isinstance(n, ast.Attribute) and n.attr == "shape" for n in ast.walk(node))]
+
+
+def index_hint_2d(source: KernelSource, rows: int, cols: int, first: str = "Z") -> str:
+    """The hint for an index past an edge of a 2-D launch, from what the kernel's guard is."""
+    guards = compares_with_shape(source)
+    if source.tree is not None and not guards:
+        return "your kernel has no guard: " + GUARD_2D_HINT
+    if any(isinstance(op, (ast.LtE, ast.GtE)) for node in guards for op in node.ops):
+        return ("a guard with `<=` lets through the thread whose index equals the size, one "
+                f"past the end: use `r < {first}.shape[0] and c < {first}.shape[1]`.")
+    return (f"{first} has {rows} rows and {cols} columns here. Check that the row index goes "
+            f"with `.shape[0]` and first in `{first}[r, c]`, the column index with `.shape[1]`, "
+            "and that `c, r = cuda.grid(2)` (x, the first value, runs along the columns); "
+            "then guard both directions: " + GUARD_2D_HINT)
+
+
+def coverage_failure(unwritten: np.ndarray, trial: Trial2D, what: str) -> CheckFailedError | None:
+    """A specific diagnosis when the elements never written form a known pattern: r and c
+    swapped, or the last row and column skipped; None otherwise."""
+    rows, cols = trial.rows, trial.cols
+    if not unwritten.any():
+        return None
+    grid_x = trial.blocks[0] * trial.block[0]
+    grid_y = trial.blocks[1] * trial.block[1]
+    r, c = np.indices((rows, cols))
+    if np.array_equal(unwritten, ~((r < grid_x) & (c < grid_y))):
+        return CheckFailedError(
+            f"{int(unwritten.sum())} of {unwritten.size} elements of {what} were never written, "
+            f"exactly those a kernel with rows and columns swapped misses: the grid has "
+            f"{grid_x} threads along x for the {cols} columns and {grid_y} along y for the "
+            f"{rows} rows ({trial}).",
+            "`cuda.grid(2)` returns x first, and x runs along the columns: write "
+            "`c, r = cuda.grid(2)`, not `r, c = cuda.grid(2)`.")
+    edge = (r == rows - 1) | (c == cols - 1)
+    for skipped, words in ((edge, "the last row and the last column"),
+                           (r == rows - 1, "the last row"), (c == cols - 1, "the last column")):
+        if np.array_equal(unwritten, skipped):
+            return CheckFailedError(
+                f"{words} of {what} were never written ({trial}).",
+                f"the guard is one short: `r < {what}.shape[0]`, not `r < {what}.shape[0] - 1` "
+                "(and likewise for c).")
+    return None
+
+
+def run_2d(kernel, trial: Trial2D, source: KernelSource, inputs: dict, what: str = "out"
+           ) -> np.ndarray:
+    """Launch ``kernel(*inputs.values(), out)`` on the trial's grid and return ``out`` (NaN where
+    never written). Array inputs go in as views of padded buffers; the check fails if the kernel
+    wrote into an input (or its padding) or past the edges of ``out``."""
+    hint = index_hint_2d(source, trial.rows, trial.cols, next(iter(inputs)))
+    buffers, args = {}, []
+    for name, value in inputs.items():
+        if isinstance(value, np.ndarray):
+            d_all, d_view = padded(value, trial.padding, PAD_VALUE)
+            buffers[name] = (d_all, d_all.copy_to_host())
+            args.append(d_view)
+        else:
+            args.append(value)
+    d_out_all, d_out = padded(np.full(trial.extents, np.nan, trial.dtype), trial.padding,
+                              np.nan)
+    launch(kernel, trial, *args, d_out, index_hint=hint)
+    for name, (d_all, before) in buffers.items():
+        changed_input_failure(name, before, d_all.copy_to_host(), what, trial)
+    return read_back(d_out_all, trial.extents, trial, what=what, hint=hint)
+
+
+def changed_input_failure(name: str, before: np.ndarray, after: np.ndarray, what: str,
+                          where) -> None:
+    """Raise CheckFailedError if the kernel changed the input ``name``."""
+    changed = ~((before == after) | (np.isnan(before) & np.isnan(after)))
+    if changed.any():
+        index = tuple(int(i) for i in np.argwhere(changed)[0])
+        at = ", ".join(map(str, index))
+        raise CheckFailedError(
+            f"your kernel wrote into its input {name}: {name}[{at}] was {before[index]:.6g} and "
+            f"is now {after[index]:.6g} ({where}).",
+            f"write the result into {what} only and leave {name} as it is: the layer still "
+            f"needs {name} afterwards (the backward pass reads it), and the caller's copy is "
+            "not yours to change.")
+
+
+# --- the learner's host code (chapters 00 and 02) -----------------------------------------------
+
+
+@dataclass
+class HostLaunch:
+    """One launch the learner's host code made: its grid, and which arguments were NumPy
+    arrays (Numba copies each of those to the device before the launch and back after it)."""
+
+    blocks: object
+    threads: object
+    numpy_arguments: tuple[int, ...]
+
+    @property
+    def total_threads(self) -> int:
+        def product(value) -> int:
+            return math.prod(value) if isinstance(value, tuple) else int(value)
+
+        return product(self.blocks) * product(self.threads)
+
+    @property
+    def threads_per_block(self) -> int:
+        return math.prod(self.threads) if isinstance(self.threads, tuple) else int(self.threads)
+
+
+@dataclass
+class HostCodeWatch:
+    """What :func:`watch_host_code` saw, in order: ``events`` holds ``(kind, detail)`` pairs,
+    kind one of ``"to_device"``, ``"allocate"`` (detail: the shape), ``"launch"`` (detail: a
+    :class:`HostLaunch`), ``"synchronize"``, ``"copy_to_host"`` (detail: the shape), ``"clock"``
+    (a read of ``time.perf_counter`` or another clock). The copies
+    Numba makes itself for NumPy arguments are not events: they show in
+    :attr:`HostLaunch.numpy_arguments`."""
+
+    events: list = field(default_factory=list)
+    launching: bool = False
+
+    def count(self, kind: str) -> int:
+        return sum(1 for event, _ in self.events if event == kind)
+
+    @property
+    def launches(self) -> list[HostLaunch]:
+        return [detail for event, detail in self.events if event == "launch"]
+
+    def after_last_launch(self, kind: str) -> bool:
+        """True when an event of ``kind`` follows the last launch."""
+        kinds = [event for event, _ in self.events]
+        if "launch" not in kinds:
+            return False
+        last = len(kinds) - 1 - kinds[::-1].index("launch")
+        return kind in kinds[last + 1:]
+
+    def spy(self, kernel) -> KernelSpy:
+        """A stand-in for ``kernel`` that records each launch, then launches the real kernel."""
+        return KernelSpy(launchable(kernel), self)
+
+
+class KernelSpy:
+    """``spy[blocks, threads](*args)`` records a :class:`HostLaunch` and launches the kernel it
+    stands for; any other attribute is the kernel's."""
+
+    def __init__(self, kernel, watch: HostCodeWatch):
+        self.kernel, self.watch = kernel, watch
+
+    def __getitem__(self, configuration):
+        configuration = configuration if isinstance(configuration, tuple) else (configuration,)
+
+        def launch(*args):
+            numpy_arguments = tuple(k for k, value in enumerate(args)
+                                    if isinstance(value, np.ndarray) and value.ndim > 0)
+            blocks, threads = (configuration + (None, None))[:2]
+            self.watch.events.append(("launch", HostLaunch(blocks, threads, numpy_arguments)))
+            self.watch.launching = True
+            try:
+                return self.kernel[configuration](*args)
+            finally:
+                self.watch.launching = False
+
+        return launch
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+
+@contextmanager
+def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
+    """Within this block, record what the learner's host code does: ``cuda.to_device``,
+    ``cuda.device_array`` / ``cuda.device_array_like``, ``cuda.synchronize``, device arrays'
+    ``copy_to_host``, clock reads (``time.perf_counter``, ``time.time``, ``time.monotonic``:
+    ``"clock"`` events), and every launch of one of ``kernels`` made through a global name of
+    ``function`` (bound to a :class:`KernelSpy` meanwhile). Only calls from the thread that
+    entered the block count, and none made by Numba during a launch. Everything is restored on
+    exit. Numba's own functions still do the work, so it behaves the same in both tiers."""
+    import time
+
+    from numba import cuda
+
+    watch = HostCodeWatch()
+    owner_thread = threading.get_ident()
+    patched: list[tuple[object, str, object]] = []
+
+    def patch(owner, name, kind, with_shape=True):
+        original = getattr(owner, name)
+
+        def recorded(*args, **kwargs):
+            if not watch.launching and threading.get_ident() == owner_thread:
+                detail = getattr(args[0], "shape", args[0]) if with_shape and args else None
+                watch.events.append((kind, detail))
+            return original(*args, **kwargs)
+
+        patched.append((owner, name, original))
+        setattr(owner, name, recorded)
+
+    array_type = type(cuda.device_array(1))
+    array_class = next(k for k in array_type.__mro__ if "copy_to_host" in vars(k))
+    namespace = getattr(function, "__globals__", {})
+    rebound: list[tuple[str, object]] = []
+    try:
+        patch(cuda, "to_device", "to_device")
+        patch(cuda, "device_array", "allocate")
+        patch(cuda, "device_array_like", "allocate")
+        patch(cuda, "synchronize", "synchronize", with_shape=False)
+        patch(array_class, "copy_to_host", "copy_to_host")  # args[0] is the device array
+        for clock in ("perf_counter", "perf_counter_ns", "time", "monotonic"):
+            patch(time, clock, "clock", with_shape=False)
+        targets = [launchable(kernel) for kernel in kernels]
+        for name, value in list(namespace.items()):
+            if any(value is kernel or value is target
+                   for kernel, target in zip(kernels, targets, strict=True)):
+                rebound.append((name, value))
+                namespace[name] = watch.spy(value)
+        yield watch
+    finally:
+        for name, value in rebound:
+            namespace[name] = value
+        for owner, name, original in reversed(patched):
+            setattr(owner, name, original)
+
+
 __all__ = [
+    "BARRIER_EXIT_HINT", "BARRIER_HINT", "BARRIER_IN_BRANCH", "BARRIER_LOOP_HINT",
+    "COMPILE_FOR", "DID_NOT_FINISH", "DID_NOT_FINISH_HINT",
     "FAILED", "GLOBAL_INDEX_HINT", "GRID_2D_HINT", "GUARD_2D_HINT", "GUARD_HINT",
-    "NOT_ATTEMPTED", "PASSED", "SIMULATOR_ONLY_HINT", "CheckFailedError", "CheckResult",
-    "KernelError", "KernelSource", "Launched", "NotAttemptedError", "Suspect", "Trial", "Trial2D",
-    "block_2d", "call_learner", "count_calls", "default_threads_per_block", "describe_launch",
-    "diagnose_matrix", "diagnose_total", "diagnose_vector", "draw_size", "explain_exception",
-    "kernel_source", "launch", "new_seed", "padded", "plain_writes_to", "raises_not_implemented",
-    "read_back", "run_check", "run_elementwise", "simulator_only_code", "start_kernel",
+    "NOT_ATTEMPTED", "PASSED", "SIMULATOR_ONLY_HINT", "TIME_LIMIT_S", "CheckFailedError",
+    "CheckResult", "KernelError", "KernelSource", "Launched", "NotAttemptedError", "Suspect",
+    "Trial", "Trial2D", "add_note", "barrier_problems", "block_2d", "call_learner",
+    "compile_for_gpu", "compiler_message", "count_calls", "default_threads_per_block",
+    "describe_launch", "diagnose_matrix", "diagnose_total", "diagnose_vector", "draw_size",
+    "explain_exception", "kernel_source", "launch", "new_seed", "numba_type", "offer_trace",
+    "padded", "plain_writes_to", "raises_not_implemented", "read_back", "run_check",
+    "run_elementwise", "simulator_only_code", "start_kernel", "thread_varying_names",
+    "trace_call_text", "trace_trial",
+    "BLOCKS_2D",
+    "SIDES_2D",
+    "PAD_VALUE",
+    "GENERIC_MATRIX_HINT",
+    "Case2D",
+    "draw_2d",
+    "hard_coded_block",
+    "blame_hard_coded_block",
+    "compares_with_shape",
+    "index_hint_2d",
+    "coverage_failure",
+    "run_2d",
+    "changed_input_failure",
+    "HostLaunch",
+    "HostCodeWatch",
+    "KernelSpy",
+    "watch_host_code",
 ]
+
+
+if __name__ == "__main__":
+    if "--serve-compiler" in sys.argv:
+        _serve_compiler()

@@ -47,6 +47,9 @@ _EXPORTS = {
     "TrainingExperiment": "training",
     "BatchSizeDashboard": "batch_size",
     "BatchSizeExperiment": "batch_size",
+    "MixedPrecisionDashboard": "mixed_precision",
+    "MixedPrecisionExperiment": "mixed_precision",
+    "MemoryBudgetDashboard": "memory_budget",
 }
 
 

@@ -11,9 +11,22 @@
 Both compute in the arrays' dtype. The backward matmuls need a transposed operand
 (``X^T @ dZ``, ``dZ @ W^T``): NumPy hands BLAS the transposed view (no copy); the kernel
 backend copies it with ``transpose_tiled`` and then calls the ordinary matmul kernel.
+
+**Your kernels in the network.** ``KernelBackend(kernels={"adam_update": my_adam, ...})`` (or
+``get_backend("kernels", kernels={...})``) launches your ``@cuda.jit`` kernels in place of
+gpulab's, by the name of the gpulab kernel each replaces (:data:`OVERRIDABLE`), and gpulab's
+for the rest. Each must take the same parameters as gpulab's kernel (``gpulab.kernel_source``
+shows them); it is launched as :data:`OVERRIDE_LAUNCH` says, into a fresh output filled with
+NaN, so an element your kernel skips shows as NaN instead of as last step's value. A name
+gpulab does not know, something that is not a ``@cuda.jit`` kernel, a kernel with the wrong
+number of parameters or one that still raises ``NotImplementedError`` is refused at once with
+a :class:`KernelOverrideError` that says what to change; an error inside your kernel while the
+network runs is re-raised as one that names it.
 """
 
 from __future__ import annotations
+
+import inspect
 
 import numpy as np
 
@@ -107,15 +120,135 @@ def default_matmul() -> tuple[str, int | None]:
     return ("tiled", 16) if device.tier() == "gpu" else ("naive", None)
 
 
+# --- your kernels in place of gpulab's ----------------------------------------------------------
+
+# The kernels a KernelBackend launches that you may replace, by gpulab's name, with the
+# parameters yours must take (gpulab's own, in order).
+OVERRIDABLE: dict[str, tuple[str, ...]] = {
+    "matmul": ("A", "B", "C"),
+    "transpose": ("A", "out"),
+    "bias_activation": ("Z", "b", "act", "A"),
+    "bias_activation_backward": ("dA", "Z", "b", "act", "dZ"),
+    "bias_grad": ("dZ", "db"),
+    "softmax_cross_entropy": ("logits", "labels", "probs", "losses"),
+    "softmax_cross_entropy_backward": ("probs", "labels", "scale", "dlogits"),
+    "sgd_momentum_update": ("param", "grad", "velocity", "lr", "momentum", "weight_decay"),
+    "adam_update": ("param", "grad", "m", "v", "lr", "beta1", "beta2", "eps", "correction1",
+                    "correction2", "weight_decay"),
+}
+
+# How the backend launches each of your kernels (the same grids as gpulab's own launches).
+OVERRIDE_LAUNCH: dict[str, str] = {
+    "matmul": "one thread per element of C (M x N), square blocks of tile x tile threads, x "
+              "along C's columns; tile = KernelBackend(tile=...), else 16 on a GPU, 8 in the "
+              "simulator, so a tiled kernel's tile is cuda.blockDim.x",
+    "transpose": "one thread per element of A (M x N), out is N x M, square blocks (16 x 16 on "
+                 "a GPU, 8 x 8 in the simulator), x along A's columns",
+    "bias_activation": "one thread per element of Z, 2-D blocks (32 x 8 on a GPU, 8 x 8 in the "
+                       "simulator), x along the columns; act is an activation code "
+                       "(gpulab.kernels.dense.ACTIVATION_CODES)",
+    "bias_activation_backward": "as bias_activation: one thread per element of Z",
+    "bias_grad": "one thread per column of dZ, 1-D blocks (256 on a GPU, 32 in the simulator)",
+    "softmax_cross_entropy": "one thread per row (sample), 1-D blocks",
+    "softmax_cross_entropy_backward": "one thread per element of probs, 2-D blocks, x along "
+                                      "the classes; scale = 1 / batch",
+    "sgd_momentum_update": "one thread per element of the parameter, seen as a flat vector, "
+                           "1-D blocks",
+    "adam_update": "one thread per element of the parameter, seen as a flat vector, 1-D "
+                   "blocks; correction_k = 1 - beta_k ** step, computed on the host",
+}
+
+# gpulab's variants of a kernel that override one entry of OVERRIDABLE
+OVERRIDE_ALIASES = {"matmul_naive": "matmul", "matmul_tiled": "matmul",
+                    "transpose_naive": "transpose", "transpose_tiled": "transpose"}
+
+
+class KernelOverrideError(ValueError):
+    """A kernel given to replace one of gpulab's cannot, or failed while the network ran it;
+    the message names the kernel and says what to change."""
+
+
+def _kernel_name(kernel) -> str:
+    from gpulab.instruments import python_function
+
+    function = python_function(kernel)
+    return getattr(function or kernel, "__name__", type(kernel).__name__)
+
+
+def check_override(name: str, kernel) -> str:
+    """The :data:`OVERRIDABLE` name that ``kernel`` replaces, once it is known to fit there: a
+    ``@cuda.jit`` kernel (not a device function, not a plain function) with that kernel's
+    number of parameters, not the exercise's stub. Raises :class:`KernelOverrideError`."""
+    from gpulab.instruments import is_device_function, python_function
+
+    if not isinstance(name, str):
+        raise KernelOverrideError(f"name each kernel by the gpulab kernel it replaces (a "
+                                  f"string such as 'adam_update'), not {name!r}")
+    slot = OVERRIDE_ALIASES.get(name, name)
+    if slot not in OVERRIDABLE:
+        raise KernelOverrideError(
+            f"{name!r} is not a kernel the network launches; the names are "
+            f"{', '.join(OVERRIDABLE)} (plus {', '.join(OVERRIDE_ALIASES)} for matmul and "
+            "transpose)")
+    expected = OVERRIDABLE[slot]
+    function = python_function(kernel)
+    if function is None:
+        if callable(kernel) and hasattr(kernel, "__code__"):
+            raise KernelOverrideError(
+                f"{kernel.__name__!r}, given for {slot}, is a plain Python function, not a CUDA "
+                "kernel: put @cuda.jit on the line above its def")
+        raise KernelOverrideError(
+            f"{slot} needs a @cuda.jit kernel, not {type(kernel).__name__} {kernel!r:.60}; "
+            "pass the kernel itself, without launching it")
+    if is_device_function(kernel):
+        raise KernelOverrideError(
+            f"{function.__name__!r}, given for {slot}, is a device function "
+            "(@cuda.jit(device=True)): the network launches kernels, so write it as a kernel "
+            "that stores its result in its last argument")
+    parameters = list(inspect.signature(function).parameters)
+    if len(parameters) != len(expected):
+        raise KernelOverrideError(
+            f"{function.__name__!r}, given for {slot}, takes {len(parameters)} parameters "
+            f"({', '.join(parameters)}), but {slot} takes {len(expected)}: "
+            f"({', '.join(expected)}), in that order")
+    if "NotImplementedError" in function.__code__.co_names:
+        raise KernelOverrideError(
+            f"{function.__name__!r}, given for {slot}, still raises NotImplementedError: write "
+            "it first (or leave it out, and gpulab's kernel is used)")
+    return slot
+
+
+def check_overrides(kernels) -> dict[str, object]:
+    """``{name: kernel}`` checked with :func:`check_override`; a kernel of None is left out
+    (gpulab's is used). Returns ``{OVERRIDABLE name: kernel}``."""
+    if kernels is None:
+        return {}
+    if not isinstance(kernels, dict):
+        raise KernelOverrideError("kernels must be a dict {gpulab kernel name: your kernel}, "
+                                  f"not {type(kernels).__name__}")
+    checked: dict[str, object] = {}
+    for name, kernel in kernels.items():
+        if kernel is None:
+            continue
+        slot = check_override(name, kernel)
+        if slot in checked:
+            raise KernelOverrideError(f"two kernels given for {slot}: give one")
+        checked[slot] = kernel
+    return checked
+
+
 class KernelBackend:
     """Every operation on gpulab's CUDA kernels, on device arrays.
 
     ``matmul_method`` and ``tile`` choose the chapter-03 kernel (default: :func:`default_matmul`).
+    ``kernels``: your kernels in place of gpulab's, ``{gpulab kernel name: kernel}`` (see the
+    module docstring; None values are ignored).
     """
 
     name = "kernels"
 
-    def __init__(self, matmul_method: str | None = None, tile: int | None = None):
+    def __init__(self, matmul_method: str | None = None, tile: int | None = None,
+                 kernels: dict | None = None):
         from gpulab.kernels import matmul as matmul_kernels
 
         method, default_tile = default_matmul()
@@ -126,13 +259,24 @@ class KernelBackend:
         self.tile = tile if tile is not None else (
             default_tile if self.matmul_method != "register_blocked" else None)
         self.tier = device.tier()
+        self.overrides = check_overrides(kernels)
+
+    def origin(self, name: str) -> str:
+        """Whose kernel runs for ``name`` (an :data:`OVERRIDABLE` name): "yours (my_adam)" or
+        "gpulab's"."""
+        slot = OVERRIDE_ALIASES.get(name, name)
+        if slot not in OVERRIDABLE:
+            raise KeyError(f"no kernel {name!r}; the names are {', '.join(OVERRIDABLE)}")
+        kernel = self.overrides.get(slot)
+        return "gpulab's" if kernel is None else f"yours ({_kernel_name(kernel)})"
 
     def describe(self) -> str:
         where = self.where()
+        yours = (f", with yours for {', '.join(self.overrides)}" if self.overrides else "")
         if self.tier == "gpu":
-            return f"gpulab's CUDA kernels on {where} (matmul_{self.matmul_method})"
-        return (f"gpulab's CUDA kernels in {where} (matmul_{self.matmul_method}): the same code "
-                "a GPU runs, one Python thread per CUDA thread")
+            return f"gpulab's CUDA kernels on {where} (matmul_{self.matmul_method}){yours}"
+        return (f"gpulab's CUDA kernels in {where} (matmul_{self.matmul_method}){yours}: the "
+                "same code a GPU runs, one Python thread per CUDA thread")
 
     def where(self) -> str:
         if self.tier == "gpu":
@@ -165,13 +309,55 @@ class KernelBackend:
 
         cuda.synchronize()
 
+    # your kernels
+    def _yours(self, name: str, blocks, threads, *args) -> None:
+        """Launch your kernel for ``name`` on ``blocks`` x ``threads`` and wait for it; an
+        error inside it becomes a KernelOverrideError that names it."""
+        from numba import cuda
+
+        from gpulab.instruments import launchable
+
+        kernel = self.overrides[name]
+        try:
+            launchable(kernel)[blocks, threads](*args)
+            cuda.synchronize()
+        except Exception as error:  # the learner's kernel: say whose it was
+            raise KernelOverrideError(
+                f"your kernel {_kernel_name(kernel)!r}, launched for {name} "
+                f"({OVERRIDE_LAUNCH[name]}), stopped with {type(error).__name__}: {error}"
+            ) from error
+
+    def _unwritten(self, shape, dtype):
+        """A fresh device array filled with NaN: what your kernel does not write stays NaN."""
+        from numba import cuda
+
+        return cuda.to_device(np.full(shape, np.nan, dtype=dtype))
+
     # the forward and backward pass
     def matmul(self, A, B):
+        if "matmul" in self.overrides:
+            from gpulab.kernels.matmul import default_tile
+
+            A, B = self.asarray(A), self.asarray(B)
+            M, N = A.shape[0], B.shape[1]
+            C = self._unwritten((M, N), A.dtype)
+            side = self.tile or default_tile()
+            self._yours("matmul", (-(-N // side), -(-M // side)), (side, side), A, B, C)
+            return C
         from gpulab.kernels.matmul import matmul
 
         return matmul(A, B, method=self.matmul_method, tile=self.tile)
 
     def transpose(self, A):
+        if "transpose" in self.overrides:
+            from gpulab.kernels.dense import default_transpose
+
+            A = self.asarray(A)
+            M, N = A.shape
+            out = self._unwritten((N, M), A.dtype)
+            side = default_transpose()[1]
+            self._yours("transpose", (-(-N // side), -(-M // side)), (side, side), A, out)
+            return out
         from gpulab.kernels.dense import transpose
 
         return transpose(A)
@@ -185,52 +371,128 @@ class KernelBackend:
         return self.matmul(A, self.transpose(B))
 
     def bias_activation(self, Z, b, activation: str):
+        if "bias_activation" in self.overrides:
+            from gpulab.kernels.dense import activation_code, grid_2d
+
+            Z, b = self.asarray(Z), self.asarray(b)
+            A = self._unwritten(Z.shape, Z.dtype)
+            self._yours("bias_activation", *grid_2d(*Z.shape), Z, b,
+                        activation_code(activation), A)
+            return A
         from gpulab.kernels.dense import run_bias_activation
 
         return run_bias_activation(Z, b, activation)
 
     def bias_activation_backward(self, dA, Z, b, activation: str):
+        if "bias_activation_backward" in self.overrides:
+            from gpulab.kernels.dense import activation_code, grid_2d
+
+            dA, Z, b = self.asarray(dA), self.asarray(Z), self.asarray(b)
+            dZ = self._unwritten(Z.shape, Z.dtype)
+            self._yours("bias_activation_backward", *grid_2d(*Z.shape), dA, Z, b,
+                        activation_code(activation), dZ)
+            return dZ
         from gpulab.kernels.dense import run_bias_activation_backward
 
         return run_bias_activation_backward(dA, Z, b, activation)
 
     def bias_grad(self, dZ):
+        if "bias_grad" in self.overrides:
+            from gpulab.kernels.dense import default_threads_1d
+
+            dZ = self.asarray(dZ)
+            db = self._unwritten((dZ.shape[1],), dZ.dtype)
+            threads = default_threads_1d()
+            self._yours("bias_grad", -(-dZ.shape[1] // threads), threads, dZ, db)
+            return db
         from gpulab.kernels.dense import run_bias_grad
 
         return run_bias_grad(dZ)
 
     def softmax_cross_entropy(self, logits, labels):
+        if "softmax_cross_entropy" in self.overrides:
+            from gpulab.kernels.dense import default_threads_1d
+
+            logits, labels = self.asarray(logits), self.labels(labels)
+            rows = logits.shape[0]
+            probs = self._unwritten(logits.shape, logits.dtype)
+            losses = self._unwritten((rows,), logits.dtype)
+            threads = default_threads_1d()
+            self._yours("softmax_cross_entropy", -(-rows // threads), threads, logits, labels,
+                        probs, losses)
+            return probs, losses
         from gpulab.kernels.softmax import run_softmax_cross_entropy
 
         return run_softmax_cross_entropy(logits, labels)
 
     def softmax_cross_entropy_backward(self, probs, labels, scale: float):
+        if "softmax_cross_entropy_backward" in self.overrides:
+            from gpulab.kernels.dense import grid_2d
+
+            probs, labels = self.asarray(probs), self.labels(labels)
+            dlogits = self._unwritten(probs.shape, probs.dtype)
+            self._yours("softmax_cross_entropy_backward", *grid_2d(*probs.shape), probs,
+                        labels, probs.dtype.type(scale), dlogits)
+            return dlogits
         from gpulab.kernels.softmax import run_softmax_cross_entropy_backward
 
         return run_softmax_cross_entropy_backward(probs, labels, scale)
 
     # optimiser updates, in place
+    def _flat_1d(self, *arrays):
+        """The arrays as flat vectors (views), and the (blocks, threads) of a 1-D launch over
+        them."""
+        from gpulab.kernels.dense import default_threads_1d
+
+        flat = [a.reshape(-1) if len(a.shape) > 1 else a for a in arrays]
+        threads = default_threads_1d()
+        return flat, (-(-flat[0].shape[0] // threads), threads)
+
     def sgd_momentum(self, param, grad, velocity, lr, momentum, weight_decay) -> None:
+        if "sgd_momentum_update" in self.overrides:
+            (p, g, vel), launch = self._flat_1d(param, grad, velocity)
+            t = p.dtype.type
+            self._yours("sgd_momentum_update", *launch, p, g, vel, t(lr), t(momentum),
+                        t(weight_decay))
+            return
         from gpulab.kernels.optim import run_sgd_momentum_update
 
         run_sgd_momentum_update(param, grad, velocity, lr, momentum, weight_decay)
 
     def adam(self, param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay) -> None:
+        if "adam_update" in self.overrides:
+            (p, g, m_, v_), launch = self._flat_1d(param, grad, m, v)
+            t = p.dtype.type
+            self._yours("adam_update", *launch, p, g, m_, v_, t(lr), t(beta1), t(beta2),
+                        t(eps), t(1 - beta1**step), t(1 - beta2**step), t(weight_decay))
+            return
         from gpulab.kernels.optim import run_adam_update
 
         run_adam_update(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay)
 
 
-def get_backend(backend="numpy"):
-    """A backend from its name (``"numpy"`` or ``"kernels"``) or a backend object."""
+def get_backend(backend="numpy", kernels: dict | None = None):
+    """A backend from its name (``"numpy"`` or ``"kernels"``) or a backend object.
+
+    ``kernels``: with ``"kernels"``, your kernels in place of gpulab's (see
+    :class:`KernelBackend`), e.g. ``get_backend("kernels", kernels={"adam_update": my_adam})``.
+    """
     if isinstance(backend, (NumpyBackend, KernelBackend)):
+        if kernels:
+            raise ValueError("pass kernels= with the name 'kernels', not with a backend object "
+                             "(KernelBackend(kernels=...) takes them directly)")
         return backend
     if backend == "numpy":
+        if kernels:
+            raise ValueError("kernels= replaces gpulab's CUDA kernels: use it with "
+                             "backend='kernels', not 'numpy'")
         return NumpyBackend()
     if backend == "kernels":
-        return KernelBackend()
+        return KernelBackend(kernels=kernels)
     raise ValueError(f"backend must be one of {', '.join(BACKENDS)} (or a backend object), "
                      f"not {backend!r}")
 
 
-__all__ = ["BACKENDS", "KernelBackend", "NumpyBackend", "default_matmul", "get_backend"]
+__all__ = ["BACKENDS", "OVERRIDABLE", "OVERRIDE_ALIASES", "OVERRIDE_LAUNCH", "KernelBackend",
+           "KernelOverrideError", "NumpyBackend", "check_override", "check_overrides",
+           "default_matmul", "get_backend"]

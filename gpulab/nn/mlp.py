@@ -29,10 +29,15 @@ class ShapeError(InputError):
 
 class MLP:
     """Dense layers of the given widths (inputs first, classes last) with a softmax
-    cross-entropy loss, on the ``backend`` ("numpy" or "kernels")."""
+    cross-entropy loss, on the ``backend`` ("numpy" or "kernels").
+
+    ``checkpointing`` (activation checkpointing, chapter 09; off by default): the forward pass
+    keeps only each layer's input, and the backward pass recomputes the layer's Z = X @ W
+    from it just before using it. Less memory between the passes, one more matmul per layer
+    (counted in ``recomputed_flops``); the gradients are the same."""
 
     def __init__(self, widths, activation: str = "relu", backend="numpy", dtype=np.float32,
-                 seed: int = 0):
+                 seed: int = 0, checkpointing: bool = False):
         widths = [int(w) for w in widths] if _whole_numbers(widths) else None
         if widths is None or len(widths) < 2 or min(widths) < 1:
             raise ValueError("widths must list at least two positive whole numbers: the inputs "
@@ -54,6 +59,8 @@ class MLP:
         ]
         self.loss_function = SoftmaxCrossEntropy(self.backend)
         self.logits = None
+        self.checkpointing = bool(checkpointing)
+        self.recomputed_flops = 0
 
     @property
     def n_inputs(self) -> int:
@@ -96,6 +103,8 @@ class MLP:
         A = self.backend.asarray(X, self.dtype)
         for layer in self.layers:
             A = layer.forward(A)
+            if self.checkpointing:
+                layer.Z = None  # recomputed from layer.X in the backward pass
         self.logits = A
         return A
 
@@ -110,7 +119,14 @@ class MLP:
         """Gradients of the last :meth:`loss` for every parameter (each layer's dW, db)."""
         d = self.loss_function.backward()
         for k in range(len(self.layers) - 1, -1, -1):
-            d = self.layers[k].backward(d, need_dX=k > 0)
+            layer = self.layers[k]
+            recompute = self.checkpointing and layer.Z is None and layer.X is not None
+            if recompute:
+                layer.Z = self.backend.matmul(layer.X, layer.W)
+                self.recomputed_flops += 2 * layer.X.shape[0] * layer.n_in * layer.n_out
+            d = layer.backward(d, need_dX=k > 0)
+            if recompute:
+                layer.Z = None
 
     def parameters(self) -> list[tuple[str, object, object]]:
         """("layer{k}.W", W, dW) and ("layer{k}.b", b, db) for every layer, first to last."""
@@ -163,13 +179,14 @@ class MLP:
     def copy(self, backend=None, dtype=None) -> MLP:
         """The same network (same parameters) on another backend and/or dtype."""
         twin = MLP(self.widths, self.activation, backend or self.backend,
-                   dtype or self.dtype, self.seed)
+                   dtype or self.dtype, self.seed, self.checkpointing)
         return twin.load_state(self.state())
 
     def __repr__(self) -> str:
         hidden = " -> ".join(map(str, self.widths))
+        checkpointing = ", checkpointing" if self.checkpointing else ""
         return (f"MLP({hidden}, {self.activation}, {self.n_parameters:,} parameters, "
-                f"{self.dtype.name}, backend={self.backend.name!r})")
+                f"{self.dtype.name}, backend={self.backend.name!r}{checkpointing})")
 
 
 def _whole_numbers(values) -> bool:

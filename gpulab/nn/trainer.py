@@ -145,15 +145,25 @@ class Trainer:
     (``momentum``, ``weight_decay``, ...) go to it. ``seed`` fixes the shuffling; the model's
     own seed fixes its initial weights. ``progress``: True for a progress bar, False for
     silence.
+
+    Memory (chapter 09), all off by default: ``accumulation_steps`` k splits each batch into k
+    micro-batches whose gradients are summed, each weighted by its share of the samples, before
+    one update (the same gradients as the whole batch, with the activations of one
+    micro-batch); ``device_memory_bytes`` is a device memory budget: a step whose memory
+    (:func:`gpulab.nn.memory.mlp_training_memory`) does not fit raises
+    :class:`~gpulab.nn.memory.OutOfDeviceMemory` before it runs, showing the breakdown and the
+    remedies.
     """
 
     def __init__(self, model: MLP, optimiser="adam", batch_size: int = 64, epochs: int = 10,
                  seed: int = 0, shuffle: bool = True, progress: bool = True,
-                 eval_batch_size: int = 1024, **optimiser_settings):
+                 eval_batch_size: int = 1024, accumulation_steps: int = 1,
+                 device_memory_bytes: float | None = None, **optimiser_settings):
         if not isinstance(model, MLP):
             raise TypeError(f"model must be a gpulab.nn.MLP, not {type(model).__name__}")
         for what, value in (("batch_size", batch_size), ("epochs", epochs),
-                            ("eval_batch_size", eval_batch_size)):
+                            ("eval_batch_size", eval_batch_size),
+                            ("accumulation_steps", accumulation_steps)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{what} must be a positive whole number, not {value!r}")
         self.model = model
@@ -161,6 +171,12 @@ class Trainer:
         self.batch_size, self.epochs = int(batch_size), int(epochs)
         self.seed, self.shuffle, self.progress = seed, shuffle, progress
         self.eval_batch_size = int(eval_batch_size)
+        self.accumulation_steps = int(accumulation_steps)
+        if device_memory_bytes is not None and not float(device_memory_bytes) > 0:
+            raise ValueError(f"device_memory_bytes must be a positive number of bytes or None, "
+                             f"not {device_memory_bytes!r}")
+        self.device_memory_bytes = device_memory_bytes
+        self._predicted = None  # the classes predicted for the last batch, when accumulating
         self.rng = np.random.default_rng(seed)
         self.epochs_done = 0
         self.epochs_target = self.epochs
@@ -189,9 +205,58 @@ class Trainer:
 
     def step(self, X_batch, y_batch) -> float:
         """Forward, loss, backward, update on one batch; returns the batch's mean loss."""
-        loss = self.model.loss(X_batch, y_batch)
-        self.model.backward()
+        self.check_memory(len(y_batch))
+        if self.accumulation_steps == 1:
+            loss = self.model.loss(X_batch, y_batch)
+            self.model.backward()
+        else:
+            loss = self.accumulate_gradients(X_batch, y_batch)
         self.optimiser.step(self.model)
+        return loss
+
+    def check_memory(self, batch_size: int) -> None:
+        """Raise :class:`~gpulab.nn.memory.OutOfDeviceMemory` if a step on ``batch_size``
+        samples does not fit ``device_memory_bytes`` (nothing to check without a budget)."""
+        if self.device_memory_bytes is None:
+            return
+        from gpulab.nn.memory import check_budget, mlp_training_memory
+
+        needed = mlp_training_memory(self.model, batch_size, self.optimiser,
+                                     accumulation_steps=self.accumulation_steps)
+        check_budget(needed, self.device_memory_bytes,
+                     f"a training step of {batch_size} samples")
+
+    def accumulate_gradients(self, X_batch, y_batch) -> float:
+        """Forward and backward passes over ``accumulation_steps`` micro-batches of the batch;
+        leaves in the model the gradients of the whole batch (the sum of the micro-batches'
+        gradients, each weighted by its share of the samples, since each micro-batch's loss is
+        a mean over its own samples) and returns the batch's mean loss. No update.
+
+        On the NumPy backend the sums are done in place; on the kernel backend on the host (a
+        copy each way per micro-batch: right, not fast)."""
+        model, be = self.model, self.model.backend
+        y_batch = np.asarray(y_batch)
+        n = len(y_batch)
+        parts = np.array_split(np.arange(n), min(self.accumulation_steps, n))
+        total: dict[tuple[int, str], np.ndarray] = {}
+        loss, predicted = 0.0, []
+        for part in parts:
+            share = len(part) / n
+            loss += share * model.loss(X_batch[part], y_batch[part])
+            predicted.append(np.argmax(be.to_host(model.loss_function.probs), axis=1))
+            model.backward()
+            for index, layer in enumerate(model.layers):
+                for name in ("dW", "db"):
+                    grad = getattr(layer, name)
+                    grad = grad if be.name == "numpy" else be.to_host(grad)
+                    if (index, name) in total:
+                        total[index, name] += share * grad
+                    else:
+                        total[index, name] = share * grad
+        for (index, name), grad in total.items():
+            setattr(model.layers[index], name,
+                    grad if be.name == "numpy" else be.asarray(grad, model.dtype))
+        self._predicted = np.concatenate(predicted)
         return loss
 
     def _train_epoch(self, X: np.ndarray, y: np.ndarray, epoch: int) -> EpochRecord:
@@ -216,7 +281,10 @@ class Trainer:
                     "(the digits are scaled to 0..1)."
                 )
             loss_sum += loss * len(batch)
-            predicted = np.argmax(backend.to_host(model.loss_function.probs), axis=1)
+            if self.accumulation_steps > 1:
+                predicted = self._predicted
+            else:
+                predicted = np.argmax(backend.to_host(model.loss_function.probs), axis=1)
             correct += float(np.sum(predicted == y[batch]))
             if bar:
                 bar.update(epoch, step, loss)
@@ -280,7 +348,7 @@ def check_kernel_step(X, y, widths, activation: str = "relu", optimiser: str = "
     want, got = numpy_model.state(), kernel_model.state()
     difference = max(float(np.max(np.abs(got[k] - want[k]))) for k in want)
     scale = max(float(np.max(np.abs(want[k]))) for k in want)
-    tolerance = (1e-5 if np.dtype(dtype) == np.float32 else 1e-12) * max(scale, 1.0)
+    tolerance = _parameter_tolerance(dtype, scale)
     return {"loss_numpy": losses["numpy"], "loss_kernels": losses["kernels"],
             "max_parameter_difference": difference, "tolerance": tolerance,
             "ok": difference <= tolerance and math.isclose(losses["numpy"], losses["kernels"],
@@ -289,5 +357,111 @@ def check_kernel_step(X, y, widths, activation: str = "relu", optimiser: str = "
             "kernels": kernel_model.backend.describe()}
 
 
-__all__ = ["EpochRecord", "History", "ProgressBar", "Trainer", "TrainingError", "check_kernel_step",
-           "timing_origin"]
+def _parameter_tolerance(dtype, scale: float) -> float:
+    """How far two runs' parameters may drift apart by rounding alone: a few float32 (or
+    float64) roundings of the largest parameter."""
+    return (1e-5 if np.dtype(dtype) == np.float32 else 1e-12) * max(scale, 1.0)
+
+
+@dataclass
+class SideBySide:
+    """The same network trained for a few steps on two backends, on the same batches from the
+    same initial weights, compared after every step (:func:`train_side_by_side`).
+
+    ``losses`` and ``reference_losses``: each step's mean batch loss; ``differences``: after
+    each step, the largest |parameter - reference parameter| over the network, and ``worst``
+    the parameter (``"layer0.W"``, ...) where it is. ``model`` is the network trained on
+    ``backend``."""
+
+    backend: str
+    reference: str
+    widths: list[int]
+    batch_size: int
+    seed: int
+    optimiser: str
+    losses: list[float] = field(default_factory=list)
+    reference_losses: list[float] = field(default_factory=list)
+    differences: list[float] = field(default_factory=list)
+    worst: list[str] = field(default_factory=list)
+    tolerance: float = 0.0
+    model: MLP | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def steps(self) -> int:
+        return len(self.losses)
+
+    @property
+    def reference_name(self) -> str:
+        """The reference backend in a few words: "gpulab's CUDA kernels" or "NumPy"."""
+        return self.reference.split(" in ")[0].split(" on ")[0]
+
+    def step_matches(self, k: int) -> bool:
+        """Step ``k`` (from 0): equal parameters and loss, to rounding."""
+        return (self.differences[k] <= self.tolerance
+                and math.isclose(self.losses[k], self.reference_losses[k], rel_tol=1e-5,
+                                 abs_tol=1e-6))
+
+    @property
+    def first_mismatch(self) -> int | None:
+        """The first step (counted from 1) after which the two runs differ, or None."""
+        return next((k + 1 for k in range(self.steps) if not self.step_matches(k)), None)
+
+    @property
+    def matches(self) -> bool:
+        return self.steps > 0 and self.first_mismatch is None
+
+    def table(self) -> str:
+        lines = [f"{'step':>4} {'loss':>9} {'reference':>9} {'largest difference':>19}  where"]
+        for k in range(self.steps):
+            mark = "" if self.step_matches(k) else "   <- differs"
+            lines.append(f"{k + 1:4d} {self.losses[k]:9.5f} {self.reference_losses[k]:9.5f} "
+                         f"{self.differences[k]:19.2e}  {self.worst[k]}{mark}")
+        lines.append(f"reference: {self.reference_name}; rounding allows differences up to "
+                     f"{self.tolerance:.1e}")
+        return "\n".join(lines)
+
+
+def train_side_by_side(backend, X, y, widths, reference="kernels", steps: int = 4,
+                       batch_size: int = 8, activation: str = "relu",
+                       optimiser: str = "adam", lr: float = 1e-2, dtype=np.float32,
+                       seed: int = 0) -> SideBySide:
+    """Train the same fresh MLP (``widths``, weights from ``seed``) for ``steps`` steps on
+    ``backend`` and on ``reference``, on the same shuffled mini-batches of (X, y), and compare
+    their losses and every parameter after each step.
+
+    This is how a chapter shows that kernels of your own train the network exactly as gpulab's
+    do: ``train_side_by_side(KernelBackend(kernels={...}), X, y, [64, 16, 10])``. In the
+    ``sim`` tier every step runs in the simulator: keep the batch small (8-16) and the widths
+    narrow.
+    """
+    reference_model = MLP(list(widths), activation, reference, dtype, seed)
+    model = reference_model.copy(backend=backend)
+    y = reference_model.check_labels(y, np.asarray(X).shape[0])
+    X = np.asarray(X)
+    trainers = [Trainer(m, optimiser, batch_size=batch_size, seed=seed, progress=False, lr=lr)
+                for m in (model, reference_model)]
+    record = SideBySide(model.backend.describe(), reference_model.backend.describe(),
+                        list(widths), int(batch_size), seed, repr(trainers[0].optimiser),
+                        model=model)
+    rng = np.random.default_rng(seed)
+    batches: list[np.ndarray] = []
+    while len(batches) < steps:
+        batches += minibatch_indices(len(y), batch_size, rng)
+    scale = 0.0
+    for batch in batches[:steps]:
+        record.losses.append(trainers[0].step(X[batch], y[batch]))
+        record.reference_losses.append(trainers[1].step(X[batch], y[batch]))
+        got, want = model.state(), reference_model.state()
+        gaps = {name: float(np.max(np.abs(got[name].astype(np.float64) - want[name]),
+                                   initial=0.0)) for name in want}
+        gaps = {name: (np.inf if np.isnan(gap) else gap) for name, gap in gaps.items()}
+        worst = max(gaps, key=gaps.get)
+        record.differences.append(gaps[worst])
+        record.worst.append(worst)
+        scale = max(scale, *(float(np.max(np.abs(w))) for w in want.values()))
+    record.tolerance = _parameter_tolerance(dtype, scale)
+    return record
+
+
+__all__ = ["EpochRecord", "History", "ProgressBar", "SideBySide", "Trainer", "TrainingError",
+           "check_kernel_step", "timing_origin", "train_side_by_side"]

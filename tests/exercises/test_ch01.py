@@ -321,6 +321,123 @@ def block_sum_small_shared(x, out):
         cuda.atomic.add(out, 0, partial[0])
 
 
+@cuda.jit
+def block_sum_atomic_per_thread(x, out):  # right total, no tree: one atomic per thread
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.add(out, 0, x[i])
+
+
+@cuda.jit
+def block_sum_shared_atomics(x, out):  # right total, one shared atomic per thread
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if t == 0:
+        partial[0] = 0
+    cuda.syncthreads()
+    if i < x.shape[0]:
+        cuda.atomic.add(partial, 0, x[i])
+    cuda.syncthreads()
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_serial_thread0(x, out):  # right total, thread 0 adds the block's slots in a row
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        partial[t] = x[i]
+    else:
+        partial[t] = 0
+    cuda.syncthreads()
+    if t == 0:
+        total = 0.0
+        for k in range(THREADS):
+            total += partial[k]
+        cuda.atomic.add(out, 0, total)
+
+
+@cuda.jit
+def block_sum_serial_global(x, out):  # right total, thread 0 reads its block's x in a row
+    t = cuda.threadIdx.x
+    if t == 0:
+        start = cuda.blockIdx.x * cuda.blockDim.x
+        total = 0.0
+        for k in range(start, min(start + cuda.blockDim.x, x.shape[0])):
+            total += x[k]
+        cuda.atomic.add(out, 0, total)
+
+
+@cuda.jit
+def block_sum_barrier_in_branch(x, out):  # a deadlock on a GPU
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+            cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_stops_early(x, out):  # the last round (stride 1) is missing
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 1:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_stride_from_block(x, out):  # the first stride is the whole block
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_never_halves(x, out):  # forgot `stride //= 2`: never finishes
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
 # --- every kernel gets the right verdict and hint ------------------------------------------
 
 SIM_ONLY = pytest.mark.skipif(
@@ -331,7 +448,7 @@ SIM_ONLY = pytest.mark.skipif(
 
 MULTIPLY_CASES = [
     (multiply_solution, "passed", ["all", "elements are right"]),
-    (multiply_stub, "not attempted", ["notimplementederror", "out[i] = x[i] * y[i]"]),
+    (multiply_stub, "not attempted", ["notimplementederror", "its own element"]),
     (multiply_no_guard, "failed", ["past the end", "if i < x.shape[0]"]),
     (multiply_guard_le, "failed", ["past the end", "`<` not `<=`"]),
     (multiply_thread_index_only, "failed", ["only the first block", "cuda.grid(1)"]),
@@ -345,7 +462,7 @@ MULTIPLY_CASES = [
 
 DOT_CASES = [
     (dot_solution, "passed", ["as expected"]),
-    (dot_stub, "not attempted", ["notimplementederror", "cuda.atomic.add"]),
+    (dot_stub, "not attempted", ["notimplementederror", "with an atomic"]),
     (dot_racy, "failed", ["data race", "without an atomic", "cuda.atomic.add(out, 0, value)"]),
     (dot_racy_spelled_out, "failed", ["data race", "cuda.atomic.add"]),
     (dot_overwrites, "failed", ["single product", "cuda.atomic.add"]),
@@ -356,8 +473,18 @@ DOT_CASES = [
 ]
 
 BLOCK_SUM_CASES = [
-    (block_sum_solution, "passed", ["as expected"]),
-    (block_sum_stub, "not attempted", ["notimplementederror", "cuda.syncthreads()"]),
+    (block_sum_solution, "passed", ["as expected", "by a tree: 1 atomic per block"]),
+    (block_sum_stub, "not attempted", ["notimplementederror", "halve it in rounds"]),
+    (block_sum_atomic_per_thread, "failed",
+     ["the total is right", "atomic adds (into out[0])", "one per thread"],),
+    (block_sum_shared_atomics, "failed", ["atomic adds (into a shared slot)"]),
+    (block_sum_serial_thread0, "failed", ["block 0, thread 0 read 64 shared slots", "6 rounds"]),
+    (block_sum_serial_global, "failed", ["thread 0 read 64 values of x", "one value after"]),
+    (block_sum_barrier_in_branch, "failed", ["barrier inside a branch", "if t < stride"]),
+    pytest.param(block_sum_stops_early, "failed", ["even-numbered", "stride > 0"],
+                 marks=SIM_ONLY),
+    (block_sum_stride_from_block, "failed", ["array of 64 elements", "half the block"]),
+    (block_sum_never_halves, "failed", ["did not finish", "stride //= 2"]),
     pytest.param(block_sum_no_barriers, "failed",
                  ["0 `cuda.syncthreads()` call", "after each halving step"], marks=SIM_ONLY),
     pytest.param(block_sum_barrier_after_fill_only, "failed",

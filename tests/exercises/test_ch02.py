@@ -1,5 +1,5 @@
-"""Chapter 02's checks (saxpy, the coalesced grid-stride copy) against a right kernel and the
-typical wrong ones.
+"""Chapter 02's checks (saxpy, the host code that times it, the coalesced grid-stride copy)
+against a right answer and the typical wrong ones.
 
 Every wrong kernel must be caught with a status and hint words a learner can act on. The
 solutions live here and in the solution notebooks only: the package ships none.
@@ -8,11 +8,14 @@ solutions live here and in the solution notebooks only: the package ships none.
 import gpulab  # noqa: F401  (must come before numba: it chooses the simulator or the GPU)
 
 # isort: split
+import time
+
+import numpy as np
 import pytest
 from numba import cuda
 
 from gpulab import device
-from gpulab.exercises.ch02 import check_copy_grid_stride, check_saxpy
+from gpulab.exercises.ch02 import check_copy_grid_stride, check_saxpy, check_time_saxpy
 
 SIM = device.tier() == "sim"
 SEEDS = [1, 2]
@@ -67,7 +70,7 @@ def test_saxpy_solution_passes(seed):
 
 
 @pytest.mark.parametrize("kernel, status, words", [
-    (saxpy_stub, "not attempted", "out[i] = a * x[i] + y[i]"),
+    (saxpy_stub, "not attempted", "one thread per element"),
     (saxpy_forgets_a, "failed", "a is missing"),
     (saxpy_swapped, "failed", "swapped"),
     (saxpy_no_guard, "failed", "guard"),
@@ -132,7 +135,7 @@ def test_copy_solution_passes(seed):
 
 
 @pytest.mark.parametrize("kernel, status, words", [
-    (copy_stub, "not attempted", "cuda.gridsize(1)"),
+    (copy_stub, "not attempted", "no two threads meet"),
     (copy_one_per_thread, "failed", "one element per thread"),
     (copy_past_the_end, "failed", "x.shape[0]"),
 ])
@@ -148,3 +151,256 @@ def test_a_right_but_uncoalesced_copy_fails_with_the_sector_count():
     assert result.status == "failed"
     assert "not coalesced" in result.message and "sectors" in result.message
     assert "cuda.gridsize(1)" in result.hint
+
+
+@cuda.jit
+def copy_steps_by_block(x, out):  # right answer, the blocks copy each other's elements
+    for i in range(cuda.grid(1), x.shape[0], cuda.blockDim.x):
+        out[i] = x[i]
+
+
+@cuda.jit
+def copy_steps_by_blocks(x, out):  # right answer, steps by gridDim.x
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridDim.x):
+        out[i] = x[i]
+
+
+@cuda.jit
+def copy_starts_at_thread_index(x, out):  # every block copies the same elements
+    for i in range(cuda.threadIdx.x, x.shape[0], cuda.gridsize(1)):
+        out[i] = x[i]
+
+
+@cuda.jit
+def copy_every_block_everything(x, out):
+    for i in range(cuda.threadIdx.x, x.shape[0], cuda.blockDim.x):
+        out[i] = x[i]
+
+
+@cuda.jit
+def copy_steps_too_far(x, out):
+    for i in range(cuda.grid(1), x.shape[0], 2 * cuda.gridsize(1)):
+        out[i] = x[i]
+
+
+@cuda.jit
+def copy_never_steps(x, out):  # a while loop whose increment was forgotten: never ends
+    i = cuda.grid(1)
+    while i < x.shape[0]:
+        out[i] = x[i]
+        i += 0
+
+
+@cuda.jit
+def copy_step_zero(x, out):  # the step computed as gridDim.x // blockDim.x, which is 0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridDim.x // cuda.blockDim.x):
+        out[i] = x[i]
+
+
+@pytest.mark.parametrize("kernel, words, hint", [
+    (copy_steps_by_block, ["more than one thread", "steps by the block size"],
+     "cuda.gridsize(1)"),
+    (copy_steps_by_blocks, ["more than one thread", "steps by the number of blocks"],
+     "cuda.gridsize(1)"),
+    (copy_starts_at_thread_index, ["more than one thread", "start at the same element"],
+     "cuda.grid(1)"),
+    (copy_every_block_everything, ["more than one thread", "steps by the block size"],
+     "cuda.gridsize(1)"),
+    (copy_steps_too_far, ["steps by", "never copied"], "cuda.gridsize(1)"),
+    (copy_never_steps, ["steps by 0", "did not finish"], "gridsize"),
+    (copy_step_zero, ["steps by 0", "must not be zero"], "gridsize"),
+])
+def test_a_wrong_stride_fails_and_names_the_step(kernel, words, hint):
+    result = check_copy_grid_stride(kernel, seed=6, show=False)
+    assert result.status == "failed", str(result)
+    for word in words:
+        assert word in result.message, f"{word!r} missing from {result.message}"
+    assert hint in result.hint
+    assert "seed=6" in result.message
+
+
+# --- chapter 02, exercise 2: the host code that times saxpy ------------------------------------
+
+def blocks_for(n, threads):
+    return (n + threads - 1) // threads
+
+
+def time_solution(kernel, a, x, y, repeats=5):
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    threads = 256
+    blocks = blocks_for(x.shape[0], threads)
+    kernel[blocks, threads](a, d_x, d_y, d_out)  # warm-up: compiles
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, threads](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def time_without_warm_up(kernel, a, x, y, repeats=5):
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 128)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 128](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def time_stub(kernel, a, x, y, repeats=5):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+def time_numpy_arrays(kernel, a, x, y, repeats=5):  # the hidden-copy trap
+    out = np.empty_like(x)
+    blocks = blocks_for(x.shape[0], 256)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, x, y, out)
+    cuda.synchronize()
+    return out, (time.perf_counter() - start) / repeats
+
+
+def time_copies_in_loop(kernel, a, x, y, repeats=5):
+    blocks = blocks_for(x.shape[0], 256)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+        d_out = cuda.device_array_like(d_x)
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def time_includes_copy_back(kernel, a, x, y, repeats=5):
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 256)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    out = d_out.copy_to_host()
+    return out, (time.perf_counter() - start) / repeats
+
+
+def time_no_synchronize(kernel, a, x, y, repeats=5):
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 256)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    seconds = (time.perf_counter() - start) / repeats
+    cuda.synchronize()
+    return d_out.copy_to_host(), seconds
+
+
+def time_too_few_blocks(kernel, a, x, y, repeats=5):
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[x.shape[0] // 256, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def time_returns_device_array(kernel, a, x, y, repeats=5):
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 256)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    return d_out, (time.perf_counter() - start) / repeats
+
+
+def time_total_not_per_launch(kernel, a, x, y, repeats=5):
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 256)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return d_out.copy_to_host(), seconds
+
+
+def time_launches_once(kernel, a, x, y, repeats=5):
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    start = time.perf_counter()
+    kernel[blocks_for(x.shape[0], 256), 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return d_out.copy_to_host(), seconds
+
+
+def time_returns_only_out(kernel, a, x, y, repeats=5):
+    out, _ = time_solution(kernel, a, x, y, repeats)
+    return out
+
+
+@pytest.mark.parametrize("seed", SEEDS + [2025])
+def test_the_timing_solution_passes(seed):
+    result = check_time_saxpy(time_solution, seed=seed, show=False)
+    assert result.passed, str(result)
+    assert "no NumPy array passed to a launch" in result.message
+    assert "(1 to warm up)" in result.message and f"seed={seed}" in result.message
+    if SIM:
+        assert "simulator time: says nothing about a GPU" in result.message
+    assert "Note:" not in result.message
+
+
+def test_no_warm_up_passes_with_a_note():
+    result = check_time_saxpy(time_without_warm_up, seed=3, show=False)
+    assert result.passed, str(result)
+    assert "launch once before you start the clock" in result.message
+
+
+@pytest.mark.parametrize("function, status, words, hint", [
+    (time_stub, "not attempted", ["still raises"], "warm up"),
+    (time_numpy_arrays, "failed", ["got NumPy arrays (x, y, out)", "hidden-copy trap"],
+     "cuda.to_device(x)"),
+    (time_copies_in_loop, "failed", ["6 copies to the device", "3 allocations", "host link"],
+     "before the first clock read"),
+    (time_includes_copy_back, "failed", ["1 copy back", "your time includes"],
+     "copy back after the second"),
+    (time_no_synchronize, "failed", ["without waiting for the GPU"], "cuda.synchronize()"),
+    (time_too_few_blocks, "failed", ["got no thread"], "round the number of blocks up"),
+    (time_returns_device_array, "failed", ["device array itself"], "copy_to_host()"),
+    (time_total_not_per_launch, "failed", ["looks like the total"], "divide"),
+    (time_launches_once, "failed", ["launched the kernel 1 time(s)"], "`repeats` times"),
+    (time_returns_only_out, "failed", ["not a pair"], "return d_out.copy_to_host(), seconds"),
+])
+def test_timing_mistakes_are_named(function, status, words, hint):
+    result = check_time_saxpy(function, seed=4, show=False)
+    assert result.status == status, str(result)
+    for word in words:
+        assert word in result.message, f"{word!r} missing from {result.message}"
+    assert hint in result.hint, result.hint
+
+
+def test_the_gpu_branches_run_with_the_stand_in_gpu(stand_in_gpu, monkeypatch):
+    from gpulab.exercises import ch02, checks
+
+    monkeypatch.setitem(ch02.TIME_SIZE_RANGE, "gpu", (301, 601))  # the simulator runs them
+    monkeypatch.setitem(ch02.COPY_SIZE_RANGE, "gpu", (1100, 1500))
+    # The simulator's events cannot be polled (reported to the checks' maintainers).
+    monkeypatch.setattr(checks, "_wait_for_gpu", lambda seconds: None)
+    result = check_time_saxpy(time_solution, seed=1, show=False)
+    assert result.passed and f"measured on {stand_in_gpu}" in result.message, str(result)
+    result = check_copy_grid_stride(copy_solution, seed=1, show=False)
+    assert result.passed and "checked in the simulator tier" in result.message, str(result)
+    result = check_copy_grid_stride(copy_steps_by_block, seed=1, show=False)
+    assert result.status == "failed" and "steps by the block size" in result.message

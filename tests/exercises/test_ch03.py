@@ -5,11 +5,17 @@ Every wrong kernel must be caught with a status and hint words a learner can act
 solutions live here and in the solution notebooks only: the package ships none.
 """
 
+import numpy as np
 import pytest
 from numba import cuda
 
 from gpulab import device
-from gpulab.exercises.ch03 import MatmulTrial, check_matmul_naive, check_matmul_tiled
+from gpulab.exercises.ch03 import (
+    NAIVE_BLOCKS,
+    MatmulTrial,
+    check_matmul_naive,
+    check_matmul_tiled,
+)
 
 SIM = device.tier() == "sim"
 TILE = 8 if SIM else 16
@@ -79,14 +85,36 @@ def naive_writes_one_product(A, B, C):
             C[row, col] = A[row, k] * B[k, col]
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@cuda.jit
+def naive_hard_coded_block(A, B, C):
+    row = cuda.blockIdx.y * 8 + cuda.threadIdx.y  # the block's size written as a number
+    col = cuda.blockIdx.x * 8 + cuda.threadIdx.x
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = C.dtype.type(0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_x_and_y_dimensions_mixed(A, B, C):
+    row = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.y  # blockDim.x where y belongs
+    col = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = C.dtype.type(0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@pytest.mark.parametrize("seed", SEEDS + [3])
 def test_naive_solution_passes(seed):
     result = check_matmul_naive(naive_solution, seed=seed, show=False)
     assert result.passed, result.message
 
 
 @pytest.mark.parametrize("kernel, status, words", [
-    (naive_stub, "not attempted", "cuda.grid(2)"),
+    (naive_stub, "not attempted", "row and column"),
     (naive_rows_and_columns_swapped, "failed", "swapped"),
     (naive_no_guard, "failed", "outside"),
     (naive_accumulates_in_c, "failed", "local variable"),
@@ -99,15 +127,44 @@ def test_naive_mistakes_are_explained(kernel, status, words):
     assert words in result.message + result.hint
 
 
-def test_trial_sizes_are_awkward():
-    for seed in range(20):
-        trial = MatmulTrial.draw("t", seed, TILE)
+@pytest.mark.parametrize("seed", [4, 5])
+def test_naive_rows_and_columns_swapped_on_every_block_shape(seed):
+    for block in NAIVE_BLOCKS["gpu" if not SIM else "sim"]:
+        result = check_matmul_naive(naive_rows_and_columns_swapped, seed=seed, block=block,
+                                    show=False)
+        assert result.status == "failed" and "swapped" in result.message, result.message
+
+
+@pytest.mark.parametrize("kernel", [naive_hard_coded_block, naive_x_and_y_dimensions_mixed])
+def test_naive_kernels_that_assume_a_block_shape_fail(kernel):
+    results = [check_matmul_naive(kernel, seed=seed, show=False) for seed in range(4)]
+    assert all(r.status == "failed" for r in results), [r.message for r in results]
+    assert all("multiplies blockIdx" in r.message and "cuda.grid(2)" in r.hint for r in results)
+
+
+def test_naive_trial_sizes_are_awkward():
+    for seed in range(30):
+        trial = MatmulTrial.draw("t", seed)
+        bx, by = trial.block
+        assert bx != by  # the block is never square: x and y can't be confused unnoticed
+        assert trial.M % by and trial.N % bx and len({trial.M, trial.N, trial.K}) == 3
+        # with rows and columns swapped, part of C is not covered by the grid
+        assert trial.blocks[0] * bx < trial.M or trial.blocks[1] * by < trial.N
+
+
+def test_tiled_trial_sizes_are_awkward_and_small():
+    for seed in range(30):
+        trial = MatmulTrial.draw_tiled("t", seed, TILE)
         dims = (trial.M, trial.N, trial.K)
         assert all(d % TILE for d in dims) and len(set(dims)) == 3
         assert trial.blocks[0] != trial.blocks[1]  # swapping rows and columns shows
+        assert sorted(trial.blocks) == [2, 3]  # quick to trace; a swap can't pass for
+        # "only the first block written"
+        assert 2 <= -(-trial.K // TILE) <= 3
 
 
 # --- chapter 03, exercise 2: tiled matmul -------------------------------------------------------
+# Wrong kernels as learners write them: each differs from the solution in one mistake.
 
 
 @cuda.jit
@@ -135,20 +192,55 @@ def tiled_solution(A, B, C):
 
 
 @cuda.jit
-def tiled_without_zero_fill(A, B, C):
+def tiled_with_conditional_expressions(A, B, C):
+    """Right, written differently: loads as conditional expressions, barrier at the top."""
     a_tile = cuda.shared.array((TILE, TILE), A.dtype)
     b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    acc = A.dtype.type(0)
+    for step in range((A.shape[1] + TILE - 1) // TILE):
+        k0 = step * TILE
+        cuda.syncthreads()
+        a_tile[ty, tx] = A[row, k0 + tx] if row < A.shape[0] and k0 + tx < A.shape[1] else 0
+        b_tile[ty, tx] = B[k0 + ty, col] if k0 + ty < B.shape[0] and col < B.shape[1] else 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_naive_in_disguise(A, B, C):
+    """Right, but untiled: the naive kernel handed in for the tiled exercise."""
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = C.dtype.type(0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_only_a(A, B, C):
+    """Right, but only A goes through a tile: B is read from global memory K times."""
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     col, row = cuda.grid(2)
     acc = A.dtype.type(0)
     for k0 in range(0, A.shape[1], TILE):
         if row < A.shape[0] and k0 + tx < A.shape[1]:
             a_tile[ty, tx] = A[row, k0 + tx]
-        if k0 + ty < B.shape[0] and col < B.shape[1]:
-            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            a_tile[ty, tx] = 0
         cuda.syncthreads()
-        for k in range(TILE):
-            acc += a_tile[ty, k] * b_tile[k, tx]
+        if col < B.shape[1]:
+            for k in range(TILE):
+                if k0 + k < B.shape[0]:
+                    acc += a_tile[ty, k] * B[k0 + k, col]
         cuda.syncthreads()
     if row < C.shape[0] and col < C.shape[1]:
         C[row, col] = acc
@@ -177,6 +269,90 @@ def tiled_without_barriers(A, B, C):
 
 
 @cuda.jit
+def tiled_no_barrier_after_loads(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_no_barrier_after_sums(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_barrier_in_a_branch(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    if row < C.shape[0] and col < C.shape[1]:  # threads outside C skip the barriers
+        for k0 in range(0, A.shape[1], TILE):
+            a_tile[ty, tx] = A[row, k0 + tx] if k0 + tx < A.shape[1] else 0
+            b_tile[ty, tx] = B[k0 + ty, col] if k0 + ty < B.shape[0] else 0
+            cuda.syncthreads()
+            for k in range(TILE):
+                acc += a_tile[ty, k] * b_tile[k, tx]
+            cuda.syncthreads()
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_without_zero_fill(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
 def tiled_unguarded_loads(A, B, C):
     a_tile = cuda.shared.array((TILE, TILE), A.dtype)
     b_tile = cuda.shared.array((TILE, TILE), A.dtype)
@@ -195,31 +371,371 @@ def tiled_unguarded_loads(A, B, C):
 
 
 @cuda.jit
+def tiled_unguarded_write(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    C[row, col] = acc
+
+
+@cuda.jit
+def tiled_guard_off_by_one(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1] - 1:  # skips the last column of A
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_rows_and_columns_swapped(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row, col = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_load_index_swapped(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + tx < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + tx, col]  # tx where ty belongs
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_store_transposed(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[tx, ty] = A[row, k0 + tx]  # [tx, ty]: transposed
+        else:
+            a_tile[tx, ty] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_multiply_adds_swapped(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[k, ty] * b_tile[tx, k]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_tile_indexed_by_row(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[row, tx] = A[row, k0 + tx]  # row runs over all of C, past the tile
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_sum_restarts(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        acc = A.dtype.type(0)  # starts again at every step
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_hard_coded_k(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, 2 * TILE - 1, TILE):  # K = 2 tiles, as in one example
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_hard_coded_tile(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(8 if SIM else 16):  # the tile's size as a number
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
 def tiled_stub(A, B, C):
     a_tile = cuda.shared.array((TILE, TILE), A.dtype)  # noqa: F841  (as the learner gets it)
     # YOUR CODE HERE
     raise NotImplementedError()
 
 
-def test_tiled_solution_passes():
-    result = check_matmul_tiled(tiled_solution, tile=TILE, seed=7, show=False)
+@pytest.mark.parametrize("seed", [7, 8, 9])
+@pytest.mark.parametrize("kernel", [tiled_solution, tiled_with_conditional_expressions])
+def test_tiled_solution_passes_with_its_counts(kernel, seed):
+    result = check_matmul_tiled(kernel, tile=TILE, seed=seed, show=False)
     assert result.passed, result.message
+    assert "loaded at most" in result.message and "2 x ceil(K" in result.message
 
 
-@pytest.mark.parametrize("kernel, status, words", [
-    (tiled_stub, "not attempted", "cuda.syncthreads()"),
-    (tiled_without_barriers, "failed", "0 `cuda.syncthreads()`"),
-    (tiled_unguarded_loads, "failed", "load 0 instead"),
-])
-def test_tiled_mistakes_are_explained(kernel, status, words):
+TILED_MISTAKES = [
+    # (kernel, status, words in the message, words in the hint)
+    (tiled_stub, "not attempted", "NotImplementedError", "step along K"),
+    (tiled_naive_in_disguise, "failed", "correct, but each thread read up to",
+     "load tiles into shared memory"),
+    (tiled_only_a, "failed", "straight from global memory", "load tiles into shared memory"),
+    (tiled_without_barriers, "failed", "0 barrier(s)", "before the multiply-adds"),
+    (tiled_no_barrier_after_loads, "failed", "two per step", "before the multiply-adds"),
+    (tiled_no_barrier_after_sums, "failed", "two per step", "after the multiply-adds"),
+    (tiled_barrier_in_a_branch, "failed", "barrier inside a branch", "outside any `if`"),
+    (tiled_without_zero_fill, "failed", "stored nothing into", "store 0 in the tile"),
+    (tiled_unguarded_loads, "failed", "used index", "read outside A or B"),
+    (tiled_unguarded_write, "failed", "", "wrote outside C"),
+    (tiled_guard_off_by_one, "failed", "a guard compares with the wrong size",
+     "must not read it"),
+    (tiled_rows_and_columns_swapped, "failed", "swapped", "cuda.grid(2)"),
+    (tiled_load_index_swapped, "failed", "in a tiled matmul", "x goes with the column index"),
+    (tiled_store_transposed, "failed", "x and y are swapped", "a_tile[ty, tx]"),
+    (tiled_multiply_adds_swapped, "failed", "multiplied", "ty picks A's row"),
+    (tiled_tile_indexed_by_row, "failed", "used index", "indexed a tile past its end"),
+    (tiled_sum_restarts, "failed", "starts again at every step", "start `acc` at 0 once"),
+    (tiled_hard_coded_tile, "failed", "written as the number", "write TILE"),
+]
+
+
+@pytest.mark.parametrize("kernel, status, words, hint_words", TILED_MISTAKES,
+                         ids=[m[0].py_func.__name__ if hasattr(m[0], "py_func") else str(i)
+                              for i, m in enumerate(TILED_MISTAKES)])
+def test_tiled_mistakes_are_explained(kernel, status, words, hint_words):
     result = check_matmul_tiled(kernel, tile=TILE, seed=8, show=False)
     assert result.status == status, result.message
-    assert words in result.message + result.hint
+    assert words in result.message, result.message
+    assert hint_words in result.hint, result.hint
 
 
-@pytest.mark.skipif(not SIM, reason="on a GPU stale shared memory may happen to hold zeros")
-def test_tiles_without_zero_fill_fail_only_at_the_edges():
-    result = check_matmul_tiled(tiled_without_zero_fill, tile=TILE, seed=9, show=False)
+def test_a_hard_coded_k_fails_whatever_k_is_drawn():
+    """A loop over the steps written for one K (right whenever K is at most 2 tiles) fails
+    before it runs, on every seed."""
+    for seed in (0, 1):
+        result = check_matmul_tiled(tiled_hard_coded_k, tile=TILE, seed=seed, show=False)
+        assert result.status == "failed"
+        assert "ends at a fixed number" in result.message
+        assert "range(0, A.shape[1], TILE)" in result.hint
+
+
+@cuda.jit
+def tiled_stops_a_step_early(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1] - TILE, TILE):  # one step short
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+def test_a_loop_one_step_short_is_named():
+    result = check_matmul_tiled(tiled_stops_a_step_early, tile=TILE, seed=8, show=False)
     assert result.status == "failed"
-    assert "only the tiles that hang over an edge" in result.message
-    assert "load 0 instead" in result.hint
+    assert "the loop over the steps stopped after" in result.message, result.message
+    assert "range(0, A.shape[1], TILE)" in result.hint
+
+
+def test_the_untiled_hint_names_the_naive_kernels_loads():
+    result = check_matmul_tiled(tiled_naive_in_disguise, tile=TILE, seed=3, show=False)
+    K = MatmulTrial.draw_tiled("t", 3, TILE).K
+    assert f"2K = {2 * K}): that's the naive kernel" in result.message
+    assert f"2 x ceil(K / {TILE}) = {2 * -(-K // TILE)}" in result.message
+
+
+@pytest.fixture
+def small_gpu_runs(stand_in_gpu, monkeypatch):
+    """The stand-in GPU (kernels run in the simulator, unpoisoned, as a GPU's fresh shared
+    memory often holds zeros) with the tiled check's large GPU launch kept small."""
+    from gpulab.exercises import ch03, checks
+
+    monkeypatch.setattr(checks, "_wait_for_gpu", lambda seconds: None)
+    draw = ch03.MatmulTrial.draw_tiled.__func__
+
+    def draw_small(cls, check_name, seed, tile, dtype=np.float32, large=False):
+        trial = draw(cls, check_name, seed, tile, dtype)
+        if large:  # one more block each way: still quick in the simulator
+            trial.M, trial.N = trial.M + tile, trial.N + tile
+        return trial
+
+    monkeypatch.setattr(ch03.MatmulTrial, "draw_tiled", classmethod(draw_small))
+
+
+def test_the_gpu_branch_checks_two_launches_and_the_trace(small_gpu_runs):
+    result = check_matmul_tiled(tiled_solution, tile=8, seed=8, show=False)
+    assert result.passed, result.message
+    assert "; and on a" in result.message  # the large launch ran too
+    result = check_matmul_tiled(tiled_naive_in_disguise, tile=8, seed=8, show=False)
+    assert "that's the naive kernel" in result.message
+
+
+def test_on_a_gpu_the_trace_catches_a_missing_zero_fill_that_zeroed_memory_hides(
+        small_gpu_runs):
+    result = check_matmul_tiled(tiled_without_zero_fill, tile=8, seed=9, show=False)
+    assert result.status == "failed"
+    assert "stored nothing into" in result.message and "store 0" in result.hint

@@ -4,6 +4,8 @@ import gpulab  # noqa: F401  (must come before numba: it chooses the simulator o
 
 # isort: split
 
+import math
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -42,6 +44,20 @@ PUBLISHED = {
 
 def decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits):
     bias = 2 ** (exponent_bits - 1) - 1
+    top = 2**exponent_bits - 1
+    if exponent_bits >= 5 and exponent == top:  # IEEE: inf and NaN
+        return math.nan if mantissa else (-math.inf if sign else math.inf)
+    if (exponent_bits, mantissa_bits) == (4, 3) and exponent == top and mantissa == 7:
+        return math.nan  # E4M3's only special code
+    fraction = mantissa / 2**mantissa_bits
+    value = 2.0 ** (1 - bias) * fraction if exponent == 0 else \
+        2.0 ** (exponent - bias) * (1 + fraction)
+    return -value if sign else value
+
+
+def decode_numbers_only(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    """Right for every number, but no special codes at all."""
+    bias = 2 ** (exponent_bits - 1) - 1
     fraction = mantissa / 2**mantissa_bits
     value = 2.0 ** (1 - bias) * fraction if exponent == 0 else \
         2.0 ** (exponent - bias) * (1 + fraction)
@@ -49,9 +65,11 @@ def decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits):
 
 
 def decode_no_subnormals(sign, exponent, mantissa, exponent_bits, mantissa_bits):
-    bias = 2 ** (exponent_bits - 1) - 1
-    value = 2.0 ** (exponent - bias) * (1 + mantissa / 2**mantissa_bits)
-    return -value if sign else value
+    if exponent == 0:
+        bias = 2 ** (exponent_bits - 1) - 1
+        value = 2.0 ** (exponent - bias) * (1 + mantissa / 2**mantissa_bits)
+        return -value if sign else value
+    return decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits)
 
 
 def decode_wrong_bias(sign, exponent, mantissa, exponent_bits, mantissa_bits):
@@ -69,26 +87,99 @@ def decode_unsigned(sign, exponent, mantissa, exponent_bits, mantissa_bits):
     return abs(decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits))
 
 
+def decode_ieee_everywhere(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    """IEEE's all-ones rule for every format, E4M3 and E2M1 included."""
+    if exponent == 2**exponent_bits - 1:
+        return math.nan if mantissa else (-math.inf if sign else math.inf)
+    return decode_numbers_only(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+
+
+def decode_ieee_but_e2m1(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    """E4M3 right, but E2M1 given IEEE's special codes."""
+    if exponent_bits == 2 and exponent == 3:
+        return math.nan if mantissa else (-math.inf if sign else math.inf)
+    return decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+
+
+def decode_e4m3_nan_as_number(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    if exponent_bits == 4:
+        return decode_numbers_only(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+    return decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+
+
+def decode_inf_and_nan_swapped(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    if exponent_bits >= 5 and exponent == 2**exponent_bits - 1:
+        return math.nan if mantissa == 0 else math.inf
+    return decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+
+
+def decode_unsigned_infinity(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    if exponent_bits >= 5 and exponent == 2**exponent_bits - 1:
+        return math.nan if mantissa else math.inf
+    return decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+
+
+def decode_returns_strings(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    value = decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+    return str(value) if not math.isfinite(value) else value
+
+
+def decode_returns_a_list(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    return [decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits)]
+
+
+def decode_forgets_to_return(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+
+
 def decode_stub(sign, exponent, mantissa, exponent_bits, mantissa_bits):
     # YOUR CODE HERE
     raise NotImplementedError()
 
 
-@pytest.mark.parametrize("function, status, words", [
-    (decode_right, "passed", "decode right"),
-    (decode_no_subnormals, "failed", "subnormal"),
-    (decode_wrong_bias, "failed", "bias used was 16"),
-    (decode_no_leading_one, "failed", "implicit leading 1"),
-    (decode_unsigned, "failed", "sign bit was ignored"),
-    (decode_stub, "not attempted", "NotImplementedError"),
-    (None, "not attempted", "no function"),
-    (42, "failed", "not int"),
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_check_decode_accepts_the_solution(seed):
+    result = ch04.check_decode(decode_right, seed=seed, show=False)
+    assert result.passed, result.message
+    assert "infinities and NaN" in result.message
+
+
+@pytest.mark.parametrize("function, status, words, hint_words", [
+    (decode_numbers_only, "failed", "all-ones exponent field was decoded as a number",
+     "mantissa 0 is infinity"),
+    (decode_no_subnormals, "failed", "subnormal", "no implicit leading 1"),
+    (decode_wrong_bias, "failed", "bias used was 16", "bias = 2**(exponent_bits - 1) - 1"),
+    (decode_no_leading_one, "failed", "implicit leading 1", "1 + mantissa"),
+    (decode_unsigned, "failed", "sign bit was ignored", "negative"),
+    (decode_ieee_everywhere, "failed", "E4M3 was decoded with IEEE's rule", "no infinity"),
+    (decode_ieee_but_e2m1, "failed", "E2M1 was given special codes", "4 and 6"),
+    (decode_e4m3_nan_as_number, "failed", "S.1111.111 is E4M3's NaN, not the number 480",
+     "no infinity"),
+    (decode_inf_and_nan_swapped, "failed", "is infinity, not NaN", "mantissa 0 is infinity"),
+    (decode_unsigned_infinity, "failed", "sign of infinity", "-inf"),
+    (decode_returns_strings, "failed", "(a str), not a number", "not a string"),
+    (decode_returns_a_list, "failed", "(a list), not a number", "one number"),
+    (decode_forgets_to_return, "failed", "(a NoneType), not a number", "return value"),
+    (decode_stub, "not attempted", "NotImplementedError", "bias"),
+    (None, "not attempted", "no function", "bias"),
+    (42, "failed", "not int", "without calling"),
 ])
-def test_check_decode(function, status, words):
+def test_check_decode_names_the_mistake(function, status, words, hint_words):
     result = ch04.check_decode(function, seed=11, show=False)
     assert result.status == status, result.message
-    assert words in result.message
-    assert status == "passed" or result.hint
+    assert words in result.message, result.message
+    assert hint_words in result.hint, result.hint
+
+
+def test_decode_cases_cover_every_kind_of_code():
+    cases = ch04._decode_cases(np.random.default_rng(0))
+    values = [case[-1] for case in cases]
+    assert any(math.isnan(v) for v in values) and math.inf in values and -math.inf in values
+    assert any(v == 0 for v in values)
+    e4m3 = [case for case in cases if case[0].name == "fp8_e4m3" and case[2] == 15]
+    assert {math.isnan(case[-1]) for case in e4m3} == {True, False}
+    e2m1 = [case[-1] for case in cases if case[0].name == "fp4_e2m1" and case[2] == 3]
+    assert sorted(abs(v) for v in e2m1) == [4.0, 6.0]
 
 
 @cuda.jit
@@ -199,6 +290,11 @@ def quantise_right(x):
     return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
 
 
+def quantise_float32_scale(x):
+    scale = np.max(np.abs(x)) / np.float32(448)  # a NumPy float32 scalar: fine
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
 def quantise_power_of_two(x):
     scale = 2.0 ** np.ceil(np.log2(np.max(np.abs(x)) / 448))
     return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
@@ -223,9 +319,94 @@ def quantise_clips(x):
     return np.clip(x / scale, -448, 448).astype(ml_dtypes.float8_e4m3fn), scale
 
 
+def quantise_from_max(x):
+    scale = float(np.max(x)) / 448  # max, not max-abs
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_from_min(x):
+    scale = abs(float(np.min(x))) / 448
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_from_range(x):
+    scale = float(np.max(x) - np.min(x)) / 448
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_from_std(x):
+    scale = 3 * float(np.std(x)) / 448  # "3 sigma covers almost everything"
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_from_std_saturating(x):
+    scale = 4 * float(np.std(x)) / 448
+    return np.clip(x / scale, -448, 448).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_e5m2_max(x):
+    scale = float(np.max(np.abs(x))) / 57344
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_240(x):
+    scale = float(np.max(np.abs(x))) / 240
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_safety_margin(x):
+    scale = float(np.max(np.abs(x))) / 400
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_inverted(x):
+    multiplier = 448 / float(np.max(np.abs(x)))
+    return (x * multiplier).astype(ml_dtypes.float8_e4m3fn), multiplier
+
+
 def quantise_to_fp16(x):
     scale = float(np.max(np.abs(x))) / 448
     return (x / scale).astype(np.float16), scale
+
+
+def quantise_float64(x):
+    scale = float(np.max(np.abs(x))) / 448
+    return x.astype(np.float64) / scale, scale
+
+
+def quantise_to_a_list(x):
+    scale = float(np.max(np.abs(x))) / 448
+    return [ml_dtypes.float8_e4m3fn(v / scale) for v in x], scale
+
+
+def quantise_other_e4m3(x):
+    scale = float(np.max(np.abs(x))) / 240
+    return (x / scale).astype(ml_dtypes.float8_e4m3fnuz), scale
+
+
+def quantise_scale_per_element(x):
+    scale = np.full(x.shape, float(np.max(np.abs(x))) / 448)
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_scale_keepdims(x):
+    scale = np.max(np.abs(x), keepdims=True) / 448
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_scale_as_string(x):
+    q, scale = quantise_right(x)
+    return q, f"{scale:.6g}"
+
+
+def quantise_half_scale(x):
+    scale = np.float16(np.max(np.abs(x)) / 448)
+    return (x / np.float32(scale)).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_flat(x):
+    q, scale = quantise_right(x)
+    return q[:-1], scale
 
 
 def quantise_drops_the_scale(x):
@@ -241,23 +422,60 @@ def quantise_crashes(x):
     return x / undefined_name  # noqa: F821
 
 
-@pytest.mark.parametrize("function, status, words", [
-    (quantise_right, "passed", "whole E4M3 range"),
-    (quantise_power_of_two, "passed", "whole E4M3 range"),
-    (quantise_unscaled, "failed", "NaN"),
-    (quantise_multiplies, "failed", "multiply by the scale instead of dividing"),
-    (quantise_wastes_range, "failed", "less than half"),
-    (quantise_clips, "failed", "beyond 448"),
-    (quantise_to_fp16, "failed", "not float8_e4m3fn"),
-    (quantise_drops_the_scale, "failed", "not a pair"),
-    (quantise_stub, "not attempted", "NotImplementedError"),
-    (quantise_crashes, "failed", "NameError"),
+@pytest.mark.parametrize("seed", [31, 32, 33, 34])
+@pytest.mark.parametrize("function", [quantise_right, quantise_float32_scale,
+                                      quantise_power_of_two])
+def test_check_quantise_fp8_accepts_right_answers(function, seed):
+    result = ch04.check_quantise_fp8(function, seed=seed, show=False)
+    assert result.passed, result.message
+    assert "whole E4M3 range" in result.message
+
+
+@pytest.mark.parametrize("function, status, words, hint_words", [
+    (quantise_unscaled, "failed", "maps max|x| to", "np.max(np.abs(x))"),
+    (quantise_multiplies, "failed", "multiply by the scale instead of dividing", "x / scale"),
+    (quantise_wastes_range, "failed", "less than half", "448"),
+    (quantise_clips, "failed", "beyond E4M3's largest value", "448"),
+    (quantise_from_max, "failed", "It is max(x) / 448", "absolute maximum"),
+    (quantise_from_min, "failed", "It is |min(x)| / 448", "absolute maximum"),
+    (quantise_from_range, "failed", "the range", "absolute maximum"),
+    (quantise_from_std, "failed", "3 x the standard deviation", "absolute maximum"),
+    (quantise_from_std_saturating, "failed", "4 x the standard deviation", "absolute maximum"),
+    (quantise_e5m2_max, "failed", "E5M2's largest value", "448"),
+    (quantise_240, "failed", "other E4M3 variants", "448"),
+    (quantise_safety_margin, "failed", "maps max|x| to 400, not to E4M3's largest value", "448"),
+    (quantise_inverted, "failed", "the wrong way round", "max|x| / 448"),
+    (quantise_to_fp16, "failed", "float16 array", "float8_e4m3fn"),
+    (quantise_float64, "failed", "float64 array", "float8_e4m3fn"),
+    (quantise_to_a_list, "failed", "q is a list", "no Python loop"),
+    (quantise_other_e4m3, "failed", "float8_e4m3fnuz", "float8_e4m3fn"),
+    (quantise_scale_per_element, "failed", "scale is an array of shape", "one number"),
+    (quantise_scale_keepdims, "failed", "shape (1,)", "one number"),
+    (quantise_scale_as_string, "failed", "(a str), not a number", "one number"),
+    (quantise_half_scale, "failed", "float16", "Python float"),
+    (quantise_flat, "failed", "q has shape", "keeping its shape"),
+    (quantise_drops_the_scale, "failed", "not a pair", "return q, scale"),
+    (quantise_stub, "not attempted", "NotImplementedError", "largest magnitude"),
+    (quantise_crashes, "failed", "NameError", "read the error"),
 ])
-def test_check_quantise_fp8(function, status, words):
+def test_check_quantise_fp8_names_the_mistake(function, status, words, hint_words):
     result = ch04.check_quantise_fp8(function, seed=31, show=False)
     assert result.status == status, result.message
     assert words in result.message, result.message
-    assert status == "passed" or result.hint
+    assert hint_words in result.hint, result.hint
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_outlier_trial_really_has_outliers_of_both_signs(seed):
+    trials = dict(ch04._quantise_trials(np.random.default_rng(seed)))
+    x = trials["activations with outliers"].astype(np.float64)
+    amax, spread = np.max(np.abs(x)), np.std(x)
+    assert x[np.argmax(np.abs(x))] < 0  # the largest magnitude is negative ...
+    assert 0 < np.max(x) <= 0.6 * amax  # ... and the largest positive value much smaller
+    assert amax > 8 * spread  # far beyond what a few standard deviations cover
+    assert np.sum(np.abs(x) > 10 * np.median(np.abs(x))) >= 3  # several outliers, not one
+    gradients = trials["tiny gradients"]
+    assert gradients[np.argmax(np.abs(gradients))] > 0 and np.min(gradients) < 0
 
 
 def test_a_check_prints_its_result(capsys):

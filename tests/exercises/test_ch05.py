@@ -1,6 +1,9 @@
-"""Chapter 05's checks (fused bias + ReLU, the traffic napkin math) against a right answer, the
-stub and the typical wrong answers: each wrong one must fail with a hint a learner can act on,
-the stub must say "not attempted", and no check may raise."""
+"""Chapter 05's checks (the traffic napkin math, fused bias + activation, the stable softmax
+with cross-entropy) against right answers over several seeds, the stub and the wrong answers a
+learner writes: each wrong one must fail with the hint that names its mistake, the stub must
+say "not attempted", and no check may raise."""
+
+import math
 
 import pytest
 from numba import cuda
@@ -8,13 +11,86 @@ from numba import cuda
 from gpulab.exercises import ch05
 from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED
 
-SEEDS = [3, 11]
+SEEDS = [3, 11, 12]
+IDENTITY, RELU, TANH = ch05.IDENTITY, ch05.RELU, ch05.TANH
 
-# --- chapter 05: fused bias + ReLU -------------------------------------------------------------
+# --- fused bias + activation --------------------------------------------------------------------
 
 
 @cuda.jit
-def bias_relu(Z, b, out):
+def bias_activation(Z, b, act, out):
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        if act == RELU:
+            out[r, c] = z if z > 0 else 0
+        elif act == TANH:
+            out[r, c] = math.tanh(z)
+        else:
+            out[r, c] = z
+
+
+@cuda.jit
+def bias_activation_stub(Z, b, act, out):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+@cuda.jit
+def no_guard(Z, b, act, out):
+    c, r = cuda.grid(2)
+    z = Z[r, c] + b[c]
+    out[r, c] = z if z > 0 else 0
+
+
+@cuda.jit
+def guard_less_equal(Z, b, act, out):
+    c, r = cuda.grid(2)
+    if r <= Z.shape[0] and c <= Z.shape[1]:
+        z = Z[r, c] + b[c]
+        out[r, c] = z if z > 0 else 0
+
+
+@cuda.jit
+def guard_one_short(Z, b, act, out):
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] - 1 and c < Z.shape[1] - 1:
+        z = Z[r, c] + b[c]
+        out[r, c] = z if z > 0 else 0
+
+
+@cuda.jit
+def swapped_grid(Z, b, act, out):
+    r, c = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        out[r, c] = z if z > 0 else 0
+
+
+@cuda.jit
+def swapped_index(Z, b, act, out):
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[c, r] + b[c]
+        out[r, c] = z if z > 0 else 0
+
+
+@cuda.jit
+def no_bias(Z, b, act, out):
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        out[r, c] = Z[r, c] if Z[r, c] > 0 else 0
+
+
+@cuda.jit
+def act_ignored_identity(Z, b, act, out):
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        out[r, c] = Z[r, c] + b[c]
+
+
+@cuda.jit
+def always_relu(Z, b, act, out):
     c, r = cuda.grid(2)
     if r < Z.shape[0] and c < Z.shape[1]:
         z = Z[r, c] + b[c]
@@ -22,34 +98,26 @@ def bias_relu(Z, b, out):
 
 
 @cuda.jit
-def bias_relu_stub(Z, b, out):
-    # YOUR CODE HERE
-    raise NotImplementedError()
-
-
-@cuda.jit
-def bias_relu_no_guard(Z, b, out):
-    c, r = cuda.grid(2)
-    z = Z[r, c] + b[c]
-    out[r, c] = z if z > 0 else 0
-
-
-@cuda.jit
-def bias_relu_no_bias(Z, b, out):
+def relu_and_identity_only(Z, b, act, out):
     c, r = cuda.grid(2)
     if r < Z.shape[0] and c < Z.shape[1]:
-        out[r, c] = Z[r, c] if Z[r, c] > 0 else 0
+        z = Z[r, c] + b[c]
+        if act == RELU:
+            out[r, c] = z if z > 0 else 0
+        else:
+            out[r, c] = z
 
 
 @cuda.jit
-def bias_relu_no_relu(Z, b, out):
+def bias_by_row(Z, b, act, out):
     c, r = cuda.grid(2)
     if r < Z.shape[0] and c < Z.shape[1]:
-        out[r, c] = Z[r, c] + b[c]
+        z = Z[r, c] + b[r % b.shape[0]]
+        out[r, c] = z if z > 0 else 0
 
 
 @cuda.jit
-def bias_relu_thread_index(Z, b, out):
+def thread_index_only(Z, b, act, out):
     c, r = cuda.threadIdx.x, cuda.threadIdx.y
     if r < Z.shape[0] and c < Z.shape[1]:
         z = Z[r, c] + b[c]
@@ -57,7 +125,24 @@ def bias_relu_thread_index(Z, b, out):
 
 
 @cuda.jit
-def bias_relu_list(Z, b, out):
+def hard_coded_block(Z, b, act, out):
+    r = cuda.blockIdx.y * 8 + cuda.threadIdx.y
+    c = cuda.blockIdx.x * 8 + cuda.threadIdx.x
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        out[r, c] = z if z > 0 else 0
+
+
+@cuda.jit
+def in_place(Z, b, act, out):
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        Z[r, c] = Z[r, c] + b[c]
+        out[r, c] = Z[r, c] if Z[r, c] > 0 else 0
+
+
+@cuda.jit
+def uses_a_list(Z, b, act, out):
     c, r = cuda.grid(2)
     if r < Z.shape[0] and c < Z.shape[1]:
         values = [Z[r, c] + b[c], 0.0]
@@ -65,23 +150,40 @@ def bias_relu_list(Z, b, out):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_bias_relu_passes_a_right_kernel(seed):
-    assert ch05.check_bias_relu(bias_relu, seed=seed, show=False).status == PASSED
+def test_bias_activation_passes_a_right_kernel(seed):
+    result = ch05.check_bias_activation(bias_activation, seed=seed, show=False)
+    assert result.status == PASSED, result
+    assert "three" not in result.message and "tanh on" in result.message
 
 
 @pytest.mark.parametrize("kernel, status, words", [
-    (bias_relu_stub, NOT_ATTEMPTED, "cuda.grid(2)"),
-    (bias_relu_no_guard, FAILED, "guard both directions"),
-    (bias_relu_no_bias, FAILED, "add b[c] before the ReLU"),
-    (bias_relu_no_relu, FAILED, "keep only positive values"),
-    (bias_relu_thread_index, FAILED, "not `cuda.threadIdx` alone"),
-    (bias_relu_list, FAILED, "cuda.local.array"),
+    (bias_activation_stub, NOT_ATTEMPTED, "cuda.grid(2)"),
     (None, NOT_ATTEMPTED, "write the kernel"),
+    (no_guard, FAILED, "has no guard"),
+    (guard_less_equal, FAILED, "`<=` lets through"),
+    (guard_one_short, FAILED, "not `r < out.shape[0] - 1`"),
+    (swapped_grid, FAILED, "not `r, c = cuda.grid(2)`"),
+    (swapped_index, FAILED, "first in `Z[r, c]`"),
+    (no_bias, FAILED, "add b[c] before the activation"),
+    (act_ignored_identity, FAILED, "apply it to z = Z + b"),
+    (always_relu, FAILED, "read the code in act"),
+    (relu_and_identity_only, FAILED, "act = 3 asks for tanh"),
+    (bias_by_row, FAILED, "one bias per output column"),
+    (thread_index_only, FAILED, "not `cuda.threadIdx` alone"),
+    (hard_coded_block, FAILED, "hard-codes the block size"),
+    (in_place, FAILED, "wrote into its input Z"),
+    (uses_a_list, FAILED, "cuda.local.array"),
 ])
-def test_bias_relu_explains_mistakes(kernel, status, words):
-    result = ch05.check_bias_relu(kernel, seed=3, show=False)
-    assert result.status == status, result
-    assert words in result.message + result.hint, result
+def test_bias_activation_names_the_mistake(kernel, status, words):
+    for seed in (3, 4):
+        result = ch05.check_bias_activation(kernel, seed=seed, show=False)
+        assert result.status == status, result
+        assert words in result.message + result.hint, result
+        if status == FAILED:
+            assert f"seed={seed}" in result.message or result.seed == seed
+
+
+# --- napkin math --------------------------------------------------------------------------------
 
 
 def test_traffic():
@@ -91,10 +193,217 @@ def test_traffic():
     def values_not_bytes(M, N, fused, itemsize):
         return (2 if fused else 4) * M * N + N
 
+    def no_bias(M, N, fused, itemsize):
+        return itemsize * (2 if fused else 4) * M * N
+
     def stub(M, N, fused, itemsize):
         raise NotImplementedError()
 
-    assert ch05.check_traffic(right, show=False).passed
+    for seed in SEEDS:
+        assert ch05.check_traffic(right, seed=seed, show=False).passed
     result = ch05.check_traffic(values_not_bytes, seed=1, show=False)
     assert result.status == FAILED and "itemsize" in result.hint
+    result = ch05.check_traffic(no_bias, seed=1, show=False)
+    assert result.status == FAILED and "b is missing" in result.hint
     assert ch05.check_traffic(stub, show=False).status == NOT_ATTEMPTED
+
+
+# --- stable softmax with cross-entropy ----------------------------------------------------------
+
+
+@cuda.jit
+def softmax(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def softmax_stub(logits, labels, probs, losses):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+@cuda.jit
+def unstable(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c])
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c]) / total
+        losses[r] = -math.log(probs[r, labels[r]])
+
+
+@cuda.jit
+def max_from_zero(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = 0.0
+        for c in range(logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def subtract_first(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def loss_from_log_p(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = -math.log(probs[r, labels[r]])
+
+
+@cuda.jit
+def not_normalised(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+            probs[r, c] = math.exp(logits[r, c] - m)
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def loss_without_m(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) - logits[r, labels[r]]
+
+
+@cuda.jit
+def guard_on_classes(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[1]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def softmax_no_guard(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    m = logits[r, 0]
+    for c in range(1, logits.shape[1]):
+        m = max(m, logits[r, c])
+    total = 0.0
+    for c in range(logits.shape[1]):
+        total += math.exp(logits[r, c] - m)
+    for c in range(logits.shape[1]):
+        probs[r, c] = math.exp(logits[r, c] - m) / total
+    losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def exp_in_place(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        z_label = logits[r, labels[r]]
+        total = 0.0
+        for c in range(logits.shape[1]):
+            logits[r, c] = math.exp(logits[r, c] - m)
+            total += logits[r, c]
+        for c in range(logits.shape[1]):
+            probs[r, c] = logits[r, c] / total
+        losses[r] = math.log(total) + m - z_label
+
+
+@cuda.jit
+def labels_ignored(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, 0]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_softmax_passes_the_stable_kernel(seed):
+    result = ch05.check_softmax_cross_entropy(softmax, seed=seed, show=False)
+    assert result.status == PASSED, result
+
+
+@pytest.mark.parametrize("kernel, status, words", [
+    (softmax_stub, NOT_ATTEMPTED, "one thread per row"),
+    (unstable, FAILED, "subtract the row's largest logit m first"),
+    (max_from_zero, FAILED, "not from 0"),
+    (subtract_first, FAILED, "subtract the row's *largest* logit"),
+    (loss_from_log_p, FAILED, "log-sum-exp"),
+    (not_normalised, FAILED, "do not add up to 1"),
+    (loss_without_m, FAILED, "m is missing"),
+    (guard_on_classes, FAILED, "not `logits.shape[1]`"),
+    (softmax_no_guard, FAILED, "guard the rows"),
+    (exp_in_place, FAILED, "wrote into its input logits"),
+    (labels_ignored, FAILED, "use the row's label"),
+])
+def test_softmax_names_the_mistake(kernel, status, words):
+    for seed in (5, 6):
+        result = ch05.check_softmax_cross_entropy(kernel, seed=seed, show=False)
+        assert result.status == status, result
+        assert words in result.message + result.hint, result
+
+
+def test_the_unstable_softmax_fails_on_large_logits_in_float64_too():
+    result = ch05.check_softmax_cross_entropy(unstable, seed=1, dtype="float64", show=False)
+    assert result.status == FAILED and "1000" in result.message, result
+    assert ch05.check_softmax_cross_entropy(softmax, seed=1, dtype="float64", show=False).passed

@@ -1,57 +1,359 @@
-"""Chapter 07's checks (SGD with momentum, mini-batches) against a right answer, the stub
-and the typical wrong answers."""
+"""Chapter 07's checks (the loss gradient, the Adam update, mini-batches, your kernels training
+the network) against a right answer over several seeds, the stub, and the wrong-but-plausible
+answers learners write."""
+
+import math
 
 import numpy as np
 import pytest
 from numba import cuda
 
+from gpulab import reference
 from gpulab.exercises import ch07
 from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED
+from gpulab.kernels import optim, softmax
 
-# --- chapter 07 ------------------------------------------------------------------------------
+
+def assert_result(result, status, words):
+    assert result.status == status, result
+    assert words in result.message + result.hint, result
+
+
+# --- exercise 1: the loss gradient ---------------------------------------------------------------
 
 
 @cuda.jit
-def sgd(param, grad, velocity, lr, momentum):
+def loss_gradient(probs, labels, scale, dlogits):
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == labels[r] else 0.0
+        dlogits[r, c] = (probs[r, c] - target) * scale
+
+
+@cuda.jit
+def loss_gradient_divides(probs, labels, scale, dlogits):  # 1 / batch from the shape: fine
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == labels[r] else 0.0
+        dlogits[r, c] = (probs[r, c] - target) / probs.shape[0]
+
+
+@cuda.jit
+def loss_gradient_summed(probs, labels, scale, dlogits):
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == labels[r] else 0.0
+        dlogits[r, c] = probs[r, c] - target
+
+
+@cuda.jit
+def loss_gradient_twice(probs, labels, scale, dlogits):
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == labels[r] else 0.0
+        dlogits[r, c] = (probs[r, c] - target) * scale / probs.shape[0]
+
+
+@cuda.jit
+def loss_gradient_by_classes(probs, labels, scale, dlogits):
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == labels[r] else 0.0
+        dlogits[r, c] = (probs[r, c] - target) / probs.shape[1]
+
+
+@cuda.jit
+def loss_gradient_no_target(probs, labels, scale, dlogits):
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        dlogits[r, c] = probs[r, c] * scale
+
+
+@cuda.jit
+def loss_gradient_reversed(probs, labels, scale, dlogits):
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == labels[r] else 0.0
+        dlogits[r, c] = (target - probs[r, c]) * scale
+
+
+@cuda.jit
+def loss_gradient_minus_one(probs, labels, scale, dlogits):
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        dlogits[r, c] = (probs[r, c] - 1.0) * scale
+
+
+@cuda.jit
+def loss_gradient_no_guard(probs, labels, scale, dlogits):
+    c, r = cuda.grid(2)
+    target = 1.0 if c == labels[r] else 0.0
+    dlogits[r, c] = (probs[r, c] - target) * scale
+
+
+@cuda.jit
+def loss_gradient_swapped(probs, labels, scale, dlogits):
+    r, c = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == labels[r] else 0.0
+        dlogits[r, c] = (probs[r, c] - target) * scale
+
+
+@cuda.jit
+def loss_gradient_block_8(probs, labels, scale, dlogits):
+    c = cuda.blockIdx.x * 8 + cuda.threadIdx.x
+    r = cuda.blockIdx.y * 8 + cuda.threadIdx.y
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == labels[r] else 0.0
+        dlogits[r, c] = (probs[r, c] - target) * scale
+
+
+@cuda.jit
+def loss_gradient_in_place(probs, labels, scale, dlogits):
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        if c == labels[r]:
+            probs[r, c] -= 1.0
+        dlogits[r, c] = probs[r, c] * scale
+
+
+@cuda.jit
+def loss_gradient_stub(probs, labels, scale, dlogits):
+    raise NotImplementedError()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_loss_gradient_passes_over_seeds(seed):
+    assert_result(ch07.check_loss_gradient(loss_gradient, seed=seed, show=False), PASSED,
+                  "every element of dlogits is right")
+
+
+@pytest.mark.parametrize("kernel, status, words", [
+    (loss_gradient_divides, PASSED, "right"),
+    (loss_gradient_summed, FAILED, "SUMMED loss"),
+    (loss_gradient_twice, FAILED, "divided by the batch twice"),
+    (loss_gradient_by_classes, FAILED, "number of classes"),
+    (loss_gradient_no_target, FAILED, "one-hot target is missing"),
+    (loss_gradient_reversed, FAILED, "sign reversed"),
+    (loss_gradient_minus_one, FAILED, "in every column"),
+    (loss_gradient_no_guard, FAILED, "probs.shape[1]"),
+    (loss_gradient_swapped, FAILED, "rows and columns swapped"),
+    (loss_gradient_block_8, FAILED, "hard-codes the block size"),
+    (loss_gradient_in_place, FAILED, "changed its input probs"),
+    (loss_gradient_stub, NOT_ATTEMPTED, "NotImplementedError"),
+])
+def test_loss_gradient_diagnoses(kernel, status, words):
+    assert_result(ch07.check_loss_gradient(kernel, seed=5, show=False), status, words)
+
+
+def test_gpulabs_loss_gradient_passes():
+    assert ch07.check_loss_gradient(softmax.softmax_cross_entropy_backward, seed=4, show=False)
+
+
+# --- exercise 2: Adam ---------------------------------------------------------------------------
+
+
+@cuda.jit
+def adam(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2, weight_decay):
     i = cuda.grid(1)
     if i < param.shape[0]:
-        v = momentum * velocity[i] + grad[i]
-        velocity[i] = v
-        param[i] -= lr * v
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] -= lr * (m[i] / correction1) / (math.sqrt(v[i] / correction2) + eps)
 
 
 @cuda.jit
-def sgd_plain(param, grad, velocity, lr, momentum):
+def adam_efficient(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                   weight_decay):  # the same algebra in another order: accepted
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        mi = beta1 * m[i] + (1 - beta1) * g
+        vi = beta2 * v[i] + (1 - beta2) * g * g
+        m[i] = mi
+        v[i] = vi
+        step = (lr / correction1) * mi
+        param[i] = param[i] - step / (math.sqrt(vi) / math.sqrt(correction2) + eps)
+
+
+@cuda.jit
+def adam_no_correction(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                       weight_decay):
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] -= lr * m[i] / (math.sqrt(v[i]) + eps)
+
+
+@cuda.jit
+def adam_step_one(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                  weight_decay):
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] -= lr * (m[i] / (1 - beta1)) / (math.sqrt(v[i] / (1 - beta2)) + eps)
+
+
+@cuda.jit
+def adam_wrong_order(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                     weight_decay):
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        param[i] -= lr * (m[i] / correction1) / (math.sqrt(v[i] / correction2) + eps)
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+
+
+@cuda.jit
+def adam_stores_corrected(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                          weight_decay):
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = (beta1 * m[i] + (1 - beta1) * g) / correction1
+        v[i] = (beta2 * v[i] + (1 - beta2) * g * g) / correction2
+        param[i] -= lr * m[i] / (math.sqrt(v[i]) + eps)
+
+
+@cuda.jit
+def adam_unstored(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                  weight_decay):
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        mi = beta1 * m[i] + (1 - beta1) * g
+        vi = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] -= lr * (mi / correction1) / (math.sqrt(vi / correction2) + eps)
+
+
+@cuda.jit
+def adam_eps_inside(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                    weight_decay):
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] -= lr * (m[i] / correction1) / math.sqrt(v[i] / correction2 + eps)
+
+
+@cuda.jit
+def adam_no_weight_decay(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                         weight_decay):
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] -= lr * (m[i] / correction1) / (math.sqrt(v[i] / correction2) + eps)
+
+
+@cuda.jit
+def adam_not_squared(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                     weight_decay):
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g
+        param[i] -= lr * (m[i] / correction1) / (math.sqrt(v[i] / correction2) + eps)
+
+
+@cuda.jit
+def adam_plus(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2, weight_decay):
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] += lr * (m[i] / correction1) / (math.sqrt(v[i] / correction2) + eps)
+
+
+@cuda.jit
+def adam_no_guard(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                  weight_decay):
+    i = cuda.grid(1)
+    g = grad[i] + weight_decay * param[i]
+    m[i] = beta1 * m[i] + (1 - beta1) * g
+    v[i] = beta2 * v[i] + (1 - beta2) * g * g
+    param[i] -= lr * (m[i] / correction1) / (math.sqrt(v[i] / correction2) + eps)
+
+
+@cuda.jit
+def adam_thread_index(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                      weight_decay):
+    i = cuda.threadIdx.x
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] -= lr * (m[i] / correction1) / (math.sqrt(v[i] / correction2) + eps)
+
+
+@cuda.jit
+def adam_five(param, grad, m, v, lr):
     i = cuda.grid(1)
     if i < param.shape[0]:
         param[i] -= lr * grad[i]
 
 
-@cuda.jit
-def sgd_unstored(param, grad, velocity, lr, momentum):
-    i = cuda.grid(1)
-    if i < param.shape[0]:
-        param[i] -= lr * (momentum * velocity[i] + grad[i])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("kernel", [adam, adam_efficient, optim.adam_update])
+def test_adam_passes_over_seeds(kernel, seed):
+    assert_result(ch07.check_adam(kernel, seed=seed, show=False), PASSED,
+                  "param, m and v are right after 3 steps")
 
 
-@cuda.jit
-def sgd_no_guard(param, grad, velocity, lr, momentum):
-    i = cuda.grid(1)
-    v = momentum * velocity[i] + grad[i]
-    velocity[i] = v
-    param[i] -= lr * v
-
-
-@pytest.mark.parametrize("kernel, status, words", [
-    (sgd, PASSED, "right after two steps"),
-    (sgd_plain, FAILED, "velocity is not used"),
-    (sgd_unstored, FAILED, "write the new velocity back"),
-    (sgd_no_guard, FAILED, "guard"),
+@pytest.mark.parametrize("kernel, words", [
+    (adam_no_correction, "without the bias correction"),
+    (adam_step_one, "stays at step 1"),
+    (adam_wrong_order, "last step's m and v"),
+    (adam_stores_corrected, "stored bias-corrected"),
+    (adam_unstored, "never written back"),
+    (adam_eps_inside, "inside the square root"),
+    (adam_no_weight_decay, "weight_decay ignored"),
+    (adam_not_squared, "square root of a negative"),
+    (adam_plus, "up the gradient"),
+    (adam_no_guard, "guard"),
+    (adam_thread_index, "cuda.grid(1)"),
+    (adam_five, "takes 11"),
 ])
-def test_sgd_momentum(kernel, status, words):
-    result = ch07.check_sgd_momentum(kernel, seed=6, show=False)
-    assert result.status == status, result
-    assert words in result.message + result.hint, result
+def test_adam_diagnoses(kernel, words):
+    assert_result(ch07.check_adam(kernel, seed=7, show=False), FAILED, words)
+
+
+def test_adam_stub_is_not_attempted():
+    @cuda.jit
+    def stub(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2, weight_decay):
+        raise NotImplementedError()
+
+    assert ch07.check_adam(stub, show=False).status == NOT_ATTEMPTED
+
+
+def test_the_checks_model_of_adam_is_the_reference():
+    rng = np.random.default_rng(0)
+    p, grads = rng.uniform(-1, 1, 50), [rng.uniform(-1, 1, 50) for _ in range(3)]
+    settings = (0.05, 0.8, 0.98, 1e-3, 0.1)
+    want_p, want_m, want_v = p, np.zeros(50), np.zeros(50)
+    for step, g in enumerate(grads, start=1):
+        want_p, want_m, want_v = reference.adam_update(want_p, g, want_m, want_v, step,
+                                                       *settings)
+    got = ch07._adam_steps(p, grads, np.zeros(50), np.zeros(50), *settings)
+    for a, b in zip(got, (want_p, want_m, want_v), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    # every mistake the check names gives a different answer from the right one
+    for mistake in ch07.ADAM_MISTAKES:
+        wrong = ch07._adam_steps(p, grads, np.zeros(50), np.zeros(50), *settings, mistake)[0]
+        assert not np.allclose(wrong, want_p, **ch07.ADAM_TOLERANCE), mistake
+
+
+# --- exercise 3: mini-batches -------------------------------------------------------------------
 
 
 def minibatches(n, batch_size, rng):
@@ -59,23 +361,120 @@ def minibatches(n, batch_size, rng):
     return [order[s:s + batch_size] for s in range(0, n, batch_size)]
 
 
+def within_batches(n, batch_size, rng):
+    return [rng.permutation(np.arange(s, min(s + batch_size, n)))
+            for s in range(0, n, batch_size)]
+
+
+def between_batches(n, batch_size, rng):
+    batches = [np.arange(s, min(s + batch_size, n)) for s in range(0, n, batch_size)]
+    return [batches[k] for k in rng.permutation(len(batches))]
+
+
+def both_but_separately(n, batch_size, rng):
+    return [rng.permutation(b) for b in between_batches(n, batch_size, rng)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_minibatches_passes_over_seeds(seed):
+    assert ch07.check_minibatches(minibatches, seed=seed, show=False).passed
+
+
 @pytest.mark.parametrize("function, status, words", [
-    (minibatches, PASSED, "every sample once"),
     (lambda n, b, rng: [rng.permutation(n)[s:s + b] for s in range(0, n - n % b, b)], FAILED,
      "last, partial batch"),
     (lambda n, b, rng: [np.arange(n)[s:s + b] for s in range(0, n, b)], FAILED, "stored order"),
+    (within_batches, FAILED, "shuffled only inside each batch"),
+    (between_batches, FAILED, "shuffled as wholes"),
+    (both_but_separately, FAILED, "neighbouring samples"),
     (lambda n, b, rng: minibatches(n, b, np.random.default_rng()), FAILED, "same seed"),
+    (lambda n, b, rng: minibatches(n, b, np.random.default_rng(0)), FAILED,
+     "two different generators"),
     (lambda n, b, rng: [rng.integers(0, n, b) for _ in range(0, n, b)], FAILED,
-     "missing or repeated"),
+     "with replacement"),
+    (lambda n, b, rng: None, FAILED, "returned None"),
+    (lambda n, b, rng: rng.permutation(n), FAILED, "one array of"),
+    (lambda n, b, rng: len(minibatches(n, b, rng)), FAILED, "returned an int"),
+    (lambda n, b, rng: [x.astype(float) for x in minibatches(n, b, rng)], FAILED,
+     "whole-number sample indices"),
+    (lambda n, b, rng: [x - 1 for x in minibatches(n, b, rng)], FAILED, "outside 0.."),
+    (lambda n, b, rng: [list(x) for x in minibatches(n, b, rng)], PASSED, "every sample once"),
 ])
-def test_minibatches(function, status, words):
-    result = ch07.check_minibatches(function, seed=8, show=False)
-    assert result.status == status, result
-    assert words in result.message + result.hint, result
+def test_minibatches_diagnoses(function, status, words):
+    assert_result(ch07.check_minibatches(function, seed=8, show=False), status, words)
 
 
-def test_the_stub_is_not_attempted():
+def test_minibatch_stub_is_not_attempted():
     def stub(*args):
         raise NotImplementedError()
 
     assert ch07.check_minibatches(stub, show=False).status == NOT_ATTEMPTED
+
+
+# --- your kernels train the network ---------------------------------------------------------------
+
+FAST = {"steps": 2, "batch_size": 4, "widths": (64, 8, 10)}
+
+
+def test_training_with_the_solutions_matches_gpulab_and_passes():
+    run = ch07.train_with_your_kernels({"softmax_cross_entropy_backward": loss_gradient,
+                                        "adam_update": adam, "bias_activation": None},
+                                       show=False, **FAST)
+    assert run.yours == ["softmax_cross_entropy_backward", "adam_update"]
+    assert run.origins["bias_activation"] == "gpulab's"
+    assert run.origins["adam_update"] == "yours (adam)"
+    assert run.matches and run.loss_fell, run.report()
+    result = ch07.check_training(run, show=False)
+    assert result.passed, result
+    assert "matched gpulab's kernels to rounding" in result.message
+    assert "yours (loss_gradient)" in run.report() and "held-out digits: loss" in run.report()
+
+
+def test_training_with_stubs_falls_back_to_gpulab_and_is_not_attempted():
+    run = ch07.train_with_your_kernels({"softmax_cross_entropy_backward": loss_gradient_stub,
+                                        "adam_update": None}, show=False, **FAST)
+    assert run.yours == [] and run.matches
+    assert any("not written yet" in note for note in run.notes)
+    assert ch07.check_training(run, show=False).status == NOT_ATTEMPTED
+
+
+def test_a_learner_bug_is_caught_step_for_step_and_blamed_on_the_update():
+    run = ch07.train_with_your_kernels({"softmax_cross_entropy_backward": loss_gradient,
+                                        "adam_update": adam_step_one}, show=False, **FAST)
+    assert not run.matches
+    result = ch07.check_training(run, show=False)
+    assert_result(result, FAILED, "after step 2")
+    assert "backward pass or the update" in result.message and "adam_update" in result.hint
+
+
+def test_a_wrong_forward_kernel_is_blamed_on_the_forward_pass():
+    @cuda.jit
+    def relu_always(Z, b, act, A):  # ignores act: ReLU on the logits too
+        c, r = cuda.grid(2)
+        if r < Z.shape[0] and c < Z.shape[1]:
+            z = Z[r, c] + b[c]
+            A[r, c] = z if z > 0 else 0.0
+
+    run = ch07.train_with_your_kernels({"softmax_cross_entropy_backward": loss_gradient,
+                                        "adam_update": adam, "bias_activation": relu_always},
+                                       show=False, **FAST)
+    result = ch07.check_training(run, show=False)
+    assert_result(result, FAILED, "the forward pass differs")
+    assert "bias_activation" in result.hint
+
+
+def test_a_crashing_kernel_stops_training_with_its_name():
+    run = ch07.train_with_your_kernels({"softmax_cross_entropy_backward": loss_gradient_no_guard,
+                                        "adam_update": adam}, show=False, **FAST)
+    assert "loss_gradient_no_guard" in run.error
+    assert_result(ch07.check_training(run, show=False), FAILED, "training stopped")
+
+
+def test_a_refused_kernel_is_reported_and_training_goes_on():
+    run = ch07.train_with_your_kernels({"adam": adam, "softmax_cross_entropy_backward": adam},
+                                       show=False, **FAST)
+    assert run.yours == [] and len(run.notes) == 2
+    assert "refused" in run.notes[0] and "not a kernel the network launches" in run.notes[0]
+    assert "takes 11 parameters" in run.notes[1]
+    assert "settings" in str(pytest.raises(TypeError, ch07.train_with_your_kernels, {},
+                                           epochs=3).value)

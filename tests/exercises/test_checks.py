@@ -277,3 +277,382 @@ def test_run_elementwise_pads_the_arrays_and_passes_scalars_through():
     out = checks.run_elementwise(scale_and_multiply, trial, np.float32(3), x, y)
     assert out.shape == (trial.n,)
     np.testing.assert_allclose(out, 3 * x * y, rtol=1e-6)
+
+
+# --- compiled for a real GPU, as the ptx tier does ------------------------------------------------
+
+HAS_TOOLKIT = checks.toolkit.installed_version() is not None and not (
+    checks.toolkit.unavailable_reason())
+NEEDS_TOOLKIT = pytest.mark.skipif(not HAS_TOOLKIT, reason="no CUDA toolkit wheels here")
+SIZE = 4
+
+
+@cuda.jit
+def copy_with_numpy_scratch(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        scratch = np.zeros(SIZE)  # noqa: F841 - simulator-only on purpose
+        out[i] = x[i]
+
+
+@cuda.jit
+def copy_with_percent_print(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        print("i = %d" % i)  # noqa: UP031 - the simulator-only code under test
+        out[i] = x[i]
+
+
+@cuda.jit
+def copy_with_fstring_print(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        print(f"i = {i}")
+        out[i] = x[i]
+
+
+@cuda.jit
+def copy_with_generator(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = sum(x[i] for _ in range(1))
+
+
+@cuda.jit
+def copy_through_a_runtime_sized_shared_array(x, out):
+    buffer = cuda.shared.array(x.shape[0], np.float32)
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        buffer[cuda.threadIdx.x] = x[i]
+        out[i] = buffer[cuda.threadIdx.x]
+
+
+@cuda.jit
+def copy_whole_array_into_one_element(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = x
+
+
+def plain_helper(value):
+    return value
+
+
+@cuda.jit
+def copy_through_a_plain_function(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = plain_helper(x[i])
+
+
+@cuda.jit(device=True)
+def device_helper(value):
+    return value
+
+
+@cuda.jit
+def copy_through_a_device_function(x, out):
+    shared = cuda.shared.array(SIZE, np.float32)
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        shared[0] = device_helper(x[i])
+        out[i] = shared[0]
+
+
+COPY_TYPES = ["float32[:]", "float32[:]"]
+
+
+@NEEDS_TOOLKIT
+@pytest.mark.parametrize(("kernel", "said", "hint"), [
+    (copy_with_numpy_scratch, "zeros", "NumPy"),
+    (copy_with_percent_print, "mod", "print('i =', i)"),
+    (copy_with_fstring_print, "str", "f-strings"),
+    (copy_with_generator, "yield", "generator"),
+    (copy_through_a_runtime_sized_shared_array, "array", "constant"),
+    (copy_whole_array_into_one_element, "setitem", "wrong types"),
+    (copy_through_a_plain_function, "plain_helper", "@cuda.jit(device=True)"),
+])
+def test_what_would_not_compile_for_a_gpu_is_named_with_its_cause(kernel, said, hint):
+    error = checks.compile_for_gpu(kernel, COPY_TYPES)
+    assert error is not None
+    message, advice = checks.compiler_message(error)
+    assert said in message and hint in advice
+    assert "Failed in" not in message.split(" at ")[0]
+
+
+@NEEDS_TOOLKIT
+def test_what_compiles_for_a_gpu_is_accepted_once_and_remembered():
+    import time
+
+    assert checks.compile_for_gpu(copy_through_a_device_function, COPY_TYPES) is None
+    assert checks.compile_for_gpu(copy_unguarded, [np.zeros(3, np.float32)] * 2) is None
+    started = time.perf_counter()
+    assert checks.compile_for_gpu(copy_unguarded, "(float32[:], float32[:])") is None
+    assert time.perf_counter() - started < 0.5  # cached: no second compiler process
+    text = "def k(x, out):\n    out[0] = x[0] + math.sqrt(2.0)\n"
+    assert checks.compile_for_gpu(text, COPY_TYPES) is None
+
+
+@NEEDS_TOOLKIT
+def test_the_compiler_process_is_started_again_when_it_has_stopped(monkeypatch):
+    monkeypatch.setattr(checks, "_COMPILED", {})
+    assert checks.compile_for_gpu(copy_unguarded, COPY_TYPES) is None
+    checks._COMPILER.stop()  # e.g. killed
+    monkeypatch.setattr(checks, "_COMPILED", {})
+    assert checks.compile_for_gpu(copy_with_generator, COPY_TYPES) is not None
+
+
+@SIM_ONLY
+@NEEDS_TOOLKIT
+def test_a_check_rejects_a_kernel_that_runs_only_in_the_simulator():
+    def body(seed):
+        trial = checks.Trial.draw("check_demo", seed, 32, np.float32)
+        x = trial.uniform(-1, 1)
+        checks.run_elementwise(copy_with_percent_print, trial, x)
+        return "ran"
+
+    result = checks.run_check("demo", body, seed=1, show=False)
+    assert result.status == checks.FAILED
+    assert "does not compile for a real GPU (sm_75)" in result.message
+    assert "print('i =', i)" in result.hint
+    assert result.trace_call == ""  # a trace would not show the problem
+
+
+@SIM_ONLY
+def test_without_the_toolkit_the_compile_step_is_skipped_and_said(monkeypatch):
+    monkeypatch.setattr(checks.toolkit, "installed_version", lambda: None)
+    monkeypatch.setattr(checks, "_COMPILED", {})
+
+    def body(seed):
+        trial = checks.Trial.draw("check_demo", seed, 32, np.float32)
+        checks.run_elementwise(multiply, trial, trial.uniform(0, 1), trial.uniform(0, 1))
+        return "ran"
+
+    result = checks.run_check("demo", body, seed=1, show=False)
+    assert result.passed
+    assert any("not compiled for a real GPU" in note for note in result.notes)
+    assert "Note: your kernel was not compiled" in str(result)
+
+
+# --- barriers every thread reaches -------------------------------------------------------------
+
+
+@cuda.jit
+def barrier_inside_the_guard(x, out):
+    shared = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        shared[t] = x[i]
+        cuda.syncthreads()
+        out[i] = shared[63 - t]
+
+
+@cuda.jit
+def barrier_in_the_else(x, out):
+    shared = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    if t >= x.shape[0]:
+        shared[t] = 0
+    else:
+        shared[t] = x[t]
+        cuda.syncthreads()
+    out[t] = shared[0]
+
+
+@cuda.jit
+def barrier_in_a_thread_dependent_loop(x, out):
+    shared = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    shared[t] = x[t]
+    stride = t + 1
+    while stride < 64:
+        shared[t] += shared[(t + stride) % 64]
+        cuda.syncthreads()
+        stride *= 2
+    out[t] = shared[t]
+
+
+@cuda.jit
+def barrier_after_an_early_return(x, out):
+    shared = cuda.shared.array(64, np.float32)
+    i = cuda.grid(1)
+    if i >= x.shape[0]:
+        return
+    shared[cuda.threadIdx.x] = x[i]
+    cuda.syncthreads()
+    out[i] = shared[0]
+
+
+@cuda.jit
+def barrier_skipped_by_break(x, out):
+    shared = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    for step in range(6):
+        if t > step:
+            break
+        shared[t] = x[t]
+        cuda.syncthreads()
+    out[t] = shared[0]
+
+
+@cuda.jit
+def tree_with_uniform_barriers(x, out):
+    shared = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    shared[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            shared[t] += shared[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    for _ in range(3):
+        cuda.syncthreads()
+    if t == 0:
+        cuda.atomic.add(out, 0, shared[0])
+
+
+@pytest.mark.parametrize(("kernel", "words", "hint"), [
+    (barrier_inside_the_guard, "inside `if i < x.shape[0]:`", checks.BARRIER_HINT),
+    (barrier_in_the_else, "inside `if t >= x.shape[0]:`", checks.BARRIER_HINT),
+    (barrier_in_a_thread_dependent_loop, "depends on the thread", checks.BARRIER_LOOP_HINT),
+    (barrier_after_an_early_return, "leave before a barrier", checks.BARRIER_EXIT_HINT),
+    (barrier_skipped_by_break, "skip a barrier in the loop", checks.BARRIER_EXIT_HINT),
+])
+def test_a_barrier_that_some_threads_skip_is_rejected(kernel, words, hint):
+    with pytest.raises(checks.CheckFailedError) as failure:
+        checks.start_kernel(kernel, 2, "")
+    assert failure.value.message.startswith(checks.BARRIER_IN_BRANCH)
+    assert words in failure.value.message
+    assert failure.value.hint == hint
+
+
+def test_barriers_that_every_thread_reaches_are_accepted():
+    assert checks.barrier_problems(checks.kernel_source(tree_with_uniform_barriers, 2)) == []
+
+
+def test_no_gpulab_kernel_has_a_barrier_some_threads_skip():
+    import inspect
+    import textwrap
+
+    from gpulab.kernels.registry import DEVICE_FUNCTIONS, load_all
+
+    functions = [spec.python_function for spec in load_all().values()]
+    for function in [*functions, *DEVICE_FUNCTIONS.values()]:
+        source = textwrap.dedent(inspect.getsource(function))
+        tree = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef))
+        kernel = checks.KernelSource(function, source, tree)
+        assert checks.barrier_problems(kernel) == [], function.__name__
+
+
+# --- a kernel that never finishes fails the check -------------------------------------------------
+
+
+@cuda.jit
+def grid_stride_step_zero(x, out):
+    i = cuda.grid(1)
+    while i < x.shape[0]:
+        out[i] = x[i]
+        i += 0
+
+
+@cuda.jit
+def grid_stride_step_by_thread(x, out):
+    i = cuda.grid(1)
+    while i < x.shape[0]:
+        out[i] = x[i]
+        i += cuda.threadIdx.x
+
+
+@cuda.jit
+def spins_forever(x, out):
+    i = cuda.grid(1)
+    k = 1
+    while k > 0:
+        k = k + 0
+    out[i] = x[i]
+
+
+def _copy_check(kernel, seed=1):
+    def body(seed):
+        trial = checks.Trial.draw("check_demo", seed, 32, np.float32)
+        out = checks.run_elementwise(kernel, trial, trial.uniform(0, 1))
+        return f"ran, {out.size} elements"
+
+    return checks.run_check("demo", body, seed=seed, show=False)
+
+
+@SIM_ONLY
+@pytest.mark.parametrize("kernel", [grid_stride_step_zero, grid_stride_step_by_thread])
+def test_a_grid_stride_loop_with_a_wrong_step_fails_instead_of_hanging(kernel):
+    import time
+
+    started = time.perf_counter()
+    result = _copy_check(kernel)
+    assert result.status == checks.FAILED
+    assert result.message.startswith(checks.DID_NOT_FINISH)
+    assert result.hint == checks.DID_NOT_FINISH_HINT
+    assert result.trace_call == ""  # tracing it would stop the same way
+    assert time.perf_counter() - started < 40
+
+
+@SIM_ONLY
+def test_a_loop_without_array_accesses_fails_at_the_time_limit(monkeypatch):
+    monkeypatch.setitem(checks.TIME_LIMIT_S, "sim", 1.5)
+    result = _copy_check(spins_forever)
+    assert result.status == checks.FAILED and result.message.startswith(checks.DID_NOT_FINISH)
+    assert "more than 1.5 s" in result.message
+
+
+# --- a failure offers the trace -----------------------------------------------------------------
+
+
+@cuda.jit
+def copy_off_by_one(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0] - 1:
+        out[i] = x[i + 1]
+
+
+def test_a_wrong_answer_ends_with_the_call_that_traces_the_kernel():
+    def body(seed):
+        trial = checks.Trial.draw("check_demo", seed, 32, np.float32)
+        x = trial.uniform(0, 1)
+        out = checks.run_elementwise(copy_off_by_one, trial, x)
+        failure = checks.diagnose_vector(x, out, trial)
+        if failure:
+            raise failure
+        return "right"
+
+    result = checks.run_check("demo", body, seed=2, show=False)
+    assert result.status == checks.FAILED
+    call = "gpulab.trace(copy_off_by_one, 2, 8, x, out).draw()"
+    assert result.trace_call.startswith(call)
+    assert str(result).splitlines()[-1] == f"   See what your kernel did: {result.trace_call}"
+    passed = checks.run_check("demo", lambda seed: "fine", seed=1, show=False)
+    assert passed.trace_line == "" and "See what" not in str(passed)
+
+
+def test_a_check_can_offer_its_own_trace_call():
+    def body(seed):
+        checks.offer_trace(multiply, 1, 4, "x", "y", "out", note="x, y, out of 4 elements")
+        raise checks.CheckFailedError("wrong", "look")
+
+    result = checks.run_check("demo", body, seed=1, show=False)
+    assert result.trace_call == ("gpulab.trace(multiply, 1, 4, x, y, out).draw()  "
+                                 "(x, y, out of 4 elements)")
+
+
+@SIM_ONLY
+def test_trace_trial_counts_what_the_learners_kernel_did():
+    trial = checks.Trial.draw("check_demo", 3, 8, np.float32, n=13)
+    x, y = trial.uniform(0, 1), trial.uniform(0, 1)
+    trace = checks.trace_trial(multiply, trial, x, y, np.zeros(13, np.float32))
+    assert trace.launch == "2 blocks of 8 threads"
+    assert trace.max_per_thread("global_reads") == 2
+    assert trace.per_block("global_writes") == {0: 8, 1: 5}
+    np.testing.assert_allclose(trace.arrays["out"], x * y)
+    assert trace.draw() is not None  # gpulab.plots was loaded for it

@@ -10,14 +10,29 @@ from gpulab.exercises import ch06, checks
 from gpulab.exercises.ch03 import MatmulTrial
 
 
-@pytest.mark.parametrize("side", [1, 2, 3, 4, 5, 8, 16, 32])
-def test_matmul_shapes_exist_for_every_tile(side):
+@pytest.mark.parametrize("side", [3, 4, 5, 8, 16, 32])
+def test_tiled_matmul_shapes_exist_for_every_tile(side):
     for seed in range(300):
-        trial = MatmulTrial.draw("check", seed, side)
+        trial = MatmulTrial.draw_tiled("check", seed, side)
         dims = (trial.M, trial.N, trial.K)
         assert len(set(dims)) == 3
-        if side > 1:
-            assert all(d % side for d in dims)
+        assert all(d % side for d in dims)
+
+
+@pytest.mark.parametrize("block", [(8, 4), (4, 8), (16, 2), (32, 8)])
+def test_naive_matmul_shapes_exist_for_every_block(block):
+    for seed in range(300):
+        trial = MatmulTrial.draw("check", seed, block)
+        assert len({trial.M, trial.N, trial.K}) == 3
+        assert trial.M % block[1] and trial.N % block[0]
+
+
+@pytest.mark.parametrize("tile", [1, 2, 33, 2.5, True])
+def test_the_tiled_check_refuses_tiles_it_cannot_test(tile):
+    from gpulab.exercises import ch03
+
+    with pytest.raises(ValueError, match="tile must be a whole number from 3 to 32"):
+        ch03.check_matmul_tiled(lambda A, B, C: None, tile=tile)
 
 
 @pytest.mark.parametrize("block", [1, 2, 32, 64])

@@ -1,0 +1,713 @@
+"""Where the bytes go when a network trains (or serves): a calculator of device memory by kind.
+
+Training holds, on the device:
+
+- **parameters**: the weights the forward pass reads (fp8 recipes add an fp8 copy of them);
+- **gradients**: one per parameter, written by the backward pass;
+- **optimiser state**: none for plain SGD, one tensor for SGD with momentum (the velocity), two
+  for Adam (the running averages m and v of the gradient and of its square);
+- **master weights**: under mixed precision, an fp32 copy of the weights that the optimiser
+  updates (a 16-bit weight cannot absorb a tiny update: chapter 04's swamping);
+- **activations**: what the forward pass keeps for the backward pass; they grow with the batch;
+- **workspace**: temporaries that live only inside one operation (a backward pass's dZ and dX,
+  an optimiser's intermediate arrays);
+- **runtime overhead**: what the CUDA runtime takes before any tensor exists (the context:
+  driver state, the kernels' code, per-thread stacks) plus a framework's libraries. It is an
+  **estimate** (:data:`RUNTIME_OVERHEAD_BYTES`, with its source), not something this module
+  can count.
+
+Inference holds the parameters, the **KV cache** of a transformer (the keys and values of
+every token so far, per layer) and a little workspace.
+
+Two kinds of model:
+
+- the course's MLP (:func:`mlp_training_memory`): given its widths (or the
+  :class:`~gpulab.nn.mlp.MLP` itself), the bytes exactly as gpulab's layers keep them
+  (:func:`mlp_activation_values`); chapter 09 checks the prediction against the bytes a real
+  training step allocates;
+- a GPT-style transformer (:class:`TransformerShape`, :func:`transformer_training_memory`,
+  :func:`inference_memory`), from published formulas:
+
+  * parameters: 12·L·h² for the layers (attention 4h², MLP 8h²) + 13·L·h biases and layer
+    norms + V·h token and s·h position embeddings (Narayanan et al., "Efficient Large-Scale
+    Language Model Training on GPU Clusters Using Megatron-LM", SC 2021, section 5.1);
+  * activations per layer (Korthikanti et al., "Reducing Activation Recomputation in Large
+    Transformer Models", MLSys 2023, arXiv:2205.05198, section 4, no tensor or sequence
+    parallelism): s·b·h·(34 + 5·a·s/h) bytes with 16-bit activations and 1-byte dropout
+    masks; 34·s·b·h with selective recomputation (the attention scores, 5·a·s²·b, are
+    recomputed); 2·s·b·h with full recomputation (only each layer's input is kept);
+  * mixed-precision Adam: 16 bytes per parameter, 2 (fp16 weights) + 2 (fp16 gradients) + 12
+    (fp32 master weights, m and v), and ZeRO's sharding of those across N ranks (Rajbhandari
+    et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models", SC 2020,
+    section 3 and Figure 1: 7.5 B parameters need 120 GB before activations;
+    :func:`zero_bytes_per_parameter`).
+
+Every result is a :class:`MemoryBreakdown`: bytes per kind, the total, a printable table.
+:class:`OutOfDeviceMemory` is the error a memory budget raises (the trainer's
+``device_memory_bytes``): its message is the breakdown and the remedies.
+
+Units: bytes. Datasheets print memory in decimal gigabytes (1 GB = 10⁹ bytes,
+:data:`gpulab.hardware.GB`); operating systems and many tools print GiB (2³⁰ bytes): 80 GB is
+74.5 GiB.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from dataclasses import dataclass, field
+
+from gpulab import hardware
+
+GIB = 2**30
+MIB = 2**20
+LABEL_BYTES = 8  # the MLP's labels are int64
+
+# Bytes per stored value of each storage format.
+FORMAT_BYTES = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+# Tensors of optimiser state per parameter. "sgd" is the course's SGD *with momentum* (one
+# velocity, as gpulab.nn.optimisers.SGD keeps); "none" is plain SGD, which keeps nothing.
+OPTIMISER_STATE_TENSORS = {"none": 0, "sgd": 1, "momentum": 1, "adam": 2}
+
+RUNTIME_OVERHEAD_BYTES = 1e9
+RUNTIME_OVERHEAD_SOURCE = (
+    "An estimate, not a measurement: the CUDA context (driver state, the loaded kernels' code, "
+    "per-thread stacks and buffers) takes a few hundred MB of device memory before any array "
+    "exists, more when many kernels are loaded (CUDA Programming Guide, 'Lazy Loading': "
+    "loading kernels on first use exists to shrink it, https://docs.nvidia.com/cuda/"
+    "cuda-programming-guide/04-special-topics/lazy-loading.html); a framework's libraries "
+    "(cuBLAS, cuDNN, NCCL) add more, and the Hugging Face Ultra-Scale Playbook puts PyTorch's "
+    "CUDA kernels at 1-2 GB (https://huggingface.co/spaces/nanotron/ultrascale-playbook). "
+    "gpulab uses 1 GB, the low end; on a GPU, chapter 09 measures what numba's context takes."
+)
+
+
+# --- number formats: what each kind is stored in -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Bytes per value of each kind of training memory under one precision recipe."""
+
+    name: str
+    weights: float  # the weights the forward pass reads
+    weight_copies: float  # extra copies in a narrower format (fp8 recipes)
+    gradients: float
+    master: float  # the fp32 master copy the optimiser updates; 0 if the weights are it
+    state: float  # per optimiser state tensor
+    activations: float  # a saved activation value
+    matmul_inputs: float  # a saved input of a matmul (fp8 recipes keep those in fp8)
+    description: str
+
+    @property
+    def bytes_per_parameter_without_state(self) -> float:
+        return self.weights + self.weight_copies + self.gradients + self.master
+
+
+PRECISIONS: dict[str, Precision] = {
+    "fp64": Precision("fp64", 8, 0, 8, 0, 8, 8, 8, "float64 everywhere"),
+    "fp32": Precision("fp32", 4, 0, 4, 0, 4, 4, 4, "float32 everywhere (the course's MLP)"),
+    "bf16-mixed": Precision(
+        "bf16-mixed", 2, 0, 2, 4, 4, 2, 2,
+        "mixed precision: bf16 weights, gradients and activations; fp32 master weights and "
+        "optimiser state (Micikevicius et al., 'Mixed Precision Training', ICLR 2018; the "
+        "accounting of ZeRO, section 3.1)"),
+    "fp16-mixed": Precision(
+        "fp16-mixed", 2, 0, 2, 4, 4, 2, 2,
+        "mixed precision as bf16-mixed, with fp16 (and a loss scale, chapter 10)"),
+    "fp8-mixed": Precision(
+        "fp8-mixed", 2, 1, 2, 4, 4, 2, 1,
+        "FP8 the Transformer Engine way, one common setup (an estimate): bf16 weights plus an "
+        "fp8 copy for the matmuls, bf16 gradients, fp32 master weights and optimiser state; "
+        "the matmuls' saved inputs in fp8, other activations in bf16"),
+}
+PRECISION_ALIASES = {"mixed": "bf16-mixed", "float32": "fp32", "float64": "fp64",
+                     "fp8": "fp8-mixed", "bf16": "bf16-mixed", "fp16": "fp16-mixed"}
+
+
+def get_precision(precision: str | Precision) -> Precision:
+    """A :class:`Precision` from its name ("fp32", "bf16-mixed", "fp16-mixed", "fp8-mixed",
+    "fp64"; "mixed" is bf16-mixed)."""
+    if isinstance(precision, Precision):
+        return precision
+    key = str(precision).strip().lower()
+    key = PRECISION_ALIASES.get(key, key)
+    if key not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    return PRECISIONS[key]
+
+
+def state_tensors(optimiser) -> int:
+    """Optimiser state tensors per parameter: "none" 0, "sgd"/"momentum" 1, "adam" 2 (also
+    accepts a gpulab optimiser object, by its ``name``)."""
+    name = getattr(optimiser, "name", optimiser)
+    key = str(name).strip().lower()
+    if key not in OPTIMISER_STATE_TENSORS:
+        raise ValueError(f"optimiser must be one of {', '.join(OPTIMISER_STATE_TENSORS)}, "
+                         f"not {optimiser!r}")
+    return OPTIMISER_STATE_TENSORS[key]
+
+
+def format_bytes(n: float) -> str:
+    """'1.23 MB', '80 GB' (decimal units, as datasheets), '512 B'."""
+    n = float(n)
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:,.3g} {unit}" if n / size < 1000 else f"{n / size:,.0f} {unit}"
+    return f"{n:,.0f} B"
+
+
+# --- the breakdown ------------------------------------------------------------------------------
+
+KINDS = ("parameters", "gradients", "optimiser state", "master weights", "activations",
+         "KV cache", "workspace", "runtime overhead")
+_FIELD_OF_KIND = dict(zip(KINDS, ("parameters", "gradients", "optimiser_state",
+                                  "master_weights", "activations", "kv_cache", "workspace",
+                                  "overhead"), strict=True))
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes on the device by kind, for one model, batch, precision and optimiser.
+
+    ``print(breakdown)`` shows the table; ``breakdown.total`` is the sum;
+    ``breakdown.as_dict()`` maps each kind (:data:`KINDS`) to its bytes."""
+
+    model: str
+    purpose: str  # "training" or "inference"
+    batch_size: int
+    precision: str
+    optimiser: str
+    n_parameters: float
+    parameters: float = 0.0
+    gradients: float = 0.0
+    optimiser_state: float = 0.0
+    master_weights: float = 0.0
+    activations: float = 0.0
+    kv_cache: float = 0.0
+    workspace: float = 0.0
+    overhead: float = 0.0
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    def as_dict(self) -> dict[str, float]:
+        return {kind: getattr(self, name) for kind, name in _FIELD_OF_KIND.items()}
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.as_dict().values()))
+
+    @property
+    def held(self) -> float:
+        """What stays allocated between steps: everything but workspace and overhead."""
+        return self.total - self.workspace - self.overhead
+
+    @property
+    def model_state(self) -> float:
+        """Parameters, gradients, optimiser state and master weights: what does not depend on
+        the batch (ZeRO's "model states")."""
+        return self.parameters + self.gradients + self.optimiser_state + self.master_weights
+
+    @property
+    def bytes_per_parameter(self) -> float:
+        """Model-state bytes per parameter: 16 for mixed-precision Adam."""
+        return self.model_state / self.n_parameters if self.n_parameters else 0.0
+
+    def fits(self, memory_bytes: float) -> bool:
+        return self.total <= memory_bytes
+
+    def replace(self, **changes) -> MemoryBreakdown:
+        return dataclasses.replace(self, **changes)
+
+    def table(self) -> str:
+        total = self.total
+        lines = [f"{self.purpose} memory of {self.model}, batch {self.batch_size}, "
+                 f"{self.precision}" + (f", {self.optimiser}" if self.optimiser else ""),
+                 f"  {'kind':<17} {'bytes':>16} {'':>10} {'share':>6}"]
+        for kind, value in self.as_dict().items():
+            if value == 0:
+                lines.append(f"  {kind:<17} {'-':>16}")
+                continue
+            lines.append(f"  {kind:<17} {value:16,.0f} {format_bytes(value):>10} "
+                         f"{100 * value / total:5.1f}%")
+        lines.append(f"  {'total':<17} {total:16,.0f} {format_bytes(total):>10} "
+                     f"({total / GIB:,.3g} GiB)")
+        lines += [f"  note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+# --- the course's MLP ------------------------------------------------------------------------
+
+
+def _widths_of(model) -> list[int]:
+    widths = getattr(model, "widths", model)
+    try:
+        widths = [int(w) for w in widths]
+    except (TypeError, ValueError):
+        raise ValueError(f"give the MLP's widths (e.g. [64, 128, 10]) or the MLP, not "
+                         f"{model!r}") from None
+    if len(widths) < 2 or min(widths) < 1:
+        raise ValueError(f"widths must list at least two positive sizes, not {widths}")
+    return widths
+
+
+def _positive_int(what: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{what} must be a positive whole number, not {value!r}")
+    return int(value)
+
+
+def mlp_parameters(widths) -> int:
+    """Weights and biases of an MLP: sum of n_in·n_out + n_out over its layers."""
+    widths = _widths_of(widths)
+    return sum(a * b + b for a, b in zip(widths[:-1], widths[1:], strict=True))
+
+
+def mlp_activation_parts(widths, batch_size: int, checkpointing: bool) -> tuple[int, int]:
+    """The values the course's MLP keeps for its backward pass, in two groups: (the matmuls'
+    inputs: the batch and every hidden layer's output A; the rest: every layer's Z unless
+    ``checkpointing``, the logits, the probabilities, one loss per sample). See
+    :func:`mlp_activation_values`."""
+    widths, B = _widths_of(widths), _positive_int("batch_size", batch_size)
+    inputs = widths[0] + sum(widths[1:-1])  # every layer's input X: the batch, hidden outputs
+    other = 2 * widths[-1] + 1  # logits, probabilities, one loss per sample
+    if not checkpointing:
+        other += sum(widths[1:])  # every layer's matmul output Z
+    return B * inputs, B * other
+
+
+def mlp_activation_values(widths, batch_size: int, checkpointing: bool = False) -> int:
+    """Values (not bytes) the course's MLP keeps for the backward pass, per batch: the input
+    batch (B·widths[0]); every layer's matmul output Z (B·n_out); every hidden layer's output
+    A, which is the next layer's input (B·n_out); the logits and the probabilities (B·C each);
+    one loss per sample (B). With ``checkpointing`` the Zs are not kept: the backward pass
+    recomputes each layer's X @ W from its input. The labels (int64) are counted separately.
+    """
+    return sum(mlp_activation_parts(widths, batch_size, checkpointing))
+
+
+def mlp_workspace_values(widths, batch_size: int, optimiser="adam",
+                         backend: str = "numpy", checkpointing: bool = False) -> int:
+    """Values of the largest set of temporaries alive at once inside a step (an estimate read
+    from the code, checked against measurements in chapter 09):
+
+    - backward pass of a hidden layer: dA, f'(Z + b) and dZ, three B·n_out arrays at once
+      (four with ``checkpointing``: the recomputed Z too);
+    - the update, NumPy backend (:mod:`gpulab.reference`, written for clarity, not in place):
+      Adam's expression holds about 7 temporaries the size of the tensor it updates, SGD's 4;
+      the kernel backend updates in place (none), but copies X and W transposed for the
+      backward matmuls.
+    The largest of these, for the largest layer and parameter tensor."""
+    widths, B = _widths_of(widths), _positive_int("batch_size", batch_size)
+    largest_out = max(widths[1:-1], default=widths[-1])
+    largest_tensor = max(a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
+    backward = (4 if checkpointing else 3) * B * largest_out
+    if backend == "numpy":
+        update = {0: 0, 1: 4, 2: 7}[state_tensors(optimiser)] * largest_tensor
+    elif backend == "kernels":
+        update = 0
+        backward += max(B * a + a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
+    else:
+        raise ValueError(f"backend must be 'numpy' or 'kernels', not {backend!r}")
+    return max(backward, update)
+
+
+def _precision_of_model(model, precision):
+    if precision is not None:
+        return get_precision(precision)
+    dtype = getattr(model, "dtype", None)
+    if dtype is not None and getattr(dtype, "itemsize", 4) == 8:
+        return PRECISIONS["fp64"]
+    return PRECISIONS["fp32"]
+
+
+def mlp_training_memory(model, batch_size: int, optimiser="adam", precision=None,
+                        checkpointing: bool | None = None, accumulation_steps: int = 1,
+                        backend: str | None = None, overhead_bytes: float = 0.0
+                        ) -> MemoryBreakdown:
+    """One training step of the course's MLP (``model``: its widths, or the
+    :class:`~gpulab.nn.mlp.MLP`, whose dtype, checkpointing and backend are then used).
+
+    With ``accumulation_steps`` k, each step runs k micro-batches of ⌈batch/k⌉ samples: the
+    activations are those of one micro-batch. ``overhead_bytes``: the runtime's share (0 for
+    the simulator, which has no CUDA context; :data:`RUNTIME_OVERHEAD_BYTES` for a GPU)."""
+    widths = _widths_of(model)
+    B = _positive_int("batch_size", batch_size)
+    k = _positive_int("accumulation_steps", accumulation_steps)
+    p = _precision_of_model(model, precision)
+    if checkpointing is None:
+        checkpointing = bool(getattr(model, "checkpointing", False))
+    if backend is None:
+        backend = getattr(getattr(model, "backend", None), "name", "numpy")
+    micro = -(-B // k)
+    P = mlp_parameters(widths)
+    n_state = state_tensors(optimiser)
+    inputs, other = mlp_activation_parts(widths, micro, checkpointing)
+    notes = []
+    workspace = mlp_workspace_values(widths, micro, optimiser, backend, checkpointing)
+    workspace *= p.activations
+    if k > 1:
+        # while the micro-batches run: the whole batch's inputs and labels, and each
+        # micro-batch's gradients next to the running sum
+        workspace += (B - micro) * (widths[0] * p.matmul_inputs + LABEL_BYTES)
+        workspace += P * p.gradients
+        notes.append(f"{k} micro-batches of up to {micro} samples: activations of one "
+                     "micro-batch; workspace: the whole batch's inputs and one more copy of "
+                     "the gradients")
+    if checkpointing:
+        notes.append("activation checkpointing: each layer's Z is recomputed in the backward "
+                     "pass, not kept")
+    name = f"MLP {'-'.join(map(str, widths))}"
+    return MemoryBreakdown(
+        model=name, purpose="training", batch_size=B, precision=p.name,
+        optimiser=str(getattr(optimiser, "name", optimiser)), n_parameters=P,
+        parameters=P * (p.weights + p.weight_copies), gradients=P * p.gradients,
+        optimiser_state=P * n_state * p.state, master_weights=P * p.master,
+        activations=inputs * p.matmul_inputs + other * p.activations + micro * LABEL_BYTES,
+        workspace=workspace,
+        overhead=overhead_bytes, notes=tuple(notes))
+
+
+# --- a GPT-style transformer -------------------------------------------------------------------
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class TransformerShape:
+    """A GPT-style decoder: ``layers`` blocks of attention (``heads`` heads, ``kv_heads`` of
+    them for keys and values: fewer with grouped-query attention) and a 4h MLP, hidden size
+    ``hidden``, context ``seq_len`` tokens, vocabulary ``vocab``.
+
+    ``published_parameters``: the model's own parameter count where its authors give one
+    (used instead of the formula, which fits GPT-2/3 exactly and Llama's gated MLP to a few
+    per cent)."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    seq_len: int
+    vocab: int
+    kv_heads: int | None = None
+    published_parameters: float | None = None
+    source: str = ""
+
+    def __post_init__(self):
+        for what in ("layers", "hidden", "heads", "seq_len", "vocab"):
+            _positive_int(what, getattr(self, what))
+        if self.kv_heads is not None and not 1 <= self.kv_heads <= self.heads:
+            raise ValueError(f"kv_heads must be between 1 and heads, not {self.kv_heads}")
+
+    @property
+    def layer_parameters(self) -> int:
+        """12·L·h²: per layer, Q, K, V and the output projection (4h²) and the MLP (8h²)."""
+        return 12 * self.layers * self.hidden**2
+
+    @property
+    def formula_parameters(self) -> int:
+        """12·L·h² + 13·L·h (biases, layer norms) + V·h + s·h (embeddings) + 2h (final norm)."""
+        L, h = self.layers, self.hidden
+        return (self.layer_parameters + 13 * L * h + self.vocab * h + self.seq_len * h
+                + 2 * h)
+
+    @property
+    def n_parameters(self) -> float:
+        return (self.published_parameters if self.published_parameters is not None
+                else self.formula_parameters)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def activation_bytes_per_layer(seq_len: int, batch_size: int, hidden: int, heads: int,
+                               recompute: str = "none", precision="bf16-mixed",
+                               mask_bytes: float = 1) -> float:
+    """Bytes one transformer layer keeps for the backward pass (Korthikanti et al. 2022,
+    section 4.1), counted tensor by tensor so that any format works:
+
+    - attention: the QKV matmul's input, Q and K, the softmax output and the dropout output
+      (a·s² values each), V, the output projection's input: 5·s·b·h + 2·a·s²·b values, plus
+      dropout masks s·b·h + a·s²·b bytes;
+    - MLP: the first matmul's input, the GeLU's input and output (4h each): 9·s·b·h values, a
+      dropout mask s·b·h bytes; the two layer norms' inputs: 2·s·b·h values.
+
+    With 2-byte values and 1-byte masks that is s·b·h·(34 + 5·a·s/h). ``recompute``:
+    "selective" drops the a·s² terms (recomputed): 34·s·b·h; "full" keeps only the layer's
+    input: 2·s·b·h."""
+    s, b, h, a = (_positive_int(w, v) for w, v in (("seq_len", seq_len),
+                                                     ("batch_size", batch_size),
+                                                     ("hidden", hidden), ("heads", heads)))
+    p = get_precision(precision)
+    sbh, ass_b = s * b * h, a * s * s * b
+    if recompute == "full":
+        return sbh * p.activations
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {recompute!r}")
+    matmul_inputs = 7 * sbh  # QKV input, projection input, MLP input (h) and GeLU output (4h)
+    other = 9 * sbh  # Q, K, V, GeLU input (4h), two layer-norm inputs
+    masks = 2 * sbh
+    if recompute == "none":
+        other += 2 * ass_b  # softmax output, attention-dropout output
+        masks += ass_b
+    return matmul_inputs * p.matmul_inputs + other * p.activations + masks * mask_bytes
+
+
+def kv_cache_bytes(shape: TransformerShape, batch_size: int = 1, context: int | None = None,
+                   kv_format: str = "bf16") -> float:
+    """Keys and values of every token so far, every layer: 2·L·b·s·h_kv values, where h_kv =
+    h·kv_heads/heads (grouped-query attention shares each key and value head among several
+    query heads)."""
+    context = shape.seq_len if context is None else _positive_int("context", context)
+    kv_hidden = shape.hidden * (shape.kv_heads or shape.heads) / shape.heads
+    return (2 * shape.layers * _positive_int("batch_size", batch_size) * context * kv_hidden
+            * FORMAT_BYTES[kv_format])
+
+
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+def zero_bytes_per_parameter(stage: int = 0, ranks: int = 1, precision="bf16-mixed",
+                             optimiser="adam") -> float:
+    """Model-state bytes per parameter on each of ``ranks`` data-parallel GPUs under ZeRO
+    (Rajbhandari et al. 2020, section 5): stage 0 keeps everything everywhere (2 + 2 + 12 = 16
+    for mixed-precision Adam); stage 1 shards the optimiser state (master weights, m, v):
+    2 + 2 + 12/N; stage 2 the gradients too: 2 + 14/N; stage 3 the weights too: 16/N."""
+    if stage not in ZERO_STAGES:
+        raise ValueError(f"stage must be one of {ZERO_STAGES}, not {stage!r}")
+    N = _positive_int("ranks", ranks)
+    p = get_precision(precision)
+    weights, grads = p.weights + p.weight_copies, p.gradients
+    optim = p.master + state_tensors(optimiser) * p.state
+    if stage >= 1:
+        optim /= N
+    if stage >= 2:
+        grads /= N
+    if stage >= 3:
+        weights /= N
+    return weights + grads + optim
+
+
+def transformer_training_memory(shape: TransformerShape, batch_size: int = 1,
+                                precision="bf16-mixed", optimiser="adam",
+                                recompute: str = "none", zero_stage: int = 0, ranks: int = 1,
+                                overhead_bytes: float = 0.0) -> MemoryBreakdown:
+    """One GPU's memory while training ``shape`` on micro-batches of ``batch_size`` sequences
+    of ``shape.seq_len`` tokens: model states (sharded by ZeRO ``zero_stage`` over ``ranks``)
+    and every layer's activations (Korthikanti et al.). Left out: the embedding and output
+    layers' activations (the logits, s·b·V values, matter for large vocabularies) and the
+    workspace; add the runtime's share with ``overhead_bytes``."""
+    if not isinstance(shape, TransformerShape):
+        raise TypeError(f"shape must be a TransformerShape, not {type(shape).__name__}")
+    p = get_precision(precision)
+    P = shape.n_parameters
+    N = _positive_int("ranks", ranks)
+    if zero_stage not in ZERO_STAGES:
+        raise ValueError(f"zero_stage must be one of {ZERO_STAGES}, not {zero_stage!r}")
+    shard = {k: (N if zero_stage >= s else 1) for k, s in (("optim", 1), ("grads", 2),
+                                                            ("weights", 3))}
+    per_layer = activation_bytes_per_layer(shape.seq_len, batch_size, shape.hidden,
+                                           shape.heads, recompute, p)
+    notes = [f"activations: {shape.layers} layers x {format_bytes(per_layer)} "
+             f"(Korthikanti et al. 2022, recompute={recompute})"]
+    if zero_stage:
+        notes.append(f"ZeRO stage {zero_stage} over {N} ranks: per-GPU share")
+    return MemoryBreakdown(
+        model=shape.name, purpose="training", batch_size=_positive_int("batch_size", batch_size),
+        precision=p.name, optimiser=str(optimiser), n_parameters=P,
+        parameters=P * (p.weights + p.weight_copies) / shard["weights"],
+        gradients=P * p.gradients / shard["grads"],
+        optimiser_state=P * state_tensors(optimiser) * p.state / shard["optim"],
+        master_weights=P * p.master / shard["optim"],
+        activations=shape.layers * per_layer, overhead=overhead_bytes, notes=tuple(notes))
+
+
+def inference_memory(shape: TransformerShape, batch_size: int = 1, weight_format: str = "bf16",
+                     kv_cache: bool = True, context: int | None = None,
+                     kv_format: str = "bf16", overhead_bytes: float = 0.0) -> MemoryBreakdown:
+    """Serving ``shape``: its weights in ``weight_format`` (fp32, bf16, fp16, fp8) and,
+    with ``kv_cache``, the keys and values of ``batch_size`` sequences of ``context`` tokens
+    (default: the model's full context)."""
+    if weight_format not in FORMAT_BYTES:
+        raise ValueError(f"weight_format must be one of {', '.join(FORMAT_BYTES)}, not "
+                         f"{weight_format!r}")
+    cache = kv_cache_bytes(shape, batch_size, context, kv_format) if kv_cache else 0.0
+    notes = ([f"KV cache: {batch_size} sequence(s) of {context or shape.seq_len} tokens in "
+              f"{kv_format}"] if kv_cache else [])
+    return MemoryBreakdown(
+        model=shape.name, purpose="inference", batch_size=_positive_int("batch_size", batch_size),
+        precision=weight_format, optimiser="", n_parameters=shape.n_parameters,
+        parameters=shape.n_parameters * FORMAT_BYTES[weight_format], kv_cache=cache,
+        overhead=overhead_bytes, notes=tuple(notes))
+
+
+def training_memory(model, batch_size: int = 1, **options) -> MemoryBreakdown:
+    """:func:`transformer_training_memory` for a :class:`TransformerShape`,
+    :func:`mlp_training_memory` for an MLP or its widths."""
+    if isinstance(model, TransformerShape):
+        return transformer_training_memory(model, batch_size, **options)
+    return mlp_training_memory(model, batch_size, **options)
+
+
+# --- real models, real GPUs ---------------------------------------------------------------------
+
+_GPT3 = ("Brown et al., 'Language Models are Few-Shot Learners', NeurIPS 2020, Table 2.1 "
+         "(n_layers, d_model, n_heads; context 2048 tokens; the GPT-2 vocabulary of 50,257)")
+_GPT2 = ("Radford et al., 'Language Models are Unsupervised Multitask Learners', 2019, Table 2 "
+         "(48 layers, d_model 1600, 1542M parameters; 1024-token context, 50,257-token "
+         "vocabulary; 25 heads of 64)")
+_LLAMA2 = ("Touvron et al., 'Llama 2: Open Foundation and Fine-Tuned Chat Models', 2023, "
+           "Table 1 and the released configs (7B: 32 layers, hidden 4096, 32 heads; 70B: 80 "
+           "layers, hidden 8192, 64 heads, 8 key-value heads; context 4096, vocabulary 32,000)")
+
+KNOWN_MODELS: dict[str, TransformerShape] = {
+    "125M": TransformerShape("GPT-3 Small (125M)", 12, 768, 12, 2048, 50257,
+                             published_parameters=125e6, source=_GPT3),
+    "1.5B": TransformerShape("GPT-2 XL (1.5B)", 48, 1600, 25, 1024, 50257,
+                             published_parameters=1.5e9, source=_GPT2),
+    "7B": TransformerShape("Llama 2 7B", 32, 4096, 32, 4096, 32000,
+                           published_parameters=7e9, source=_LLAMA2),
+    "70B": TransformerShape("Llama 2 70B", 80, 8192, 64, 4096, 32000, kv_heads=8,
+                            published_parameters=70e9, source=_LLAMA2),
+    "175B": TransformerShape("GPT-3 (175B)", 96, 12288, 96, 2048, 50257,
+                             published_parameters=175e9, source=_GPT3),
+}
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """One GPU's memory: the datasheet's figure (decimal GB) and where it comes from."""
+
+    key: str
+    name: str
+    memory_bytes: float
+    source: str
+
+    @property
+    def gb(self) -> float:
+        return self.memory_bytes / hardware.GB
+
+    @property
+    def gib(self) -> float:
+        return self.memory_bytes / GIB
+
+
+A100_40GB = DeviceMemory(
+    "A100-40GB", "NVIDIA A100 40GB", 40 * hardware.GB,
+    "NVIDIA A100 Tensor Core GPU datasheet, A100 40GB PCIe and SXM columns: 40GB HBM2 "
+    "(https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+    "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf); memory only: gpulab.hardware "
+    "describes the 80 GB A100")
+
+# Smallest first: the GPUs chapter 09 compares (gpulab.hardware's entries and the 40 GB A100).
+GPU_MEMORY: dict[str, DeviceMemory] = {
+    **{key: DeviceMemory(key, hardware.GPUS[key].name, hardware.GPUS[key].memory_bytes,
+                         hardware.GPUS[key].source("memory_bytes"))
+       for key in ("T4", "L4")},
+    "A100-40GB": A100_40GB,
+    **{key: DeviceMemory(key, hardware.GPUS[key].name, hardware.GPUS[key].memory_bytes,
+                         hardware.GPUS[key].source("memory_bytes"))
+       for key in ("A100-SXM", "H100-SXM", "H200", "B200")},
+}
+
+
+def fit_table(purpose: str = "inference", models=None, gpus=None, batch_size: int = 1,
+              weight_format: str = "bf16", kv_cache: bool = True, context: int | None = None,
+              precision="bf16-mixed", optimiser="adam", recompute: str = "full",
+              overhead_bytes: float = RUNTIME_OVERHEAD_BYTES) -> list[dict]:
+    """For each model (default :data:`KNOWN_MODELS`), the memory one GPU needs for
+    ``purpose`` ("inference": weights + optional KV cache; "training": model states +
+    activations, no sharding) plus the runtime overhead, and which GPUs (default
+    :data:`GPU_MEMORY`) hold it: rows of {"model", "breakdown", "bytes", "fits": {gpu: bool}}.
+    """
+    models = models if models is not None else KNOWN_MODELS
+    models = list(models.values()) if isinstance(models, dict) else list(models)
+    gpus = gpus or GPU_MEMORY
+    rows = []
+    for shape in models:
+        if purpose == "inference":
+            breakdown = inference_memory(shape, batch_size, weight_format, kv_cache, context,
+                                         overhead_bytes=overhead_bytes)
+        elif purpose == "training":
+            breakdown = transformer_training_memory(shape, batch_size, precision, optimiser,
+                                                    recompute, overhead_bytes=overhead_bytes)
+        else:
+            raise ValueError(f"purpose must be 'inference' or 'training', not {purpose!r}")
+        rows.append({"model": shape.name, "breakdown": breakdown, "bytes": breakdown.total,
+                     "fits": {key: breakdown.fits(gpu.memory_bytes) for key, gpu in gpus.items()}})
+    return rows
+
+
+def format_fit_table(rows: list[dict], gpus=None) -> str:
+    """The rows of :func:`fit_table` as text: GB needed, then 'yes'/'no' per GPU."""
+    gpus = gpus or GPU_MEMORY
+    head = f"{'model':<20} {'needs':>9} " + " ".join(f"{key:>9}" for key in gpus)
+    sizes = f"{'':<20} {'':>9} " + " ".join(f"{g.gb:>6.0f} GB" for g in gpus.values())
+    lines = [head, sizes]
+    for row in rows:
+        marks = " ".join(f"{'yes' if row['fits'][key] else 'no':>9}" for key in gpus)
+        lines.append(f"{row['model']:<20} {row['bytes'] / 1e9:6,.1f} GB {marks}")
+    return "\n".join(lines)
+
+
+# --- running out ---------------------------------------------------------------------------------
+
+REMEDIES = (
+    "a smaller micro-batch with gradient accumulation: Trainer(..., accumulation_steps=k) runs "
+    "k micro-batches and updates once, with the same gradients as the whole batch; activations "
+    "shrink about k times",
+    "activation checkpointing: MLP(..., checkpointing=True) keeps only each layer's input and "
+    "recomputes X @ W in the backward pass (less memory, more FLOPs)",
+    "narrower formats (chapter 10): 16-bit activations and gradients take half the bytes",
+    "shard the optimiser state, gradients and weights over several GPUs (ZeRO, chapter 11): "
+    "16/N bytes per parameter at stage 3",
+)
+
+
+class OutOfDeviceMemory(MemoryError):  # noqa: N818 - the name the chapter teaches
+    """A step needs more device memory than there is (or than the budget allows). The message
+    is the breakdown and the remedies; ``breakdown`` and ``budget_bytes`` are kept."""
+
+    def __init__(self, breakdown: MemoryBreakdown, budget_bytes: float, what: str = "this step"):
+        self.breakdown, self.budget_bytes = breakdown, float(budget_bytes)
+        short = breakdown.total - self.budget_bytes
+        largest = max(breakdown.as_dict().items(), key=lambda kv: kv[1])
+        remedies = "\n".join(f"  - {r}" for r in REMEDIES)
+        super().__init__(
+            f"{what} needs {breakdown.total:,.0f} bytes ({format_bytes(breakdown.total)}) but "
+            f"the device has {self.budget_bytes:,.0f} ({format_bytes(self.budget_bytes)}): "
+            f"{format_bytes(short)} short. The largest part is {largest[0]} "
+            f"({format_bytes(largest[1])}).\n{breakdown.table()}\nRemedies:\n{remedies}")
+
+
+def check_budget(breakdown: MemoryBreakdown, budget_bytes: float | None,
+                 what: str = "this step") -> None:
+    """Raise :class:`OutOfDeviceMemory` if ``breakdown`` does not fit ``budget_bytes`` (None:
+    no budget)."""
+    if budget_bytes is not None and breakdown.total > budget_bytes:
+        raise OutOfDeviceMemory(breakdown, budget_bytes, what)
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is an out-of-memory error: gpulab's :class:`OutOfDeviceMemory`, a
+    CUDA driver's CUDA_ERROR_OUT_OF_MEMORY (numba's ``CudaAPIError``), or Python's
+    MemoryError."""
+    return isinstance(error, MemoryError) or "OUT_OF_MEMORY" in str(error).upper() or \
+        "OUT OF MEMORY" in str(error).upper()
+
+
+__all__ = [
+    "A100_40GB", "FORMAT_BYTES", "GIB", "GPU_MEMORY", "KINDS", "KNOWN_MODELS", "LABEL_BYTES",
+    "MIB", "OPTIMISER_STATE_TENSORS", "PRECISIONS", "RECOMPUTE", "REMEDIES",
+    "RUNTIME_OVERHEAD_BYTES", "RUNTIME_OVERHEAD_SOURCE", "ZERO_STAGES", "DeviceMemory",
+    "MemoryBreakdown", "OutOfDeviceMemory", "Precision", "TransformerShape",
+    "activation_bytes_per_layer", "check_budget", "fit_table", "format_bytes",
+    "format_fit_table", "get_precision", "inference_memory", "is_out_of_memory",
+    "kv_cache_bytes", "mlp_activation_parts", "mlp_activation_values", "mlp_parameters",
+    "mlp_training_memory", "mlp_workspace_values", "state_tensors", "training_memory",
+    "transformer_training_memory",
+    "zero_bytes_per_parameter",
+]

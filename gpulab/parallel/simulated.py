@@ -1,0 +1,530 @@
+"""Ranks as threads in this process, speaking mpi4py's point-to-point API: how chapter 11's
+ring all-reduce exercise is checked, and how the chapter still runs where no MPI is installed.
+
+:func:`run_ranks` starts ``size`` threads; each calls ``function(comm, *args)`` with its own
+:class:`Comm`, which has the mpi4py methods the course uses:
+
+- point to point, on NumPy buffers: ``Send(buf, dest, tag=0)``, ``Recv(buf, source, tag)``,
+  ``Sendrecv(sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG)``,
+  ``Isend`` / ``Irecv`` (returning a request with ``Wait()``); on Python objects: ``send``,
+  ``recv``, ``sendrecv``;
+- ``Get_rank()``, ``Get_size()``, ``rank``, ``size``;
+- collectives (``Allreduce``, ``allreduce``, ``allgather``, ``bcast``, ``gather``, ``Barrier``)
+  only when the world allows them: the ring exercise's world does not, so that a learner's
+  all-reduce has to be built from messages.
+
+What makes it a fair judge of message-passing code:
+
+- **``Send`` is synchronous**: it returns only when the receiver has taken the message. MPI
+  allows this (a correct MPI program must not rely on ``Send`` buffering its message; Open MPI
+  buffers small messages and blocks on large ones), so code that is only correct for small
+  messages fails here every time, not only on a large cluster.
+- **Deadlocks are detected, not waited out**: when every rank that has not returned is blocked
+  and no blocked rank can go on, every rank stops with :class:`DeadlockError`, whose message
+  says what each rank was waiting for. A wall-clock limit catches the rest.
+- **Messages are bytes**: a receive copies the message's bytes into the receiving buffer, and a
+  message longer than the buffer is an error (:class:`TruncationError`), as MPI's
+  ``MPI_ERR_TRUNCATE``; a non-contiguous buffer is refused, as mpi4py refuses it.
+- Every rank's bytes and messages sent are counted (:attr:`RankResults.bytes_sent`), so a check
+  can tell a ring (each rank sends 2(N-1)/N of the vector) from a naive exchange.
+
+Times measured here are not communication times: the threads share one interpreter (and its
+lock), so the chapter labels them as such.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+ANY_SOURCE = -1
+ANY_TAG = -1
+COLLECTIVES = ("Allreduce", "allreduce", "Allgather", "allgather", "Bcast", "bcast", "Gather",
+               "gather", "Reduce", "reduce", "Reduce_scatter", "Barrier", "barrier", "Alltoall",
+               "alltoall", "Scatter", "scatter")
+
+
+class CommError(RuntimeError):
+    """Something a rank did with its communicator that MPI would refuse or never finish."""
+
+
+class DeadlockError(CommError):
+    """Every rank still running waits for something no rank will ever do."""
+
+
+class TruncationError(CommError):
+    """A message was longer than the buffer receiving it (MPI_ERR_TRUNCATE)."""
+
+
+class CollectiveNotAllowedError(CommError):
+    """A collective was called in a world that allows only point-to-point messages."""
+
+
+class WorldAbortedError(CommError):
+    """Another rank failed, so this one stopped at its next message."""
+
+
+class RanksDidNotFinishError(CommError):
+    """A rank was still running when the time limit ran out."""
+
+
+@dataclass
+class _Message:
+    source: int
+    dest: int
+    tag: int
+    payload: object  # bytes for buffers, a private copy for objects
+    nbytes: int
+    is_buffer: bool
+    taken: bool = False
+
+
+def _contiguous(buffer, rank: int, what: str) -> np.ndarray:
+    """The NumPy array behind an mpi4py buffer argument (``x`` or ``[x, MPI.DOUBLE]``)."""
+    if isinstance(buffer, (list, tuple)) and buffer:
+        buffer = buffer[0]
+    if not isinstance(buffer, np.ndarray):
+        raise CommError(f"rank {rank}: {what} must be a NumPy array (mpi4py's upper-case "
+                        f"methods send buffers), not {type(buffer).__name__}; for Python "
+                        "objects use the lower-case send/recv/sendrecv")
+    if not buffer.flags.c_contiguous:
+        raise CommError(f"rank {rank}: {what} is not contiguous in memory (a strided view such "
+                        "as x[::2]); MPI needs one block of memory: pass a slice x[a:b] or "
+                        "np.ascontiguousarray(...)")
+    return buffer
+
+
+class Request:
+    """What ``Isend``/``Irecv`` return: ``Wait()`` finishes the operation (``wait()`` also
+    returns a received object)."""
+
+    def __init__(self, finish):
+        self._finish = finish
+        self._done = False
+        self._value = None
+
+    def Wait(self, status=None):
+        if not self._done:
+            self._value = self._finish()
+            self._done = True
+        return True
+
+    def wait(self, status=None):
+        self.Wait()
+        return self._value
+
+    def Test(self, status=None) -> bool:
+        self.Wait()
+        return True
+
+
+class World:
+    """The shared state of ``size`` ranks: pending messages, who waits for what, counters."""
+
+    def __init__(self, size: int, allow_collectives: bool = True, timeout_s: float = 10.0):
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+            raise ValueError(f"size must be a whole number >= 1, not {size!r}")
+        self.size = int(size)
+        self.allow_collectives = allow_collectives
+        self.timeout_s = float(timeout_s)
+        self.cond = threading.Condition()
+        self.pending: list[_Message] = []
+        self.blocked: dict[int, tuple[str, object]] = {}
+        self.done: set[int] = set()
+        self.failure: BaseException | None = None
+        self.bytes_sent = [0] * self.size
+        self.messages_sent = [0] * self.size
+        self._arrived = 0
+        self._generation = 0
+        self._slots: list = [None] * self.size
+        self._results: dict[int, list] = {}
+        self.comms = [Comm(self, rank) for rank in range(self.size)]
+
+    # -- waiting, with deadlock detection ---------------------------------------------------
+
+    def fail(self, error: BaseException) -> None:
+        with self.cond:
+            if self.failure is None:
+                self.failure = error
+            self.cond.notify_all()
+
+    def _check_failure(self, rank: int) -> None:
+        if self.failure is not None:
+            if isinstance(self.failure, (DeadlockError, RanksDidNotFinishError)):
+                raise type(self.failure)(str(self.failure))
+            raise WorldAbortedError(f"rank {rank} stopped: another rank failed "
+                                    f"({type(self.failure).__name__}: {self.failure})")
+
+    def _deadlocked(self) -> bool:
+        alive = [r for r in range(self.size) if r not in self.done]
+        if not alive or any(r not in self.blocked for r in alive):
+            return False
+        return not any(predicate() for _, predicate in self.blocked.values())
+
+    def _deadlock_text(self) -> str:
+        waits = "; ".join(f"rank {r} waits in {self.blocked[r][0]}" for r in sorted(self.blocked))
+        returned = sorted(self.done)
+        if returned:
+            waits += f"; rank{'s' if len(returned) > 1 else ''} " \
+                     f"{', '.join(map(str, returned))} already returned"
+        return f"deadlock: {waits}. No rank can go on."
+
+    def wait(self, rank: int, description: str, predicate) -> None:
+        """Block ``rank`` (the caller holds ``cond``) until ``predicate()`` holds."""
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            while not predicate():
+                self._check_failure(rank)
+                self.blocked[rank] = (description, predicate)
+                if self._deadlocked():
+                    self.failure = self.failure or DeadlockError(self._deadlock_text())
+                    self.cond.notify_all()
+                    self._check_failure(rank)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.failure = self.failure or RanksDidNotFinishError(
+                        f"rank {rank} waited {self.timeout_s:g} s in {description}")
+                    self.cond.notify_all()
+                    self._check_failure(rank)
+                self.cond.wait(timeout=min(remaining, 0.05))
+                self.blocked.pop(rank, None)
+        finally:
+            self.blocked.pop(rank, None)
+
+    def finished(self, rank: int) -> None:
+        with self.cond:
+            self.done.add(rank)
+            self.cond.notify_all()
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def post(self, message: _Message) -> None:
+        """Called with ``cond`` held."""
+        self._check_failure(message.source)
+        if not 0 <= message.dest < self.size:
+            raise CommError(f"rank {message.source} sent to rank {message.dest}, but the ranks "
+                            f"are 0..{self.size - 1}: take neighbours modulo the size, "
+                            "(rank + 1) % size")
+        self.pending.append(message)
+        self.bytes_sent[message.source] += message.nbytes
+        self.messages_sent[message.source] += 1
+        self.cond.notify_all()
+
+    def match(self, rank: int, source: int, tag: int) -> _Message | None:
+        for message in self.pending:
+            if (message.dest == rank and not message.taken
+                    and source in (ANY_SOURCE, message.source) and tag in (ANY_TAG, message.tag)):
+                return message
+        return None
+
+    def take(self, rank: int, source: int, tag: int, what: str) -> _Message:
+        """Wait for a matching message to ``rank`` and take it (``cond`` held)."""
+        if source != ANY_SOURCE and not 0 <= source < self.size:
+            raise CommError(f"rank {rank} receives from rank {source}, but the ranks are "
+                            f"0..{self.size - 1}: take neighbours modulo the size, "
+                            "(rank - 1) % size")
+        who = "any rank" if source == ANY_SOURCE else f"rank {source}"
+        self.wait(rank, f"{what} from {who}", lambda: self.match(rank, source, tag) is not None)
+        message = self.match(rank, source, tag)
+        message.taken = True
+        self.pending.remove(message)
+        self.cond.notify_all()
+        return message
+
+    # -- collectives --------------------------------------------------------------------------
+
+    def exchange(self, rank: int, value, what: str) -> list:
+        """Every rank deposits a value; all get the list of them, in rank order."""
+        with self.cond:
+            self._check_failure(rank)
+            generation = self._generation
+            self._slots[rank] = value
+            self._arrived += 1
+            if self._arrived == self.size:
+                self._results[generation] = list(self._slots)
+                self._results.pop(generation - 2, None)
+                self._slots = [None] * self.size
+                self._arrived = 0
+                self._generation += 1
+                self.cond.notify_all()
+            else:
+                self.wait(rank, f"{what} (waiting for every rank to call it)",
+                          lambda: self._generation != generation)
+            return self._results[generation]
+
+
+def _op_sum(values):
+    total = values[0]
+    for value in values[1:]:
+        total = total + value
+    return total
+
+
+def _reduce(values, op):
+    name = getattr(op, "name", None) or getattr(op, "__name__", None) or str(op or "SUM")
+    name = name.upper().replace("MPI_", "")
+    if "MAX" in name:
+        return np.maximum.reduce(values) if isinstance(values[0], np.ndarray) else max(values)
+    if "MIN" in name:
+        return np.minimum.reduce(values) if isinstance(values[0], np.ndarray) else min(values)
+    return _op_sum(values)
+
+
+class Comm:
+    """One rank's view of a :class:`World`, with mpi4py's method names."""
+
+    def __init__(self, world: World, rank: int):
+        self.world = world
+        self._rank = rank
+
+    # identity
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def size(self) -> int:
+        return self.world.size
+
+    def Get_rank(self) -> int:
+        return self._rank
+
+    def Get_size(self) -> int:
+        return self.world.size
+
+    @staticmethod
+    def Wtime() -> float:
+        return time.perf_counter()
+
+    # point to point, buffers
+    def _buffer_message(self, buffer, dest: int, tag: int) -> _Message:
+        array = _contiguous(buffer, self._rank, "the send buffer")
+        return _Message(self._rank, int(dest), int(tag), array.tobytes(), array.nbytes, True)
+
+    def _deliver(self, message: _Message, buffer) -> None:
+        target = _contiguous(buffer, self._rank, "the receive buffer")
+        if not message.is_buffer:
+            raise CommError(f"rank {self._rank} received an object sent with send() into a "
+                            "buffer: pair Send with Recv and send with recv")
+        if message.nbytes > target.nbytes:
+            raise TruncationError(
+                f"rank {self._rank} received {message.nbytes} bytes from rank "
+                f"{message.source} into a buffer of {target.nbytes} bytes "
+                f"({target.size} elements of {target.dtype})")
+        if message.nbytes:
+            target.reshape(-1).view(np.uint8)[:message.nbytes] = np.frombuffer(
+                message.payload, dtype=np.uint8)
+
+    def Send(self, buf, dest: int, tag: int = 0) -> None:
+        world = self.world
+        with world.cond:
+            message = self._buffer_message(buf, dest, tag)
+            world.post(message)
+            world.wait(self._rank, f"Send to rank {dest} (until rank {dest} receives it)",
+                       lambda: message.taken)
+
+    def Recv(self, buf, source: int = ANY_SOURCE, tag: int = ANY_TAG, status=None) -> None:
+        world = self.world
+        with world.cond:
+            world._check_failure(self._rank)
+            message = world.take(self._rank, int(source), int(tag), "Recv")
+            self._deliver(message, buf)
+
+    def Sendrecv(self, sendbuf, dest: int, sendtag: int = 0, recvbuf=None,
+                 source: int = ANY_SOURCE, recvtag: int = ANY_TAG, status=None) -> None:
+        if recvbuf is None:
+            raise CommError(f"rank {self._rank}: Sendrecv needs recvbuf=..., the array the "
+                            "incoming message is written to")
+        world = self.world
+        with world.cond:
+            message = self._buffer_message(sendbuf, dest, sendtag)
+            world.post(message)
+            incoming = world.take(self._rank, int(source), int(recvtag), "Sendrecv")
+            self._deliver(incoming, recvbuf)
+            world.wait(self._rank, f"Sendrecv to rank {dest} (until rank {dest} receives it)",
+                       lambda: message.taken)
+
+    def Isend(self, buf, dest: int, tag: int = 0) -> Request:
+        world = self.world
+        with world.cond:
+            message = self._buffer_message(buf, dest, tag)
+            world.post(message)
+
+        def finish():
+            with world.cond:
+                world.wait(self._rank, f"Wait for an Isend to rank {dest}",
+                           lambda: message.taken)
+
+        return Request(finish)
+
+    def Irecv(self, buf, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
+        _contiguous(buf, self._rank, "the receive buffer")
+
+        def finish():
+            self.Recv(buf, source, tag)
+
+        return Request(finish)
+
+    # point to point, Python objects
+    def _object_message(self, obj, dest: int, tag: int) -> _Message:
+        nbytes = obj.nbytes if isinstance(obj, np.ndarray) else len(pickle.dumps(obj))
+        return _Message(self._rank, int(dest), int(tag), copy.deepcopy(obj), nbytes, False)
+
+    def send(self, obj, dest: int, tag: int = 0) -> None:
+        world = self.world
+        with world.cond:
+            message = self._object_message(obj, dest, tag)
+            world.post(message)
+            world.wait(self._rank, f"send to rank {dest} (until rank {dest} receives it)",
+                       lambda: message.taken)
+
+    def recv(self, buf=None, source: int = ANY_SOURCE, tag: int = ANY_TAG, status=None):
+        world = self.world
+        with world.cond:
+            world._check_failure(self._rank)
+            message = world.take(self._rank, int(source), int(tag), "recv")
+        if message.is_buffer:
+            raise CommError(f"rank {self._rank} called recv() for a message sent with Send(): "
+                            "pair Send with Recv and send with recv")
+        return message.payload
+
+    def sendrecv(self, sendobj, dest: int, sendtag: int = 0, recvbuf=None,
+                 source: int = ANY_SOURCE, recvtag: int = ANY_TAG, status=None):
+        world = self.world
+        with world.cond:
+            message = self._object_message(sendobj, dest, sendtag)
+            world.post(message)
+            incoming = world.take(self._rank, int(source), int(recvtag), "sendrecv")
+            world.wait(self._rank, f"sendrecv to rank {dest} (until rank {dest} receives it)",
+                       lambda: message.taken)
+        if incoming.is_buffer:
+            raise CommError(f"rank {self._rank} called sendrecv() for a message sent with "
+                            "Send(): use the same family on both sides")
+        return incoming.payload
+
+    # collectives (when the world allows them)
+    def _collective(self, name: str) -> None:
+        if not self.world.allow_collectives:
+            raise CollectiveNotAllowedError(
+                f"comm.{name} is not available here: this exercise builds the all-reduce from "
+                "point-to-point messages (Send, Recv, Sendrecv, Isend, Irecv)")
+
+    def Barrier(self) -> None:
+        self._collective("Barrier")
+        self.world.exchange(self._rank, None, "Barrier")
+
+    barrier = Barrier
+
+    def Allreduce(self, sendbuf, recvbuf, op=None) -> None:
+        self._collective("Allreduce")
+        send = _contiguous(sendbuf, self._rank, "the send buffer")
+        recv = _contiguous(recvbuf, self._rank, "the receive buffer")
+        values = self.world.exchange(self._rank, send.copy(), "Allreduce")
+        recv[...] = _reduce(values, op)
+
+    def allreduce(self, sendobj, op=None):
+        self._collective("allreduce")
+        return _reduce(self.world.exchange(self._rank, copy.deepcopy(sendobj), "allreduce"), op)
+
+    def allgather(self, sendobj) -> list:
+        self._collective("allgather")
+        return self.world.exchange(self._rank, copy.deepcopy(sendobj), "allgather")
+
+    def bcast(self, obj=None, root: int = 0):
+        self._collective("bcast")
+        return copy.deepcopy(self.world.exchange(self._rank, obj, "bcast")[root])
+
+    def gather(self, sendobj, root: int = 0):
+        self._collective("gather")
+        values = self.world.exchange(self._rank, copy.deepcopy(sendobj), "gather")
+        return values if self._rank == root else None
+
+    def __getattr__(self, name: str):
+        if name in COLLECTIVES:
+            self._collective(name)
+        raise AttributeError(f"this communicator (ranks as threads, gpulab.parallel.simulated) "
+                             f"has no {name!r}; it has Send, Recv, Sendrecv, Isend, Irecv, send, "
+                             "recv, sendrecv, Get_rank, Get_size")
+
+    def __repr__(self) -> str:
+        return f"<simulated communicator: rank {self._rank} of {self.world.size} (threads)>"
+
+
+@dataclass
+class RankResults:
+    """What :func:`run_ranks` saw: each rank's return value or exception, and the traffic."""
+
+    size: int
+    returns: list = field(default_factory=list)
+    errors: list = field(default_factory=list)  # None, or the exception each rank raised
+    bytes_sent: list[int] = field(default_factory=list)
+    messages_sent: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+    failure: BaseException | None = None  # the world's first failure (deadlock, time limit)
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and not any(self.errors)
+
+    def first_error(self) -> tuple[int, BaseException] | None:
+        """(rank, exception) of the most telling failure: a deadlock or time limit first, then
+        the first rank's own error (not another rank's "stopped because someone failed")."""
+        if isinstance(self.failure, (DeadlockError, RanksDidNotFinishError)):
+            return -1, self.failure
+        for rank, error in enumerate(self.errors):
+            if error is not None and not isinstance(error, WorldAbortedError):
+                return rank, error
+        for rank, error in enumerate(self.errors):
+            if error is not None:
+                return rank, error
+        return None
+
+
+def run_ranks(size: int, function, args=None, allow_collectives: bool = True,
+              timeout_s: float = 10.0) -> RankResults:
+    """Run ``function(comm, *args[rank])`` on ``size`` ranks (threads); never raises for what
+    the ranks do: their return values and exceptions are in the :class:`RankResults`."""
+    world = World(size, allow_collectives=allow_collectives, timeout_s=timeout_s)
+    args = args if args is not None else [()] * world.size
+    if len(args) != world.size:
+        raise ValueError(f"args must give one tuple per rank ({world.size}), not {len(args)}")
+    returns: list = [None] * world.size
+    errors: list = [None] * world.size
+
+    def body(rank: int) -> None:
+        try:
+            returns[rank] = function(world.comms[rank], *args[rank])
+        except BaseException as error:  # noqa: BLE001 - the learner's code: report, don't crash
+            errors[rank] = error
+            if not isinstance(error, (WorldAbortedError, DeadlockError, RanksDidNotFinishError)):
+                world.fail(error)  # the others stop at their next message
+        finally:
+            world.finished(rank)
+
+    threads = [threading.Thread(target=body, args=(rank,), daemon=True,
+                                name=f"gpulab-rank-{rank}") for rank in range(world.size)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    deadline = start + timeout_s + 1.0
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.perf_counter()))
+    stuck = [rank for rank, thread in enumerate(threads) if thread.is_alive()]
+    if stuck:
+        world.fail(RanksDidNotFinishError(
+            f"rank{'s' if len(stuck) > 1 else ''} {', '.join(map(str, stuck))} did not finish "
+            f"within {timeout_s:g} s (a loop that never ends, outside any message?)"))
+        for rank in stuck:
+            threads[rank].join(timeout=0.5)
+    return RankResults(world.size, returns, errors, list(world.bytes_sent),
+                       list(world.messages_sent), time.perf_counter() - start, world.failure)
+
+
+__all__ = ["ANY_SOURCE", "ANY_TAG", "COLLECTIVES", "CollectiveNotAllowedError", "Comm",
+           "CommError", "DeadlockError", "RankResults", "RanksDidNotFinishError", "Request",
+           "TruncationError", "World", "WorldAbortedError", "run_ranks"]

@@ -1,0 +1,286 @@
+"""Chapter 11's checks (the ring all-reduce, its α–β cost) against right answers, the stubs and
+the wrong answers learners write."""
+
+import time
+
+import numpy as np
+import pytest
+
+from gpulab.exercises import ch11
+from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED
+from gpulab.parallel.collectives import ring_allreduce_mean
+
+# --- ring all-reduce: right answers -------------------------------------------------------------
+
+
+def ring_with_send_recv_by_parity(comm, x):
+    """A right answer without Sendrecv: even ranks send first, odd ranks receive first."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.copy()
+    chunks = np.array_split(np.arange(len(x)), size)
+    right, left = (rank + 1) % size, (rank - 1) % size
+
+    def exchange(send_idx, recv_idx):
+        incoming = np.empty(len(recv_idx))
+        outgoing = np.ascontiguousarray(data[send_idx])
+        if rank % 2 == 0:
+            comm.Send(outgoing, dest=right)
+            comm.Recv(incoming, source=left)
+        else:
+            comm.Recv(incoming, source=left)
+            comm.Send(outgoing, dest=right)
+        return incoming
+
+    for s in range(size - 1):
+        recv = chunks[(rank - s - 1) % size]
+        data[recv] += exchange(chunks[(rank - s) % size], recv)
+    for s in range(size - 1):
+        recv = chunks[(rank - s) % size]
+        data[recv] = exchange(chunks[(rank - s + 1) % size], recv)
+    return data / size
+
+
+def ring_with_isend(comm, x):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = np.array(x)
+    bounds = np.linspace(0, len(x), size + 1).astype(int)  # other chunk boundaries: still fine
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for phase in ("reduce", "gather"):
+        for s in range(size - 1):
+            if phase == "reduce":
+                send_c, recv_c = (rank - s) % size, (rank - s - 1) % size
+            else:
+                send_c, recv_c = (rank - s + 1) % size, (rank - s) % size
+            incoming = np.empty(bounds[recv_c + 1] - bounds[recv_c])
+            request = comm.Isend(data[bounds[send_c]:bounds[send_c + 1]].copy(), dest=right)
+            comm.Recv(incoming, source=left)
+            request.Wait()
+            if phase == "reduce":
+                data[bounds[recv_c]:bounds[recv_c + 1]] += incoming
+            else:
+                data[bounds[recv_c]:bounds[recv_c + 1]] = incoming
+    return data / size
+
+
+@pytest.mark.parametrize("function", [ring_allreduce_mean, ring_with_send_recv_by_parity,
+                                      ring_with_isend])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_right_rings_pass(function, seed):
+    result = ch11.check_ring_allreduce(function, seed=seed, show=False)
+    assert result.status == PASSED, result
+
+
+# --- ring all-reduce: wrong answers -------------------------------------------------------------
+
+
+def blocking_send_then_recv(comm, x):
+    """Send then Recv on every rank: a deadlock when Send waits for its receiver."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.copy()
+    chunks = np.array_split(np.arange(len(x)), size)
+    for s in range(size - 1):
+        send, recv = chunks[(rank - s) % size], chunks[(rank - s - 1) % size]
+        comm.Send(np.ascontiguousarray(data[send]), dest=(rank + 1) % size)
+        incoming = np.empty(len(recv))
+        comm.Recv(incoming, source=(rank - 1) % size)
+        data[recv] += incoming
+    return data / size
+
+
+def _ring(comm, x, reduce_recv_shift=1, divide=True, gather=True, chunking="split", copy=True,
+          gather_send_shift=1):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.copy() if copy else x
+    n = len(x)
+    if chunking == "split":
+        bounds = [(c[0], c[-1] + 1) if len(c) else (0, 0)
+                  for c in np.array_split(np.arange(n), size)]
+    else:  # n // size per chunk: the remainder is never touched
+        step = n // size
+        bounds = [(k * step, (k + 1) * step) for k in range(size)]
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for s in range(size - 1):
+        a, b = bounds[(rank - s) % size]
+        c, d = bounds[(rank - s - reduce_recv_shift) % size]
+        incoming = np.empty(d - c)
+        comm.Sendrecv(np.ascontiguousarray(data[a:b]), dest=right, recvbuf=incoming, source=left)
+        data[c:d] += incoming
+    if gather:
+        for s in range(size - 1):
+            a, b = bounds[(rank - s + gather_send_shift) % size]
+            c, d = bounds[(rank - s) % size]
+            incoming = np.empty(d - c)
+            comm.Sendrecv(np.ascontiguousarray(data[a:b]), dest=right, recvbuf=incoming,
+                          source=left)
+            data[c:d] = incoming
+    return data / size if divide else data
+
+
+def off_by_one_chunk(comm, x):
+    """Adds what arrives into the chunk it just sent, not the one that arrived."""
+    return _ring(comm, x, reduce_recv_shift=0)
+
+
+def gather_wrong_chunk(comm, x):
+    """All-gather passes on the chunk one step behind."""
+    return _ring(comm, x, gather_send_shift=0)
+
+
+def forgets_to_divide(comm, x):
+    return _ring(comm, x, divide=False)
+
+
+def only_reduce_scatter(comm, x):
+    return _ring(comm, x, gather=False)
+
+
+def drops_the_remainder(comm, x):
+    return _ring(comm, x, chunking="floor")
+
+
+def changes_x(comm, x):
+    return _ring(comm, x, copy=False)
+
+
+def naive_whole_vector(comm, x):
+    """Right answer, the whole vector passed round the ring N - 1 times."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    total, passing = x.copy(), x.copy()
+    for _ in range(size - 1):
+        incoming = np.empty_like(x)
+        comm.Sendrecv(passing, dest=(rank + 1) % size, recvbuf=incoming,
+                      source=(rank - 1) % size)
+        total += incoming
+        passing = incoming
+    return total / size
+
+
+def element_by_element(comm, x):
+    """Right answer and ring bytes, but one message per element."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.copy()
+    chunks = np.array_split(np.arange(len(x)), size)
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for phase in (0, 1):
+        for s in range(size - 1):
+            send = chunks[(rank - s + phase) % size]
+            recv = chunks[(rank - s - 1 + phase) % size]
+            requests = [comm.Isend(data[i:i + 1].copy(), dest=right) for i in send]
+            for j in recv:
+                incoming = np.empty(1)
+                comm.Recv(incoming, source=left)
+                data[j] = data[j] + incoming[0] if phase == 0 else incoming[0]
+            for request in requests:
+                request.Wait()
+    return data / size
+
+
+def uses_allreduce(comm, x):
+    out = np.empty_like(x)
+    comm.Allreduce(x, out)
+    return out / comm.Get_size()
+
+
+def wrong_buffer_size(comm, x):
+    """Receives into a buffer one element too short when chunks differ in length."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.copy()
+    chunks = np.array_split(np.arange(len(x)), size)
+    for s in range(size - 1):
+        send, recv = chunks[(rank - s) % size], chunks[(rank - s - 1) % size]
+        incoming = np.empty(len(x) // size)
+        comm.Sendrecv(np.ascontiguousarray(data[send]), dest=(rank + 1) % size,
+                      recvbuf=incoming, source=(rank - 1) % size)
+        data[recv[:len(incoming)]] += incoming
+    return data / size
+
+
+def returns_nothing(comm, x):
+    _ring(comm, x)
+
+
+def float32_result(comm, x):
+    return _ring(comm, x).astype(np.float32)
+
+
+@pytest.mark.parametrize("function, words", [
+    (blocking_send_then_recv, "Sendrecv"),
+    (off_by_one_chunk, "index"),
+    (gather_wrong_chunk, "chunk"),
+    (forgets_to_divide, "divide by comm.Get_size()"),
+    (only_reduce_scatter, "all-gather"),
+    (drops_the_remainder, "remainder"),
+    (changes_x, "copy"),
+    (naive_whole_vector, "not a ring"),
+    (element_by_element, "one message"),
+    (uses_allreduce, "build the all-reduce yourself"),
+    (wrong_buffer_size, "receive buffer"),
+    (returns_nothing, "return the averaged vector"),
+    (float32_result, "dtype"),
+])
+def test_wrong_rings_fail_with_the_right_hint(function, words):
+    start = time.perf_counter()
+    result = ch11.check_ring_allreduce(function, seed=5, show=False)
+    assert result.status == FAILED, result
+    assert words in result.hint, (result.message, result.hint)
+    assert time.perf_counter() - start < 15, "a check must not hang"
+
+
+def test_the_deadlock_is_reported_not_waited_out():
+    start = time.perf_counter()
+    result = ch11.check_ring_allreduce(blocking_send_then_recv, seed=3, show=False)
+    assert "deadlock" in result.message and "waits in Send" in result.message
+    assert time.perf_counter() - start < 3
+
+
+def test_the_stub_is_not_attempted_and_try_ring_says_so(capsys):
+    def stub(comm, x):
+        raise NotImplementedError()
+
+    assert ch11.check_ring_allreduce(stub, show=False).status == NOT_ATTEMPTED
+    assert ch11.check_ring_allreduce(None, show=False).status == NOT_ATTEMPTED
+    ch11.try_ring(stub)
+    assert "not written yet" in capsys.readouterr().out
+
+
+def test_try_ring_prints_every_rank(capsys):
+    ch11.try_ring(ring_allreduce_mean, ranks=3, n=7)
+    out = capsys.readouterr().out
+    assert "rank 2:" in out and "sent" in out
+
+
+# --- the α–β cost of a ring -------------------------------------------------------------------
+
+
+def ring_time(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
+    return 2 * (n_ranks - 1) * (alpha_s + n_bytes / n_ranks / beta_bytes_per_s)
+
+
+@pytest.mark.parametrize("function, status, words", [
+    (ring_time, PASSED, "right"),
+    (lambda S, N, a, b: (N - 1) * a + (N - 1) / N * S / b, FAILED, "factor 2"),
+    (lambda S, N, a, b: 2 * (N - 1) * (a + S / b), FAILED, "not the whole buffer"),
+    (lambda S, N, a, b: 2 * N * a + 2 * (N - 1) / N * S / b, FAILED, "N - 1 steps, not N"),
+    (lambda S, N, a, b: a + 2 * (N - 1) / N * S / b, FAILED, "pays α"),
+    (lambda S, N, a, b: 2 * (N - 1) / N * S / b, FAILED, "latency term is missing"),
+    (lambda S, N, a, b: 2 * (N - 1) * a + 2 * S / b, FAILED, "2(N - 1)/N"),
+    (lambda S, N, a, b: 2 * (N - 1) * a + 2 * (N - 1) / N * S * b, FAILED, "n / β"),
+    (lambda S, N, a, b: str(ring_time(S, N, a, b)), FAILED, "float"),
+    (lambda S, N, a, b: max(ring_time(S, N, a, b), a), FAILED, "return 0"),
+])
+def test_allreduce_time(function, status, words):
+    result = ch11.check_allreduce_time(function, seed=11, show=False)
+    assert result.status == status, result
+    assert words in result.message + result.hint, (result.message, result.hint)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_right_formula_passes_every_seed(seed):
+    assert ch11.check_allreduce_time(ring_time, seed=seed, show=False).passed
+
+
+def test_the_time_stub_is_not_attempted():
+    def stub(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
+        raise NotImplementedError()
+
+    assert ch11.check_allreduce_time(stub, show=False).status == NOT_ATTEMPTED

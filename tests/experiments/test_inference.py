@@ -1,0 +1,66 @@
+"""Chapter 12's experiment: latency vs batch, the crossover, fp8 weights, the serving sweep."""
+
+import matplotlib
+import pytest
+
+from gpulab.experiments import inference as inf
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return inf.trained_digits(epochs=4)
+
+
+def test_latency_rows_and_crossover(trained):
+    model, _, data = trained
+    cpu = inf.cpu_latency(model, data, (1, 16, 256), min_time_s=0.002)
+    gpu = inf.gpu_latency(model, data, (1, 16, 256))
+    assert [r["batch"] for r in cpu] == [1, 16, 256] and all(r["latency_s"] > 0 for r in cpu)
+    assert "measured" in cpu[0]["where"]
+    assert "estimated" in gpu[0]["where"] or "measured" in gpu[0]["where"]
+    cross = inf.crossover(cpu, gpu)
+    assert "CPU" in cross["sentence"]
+    inf.latency_plot(cpu, gpu)
+
+
+def test_gpu_estimate_includes_launches_and_transfer():
+    est = inf.gpu_inference_estimate((64, 128, 10), 32, "H100")
+    assert est.launches == 5 and est.transfer_bytes == 32 * 64 * 4 + 32 * 8
+    assert est.time_s > est.kernel_s
+
+
+def test_fp8_weights_keep_accuracy_and_quarter_the_memory(trained):
+    model, _, data = trained
+    r = inf.fp8_weights(model, data)
+    assert r["quantised_bytes"] < 0.3 * r["fp32_bytes"]
+    assert abs(r["quantised_accuracy"] - r["fp32_accuracy"]) < 0.03
+
+
+def test_serving_sweep_is_bounded_and_shows_the_trade(trained):
+    model, _, data = trained
+    rows = inf.serving_sweep(model, data, windows_ms=(0.0, 20.0), rates=(300.0,),
+                             n_requests=30, concurrency=8)
+    assert len(rows) == 2 and all(r["completed"] == 30 and r["errors"] == 0 for r in rows)
+    assert rows[1]["mean_batch"] > rows[0]["mean_batch"]
+    assert all(r["p50_ms"] <= r["p99_ms"] for r in rows)
+    inf.serving_plot(rows)
+
+
+def test_energy_rows_carry_boundaries():
+    e = inf.inference_energy([{"batch": 8, "latency_s": 1e-4}], [{"batch": 8, "latency_s": 5e-5}],
+                             8)
+    assert e["cpu"].boundary == "chip" and e["gpu"].boundary == "board"
+    assert e["gpu"].method == "estimated"
+    ex = inf.faster_not_greener()
+    assert not ex["with_idle"]["faster_is_greener"] and ex["break_even_speedup"] > 2
+
+
+def test_gpu_rows_are_measured_with_the_kernels_backend_on_the_gpu_tier(trained, monkeypatch):
+    model, _, data = trained
+    monkeypatch.setattr(inf.device, "tier", lambda: "gpu")
+    monkeypatch.setattr(inf.timing, "local_gpu_spec", lambda: None)
+    rows = inf.gpu_latency(model, data, (2,))
+    assert rows[0]["batch"] == 2 and rows[0]["latency_s"] > 0
+    assert rows[0]["where"].startswith("measured on this machine's GPU")
