@@ -17,10 +17,14 @@ chapters              :mod:`~gpulab.bench` (``gpulab bench``: one case per kerne
                       reports and recorded runs), :mod:`~gpulab.experiments` (one module per
                       chapter experiment: logic, figures, dashboard), :mod:`~gpulab.exercises`
                       (``checks`` shared by all, one module of checks per chapter, ``release``)
-library               :mod:`~gpulab.nn` (layers, losses, optimisers, MLP, trainer, data, cost)
+library               :mod:`~gpulab.nn` (layers, losses, optimisers, MLP, trainer, data, cost,
+                      memory, mixed precision), :mod:`~gpulab.parallel` (MPI data parallel,
+                      collectives, link model), :mod:`~gpulab.serving` (server, load test,
+                      energy)
 services              :mod:`~gpulab.timing` (CPU and CUDA-event timing, estimates, the one
                       ``Measurement`` record), :mod:`~gpulab.plots` (shared figures),
-                      :mod:`~gpulab.memory_model` (warp requests and sectors), :mod:`~gpulab.ptx`
+                      :mod:`~gpulab.memory_model` (warp requests and sectors), :mod:`~gpulab.ptx`,
+                      :mod:`~gpulab.kernel_resources` (registers, spills, occupancy)
 kernels               :mod:`~gpulab.kernels` (one module per family, ``arrays``: the one
                       validator and output handler, ``launch``, ``registry``)
 ground floor          :mod:`~gpulab.device`, :mod:`~gpulab.toolkit`, :mod:`~gpulab.hardware`,

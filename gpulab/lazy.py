@@ -2,9 +2,9 @@
 
 ``import gpulab.nn`` must stay cheap (gpulab decides the tier before numba loads, and a
 notebook's first cell should not wait for ipywidgets), yet ``from gpulab.nn import MLP`` should
-work. A package lists its public names and the module each lives in; :func:`lazy_exports`
+work. A package lists each of its modules with the public names it exports; :func:`lazy_exports`
 returns the module-level ``__getattr__`` and ``__dir__`` (PEP 562) that import that module
-when the name is first used.
+when one of its names is first used, and :func:`exported_names` the package's ``__all__``.
 """
 
 from __future__ import annotations
@@ -13,10 +13,17 @@ import importlib
 from collections.abc import Callable, Mapping
 
 
-def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable, Callable]:
-    """``__getattr__`` and ``__dir__`` for ``package`` whose name ``N`` lives in module
-    ``exports[N]``: a full dotted name, or one relative to ``package`` ("mlp" for
-    "gpulab.nn.mlp")."""
+def exported_names(modules: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """Every name of ``modules`` ({module: (name, ...)}), sorted: the package's ``__all__``."""
+    return sorted(name for names in modules.values() for name in names)
+
+
+def lazy_exports(package: str, modules: Mapping[str, tuple[str, ...]]
+                 ) -> tuple[Callable, Callable]:
+    """``__getattr__`` and ``__dir__`` for ``package``, whose ``modules`` map each module — a
+    full dotted name, or one relative to ``package`` ("mlp" for "gpulab.nn.mlp") — to the
+    names it exports."""
+    exports = {name: module for module, names in modules.items() for name in names}
 
     def get_attribute(name: str):
         if name in exports:

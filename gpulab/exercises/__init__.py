@@ -19,20 +19,15 @@ check_multiply`` works, and ``python -m gpulab.exercises.release`` stays fast.
 
 from __future__ import annotations
 
-from gpulab.lazy import lazy_exports
+from gpulab.lazy import exported_names, lazy_exports
 
-_LAZY = {
-    "CheckResult": "gpulab.exercises.checks",
-    "check_blocks_for": "gpulab.exercises.ch00",
-    "check_first_launch": "gpulab.exercises.ch00",
-    "check_multiply": "gpulab.exercises.ch01",
-    "check_dot_atomic": "gpulab.exercises.ch01",
-    "check_block_sum": "gpulab.exercises.ch01",
-    "check_saxpy": "gpulab.exercises.ch02",
-    "check_time_saxpy": "gpulab.exercises.ch02",
-    "check_copy_grid_stride": "gpulab.exercises.ch02",
+_MODULES = {
+    "checks": ("CheckResult",),
+    "ch00": ("check_blocks_for", "check_first_launch"),
+    "ch01": ("check_multiply", "check_dot_atomic", "check_block_sum"),
+    "ch02": ("check_saxpy", "check_time_saxpy", "check_copy_grid_stride"),
 }
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
-__all__ = sorted(_LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _MODULES)
+__all__ = exported_names(_MODULES)

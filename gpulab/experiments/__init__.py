@@ -15,6 +15,13 @@ tests drive without a browser), its figures and its ipywidgets dashboard.
 - :mod:`~gpulab.experiments.training` — a full training run with its curves (chapter 07).
 - :mod:`~gpulab.experiments.batch_size` — batch size: throughput vs memory vs convergence
   (chapter 08).
+- :mod:`~gpulab.experiments.memory_budget` — where GPU memory goes; which models fit
+  (chapter 09).
+- :mod:`~gpulab.experiments.mixed_precision` — fp32, bf16, fp16 + loss scaling, fp8 recipes
+  (chapter 10).
+- :mod:`~gpulab.experiments.many_gpus` — data parallel over MPI ranks; scaling by link
+  (chapter 11).
+- :mod:`~gpulab.experiments.inference` — latency, throughput, serving and energy (chapter 12).
 
 The dashboards share their Run logic (:class:`gpulab.experiments.dashboard.Dashboard`). The
 kernels the experiments launch, and how they are counted and checked, come from
@@ -26,32 +33,23 @@ used, e.g. ``from gpulab.experiments import CrossoverDashboard``.
 
 from __future__ import annotations
 
-from gpulab.lazy import lazy_exports
+from gpulab.lazy import exported_names, lazy_exports
 
-_EXPORTS = {
-    "IndependenceDashboard": "independence",
-    "IndependenceExperiment": "independence",
-    "CrossoverDashboard": "crossover",
-    "CrossoverExperiment": "crossover",
-    "BandwidthDashboard": "bandwidth",
-    "BandwidthExperiment": "bandwidth",
-    "MatmulDashboard": "matmul",
-    "MatmulExperiment": "matmul",
-    "PrecisionDashboard": "number_formats",
-    "DotErrorExperiment": "number_formats",
-    "FusionDashboard": "fusion",
-    "FusionExperiment": "fusion",
-    "GradientDashboard": "gradients",
-    "GradientExperiment": "gradients",
-    "TrainingDashboard": "training",
-    "TrainingExperiment": "training",
-    "BatchSizeDashboard": "batch_size",
-    "BatchSizeExperiment": "batch_size",
-    "MixedPrecisionDashboard": "mixed_precision",
-    "MixedPrecisionExperiment": "mixed_precision",
-    "MemoryBudgetDashboard": "memory_budget",
+_MODULES = {
+    "independence": ("IndependenceDashboard", "IndependenceExperiment"),
+    "crossover": ("CrossoverDashboard", "CrossoverExperiment"),
+    "bandwidth": ("BandwidthDashboard", "BandwidthExperiment"),
+    "matmul": ("MatmulDashboard", "MatmulExperiment"),
+    "number_formats": ("PrecisionDashboard", "DotErrorExperiment"),
+    "fusion": ("FusionDashboard", "FusionExperiment"),
+    "gradients": ("GradientDashboard", "GradientExperiment"),
+    "training": ("TrainingDashboard", "TrainingExperiment"),
+    "batch_size": ("BatchSizeDashboard", "BatchSizeExperiment"),
+    "mixed_precision": ("MixedPrecisionDashboard", "MixedPrecisionExperiment"),
+    "memory_budget": ("MemoryBudgetDashboard", "ModelFitExperiment"),
+    "many_gpus": ("ManyGPUsExperiment", "ScalingDashboard", "ScalingExperiment"),
 }
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _MODULES)
+__all__ = exported_names(_MODULES)

@@ -19,6 +19,10 @@ Modules, one idea each
 - :mod:`~gpulab.nn.gradcheck` — analytic gradients against finite differences.
 - :mod:`~gpulab.nn.cost` — FLOPs, bytes, memory and roofline time of a training step.
 - :mod:`~gpulab.nn.recipes` — the digits recipe the chapters and the bench train.
+- :mod:`~gpulab.nn.memory` — the memory-budget calculator (MLP and GPT-style transformer;
+  ZeRO, Korthikanti et al.) and the device budget the trainer enforces (chapter 09).
+- :mod:`~gpulab.nn.mixed_precision` — mixed-precision training: master weights, loss
+  scaling, FP8 with delayed scaling (chapter 10).
 
 This package is the library only. The chapters' experiments on it (fusion, gradients,
 training, batch size) and their figures live in :mod:`gpulab.experiments`; the training rows of
@@ -29,24 +33,19 @@ Names load on first use (``from gpulab.nn import MLP``), so ``import gpulab.nn``
 
 from __future__ import annotations
 
-from gpulab.lazy import lazy_exports
+from gpulab.lazy import exported_names, lazy_exports
 
-_EXPORTS = {
-    "Adam": "optimisers",
-    "Dataset": "data",
-    "Dense": "layers",
-    "History": "trainer",
-    "MLP": "mlp",
-    "SGD": "optimisers",
-    "SoftmaxCrossEntropy": "losses",
-    "Trainer": "trainer",
-    "TrainingError": "trainer",
-    "get_backend": "backends",
-    "gradient_check": "gradcheck",
-    "load_digits": "data",
-    "spirals": "data",
+_MODULES = {
+    "optimisers": ("Adam", "SGD"),
+    "data": ("Dataset", "load_digits", "spirals"),
+    "layers": ("Dense",),
+    "trainer": ("History", "Trainer", "TrainingError"),
+    "mlp": ("MLP",),
+    "losses": ("SoftmaxCrossEntropy",),
+    "backends": ("get_backend",),
+    "gradcheck": ("gradient_check",),
 }
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _MODULES)
+__all__ = exported_names(_MODULES)

@@ -22,23 +22,17 @@ Names load on first use, so ``import gpulab.parallel`` is cheap (no MPI, no numb
 
 from __future__ import annotations
 
-from gpulab.lazy import lazy_exports
+from gpulab.lazy import exported_names, lazy_exports
 
-_EXPORTS = {
-    "LINKS": "links",
-    "SYSTEMS": "scaling",
-    "WORKLOADS": "scaling",
-    "fit_alpha_beta": "links",
-    "get_link": "links",
-    "mpi_status": "launch",
-    "ring_allreduce_mean": "collectives",
-    "ring_allreduce_time": "links",
-    "run_phases": "launch",
-    "run_ranks": "simulated",
-    "train_data_parallel": "data_parallel",
-    "train_one_process": "data_parallel",
+_MODULES = {
+    "links": ("LINKS", "fit_alpha_beta", "get_link", "ring_allreduce_time"),
+    "scaling": ("SYSTEMS", "WORKLOADS"),
+    "launch": ("mpi_status", "run_phases"),
+    "collectives": ("ring_allreduce_mean",),
+    "simulated": ("run_ranks",),
+    "data_parallel": ("train_data_parallel", "train_one_process"),
 }
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _MODULES)
+__all__ = exported_names(_MODULES)
