@@ -28,9 +28,14 @@ import numpy as np
 
 from gpulab import device, reference
 from gpulab.exercises.checks import (
+    ACTIVATIONS,
     GENERIC_MATRIX_HINT,
     GLOBAL_INDEX_HINT,
+    IDENTITY,
     PAD_VALUE,
+    RELU,
+    SAID,
+    TANH,
     CheckFailedError,
     CheckResult,
     KernelError,
@@ -51,12 +56,6 @@ from gpulab.exercises.checks import (
     start_kernel,
 )
 from gpulab.kernels.dense import ACTIVATION_CODES
-
-IDENTITY, RELU, TANH = (ACTIVATION_CODES[name] for name in ("identity", "relu", "tanh"))
-# The activations the exercise's kernels handle, as (code, reference name, how to say it).
-SAID = {"relu": "ReLU", "tanh": "tanh", "identity": "identity"}  # names as the text says them
-ACTIVATIONS = ((RELU, "relu", "ReLU"), (TANH, "tanh", "tanh"), (IDENTITY, "identity",
-                                                                  "identity"))
 
 # --- exercise 1: napkin math --------------------------------------------------------------------
 

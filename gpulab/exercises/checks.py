@@ -90,6 +90,7 @@ from gpulab.instruments import (
     trace_kernel,
     unknown_globals,
 )
+from gpulab.kernels.dense import ACTIVATION_CODES
 
 PASSED = "passed"
 NOT_ATTEMPTED = "not attempted"
@@ -1490,6 +1491,14 @@ def run_check(exercise: str, body: Callable[[int], str], seed: int | None = None
 
 # --- what the 2-D kernel checks share (chapters 05, 06, 07) ------------------------------------
 
+# The activations the 2-D exercises handle (chapters 05 and 06).
+IDENTITY, RELU, TANH = (ACTIVATION_CODES[name] for name in ("identity", "relu", "tanh"))
+# As (code, reference name, how to say it):
+SAID = {"relu": "ReLU", "tanh": "tanh", "identity": "identity"}  # names as the text says them
+ACTIVATIONS = ((RELU, "relu", "ReLU"), (TANH, "tanh", "tanh"), (IDENTITY, "identity",
+                                                                  "identity"))
+
+
 # Block shapes (x along columns, y along rows) a 2-D check draws from: a kernel that hard-codes
 # one block size, or mixes up blockDim.x and .y, fails on the others.
 BLOCKS_2D = {"sim": ((8, 8), (16, 4), (4, 16)), "gpu": ((16, 16), (32, 8), (8, 32))}
@@ -1803,6 +1812,11 @@ __all__ = [
     "HostCodeWatch",
     "KernelSpy",
     "watch_host_code",
+    "IDENTITY",
+    "RELU",
+    "TANH",
+    "SAID",
+    "ACTIVATIONS",
 ]
 
 
