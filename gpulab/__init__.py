@@ -24,7 +24,9 @@ library               :mod:`~gpulab.nn` (layers, losses, optimisers, MLP, traine
 services              :mod:`~gpulab.timing` (CPU and CUDA-event timing, estimates, the one
                       ``Measurement`` record), :mod:`~gpulab.plots` (shared figures),
                       :mod:`~gpulab.memory_model` (warp requests and sectors), :mod:`~gpulab.ptx`,
-                      :mod:`~gpulab.kernel_resources` (registers, spills, occupancy)
+                      :mod:`~gpulab.kernel_resources` (registers, spills, occupancy),
+                      :mod:`~gpulab.recorded_runs` (recorded GPU runs; predicted vs
+                      measured)
 kernels               :mod:`~gpulab.kernels` (one module per family, ``arrays``: the one
                       validator and output handler, ``launch``, ``registry``)
 ground floor          :mod:`~gpulab.device`, :mod:`~gpulab.toolkit`, :mod:`~gpulab.hardware`,

@@ -283,10 +283,12 @@ def round_tf32(x) -> np.ndarray:
 def to_format(x, fmt, saturate: bool = False) -> np.ndarray:
     """``x`` stored in ``fmt``: an array of the format's dtype (float32 for tf32).
 
-    Rounds to nearest, ties to even. Values beyond the largest become what the format does
-    with them: infinity (fp16, bf16, e5m2), NaN (e4m3, which has no infinity) or the largest
-    value (fp4, which has neither). ``saturate=True`` clips to +-max first (infinities too;
-    NaN stays NaN), as CUDA's "satfinite" fp8 conversions do.
+    Rounds to nearest, ties to even (ml_dtypes' casts, which do not saturate). Values that
+    round beyond the largest finite value (for e4m3: |x| > 464, halfway to the next step)
+    become what the format does with them: infinity (fp16, bf16, e5m2), NaN (e4m3, which has
+    no infinity) or the largest value (fp4, which has neither). ``saturate=True`` clips to
+    +-max first (infinities too; NaN stays NaN), as CUDA's ``__NV_SATFINITE`` fp8 conversions
+    and the course's ``quantize_fp8_e4m3`` kernel do.
     """
     fmt = get_format(fmt)
     values = np.asarray(x, dtype=np.float64)

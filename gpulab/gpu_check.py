@@ -13,7 +13,8 @@ Steps (each timed; a failure is reported and the others still run):
    the device's copy bandwidth, cuBLAS through CuPy when installed);
 3. ``series``    — the GPU series of the chapters' experiments: crossover (01), bandwidth and
    strides (02), matmul tiles (03), fusion (05), a training epoch on the kernel backend at
-   several batch sizes (07-08), pageable vs pinned host copies and launch overhead;
+   several batch sizes (07-08), pageable vs pinned host copies and launch overhead, the
+   fp16/bf16/fp8 matmul kernels (10), inference latency against batch size (12);
 4. ``record``    — all of the above in ``gpulab/data/gpu_run_<device>_<date>.json``;
 5. ``notebooks`` — every notebook in ``solutions/`` and ``course/`` with ``GPULAB_DEVICE=gpu``
    (nbval), when the repository's notebooks are present.
@@ -140,6 +141,12 @@ def _verdict(ok: bool, error: float, bound: float) -> str:
 # --- 3. the chapters' GPU series ---------------------------------------------------------------
 
 
+# What chapter_series records, by name; gpulab.recorded_runs and the chapters read them.
+SERIES = ("crossover", "bandwidth saxpy", "bandwidth copy_coalesced", "bandwidth copy_strided",
+          "strides", "matmul tiles", "fusion", "training epoch", "host copies",
+          "launch overhead", "inference latency", "narrow matmuls")
+
+
 def chapter_series(quick: bool = False) -> dict[str, object]:
     """The GPU series the chapters show next to their estimates, as plain data (the
     experiments choose the ``gpu`` tier's sizes; ``quick`` makes them small)."""
@@ -160,17 +167,26 @@ def chapter_series(quick: bool = False) -> dict[str, object]:
     series["matmul tiles"] = {k["label"]: k["measured"].to_dict() for k in matmul["kernels"]
                               if "measured" in k}
     fusion = FusionExperiment(batch_size=1024 if quick else 4096).run()
-    series["fusion"] = fusion["rows"]
+    series["fusion"] = {"shape": list(fusion["shape"]), "activation": fusion["activation"],
+                        "dtype": fusion["dtype"], "rows": fusion["rows"]}
     series["training epoch"] = {
         batch: training.training_throughput("kernels", batch_size=batch, epochs=2).to_dict()
         for batch in ((32,) if quick else (8, 32, 128, 512))}
     series["host copies"] = host_copy_rates(2**22 if quick else 2**28)
     series["launch overhead"] = launch_overhead().to_dict()
+    from gpulab.experiments import inference, mixed_precision
+
+    model, _, data = inference.trained_digits(epochs=2)  # latency does not depend on accuracy
+    series["inference latency"] = inference.gpu_latency(model, data)
+    series["narrow matmuls"] = [m.to_dict() for m in mixed_precision.measure_matmul_kernels(
+        n=512 if quick else 2048)]
     return series
 
 
 def host_copy_rates(n_bytes: int) -> dict[str, dict]:
-    """Host→device bytes per second from pageable (ordinary NumPy) and pinned memory."""
+    """Bytes per second of copies between the host and the device, from and to pageable
+    (ordinary NumPy) and pinned (``cuda.pinned_array``) memory. Keys "pageable" and "pinned"
+    are host→device (what the chapters' model charges); "... device→host" the way back."""
     from numba import cuda
 
     count = n_bytes // 4
@@ -180,9 +196,10 @@ def host_copy_rates(n_bytes: int) -> dict[str, dict]:
     pinned[:] = 1
     rates = {}
     for what, host in (("pageable", pageable), ("pinned", pinned)):
-        m = timing.time_gpu(lambda host=host: d_buffer.copy_to_device(host), repeats=5,
-                            name=f"host→device copy, {what}", bytes_moved=n_bytes)
-        rates[what] = {**m.to_dict(), "bytes_per_s": n_bytes / m.median_s}
+        for key, copy in ((what, lambda host=host: d_buffer.copy_to_device(host)),
+                          (f"{what} device→host", lambda host=host: d_buffer.copy_to_host(host))):
+            m = timing.time_gpu(copy, repeats=5, name=f"{key} copy", bytes_moved=n_bytes)
+            rates[key] = {**m.to_dict(), "bytes_per_s": n_bytes / m.median_s}
     return rates
 
 

@@ -10,7 +10,15 @@ Every figure in :data:`GPUS` comes from NVIDIA's datasheet or product page for t
   exists. ``int8`` is in operations per second.
 - Memory sizes are the datasheet's decimal gigabytes (80 GB = 80e9 bytes).
 - ``host_link_bytes_per_s`` is **per direction**: datasheets print PCIe bandwidth counting
-  both directions (PCIe 5.0 x16: "128 GB/s"), which is 64 GB/s each way.
+  both directions (PCIe 5.0 x16: "128 GB/s"), which is 64 GB/s each way. It is the link's
+  peak, not what a copy gets: a copy from **pinned** (page-locked) host memory runs near it
+  (:attr:`GPUSpec.host_pinned_bytes_per_s`), a copy from ordinary **pageable** memory — every
+  NumPy array — is staged through a pinned buffer by the driver and runs well below it
+  (:attr:`GPUSpec.host_pageable_bytes_per_s`). Both are model assumptions with their
+  reasons (:data:`PINNED_COPY_SOURCE`, :data:`PAGEABLE_COPY_SOURCE`); a recorded run measures
+  them (``make gpu-check``).
+- ``sm_count`` and ``l2_bytes`` come from NVIDIA's architecture whitepapers; ``None`` where
+  NVIDIA has not published the figure for that product.
 - ``nvlink_bytes_per_s`` is the datasheet's total per GPU, which counts **both directions**
   (H100: 900 GB/s = 450 GB/s each way). A copy to another GPU uses one direction:
   :attr:`GPUSpec.nvlink_bytes_per_s_per_direction`.
@@ -48,7 +56,7 @@ from dataclasses import dataclass, field
 # ---------------------------------------------------------------------------------------------
 
 PRECISIONS = ("fp64", "fp64_tensor", "fp32", "tf32", "fp16", "bf16", "fp8", "fp4", "int8")
-LINKS = ("host", "nvlink")
+LINKS = ("pageable", "pinned", "nvlink")
 
 TERA = 1e12
 PETA = 1e15
@@ -68,6 +76,34 @@ LAUNCH_OVERHEAD_SOURCE = (
     "It is a model constant, not a measurement of this machine: launching from Python through "
     "Numba adds host-side work (argument checks and marshalling) on top, so measure it with "
     "gpulab.bench.time_gpu on a real GPU before relying on it."
+)
+
+# ---------------------------------------------------------------------------------------------
+# Host <-> device copies: pinned and pageable memory are different rates
+# ---------------------------------------------------------------------------------------------
+
+PINNED_LINK_FRACTION = 0.8
+PINNED_COPY_SOURCE = (
+    "Model assumption: a copy from pinned (page-locked) host memory reaches about 80 % of the "
+    "link's per-direction peak. The copy engine reads pinned memory directly (DMA), so the "
+    "link is the limit, and PCIe's packet headers, flow control and encoding take the rest "
+    "(NVIDIA CUDA C++ Best Practices Guide, 'Data Transfer Between Host and Device' and "
+    "'Pinned Memory': 'Page-locked or pinned memory transfers attain the highest bandwidth "
+    "between the host and the device', https://docs.nvidia.com/cuda/cuda-c-best-practices-"
+    "guide/; NVIDIA's bandwidthTest and nvbandwidth measure it: https://github.com/NVIDIA/"
+    "nvbandwidth). Your machine's figure: cuda.pinned_array + gpulab gpu-check."
+)
+PAGEABLE_COPY_BYTES_PER_S = 10e9
+PAGEABLE_COPY_SOURCE = (
+    "Model assumption: about 10 GB/s from ordinary (pageable) host memory, never more than the "
+    "pinned rate. The driver cannot DMA from memory the operating system may move, so it "
+    "copies each chunk into a pinned staging buffer with the CPU first and then sends it "
+    "(NVIDIA Technical Blog, M. Harris, 'How to Optimize Data Transfers in CUDA C/C++', "
+    "https://developer.nvidia.com/blog/how-optimize-data-transfers-cuda-cc/); the CPU copy, "
+    "one core's memcpy rate on the order of 10 GB/s, caps it, so a faster link barely helps. "
+    "Measured pageable rates vary widely between machines (NVIDIA DCGM's PCIe plugin measures "
+    "pinned and unpinned separately for this reason: https://docs.nvidia.com/datacenter/dcgm/"
+    "latest/user-guide/diag-pcie-plugin.html): measure yours with gpulab gpu-check."
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -95,6 +131,24 @@ _B200_HGX = (
     "(https://www.nvidia.com/en-us/data-center/hgx/); the B200 of HGX/DGX B200 (SXM, up to "
     "1,000 W) is used here, not the 1,200 W B200 of GB200 NVL72"
 )
+_HOPPER_WHITEPAPER = (
+    "NVIDIA H100 Tensor Core GPU Architecture whitepaper, table 'Comparison of NVIDIA A100 and "
+    "H100 Data Center GPUs', H100 SXM5 column: 132 SMs, 50 MB L2 cache "
+    "(https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper)"
+)
+_AMPERE_WHITEPAPER = (
+    "NVIDIA A100 Tensor Core GPU Architecture whitepaper, A100 column: 108 SMs, 40 MB L2 cache "
+    "(https://images.nvidia.com/aem-dam/en-zz/Solutions/data-center/"
+    "nvidia-ampere-architecture-whitepaper.pdf)"
+)
+_TURING_WHITEPAPER = (
+    "NVIDIA Turing GPU Architecture whitepaper, Tesla T4 column: 40 SMs, 4,096 KB L2 cache "
+    "(https://images.nvidia.com/aem-dam/en-zz/Solutions/design-visualization/technologies/"
+    "turing-architecture/NVIDIA-Turing-Architecture-Whitepaper.pdf)"
+)
+_NOT_PUBLISHED = ("not published on the datasheet or product page used here; on a GPU, "
+                  "`gpulab info` reports the device's own SM count")
+
 _A100_DATASHEET = (
     "NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM column "
     "(https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
@@ -180,6 +234,9 @@ class GPUSpec:
     host_link_bytes_per_s: float
     nvlink_bytes_per_s: float | None
     tdp_watts: float
+    sm_count: int | None = None
+    l2_bytes: int | None = None
+    memory_type: str | None = None  # "HBM3", "HBM3e", "HBM2e", "GDDR6"
     sources: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -219,6 +276,18 @@ class GPUSpec:
         """Half the datasheet's NVLink figure, which counts both directions."""
         return None if self.nvlink_bytes_per_s is None else self.nvlink_bytes_per_s / 2
 
+    @property
+    def host_pinned_bytes_per_s(self) -> float:
+        """Model rate of a host->device copy from pinned memory, one direction
+        (:data:`PINNED_COPY_SOURCE`): near the link's peak."""
+        return PINNED_LINK_FRACTION * self.host_link_bytes_per_s
+
+    @property
+    def host_pageable_bytes_per_s(self) -> float:
+        """Model rate of a copy from ordinary (pageable) host memory, such as a NumPy array
+        (:data:`PAGEABLE_COPY_SOURCE`): well below the link's peak."""
+        return min(PAGEABLE_COPY_BYTES_PER_S, self.host_pinned_bytes_per_s)
+
     def source(self, field_name: str) -> str:
         """The citation for one field (``"peak_flops.fp16"`` for a FLOP rate)."""
         try:
@@ -241,7 +310,7 @@ def _spec(*, document, sparse_halved=(), flops_notes=None, extra_sources=None, *
     """A GPUSpec whose every field cites ``document`` unless ``extra_sources`` says otherwise."""
     sources = {
         name: document
-        for name in ("name", "architecture", "compute_capability", "memory_bytes",
+        for name in ("name", "architecture", "compute_capability", "memory_bytes", "memory_type",
                      "memory_bandwidth_bytes_per_s", "host_link", "host_link_bytes_per_s",
                      "nvlink_bytes_per_s", "tdp_watts")
     }
@@ -249,6 +318,8 @@ def _spec(*, document, sparse_halved=(), flops_notes=None, extra_sources=None, *
         "NVIDIA, CUDA GPUs - Compute Capability (https://developer.nvidia.com/cuda-gpus)"
     )
     sources["host_link_bytes_per_s"] = f"{document}; {_PCIE_NOTE[fields['host_link']]}"
+    sources["host_pinned_bytes_per_s"] = PINNED_COPY_SOURCE
+    sources["host_pageable_bytes_per_s"] = PAGEABLE_COPY_SOURCE
     sources.update(_flops_sources(document, fields["peak_flops"], sparse_halved, flops_notes))
     sources.update(extra_sources or {})
     return GPUSpec(sources=sources, **fields)
@@ -276,7 +347,12 @@ H100_SXM = _spec(
     host_link_bytes_per_s=64 * GB,
     nvlink_bytes_per_s=900 * GB,
     tdp_watts=700,
+    memory_type="HBM3",
+    sm_count=132,
+    l2_bytes=50 * 2**20,
     extra_sources={
+        "sm_count": _HOPPER_WHITEPAPER,
+        "l2_bytes": _HOPPER_WHITEPAPER,
         "nvlink_bytes_per_s": f"{_H100_DATASHEET}; 'NVLink: 900 GB/s' counts both directions "
                               "(18 fourth-generation links), 450 GB/s each way",
         "tdp_watts": f"{_H100_DATASHEET}; 'up to 700 W (configurable)'",
@@ -299,7 +375,12 @@ H200 = _spec(
     host_link_bytes_per_s=64 * GB,
     nvlink_bytes_per_s=900 * GB,
     tdp_watts=700,
+    memory_type="HBM3e",
+    sm_count=None,
+    l2_bytes=None,
     extra_sources={
+        "sm_count": f"{_H200_PAGE}: SM count {_NOT_PUBLISHED}",
+        "l2_bytes": f"{_H200_PAGE}: L2 size not published",
         "nvlink_bytes_per_s": f"{_H200_PAGE}; 'NVLink: 900 GB/s' counts both directions, "
                               "450 GB/s each way",
         "tdp_watts": f"{_H200_PAGE}; 'up to 700 W (configurable)' for H200 SXM",
@@ -322,13 +403,18 @@ B200 = _spec(
     host_link_bytes_per_s=64 * GB,
     nvlink_bytes_per_s=1800 * GB,
     tdp_watts=1000,
+    memory_type="HBM3e",
+    sm_count=None,
+    l2_bytes=None,
     extra_sources={
+        "sm_count": f"{_B200_HGX}: SM count {_NOT_PUBLISHED}",
+        "l2_bytes": f"{_B200_HGX}: L2 size not published",
         "memory_bytes": f"{_B200_HGX}: 180 GB HBM3E per GPU; agrees with {_B200_DGX} "
                         "(1,440 GB / 8)",
         "memory_bandwidth_bytes_per_s": (
             f"{_B200_HGX}: 7.7 TB/s per GPU. UNCERTAIN: the DGX B200 datasheet's 64 TB/s for "
             "8 GPUs is 8 TB/s each, the figure most articles quote; 7.7 TB/s is NVIDIA's later "
-            "per-GPU figure and matches a 7,680-bit HBM3e bus at 8 Gb/s per pin."
+            "per-GPU figure."
         ),
         "peak_flops.fp64": f"{_B200_HGX}: 'FP64/FP64 Tensor Core 37 TFLOPS'. Dense figure.",
         "peak_flops.fp64_tensor": f"{_B200_HGX}: 'FP64/FP64 Tensor Core 37 TFLOPS'. Dense "
@@ -358,7 +444,12 @@ A100_SXM = _spec(
     host_link_bytes_per_s=32 * GB,
     nvlink_bytes_per_s=600 * GB,
     tdp_watts=400,
+    memory_type="HBM2e",
+    sm_count=108,
+    l2_bytes=40 * 2**20,
     extra_sources={
+        "sm_count": _AMPERE_WHITEPAPER,
+        "l2_bytes": _AMPERE_WHITEPAPER,
         "memory_bandwidth_bytes_per_s": f"{_A100_DATASHEET}: 2,039 GB/s (the 40 GB A100 has "
                                         "1,555 GB/s; the 80 GB PCIe card 1,935 GB/s)",
         "nvlink_bytes_per_s": f"{_A100_DATASHEET}; 'NVLink: 600 GB/s' counts both directions "
@@ -386,7 +477,14 @@ L4 = _spec(
     host_link_bytes_per_s=32 * GB,
     nvlink_bytes_per_s=None,
     tdp_watts=72,
-    extra_sources={"nvlink_bytes_per_s": f"{_L4_DATASHEET}: no NVLink (PCIe only)"},
+    memory_type="GDDR6",
+    sm_count=None,
+    l2_bytes=None,
+    extra_sources={
+        "sm_count": f"{_L4_DATASHEET}: SM count {_NOT_PUBLISHED}",
+        "l2_bytes": f"{_L4_DATASHEET}: L2 size not published",
+        "nvlink_bytes_per_s": f"{_L4_DATASHEET}: no NVLink (PCIe only)",
+    },
 )
 
 T4 = _spec(
@@ -410,7 +508,12 @@ T4 = _spec(
     host_link_bytes_per_s=16 * GB,
     nvlink_bytes_per_s=None,
     tdp_watts=70,
+    memory_type="GDDR6",
+    sm_count=40,
+    l2_bytes=4 * 2**20,
     extra_sources={
+        "sm_count": _TURING_WHITEPAPER,
+        "l2_bytes": _TURING_WHITEPAPER,
         "memory_bandwidth_bytes_per_s": f"{_T4_DATASHEET}: '320+ GB/s'",
         "host_link_bytes_per_s": f"{_T4_DATASHEET}: 'x16 PCIe Gen3', 'interconnect bandwidth "
                                  "32 GB/s' counting both directions: 16 GB/s each way",
@@ -473,7 +576,9 @@ class RooflineEstimate:
     """How long a kernel would take on ``gpu`` by the roofline model, and why.
 
     All times are in seconds. ``transfer_s`` is 0 unless a host-device (or NVLink) transfer
-    was asked for.
+    was asked for. ``launch_overhead_s`` and ``link_rate_bytes_per_s`` are the model's
+    constants unless measured ones were passed in; ``measured_on`` then names the GPU and
+    run they were measured on.
     """
 
     gpu: GPUSpec
@@ -486,7 +591,10 @@ class RooflineEstimate:
     transfer_s: float
     launches: int = 1
     transfer_bytes: float = 0.0
-    link: str = "host"
+    link: str = "pageable"
+    launch_overhead_s: float = LAUNCH_OVERHEAD_S
+    link_rate_bytes_per_s: float | None = None
+    measured_on: str | None = None
 
     @property
     def kernel_s(self) -> float:
@@ -519,8 +627,11 @@ class RooflineEstimate:
 
     @property
     def label(self) -> str:
-        return (f"estimated from a roofline model of the {self.gpu.name}, a best case "
-                "(roofline ceiling)")
+        label = (f"estimated from a roofline model of the {self.gpu.name}, a best case "
+                 "(roofline ceiling)")
+        if self.measured_on:
+            label += f"; launch overhead and host copy rates measured on {self.measured_on}"
+        return label
 
     def __str__(self) -> str:
         lines = [
@@ -530,12 +641,14 @@ class RooflineEstimate:
             f"  memory   {format_seconds(self.memory_s):>10}  {self.bytes_moved:.3g} B at "
             f"{_as_rate(self.gpu.memory_bandwidth_bytes_per_s)}",
             f"  launch   {format_seconds(self.launch_s):>10}  {self.launches} x "
-            f"{LAUNCH_OVERHEAD_S * 1e6:g} µs",
+            f"{self.launch_overhead_s * 1e6:.3g} µs",
         ]
         if self.transfer_bytes:
-            rate = link_bytes_per_s(self.gpu, self.link)
+            rate = self.link_rate_bytes_per_s or link_bytes_per_s(self.gpu, self.link)
+            where = ("NVLink" if self.link == "nvlink"
+                     else f"{self.gpu.host_link} from {self.link} host memory")
             lines.append(f"  transfer {format_seconds(self.transfer_s):>10}  "
-                         f"{self.transfer_bytes:.3g} B over {self.link} at {_as_rate(rate)}")
+                         f"{self.transfer_bytes:.3g} B over {where} at {_as_rate(rate)}")
         return "\n".join(lines)
 
 
@@ -556,27 +669,41 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds * 1e9:.3g} ns"
 
 
-def link_bytes_per_s(gpu: GPUSpec | str, link: str = "host") -> float:
-    """Bandwidth of one direction of ``link``: ``"host"`` (PCIe) or ``"nvlink"``."""
+def link_bytes_per_s(gpu: GPUSpec | str, link: str = "pageable") -> float:
+    """Model rate of a copy in one direction over ``link``: ``"pageable"`` (PCIe from ordinary
+    host memory, e.g. a NumPy array), ``"pinned"`` (PCIe from page-locked memory,
+    ``cuda.pinned_array``) or ``"nvlink"`` (one direction of the GPU's NVLink)."""
     gpu = get_gpu(gpu)
+    if link == "host":
+        raise ValueError("link='host' is ambiguous: a host copy runs at different rates from "
+                         "pageable memory (ordinary NumPy arrays: link='pageable') and from "
+                         "pinned memory (cuda.pinned_array: link='pinned')")
     if link not in LINKS:
         raise ValueError(f"link must be one of {', '.join(LINKS)}, not {link!r}")
-    if link == "host":
-        return gpu.host_link_bytes_per_s
+    if link == "pageable":
+        return gpu.host_pageable_bytes_per_s
+    if link == "pinned":
+        return gpu.host_pinned_bytes_per_s
     if gpu.nvlink_bytes_per_s is None:
-        raise ValueError(f"the {gpu.name} has no NVLink; use link='host' ({gpu.host_link})")
+        raise ValueError(f"the {gpu.name} has no NVLink; use link='pageable' or 'pinned' "
+                         f"({gpu.host_link})")
     return gpu.nvlink_bytes_per_s_per_direction
 
 
 def estimate_time(gpu: GPUSpec | str, flops: float, bytes_moved: float, precision: str = "fp32",
-                  transfer_bytes: float = 0.0, link: str = "host",
-                  launches: int = 1) -> RooflineEstimate:
+                  transfer_bytes: float = 0.0, link: str = "pageable",
+                  launches: int = 1, launch_overhead_s: float | None = None,
+                  link_rate_bytes_per_s: float | None = None,
+                  measured_on: str | None = None) -> RooflineEstimate:
     """Roofline estimate of a kernel doing ``flops`` operations and moving ``bytes_moved``
     bytes to and from device memory, in ``precision``, launched ``launches`` times.
 
-    ``transfer_bytes`` > 0 adds copying that many bytes over ``link`` ("host": PCIe, one
-    direction; "nvlink": one direction of the GPU's NVLink, half the datasheet's total).
+    ``transfer_bytes`` > 0 adds copying that many bytes over ``link`` ("pageable": PCIe from
+    ordinary host memory, the default, as NumPy arrays are; "pinned": PCIe from page-locked
+    memory; "nvlink": one direction of the GPU's NVLink, half the datasheet's total).
     Count both ways yourself: copying x and y in and y back out is 3 arrays.
+    ``launch_overhead_s`` and ``link_rate_bytes_per_s`` replace the model's constants with
+    measured ones (from a recorded run); ``measured_on`` says where they were measured.
     """
     gpu = get_gpu(gpu)
     flops = _check_amount("flops", flops)
@@ -584,9 +711,15 @@ def estimate_time(gpu: GPUSpec | str, flops: float, bytes_moved: float, precisio
     transfer_bytes = _check_amount("transfer_bytes", transfer_bytes)
     if isinstance(launches, bool) or not isinstance(launches, int) or launches < 0:
         raise ValueError(f"launches must be a whole number >= 0, not {launches!r}")
+    overhead = (LAUNCH_OVERHEAD_S if launch_overhead_s is None
+                else _check_amount("launch_overhead_s", launch_overhead_s))
     precision = str(precision).strip().lower()
     peak = gpu.peak_flops_for(precision)
     link_rate = link_bytes_per_s(gpu, link)
+    if link_rate_bytes_per_s is not None:
+        link_rate = _check_amount("link_rate_bytes_per_s", link_rate_bytes_per_s)
+        if link_rate == 0:
+            raise ValueError("link_rate_bytes_per_s must be positive")
     return RooflineEstimate(
         gpu=gpu,
         flops=flops,
@@ -594,11 +727,14 @@ def estimate_time(gpu: GPUSpec | str, flops: float, bytes_moved: float, precisio
         precision=precision,
         compute_s=flops / peak,
         memory_s=bytes_moved / gpu.memory_bandwidth_bytes_per_s,
-        launch_s=launches * LAUNCH_OVERHEAD_S,
+        launch_s=launches * overhead,
         transfer_s=transfer_bytes / link_rate,
         launches=launches,
         transfer_bytes=transfer_bytes,
         link=link,
+        launch_overhead_s=overhead,
+        link_rate_bytes_per_s=link_rate_bytes_per_s,
+        measured_on=measured_on,
     )
 
 

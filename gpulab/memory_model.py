@@ -1,6 +1,7 @@
 """How many memory transactions a warp's reads cost: the coalescing model of chapter 02.
 
-The 32 threads of a warp issue their loads together, as one *request*. Device memory is read
+The 32 threads of a warp, while converged on one instruction (the usual case, not a guarantee:
+since Volta they may diverge), issue their loads together, as one *request*. Device memory is read
 in **sectors** of 32 bytes (grouped in 128-byte cache lines), so a request costs as many
 sectors as the distinct 32-byte pieces its 32 addresses fall in — the "sectors per request"
 that NVIDIA's Nsight Compute reports (``l1tex__t_sectors_pipe_lsu_mem_global_op_ld`` /

@@ -3,6 +3,9 @@ returns the Figure; none calls ``plt.show()``, so they work with any backend, Ag
 
 - :func:`launch_diagram` draws a real :class:`~gpulab.kernels.launch.LaunchConfig`: the grid,
   its blocks, and the element(s) every thread handles, idle threads greyed.
+- :func:`gpu_diagram` (GPU → SMs → warps → lanes) and :func:`memory_hierarchy` (registers to
+  PCIe, with sizes and bandwidths, "not published" where NVIDIA publishes none) draw a named GPU
+  of :mod:`gpulab.hardware`; :func:`gpu_table` lists the datasheet rates (chapter 00).
 - :func:`roofline_plot` places kernels under a named GPU's roofline, measured points filled and
   estimates (best cases) hollow; :func:`rates_plot` compares achieved rates as bars.
 - :func:`new_figure`, :func:`wrap_title` and the colours are shared by the chapter figures,
@@ -15,7 +18,7 @@ import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.patches import Rectangle
+from matplotlib.patches import ConnectionPatch, Rectangle
 
 from gpulab.hardware import format_rate
 from gpulab.kernels.launch import LaunchConfig
@@ -451,3 +454,219 @@ def _register_trace_drawer() -> None:
 
 _register_trace_drawer()
 __all__ += ["trace_plot"]
+
+
+# --- chapter 00: the GPU, its memory hierarchy, the datasheet table ------------------------------
+
+WARP_COLOUR = "#f9cb9c"
+NOT_PUBLISHED = "not published"
+
+
+def document_name(citation: str) -> str:
+    """The document a source note cites, without its details: the text before the first
+    comma, colon, semicolon or bracket (``"NVIDIA H100 … whitepaper, table …"`` -> its title)."""
+    for stop in (" (", ", ", ": ", "; "):
+        citation = citation.split(stop, 1)[0]
+    return citation.strip().rstrip(".")
+
+
+def binary_size(n_bytes: float) -> str:
+    """On-chip sizes, which are powers of two: '256 KiB', '50 MiB', '33 MiB'."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= size:
+            return f"{n_bytes / size:,.3g} {unit}"
+    return f"{n_bytes:,.0f} B"
+
+
+def _sm_limits(spec):
+    from gpulab.kernel_resources import SM_LIMITS, SPECS_SOURCE
+
+    try:
+        return SM_LIMITS[spec.compute_capability], document_name(SPECS_SOURCE)
+    except KeyError:
+        raise ValueError(f"no per-SM limits recorded for compute capability "
+                         f"{spec.compute_capability} ({spec.name})") from None
+
+
+def gpu_diagram(gpu="H100-SXM"):
+    """The GPU as CUDA sees it, for a named GPU of :mod:`gpulab.hardware`: the GPU is a set of
+    streaming multiprocessors (SMs; ``sm_count``, from NVIDIA's whitepapers), an SM keeps up to
+    ``max_warps`` warps resident (:data:`gpulab.kernel_resources.SM_LIMITS` for its compute
+    capability), and a warp is 32 threads, one per lane, issued one instruction at a time
+    (SIMT). Where the SM count is not published, the figure says so instead of guessing."""
+    from gpulab import hardware
+
+    spec = hardware.get_gpu(gpu)
+    limits, limits_source = _sm_limits(spec)
+    cc = ".".join(map(str, spec.compute_capability))
+    fig, (ax_gpu, ax_sm, ax_warp) = plt.subplots(
+        1, 3, figsize=(11, 4.4), layout="constrained", gridspec_kw={"width_ratios": [5, 3, 3]})
+    # the GPU: one square per SM
+    sms = spec.sm_count
+    shown = sms or 24  # grey stand-ins where the count is not published
+    cols = int(np.ceil(np.sqrt(shown * 1.5)))
+    rows = int(np.ceil(shown / cols))
+    for k in range(shown):
+        r, c = divmod(k, cols)
+        colour = WARP_COLOUR if k == 0 else (BUSY_COLOUR if sms else IDLE_COLOUR)
+        ax_gpu.add_patch(Rectangle((c + 0.08, r + 0.08), 0.84, 0.84, color=colour))
+    if sms:
+        title = f"the GPU: {spec.name}\n{sms} SMs (streaming multiprocessors)"
+    else:
+        title = f"the GPU: {spec.name}\nSM count {NOT_PUBLISHED}"
+        ax_gpu.text(cols / 2, rows / 2, f"SM count {NOT_PUBLISHED}\nfor this product:\n"
+                    "gpulab info reports it on a GPU", ha="center", va="center", fontsize=10,
+                    bbox={"facecolor": "white", "edgecolor": "#888888"})
+    ax_gpu.set_title(title, fontsize=10)
+    ax_gpu.set_xlim(-0.1, cols + 0.1)
+    ax_gpu.set_ylim(rows + 0.1, -0.1)
+    ax_gpu.set_aspect("equal")
+    ax_gpu.axis("off")
+    # one SM: one cell per resident warp
+    warps = limits.max_warps
+    wcols = 8
+    wrows = int(np.ceil(warps / wcols))
+    for k in range(warps):
+        r, c = divmod(k, wcols)
+        ax_sm.add_patch(Rectangle((c + 0.1, r + 0.1), 0.8, 0.8,
+                                  color=WARP_COLOUR if k == 0 else BUSY_COLOUR))
+    ax_sm.set_title(f"one SM (compute capability {cc}):\nup to {warps} warps resident = "
+                    f"{limits.max_threads:,} threads", fontsize=10)
+    ax_sm.set_xlim(0, wcols)
+    ax_sm.set_ylim(wrows, 0)
+    ax_sm.set_aspect("equal")
+    ax_sm.axis("off")
+    # one warp: 32 lanes
+    for lane in range(limits.warp_size):
+        r, c = divmod(lane, 8)
+        ax_warp.add_patch(Rectangle((c + 0.05, r + 0.05), 0.9, 0.9, color=WARP_COLOUR))
+        ax_warp.text(c + 0.5, r + 0.5, str(lane), ha="center", va="center", fontsize=8)
+    ax_warp.set_title(f"one warp: {limits.warp_size} threads (lanes 0–{limits.warp_size - 1}),"
+                      "\none instruction issued to all (SIMT)", fontsize=10)
+    ax_warp.set_xlim(0, 8)
+    ax_warp.set_ylim(limits.warp_size / 8, 0)
+    ax_warp.set_aspect("equal")
+    ax_warp.axis("off")
+    for source, target, corner in ((ax_gpu, ax_sm, (0.92, 0.5)), (ax_sm, ax_warp, (0.9, 0.5))):
+        fig.add_artist(ConnectionPatch(xyA=corner, coordsA=source.transData, xyB=(0, 0),
+                                       coordsB=target.transData, color="#e69138", lw=1.0,
+                                       ls="--"))
+    resident = (f"{sms} SMs × {limits.max_threads:,} threads = {sms * limits.max_threads:,} "
+                "threads resident at once" if sms else
+                f"{limits.max_threads:,} threads resident per SM")
+    sources = (f"SM count: {document_name(spec.source('sm_count'))}. Warps per SM and warp "
+               f"size: {limits_source}, compute capability {cc}.")
+    fig.suptitle(f"GPU → SMs → warps → lanes: {resident}", fontsize=11, fontweight="bold")
+    fig.text(0.5, 0.01, wrap_title(sources, 150), ha="center", va="bottom", fontsize=7.5,
+             color="#555555")
+    fig.get_layout_engine().set(rect=(0, 0.07, 1, 0.93))
+    return fig
+
+
+def memory_levels(gpu="H100-SXM") -> list[dict]:
+    """The memory hierarchy of a named GPU, fastest first: ``{"level", "size", "bandwidth",
+    "source"}`` per level (registers, shared memory / L1, L2, device memory, the host link).
+    Sizes and bandwidths come from :mod:`gpulab.hardware` and
+    :data:`gpulab.kernel_resources.SM_LIMITS`; a bandwidth NVIDIA does not publish is
+    :data:`NOT_PUBLISHED`, never a guess."""
+    from gpulab import hardware
+
+    spec = hardware.get_gpu(gpu)
+    limits, limits_source = _sm_limits(spec)
+    sms = spec.sm_count
+    register_bytes = limits.registers * 4
+    per_gpu = (lambda per_sm: f" · {binary_size(per_sm * sms)} on {sms} SMs") if sms else (
+        lambda per_sm: " (SM count not published)")
+    return [
+        {"level": "registers", "size": f"{binary_size(register_bytes)} per SM "
+                                       f"({limits.registers:,} × 32-bit)"
+                                       f"{per_gpu(register_bytes)}",
+         "bandwidth": NOT_PUBLISHED, "source": limits_source},
+        {"level": "shared memory / L1", "size": f"up to {binary_size(limits.shared_bytes)} "
+                                                f"shared per SM{per_gpu(limits.shared_bytes)}",
+         "bandwidth": NOT_PUBLISHED, "source": limits_source},
+        {"level": "L2 cache", "size": (f"{binary_size(spec.l2_bytes)}, shared by all SMs"
+                                       if spec.l2_bytes else f"size {NOT_PUBLISHED}"),
+         "bandwidth": NOT_PUBLISHED, "source": document_name(spec.source("l2_bytes"))},
+        {"level": "device memory", "size": f"{spec.memory_bytes / hardware.GB:g} GB (nominal)",
+         "bandwidth": f"{format_rate(spec.memory_bandwidth_bytes_per_s, 'B/s')}",
+         "source": document_name(spec.source("memory_bandwidth_bytes_per_s"))},
+        {"level": f"{spec.host_link} to the host",
+         "size": "the CPU's memory (not on the GPU)",
+         "bandwidth": (f"{format_rate(spec.host_link_bytes_per_s, 'B/s')} each way (peak); "
+                       f"model: pinned ≈ {format_rate(spec.host_pinned_bytes_per_s, 'B/s')}, "
+                       f"pageable ≈ {format_rate(spec.host_pageable_bytes_per_s, 'B/s')}"),
+         "source": document_name(spec.source("host_link_bytes_per_s"))},
+    ]
+
+
+def memory_hierarchy(gpu="H100-SXM", memory_kind: str | None = None):
+    """The memory hierarchy of a named GPU as a stack of boxes, fastest and smallest at the top:
+    each level with its size and bandwidth (:func:`memory_levels`) and where the figure comes
+    from. The device memory's type (HBM3, HBM3e, HBM2e, GDDR6) is the datasheet's
+    (``spec.memory_type``); ``memory_kind`` overrides it."""
+    from gpulab import hardware
+
+    spec = hardware.get_gpu(gpu)
+    levels = memory_levels(spec)
+    memory_kind = memory_kind or spec.memory_type
+    if memory_kind:
+        levels[3]["level"] = f"device memory ({memory_kind})"
+    fig, ax = plt.subplots(figsize=(12, 4.6), layout="constrained")
+    colours = ["#f9cb9c", "#fce5cd", "#d9ead3", "#cfe2f3", "#e6e6e6"]
+    height, gap, left, right = 1.0, 0.25, 5.0, 23.0
+    for k, level in enumerate(levels):
+        y = k * (height + gap)
+        indent = 0.6 * (len(levels) - 1 - k)  # a pyramid: small and fast at the top
+        ax.add_patch(Rectangle((left + indent, y), right - left - 2 * indent, height,
+                               color=colours[k]))
+        ax.text(left - 0.2, y + height / 2, wrap_title(level["level"], 22), ha="right",
+                va="center", fontsize=9.5, fontweight="bold")
+        ax.text((left + right) / 2, y + 0.3, f"size: {level['size']}", ha="center",
+                va="center", fontsize=8.5)
+        ax.text((left + right) / 2, y + 0.7, f"bandwidth: {level['bandwidth']}", ha="center",
+                va="center", fontsize=8.5,
+                color="#888888" if level["bandwidth"] == NOT_PUBLISHED else "black")
+        ax.text(right + 0.3, y + height / 2, wrap_title(level["source"], 34), ha="left",
+                va="center", fontsize=7, color="#555555")
+    bottom = len(levels) * (height + gap) - gap
+    ax.annotate("", xy=(-0.2, 0), xytext=(-0.2, bottom),
+                arrowprops={"arrowstyle": "->", "lw": 1.2, "color": "#444444"})
+    ax.text(-0.5, bottom / 2, "smaller, faster,\ncloser to the lanes", rotation=90,
+            ha="center", va="center", fontsize=8.5, color="#444444")
+    ax.set_xlim(-1.1, right + 6.5)
+    ax.set_ylim(bottom + 0.1, -0.1)
+    ax.axis("off")
+    ax.set_title(f"The memory hierarchy of the {spec.name} (sources on the right)",
+                 fontsize=11)
+    return fig
+
+
+def gpu_table(gpus=None) -> str:
+    """The datasheet figures chapter 00 compares, one GPU a line: memory (nominal), its
+    bandwidth, the fp32 rate of the CUDA cores, and the dense FP16/BF16 and FP8 rates of the
+    tensor cores ("—" where the GPU has none). From :data:`gpulab.hardware.GPUS`."""
+    from gpulab import hardware
+
+    specs = [hardware.get_gpu(g) for g in (gpus or hardware.GPUS)]
+
+    def rate(spec, *formats):
+        found = [spec.peak_flops[f] for f in formats if f in spec.peak_flops]
+        return format_rate(found[0], "FLOP/s") if found else "—"
+
+    lines = [f"{'GPU':26s} {'memory':>8s} {'bandwidth':>10s} {'FP32':>13s} "
+             f"{'FP16/BF16':>13s} {'FP8':>13s}",
+             f"{'':26s} {'(nominal)':>8s} {'':>10s} {'CUDA cores':>13s} "
+             f"{'tensor cores':>13s} {'tensor cores':>13s}"]
+    for spec in specs:
+        lines.append(f"{spec.name:26s} {spec.memory_bytes / hardware.GB:5.0f} GB "
+                     f"{format_rate(spec.memory_bandwidth_bytes_per_s, 'B/s'):>10s} "
+                     f"{rate(spec, 'fp32'):>13s} {rate(spec, 'bf16', 'fp16'):>13s} "
+                     f"{rate(spec, 'fp8'):>13s}")
+    lines.append("Peak dense rates from each GPU's datasheet (gpulab.hardware.GPUS[key].sources);"
+                 " no sparsity.")
+    return "\n".join(lines)
+
+
+__all__ += ["NOT_PUBLISHED", "binary_size", "document_name", "gpu_diagram", "gpu_table",
+            "memory_hierarchy", "memory_levels"]

@@ -47,3 +47,108 @@ def stand_in_gpu(monkeypatch):
     monkeypatch.setattr(timing, "time_gpu", stand_in_time_gpu)
     monkeypatch.setattr(timing, "cupy_module", lambda: None)
     return STAND_IN_GPU_NAME
+
+
+FIXTURE_GPU = "NVIDIA H200 (test fixture, not a measurement)"  # matched to the H200 entry
+
+
+def _fixture_measurement(name, seconds, n=None, flops=None, bytes_moved=None, **meta):
+    return timing.Measurement(name=name, times_s=[seconds * f for f in (0.98, 1.0, 1.05)],
+                              origin="gpu", device=FIXTURE_GPU, n=n, flops=flops,
+                              bytes_moved=bytes_moved, meta=meta).to_dict()
+
+
+def fixture_gpu_run() -> dict:
+    """A ``gpulab-gpu-run`` record shaped as ``gpulab gpu-check`` writes it (every series of
+    :data:`gpulab.gpu_check.SERIES`), its GPU times made up: 1.5x the H200 model's best case
+    for memory-bound work, 3x for matmuls and training, 2 µs launches on top of the model's
+    4 µs, pageable copies at 6 GB/s and pinned ones at 50 GB/s. For tests of how recorded runs
+    load and render, never shown as a measurement."""
+    from gpulab import hardware
+    from gpulab.experiments.inference import gpu_inference_estimate
+
+    h200 = hardware.get_gpu("H200")
+    label = f"measured on {FIXTURE_GPU} (CUDA events)"
+
+    def model(flops, nbytes):
+        return hardware.estimate_time(h200, flops, nbytes).time_s
+
+    crossover = {}
+    for what, copy_rate in (("data on GPU", None), ("incl. host→device copy of x, y from "
+                                                   "pageable memory", 6e9),
+                            ("incl. host→device copy of x, y from pinned memory", 50e9)):
+        sep = ", " if what == "data on GPU" else " "
+        crossover[f"dot_grid_stride{sep}{what} — {label}"] = [
+            [n, 1.5 * model(2 * n, 8 * n) + (8 * n / copy_rate if copy_rate else 0.0)]
+            for n in (10, 10_000, 10_000_000)]
+    n = 2**26
+    bandwidth = {
+        kernel: {"kernel": _fixture_measurement(kernel, 1.5 * model(flops, nbytes), n, flops,
+                                                nbytes),
+                 "with_copies": _fixture_measurement(kernel, 1.5 * model(flops, nbytes)
+                                                     + nbytes / 6e9, n, flops, nbytes)}
+        for kernel, flops, nbytes in (("saxpy", 2 * n, 12 * n), ("copy_coalesced", 0, 8 * n))}
+    from gpulab.kernels.matmul import traffic_bytes
+
+    tiles = {f"matmul_{m}": _fixture_measurement(
+        f"matmul_{m}", 3 * model(2 * 4096**3, traffic_bytes(4096, 4096, 4096, m, None)), 4096,
+        2 * 4096**3, 3 * 4 * 4096**2) for m in ("naive", "register_blocked")}
+    from gpulab.nn import cost
+    from gpulab.nn.recipes import DIGITS
+
+    epochs = {str(batch): _fixture_measurement(
+        f"digits training epoch, batch {batch}, kernels backend",
+        3 * cost.estimate_epoch_s(list(DIGITS["widths"]), batch, 1437, "H200"), 1437,
+        batch_size=batch) for batch in (8, 32, 128, 512)}
+    fusion_rows = []
+    for variant, nbytes in (("unfused", 5 * 4 * 4096 * 1024), ("fused", 2 * 4 * 4096 * 1024)):
+        fusion_rows.append({"what": "GPU", "variant": variant, "how": variant,
+                            "seconds": 1.5 * model(0, nbytes), "label": label})
+    copies = {memory: {**_fixture_measurement(f"host→device copy, {memory}", 2**28 / rate,
+                                              bytes_moved=2**28), "bytes_per_s": rate}
+              for memory, rate in (("pageable", 6e9), ("pinned", 50e9))}
+    return {
+        "format": "gpulab-gpu-run", "format_version": 1, "date": "2026-12-01T10:00:00+00:00",
+        "device": FIXTURE_GPU, "driver": "570.00", "toolkit": "12.8",
+        "compute_capability": [9, 0], "gpulab": "0.1.0", "quick": False,
+        "steps": {"series": {"status": "ok", "seconds": 1.0}},
+        "series": {
+            "crossover": crossover,
+            "bandwidth saxpy": bandwidth["saxpy"],
+            "bandwidth copy_coalesced": bandwidth["copy_coalesced"],
+            "bandwidth copy_strided": bandwidth["copy_coalesced"],
+            "strides": {},
+            "matmul tiles": tiles,
+            "fusion": {"shape": [4096, 1024], "activation": "relu", "dtype": "float32",
+                       "rows": fusion_rows},
+            "training epoch": epochs,
+            "host copies": copies,
+            "launch overhead": _fixture_measurement("empty kernel launch", 6e-6),
+            "inference latency": [
+                {"batch": batch, "latency_s": 2 * (gpu_inference_estimate(
+                    [64, 128, 10], batch, "H200").time_s + 20e-6),
+                 "where": label} for batch in (1, 8, 64, 512)],
+            "narrow matmuls": [_fixture_measurement(f"matmul_{fmt}", 3e-3, 2048,
+                                                    2 * 2048**3) for fmt in ("fp32", "fp16")],
+        },
+    }
+
+
+@pytest.fixture
+def recorded_gpu_run(tmp_path, monkeypatch):
+    """A recorded GPU run (:func:`fixture_gpu_run`) in a data folder of its own, which
+    ``$GPULAB_DATA_DIR`` points at: every chapter sees it as the run that ships."""
+    import json
+
+    from gpulab import recorded_runs
+
+    path = tmp_path / "gpu_run_nvidia-h200-test-fixture_2026-12-01.json"
+    path.write_text(json.dumps(fixture_gpu_run()), encoding="utf-8")
+    monkeypatch.setenv(recorded_runs.DATA_DIR_VARIABLE, str(tmp_path))
+    return recorded_runs.load_gpu_run(path)
+
+
+@pytest.fixture
+def fixture_gpu_record() -> dict:
+    """The fixture run's record itself (see :func:`fixture_gpu_run`)."""
+    return fixture_gpu_run()

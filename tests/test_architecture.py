@@ -24,7 +24,7 @@ LAYERS = [  # lowest first; a module may import from its own layer or any below 
                 "gpulab.reference", "gpulab.instruments", "gpulab.lazy"]),
     ("kernels", ["gpulab.kernels"]),
     ("services", ["gpulab.timing", "gpulab.plots", "gpulab.memory_model", "gpulab.ptx",
-                  "gpulab.kernel_resources"]),
+                  "gpulab.kernel_resources", "gpulab.recorded_runs"]),
     ("nn", ["gpulab.nn", "gpulab.parallel", "gpulab.serving"]),
     ("chapters", ["gpulab.bench", "gpulab.experiments", "gpulab.exercises"]),
     ("entry", ["gpulab.cli", "gpulab.doctor", "gpulab.gpu_check", "gpulab"]),

@@ -59,3 +59,9 @@ def test_a_failing_step_is_reported_and_the_rest_still_run(stand_in_gpu, monkeyp
     record = gpu_check.run(["kernels", "record"], directory=tmp_path)
     assert record["steps"]["kernels"]["status"].startswith("FAILED: RuntimeError")
     assert record["steps"]["record"]["status"] == "ok"
+
+
+def test_the_fixture_run_has_every_series_the_command_records(fixture_gpu_record):
+    """tests/conftest.py's fixture run stands for what gpu-check writes: same series."""
+    missing = set(gpu_check.SERIES) - set(fixture_gpu_record["series"])
+    assert not missing, f"add {sorted(missing)} to the fixture run in tests/conftest.py"

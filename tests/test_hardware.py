@@ -30,7 +30,7 @@ def test_the_course_gpus_are_all_there():
 def test_every_field_is_filled_in(gpu):
     for spec_field in dataclasses.fields(GPUSpec):
         value = getattr(gpu, spec_field.name)
-        if spec_field.name != "nvlink_bytes_per_s":
+        if spec_field.name not in ("nvlink_bytes_per_s", "sm_count", "l2_bytes"):
             assert value not in (None, "", {}), spec_field.name
     assert gpu.name.startswith("NVIDIA ")
     assert gpu.label == gpu.name
@@ -223,9 +223,13 @@ def test_transfer_time_is_added_only_when_asked_for():
     without = estimate_time("H100-SXM", 2e8, 1.2e9)
     with_pcie = estimate_time("H100-SXM", 2e8, 1.2e9, transfer_bytes=1.2e9)
     assert without.transfer_s == 0
-    assert with_pcie.transfer_s == pytest.approx(1.2e9 / 64e9)  # 18.75 ms over PCIe 5.0
-    assert with_pcie.time_s == pytest.approx(without.time_s + 1.2e9 / 64e9)
+    assert with_pcie.link == "pageable"  # NumPy arrays are pageable: the default
+    assert with_pcie.transfer_s == pytest.approx(1.2e9 / 10e9)  # 120 ms at the pageable rate
+    assert with_pcie.time_s == pytest.approx(without.time_s + 1.2e9 / 10e9)
     assert with_pcie.bound == "transfer"
+    pinned = estimate_time("H100-SXM", 2e8, 1.2e9, transfer_bytes=1.2e9, link="pinned")
+    assert pinned.transfer_s == pytest.approx(1.2e9 / (0.8 * 64e9))  # near PCIe 5.0's 64 GB/s
+    assert "from pinned host memory" in str(pinned) and "from pageable" in str(with_pcie)
     over_nvlink = estimate_time("H100-SXM", 2e8, 1.2e9, transfer_bytes=1.2e9, link="nvlink")
     assert over_nvlink.transfer_s == pytest.approx(1.2e9 / 450e9)  # one direction of 900 GB/s
 
@@ -245,7 +249,10 @@ def test_zero_work_is_allowed():
     (dict(flops=1, bytes_moved=float("inf")), "bytes_moved must be a finite number"),
     (dict(flops="many", bytes_moved=1), "flops must be a number"),
     (dict(flops=1, bytes_moved=1, precision="fp8"), "no 'fp8' rate"),
-    (dict(flops=1, bytes_moved=1, link="infiniband"), "link must be one of host, nvlink"),
+    (dict(flops=1, bytes_moved=1, link="infiniband"), "link must be one of pageable, pinned"),
+    (dict(flops=1, bytes_moved=1, link="host"), "ambiguous: a host copy runs at different"),
+    (dict(flops=1, bytes_moved=1, launch_overhead_s=-1e-6), "launch_overhead_s cannot be"),
+    (dict(flops=1, bytes_moved=1, link_rate_bytes_per_s=0), "must be positive"),
     (dict(flops=1, bytes_moved=1, launches=-1), "launches must be a whole number"),
     (dict(flops=1, bytes_moved=1, launches=1.5), "launches must be a whole number"),
 ])
@@ -273,3 +280,38 @@ def test_cpu_description_names_the_cores():
     text = hardware.cpu_description()
     assert "logical core" in text
     assert text == hardware.cpu_description()  # cached, stable
+
+
+@pytest.mark.parametrize("gpu", GPUS.values(), ids=GPUS.keys())
+def test_pinned_copies_near_the_link_peak_and_pageable_well_below(gpu):
+    assert gpu.host_pinned_bytes_per_s == pytest.approx(0.8 * gpu.host_link_bytes_per_s)
+    assert gpu.host_pageable_bytes_per_s <= gpu.host_pinned_bytes_per_s
+    assert gpu.host_pageable_bytes_per_s < 0.8 * gpu.host_link_bytes_per_s
+    for rate in ("host_pinned_bytes_per_s", "host_pageable_bytes_per_s"):
+        assert "Model assumption" in gpu.source(rate) and "https://" in gpu.source(rate)
+    assert hardware.link_bytes_per_s(gpu, "pinned") == gpu.host_pinned_bytes_per_s
+    assert hardware.link_bytes_per_s(gpu, "pageable") == gpu.host_pageable_bytes_per_s
+
+
+@pytest.mark.parametrize("gpu", GPUS.values(), ids=GPUS.keys())
+def test_sm_count_and_l2_are_published_figures_or_none(gpu):
+    for name in ("sm_count", "l2_bytes"):
+        assert len(gpu.source(name)) > 20
+        if getattr(gpu, name) is None:
+            assert "not published" in gpu.source(name)
+        else:
+            assert "whitepaper" in gpu.source(name)
+    assert (get_gpu("H100-SXM").sm_count, get_gpu("H100-SXM").l2_bytes) == (132, 50 * 2**20)
+    assert (get_gpu("A100-SXM").sm_count, get_gpu("T4").sm_count) == (108, 40)
+
+
+def test_measured_launch_overhead_and_copy_rate_replace_the_model_constants():
+    model = estimate_time("H100-SXM", 0, 0, transfer_bytes=1e9, launches=10)
+    measured = estimate_time("H100-SXM", 0, 0, transfer_bytes=1e9, launches=10,
+                             launch_overhead_s=7e-6, link_rate_bytes_per_s=20e9,
+                             measured_on="NVIDIA H200 (recorded run)")
+    assert model.launch_s == pytest.approx(10 * LAUNCH_OVERHEAD_S)
+    assert measured.launch_s == pytest.approx(70e-6)
+    assert measured.transfer_s == pytest.approx(0.05)
+    assert "measured on NVIDIA H200" in measured.label and "best case" in measured.label
+    assert "7 µs" in str(measured) and "20 GB/s" in str(measured)

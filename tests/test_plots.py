@@ -2,6 +2,7 @@
 rates chart."""
 
 import matplotlib
+import matplotlib.text
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -213,3 +214,82 @@ def test_trace_plot_draws_one_blocks_copy_of_a_shared_array():
     assert "block 0" in title and "first 64 of 1024" in title
     other = trace_cells(plots.trace_plot(trace, "shared:partial", shared_block=1))
     assert other["shared:partial[3]"].startswith("w b1 t3")
+
+
+# --- chapter 00: the GPU, its memory hierarchy, the datasheet table ------------------------------
+
+
+def figure_text(fig) -> str:
+    """Every text in a figure: suptitle, figure texts, axes titles and texts."""
+    found = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
+    return "\n".join(found)
+
+
+def test_gpu_diagram_counts_sms_warps_and_lanes_from_the_sources():
+    from gpulab.kernel_resources import SM_LIMITS
+
+    spec = hardware.get_gpu("H100-SXM")
+    limits = SM_LIMITS[spec.compute_capability]
+    fig = plots.gpu_diagram("H100-SXM")
+    text = figure_text(fig)
+    assert f"{spec.sm_count} SMs" in text and spec.sm_count == 132
+    assert f"up to {limits.max_warps} warps resident = {limits.max_threads:,} threads" in text
+    assert "one warp: 32 threads (lanes 0–31)" in text and "SIMT" in text
+    assert f"{spec.sm_count * limits.max_threads:,} threads resident at once" in text
+    assert "whitepaper" in text and "CUDA C++ Programming Guide" in text
+    # one square per SM, one per resident warp, one per lane
+    squares = [len(ax.patches) for ax in fig.axes]
+    assert squares == [spec.sm_count, limits.max_warps, 32]
+
+
+def test_gpu_diagram_says_when_the_sm_count_is_not_published():
+    spec = hardware.get_gpu("H200")
+    assert spec.sm_count is None
+    text = figure_text(plots.gpu_diagram("H200"))
+    assert "SM count not published" in text
+    assert "resident at once" not in text  # no total without the count
+
+
+def test_memory_levels_come_from_hardware_and_sm_limits():
+    from gpulab.kernel_resources import SM_LIMITS
+
+    spec = hardware.get_gpu("H100-SXM")
+    limits = SM_LIMITS[spec.compute_capability]
+    levels = {level["level"]: level for level in plots.memory_levels(spec)}
+    assert list(levels) == ["registers", "shared memory / L1", "L2 cache", "device memory",
+                            "PCIe 5.0 x16 to the host"]
+    assert levels["registers"]["size"].startswith(f"{limits.registers * 4 // 1024} KiB per SM")
+    assert "33 MiB on 132 SMs" in levels["registers"]["size"]  # 132 × 256 KiB
+    assert f"{limits.shared_bytes // 1024} KiB" in levels["shared memory / L1"]["size"]
+    assert levels["L2 cache"]["size"].startswith("50 MiB")
+    assert levels["device memory"]["size"] == "80 GB (nominal)"
+    assert levels["device memory"]["bandwidth"] == "3.35 TB/s"
+    host = levels["PCIe 5.0 x16 to the host"]["bandwidth"]
+    assert "64 GB/s each way" in host
+    assert hardware.format_rate(spec.host_pageable_bytes_per_s, "B/s") in host
+    for name in ("registers", "shared memory / L1", "L2 cache"):  # NVIDIA publishes none
+        assert levels[name]["bandwidth"] == plots.NOT_PUBLISHED
+
+
+def test_memory_hierarchy_draws_every_level_and_says_not_published():
+    fig = plots.memory_hierarchy("H100-SXM", memory_kind="HBM3")
+    text = figure_text(fig)
+    for needle in ("registers", "L2 cache", "device memory (HBM3)", "size: 80 GB (nominal)",
+                   "bandwidth: 3.35 TB/s", "bandwidth: not published", "PCIe 5.0 x16"):
+        assert needle in text, needle
+    t4 = figure_text(plots.memory_hierarchy("T4"))
+    assert "size: 4 MiB, shared by all SMs" in t4 and "320 GB/s" in t4
+    assert "size not published" in figure_text(plots.memory_hierarchy("L4"))
+
+
+def test_gpu_table_has_every_gpu_and_its_datasheet_rates():
+    table = plots.gpu_table()
+    for spec in hardware.GPUS.values():
+        assert spec.name in table
+    h100 = next(line for line in table.splitlines() if line.startswith("NVIDIA H100"))
+    assert "3.35 TB/s" in h100 and "67 TFLOP/s" in h100 and "1.98 PFLOP/s" in h100
+    t4 = next(line for line in table.splitlines() if line.startswith("NVIDIA T4"))
+    assert t4.rstrip().endswith("—")  # no FP8 on a T4
+    cited = "NVIDIA X whitepaper, table 'Y' (https://z)"
+    assert plots.document_name(cited) == "NVIDIA X whitepaper"
+    assert plots.binary_size(50 * 2**20) == "50 MiB"

@@ -22,6 +22,7 @@ from gpulab.bench.report import (
     latest_recorded_run,
     load_report,
     record_path,
+    recorded_comparison,
     recorded_runs,
     save_report,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "latest_recorded_run",
     "load_report",
     "record_path",
+    "recorded_comparison",
     "recorded_runs",
     "run_suite",
     "save_report",

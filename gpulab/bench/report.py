@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gpulab import hardware
 from gpulab.hardware import format_rate, format_seconds
+from gpulab.recorded_runs import Comparison, ComparisonTable, data_dir
 from gpulab.timing import ORIGINS, Measurement
 
 FILE_FORMAT = "gpulab-bench"
@@ -274,25 +275,48 @@ def load_report(path) -> BenchReport:
     return BenchReport.from_dict(document)
 
 
-def recorded_runs(directory=DATA_DIR) -> list[BenchReport]:
-    """The runs recorded in ``directory`` (``bench_*.json``), oldest first; [] if none."""
-    directory = Path(directory)
+def recorded_runs(directory=None) -> list[BenchReport]:
+    """The runs recorded in ``directory`` (``bench_*.json``; by default ``gpulab/data`` or
+    ``$GPULAB_DATA_DIR``), oldest first; [] if none."""
+    directory = Path(directory) if directory is not None else data_dir()
     reports = [load_report(p) for p in sorted(directory.glob("bench_*.json"))]
     return sorted(reports, key=lambda r: r.date)
 
 
-def latest_recorded_run(tier: str = "gpu", directory=DATA_DIR) -> BenchReport | None:
+def latest_recorded_run(tier: str = "gpu", directory=None) -> BenchReport | None:
     """The newest recorded run of ``tier`` (a real GPU by default), or None: there may be
     none yet, and a chapter must then say so rather than show made-up numbers."""
     runs = [r for r in recorded_runs(directory) if r.tier == tier]
     return runs[-1] if runs else None
 
 
+def recorded_comparison(report: BenchReport) -> ComparisonTable | None:
+    """Each kernel a GPU run measured, against the roofline estimate the same run made for the
+    same GPU (ratio measured / predicted); None for a run without such pairs (a CPU run)."""
+    model = {(r.kernel, r.size): r for r in report.rows if r.origin == "model"
+             and r.role == "kernel"}
+    rows = tuple(Comparison(f"{r.kernel}, {r.size}", model[r.kernel, r.size].median_s,
+                            r.median_s)
+                 for r in report.rows
+                 if r.origin in ("gpu", "recorded") and r.role == "kernel"
+                 and (r.kernel, r.size) in model)
+    if not rows:
+        return None
+    predicted = next(iter(model.values())).label
+    return ComparisonTable(f"gpulab bench on {report.device}: predicted against measured",
+                           predicted, report.headline, rows)
+
+
 def describe_recorded_run(report: BenchReport | None) -> str:
+    """What a chapter says about the GPU figures it shows: the recorded run (with each kernel's
+    measured / predicted), or that the GPU figures are the model's best cases."""
     if report is None:
-        return ("no recorded run yet: nobody has run `gpulab bench --record` on a GPU for this "
-                "version of the course, so only this machine's figures and the model are shown")
-    return f"recorded run: {report.headline} (gpulab {report.gpulab_version})"
+        return ("GPU figures here are estimates from a roofline model, a best case (roofline "
+                "ceiling). `make gpu-check` on a machine with an NVIDIA GPU records measured "
+                "ones (gpulab/data/), and they then appear here next to the estimates.")
+    text = f"recorded run: {report.headline} (gpulab {report.gpulab_version})"
+    table = recorded_comparison(report)
+    return text if table is None else f"{text}\n{table}"
 
 
 def record_path(report: BenchReport, directory=DATA_DIR) -> Path:

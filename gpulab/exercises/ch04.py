@@ -580,9 +580,10 @@ def _check_quantised(x: np.ndarray, q: np.ndarray, scale: float, name: str, seed
         clue = (f" (x / scale would be {divided:.4g}, which fits: did you multiply by the scale "
                 "instead of dividing?)" if abs(divided) <= E4M3.max_value * (1 + 1e-6) else "")
         raise CheckFailedError(
-            f"q[{first}] is NaN {where}: the value stored for x[{first}] = {x64[first]:.4g} was "
-            f"beyond E4M3's largest value, 448, and E4M3 has no infinity, so it overflowed to "
-            f"NaN{clue}.", "store x / scale: `(x / scale).astype(ml_dtypes.float8_e4m3fn)`.")
+            f"q[{first}] is NaN {where}: the value stored for x[{first}] = {x64[first]:.4g} "
+            f"rounded beyond E4M3's largest value, 448; E4M3 has no infinity, and ml_dtypes' "
+            f"cast does not saturate, so it became NaN{clue}.",
+            "store x / scale: `(x / scale).astype(ml_dtypes.float8_e4m3fn)`.")
     normal = np.abs(x64) >= E4M3.smallest_normal * scale
     relative = np.zeros_like(x64)
     relative[normal] = np.abs(back[normal] - x64[normal]) / np.abs(x64[normal])

@@ -70,7 +70,8 @@ def _gpu_spec(gpu) -> hardware.GPUSpec:
 def per_sample_seconds(widths, gpu) -> dict[str, float]:
     """What one more sample adds to a step's time on ``gpu``, per part: its FLOPs at the fp32
     peak ("compute"), its device-memory bytes at the memory bandwidth ("memory"), its bytes
-    copied from the host at the host link's rate ("transfer"); and "launch", the launches'
+    copied from pageable host memory (a NumPy batch) at the model's pageable copy rate,
+    ``gpu.host_pageable_bytes_per_s`` ("transfer"); and "launch", the launches'
     time, the same for every batch. From :func:`gpulab.nn.cost.step_kernels` at batches 1
     and 2 (every count is a + b * batch)."""
     gpu = _gpu_spec(gpu)
@@ -81,7 +82,7 @@ def per_sample_seconds(widths, gpu) -> dict[str, float]:
     return {"launch": len(one) * hardware.LAUNCH_OVERHEAD_S,
             "compute": flops / gpu.peak_flops_for("fp32"),
             "memory": moved / gpu.memory_bandwidth_bytes_per_s,
-            "transfer": copied / hardware.link_bytes_per_s(gpu, "host")}
+            "transfer": copied / hardware.link_bytes_per_s(gpu, "pageable")}
 
 
 def model_crossover(widths, gpu) -> int:
@@ -165,8 +166,15 @@ def check_launch_bound(function, seed: int | None = None, show: bool = True) -> 
                 "the kernels' work without the copy from the host": (
                     launch / max(parts["compute"], parts["memory"]),
                     "each step also copies its batch from the host (cost.step_transfer_bytes) "
-                    "over the host link (gpu.host_link_bytes_per_s): for a small network that "
-                    "copy is often the largest per-sample part."),
+                    "from pageable memory (gpu.host_pageable_bytes_per_s): for a small network "
+                    "that copy is often the largest per-sample part."),
+                "the copy at the link's peak (host_link_bytes_per_s)": (
+                    launch / max(parts["compute"], parts["memory"],
+                                 parts["transfer"] * _gpu_spec(gpu).host_pageable_bytes_per_s
+                                 / _gpu_spec(gpu).host_link_bytes_per_s),
+                    "the batch is an ordinary NumPy array (pageable memory): the driver copies "
+                    "it through a staging buffer at gpu.host_pageable_bytes_per_s, well below "
+                    "the link's peak gpu.host_link_bytes_per_s (which pinned memory nears)."),
                 "the FLOPs alone (compute)": (
                     launch / parts["compute"],
                     f"here the largest per-sample part is {largest}, not compute: compare all "
@@ -203,6 +211,13 @@ def check_launch_bound(function, seed: int | None = None, show: bool = True) -> 
                 f"(seed={seed}).")
 
     return run_check("launch_bound", body, seed, show)
+
+
+def _peak_share(gpu) -> float:
+    """The pageable copy rate as a share of the link's peak (a copy at the peak takes this
+    fraction of the pageable copy's time)."""
+    spec = _gpu_spec(gpu)
+    return spec.host_pageable_bytes_per_s / spec.host_link_bytes_per_s
 
 
 def cost_launches(widths) -> int:
@@ -244,8 +259,13 @@ def _throughput_mistakes(widths, gpu) -> dict:
             "of the time."),
         "the copy from the host left out": (
             lambda b: b / (launch + b * work),
-            "every step copies its batch from the host first (cost.step_transfer_bytes over "
-            "gpu.host_link_bytes_per_s)."),
+            "every step copies its batch from the host first (cost.step_transfer_bytes at "
+            "gpu.host_pageable_bytes_per_s: the batch is an ordinary NumPy array)."),
+        "the copy at the link's peak instead of the pageable rate": (
+            lambda b: b / (launch + b * (work + copy * _peak_share(gpu))),
+            "the batch is an ordinary NumPy array (pageable memory), copied at "
+            "gpu.host_pageable_bytes_per_s, well below the link's peak "
+            "gpu.host_link_bytes_per_s."),
         "the largest part alone instead of their sum": (
             lambda b: b / max(launch, b * work, b * copy),
             "launches, the copy and the kernels happen one after the other: add their times "

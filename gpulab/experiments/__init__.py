@@ -1,8 +1,8 @@
 """The chapters' experiments: one module per experiment, holding its logic (a plain class that
 tests drive without a browser), its figures and its ipywidgets dashboard.
 
-- :mod:`~gpulab.experiments.independence` — a chain of dependent additions vs independent ones
-  (chapter 00).
+- :mod:`~gpulab.experiments.independence` — twelve questions shared by p helpers, a chain of
+  dependent additions vs independent ones (chapter 00).
 - :mod:`~gpulab.experiments.crossover` — CPU vs GPU as n grows (chapter 01).
 - :mod:`~gpulab.experiments.bandwidth` — a memory-bound kernel with and without the host↔device
   copies, and what a strided read costs (chapter 02).
@@ -13,6 +13,8 @@ tests drive without a browser), its figures and its ipywidgets dashboard.
 - :mod:`~gpulab.experiments.fusion` — fused vs unfused bias + activation (chapter 05).
 - :mod:`~gpulab.experiments.gradients` — analytic vs numeric gradients (chapter 06).
 - :mod:`~gpulab.experiments.training` — a full training run with its curves (chapter 07).
+- :mod:`~gpulab.experiments.step_timeline` — one training step's kernels and the gaps
+  between their launches, on a timeline (chapters 07 and 08).
 - :mod:`~gpulab.experiments.batch_size` — batch size: throughput vs memory vs convergence
   (chapter 08).
 - :mod:`~gpulab.experiments.memory_budget` — where GPU memory goes; which models fit
@@ -36,7 +38,8 @@ from __future__ import annotations
 from gpulab.lazy import exported_names, lazy_exports
 
 _MODULES = {
-    "independence": ("IndependenceDashboard", "IndependenceExperiment"),
+    "independence": ("HelpersDashboard", "HelpersExperiment", "IndependenceDashboard",
+                     "IndependenceExperiment"),
     "crossover": ("CrossoverDashboard", "CrossoverExperiment"),
     "bandwidth": ("BandwidthDashboard", "BandwidthExperiment"),
     "matmul": ("MatmulDashboard", "MatmulExperiment"),
@@ -44,6 +47,7 @@ _MODULES = {
     "fusion": ("FusionDashboard", "FusionExperiment"),
     "gradients": ("GradientDashboard", "GradientExperiment"),
     "training": ("TrainingDashboard", "TrainingExperiment"),
+    "step_timeline": ("StepTimeline", "draw_timelines", "timelines_table"),
     "batch_size": ("BatchSizeDashboard", "BatchSizeExperiment"),
     "mixed_precision": ("MixedPrecisionDashboard", "MixedPrecisionExperiment"),
     "memory_budget": ("MemoryBudgetDashboard", "ModelFitExperiment"),

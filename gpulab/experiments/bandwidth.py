@@ -24,7 +24,7 @@ import textwrap
 import numpy as np
 from matplotlib.patches import Rectangle
 
-from gpulab import device, hardware, memory_model, plots, timing
+from gpulab import device, hardware, memory_model, plots, recorded_runs, timing
 from gpulab.bench.cases import (
     CHECK_N,
     MEMORY_KERNELS,
@@ -163,6 +163,7 @@ class BandwidthExperiment:
             "transfer_bytes": self.transfer_bytes(), "flops": self.flops(),
             "estimate": estimate, "estimate_with_copies": with_copies, "cpu": cpu,
             "measured": measured, "kernel_check": self.check_kernel(),
+            "recorded": recorded_comparison(kernel=self.kernel, dtype=self.dtype),
         }
         return self.last_result
 
@@ -212,7 +213,34 @@ class BandwidthExperiment:
             if key in r["measured"]:
                 m = r["measured"][key]
                 lines.append(f"Measured {what}: {_fmt(m.median_s)} ({m.label}).")
+        if r.get("recorded"):
+            lines.append(str(r["recorded"]))
         return "\n".join(lines)
+
+
+def recorded_comparison(run=None, kernel: str = "saxpy", dtype=np.float32):
+    """The recorded run's measurement of ``kernel`` (alone, and with its copies from pageable
+    host memory) against the roofline model of the same GPU: a
+    :class:`~gpulab.recorded_runs.ComparisonTable`, or None when no run ships."""
+    run = run or recorded_runs.latest_gpu_run()
+    recorded = run.series(f"bandwidth {kernel}") if run is not None else None
+    if not recorded or run.gpu_key is None or np.dtype(dtype) != np.float32:
+        return None
+    rows = []
+    for key, what in (("kernel", "data already on the GPU"),
+                      ("with_copies", "incl. copies from pageable host memory")):
+        if key not in recorded:
+            continue
+        measured = run.measurement(recorded[key])
+        model = BandwidthExperiment(kernel, n=measured.n, gpu=run.gpu_key, dtype=dtype)
+        fetched = model.fetched_bytes(model.access())
+        estimate = hardware.estimate_time(
+            model.gpu, model.flops(), fetched, PRECISION_OF_DTYPE[model.dtype.name],
+            transfer_bytes=model.transfer_bytes() if key == "with_copies" else 0.0)
+        rows.append((f"{kernel}, n = {measured.n:,}, {what}", estimate.time_s,
+                     measured.median_s))
+    return recorded_runs.comparison_table(
+        f"{kernel} measured on a real GPU, against the model's best case", run, rows)
 
 
 def stride_sweep(strides=(1, 2, 4, 8, 16, 32), n: int | None = None, dtype=np.float32,

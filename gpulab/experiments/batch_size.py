@@ -22,7 +22,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpulab import device, hardware
+from gpulab import device, hardware, recorded_runs
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.nn import cost
 from gpulab.nn.cost import BATCH_SIZES, largest_batch_within
@@ -106,6 +106,8 @@ class BatchSizeExperiment:
         data = load_digits(seed=0)
         cpu_label = "NumPy on this CPU — measured"
         histories, cpu, gpu_measured, estimated, memory, updates = [], [], [], [], [], []
+        run = recorded_runs.latest_gpu_run()  # its measured launch overhead, when one ships
+        measured_launch_s = run.launch_overhead_s if run is not None else None
         gpu_label = None
         for batch in self.batch_sizes:
             _, history = train_digits("numpy", data=data, batch_size=batch, epochs=self.epochs,
@@ -120,7 +122,8 @@ class BatchSizeExperiment:
                 gpu_measured.append(_steady_samples_per_s(on_gpu))
                 gpu_label = (f"gpulab kernels — {on_gpu.timing.split(' with ')[0]} (wall clock, "
                              "fastest epoch)")
-            epoch_s = cost.estimate_epoch_s(self.widths, batch, data.n_train, self.gpu)
+            epoch_s = cost.estimate_epoch_s(self.widths, batch, data.n_train, self.gpu,
+                                            launch_overhead_s=measured_launch_s)
             estimated.append(data.n_train / epoch_s)
             memory.append(cost.training_memory(self.widths, batch, "adam").as_dict())
             updates.append(-(-data.n_train // batch))
@@ -128,7 +131,9 @@ class BatchSizeExperiment:
         if gpu_label:
             samples[gpu_label] = gpu_measured
         estimate_label = (f"gpulab kernels — estimated from a roofline model of the "
-                          f"{self.gpu.name} (a lower bound on time)")
+                          f"{self.gpu.name} (a lower bound on time"
+                          + (f"; launch overhead measured on {run.device})" if measured_launch_s
+                             else ")"))
         samples[estimate_label] = estimated
         self.last_result = {
             "batch_sizes": self.batch_sizes, "epochs": self.epochs, "samples_per_s": samples,
@@ -140,6 +145,7 @@ class BatchSizeExperiment:
             "gpu": self.gpu.name, "tier": self.tier, "lr": self.lr,
             "step_bound": [cost.estimate_step(self.widths, b, self.gpu).bound()
                            for b in self.batch_sizes],
+            "recorded": recorded_comparison(),
         }
         return self.last_result
 
@@ -183,7 +189,29 @@ class BatchSizeExperiment:
             "more (more updates); per second on a GPU, large batches get through more samples. "
             f"Lowest held-out loss here: batch {self.best_batch()}.",
         ]
+        if r.get("recorded"):
+            lines.append(str(r["recorded"]))
         return "\n".join(lines)
+
+
+def recorded_comparison(run=None):
+    """The recorded run's training epochs (kernel backend, several batch sizes) against the
+    step model of the same GPU (:mod:`gpulab.nn.cost`, a best case), or None when no run
+    ships."""
+    run = run or recorded_runs.latest_gpu_run()
+    recorded = run.series("training epoch") if run is not None else None
+    if not recorded or run.gpu_key is None:
+        return None
+    rows = []
+    for batch, data in sorted(recorded.items(), key=lambda item: int(item[0])):
+        measured = run.measurement(data)
+        predicted = cost.estimate_epoch_s(list(DIGITS["widths"]), int(batch), measured.n,
+                                          run.gpu_key)
+        rows.append((f"one epoch of {measured.n:,} digits, batch {int(batch)}", predicted,
+                     measured.median_s))
+    return recorded_runs.comparison_table(
+        "Training epochs measured on a real GPU (gpulab kernels), against the step model's "
+        "best case", run, rows)
 
 
 def _steady_samples_per_s(history) -> float:

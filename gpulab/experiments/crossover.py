@@ -22,7 +22,7 @@ import textwrap
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpulab import device, hardware, plots, timing
+from gpulab import device, hardware, plots, recorded_runs, timing
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.hardware import format_seconds as _fmt
 
@@ -75,7 +75,7 @@ def crossover_plot(points, ax=None, cpu_label: str | None = None):
     crossings = []
     for i, (label, pts) in enumerate(series.items()):
         n, seconds = zip(*sorted(pts), strict=True)
-        style = "-" if label == cpu_label else "--" if "copy" in label else "-."
+        style = "-" if label == cpu_label else "--" if "host→device copy" in label else "-."
         colour = colours[i % len(colours)]
         hollow = "estimated" in label  # filled markers: measured; hollow: a model's estimate
         ax.plot(n, seconds, style, marker="o", ms=4, color=colour, label=label,
@@ -100,6 +100,9 @@ def crossover_plot(points, ax=None, cpu_label: str | None = None):
     ax.legend(handles, wrapped, loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8)
     return fig
 
+
+
+HOST_MEMORY = ("pageable", "pinned")  # the two kinds of host memory a copy can start from
 
 
 class CrossoverExperiment:
@@ -139,12 +142,19 @@ class CrossoverExperiment:
         """2 FLOPs (multiply, add) and 2 values read per element."""
         return {"flops": 2 * n, "bytes_moved": 2 * n * self.dtype.itemsize}
 
-    def _estimate(self, n: int, with_copy: bool):
-        copy_bytes = 2 * n * self.dtype.itemsize if with_copy else 0.0
+    def _estimate(self, n: int, copy_from: str | None, measured_constants: bool = True):
+        """The roofline estimate; ``copy_from`` "pageable" or "pinned" adds the host→device
+        copy of x and y from that kind of host memory (None: the data is already there).
+        When a recorded run ships, its measured launch overhead and copy rate replace the
+        model's constants (``measured_constants``; the estimate's label says so)."""
+        copy_bytes = 2 * n * self.dtype.itemsize if copy_from else 0.0
+        link = copy_from or "pageable"
+        constants = recorded_runs.model_constants(link) if measured_constants else {}
         return hardware.estimate_time(self.gpu, precision=PRECISION_OF_DTYPE[self.dtype.name],
-                                      transfer_bytes=copy_bytes, **self._counts(n))
+                                      transfer_bytes=copy_bytes, link=link,
+                                      **constants, **self._counts(n))
 
-    def _measure_gpu(self, x, y, n: int, with_copy: bool):
+    def _measure_gpu(self, x, y, n: int, copy_from: str | None):
         from numba import cuda
 
         from gpulab.kernels import dot as dot_kernels
@@ -153,9 +163,13 @@ class CrossoverExperiment:
         config = dot_kernels.launch_config(n, self.method)
         d_x, d_y = cuda.to_device(x), cuda.to_device(y)
         d_out = cuda.to_device(np.zeros(1, self.dtype))
+        if copy_from == "pinned":  # page-locked host copies: the copy engine reads them directly
+            x_pinned, y_pinned = cuda.pinned_array(n, self.dtype), cuda.pinned_array(n, self.dtype)
+            x_pinned[:], y_pinned[:] = x, y
+            x, y = x_pinned, y_pinned
 
         def launch():
-            if with_copy:  # the host→device copy of x and y, into buffers already allocated
+            if copy_from:  # the host→device copy of x and y, into buffers already allocated
                 d_x.copy_to_device(x)
                 d_y.copy_to_device(y)
             kernel[config.blocks, config.threads_per_block](d_x, d_y, d_out)
@@ -183,14 +197,16 @@ class CrossoverExperiment:
             # The CPU side is its best of the repeats: on a shared machine (Binder, CI) other
             # processes delay BLAS's worker threads, and the baseline must not be handicapped.
             cpu_label = add(f"NumPy dot (BLAS), best of {self.cpu_repeats}", cpu)
+            copies = HOST_MEMORY if self.include_transfer else ()
             if self.tier == "gpu":
-                add(f"{self.kernel_name}, data on GPU", self._measure_gpu(x, y, n, False))
-                if self.include_transfer:
-                    add(f"{self.kernel_name} incl. host→device copy of x, y",
-                        self._measure_gpu(x, y, n, True))
-            add(f"{self.kernel_name}, data on GPU", self._estimate(n, False))
-            if self.include_transfer:
-                add(f"{self.kernel_name} incl. host→device copy of x, y", self._estimate(n, True))
+                add(f"{self.kernel_name}, data on GPU", self._measure_gpu(x, y, n, None))
+                for memory in copies:
+                    add(f"{self.kernel_name} incl. host→device copy of x, y from {memory} "
+                        "memory", self._measure_gpu(x, y, n, memory))
+            add(f"{self.kernel_name}, data on GPU", self._estimate(n, None))
+            for memory in copies:
+                add(f"{self.kernel_name} incl. host→device copy of x, y from {memory} memory",
+                    self._estimate(n, memory))
         series = {label: list(zip(self.sizes, map(_seconds, recs), strict=True))
                   for label, recs in records.items()}
         gpu_labels = [label for label in series if label != cpu_label]
@@ -209,6 +225,7 @@ class CrossoverExperiment:
             "include_transfer": self.include_transfer,
             "sizes": list(self.sizes),
             "kernel_check": self.check_kernel(),
+            "recorded": recorded_comparison(dtype=self.dtype, method=self.method),
         }
         return self.last_result
 
@@ -245,19 +262,19 @@ class CrossoverExperiment:
         records = result["records"]
         estimated = {label: recs for label, recs in records.items()
                      if isinstance(recs[0], hardware.RooflineEstimate)}
-        on_device = next(label for label in estimated if "copy" not in label)
+        on_device = next(label for label in estimated if "host→device copy" not in label)
         small, large = estimated[on_device][0], estimated[on_device][-1]
         itemsize, precision = self.dtype.itemsize, PRECISION_OF_DTYPE[self.dtype.name]
         cpu = dict(result["series"][result["cpu_label"]])
         n0, n1 = result["sizes"][0], result["sizes"][-1]
         measured = [recs[0] for label, recs in records.items() if label not in estimated
-                    and label != result["cpu_label"] and "copy" not in label]
+                    and label != result["cpu_label"] and "host→device copy" not in label]
         lines = [
             f"At n = {n0:,} the CPU takes {_fmt(cpu[n0])}; the {self.gpu.name} would need about "
             f"{_fmt(small.time_s)} by the roofline model"
             + (f" ({measured[0].label}: {_fmt(measured[0].median_s)})" if measured else "")
             + f", nearly all of it the fixed cost of launching a kernel "
-            f"(~{_fmt(hardware.LAUNCH_OVERHEAD_S)}): small problems lose on the GPU.",
+            f"(~{_fmt(small.launch_overhead_s)}): small problems lose on the GPU.",
             f"A dot product does 2 FLOPs (multiply, add) per 2 × {itemsize} = {2 * itemsize} bytes "
             f"read: {2 / (2 * itemsize):g} FLOP/byte, far below the "
             f"{hardware.ridge_point(self.gpu, precision):.2g} FLOP/byte the {self.gpu.name} needs "
@@ -266,23 +283,63 @@ class CrossoverExperiment:
             f"at {self.gpu.memory_bandwidth_bytes_per_s / 1e12:g} TB/s).",
         ]
         for label in result["gpu_labels"]:
-            where = "With the copy" if "copy" in label else "With the data already on the GPU"
+            where = ("With the copy from " + label.split(" from ")[1].split(" memory")[0]
+                     + " memory" if "host→device copy" in label
+                     else "With the data already on the GPU")
             source = (f"{self.gpu.name}, estimated" if label in estimated
                       else records[label][0].label)
             crossing = result["crossover"][label]
             lines.append(f"{where} ({source}): the GPU is faster than the CPU from n = "
                          f"{crossing:,}." if crossing else
                          f"{where} ({source}): the GPU never beats the CPU up to n = {n1:,}.")
-        copied = [recs for label, recs in estimated.items() if "copy" in label]
+        copied = {recs[-1].link: recs[-1] for label, recs in estimated.items()
+                  if "host→device copy" in label}
         if copied:
-            copy_s = copied[0][-1].transfer_s
+            rate = {memory: (est.link_rate_bytes_per_s, "measured") if est.link_rate_bytes_per_s
+                    else (hardware.link_bytes_per_s(self.gpu, memory), "model")
+                    for memory, est in copied.items()}
+            parts = [f"from {memory} memory at {rate[memory][0] / 1e9:.3g} GB/s "
+                     f"({rate[memory][1]}) takes "
+                     f"{_fmt(est.transfer_s)}, "
+                     f"{est.transfer_s / large.kernel_s:.0f}× the kernel"
+                     for memory, est in copied.items()]
             lines.append(
-                f"Copying x and y over {self.gpu.host_link} "
-                f"({self.gpu.host_link_bytes_per_s / 1e9:g} GB/s each way) takes {_fmt(copy_s)} "
-                f"at n = {n1:,}, {copy_s / large.kernel_s:.0f}× the kernel itself: the GPU pays "
-                "off when data stays on it for many operations, not for one dot product."
-            )
+                f"At n = {n1:,}, copying x and y over {self.gpu.host_link} (peak "
+                f"{self.gpu.host_link_bytes_per_s / 1e9:g} GB/s each way) "
+                + "; ".join(parts) + ". An ordinary NumPy array is pageable: the driver copies "
+                "it through a pinned staging buffer, well below the link's peak. The GPU pays "
+                "off when data stays on it for many operations, not for one dot product.")
+        if result.get("recorded"):
+            lines.append(str(result["recorded"]))
         return "\n".join(lines)
+
+
+def recorded_comparison(run=None, dtype=np.float32, method: str = "grid_stride"):
+    """The recorded run's crossover series (``gpulab gpu-check``) against the roofline model of
+    the same GPU with the datasheet's constants: a :class:`~gpulab.recorded_runs.ComparisonTable`,
+    or None when no run ships (or it recorded another kernel or dtype, or a GPU the course has
+    no figures for)."""
+    run = run or recorded_runs.latest_gpu_run()
+    series = run.series("crossover") if run is not None else None
+    kernel = f"dot_{method}"
+    if not series or run.gpu_key is None or np.dtype(dtype) != np.float32:
+        return None
+    model = CrossoverExperiment(sizes=[1], gpu=run.gpu_key, dtype=dtype, method=method)
+    rows = []
+    for label, points in series.items():
+        what = label.split(" — ")[0]
+        if "measured on" not in label or not what.startswith(kernel):
+            continue
+        copy_from = next((m for m in HOST_MEMORY if f"from {m} memory" in what),
+                         "pageable" if "copy" in what else None)
+        for n, seconds in points:
+            rows.append((f"{what}, n = {int(n):,}",
+                         model._estimate(int(n), copy_from, measured_constants=False).time_s,
+                         seconds))
+    if not rows:
+        return None
+    return recorded_runs.comparison_table(
+        "The crossover measured on a real GPU, against the model's best case", run, rows)
 
 
 def _seconds(record) -> float:
@@ -320,8 +377,8 @@ class CrossoverDashboard(Dashboard):
             description=gpu_help, style={"description_width": "initial"})
         self.dtype_toggle = widgets.ToggleButtons(options=["float32", "float64"],
                                                   value="float32", description="dtype")
-        self.transfer_checkbox = widgets.Checkbox(value=True,
-                                                  description="include host→device copy")
+        self.transfer_checkbox = widgets.Checkbox(
+            value=True, description="include host→device copy (pageable and pinned)")
         self.size_slider = widgets.SelectionRangeSlider(
             options=[(f"{n:,}", n) for n in sizes], index=(0, len(sizes) - 1),
             description="n from, to", style={"description_width": "initial"},

@@ -28,7 +28,7 @@ import functools
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpulab import device, hardware, reference, timing
+from gpulab import device, hardware, recorded_runs, reference, timing
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.kernels import dense
 from gpulab.plots import wrap_title
@@ -154,8 +154,29 @@ def compare(batch_size: int = 4096, width: int = 1024, activation: str = "relu",
         "bytes": {variant: dense.forward_traffic_bytes(M, N, variant == "fused", itemsize)
                   for variant in ("unfused", "fused")},
         "shape": (M, N), "activation": activation, "gpu": spec.name, "dtype": dtype.name,
+        "l2_bytes": spec.l2_bytes,
         "tier": device.tier(), "check": check_kernels(dtype, activation, seed),
     }
+
+
+def _l2_note(result: dict) -> str:
+    """Whether the unfused pair's intermediate, Z + b, fits in the GPU's L2 cache: if it does,
+    the second kernel can read it from L2, and the roofline's ratio (every byte counted as
+    device-memory traffic) is an upper bound on what fusion saves."""
+    M, N = result["shape"]
+    intermediate = M * N * np.dtype(result["dtype"]).itemsize
+    l2 = result.get("l2_bytes")
+    size = f"The unfused pair's intermediate, Z + b, is {intermediate / 2**20:,.1f} MiB"
+    if l2 is None:
+        return (f"{size}; the {result['gpu']}'s L2 size is not published. If Z + b fits in L2, "
+                "the second kernel reads it from there, and the GPU saves less than the bytes "
+                "say: their ratio is an upper bound.")
+    if intermediate <= l2:
+        return (f"{size}, and the {result['gpu']}'s L2 cache holds {l2 / 2**20:,.0f} MiB: the "
+                "second kernel can read much of it from L2 instead of device memory, so the "
+                "ratio of bytes is an upper bound on what fusion saves on the GPU.")
+    return (f"{size}, more than the {result['gpu']}'s L2 cache ({l2 / 2**20:,.0f} MiB): it "
+            "goes out to device memory and back, as the roofline counts it.")
 
 
 def explain(result: dict) -> str:
@@ -164,6 +185,7 @@ def explain(result: dict) -> str:
     unfused, fused = result["bytes"]["unfused"], result["bytes"]["fused"]
     lines = [f"Z is {M:,} x {N:,} {result['dtype']}: the unfused pair moves {unfused / 1e6:,.1f} "
              f"MB, the fused kernel {fused / 1e6:,.1f} MB ({unfused / fused:.2f}x less; counted)."]
+    lines.append(_l2_note(result))
     groups: dict[tuple[str, str], dict] = {}
     for row in result["rows"]:
         groups.setdefault((row["what"], row["label"]), {})[row["variant"]] = row
@@ -177,7 +199,32 @@ def explain(result: dict) -> str:
     lines.append(f"Kernels checked against NumPy on a {check['shape'][0]} x {check['shape'][1]} "
                  f"problem ({device.tier()} tier): {'agree' if check['ok'] else 'DISAGREE'} "
                  f"(largest difference {max(check['fused_error'], check['unfused_error']):.1e}).")
+    if result.get("recorded"):
+        lines.append(str(result["recorded"]))
     return "\n".join(lines)
+
+
+def recorded_comparison(run=None):
+    """The recorded run's fused and unfused timings against the roofline model of the same GPU
+    (a :class:`~gpulab.recorded_runs.ComparisonTable`), or None when no run ships."""
+    run = run or recorded_runs.latest_gpu_run()
+    recorded = run.series("fusion") if run is not None else None
+    if not recorded or run.gpu_key is None or not isinstance(recorded, dict):
+        return None
+    M, N = recorded["shape"]
+    dtype = np.dtype(recorded.get("dtype", "float32"))
+    spec = hardware.get_gpu(run.gpu_key)
+    rows = []
+    for row in recorded["rows"]:
+        if row["what"] == "GPU" and "measured on" in row["label"]:
+            estimate = _estimate(spec, M, N, row["variant"] == "fused",
+                                 recorded["activation"], dtype)
+            rows.append((f"{row['variant']} ({row['how']}), {M:,} x {N:,}", estimate.time_s,
+                         row["seconds"]))
+    if not rows:
+        return None
+    return recorded_runs.comparison_table(
+        "Fusion measured on a real GPU, against the model's best case", run, rows)
 
 
 
@@ -226,7 +273,8 @@ class FusionExperiment:
 
     def run(self) -> dict:
         self.last_result = compare(self.batch_size, self.width, self.activation,
-                                          self.gpu, self.dtype)
+                                   self.gpu, self.dtype)
+        self.last_result["recorded"] = recorded_comparison()
         return self.last_result
 
     def speedup(self, what: str = "GPU") -> float:

@@ -1,10 +1,20 @@
-"""Analytic against numeric gradients: chapter 06's experiment, as a dashboard.
+"""Chapter 06's experiments: what a backward pass costs, how its transposes touch memory, and
+analytic against numeric gradients (as a dashboard).
 
-For the chosen activation, a small MLP's backward pass is compared with central differences
-over a range of step sizes eps, in float64 and float32 (:func:`gpulab.nn.gradcheck.eps_sweep`),
-and, at the default eps, parameter by parameter (:func:`gpulab.nn.gradcheck.gradient_check`)
-with the analytic gradients from the chosen backend: NumPy, or gpulab's kernels (run in the
-simulator without a GPU). Nothing here is timed.
+- :func:`phase_costs`, :func:`phase_table` and :func:`backward_ratio`: a training step's FLOPs,
+  bytes and launches by phase, counted by :func:`gpulab.nn.cost.step_kernels`.
+- :func:`transpose_access` and :func:`transpose_table`: the warp requests of the transposes'
+  reads and writes, in 32-byte sectors (:mod:`gpulab.memory_model`) — traced from the real
+  kernel in the simulator, from the kernels' index arithmetic on a GPU.
+- :class:`GradientExperiment` and :class:`GradientDashboard`: for the chosen activation, a
+  small MLP's backward pass is compared with central differences over a range of step sizes
+  eps, in float64 and float32 (:func:`gpulab.nn.gradcheck.eps_sweep`), and, at the default eps,
+  parameter by parameter (:func:`gpulab.nn.gradcheck.gradient_check`) with the analytic
+  gradients from the chosen backend: NumPy, or gpulab's kernels (run in the simulator without a
+  GPU). :func:`eps_prediction` and :func:`eps_table` put the sweep next to the napkin rule
+  eps ≈ u^(1/3).
+
+Nothing here is timed.
 """
 
 from __future__ import annotations
@@ -12,12 +22,165 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from gpulab import device, memory_model
 from gpulab.experiments.dashboard import Dashboard
-from gpulab.nn import MLP
+from gpulab.instruments import RecordingArray, WatchedArray, launchable
+from gpulab.nn import MLP, cost
 from gpulab.nn.gradcheck import eps_sweep, gradient_check
 
 WIDTHS = (5, 7, 4)
 BATCH = 4
+
+# --- what a training step costs, by phase -------------------------------------------------------
+
+PHASES = ("forward", "loss", "backward", "update")
+
+
+def phase_costs(widths, batch: int, activation: str = "relu", optimiser: str = "adam"
+                ) -> dict[str, dict]:
+    """``{phase: {"flops", "bytes_moved", "launches"}}`` of one training step, summed over the
+    kernels :func:`gpulab.nn.cost.step_kernels` lists (counted, not measured)."""
+    totals: dict[str, dict] = {}
+    for k in cost.step_kernels(widths, batch, activation, optimiser):
+        phase = totals.setdefault(k.phase, {"flops": 0.0, "bytes_moved": 0.0, "launches": 0})
+        phase["flops"] += k.flops
+        phase["bytes_moved"] += k.bytes_moved
+        phase["launches"] += 1
+    return {name: totals[name] for name in PHASES if name in totals}
+
+
+def backward_ratio(widths, batch: int = 256, activation: str = "relu") -> float:
+    """The backward pass's FLOPs over the forward pass's, for one step (counted)."""
+    totals = phase_costs(widths, batch, activation)
+    return totals["backward"]["flops"] / totals["forward"]["flops"]
+
+
+def phase_table(widths, batch: int, activation: str = "relu", optimiser: str = "adam") -> str:
+    """:func:`phase_costs` as a table, and the backward / forward FLOP ratio under it."""
+    totals = phase_costs(widths, batch, activation, optimiser)
+    lines = [f"one training step of {' -> '.join(map(str, widths))}, batch {batch}, "
+             f"{activation}, {optimiser} (counted by gpulab.nn.cost)",
+             f"{'phase':9s} {'FLOPs':>13s} {'bytes moved':>13s} {'launches':>9s}"]
+    for name, t in totals.items():
+        lines.append(f"{name:9s} {t['flops'] / 1e6:8.2f} MFLOP {t['bytes_moved'] / 1e3:10.0f} kB "
+                     f"{t['launches']:9d}")
+    ratio = totals["backward"]["flops"] / totals["forward"]["flops"]
+    lines.append(f"backward / forward FLOPs: {ratio:.2f}")
+    return "\n".join(lines)
+
+
+# --- the transposes' memory requests -------------------------------------------------------------
+
+TRANSPOSE_METHODS = ("naive", "tiled")
+# A is 32 x 48 float32: each row is 192 bytes, so every row starts on a 32-byte sector boundary
+# and the counts below are those of whole warps, undisturbed by misalignment.
+TRANSPOSE_SHAPE = (32, 48)
+
+
+def _transpose_indices(method: str, rows: int, cols: int, tile: int) -> tuple[dict, dict]:
+    """``(reads of A, writes of out)`` as ``{(block, thread): [flat element]}``, from the index
+    arithmetic of ``transpose_<method>`` launched on ``tile`` x ``tile`` blocks."""
+    grid_x, grid_y = -(-cols // tile), -(-rows // tile)
+    reads: dict = {}
+    writes: dict = {}
+    for by in range(grid_y):
+        for bx in range(grid_x):
+            block, r0, c0 = by * grid_x + bx, by * tile, bx * tile
+            for ty in range(tile):
+                for tx in range(tile):
+                    thread = ty * tile + tx  # x fastest: threads 32 w .. 32 w + 31 are warp w
+                    if r0 + ty < rows and c0 + tx < cols:
+                        reads[block, thread] = [(r0 + ty) * cols + c0 + tx]  # A[r, c]
+                    # naive: out[c, r] with (r, c) its own element; tiled: out[c0 + ty, r0 + tx]
+                    out_row, out_col = ((c0 + tx, r0 + ty) if method == "naive"
+                                        else (c0 + ty, r0 + tx))
+                    if out_row < cols and out_col < rows:
+                        writes[block, thread] = [out_row * rows + out_col]
+    return reads, writes
+
+
+def _writes_by_thread(watched: WatchedArray) -> dict:
+    """``{(block, thread): [flat elements written]}`` of a :class:`WatchedArray`."""
+    found: dict = {}
+    for element, writers in watched.plain_writers.items():
+        for writer in writers:
+            if writer is not None and isinstance(element, int):
+                found.setdefault(writer, []).append(element)
+    return {who: sorted(elements) for who, elements in found.items()}
+
+
+def transpose_access(method: str = "naive", shape=TRANSPOSE_SHAPE, tile: int = 16,
+                     traced: bool | None = None) -> dict:
+    """The warp requests of ``transpose_<method>`` on a float32 A of ``shape`` with ``tile`` x
+    ``tile`` blocks: ``{"reads": AccessSummary (of A), "writes": AccessSummary (of out)}``.
+
+    ``traced`` (default: in the simulator) runs the real kernel with A and out replaced by
+    arrays that record which simulated thread read and wrote which element; otherwise (a GPU
+    does not tell Python its addresses) the requests come from the kernels' index arithmetic,
+    the same model :func:`gpulab.memory_model.copy_access` uses for chapter 02's copies.
+    """
+    from gpulab.kernels import dense
+
+    if method not in TRANSPOSE_METHODS:
+        raise ValueError(f"method must be one of {', '.join(TRANSPOSE_METHODS)}, not {method!r}")
+    rows, cols = (int(n) for n in shape)
+    traced = device.tier() == "sim" if traced is None else traced
+    if traced:
+        A = RecordingArray(np.arange(rows * cols, dtype=np.float32).reshape(rows, cols))
+        out = WatchedArray(np.zeros((cols, rows), np.float32))
+        kernel = dense.transpose_naive if method == "naive" else dense.transpose_tiled
+        grid = (-(-cols // tile), -(-rows // tile))
+        launchable(kernel)[grid, (tile, tile)](A, out)
+        if not np.array_equal(out.copy_to_host(), A.copy_to_host().T):
+            raise RuntimeError(f"transpose_{method} did not transpose A")
+        reads, writes, source = A.reads, _writes_by_thread(out), "traced in the simulator"
+    else:
+        reads, writes = _transpose_indices(method, rows, cols, tile)
+        source = "from the kernel's index arithmetic"
+    return {"reads": memory_model.summarise(reads, 4, source),
+            "writes": memory_model.summarise(writes, 4, source)}
+
+
+def transpose_table(methods=TRANSPOSE_METHODS, shape=TRANSPOSE_SHAPE, tile: int = 16) -> str:
+    """Sectors per warp request and the share of fetched bytes used, for the reads of A and the
+    writes of out of each transpose (:func:`transpose_access`)."""
+    lines = [f"A: {shape[0]} x {shape[1]} float32, blocks of {tile} x {tile} threads",
+             f"{'kernel':18s} {'access':14s} {'sectors/request':>16s} {'bytes used':>11s}"]
+    source = ""
+    for method in methods:
+        access = transpose_access(method, shape, tile)
+        for what, summary in (("reads of A", access["reads"]), ("writes of out",
+                                                                 access["writes"])):
+            lines.append(f"{'transpose_' + method:18s} {what:14s} "
+                         f"{summary.sectors_per_request:16.3g} {summary.efficiency:11.0%}")
+            source = summary.source
+    lines.append(f"({source})")
+    return "\n".join(lines)
+
+
+# --- the step size of a numeric gradient ---------------------------------------------------------
+
+
+def eps_prediction(dtype) -> dict:
+    """The napkin rule for a central difference in ``dtype``: truncation ~ eps², rounding ~ u / eps
+    (u the unit roundoff, half the machine epsilon), smallest near eps ≈ u^(1/3), where the error
+    is about u^(2/3) — for derivatives and a loss of order 1."""
+    u = float(np.finfo(dtype).eps) / 2
+    return {"unit_roundoff": u, "eps": u ** (1 / 3), "error": u ** (2 / 3)}
+
+
+def eps_table(sweep: dict) -> str:
+    """The napkin's best eps and error next to the ones :func:`~gpulab.nn.gradcheck.eps_sweep`
+    found, per dtype."""
+    lines = [f"{'':8s} {'best eps':>20s} {'lowest relative error':>26s}",
+             f"{'':8s} {'napkin':>9s} {'measured':>10s} {'napkin':>12s} {'measured':>13s}"]
+    for name in ("float64", "float32"):
+        napkin = eps_prediction(np.dtype(name))
+        lines.append(f"{name:8s} {napkin['eps']:9.0e} {sweep['best'][name]:10.0e} "
+                     f"{napkin['error']:12.0e} {min(sweep[name]):13.1e}")
+    lines.append("(napkin: eps ≈ u^(1/3), error ≈ u^(2/3); measured: computed on this CPU for "
+                 f"the {sweep['activation']} MLP)")
+    return "\n".join(lines)
 
 
 def eps_plot(sweep: dict):

@@ -11,7 +11,7 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpulab import device, hardware, timing
+from gpulab import device, hardware, recorded_runs, timing
 from gpulab.formats import quantise
 from gpulab.nn.data import load_digits
 from gpulab.nn.recipes import train_digits
@@ -113,6 +113,24 @@ def gpu_latency(model, data, batch_sizes=BATCH_SIZES, gpu="H100") -> list[dict]:
                               "round trip", "kernel_s": est.kernel_s,
                      "overhead_s": seconds - est.kernel_s})
     return rows
+
+
+def recorded_comparison(widths, run=None):
+    """The recorded run's inference latencies (kernels backend, per batch size) against this
+    module's estimate for the same GPU (roofline + launches + two copy latencies, a best
+    case): a :class:`~gpulab.recorded_runs.ComparisonTable`, or None when no run ships."""
+    run = run or recorded_runs.latest_gpu_run()
+    rows = run.series("inference latency") if run is not None else None
+    if not rows or run.gpu_key is None:
+        return None
+    compared = []
+    for row in rows:
+        estimate = gpu_inference_estimate(widths, int(row["batch"]), run.gpu_key)
+        compared.append((f"batch {int(row['batch'])}", estimate.time_s + 2 * COPY_LATENCY_S,
+                         row["latency_s"]))
+    return recorded_runs.comparison_table(
+        "Inference latency measured on a real GPU, against the estimate's best case", run,
+        compared)
 
 
 def crossover(cpu_rows, gpu_rows) -> dict:

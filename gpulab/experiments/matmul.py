@@ -14,18 +14,26 @@ For the tile size a learner picks, :class:`MatmulExperiment`:
 
 :class:`MatmulDashboard` is the ipywidgets view: a tile slider, a GPU, a Run button, the
 rates and the roofline.
+
+Two pictures of a launch, computed from its :class:`~gpulab.kernels.matmul.MatmulLaunch`:
+:func:`warp_footprint` (which elements of C the 32 threads of one warp compute, and what they
+read per step of k) and :func:`tiling_plot` (the 2-D grid of blocks over C, and the tiles one
+block walks along K).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from gpulab import device, hardware, plots, timing
+from gpulab import device, hardware, plots, recorded_runs, timing
 from gpulab.bench.cases import DEFAULT_TILE, matmul_case, run_and_check
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.hardware import format_seconds as _fmt
 
 PRECISION = "fp32"
+WARP_SIZE = 32  # threads of a warp, on every NVIDIA GPU so far
 
 
 def default_n(tier: str | None = None) -> int:
@@ -138,7 +146,7 @@ class MatmulExperiment:
         self.last_result = {
             "n": n, "tile": self.tile, "gpu": self.gpu.key, "tier": self.tier, "cpu": cpu,
             "kernels": kernels, "cublas": cublas, "counts": self.counts(),
-            "kernel_check": self.check_kernel(),
+            "kernel_check": self.check_kernel(), "recorded": recorded_comparison(),
         }
         return self.last_result
 
@@ -205,7 +213,194 @@ class MatmulExperiment:
         if r["cublas"] is not None:
             lines.append(f"cuBLAS: {r['cublas'].gflops_per_s:,.4g} GFLOP/s "
                          f"({r['cublas'].label}).")
+        if r.get("recorded"):
+            lines.append(str(r["recorded"]))
         return "\n".join(lines)
+
+
+def recorded_comparison(run=None):
+    """The recorded run's matmul kernels (``matmul_naive``, ``matmul_tiled T=…``,
+    ``matmul_register_blocked`` at the GPU tier's n) against the roofline model of the same GPU
+    with this module's traffic model: a :class:`~gpulab.recorded_runs.ComparisonTable`, or
+    None when no run ships."""
+    from gpulab.kernels import matmul as mm
+
+    run = run or recorded_runs.latest_gpu_run()
+    recorded = run.series("matmul tiles") if run is not None else None
+    if not recorded or run.gpu_key is None:
+        return None
+    spec = hardware.get_gpu(run.gpu_key)
+    rows = []
+    for label, data in recorded.items():
+        measured = run.measurement(data)
+        name, _, tile = label.partition(" T=")
+        method = name.removeprefix("matmul_")
+        n = measured.n
+        traffic = mm.traffic_bytes(n, n, n, method, int(tile) if tile else None)
+        estimate = hardware.estimate_time(spec, 2 * n**3, traffic, PRECISION)
+        rows.append((f"{label}, n = {n:,}", estimate.time_s, measured.median_s))
+    return recorded_runs.comparison_table(
+        "Matrix products measured on a real GPU, against the model's best case", run, rows)
+
+
+def _span(values: list[int]) -> str:
+    return f"{values[0]}..{values[-1]}" if len(values) > 1 else str(values[0])
+
+
+def _block_shape(config) -> tuple[int, int]:
+    """(blockDim.x, blockDim.y) of a 2-D launch; a 1-D block is refused."""
+    if len(config.threads) != 2:
+        raise ValueError(f"{config}: the picture needs a 2-D block of threads (naive or tiled), "
+                         f"not {len(config.threads)}-D")
+    return int(config.threads[0]), int(config.threads[1])
+
+
+@dataclass(frozen=True)
+class WarpFootprint:
+    """The elements of C one warp of a 2-D matmul block computes (one thread per element):
+    threads are numbered with ``threadIdx.x`` varying fastest (t = tx + ty * blockDim.x), and
+    warp w is threads 32w ... 32w + 31 of its block."""
+
+    block: tuple[int, int]  # (blockDim.x, blockDim.y)
+    warp: int
+    threads: tuple[tuple[int, int], ...]  # (tx, ty) of the warp's threads
+    itemsize: int = 4
+
+    @property
+    def rows(self) -> int:
+        """Rows of C (values of ty) the warp touches."""
+        return len({ty for _, ty in self.threads})
+
+    @property
+    def columns(self) -> int:
+        """Columns of C (values of tx) the warp touches."""
+        return len({tx for tx, _ in self.threads})
+
+    @property
+    def a_values_per_k(self) -> int:
+        """Different A[row, k] the warp reads for one k: one per row (a broadcast to the threads
+        of that row)."""
+        return self.rows
+
+    @property
+    def b_values_per_k(self) -> int:
+        """Different B[k, col] the warp reads for one k: one per column, side by side in B's
+        row k."""
+        return self.columns
+
+    def __str__(self) -> str:
+        bx, by = self.block
+        xs = sorted({tx for tx, _ in self.threads})
+        ys = sorted({ty for _, ty in self.threads})
+        share = len(self.threads) // max(self.columns, 1)
+        lines = [
+            f"blocks of {bx} x {by} threads; threadIdx.x varies fastest, so warp {self.warp} is "
+            f"threads x = {_span(xs)}, y = {_span(ys)} ({len(self.threads)} threads): "
+            f"{self.rows} row{'s' if self.rows > 1 else ''} of C, {self.columns} columns wide.",
+            f"For each k it reads {self.a_values_per_k} A[row, k] (one per row, "
+            f"broadcast to the threads of that row) and {self.b_values_per_k} neighbouring "
+            f"B[k, col] ({self.b_values_per_k * self.itemsize} bytes in a row of B"
+            + (f", each read by {share} threads" if share > 1 else "") + ").",
+        ]
+        if self.rows > 1:
+            lines.append(f"A warp lies along one row of C only when blocks are at least "
+                         f"{WARP_SIZE} threads wide.")
+        return "\n".join(lines)
+
+
+def warp_footprint(config, warp: int = 0, itemsize: int = 4) -> WarpFootprint:
+    """Which threads (tx, ty) of a block of ``config`` (a 2-D
+    :class:`~gpulab.kernels.matmul.MatmulLaunch`) form warp ``warp``, and what that means for
+    its reads of A and B."""
+    bx, by = _block_shape(config)
+    size = bx * by
+    warps = -(-size // WARP_SIZE)
+    if not 0 <= warp < warps:
+        raise ValueError(f"a block of {bx} x {by} threads has {warps} warp(s): "
+                         f"warp must be in 0..{warps - 1}, not {warp!r}")
+    ids = range(warp * WARP_SIZE, min(size, (warp + 1) * WARP_SIZE))
+    return WarpFootprint((bx, by), warp, tuple((t % bx, t // bx) for t in ids), itemsize)
+
+
+def tiling_plot(config, block: tuple[int, int] | None = None, ax=None):
+    """The launch ``config`` (a tiled :class:`~gpulab.kernels.matmul.MatmulLaunch`) drawn to
+    scale, one unit per element: the 2-D grid of blocks over C, and for one block (``block`` =
+    (blockIdx.x, blockIdx.y); by default (1, 1) where the grid has it) the strip of A and of B
+    it walks along K, one tile per step, with the parts past the edges (zero-filled) hatched.
+    Inside that block, the warps are shaded (threadIdx.x varies fastest).
+
+    Patches carry gids: ``"block(x,y)"`` for each block of the grid, ``"a_tile{s}"`` and
+    ``"b_tile{s}"`` for step s along K, ``"warp{w}"`` for the warps of the chosen block."""
+    from matplotlib.patches import Rectangle
+
+    if config.method != "tiled":
+        raise ValueError(f"tiling_plot draws the tiled kernel's launch, not {config.method!r}")
+    T = config.tile
+    grid_x, grid_y = config.blocks
+    M, N, K = config.M, config.N, config.K
+    steps = -(-K // T)
+    bx, by = block if block is not None else (min(1, grid_x - 1), min(1, grid_y - 1))
+    if not (0 <= bx < grid_x and 0 <= by < grid_y):
+        raise ValueError(f"block {(bx, by)} is not in the grid of {grid_x} x {grid_y} blocks")
+    gap = max(2.0, 0.08 * max(M, N, K, grid_x * T, grid_y * T))
+    left = max(K, steps * T) + gap  # x where B and C start
+    top = max(K, steps * T) + gap  # y where A and C start (y grows downwards)
+    fig, ax = plots.new_figure(ax, (9.0, 7.0))
+    strip = "#f4b183"
+
+    def outline(x, y, w, h, name):
+        ax.add_patch(Rectangle((x, y), w, h, fill=False, edgecolor="black", lw=1.6, zorder=4))
+        ax.text(x + w / 2, y - 0.02 * gap - 0.5, name, ha="center", va="bottom", fontsize=9)
+
+    # the grid of blocks over C (blocks past C's edges stick out: their threads do nothing)
+    for j in range(grid_y):
+        for i in range(grid_x):
+            chosen = (i, j) == (bx, by)
+            ax.add_patch(Rectangle((left + i * T, top + j * T), T, T, fill=False,
+                                   edgecolor="#3d85c6" if chosen else "#9fc5e8",
+                                   lw=1.4 if chosen else 0.6, zorder=3 if chosen else 2,
+                                   gid=f"block({i},{j})"))
+    # the chosen block's warps, one thread per element of C
+    threads_x, threads_y = _block_shape(config)
+    shades = ("#cfe2f3", "#6fa8dc")
+    for w in range(-(-threads_x * threads_y // WARP_SIZE)):
+        for tx, ty in warp_footprint(config, w).threads:
+            ax.add_patch(Rectangle((left + bx * T + tx, top + by * T + ty), 1, 1,
+                                   facecolor=shades[w % 2], edgecolor="none", zorder=1,
+                                   gid=f"warp{w}"))
+    # the strips of A and B the chosen block walks along K, one T x T tile per step
+    for s in range(steps):
+        for name, x, y in (("a", s * T, top + by * T), ("b", left + bx * T, s * T)):
+            ax.add_patch(Rectangle((x, y), T, T, facecolor=strip, alpha=0.55 + 0.45 * (s % 2),
+                                   edgecolor="#7f6000", lw=0.8, zorder=1, gid=f"{name}_tile{s}"))
+            if steps <= 6 or s in (0, steps - 1):  # label every step while they fit
+                ax.text(x + T / 2, y + T / 2, str(s) if steps > 6 else f"step {s}",
+                        ha="center", va="center", fontsize=7, zorder=5)
+    # past the edges of A and B: the tiles hold zeros there
+    for x, y, w, h in ((K, top + by * T, steps * T - K, T), (left + bx * T, K, T, steps * T - K),
+                       (0, top + M, K, (by + 1) * T - M), (left + N, 0, (bx + 1) * T - N, K)):
+        if w > 0 and h > 0:
+            ax.add_patch(Rectangle((x, y), w, h, fill=False, hatch="///", edgecolor="#999999",
+                                   lw=0, zorder=2))
+    outline(0, top, K, M, f"A ({M} x {K})")
+    outline(left, 0, N, K, f"B ({K} x {N})")
+    outline(left, top, N, M, f"C ({M} x {N})")
+    foot = warp_footprint(config)
+    ax.text(0, top + grid_y * T + 0.05 * gap + 0.5,
+            f"light blue: the grid's blocks (past C's edges their threads do nothing)\n"
+            f"dark blue: block ({bx}, {by}); its warps shaded in turn, {foot.rows} row"
+            f"{'s' if foot.rows > 1 else ''} of {foot.columns} each\n"
+            f"orange: the {steps} tile{'s' if steps > 1 else ''} of A and of B it loads into "
+            f"shared memory, one per step along K\nhatched: past the edge, filled with zeros",
+            fontsize=8, va="top")
+    ax.set_xlim(-1, left + max(N, grid_x * T) + 1)
+    ax.set_ylim(top + max(M, grid_y * T) + 0.35 * gap + 3, -gap * 0.6)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title(f"matmul_tiled: a grid of {grid_x} x {grid_y} blocks of {T} x {T} threads over "
+                 f"C; each block walks K = {K} in {steps} step{'s' if steps > 1 else ''} of "
+                 f"{T}", fontsize=10)
+    return fig
 
 
 class MatmulDashboard(Dashboard):
@@ -257,4 +452,5 @@ class MatmulDashboard(Dashboard):
         self.explanation.value = self._explanation_html()
 
 
-__all__ = ["MatmulDashboard", "MatmulExperiment", "check_shape", "default_n"]
+__all__ = ["WARP_SIZE", "MatmulDashboard", "MatmulExperiment", "WarpFootprint", "check_shape",
+           "default_n", "tiling_plot", "warp_footprint"]

@@ -7,9 +7,13 @@
   the error depends on the order of the additions, not on the machine, so fixing the launch
   gives the same numbers on a GPU and in the simulator. Each series says how it was computed:
   run by a kernel (on the GPU, or in the simulator), or emulated with ml_dtypes.
-- :func:`memory_rows` — a model's weights in each format, against GPU memory sizes.
-- :func:`speed_rows` — per format, roofline **estimates** for a named GPU (a memory-bound dot
-  product, a compute-bound matmul at the datasheet's peak for that format), and on a GPU the
+- :func:`fp8_overflow_table` — what three E4M3 conversions do with values beyond 448:
+  ml_dtypes' cast (no saturation), CUDA's ``__NV_SATFINITE`` rule, the course's kernel.
+- :func:`memory_rows` / :func:`weights_table` — a model's weights in each format, against GPU
+  memory sizes (the datasheets' nominal sizes).
+- :func:`speed_rows` / :func:`speed_table` — per format, roofline **estimates** for a named GPU
+  (a memory-bound dot product, a compute-bound matmul at the datasheet's dense peak for that
+  format: the CUDA cores' for fp32, the tensor cores' for tf32 and narrower), and on a GPU the
   precision dot kernels **measured** with CUDA events.
 - :func:`error_plot`, :func:`memory_plot` — the figures.
 - :class:`PrecisionDashboard` — choose format, accumulator and n; press Run.
@@ -166,6 +170,49 @@ class DotErrorExperiment:
 
 
 # ---------------------------------------------------------------------------------------------
+# Overflow in fp8 E4M3: three conversions
+# ---------------------------------------------------------------------------------------------
+
+OVERFLOW_VALUES = (440.0, 460.0, 470.0, 1000.0, -1000.0, math.inf)
+
+
+def fp8_overflow_rows(values=OVERFLOW_VALUES) -> list[dict]:
+    """What three conversions to E4M3 (no scale) store for each value:
+
+    - ``cast``: ``ml_dtypes.float8_e4m3fn``'s cast (NumPy ``astype``), which does not saturate:
+      a value that rounds beyond 448 (|x| > 464, halfway to the next step, 480) becomes NaN,
+      and so does infinity — the OCP specification's non-saturating conversion;
+    - ``satfinite``: clip to +-448 first, then round (:func:`gpulab.formats.to_format` with
+      ``saturate=True``) — CUDA's ``__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3)``
+      and the OCP specification's saturating conversion;
+    - ``kernel``: the course's ``quantize_fp8_e4m3`` kernel with scale 1 (run on the GPU or in
+      the simulator), which saturates too.
+    """
+    import ml_dtypes
+
+    from gpulab.kernels.narrow_formats import run_quantize_fp8_e4m3
+
+    x = np.asarray(values, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = x.astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    satfinite = formats.round_to(x, "fp8_e4m3", saturate=True)
+    codes, _ = run_quantize_fp8_e4m3(x, scale=1.0)
+    kernel = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    return [{"value": float(v), "cast": float(c), "satfinite": float(s), "kernel": float(k)}
+            for v, c, s, k in zip(x, cast, satfinite, kernel, strict=True)]
+
+
+def fp8_overflow_table(values=OVERFLOW_VALUES) -> str:
+    """:func:`fp8_overflow_rows` as a text table."""
+    lines = [f"{'x':>8s}  {'ml_dtypes cast':>14s}  {'__NV_SATFINITE':>14s}  "
+             f"{'course kernel':>13s}"]
+    for row in fp8_overflow_rows(values):
+        lines.append(f"{row['value']:8g}  {row['cast']:14g}  {row['satfinite']:14g}  "
+                     f"{row['kernel']:13g}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
 # Memory per format
 # ---------------------------------------------------------------------------------------------
 
@@ -189,6 +236,22 @@ def memory_rows(parameters: float = 7e9, format_names=MEMORY_FORMATS,
             rows.append({"format": label, "bytes": nbytes, "gb": nbytes / 1e9,
                          "fits": {gpu.key: nbytes <= gpu.memory_bytes for gpu in specs}})
     return rows
+
+
+def weights_table(parameters: float = 7e9, gpus=("L4", "A100-SXM", "H100-SXM")) -> str:
+    """:func:`memory_rows` as a text table: GB of weights per format and, per GPU, whether
+    they fit in its **nominal** memory (the datasheet's figure; the driver makes a little less
+    available, and the CUDA context takes some of that)."""
+    rows = memory_rows(parameters, gpus=gpus)
+    specs = [hardware.get_gpu(key) for key in gpus]
+    lines = [f"{parameters / 1e9:g} billion parameters, weights only (parameters x bits / 8):",
+             f"  {'format':22s} {'GB':>6s}   " + "  ".join(f"{key:>9s}" for key in gpus)]
+    for row in rows:
+        fits = "  ".join(f"{'fits' if row['fits'][key] else 'no':>9s}" for key in gpus)
+        lines.append(f"  {row['format']:22s} {row['gb']:6.3g}   {fits}")
+    lines.append("nominal GPU memory (datasheets): " + "; ".join(
+        f"{spec.key} {spec.memory_bytes / 1e9:g} GB" for spec in specs))
+    return "\n".join(lines)
 
 
 def memory_plot(parameters: float = 7e9, gpus=("L4", "A100-SXM", "H100-SXM"), ax=None):
@@ -224,6 +287,14 @@ def memory_plot(parameters: float = 7e9, gpus=("L4", "A100-SXM", "H100-SXM"), ax
 # ---------------------------------------------------------------------------------------------
 
 SPEED_FORMATS = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp4_e2m1")
+# Datasheet peaks for these precisions are the CUDA cores' (ordinary scalar instructions); every
+# other precision's peak (tf32, fp16, bf16, fp8, fp4, int8, fp64_tensor) is the tensor cores'.
+CUDA_CORE_PRECISIONS = ("fp64", "fp32")
+
+
+def compute_units(precision: str) -> str:
+    """Which units a datasheet's peak for ``precision`` is for: "CUDA cores" or "tensor cores"."""
+    return "CUDA cores" if precision in CUDA_CORE_PRECISIONS else "tensor cores"
 
 
 def speed_rows(gpu="H100-SXM", dot_n: int = 100_000_000, matmul_n: int = 8192,
@@ -231,13 +302,15 @@ def speed_rows(gpu="H100-SXM", dot_n: int = 100_000_000, matmul_n: int = 8192,
     """Roofline estimates per format on ``gpu``: a dot product of ``dot_n`` elements
     (memory-bound: bytes shrink with the format) and an ``matmul_n``-cubed matmul
     (compute-bound: the datasheet's dense peak for the format, tensor cores for tf32 and
-    narrower). ``None`` where the GPU has no rate for the format. Every time is an estimate."""
+    narrower; ``units`` says which). ``None`` where the GPU has no rate for the format. Every
+    time is an estimate."""
     gpu = hardware.get_gpu(gpu)
     rows = []
     for name in format_names:
         fmt = formats.get_format(name)
         row = {"format": fmt.name, "bytes_per_value": fmt.bytes_per_value,
                "peak_flops": gpu.peak_flops.get(fmt.hardware_precision),
+               "units": compute_units(fmt.hardware_precision),
                "dot_s": None, "matmul_s": None,
                "label": f"estimated from a roofline model of the {gpu.name}"}
         if row["peak_flops"] is not None:
@@ -249,6 +322,25 @@ def speed_rows(gpu="H100-SXM", dot_n: int = 100_000_000, matmul_n: int = 8192,
                 precision=fmt.hardware_precision).time_s
         rows.append(row)
     return rows
+
+
+def speed_table(gpu="H100-SXM", dot_n: int = 100_000_000, matmul_n: int = 8192) -> str:
+    """:func:`speed_rows` as a text table: per format its bytes per value, the datasheet's
+    dense peak and the units it is for, and the two estimated times ("none" where the
+    datasheet gives no rate for the format)."""
+    rows = speed_rows(gpu, dot_n, matmul_n)
+    lines = [f"{rows[0]['label']} (a best case):",
+             f"  {'format':9s} {'B/value':>7s}   {'dense peak':>17s} {'of the':12s} "
+             f"{'dot, n=' + f'{dot_n:.0e}'.replace('e+0', 'e').replace('e+', 'e'):>12s} "
+             f"{'matmul ' + str(matmul_n) + '³':>14s}"]
+    for row in rows:
+        peak = (f"{row['peak_flops'] / 1e12:,.1f} TFLOP/s" if row["peak_flops"] else "none")
+        dot = f"{row['dot_s'] * 1e3:.3f} ms" if row["dot_s"] else "none"
+        matmul = f"{row['matmul_s'] * 1e3:.3f} ms" if row["matmul_s"] else "none"
+        units = row["units"] if row["peak_flops"] else ""
+        lines.append(f"  {row['format']:9s} {row['bytes_per_value']:7g}   {peak:>17s} "
+                     f"{units:12s} {dot:>12s} {matmul:>14s}")
+    return "\n".join(lines)
 
 
 def measure_dot_kernels(n: int = 2**26) -> list[timing.Measurement]:
@@ -391,9 +483,14 @@ __all__ = [
     "PrecisionDashboard",
     "default_sizes",
     "error_plot",
+    "compute_units",
+    "fp8_overflow_rows",
+    "fp8_overflow_table",
     "fp_gap",
     "measure_dot_kernels",
     "memory_plot",
     "memory_rows",
     "speed_rows",
+    "speed_table",
+    "weights_table",
 ]

@@ -174,10 +174,10 @@ def bias_grad(dZ, db):
 def transpose_naive(A, out):
     """out[c, r] = A[r, c]; one thread per element of A (x along A's columns).
 
-    Per thread: 1 read, 1 write, no FLOPs, no synchronisation. The 32 threads of a warp read
-    32 neighbouring elements of a row of A (one coalesced load) but write down a column of
-    out, 32 addresses a whole row apart: 32 separate transactions. ``transpose_tiled`` fixes
-    that.
+    Per thread: 1 read, 1 write, no FLOPs, no synchronisation. Neighbouring threads (x) read
+    neighbouring elements of a row of A (coalesced) but write down a column of out, each a
+    whole row of out apart: a warp's write request touches a separate 32-byte sector for every
+    row of out it writes. ``transpose_tiled`` fixes that.
     """
     c, r = cuda.grid(2)
     if r < A.shape[0] and c < A.shape[1]:
@@ -191,9 +191,10 @@ def transpose_tiled(A, out):
     Thread (ty, tx) reads A[r0 + ty, c0 + tx] (neighbouring threads, neighbouring addresses:
     coalesced) into tile[ty, tx]; ``syncthreads``; then writes tile[tx, ty] to
     out[c0 + ty, r0 + tx], again neighbouring addresses. Writing out[c, r] straight from
-    A[r, c] would scatter each warp's writes over 32 rows. The tile has T + 1 columns so that
-    reading down a column of it hits 32 different shared-memory banks. Per element: 1 read,
-    1 write, no FLOPs; one barrier per block.
+    A[r, c] would scatter each warp's writes over one row of out per thread along x (32 rows,
+    or 16 with 16 x 16 blocks). The tile has T + 1 columns so that a warp reading down a column
+    of a 32-wide tile hits 32 different shared-memory banks. Per element: 1 read, 1 write, no
+    FLOPs; one barrier per block.
     """
     tile = cuda.shared.array((MAX_TRANSPOSE_TILE, TRANSPOSE_TILE_COLUMNS), A.dtype)
     side = cuda.blockDim.x

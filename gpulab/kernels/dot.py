@@ -4,7 +4,8 @@ Variants, in the order chapter 01 teaches them
 - ``sum_racy``: every thread does ``out[0] = out[0] + x[i]`` without an atomic. Wrong on
   purpose: the read-modify-writes of different threads overwrite each other.
 - ``dot_atomic``: one ``atomic.add`` per element. Correct, but every thread queues on the same
-  address, so the adds are serialised.
+  address, so the adds are serialised — in an order that can change from run to run, so a float
+  sum made of atomics is not deterministic (floating-point addition is not associative).
 - ``dot_shared_tree``: each block sums its products in shared memory by halving (a tree,
   log2(threads_per_block) steps), then one atomic per block.
 - ``dot_grid_stride``: a fixed, small grid; each thread first sums many products in a
@@ -69,7 +70,7 @@ def sum_racy(x, out):
 
     Every thread reads out[0], then (after the barrier) writes back what it read plus its
     own x[i], so the threads of a block overwrite each other and most additions are lost.
-    On a GPU the 32 threads of a warp already read together before any of them writes; the
+    On a GPU the 32 threads of a warp typically read together before any of them writes; the
     barrier widens that window to the whole block so that the simulator, which otherwise
     runs threads one after another, shows the same race.
     """

@@ -5,16 +5,17 @@ how often each element of A and B is loaded from device memory, which is what se
 
 Variants, in the order chapter 03 teaches them
 - ``matmul_naive``: one thread per element of C; it reads a row of A and a column of B straight
-  from device memory: 2K loads for 2K FLOPs. A and B are each loaded N (resp. M) times over.
+  from device memory: 2K loads for 2K FLOPs. A is loaded N times over, B M times.
 - ``matmul_tiled``: a block of T x T threads computes a T x T tile of C. The block walks along K
   in steps of T; at each step it copies a T x T tile of A and one of B into shared memory, waits
   (``syncthreads``), and every thread does T multiply-adds from shared memory. Each element of
   A and B is now loaded from device memory N/T (resp. M/T) times: T times fewer. T is a launch
   parameter (the block's side, at most :data:`MAX_TILE`).
 - ``matmul_register_blocked``: the fast one. A block of 256 threads computes a 128 x 128 tile of
-  C, and each thread computes 8 x 8 elements of it, held in registers. Per step of 8 along K,
-  a thread loads 8 values of A and 8 of B from shared memory and does 64 multiply-adds with
-  them (an outer product), so shared-memory traffic per FLOP drops 8x as well.
+  C, and each thread computes 8 x 8 elements of it, held in registers. For each k, a thread
+  loads 8 values of A and 8 of B from shared memory and does 64 multiply-adds with them (an
+  outer product): 16 shared loads per 64 multiply-adds where the tiled kernel needs 2 per one,
+  8x fewer. Device-memory loads per FLOP: 1/128 of naive (the block's 128 x 128 tile).
 
 Traffic model (used for the roofline, :func:`traffic_bytes`): if no cache helped, a kernel
 that computes C in tiles of tile_m x tile_n loads A N/tile_n times and B M/tile_m times, and
@@ -76,11 +77,14 @@ def matmul_naive(A, B, C):
     """C[row, col] = sum over k of A[row, k] * B[k, col]; one thread per element of C.
 
     Per thread: reads K elements of A (a row) and K of B (a column) from device memory, does
-    2K FLOPs, writes one element. No shared memory, no synchronisation. Threads with
-    consecutive ``col`` (the x index, so neighbours in a warp) read the same A[row, k] (one
-    broadcast) and neighbouring B[k, col] (coalesced), and write neighbouring C[row, col].
+    2K FLOPs, writes one element. No shared memory, no synchronisation. x runs along the
+    columns, and a warp is 32 threads of a block with threadIdx.x varying fastest: with blocks
+    blockDim.x wide it covers 32 / blockDim.x rows of blockDim.x columns (one row only for
+    blocks 32 wide; two rows of 16 for 16 x 16 blocks). Per k, the threads of one row read the
+    same A[row, k] (a broadcast) and neighbouring B[k, col] (coalesced), and they write
+    neighbouring C[row, col].
     """
-    col, row = cuda.grid(2)  # x runs along the columns: neighbours in a warp share a row
+    col, row = cuda.grid(2)  # x runs along the columns: threads next to each other in x share a row
     if row < C.shape[0] and col < C.shape[1]:
         acc = C.dtype.type(0)
         for k in range(A.shape[1]):
@@ -130,13 +134,16 @@ def matmul_register_blocked(A, B, C):
     """C = A @ B: a block of 256 threads computes 128 x 128 of C, each thread 8 x 8 of it.
 
     Thread (tr, tc) = (t // 16, t % 16) owns rows tr, tr + 16, ..., tr + 112 and columns
-    tc, tc + 16, ..., tc + 112 of the block's tile (spread out, so that the 32 threads of a
-    warp read different shared-memory banks and write neighbouring columns of C). Per step of
-    BLOCK_K = 8 along K: each thread copies 4 elements of A and 4 of B into shared memory (A
-    transposed, 0 past the edges), ``syncthreads``; then for each of the 8 k it loads 8 values
-    of A and 8 of B from shared memory into registers and does 64 multiply-adds into its 8 x 8
-    accumulators (registers); ``syncthreads``. Device-memory loads per FLOP: 1/64 of naive.
-    Per thread: 2 * 64 * K FLOPs, 64 writes.
+    tc, tc + 16, ..., tc + 112 of the block's tile (spread out: a warp, t = 32w ... 32w + 31,
+    is 2 values of tr and 16 of tc, so its shared-memory reads are 2 broadcast words of a_tile
+    and 16 neighbouring words of b_tile, free of bank conflicts, and it writes 16 neighbouring
+    columns of C in each of 2 rows). Per step of BLOCK_K = 8 along K: each thread copies 4
+    elements of A and 4 of B into shared memory (A transposed, 0 past the edges),
+    ``syncthreads``; then for each of the 8 k it loads 8 values of A and 8 of B from shared
+    memory into registers and does 64 multiply-adds into its 8 x 8 accumulators (registers);
+    ``syncthreads``. Device-memory loads per FLOP: 1/128 of naive (per step, 8 loads for
+    8 x 64 multiply-adds, 1/64 per multiply-add; naive makes 2 per multiply-add). Per thread:
+    2 * 64 * K FLOPs (K rounded up to a multiple of 8), 64 writes.
     """
     a_tile = cuda.shared.array((BLOCK_K, A_TILE_COLUMNS), A.dtype)  # a_tile[k, m]
     b_tile = cuda.shared.array((BLOCK_K, BLOCK_N), A.dtype)  # b_tile[k, n]

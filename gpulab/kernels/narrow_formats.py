@@ -21,12 +21,16 @@ Variants
 
 The dot kernels use a grid-stride loop and a shared-memory tree (the same
 :func:`gpulab.kernels.dot.block_tree_sum`), like ``dot_grid_stride``, but write one **partial
-sum per block** instead of an atomic add: there is no fp16 atomic add on every GPU, and a
-partial array says plainly which format held what. The launch wrappers add the partials one
-after another **in the accumulator format** (on the CPU: there are only a few). The dot kernels
-therefore share their outline (shared array, grid-stride loop, tree, thread 0 writes) and
-differ in the formats of their loads, products and sums: that difference is what chapter 04
-shows, so each stays a whole kernel that names its formats, and only the tree is shared.
+sum per block** instead of an atomic add. CUDA C++ has an fp16 atomic add (``atomicAdd`` on
+``__half``, compute capability >= 7.0), but Numba's ``cuda.atomic.add`` takes float32, float64
+and 32/64-bit integer arrays only (numba-cuda 0.30: a float16 array is a typing error); float
+atomics would also make the order of the additions, and so the rounding, change from run to
+run; and a partial array says plainly which format held what. The launch wrappers add the
+partials one after another **in the accumulator format** (on the CPU: there are only a few).
+The dot kernels therefore share their outline (shared array, grid-stride loop, tree, thread 0
+writes) and differ in the formats of their loads, products and sums: that difference is what
+chapter 04 shows, so each stays a whole kernel that names its formats, and only the tree is
+shared.
 
 Per element a dot product reads 2 values (2 x 2 bytes in fp16/bf16, 2 x 1 byte in fp8) and
 does 2 FLOPs; a matmul does 2MNK FLOPs. On a GPU the compiler may fuse an fp16 multiply and the
@@ -164,9 +168,11 @@ def quantize_fp8_e4m3(x, inverse_scale, codes):
     """codes[i] = the FP8 E4M3 code nearest to x[i] * inverse_scale (ties to even).
 
     Grid-stride: each thread converts x[g], x[g + G], ... (reads 4 bytes, writes 1 per
-    element; no barriers). Magnitudes above 448 saturate to 448 (the "satfinite" conversion
-    of deep-learning libraries); NaN becomes code 0x7F; -0 is stored as +0. The binade search
-    takes at most 14 steps; below 2^-6 the step stays 2^-9, which gives the subnormals.
+    element; no barriers). Magnitudes above 448, infinities included, saturate to +-448 (CUDA's
+    ``__NV_SATFINITE`` rule, the OCP specification's saturating conversion; a non-saturating
+    cast such as ml_dtypes' would give NaN); NaN becomes code 0x7F; -0 is stored as +0. The
+    binade search takes at most 14 steps; below 2^-6 the step stays 2^-9, which gives the
+    subnormals.
     """
     for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
         v = x[i] * inverse_scale

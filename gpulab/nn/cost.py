@@ -196,18 +196,24 @@ class StepEstimate:
 
 def estimate_step(widths, batch_size: int, gpu="H100-SXM", activation: str = "relu",
                   optimiser: str = "adam", itemsize: int = 4,
-                  include_transfer: bool = True) -> StepEstimate:
+                  include_transfer: bool = True, host_memory: str = "pageable",
+                  launch_overhead_s: float | None = None) -> StepEstimate:
     """Roofline estimate of one training step on ``gpu``: every kernel's time (FLOPs / peak or
-    bytes / bandwidth, whichever is larger, plus its launch), plus the batch's host transfers."""
+    bytes / bandwidth, whichever is larger, plus its launch), plus the batch's host transfers
+    from ``host_memory``: "pageable" (a NumPy batch, as the trainer copies it) or "pinned"
+    (page-locked, ``cuda.pinned_array``), which copy at different rates
+    (:func:`gpulab.hardware.link_bytes_per_s`). ``launch_overhead_s`` replaces the model's
+    launch constant with a measured one (from a recorded run)."""
     gpu = hardware.get_gpu(gpu)
     precision = PRECISION_OF_ITEMSIZE.get(itemsize)
     if precision is None:
         raise ValueError(f"itemsize must be 4 (float32) or 8 (float64), not {itemsize!r}")
     kernels = step_kernels(widths, batch_size, activation, optimiser, itemsize)
-    estimates = [(cost, hardware.estimate_time(gpu, cost.flops, cost.bytes_moved, precision))
+    estimates = [(cost, hardware.estimate_time(gpu, cost.flops, cost.bytes_moved, precision,
+                                               launch_overhead_s=launch_overhead_s))
                  for cost in kernels]
     transfer = (step_transfer_bytes(widths, batch_size, itemsize)
-                / hardware.link_bytes_per_s(gpu, "host") if include_transfer else 0.0)
+                / hardware.link_bytes_per_s(gpu, host_memory) if include_transfer else 0.0)
     return StepEstimate(gpu, int(batch_size), estimates, transfer)
 
 

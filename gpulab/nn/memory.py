@@ -46,9 +46,11 @@ Every result is a :class:`MemoryBreakdown`: bytes per kind, the total, a printab
 :class:`OutOfDeviceMemory` is the error a memory budget raises (the trainer's
 ``device_memory_bytes``): its message is the breakdown and the remedies.
 
-Units: bytes. Datasheets print memory in decimal gigabytes (1 GB = 10⁹ bytes,
-:data:`gpulab.hardware.GB`); operating systems and many tools print GiB (2³⁰ bytes): 80 GB is
-74.5 GiB.
+Units: bytes. Datasheets print memory as a nominal size in gigabytes, read here as decimal
+(1 GB = 10⁹ bytes, :data:`gpulab.hardware.GB`); operating systems and many tools print GiB
+(2³⁰ bytes): 80 GB is 74.5 GiB. The driver reports a little more than that reading (81,559 MiB
+= 79.6 GiB for an H100 80GB, through NVML), so the calculator errs on the safe side; `gpulab
+info` prints what the driver reports, and the CUDA context takes part of it.
 """
 
 from __future__ import annotations
@@ -579,7 +581,8 @@ KNOWN_MODELS: dict[str, TransformerShape] = {
 
 @dataclass(frozen=True)
 class DeviceMemory:
-    """One GPU's memory: the datasheet's figure (decimal GB) and where it comes from."""
+    """One GPU's memory: the datasheet's nominal figure (read as decimal GB) and where it comes
+    from."""
 
     key: str
     name: str

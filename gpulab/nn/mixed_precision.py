@@ -596,8 +596,10 @@ class MixedRun:
     seed: int
     epochs: int
     train_loss: list[float] = field(default_factory=list)
+    train_accuracy: list[float] = field(default_factory=list)  # per epoch, while training
     test_loss: list[float] = field(default_factory=list)
     test_accuracy: list[float] = field(default_factory=list)
+    epoch_seconds: list[float] = field(default_factory=list)  # training only, no evaluation
     loss_scales: list[float] = field(default_factory=list)  # per step (1 without scaling)
     skipped: list[bool] = field(default_factory=list)  # per step
     updates_lost: list[float] = field(default_factory=list)  # per step, see train_mixed
@@ -908,12 +910,14 @@ def train_mixed(recipe, data: Dataset | None = None, epochs: int = 5,
     start = time.perf_counter()
     steps = 0
     for _ in range(int(epochs)):
-        loss_sum = 0.0
+        loss_sum = correct = 0.0
+        epoch_start = time.perf_counter()
         for batch in minibatch_indices(len(y_train), int(batch_size), rng):
             record = run.gradients if steps else _Both(run.gradients, run.first_step_gradients)
             with np.errstate(over="ignore", invalid="ignore"):
                 loss, take, lost = net.train_step(data.X_train[batch], y_train[batch], record)
             loss_sum += loss * len(batch)
+            correct += float(np.sum(np.argmax(net.probs, axis=1) == y_train[batch]))
             run.loss_scales.append(net.scaler.history[-1][0] if net.scaler else 1.0)
             run.skipped.append(not take)
             run.updates_lost.append(lost)
@@ -923,6 +927,8 @@ def train_mixed(recipe, data: Dataset | None = None, epochs: int = 5,
             if max_steps is not None and steps >= max_steps:
                 break
         run.train_loss.append(loss_sum / len(y_train))
+        run.train_accuracy.append(correct / len(y_train))
+        run.epoch_seconds.append(time.perf_counter() - epoch_start)
         test_loss, accuracy = net.evaluate(data.X_test, data.y_test)
         run.test_loss.append(test_loss)
         run.test_accuracy.append(accuracy)

@@ -97,7 +97,9 @@ def test_loader_rejects_other_files(tmp_path):
 def test_recorded_runs_cope_with_none(tmp_path):
     assert bench.recorded_runs(tmp_path) == []
     assert bench.latest_recorded_run(directory=tmp_path) is None
-    assert "no recorded run yet" in bench.describe_recorded_run(None)
+    text = bench.describe_recorded_run(None)
+    assert "no recorded run" not in text.lower()  # learner-facing: say what IS shown
+    assert "best case (roofline ceiling)" in text and "make gpu-check" in text
 
 
 def test_latest_recorded_run_picks_the_newest_gpu_run(tiny_report, tmp_path):
@@ -228,3 +230,9 @@ def test_gpu_code_path_with_the_stand_in_gpu(stand_in_gpu):
     assert any("CuPy is not installed" in note for note in report.notes)
     table = report.table()
     assert "measured device-to-device copy bandwidth" in table and "CUDA events" in table
+    compared = bench.recorded_comparison(report)  # each measured kernel against its estimate
+    assert {row.what for row in compared.rows} == {
+        "saxpy, n = 600", "copy_strided, n = 600, stride 8", "matmul_naive, M = N = K = 9",
+        "matmul_register_blocked, M = N = K = 9"}
+    assert all(row.ratio > 0 for row in compared.rows) and "best case" in compared.predicted_label
+    assert "measured/predicted" in bench.describe_recorded_run(report)

@@ -17,15 +17,16 @@ def assert_result(result, status, words):
     assert words in result.message + result.hint, result
 
 
-def parts(widths, gpu, batch_for_slope=None):
-    """(launches' time, compute, memory and copy time per sample) as a learner computes them."""
+def parts(widths, gpu, copy_rate="host_pageable_bytes_per_s"):
+    """(launches' time, compute, memory and copy time per sample) as a learner computes them:
+    the batch is a NumPy array, copied from pageable memory."""
     spec = hardware.get_gpu(gpu)
     one, two = cost.step_kernels(widths, 1), cost.step_kernels(widths, 2)
     launches = len(one) * hardware.LAUNCH_OVERHEAD_S
     compute = (sum(k.flops for k in two) - sum(k.flops for k in one)) / spec.peak_flops_for("fp32")
     memory = ((sum(k.bytes_moved for k in two) - sum(k.bytes_moved for k in one))
               / spec.memory_bandwidth_bytes_per_s)
-    copy = cost.step_transfer_bytes(widths, 1) / spec.host_link_bytes_per_s
+    copy = cost.step_transfer_bytes(widths, 1) / getattr(spec, copy_rate)
     return launches, compute, memory, copy
 
 
@@ -69,6 +70,11 @@ def microseconds(widths, gpu):
     return launches * 1e6 / max(compute, memory, copy)
 
 
+def copy_at_link_peak(widths, gpu):
+    launches, compute, memory, copy = parts(widths, gpu, "host_link_bytes_per_s")
+    return launches / max(compute, memory, copy)
+
+
 def compute_only(widths, gpu):
     launches, compute, _, _ = parts(widths, gpu)
     return launches / compute
@@ -98,6 +104,7 @@ def test_launch_bound_accepts_numpy_numbers_and_prints_them_plainly():
     (microseconds, "microseconds"),
     (compute_only, "FLOPs alone"),
     (without_copy, "without the copy from the host"),
+    (copy_at_link_peak, "the copy at the link's peak"),
     (lambda w, g: None, "forget `return`"),
     (lambda w, g: "1024", "must be a number"),
     (lambda w, g: [napkin(w, g)], "must be a number"),
@@ -114,7 +121,7 @@ def test_the_model_crossover_is_where_the_bound_changes():
         batch = ch08.model_crossover(widths, gpu)
         assert cost.estimate_step(widths, batch, gpu).bound() != "launch"
         assert batch == 1 or cost.estimate_step(widths, batch - 1, gpu).bound() == "launch"
-    assert ch08.model_crossover([64, 128, 10], "H100-SXM") == 15_793  # chapter 08's number
+    assert ch08.model_crossover([64, 128, 10], "H100-SXM") == 2_468  # chapter 08's number
 
 
 def test_numbers_are_printed_plainly():
@@ -142,6 +149,11 @@ def throughput_no_copy(widths, batch, gpu):
     return batch / (launches + batch * max(compute, memory))
 
 
+def throughput_copy_at_link_peak(widths, batch, gpu):
+    launches, compute, memory, copy = parts(widths, gpu, "host_link_bytes_per_s")
+    return batch / (launches + batch * (max(compute, memory) + copy))
+
+
 def throughput_max(widths, batch, gpu):
     launches, compute, memory, copy = parts(widths, gpu)
     return batch / max(launches, batch * max(compute, memory), batch * copy)
@@ -165,6 +177,7 @@ def test_throughput_accepts_right_answers_over_seeds(function, seed):
 @pytest.mark.parametrize("function, words", [
     (throughput_no_launches, "the launches left out"),
     (throughput_no_copy, "the copy from the host left out"),
+    (throughput_copy_at_link_peak, "the copy at the link's peak"),
     (throughput_max, "the largest part alone"),
     (step_time, "the step's time in seconds"),
     (lambda w, b, g: throughput(w, b, g) / 1e3, "samples per millisecond"),

@@ -129,3 +129,15 @@ def test_stride_cost_plot_legend_is_the_labels():
     fig = stride_cost_plot(series)
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert legend == list(series)
+
+
+def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
+    from gpulab.experiments.bandwidth import recorded_comparison
+
+    table = recorded_comparison(kernel="saxpy")
+    assert table is not None and len(table.rows) == 2
+    alone = table.rows[0]
+    assert "data already on the GPU" in alone.what and alone.ratio == pytest.approx(1.5, rel=0.01)
+    assert "pageable" in table.rows[1].what
+    assert "measured/predicted" in str(table)
+    assert recorded_comparison(kernel="copy_coalesced") is not None

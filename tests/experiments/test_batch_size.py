@@ -77,3 +77,12 @@ def test_gpu_branch_with_the_stand_in_gpu(stand_in_gpu, monkeypatch):
     result = BatchSizeExperiment(batch_sizes=[16], epochs=1).run()
     measured = [label for label in result["samples_per_s"] if "wall clock" in label]
     assert measured and all(v > 0 for v in result["samples_per_s"][measured[0]])
+
+
+def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
+    from gpulab.experiments.batch_size import recorded_comparison
+
+    table = recorded_comparison()
+    assert table is not None and len(table.rows) == 4
+    assert [r.ratio for r in table.rows] == pytest.approx([3.0] * 4)  # the fixture's factor
+    assert "batch 8" in table.rows[0].what and "best case" in table.predicted_label

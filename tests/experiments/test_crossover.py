@@ -185,7 +185,7 @@ def test_float64_moves_twice_the_bytes(dashboard):
 def test_gpu_tier_measures_the_kernel():
     result = CrossoverExperiment(sizes=[1000, 10**6]).run()
     measured = [label for label in result["gpu_labels"] if "measured on" in label]
-    assert len(measured) == 2  # on device, and with the copy
+    assert len(measured) == 3  # on device, with the copy from pageable and from pinned memory
     independence_result = IndependenceExperiment(12).run()
     assert independence_result["chain"]["gpu_time"].median_s > 0
 
@@ -219,5 +219,39 @@ def test_first_faster_n(cpu, gpu, expected):
 def test_gpu_branch_with_the_stand_in_gpu(stand_in_gpu):
     result = CrossoverExperiment(sizes=[100, 700]).run()
     measured = [label for label in result["gpu_labels"] if "measured on" in label]
-    assert len(measured) == 2 and all(stand_in_gpu in label for label in measured)
+    assert len(measured) == 3 and all(stand_in_gpu in label for label in measured)
+    assert sum("from pinned memory" in label for label in measured) == 1
     assert any("estimated from" in label for label in result["gpu_labels"])
+
+
+def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
+    from gpulab.experiments.crossover import recorded_comparison
+
+    table = recorded_comparison()
+    assert table is not None and "NVIDIA H200" in table.measured_label
+    assert "best case" in table.predicted_label and "H200" in table.predicted_label
+    whats = [row.what for row in table.rows]
+    assert any("pinned" in w for w in whats) and any("pageable" in w for w in whats)
+    on_device = [row for row in table.rows if "data on GPU" in row.what]
+    assert on_device[-1].ratio == pytest.approx(1.5)  # the fixture: 1.5x the model, memory-bound
+    experiment = CrossoverExperiment(sizes=[100, 1000])
+    result = experiment.run()
+    assert result["recorded"] is not None
+    text = experiment.explain()
+    assert "measured/predicted" in text and "measured on NVIDIA H200" in text
+    # the model itself now uses the measured launch overhead (6 µs), and says so
+    estimate = result["records"][on_device_label(result)][0]
+    assert estimate.launch_s == pytest.approx(6e-6) and "measured on" in estimate.label
+
+
+def on_device_label(result):
+    return next(label for label in result["records"]
+                if "data on GPU" in label and "estimated from" in label)
+
+
+def test_without_a_recorded_run_there_is_no_comparison(monkeypatch, tmp_path):
+    from gpulab import recorded_runs
+    from gpulab.experiments.crossover import recorded_comparison
+
+    monkeypatch.setenv(recorded_runs.DATA_DIR_VARIABLE, str(tmp_path))
+    assert recorded_comparison() is None

@@ -38,6 +38,25 @@ def test_fusion_halves_the_traffic_and_labels_every_time():
     assert "counted" in experiment.explain()
 
 
+def test_explain_says_whether_the_intermediate_fits_in_l2():
+    from gpulab.experiments.fusion import explain
+
+    def result(M, N, gpu, l2):
+        return {"shape": (M, N), "dtype": "float32", "gpu": gpu, "l2_bytes": l2,
+                "bytes": {"unfused": 4 * (4 * M * N + N), "fused": 4 * (2 * M * N + N)},
+                "rows": [], "check": {"shape": (13, 11), "ok": True, "fused_error": 0.0,
+                                      "unfused_error": 0.0}}
+
+    fits = explain(result(4096, 1024, "H100", 50 * 2**20))  # 16 MiB in a 50 MiB L2
+    assert "16.0 MiB" in fits and "50 MiB" in fits and "upper bound" in fits
+    spills = explain(result(16384, 4096, "H100", 50 * 2**20))  # 256 MiB
+    assert "256.0 MiB, more than" in spills and "upper bound" not in spills
+    unknown = explain(result(4096, 1024, "H200", None))
+    assert "not published" in unknown and "upper bound" in unknown
+    from_the_table = FusionExperiment(batch_size=64, width=128).run()
+    assert from_the_table["l2_bytes"] == 50 * 2**20  # the H100's, from gpulab.hardware
+
+
 def test_fusion_dashboard_runs_the_chosen_settings():
     dashboard = FusionDashboard()
     dashboard.batch_dropdown.value = 256
@@ -78,3 +97,12 @@ def test_gpu_branch_with_the_stand_in_gpu(stand_in_gpu):
     assert {row["variant"] for row in measured} == {"unfused", "fused"}
     assert all(stand_in_gpu in row["label"] for row in measured)
     assert result["check"]["ok"]
+
+
+def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
+    from gpulab.experiments.fusion import recorded_comparison
+
+    table = recorded_comparison()
+    assert table is not None and {r.what.split(" ")[0] for r in table.rows} == {"unfused",
+                                                                               "fused"}
+    assert all(r.ratio > 0 for r in table.rows) and "NVIDIA H200" in str(table)

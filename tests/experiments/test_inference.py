@@ -64,3 +64,12 @@ def test_gpu_rows_are_measured_with_the_kernels_backend_on_the_gpu_tier(trained,
     rows = inf.gpu_latency(model, data, (2,))
     assert rows[0]["batch"] == 2 and rows[0]["latency_s"] > 0
     assert rows[0]["where"].startswith("measured on this machine's GPU")
+
+
+def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
+    from gpulab.experiments.inference import recorded_comparison
+
+    table = recorded_comparison([64, 128, 10])
+    assert table is not None and [r.what for r in table.rows] == [
+        "batch 1", "batch 8", "batch 64", "batch 512"]
+    assert all(r.ratio > 1 for r in table.rows) and "NVIDIA H200" in str(table)

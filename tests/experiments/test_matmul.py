@@ -7,7 +7,13 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from gpulab import device, timing  # noqa: E402
-from gpulab.experiments.matmul import MatmulDashboard, MatmulExperiment, check_shape  # noqa: E402
+from gpulab.experiments.matmul import (  # noqa: E402
+    MatmulDashboard,
+    MatmulExperiment,
+    check_shape,
+    tiling_plot,
+    warp_footprint,
+)
 from gpulab.kernels import matmul as mm  # noqa: E402
 
 SIM = device.tier() != "gpu"
@@ -102,3 +108,58 @@ def test_gpu_branches_of_the_matmul_experiment(stand_in_gpu):
     assert result["kernel_check"]["shape"] == (7, 7, 7) and result["kernel_check"]["ok"]
     assert "Fastest measured" in experiment.explain()
     assert any(p["origin"].startswith("measured on") for p in experiment.roofline_points())
+
+
+@pytest.mark.parametrize("tile, rows, columns", [(4, 4, 4), (8, 4, 8), (16, 2, 16), (32, 1, 32)])
+def test_a_warp_covers_32_over_the_block_width_rows(tile, rows, columns):
+    config = mm.launch_config(40, 50, 30, "naive", tile)
+    foot = warp_footprint(config)
+    assert (foot.rows, foot.columns) == (rows, columns)
+    assert foot.a_values_per_k == rows and foot.b_values_per_k == columns
+    assert len(foot.threads) == min(32, tile * tile)
+    assert (f"{rows} row" in str(foot)) and ("threadIdx.x varies fastest" in str(foot))
+    # the last warp of a 16 x 16 block is its last two rows
+    if tile == 16:
+        assert {ty for _, ty in warp_footprint(config, 7).threads} == {14, 15}
+
+
+def test_warp_footprint_refuses_a_warp_the_block_does_not_have():
+    with pytest.raises(ValueError, match="2 warp"):
+        warp_footprint(mm.launch_config(9, 9, 9, "tiled", 8), 2)
+    with pytest.raises(ValueError, match="2-D"):
+        warp_footprint(mm.launch_config(9, 9, 9, "register_blocked"))
+
+
+def gids(fig, prefix: str) -> set[str]:
+    return {p.get_gid() for p in fig.axes[0].patches if (p.get_gid() or "").startswith(prefix)}
+
+
+@pytest.mark.parametrize("shape, tile", [((17, 23, 9), 8), ((300, 500, 200), 16), ((5, 6, 4), 4)])
+def test_tiling_plot_draws_the_launch_it_is_given(shape, tile):
+    config = mm.launch_config(*shape, "tiled", tile)
+    fig = tiling_plot(config)
+    grid_x, grid_y = config.blocks
+    steps = -(-shape[2] // tile)
+    assert gids(fig, "block(") == {f"block({i},{j})" for i in range(grid_x) for j in range(grid_y)}
+    assert gids(fig, "a_tile") == {f"a_tile{s}" for s in range(steps)}
+    assert gids(fig, "b_tile") == {f"b_tile{s}" for s in range(steps)}
+    assert gids(fig, "warp") == {f"warp{w}" for w in range(-(-tile * tile // 32))}
+    title = fig.axes[0].get_title()
+    assert f"{grid_x} x {grid_y} blocks of {tile} x {tile} threads" in title
+    assert f"K = {shape[2]} in {steps} step" in title
+
+
+def test_tiling_plot_wants_a_tiled_launch_and_a_block_of_its_grid():
+    with pytest.raises(ValueError, match="tiled"):
+        tiling_plot(mm.launch_config(9, 9, 9, "naive", 8))
+    with pytest.raises(ValueError, match="not in the grid"):
+        tiling_plot(mm.launch_config(9, 9, 9, "tiled", 8), block=(3, 0))
+
+
+def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
+    from gpulab.experiments.matmul import recorded_comparison
+
+    table = recorded_comparison()
+    assert table is not None and len(table.rows) == 2
+    assert table.rows[0].what.startswith("matmul_naive, n = 4,096")
+    assert all(r.ratio > 1 for r in table.rows) and "measured/predicted" in str(table)

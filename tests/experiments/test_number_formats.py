@@ -139,6 +139,45 @@ def test_speed_rows_are_roofline_estimates():
     assert b200["fp4_e2m1"]["matmul_s"] < b200["fp8_e4m3"]["matmul_s"]
 
 
+def test_speed_table_says_which_units_each_peak_is_for():
+    rows = {row["format"]: row for row in speed_rows("H100-SXM")}
+    assert rows["fp32"]["units"] == "CUDA cores"  # the datasheet's fp32 row: no tensor cores
+    for name in ("tf32", "fp16", "bf16", "fp8_e4m3"):
+        assert rows[name]["units"] == "tensor cores"
+    assert widget.compute_units("fp64") == "CUDA cores"
+    assert widget.compute_units("fp64_tensor") == "tensor cores"
+    text = widget.speed_table("H100-SXM", dot_n=10**8, matmul_n=8192)
+    lines = text.splitlines()
+    assert lines[0].startswith("estimated from a roofline model of the NVIDIA H100 SXM5 80GB")
+    assert "dot, n=1e8" in lines[1] and "matmul 8192³" in lines[1]
+    fp32 = next(line for line in lines if line.strip().startswith("fp32"))
+    assert "67.0 TFLOP/s CUDA cores" in fp32
+    assert f"{rows['fp32']['matmul_s'] * 1e3:.3f} ms" in fp32
+    fp4 = next(line for line in lines if line.strip().startswith("fp4_e2m1"))
+    assert "none" in fp4 and "cores" not in fp4  # the H100 has no fp4 rate
+
+
+def test_weights_table_compares_with_nominal_memory():
+    text = widget.weights_table(7e9, gpus=("L4", "H100-SXM"))
+    assert "nominal GPU memory (datasheets): L4 24 GB; H100-SXM 80 GB" in text
+    fp32 = next(line for line in text.splitlines() if line.strip().startswith("fp32"))
+    assert fp32.split()[1:] == ["28", "no", "fits"]
+
+
+def test_fp8_overflow_three_conversions():
+    rows = {row["value"]: row for row in widget.fp8_overflow_rows(
+        [440.0, 460.0, 464.0, 470.0, -1000.0, np.inf])}
+    # ml_dtypes' cast rounds to nearest and does not saturate: up to 464 (the tie, to even)
+    # it lands on 448; beyond, and infinity, it is NaN
+    assert rows[460.0]["cast"] == rows[464.0]["cast"] == 448
+    assert np.isnan(rows[470.0]["cast"]) and np.isnan(rows[np.inf]["cast"])
+    # __NV_SATFINITE and the course's kernel clip to +-448
+    for value, expected in ((470.0, 448), (-1000.0, -448), (np.inf, 448), (440.0, 448)):
+        assert rows[value]["satfinite"] == expected
+        assert rows[value]["kernel"] == expected
+    assert "__NV_SATFINITE" in widget.fp8_overflow_table([500.0]).splitlines()[0]
+
+
 @pytest.mark.skipif(not SIM, reason="the simulator tier never times the GPU")
 def test_no_gpu_timing_in_the_simulator():
     with pytest.raises(timing.SimulatorTimingError):

@@ -10,7 +10,12 @@ from gpulab import device  # noqa: E402
 from gpulab.experiments.training import (  # noqa: E402
     TrainingDashboard,
     TrainingExperiment,
+    compare_runs,
     decision_regions,
+    epoch_times,
+    gpu_ratios,
+    ratios_table,
+    times_table,
     training_curves,
 )
 from gpulab.nn import MLP, Trainer, load_digits, spirals  # noqa: E402
@@ -50,6 +55,51 @@ def test_training_dashboard_trains_spirals():
     assert dashboard.last_error is None
     assert dashboard.last_result["history"].model.startswith("MLP(2 -> 16 -> 3")
     assert dashboard.figure is not None
+
+
+def test_setting_the_widget_to_bf16_trains_and_reports_bf16():
+    dashboard = TrainingDashboard()
+    dashboard.precision_toggle.value = "bf16"
+    dashboard.hidden_dropdown.value = (16,)
+    dashboard.epochs_slider.value = 1
+    dashboard.run_button.click()
+    assert dashboard.last_error is None
+    result = dashboard.last_result
+    assert result["precision"] == "bf16" and list(result["histories"]) == [
+        "bf16 storage, emulated on this CPU"]
+    history = result["history"]
+    assert "bf16 + fp32 master weights" in history.model and "bf16" in history.timing
+    assert "emulated with NumPy and ml_dtypes" in history.timing
+    assert len(history.records) == 1 and 0 < history.final.test_accuracy <= 1
+    assert result["kernel_step"]["ok"]  # one real bf16 step on chapter 04's kernels
+    assert "bf16 storage" in dashboard.explanation.value
+    assert "bf16 storage" in texts(dashboard.figure)
+
+
+def test_fp16_storage_uses_loss_scaling_and_refuses_what_the_recipe_cannot_train():
+    experiment = TrainingExperiment(dataset="spirals", hidden=(8,), epochs=1, precision="fp16")
+    experiment.run()
+    assert "loss scaling" in experiment.explain() and "fp16" in experiment.explain()
+    with pytest.raises(ValueError, match="ReLU layers with Adam"):
+        TrainingExperiment(precision="bf16", activation="gelu")
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, fp16"):
+        TrainingExperiment(precision="fp8")
+
+
+def test_the_chapters_tables_say_where_their_numbers_come_from():
+    data = spirals(n_per_class=10, seed=0)
+    histories = {name: Trainer(MLP([2, 8, 3], seed=0), lr=1e-2, epochs=2, progress=False,
+                               batch_size=batch).fit(data)
+                 for name, batch in (("batch 8", 8), ("batch 32", 32))}
+    table = compare_runs(histories)
+    assert "batch 8" in table and "held-out" in table and "measured on this CPU" in table
+    ratios = gpu_ratios("H100-SXM", "T4")
+    assert set(ratios) == {"fp32", "fp16", "memory bandwidth"}  # the T4 has no bf16 rate
+    assert 8 < ratios["fp32"] < 9 and ratios["fp16"] > ratios["fp32"]
+    assert "CUDA cores" in ratios_table() and "tensor cores" in ratios_table()
+    times = epoch_times(histories["batch 8"], data.n_train, widths=(2, 8, 3), batch_size=8)
+    assert len(times) == 3 and any(k.startswith("estimated from a roofline") for k in times)
+    assert "ms" in times_table(times)
 
 
 def test_training_dashboard_reports_a_failure_instead_of_raising(monkeypatch):

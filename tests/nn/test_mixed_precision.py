@@ -167,6 +167,9 @@ def test_the_fp32_recipe_is_chapter_07s_training(data):
     assert run.test_accuracy == pytest.approx(history.column("test_accuracy"), abs=1 / 359)
     state = model.state()
     assert max(float(np.max(np.abs(run.state[k] - state[k]))) for k in state) < 1e-4
+    # training accuracy and time per epoch, as chapter 07's History records them
+    assert run.train_accuracy == pytest.approx(history.column("train_accuracy"), abs=2 / 1438)
+    assert len(run.epoch_seconds) == 2 and all(s > 0 for s in run.epoch_seconds)
 
 
 def test_bf16_and_fp16_with_loss_scaling_are_within_a_point_of_fp32(runs):

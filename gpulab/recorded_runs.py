@@ -1,0 +1,285 @@
+"""Recorded GPU runs, and predicted against measured.
+
+``gpulab gpu-check`` (``make gpu-check``) runs on a machine with an NVIDIA GPU and writes
+``gpulab/data/gpu_run_<device>_<date>.json``: every kernel checked at GPU sizes, the chapters'
+GPU series (crossover, bandwidth, matmul tiles, fusion, training epochs), host copies from
+pageable and pinned memory, and the launch overhead, with the GPU's name, driver, toolkit and
+date. This module reads those files so that a chapter can show, next to each roofline
+estimate (a best case), what a real GPU measured and the ratio measured / predicted.
+
+- :func:`latest_gpu_run` — the newest run in the data folder, or None when none ships. The
+  folder is ``gpulab/data/``, or ``$GPULAB_DATA_DIR`` (an instructor's own runs; the tests'
+  fixture run).
+- :class:`GpuRun` — one run: its series, its measured launch overhead and host copy rates, and
+  :meth:`GpuRun.model_constants` (those two measured figures as arguments for
+  :func:`gpulab.hardware.estimate_time`, so the model uses them once a run exists).
+- :class:`Comparison` and :class:`ComparisonTable` — predicted vs measured, with the ratio,
+  as text and HTML.
+
+A ratio above 1 means the GPU took longer than the model's best case, as it should: the
+roofline is a ceiling on speed, so measured / predicted is at least about 1 for a sound model
+and a good kernel, and far above 1 for a kernel that wastes bandwidth or FLOPs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpulab import hardware
+from gpulab.timing import Measurement
+
+FILE_FORMAT = "gpulab-gpu-run"
+FILE_FORMAT_VERSION = 1
+PACKAGE_DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR_VARIABLE = "GPULAB_DATA_DIR"
+
+
+def data_dir() -> Path:
+    """Where recorded runs are read from: ``$GPULAB_DATA_DIR`` if set, else ``gpulab/data``."""
+    chosen = os.environ.get(DATA_DIR_VARIABLE)
+    return Path(chosen) if chosen else PACKAGE_DATA_DIR
+
+
+def _gpu_key(device_name: str) -> str | None:
+    """The :data:`gpulab.hardware.GPUS` key a device name matches ("NVIDIA H200" -> "H200"),
+    or None for a GPU the course has no datasheet figures for."""
+    candidates = [device_name, *[t for t in device_name.replace("-", " ").split()
+                                 if any(c.isdigit() for c in t)]]
+    for candidate in candidates:
+        try:
+            return hardware.get_gpu(candidate).key
+        except ValueError:
+            continue
+    return None
+
+
+@dataclass(frozen=True)
+class GpuRun:
+    """One recorded run (a ``gpulab-gpu-run`` file)."""
+
+    path: Path
+    record: dict
+
+    @property
+    def device(self) -> str:
+        return self.record["device"]
+
+    @property
+    def date(self) -> str:
+        return self.record["date"]
+
+    @property
+    def driver(self) -> str:
+        return str(self.record.get("driver", "unknown"))
+
+    @property
+    def toolkit(self) -> str:
+        return str(self.record.get("toolkit", "unknown"))
+
+    @property
+    def gpu_key(self) -> str | None:
+        """The matching :mod:`gpulab.hardware` entry, whose model the run is compared with."""
+        return _gpu_key(self.device)
+
+    @property
+    def label(self) -> str:
+        return (f"measured on {self.device} (recorded run of {self.date[:10]}, driver "
+                f"{self.driver}, CUDA toolkit {self.toolkit})")
+
+    def series(self, name: str):
+        """One of the chapters' GPU series (see ``gpulab.gpu_check.chapter_series``), or None
+        when this run did not record it."""
+        return self.record.get("series", {}).get(name)
+
+    def measurement(self, data: dict) -> Measurement:
+        """A measurement from this run's file, as origin ``recorded``."""
+        return Measurement.from_dict(data).as_recorded(self.date)
+
+    @property
+    def launch_overhead_s(self) -> float | None:
+        """Seconds per launch of an empty kernel, Numba's dispatch included (median)."""
+        data = self.series("launch overhead")
+        return None if not data else statistics.median(data["times_s"])
+
+    def host_copy_bytes_per_s(self, memory: str) -> float | None:
+        """Measured host->device copy rate from ``memory`` ("pageable" or "pinned")."""
+        if memory not in ("pageable", "pinned"):
+            raise ValueError(f"memory must be 'pageable' or 'pinned', not {memory!r}")
+        data = self.series("host copies") or {}
+        return data.get(memory, {}).get("bytes_per_s")
+
+    def model_constants(self, link: str = "pageable") -> dict:
+        """Keyword arguments for :func:`gpulab.hardware.estimate_time` that replace the model's
+        launch overhead and host copy rate with this run's measured ones."""
+        constants: dict = {"measured_on": f"{self.device} ({self.date[:10]})"}
+        if self.launch_overhead_s:
+            constants["launch_overhead_s"] = self.launch_overhead_s
+        if link in ("pageable", "pinned") and self.host_copy_bytes_per_s(link):
+            constants["link_rate_bytes_per_s"] = self.host_copy_bytes_per_s(link)
+        return constants
+
+
+def load_gpu_run(path) -> GpuRun:
+    """Read one recorded run; a clear ValueError for a file that is not one."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from None
+    if not isinstance(record, dict) or record.get("format") != FILE_FORMAT:
+        raise ValueError(f"{path} is not a gpulab GPU run (no 'format': {FILE_FORMAT!r})")
+    if record.get("format_version", 0) > FILE_FORMAT_VERSION:
+        raise ValueError(f"{path} was written by a newer gpulab; upgrade gpulab to read it")
+    missing = [key for key in ("device", "date") if not record.get(key)]
+    if missing:
+        raise ValueError(f"{path} lacks {', '.join(missing)}")
+    return GpuRun(path, record)
+
+
+def gpu_runs(directory=None) -> list[GpuRun]:
+    """Every recorded run (``gpu_run_*.json``) in ``directory``, oldest first; [] if none.
+    Quick smoke-test runs (``--quick``: small sizes) are left out."""
+    directory = Path(directory) if directory is not None else data_dir()
+    runs = [load_gpu_run(p) for p in sorted(directory.glob("gpu_run_*.json"))]
+    return sorted((r for r in runs if not r.record.get("quick")), key=lambda r: r.date)
+
+
+def latest_gpu_run(directory=None) -> GpuRun | None:
+    """The newest recorded run, or None: a chapter then shows its estimates alone, labelled
+    as the best cases they are."""
+    runs = gpu_runs(directory)
+    return runs[-1] if runs else None
+
+
+def model_constants(link: str = "pageable", directory=None) -> dict:
+    """The latest run's measured launch overhead and host copy rate as arguments for
+    :func:`gpulab.hardware.estimate_time` ({} when no run ships: the model's constants)."""
+    run = latest_gpu_run(directory)
+    return {} if run is None else run.model_constants(link)
+
+
+# --- predicted against measured ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One prediction next to one measurement of the same work."""
+
+    what: str
+    predicted_s: float
+    measured_s: float
+
+    def __post_init__(self):
+        if not (self.predicted_s > 0 and self.measured_s > 0):
+            raise ValueError(f"{self.what}: times must be positive, not predicted "
+                             f"{self.predicted_s!r}, measured {self.measured_s!r}")
+
+    @property
+    def ratio(self) -> float:
+        """Measured / predicted: how many times the model's best case the GPU took."""
+        return self.measured_s / self.predicted_s
+
+
+@dataclass(frozen=True)
+class ComparisonTable:
+    """Predicted (a roofline estimate) against measured (a recorded run), row by row."""
+
+    title: str
+    predicted_label: str
+    measured_label: str
+    rows: tuple[Comparison, ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+    @property
+    def median_ratio(self) -> float:
+        return statistics.median(r.ratio for r in self.rows)
+
+    def __str__(self) -> str:
+        width = max([len(r.what) for r in self.rows] + [4])
+        lines = [self.title,
+                 f"  predicted: {self.predicted_label}",
+                 f"  measured:  {self.measured_label}",
+                 f"  {'what':{width}s}  {'predicted':>10}  {'measured':>10}  measured/predicted"]
+        for r in self.rows:
+            lines.append(f"  {r.what:{width}s}  {hardware.format_seconds(r.predicted_s):>10}  "
+                         f"{hardware.format_seconds(r.measured_s):>10}  {r.ratio:8.2f}×")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        cells = "".join(
+            f"<tr><td>{html.escape(r.what)}</td>"
+            f"<td>{hardware.format_seconds(r.predicted_s)}</td>"
+            f"<td>{hardware.format_seconds(r.measured_s)}</td><td>{r.ratio:.2f}×</td></tr>"
+            for r in self.rows)
+        return (f"<p><b>{html.escape(self.title)}</b><br>predicted: "
+                f"{html.escape(self.predicted_label)}<br>measured: "
+                f"{html.escape(self.measured_label)}</p><table><tr><th>what</th>"
+                f"<th>predicted</th><th>measured</th><th>measured / predicted</th></tr>"
+                f"{cells}</table>")
+
+
+def comparison_table(title: str, run: GpuRun, rows) -> ComparisonTable:
+    """A table of ``rows`` ((what, predicted seconds, measured seconds)) for ``run``; the
+    predictions are the roofline model of the run's own GPU."""
+    spec = hardware.get_gpu(run.gpu_key) if run.gpu_key else None
+    predicted = ("estimated from a roofline model of the "
+                 f"{spec.name if spec else run.device}, a best case (roofline ceiling)")
+    return ComparisonTable(title, predicted, run.label,
+                           tuple(Comparison(what, p, m) for what, p, m in rows))
+
+
+def constants_table(run: GpuRun | None = None) -> ComparisonTable | None:
+    """The model's launch overhead and host copy rates against the ones the run measured
+    (a 1 GB copy from pageable and from pinned memory, and one empty-kernel launch), or None
+    when no run ships or it measured none of them."""
+    run = run or latest_gpu_run()
+    if run is None or run.gpu_key is None:
+        return None
+    spec = hardware.get_gpu(run.gpu_key)
+    rows = []
+    if run.launch_overhead_s:
+        rows.append(("one kernel launch (Numba dispatch included)", hardware.LAUNCH_OVERHEAD_S,
+                     run.launch_overhead_s))
+    for memory in ("pageable", "pinned"):
+        rate = run.host_copy_bytes_per_s(memory)
+        if rate:
+            rows.append((f"copy 1 GB host→device from {memory} memory",
+                         1e9 / hardware.link_bytes_per_s(spec, memory), 1e9 / rate))
+    if not rows:
+        return None
+    return comparison_table("Launches and host copies on a real GPU, against the model", run,
+                            rows)
+
+
+def describe(run: GpuRun | None) -> str:
+    """One line for a chapter: which run its measured GPU figures come from, or that the GPU
+    figures shown are estimates (best cases) and how to record measured ones."""
+    if run is None:
+        return ("GPU figures here are estimates from a roofline model, a best case (roofline "
+                "ceiling). On a machine with an NVIDIA GPU, `make gpu-check` records measured "
+                "ones, and the chapters then show them next to each estimate.")
+    return f"GPU figures {run.label}, next to the model's estimates."
+
+
+__all__ = [
+    "DATA_DIR_VARIABLE",
+    "FILE_FORMAT",
+    "Comparison",
+    "ComparisonTable",
+    "GpuRun",
+    "comparison_table",
+    "constants_table",
+    "data_dir",
+    "describe",
+    "gpu_runs",
+    "latest_gpu_run",
+    "load_gpu_run",
+    "model_constants",
+]
