@@ -128,8 +128,8 @@ def fixture_gpu_run() -> dict:
                 {"batch": batch, "latency_s": 2 * (gpu_inference_estimate(
                     [64, 128, 10], batch, "H200").time_s + 20e-6),
                  "where": label} for batch in (1, 8, 64, 512)],
-            "narrow matmuls": [_fixture_measurement(f"matmul_{fmt}", 3e-3, 2048,
-                                                    2 * 2048**3) for fmt in ("fp32", "fp16")],
+            "narrow matmuls": [_fixture_measurement(f"matmul_{fmt}", 3e-3, 2048, 2 * 2048**3,
+                                                    format=fmt) for fmt in ("fp32", "fp16")],
         },
     }
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 from gpulab.lazy import exported_names, lazy_exports
 
 _MODULES = {
-    "independence": ("HelpersDashboard", "HelpersExperiment", "IndependenceDashboard",
+    "independence": ("HelpersDashboard", "HelpersExperiment",
                      "IndependenceExperiment"),
     "crossover": ("CrossoverDashboard", "CrossoverExperiment"),
     "bandwidth": ("BandwidthDashboard", "BandwidthExperiment"),

@@ -183,44 +183,6 @@ def summary_html(result: dict) -> str:
         f"<p>NumPy's sum: {result['numpy_sum']:g} ({check} NumPy). {result['timing_note']}</p>")
 
 
-class IndependenceDashboard(Dashboard):
-    """A slider for n, a Run button, the steps plot and what ran.
-
-    Drive it from Python: ``d.n_slider.value = 20; d.run_button.click(); d.last_result``.
-    """
-
-    reports_status = False  # no status line; a failure shows in the summary
-    experiment: IndependenceExperiment | None
-
-    def __init__(self, n: int = 12):
-        import ipywidgets as widgets
-
-        self.tier = device.tier()
-        self.n_slider = widgets.IntSlider(value=n, min=2, max=max_n(self.tier),
-                                          description="n numbers",
-                                          style={"description_width": "initial"})
-        self.run_button = widgets.Button(description="Run both", button_style="primary",
-                                         icon="play")
-        self.output = widgets.Output()
-        self.summary = widgets.HTML()
-        self.run_button.on_click(lambda _button: self.run())
-        self.widget = widgets.VBox([widgets.HBox([self.n_slider, self.run_button]),
-                                    self.output, self.summary])
-
-    def make_experiment(self) -> IndependenceExperiment:
-        return IndependenceExperiment(self.n_slider.value)
-
-    def _show_failure(self, message: str) -> None:
-        self.summary.value = message
-
-    def _draw(self) -> None:
-        """The steps plot with n marked, and the table of what ran (no explanation)."""
-        n = self.last_result["n"]
-        self.figure = dependency_plot(n_max=max(32, n), n_marked=n)
-        self._show(self.figure)
-        self.summary.value = summary_html(self.last_result)
-
-
 # --- the classroom: twelve questions, p helpers -------------------------------------------------
 
 MAX_QUESTIONS = 64  # the figure's grid stays readable; rounds are launches, so keep them few
@@ -464,6 +426,6 @@ class HelpersDashboard(Dashboard):
         self.summary.value = helpers_html(self.last_result)
 
 
-__all__ = ["HelpersDashboard", "HelpersExperiment", "IndependenceDashboard",
+__all__ = ["HelpersDashboard", "HelpersExperiment",
            "IndependenceExperiment", "helper_rounds", "helpers_html", "helpers_plot", "max_n",
            "summary_html", "tree_threads"]

@@ -32,7 +32,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpulab import device, formats, hardware
+from gpulab import device, formats, hardware, recorded_runs
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.nn import memory
 from gpulab.nn import mixed_precision as mp
@@ -175,6 +175,31 @@ def measure_matmul_kernels(n: int = 2048, fmts=("fp32", "fp16", "bf16", "fp8")):
         measured.meta["format"] = fmt
         measurements.append(measured)
     return measurements
+
+
+ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+
+
+def recorded_matmul_comparison(run=None):
+    """The recorded run's narrow matmul kernels (:func:`measure_matmul_kernels` on a real GPU)
+    against their own best case: they run on the CUDA cores, so the roofline's compute roof is
+    the fp32 CUDA-core peak (not the tensor cores' per-format peaks), and its memory roof the
+    bytes of A and B in their format plus C in fp32. A
+    :class:`~gpulab.recorded_runs.ComparisonTable`, or None when no run ships."""
+    run = run or recorded_runs.latest_gpu_run()
+    recorded = run.series("narrow matmuls") if run is not None else None
+    if not recorded or run.gpu_key is None:
+        return None
+    rows = []
+    for data in recorded:
+        measured = run.measurement(data)
+        n, fmt = measured.n, measured.meta.get("format", "fp32")
+        traffic = n * n * (2 * ITEMSIZE.get(fmt, 4) + 4)
+        estimate = hardware.estimate_time(run.gpu_key, 2 * n**3, traffic, "fp32")
+        rows.append((f"{measured.name}, n = {n:,}", estimate.time_s, measured.median_s))
+    return recorded_runs.comparison_table(
+        "Chapter 04's matmul kernels measured on a real GPU (CUDA cores), against their best "
+        "case", run, rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -747,5 +772,6 @@ __all__ = [
     "Fp8Experiment", "MasterWeightsExperiment", "MixedPrecisionDashboard",
     "MixedPrecisionExperiment", "UnderflowExperiment", "clear_runs", "dashboard_plot",
     "default_engine", "fp8_scale_plot", "gradient_histogram_plot", "loss_scale_plot",
-    "lower_precision_verdict", "measure_matmul_kernels", "recipe_plot", "run_recipe",
+    "lower_precision_verdict", "measure_matmul_kernels", "recipe_plot",
+    "recorded_matmul_comparison", "run_recipe",
 ]

@@ -9,11 +9,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from gpulab import device  # noqa: E402
-from gpulab.experiments import independence  # noqa: E402
 from gpulab.experiments.independence import (  # noqa: E402
     HelpersDashboard,
     HelpersExperiment,
-    IndependenceDashboard,
     IndependenceExperiment,
     dependency_plot,
     dependency_steps,
@@ -58,22 +56,6 @@ def test_independence_rejects_sizes_beyond_one_block():
         IndependenceExperiment(1025)
     with pytest.raises(ValueError):
         IndependenceExperiment(0)
-
-
-def test_independence_dashboard():
-    board = IndependenceDashboard()
-    assert board.n_slider.value == 12
-    assert board.n_slider.max == independence.max_n()
-    board.n_slider.value = 20
-    board.run_button.click()
-    assert board.last_error is None, board.last_error
-    result = board.last_result
-    assert result["n"] == 20 and result["matches_numpy"]
-    assert result["chain"]["steps"] == 19 and result["tree"]["steps"] == 5
-    assert "dot_grid_stride[1, 1]" in board.summary.value
-    assert "dot_shared_tree[1, 32]" in board.summary.value
-    texts = [t.get_text() for t in board.figure.axes[0].texts]
-    assert any("n = 20: 19 steps" in t for t in texts)
 
 
 def test_dependency_plot_counts_steps_from_the_reference():
@@ -162,3 +144,14 @@ def test_helpers_gpu_branch_with_the_stand_in_gpu(stand_in_gpu):
     assert result["matches_numpy"]
     assert result["independent"]["gpu_time"].origin == "gpu"
     assert "CUDA events" in result["timing_note"]
+
+
+def test_summary_html_says_which_launch_ran_and_its_steps():
+    from gpulab.experiments.independence import summary_html
+
+    result = IndependenceExperiment(20).run()
+    assert result["matches_numpy"]
+    assert result["chain"]["steps"] == 19 and result["tree"]["steps"] == 5
+    html = summary_html(result)
+    assert "dot_grid_stride[1, 1]" in html and "dot_shared_tree[1, 32]" in html
+    assert "NumPy's sum" in html

@@ -134,3 +134,13 @@ def test_gpu_branch_with_the_stand_in_gpu(stand_in_gpu, monkeypatch):
     assert all(m.origin == "gpu" for m in result["gpu_measured"])
     assert "CUDA events" in result["measured_label"]
     x.clear_runs()
+
+
+def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
+    from gpulab.experiments.mixed_precision import recorded_matmul_comparison
+
+    table = recorded_matmul_comparison()
+    assert table is not None and len(table.rows) == 2
+    assert "CUDA cores" in table.title and all(r.ratio > 0 for r in table.rows)
+    # fp16 inputs move fewer bytes, so its best case is no slower than fp32's
+    assert table.rows[1].predicted_s <= table.rows[0].predicted_s
