@@ -25,6 +25,7 @@ import numpy as np
 from gpulab import hardware
 from gpulab.exercises.checks import CheckFailedError, CheckResult, call_learner, run_check
 from gpulab.nn import cost
+from gpulab.nn.cost import per_sample_seconds
 
 # A prediction within this factor of the model's answer is right: the napkin leaves out what a
 # step does whatever the batch (reading the weights, the optimiser's update), which shifts the
@@ -65,24 +66,6 @@ def a_number(got, what: str, where: str) -> float:
 
 def _gpu_spec(gpu) -> hardware.GPUSpec:
     return hardware.get_gpu(gpu)
-
-
-def per_sample_seconds(widths, gpu) -> dict[str, float]:
-    """What one more sample adds to a step's time on ``gpu``, per part: its FLOPs at the fp32
-    peak ("compute"), its device-memory bytes at the memory bandwidth ("memory"), its bytes
-    copied from pageable host memory (a NumPy batch) at the model's pageable copy rate,
-    ``gpu.host_pageable_bytes_per_s`` ("transfer"); and "launch", the launches'
-    time, the same for every batch. From :func:`gpulab.nn.cost.step_kernels` at batches 1
-    and 2 (every count is a + b * batch)."""
-    gpu = _gpu_spec(gpu)
-    one, two = cost.step_kernels(widths, 1), cost.step_kernels(widths, 2)
-    flops = sum(k.flops for k in two) - sum(k.flops for k in one)
-    moved = sum(k.bytes_moved for k in two) - sum(k.bytes_moved for k in one)
-    copied = cost.step_transfer_bytes(widths, 2) - cost.step_transfer_bytes(widths, 1)
-    return {"launch": len(one) * hardware.LAUNCH_OVERHEAD_S,
-            "compute": flops / gpu.peak_flops_for("fp32"),
-            "memory": moved / gpu.memory_bandwidth_bytes_per_s,
-            "transfer": copied / hardware.link_bytes_per_s(gpu, "pageable")}
 
 
 def model_crossover(widths, gpu) -> int:
@@ -329,5 +312,5 @@ def check_throughput(function, seed: int | None = None, show: bool = True) -> Ch
 
 __all__ = [
     "CASES", "TOLERANCE", "a_number", "check_launch_bound", "check_throughput",
-    "cost_launches", "model_crossover", "per_sample_seconds", "plain",
+    "cost_launches", "model_crossover", "plain",
 ]

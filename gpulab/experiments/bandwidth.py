@@ -15,11 +15,15 @@ For one kernel (saxpy, the coalesced copy or the strided copy) at one size:
 
 :class:`BandwidthExperiment` is the logic; :class:`BandwidthDashboard` the ipywidgets view.
 :func:`stride_sweep` gives the cost of a strided read per useful element, for a plot.
+:func:`copy_cost_table` (the model: a kernel alone and with its copies from pageable and pinned
+memory) and :func:`time_saxpy_copies` with :func:`copy_timings_table` (the same, measured with
+CUDA events on a GPU) are chapter 02's tables of host↔device copies.
 """
 
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.patches import Rectangle
@@ -243,6 +247,107 @@ def recorded_comparison(run=None, kernel: str = "saxpy", dtype=np.float32):
         f"{kernel} measured on a real GPU, against the model's best case", run, rows)
 
 
+COPY_LINKS = ("pageable", "pinned")  # the host memory a copy over the host link starts from
+COPY_RATE_FIELDS = ("host_link_bytes_per_s", "host_pageable_bytes_per_s",
+                    "host_pinned_bytes_per_s")
+
+
+@dataclass(frozen=True)
+class CopyCostTable:
+    """A kernel's roofline estimate alone (``kernel``) and including its host↔device copies
+    from each kind of host memory (``with_copies[link]``); printed as a table, with the
+    sources of the host link's rates."""
+
+    gpu: hardware.GPUSpec
+    kernel: hardware.RooflineEstimate
+    with_copies: dict
+
+    def __str__(self) -> str:
+        gpu, kernel = self.gpu, self.kernel
+        lines = [f"host link: {gpu.host_link}, {gpu.host_link_bytes_per_s / 1e9:g} GB/s each "
+                 "way, peak",
+                 f"{'kernel alone':27s}: {kernel.time_s * 1e6:8.0f} µs"]
+        for link, estimate in self.with_copies.items():
+            lines.append(f"incl. copies from {link:9s}: {estimate.time_s * 1e6:8.0f} µs   "
+                         f"({estimate.time_s / kernel.time_s:.0f}x the kernel; copies at "
+                         f"{hardware.link_bytes_per_s(gpu, link) / 1e9:.3g} GB/s)")
+        lines += [f"  {field}: {gpu.source(field).split('. ')[0]}." for field in COPY_RATE_FIELDS]
+        lines.append(f"(all {kernel.label})")
+        return "\n".join(lines)
+
+
+def copy_cost_table(gpu, flops: float, bytes_moved: float, copy_bytes: float,
+                    links=COPY_LINKS, precision: str = "fp32") -> CopyCostTable:
+    """The roofline model of ``gpu`` (a key or a :class:`~gpulab.hardware.GPUSpec`) for a
+    kernel doing ``flops`` and moving ``bytes_moved`` bytes in device memory, alone and with
+    ``copy_bytes`` bytes copied over the host link from each kind of host memory in ``links``
+    (:func:`gpulab.hardware.estimate_time`). Returns a :class:`CopyCostTable`: ``print`` it for
+    the times, their ratio to the kernel alone, the copy rates and their sources; its
+    ``kernel`` and ``with_copies[link]`` are the estimates."""
+    gpu = hardware.get_gpu(gpu)
+    with_copies = {link: hardware.estimate_time(gpu, flops, bytes_moved, precision,
+                                                transfer_bytes=copy_bytes, link=link)
+                   for link in links}
+    return CopyCostTable(gpu, hardware.estimate_time(gpu, flops, bytes_moved, precision),
+                         with_copies)
+
+
+SAXPY_TIMINGS = ("device arrays", "NumPy arrays (hidden copies)", "copies only, pageable",
+                 "copies only, pinned")  # the names of time_saxpy_copies' measurements
+
+
+def time_saxpy_copies(x, y, out, a: float = 2.0) -> list[timing.Measurement]:
+    """On a GPU, with CUDA events (:func:`gpulab.timing.time_gpu`), the ways to time saxpy on
+    the float32 NumPy arrays ``x``, ``y`` (read) and ``out`` (written): the kernel on device
+    arrays; the kernel given the NumPy arrays themselves (Numba's hidden copies in and back
+    included); and the copies alone (x and y in, out back), from those pageable arrays and from
+    ``cuda.pinned_array`` buffers holding the same values. Returns the four measurements, named
+    as in :data:`SAXPY_TIMINGS`; in the simulator tier time_gpu refuses."""
+    from numba import cuda
+
+    from gpulab.kernels import memory
+
+    config = memory.launch_config(x.shape[0])
+    grid = config.blocks, config.threads_per_block
+    d_x, d_y, d_out = cuda.to_device(x), cuda.to_device(y), cuda.device_array_like(out)
+    a = np.float32(a)
+    x_pin, y_pin, out_pin = (cuda.pinned_array(x.shape[0], np.float32) for _ in range(3))
+    x_pin[:], y_pin[:] = x, y
+
+    def copies(xs, ys, outs):
+        return lambda: (d_x.copy_to_device(xs), d_y.copy_to_device(ys), d_out.copy_to_host(outs))
+
+    on_device, hidden, pageable, pinned = SAXPY_TIMINGS
+    return [
+        timing.time_gpu(lambda: memory.saxpy[grid](a, d_x, d_y, d_out), name=on_device),
+        timing.time_gpu(lambda: memory.saxpy[grid](a, x, y, out), repeats=5, name=hidden),
+        timing.time_gpu(copies(x, y, out), repeats=5, name=pageable),
+        timing.time_gpu(copies(x_pin, y_pin, out_pin), repeats=5, name=pinned),
+    ]
+
+
+def copy_timings_table(runs, copy_bytes: float, gpu="H100-SXM") -> str:
+    """:func:`time_saxpy_copies`' measurements as a table: each one's median and where it was
+    measured; then the rates of the copies alone (``copy_bytes`` over the median of
+    "copies only, pageable" and "copies only, pinned") next to the rates ``gpu``'s model
+    assumes (:func:`gpulab.hardware.link_bytes_per_s`)."""
+    gpu = hardware.get_gpu(gpu)
+    by_name = {m.name: m for m in runs}
+    missing = [name for name in SAXPY_TIMINGS[2:] if name not in by_name]
+    if missing:
+        raise ValueError(f"no measurement named {', '.join(map(repr, missing))} among "
+                         f"{', '.join(map(repr, by_name))}")
+    lines = [f"{m.name:30s} {m.median_s * 1e6:10.0f} µs   {m.label}" for m in runs]
+    pageable, pinned = (by_name[name] for name in SAXPY_TIMINGS[2:])
+    p, q = pageable.median_s, pinned.median_s
+    lines.append(f"copies: {copy_bytes / p / 1e9:.3g} GB/s from pageable memory, "
+                 f"{copy_bytes / q / 1e9:.3g} GB/s from pinned memory ({p / q:.1f}x), "
+                 f"{pinned.label}; the model assumed "
+                 f"{hardware.link_bytes_per_s(gpu, 'pageable') / 1e9:.3g} and "
+                 f"{hardware.link_bytes_per_s(gpu, 'pinned') / 1e9:.3g} GB/s for the {gpu.name}")
+    return "\n".join(lines)
+
+
 def stride_sweep(strides=(1, 2, 4, 8, 16, 32), n: int | None = None, dtype=np.float32,
                  repeats: int = 5) -> dict:
     """Cost per useful element of a strided read, relative to stride 1, per series:
@@ -411,4 +516,6 @@ class BandwidthDashboard(Dashboard):
         return f"<table>{rows}</table>" + super()._explanation_html()
 
 
-__all__ = ["BandwidthDashboard", "BandwidthExperiment", "default_n", "sizes", "stride_sweep"]
+__all__ = ["SAXPY_TIMINGS", "BandwidthDashboard", "BandwidthExperiment", "CopyCostTable",
+           "copy_cost_table", "copy_timings_table", "default_n", "sizes", "stride_sweep",
+           "time_saxpy_copies"]

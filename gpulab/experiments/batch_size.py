@@ -15,6 +15,10 @@ for the same number of epochs, and three things are recorded:
 
 :class:`BatchSizeExperiment` is the logic (no browser needed); :class:`BatchSizeDashboard` is
 its ipywidgets view, with the heavy work behind a Run button.
+
+Chapter 08's napkin math, as text: :func:`napkin_inputs` (what gpulab gives you to predict a
+step's time), :func:`throughput_table` (the step model's samples/s, next to a prediction of
+yours) and :func:`memory_table` (what a step keeps on the device, counted).
 """
 
 from __future__ import annotations
@@ -79,6 +83,94 @@ def batch_size_plot(result: dict):
     convergence.grid(True, alpha=0.3)
     return fig
 
+
+
+def napkin_inputs(widths, gpu="H100-SXM") -> str:
+    """What gpulab gives you to predict a training step's time, for an MLP with ``widths`` on
+    ``gpu``. Reads :data:`gpulab.hardware.LAUNCH_OVERHEAD_SOURCE` and ``LAUNCH_OVERHEAD_S`` (a
+    model constant, with its source), :func:`gpulab.nn.cost.step_kernels` and
+    :func:`~gpulab.nn.cost.step_transfer_bytes` at a batch of 1 (counted), and the GPU's
+    datasheet figures from :mod:`gpulab.hardware`. Returns text that names each call or
+    attribute next to its value."""
+    spec = hardware.get_gpu(gpu)
+    widths = list(widths)
+    kernels = cost.step_kernels(widths, 1)
+    return "\n".join([
+        hardware.LAUNCH_OVERHEAD_SOURCE, "",
+        f"cost.step_kernels({widths}, 1): {len(kernels)} kernels, "
+        f"{sum(k.flops for k in kernels):,.0f} FLOPs and "
+        f"{sum(k.bytes_moved for k in kernels):,.0f} bytes of device memory traffic in all "
+        "(each kernel has .flops and .bytes_moved)",
+        f"cost.step_transfer_bytes({widths}, 1): {cost.step_transfer_bytes(widths, 1):,} bytes "
+        "copied between host and GPU per step",
+        f"hardware.LAUNCH_OVERHEAD_S = {hardware.LAUNCH_OVERHEAD_S} s per launch",
+        f"{spec.name}: peak_flops_for('fp32') = {spec.peak_flops_for('fp32'):.3g} FLOP/s, "
+        f"memory_bandwidth_bytes_per_s = {spec.memory_bandwidth_bytes_per_s:.3g}, "
+        f"host_pageable_bytes_per_s = {spec.host_pageable_bytes_per_s:.3g} (a NumPy batch; the "
+        f"{spec.host_link} link's peak, host_link_bytes_per_s, is "
+        f"{spec.host_link_bytes_per_s:.3g})",
+        "GPUs in gpulab.hardware.GPUS: " + ", ".join(hardware.GPUS),
+    ])
+
+
+THROUGHPUT_GPUS = ("H100-SXM", "T4")
+THROUGHPUT_BATCHES = (8, 256, 8192, 262144)
+
+
+def throughput_table(widths, predict=None, gpus=THROUGHPUT_GPUS,
+                     batches=THROUGHPUT_BATCHES) -> str:
+    """Samples per second of one training step, estimated by the step model
+    (:func:`gpulab.nn.cost.estimate_step`, a roofline best case) for each GPU and batch, next
+    to ``predict(widths, batch, gpu)`` (your napkin, exercise 2) and its ratio to the model;
+    "-" where ``predict`` is None or raises NotImplementedError. Then, per GPU, where the model
+    levels off: 1 / (the time one more sample adds, from
+    :func:`gpulab.nn.cost.per_sample_seconds`), and which part of it is largest. Returns
+    text."""
+    from gpulab.nn.cost import per_sample_seconds
+
+    widths = list(widths)
+    lines = [f"{'GPU':>10} {'batch':>8} {'model samples/s':>16} {'yours':>14} {'ratio':>6}"]
+    for gpu in gpus:
+        for batch in batches:
+            model = cost.estimate_step(widths, batch, gpu).samples_per_s
+            mine = f"{'-':>14} {'-':>6}"
+            if predict is not None:
+                try:
+                    yours = predict(widths, batch, gpu)
+                    mine = f"{yours:14,.0f} {yours / model:6.2f}"
+                except NotImplementedError:
+                    pass
+            lines.append(f"{gpu:>10} {batch:8,} {model:16,.0f} {mine}")
+    for gpu in gpus:
+        parts = per_sample_seconds(widths, gpu)
+        per_sample = max(parts["compute"], parts["memory"]) + parts["transfer"]
+        largest = max(("compute", "memory", "transfer"), key=parts.get)
+        lines.append(f"{gpu}: levels off near {1 / per_sample:,.0f} samples/s (the model); one "
+                     f"more sample adds {1e9 * per_sample:.1f} ns, most of it {largest}")
+    return "\n".join(lines)
+
+
+MEMORY_BATCHES = (8, 64, 512, 4096)
+
+
+def memory_table(widths, batches=MEMORY_BATCHES, gpu="H100-SXM", optimiser: str = "adam") -> str:
+    """What one training step keeps on the device, per batch size: weights, gradients,
+    optimiser state, activations and total in kB, counted by
+    :func:`gpulab.nn.cost.training_memory`; then the largest batch's total as a share of
+    ``gpu``'s nominal memory (the datasheet's figure, :mod:`gpulab.hardware`). Returns text."""
+    spec = hardware.get_gpu(gpu)
+    widths = list(widths)
+    kinds = ("weights", "gradients", "optimiser state", "activations", "total")
+    lines = [f"{'batch':>6} " + " ".join(f"{kind:>16}" for kind in kinds)]
+    for batch in batches:
+        m = cost.training_memory(widths, batch, optimiser)
+        lines.append(f"{batch:6d} " + " ".join(f"{v / 1e3:13,.1f} kB"
+                                               for v in (*m.as_dict().values(), m.total)))
+    m = cost.training_memory(widths, max(batches), optimiser)
+    lines.append(f"\nbatch {max(batches):,}: {m.total / 1e6:.2f} MB (counted), "
+                 f"{m.total / spec.memory_bytes:.1e} of the {spec.name}'s nominal "
+                 f"{spec.memory_bytes / 1e9:.0f} GB")
+    return "\n".join(lines)
 
 
 class BatchSizeExperiment:
@@ -273,4 +365,4 @@ class BatchSizeDashboard(Dashboard):
 
 
 __all__ = ["BATCH_SIZES", "BatchSizeDashboard", "BatchSizeExperiment", "default_batch_sizes",
-           "largest_batch_within"]
+           "largest_batch_within", "memory_table", "napkin_inputs", "throughput_table"]

@@ -17,6 +17,8 @@ time. :func:`compare` puts numbers on it, each labelled with where it came from:
   on another processor.
 
 In every tier the GPU kernels also run once on a small problem and are compared with NumPy.
+:func:`matmul_intensity_table` and :func:`bias_activation_estimates` put a small layer's
+matmul against the GPU's ridge points and its bias + activation on the roofline (estimates).
 :func:`fusion_plot` draws the result; :class:`FusionExperiment` is the logic and
 :class:`FusionDashboard` the ipywidgets view.
 """
@@ -28,7 +30,7 @@ import functools
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpulab import device, hardware, recorded_runs, reference, timing
+from gpulab import device, formats, hardware, recorded_runs, reference, timing
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.kernels import dense
 from gpulab.plots import wrap_title
@@ -157,6 +159,52 @@ def compare(batch_size: int = 4096, width: int = 1024, activation: str = "relu",
         "l2_bytes": spec.l2_bytes,
         "tier": device.tier(), "check": check_kernels(dtype, activation, seed),
     }
+
+
+# The datasheet peak each precision's ridge point uses: fp32 runs on the CUDA cores, bf16 on the
+# tensor cores.
+RIDGE_PRECISIONS = (("fp32", "CUDA cores"), ("bf16", "tensor cores"))
+
+
+def matmul_intensity_table(batch: int, n_in: int, n_out: int, gpu="H100-SXM") -> str:
+    """A dense layer's matmul, (batch x n_in) @ (n_in x n_out), against ``gpu``'s ridge points.
+
+    Reads the FLOPs (2 per multiply-add, counted), the least bytes any matmul moves (X and W
+    read once, Z written once: :func:`gpulab.kernels.matmul.minimum_bytes`), and from
+    :mod:`gpulab.hardware` the GPU's dense peaks and memory bandwidth. Returns text: per
+    precision in :data:`RIDGE_PRECISIONS` (fp32 on the CUDA cores, bf16 on the tensor cores)
+    the FLOP per byte, the ridge point (peak / bandwidth) and whether the matmul is memory- or
+    compute-bound there; then the datasheet source of the tensor-core peak."""
+    from gpulab.kernels.matmul import minimum_bytes
+
+    spec = hardware.get_gpu(gpu)
+    flops = 2 * batch * n_in * n_out
+    lines = []
+    for precision, units in RIDGE_PRECISIONS:
+        nbytes = minimum_bytes(batch, n_out, n_in,
+                               int(formats.get_format(precision).bytes_per_value))
+        intensity, ridge = flops / nbytes, hardware.ridge_point(spec, precision)
+        lines.append(f"{precision}: the matmul does {flops / 1e6:.2f} MFLOP on {nbytes / 1e3:.0f} "
+                     f"kB = {intensity:.0f} FLOP/byte; ridge point on the {units}: "
+                     f"{spec.peak_flops_for(precision) / 1e12:g} TFLOP/s / "
+                     f"{spec.memory_bandwidth_bytes_per_s / 1e12:g} TB/s = {ridge:.0f} FLOP/byte: "
+                     f"{'memory' if intensity < ridge else 'compute'}-bound")
+    lines.append(f"source: {spec.sources['peak_flops.bf16']}")
+    return "\n".join(lines)
+
+
+def bias_activation_estimates(batch: int, width: int, gpu="H100-SXM",
+                              activation: str = "relu") -> str:
+    """Roofline estimates of bias + ``activation`` on a batch x width float32 matmul output,
+    unfused (``bias_add`` then ``apply_activation``) and fused (``bias_activation``): each
+    :func:`gpulab.hardware.estimate_time` for ``gpu`` (a best case) with its compute, memory
+    and launch lines, from the counted FLOPs (:data:`gpulab.kernels.dense.FLOPS_PER_ELEMENT`),
+    bytes (:func:`gpulab.kernels.dense.forward_traffic_bytes`) and launches. Returns text."""
+    spec = hardware.get_gpu(gpu)
+    shown = {"relu": "ReLU", "gelu": "GELU"}.get(activation, activation)
+    return "\n".join(f"\nbias + {shown}, {'fused' if fused else 'unfused'}: "
+                     f"{_estimate(spec, batch, width, fused, activation, np.float32)}"
+                     for fused in (False, True))
 
 
 def _l2_note(result: dict) -> str:
@@ -339,5 +387,6 @@ class FusionDashboard(Dashboard):
         return fusion_plot(result)
 
 
-__all__ = ["FusionDashboard", "FusionExperiment", "bias_relu_fused_cpu", "bias_relu_numpy",
-           "check_kernels", "compare", "explain", "fusion_plot"]
+__all__ = ["FusionDashboard", "FusionExperiment", "bias_activation_estimates",
+           "bias_relu_fused_cpu", "bias_relu_numpy", "check_kernels", "compare", "explain",
+           "fusion_plot", "matmul_intensity_table"]

@@ -19,6 +19,9 @@ Two pictures of a launch, computed from its :class:`~gpulab.kernels.matmul.Matmu
 :func:`warp_footprint` (which elements of C the 32 threads of one warp compute, and what they
 read per step of k) and :func:`tiling_plot` (the 2-D grid of blocks over C, and the tiles one
 block walks along K).
+
+:func:`traffic_table` prints the traffic model's bytes, FLOP per byte and roofline time of each
+kernel at one size.
 """
 
 from __future__ import annotations
@@ -243,6 +246,32 @@ def recorded_comparison(run=None):
         "Matrix products measured on a real GPU, against the model's best case", run, rows)
 
 
+TRAFFIC_KERNELS = (("naive", None), ("tiled", 16), ("register_blocked", None))  # (method, tile)
+
+
+def traffic_table(n: int, gpu="H100-SXM", kernels=TRAFFIC_KERNELS) -> str:
+    """For M = N = K = ``n``, one row per (method, tile) of ``kernels``: the device-memory bytes
+    the kernel asks for (:func:`gpulab.kernels.matmul.traffic_bytes`, no cache helping), its
+    FLOP per byte, and its time and bound by the roofline model of ``gpu`` in fp32
+    (:func:`gpulab.hardware.estimate_time`); a last line says the size and where the times
+    come from. Returns the table as a string."""
+    from gpulab.kernels import matmul as mm
+
+    if not kernels:
+        raise ValueError("kernels must name at least one (method, tile)")
+    gpu = hardware.get_gpu(gpu)
+    flops = mm.flops(n, n, n)
+    lines = []
+    for method, tile in kernels:
+        traffic = mm.traffic_bytes(n, n, n, method, tile)
+        estimate = hardware.estimate_time(gpu, flops, traffic, PRECISION)
+        label = method + (f" T={tile}" if tile else "")
+        lines.append(f"{label:18s} {traffic / 1e9:8.2f} GB  {flops / traffic:6.2f} FLOP/B  "
+                     f"{estimate.time_s * 1e3:7.2f} ms  {estimate.bound}-bound")
+    lines.append(f"(n = {n}; times {estimate.label})")
+    return "\n".join(lines)
+
+
 def _span(values: list[int]) -> str:
     return f"{values[0]}..{values[-1]}" if len(values) > 1 else str(values[0])
 
@@ -452,5 +481,5 @@ class MatmulDashboard(Dashboard):
         self.explanation.value = self._explanation_html()
 
 
-__all__ = ["WARP_SIZE", "MatmulDashboard", "MatmulExperiment", "WarpFootprint", "check_shape",
-           "default_n", "tiling_plot", "warp_footprint"]
+__all__ = ["TRAFFIC_KERNELS", "WARP_SIZE", "MatmulDashboard", "MatmulExperiment", "WarpFootprint",
+           "check_shape", "default_n", "tiling_plot", "traffic_table", "warp_footprint"]

@@ -9,6 +9,10 @@
   run by a kernel (on the GPU, or in the simulator), or emulated with ml_dtypes.
 - :func:`fp8_overflow_table` — what three E4M3 conversions do with values beyond 448:
   ml_dtypes' cast (no saturation), CUDA's ``__NV_SATFINITE`` rule, the course's kernel.
+- :func:`matmul_error_rows` / :func:`matmul_error_table` — C = A @ B with the precision matmul
+  kernels, each one's largest error against float64 on this CPU.
+- :func:`underflow_rows` / :func:`underflow_table` — the share of small values (gradients) each
+  format rounds to zero or keeps only as a subnormal, and what a loss scale changes.
 - :func:`memory_rows` / :func:`weights_table` — a model's weights in each format, against GPU
   memory sizes (the datasheets' nominal sizes).
 - :func:`speed_rows` / :func:`speed_table` — per format, roofline **estimates** for a named GPU
@@ -209,6 +213,84 @@ def fp8_overflow_table(values=OVERFLOW_VALUES) -> str:
     for row in fp8_overflow_rows(values):
         lines.append(f"{row['value']:8g}  {row['cast']:14g}  {row['satfinite']:14g}  "
                      f"{row['kernel']:13g}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Matmul error per format; small values lost to underflow
+# ---------------------------------------------------------------------------------------------
+
+MATMUL_SEED = 7
+UNDERFLOW_FORMATS = ("fp32", "bf16", "fp16", "fp8_e5m2", "fp8_e4m3")
+
+
+def matmul_error_rows(M: int, K: int, N: int, seed: int = MATMUL_SEED) -> list[dict]:
+    """C = A @ B with gpulab's four precision matmul kernels, for A (M x K) and B (K x N) drawn
+    from a standard normal distribution (``np.random.default_rng(seed)``, A first): fp16 inputs
+    summed in fp16 and in fp32, bf16 and fp8 E4M3 inputs summed in fp32
+    (:mod:`gpulab.kernels.narrow_formats`; run on the GPU or in the simulator, bf16 emulated with
+    ml_dtypes where it cannot run). Returns one ``{"storage", "accumulator", "error", "label"}``
+    per kernel: ``error`` is the largest |C - C_exact| as a fraction of max|C_exact|, C_exact
+    computed in float64 on this CPU; ``label`` says where and how the kernel ran."""
+    import ml_dtypes
+
+    from gpulab.kernels import narrow_formats as kernels
+
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    exact = A.astype(np.float64) @ B.astype(np.float64)
+    scale = np.abs(exact).max()
+    A16, B16 = A.astype(np.float16), B.astype(np.float16)
+    runs = [kernels.matmul_fp16(A16, B16, "fp16"), kernels.matmul_fp16(A16, B16, "fp32"),
+            kernels.matmul_bf16(A.astype(ml_dtypes.bfloat16), B.astype(ml_dtypes.bfloat16)),
+            kernels.matmul_fp8(A, B)]
+    return [{"storage": run.storage, "accumulator": run.accumulator,
+             "error": float(np.abs(run.value.astype(np.float64) - exact).max() / scale),
+             "label": run.label} for run in runs]
+
+
+def matmul_error_table(M: int, K: int, N: int, seed: int = MATMUL_SEED) -> str:
+    """:func:`matmul_error_rows` as text: a line per kernel with its input format, its
+    accumulator, its largest error as a fraction of max|C|, and where it ran."""
+    lines = [f"C = A @ B, {M}x{K} times {K}x{N}, values from a standard normal distribution; "
+             "errors against float64 on this CPU"]
+    for row in matmul_error_rows(M, K, N, seed):
+        lines.append(f"{row['storage']:9s} in, {row['accumulator']} sums: largest error "
+                     f"{row['error']:.1e} of max|C| — {row['label']}")
+    return "\n".join(lines)
+
+
+def underflow_rows(values, format_names=UNDERFLOW_FORMATS) -> list[dict]:
+    """Round positive ``values`` (an array) to each format (:func:`gpulab.formats.round_to`)
+    and return one ``{"format", "zero", "subnormal"}`` per format: the fraction of the values
+    that became 0, and the fraction kept only as a subnormal (non-zero, below the format's
+    smallest normal number: fewer significant bits). Computed with NumPy/ml_dtypes on this
+    CPU."""
+    values = np.asarray(values, dtype=np.float64)
+    rows = []
+    for name in format_names:
+        stored = formats.round_to(values, name)
+        smallest_normal = formats.get_format(name).smallest_normal
+        rows.append({"format": formats.get_format(name).name,
+                     "zero": float(np.mean(stored == 0)),
+                     "subnormal": float(np.mean((stored != 0) & (stored < smallest_normal)))})
+    return rows
+
+
+def underflow_table(values, format_names=UNDERFLOW_FORMATS, loss_scale: float | None = 1024,
+                    scaled_format: str = "fp16") -> str:
+    """:func:`underflow_rows` as text, then (unless ``loss_scale`` is None) the fraction of
+    ``values * loss_scale`` that ``scaled_format`` rounds to zero: what loss scaling saves."""
+    lines = ["fraction of gradients lost (rounded to 0) — computed on this CPU:"]
+    for row in underflow_rows(values, format_names):
+        lines.append(f"  {row['format']:9s} {row['zero']:6.1%} flushed to zero, "
+                     f"{row['subnormal']:6.1%} subnormal (fewer significant bits)")
+    if loss_scale is not None:
+        scaled = underflow_rows(np.asarray(values, dtype=np.float64) * loss_scale,
+                                [scaled_format])[0]
+        lines.append(f"  {scaled['format']} after multiplying by {loss_scale:g} first: "
+                     f"{scaled['zero']:6.1%} flushed to zero")
     return "\n".join(lines)
 
 
@@ -487,10 +569,14 @@ __all__ = [
     "fp8_overflow_rows",
     "fp8_overflow_table",
     "fp_gap",
+    "matmul_error_rows",
+    "matmul_error_table",
     "measure_dot_kernels",
     "memory_plot",
     "memory_rows",
     "speed_rows",
     "speed_table",
+    "underflow_rows",
+    "underflow_table",
     "weights_table",
 ]

@@ -217,6 +217,24 @@ def estimate_step(widths, batch_size: int, gpu="H100-SXM", activation: str = "re
     return StepEstimate(gpu, int(batch_size), estimates, transfer)
 
 
+def per_sample_seconds(widths, gpu) -> dict[str, float]:
+    """What one more sample adds to a step's time on ``gpu``, per part: its FLOPs at the fp32
+    peak ("compute"), its device-memory bytes at the memory bandwidth ("memory"), its bytes
+    copied from pageable host memory (a NumPy batch) at the model's pageable copy rate,
+    ``gpu.host_pageable_bytes_per_s`` ("transfer"); and "launch", the launches'
+    time, the same for every batch. From :func:`step_kernels` at batches 1
+    and 2 (every count is a + b * batch)."""
+    gpu = hardware.get_gpu(gpu)
+    one, two = step_kernels(widths, 1), step_kernels(widths, 2)
+    flops = sum(k.flops for k in two) - sum(k.flops for k in one)
+    moved = sum(k.bytes_moved for k in two) - sum(k.bytes_moved for k in one)
+    copied = step_transfer_bytes(widths, 2) - step_transfer_bytes(widths, 1)
+    return {"launch": len(one) * hardware.LAUNCH_OVERHEAD_S,
+            "compute": flops / gpu.peak_flops_for("fp32"),
+            "memory": moved / gpu.memory_bandwidth_bytes_per_s,
+            "transfer": copied / hardware.link_bytes_per_s(gpu, "pageable")}
+
+
 def estimate_epoch_s(widths, batch_size: int, n_samples: int, gpu="H100-SXM",
                      **options) -> float:
     """Roofline estimate of one epoch: full batches plus the last, partial one."""
@@ -277,5 +295,5 @@ def largest_batch_within(budget_bytes: float, widths=(64, 128, 10), optimiser: s
 __all__ = [
     "BATCH_SIZES", "KernelCost", "StepEstimate", "TrainingMemory", "estimate_epoch_s",
     "estimate_step", "largest_batch_within", "n_parameters", "parameter_sizes", "step_flops",
-    "step_kernels", "step_transfer_bytes", "training_memory",
+    "per_sample_seconds", "step_kernels", "step_transfer_bytes", "training_memory",
 ]

@@ -7,12 +7,16 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from gpulab import device, hardware, memory_model  # noqa: E402
+from gpulab import device, hardware, memory_model, timing  # noqa: E402
 from gpulab.experiments.bandwidth import (  # noqa: E402
+    SAXPY_TIMINGS,
     BandwidthDashboard,
     BandwidthExperiment,
+    copy_cost_table,
+    copy_timings_table,
     stride_cost_plot,
     stride_sweep,
+    time_saxpy_copies,
     warp_access_plot,
 )
 
@@ -111,6 +115,86 @@ def test_gpu_branches_of_the_bandwidth_experiment(stand_in_gpu):
     assert "Measured alone" in experiment.explain()
     sweep = stride_sweep(strides=(1, 2), n=128, repeats=1)
     assert any(f"measured on {stand_in_gpu}" in label for label in sweep["series"])
+
+
+def test_copy_cost_table_is_the_roofline_model_with_and_without_copies():
+    n = 2**24
+    flops, nbytes = 2 * n, 12 * n
+    table = copy_cost_table("H100-SXM", flops, nbytes, nbytes)
+    kernel = hardware.estimate_time("H100-SXM", flops, nbytes)
+    assert table.kernel.time_s == pytest.approx(kernel.time_s)
+    assert list(table.with_copies) == ["pageable", "pinned"]
+    h100 = hardware.get_gpu("H100-SXM")
+    text = str(table)
+    for link in ("pageable", "pinned"):
+        expected = hardware.estimate_time(h100, flops, nbytes, transfer_bytes=nbytes, link=link)
+        assert table.with_copies[link].time_s == pytest.approx(expected.time_s)
+        assert (f"incl. copies from {link:9s}: {expected.time_s * 1e6:8.0f} µs   "
+                f"({expected.time_s / kernel.time_s:.0f}x the kernel; copies at "
+                f"{hardware.link_bytes_per_s(h100, link) / 1e9:.3g} GB/s)") in text
+    assert f"kernel alone               : {kernel.time_s * 1e6:8.0f} µs" in text
+    assert f"host link: {h100.host_link}, {h100.host_link_bytes_per_s / 1e9:g} GB/s" in text
+    for field in ("host_link_bytes_per_s", "host_pageable_bytes_per_s", "host_pinned_bytes_per_s"):
+        assert f"  {field}: {h100.source(field).split('. ')[0]}." in text
+    assert text.endswith(f"(all {kernel.label})")
+    assert "estimated from a roofline model of the NVIDIA H100" in text and "best case" in text
+    slower = copy_cost_table("T4", flops, nbytes, nbytes, links=("pageable",))
+    assert list(slower.with_copies) == ["pageable"] and slower.gpu.key == "T4"
+
+
+def fake_copy_runs(pageable_s: float, pinned_s: float) -> list:
+    seconds = dict(zip(SAXPY_TIMINGS, (1e-4, 0.2, pageable_s, pinned_s), strict=True))
+    return [timing.Measurement(name=name, times_s=[s], origin="gpu", device="Some GPU")
+            for name, s in seconds.items()]
+
+
+def test_copy_timings_table_gives_the_measured_rates_next_to_the_model():
+    h100 = hardware.get_gpu("H100-SXM")
+    text = copy_timings_table(fake_copy_runs(0.1, 0.02), 1e9, h100)
+    for name in SAXPY_TIMINGS:
+        assert name in text
+    assert text.count("measured on Some GPU (CUDA events)") == 5
+    assert "copies: 10 GB/s from pageable memory, 50 GB/s from pinned memory (5.0x)" in text
+    assert (f"the model assumed {h100.host_pageable_bytes_per_s / 1e9:.3g} and "
+            f"{h100.host_pinned_bytes_per_s / 1e9:.3g} GB/s for the {h100.name}") in text
+    with pytest.raises(ValueError, match="copies only, pinned"):
+        copy_timings_table(fake_copy_runs(0.1, 0.02)[:3], 1e9)
+
+
+@pytest.mark.skipif(not SIM, reason="in the simulator tier only")
+def test_time_saxpy_copies_refuses_the_simulator():
+    x = np.ones(8, np.float32)
+    with pytest.raises(timing.SimulatorTimingError):
+        time_saxpy_copies(x, x, np.empty_like(x))
+
+
+def test_time_saxpy_copies_on_the_stand_in_gpu(stand_in_gpu):
+    rng = np.random.default_rng(0)
+    x, y = rng.random(300, dtype=np.float32), rng.random(300, dtype=np.float32)
+    out = np.zeros_like(x)
+    runs = time_saxpy_copies(x, y, out)
+    assert [m.name for m in runs] == list(SAXPY_TIMINGS)
+    assert np.array_equal(out, np.float32(2) * x + y)  # the NumPy-array launch wrote it
+    text = copy_timings_table(runs, 3 * x.nbytes, "H100-SXM")
+    assert text.count(f"measured on {stand_in_gpu} (CUDA events)") == 5
+    assert "GB/s for the NVIDIA H100" in text
+
+
+def test_chapter_02_gpu_cell_runs_on_the_stand_in_gpu(stand_in_gpu, capsys):
+    """Cell c02-11 of solutions/02_moving_data.ipynb, run as the notebook runs it on a GPU."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "solutions" / "02_moving_data.ipynb"
+    cell = next(c for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+                if c.get("id") == "c02-11")
+    x = np.arange(300, dtype=np.float32)
+    exec("".join(cell["source"]), {"ON_GPU": True, "x": x, "y": x, "out": np.zeros_like(x),
+                                   "copy_bytes": 3 * x.nbytes,
+                                   "H100": hardware.get_gpu("H100-SXM")})
+    text = capsys.readouterr().out
+    assert all(name in text for name in SAXPY_TIMINGS)
+    assert f"measured on {stand_in_gpu} (CUDA events)" in text and "the model assumed" in text
 
 
 @pytest.mark.parametrize("stride, sectors", [(1, 4), (2, 8), (8, 32)])

@@ -86,3 +86,58 @@ def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
     assert table is not None and len(table.rows) == 4
     assert [r.ratio for r in table.rows] == pytest.approx([3.0] * 4)  # the fixture's factor
     assert "batch 8" in table.rows[0].what and "best case" in table.predicted_label
+
+
+def test_napkin_inputs_name_each_value():
+    from gpulab import hardware
+    from gpulab.experiments.batch_size import napkin_inputs
+
+    widths = list(DIGITS["widths"])
+    kernels = cost.step_kernels(widths, 1)
+    text = napkin_inputs(widths, "H100-SXM")
+    assert text.startswith(hardware.LAUNCH_OVERHEAD_SOURCE)
+    assert (f"cost.step_kernels({widths}, 1): {len(kernels)} kernels, "
+            f"{sum(k.flops for k in kernels):,.0f} FLOPs and "
+            f"{sum(k.bytes_moved for k in kernels):,.0f} bytes") in text
+    assert f"{cost.step_transfer_bytes(widths, 1):,} bytes copied" in text
+    h100 = hardware.get_gpu("H100-SXM")
+    assert f"peak_flops_for('fp32') = {h100.peak_flops_for('fp32'):.3g}" in text
+    assert f"host_pageable_bytes_per_s = {h100.host_pageable_bytes_per_s:.3g}" in text
+    assert all(key in text.splitlines()[-1] for key in hardware.GPUS)
+
+
+def test_throughput_table_puts_a_prediction_next_to_the_model():
+    from gpulab.experiments.batch_size import throughput_table
+    from gpulab.nn.cost import per_sample_seconds
+
+    widths = list(DIGITS["widths"])
+
+    def exact(w, batch, gpu):
+        return cost.estimate_step(w, batch, gpu).samples_per_s
+
+    def unwritten(w, batch, gpu):
+        raise NotImplementedError
+
+    lines = throughput_table(widths, exact, gpus=("T4",), batches=(8, 4096)).splitlines()
+    model = cost.estimate_step(widths, 4096, "T4").samples_per_s
+    assert lines[2].split() == ["T4", "4,096", f"{model:,.0f}", f"{model:,.0f}", "1.00"]
+    parts = per_sample_seconds(widths, "T4")
+    ceiling = 1 / (max(parts["compute"], parts["memory"]) + parts["transfer"])
+    assert lines[3].startswith(f"T4: levels off near {ceiling:,.0f} samples/s (the model)")
+    for predict in (None, unwritten):
+        row = throughput_table(widths, predict, gpus=("T4",), batches=(8,)).splitlines()[1]
+        assert row.split()[-2:] == ["-", "-"]
+
+
+def test_memory_table_counts_against_nominal_memory():
+    from gpulab import hardware
+    from gpulab.experiments.batch_size import memory_table
+
+    widths = list(DIGITS["widths"])
+    text = memory_table(widths, batches=(8, 4096), gpu="H100-SXM")
+    lines = text.splitlines()
+    m = cost.training_memory(widths, 4096, "adam")
+    assert lines[2].split()[0] == "4096" and lines[2].endswith(f"{m.total / 1e3:,.1f} kB")
+    h100 = hardware.get_gpu("H100-SXM")
+    assert lines[-1] == (f"batch 4,096: {m.total / 1e6:.2f} MB (counted), "
+                         f"{m.total / h100.memory_bytes:.1e} of the {h100.name}'s nominal 80 GB")

@@ -106,3 +106,37 @@ def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
     assert table is not None and {r.what.split(" ")[0] for r in table.rows} == {"unfused",
                                                                                "fused"}
     assert all(r.ratio > 0 for r in table.rows) and "NVIDIA H200" in str(table)
+
+
+def test_matmul_intensity_table_against_the_ridge_points():
+    from gpulab import formats, hardware
+    from gpulab.experiments.fusion import matmul_intensity_table
+    from gpulab.kernels.matmul import minimum_bytes
+
+    h100 = hardware.get_gpu("H100-SXM")
+    text = matmul_intensity_table(256, 64, 128, "H100-SXM")
+    fp32, bf16, source = text.splitlines()
+    for line, precision, units in ((fp32, "fp32", "CUDA cores"), (bf16, "bf16", "tensor cores")):
+        nbytes = minimum_bytes(256, 128, 64, int(formats.get_format(precision).bytes_per_value))
+        assert f"{2 * 256 * 64 * 128 / nbytes:.0f} FLOP/byte;" in line
+        assert f"on the {units}: " in line
+        assert f"= {hardware.ridge_point(h100, precision):.0f} FLOP/byte" in line
+        assert line.endswith("memory-bound")
+    assert source == f"source: {h100.sources['peak_flops.bf16']}"
+    big = matmul_intensity_table(4096, 4096, 4096, "H100-SXM").splitlines()
+    assert big[0].endswith("compute-bound") and big[1].endswith("compute-bound")
+
+
+def test_bias_activation_estimates_are_the_roofline_s():
+    from gpulab import hardware
+    from gpulab.experiments.fusion import bias_activation_estimates
+    from gpulab.kernels import dense
+
+    text = bias_activation_estimates(256, 128, "H100-SXM")
+    for fused in (False, True):
+        estimate = hardware.estimate_time("H100-SXM", 2 * 256 * 128,
+                                          dense.forward_traffic_bytes(256, 128, fused),
+                                          launches=dense.launches(fused))
+        assert f"bias + ReLU, {'fused' if fused else 'unfused'}: {estimate}" in text
+    assert text.count("estimated from a roofline model of the NVIDIA H100") == 2
+    assert "best case" in text and "bias + tanh" in bias_activation_estimates(8, 8, "T4", "tanh")

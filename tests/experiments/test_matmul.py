@@ -6,12 +6,14 @@ import matplotlib
 matplotlib.use("Agg")
 import pytest  # noqa: E402
 
-from gpulab import device, timing  # noqa: E402
+from gpulab import device, hardware, timing  # noqa: E402
 from gpulab.experiments.matmul import (  # noqa: E402
+    TRAFFIC_KERNELS,
     MatmulDashboard,
     MatmulExperiment,
     check_shape,
     tiling_plot,
+    traffic_table,
     warp_footprint,
 )
 from gpulab.kernels import matmul as mm  # noqa: E402
@@ -121,6 +123,26 @@ def test_a_warp_covers_32_over_the_block_width_rows(tile, rows, columns):
     # the last warp of a 16 x 16 block is its last two rows
     if tile == 16:
         assert {ty for _, ty in warp_footprint(config, 7).threads} == {14, 15}
+
+
+def test_traffic_table_is_the_traffic_model_and_the_roofline():
+    n = 4096
+    text = traffic_table(n, "H100-SXM")
+    lines = text.splitlines()
+    assert len(lines) == len(TRAFFIC_KERNELS) + 1
+    for line, (method, tile) in zip(lines, TRAFFIC_KERNELS, strict=False):
+        traffic = mm.traffic_bytes(n, n, n, method, tile)
+        estimate = hardware.estimate_time("H100-SXM", mm.flops(n, n, n), traffic, "fp32")
+        assert line.startswith(method + (f" T={tile}" if tile else ""))
+        assert f"{traffic / 1e9:8.2f} GB  {mm.flops(n, n, n) / traffic:6.2f} FLOP/B" in line
+        assert line.endswith(f"{estimate.time_s * 1e3:7.2f} ms  {estimate.bound}-bound")
+    assert lines[0].endswith("memory-bound") and lines[2].endswith("compute-bound")
+    assert lines[-1] == (f"(n = {n}; times estimated from a roofline model of the "
+                         f"{hardware.get_gpu('H100-SXM').name}, a best case (roofline ceiling))")
+    t4 = traffic_table(512, "T4", kernels=(("tiled", 8),))
+    assert t4.startswith("tiled T=8") and "NVIDIA T4" in t4.splitlines()[-1]
+    with pytest.raises(ValueError, match="at least one"):
+        traffic_table(512, kernels=())
 
 
 def test_warp_footprint_refuses_a_warp_the_block_does_not_have():

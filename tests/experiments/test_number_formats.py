@@ -254,3 +254,56 @@ def test_gpu_branch_with_the_stand_in_gpu(stand_in_gpu, monkeypatch):
                                               "dot_fp8_acc32"]
     assert all(m.label == f"measured on {stand_in_gpu} (CUDA events)" for m in measurements)
     assert [m.bytes_moved for m in measurements] == [2400, 1200, 600]
+
+
+# --- the matmul error and underflow tables (chapter 04's cells) -------------------------------
+
+
+def test_matmul_error_rows_per_kernel():
+    rows = widget.matmul_error_rows(4, 256, 4)
+    assert [(r["storage"], r["accumulator"]) for r in rows] == [
+        ("fp16", "fp16"), ("fp16", "fp32"), ("bf16", "fp32"), ("fp8_e4m3", "fp32")]
+    errors = {(r["storage"], r["accumulator"]): r["error"] for r in rows}
+    assert 0 < errors[("fp16", "fp32")] < errors[("fp16", "fp16")]  # fp16 sums swamp more
+    assert errors[("fp8_e4m3", "fp32")] == max(errors.values())  # 3 mantissa bits
+    assert all(e < 0.2 for e in errors.values())
+    if SIM:  # every row says where it ran
+        assert all("simulator" in r["label"] or "emulated with ml_dtypes" in r["label"]
+                   for r in rows)
+    assert widget.matmul_error_rows(4, 256, 4) == rows  # the same seed, the same numbers
+    text = widget.matmul_error_table(4, 256, 4)
+    assert "4x256 times 256x4" in text and "against float64 on this CPU" in text
+    assert len(text.splitlines()) == 5 and f"{errors[('fp16', 'fp16')]:.1e}" in text
+
+
+def test_matmul_error_table_on_the_stand_in_gpu(stand_in_gpu, monkeypatch):
+    """The GPU branch: the kernels name the GPU they ran on; bf16 without bf16 arithmetic (the
+    stand-in runs in the simulator, which has none) is emulated and says so."""
+    from gpulab.kernels import narrow_formats
+
+    monkeypatch.setattr(narrow_formats, "bf16_runs_here", lambda: False)
+    labels = {r["storage"] + "/" + r["accumulator"]: r["label"]
+              for r in widget.matmul_error_rows(4, 64, 4)}
+    for key in ("fp16/fp16", "fp16/fp32", "fp8_e4m3/fp32"):
+        assert labels[key].endswith(f"on {stand_in_gpu}"), labels[key]
+    assert "emulated with ml_dtypes" in labels["bf16/fp32"]
+
+
+def test_underflow_rows_follow_each_format_s_smallest_numbers():
+    fp16 = formats.get_format("fp16")
+    # one value far below half fp16's smallest subnormal, one subnormal, two normal
+    values = np.array([fp16.smallest_subnormal / 8, fp16.smallest_normal / 16,
+                       fp16.smallest_normal * 4, 1.0])
+    rows = {r["format"]: r for r in widget.underflow_rows(values)}
+    assert rows["fp16"]["zero"] == 0.25 and rows["fp16"]["subnormal"] == 0.25
+    assert rows["fp32"]["zero"] == rows["bf16"]["zero"] == 0
+    # log-uniform values from 1e-10 to 1e-2: the share below half the smallest subnormal
+    gradients = 10.0 ** np.random.default_rng(12).uniform(-10, -2, 200_000)
+    for row in widget.underflow_rows(gradients):
+        half = formats.get_format(row["format"]).smallest_subnormal / 2
+        expected = float(np.clip((np.log10(half) + 10) / 8, 0, 1))
+        assert row["zero"] == pytest.approx(expected, abs=0.01), row
+    text = widget.underflow_table(values, loss_scale=1024)
+    assert "computed on this CPU" in text.splitlines()[0]
+    assert "fp16 after multiplying by 1024 first:   0.0% flushed to zero" in text
+    assert widget.underflow_table(values, loss_scale=None).count("\n") == 5
