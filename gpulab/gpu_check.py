@@ -149,38 +149,76 @@ SERIES = ("crossover", "bandwidth saxpy", "bandwidth copy_coalesced", "bandwidth
 
 def chapter_series(quick: bool = False) -> dict[str, object]:
     """The GPU series the chapters show next to their estimates, as plain data (the
-    experiments choose the ``gpu`` tier's sizes; ``quick`` makes them small)."""
+    experiments choose the ``gpu`` tier's sizes; ``quick`` makes them small). Each series is
+    measured on its own: one that fails is recorded as ``{"error": "..."}`` (and read as
+    missing by :mod:`gpulab.recorded_runs`), and the others are still measured."""
     from gpulab.bench import training
+    from gpulab.experiments import inference, mixed_precision
     from gpulab.experiments.bandwidth import BandwidthExperiment, stride_sweep
     from gpulab.experiments.crossover import CrossoverExperiment
     from gpulab.experiments.fusion import FusionExperiment
     from gpulab.experiments.matmul import MatmulExperiment
 
-    series: dict[str, object] = {}
-    crossover = CrossoverExperiment(sizes=[10**k for k in range(1, 7 if quick else 9)]).run()
-    series["crossover"] = crossover["series"]
-    for kernel in ("saxpy", "copy_coalesced", "copy_strided"):
-        result = BandwidthExperiment(kernel, n=2**20 if quick else None).run()
-        series[f"bandwidth {kernel}"] = {k: m.to_dict() for k, m in result["measured"].items()}
-    series["strides"] = stride_sweep(n=2**20 if quick else None)["series"]
-    matmul = MatmulExperiment(n=512 if quick else None).run()
-    series["matmul tiles"] = {k["label"]: k["measured"].to_dict() for k in matmul["kernels"]
-                              if "measured" in k}
-    fusion = FusionExperiment(batch_size=1024 if quick else 4096).run()
-    series["fusion"] = {"shape": list(fusion["shape"]), "activation": fusion["activation"],
-                        "dtype": fusion["dtype"], "rows": fusion["rows"]}
-    series["training epoch"] = {
-        batch: training.training_throughput("kernels", batch_size=batch, epochs=2).to_dict()
-        for batch in ((32,) if quick else (8, 32, 128, 512))}
-    series["host copies"] = host_copy_rates(2**22 if quick else 2**28)
-    series["launch overhead"] = launch_overhead().to_dict()
-    from gpulab.experiments import inference, mixed_precision
+    def crossover():
+        return CrossoverExperiment(sizes=[10**k for k in range(1, 7 if quick else 9)]).run()[
+            "series"]
 
-    model, _, data = inference.trained_digits(epochs=2)  # latency does not depend on accuracy
-    series["inference latency"] = inference.gpu_latency(model, data)
-    series["narrow matmuls"] = [m.to_dict() for m in mixed_precision.measure_matmul_kernels(
-        n=512 if quick else 2048)]
+    def bandwidth(kernel):
+        result = BandwidthExperiment(kernel, n=2**20 if quick else None).run()
+        return {k: m.to_dict() for k, m in result["measured"].items()}
+
+    def matmul_tiles():
+        matmul = MatmulExperiment(n=512 if quick else None).run()
+        return {k["label"]: k["measured"].to_dict() for k in matmul["kernels"]
+                if "measured" in k}
+
+    def fusion():
+        result = FusionExperiment(batch_size=1024 if quick else 4096).run()
+        return {"shape": list(result["shape"]), "activation": result["activation"],
+                "dtype": result["dtype"], "rows": result["rows"]}
+
+    def training_epochs():
+        return {batch: training.training_throughput("kernels", batch_size=batch,
+                                                    epochs=2).to_dict()
+                for batch in ((32,) if quick else (8, 32, 128, 512))}
+
+    def inference_latency():
+        model, _, data = inference.trained_digits(epochs=2)  # latency ignores accuracy
+        return inference.gpu_latency(model, data)
+
+    steps = {
+        "crossover": crossover,
+        **{f"bandwidth {k}": (lambda k=k: bandwidth(k))
+           for k in ("saxpy", "copy_coalesced", "copy_strided")},
+        "strides": lambda: stride_sweep(n=2**20 if quick else None)["series"],
+        "matmul tiles": matmul_tiles,
+        "fusion": fusion,
+        "training epoch": training_epochs,
+        "host copies": lambda: host_copy_rates(2**22 if quick else 2**28),
+        "launch overhead": lambda: launch_overhead().to_dict(),
+        "inference latency": inference_latency,
+        "narrow matmuls": lambda: [m.to_dict() for m in mixed_precision.measure_matmul_kernels(
+            n=512 if quick else 2048)],
+    }
+    return measure_each(steps)
+
+
+def measure_each(steps: dict) -> dict[str, object]:
+    """{name: measure()} for every step; a step that raises becomes ``{"error": "..."}`` and
+    the next one still runs (a broken series must not lose the others)."""
+    series: dict[str, object] = {}
+    for name, measure in steps.items():
+        try:
+            series[name] = measure()
+        except Exception as error:
+            series[name] = {"error": f"{type(error).__name__}: {error}"}
     return series
+
+
+def failed_series(record: dict) -> list[str]:
+    """The series a run recorded only an error for."""
+    return [name for name, value in record.get("series", {}).items()
+            if isinstance(value, dict) and set(value) == {"error"}]
 
 
 def host_copy_rates(n_bytes: int) -> dict[str, dict]:
@@ -282,6 +320,9 @@ def summary(record: dict) -> str:
              f"{record['toolkit']}), {record['date']}"]
     for step, outcome in record["steps"].items():
         lines.append(f"  {step:10s} {outcome['seconds']:7.1f} s  {outcome['status']}")
+    failed = failed_series(record)
+    if failed:
+        lines.append(f"  series FAILED: {', '.join(failed)}")
     wrong = [k for k, v in record.get("kernels", {}).items() if not v.startswith("ok")]
     lines.append(f"  kernels against NumPy: {len(record.get('kernels', {})) - len(wrong)} ok"
                  + (f", WRONG: {', '.join(wrong)}" if wrong else ""))
@@ -315,7 +356,7 @@ def main(argv=None) -> int:
     print(summary(record))
     failed = [s for s, o in record["steps"].items() if not o["status"].startswith("ok")]
     wrong = [k for k, v in record.get("kernels", {}).items() if not v.startswith("ok")]
-    return 1 if failed or wrong else 0
+    return 1 if failed or wrong or failed_series(record) else 0
 
 
 if __name__ == "__main__":

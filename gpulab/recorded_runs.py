@@ -93,8 +93,11 @@ class GpuRun:
 
     def series(self, name: str):
         """One of the chapters' GPU series (see ``gpulab.gpu_check.chapter_series``), or None
-        when this run did not record it."""
-        return self.record.get("series", {}).get(name)
+        when this run did not record it (or recorded only the error that stopped it)."""
+        value = self.record.get("series", {}).get(name)
+        if isinstance(value, dict) and set(value) == {"error"}:
+            return None
+        return value
 
     def measurement(self, data: dict) -> Measurement:
         """A measurement from this run's file, as origin ``recorded``."""

@@ -65,3 +65,29 @@ def test_the_fixture_run_has_every_series_the_command_records(fixture_gpu_record
     """tests/conftest.py's fixture run stands for what gpu-check writes: same series."""
     missing = set(gpu_check.SERIES) - set(fixture_gpu_record["series"])
     assert not missing, f"add {sorted(missing)} to the fixture run in tests/conftest.py"
+
+
+def test_a_failing_series_is_recorded_as_its_error_and_the_others_still_run():
+    def broken():
+        raise RuntimeError("cuBLAS missing")
+
+    series = gpu_check.measure_each({"first": lambda: [1], "broken": broken,
+                                     "last": lambda: {"x": 2}})
+    assert series == {"first": [1], "broken": {"error": "RuntimeError: cuBLAS missing"},
+                      "last": {"x": 2}}
+    record = {"device": "NVIDIA H200", "driver": "x", "toolkit": "y", "date": "2026-12-01",
+              "steps": {}, "series": series}
+    assert gpu_check.failed_series(record) == ["broken"]
+    assert "series FAILED: broken" in gpu_check.summary(record)
+
+
+def test_a_failed_series_reads_as_missing(recorded_gpu_run, tmp_path):
+    import json
+
+    from gpulab import recorded_runs
+
+    record = json.loads(recorded_gpu_run.path.read_text())
+    record["series"]["crossover"] = {"error": "RuntimeError: out of memory"}
+    recorded_gpu_run.path.write_text(json.dumps(record))
+    run = recorded_runs.latest_gpu_run()
+    assert run.series("crossover") is None and run.series("fusion") is not None
