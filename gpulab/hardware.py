@@ -555,6 +555,20 @@ def get_gpu(name: str | GPUSpec) -> GPUSpec:
     raise ValueError(f"no GPU called {name!r}; known GPUs: {', '.join(GPUS)}")
 
 
+def match_device(device_name: str) -> GPUSpec | None:
+    """The spec a driver's device name stands for ("NVIDIA H100 80GB HBM3" -> the H100 SXM),
+    tried whole and then word by word (words with a digit), or None for a GPU not in
+    :data:`GPUS`."""
+    name = device_name or ""
+    for candidate in [name, *[t for t in name.replace("-", " ").split()
+                              if any(c.isdigit() for c in t)]]:
+        try:
+            return get_gpu(candidate)
+        except ValueError:
+            continue
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Roofline
 # ---------------------------------------------------------------------------------------------
@@ -796,6 +810,10 @@ __all__ = [
     "LAUNCH_OVERHEAD_S",
     "LAUNCH_OVERHEAD_SOURCE",
     "LINKS",
+    "PAGEABLE_COPY_BYTES_PER_S",
+    "PAGEABLE_COPY_SOURCE",
+    "PINNED_COPY_SOURCE",
+    "PINNED_LINK_FRACTION",
     "PRECISIONS",
     "GPUSpec",
     "RooflineEstimate",
@@ -805,5 +823,6 @@ __all__ = [
     "format_seconds",
     "get_gpu",
     "link_bytes_per_s",
+    "match_device",
     "ridge_point",
 ]

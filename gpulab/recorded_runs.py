@@ -23,6 +23,7 @@ and a good kernel, and far above 1 for a kernel that wastes bandwidth or FLOPs.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import os
@@ -43,19 +44,6 @@ def data_dir() -> Path:
     """Where recorded runs are read from: ``$GPULAB_DATA_DIR`` if set, else ``gpulab/data``."""
     chosen = os.environ.get(DATA_DIR_VARIABLE)
     return Path(chosen) if chosen else PACKAGE_DATA_DIR
-
-
-def _gpu_key(device_name: str) -> str | None:
-    """The :data:`gpulab.hardware.GPUS` key a device name matches ("NVIDIA H200" -> "H200"),
-    or None for a GPU the course has no datasheet figures for."""
-    candidates = [device_name, *[t for t in device_name.replace("-", " ").split()
-                                 if any(c.isdigit() for c in t)]]
-    for candidate in candidates:
-        try:
-            return hardware.get_gpu(candidate).key
-        except ValueError:
-            continue
-    return None
 
 
 @dataclass(frozen=True)
@@ -84,7 +72,8 @@ class GpuRun:
     @property
     def gpu_key(self) -> str | None:
         """The matching :mod:`gpulab.hardware` entry, whose model the run is compared with."""
-        return _gpu_key(self.device)
+        spec = hardware.match_device(self.device)
+        return None if spec is None else spec.key
 
     @property
     def label(self) -> str:
@@ -128,8 +117,15 @@ class GpuRun:
 
 
 def load_gpu_run(path) -> GpuRun:
-    """Read one recorded run; a clear ValueError for a file that is not one."""
+    """Read one recorded run; a clear ValueError for a file that is not one. A file is parsed
+    once while it stays unchanged (chapters ask for the latest run at every estimate)."""
     path = Path(path)
+    stat = path.stat()
+    return _load_gpu_run(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _load_gpu_run(path: Path, mtime_ns: int, size: int) -> GpuRun:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
@@ -157,6 +153,17 @@ def latest_gpu_run(directory=None) -> GpuRun | None:
     as the best cases they are."""
     runs = gpu_runs(directory)
     return runs[-1] if runs else None
+
+
+def recorded_series(name: str, run: GpuRun | None = None) -> tuple[GpuRun, object] | None:
+    """(run, its series ``name``) from ``run`` or the latest recorded run, or None when no run
+    ships, it did not record that series, or its GPU is not one the course has a model for:
+    what every chapter's predicted-vs-measured table starts from."""
+    run = run or latest_gpu_run()
+    series = run.series(name) if run is not None else None
+    if not series or run.gpu_key is None:
+        return None
+    return run, series
 
 
 def model_constants(link: str = "pageable", directory=None) -> dict:
@@ -285,4 +292,5 @@ __all__ = [
     "latest_gpu_run",
     "load_gpu_run",
     "model_constants",
+    "recorded_series",
 ]

@@ -322,14 +322,7 @@ def local_gpu_spec(override: str | None = None) -> hardware.GPUSpec | None:
     """The spec for this machine's GPU from gpulab's table, matched by name, or ``override``."""
     if override:
         return hardware.get_gpu(override)
-    name = device.PROBE.device_name or ""
-    for candidate in [name, *[t for t in name.replace("-", " ").split()
-                              if any(c.isdigit() for c in t)]]:
-        try:
-            return hardware.get_gpu(candidate)
-        except ValueError:
-            continue
-    return None
+    return hardware.match_device(device.PROBE.device_name or "")
 
 
 def estimate(name: str, gpu, flops: float, bytes_moved: float, precision: str = "fp32",

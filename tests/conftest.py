@@ -152,3 +152,21 @@ def recorded_gpu_run(tmp_path, monkeypatch):
 def fixture_gpu_record() -> dict:
     """The fixture run's record itself (see :func:`fixture_gpu_run`)."""
     return fixture_gpu_run()
+
+
+def _figure_texts(fig) -> str:
+    """Every text of a figure: titles, labels, annotations and legends, joined by spaces."""
+    import matplotlib.text
+
+    found = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend:
+            found += [t.get_text() for t in legend.get_texts()]
+    return " ".join(found)
+
+
+@pytest.fixture
+def figure_texts():
+    """``figure_texts(fig)``: every text of a matplotlib figure, for asserting on labels."""
+    return _figure_texts

@@ -315,3 +315,11 @@ def test_measured_launch_overhead_and_copy_rate_replace_the_model_constants():
     assert measured.transfer_s == pytest.approx(0.05)
     assert "measured on NVIDIA H200" in measured.label and "best case" in measured.label
     assert "7 µs" in str(measured) and "20 GB/s" in str(measured)
+
+
+@pytest.mark.parametrize("device_name, key", [
+    ("NVIDIA H100 80GB HBM3", "H100-SXM"), ("NVIDIA H200", "H200"), ("Tesla T4", "T4"),
+    ("NVIDIA A100-SXM4-80GB", "A100-SXM"), ("NVIDIA GeForce RTX 4090", None), ("", None)])
+def test_a_driver_device_name_matches_its_spec_or_none(device_name, key):
+    spec = hardware.match_device(device_name)
+    assert (spec.key if spec else None) == key

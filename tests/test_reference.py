@@ -10,32 +10,6 @@ import pytest
 
 from gpulab import formats, reference
 
-# (sign, exponent, mantissa bits, bias, max, smallest normal, smallest subnormal, epsilon,
-#  bytes per value, has infinity, has NaN)
-PUBLISHED = {
-    # IEEE 754-2019, Table 3.5: binary64 p = 53, emax = 1023
-    "fp64": (1, 11, 52, 1023, (2 - 2**-52) * 2.0**1023, 2.0**-1022, 2.0**-1074, 2.0**-52, 8,
-             True, True),
-    # binary32: p = 24, emax = 127
-    "fp32": (1, 8, 23, 127, (2 - 2**-23) * 2.0**127, 2.0**-126, 2.0**-149, 2.0**-23, 4,
-             True, True),
-    # TF32 (NVIDIA A100 whitepaper): 8 exponent, 10 mantissa bits, fp32's range, stored as fp32
-    "tf32": (1, 8, 10, 127, (2 - 2**-10) * 2.0**127, 2.0**-126, 2.0**-136, 2.0**-10, 4,
-             True, True),
-    # binary16: p = 11, emax = 15; max 65504
-    "fp16": (1, 5, 10, 15, 65504.0, 2.0**-14, 2.0**-24, 2.0**-10, 2, True, True),
-    # bfloat16: binary32's exponent, 7 stored mantissa bits
-    "bf16": (1, 8, 7, 127, (2 - 2**-7) * 2.0**127, 2.0**-126, 2.0**-133, 2.0**-7, 2,
-             True, True),
-    # OCP OFP8 v1.0, Table 1: E4M3 max S.1111.110 = 448, no infinities
-    "fp8_e4m3": (1, 4, 3, 7, 448.0, 2.0**-6, 2.0**-9, 2.0**-3, 1, False, True),
-    # E5M2 max S.11110.11 = 57344, IEEE-like infinities and NaN
-    "fp8_e5m2": (1, 5, 2, 15, 57344.0, 2.0**-14, 2.0**-16, 2.0**-2, 1, True, True),
-    # OCP MX v1.0, 5.3.3: FP4 E2M1 max 6.0, min normal 1.0, min subnormal 0.5, no inf/NaN
-    "fp4_e2m1": (1, 2, 1, 1, 6.0, 1.0, 0.5, 0.5, 0.5, False, False),
-}
-
-
 # --- reference emulations -------------------------------------------------------------------
 
 

@@ -29,7 +29,6 @@ import numpy as np
 from gpulab import device, reference
 from gpulab.exercises.checks import (
     ACTIVATIONS,
-    GENERIC_MATRIX_HINT,
     GLOBAL_INDEX_HINT,
     IDENTITY,
     PAD_VALUE,
@@ -40,18 +39,15 @@ from gpulab.exercises.checks import (
     CheckResult,
     KernelError,
     Trial,
-    blame_hard_coded_block,
     call_learner,
     changed_input_failure,
-    coverage_failure,
-    diagnose_matrix,
+    check_matrix_output,
     draw_2d,
     draw_size,
     launch,
     offer_trace,
     padded,
     read_back,
-    run_2d,
     run_check,
     start_kernel,
 )
@@ -162,19 +158,9 @@ def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32,
             trial.case = f"act = {code} ({words})"
             Z = trial.normal(trial.rows, trial.cols)
             b = trial.normal(trial.cols, scale=0.5)
-            try:
-                out = run_2d(kernel, trial, source, {"Z": Z, "b": b, "act": code})
-                failure = coverage_failure(np.isnan(out), trial, "out")
-                if failure:
-                    raise failure
-                diagnose_matrix(reference.bias_activation(Z, b, name), out, trial,
-                                _forward_patterns(name, Z, b, trial.rows), rtol=1e-5,
-                                atol=1e-6)
-            except (CheckFailedError, KernelError) as error:
-                if getattr(error, "hint", None) == GENERIC_MATRIX_HINT:
-                    error.hint = BIAS_ACTIVATION_HINT
-                blame_hard_coded_block(source, trial, error)
-                raise
+            check_matrix_output(kernel, trial, source, {"Z": Z, "b": b, "act": code},
+                                reference.bias_activation(Z, b, name),
+                                _forward_patterns(name, Z, b, trial.rows), BIAS_ACTIVATION_HINT)
             shapes.append(f"{words} on {trial.rows} x {trial.cols} in blocks of "
                           f"{trial.block[0]} x {trial.block[1]}")
         return f"all right: {'; '.join(shapes)} (seed={seed})."

@@ -35,7 +35,6 @@ import numpy as np
 from gpulab import device, memory_model, reference
 from gpulab.exercises.checks import (
     ACTIVATIONS,
-    GENERIC_MATRIX_HINT,
     GLOBAL_INDEX_HINT,
     IDENTITY,
     PAD_VALUE,
@@ -45,22 +44,18 @@ from gpulab.exercises.checks import (
     Case2D,
     CheckFailedError,
     CheckResult,
-    KernelError,
     KernelSource,
     Trial,
-    blame_hard_coded_block,
     call_learner,
     changed_input_failure,
+    check_matrix_output,
     count_calls,
-    coverage_failure,
-    diagnose_matrix,
     draw_2d,
     draw_size,
     launch,
     offer_trace,
     padded,
     read_back,
-    run_2d,
     run_check,
     start_kernel,
     trace_trial,
@@ -201,20 +196,10 @@ def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.flo
             dA = trial.normal(trial.rows, trial.cols)
             Z = trial.normal(trial.rows, trial.cols)
             b = trial.normal(trial.cols, scale=0.7)
-            try:
-                dZ = run_2d(kernel, trial, source, {"dA": dA, "Z": Z, "b": b, "act": code},
-                            what="dZ")
-                failure = coverage_failure(np.isnan(dZ), trial, "dZ")
-                if failure:
-                    raise failure
-                diagnose_matrix(reference.bias_activation_backward(dA, Z, b, name), dZ, trial,
-                                _backward_patterns(name, dA, Z, b), rtol=1e-5, atol=1e-6,
-                                what="dZ")
-            except (CheckFailedError, KernelError) as error:
-                if getattr(error, "hint", None) == GENERIC_MATRIX_HINT:
-                    error.hint = BACKWARD_HINT
-                blame_hard_coded_block(source, trial, error)
-                raise
+            check_matrix_output(kernel, trial, source,
+                                {"dA": dA, "Z": Z, "b": b, "act": code},
+                                reference.bias_activation_backward(dA, Z, b, name),
+                                _backward_patterns(name, dA, Z, b), BACKWARD_HINT, what="dZ")
             shapes.append(f"{words} on {trial.rows} x {trial.cols} in blocks of "
                           f"{trial.block[0]} x {trial.block[1]}")
         return f"all right: {'; '.join(shapes)} (seed={seed})."

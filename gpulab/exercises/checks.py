@@ -1629,6 +1629,28 @@ def run_2d(kernel, trial: Trial2D, source: KernelSource, inputs: dict, what: str
     return read_back(d_out_all, trial.extents, trial, what=what, hint=hint)
 
 
+def check_matrix_output(kernel, trial: Trial2D, source: KernelSource, inputs: dict,
+                        expected: np.ndarray, patterns: dict, hint: str,
+                        what: str = "out") -> None:
+    """One trial of a 2-D kernel with one thread per element of ``what``: run it
+    (:func:`run_2d`), diagnose elements never written (:func:`coverage_failure`) and wrong
+    values against ``expected`` and the usual mistakes in ``patterns``
+    (:func:`diagnose_matrix`, to 1e-5 relative, 1e-6 absolute). A failure whose hint is only the
+    generic one gets the exercise's ``hint``, and says so if the kernel hard-codes the block
+    size (:func:`blame_hard_coded_block`)."""
+    try:
+        out = run_2d(kernel, trial, source, inputs, what=what)
+        failure = coverage_failure(np.isnan(out), trial, what)
+        if failure:
+            raise failure
+        diagnose_matrix(expected, out, trial, patterns, rtol=1e-5, atol=1e-6, what=what)
+    except (CheckFailedError, KernelError) as error:
+        if getattr(error, "hint", None) == GENERIC_MATRIX_HINT:
+            error.hint = hint
+        blame_hard_coded_block(source, trial, error)
+        raise
+
+
 def changed_input_failure(name: str, before: np.ndarray, after: np.ndarray, what: str,
                           where) -> None:
     """Raise CheckFailedError if the kernel changed the input ``name``."""
@@ -1799,6 +1821,7 @@ __all__ = [
     "SIDES_2D",
     "PAD_VALUE",
     "GENERIC_MATRIX_HINT",
+    "check_matrix_output",
     "Case2D",
     "draw_2d",
     "hard_coded_block",

@@ -226,10 +226,10 @@ def recorded_comparison(run=None, kernel: str = "saxpy", dtype=np.float32):
     """The recorded run's measurement of ``kernel`` (alone, and with its copies from pageable
     host memory) against the roofline model of the same GPU: a
     :class:`~gpulab.recorded_runs.ComparisonTable`, or None when no run ships."""
-    run = run or recorded_runs.latest_gpu_run()
-    recorded = run.series(f"bandwidth {kernel}") if run is not None else None
-    if not recorded or run.gpu_key is None or np.dtype(dtype) != np.float32:
+    found = recorded_runs.recorded_series(f"bandwidth {kernel}", run)
+    if found is None or np.dtype(dtype) != np.float32:
         return None
+    run, recorded = found
     rows = []
     for key, what in (("kernel", "data already on the GPU"),
                       ("with_copies", "incl. copies from pageable host memory")):

@@ -290,10 +290,10 @@ def recorded_comparison(run=None):
     """The recorded run's training epochs (kernel backend, several batch sizes) against the
     step model of the same GPU (:mod:`gpulab.nn.cost`, a best case), or None when no run
     ships."""
-    run = run or recorded_runs.latest_gpu_run()
-    recorded = run.series("training epoch") if run is not None else None
-    if not recorded or run.gpu_key is None:
+    found = recorded_runs.recorded_series("training epoch", run)
+    if found is None:
         return None
+    run, recorded = found
     rows = []
     for batch, data in sorted(recorded.items(), key=lambda item: int(item[0])):
         measured = run.measurement(data)

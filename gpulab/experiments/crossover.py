@@ -319,11 +319,11 @@ def recorded_comparison(run=None, dtype=np.float32, method: str = "grid_stride")
     the same GPU with the datasheet's constants: a :class:`~gpulab.recorded_runs.ComparisonTable`,
     or None when no run ships (or it recorded another kernel or dtype, or a GPU the course has
     no figures for)."""
-    run = run or recorded_runs.latest_gpu_run()
-    series = run.series("crossover") if run is not None else None
+    found = recorded_runs.recorded_series("crossover", run)
     kernel = f"dot_{method}"
-    if not series or run.gpu_key is None or np.dtype(dtype) != np.float32:
+    if found is None or np.dtype(dtype) != np.float32:
         return None
+    run, series = found
     model = CrossoverExperiment(sizes=[1], gpu=run.gpu_key, dtype=dtype, method=method)
     rows = []
     for label, points in series.items():

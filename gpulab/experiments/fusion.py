@@ -255,10 +255,10 @@ def explain(result: dict) -> str:
 def recorded_comparison(run=None):
     """The recorded run's fused and unfused timings against the roofline model of the same GPU
     (a :class:`~gpulab.recorded_runs.ComparisonTable`), or None when no run ships."""
-    run = run or recorded_runs.latest_gpu_run()
-    recorded = run.series("fusion") if run is not None else None
-    if not recorded or run.gpu_key is None or not isinstance(recorded, dict):
+    found = recorded_runs.recorded_series("fusion", run)
+    if found is None or not isinstance(found[1], dict):
         return None
+    run, recorded = found
     M, N = recorded["shape"]
     dtype = np.dtype(recorded.get("dtype", "float32"))
     spec = hardware.get_gpu(run.gpu_key)

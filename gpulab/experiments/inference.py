@@ -119,10 +119,10 @@ def recorded_comparison(widths, run=None):
     """The recorded run's inference latencies (kernels backend, per batch size) against this
     module's estimate for the same GPU (roofline + launches + two copy latencies, a best
     case): a :class:`~gpulab.recorded_runs.ComparisonTable`, or None when no run ships."""
-    run = run or recorded_runs.latest_gpu_run()
-    rows = run.series("inference latency") if run is not None else None
-    if not rows or run.gpu_key is None:
+    found = recorded_runs.recorded_series("inference latency", run)
+    if found is None:
         return None
+    run, rows = found
     compared = []
     for row in rows:
         estimate = gpu_inference_estimate(widths, int(row["batch"]), run.gpu_key)

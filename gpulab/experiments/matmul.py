@@ -228,10 +228,10 @@ def recorded_comparison(run=None):
     None when no run ships."""
     from gpulab.kernels import matmul as mm
 
-    run = run or recorded_runs.latest_gpu_run()
-    recorded = run.series("matmul tiles") if run is not None else None
-    if not recorded or run.gpu_key is None:
+    found = recorded_runs.recorded_series("matmul tiles", run)
+    if found is None:
         return None
+    run, recorded = found
     spec = hardware.get_gpu(run.gpu_key)
     rows = []
     for label, data in recorded.items():

@@ -186,10 +186,10 @@ def recorded_matmul_comparison(run=None):
     the fp32 CUDA-core peak (not the tensor cores' per-format peaks), and its memory roof the
     bytes of A and B in their format plus C in fp32. A
     :class:`~gpulab.recorded_runs.ComparisonTable`, or None when no run ships."""
-    run = run or recorded_runs.latest_gpu_run()
-    recorded = run.series("narrow matmuls") if run is not None else None
-    if not recorded or run.gpu_key is None:
+    found = recorded_runs.recorded_series("narrow matmuls", run)
+    if found is None:
         return None
+    run, recorded = found
     rows = []
     for data in recorded:
         measured = run.measurement(data)

@@ -24,16 +24,6 @@ SIM = device.tier() != "gpu"
 N_SMALL = 2**16
 
 
-def texts(fig) -> str:
-    """Every text of a figure: titles, labels, annotations and legends."""
-    found = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
-    for ax in fig.axes:
-        legend = ax.get_legend()
-        if legend:
-            found += [t.get_text() for t in legend.get_texts()]
-    return " ".join(found)
-
-
 def labels_are_honest(timings):
     for _what, seconds, label in timings:
         assert seconds > 0
@@ -198,10 +188,10 @@ def test_chapter_02_gpu_cell_runs_on_the_stand_in_gpu(stand_in_gpu, capsys):
 
 
 @pytest.mark.parametrize("stride, sectors", [(1, 4), (2, 8), (8, 32)])
-def test_warp_access_plot_counts_the_sectors(stride, sectors):
+def test_warp_access_plot_counts_the_sectors(figure_texts, stride, sectors):
     access = memory_model.copy_access(stride)
     fig = warp_access_plot(access)
-    assert f"{sectors} sectors for one request of 32 threads" in texts(fig)
+    assert f"{sectors} sectors for one request of 32 threads" in figure_texts(fig)
     labelled = {t.get_gid() for t in fig.axes[0].texts if t.get_gid()}
     first = min(access.requests[0].sectors)
     assert f"sector{first}" in labelled

@@ -15,16 +15,6 @@ from gpulab.nn import MLP, Trainer, spirals  # noqa: E402
 SIM = device.tier() != "gpu"
 
 
-def texts(fig) -> str:
-    """Every text of a figure: titles, labels, annotations and legends."""
-    found = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
-    for ax in fig.axes:
-        legend = ax.get_legend()
-        if legend:
-            found += [t.get_text() for t in legend.get_texts()]
-    return " ".join(found)
-
-
 def test_fusion_halves_the_traffic_and_labels_every_time():
     experiment = FusionExperiment(batch_size=512, width=256)
     result = experiment.run()
@@ -71,14 +61,14 @@ def test_fusion_dashboard_runs_the_chosen_settings():
     assert all(row["what"] == "GPU" for row in result["rows"])  # the CPU is timed for relu only
 
 
-def test_fusion_and_batch_size_plots_label_their_origins():
+def test_fusion_and_batch_size_plots_label_their_origins(figure_texts):
     result = {"bytes": {"unfused": 4000, "fused": 2000}, "shape": (10, 100), "dtype": "float32",
               "activation": "relu", "rows": [
                   {"what": "GPU", "variant": v, "seconds": s, "label": "estimated from a "
                    "roofline model of the NVIDIA T4 16GB"} for v, s in (("unfused", 2e-6),
                                                                        ("fused", 1e-6))]}
     fig = fusion_plot(result)
-    assert "estimated from a" in texts(fig) and "counted" in texts(fig)
+    assert "estimated from a" in figure_texts(fig) and "counted" in figure_texts(fig)
     plt.close(fig)
     data = spirals(n_per_class=10, seed=1)
     history = Trainer(MLP([2, 4, 3]), epochs=2, progress=False).fit(data)
@@ -86,7 +76,7 @@ def test_fusion_and_batch_size_plots_label_their_origins():
              "memory": [{"weights": 1, "gradients": 1, "optimiser state": 2, "activations": a}
                         for a in (8, 64)], "histories": [history, history], "model": "MLP"}
     fig = batch_size_plot(batch)
-    assert "measured on this CPU" in texts(fig) and "batch 64" in texts(fig)
+    assert "measured on this CPU" in figure_texts(fig) and "batch 64" in figure_texts(fig)
     plt.close(fig)
 
 

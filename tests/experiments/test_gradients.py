@@ -27,16 +27,6 @@ from gpulab.nn.gradcheck import eps_sweep  # noqa: E402
 SIM = device.tier() != "gpu"
 
 
-def texts(fig) -> str:
-    """Every text of a figure: titles, labels, annotations and legends."""
-    found = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
-    for ax in fig.axes:
-        legend = ax.get_legend()
-        if legend:
-            found += [t.get_text() for t in legend.get_texts()]
-    return " ".join(found)
-
-
 def test_gradient_experiment_shows_the_eps_tradeoff():
     result = GradientExperiment("tanh").run()
     sweep = result["sweep"]
@@ -58,9 +48,9 @@ def test_gradient_dashboard_checks_the_kernels():
     assert "sigmoid" in dashboard.explanation.value
 
 
-def test_eps_plot_has_both_dtypes():
+def test_eps_plot_has_both_dtypes(figure_texts):
     fig = eps_plot(eps_sweep(eps_values=np.logspace(-2, -8, 4), entries=3))
-    words = texts(fig)
+    words = figure_texts(fig)
     assert "float64" in words and "float32" in words and "tolerance" in words
     plt.close(fig)
 

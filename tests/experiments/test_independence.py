@@ -23,16 +23,6 @@ from gpulab.experiments.independence import (  # noqa: E402
 SIM = device.tier() != "gpu"
 
 
-def texts(fig) -> str:
-    """Every text of a figure: titles, labels, annotations and legends."""
-    found = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
-    for ax in fig.axes:
-        legend = ax.get_legend()
-        if legend:
-            found += [t.get_text() for t in legend.get_texts()]
-    return " ".join(found)
-
-
 @pytest.mark.parametrize("n", [1, 2, 12, 13, 100])
 def test_independence_sums_match_numpy_and_count_steps(n):
     result = IndependenceExperiment(n).run()
@@ -58,12 +48,12 @@ def test_independence_rejects_sizes_beyond_one_block():
         IndependenceExperiment(0)
 
 
-def test_dependency_plot_counts_steps_from_the_reference():
+def test_dependency_plot_counts_steps_from_the_reference(figure_texts):
     fig = dependency_plot(n_max=40, n_marked=12)
     chain, tree = fig.axes[0].get_lines()[:2]
     assert list(chain.get_ydata()) == [n - 1 for n in range(1, 41)]
     assert list(tree.get_ydata()) == [math.ceil(math.log2(n)) for n in range(1, 41)]
-    assert "n = 12: 11 steps" in texts(fig)
+    assert "n = 12: 11 steps" in figure_texts(fig)
     assert dependency_steps(12) == (11, 4)
     assert dependency_steps(1) == (0, 0)
 
@@ -107,10 +97,10 @@ def test_helpers_rejects_bad_counts():
         HelpersExperiment(0, 4)
 
 
-def test_helpers_plot_and_table_say_what_ran():
+def test_helpers_plot_and_table_say_what_ran(figure_texts):
     result = HelpersExperiment(12, 4).run()
     fig = helpers_plot(result)
-    words = texts(fig)
+    words = figure_texts(fig)
     assert "12 independent questions shared by 4 helpers: 3 rounds" in words
     assert "a running total (each addition needs the previous sum): 12 rounds" in words
     assert "done after 3 rounds" in words
@@ -121,7 +111,7 @@ def test_helpers_plot_and_table_say_what_ran():
     assert "<code>saxpy[1, 4]</code> × 3" in table and "<code>saxpy[1, 4]</code> × 12" in table
     assert "✗" not in table
     many = helpers_plot(HelpersExperiment(12, 12).run(), max_rows=8)
-    assert "helpers t8–t11 not drawn" in texts(many)
+    assert "helpers t8–t11 not drawn" in figure_texts(many)
 
 
 def test_helpers_dashboard():

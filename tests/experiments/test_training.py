@@ -23,16 +23,6 @@ from gpulab.nn import MLP, Trainer, load_digits, spirals  # noqa: E402
 SIM = device.tier() != "gpu"
 
 
-def texts(fig) -> str:
-    """Every text of a figure: titles, labels, annotations and legends."""
-    found = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
-    for ax in fig.axes:
-        legend = ax.get_legend()
-        if legend:
-            found += [t.get_text() for t in legend.get_texts()]
-    return " ".join(found)
-
-
 def test_training_experiment_reports_the_gap_and_checks_a_kernel_step():
     experiment = TrainingExperiment(epochs=3, hidden=(32,))
     result = experiment.run()
@@ -57,7 +47,7 @@ def test_training_dashboard_trains_spirals():
     assert dashboard.figure is not None
 
 
-def test_setting_the_widget_to_bf16_trains_and_reports_bf16():
+def test_setting_the_widget_to_bf16_trains_and_reports_bf16(figure_texts):
     dashboard = TrainingDashboard()
     dashboard.precision_toggle.value = "bf16"
     dashboard.hidden_dropdown.value = (16,)
@@ -73,7 +63,7 @@ def test_setting_the_widget_to_bf16_trains_and_reports_bf16():
     assert len(history.records) == 1 and 0 < history.final.test_accuracy <= 1
     assert result["kernel_step"]["ok"]  # one real bf16 step on chapter 04's kernels
     assert "bf16 storage" in dashboard.explanation.value
-    assert "bf16 storage" in texts(dashboard.figure)
+    assert "bf16 storage" in figure_texts(dashboard.figure)
 
 
 def test_fp16_storage_uses_loss_scaling_and_refuses_what_the_recipe_cannot_train():
@@ -125,18 +115,18 @@ def spiral_run():
     return data, model, history
 
 
-def test_training_curves_show_training_and_held_out(spiral_run):
+def test_training_curves_show_training_and_held_out(figure_texts, spiral_run):
     _, _, history = spiral_run
     fig = training_curves({"run": history})
-    assert "run: training" in texts(fig) and "run: held-out" in texts(fig)
+    assert "run: training" in figure_texts(fig) and "run: held-out" in figure_texts(fig)
     assert len(fig.axes[0].get_lines()) == 2
     plt.close(fig)
 
 
-def test_decision_regions(spiral_run):
+def test_decision_regions(figure_texts, spiral_run):
     data, model, _ = spiral_run
     fig = decision_regions(model, data, resolution=40)
-    assert "% right" in texts(fig)
+    assert "% right" in figure_texts(fig)
     plt.close(fig)
     with pytest.raises(ValueError, match="2 features"):
         decision_regions(MLP([64, 10]), load_digits())
