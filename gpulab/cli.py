@@ -169,6 +169,12 @@ def _bench(args) -> int:
     return 0
 
 
+def _model_check(args) -> int:
+    from gpulab.bench import model_check
+
+    return model_check.main()
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text.replace("_", ""))
@@ -229,6 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--check", action="store_true", help="only report stale notebooks")
     release.set_defaults(run=_release)
     _add_bench(commands)
+    model_check = commands.add_parser(
+        "model-check",
+        help="the GPU model against every published measurement on a real GPU: measured, "
+             "predicted, ratio and source per point, median and worst ratio per kind")
+    model_check.set_defaults(run=_model_check)
     gpu_check = commands.add_parser(
         "gpu-check",
         help="on a GPU: validate every kernel, run the bench and the chapters' GPU series, "

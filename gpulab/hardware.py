@@ -64,18 +64,76 @@ GB = 1e9  # datasheet gigabytes are decimal
 TB = 1e12
 
 # ---------------------------------------------------------------------------------------------
-# Kernel-launch overhead
+# A kernel's fixed costs: the GPU's minimum time per kernel, and the host's cost to issue one
 # ---------------------------------------------------------------------------------------------
 
-LAUNCH_OVERHEAD_S = 4e-6
-LAUNCH_OVERHEAD_SOURCE = (
-    "About 4 µs per kernel: the order of magnitude NVIDIA reports for short kernels launched "
-    "back to back from a CUDA stream, where launch overhead is comparable to the kernel itself "
-    "(NVIDIA Technical Blog, A. Gray, 'Getting Started with CUDA Graphs', "
-    "https://developer.nvidia.com/blog/cuda-graphs/; the usual range quoted is 3-5 µs). "
-    "It is a model constant, not a measurement of this machine: launching from Python through "
-    "Numba adds host-side work (argument checks and marshalling) on top, so measure it with "
-    "gpulab.bench.time_gpu on a real GPU before relying on it."
+KERNEL_MIN_S = 2.2e-6
+KERNEL_MIN_SOURCE = (
+    "About 2.2 µs of GPU time per kernel, however little it does: NVIDIA's nvbench measured "
+    "2.182 µs per launch for a 64K-element fp16 sigmoid launched back to back (batch mode) on "
+    "an RTX 5090, and 4.098 µs for one isolated launch timed with CUDA events (NVIDIA/cccl "
+    "pull request 7391, https://github.com/NVIDIA/cccl/pull/7391, 2026). The back-to-back "
+    "figure is the floor on a stream; gpulab/data/published_measurements.json holds both"
+)
+
+# The host's time to issue one launch (argument checks and marshalling, the driver call), per
+# way of launching. Launches are asynchronous: the host issues the next while the GPU runs the
+# last, so this cost is paid on the host's timeline, not the GPU's (see stream_timeline).
+NUMBA_LAUNCH_BASE_S = 6.6e-6
+NUMBA_LAUNCH_PER_ARRAY_S = 3.75e-6
+NUMBA_TYPICAL_ARRAYS = 3
+HOST_LAUNCH_S = {
+    "numba": NUMBA_LAUNCH_BASE_S + NUMBA_TYPICAL_ARRAYS * NUMBA_LAUNCH_PER_ARRAY_S,
+    "cuda_cpp": 3.0e-6,
+    "cuda_graph": 0.58e-6,
+}
+HOST_LAUNCH_SOURCES = {
+    "numba": (
+        "Numba's host time per launch: 6.6 µs for an empty kernel, 10.6 µs with one float32 "
+        "array argument and 14.1 µs with two, timed with %timeit on numba-cuda's main branch "
+        "(G. Markall, NVIDIA/numba-cuda pull request 288, 2025-06-11, "
+        "https://github.com/NVIDIA/numba-cuda/pull/288): 6.6 µs + about 3.75 µs per array. "
+        "The model takes a kernel of 3 arrays, the course's usual: 17.85 µs"
+    ),
+    "cuda_cpp": (
+        "3.0 µs of host time per cuLaunchKernel call of an empty kernel (3.3 µs with 19 "
+        "arguments) on a GB200 (meta-pytorch/tritonbench pull request 1017, 2026-04-14, "
+        "https://github.com/meta-pytorch/tritonbench/pull/1017); 2.65 µs per <<<>>> launch "
+        "measured on an RTX 5070 Ti laptop under WSL2 (ahrefs/ocannl issue 488, "
+        "https://github.com/ahrefs/ocannl/issues/488) agrees"
+    ),
+    "cuda_graph": (
+        "About 0.58 µs per kernel node when the step is replayed as one CUDA Graph (plus about "
+        "15 µs per replay), fitted over graphs of 8 to 117 no-op kernels on an RTX 5070 Ti "
+        "laptop (ahrefs/ocannl issue 488, https://github.com/ahrefs/ocannl/issues/488)"
+    ),
+}
+HOST_LAUNCH_NAMES = {"numba": "Numba (Python)", "cuda_cpp": "CUDA C++ (cudaLaunchKernel)",
+                     "cuda_graph": "a CUDA Graph (one launch for many kernels)"}
+HOST_APIS = tuple(HOST_LAUNCH_S)
+# The course launches through Numba: its host cost per launch is "the" launch overhead.
+LAUNCH_OVERHEAD_S = HOST_LAUNCH_S["numba"]
+LAUNCH_OVERHEAD_SOURCE = HOST_LAUNCH_SOURCES["numba"]
+
+# ---------------------------------------------------------------------------------------------
+# Power: idle + utilisation x (TDP - idle)
+# ---------------------------------------------------------------------------------------------
+
+IDLE_FRACTION_OF_TDP = 0.1
+IDLE_POWER_SOURCE = (
+    "Measured board power of idle GPUs with no process on them, as nvidia-smi prints it: "
+    "Tesla V100-PCIE 24 W of a 250 W cap (https://github.com/marconetto/azadventures, "
+    "chapter18), GeForce RTX 2080 Ti 20 W of 250 W (https://github.com/Anthony-Hoo/"
+    "Anthony-Hoo.github.io, AutoDL_Multi-GPU_Interconnection_Test), A40 'around 30W' of 300 W "
+    "(https://github.com/NVIDIA/open-gpu-kernel-modules/issues/874), H200 SXM 80.3 W of 700 W "
+    "(a benchmark page, lower confidence): 8-11 % of the power limit; the model takes 10 %. "
+    "NVIDIA publishes no idle figure for the GPUs in this table"
+)
+POWER_MODEL_SOURCE = (
+    "power = idle + utilisation × (TDP − idle): a linear model between the idle board power "
+    f"({IDLE_POWER_SOURCE.split(':')[0].lower()}; gpulab.hardware.IDLE_POWER_SOURCE) and the "
+    "TDP at full use. Checked against published board power under load (an H100 at 615 W in "
+    "an FP32 burn, https://github.com/huggingface/gpu-fryer/issues/4): gpulab model-check"
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -104,6 +162,117 @@ PAGEABLE_COPY_SOURCE = (
     "Measured pageable rates vary widely between machines (NVIDIA DCGM's PCIe plugin measures "
     "pinned and unpinned separately for this reason: https://docs.nvidia.com/datacenter/dcgm/"
     "latest/user-guide/diag-pcie-plugin.html): measure yours with gpulab gpu-check."
+)
+
+# ---------------------------------------------------------------------------------------------
+# Inside an SM: resident blocks, FP32 lanes, shared-memory banks
+# ---------------------------------------------------------------------------------------------
+
+SPECS_SOURCE = ("CUDA C++ Programming Guide, Technical Specifications per Compute Capability: "
+                "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html"
+                "#features-and-technical-specifications-technical-specifications-per-compute-"
+                "capability")
+
+
+@dataclass(frozen=True)
+class SMLimits:
+    """Per-SM limits of one compute capability (see :data:`SPECS_SOURCE`)."""
+
+    max_threads: int
+    max_blocks: int
+    registers: int  # 32-bit registers per SM
+    shared_bytes: int  # shared memory per SM usable by blocks
+    reserved_shared_bytes_per_block: int  # taken by the system for each resident block
+    register_unit: int = 256  # registers are allocated to a warp in units of this many
+    shared_unit: int = 128  # shared memory is allocated to a block in units of this many bytes
+    warp_size: int = 32
+
+    @property
+    def max_warps(self) -> int:
+        return self.max_threads // self.warp_size
+
+
+SM_LIMITS = {
+    (7, 5): SMLimits(1024, 16, 65536, 64 * 1024, 0, shared_unit=256),
+    (8, 0): SMLimits(2048, 32, 65536, 164 * 1024, 1024),
+    (8, 6): SMLimits(1536, 16, 65536, 100 * 1024, 1024),
+    (8, 9): SMLimits(1536, 24, 65536, 100 * 1024, 1024),
+    (9, 0): SMLimits(2048, 32, 65536, 228 * 1024, 1024),
+    (10, 0): SMLimits(2048, 32, 65536, 228 * 1024, 1024),
+}
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Resident blocks and warps per SM, and what limits them."""
+
+    threads_per_block: int
+    blocks_per_sm: int
+    warps_per_sm: int
+    max_warps_per_sm: int
+    limited_by: str  # "registers", "shared memory", "threads", "blocks"
+
+    @property
+    def fraction(self) -> float:
+        return self.warps_per_sm / self.max_warps_per_sm
+
+    def __str__(self) -> str:
+        return (f"{self.fraction:.0%} theoretical occupancy ({self.warps_per_sm} of "
+                f"{self.max_warps_per_sm} warps per SM, {self.blocks_per_sm} "
+                f"block{'s' if self.blocks_per_sm != 1 else ''} of {self.threads_per_block} "
+                f"threads; limited by {self.limited_by})")
+
+
+
+def _round_up(value: int, unit: int) -> int:
+    return math.ceil(value / unit) * unit
+
+
+def theoretical_occupancy(compute_capability, threads_per_block: int, registers: int,
+                          shared_bytes: int = 0) -> Occupancy:
+    """Resident warps per SM for blocks of ``threads_per_block`` threads using ``registers``
+    registers per thread and ``shared_bytes`` of shared memory per block."""
+    limits = SM_LIMITS.get(tuple(compute_capability))
+    if limits is None:
+        raise ValueError(f"no SM limits for compute capability {tuple(compute_capability)}; "
+                         f"known: {sorted(SM_LIMITS)}")
+    if not 1 <= threads_per_block <= 1024:
+        raise ValueError(f"threads_per_block must be 1..1024, not {threads_per_block}")
+    warps_per_block = math.ceil(threads_per_block / limits.warp_size)
+    by = {"threads": limits.max_warps // warps_per_block, "blocks": limits.max_blocks}
+    if registers > 0:
+        per_warp = _round_up(registers * limits.warp_size, limits.register_unit)
+        by["registers"] = (limits.registers // per_warp) // warps_per_block
+    block_shared = _round_up(shared_bytes + limits.reserved_shared_bytes_per_block,
+                             limits.shared_unit) if shared_bytes else 0
+    if block_shared:
+        by["shared memory"] = limits.shared_bytes // block_shared
+    limited_by = min(by, key=by.get)
+    blocks = by[limited_by]
+    return Occupancy(threads_per_block, blocks, blocks * warps_per_block, limits.max_warps,
+                     limited_by)
+
+
+
+
+FP32_LANES_PER_SM = {(7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 9): 128, (9, 0): 128,
+                     (10, 0): 128}
+FP32_LANES_SOURCE = (
+    "FP32 cores per SM in NVIDIA's architecture whitepapers: Turing TU102 64 (NVIDIA Turing GPU "
+    "Architecture whitepaper, 'Turing Streaming Multiprocessor'), A100 64 (NVIDIA A100 Tensor "
+    "Core GPU Architecture whitepaper, 'A100 SM Architecture': '64 FP32 CUDA Cores/SM'), GA102 "
+    "128 (NVIDIA Ampere GA102 GPU Architecture whitepaper: '128 FP32 operations per clock' per "
+    "SM), Ada 128 (NVIDIA Ada GPU Architecture whitepaper: '128 CUDA Cores' per SM), H100 128 "
+    "(NVIDIA H100 Tensor Core GPU Architecture whitepaper: '128 FP32 CUDA Cores per SM'); "
+    "Blackwell assumed as Hopper (128)"
+)
+SHARED_BYTES_PER_CLOCK_PER_SM = 128
+SHARED_BANDWIDTH_SOURCE = (
+    "CUDA C++ Programming Guide, 'Shared Memory' for compute capability 5.x and later: 'Shared "
+    "memory has 32 banks ... Each bank has a bandwidth of 32 bits per clock cycle': 32 × 4 B = "
+    "128 B per clock per SM (https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html"
+    "#shared-memory-5-x). L1 hits are served by the same array at the same width. The clock "
+    "is the one the fp32 peak implies: peak / (2 FLOP × FP32 lanes × SMs)"
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -237,6 +406,7 @@ class GPUSpec:
     sm_count: int | None = None
     l2_bytes: int | None = None
     memory_type: str | None = None  # "HBM3", "HBM3e", "HBM2e", "GDDR6"
+    idle_watts: float | None = None  # measured board power at idle, sourced; None: unpublished
     sources: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -287,6 +457,29 @@ class GPUSpec:
         """Model rate of a copy from ordinary (pageable) host memory, such as a NumPy array
         (:data:`PAGEABLE_COPY_SOURCE`): well below the link's peak."""
         return min(PAGEABLE_COPY_BYTES_PER_S, self.host_pinned_bytes_per_s)
+
+    @property
+    def fp32_lanes_per_sm(self) -> int | None:
+        """FP32 lanes (CUDA cores) per SM of this architecture (:data:`FP32_LANES_SOURCE`)."""
+        return FP32_LANES_PER_SM.get(tuple(self.compute_capability))
+
+    @property
+    def shared_bytes_per_s(self) -> float | None:
+        """Shared-memory (and L1) bandwidth of all SMs together: 128 B per clock per SM
+        (:data:`SHARED_BANDWIDTH_SOURCE`) at the clock the fp32 peak implies. None where the
+        architecture's FP32 lanes per SM are not in :data:`FP32_LANES_PER_SM`."""
+        lanes = self.fp32_lanes_per_sm
+        if lanes is None:
+            return None
+        sm_clocks_per_s = self.peak_flops["fp32"] / (2 * lanes)  # SMs x clock
+        return SHARED_BYTES_PER_CLOCK_PER_SM * sm_clocks_per_s
+
+    @property
+    def idle_power_watts(self) -> float:
+        """Board power at idle: the measured figure in ``idle_watts`` where one is published,
+        else :data:`IDLE_FRACTION_OF_TDP` of the TDP (:data:`IDLE_POWER_SOURCE`)."""
+        return self.idle_watts if self.idle_watts is not None else (
+            IDLE_FRACTION_OF_TDP * self.tdp_watts)
 
     def source(self, field_name: str) -> str:
         """The citation for one field (``"peak_flops.fp16"`` for a FLOP rate)."""
@@ -586,13 +779,107 @@ def _check_amount(what: str, value) -> float:
 
 
 @dataclass(frozen=True)
-class RooflineEstimate:
-    """How long a kernel would take on ``gpu`` by the roofline model, and why.
+class LaunchFill:
+    """How much of the GPU a launch of ``blocks`` blocks keeps busy: waves and the last one.
 
-    All times are in seconds. ``transfer_s`` is 0 unless a host-device (or NVLink) transfer
-    was asked for. ``launch_overhead_s`` and ``link_rate_bytes_per_s`` are the model's
-    constants unless measured ones were passed in; ``measured_on`` then names the GPU and
-    run they were measured on.
+    An SM holds ``blocks_per_sm`` blocks at once (the occupancy rules,
+    :func:`theoretical_occupancy`: threads, registers, shared memory), so the GPU runs the
+    grid in **waves** of ``blocks_per_sm × sm_count`` blocks. The model gives each resident
+    block 1/``blocks_per_sm`` of its SM, so a launch of fewer blocks than slots, or a last
+    partial wave, leaves SM time unused: ``fill`` = blocks / (waves × slots) is the share of
+    the GPU's throughput the launch gets. (Pessimistic for a lone block with instruction-level
+    parallelism of its own; right for memory-bound kernels, which need many warps in flight.)
+    """
+
+    blocks: int
+    threads_per_block: int
+    blocks_per_sm: int
+    sm_count: int
+    limited_by: str
+
+    @property
+    def slots(self) -> int:
+        return self.blocks_per_sm * self.sm_count
+
+    @property
+    def waves(self) -> int:
+        return max(1, math.ceil(self.blocks / self.slots))
+
+    @property
+    def fill(self) -> float:
+        return self.blocks / (self.waves * self.slots)
+
+    def __str__(self) -> str:
+        return (f"{self.blocks:,} block{'s' if self.blocks != 1 else ''} of "
+                f"{self.threads_per_block} threads, {self.blocks_per_sm} per SM (limited by "
+                f"{self.limited_by}) on {self.sm_count} SMs: {self.waves} wave"
+                f"{'s' if self.waves != 1 else ''}, {self.fill:.0%} of the GPU busy")
+
+
+def launch_fill(gpu: GPUSpec | str, blocks: int, threads_per_block: int,
+                registers_per_thread: int = 0, shared_bytes_per_block: int = 0
+                ) -> LaunchFill | None:
+    """The :class:`LaunchFill` of ``blocks`` blocks of ``threads_per_block`` threads on
+    ``gpu``, each thread using ``registers_per_thread`` registers (0: unknown, the threads and
+    blocks limits only) and each block ``shared_bytes_per_block``; None where the GPU's SM
+    count or its architecture's limits are not in this table."""
+    gpu = get_gpu(gpu)
+    for what, value in (("blocks", blocks), ("threads_per_block", threads_per_block)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{what} must be a whole number >= 1, not {value!r}")
+    cc = tuple(gpu.compute_capability)
+    if gpu.sm_count is None or cc not in SM_LIMITS:
+        return None
+    occupancy = theoretical_occupancy(cc, threads_per_block, int(registers_per_thread),
+                                      int(shared_bytes_per_block))
+    if occupancy.blocks_per_sm < 1:
+        raise ValueError(f"a block of {threads_per_block} threads with {registers_per_thread} "
+                         f"registers each and {shared_bytes_per_block} B of shared memory does "
+                         f"not fit on an SM of the {gpu.name} ({occupancy.limited_by})")
+    return LaunchFill(blocks, threads_per_block, occupancy.blocks_per_sm, gpu.sm_count,
+                      occupancy.limited_by)
+
+
+# The bands the model promises, as measured / predicted, per kind of work; `gpulab
+# model-check` measures where the published points fall, and a test holds them inside.
+MODEL_BANDS = {
+    "memory-bound": (1 / 1.3, 1.3),
+    "copy": (1 / 1.3, 1.3),
+    "collective": (1 / 1.3, 1.3),
+    "launch-bound": (1 / 1.3, 1.3),
+    "compute-bound": (0.5, 2.0),
+    "power": (1 / 1.3, 1.3),
+    "cache-decided": (1 / 1.3, 1.3),  # of the range's ends: inside [with reuse, without]
+}
+KIND_OF_BOUND = {"memory": "memory-bound", "compute": "compute-bound",
+                 "shared memory": "compute-bound", "latency": "launch-bound",
+                 "launch": "launch-bound", "transfer": "copy"}
+
+
+def band_text(kind: str) -> str:
+    """The promised band of ``kind`` in words: '±30 %' or 'within 2×'."""
+    low, high = MODEL_BANDS[kind]
+    if kind == "cache-decided":
+        return "between its with- and without-reuse ends (±30 %)"
+    if math.isclose(low * high, 1.0) and high <= 1.5:
+        return f"±{(high - 1) * 100:.0f} %"
+    return f"within {high:g}×"
+
+
+@dataclass(frozen=True)
+class RooflineEstimate:
+    """How long work takes on ``gpu`` by gpulab's GPU model, and why. Times in seconds.
+
+    The GPU time of the kernels is the largest of: FLOPs / (peak × fill × FMA share),
+    shared-memory bytes / (shared bandwidth × fill), device-memory bytes / (bandwidth × fill),
+    and ``launches`` × :data:`KERNEL_MIN_S` (no kernel is shorter). ``fill`` is the share of
+    the GPU the launch can keep busy (:class:`LaunchFill`; 1 when the launch was not given).
+    The host issues each launch in ``host_launch_s`` (:data:`HOST_LAUNCH_S`), asynchronously:
+    :func:`stream_timeline` overlaps the host's issuing with the GPU's work, so ``kernel_s``,
+    from the first issue to the end of the last kernel, is about the larger of the two, not
+    their sum. ``bytes_with_reuse`` (when given) is the device-memory traffic if the caches
+    catch all the reuse; the estimate is then a range (:attr:`time_range_s`), ``time_s``
+    being its no-reuse end.
     """
 
     gpu: GPUSpec
@@ -601,32 +888,73 @@ class RooflineEstimate:
     precision: str
     compute_s: float
     memory_s: float
-    launch_s: float
+    launch_s: float  # the host's issue time of all the launches
     transfer_s: float
     launches: int = 1
     transfer_bytes: float = 0.0
     link: str = "pageable"
-    launch_overhead_s: float = LAUNCH_OVERHEAD_S
+    launch_overhead_s: float = LAUNCH_OVERHEAD_S  # host issue cost of one launch
     link_rate_bytes_per_s: float | None = None
     measured_on: str | None = None
+    shared_s: float = 0.0
+    floor_s: float = 0.0  # launches x KERNEL_MIN_S
+    fill: LaunchFill | None = None
+    memory_s_with_reuse: float | None = None
+    host_api: str = "numba"
+    fma_share: float = 1.0
+
+    @property
+    def gpu_s(self) -> float:
+        """The GPU's busy time for the kernels (no host issue, no transfer)."""
+        return max(self.compute_s, self.shared_s, self.memory_s, self.floor_s)
+
+    @property
+    def gpu_s_with_reuse(self) -> float:
+        memory = self.memory_s if self.memory_s_with_reuse is None else self.memory_s_with_reuse
+        return max(self.compute_s, self.shared_s, memory, self.floor_s)
+
+    def _stream_s(self, gpu_s: float) -> float:
+        if self.launches == 0:
+            return gpu_s
+        each_gpu, each_host = gpu_s / self.launches, self.launch_overhead_s
+        return each_host + each_gpu + (self.launches - 1) * max(each_host, each_gpu)
 
     @property
     def kernel_s(self) -> float:
-        """The kernel alone: compute and memory overlap, the launch does not."""
-        return max(self.compute_s, self.memory_s) + self.launch_s
+        """From the first launch's issue to the last kernel's end, on one stream: the host
+        issues ahead while the GPU runs (:func:`stream_timeline`)."""
+        return self._stream_s(self.gpu_s)
 
     @property
     def time_s(self) -> float:
-        """Kernel time plus the transfer time (0 when no transfer was asked for)."""
+        """Kernel time plus the transfer time (0 when no transfer was asked for); for a
+        range (``bytes_with_reuse``), its no-reuse end."""
         return self.kernel_s + self.transfer_s
 
     @property
+    def time_range_s(self) -> tuple[float, float]:
+        """(caches catch all reuse, no reuse): equal unless ``bytes_with_reuse`` was given."""
+        return self._stream_s(self.gpu_s_with_reuse) + self.transfer_s, self.time_s
+
+    @property
+    def is_range(self) -> bool:
+        low, high = self.time_range_s
+        return high > low * 1.0001
+
+    @property
     def bound(self) -> str:
-        """What limits the estimate: ``"memory"``, ``"compute"``, ``"launch"``, or
+        """What limits the estimate: ``"memory"``, ``"compute"``, ``"shared memory"``,
+        ``"latency"`` (the minimum kernel time), ``"launch"`` (the host's issuing), or
         ``"transfer"`` when moving the data over the link takes longest."""
-        parts = {"memory": self.memory_s, "compute": self.compute_s, "launch": self.launch_s,
-                 "transfer": self.transfer_s}
+        parts = {"memory": self.memory_s, "compute": self.compute_s,
+                 "shared memory": self.shared_s, "latency": self.floor_s,
+                 "launch": self.launch_s, "transfer": self.transfer_s}
         return max(parts, key=parts.get)  # ties: first listed (memory before compute)
+
+    @property
+    def kind(self) -> str:
+        """The kind of work for the model's error bands (:data:`MODEL_BANDS`)."""
+        return "cache-decided" if self.is_range else KIND_OF_BOUND[self.bound]
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -641,21 +969,42 @@ class RooflineEstimate:
 
     @property
     def label(self) -> str:
-        label = (f"estimated from a roofline model of the {self.gpu.name}, a best case "
-                 "(roofline ceiling)")
+        label = (f"estimated by gpulab's GPU model of the {self.gpu.name} (its promised band "
+                 f"for {self.kind} work: {band_text(self.kind)}; gpulab model-check)")
         if self.measured_on:
-            label += f"; launch overhead and host copy rates measured on {self.measured_on}"
+            label += f"; launch cost and host copy rates measured on {self.measured_on}"
         return label
 
     def __str__(self) -> str:
+        fill = (f" × {self.fill.fill:.0%} of the GPU busy" if self.fill else "")
+        share = f" × {self.fma_share:.0%} FMA issue share" if self.fma_share < 1 else ""
+        if self.is_range:
+            low, high = self.time_range_s
+            head = f"{format_seconds(low)} to {format_seconds(high)}"
+        else:
+            head = format_seconds(self.time_s)
         lines = [
-            f"{format_seconds(self.time_s)} {self.label} ({self.bound}-bound, {self.precision})",
+            f"{head} {self.label} ({self.bound}-bound, {self.precision})",
             f"  compute  {format_seconds(self.compute_s):>10}  {self.flops:.3g} FLOP at "
-            f"{_as_printed(self.gpu.peak_flops_for(self.precision), self.precision)}",
+            f"{_as_printed(self.gpu.peak_flops_for(self.precision), self.precision)}{fill}"
+            f"{share}",
             f"  memory   {format_seconds(self.memory_s):>10}  {self.bytes_moved:.3g} B at "
-            f"{_as_rate(self.gpu.memory_bandwidth_bytes_per_s)}",
-            f"  launch   {format_seconds(self.launch_s):>10}  {self.launches} x "
-            f"{self.launch_overhead_s * 1e6:.3g} µs",
+            f"{_as_rate(self.gpu.memory_bandwidth_bytes_per_s)}{fill}",
+        ]
+        if self.memory_s_with_reuse is not None:
+            lines.append(f"  reused   {format_seconds(self.memory_s_with_reuse):>10}  memory "
+                         "time if the caches catch all the reuse")
+        if self.shared_s:
+            lines.append(f"  shared   {format_seconds(self.shared_s):>10}  shared-memory/L1 "
+                         "loads at 128 B per clock per SM")
+        if self.fill:
+            lines.append(f"  waves    {self.fill}")
+        lines += [
+            f"  floor    {format_seconds(self.floor_s):>10}  {self.launches} x "
+            f"{KERNEL_MIN_S * 1e6:.3g} µs minimum per kernel",
+            f"  host     {format_seconds(self.launch_s):>10}  {self.launches} x "
+            f"{self.launch_overhead_s * 1e6:.3g} µs to issue a launch through "
+            f"{HOST_LAUNCH_NAMES.get(self.host_api, self.host_api)}, overlapping the GPU",
         ]
         if self.transfer_bytes:
             rate = self.link_rate_bytes_per_s or link_bytes_per_s(self.gpu, self.link)
@@ -664,6 +1013,51 @@ class RooflineEstimate:
             lines.append(f"  transfer {format_seconds(self.transfer_s):>10}  "
                          f"{self.transfer_bytes:.3g} B over {where} at {_as_rate(rate)}")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One kernel on a stream: when the host issued it, and when the GPU ran it (seconds)."""
+
+    index: int
+    issued_s: float  # the host finished issuing it
+    start_s: float
+    end_s: float
+
+    @property
+    def gpu_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+def stream_timeline(gpu_times_s, host_issue_s: float | list[float]) -> list[StreamEvent]:
+    """Kernels launched back to back on one stream: the host spends ``host_issue_s`` issuing
+    each (one figure for all, or one per kernel) and goes straight on to the next (launches
+    are asynchronous); the GPU starts a kernel when the host has issued it and the previous
+    kernel has finished. ``gpu_times_s`` is each kernel's GPU time. Idle GPU time (a gap)
+    appears only where the host falls behind: kernels shorter than the issue cost."""
+    gpu_times = [_check_amount("gpu time", t) for t in gpu_times_s]
+    issues = (list(host_issue_s) if isinstance(host_issue_s, (list, tuple))
+              else [host_issue_s] * len(gpu_times))
+    if len(issues) != len(gpu_times):
+        raise ValueError(f"{len(issues)} host issue times for {len(gpu_times)} kernels")
+    events, host_s, gpu_free_s = [], 0.0, 0.0
+    for index, (gpu_s, issue_s) in enumerate(zip(gpu_times, issues, strict=True)):
+        host_s += _check_amount("host issue time", issue_s)
+        start = max(host_s, gpu_free_s)
+        gpu_free_s = start + gpu_s
+        events.append(StreamEvent(index, host_s, start, gpu_free_s))
+    return events
+
+
+def power_watts(gpu: GPUSpec | str, utilisation: float) -> float:
+    """Board power of ``gpu`` busy for ``utilisation`` (0..1) of the time: idle +
+    utilisation × (TDP − idle) (:data:`POWER_MODEL_SOURCE`)."""
+    gpu = get_gpu(gpu)
+    utilisation = _check_amount("utilisation", utilisation)
+    if utilisation > 1:
+        raise ValueError(f"utilisation is a share of the time, 0..1, not {utilisation:g}")
+    idle = gpu.idle_power_watts
+    return idle + utilisation * (gpu.tdp_watts - idle)
 
 
 def format_rate(value: float, unit: str) -> str:
@@ -708,24 +1102,44 @@ def estimate_time(gpu: GPUSpec | str, flops: float, bytes_moved: float, precisio
                   transfer_bytes: float = 0.0, link: str = "pageable",
                   launches: int = 1, launch_overhead_s: float | None = None,
                   link_rate_bytes_per_s: float | None = None,
-                  measured_on: str | None = None) -> RooflineEstimate:
-    """Roofline estimate of a kernel doing ``flops`` operations and moving ``bytes_moved``
-    bytes to and from device memory, in ``precision``, launched ``launches`` times.
+                  measured_on: str | None = None, *, blocks: int | None = None,
+                  threads_per_block: int | None = None, registers_per_thread: int = 0,
+                  shared_bytes_per_block: int = 0, shared_load_bytes: float = 0.0,
+                  fma_share: float = 1.0, bytes_with_reuse: float | None = None,
+                  host_api: str = "numba") -> RooflineEstimate:
+    """gpulab's GPU model of work doing ``flops`` operations and moving ``bytes_moved`` bytes
+    to and from device memory, in ``precision``, in ``launches`` kernel launches (the FLOPs
+    and bytes are their total). See :class:`RooflineEstimate` for the terms.
 
-    ``transfer_bytes`` > 0 adds copying that many bytes over ``link`` ("pageable": PCIe from
-    ordinary host memory, the default, as NumPy arrays are; "pinned": PCIe from page-locked
-    memory; "nvlink": one direction of the GPU's NVLink, half the datasheet's total).
-    Count both ways yourself: copying x and y in and y back out is 3 arrays.
-    ``launch_overhead_s`` and ``link_rate_bytes_per_s`` replace the model's constants with
-    measured ones (from a recorded run); ``measured_on`` says where they were measured.
+    - ``blocks`` and ``threads_per_block`` (with ``registers_per_thread`` from ptxas and
+      ``shared_bytes_per_block``, when known) give the waves: the share of the GPU the launch
+      fills (:func:`launch_fill`). Without them the launch is assumed to fill the GPU.
+    - ``shared_load_bytes``: bytes the threads load from shared memory (or L1 hits), at
+      128 B per clock per SM; ``fma_share``: the share of the inner loop's instructions that
+      are FMAs (each instruction takes an issue slot; 1 for a library kernel).
+    - ``bytes_with_reuse``: the device-memory traffic if L1/L2 catch all the reuse that
+      ``bytes_moved`` counts again: the estimate is then a range.
+    - ``host_api``: how the host launches ("numba", "cuda_cpp", "cuda_graph";
+      :data:`HOST_LAUNCH_S`); ``launch_overhead_s`` replaces its cost with a measured one.
+    - ``transfer_bytes`` > 0 adds copying that many bytes over ``link`` ("pageable": PCIe
+      from ordinary host memory, the default, as NumPy arrays are; "pinned": page-locked;
+      "nvlink": one direction of the GPU's NVLink). Count both ways yourself.
+      ``link_rate_bytes_per_s`` replaces the link's model rate with a measured one;
+      ``measured_on`` says where the measured constants come from.
     """
     gpu = get_gpu(gpu)
     flops = _check_amount("flops", flops)
     bytes_moved = _check_amount("bytes_moved", bytes_moved)
     transfer_bytes = _check_amount("transfer_bytes", transfer_bytes)
+    shared_load_bytes = _check_amount("shared_load_bytes", shared_load_bytes)
     if isinstance(launches, bool) or not isinstance(launches, int) or launches < 0:
         raise ValueError(f"launches must be a whole number >= 0, not {launches!r}")
-    overhead = (LAUNCH_OVERHEAD_S if launch_overhead_s is None
+    if host_api not in HOST_LAUNCH_S:
+        raise ValueError(f"host_api must be one of {', '.join(HOST_APIS)}, not {host_api!r}")
+    fma_share = _check_amount("fma_share", fma_share)
+    if not 0 < fma_share <= 1:
+        raise ValueError(f"fma_share is a share of the instructions, in (0, 1], not {fma_share}")
+    overhead = (HOST_LAUNCH_S[host_api] if launch_overhead_s is None
                 else _check_amount("launch_overhead_s", launch_overhead_s))
     precision = str(precision).strip().lower()
     peak = gpu.peak_flops_for(precision)
@@ -734,13 +1148,30 @@ def estimate_time(gpu: GPUSpec | str, flops: float, bytes_moved: float, precisio
         link_rate = _check_amount("link_rate_bytes_per_s", link_rate_bytes_per_s)
         if link_rate == 0:
             raise ValueError("link_rate_bytes_per_s must be positive")
+    fill = None
+    if blocks is not None or threads_per_block is not None:
+        if blocks is None or threads_per_block is None:
+            raise ValueError("give blocks and threads_per_block together (or neither)")
+        fill = launch_fill(gpu, blocks, threads_per_block, registers_per_thread,
+                           shared_bytes_per_block)
+    busy = fill.fill if fill else 1.0
+    with_reuse = None
+    if bytes_with_reuse is not None:
+        reused = _check_amount("bytes_with_reuse", bytes_with_reuse)
+        if reused > bytes_moved:
+            raise ValueError(f"bytes_with_reuse ({reused:g}) cannot exceed bytes_moved "
+                             f"({bytes_moved:g}): it is the traffic when caches help")
+        with_reuse = reused / (gpu.memory_bandwidth_bytes_per_s * busy)
+    shared_rate = gpu.shared_bytes_per_s
+    if shared_load_bytes and shared_rate is None:
+        raise ValueError(f"no shared-memory bandwidth for the {gpu.name}'s architecture")
     return RooflineEstimate(
         gpu=gpu,
         flops=flops,
         bytes_moved=bytes_moved,
         precision=precision,
-        compute_s=flops / peak,
-        memory_s=bytes_moved / gpu.memory_bandwidth_bytes_per_s,
+        compute_s=flops / (peak * busy * fma_share),
+        memory_s=bytes_moved / (gpu.memory_bandwidth_bytes_per_s * busy),
         launch_s=launches * overhead,
         transfer_s=transfer_bytes / link_rate,
         launches=launches,
@@ -749,6 +1180,12 @@ def estimate_time(gpu: GPUSpec | str, flops: float, bytes_moved: float, precisio
         launch_overhead_s=overhead,
         link_rate_bytes_per_s=link_rate_bytes_per_s,
         measured_on=measured_on,
+        shared_s=shared_load_bytes / (shared_rate * busy) if shared_load_bytes else 0.0,
+        floor_s=max(launches, 1) * KERNEL_MIN_S,
+        fill=fill,
+        memory_s_with_reuse=with_reuse,
+        host_api=host_api,
+        fma_share=fma_share,
     )
 
 

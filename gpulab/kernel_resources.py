@@ -17,76 +17,32 @@ what Nsight Compute reports on a GPU.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from gpulab import hardware, ptx
-
-SPECS_SOURCE = ("CUDA C++ Programming Guide, Technical Specifications per Compute Capability: "
-                "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html"
-                "#features-and-technical-specifications-technical-specifications-per-compute-"
-                "capability")
-
+from gpulab.hardware import (  # the SM limits are GPU constants: they live in hardware
+    SM_LIMITS,
+    SPECS_SOURCE,
+    Occupancy,
+    SMLimits,
+    theoretical_occupancy,
+)
 
 class AssemblyError(RuntimeError):
     """nvJitLink could not assemble the PTX on its own (e.g. it calls helper functions that
     are linked only when the kernel is loaded on a GPU)."""
 
 
-@dataclass(frozen=True)
-class SMLimits:
-    """Per-SM limits of one compute capability (see :data:`SPECS_SOURCE`)."""
-
-    max_threads: int
-    max_blocks: int
-    registers: int  # 32-bit registers per SM
-    shared_bytes: int  # shared memory per SM usable by blocks
-    reserved_shared_bytes_per_block: int  # taken by the system for each resident block
-    register_unit: int = 256  # registers are allocated to a warp in units of this many
-    shared_unit: int = 128  # shared memory is allocated to a block in units of this many bytes
-    warp_size: int = 32
-
-    @property
-    def max_warps(self) -> int:
-        return self.max_threads // self.warp_size
-
-
-SM_LIMITS = {
-    (7, 5): SMLimits(1024, 16, 65536, 64 * 1024, 0, shared_unit=256),
-    (8, 0): SMLimits(2048, 32, 65536, 164 * 1024, 1024),
-    (8, 6): SMLimits(1536, 16, 65536, 100 * 1024, 1024),
-    (8, 9): SMLimits(1536, 24, 65536, 100 * 1024, 1024),
-    (9, 0): SMLimits(2048, 32, 65536, 228 * 1024, 1024),
-    (10, 0): SMLimits(2048, 32, 65536, 228 * 1024, 1024),
-}
-
 _REGISTERS = re.compile(r"Used (\d+) registers")
 _SPILLS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _SHARED = re.compile(r"(\d+) bytes smem")
 _LOCAL = re.compile(r"(\d+) bytes lmem")
 _BARRIERS = re.compile(r"used (\d+) barriers")
-
-
-@dataclass(frozen=True)
-class Occupancy:
-    """Resident blocks and warps per SM, and what limits them."""
-
-    threads_per_block: int
-    blocks_per_sm: int
-    warps_per_sm: int
-    max_warps_per_sm: int
-    limited_by: str  # "registers", "shared memory", "threads", "blocks"
-
-    @property
-    def fraction(self) -> float:
-        return self.warps_per_sm / self.max_warps_per_sm
-
-    def __str__(self) -> str:
-        return (f"{self.fraction:.0%} theoretical occupancy ({self.warps_per_sm} of "
-                f"{self.max_warps_per_sm} warps per SM, {self.blocks_per_sm} "
-                f"block{'s' if self.blocks_per_sm != 1 else ''} of {self.threads_per_block} "
-                f"threads; limited by {self.limited_by})")
 
 
 @dataclass(frozen=True)
@@ -201,33 +157,43 @@ def all_resources(compute_capability=(9, 0)) -> tuple[list[KernelResources], dic
     return found, skipped
 
 
-def _round_up(value: int, unit: int) -> int:
-    return math.ceil(value / unit) * unit
+SHIPPED_FILE = Path(__file__).resolve().parent / "data" / "kernel_resources.json"
+SHIPPED_KERNELS = ("matmul_naive", "matmul_tiled", "matmul_register_blocked")
 
 
-def theoretical_occupancy(compute_capability, threads_per_block: int, registers: int,
-                          shared_bytes: int = 0) -> Occupancy:
-    """Resident warps per SM for blocks of ``threads_per_block`` threads using ``registers``
-    registers per thread and ``shared_bytes`` of shared memory per block."""
-    limits = SM_LIMITS.get(tuple(compute_capability))
-    if limits is None:
-        raise ValueError(f"no SM limits for compute capability {tuple(compute_capability)}; "
-                         f"known: {sorted(SM_LIMITS)}")
-    if not 1 <= threads_per_block <= 1024:
-        raise ValueError(f"threads_per_block must be 1..1024, not {threads_per_block}")
-    warps_per_block = math.ceil(threads_per_block / limits.warp_size)
-    by = {"threads": limits.max_warps // warps_per_block, "blocks": limits.max_blocks}
-    if registers > 0:
-        per_warp = _round_up(registers * limits.warp_size, limits.register_unit)
-        by["registers"] = (limits.registers // per_warp) // warps_per_block
-    block_shared = _round_up(shared_bytes + limits.reserved_shared_bytes_per_block,
-                             limits.shared_unit) if shared_bytes else 0
-    if block_shared:
-        by["shared memory"] = limits.shared_bytes // block_shared
-    limited_by = min(by, key=by.get)
-    blocks = by[limited_by]
-    return Occupancy(threads_per_block, blocks, blocks * warps_per_block, limits.max_warps,
-                     limited_by)
+def record_shipped(kernels=SHIPPED_KERNELS, path=SHIPPED_FILE) -> Path:
+    """Assemble ``kernels`` for every architecture in :data:`SM_LIMITS` and write what ptxas
+    reports to ``path``: the chapters read it (:func:`shipped`) instead of assembling at run
+    time (seconds per kernel), and ``tests/test_kernel_resources.py`` checks it against a fresh
+    assembly. Run ``python -m gpulab.kernel_resources`` after changing a shipped kernel."""
+    records = []
+    for name in kernels:
+        for cc in sorted(SM_LIMITS):
+            found = resources(name, cc)
+            record = asdict(found)
+            record.pop("log")
+            records.append(record)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps({"format": "gpulab-kernel-resources", "kernels": records},
+                                     indent=1) + "\n", encoding="utf-8")
+    return Path(path)
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped() -> dict:
+    if not SHIPPED_FILE.exists():
+        return {}
+    data = json.loads(SHIPPED_FILE.read_text(encoding="utf-8"))
+    return {(r["kernel"], tuple(r["compute_capability"])): KernelResources(
+        **{**r, "compute_capability": tuple(r["compute_capability"])})
+        for r in data["kernels"]}
+
+
+def shipped(name: str, compute_capability) -> KernelResources | None:
+    """What ptxas reported for kernel ``name`` on ``compute_capability`` when the shipped
+    table was recorded (:func:`record_shipped`), or None for a kernel or architecture it
+    lacks."""
+    return _shipped().get((name, tuple(compute_capability)))
 
 
 def for_gpu(gpu) -> tuple[int, int]:
@@ -253,6 +219,10 @@ def format_table(found: list[KernelResources], threads_per_block: int = 256,
     return "\n".join(lines)
 
 
-__all__ = ["SM_LIMITS", "AssemblyError", "KernelResources", "Occupancy", "all_resources",
-           "assemble", "for_gpu", "format_table", "parse_log", "resources",
+__all__ = ["SHIPPED_FILE", "SHIPPED_KERNELS", "SM_LIMITS", "SPECS_SOURCE", "AssemblyError", "KernelResources", "Occupancy", "SMLimits", "all_resources",
+           "assemble", "for_gpu", "format_table", "parse_log", "record_shipped", "resources", "shipped",
            "theoretical_occupancy"]
+
+
+if __name__ == "__main__":
+    print(f"wrote {record_shipped()}")

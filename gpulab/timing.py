@@ -12,12 +12,14 @@
 - :func:`time_gpu_looped` launches short kernels back to back between the events, so Python's
   launch latency overlaps the GPU's work; :func:`measure_copy_bandwidth` is the device-to-device
   copy rate a memory-bound kernel can hope for; :func:`cupy_module` is CuPy (cuBLAS) or None.
-- :func:`estimate` turns a roofline model of a named GPU into a ``model`` measurement: a best
-  case (a ceiling), never a measurement.
+- :func:`estimate` turns gpulab's GPU model of a named GPU into a ``model`` measurement: an
+  estimate with the band the model promises for its kind of work (``gpulab model-check``
+  measures the model against published measurements), never a measurement.
 - :class:`Measurement` keeps the times with what was timed, on what, and its ``origin``:
   ``cpu`` (measured on this CPU), ``gpu`` (measured with CUDA events), ``model`` (estimated
-  from a roofline model) or ``recorded`` (measured on a named GPU in a recorded run, see
-  :mod:`gpulab.bench`). Its ``label`` says so in words. Runs are saved as JSON by
+  by gpulab's GPU model, :func:`gpulab.hardware.estimate_time`), ``recorded`` (measured on a
+  named GPU in a recorded run, see :mod:`gpulab.bench`) or ``published`` (measured by others
+  on a named GPU, with the source: :mod:`gpulab.published`). Its ``label`` says so in words. Runs are saved as JSON by
   :mod:`gpulab.bench` (one file format).
 """
 
@@ -32,7 +34,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from gpulab import device, hardware
 from gpulab.hardware import cpu_description, format_seconds
 
-ORIGINS = ("cpu", "gpu", "model", "recorded")
+ORIGINS = ("cpu", "gpu", "model", "recorded", "published")
 MIN_TIMED_S = 2e-3  # a looped GPU timing region lasts at least this long
 
 
@@ -97,15 +99,22 @@ class Measurement:
 
     @property
     def measured(self) -> bool:
-        """True for times measured on real hardware (here or in a recorded run)."""
+        """True for times measured on real hardware (here, in a recorded run, or published
+        by others)."""
         return self.origin != "model"
 
     @property
     def label(self) -> str:
         """Where the numbers came from, in words."""
         if self.origin == "model":
-            return (f"estimated from a roofline model of the {self.device}, a best case "
-                    "(roofline ceiling)")
+            band = self.meta.get("band")
+            return (f"estimated by gpulab's GPU model of the {self.device}"
+                    + (f" (promised band for {self.meta.get('kind')} work: {band})"
+                       if band else ""))
+        if self.origin == "published":
+            who = self.meta.get("measured_by", "others")
+            where = self.meta.get("source")
+            return f"measured by {who} on {self.device}" + (f" ({where})" if where else "")
         if self.origin == "recorded":
             day = self.meta.get("date", "")[:10]
             return f"recorded on {self.device}" + (f" on {day}" if day else "")
@@ -226,8 +235,9 @@ def time_cpu(fn, *args, repeats: int = 7, warmup: int = 1, min_time_s: float = 1
 SIMULATOR_TIMING_MESSAGE = (
     "simulator time is not GPU time: in the 'sim' tier kernels run in Numba's CUDA simulator, "
     "one Python thread per CUDA thread on this CPU, so timing them says nothing about a GPU. "
-    "Use a roofline estimate (gpulab.timing.estimate, a best case) or a recorded run on a named "
-    "GPU (gpulab.bench.latest_recorded_run), and time the CPU side with gpulab.timing.time_cpu."
+    "Use the GPU model's estimate (gpulab.timing.estimate), a recorded run on a named GPU "
+    "(gpulab.bench.latest_recorded_run) or a published measurement (gpulab.published), and "
+    "time the CPU side with gpulab.timing.time_cpu."
 )
 
 
@@ -327,20 +337,25 @@ def local_gpu_spec(override: str | None = None) -> hardware.GPUSpec | None:
 
 def estimate(name: str, gpu, flops: float, bytes_moved: float, precision: str = "fp32",
              transfer_bytes: float = 0.0, launches: int = 1, n: int | None = None,
-             useful_bytes: float | None = None) -> Measurement:
-    """A roofline estimate for a named GPU as a ``model`` :class:`Measurement`: the larger of
-    FLOPs / peak and bytes / bandwidth, plus launch overhead (and the host link when
-    ``transfer_bytes`` > 0). A best case: real kernels land below it. ``bytes_moved`` is what
-    the model charges; ``useful_bytes`` (default the same) is what the rate is computed from.
-    The model's parts are kept in ``meta`` (``bound``, ``compute_s``, ``memory_s``, ...)."""
-    model = hardware.estimate_time(gpu, flops, bytes_moved, precision,
-                                   transfer_bytes=transfer_bytes, launches=launches)
+             useful_bytes: float | None = None, **model) -> Measurement:
+    """gpulab's GPU model (:func:`gpulab.hardware.estimate_time`) for a named GPU as a
+    ``model`` :class:`Measurement`: the GPU time of the work (compute, memory, waves, the
+    minimum kernel time) and the host's issue cost, overlapped on a stream, plus the host link
+    when ``transfer_bytes`` > 0. ``model`` passes the model's other terms on (``blocks``,
+    ``threads_per_block``, ``bytes_with_reuse``, ...). ``bytes_moved`` is what the model
+    charges; ``useful_bytes`` (default the same) is what the rate is computed from. The
+    model's parts and its promised band are kept in ``meta``."""
+    estimate_ = hardware.estimate_time(gpu, flops, bytes_moved, precision,
+                                       transfer_bytes=transfer_bytes, launches=launches, **model)
     return Measurement(
-        name=name, times_s=[model.time_s], origin="model", device=model.gpu.name, n=n,
+        name=name, times_s=[estimate_.time_s], origin="model", device=estimate_.gpu.name, n=n,
         flops=flops, bytes_moved=bytes_moved if useful_bytes is None else useful_bytes,
-        meta={"model": "roofline", "gpu": model.gpu.key, "precision": model.precision,
-              "bound": model.bound, "compute_s": model.compute_s, "memory_s": model.memory_s,
-              "launch_s": model.launch_s, "transfer_s": model.transfer_s},
+        meta={"model": "gpulab GPU model", "gpu": estimate_.gpu.key,
+              "precision": estimate_.precision, "bound": estimate_.bound,
+              "kind": estimate_.kind, "band": hardware.band_text(estimate_.kind),
+              "compute_s": estimate_.compute_s, "memory_s": estimate_.memory_s,
+              "gpu_s": estimate_.gpu_s, "launch_s": estimate_.launch_s,
+              "transfer_s": estimate_.transfer_s},
     )
 
 

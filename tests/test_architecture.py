@@ -6,7 +6,8 @@ never reach into another module's private names.
     bench, experiments, exercises               what the chapters and `gpulab bench` run
     nn, parallel, serving                       the small neural-network library; many GPUs;
                                                 serving and energy
-    timing, plots, memory_model, ptx            shared services
+    timing, plots, memory_model, ptx,           shared services
+    published, recorded_runs
     kernels                                     Numba CUDA kernels
     device, toolkit, hardware, formats,         the ground floor
     reference, instruments, lazy
@@ -24,7 +25,7 @@ LAYERS = [  # lowest first; a module may import from its own layer or any below 
                 "gpulab.reference", "gpulab.instruments", "gpulab.lazy"]),
     ("kernels", ["gpulab.kernels"]),
     ("services", ["gpulab.timing", "gpulab.plots", "gpulab.memory_model", "gpulab.ptx",
-                  "gpulab.kernel_resources", "gpulab.recorded_runs"]),
+                  "gpulab.kernel_resources", "gpulab.recorded_runs", "gpulab.published"]),
     ("nn", ["gpulab.nn", "gpulab.parallel", "gpulab.serving"]),
     ("chapters", ["gpulab.bench", "gpulab.experiments", "gpulab.exercises"]),
     ("entry", ["gpulab.cli", "gpulab.doctor", "gpulab.gpu_check", "gpulab"]),

@@ -30,7 +30,7 @@ def test_the_course_gpus_are_all_there():
 def test_every_field_is_filled_in(gpu):
     for spec_field in dataclasses.fields(GPUSpec):
         value = getattr(gpu, spec_field.name)
-        if spec_field.name not in ("nvlink_bytes_per_s", "sm_count", "l2_bytes"):
+        if spec_field.name not in ("nvlink_bytes_per_s", "sm_count", "l2_bytes", "idle_watts"):
             assert value not in (None, "", {}), spec_field.name
     assert gpu.name.startswith("NVIDIA ")
     assert gpu.label == gpu.name
@@ -182,32 +182,123 @@ def test_saxpy_on_h100_is_memory_bound_at_bytes_over_bandwidth():
     assert est.compute_s == pytest.approx(2e8 / 67e12)      # 3 µs
     assert est.launch_s == LAUNCH_OVERHEAD_S
     assert est.transfer_s == 0
+    assert est.gpu_s == pytest.approx(1.2e9 / 3.35e12)
+    # one launch: the host issues it, then the GPU runs it
     assert est.time_s == pytest.approx(1.2e9 / 3.35e12 + LAUNCH_OVERHEAD_S)
-    assert est.bound == "memory"
+    assert est.bound == "memory" and est.kind == "memory-bound"
     assert est.arithmetic_intensity == pytest.approx(2 / 12)
-    assert est.label == ("estimated from a roofline model of the NVIDIA H100 SXM5 80GB, a best "
-                         "case (roofline ceiling)")
+    assert est.label.startswith("estimated by gpulab's GPU model of the NVIDIA H100 SXM5 80GB")
+    assert "±30 %" in est.label and "best case" not in est.label and "ceiling" not in est.label
     assert "memory-bound" in str(est)
 
 
 def test_large_matmul_is_compute_bound():
     n = 8192  # C = A @ B, fp16: 2n^3 FLOPs, at least 3 n^2 * 2 bytes moved
     est = estimate_time("H100-SXM", flops=2 * n**3, bytes_moved=3 * n * n * 2, precision="bf16")
-    assert est.bound == "compute"
+    assert est.bound == "compute" and est.kind == "compute-bound"
     assert est.compute_s == pytest.approx(2 * n**3 / 989.5e12)
     assert est.time_s == pytest.approx(est.compute_s + LAUNCH_OVERHEAD_S)
     assert est.arithmetic_intensity > ridge_point("H100-SXM", "bf16")
+    assert "within 2×" in est.label
 
 
-def test_tiny_kernels_are_launch_bound():
+def test_tiny_kernels_cost_the_minimum_kernel_time_and_the_host_its_launch():
     est = estimate_time("T4", flops=4, bytes_moved=48)  # the 4-element add
-    assert est.bound == "launch"
-    assert est.time_s == pytest.approx(LAUNCH_OVERHEAD_S, rel=1e-3)
+    assert est.gpu_s == hardware.KERNEL_MIN_S  # no kernel is shorter, however little it does
+    assert est.bound == "launch"  # the host's issue cost is larger still
+    assert est.time_s == pytest.approx(LAUNCH_OVERHEAD_S + hardware.KERNEL_MIN_S)
+    assert 1e-6 <= hardware.KERNEL_MIN_S <= 10e-6
+    assert "https://" in hardware.KERNEL_MIN_SOURCE
+    alone = estimate_time("T4", flops=4, bytes_moved=48, launches=0)
+    assert alone.time_s == hardware.KERNEL_MIN_S and alone.bound == "latency"
 
 
-def test_launches_multiply_the_overhead_and_zero_turns_it_off():
-    assert estimate_time("L4", 0, 1e6, launches=10).launch_s == pytest.approx(10 * 4e-6)
+def test_launches_overlap_the_gpus_work_on_a_stream():
+    host = hardware.HOST_LAUNCH_S["numba"]
+    # ten short kernels: the host's issuing is the step (each kernel hides under the next issue)
+    short = estimate_time("L4", 0, 1e3, launches=10)
+    assert short.launch_s == pytest.approx(10 * host)
+    assert short.kernel_s == pytest.approx(10 * host + hardware.KERNEL_MIN_S)
+    assert short.bound == "launch"
+    # ten long kernels: the GPU's work is the step, the host only issues the first late
+    long = estimate_time("L4", 0, 3e9, launches=10)
+    assert long.kernel_s == pytest.approx(host + long.gpu_s)
+    assert long.kernel_s < long.gpu_s + long.launch_s  # overlapped, not added
     assert estimate_time("L4", 0, 1e6, launches=0).time_s == pytest.approx(1e6 / 300e9)
+
+
+def test_the_host_api_sets_the_issue_cost():
+    for api, cost in hardware.HOST_LAUNCH_S.items():
+        assert estimate_time("H100", 0, 0, launches=3, host_api=api).launch_s == \
+            pytest.approx(3 * cost)
+        assert "https://" in hardware.HOST_LAUNCH_SOURCES[api]
+    assert (hardware.HOST_LAUNCH_S["cuda_graph"] < hardware.HOST_LAUNCH_S["cuda_cpp"]
+            < hardware.HOST_LAUNCH_S["numba"])
+    with pytest.raises(ValueError, match="host_api must be one of"):
+        estimate_time("H100", 0, 0, host_api="opencl")
+
+
+def test_stream_timeline_starts_a_kernel_when_it_is_issued_and_the_gpu_is_free():
+    events = hardware.stream_timeline([1.0, 5.0, 1.0, 1.0], 2.0)
+    assert [(e.issued_s, e.start_s, e.end_s) for e in events] == [
+        (2.0, 2.0, 3.0), (4.0, 4.0, 9.0), (6.0, 9.0, 10.0), (8.0, 10.0, 11.0)]
+    assert hardware.stream_timeline([], 1.0) == []
+    with pytest.raises(ValueError, match="2 host issue times for 3 kernels"):
+        hardware.stream_timeline([1, 2, 3], [1, 1])
+    with pytest.raises(ValueError, match="cannot be negative"):
+        hardware.stream_timeline([-1.0], 1.0)
+
+
+def test_waves_use_the_sms_a_launch_can_fill():
+    # chapter 03's register-blocked matmul at n = 1024: 64 blocks, 156 registers per thread
+    fill = hardware.launch_fill("H100-SXM", 64, 256, registers_per_thread=156)
+    assert (fill.blocks_per_sm, fill.limited_by, fill.waves) == (1, "registers", 1)
+    assert fill.fill == pytest.approx(64 / 132)
+    n = 1024
+    full = estimate_time("H100-SXM", 2 * n**3, 3 * 4 * n * n, launches=0)
+    waved = estimate_time("H100-SXM", 2 * n**3, 3 * 4 * n * n, launches=0, blocks=64,
+                          threads_per_block=256, registers_per_thread=156)
+    assert waved.compute_s == pytest.approx(full.compute_s * 132 / 64)
+    assert "1 wave" in str(waved)
+    # a last partial wave: 2 blocks of 1024 threads fit an SM, 264 a wave; 265 take two
+    two = hardware.launch_fill("H100-SXM", 265, 1024)
+    assert (two.blocks_per_sm, two.waves) == (2, 2) and two.fill == pytest.approx(265 / 528)
+    assert hardware.launch_fill("L4", 64, 256) is None  # the L4's SM count is not published
+    with pytest.raises(ValueError, match="together"):
+        estimate_time("H100", 1, 1, blocks=4)
+
+
+def test_shared_memory_and_issue_share_terms():
+    h100 = get_gpu("H100-SXM")
+    # 128 B per clock per SM at the clock the fp32 peak implies (67 TFLOPS / (2 x 128 x 132))
+    assert h100.shared_bytes_per_s == pytest.approx(128 * 67e12 / 256)
+    est = estimate_time(h100, 2e12, 0, shared_load_bytes=8e12, launches=0)
+    assert est.shared_s == pytest.approx(8e12 / h100.shared_bytes_per_s)
+    assert est.bound == "shared memory" and est.kind == "compute-bound"
+    third = estimate_time(h100, 2e12, 0, fma_share=1 / 3, launches=0)
+    assert third.compute_s == pytest.approx(3 * 2e12 / 67e12)
+
+
+def test_a_cache_decided_kernel_is_a_range():
+    est = estimate_time("H100-SXM", 1e9, 1e12, bytes_with_reuse=1e9, launches=0)
+    low, high = est.time_range_s
+    assert low == pytest.approx(1e9 / 3.35e12) and high == pytest.approx(1e12 / 3.35e12)
+    assert est.is_range and est.kind == "cache-decided" and est.time_s == high
+    assert " to " in str(est)
+    with pytest.raises(ValueError, match="cannot exceed bytes_moved"):
+        estimate_time("H100-SXM", 1, 1, bytes_with_reuse=2)
+
+
+def test_power_is_idle_plus_utilisation_times_the_rest():
+    h100 = get_gpu("H100-SXM")
+    idle = h100.idle_power_watts
+    assert 0 < idle < 0.25 * h100.tdp_watts
+    assert hardware.power_watts(h100, 0) == pytest.approx(idle)
+    assert hardware.power_watts(h100, 1) == pytest.approx(700)
+    assert hardware.power_watts(h100, 0.25) == pytest.approx(idle + 0.25 * (700 - idle))
+    with pytest.raises(ValueError, match="0..1"):
+        hardware.power_watts(h100, 1.5)
+    assert "https://" in hardware.POWER_MODEL_SOURCE
 
 
 def test_ridge_point():
@@ -236,7 +327,7 @@ def test_transfer_time_is_added_only_when_asked_for():
 
 def test_zero_work_is_allowed():
     est = estimate_time("B200", 0, 0)
-    assert est.time_s == LAUNCH_OVERHEAD_S
+    assert est.time_s == LAUNCH_OVERHEAD_S + hardware.KERNEL_MIN_S
     assert est.arithmetic_intensity == 0.0
     assert math.isinf(estimate_time("B200", 1e6, 0).arithmetic_intensity)
 
@@ -271,8 +362,8 @@ def test_unknown_gpu_in_estimate():
         estimate_time("Voodoo2", 1, 1)
 
 
-def test_launch_overhead_has_a_source():
-    assert 3e-6 <= LAUNCH_OVERHEAD_S <= 5e-6
+def test_launch_overhead_is_numbas_host_cost_and_has_a_source():
+    assert LAUNCH_OVERHEAD_S == hardware.HOST_LAUNCH_S["numba"]
     assert "https://" in hardware.LAUNCH_OVERHEAD_SOURCE
 
 
@@ -313,7 +404,7 @@ def test_measured_launch_overhead_and_copy_rate_replace_the_model_constants():
     assert model.launch_s == pytest.approx(10 * LAUNCH_OVERHEAD_S)
     assert measured.launch_s == pytest.approx(70e-6)
     assert measured.transfer_s == pytest.approx(0.05)
-    assert "measured on NVIDIA H200" in measured.label and "best case" in measured.label
+    assert "measured on NVIDIA H200" in measured.label and "GPU model" in measured.label
     assert "7 µs" in str(measured) and "20 GB/s" in str(measured)
 
 

@@ -79,3 +79,17 @@ def test_cli(capsys):
     assert main(["ptx", "--resources", "saxpy", "--threads", "4096"]) == 2
     assert main(["ptx", "--resources", "nope"]) == 2
     assert main(["ptx", "--resources", "saxpy", "--cc", "6.1"]) == 2
+
+
+@pytest.mark.ptx
+def test_the_shipped_table_is_what_the_assembler_reports_now():
+    """The chapters read registers and shared memory from gpulab/data/kernel_resources.json
+    (assembling takes seconds per kernel); regenerate it with `python -m
+    gpulab.kernel_resources` when a shipped kernel changes."""
+    for name in kr.SHIPPED_KERNELS:
+        stored = kr.shipped(name, (9, 0))
+        fresh = kr.resources(name, (9, 0))
+        assert stored is not None, name
+        assert (stored.registers, stored.shared_bytes, stored.spills) == \
+            (fresh.registers, fresh.shared_bytes, fresh.spills), name
+    assert kr.shipped("matmul_naive", (6, 1)) is None

@@ -5,6 +5,8 @@ ceiling and with a baseline measured in the same run.
   check), shared with the chapter dashboards;
 - :mod:`gpulab.bench.suite` — :func:`run_suite`, the run behind the command;
 - :mod:`gpulab.bench.training` — the digits training epoch's rows (chapters 07-08);
+- :mod:`gpulab.bench.model_check` — ``gpulab model-check``: the GPU model against every
+  published measurement (:mod:`gpulab.published`), its error per kind;
 - :mod:`gpulab.bench.report` — :class:`Row`, :class:`BenchReport`, the table, the JSON file
   format and the recorded runs in ``gpulab/data/``.
 

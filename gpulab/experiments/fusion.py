@@ -85,11 +85,20 @@ def check_kernels(dtype=np.float32, activation: str = "relu", seed: int = 0) -> 
 
 
 def _estimate(gpu, M, N, fused, activation, dtype):
+    """gpulab's GPU model of the pair (or the fused kernel): the bytes it asks for, and, for
+    the unfused pair whose intermediate fits in L2, the bytes if L2 catches it (a range);
+    launched as on a GPU (32 x 8 threads per block)."""
+    gpu = hardware.get_gpu(gpu)
     itemsize = np.dtype(dtype).itemsize
     flops = M * N * (1 + dense.FLOPS_PER_ELEMENT[activation])
-    return hardware.estimate_time(gpu, flops, dense.forward_traffic_bytes(M, N, fused, itemsize),
-                                  PRECISION_OF_DTYPE[np.dtype(dtype).name],
-                                  launches=dense.launches(fused))
+    blocks, threads = dense.grid_2d(M, N, (32, 8))
+    launches = dense.launches(fused)
+    return hardware.estimate_time(
+        gpu, flops, dense.forward_traffic_bytes(M, N, fused, itemsize),
+        PRECISION_OF_DTYPE[np.dtype(dtype).name], launches=launches,
+        bytes_with_reuse=dense.forward_traffic_bytes_with_reuse(M, N, fused, itemsize,
+                                                                gpu.l2_bytes),
+        blocks=blocks[0] * blocks[1], threads_per_block=threads[0] * threads[1])
 
 
 def _measure_gpu(M, N, fused, activation, dtype, seed):
@@ -135,7 +144,8 @@ def compare(batch_size: int = 4096, width: int = 1024, activation: str = "relu",
         variant = "fused" if fused else "unfused"
         estimate = _estimate(spec, M, N, fused, activation, dtype)
         rows.append({"what": "GPU", "variant": variant, "how": KERNELS[variant],
-                     "seconds": estimate.time_s, "label": estimate.label})
+                     "seconds": estimate.time_s, "seconds_with_reuse": estimate.time_range_s[0],
+                     "label": estimate.label})
         if device.tier() == "gpu":
             measured = _measure_gpu(M, N, fused, activation, dtype, seed)
             rows.append({"what": "GPU", "variant": variant, "how": KERNELS[variant],

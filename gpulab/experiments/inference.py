@@ -109,8 +109,9 @@ def gpu_latency(model, data, batch_sizes=BATCH_SIZES, gpu="H100") -> list[dict]:
         est = gpu_inference_estimate(model.widths, batch, gpu)
         seconds = est.time_s + 2 * COPY_LATENCY_S
         rows.append({"batch": batch, "latency_s": seconds, "throughput_per_s": batch / seconds,
-                     "where": f"estimated: {est.gpu.name} roofline (best case) + launches + "
-                              "round trip", "kernel_s": est.kernel_s,
+                     "where": f"estimated: gpulab's GPU model of the {est.gpu.name} (kernels, "
+                              "launches issued ahead, copies) + round trip",
+                     "kernel_s": est.kernel_s, "gpu_s": est.gpu_s,
                      "overhead_s": seconds - est.kernel_s})
     return rows
 
@@ -267,11 +268,14 @@ def training_energy(epochs: int = 20) -> energy.Energy:
 
 def inference_energy(cpu_rows, gpu_rows, batch: int, gpu="H100") -> dict:
     """Joules per thousand inferences at ``batch``: CPU (chip: RAPL where readable, else rated)
-    and GPU (board: from the row's time × TDP, an estimate unless NVML measured it)."""
+    and GPU (board: the row's time × the power model at the GPU's utilisation, the share of
+    the row's time its kernels keep the GPU busy — ``gpu_s`` of the row where the model
+    estimated it, else 1 — an estimate unless NVML measured it)."""
     c = next(r for r in cpu_rows if r["batch"] == batch)
     g = next(r for r in gpu_rows if r["batch"] == batch)
     cpu_e = energy.estimate_cpu(c["latency_s"]).per(batch, 1000)
-    gpu_e = energy.estimate_gpu(g["latency_s"], gpu).per(batch, 1000)
+    utilisation = min(g.get("gpu_s", g["latency_s"]) / g["latency_s"], 1.0)
+    gpu_e = energy.estimate_gpu(g["latency_s"], gpu, utilisation).per(batch, 1000)
     return {"batch": batch, "cpu": cpu_e, "gpu": gpu_e}
 
 

@@ -9,7 +9,10 @@ For the tile size a learner picks, :class:`MatmulExperiment`:
   memory and the barriers, from the launch configuration;
 - **measures** NumPy's matmul (BLAS) on this CPU;
 - **estimates** every kernel (naive, tiled at each tile size, register-blocked) on a named GPU
-  with the roofline model and the traffic model of :mod:`gpulab.kernels.matmul`, and on a GPU
+  with gpulab's GPU model (:func:`kernel_estimate`: the kernel family's costs from
+  :func:`gpulab.kernels.matmul.kernel_costs`, its waves from the registers ptxas gives it,
+  the naive kernel as a range because L1/L2 decide its traffic), next to the **published**
+  measurement of the same kernel family on a real GPU (:func:`published_beside`), and on a GPU
   also **measures** them (and cuBLAS, when CuPy is installed).
 
 :class:`MatmulDashboard` is the ipywidgets view: a tile slider, a GPU, a Run button, the
@@ -30,7 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpulab import device, hardware, plots, recorded_runs, timing
+import functools
+
+from gpulab import device, hardware, kernel_resources, plots, ptx, recorded_runs, timing
+from gpulab.bench import model_check
 from gpulab.bench.cases import DEFAULT_TILE, matmul_case, run_and_check
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.hardware import format_seconds as _fmt
@@ -42,6 +48,56 @@ WARP_SIZE = 32  # threads of a warp, on every NVIDIA GPU so far
 def default_n(tier: str | None = None) -> int:
     """M = N = K: 1024 without a GPU (BLAS on this CPU takes ~10-100 ms), 4096 on one."""
     return 4096 if (tier or device.tier()) == "gpu" else 1024
+
+
+@functools.lru_cache(maxsize=16)
+def kernel_registers(method: str, compute_capability: tuple[int, int]
+                     ) -> tuple[int, int] | None:
+    """(registers per thread, static shared bytes per block) of ``matmul_<method>`` on
+    ``compute_capability``, as the assembler (ptxas via nvJitLink, no GPU) reports them: from
+    the table shipped in ``gpulab/data`` (tested against a fresh assembly), else assembled now;
+    None where neither can say (no toolkit wheels, an unknown architecture)."""
+    name = f"matmul_{method}"
+    found = kernel_resources.shipped(name, compute_capability)
+    if found is None:
+        try:
+            found = kernel_resources.resources(name, tuple(compute_capability))
+        except (ptx.ToolkitMissingError, kernel_resources.AssemblyError, ValueError,
+                RuntimeError):
+            return None
+    return found.registers, found.shared_bytes
+
+
+def kernel_estimate(gpu, method: str, n: int, tile: int | None = None,
+                    launch_config_from: str = "gpu") -> hardware.RooflineEstimate:
+    """gpulab's GPU model of ``matmul_<method>`` at M = N = K = ``n`` on ``gpu``: the kernel
+    family's device-memory bytes (without and with cache reuse), its shared-memory/L1 loads and
+    FMA issue share (:func:`gpulab.kernels.matmul.kernel_costs`), and its waves, from the
+    launch gpulab uses and the registers and shared memory ptxas gives the kernel. One launch
+    (the host's issue cost overlaps a loop of them: use ``gpu_s`` for the kernel's rate)."""
+    from gpulab.kernels import matmul as mm
+
+    gpu = hardware.get_gpu(gpu)
+    if method == "naive" and tile is None:
+        tile = 16  # the naive kernel's 16 x 16 blocks on a GPU
+    costs = mm.kernel_costs(method, n, n, n, tile if method != "register_blocked" else None)
+    found = kernel_registers(method, tuple(gpu.compute_capability))
+    registers, shared = found if found else (0, 0)
+    return hardware.estimate_time(gpu, mm.flops(n, n, n), precision=PRECISION, launches=1,
+                                  registers_per_thread=registers,
+                                  shared_bytes_per_block=shared, **costs)
+
+
+def published_beside(method: str, n: int, gpu, tile: int | None = None) -> str:
+    """The published measurement of ``matmul_<method>``'s kernel family (nearest size), the
+    model's prediction for that run, measured / predicted, and what differs from ours."""
+    from gpulab.kernels import matmul as mm
+
+    family = mm.FAMILY_OF_METHOD[method]
+    spec = hardware.get_gpu(gpu)
+    ours = (f"gpulab's matmul_{method}" + (f" (T = {tile})" if tile else "")
+            + f" at n = {n:,}, modelled on the {spec.name}")
+    return model_check.beside(ours, "matmul", spec.key, n, variant=family)
 
 
 def check_shape(tile: int, tier: str | None = None, n: int | None = None) -> tuple[int, int, int]:
@@ -135,7 +191,7 @@ class MatmulExperiment:
             traffic = mm.traffic_bytes(n, n, n, method, tile)
             entry = {"label": label, "method": method, "tile": tile, "flops": flops,
                      "traffic_bytes": traffic,
-                     "estimate": hardware.estimate_time(self.gpu, flops, traffic, PRECISION)}
+                     "estimate": kernel_estimate(self.gpu, method, n, tile)}
             if self.tier == "gpu":
                 entry["measured"] = self._measure_gpu(f"matmul_{method}", tile, inputs)
             kernels.append(entry)
@@ -165,7 +221,14 @@ class MatmulExperiment:
         for k in r["kernels"]:
             if "measured" in k:
                 bars.append((k["label"], k["measured"].gflops_per_s * 1e9, k["measured"].label))
-            bars.append((k["label"], k["estimate"].achieved_flops_per_s, k["estimate"].label))
+            est = k["estimate"]
+            if est.is_range:
+                bars.append((f"{k['label']} (no cache reuse)", k["flops"] / est.gpu_s,
+                             est.label))
+                bars.append((f"{k['label']} (caches catch all reuse)",
+                             k["flops"] / est.gpu_s_with_reuse, est.label))
+            else:
+                bars.append((k["label"], k["flops"] / est.gpu_s, est.label))
         return bars
 
     def roofline_points(self) -> list[dict]:
@@ -173,7 +236,7 @@ class MatmulExperiment:
         points = []
         for k in r["kernels"]:
             common = {"name": k["label"], "flops": k["flops"], "bytes_moved": k["traffic_bytes"]}
-            points.append({**common, "seconds": k["estimate"].time_s,
+            points.append({**common, "seconds": k["estimate"].gpu_s,
                            "origin": k["estimate"].label})
             if "measured" in k:
                 points.append({**common, "seconds": k["measured"].median_s,
@@ -200,8 +263,9 @@ class MatmulExperiment:
             f"Traffic model: {c['traffic_bytes'] / 1e9:,.3g} GB instead of "
             f"{c['naive_traffic_bytes'] / 1e9:,.3g} GB, so {c['flops'] / c['traffic_bytes']:.3g} "
             f"FLOP per byte (the {self.gpu.name} needs {ridge:.3g} to be compute-bound): about "
-            f"{_fmt(est.time_s)}, {est.achieved_flops_per_s / 1e12:.3g} TFLOP/s, "
-            f"{est.bound}-bound ({est.label}); naive: {_fmt(naive['estimate'].time_s)}.",
+            f"{_fmt(est.gpu_s)} on the GPU, {c['flops'] / est.gpu_s / 1e12:.3g} TFLOP/s, "
+            f"{est.bound}-bound" + (f", {est.fill}" if est.fill else "")
+            + f" ({est.label}); naive: {_range_text(naive['estimate'])}.",
             f"This CPU: {r['cpu'].gflops_per_s:,.3g} GFLOP/s ({r['cpu'].label}).",
             f"The tiled kernel ran for real in {check['where']} at M, N, K = "
             f"{', '.join(map(str, check['shape']))} and "
@@ -216,9 +280,26 @@ class MatmulExperiment:
         if r["cublas"] is not None:
             lines.append(f"cuBLAS: {r['cublas'].gflops_per_s:,.4g} GFLOP/s "
                          f"({r['cublas'].label}).")
+        blocked = r["kernels"][-1]["estimate"]
+        if blocked.fill:
+            lines.append(f"Register-blocked at n = {r['n']:,}: {blocked.fill}, so "
+                         f"{c['flops'] / blocked.gpu_s / 1e12:.3g} TFLOP/s, not the "
+                         f"{blocked.gpu.peak_flops_for(PRECISION) / 1e12:.3g} TFLOP/s peak.")
+        lines.append(published_beside("naive", r["n"], self.gpu))
+        lines.append(published_beside("tiled", r["n"], self.gpu, self.tile))
+        lines.append(published_beside("register_blocked", r["n"], self.gpu))
         if r.get("recorded"):
             lines.append(str(r["recorded"]))
         return "\n".join(lines)
+
+
+def _range_text(estimate) -> str:
+    """'3.2 ms' or, for a cache-decided kernel, '0.41 ms (caches catch all reuse) to 45 ms (no
+    reuse)' (GPU time)."""
+    if not estimate.is_range:
+        return _fmt(estimate.gpu_s)
+    return (f"{_fmt(estimate.gpu_s_with_reuse)} (caches catch all reuse) to "
+            f"{_fmt(estimate.gpu_s)} (no reuse)")
 
 
 def recorded_comparison(run=None):
@@ -239,11 +320,10 @@ def recorded_comparison(run=None):
         name, _, tile = label.partition(" T=")
         method = name.removeprefix("matmul_")
         n = measured.n
-        traffic = mm.traffic_bytes(n, n, n, method, int(tile) if tile else None)
-        estimate = hardware.estimate_time(spec, 2 * n**3, traffic, PRECISION)
-        rows.append((f"{label}, n = {n:,}", estimate.time_s, measured.median_s))
+        estimate = kernel_estimate(spec, method, n, int(tile) if tile else None)
+        rows.append((f"{label}, n = {n:,}", estimate.gpu_s, measured.median_s))
     return recorded_runs.comparison_table(
-        "Matrix products measured on a real GPU, against the model's best case", run, rows)
+        "Matrix products measured on a real GPU, against the model", run, rows)
 
 
 TRAFFIC_KERNELS = (("naive", None), ("tiled", 16), ("register_blocked", None))  # (method, tile)
@@ -252,9 +332,9 @@ TRAFFIC_KERNELS = (("naive", None), ("tiled", 16), ("register_blocked", None))  
 def traffic_table(n: int, gpu="H100-SXM", kernels=TRAFFIC_KERNELS) -> str:
     """For M = N = K = ``n``, one row per (method, tile) of ``kernels``: the device-memory bytes
     the kernel asks for (:func:`gpulab.kernels.matmul.traffic_bytes`, no cache helping), its
-    FLOP per byte, and its time and bound by the roofline model of ``gpu`` in fp32
-    (:func:`gpulab.hardware.estimate_time`); a last line says the size and where the times
-    come from. Returns the table as a string."""
+    FLOP per byte, and its GPU time, bound and waves by gpulab's GPU model of ``gpu`` in fp32
+    (:func:`kernel_estimate`): a range for the naive kernel, whose traffic the caches decide.
+    A last line says the size and where the times come from. Returns the table as a string."""
     from gpulab.kernels import matmul as mm
 
     if not kernels:
@@ -264,11 +344,35 @@ def traffic_table(n: int, gpu="H100-SXM", kernels=TRAFFIC_KERNELS) -> str:
     lines = []
     for method, tile in kernels:
         traffic = mm.traffic_bytes(n, n, n, method, tile)
-        estimate = hardware.estimate_time(gpu, flops, traffic, PRECISION)
+        estimate = kernel_estimate(gpu, method, n, tile)
         label = method + (f" T={tile}" if tile else "")
+        waves = f"  {estimate.fill.waves} wave(s), {estimate.fill.fill:.0%} busy" \
+            if estimate.fill else ""
         lines.append(f"{label:18s} {traffic / 1e9:8.2f} GB  {flops / traffic:6.2f} FLOP/B  "
-                     f"{estimate.time_s * 1e3:7.2f} ms  {estimate.bound}-bound")
-    lines.append(f"(n = {n}; times {estimate.label})")
+                     f"{_range_text(estimate):>12s}  {estimate.bound}-bound{waves}")
+    lines.append(f"(n = {n}; GPU times {estimate.label})")
+    return "\n".join(lines)
+
+
+def published_series_table(gpu_key: str | None = None) -> str:
+    """Every published matmul point (one series per GPU: naive to cuBLAS), next to the
+    model's prediction for the same run and measured / predicted (:mod:`gpulab.bench.
+    model_check`). Where the measured naive kernels beat the model's no-reuse end, the
+    caches served the reuse the traffic model counts again."""
+    rows = [r for r in model_check.check().rows if r.point.model_case["type"] == "matmul"
+            and (gpu_key is None or r.point.gpu_key == gpu_key)]
+    lines = [f"{'GPU':10s} {'kernel (as published)':58s} {'measured':>13s} "
+             f"{'model':>22s} {'ratio':>6s}"]
+    for r in rows:
+        p, pred = r.point, r.prediction
+        model = (f"{pred.low:,.4g}..{pred.high:,.4g}" if pred.is_range else f"{pred.value:,.4g}")
+        lines.append(f"{p.gpu_key:10s} {p.what[:58]:58s} {p.value:>8,.4g} {p.unit:4s} "
+                     f"{model:>17s} {p.unit:4s} {r.ratio:6.2f}")
+    sources = sorted({r.point.source for r in rows})
+    lines.append("measured: " + "; ".join(f"{r.point.measured_by} ({r.point.source})"
+                                          for r in {r.point.source: r for r in rows}.values()))
+    lines.append(f"model: gpulab's GPU model of each GPU; ratio = measured / predicted, 1 inside "
+                 f"a range ({len(rows)} points, {len(sources)} source(s))")
     return "\n".join(lines)
 
 
@@ -442,8 +546,8 @@ class MatmulDashboard(Dashboard):
     )
     WHERE_SIM = (
         "No GPU here (simulator tier): the tiled kernel runs in the simulator at a small size "
-        "to check its answer; the CPU is measured; GPU rates are roofline estimates for the "
-        "model chosen above."
+        "to check its answer; the CPU is measured; GPU rates are estimates by gpulab's GPU "
+        "model of the GPU chosen above, next to published measurements on real GPUs."
     )
 
     experiment: MatmulExperiment | None
@@ -482,4 +586,6 @@ class MatmulDashboard(Dashboard):
 
 
 __all__ = ["TRAFFIC_KERNELS", "WARP_SIZE", "MatmulDashboard", "MatmulExperiment", "WarpFootprint",
-           "check_shape", "default_n", "tiling_plot", "traffic_table", "warp_footprint"]
+           "check_shape", "default_n", "kernel_estimate", "kernel_registers",
+           "published_beside", "published_series_table", "tiling_plot", "traffic_table",
+           "warp_footprint"]

@@ -18,10 +18,15 @@ gaps between launches as gaps:
   between the end of one launch and the start of the next (argument checks, allocations, the
   batch's copies, Python), measured with ``time.perf_counter``. Each launch is waited for so
   that it can be timed alone: the time spent waiting and timing is in neither.
-- tier ``sim``: **estimated**, from a roofline model of a named GPU (default the H100 SXM):
-  each kernel takes max(FLOPs / peak fp32 FLOP/s, bytes / memory bandwidth), and each gap is
-  one launch overhead, :data:`gpulab.hardware.LAUNCH_OVERHEAD_S` (sourced in
-  :data:`gpulab.hardware.LAUNCH_OVERHEAD_SOURCE`). A best case: a real GPU takes longer.
+- tier ``sim``: **estimated**, by gpulab's GPU model of a named GPU (default the H100 SXM):
+  each kernel's GPU time is the largest of FLOPs / (peak fp32 × the share of the GPU its
+  launch fills), bytes / (bandwidth × that share) and the minimum kernel time
+  (:data:`gpulab.hardware.KERNEL_MIN_S`); the host issues each launch in
+  :data:`gpulab.hardware.HOST_LAUNCH_S` (Numba's by default; CUDA C++ and CUDA Graphs for
+  comparison) and goes on to the next without waiting (launches are asynchronous), and the GPU
+  starts a kernel when the host has issued it and the previous kernel has finished
+  (:func:`gpulab.hardware.stream_timeline`). A gap is the GPU waiting for the host: it appears
+  only where kernels are shorter than the host's issue cost.
   In the simulator the launches are recorded without running the kernels' bodies (their
   order and sizes do not depend on the values; ``execute=True`` runs them, and the tests check
   that the record is the same).
@@ -192,7 +197,7 @@ class TimelineEntry:
     gap_s: float
     kernel_s: float
     start_s: float
-    bound: str  # "compute" or "memory" (estimated), "measured" on a GPU
+    bound: str  # "compute", "memory" or "latency" (estimated), "measured" on a GPU
 
 
 @dataclass
@@ -292,9 +297,11 @@ def _match(launches: list[RecordedLaunch], costs: list[cost.KernelCost]) -> None
 
 def step_timeline(batch_size: int = DIGITS["batch_size"], widths=DIGITS["widths"],
                   gpu="H100-SXM", activation: str = DIGITS["activation"],
-                  optimiser: str = DIGITS["optimiser"], seed: int = 0) -> StepTimeline:
+                  optimiser: str = DIGITS["optimiser"], seed: int = 0,
+                  host_api: str = "numba") -> StepTimeline:
     """The timeline of one training step: measured on this GPU (tier ``gpu``), otherwise
-    estimated from a roofline model of ``gpu`` (see the module docstring)."""
+    estimated by gpulab's GPU model of ``gpu``, launched through ``host_api`` (see the
+    module docstring)."""
     widths = [int(w) for w in widths]
     batch_size = int(batch_size)
     costs = cost.step_kernels(widths, batch_size, activation, optimiser)
@@ -314,29 +321,65 @@ def step_timeline(batch_size: int = DIGITS["batch_size"], widths=DIGITS["widths"
             clock += launch.measured_s
         return StepTimeline(
             widths, batch_size, optimiser, entries, "gpu", name,
-            f"measured on {name}", "launch + kernel, timed with CUDA events",
+            f"measured on {name}, each launch waited for so that it could be timed alone",
+            "launch + kernel, timed with CUDA events",
             "host work between launches (checks, allocations, copies, Python), timed with "
-            "time.perf_counter", meta={"spec": spec.key if spec else None})
+            "time.perf_counter; on a free-running stream the host issues the next launch "
+            "while the GPU runs, hiding what is shorter than the kernel",
+            meta={"spec": spec.key if spec else None})
+    return _modelled_timeline(launches, costs, widths, batch_size, optimiser, gpu, activation,
+                              host_api)
+
+
+def _modelled_timeline(launches, costs, widths, batch_size, optimiser, gpu, activation,
+                       host_api) -> StepTimeline:
     spec = hardware.get_gpu(gpu)
-    run = recorded_runs.latest_gpu_run()  # a recorded run's measured launch overhead, if any
-    gap_s = (run.launch_overhead_s if run is not None and run.launch_overhead_s
-             else hardware.LAUNCH_OVERHEAD_S)
-    gap_source = (f"measured on {run.device} in a recorded run ({run.date[:10]})"
-                  if gap_s != hardware.LAUNCH_OVERHEAD_S else "gpulab.hardware.LAUNCH_OVERHEAD_S")
-    for k, (launch, c) in enumerate(zip(launches, costs, strict=True), start=1):
-        est = hardware.estimate_time(spec, c.flops, c.bytes_moved, "fp32", launches=0)
-        clock += gap_s
+    run = recorded_runs.latest_gpu_run() if host_api == "numba" else None
+    measured = run is not None and bool(run.launch_overhead_s)
+    issue_s = run.launch_overhead_s if measured else hardware.HOST_LAUNCH_S[host_api]
+    issue_source = (f"measured on {run.device} in a recorded run ({run.date[:10]})" if measured
+                    else f"gpulab.hardware.HOST_LAUNCH_S[{host_api!r}]")
+    estimates = [hardware.estimate_time(spec, c.flops, c.bytes_moved, "fp32", launches=1,
+                                        blocks=int(np.prod(launch.blocks)),
+                                        threads_per_block=int(np.prod(launch.threads)))
+                 for launch, c in zip(launches, costs, strict=True)]
+    events = hardware.stream_timeline([e.gpu_s for e in estimates], issue_s)
+    entries, previous_end = [], 0.0
+    for k, (launch, c, est, event) in enumerate(zip(launches, costs, estimates, events,
+                                                     strict=True), start=1):
+        parts = {"memory": est.memory_s, "compute": est.compute_s, "latency": est.floor_s}
         entries.append(TimelineEntry(k, launch.kernel, c.phase, c.shape, launch.blocks,
                                      launch.threads, c.flops, c.bytes_moved,
-                                     gap_s, est.kernel_s, clock, est.bound))
-        clock += est.kernel_s
+                                     event.start_s - previous_end, event.gpu_s, event.start_s,
+                                     max(parts, key=parts.get)))
+        previous_end = event.end_s
     copy_s = cost.estimate_step(widths, batch_size, spec, activation, optimiser).transfer_s
+    api = hardware.HOST_LAUNCH_NAMES[host_api]
     return StepTimeline(
         widths, batch_size, optimiser, entries, "model", spec.name,
-        f"estimated from a roofline model of the {spec.name}, a best case",
-        "max(FLOPs / fp32 peak, bytes / memory bandwidth)",
-        f"one launch overhead each, {gap_s * 1e6:.3g} µs ({gap_source})", copy_s=copy_s,
-        meta={"spec": spec.key, "launches": "recorded without running the kernels' bodies"})
+        f"estimated by gpulab's GPU model of the {spec.name}, launched through {api}",
+        "the largest of FLOPs / fp32 peak, bytes / memory bandwidth (both over the share of "
+        f"the GPU the launch fills) and the {hardware.KERNEL_MIN_S * 1e6:.3g} µs minimum "
+        "kernel time",
+        f"the GPU waiting for the host, which issues each launch in {issue_s * 1e6:.3g} µs "
+        f"({issue_source}) while the GPU runs the previous kernel", copy_s=copy_s,
+        meta={"spec": spec.key, "host_api": host_api, "issue_s": issue_s,
+              "launches": "recorded without running the kernels' bodies"})
+
+
+def host_api_timelines(batch_size: int = DIGITS["batch_size"], widths=DIGITS["widths"],
+                       gpu="H100-SXM", apis=hardware.HOST_APIS, **options) -> list[StepTimeline]:
+    """The same step modelled with each way of launching in ``apis`` (Numba, CUDA C++, a CUDA
+    Graph): the kernels are the same; only the host's issue cost per launch changes."""
+    widths = [int(w) for w in widths]
+    activation = options.get("activation", DIGITS["activation"])
+    optimiser = options.get("optimiser", DIGITS["optimiser"])
+    costs = cost.step_kernels(widths, int(batch_size), activation, optimiser)
+    launches = record_step(int(batch_size), widths, activation, optimiser,
+                           options.get("seed", 0), execute=False, timed=False)
+    _match(launches, costs)
+    return [_modelled_timeline(launches, costs, widths, int(batch_size), optimiser, gpu,
+                               activation, api) for api in apis]
 
 
 def _draw_row(timeline: StepTimeline, ax) -> None:
@@ -437,5 +480,6 @@ def step_estimates_table(widths, batch_sizes, gpu="H100-SXM") -> str:
 
 __all__ = ["COST_NAME_OF_KERNEL", "PHASE_COLOURS", "RecordedLaunch", "StepTimeline",
            "TimelineEntry", "TimelineMismatchError", "batch_of", "describe_gaps", "draw_timelines",
+           "host_api_timelines",
            "record_step", "recording_launches", "step_estimates_table", "step_timeline",
            "timelines_table"]

@@ -226,6 +226,17 @@ def forward_traffic_bytes(M: int, N: int, fused: bool, itemsize: int = 4) -> int
     return itemsize * ((2 if fused else 4) * M * N + N)
 
 
+def forward_traffic_bytes_with_reuse(M: int, N: int, fused: bool, itemsize: int = 4,
+                                     l2_bytes: int | None = None) -> int:
+    """Device-memory bytes for bias + activation if the GPU's L2 cache (``l2_bytes``) catches
+    the unfused kernels' intermediate Z + b: when it fits, ``apply_activation`` reads it back
+    from L2, not DRAM, and the unfused pair moves what the fused kernel moves (2 M N + N
+    values). Larger than L2, or ``l2_bytes`` unknown: :func:`forward_traffic_bytes`."""
+    if fused or l2_bytes is None or itemsize * M * N > l2_bytes:
+        return forward_traffic_bytes(M, N, fused, itemsize)
+    return forward_traffic_bytes(M, N, True, itemsize)
+
+
 def launches(fused: bool) -> int:
     """Kernel launches for bias + activation: 1 fused, 2 unfused."""
     return 1 if fused else 2

@@ -237,6 +237,81 @@ def minimum_bytes(M: int, N: int, K: int, itemsize: int = 4) -> int:
     return itemsize * (M * K + K * N + M * N)
 
 
+# The kernel families of the published matmul series (and the course's three among them), as
+# the GPU model sees them (gpulab.hardware.estimate_time's terms).
+FAMILIES = ("naive_uncoalesced", "naive_coalesced", "shared_tiled", "blocktiled_1d",
+            "blocktiled_2d", "vectorized", "warptiled", "cublas")
+FAMILY_OF_METHOD = {"naive": "naive_coalesced", "tiled": "shared_tiled",
+                    "register_blocked": "blocktiled_2d"}
+
+
+def family_costs(family: str, M: int, N: int, K: int, threads: tuple[int, int] = (32, 32),
+                 block_tile: tuple[int, int, int] | None = None,
+                 thread_tile: tuple[int, int] = (1, 1), itemsize: int = 4) -> dict:
+    """What a matmul of ``family`` asks of the GPU, as keyword arguments for
+    :func:`gpulab.hardware.estimate_time`: device-memory bytes without and with cache reuse,
+    bytes loaded from shared memory or L1, the FMA share of the inner loop's instructions,
+    and the launch (blocks, threads per block).
+
+    - ``naive_*``: one thread per element of C, blocks of ``threads`` = (x, y); each k loads
+      one A and one B value per thread through L1. A warp spans ``wx = min(x, 32)`` columns
+      and ``32 / wx`` rows: ``naive_coalesced`` (x along the columns, as gpulab's
+      ``matmul_naive``) fetches one 32-B sector of A per row (a broadcast) and ``wx * 4`` bytes
+      of B per k; ``naive_uncoalesced`` (x along the rows) fetches a sector of A per thread.
+      Without reuse every fetch goes to DRAM; with reuse, L1/L2 serve all but the compulsory
+      traffic. Either way each fetch crosses L1 (the shared-memory term). Inner loop: 2 loads
+      + 1 FMA.
+    - tiled families: a block computes ``block_tile`` = (BM, BN, BK) of C per step of BK, each
+      thread ``thread_tile`` = (TM, TN); per k a thread loads TM values of A and TN of B from
+      shared memory (4 at a time for ``vectorized``/``warptiled``) for TM x TN FMAs. DRAM: A
+      read ceil(N / BN) times, B ceil(M / BM) times (:func:`traffic_bytes`).
+    - ``cublas``: compulsory traffic and every issue slot an FMA (its internals are NVIDIA's);
+      no launch given, so the model assumes it fills the GPU.
+    """
+    one_of("family", family, FAMILIES)
+    fmas = M * N * K
+    compulsory = minimum_bytes(M, N, K, itemsize)
+    if family == "cublas":
+        return {"bytes_moved": compulsory, "bytes_with_reuse": compulsory}
+    if family.startswith("naive"):
+        x, y = (int(v) for v in threads)
+        warp_x = min(x, 32)
+        warp_rows = max(32 // warp_x, 1)
+        if family == "naive_coalesced":
+            fetched_per_warp_k = 32 * warp_rows + warp_rows * _ceil_div(warp_x * itemsize, 32) * 32
+        else:  # x runs along the rows: every thread its own sector of A; B broadcast per row
+            fetched_per_warp_k = 32 * 32 + 32 * _ceil_div(warp_rows * itemsize, 32)
+        fetched = fmas / 32 * fetched_per_warp_k
+        return {"bytes_moved": fetched + itemsize * M * N, "bytes_with_reuse": compulsory,
+                "shared_load_bytes": fetched, "fma_share": 1 / 3,
+                "blocks": _ceil_div(N, x) * _ceil_div(M, y), "threads_per_block": x * y}
+    BM, BN, _ = block_tile
+    TM, TN = thread_tile
+    per_load = 4 if family in ("vectorized", "warptiled") else 1
+    loads_per_k = (TM + TN) / per_load
+    return {"bytes_moved": itemsize * (M * K * _ceil_div(N, BN) + K * N * _ceil_div(M, BM)
+                                       + M * N),
+            "bytes_with_reuse": compulsory,
+            "shared_load_bytes": fmas * itemsize * (TM + TN) / (TM * TN),
+            "fma_share": TM * TN / (TM * TN + loads_per_k),
+            "blocks": _ceil_div(N, BN) * _ceil_div(M, BM),
+            "threads_per_block": (BM * BN) // (TM * TN)}
+
+
+def kernel_costs(method: str, M: int, N: int, K: int, tile: int | None = None,
+                 itemsize: int = 4) -> dict:
+    """:func:`family_costs` of gpulab's own ``matmul_<method>`` with the launch
+    :func:`launch_config` gives it."""
+    config = launch_config(M, N, K, method, tile)
+    if method == "naive":
+        return family_costs("naive_coalesced", M, N, K, tuple(config.threads), itemsize=itemsize)
+    if method == "tiled":
+        return family_costs("shared_tiled", M, N, K, block_tile=(config.tile,) * 3,
+                            itemsize=itemsize)
+    return family_costs("blocktiled_2d", M, N, K, block_tile=(BLOCK_M, BLOCK_N, BLOCK_K),
+                        thread_tile=(THREAD_M, THREAD_N), itemsize=itemsize)
+
+
 # --- launches ---------------------------------------------------------------------------------
 
 
@@ -354,7 +429,8 @@ def matmul(A, B, method: str = "register_blocked", tile: int | None = None, out=
 
 __all__ = [
     "BLOCK_K", "BLOCK_M", "BLOCK_N", "MAX_TILE", "METHODS", "THREAD_M", "THREAD_N", "TILE_SIZES",
-    "MatmulLaunch", "check_tile", "default_tile", "flops", "kernel_for", "launch",
+    "FAMILIES", "FAMILY_OF_METHOD", "MatmulLaunch", "check_tile", "default_tile",
+    "family_costs", "flops", "kernel_costs", "kernel_for", "launch",
     "launch_config",
     "matmul", "matmul_naive", "matmul_operands", "matmul_register_blocked", "matmul_tiled",
     "minimum_bytes", "output_tile", "traffic_bytes",

@@ -9,14 +9,19 @@ docstrings:
   C written once (:func:`gpulab.kernels.matmul.minimum_bytes`): a lower bound, as if caches
   were perfect;
 - elementwise kernels and reductions: the values they read and write, once each;
-- each launch: :data:`gpulab.hardware.LAUNCH_OVERHEAD_S`;
+- each kernel at least :data:`gpulab.hardware.KERNEL_MIN_S` on the GPU, and each launch
+  :data:`gpulab.hardware.LAUNCH_OVERHEAD_S` of the host's time (Numba's issue cost);
 - per step, the batch copied to the GPU (inputs and labels) and the losses and probabilities
   copied back (the trainer reads them for its loss and accuracy), over the host link.
 
-:func:`estimate_step` adds the roofline time of every kernel: each kernel's time is the larger
-of FLOPs / peak and bytes / bandwidth, plus its launch. It is an **estimate** from a model of a
-named GPU, and an optimistic one (peak rates, compulsory traffic, no Python overhead): the
-real GPU takes longer. Every result carries that label.
+:func:`estimate_step` puts the step's kernels on one stream (:func:`gpulab.hardware.
+stream_timeline`): each kernel's GPU time is the largest of FLOPs / peak, bytes / bandwidth and
+the minimum kernel time; the host issues the launches one after another, asynchronously, and
+the GPU starts each kernel when the host has issued it and the previous one has finished. So
+a step takes about the larger of the host's issuing and the GPU's work, not their sum: small
+batches are **launch-bound** (the GPU waits for the host), large ones are bound by the
+kernels' work. The batch's copies come before the kernels. It is an **estimate** from gpulab's
+GPU model of a named GPU (compulsory traffic, the launch assumed to fill the GPU), labelled so.
 """
 
 from __future__ import annotations
@@ -138,7 +143,8 @@ def step_flops(widths, batch_size: int, **options) -> float:
 
 @dataclass
 class StepEstimate:
-    """The roofline estimate of one training step on a named GPU (an optimistic bound)."""
+    """gpulab's GPU model of one training step on a named GPU: its kernels on one stream,
+    after the batch's copies."""
 
     gpu: hardware.GPUSpec
     batch_size: int
@@ -149,13 +155,32 @@ class StepEstimate:
     def launches(self) -> int:
         return len(self.kernels)
 
+    def timeline(self) -> list[hardware.StreamEvent]:
+        """The kernels on one stream: host issue times, GPU start and end (seconds)."""
+        return hardware.stream_timeline([est.gpu_s for _, est in self.kernels],
+                                        [est.launch_overhead_s for _, est in self.kernels])
+
     @property
     def kernel_s(self) -> float:
-        return sum(est.kernel_s for _, est in self.kernels)
+        """From the first launch's issue to the last kernel's end: the host's issuing and the
+        GPU's work overlap."""
+        events = self.timeline()
+        return events[-1].end_s if events else 0.0
+
+    @property
+    def gpu_s(self) -> float:
+        """The GPU's busy time: every kernel's own time, without the waits for the host."""
+        return sum(est.gpu_s for _, est in self.kernels)
 
     @property
     def launch_s(self) -> float:
+        """The host's time to issue every launch of the step."""
         return sum(est.launch_s for _, est in self.kernels)
+
+    @property
+    def idle_s(self) -> float:
+        """GPU time spent waiting for the host to issue the next launch."""
+        return self.kernel_s - self.gpu_s
 
     @property
     def time_s(self) -> float:
@@ -171,21 +196,26 @@ class StepEstimate:
 
     @property
     def label(self) -> str:
-        return f"estimated from a roofline model of the {self.gpu.name}"
+        return (f"estimated by gpulab's GPU model of the {self.gpu.name} (launches issued "
+                "ahead on one stream)")
 
     def by_phase(self) -> dict[str, float]:
-        """Seconds per phase (forward, loss, backward, update) plus transfer."""
+        """GPU seconds per phase (forward, loss, backward, update), the GPU's waits for the
+        host ("waiting for launches"), and the transfer: they add up to ``time_s``."""
         phases: dict[str, float] = {}
         for cost, est in self.kernels:
-            phases[cost.phase] = phases.get(cost.phase, 0.0) + est.kernel_s
+            phases[cost.phase] = phases.get(cost.phase, 0.0) + est.gpu_s
+        phases["waiting for launches"] = self.idle_s
         phases["transfer"] = self.transfer_s
         return phases
 
     def bound(self) -> str:
-        """What most of the step's time goes to: "launch", "transfer", "memory" or "compute"."""
+        """What most of the step's time goes to: "launch" (the host's issuing outlasts the
+        GPU's work), "transfer", "memory", "compute" or "latency" (the minimum kernel time)."""
         parts = {"launch": self.launch_s, "transfer": self.transfer_s,
                  "memory": sum(est.memory_s for _, est in self.kernels),
-                 "compute": sum(est.compute_s for _, est in self.kernels)}
+                 "compute": sum(est.compute_s for _, est in self.kernels),
+                 "latency": sum(est.floor_s for _, est in self.kernels)}
         return max(parts, key=parts.get)
 
     def __str__(self) -> str:
@@ -197,20 +227,24 @@ class StepEstimate:
 def estimate_step(widths, batch_size: int, gpu="H100-SXM", activation: str = "relu",
                   optimiser: str = "adam", itemsize: int = 4,
                   include_transfer: bool = True, host_memory: str = "pageable",
-                  launch_overhead_s: float | None = None) -> StepEstimate:
-    """Roofline estimate of one training step on ``gpu``: every kernel's time (FLOPs / peak or
-    bytes / bandwidth, whichever is larger, plus its launch), plus the batch's host transfers
-    from ``host_memory``: "pageable" (a NumPy batch, as the trainer copies it) or "pinned"
-    (page-locked, ``cuda.pinned_array``), which copy at different rates
-    (:func:`gpulab.hardware.link_bytes_per_s`). ``launch_overhead_s`` replaces the model's
-    launch constant with a measured one (from a recorded run)."""
+                  launch_overhead_s: float | None = None,
+                  host_api: str = "numba") -> StepEstimate:
+    """gpulab's GPU model of one training step on ``gpu``: every kernel's GPU time (the
+    largest of FLOPs / peak, bytes / bandwidth and the minimum kernel time) on one stream,
+    the launches issued ahead by the host through ``host_api`` ("numba", "cuda_cpp",
+    "cuda_graph"), after the batch's host transfers from ``host_memory``: "pageable" (a NumPy
+    batch, as the trainer copies it) or "pinned" (page-locked, ``cuda.pinned_array``), which
+    copy at different rates (:func:`gpulab.hardware.link_bytes_per_s`).
+    ``launch_overhead_s`` replaces the model's host issue cost with a measured one (from a
+    recorded run)."""
     gpu = hardware.get_gpu(gpu)
     precision = PRECISION_OF_ITEMSIZE.get(itemsize)
     if precision is None:
         raise ValueError(f"itemsize must be 4 (float32) or 8 (float64), not {itemsize!r}")
     kernels = step_kernels(widths, batch_size, activation, optimiser, itemsize)
     estimates = [(cost, hardware.estimate_time(gpu, cost.flops, cost.bytes_moved, precision,
-                                               launch_overhead_s=launch_overhead_s))
+                                               launch_overhead_s=launch_overhead_s,
+                                               host_api=host_api))
                  for cost in kernels]
     transfer = (step_transfer_bytes(widths, batch_size, itemsize)
                 / hardware.link_bytes_per_s(gpu, host_memory) if include_transfer else 0.0)
@@ -221,9 +255,9 @@ def per_sample_seconds(widths, gpu) -> dict[str, float]:
     """What one more sample adds to a step's time on ``gpu``, per part: its FLOPs at the fp32
     peak ("compute"), its device-memory bytes at the memory bandwidth ("memory"), its bytes
     copied from pageable host memory (a NumPy batch) at the model's pageable copy rate,
-    ``gpu.host_pageable_bytes_per_s`` ("transfer"); and "launch", the launches'
-    time, the same for every batch. From :func:`step_kernels` at batches 1
-    and 2 (every count is a + b * batch)."""
+    ``gpu.host_pageable_bytes_per_s`` ("transfer"); and "launch", the host's time to issue
+    the step's launches, the same for every batch (the GPU's work overlaps it). From
+    :func:`step_kernels` at batches 1 and 2 (every count is a + b * batch)."""
     gpu = hardware.get_gpu(gpu)
     one, two = step_kernels(widths, 1), step_kernels(widths, 2)
     flops = sum(k.flops for k in two) - sum(k.flops for k in one)

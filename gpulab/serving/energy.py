@@ -8,9 +8,10 @@ was **measured** or **estimated**, with the source. Where the power comes from:
   thread while the work runs — boundary ``board``, measured;
 - a CPU: RAPL's package energy counter in ``/sys/class/powercap`` where readable — boundary
   ``chip`` (the CPU package), measured;
-- otherwise an **estimate** from rated power: a GPU's TDP from :mod:`gpulab.hardware`, or the
-  stated CPU rating :data:`CPU_RATED_WATTS`, times the time — an upper-end estimate that assumes
-  the chip draws its rated power the whole time.
+- otherwise an **estimate**: for a GPU, the power model of :mod:`gpulab.hardware`
+  (:func:`~gpulab.hardware.power_watts`: idle power + utilisation × (TDP − idle), utilisation
+  being the share of the time the GPU is busy) times the time; for a CPU the stated rating
+  :data:`CPU_RATED_WATTS` times the time, an upper-end estimate.
 """
 
 from __future__ import annotations
@@ -129,16 +130,19 @@ def estimate_energy(seconds: float, watts: float, boundary: str, source: str,
     return Energy(watts * seconds, seconds, boundary, "estimated", source, device)
 
 
-def estimate_gpu(seconds: float, gpu="H100", utilisation: float = 1.0,
-                 idle_fraction_of_tdp: float = 0.0) -> Energy:
-    """A GPU's board energy over ``seconds`` from its TDP (gpulab.hardware): busy at TDP for
-    ``utilisation`` of the time, and at ``idle_fraction_of_tdp`` × TDP the rest."""
+def estimate_gpu(seconds: float, gpu="H100", utilisation: float = 1.0) -> Energy:
+    """A GPU's board energy over ``seconds`` by the power model of :mod:`gpulab.hardware`:
+    busy for ``utilisation`` (0..1) of the time, idle the rest:
+    ``power_watts = idle + utilisation × (TDP − idle)``."""
     spec = hardware.get_gpu(gpu)
-    watts = spec.tdp_watts * (utilisation + (1 - utilisation) * idle_fraction_of_tdp)
+    watts = hardware.power_watts(spec, utilisation)
+    idle_from = ("measured idle" if spec.idle_watts is not None
+                 else f"idle taken as {hardware.IDLE_FRACTION_OF_TDP:.0%} of TDP")
     return estimate_energy(seconds, watts, "board",
-                           f"rated {spec.tdp_watts:g} W TDP of the {spec.name} "
-                           f"({spec.sources.get('tdp_watts', 'gpulab.hardware')}), "
-                           f"utilisation {utilisation:.0%}", spec.name)
+                           f"power model of the {spec.name}: {idle_from} "
+                           f"{spec.idle_power_watts:.3g} W + utilisation {utilisation:.0%} × "
+                           f"(TDP {spec.tdp_watts:g} W − idle) = {watts:.3g} W "
+                           f"({hardware.POWER_MODEL_SOURCE})", spec.name)
 
 
 def estimate_cpu(seconds: float, watts: float = CPU_RATED_WATTS) -> Energy:

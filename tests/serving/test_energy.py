@@ -2,6 +2,7 @@
 
 import pytest
 
+from gpulab import hardware
 from gpulab.serving import energy
 
 
@@ -30,8 +31,13 @@ def test_estimates_and_scaling():
     dc = e.at_data_centre(server_overhead=1.3, pue=1.5)
     assert dc.boundary == "data centre" and dc.joules == pytest.approx(1400 * 1.3 * 1.5)
     assert "PUE 1.5" in dc.source
-    half = energy.estimate_gpu(2.0, "H100", utilisation=0.5, idle_fraction_of_tdp=0.1)
-    assert half.joules == pytest.approx(700 * 2 * (0.5 + 0.05))
+    spec = hardware.get_gpu("H100")
+    half = energy.estimate_gpu(2.0, "H100", utilisation=0.5)
+    idle = spec.idle_power_watts
+    assert half.joules == pytest.approx(2 * (idle + 0.5 * (700 - idle)))
+    assert idle < half.watts < 700 and "utilisation 50%" in half.source
+    idle_only = energy.estimate_gpu(2.0, "H100", utilisation=0.0)
+    assert idle_only.watts == pytest.approx(idle) and idle < 0.2 * 700
     cpu = energy.estimate_cpu(1.0)
     assert cpu.boundary == "chip" and "assumed" in cpu.source
 

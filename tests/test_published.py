@@ -1,0 +1,105 @@
+"""The published measurements that ship with gpulab: each one sourced, on a GPU the course
+models, in a unit it knows; a bad file gets a clear error."""
+
+import json
+
+import pytest
+
+from gpulab import hardware, published, timing
+
+POINTS = published.load()
+
+
+def test_at_least_thirty_points_on_at_least_four_gpus():
+    assert len(POINTS) >= 30
+    assert len({p.gpu_key for p in POINTS}) >= 4
+
+
+def test_every_kind_of_work_the_issue_names_is_covered():
+    kinds = {p.kind for p in POINTS}
+    assert {"memory-bound", "compute-bound", "launch-bound", "copy", "collective"} <= kinds
+    families = {p.model_case.get("variant") for p in POINTS if p.model_case["type"] == "matmul"}
+    assert {"naive_uncoalesced", "naive_coalesced", "shared_tiled", "blocktiled_2d",
+            "cublas"} <= families
+    copies = {p.model_case["memory"] for p in POINTS if p.model_case["type"] == "host_copy"}
+    assert copies == {"pinned", "pageable"}
+    apis = {p.model_case["api"] for p in POINTS if p.model_case["type"] == "launch"}
+    assert "numba" in apis and "cuda_cpp" in apis
+    interconnects = {p.model_case["interconnect"] for p in POINTS
+                     if p.model_case["type"] == "collective"}
+    assert {"pcie", "nvlink"} <= interconnects
+
+
+@pytest.mark.parametrize("point", POINTS, ids=[p.id for p in POINTS])
+def test_every_point_is_sourced_and_dated(point):
+    assert point.source.startswith("https://")
+    assert len(point.quote) >= 10 and len(point.what) >= 10 and point.measured_by
+    assert point.date[:2] in ("19", "20") and len(point.date) >= 7
+    assert point.label == f"measured by {point.measured_by} on {point.gpu} ({point.source})"
+    assert point.spec.key == point.gpu_key
+
+
+@pytest.mark.parametrize("gpu", sorted({p.gpu_key for p in POINTS}))
+def test_the_gpus_the_sources_used_have_datasheet_figures(gpu):
+    spec = hardware.get_gpu(gpu)
+    assert "https://" in spec.source("memory_bandwidth_bytes_per_s")
+    assert "https://" in spec.source("peak_flops.fp32")
+
+
+def test_a_point_becomes_a_published_measurement():
+    point = next(p for p in POINTS if p.unit in ("GFLOP/s", "TFLOP/s"))
+    flops = 2 * point.model_case["m"] * point.model_case["n"] * point.model_case["k"]
+    measurement = point.as_measurement(flops=flops)
+    assert measurement.origin == "published" and measurement.measured
+    assert measurement.gflops_per_s * 1e9 == pytest.approx(point.si_value)
+    assert measurement.label == f"measured by {point.measured_by} on {point.gpu} ({point.source})"
+    with pytest.raises(ValueError, match="needs the work it did"):
+        point.as_measurement()
+    assert "published" in timing.ORIGINS
+
+
+def test_find_and_nearest():
+    naive = published.find(case_type="matmul", variant="naive_coalesced")
+    assert naive and all(p.model_case["variant"] == "naive_coalesced" for p in naive)
+    near = published.nearest("matmul", "H100-SXM", 1024, variant="naive_coalesced")
+    assert near is not None and near.model_case["variant"] == "naive_coalesced"
+    assert published.nearest("matmul", variant="no such kernel") is None
+
+
+def _write(tmp_path, points, format_=published.FILE_FORMAT):
+    path = tmp_path / "points.json"
+    path.write_text(json.dumps({"format": format_, "points": points}))
+    return path
+
+
+GOOD = {"id": "x", "gpu": "NVIDIA T4", "gpu_key": "T4", "kind": "memory-bound",
+        "what": "a device copy of 1 GB", "model_case": {"type": "stream", "op": "copy"},
+        "value": 250.0, "unit": "GB/s", "measured_by": "someone", "date": "2024-01",
+        "source": "https://example.org/t4", "quote": "250 GB/s device to device"}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"kind": "fast"}, "kind must be one of"),
+    ({"unit": "furlongs"}, "unit must be one of"),
+    ({"value": -3}, "positive number"),
+    ({"value": float("nan")}, "positive number"),
+    ({"source": "http://insecure"}, "https://"),
+    ({"gpu_key": "Voodoo2"}, "no GPU called"),
+    ({"model_case": {"type": "magic"}}, "model_case type"),
+    ({"quote": ""}, "lacks quote"),
+])
+def test_a_bad_point_gets_a_clear_error(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        published.load(_write(tmp_path, [{**GOOD, **change}]))
+
+
+def test_a_bad_file_gets_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="not a gpulab published-measurements file"):
+        published.load(_write(tmp_path, [GOOD], format_="other"))
+    with pytest.raises(ValueError, match="repeated point ids"):
+        published.load(_write(tmp_path, [GOOD, GOOD]))
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        published.load(broken)
+    assert published.load(_write(tmp_path, [GOOD]))[0].si_value == 250e9
