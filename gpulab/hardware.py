@@ -266,6 +266,22 @@ FP32_LANES_SOURCE = (
     "(NVIDIA H100 Tensor Core GPU Architecture whitepaper: '128 FP32 CUDA Cores per SM'); "
     "Blackwell assumed as Hopper (128)"
 )
+NCCL_NVLINK_EFFICIENCY = 370 / 450
+NCCL_EFFICIENCY_SOURCE = (
+    "Sylvain Jeaugey (NVIDIA, NCCL), https://github.com/NVIDIA/nccl-tests/issues/212 "
+    "(2024-05-06): '450GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an "
+    "effective NVLink bandwidth of 370GB/s, which you can observe as \"BusBw\" when running "
+    "non-allreduce operations, or when running with NCCL_ALGO=RING' (H100, NVLink 4). The "
+    "share NCCL's bus bandwidth reaches of an NVLink's per-direction line rate"
+)
+NVLS_BYTES_SOURCE = (
+    "NVLink SHARP (NVLS): NVSwitch reduces in the switch. Each GPU reduces its 1/N shard with "
+    "multimem loads (the switch reads that shard from all N GPUs: each GPU sends n bytes in all) "
+    "and broadcasts the reduced shard with multimem stores (each GPU receives n bytes in all), "
+    "so each direction of a GPU's links carries n (1 + 1/N) bytes, against 2 (N-1)/N n for a "
+    "ring. NVIDIA, 'NVIDIA NVLink and NVSwitch' (https://www.nvidia.com/en-us/data-center/"
+    "nvlink/) and NCCL 2.17 release notes (NVLS algorithm)"
+)
 SHARED_BYTES_PER_CLOCK_PER_SM = 128
 SHARED_BANDWIDTH_SOURCE = (
     "CUDA C++ Programming Guide, 'Shared Memory' for compute capability 5.x and later: 'Shared "
@@ -332,6 +348,18 @@ _T4_DATASHEET = (
     "(https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/"
     "t4-tensor-core-datasheet-951643.pdf; product page "
     "https://www.nvidia.com/en-us/data-center/tesla-t4/)"
+)
+_A6000_DATASHEET = (
+    "NVIDIA RTX A6000 datasheet and product page (https://www.nvidia.com/en-us/design-"
+    "visualization/rtx-a6000/): 10,752 CUDA cores, 48 GB GDDR6 with ECC, 768 GB/s, FP32 38.7 "
+    "TFLOPS, tensor performance 309.7 TFLOPS (with sparsity), PCI Express 4.0 x16, max power "
+    "consumption 300 W, NVLink bridge 112.5 GB/s for two cards (the same table is reproduced at "
+    "https://www.servethehome.com/nvidia-rtx-a6000-48gb-gpu-drops-quadro-designation/). It is "
+    "here because the best-known published SGEMM series (Simon Boehm's) was measured on it"
+)
+_GA102_WHITEPAPER = (
+    "NVIDIA Ampere GA102 GPU Architecture whitepaper, RTX A6000 column: 84 SMs, 6,144 KB L2 "
+    "(https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf)"
 )
 _CUDA_THROUGHPUT_TABLE = (
     "CUDA C++ Programming Guide, 'Arithmetic Instructions' throughput table "
@@ -714,7 +742,40 @@ T4 = _spec(
     },
 )
 
-GPUS: dict[str, GPUSpec] = {gpu.key: gpu for gpu in (H100_SXM, H200, B200, A100_SXM, L4, T4)}
+RTX_A6000 = _spec(
+    document=_A6000_DATASHEET,
+    flops_notes={
+        "fp64": f"Not on the datasheet. Derived: fp32 rate / 64, the FP64:FP32 throughput "
+                f"ratio of compute capability 8.6 in the {_CUDA_THROUGHPUT_TABLE}.",
+        "fp16": f"{_A6000_DATASHEET}: 'Tensor performance 309.7 TFLOPS' is with sparsity; "
+                "halved to the dense 154.8 TFLOPS (fp16/bf16 inputs on the tensor cores).",
+        "bf16": f"{_A6000_DATASHEET}: as fp16 (same tensor-core rate on GA102).",
+    },
+    key="RTX-A6000",
+    name="NVIDIA RTX A6000 48GB",
+    architecture="Ampere",
+    compute_capability=(8, 6),
+    memory_bytes=48 * GB,
+    memory_bandwidth_bytes_per_s=768 * GB,
+    peak_flops={"fp64": 38.7 * TERA / 64, "fp32": 38.7 * TERA, "fp16": 309.7 / 2 * TERA,
+                "bf16": 309.7 / 2 * TERA},
+    host_link="PCIe 4.0 x16",
+    host_link_bytes_per_s=32 * GB,
+    nvlink_bytes_per_s=112.5 * GB,
+    tdp_watts=300,
+    memory_type="GDDR6",
+    sm_count=84,
+    l2_bytes=6 * 2**20,
+    extra_sources={
+        "sm_count": _GA102_WHITEPAPER,
+        "l2_bytes": _GA102_WHITEPAPER,
+        "nvlink_bytes_per_s": f"{_A6000_DATASHEET}; 112.5 GB/s counts both directions, and "
+                              "joins only two cards",
+    },
+)
+
+GPUS: dict[str, GPUSpec] = {gpu.key: gpu for gpu in (H100_SXM, H200, B200, A100_SXM, L4, T4,
+                                                     RTX_A6000)}
 
 # ---------------------------------------------------------------------------------------------
 # Lookup
@@ -843,13 +904,13 @@ def launch_fill(gpu: GPUSpec | str, blocks: int, threads_per_block: int,
 # The bands the model promises, as measured / predicted, per kind of work; `gpulab
 # model-check` measures where the published points fall, and a test holds them inside.
 MODEL_BANDS = {
-    "memory-bound": (1 / 1.3, 1.3),
-    "copy": (1 / 1.3, 1.3),
-    "collective": (1 / 1.3, 1.3),
-    "launch-bound": (1 / 1.3, 1.3),
+    "memory-bound": (0.7, 1.3),
+    "copy": (0.7, 1.3),
+    "collective": (0.7, 1.3),
+    "launch-bound": (0.7, 1.3),
     "compute-bound": (0.5, 2.0),
-    "power": (1 / 1.3, 1.3),
-    "cache-decided": (1 / 1.3, 1.3),  # of the range's ends: inside [with reuse, without]
+    "power": (0.7, 1.3),
+    "cache-decided": (0.7, 1.3),  # of the range's ends: inside [with reuse, without]
 }
 KIND_OF_BOUND = {"memory": "memory-bound", "compute": "compute-bound",
                  "shared memory": "compute-bound", "latency": "launch-bound",
@@ -1243,23 +1304,54 @@ def cpu_description() -> str:
 
 
 __all__ = [
+    "FP32_LANES_PER_SM",
+    "FP32_LANES_SOURCE",
     "GPUS",
+    "GPUSpec",
+    "HOST_APIS",
+    "HOST_LAUNCH_NAMES",
+    "HOST_LAUNCH_S",
+    "HOST_LAUNCH_SOURCES",
+    "IDLE_FRACTION_OF_TDP",
+    "IDLE_POWER_SOURCE",
+    "KERNEL_MIN_S",
+    "KIND_OF_BOUND",
     "LAUNCH_OVERHEAD_S",
     "LAUNCH_OVERHEAD_SOURCE",
     "LINKS",
+    "LaunchFill",
+    "MODEL_BANDS",
+    "NCCL_EFFICIENCY_SOURCE",
+    "NCCL_NVLINK_EFFICIENCY",
+    "NUMBA_LAUNCH_BASE_S",
+    "NUMBA_LAUNCH_PER_ARRAY_S",
+    "NUMBA_TYPICAL_ARRAYS",
+    "NVLS_BYTES_SOURCE",
+    "Occupancy",
     "PAGEABLE_COPY_BYTES_PER_S",
     "PAGEABLE_COPY_SOURCE",
     "PINNED_COPY_SOURCE",
     "PINNED_LINK_FRACTION",
+    "POWER_MODEL_SOURCE",
     "PRECISIONS",
-    "GPUSpec",
     "RooflineEstimate",
+    "SHARED_BANDWIDTH_SOURCE",
+    "SHARED_BYTES_PER_CLOCK_PER_SM",
+    "SMLimits",
+    "SM_LIMITS",
+    "SPECS_SOURCE",
+    "StreamEvent",
+    "band_text",
     "cpu_description",
     "estimate_time",
     "format_rate",
     "format_seconds",
     "get_gpu",
+    "launch_fill",
     "link_bytes_per_s",
     "match_device",
+    "power_watts",
     "ridge_point",
+    "stream_timeline",
+    "theoretical_occupancy",
 ]

@@ -17,7 +17,7 @@ A point with ``sets`` is where a model constant comes from (``"sets": "KERNEL_MI
 it calibrates the model rather than tests it, and :mod:`gpulab.bench.model_check` says so.
 
 >>> points = load()
->>> len({p.gpu_key for p in points}) >= 4
+>>> len({p.gpu_key for p in points if p.gpu_key}) >= 4
 True
 """
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,8 +38,12 @@ FILE_FORMAT = "gpulab-published-measurements"
 KINDS = tuple(hardware.MODEL_BANDS)
 UNITS = {"GFLOP/s": 1e9, "TFLOP/s": 1e12, "GB/s": 1e9, "µs": 1e-6, "W": 1.0}
 CASE_TYPES = ("matmul", "stream", "host_copy", "launch", "collective", "power")
-REQUIRED = ("id", "gpu", "gpu_key", "kind", "what", "model_case", "value", "unit",
-            "measured_by", "date", "source", "quote")
+REQUIRED = ("id", "gpu", "kind", "what", "model_case", "value", "unit", "measured_by", "date",
+            "source", "quote")
+# a host-side figure (the host's cost to issue a launch, the shortest kernel on a GPU the course
+# does not describe) need not name a GPU of gpulab.hardware.GPUS
+GPU_OPTIONAL_CASES = ("launch",)
+DATE = re.compile(r"^((\d{4})(-\d{2}(-\d{2})?)?|undated)$")
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,7 @@ class PublishedPoint:
 
     id: str
     gpu: str  # as the source names it
-    gpu_key: str  # the GPU in gpulab.hardware.GPUS
+    gpu_key: str  # the GPU in gpulab.hardware.GPUS; "" for a host-side launch figure
     kind: str
     what: str
     model_case: dict
@@ -77,11 +82,19 @@ class PublishedPoint:
         if not self.source.startswith("https://"):
             raise ValueError(f"{self.id}: source must be an https:// address, not "
                              f"{self.source!r}")
-        hardware.get_gpu(self.gpu_key)  # a clear ValueError for a GPU the course lacks
+        if not DATE.match(str(self.date)):
+            raise ValueError(f"{self.id}: date must be YYYY, YYYY-MM, YYYY-MM-DD or 'undated' (the source gives none), not "
+                             f"{self.date!r}")
+        if self.gpu_key:
+            hardware.get_gpu(self.gpu_key)  # a clear ValueError for a GPU the course lacks
+        elif self.model_case.get("type") not in GPU_OPTIONAL_CASES:
+            raise ValueError(f"{self.id}: a {self.model_case.get('type')} point must name a GPU "
+                             f"of gpulab.hardware.GPUS in gpu_key")
 
     @property
-    def spec(self) -> hardware.GPUSpec:
-        return hardware.get_gpu(self.gpu_key)
+    def spec(self) -> hardware.GPUSpec | None:
+        """The GPU's datasheet figures; None for a host-side point on a GPU the course lacks."""
+        return hardware.get_gpu(self.gpu_key) if self.gpu_key else None
 
     @property
     def si_value(self) -> float:

@@ -41,6 +41,10 @@ COLLECTIVE_LINK = {("A100-SXM", "nvlink"): "nvlink3", ("H100-SXM", "nvlink"): "n
                    ("H100-SXM", "nvls"): "nvlink4", ("H200", "nvls"): "nvlink4"}
 
 
+def _format(value: float, unit: str) -> str:
+    return f"{value:,.4g} {unit}"
+
+
 @dataclass(frozen=True)
 class Prediction:
     """The model's figure for a point, in the point's unit: ``value``, or a range
@@ -117,10 +121,18 @@ def _matmul(point, case) -> Prediction:
 
 
 def _stream(point, case) -> Prediction:
+    """A streaming kernel: its bytes at the datasheet bandwidth, and no kernel shorter than
+    :data:`~gpulab.hardware.KERNEL_MIN_S` (through :func:`~gpulab.hardware.estimate_time`)."""
     spec = point.spec
-    rate = spec.memory_bandwidth_bytes_per_s / published.UNITS[point.unit]
-    return Prediction(rate, f"datasheet bandwidth {spec.memory_bandwidth_bytes_per_s / 1e9:g} "
-                            "GB/s")
+    scale = published.UNITS[point.unit]
+    size = case.get("bytes")
+    if not size:
+        rate = spec.memory_bandwidth_bytes_per_s
+        return Prediction(rate / scale, f"datasheet bandwidth {_format(rate / 1e9, 'GB/s')}")
+    estimate = hardware.estimate_time(spec.key, 0, float(size), launches=1)
+    return Prediction(size / estimate.gpu_s / scale,
+                      f"{estimate.bound}-bound: {_format(size / 1e6, 'MB')} at "
+                      f"{_format(spec.memory_bandwidth_bytes_per_s / 1e9, 'GB/s')}")
 
 
 def _host_copy(point, case) -> Prediction:
@@ -135,31 +147,46 @@ def _host_copy(point, case) -> Prediction:
 
 
 def _launch(point, case) -> Prediction:
+    """The host's cost to issue one launch (Numba's grows with the array arguments), or the
+    GPU's shortest kernel."""
+    scale = published.UNITS[point.unit]
     if case["measure"] == "host_issue":
         api = case["api"]
         if api not in hardware.HOST_LAUNCH_S:
             raise ValueError(f"{point.id}: no host launch cost for {api!r}")
-        return Prediction(hardware.HOST_LAUNCH_S[api] / published.UNITS[point.unit],
-                          f"HOST_LAUNCH_S[{api!r}]")
-    return Prediction(hardware.KERNEL_MIN_S / published.UNITS[point.unit], "KERNEL_MIN_S")
+        if api == "numba" and "n_array_args" in case:
+            arrays = int(case["n_array_args"])
+            seconds = hardware.NUMBA_LAUNCH_BASE_S + arrays * hardware.NUMBA_LAUNCH_PER_ARRAY_S
+            return Prediction(seconds / scale, f"Numba: base + {arrays} x per-array cost")
+        return Prediction(hardware.HOST_LAUNCH_S[api] / scale, f"HOST_LAUNCH_S[{api!r}]")
+    return Prediction(hardware.KERNEL_MIN_S / scale, "KERNEL_MIN_S")
 
 
 def _collective(point, case) -> Prediction:
-    n_gpus, size = int(case["n_gpus"]), float(case["bytes"])
+    """nccl-tests' figure for an all-reduce: the α–β ring of :mod:`gpulab.parallel.links` at
+    NCCL's share of the line rate (:data:`~gpulab.hardware.NCCL_NVLINK_EFFICIENCY`), or NVLink
+    SHARP's in-switch reduction (each direction carries n (1 + 1/N) bytes in one step,
+    :data:`~gpulab.hardware.NVLS_BYTES_SOURCE`). ``bytes`` null: the large-message limit."""
+    n_gpus = int(case["n_gpus"])
     interconnect = case["interconnect"]
-    key = (COLLECTIVE_LINK.get((point.gpu_key, interconnect)) if interconnect != "pcie"
-           else {"PCIe 4.0 x16": "pcie4", "PCIe 5.0 x16": "pcie5"}.get(point.spec.host_link))
+    key = COLLECTIVE_LINK.get((point.gpu_key, interconnect))
     if key is None:
         raise ValueError(f"{point.id}: no link model for {interconnect} on {point.gpu_key}")
     link = links.get_link(key)
-    if interconnect == "nvls":  # the switch reduces: each GPU sends and receives n once
-        seconds = link.alpha_s + size / link.beta_bytes_per_s
+    beta = link.beta_bytes_per_s * hardware.NCCL_NVLINK_EFFICIENCY
+    size = float(case["bytes"]) if case.get("bytes") else math.inf
+    if interconnect == "nvls":
+        per_byte_s = (1 + 1 / n_gpus) / beta
+        fixed_s = 2 * link.alpha_s
+        how = f"in-switch (NVLS) over {link.name}"
     else:
-        seconds = link.allreduce_time(size, n_gpus)
-    algbw = size / seconds
+        per_byte_s = 2 * (n_gpus - 1) / n_gpus / beta
+        fixed_s = 2 * (n_gpus - 1) * link.alpha_s
+        how = f"ring over {link.name}"
+    algbw = 1 / per_byte_s if math.isinf(size) else size / (fixed_s + size * per_byte_s)
     value = algbw * 2 * (n_gpus - 1) / n_gpus if case.get("metric") == "busbw" else algbw
     return Prediction(value / published.UNITS[point.unit],
-                      f"{'in-switch' if interconnect == 'nvls' else 'ring'} over {link.name}")
+                      f"{how} at {hardware.NCCL_NVLINK_EFFICIENCY:.0%} of line rate")
 
 
 def _power(point, case) -> Prediction:
@@ -211,7 +238,9 @@ class ModelCheck:
 
     @property
     def gpus(self) -> list[str]:
-        return sorted({r.point.gpu_key for r in self.rows})
+        """The GPUs of gpulab.hardware the points were measured on (host-side points on
+        other GPUs are not counted)."""
+        return sorted({r.point.gpu_key for r in self.rows if r.point.gpu_key})
 
     def table(self) -> str:
         """One line per point (GPU, what ran, measured, predicted, ratio, source), then the
@@ -224,7 +253,7 @@ class ModelCheck:
                          else f"{pred.value:,.4g}")
             flag = "" if r.inside else "  OUTSIDE"
             mark = " (sets the model)" if p.calibrates else ""
-            lines.append(f"{p.kind:13s} {p.gpu_key:10s} {p.what[:62]:62s} "
+            lines.append(f"{p.kind:13s} {(p.gpu_key or 'host'):10s} {p.what[:62]:62s} "
                          f"{p.value:>9,.4g} {p.unit:4s} {predicted:>20s} {r.ratio:6.2f}  "
                          f"{p.source}{mark}{flag}")
         lines.append("")
@@ -265,10 +294,6 @@ def _shipped_check() -> ModelCheck:
 def error_note(kind: str) -> str:
     """The model's measured error for ``kind`` of work, in one sentence (the shipped points)."""
     return check().error_note(kind)
-
-
-def _format(value: float, unit: str) -> str:
-    return f"{value:,.4g} {unit}"
 
 
 def checked(case_type: str, gpu=None, size: float | None = None, size_key: str = "n",
