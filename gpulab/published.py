@@ -13,7 +13,9 @@ cuBLAS), ``cache-decided`` (naive matmuls, whose traffic L1/L2 decide), ``launch
 (launch costs and the shortest kernel), ``copy`` (host↔device, pinned and pageable),
 ``collective`` (nccl-tests bus bandwidth) and ``power`` (board power under load or idle).
 
-A point with ``sets`` is where a model constant comes from (``"sets": "KERNEL_MIN_S"``):
+A point with ``not_modelled`` names what the model cannot know (a host link the source does
+not state, an anomaly the source itself flags): it is listed beside its prediction but held to
+no band. A point with ``sets`` is where a model constant comes from (``"sets": "KERNEL_MIN_S"``):
 it calibrates the model rather than tests it, and :mod:`gpulab.bench.model_check` says so.
 
 >>> points = load()
@@ -64,6 +66,7 @@ class PublishedPoint:
     quote: str
     notes: str = ""
     sets: str = ""  # the model constant this point sets, if any
+    not_modelled: str = ""  # why the model cannot predict this point (listed, not banded)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):

@@ -83,9 +83,14 @@ class CheckedPoint:
         return hardware.MODEL_BANDS[self.point.kind]
 
     @property
+    def held_to_band(self) -> bool:
+        """False for a point the model cannot predict (``not_modelled``): listed, not banded."""
+        return not self.point.not_modelled
+
+    @property
     def inside(self) -> bool:
         low, high = self.band
-        return low <= self.ratio <= high
+        return not self.held_to_band or low <= self.ratio <= high
 
 
 def _rate(point, flops, estimate) -> Prediction:
@@ -222,6 +227,9 @@ class ModelCheck:
         the promised band, and how many fall outside it. Calibrating points are left out."""
         out = {}
         for kind, rows in self.by_kind().items():
+            rows = [r for r in rows if r.held_to_band]
+            if not rows:
+                continue
             tested = [r for r in rows if not r.point.calibrates] or rows
             ratios = [r.ratio for r in tested]
             worst = max(ratios, key=lambda r: abs(math.log(r)))
@@ -253,6 +261,8 @@ class ModelCheck:
                          else f"{pred.value:,.4g}")
             flag = "" if r.inside else "  OUTSIDE"
             mark = " (sets the model)" if p.calibrates else ""
+            if p.not_modelled:
+                mark = f" (not held to the band: {p.not_modelled})"
             lines.append(f"{p.kind:13s} {(p.gpu_key or 'host'):10s} {p.what[:62]:62s} "
                          f"{p.value:>9,.4g} {p.unit:4s} {predicted:>20s} {r.ratio:6.2f}  "
                          f"{p.source}{mark}{flag}")
@@ -264,6 +274,10 @@ class ModelCheck:
             extra = (f"; {s['calibrating']} more set the model" if s["calibrating"] else "")
             lines.append(f"{kind:13s} {s['points']:6d} {s['median']:7.2f} {s['worst']:7.2f}  "
                          f"{low:.2f}..{high:.2f}, {s['outside']} outside{extra}")
+        unbanded = sum(not r.held_to_band for r in self.rows)
+        if unbanded:
+            lines.append(f"{unbanded} point(s) listed but not held to a band: the model cannot "
+                         "know what they depend on (see each line)")
         lines.append(f"{len(self.rows)} published points on {len(self.gpus)} GPUs "
                      f"({', '.join(self.gpus)}); ratio = measured / predicted, for a range 1 "
                      "inside it")
