@@ -352,7 +352,7 @@ _T4_DATASHEET = (
 _A6000_DATASHEET = (
     "NVIDIA RTX A6000 datasheet and product page (https://www.nvidia.com/en-us/design-"
     "visualization/rtx-a6000/): 10,752 CUDA cores, 48 GB GDDR6 with ECC, 768 GB/s, FP32 38.7 "
-    "TFLOPS, tensor performance 309.7 TFLOPS (with sparsity), PCI Express 4.0 x16, max power "
+    "TFLOPS, tensor performance 309.7 TFLOPS (a sparse figure), PCI Express 4.0 x16, max power "
     "consumption 300 W, NVLink bridge 112.5 GB/s for two cards (the same table is reproduced at "
     "https://www.servethehome.com/nvidia-rtx-a6000-48gb-gpu-drops-quadro-designation/). It is "
     "here because the best-known published SGEMM series (Simon Boehm's) was measured on it"
@@ -748,7 +748,7 @@ RTX_A6000 = _spec(
         "fp64": f"Not on the datasheet. Derived: fp32 rate / 64, the FP64:FP32 throughput "
                 f"ratio of compute capability 8.6 in the {_CUDA_THROUGHPUT_TABLE}.",
         "fp16": f"{_A6000_DATASHEET}: 'Tensor performance 309.7 TFLOPS' is with sparsity; "
-                "halved to the dense 154.8 TFLOPS (fp16/bf16 inputs on the tensor cores).",
+                "halved to the dense 154.85 TFLOPS (fp16/bf16 inputs on the tensor cores).",
         "bf16": f"{_A6000_DATASHEET}: as fp16 (same tensor-core rate on GA102).",
     },
     key="RTX-A6000",
@@ -922,7 +922,7 @@ def band_text(kind: str) -> str:
     low, high = MODEL_BANDS[kind]
     if kind == "cache-decided":
         return "between its with- and without-reuse ends (±30 %)"
-    if math.isclose(low * high, 1.0) and high <= 1.5:
+    if math.isclose(low + high, 2.0) and high <= 1.5:
         return f"±{(high - 1) * 100:.0f} %"
     return f"within {high:g}×"
 

@@ -78,6 +78,7 @@ def test_tensor_rates_are_at_least_the_plain_rates():
 @pytest.mark.parametrize("key, bandwidth_tb_s, memory_gb, fp32_tflops, tdp_watts", [
     ("H100-SXM", 3.35, 80, 67, 700),
     ("H200", 4.8, 141, 67, 700),
+    ("RTX-A6000", 0.768, 48, 38.7, 300),
     ("B200", 7.7, 180, 75, 1000),
     ("A100-SXM", 2.039, 80, 19.5, 400),
     ("L4", 0.300, 24, 30.3, 72),

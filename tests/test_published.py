@@ -23,8 +23,9 @@ def test_every_kind_of_work_the_issue_names_is_covered():
             "cublas"} <= families
     copies = {p.model_case["memory"] for p in POINTS if p.model_case["type"] == "host_copy"}
     assert copies == {"pinned", "pageable"}
-    apis = {p.model_case["api"] for p in POINTS if p.model_case["type"] == "launch"}
-    assert "numba" in apis and "cuda_cpp" in apis
+    apis = {p.model_case.get("api") for p in POINTS if p.model_case["type"] == "launch"}
+    assert {"numba", "cuda_cpp", "cuda_graph"} <= apis
+    assert any(p.model_case.get("measure") == "kernel_min" for p in POINTS)
     interconnects = {p.model_case["interconnect"] for p in POINTS
                      if p.model_case["type"] == "collective"}
     assert {"nvlink", "nvls"} <= interconnects

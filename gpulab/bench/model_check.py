@@ -253,8 +253,8 @@ class ModelCheck:
     def table(self) -> str:
         """One line per point (GPU, what ran, measured, predicted, ratio, source), then the
         summary per kind."""
-        lines = [f"{'kind':13s} {'GPU':10s} {'what ran':62s} {'measured':>14s} "
-                 f"{'predicted':>20s} {'ratio':>6s}  source"]
+        lines = [f"{'kind':13s} {'GPU':10s} {'measured':>16s} {'predicted':>20s} {'ratio':>6s}  "
+                 "what ran; source"]
         for r in self.rows:
             p, pred = r.point, r.prediction
             predicted = (f"{pred.low:,.4g}..{pred.high:,.4g}" if pred.is_range
@@ -263,9 +263,9 @@ class ModelCheck:
             mark = " (sets the model)" if p.calibrates else ""
             if p.not_modelled:
                 mark = f" (not held to the band: {p.not_modelled})"
-            lines.append(f"{p.kind:13s} {(p.gpu_key or 'host'):10s} {p.what[:62]:62s} "
-                         f"{p.value:>9,.4g} {p.unit:4s} {predicted:>20s} {r.ratio:6.2f}  "
-                         f"{p.source}{mark}{flag}")
+            lines.append(f"{p.kind:13s} {(p.gpu_key or 'host'):10s} {p.value:>11,.4g} "
+                         f"{p.unit:4s} {predicted:>20s} {r.ratio:6.2f}  {p.what}; {p.source}"
+                         f"{mark}{flag}")
         lines.append("")
         lines.append(f"{'kind':13s} {'points':>6s} {'median':>7s} {'worst':>7s}  band "
                      "(measured / predicted)")

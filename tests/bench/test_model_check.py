@@ -14,6 +14,9 @@ RESULT = model_check.check()
 
 @pytest.mark.parametrize("row", RESULT.rows, ids=[r.point.id for r in RESULT.rows])
 def test_every_published_point_is_inside_its_band(row):
+    if not row.held_to_band:  # listed with the reason the model cannot know it
+        assert len(row.point.not_modelled) > 20 and row.inside
+        return
     low, high = hardware.MODEL_BANDS[row.point.kind]
     assert low <= row.ratio <= high, (
         f"{row.point.id}: measured {row.point.value} {row.point.unit}, the model predicts "
@@ -31,7 +34,7 @@ def test_the_table_names_gpu_what_measured_predicted_ratio_and_source():
     table = RESULT.table()
     for row in RESULT.rows:
         line = next(line for line in table.splitlines() if row.point.source in line
-                    and row.point.what[:40] in line)
+                    and row.point.what in line)
         assert f"{row.ratio:.2f}" in line
         assert (row.point.gpu_key or "host") in line
     for kind in RESULT.summary():
@@ -45,7 +48,8 @@ def test_summary_has_median_and_worst_per_kind():
     assert {"memory-bound", "compute-bound", "cache-decided", "launch-bound", "collective",
             "copy", "power"} <= set(summary)
     for kind, s in summary.items():
-        ratios = [r.ratio for r in RESULT.by_kind()[kind] if not r.point.calibrates]
+        ratios = [r.ratio for r in RESULT.by_kind()[kind]
+                  if not r.point.calibrates and r.held_to_band]
         if not ratios:
             continue
         assert min(ratios) <= s["median"] <= max(ratios)
