@@ -41,8 +41,13 @@ COLLECTIVE_LINK = {("A100-SXM", "nvlink"): "nvlink3", ("H100-SXM", "nvlink"): "n
                    ("H100-SXM", "nvls"): "nvlink4", ("H200", "nvls"): "nvlink4"}
 
 
+def _number(value: float) -> str:
+    """4 significant figures, never in e-notation: '309', '1,986', '23,250'."""
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:,.4g}"
+
+
 def _format(value: float, unit: str) -> str:
-    return f"{value:,.4g} {unit}"
+    return f"{_number(value)} {unit}"
 
 
 @dataclass(frozen=True)
@@ -257,13 +262,13 @@ class ModelCheck:
                  "what ran; source"]
         for r in self.rows:
             p, pred = r.point, r.prediction
-            predicted = (f"{pred.low:,.4g}..{pred.high:,.4g}" if pred.is_range
-                         else f"{pred.value:,.4g}")
+            predicted = (f"{_number(pred.low)}..{_number(pred.high)}" if pred.is_range
+                         else _number(pred.value))
             flag = "" if r.inside else "  OUTSIDE"
             mark = " (sets the model)" if p.calibrates else ""
             if p.not_modelled:
                 mark = f" (not held to the band: {p.not_modelled})"
-            lines.append(f"{p.kind:13s} {(p.gpu_key or 'host'):10s} {p.value:>11,.4g} "
+            lines.append(f"{p.kind:13s} {(p.gpu_key or 'host'):10s} {_number(p.value):>11s} "
                          f"{p.unit:4s} {predicted:>20s} {r.ratio:6.2f}  {p.what}; {p.source}"
                          f"{mark}{flag}")
         lines.append("")
@@ -332,10 +337,14 @@ def beside(ours: str, case_type: str, gpu=None, size: float | None = None,
                  "(caches catch all reuse)" if pred.is_range else _format(pred.value, p.unit))
     verdict = ("inside the model's range" if pred.is_range and row.ratio == 1.0
                else f"measured / predicted = {row.ratio:.2f}")
-    return (f"Published: {p.what}: {_format(p.value, p.unit)}, {p.label}, {p.date}.\n"
+    return (f"Published: {_format(p.value, p.unit)}, {p.label}, {p.date}.\n"
             f"  The model for that same run predicts {predicted}: {verdict} (promised band "
             f"for {p.kind} work: {hardware.band_text(p.kind)}).\n"
-            f"  What differs: theirs ran on the {p.gpu}; ours is {ours}.")
+            f"  What differs: theirs is {p.what}, on {_gpu_phrase(p.gpu)}; ours is {ours}.")
+
+
+def _gpu_phrase(gpu: str) -> str:
+    return gpu if gpu.lower().startswith(("a ", "an ", "the ")) else f"the {gpu}"
 
 
 def main(argv=None) -> int:

@@ -365,8 +365,8 @@ def published_series_table(gpu_key: str | None = None) -> str:
              f"{'model':>22s} {'ratio':>6s}"]
     for r in rows:
         p, pred = r.point, r.prediction
-        model = (f"{pred.low:,.4g}..{pred.high:,.4g}" if pred.is_range else f"{pred.value:,.4g}")
-        lines.append(f"{p.gpu_key:10s} {p.what[:58]:58s} {p.value:>8,.4g} {p.unit:4s} "
+        model = (f"{pred.low:,.0f}..{pred.high:,.0f}" if pred.is_range else f"{pred.value:,.0f}")
+        lines.append(f"{p.gpu_key:10s} {p.what[:58]:58s} {p.value:>8,.0f} {p.unit:4s} "
                      f"{model:>17s} {p.unit:4s} {r.ratio:6.2f}")
     sources = sorted({r.point.source for r in rows})
     lines.append("measured: " + "; ".join(f"{r.point.measured_by} ({r.point.source})"
