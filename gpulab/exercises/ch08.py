@@ -143,9 +143,9 @@ def check_launch_bound(function, seed: int | None = None, show: bool = True) -> 
                     f"a step launches {cost_launches(widths)} kernels "
                     "(len(cost.step_kernels(widths, batch))), each costing "
                     "hardware.LAUNCH_OVERHEAD_S."),
-                "the launch overhead in microseconds (4 instead of 4e-6 s)": (
+                "the launch overhead in microseconds instead of seconds": (
                     napkin * 1e6, "keep every time in seconds: hardware.LAUNCH_OVERHEAD_S is "
-                                  "4e-6 s."),
+                                  f"{hardware.LAUNCH_OVERHEAD_S:.3g} s."),
                 "the kernels' work without the copy from the host": (
                     launch / max(parts["compute"], parts["memory"]),
                     "each step also copies its batch from the host (cost.step_transfer_bytes) "
@@ -211,9 +211,11 @@ def cost_launches(widths) -> int:
 # --- exercise 2: samples per second ---------------------------------------------------------------
 
 THROUGHPUT_STUB_HINT = (
-    "a step's time is the launches (the same at every batch) plus, for every sample, the "
-    "kernels' work (compute and memory overlap: the larger of the two) plus the sample's copy "
-    "from the host; samples per second = batch / step time."
+    "the host issues the step's launches (the same at every batch) ahead, while the GPU runs "
+    "the kernels before: the two overlap, so that part takes the larger of the launches and "
+    "the kernels' work (compute and memory overlap too: the larger of the two, per sample); "
+    "then add every sample's copy from the host, which does not overlap; samples per second = "
+    "batch / step time."
 )
 
 
@@ -232,29 +234,34 @@ def _throughput_mistakes(widths, gpu) -> dict:
     launches = cost_launches(widths)
 
     def step(batch):
-        return launch + batch * (work + copy)
+        return max(launch, batch * work) + batch * copy
 
     return {
         "the launches left out": (
             lambda b: 1 / (work + copy),
-            "every step pays its launches first (len(cost.step_kernels(...)) x "
-            "hardware.LAUNCH_OVERHEAD_S), whatever the batch: at small batches they are most "
-            "of the time."),
+            "the host's time to issue the step's launches (len(cost.step_kernels(...)) x "
+            "hardware.LAUNCH_OVERHEAD_S) is the same at every batch: at small batches the GPU "
+            "waits for it most of the time."),
+        "the launches and the kernels' work added": (
+            lambda b: b / (launch + b * (work + copy)),
+            "launches are asynchronous: the host issues the next while the GPU runs the last, "
+            "so the launches and the kernels overlap, and the step takes the larger of the two "
+            "(chapter 07's timeline)."),
         "the copy from the host left out": (
-            lambda b: b / (launch + b * work),
+            lambda b: b / max(launch, b * work),
             "every step copies its batch from the host first (cost.step_transfer_bytes at "
             "gpu.host_pageable_bytes_per_s: the batch is an ordinary NumPy array)."),
         "the copy at the link's peak instead of the pageable rate": (
-            lambda b: b / (launch + b * (work + copy * _peak_share(gpu))),
+            lambda b: b / (max(launch, b * work) + b * copy * _peak_share(gpu)),
             "the batch is an ordinary NumPy array (pageable memory), copied at "
             "gpu.host_pageable_bytes_per_s, well below the link's peak "
             "gpu.host_link_bytes_per_s."),
-        "the largest part alone instead of their sum": (
+        "the largest part alone, the copy overlapping too": (
             lambda b: b / max(launch, b * work, b * copy),
-            "launches, the copy and the kernels happen one after the other: add their times "
-            "(only compute and memory overlap, inside a kernel)."),
+            "a copy from pageable memory keeps the host busy until it is done: it does not "
+            "overlap the launches or the kernels, so add its time."),
         "one launch per step": (
-            lambda b: b / (launch / launches + b * (work + copy)),
+            lambda b: b / (max(launch / launches, b * work) + b * copy),
             f"a step launches {launches} kernels, each hardware.LAUNCH_OVERHEAD_S."),
         "the step's time in seconds, not samples per second": (
             step, "divide the batch by the step's time."),
@@ -271,9 +278,9 @@ def check_throughput(function, seed: int | None = None, show: bool = True) -> Ch
     small MLPs and GPUs, at batches from 1 to a million.
 
     Diagnoses: the stub; not a number; the launches left out (far too fast at small
-    batches); the copy from the host left out; compute or memory alone; the largest part
-    instead of the sum of launches, work and copy; one launch per step; the step's time
-    instead of samples per second; samples per millisecond or per microsecond."""
+    batches); the launches added to the kernels' work (they overlap); the copy from the host
+    left out; the copy overlapping too; one launch per step; the step's time instead of
+    samples per second; samples per millisecond or per microsecond."""
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
