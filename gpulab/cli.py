@@ -188,9 +188,11 @@ def _positive_int(text: str) -> int:
 def _add_bench(commands) -> None:
     parser = commands.add_parser(
         "bench", help="check, time and compare the kernel suite (chapters 02-03, training)",
-        description="Check every kernel against NumPy, time it (CUDA events on a GPU; a roofline "
-        "estimate for a named GPU in the simulator tier), and compare with the device's ceiling "
-        "and a baseline measured in the same run. Every figure says where it came from.")
+        description="Check every kernel against NumPy, time it (CUDA events on a GPU; in the "
+        "simulator tier an estimate by gpulab's GPU model of a named GPU, whose error gpulab "
+        "model-check measures), and compare measured rates with the datasheet peak, with a "
+        "device copy or cuBLAS and with a baseline measured in the same run. Every figure says "
+        "where it came from.")
     parser.add_argument("--gpu", help="GPU model for estimates and percentages (default: "
                        "H100-SXM without a GPU, the local GPU's entry with one)")
     parser.add_argument("--kernels", help="comma-separated subset of: saxpy, copy_coalesced, "

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from gpulab.hardware import (  # the SM limits are GPU constants: they live in h
     SMLimits,
     theoretical_occupancy,
 )
+
 
 class AssemblyError(RuntimeError):
     """nvJitLink could not assemble the PTX on its own (e.g. it calls helper functions that
@@ -219,8 +219,9 @@ def format_table(found: list[KernelResources], threads_per_block: int = 256,
     return "\n".join(lines)
 
 
-__all__ = ["SHIPPED_FILE", "SHIPPED_KERNELS", "SM_LIMITS", "SPECS_SOURCE", "AssemblyError", "KernelResources", "Occupancy", "SMLimits", "all_resources",
-           "assemble", "for_gpu", "format_table", "parse_log", "record_shipped", "resources", "shipped",
+__all__ = ["SHIPPED_FILE", "SHIPPED_KERNELS", "SM_LIMITS", "SPECS_SOURCE", "AssemblyError",
+           "KernelResources", "Occupancy", "SMLimits", "all_resources", "assemble", "for_gpu",
+           "format_table", "parse_log", "record_shipped", "resources", "shipped",
            "theoretical_occupancy"]
 
 

@@ -7,7 +7,7 @@ returns the Figure; none calls ``plt.show()``, so they work with any backend, Ag
   PCIe, with sizes and bandwidths, "not published" where NVIDIA publishes none) draw a named GPU
   of :mod:`gpulab.hardware`; :func:`gpu_table` lists the datasheet rates (chapter 00).
 - :func:`roofline_plot` places kernels under a named GPU's roofline, measured points filled and
-  estimates (best cases) hollow; :func:`rates_plot` compares achieved rates as bars.
+  estimates (gpulab's GPU model) hollow; :func:`rates_plot` compares achieved rates as bars.
 - :func:`new_figure`, :func:`wrap_title` and the colours are shared by the chapter figures,
   which live with their experiments in :mod:`gpulab.experiments`.
 """
@@ -25,7 +25,7 @@ from gpulab.kernels.launch import LaunchConfig
 
 BUSY_COLOUR = "#cfe2f3"
 IDLE_COLOUR = "#e6e6e6"
-ESTIMATE_WORDS = ("estimated", "model", "roofline", "best case")
+ESTIMATE_WORDS = ("estimated", "model", "roofline")
 GAP = None  # marks an elided run of blocks or threads in the lists below
 
 

@@ -86,8 +86,8 @@ class PublishedPoint:
             raise ValueError(f"{self.id}: source must be an https:// address, not "
                              f"{self.source!r}")
         if not DATE.match(str(self.date)):
-            raise ValueError(f"{self.id}: date must be YYYY, YYYY-MM, YYYY-MM-DD or 'undated' (the source gives none), not "
-                             f"{self.date!r}")
+            raise ValueError(f"{self.id}: date must be YYYY, YYYY-MM, YYYY-MM-DD or "
+                             f"'undated' (the source gives none), not {self.date!r}")
         if self.gpu_key:
             hardware.get_gpu(self.gpu_key)  # a clear ValueError for a GPU the course lacks
         elif self.model_case.get("type") not in GPU_OPTIONAL_CASES:

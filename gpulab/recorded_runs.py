@@ -4,8 +4,8 @@
 ``gpulab/data/gpu_run_<device>_<date>.json``: every kernel checked at GPU sizes, the chapters'
 GPU series (crossover, bandwidth, matmul tiles, fusion, training epochs), host copies from
 pageable and pinned memory, and the launch overhead, with the GPU's name, driver, toolkit and
-date. This module reads those files so that a chapter can show, next to each roofline
-estimate (a best case), what a real GPU measured and the ratio measured / predicted.
+date. This module reads those files so that a chapter can show, next to each estimate of
+gpulab's GPU model, what a real GPU measured and the ratio measured / predicted.
 
 - :func:`latest_gpu_run` — the newest run in the data folder, or None when none ships. The
   folder is ``gpulab/data/``, or ``$GPULAB_DATA_DIR`` (an instructor's own runs; the tests'
@@ -16,9 +16,12 @@ estimate (a best case), what a real GPU measured and the ratio measured / predic
 - :class:`Comparison` and :class:`ComparisonTable` — predicted vs measured, with the ratio,
   as text and HTML.
 
-A ratio above 1 means the GPU took longer than the model's best case, as it should: the
-roofline is a ceiling on speed, so measured / predicted is at least about 1 for a sound model
-and a good kernel, and far above 1 for a kernel that wastes bandwidth or FLOPs.
+The ratio is the model's error on that work: above 1, the GPU took longer than the model
+said; below 1, it was faster. The model promises a band per kind of work
+(:data:`gpulab.hardware.MODEL_BANDS`: ±30 % for memory-bound work, launches and copies,
+within 2× for compute-bound work), and ``gpulab model-check`` holds every published
+measurement inside its band. A ratio far outside the band says the kernel, or the model, is
+missing something: a kernel that wastes bandwidth or FLOPs shows up far above 1.
 """
 
 from __future__ import annotations
@@ -150,7 +153,7 @@ def gpu_runs(directory=None) -> list[GpuRun]:
 
 def latest_gpu_run(directory=None) -> GpuRun | None:
     """The newest recorded run, or None: a chapter then shows its estimates alone, labelled
-    as the best cases they are."""
+    as the estimates they are."""
     runs = gpu_runs(directory)
     return runs[-1] if runs else None
 
@@ -191,13 +194,14 @@ class Comparison:
 
     @property
     def ratio(self) -> float:
-        """Measured / predicted: how many times the model's best case the GPU took."""
+        """Measured / predicted: how many times the model's estimate the GPU took (the
+        model's error on this work)."""
         return self.measured_s / self.predicted_s
 
 
 @dataclass(frozen=True)
 class ComparisonTable:
-    """Predicted (a roofline estimate) against measured (a recorded run), row by row."""
+    """Predicted (gpulab's GPU model) against measured (a recorded run), row by row."""
 
     title: str
     predicted_label: str
@@ -237,10 +241,12 @@ class ComparisonTable:
 
 def comparison_table(title: str, run: GpuRun, rows) -> ComparisonTable:
     """A table of ``rows`` ((what, predicted seconds, measured seconds)) for ``run``; the
-    predictions are the roofline model of the run's own GPU."""
+    predictions are gpulab's GPU model of the run's own GPU."""
     spec = hardware.get_gpu(run.gpu_key) if run.gpu_key else None
-    predicted = ("estimated from a roofline model of the "
-                 f"{spec.name if spec else run.device}, a best case (roofline ceiling)")
+    predicted = (f"estimated by gpulab's GPU model of the {spec.name if spec else run.device} "
+                 f"(its promised bands: {hardware.band_text('memory-bound')} for memory-bound "
+                 f"work, launches and copies, {hardware.band_text('compute-bound')} for "
+                 "compute-bound work; gpulab model-check)")
     return ComparisonTable(title, predicted, run.label,
                            tuple(Comparison(what, p, m) for what, p, m in rows))
 
@@ -270,11 +276,12 @@ def constants_table(run: GpuRun | None = None) -> ComparisonTable | None:
 
 def describe(run: GpuRun | None) -> str:
     """One line for a chapter: which run its measured GPU figures come from, or that the GPU
-    figures shown are estimates (best cases) and how to record measured ones."""
+    figures shown are estimates and how to record measured ones."""
     if run is None:
-        return ("GPU figures here are estimates from a roofline model, a best case (roofline "
-                "ceiling). On a machine with an NVIDIA GPU, `make gpu-check` records measured "
-                "ones, and the chapters then show them next to each estimate.")
+        return ("GPU figures here are estimates by gpulab's GPU model (gpulab model-check "
+                "measures its error against published measurements). On a machine with an "
+                "NVIDIA GPU, `make gpu-check` records measured ones, and the chapters then show "
+                "them next to each estimate.")
     return f"GPU figures {run.label}, next to the model's estimates."
 
 

@@ -19,8 +19,8 @@
   ``cpu`` (measured on this CPU), ``gpu`` (measured with CUDA events), ``model`` (estimated
   by gpulab's GPU model, :func:`gpulab.hardware.estimate_time`), ``recorded`` (measured on a
   named GPU in a recorded run, see :mod:`gpulab.bench`) or ``published`` (measured by others
-  on a named GPU, with the source: :mod:`gpulab.published`). Its ``label`` says so in words. Runs are saved as JSON by
-  :mod:`gpulab.bench` (one file format).
+  on a named GPU, with the source: :mod:`gpulab.published`). Its ``label`` says so in words.
+  Runs are saved as JSON by :mod:`gpulab.bench` (one file format).
 """
 
 from __future__ import annotations

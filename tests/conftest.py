@@ -60,7 +60,7 @@ def _fixture_measurement(name, seconds, n=None, flops=None, bytes_moved=None, **
 
 def fixture_gpu_run() -> dict:
     """A ``gpulab-gpu-run`` record shaped as ``gpulab gpu-check`` writes it (every series of
-    :data:`gpulab.gpu_check.SERIES`), its GPU times made up: 1.5x the H200 model's best case
+    :data:`gpulab.gpu_check.SERIES`), its GPU times made up: 1.5x the H200 model's estimate
     for memory-bound work, 3x for matmuls and training, 2 µs launches on top of the model's
     4 µs, pageable copies at 6 GB/s and pinned ones at 50 GB/s. For tests of how recorded runs
     load and render, never shown as a measurement."""

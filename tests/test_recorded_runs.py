@@ -14,7 +14,8 @@ def test_no_run_ships_yet_and_the_chapters_say_what_they_show_instead(monkeypatc
     assert recorded_runs.model_constants() == {}
     assert recorded_runs.constants_table() is None
     text = recorded_runs.describe(None)
-    assert "best case (roofline ceiling)" in text and "make gpu-check" in text
+    assert "estimates by gpulab's GPU model" in text and "model-check" in text
+    assert "make gpu-check" in text and "best case" not in text
     assert "no recorded run" not in text.lower()
 
 
@@ -48,7 +49,7 @@ def test_the_model_uses_the_measured_launch_overhead_and_copy_rate(recorded_gpu_
                                       **constants)
     assert estimate.launch_s == pytest.approx(6e-6)
     assert estimate.transfer_s == pytest.approx(1e9 / 50e9)
-    assert "measured on NVIDIA H200" in estimate.label and "best case" in estimate.label
+    assert "measured on NVIDIA H200" in estimate.label and "promised band" in estimate.label
 
 
 def test_constants_table_compares_model_and_measured(recorded_gpu_run):

@@ -1,5 +1,6 @@
-"""``gpulab bench``: every benchmarked kernel checked, then timed, then compared with its
-ceiling and with a baseline measured in the same run.
+"""``gpulab bench``: every benchmarked kernel checked, then timed, then compared with the
+datasheet peak, with a ceiling measured in the same run (a device copy, cuBLAS) and with a
+baseline measured in the same run.
 
 - :mod:`gpulab.bench.cases` — one case per kernel (inputs, launch, NumPy baseline, counts,
   check), shared with the chapter dashboards;

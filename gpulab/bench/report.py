@@ -1,7 +1,8 @@
 """What ``gpulab bench`` reports, and the one file format its runs are kept in.
 
 - :class:`Row` — one line of the table: a :class:`gpulab.timing.Measurement` (the times and
-  where they came from) with the table's context: group, size, role, ceilings, check, note.
+  where they came from) with the table's context: group, size, role, the datasheet peak and
+  a measured ceiling, check, note.
 - :class:`BenchReport` — a whole run with where and when it ran; :func:`format_table` prints it.
 - :func:`save_report` / :func:`load_report` — JSON (format ``gpulab-bench``, version 2) with the
   date, tier, device and gpulab version. Recorded GPU runs live in ``gpulab/data/bench_*.json``
@@ -205,8 +206,8 @@ def format_table(report: BenchReport) -> str:
     ]
     if report.tier != "gpu":
         lines.append("No GPU in this process: simulator time is not GPU time. GPU figures are "
-                     f"roofline estimates for the {_gpu_name(report.gpu_model)}; each kernel was "
-                     "run in the simulator only to check its answer.")
+                     f"estimates for the {_gpu_name(report.gpu_model)} by gpulab's GPU model; "
+                     "each kernel was run in the simulator only to check its answer.")
     if report.copy_bytes_per_s:
         lines.append(f"measured device-to-device copy bandwidth: "
                      f"{format_rate(report.copy_bytes_per_s, 'B/s')} (read + write)")
@@ -225,13 +226,14 @@ def format_table(report: BenchReport) -> str:
                "min – max",
         "gpu": "measured on {device} with CUDA events (launches looped between the events, "
                "time per launch); range min – max",
-        "model": "estimated from a roofline model of the {device}, a best case (roofline "
-                 "ceiling): "
+        "model": "estimated by gpulab's GPU model of the {device}: "
                  "max(FLOPs / peak, bytes / bandwidth) + "
                  f"{hardware.LAUNCH_OVERHEAD_S * 1e6:g} µs launch (+ host link for "
                  "'incl. transfers'); matmul bytes from the traffic model in "
-                 "gpulab.kernels.matmul (no cache reuse). A roofline estimate is a ceiling: real "
-                 "kernels reach a fraction of it, which `gpulab bench` on a GPU measures",
+                 "gpulab.kernels.matmul (no cache reuse). An estimate, with a promised band "
+                 f"per kind of work ({hardware.band_text('memory-bound')} memory-bound, "
+                 f"{hardware.band_text('compute-bound')} compute-bound; gpulab model-check); "
+                 "`gpulab bench` on a GPU measures the real times",
         "recorded": "measured on {device} in a recorded run (gpulab/data/)",
     }
     for origin in ORIGINS:
@@ -291,8 +293,9 @@ def latest_recorded_run(tier: str = "gpu", directory=None) -> BenchReport | None
 
 
 def recorded_comparison(report: BenchReport) -> ComparisonTable | None:
-    """Each kernel a GPU run measured, against the roofline estimate the same run made for the
-    same GPU (ratio measured / predicted); None for a run without such pairs (a CPU run)."""
+    """Each kernel a GPU run measured, against the estimate the same run made for the same GPU
+    with gpulab's GPU model (ratio measured / predicted); None for a run without such pairs (a
+    CPU run)."""
     model = {(r.kernel, r.size): r for r in report.rows if r.origin == "model"
              and r.role == "kernel"}
     rows = tuple(Comparison(f"{r.kernel}, {r.size}", model[r.kernel, r.size].median_s,
@@ -302,18 +305,25 @@ def recorded_comparison(report: BenchReport) -> ComparisonTable | None:
                  and (r.kernel, r.size) in model)
     if not rows:
         return None
-    predicted = next(iter(model.values())).label
+    compared = [model[key] for key in model
+                if any(row.what == f"{key[0]}, {key[1]}" for row in rows)]
+    kinds = dict.fromkeys(r.measurement.meta["kind"] for r in compared
+                          if r.measurement.meta.get("kind") in hardware.MODEL_BANDS)
+    bands = ", ".join(f"{hardware.band_text(kind)} for {kind}" for kind in kinds)
+    predicted = (f"estimated by gpulab's GPU model of the {compared[0].device}"
+                 + (f" (its promised bands: {bands}; gpulab model-check)" if bands else ""))
     return ComparisonTable(f"gpulab bench on {report.device}: predicted against measured",
                            predicted, report.headline, rows)
 
 
 def describe_recorded_run(report: BenchReport | None) -> str:
     """What a chapter says about the GPU figures it shows: the recorded run (with each kernel's
-    measured / predicted), or that the GPU figures are the model's best cases."""
+    measured / predicted), or that the GPU figures are the model's estimates."""
     if report is None:
-        return ("GPU figures here are estimates from a roofline model, a best case (roofline "
-                "ceiling). `make gpu-check` on a machine with an NVIDIA GPU records measured "
-                "ones (gpulab/data/), and they then appear here next to the estimates.")
+        return ("GPU figures here are estimates by gpulab's GPU model (gpulab model-check "
+                "measures its error against published measurements). `make gpu-check` on a "
+                "machine with an NVIDIA GPU records measured ones (gpulab/data/), and they then "
+                "appear here next to the estimates.")
     text = f"recorded run: {report.headline} (gpulab {report.gpulab_version})"
     table = recorded_comparison(report)
     return text if table is None else f"{text}\n{table}"

@@ -1,6 +1,6 @@
 """The run behind ``gpulab bench``: every kernel of chapters 02-03 (and the digits training
-epoch), checked, then timed, then compared with its ceiling and with a baseline from the same
-run.
+epoch), checked, then timed, then compared with its ceilings (the datasheet's and one measured
+in the same run) and with a baseline from the same run.
 
 What a row means depends on the tier, and every row says which (its ``origin``):
 
@@ -9,10 +9,11 @@ What a row means depends on the tier, and every row says which (its ``origin``):
 - ``gpu``   — measured on the local GPU with CUDA events
   (:func:`gpulab.timing.time_gpu_looped`): short kernels are launched several times back to
   back between the events and the time divided, so Python's launch latency is not GPU time.
-- ``model`` — estimated for a named GPU (:func:`gpulab.timing.estimate`), a best case: the
-  larger of FLOPs / peak and bytes / bandwidth, plus launch overhead (plus the host link for
-  rows "incl. transfers"). In the ``sim`` tier these are the only GPU figures: simulator time
-  is not GPU time, so the simulator only *checks* each kernel's answer at a tiny size.
+- ``model`` — estimated for a named GPU by gpulab's GPU model (:func:`gpulab.timing.estimate`;
+  its label gives the model's promised band for that kind of work): the larger of FLOPs / peak
+  and bytes / bandwidth, plus launch overhead (plus the host link for rows "incl. transfers").
+  In the ``sim`` tier these are the only GPU figures: simulator time is not GPU time, so the
+  simulator only *checks* each kernel's answer at a tiny size.
 
 Ceilings, for measured rows only: a memory-bound kernel's rate against the GPU's datasheet
 bandwidth and the device-to-device copy measured in the same run; a matmul's against the
@@ -87,8 +88,8 @@ def _cpu_row(case: Case, inputs, repeats: int) -> Row:
 
 
 def _model_rows(case: Case, gpu: hardware.GPUSpec) -> list[Row]:
-    """The roofline estimates for ``gpu``: a best case, so no "% of peak" (an estimate divided
-    by the peak it came from says nothing)."""
+    """gpulab's GPU model for ``gpu``: estimates, so no "% of peak" (an estimate divided by the
+    peak it came from says nothing)."""
     kernel = timing.estimate(case.kernel, gpu, case.flops, case.model_bytes, case.precision,
                              n=case.n, useful_bytes=case.bytes_moved if case.group == "memory"
                              else case.model_bytes)

@@ -5,7 +5,7 @@ reports for chapters 07-08.
 - ``kernels`` in the ``gpu`` tier: measured on the GPU, wall clock around each epoch (Python's
   kernel launches and the per-batch copies included, as a training loop pays them).
 - ``kernels`` in the ``sim`` tier: not timed (simulator time is not GPU time);
-  :func:`training_estimate` gives the roofline estimate for a named GPU instead.
+  :func:`training_estimate` gives gpulab's GPU model's estimate for a named GPU instead.
 
 Each epoch is one repeat of the :class:`~gpulab.timing.Measurement`; one warm-up epoch runs
 first (JIT compilation, allocations). ``flops`` is the epoch's FLOP count from
@@ -55,8 +55,8 @@ def training_throughput(backend: str = "numpy", batch_size: int = DIGITS["batch_
 
 def training_estimate(gpu: str = "H100-SXM", batch_size: int = DIGITS["batch_size"],
                       n_samples: int | None = None) -> timing.Measurement:
-    """The roofline estimate of one digits epoch on ``gpu``, a best case (see
-    :mod:`gpulab.nn.cost`), as a ``model`` measurement; ``meta["samples_per_s"]`` too."""
+    """gpulab's GPU model of one digits epoch on ``gpu`` (see :mod:`gpulab.nn.cost`), an
+    estimate, as a ``model`` measurement; ``meta["samples_per_s"]`` too."""
     n_samples = n_samples or load_digits(seed=0).n_train
     seconds = cost.estimate_epoch_s(DIGITS["widths"], batch_size, n_samples, gpu)
     spec = hardware.get_gpu(gpu)
@@ -76,7 +76,7 @@ def training_rows(spec: hardware.GPUSpec | None = None, repeats: int = 3,
                batch_size: int = DIGITS["batch_size"], seed: int = 0) -> list:
     """The training epoch's rows for ``gpulab bench`` (:mod:`gpulab.bench`): the NumPy
     baseline measured on this CPU; in the ``gpu`` tier, the kernel backend's epoch measured with
-    CUDA events around it; and, for ``spec``, the roofline estimate. In the ``sim`` tier one
+    CUDA events around it; and, for ``spec``, the GPU model's estimate. In the ``sim`` tier one
     real training step of the kernels is checked against NumPy and reported on the estimate's
     row. Rows are in group ``"training"``; their notes give samples/s."""
     data = load_digits(seed=0)

@@ -244,7 +244,7 @@ def recorded_comparison(run=None, kernel: str = "saxpy", dtype=np.float32):
         rows.append((f"{kernel}, n = {measured.n:,}, {what}", estimate.time_s,
                      measured.median_s))
     return recorded_runs.comparison_table(
-        f"{kernel} measured on a real GPU, against the model's best case", run, rows)
+        f"{kernel} measured on a real GPU, against the model", run, rows)
 
 
 COPY_LINKS = ("pageable", "pinned")  # the host memory a copy over the host link starts from

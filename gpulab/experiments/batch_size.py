@@ -5,7 +5,7 @@ for the same number of epochs, and three things are recorded:
 
 - **samples per second** (of the fastest epoch after the first): measured on this CPU (NumPy
   backend); in the ``gpu`` tier also
-  measured on the GPU (kernel backend, wall clock); for a named GPU, estimated from a roofline
+  measured on the GPU (kernel backend, wall clock); for a named GPU, estimated by gpulab's GPU
   model of one training step (:mod:`gpulab.nn.cost`: every kernel, every launch, the batch's
   copies);
 - **memory**: weights, gradients, optimiser state and activations, counted
@@ -120,7 +120,7 @@ THROUGHPUT_BATCHES = (8, 256, 8192, 262144)
 def throughput_table(widths, predict=None, gpus=THROUGHPUT_GPUS,
                      batches=THROUGHPUT_BATCHES) -> str:
     """Samples per second of one training step, estimated by the step model
-    (:func:`gpulab.nn.cost.estimate_step`, a roofline best case) for each GPU and batch, next
+    (:func:`gpulab.nn.cost.estimate_step`, gpulab's GPU model) for each GPU and batch, next
     to ``predict(widths, batch, gpu)`` (your napkin, exercise 2) and its ratio to the model;
     "-" where ``predict`` is None or raises NotImplementedError. Then, per GPU, where the model
     levels off: 1 / (the time one more sample adds, from
@@ -222,10 +222,10 @@ class BatchSizeExperiment:
         samples = {cpu_label: cpu}
         if gpu_label:
             samples[gpu_label] = gpu_measured
-        estimate_label = (f"gpulab kernels — estimated from a roofline model of the "
-                          f"{self.gpu.name} (a lower bound on time"
-                          + (f"; launch overhead measured on {run.device})" if measured_launch_s
-                             else ")"))
+        estimate_label = (f"gpulab kernels — estimated by gpulab's GPU model of the "
+                          f"{self.gpu.name}"
+                          + (f" (launch overhead measured on {run.device})" if measured_launch_s
+                             else ""))
         samples[estimate_label] = estimated
         self.last_result = {
             "batch_sizes": self.batch_sizes, "epochs": self.epochs, "samples_per_s": samples,
@@ -288,7 +288,7 @@ class BatchSizeExperiment:
 
 def recorded_comparison(run=None):
     """The recorded run's training epochs (kernel backend, several batch sizes) against the
-    step model of the same GPU (:mod:`gpulab.nn.cost`, a best case), or None when no run
+    step model of the same GPU (:mod:`gpulab.nn.cost`, an estimate), or None when no run
     ships."""
     found = recorded_runs.recorded_series("training epoch", run)
     if found is None:
@@ -302,8 +302,8 @@ def recorded_comparison(run=None):
         rows.append((f"one epoch of {measured.n:,} digits, batch {int(batch)}", predicted,
                      measured.median_s))
     return recorded_runs.comparison_table(
-        "Training epochs measured on a real GPU (gpulab kernels), against the step model's "
-        "best case", run, rows)
+        "Training epochs measured on a real GPU (gpulab kernels), against the step model",
+        run, rows)
 
 
 def _steady_samples_per_s(history) -> float:

@@ -7,8 +7,8 @@ where its numbers came from:
 - the CPU side is always **measured** on this machine (:func:`gpulab.bench.time_cpu`);
 - in the ``gpu`` tier the kernel is **measured** on the local GPU with CUDA events
   (:func:`gpulab.bench.time_gpu`), and the chosen GPU model is added as an estimate;
-- in the ``sim`` tier simulator time is not GPU time, so the GPU side is **estimated** from a
-  roofline model of the chosen GPU (:func:`gpulab.hardware.estimate_time`): 2n FLOPs,
+- in the ``sim`` tier simulator time is not GPU time, so the GPU side is **estimated** by
+  gpulab's GPU model of the chosen GPU (:func:`gpulab.hardware.estimate_time`): 2n FLOPs,
   2n * itemsize bytes read, plus 2n * itemsize bytes over the host link for the copy.
 
 :class:`CrossoverExperiment` is the logic (no browser needed); :class:`CrossoverDashboard` is
@@ -181,14 +181,14 @@ class CrossoverExperiment:
         ``{"series": {label: [(n, seconds), ...]}, "cpu_label", "gpu_labels", "crossover",
         "records", ...}``. Labels say where each series came from."""
         rng = np.random.default_rng(self.seed)
-        records: dict[str, list] = {}
+        by_what: dict[tuple[str, bool], list] = {}
 
         def add(what: str, record):
-            label = f"{what} — {record.label}"
-            records.setdefault(label, []).append(record)
-            return label
+            key = (what, isinstance(record, hardware.RooflineEstimate))
+            by_what.setdefault(key, []).append(record)
+            return key
 
-        cpu_label = ""
+        cpu_key = ("", False)
         for n in self.sizes:
             x = rng.random(n, dtype=self.dtype)
             y = rng.random(n, dtype=self.dtype)
@@ -196,7 +196,7 @@ class CrossoverExperiment:
                                  n=n, **self._counts(n))
             # The CPU side is its best of the repeats: on a shared machine (Binder, CI) other
             # processes delay BLAS's worker threads, and the baseline must not be handicapped.
-            cpu_label = add(f"NumPy dot (BLAS), best of {self.cpu_repeats}", cpu)
+            cpu_key = add(f"NumPy dot (BLAS), best of {self.cpu_repeats}", cpu)
             copies = HOST_MEMORY if self.include_transfer else ()
             if self.tier == "gpu":
                 add(f"{self.kernel_name}, data on GPU", self._measure_gpu(x, y, n, None))
@@ -207,6 +207,11 @@ class CrossoverExperiment:
             for memory in copies:
                 add(f"{self.kernel_name} incl. host→device copy of x, y from {memory} memory",
                     self._estimate(n, memory))
+        # an estimate's label names its kind of work, which changes with n: one label a series
+        labels = {key: f"{key[0]} — " + (_series_source(recs) if key[1] else recs[0].label)
+                  for key, recs in by_what.items()}
+        records = {labels[key]: recs for key, recs in by_what.items()}
+        cpu_label = labels[cpu_key]
         series = {label: list(zip(self.sizes, map(_seconds, recs), strict=True))
                   for label, recs in records.items()}
         gpu_labels = [label for label in series if label != cpu_label]
@@ -271,7 +276,7 @@ class CrossoverExperiment:
                     and label != result["cpu_label"] and "host→device copy" not in label]
         lines = [
             f"At n = {n0:,} the CPU takes {_fmt(cpu[n0])}; the {self.gpu.name} would need about "
-            f"{_fmt(small.time_s)} by the roofline model"
+            f"{_fmt(small.time_s)} by gpulab's GPU model"
             + (f" ({measured[0].label}: {_fmt(measured[0].median_s)})" if measured else "")
             + f", nearly all of it the fixed cost of launching a kernel "
             f"(~{_fmt(small.launch_overhead_s)}): small problems lose on the GPU.",
@@ -315,7 +320,7 @@ class CrossoverExperiment:
 
 
 def recorded_comparison(run=None, dtype=np.float32, method: str = "grid_stride"):
-    """The recorded run's crossover series (``gpulab gpu-check``) against the roofline model of
+    """The recorded run's crossover series (``gpulab gpu-check``) against gpulab's GPU model of
     the same GPU with the datasheet's constants: a :class:`~gpulab.recorded_runs.ComparisonTable`,
     or None when no run ships (or it recorded another kernel or dtype, or a GPU the course has
     no figures for)."""
@@ -339,7 +344,23 @@ def recorded_comparison(run=None, dtype=np.float32, method: str = "grid_stride")
     if not rows:
         return None
     return recorded_runs.comparison_table(
-        "The crossover measured on a real GPU, against the model's best case", run, rows)
+        "The crossover measured on a real GPU, against the model", run, rows)
+
+
+def _series_source(estimates) -> str:
+    """Where a series of estimates came from: the model, with its promised band for each kind
+    of work among the points (a launch-bound small n, a memory-bound large n)."""
+    first = estimates[0]
+    by_band: dict[str, list[str]] = {}
+    for kind in dict.fromkeys(e.kind for e in estimates):
+        by_band.setdefault(hardware.band_text(kind), []).append(kind)
+    bands = "; ".join(f"for {' and '.join(kinds)} work: {band}"
+                      for band, kinds in by_band.items())
+    text = (f"estimated by gpulab's GPU model of the {first.gpu.name} (its promised band "
+            f"{bands}; gpulab model-check)")
+    if first.measured_on:
+        text += f"; launch cost and host copy rates measured on {first.measured_on}"
+    return text
 
 
 def _seconds(record) -> float:

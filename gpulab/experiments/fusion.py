@@ -209,9 +209,9 @@ def bias_activation_estimates(batch: int, width: int, gpu="H100-SXM",
                               activation: str = "relu") -> str:
     """Roofline estimates of bias + ``activation`` on a batch x width float32 matmul output,
     unfused (``bias_add`` then ``apply_activation``) and fused (``bias_activation``): each
-    :func:`gpulab.hardware.estimate_time` for ``gpu`` (an estimate with its band) with its compute, memory
-    and launch lines, from the counted FLOPs (:data:`gpulab.kernels.dense.FLOPS_PER_ELEMENT`),
-    bytes (:func:`gpulab.kernels.dense.forward_traffic_bytes`) and launches. Returns text."""
+    :func:`gpulab.hardware.estimate_time` for ``gpu`` (an estimate with its band) with its
+    compute, memory and launch lines, from the counted FLOPs
+    (:data:`gpulab.kernels.dense.FLOPS_PER_ELEMENT`), bytes (:func:`gpulab.kernels.dense.forward_traffic_bytes`) and launches. Returns text."""
     spec = hardware.get_gpu(gpu)
     shown = {"relu": "ReLU", "gelu": "GELU"}.get(activation, activation)
     return "\n".join(f"\nbias + {shown}, {'fused' if fused else 'unfused'}: "

@@ -16,8 +16,9 @@ One launch of ``mpiexec`` (a second or two to start) runs every measurement
 
 Every number says where it comes from: measured here (MPI processes on this CPU, shared
 memory; oversubscribed when there are more ranks than cores), or estimated from the models of
-:mod:`gpulab.parallel.scaling` for named systems (a best case). Where no MPI is installed the
-same phases run on threads (:mod:`gpulab.parallel.simulated`) and their times are not used.
+:mod:`gpulab.parallel.scaling` for named systems (estimates, not measurements). Where no MPI is
+installed the same phases run on threads (:mod:`gpulab.parallel.simulated`) and their times are
+not used.
 
 :class:`ManyGPUsExperiment` is the logic; :class:`ScalingExperiment` the model alone (instant),
 behind :class:`ScalingDashboard`; :func:`run_your_ring` runs a learner's ring all-reduce on real
@@ -34,7 +35,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpulab import device
+from gpulab import device, hardware
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.nn.data import load_digits
 from gpulab.parallel import data_parallel, launch, links, scaling
@@ -195,7 +196,7 @@ class ManyGPUsExperiment:
         h100 = r["modelled_speedup"]["hgx-h100"]
         nvl = r["modelled_speedup"]["gb200-nvl72"]
         lines.append(
-            f"Modelled (a best case) for the same digits training: {h100[8]:.2f}× on 8 H100s "
+            f"Modelled (an estimate) for the same digits training: {h100[8]:.2f}× on 8 H100s "
             f"over NVLink, {nvl[72]:.2f}× on the 72 GPUs of a GB200 NVL72. Split 72 ways, a "
             f"batch of {r['settings']['global_batch']} leaves each GPU "
             f"{-(-r['settings']['global_batch'] // 72)} samples: every kernel still costs its "
@@ -250,9 +251,11 @@ class ScalingExperiment:
             parts = ", ".join(f"{n:,} GPUs {100 * a:.0f} % ({100 * b:.0f} % with overlap)"
                               for n, (a, b) in at.items())
             lines.append(f"{workload.name}: {parts}.")
-        lines.append(f"All estimated for {system.name} ({system.note}): roofline compute at the "
-                     "GPU's peak, links at full speed — a best case for both, so real runs "
-                     "lose more.")
+        lines.append(f"All estimated for {system.name} ({system.note}): compute by gpulab's "
+                     "GPU model (the transformers at the GPU's bf16 peak), the all-reduce by the "
+                     "α–β model at the links' line rate, which NCCL does not reach (about "
+                     f"{100 * hardware.NCCL_NVLINK_EFFICIENCY:.0f} % of it over NVLink). Slower "
+                     "communication lowers the efficiency; slower compute raises it.")
         return "\n".join(lines)
 
 
@@ -282,8 +285,9 @@ def scaling_plot(result: dict, axes=None):
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("scaling efficiency, % (estimated)")
     axes[0].legend(fontsize=8, loc="lower left")
-    fig.suptitle(wrap_title(f"Data-parallel efficiency on {system.name}, estimated (roofline "
-                            "compute, α–β communication; a best case)", 110), fontsize=10)
+    fig.suptitle(wrap_title(f"Data-parallel efficiency on {system.name}, estimated (gpulab's "
+                            "GPU model for compute, α–β communication at line rate)", 110),
+                 fontsize=10)
     return fig
 
 

@@ -29,11 +29,10 @@ kernel at one size.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
-
-import functools
 
 from gpulab import device, hardware, kernel_resources, plots, ptx, recorded_runs, timing
 from gpulab.bench import model_check
@@ -307,7 +306,6 @@ def recorded_comparison(run=None):
     ``matmul_register_blocked`` at the GPU tier's n) against the roofline model of the same GPU
     with this module's traffic model: a :class:`~gpulab.recorded_runs.ComparisonTable`, or
     None when no run ships."""
-    from gpulab.kernels import matmul as mm
 
     found = recorded_runs.recorded_series("matmul tiles", run)
     if found is None:

@@ -8,7 +8,8 @@ Every experiment trains the digits MLP (:mod:`gpulab.nn.recipes`: 64-128-10, Ada
 - :class:`MixedPrecisionExperiment` — fp32, bf16, fp16 + loss scaling and fp8: held-out
   accuracy (measured), memory (computed by chapter 09's calculator, :mod:`gpulab.nn.memory`,
   and measured from the arrays a step keeps), speed (the roofline time of a step's matrix
-  products on a named GPU, a best case; on a GPU, chapter 04's matmul kernels measured);
+  products on a named GPU, estimated by gpulab's GPU model; on a GPU, chapter 04's matmul
+  kernels measured);
 - :class:`UnderflowExperiment` — fp16 with and without loss scaling, and bf16, on gradients made
   small (the loss multiplied by a factor, Adam's epsilon with it, so that in exact arithmetic
   the training is unchanged): the fraction of gradient values flushed to zero, and what it
@@ -182,9 +183,9 @@ ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 
 def recorded_matmul_comparison(run=None):
     """The recorded run's narrow matmul kernels (:func:`measure_matmul_kernels` on a real GPU)
-    against their own best case: they run on the CUDA cores, so the roofline's compute roof is
-    the fp32 CUDA-core peak (not the tensor cores' per-format peaks), and its memory roof the
-    bytes of A and B in their format plus C in fp32. A
+    against gpulab's GPU model of the same work: they run on the CUDA cores, so the model's
+    compute roof is the fp32 CUDA-core peak (not the tensor cores' per-format peaks), and its
+    memory roof the bytes of A and B in their format plus C in fp32. A
     :class:`~gpulab.recorded_runs.ComparisonTable`, or None when no run ships."""
     found = recorded_runs.recorded_series("narrow matmuls", run)
     if found is None:
@@ -198,8 +199,17 @@ def recorded_matmul_comparison(run=None):
         estimate = hardware.estimate_time(run.gpu_key, 2 * n**3, traffic, "fp32")
         rows.append((f"{measured.name}, n = {n:,}", estimate.time_s, measured.median_s))
     return recorded_runs.comparison_table(
-        "Chapter 04's matmul kernels measured on a real GPU (CUDA cores), against their best "
-        "case", run, rows)
+        "Chapter 04's matmul kernels measured on a real GPU (CUDA cores), against the model",
+        run, rows)
+
+
+def _estimate_label(gpu, kinds) -> str:
+    """Where the step estimates come from, with the model's promised band for each kind of
+    work among them."""
+    bands = ", ".join(f"{hardware.band_text(kind)} for {kind}"
+                      for kind in sorted(kinds, key=list(hardware.MODEL_BANDS).index))
+    return (f"estimated by gpulab's GPU model of the {gpu.name}"
+            + (f" (its promised bands: {bands}; gpulab model-check)" if bands else ""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,7 +244,7 @@ class MixedPrecisionExperiment:
         runs = {key: run_recipe(key, self.epochs, self.seed, self.lr, self.loss_factor,
                                 self.growth_interval, self.engine, self.widths)
                 for key in self.recipes}
-        rows = []
+        rows, kinds = [], set()
         for key, run in runs.items():
             recipe = run.recipe
             computed = None
@@ -243,8 +253,10 @@ class MixedPrecisionExperiment:
                     self.widths, self.batch_size, "adam",
                     precision=mp.MEMORY_PRECISION[recipe.compute]).as_dict()
                 computed = {kind: computed[kind] for kind in run.memory_measured}
-            small_s, _ = mp.estimate_step_matmuls(recipe, self.widths, self.batch_size, self.gpu)
-            large_s, _ = mp.estimate_step_matmuls(recipe, LARGE_WIDTHS, LARGE_BATCH, self.gpu)
+            small_s, small = mp.estimate_step_matmuls(recipe, self.widths, self.batch_size,
+                                                      self.gpu)
+            large_s, large = mp.estimate_step_matmuls(recipe, LARGE_WIDTHS, LARGE_BATCH, self.gpu)
+            kinds.update(estimate.kind for estimate in small + large)
             rows.append({"key": key, "title": title(key), "accuracy": run.final_accuracy,
                          "skipped": run.skipped_steps, "steps": run.steps,
                          "flushed": run.flushed_fraction,
@@ -257,8 +269,7 @@ class MixedPrecisionExperiment:
             "runs": runs, "rows": rows, "epochs": self.epochs, "seed": self.seed,
             "lr": self.lr, "loss_factor": self.loss_factor, "where": first.where,
             "engine": first.engine, "gpu": self.gpu.name, "tier": device.tier(),
-            "estimate_label": f"estimated from a roofline model of the {self.gpu.name}, a best "
-                              "case",
+            "estimate_label": _estimate_label(self.gpu, kinds),
             "large": f"MLP {'-'.join(map(str, LARGE_WIDTHS))}, batch {LARGE_BATCH}",
             "small": f"MLP {'-'.join(map(str, self.widths))}, batch {self.batch_size}",
             "gpu_measured": measured,

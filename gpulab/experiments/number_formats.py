@@ -381,11 +381,12 @@ def compute_units(precision: str) -> str:
 
 def speed_rows(gpu="H100-SXM", dot_n: int = 100_000_000, matmul_n: int = 8192,
                format_names=SPEED_FORMATS) -> list[dict]:
-    """Roofline estimates per format on ``gpu``: a dot product of ``dot_n`` elements
+    """Estimates by gpulab's GPU model per format on ``gpu``: a dot product of ``dot_n`` elements
     (memory-bound: bytes shrink with the format) and an ``matmul_n``-cubed matmul
     (compute-bound: the datasheet's dense peak for the format, tensor cores for tf32 and
     narrower; ``units`` says which). ``None`` where the GPU has no rate for the format. Every
-    time is an estimate."""
+    time is an estimate; ``dot_kind`` and ``matmul_kind`` say which of the model's promised
+    bands it falls under (:data:`gpulab.hardware.MODEL_BANDS`)."""
     gpu = hardware.get_gpu(gpu)
     rows = []
     for name in format_names:
@@ -393,15 +394,17 @@ def speed_rows(gpu="H100-SXM", dot_n: int = 100_000_000, matmul_n: int = 8192,
         row = {"format": fmt.name, "bytes_per_value": fmt.bytes_per_value,
                "peak_flops": gpu.peak_flops.get(fmt.hardware_precision),
                "units": compute_units(fmt.hardware_precision),
-               "dot_s": None, "matmul_s": None,
-               "label": f"estimated from a roofline model of the {gpu.name}"}
+               "dot_s": None, "matmul_s": None, "dot_kind": None, "matmul_kind": None,
+               "label": f"estimated by gpulab's GPU model of the {gpu.name}"}
         if row["peak_flops"] is not None:
-            row["dot_s"] = hardware.estimate_time(
+            dot = hardware.estimate_time(
                 gpu, flops=2 * dot_n, bytes_moved=2 * dot_n * fmt.bytes_per_value,
-                precision=fmt.hardware_precision).time_s
-            row["matmul_s"] = hardware.estimate_time(
+                precision=fmt.hardware_precision)
+            matmul = hardware.estimate_time(
                 gpu, flops=2 * matmul_n**3, bytes_moved=3 * matmul_n**2 * fmt.bytes_per_value,
-                precision=fmt.hardware_precision).time_s
+                precision=fmt.hardware_precision)
+            row.update(dot_s=dot.time_s, matmul_s=matmul.time_s, dot_kind=dot.kind,
+                       matmul_kind=matmul.kind)
         rows.append(row)
     return rows
 
@@ -411,7 +414,11 @@ def speed_table(gpu="H100-SXM", dot_n: int = 100_000_000, matmul_n: int = 8192) 
     dense peak and the units it is for, and the two estimated times ("none" where the
     datasheet gives no rate for the format)."""
     rows = speed_rows(gpu, dot_n, matmul_n)
-    lines = [f"{rows[0]['label']} (a best case):",
+    kinds = dict.fromkeys(row[key] for key in ("dot_kind", "matmul_kind") for row in rows
+                          if row[key])
+    bands = ", ".join(f"{hardware.band_text(kind)} for {kind}" for kind in kinds)
+    lines = [f"{rows[0]['label']}"
+             + (f" (its promised bands: {bands}; gpulab model-check)" if bands else "") + ":",
              f"  {'format':9s} {'B/value':>7s}   {'dense peak':>17s} {'of the':12s} "
              f"{'dot, n=' + f'{dot_n:.0e}'.replace('e+0', 'e').replace('e+', 'e'):>12s} "
              f"{'matmul ' + str(matmul_n) + '³':>14s}"]

@@ -9,7 +9,7 @@ from:
   tier the same run also on gpulab's kernels on the GPU (measured, wall clock);
 - in the ``sim`` tier, the kernels run **one real training step** on a small batch, checked
   against the NumPy step (:func:`gpulab.nn.trainer.check_kernel_step`), and the GPU's time per
-  epoch is **estimated** from a roofline model of a named GPU (:mod:`gpulab.nn.cost`).
+  epoch is **estimated** by gpulab's GPU model of a named GPU (:mod:`gpulab.nn.cost`).
 
 **Precision** (chapter 04 in a training run): ``precision="fp32"`` is the trainer above;
 ``"bf16"`` and ``"fp16"`` store the weights the products read, the activations and the
@@ -190,11 +190,11 @@ def ratios_table(faster="H100-SXM", slower="T4") -> str:
 def epoch_times(history: History, n_train: int, gpus=("H100-SXM", "T4"),
                 widths=DIGITS["widths"], batch_size: int = DIGITS["batch_size"]) -> dict:
     """Seconds per epoch, keyed by where each came from: the median measured epoch (after the
-    first) of ``history``, and a roofline estimate of gpulab's kernels on each GPU named."""
+    first) of ``history``, and gpulab's GPU model of its kernels on each GPU named."""
     times = {}
     for gpu in gpus:
         spec = hardware.get_gpu(gpu)
-        times[f"estimated from a roofline model of the {spec.name}, a best case"] = \
+        times[cost.estimate_step(list(widths), batch_size, spec).label] = \
             cost.estimate_epoch_s(list(widths), batch_size, n_train, spec)
     measured = [r.seconds for r in history.records[1:]] or [history.final.seconds]
     times[history.timing] = float(np.median(measured))
@@ -330,7 +330,7 @@ class TrainingExperiment:
             "precision": self.precision, "precision_label": precision_label(self.precision),
             "gpu_epoch_estimate_s": epoch_estimate_s, "gpu_step_launch_s": step.launch_s,
             "gpu_step_launches": step.launches, "gpu_step_matmul_s": matmuls,
-            "gpu_label": f"estimated from a roofline model of the {self.gpu.name}, a best case",
+            "gpu_label": step.label,
             "best_epoch": int(np.argmin(test_loss)) + 1, "tier": self.tier,
             "dataset": str(self.data), "model": repr(self.model),
         }

@@ -365,11 +365,12 @@ HARDWARE_PRECISION = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp
 
 
 def estimate_step_matmuls(recipe, widths, batch_size: int, gpu="H100-SXM"):
-    """Roofline estimate (a best case) of the matrix products of one training step of an MLP
-    with ``widths`` on ``gpu``, each at the dense peak of its format's tensor cores (fp32: the
-    CUDA cores' fp32 rate): forward, the gradient of the inputs (not for the first layer) and
-    of the weights, per layer. Bytes: both operands in their format, the result in the storage
-    format (fp32 for fp32). Returns (seconds, list of hardware.RooflineEstimate)."""
+    """An estimate by gpulab's GPU model (each estimate's ``label`` gives its promised band) of
+    the matrix products of one training step of an MLP with ``widths`` on ``gpu``, each at the
+    dense peak of its format's tensor cores (fp32: the CUDA cores' fp32 rate): forward, the
+    gradient of the inputs (not for the first layer) and of the weights, per layer. Bytes:
+    both operands in their format, the result in the storage format (fp32 for fp32). Returns
+    (seconds, list of hardware.RooflineEstimate)."""
     recipe = get_recipe(recipe)
     gpu = hardware.get_gpu(gpu)
     widths = [int(w) for w in widths]

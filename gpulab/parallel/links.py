@@ -21,8 +21,11 @@ Conventions, as in :mod:`gpulab.hardware`:
 - α is the per-step latency NCCL's own performance model assumes for each kind of link (its
   ``hwLat`` table for the ring algorithm and its low-latency protocol): a model constant, not a
   measurement. NCCL also adds a fixed start-up cost per collective (several µs), left out here.
-- These are best cases: no congestion, no in-network reduction (NVLink SHARP on NVSwitch and
-  InfiniBand SHARP can do better than a ring), all GPUs sending at full rate.
+- These are estimates, not measurements. β is the line rate, and NCCL reaches about 82 % of
+  NVLink's (:data:`gpulab.hardware.NCCL_NVLINK_EFFICIENCY`, the share ``gpulab model-check``
+  uses against published nccl-tests runs): a large all-reduce over NVLink takes about 1.2×
+  the time here. No congestion, no in-network reduction (NVLink SHARP on NVSwitch and
+  InfiniBand SHARP can do better than a ring), all GPUs sending at once.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Does training get N times faster on N GPUs? A model of one data-parallel training step on
-named systems: compute time from the roofline (:mod:`gpulab.hardware`, :mod:`gpulab.nn.cost`),
-communication from the α–β model of the links (:mod:`gpulab.parallel.links`).
+named systems: compute time from gpulab's GPU model (:mod:`gpulab.hardware`,
+:mod:`gpulab.nn.cost`), communication from the α–β model of the links
+(:mod:`gpulab.parallel.links`).
 
 One data-parallel step on N GPUs = each GPU's forward and backward pass on its share of the
 batch, then an all-reduce of the gradients, then the update. The all-reduce either waits for
@@ -80,7 +81,7 @@ class System:
 
 SYSTEMS: dict[str, System] = {system.key: system for system in (
     System("pcie-box", "a PCIe box: 8 × L4, PCIe 4.0, no NVLink", "L4", 8, "pcie4", "ib-ndr",
-           "GPUs talk through the host's PCIe (best case: full x16 bandwidth each); boxes "
+           "GPUs talk through the host's PCIe (assumed: full x16 bandwidth each); boxes "
            "joined by InfiniBand NDR, one 400 Gb/s port per GPU, assumed"),
     System("hgx-h100", "an 8-GPU NVLink server: 8 × H100 SXM, NVLink 4 through NVSwitch",
            "H100-SXM", 8, "nvlink4", "ib-ndr",
@@ -152,7 +153,8 @@ def get_workload(key: str | Workload) -> Workload:
 
 @dataclass(frozen=True)
 class DataParallelStep:
-    """One modelled data-parallel step (all times in seconds, estimated: a best case)."""
+    """One modelled data-parallel step (all times in seconds, estimated; links at their line
+    rate, which NCCL does not reach, :mod:`gpulab.parallel.links`)."""
 
     workload: Workload
     system: System
@@ -190,10 +192,10 @@ class DataParallelStep:
 
     @property
     def label(self) -> str:
-        return (f"estimated: roofline of the {self.system.spec.name} and the α–β model of "
-                f"{self.system.inside.name}"
+        return (f"estimated by gpulab's GPU model of the {self.system.spec.name} and the α–β "
+                f"model of {self.system.inside.name}"
                 + (f" and {self.system.between.name}" if self.n_gpus > self.system.domain_size
-                   else "") + " (a best case)")
+                   else "") + " at line rate")
 
 
 def data_parallel_step(workload, system, n_gpus: int, overlap: bool = False) -> DataParallelStep:

@@ -32,8 +32,8 @@ def test_simulator_is_not_timed():
 def test_estimate_is_labelled():
     estimate = training_estimate("H200", batch_size=32, n_samples=320)
     assert estimate.origin == "model"
-    assert estimate.label.startswith("estimated from a roofline model of the NVIDIA H200 SXM "
-                                     "141GB, a best case")
+    assert estimate.label.startswith("estimated by gpulab's GPU model of the NVIDIA H200 SXM "
+                                     "141GB")
     assert estimate.meta["samples_per_s"] == pytest.approx(320 / estimate.median_s)
 
 
@@ -44,7 +44,7 @@ def test_training_rows_for_gpulab_bench():
     assert [r.origin for r in rows] in (["cpu", "model"], ["cpu", "gpu", "model"])
     for row in rows:
         assert row.group == "training" and "samples/s" in row.note
-        assert row.label.startswith(("measured on", "estimated from a roofline model"))
+        assert row.label.startswith(("measured on", "estimated by gpulab's GPU model"))
     assert rows[-1].device == "NVIDIA T4 16GB"
     if device.tier() == "sim":
         assert rows[-1].check.startswith("ok vs NumPy")

@@ -27,7 +27,7 @@ def batch_run():
 def test_batch_size_series_are_labelled(batch_run):
     _, result = batch_run
     for label, values in result["samples_per_s"].items():
-        assert "measured on" in label or "estimated from a roofline model" in label, label
+        assert "measured on" in label or "estimated by gpulab's GPU model" in label, label
         assert len(values) == 3 and all(v > 0 for v in values)
     assert result["updates_per_epoch"] == [180, 23, 3]
 
@@ -85,7 +85,7 @@ def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
     table = recorded_comparison()
     assert table is not None and len(table.rows) == 4
     assert [r.ratio for r in table.rows] == pytest.approx([3.0] * 4)  # the fixture's factor
-    assert "batch 8" in table.rows[0].what and "best case" in table.predicted_label
+    assert "batch 8" in table.rows[0].what and "promised bands" in table.predicted_label
 
 
 def test_napkin_inputs_name_each_value():

@@ -35,12 +35,12 @@ SERIES = {
 def on_device(result) -> str:
     """The label of the estimated, data-already-on-the-GPU series."""
     return next(label for label in result["gpu_labels"]
-                if "copy" not in label and "estimated from" in label)
+                if "copy" not in label and "estimated by" in label)
 
 
 def with_copy(result) -> str:
     return next(label for label in result["gpu_labels"]
-                if "copy" in label and "estimated from" in label)
+                if "copy" in label and "estimated by" in label)
 
 
 def seconds_at(result, label, n) -> float:
@@ -56,7 +56,7 @@ def small_run():
 def test_every_series_says_where_its_numbers_came_from(small_run):
     _, result = small_run
     for label, points in result["series"].items():
-        assert "measured on" in label or "estimated from" in label, label
+        assert "measured on" in label or "estimated by" in label, label
         assert [n for n, _ in points] == SMALL_SIZES
         assert all(seconds > 0 for _, seconds in points)
     assert result["cpu_label"].startswith("NumPy dot")
@@ -221,7 +221,7 @@ def test_gpu_branch_with_the_stand_in_gpu(stand_in_gpu):
     measured = [label for label in result["gpu_labels"] if "measured on" in label]
     assert len(measured) == 3 and all(stand_in_gpu in label for label in measured)
     assert sum("from pinned memory" in label for label in measured) == 1
-    assert any("estimated from" in label for label in result["gpu_labels"])
+    assert any("estimated by" in label for label in result["gpu_labels"])
 
 
 def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
@@ -229,7 +229,7 @@ def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
 
     table = recorded_comparison()
     assert table is not None and "NVIDIA H200" in table.measured_label
-    assert "best case" in table.predicted_label and "H200" in table.predicted_label
+    assert "promised bands" in table.predicted_label and "H200" in table.predicted_label
     whats = [row.what for row in table.rows]
     assert any("pinned" in w for w in whats) and any("pageable" in w for w in whats)
     on_device = [row for row in table.rows if "data on GPU" in row.what]
@@ -246,7 +246,7 @@ def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
 
 def on_device_label(result):
     return next(label for label in result["records"]
-                if "data on GPU" in label and "estimated from" in label)
+                if "data on GPU" in label and "estimated by" in label)
 
 
 def test_without_a_recorded_run_there_is_no_comparison(monkeypatch, tmp_path):

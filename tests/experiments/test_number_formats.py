@@ -127,7 +127,7 @@ def test_memory_rows_for_a_7_billion_parameter_model():
 def test_speed_rows_are_roofline_estimates():
     rows = {row["format"]: row for row in speed_rows("H100-SXM", dot_n=10**8, matmul_n=8192)}
     for row in rows.values():
-        assert row["label"] == "estimated from a roofline model of the NVIDIA H100 SXM5 80GB"
+        assert row["label"] == "estimated by gpulab's GPU model of the NVIDIA H100 SXM5 80GB"
     # memory-bound: half the bytes, about half the time
     assert rows["fp16"]["dot_s"] == pytest.approx(rows["fp32"]["dot_s"] / 2, rel=0.05)
     expected = hardware.estimate_time("H100-SXM", flops=2 * 8192**3,
@@ -148,7 +148,8 @@ def test_speed_table_says_which_units_each_peak_is_for():
     assert widget.compute_units("fp64_tensor") == "tensor cores"
     text = widget.speed_table("H100-SXM", dot_n=10**8, matmul_n=8192)
     lines = text.splitlines()
-    assert lines[0].startswith("estimated from a roofline model of the NVIDIA H100 SXM5 80GB")
+    assert lines[0].startswith("estimated by gpulab's GPU model of the NVIDIA H100 SXM5 80GB")
+    assert "±30 % for memory-bound, within 2× for compute-bound" in lines[0]
     assert "dot, n=1e8" in lines[1] and "matmul 8192³" in lines[1]
     fp32 = next(line for line in lines if line.strip().startswith("fp32"))
     assert "67.0 TFLOP/s CUDA cores" in fp32

@@ -29,7 +29,7 @@ def test_training_experiment_reports_the_gap_and_checks_a_kernel_step():
     history = result["history"]
     assert len(history.records) == 3 and "measured on this CPU" in history.timing
     assert result["kernel_step"]["ok"]
-    assert result["gpu_label"].startswith("estimated from a roofline model")
+    assert result["gpu_label"].startswith("estimated by gpulab's GPU model")
     words = experiment.explain()
     assert "held-out" in words and "measured" in words and "estimated" in words
 
@@ -88,7 +88,7 @@ def test_the_chapters_tables_say_where_their_numbers_come_from():
     assert 8 < ratios["fp32"] < 9 and ratios["fp16"] > ratios["fp32"]
     assert "CUDA cores" in ratios_table() and "tensor cores" in ratios_table()
     times = epoch_times(histories["batch 8"], data.n_train, widths=(2, 8, 3), batch_size=8)
-    assert len(times) == 3 and any(k.startswith("estimated from a roofline") for k in times)
+    assert len(times) == 3 and any(k.startswith("estimated by gpulab's GPU model") for k in times)
     assert "ms" in times_table(times)
 
 
