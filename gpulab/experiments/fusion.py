@@ -211,7 +211,8 @@ def bias_activation_estimates(batch: int, width: int, gpu="H100-SXM",
     unfused (``bias_add`` then ``apply_activation``) and fused (``bias_activation``): each
     :func:`gpulab.hardware.estimate_time` for ``gpu`` (an estimate with its band) with its
     compute, memory and launch lines, from the counted FLOPs
-    (:data:`gpulab.kernels.dense.FLOPS_PER_ELEMENT`), bytes (:func:`gpulab.kernels.dense.forward_traffic_bytes`) and launches. Returns text."""
+    (:data:`gpulab.kernels.dense.FLOPS_PER_ELEMENT`), bytes
+    (:func:`gpulab.kernels.dense.forward_traffic_bytes`) and launches. Returns text."""
     spec = hardware.get_gpu(gpu)
     shown = {"relu": "ReLU", "gelu": "GELU"}.get(activation, activation)
     return "\n".join(f"\nbias + {shown}, {'fused' if fused else 'unfused'}: "
