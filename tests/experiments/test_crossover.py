@@ -150,9 +150,10 @@ def test_choosing_a_t4_gives_a_slower_estimate(dashboard):
     t4 = dashboard.last_result
     assert t4 is not h100 and t4["gpu"] == "T4"
     assert "NVIDIA T4" in on_device(t4)
-    n = 1_000_000
-    # 320 GB/s against 3.35 TB/s: several times slower, even with the same launch overhead
-    assert seconds_at(t4, on_device(t4), n) > 3 * seconds_at(h100, on_device(h100), n)
+    n = max(dict(t4["series"][on_device(t4)]))
+    # 320 GB/s against 3.35 TB/s: the T4 is memory-bound here, while the H100's time is mostly
+    # the host's launch cost (the same on both), so about twice as slow, not ten times
+    assert seconds_at(t4, on_device(t4), n) > 2 * seconds_at(h100, on_device(h100), n)
 
 
 def test_the_copy_checkbox_adds_the_transfer(dashboard):

@@ -22,10 +22,12 @@ def test_fusion_halves_the_traffic_and_labels_every_time():
     assert result["bytes"]["fused"] == 4 * (2 * 512 * 256 + 256)
     assert result["check"]["ok"]
     for row in result["rows"]:
-        assert row["label"].startswith(("measured on", "estimated from a roofline model"))
+        assert row["label"].startswith(("measured on", "estimated by gpulab's GPU model"))
     assert {row["what"] for row in result["rows"]} == {"GPU", "CPU"}
-    assert experiment.speedup("GPU") == pytest.approx(2.0, rel=0.01)  # the model: 2x traffic
-    assert "counted" in experiment.explain()
+    # at this size the two launches the host issues through Numba set the time: about 2x
+    assert 1.5 < experiment.speedup("GPU") <= 2.01
+    words = experiment.explain()
+    assert "counted" in words and "Published:" in words and "promised band" in words
 
 
 def test_explain_says_whether_the_intermediate_fits_in_l2():
@@ -123,10 +125,14 @@ def test_bias_activation_estimates_are_the_roofline_s():
     from gpulab.kernels import dense
 
     text = bias_activation_estimates(256, 128, "H100-SXM")
-    for fused in (False, True):
-        estimate = hardware.estimate_time("H100-SXM", 2 * 256 * 128,
-                                          dense.forward_traffic_bytes(256, 128, fused),
-                                          launches=dense.launches(fused))
-        assert f"bias + ReLU, {'fused' if fused else 'unfused'}: {estimate}" in text
-    assert text.count("estimated from a roofline model of the NVIDIA H100") == 2
-    assert "best case" in text and "bias + tanh" in bias_activation_estimates(8, 8, "T4", "tanh")
+    unfused, fused = text.split("\nbias + ReLU, fused: ")
+    assert unfused.startswith("\nbias + ReLU, unfused: ")
+    for part, fused_, launches in ((unfused, False, 2), (fused, True, 1)):
+        nbytes = dense.forward_traffic_bytes(256, 128, fused_)
+        assert f"{nbytes:.3g} B at 3.35 TB/s".replace("e+0", "e+0") in part
+        assert f"{launches} x 2.2 µs minimum per kernel" in part
+        assert f"{launches} x {hardware.HOST_LAUNCH_S['numba'] * 1e6:.1f} µs to issue" in part
+        assert "waves" in part and "launch-bound" in part
+    assert text.count("estimated by gpulab's GPU model of the NVIDIA H100") == 2
+    assert "best case" not in text
+    assert "bias + tanh" in bias_activation_estimates(8, 8, "T4", "tanh")

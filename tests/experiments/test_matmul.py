@@ -12,6 +12,7 @@ from gpulab.experiments.matmul import (  # noqa: E402
     MatmulDashboard,
     MatmulExperiment,
     check_shape,
+    kernel_estimate,
     tiling_plot,
     traffic_table,
     warp_footprint,
@@ -25,7 +26,7 @@ N_SMALL = 2**16
 def labels_are_honest(timings):
     for _what, seconds, label in timings:
         assert seconds > 0
-        assert label.startswith(("measured on", "estimated from a roofline model")), label
+        assert label.startswith(("measured on", "estimated by gpulab's GPU model")), label
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def test_matmul_bars_and_points_say_where_they_came_from(matmul_run):
     labels_are_honest(experiment.bars())
     assert any("measured on this CPU" in label for _, _, label in experiment.bars())
     for point in experiment.roofline_points():
-        assert point["origin"].startswith(("measured on", "estimated from"))
+        assert point["origin"].startswith(("measured on", "estimated by"))
     text = experiment.explain()
     assert "barriers" in text and "FLOP per byte" in text
 
@@ -132,13 +133,16 @@ def test_traffic_table_is_the_traffic_model_and_the_roofline():
     assert len(lines) == len(TRAFFIC_KERNELS) + 1
     for line, (method, tile) in zip(lines, TRAFFIC_KERNELS, strict=False):
         traffic = mm.traffic_bytes(n, n, n, method, tile)
-        estimate = hardware.estimate_time("H100-SXM", mm.flops(n, n, n), traffic, "fp32")
+        estimate = kernel_estimate("H100-SXM", method, n, tile)
         assert line.startswith(method + (f" T={tile}" if tile else ""))
         assert f"{traffic / 1e9:8.2f} GB  {mm.flops(n, n, n) / traffic:6.2f} FLOP/B" in line
-        assert line.endswith(f"{estimate.time_s * 1e3:7.2f} ms  {estimate.bound}-bound")
-    assert lines[0].endswith("memory-bound") and lines[2].endswith("compute-bound")
-    assert lines[-1] == (f"(n = {n}; times estimated from a roofline model of the "
-                         f"{hardware.get_gpu('H100-SXM').name}, a best case (roofline ceiling))")
+        assert f"{estimate.bound}-bound" in line and "wave(s)" in line
+    # the naive kernel's traffic is the caches' to decide: a range, never one figure
+    assert "(caches catch all reuse) to" in lines[0] and "(no reuse)" in lines[0]
+    assert "memory-bound" in lines[0] and "compute-bound" in lines[2]
+    assert lines[-1].startswith(f"(n = {n}; GPU times estimated by gpulab's GPU model of the "
+                                f"{hardware.get_gpu('H100-SXM').name}")
+    assert "best case" not in text and "ceiling" not in text
     t4 = traffic_table(512, "T4", kernels=(("tiled", 8),))
     assert t4.startswith("tiled T=8") and "NVIDIA T4" in t4.splitlines()[-1]
     with pytest.raises(ValueError, match="at least one"):
@@ -185,3 +189,22 @@ def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
     assert table is not None and len(table.rows) == 2
     assert table.rows[0].what.startswith("matmul_naive, n = 4,096")
     assert all(r.ratio > 1 for r in table.rows) and "measured/predicted" in str(table)
+
+
+def test_the_register_blocked_kernel_at_1024_fills_half_the_h100():
+    # 64 blocks of 256 threads at 156 registers (ptxas, sm_90): one block per SM, one wave on
+    # 132 SMs, so about half the GPU busy, and the rate about half the fp32 peak at best
+    estimate = kernel_estimate("H100-SXM", "register_blocked", 1024)
+    assert estimate.fill.blocks == 64 and estimate.fill.waves == 1
+    assert estimate.fill.fill == pytest.approx(64 / 132, rel=0.01)
+    assert mm.flops(1024, 1024, 1024) / estimate.gpu_s < 0.5 * 67e12
+
+
+def test_published_series_and_the_nearest_published_run():
+    from gpulab.experiments.matmul import published_beside, published_series_table
+
+    table = published_series_table()
+    assert "RTX-A6000" in table and "Simon Boehm" in table and "cuBLAS" in table
+    beside = published_beside("register_blocked", 1024, "H100-SXM")
+    assert beside.startswith("Published:") and "2D Blocktiling" in beside
+    assert "matmul_register_blocked at n = 1,024" in beside

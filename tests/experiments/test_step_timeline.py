@@ -75,21 +75,32 @@ def test_the_simulator_estimates_from_the_roofline_of_a_named_gpu():
     h100 = hardware.get_gpu("H100-SXM")
     for timeline in (small, large):
         assert timeline.origin == "model" and timeline.launches == 19
-        assert timeline.label == f"estimated from a roofline model of the {h100.name}, a best case"
-        assert timeline.gaps_s == pytest.approx(19 * hardware.LAUNCH_OVERHEAD_S)
+        assert timeline.label == (f"estimated by gpulab's GPU model of the {h100.name}, launched "
+                                  "through Numba (Python)")
+        # the host issues ahead: the GPU waits at most one issue time per kernel, less where
+        # the kernel before covered part of it, and no kernel is shorter than the floor
+        h = hardware.LAUNCH_OVERHEAD_S
+        assert timeline.entries[0].gap_s == pytest.approx(h)
+        assert all(0 <= e.gap_s <= h + 1e-12 for e in timeline.entries)
+        assert timeline.gaps_s < 19 * h
+        assert min(e.kernel_s for e in timeline.entries) >= hardware.KERNEL_MIN_S - 1e-15
         model = cost.estimate_step(list(timeline.widths), timeline.batch_size, h100)
-        assert timeline.step_s == pytest.approx(model.kernel_s)  # kernels + launches
+        if timeline is small:  # launch-bound: the host's issuing sets both
+            assert timeline.step_s == pytest.approx(model.kernel_s, rel=0.05)
+        else:  # the timeline knows each launch's grid: a few-block reduction fills little
+            assert timeline.step_s >= model.kernel_s
         assert timeline.copy_s == pytest.approx(model.transfer_s)
         starts = [e.start_s for e in timeline.entries]
         assert starts == sorted(starts)
-    assert small.gap_fraction > 0.95 > 0.5 > large.gap_fraction  # gaps dominate small batches
+    assert small.gap_fraction > 0.8 > 0.5 > large.gap_fraction  # gaps dominate small batches
     t4 = st.step_timeline(8, gpu="T4")
     assert "T4" in t4.label and t4.kernels_s > small.kernels_s
 
 
 def test_the_gpu_branch_measures_every_launch_and_gap(stand_in_gpu):
     timeline = st.step_timeline(4, widths=SMALL)
-    assert timeline.origin == "gpu" and timeline.label == f"measured on {stand_in_gpu}"
+    assert timeline.origin == "gpu" and timeline.label.startswith(f"measured on {stand_in_gpu}, ")
+    assert "timed alone" in timeline.label  # serialised to time each launch: said so
     assert "CUDA events" in timeline.kernel_label and "perf_counter" in timeline.gap_label
     assert timeline.launches == len(cost.step_kernels(SMALL, 4))
     assert all(e.kernel_s > 0 and e.gap_s >= 0 and e.bound == "measured"
@@ -106,8 +117,8 @@ def test_the_figure_and_tables_give_the_totals_and_their_origin():
     small, large = st.step_timeline(8), st.step_timeline(4096)
     fig = st.draw_timelines([small, large])
     words = texts(fig)
-    assert "% of the step in gaps" in words and "estimated from a roofline model" in words
-    assert "gap: one launch overhead each" in words and "forward kernel" in words
+    assert "% of the step in gaps" in words and "estimated by gpulab's GPU model" in words
+    assert "waiting for the host" in words and "forward kernel" in words
     assert len(fig.axes) == 2
     plt.close(fig)
     table = st.timelines_table([small, large])
@@ -124,6 +135,10 @@ def test_a_recorded_run_supplies_the_measured_launch_overhead(recorded_gpu_run):
     if device.tier() == "gpu":
         pytest.skip("a real GPU measures its own gaps")
     timeline = step_timeline(batch_size=8)
-    gaps = {entry.gap_s for entry in timeline.entries}
-    assert len(gaps) == 1 and gaps.pop() == pytest.approx(6e-6)  # the fixture run's launch
+    entries = timeline.entries
+    # the host issues each launch in the fixture run's 6 µs, ahead of the GPU: the first
+    # kernel waits the whole 6 µs, each later one only what its predecessor did not cover
+    assert entries[0].gap_s == pytest.approx(6e-6)
+    assert all(0 <= entry.gap_s <= 6e-6 + 1e-12 for entry in entries)
+    assert timeline.step_s == pytest.approx(sum(e.gap_s + e.kernel_s for e in entries))
     assert "measured on NVIDIA H200" in timeline.gap_label

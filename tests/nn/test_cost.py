@@ -61,7 +61,8 @@ def test_memory():
 
 def test_estimates_are_labelled_and_launch_bound_for_small_batches():
     small = cost.estimate_step([64, 128, 10], 8, "H100-SXM")
-    assert small.label == "estimated from a roofline model of the NVIDIA H100 SXM5 80GB"
+    assert small.label == ("estimated by gpulab's GPU model of the NVIDIA H100 SXM5 80GB "
+                           "(launches issued ahead on one stream)")
     assert small.bound() == "launch" and small.launches == 19
     large = cost.estimate_step([64, 128, 10], 8192, "H100-SXM")
     assert large.samples_per_s > 100 * small.samples_per_s

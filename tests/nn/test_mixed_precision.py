@@ -249,11 +249,15 @@ def test_roofline_estimate_follows_the_tensor_core_peaks():
     fp8, _ = mp.estimate_step_matmuls("fp8", widths, batch, h100)
     assert len(parts) == 5  # forward x 2, dW x 2, dX for the second layer
     assert all(p.bound == "compute" for p in parts)
+    # compute-bound: the ratio of the peaks, less the fixed costs (the host's launches) that
+    # weigh more on the faster bf16 step
     assert fp32 / bf16 == pytest.approx(h100.peak_flops["bf16"] / h100.peak_flops["fp32"],
-                                        rel=0.01)
-    assert bf16 / fp8 == pytest.approx(2, rel=0.01)
+                                        rel=0.03)
+    assert bf16 / fp8 == pytest.approx(2, rel=0.03)
     small, _ = mp.estimate_step_matmuls("fp32", (64, 128, 10), 32, h100)
-    assert small == pytest.approx(5 * hardware.LAUNCH_OVERHEAD_S, rel=0.05)  # launch-bound
+    # launch-bound: five launches, each the host's issue cost plus the GPU's floor at most
+    assert 5 * hardware.LAUNCH_OVERHEAD_S <= small <= 5 * (hardware.LAUNCH_OVERHEAD_S
+                                                            + hardware.KERNEL_MIN_S)
 
 
 # --- one real step on the kernels ----------------------------------------------------------------
