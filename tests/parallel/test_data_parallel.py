@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 import pytest
+import threadpoolctl
 
 from gpulab.nn.data import load_digits
 from gpulab.parallel import data_parallel, launch, simulated
@@ -85,8 +86,12 @@ def test_mpi_ranks_1_2_4_match_one_process(digits):
     assert run.launcher == "mpi" and "shared memory" in run.label
     assert results["library"].startswith(("Open MPI", "MPICH", "Intel", "Microsoft"))
     for dtype in ("float32", "float64"):
-        reference = data_parallel.train_one_process(
-            digits.X_train, digits.y_train, dtype=dtype, epochs=2, global_batch=256)
+        # like the ranks (launch sets OMP/OpenBLAS/MKL threads to 1; threadpoolctl comes with
+        # scikit-learn): one BLAS thread, so that
+        # one rank and one process sum in the same order
+        with threadpoolctl.threadpool_limits(1):
+            reference = data_parallel.train_one_process(
+                digits.X_train, digits.y_train, dtype=dtype, epochs=2, global_batch=256)
         tolerance = data_parallel.rounding_tolerance(dtype, reference["state"])
         for ranks in ("1", "2", "4"):
             trained = results["phases"][f"train-{dtype}"][ranks]
