@@ -337,6 +337,8 @@ def beside(ours: str, case_type: str, gpu=None, size: float | None = None,
                  "(caches catch all reuse)" if pred.is_range else _format(pred.value, p.unit))
     verdict = ("inside the model's range" if pred.is_range and row.ratio == 1.0
                else f"measured / predicted = {row.ratio:.2f}")
+    if p.calibrates:
+        verdict += f"; this measurement sets the model's {p.sets}, so it checks nothing"
     return (f"Published: {_format(p.value, p.unit)}, {p.label}, {p.date}.\n"
             f"  The model for that same run predicts {predicted}: {verdict} (promised band "
             f"for {p.kind} work: {hardware.band_text(p.kind)}).\n"
