@@ -279,23 +279,54 @@ def inference_energy(cpu_rows, gpu_rows, batch: int, gpu="H100") -> dict:
     return {"batch": batch, "cpu": cpu_e, "gpu": gpu_e}
 
 
-def faster_not_greener(job_s_slow: float = 1.0, speedup: float = 2.0, watts_slow: float = 150.0,
-                       watts_fast: float = 700.0, idle_fast: float = 90.0) -> dict:
-    """A computed example with stated assumptions: the fast chip finishes ``speedup`` × sooner
-    but draws ``watts_fast``; with the same wall-clock window it idles at ``idle_fast``."""
-    busy = energy.same_job(job_s_slow / speedup, watts_fast, job_s_slow, watts_slow)
-    idle = energy.same_job(job_s_slow / speedup, watts_fast, job_s_slow, watts_slow,
-                           idle_watts_fast=idle_fast)
-    break_even = watts_fast / watts_slow
-    return {"busy_only": busy, "with_idle": idle, "break_even_speedup": break_even,
-            "assumptions": (f"slow chip {watts_slow:g} W for {job_s_slow:g} s; fast chip "
-                            f"{watts_fast:g} W, {speedup:g}× faster, idling at {idle_fast:g} W "
-                            "for the rest of the window (board boundary, estimated)")}
+def faster_not_greener(cpu_rows, gpu_rows, gpu="H100") -> dict:
+    """Misconception 5 from the chapter's own runs: per batch, the CPU's and the GPU's latency
+    and joules per thousand inferences (:func:`inference_energy`), and two batches picked from
+    them: the smallest at which the GPU is faster yet uses more energy (``faster_not_greener``)
+    and the smallest at which it is faster and uses less (``faster_and_greener``); either is
+    None where no batch of the sweep shows it. The CPU's energy is at the chip boundary, the
+    GPU's at the board: the ``boundaries`` line says so."""
+    rows = []
+    for c in cpu_rows:
+        g = next((r for r in gpu_rows if r["batch"] == c["batch"]), None)
+        if g is None:
+            continue
+        e = inference_energy(cpu_rows, gpu_rows, c["batch"], gpu)
+        rows.append({"batch": c["batch"], "cpu_s": c["latency_s"], "gpu_s": g["latency_s"],
+                     "speedup": c["latency_s"] / g["latency_s"], "cpu": e["cpu"],
+                     "gpu": e["gpu"]})
+    if not rows:
+        raise ValueError("the CPU and GPU rows share no batch size")
+    faster = [r for r in rows if r["speedup"] > 1]
+    costs_more = next((r for r in faster if r["gpu"].joules > r["cpu"].joules), None)
+    costs_less = next((r for r in faster if r["gpu"].joules < r["cpu"].joules), None)
+    return {"rows": rows, "faster_not_greener": costs_more, "faster_and_greener": costs_less,
+            "boundaries": (f"CPU: {rows[0]['cpu'].boundary} ({rows[0]['cpu'].method}: "
+                           f"{rows[0]['cpu'].label}); GPU: {rows[0]['gpu'].boundary} "
+                           f"({rows[0]['gpu'].method}: {rows[0]['gpu'].label}) — two boundaries: "
+                           "the board includes memory and power delivery, the chip does not")}
+
+
+def faster_not_greener_lines(result: dict) -> list[str]:
+    """The chapter's sentences for :func:`faster_not_greener`, each from its numbers."""
+    lines = []
+    for key, verdict in (("faster_not_greener", "yet uses more energy"),
+                         ("faster_and_greener", "and uses less energy")):
+        r = result[key]
+        if r is None:
+            lines.append(f"No batch of this sweep has the GPU faster {verdict}.")
+            continue
+        lines.append(f"Batch {r['batch']:,}: the GPU is {r['speedup']:.2f}x faster {verdict}: "
+                     f"{r['gpu'].joules:.3g} J per 1,000 inferences against the CPU's "
+                     f"{r['cpu'].joules:.3g} J.")
+    lines.append(f"Boundaries: {result['boundaries']}")
+    return lines
 
 
 __all__ = ["BATCH_SIZES", "COPY_LATENCY_S", "COPY_LATENCY_SOURCE", "WHERE_GPU", "WHERE_SIM",
            "backend_agreement", "bad_requests", "batch_rows", "cpu_latency", "crossover",
-           "faster_not_greener", "fp8_weights", "gpu_inference_estimate", "gpu_latency",
+           "faster_not_greener", "faster_not_greener_lines", "fp8_weights",
+           "gpu_inference_estimate", "gpu_latency",
            "inference_energy", "latency_plot", "serving_plot", "serving_sweep",
            "serving_widget", "trained_digits", "training_energy", "training_seconds"]
 

@@ -3,7 +3,7 @@
 - :class:`DotErrorExperiment` runs x · y with gpulab's precision kernels for each (storage,
   accumulator) pair and growing n, and measures the relative error against the exact dot
   product of the original values (float64). x and y are uniform in [0, 1), so the running sum
-  grows with n and swamping shows. The launch is fixed at 2 blocks of 32 threads in every tier:
+  grows with n and swamping shows. The launch is fixed at 1 block of 32 threads in every tier:
   the error depends on the order of the additions, not on the machine, so fixing the launch
   gives the same numbers on a GPU and in the simulator. Each series says how it was computed:
   run by a kernel (on the GPU, or in the simulator), or emulated with ml_dtypes.

@@ -5,7 +5,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
 
 from gpulab import device  # noqa: E402
 from gpulab.experiments.batch_size import batch_size_plot  # noqa: E402

@@ -53,8 +53,22 @@ def test_energy_rows_carry_boundaries():
                              8)
     assert e["cpu"].boundary == "chip" and e["gpu"].boundary == "board"
     assert e["gpu"].method == "estimated"
-    ex = inf.faster_not_greener()
-    assert not ex["with_idle"]["faster_is_greener"] and ex["break_even_speedup"] > 2
+
+def test_faster_not_greener_comes_from_the_rows():
+    cpu = [{"batch": b, "latency_s": s} for b, s in ((1, 3e-5), (64, 1.7e-4), (1024, 1.9e-3))]
+    gpu = [{"batch": b, "latency_s": s, "gpu_s": g}
+           for b, s, g in ((1, 1.1e-4, 1e-5), (64, 1.1e-4, 1.1e-5), (1024, 1.4e-4, 6e-5))]
+    ex = inf.faster_not_greener(cpu, gpu)
+    slow_but_costly, fast_and_green = ex["faster_not_greener"], ex["faster_and_greener"]
+    assert slow_but_costly["batch"] == 64 and slow_but_costly["speedup"] > 1
+    assert slow_but_costly["gpu"].joules > slow_but_costly["cpu"].joules
+    assert fast_and_green["batch"] == 1024
+    assert fast_and_green["gpu"].joules < fast_and_green["cpu"].joules
+    lines = inf.faster_not_greener_lines(ex)
+    assert lines[0].startswith("Batch 64: the GPU is") and "more energy" in lines[0]
+    assert "chip" in lines[-1] and "board" in lines[-1]
+    with pytest.raises(ValueError, match="share no batch"):
+        inf.faster_not_greener(cpu, [{"batch": 7, "latency_s": 1.0}])
 
 
 def test_gpu_rows_are_measured_with_the_kernels_backend_on_the_gpu_tier(trained, monkeypatch):
