@@ -1,5 +1,5 @@
 """Chapter 12's experiments: inference latency and throughput vs batch size (CPU measured, GPU
-measured on the ``gpu`` tier or estimated from the roofline, a best case), the tiny-model
+measured on the ``gpu`` tier or estimated by gpulab's GPU model), the tiny-model
 crossover, fp8 weights, serving with dynamic batching under a bounded load test, energy with
 stated boundaries and the numbers behind the five misconceptions."""
 
@@ -25,8 +25,9 @@ COPY_LATENCY_S = 10e-6
 COPY_LATENCY_SOURCE = ("assumed ~10 µs per host↔device copy of a few kilobytes (driver and PCIe "
                        "round trip; small cudaMemcpy calls typically take 5-20 µs)")
 WHERE_GPU = "GPU: measured on this machine's {gpu} with the kernels backend (includes copies)."
-WHERE_SIM = ("GPU: no GPU here (simulator tier) — estimated from the roofline for the {gpu}, a "
-             "best case, plus kernel launches and the host↔device round trip.")
+WHERE_SIM = ("GPU: no GPU here (simulator tier) — estimated by gpulab's GPU model of the {gpu} "
+             "(kernels, the host's launches, the host↔device round trip; an estimate with its "
+             "band: gpulab model-check).")
 
 _TRAINED: dict = {}
 
@@ -95,8 +96,8 @@ def gpu_inference_estimate(widths, batch: int, gpu="H100") -> hardware.RooflineE
 
 
 def gpu_latency(model, data, batch_sizes=BATCH_SIZES, gpu="H100") -> list[dict]:
-    """Measured with the kernels backend on the ``gpu`` tier; else the roofline estimate plus
-    two copy latencies (:data:`COPY_LATENCY_S`), a best case."""
+    """Measured with the kernels backend on the ``gpu`` tier; else gpulab's GPU model (an
+    estimate with its band) plus two copy latencies (:data:`COPY_LATENCY_S`)."""
     rows = []
     if device.tier() == "gpu":
         twin = model.copy(backend="kernels")
@@ -130,7 +131,7 @@ def recorded_comparison(widths, run=None):
         compared.append((f"batch {int(row['batch'])}", estimate.time_s + 2 * COPY_LATENCY_S,
                          row["latency_s"]))
     return recorded_runs.comparison_table(
-        "Inference latency measured on a real GPU, against the estimate's best case", run,
+        "Inference latency measured on a real GPU, against the model", run,
         compared)
 
 
@@ -266,16 +267,45 @@ def training_energy(epochs: int = 20) -> energy.Energy:
     return measured
 
 
-def inference_energy(cpu_rows, gpu_rows, batch: int, gpu="H100") -> dict:
-    """Joules per thousand inferences at ``batch``: CPU (chip: RAPL where readable, else rated)
-    and GPU (board: the row's time × the power model at the GPU's utilisation, the share of
-    the row's time its kernels keep the GPU busy — ``gpu_s`` of the row where the model
-    estimated it, else 1 — an estimate unless NVML measured it)."""
+def _repeated(predict, X, min_time_s: float):
+    """A callable that runs ``predict(X)`` until ``min_time_s`` has passed; it returns how many
+    times it ran."""
+    def run() -> int:
+        count, t0 = 0, time.perf_counter()
+        while count < 3 or time.perf_counter() - t0 < min_time_s:
+            predict(X)
+            count += 1
+        return count
+    return run
+
+
+def inference_energy(cpu_rows, gpu_rows, batch: int, gpu="H100", model=None, data=None,
+                     min_time_s: float = 1.0) -> dict:
+    """Joules per thousand inferences at ``batch``, CPU (chip boundary) and GPU (board).
+
+    Measured where this machine can: with ``model`` and ``data`` given, the CPU side runs
+    ``model.predict`` for ``min_time_s`` under RAPL's package counter where it is readable, and
+    on the ``gpu`` tier the GPU side runs the kernels backend's predictions under NVML's energy
+    counter (:func:`gpulab.serving.energy.measure`). Otherwise estimated: the CPU's rated
+    power × the row's time; the GPU's power model at the row's utilisation (the share of the
+    row's time its kernels keep the GPU busy: ``gpu_s`` where the model estimated it, else 1)
+    × the row's time. Each :class:`~gpulab.serving.energy.Energy` says which."""
     c = next(r for r in cpu_rows if r["batch"] == batch)
     g = next(r for r in gpu_rows if r["batch"] == batch)
-    cpu_e = energy.estimate_cpu(c["latency_s"]).per(batch, 1000)
-    utilisation = min(g.get("gpu_s", g["latency_s"]) / g["latency_s"], 1.0)
-    gpu_e = energy.estimate_gpu(g["latency_s"], gpu, utilisation).per(batch, 1000)
+    X = batch_rows(data, batch) if data is not None else None
+    if model is not None and X is not None and energy.rapl_zones():
+        runs, cpu_e = energy.measure(_repeated(model.predict, X, min_time_s))
+        cpu_e = cpu_e.per(batch * runs, 1000)
+    else:
+        cpu_e = energy.estimate_cpu(c["latency_s"]).per(batch, 1000)
+    if (model is not None and X is not None and device.tier() == "gpu"
+            and energy.gpu_power_available()):
+        twin = model.copy(backend="kernels")
+        runs, gpu_e = energy.measure(_repeated(twin.predict, X, min_time_s), device="gpu")
+        gpu_e = gpu_e.per(batch * runs, 1000)
+    else:
+        utilisation = min(g.get("gpu_s", g["latency_s"]) / g["latency_s"], 1.0)
+        gpu_e = energy.estimate_gpu(g["latency_s"], gpu, utilisation).per(batch, 1000)
     return {"batch": batch, "cpu": cpu_e, "gpu": gpu_e}
 
 

@@ -4,8 +4,11 @@ Every result is an :class:`Energy`: joules, the seconds they cover, the **bounda
 inside the meter: ``chip``, ``board``, ``server``, ``data centre`` or ``embodied``) and whether it
 was **measured** or **estimated**, with the source. Where the power comes from:
 
-- a GPU: NVML's board power (``nvidia-ml-py``, optional; only on the ``gpu`` tier), sampled by a
-  thread while the work runs — boundary ``board``, measured;
+- a GPU: NVML (``nvidia-ml-py``) — its **total-energy counter** (millijoules since the driver
+  loaded, Volta and newer) read before and after the work, boundary ``board``, measured; where
+  a GPU has no counter, NVML's board power sampled by a thread while the work runs and
+  integrated, said so in the source (on Ampere and newer each reading is a one-second average,
+  so a job shorter than a few seconds is smeared);
 - a CPU: RAPL's package energy counter in ``/sys/class/powercap`` where readable — boundary
   ``chip`` (the CPU package), measured;
 - otherwise an **estimate**: for a GPU, the power model of :mod:`gpulab.hardware`
@@ -21,7 +24,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gpulab import hardware
+from gpulab import device, hardware
 
 BOUNDARIES = [
     {"boundary": "chip", "includes": "the processor package only (RAPL package, GPU die)",
@@ -150,23 +153,54 @@ def estimate_cpu(seconds: float, watts: float = CPU_RATED_WATTS) -> Energy:
                            if watts == CPU_RATED_WATTS else f"assumed {watts:g} W", "CPU")
 
 
-class _NvmlSampler:
-    def __init__(self, interval_s: float):
-        import pynvml  # nvidia-ml-py, optional
+NVML_COUNTER_SOURCE = (
+    "NVML's total energy counter (nvmlDeviceGetTotalEnergyConsumption, millijoules since the "
+    "driver loaded; Volta and newer), read before and after the work: the board's energy, "
+    "whatever else ran on the GPU meanwhile"
+)
+NVML_SAMPLES_SOURCE = (
+    "NVML board power (nvmlDeviceGetPowerUsage) sampled every {interval:g} s and integrated; "
+    "this GPU has no energy counter. On Ampere and newer each reading is a one-second average, "
+    "so a job shorter than a few seconds is smeared over its neighbours"
+)
+
+
+class _Nvml:
+    """NVML opened on GPU 0 for one measurement (``nvidia-ml-py``'s ``pynvml``)."""
+
+    def __init__(self):
+        import pynvml  # nvidia-ml-py
 
         self.nvml = pynvml
         pynvml.nvmlInit()
         self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        self.name = str(pynvml.nvmlDeviceGetName(self.handle))
-        self.interval_s = interval_s
+        name = pynvml.nvmlDeviceGetName(self.handle)
+        self.name = name.decode() if isinstance(name, bytes) else str(name)
+
+    def energy_mj(self) -> float | None:
+        """The total-energy counter in millijoules, or None where the GPU has none."""
+        try:
+            return float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+        except self.nvml.NVMLError:
+            return None
+
+    def power_w(self) -> float:
+        return self.nvml.nvmlDeviceGetPowerUsage(self.handle) / 1e3
+
+    def close(self) -> None:
+        self.nvml.nvmlShutdown()
+
+
+class _PowerSampler:
+    def __init__(self, nvml: _Nvml, interval_s: float):
+        self.nvml, self.interval_s = nvml, interval_s
         self.samples: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
         while not self._stop.is_set():
-            mw = self.nvml.nvmlDeviceGetPowerUsage(self.handle)
-            self.samples.append((time.perf_counter(), mw / 1e3))
+            self.samples.append((time.perf_counter(), self.nvml.power_w()))
             time.sleep(self.interval_s)
 
     def __enter__(self):
@@ -176,7 +210,6 @@ class _NvmlSampler:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        self.nvml.nvmlShutdown()
 
 
 def gpu_power_available() -> bool:
@@ -192,31 +225,58 @@ def gpu_power_available() -> bool:
         return False
 
 
-def measure(fn, *args, device: str = "cpu", interval_s: float = 0.01, gpu="H100",
-            **kwargs) -> tuple[object, Energy]:
-    """Run ``fn(*args, **kwargs)`` and return (its result, its :class:`Energy`).
+def _present_gpu(gpu) -> hardware.GPUSpec:
+    """``gpu`` when named; else this machine's GPU where gpulab's table has it; else the H100."""
+    if gpu is not None:
+        return hardware.get_gpu(gpu)
+    return hardware.match_device(device.PROBE.device_name or "") or hardware.get_gpu("H100-SXM")
 
-    ``device="cpu"``: RAPL package energy where readable (chip, measured), else the rated
-    estimate. ``device="gpu"``: NVML board power sampled every ``interval_s`` (board, measured),
-    else ``gpu``'s TDP × time (board, estimated)."""
-    if device == "gpu" and gpu_power_available():
-        with _NvmlSampler(interval_s) as sampler:
+
+def _measure_gpu(fn, args, kwargs, interval_s: float) -> tuple[object, Energy]:
+    nvml = _Nvml()
+    try:
+        before = nvml.energy_mj()
+        if before is not None:
+            t0 = time.perf_counter()
+            result = fn(*args, **kwargs)
+            seconds = time.perf_counter() - t0
+            after = nvml.energy_mj()
+            return result, Energy((after - before) / 1e3, seconds, "board", "measured",
+                                  NVML_COUNTER_SOURCE, nvml.name)
+        with _PowerSampler(nvml, interval_s) as sampler:
             t0 = time.perf_counter()
             result = fn(*args, **kwargs)
             t1 = time.perf_counter()
             time.sleep(interval_s)
-        samples = [(t, w) for t, w in sampler.samples]
-        if len(samples) >= 2:
-            joules = energy_from_samples([t for t, _ in samples], [w for _, w in samples])
-            span = samples[-1][0] - samples[0][0]
-            joules *= (t1 - t0) / span if span > 0 else 1.0
-            return result, Energy(joules, t1 - t0, "board", "measured",
-                                  f"NVML board power, {len(samples)} samples", sampler.name)
-        return result, estimate_gpu(t1 - t0, gpu)
+        samples = sampler.samples
+        if len(samples) < 2:
+            raise RuntimeError("NVML returned fewer than two power samples")
+        joules = energy_from_samples([t for t, _ in samples], [w for _, w in samples])
+        span = samples[-1][0] - samples[0][0]
+        joules *= (t1 - t0) / span if span > 0 else 1.0
+        return result, Energy(joules, t1 - t0, "board", "measured",
+                              NVML_SAMPLES_SOURCE.format(interval=interval_s), nvml.name)
+    finally:
+        nvml.close()
+
+
+def measure(fn, *args, device: str = "cpu", interval_s: float = 0.01, gpu=None,
+            utilisation: float = 1.0, **kwargs) -> tuple[object, Energy]:
+    """Run ``fn(*args, **kwargs)`` and return (its result, its :class:`Energy`).
+
+    ``device="cpu"``: RAPL package energy where readable (chip, measured), else the rated
+    estimate. ``device="gpu"``: where NVML finds a GPU, its total-energy counter (board,
+    measured), or its power samples where the GPU has no counter (board, measured, said so);
+    otherwise gpulab's power model of ``gpu`` (by default the GPU present, where gpulab's table
+    has it, else the H100) busy ``utilisation`` of the time (board, estimated)."""
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"device must be 'cpu' or 'gpu', not {device!r}")
     if device == "gpu":
+        if gpu_power_available():
+            return _measure_gpu(fn, args, kwargs, interval_s)
         t0 = time.perf_counter()
         result = fn(*args, **kwargs)
-        return result, estimate_gpu(time.perf_counter() - t0, gpu)
+        return result, estimate_gpu(time.perf_counter() - t0, _present_gpu(gpu), utilisation)
     zones = rapl_zones()
     before = _rapl_read(zones) if zones else []
     t0 = time.perf_counter()
@@ -243,6 +303,7 @@ def same_job(seconds_fast: float, watts_fast: float, seconds_slow: float, watts_
             "faster_is_greener": fast < slow}
 
 
-__all__ = ["BOUNDARIES", "BOUNDARY_NAMES", "CPU_RATED_SOURCE", "CPU_RATED_WATTS", "Energy",
-           "PUE_SOURCE", "PUE_TYPICAL", "energy_from_samples", "estimate_cpu", "estimate_energy",
-           "estimate_gpu", "gpu_power_available", "measure", "rapl_zones", "same_job"]
+__all__ = ["BOUNDARIES", "BOUNDARY_NAMES", "CPU_RATED_SOURCE", "CPU_RATED_WATTS",
+           "NVML_COUNTER_SOURCE", "NVML_SAMPLES_SOURCE", "PUE_SOURCE", "PUE_TYPICAL", "Energy",
+           "energy_from_samples", "estimate_cpu", "estimate_energy", "estimate_gpu",
+           "gpu_power_available", "measure", "rapl_zones", "same_job"]

@@ -1,6 +1,7 @@
 """Chapter 12's experiment: latency vs batch, the crossover, fp8 weights, the serving sweep."""
 
 import matplotlib
+import numpy as np
 import pytest
 
 from gpulab.experiments import inference as inf
@@ -87,3 +88,38 @@ def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
     assert table is not None and [r.what for r in table.rows] == [
         "batch 1", "batch 8", "batch 64", "batch 512"]
     assert all(r.ratio > 1 for r in table.rows) and "NVIDIA H200" in str(table)
+
+
+def test_inference_energy_is_measured_where_the_machine_can(monkeypatch):
+    class Model:
+        def predict(self, X):
+            return X.sum(axis=1)
+
+        def copy(self, backend):
+            return self
+
+    class Data:
+        X_test = np.ones((10, 4), dtype=np.float32)
+
+    calls = []
+
+    def fake_measure(fn, device="cpu", **kwargs):
+        runs = fn()
+        calls.append((device, runs))
+        return runs, inf.energy.Energy(2.0, 1.0, "board" if device == "gpu" else "chip",
+                                       "measured", f"fake {device} meter")
+
+    monkeypatch.setattr(inf.energy, "measure", fake_measure)
+    monkeypatch.setattr(inf.energy, "rapl_zones", lambda: ["package-0"])
+    monkeypatch.setattr(inf.energy, "gpu_power_available", lambda: True)
+    monkeypatch.setattr(inf.device, "tier", lambda: "gpu")
+    rows = [{"batch": 8, "latency_s": 1e-4}]
+    e = inf.inference_energy(rows, rows, 8, model=Model(), data=Data(), min_time_s=0.0)
+    assert [d for d, _ in calls] == ["cpu", "gpu"]
+    for side, (_, runs) in zip(("cpu", "gpu"), calls, strict=True):
+        assert e[side].method == "measured"
+        assert e[side].joules == pytest.approx(2.0 / (8 * runs) * 1000)
+    assert (e["cpu"].boundary, e["gpu"].boundary) == ("chip", "board")
+    monkeypatch.setattr(inf.device, "tier", lambda: "sim")
+    estimated = inf.inference_energy(rows, rows, 8, model=Model(), data=Data(), min_time_s=0.0)
+    assert estimated["gpu"].method == "estimated" and estimated["cpu"].method == "measured"

@@ -13,7 +13,7 @@ def test_every_result_states_boundary_and_method():
     _, g = energy.measure(sum, range(1000), device="gpu", gpu="H100")
     assert g.boundary == "board" and g.method in ("measured", "estimated")
     if not energy.gpu_power_available():
-        assert g.method == "estimated" and "700 W" in g.source
+        assert g.method == "estimated" and "TDP 700 W" in g.source
 
 
 def test_boundary_and_method_are_required_to_be_known():
@@ -63,3 +63,81 @@ def test_rapl_zones_absent_is_empty(tmp_path):
     zone.mkdir()
     (zone / "energy_uj").write_text("123\n")
     assert energy.rapl_zones(tmp_path) == [zone]
+
+
+class FakeNvml:
+    """A stand-in for nvidia-ml-py's pynvml: one GPU, a counter that the work advances."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, name="NVIDIA H200", counter=True, watts=250.0):
+        self.name, self.counter, self.watts = name, counter, watts
+        self.energy_mj, self.opened = 1_000_000.0, 0
+
+    def nvmlInit(self):
+        self.opened += 1
+
+    def nvmlShutdown(self):
+        self.opened -= 1
+
+    def nvmlDeviceGetCount(self):
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetName(self, handle):
+        return self.name
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        if not self.counter:
+            raise self.NVMLError("Not Supported")
+        return self.energy_mj
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return int(self.watts * 1e3)
+
+
+def _install(monkeypatch, fake):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    return fake
+
+
+def test_gpu_energy_comes_from_nvmls_energy_counter(monkeypatch):
+    fake = _install(monkeypatch, FakeNvml())
+
+    def work():  # 3.5 J on the board's counter while it runs
+        fake.energy_mj += 3500.0
+        return "done"
+
+    result, e = energy.measure(work, device="gpu")
+    assert result == "done" and e.joules == pytest.approx(3.5)
+    assert (e.boundary, e.method, e.device) == ("board", "measured", "NVIDIA H200")
+    assert "energy counter" in e.source and fake.opened == 0
+
+
+def test_without_a_counter_the_power_samples_are_integrated_and_said_so(monkeypatch):
+    import time
+
+    _install(monkeypatch, FakeNvml(counter=False, watts=200.0))
+    _, e = energy.measure(time.sleep, 0.05, device="gpu", interval_s=0.005)
+    assert e.method == "measured" and e.joules == pytest.approx(200.0 * e.seconds, rel=0.2)
+    assert "no energy counter" in e.source and "one-second average" in e.source
+
+
+def test_without_nvml_the_estimate_is_of_the_gpu_named_or_present(monkeypatch):
+    monkeypatch.setattr(energy, "gpu_power_available", lambda: False)
+    _, named = energy.measure(sum, range(10), device="gpu", gpu="L4", utilisation=0.0)
+    assert named.method == "estimated" and named.device == hardware.get_gpu("L4").name
+    assert named.watts == pytest.approx(hardware.get_gpu("L4").idle_power_watts)
+    import dataclasses
+
+    monkeypatch.setattr(energy.device, "PROBE", dataclasses.replace(
+        energy.device.PROBE, device_name="NVIDIA A100-SXM4-80GB"))
+    _, present = energy.measure(sum, range(10), device="gpu")
+    assert present.device == hardware.get_gpu("A100-SXM").name
+    with pytest.raises(ValueError, match="device must be"):
+        energy.measure(sum, range(10), device="tpu")
