@@ -35,7 +35,6 @@ from gpulab import hardware, published
 from gpulab.kernels import matmul as mm
 from gpulab.parallel import links
 
-HOST_LINK_BYTES_PER_S = {"PCIe 3.0 x16": 16e9, "PCIe 4.0 x16": 32e9, "PCIe 5.0 x16": 64e9}
 COLLECTIVE_LINK = {("A100-SXM", "nvlink"): "nvlink3", ("H100-SXM", "nvlink"): "nvlink4",
                    ("H200", "nvlink"): "nvlink4", ("B200", "nvlink"): "nvlink5",
                    ("H100-SXM", "nvls"): "nvlink4", ("H200", "nvls"): "nvlink4"}
@@ -146,14 +145,12 @@ def _stream(point, case) -> Prediction:
 
 
 def _host_copy(point, case) -> Prediction:
+    """The model's pinned or pageable copy rate over the GPU's host link
+    (:func:`gpulab.hardware.link_bytes_per_s`)."""
     spec = point.spec
-    link = case.get("host_link") or spec.host_link
-    link_rate = HOST_LINK_BYTES_PER_S.get(link, spec.host_link_bytes_per_s)
-    pinned = hardware.PINNED_LINK_FRACTION * link_rate
-    rate = pinned if case["memory"] == "pinned" else min(hardware.PAGEABLE_COPY_BYTES_PER_S,
-                                                         pinned)
+    rate = hardware.link_bytes_per_s(spec, case["memory"])
     return Prediction(rate / published.UNITS[point.unit],
-                      f"{case['memory']} over {link}")
+                      f"{case['memory']} over {spec.host_link}")
 
 
 def _launch(point, case) -> Prediction:

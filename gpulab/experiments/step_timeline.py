@@ -461,7 +461,7 @@ def describe_gaps(small: StepTimeline, large: StepTimeline) -> str:
 
 
 def step_estimates_table(widths, batch_sizes, gpu="H100-SXM") -> str:
-    """One training step at each batch size by the roofline model (:func:`gpulab.nn.cost.
+    """One training step at each batch size by gpulab's GPU model (:func:`gpulab.nn.cost.
     estimate_step`): step time, samples per second, the launches, the kernels' own work
     without their launches, the batch's host copy (pageable memory), and what bounds it."""
     spec = hardware.get_gpu(gpu)
@@ -469,12 +469,11 @@ def step_estimates_table(widths, batch_sizes, gpu="H100-SXM") -> str:
              f"{'kernels alone':>14} {'copy':>11}  bound"]
     for batch in batch_sizes:
         step = cost.estimate_step(list(widths), int(batch), spec)
-        alone = step.kernel_s - step.launch_s
+        alone = step.gpu_s  # the kernels' own GPU time, without the waits for launches
         lines.append(f"{batch:9,} {_us(step.time_s):>11} {step.samples_per_s:13,.0f} "
                      f"{_us(step.launch_s):>10} {_us(alone):>14} {_us(step.transfer_s):>11}"
                      f"  {step.bound()}")
-    label = cost.estimate_step(list(widths), 1, spec).label
-    lines.append(label if "best case" in label else f"{label}, a best case")
+    lines.append(cost.estimate_step(list(widths), 1, spec).label)
     return "\n".join(lines)
 
 
