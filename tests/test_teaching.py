@@ -367,6 +367,77 @@ PHRASES: tuple[Phrase, ...] = (
         fine=("PTX cannot show a spill; the assembler's report (ptxas -v) says: no spills.",),
         unless=r"cannot|can't|ptxas|assembler|nvJitLink",
     ),
+    # issue 20: chapters 08-09 against their own numbers (as committed at 54cc1b7)
+    Phrase(
+        "a GPU's memory a million times the digits step",
+        r"\bmemory is a million times\b",
+        "the digits step needs 428 kB: GPUs of 16 to 180 GB hold 4×10⁴ to 4×10⁵ times that",
+        (("54cc1b7:solutions/09_memory_budget.ipynb",
+          "the workspace is the biggest part, and a GPU's memory is a million times larger."),),
+        fine=("a GPU's memory is 4 × 10⁴ (a 16 GB T4) to 4 × 10⁵ (a 180 GB B200) times larger.",),
+    ),
+    Phrase(
+        "Llama 2 70B in bf16 just misses the H200",
+        r"\bH200\b" + G + r"{0,40}\bfalls just short\b",
+        "the name is rounded: the released architecture has 68.98 B parameters, 138 GB in bf16, "
+        "and the H200's 141 GB holds it with the KV cache and the runtime at 99.5 %",
+        (("54cc1b7:solutions/09_memory_budget.ipynb",
+          "bf16: 140 GB of weights + 1.3 GB of KV cache + 1 GB: only the B200 (the H200's 141 "
+          "GB falls just short)."),),
+        fine=("the H200 holds it at 99.5 % of its nominal 141 GB, 0.7 GB to spare.",),
+    ),
+    Phrase(
+        "a parameter count taken from a model's name",
+        r"\b70 × 10⁹ × 16\b|\b70e9 × 16\b",
+        "Llama 2 70B has 68.98 × 10⁹ parameters in its released architecture; 70 is its name",
+        (("54cc1b7:solutions/09_memory_budget.ipynb",
+          "3. 70 × 10⁹ × 16 / 64 = 17.5 GB of model states + 5.4 GB of activations (full "
+          "recomputation) + 1 GB: about 24 GB per GPU."),),
+        fine=("3. 68.98 × 10⁹ × 16 / 64 = 17.2 GB of model states.",),
+    ),
+    Phrase(
+        "Llama 2 7B trains on no GPU without recomputation",
+        r"\bno single GPU here holds 217 GB\b",
+        "that keeps the a·s² attention scores, which FlashAttention never stores: Llama 2 7B "
+        "without recomputation needs 126 GB (the H200 holds it), 161 GB with the scores stored",
+        (("54cc1b7:solutions/09_memory_budget.ipynb",
+          "Without recomputation its activations at 4,096 tokens are 104 GB more (3.3 GB per "
+          "layer): no single GPU here holds 217 GB."),),
+        fine=("With the scores stored they are 34 GB more: 161 GB, only the B200 (180 GB).",),
+    ),
+    Phrase(
+        "transformer activations grow with s² whatever the attention",
+        r"\bactivations grow with s²",
+        "only with the attention scores stored; FlashAttention keeps 34·s·b·h bytes per layer, "
+        "linear in s",
+        (("54cc1b7:solutions/09_memory_budget.ipynb",
+          "Transformer activations grow with s² (the attention scores): s·b·h·(34 + 5·a·s/h) "
+          "bytes per layer."),),
+        fine=("Transformer activations are s·b·h·(34 + 5·a·s/h) bytes per layer with the "
+              "attention scores stored (growing with s²).",),
+        unless=r"stored|FlashAttention|\bflash\b",
+    ),
+    Phrase(
+        "the digits step under a ten-thousandth of an H100",
+        r"\bless than a ten-thousandth of 80 GB\b",
+        "with the backward pass's workspace the step at batch 4,096 needs 12.2 MB, 0.015 % "
+        "(1.5 ten-thousandths) of 80 GB",
+        (("54cc1b7:solutions/08_batch_size.ipynb",
+          "Less than a ten-thousandth of 80 GB: for this network memory is no obstacle."),),
+        fine=("About 12 MB in all, 0.015 % of 80 GB: for this network memory is no obstacle.",),
+    ),
+    Phrase(
+        "chapter 08's launches at 4 µs",
+        r"\b19\s+kernels at 4 µs\b|\b76 µs ÷ 0\.62 ns\b",
+        "the model's Numba launch costs 17.85 µs (6.6 µs + 3.75 µs per array): 19 launches take "
+        "339 µs, and the copy catches up near a batch of 11,000, not 2,500",
+        (("54cc1b7:solutions/08_batch_size.ipynb",
+          "The digits step adds about 0.62 ns of arithmetic per sample on an H100 and launches "
+          "19 kernels at 4 µs."),
+         ("54cc1b7:solutions/08_batch_size.ipynb",
+          "1. 76 µs ÷ 0.62 ns ≈ 120,000 samples.")),
+        fine=("launches 19 kernels at about 18 µs each (through Numba).",),
+    ),
 )
 
 # ---------------------------------------------------------------------------------------------

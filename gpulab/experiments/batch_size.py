@@ -8,8 +8,8 @@ for the same number of epochs, and three things are recorded:
   measured on the GPU (kernel backend, wall clock); for a named GPU, estimated by gpulab's GPU
   model of one training step (:mod:`gpulab.nn.cost`: every kernel, every launch, the batch's
   copies);
-- **memory**: weights, gradients, optimiser state and activations, counted
-  (:func:`gpulab.nn.cost.training_memory`);
+- **memory**: parameters, gradients, optimiser state, activations and workspace, counted
+  (:func:`gpulab.nn.memory.mlp_training_memory`, the calculator chapter 09 checks);
 - **convergence**: the held-out loss after every epoch. Same learning rate for every batch
   size, so a larger batch makes fewer (if better-averaged) updates per epoch.
 
@@ -28,9 +28,9 @@ import numpy as np
 
 from gpulab import device, hardware, recorded_runs
 from gpulab.experiments.dashboard import Dashboard
-from gpulab.nn import cost
-from gpulab.nn.cost import BATCH_SIZES, largest_batch_within
+from gpulab.nn import cost, memory
 from gpulab.nn.data import load_digits
+from gpulab.nn.memory import BATCH_SIZES, largest_batch_within
 from gpulab.nn.recipes import DIGITS, train_digits
 from gpulab.plots import wrap_title
 
@@ -63,13 +63,13 @@ def batch_size_plot(result: dict):
     speed.grid(True, which="major", alpha=0.3)
     parts = result["memory"]
     bottom = np.zeros(len(batches))
-    for kind in ("weights", "gradients", "optimiser state", "activations"):
+    for kind in MEMORY_COLUMNS:
         values = np.array([m[kind] for m in parts]) / 1e6
         memory.bar(range(len(batches)), values, bottom=bottom, label=kind)
         bottom += values
     memory.set_xticks(range(len(batches)), [str(b) for b in batches])
     memory.set_xlabel("batch size")
-    memory.set_ylabel("MB on the device (counted)")
+    memory.set_ylabel("MB (counted by gpulab.nn.memory)")
     memory.set_title(wrap_title(f"memory of a training step, {result['model']}", 50), fontsize=10)
     memory.legend(fontsize=8)
     for batch, history in zip(batches, result["histories"], strict=True):
@@ -150,26 +150,29 @@ def throughput_table(widths, predict=None, gpus=THROUGHPUT_GPUS,
     return "\n".join(lines)
 
 
-MEMORY_BATCHES = (8, 64, 512, 4096)
+MEMORY_BATCHES = (8, 32, 64, 512, 4096)
+MEMORY_COLUMNS = ("parameters", "gradients", "optimiser state", "activations", "workspace")
 
 
 def memory_table(widths, batches=MEMORY_BATCHES, gpu="H100-SXM", optimiser: str = "adam") -> str:
-    """What one training step keeps on the device, per batch size: weights, gradients,
-    optimiser state, activations and total in kB, counted by
-    :func:`gpulab.nn.cost.training_memory`; then the largest batch's total as a share of
-    ``gpu``'s nominal memory (the datasheet's figure, :mod:`gpulab.hardware`). Returns text."""
+    """What one training step needs, per batch size, counted by
+    :func:`gpulab.nn.memory.mlp_training_memory` (the calculator chapter 09 checks against a
+    real step, and the trainer's budget): parameters, gradients, optimiser state, activations
+    (kept between the passes), workspace (the temporaries of the backward pass and the update,
+    NumPy backend) and the total, in kB; then the largest batch's total as a share of ``gpu``'s
+    nominal memory (the datasheet's figure, :mod:`gpulab.hardware`). Returns text."""
     spec = hardware.get_gpu(gpu)
     widths = list(widths)
-    kinds = ("weights", "gradients", "optimiser state", "activations", "total")
-    lines = [f"{'batch':>6} " + " ".join(f"{kind:>16}" for kind in kinds)]
+    lines = [f"{'batch':>6} " + " ".join(f"{kind:>16}" for kind in (*MEMORY_COLUMNS, "total"))]
     for batch in batches:
-        m = cost.training_memory(widths, batch, optimiser)
-        lines.append(f"{batch:6d} " + " ".join(f"{v / 1e3:13,.1f} kB"
-                                               for v in (*m.as_dict().values(), m.total)))
-    m = cost.training_memory(widths, max(batches), optimiser)
-    lines.append(f"\nbatch {max(batches):,}: {m.total / 1e6:.2f} MB (counted), "
-                 f"{m.total / spec.memory_bytes:.1e} of the {spec.name}'s nominal "
-                 f"{spec.memory_bytes / 1e9:.0f} GB")
+        m = memory.mlp_training_memory(widths, batch, optimiser)
+        parts = m.as_dict()
+        lines.append(f"{batch:6d} " + " ".join(f"{v / 1e3:13,.1f} kB" for v in
+                                               (*(parts[k] for k in MEMORY_COLUMNS), m.total)))
+    m = memory.mlp_training_memory(widths, max(batches), optimiser)
+    lines.append(f"\nbatch {max(batches):,}: {m.total / 1e6:.2f} MB (counted by "
+                 f"gpulab.nn.memory), {100 * m.total / spec.memory_bytes:.3f} % of the "
+                 f"{spec.name}'s nominal {spec.memory_bytes / 1e9:.0f} GB")
     return "\n".join(lines)
 
 
@@ -197,7 +200,7 @@ class BatchSizeExperiment:
     def run(self) -> dict:
         data = load_digits(seed=0)
         cpu_label = "NumPy on this CPU — measured"
-        histories, cpu, gpu_measured, estimated, memory, updates = [], [], [], [], [], []
+        histories, cpu, gpu_measured, estimated, needed, updates = [], [], [], [], [], []
         run = recorded_runs.latest_gpu_run()  # its measured launch overhead, when one ships
         measured_launch_s = run.launch_overhead_s if run is not None else None
         gpu_label = None
@@ -217,7 +220,7 @@ class BatchSizeExperiment:
             epoch_s = cost.estimate_epoch_s(self.widths, batch, data.n_train, self.gpu,
                                             launch_overhead_s=measured_launch_s)
             estimated.append(data.n_train / epoch_s)
-            memory.append(cost.training_memory(self.widths, batch, "adam").as_dict())
+            needed.append(memory.mlp_training_memory(self.widths, batch, "adam").as_dict())
             updates.append(-(-data.n_train // batch))
         samples = {cpu_label: cpu}
         if gpu_label:
@@ -229,7 +232,7 @@ class BatchSizeExperiment:
         samples[estimate_label] = estimated
         self.last_result = {
             "batch_sizes": self.batch_sizes, "epochs": self.epochs, "samples_per_s": samples,
-            "cpu_label": cpu_label, "estimate_label": estimate_label, "memory": memory,
+            "cpu_label": cpu_label, "estimate_label": estimate_label, "memory": needed,
             "histories": histories, "updates_per_epoch": updates,
             "final_test_loss": [h.final.test_loss for h in histories],
             "final_test_accuracy": [h.final.test_accuracy for h in histories],
@@ -270,9 +273,10 @@ class BatchSizeExperiment:
             "the batch), so throughput grows almost in proportion to the batch until the "
             "kernels themselves take longer than their launches.",
             f"Memory (counted): {mem[0] / 1e6:.2f} MB at batch {small}, {mem[-1] / 1e6:.2f} MB "
-            f"at batch {large}. Weights, gradients and Adam's state do not depend on the batch; "
-            f"the activations kept for the backward pass grow with it ({acts[0] / 1e3:,.0f} kB "
-            f"to {acts[-1] / 1e3:,.0f} kB). For this small MLP both are tiny next to a GPU's "
+            f"at batch {large}. Parameters, gradients and Adam's state do not depend on the "
+            f"batch; the activations kept for the backward pass grow with it "
+            f"({acts[0] / 1e3:,.0f} kB to {acts[-1] / 1e3:,.0f} kB), and so does the backward "
+            "pass's workspace. For this small MLP all are tiny next to a GPU's "
             "memory; chapter 09 does it for models where they are not.",
             f"Convergence: after {r['epochs']} epochs at learning rate {r['lr']:g}, the held-out "
             f"loss is {r['final_test_loss'][0]:.3f} at batch {small} ({r['updates_per_epoch'][0]}"

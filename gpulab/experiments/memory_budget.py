@@ -31,7 +31,7 @@ import tracemalloc
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpulab import device, hardware
+from gpulab import device
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.nn import cost, memory
 from gpulab.nn.memory import OutOfDeviceMemory, format_bytes
@@ -349,38 +349,37 @@ class ModelFitExperiment:
     def __init__(self, purpose: str = "inference", weight_format: str = "bf16",
                  kv_cache: bool = True, batch_size: int = 1, precision: str = "bf16-mixed",
                  recompute: str = "full", zero_ranks: int = 1,
-                 overhead_bytes: float = memory.RUNTIME_OVERHEAD_BYTES):
+                 overhead_bytes: float = memory.RUNTIME_OVERHEAD_BYTES,
+                 attention: str = "flash"):
         if purpose not in ("inference", "training"):
             raise ValueError(f"purpose must be 'inference' or 'training', not {purpose!r}")
+        if attention not in memory.ATTENTION:
+            raise ValueError(f"attention must be one of {', '.join(memory.ATTENTION)}, not "
+                             f"{attention!r}")
         self.purpose, self.weight_format, self.kv_cache = purpose, weight_format, kv_cache
         self.batch_size, self.precision, self.recompute = int(batch_size), precision, recompute
         self.zero_ranks = int(zero_ranks)
         self.overhead_bytes = float(overhead_bytes)
+        self.attention = attention
         self.last_result: dict | None = None
 
     def run(self) -> dict:
+        sharded = self.purpose == "training" and self.zero_ranks > 1
         rows = memory.fit_table(self.purpose, batch_size=self.batch_size,
                                 weight_format=self.weight_format, kv_cache=self.kv_cache,
                                 precision=self.precision, recompute=self.recompute,
-                                overhead_bytes=self.overhead_bytes)
-        if self.purpose == "training" and self.zero_ranks > 1:
-            for row in rows:
-                shape = next(s for s in memory.KNOWN_MODELS.values() if s.name == row["model"])
-                breakdown = memory.transformer_training_memory(
-                    shape, self.batch_size, self.precision, "adam", self.recompute,
-                    zero_stage=3, ranks=self.zero_ranks, overhead_bytes=self.overhead_bytes)
-                row.update(breakdown=breakdown, bytes=breakdown.total,
-                           fits={k: breakdown.fits(g.memory_bytes)
-                                 for k, g in memory.GPU_MEMORY.items()})
+                                overhead_bytes=self.overhead_bytes, attention=self.attention,
+                                zero_stage=3 if sharded else 0,
+                                ranks=self.zero_ranks if sharded else 1)
         if self.purpose == "inference":
             setting = (f"weights in {self.weight_format}"
                        + (f", KV cache of {self.batch_size} full-length sequence(s) in bf16"
                           if self.kv_cache else ", no KV cache"))
         else:
             setting = (f"{self.precision} Adam, micro-batch {self.batch_size}, "
-                       f"recompute={self.recompute}"
-                       + (f", ZeRO-3 over {self.zero_ranks} GPUs (per GPU)"
-                          if self.zero_ranks > 1 else ", one GPU"))
+                       f"recompute={self.recompute}, attention={self.attention}"
+                       + (f", ZeRO-3 over {self.zero_ranks} GPUs (per GPU, with its gathered "
+                          "blocks)" if sharded else ", one GPU"))
         self.last_result = {"purpose": self.purpose, "rows": rows, "setting": setting,
                             "gpus": dict(memory.GPU_MEMORY),
                             "overhead_bytes": self.overhead_bytes,
@@ -388,30 +387,52 @@ class ModelFitExperiment:
                                      "datasheet memory sizes, runtime overhead estimated)"}
         return self.last_result
 
+    def row(self, model_name: str) -> dict:
+        """The result's row for ``model_name`` (its name in :data:`memory.KNOWN_MODELS`)."""
+        rows = self._result()["rows"]
+        found = [r for r in rows if r["model"] == model_name]
+        if not found:
+            raise ValueError(f"no model {model_name!r}: the rows are "
+                             f"{', '.join(r['model'] for r in rows)}")
+        return found[0]
+
     def _result(self) -> dict:
         return self.last_result if self.last_result is not None else self.run()
 
-    def smallest_gpu(self, model_name: str) -> str | None:
-        """The key of the smallest GPU that holds ``model_name``, or None."""
-        row = next(r for r in self._result()["rows"] if r["model"] == model_name)
-        return next((key for key, fits in row["fits"].items() if fits), None)
+    def smallest_gpu(self, model_name: str, native: bool = False) -> str | None:
+        """The key of the smallest GPU that holds ``model_name``, or None; with ``native``,
+        the smallest that also has arithmetic in the format."""
+        row = self.row(model_name)
+        return next((key for key, fits in row["fits"].items()
+                     if fits and (row["native"][key] or not native)), None)
+
+    def share(self, model_name: str, gpu: str) -> float:
+        """The share of ``gpu``'s nominal memory that ``model_name`` needs."""
+        return self.row(model_name)["bytes"] / memory.GPU_MEMORY[gpu].memory_bytes
 
     def explain(self) -> str:
         r = self._result()
         lines = [f"{r['purpose'].capitalize()}, {r['setting']}, plus "
                  f"{format_bytes(r['overhead_bytes'])} for the runtime (an estimate)."]
-        if r["purpose"] == "inference" and self.weight_format == "fp8":
-            without = [key for key in r["gpus"] if key in hardware.GPUS
-                       and "fp8" not in hardware.GPUS[key].peak_flops] + ["A100-40GB"]
-            lines.append("Fitting is about bytes: " + ", ".join(sorted(without)) + " have no "
-                         "fp8 tensor cores (gpulab.hardware), so fp8 weights would be widened "
-                         "before every matmul there.")
+        number_format = (self.weight_format if r["purpose"] == "inference"
+                         else memory.get_precision(self.precision).name.split("-")[0])
+        without = sorted(key for key, gpu in r["gpus"].items() if not gpu.runs(number_format))
+        if without:
+            lines.append(f"Fitting is about bytes: {', '.join(without)} have no "
+                         f"{number_format} arithmetic (no {number_format} peak in "
+                         "gpulab.hardware), so the values would be widened before every "
+                         "operation there, or another format used.")
         for row in r["rows"]:
             gpu = self.smallest_gpu(row["model"])
             parts = row["breakdown"].as_dict()
             largest = max(parts, key=parts.get)
             where = (f"the smallest GPU that holds it is the {r['gpus'][gpu].name}" if gpu
                      else "no single GPU here holds it")
+            native = self.smallest_gpu(row["model"], native=True)
+            if gpu and native != gpu:
+                where += (f", which has no {number_format} arithmetic; the smallest that has "
+                          f"is the {r['gpus'][native].name}" if native else
+                          f", which has no {number_format} arithmetic")
             lines.append(f"{row['model']}: {format_bytes(row['bytes'])} "
                          f"({row['bytes'] / memory.GIB:,.1f} GiB), mostly {largest}; {where}.")
         return "\n".join(lines)
@@ -452,19 +473,27 @@ def fit_plot(result: dict, ax=None):
     rows, gpus = result["rows"], result["gpus"]
     if ax is None:
         fig, ax = plt.subplots(figsize=(11, 0.6 * len(rows) + 2.2), layout="constrained")
-    grid = np.array([[1.0 if row["fits"][key] else 0.0 for key in gpus] for row in rows])
+    def native(row, key):
+        return row.get("native", {}).get(key, True)
+
+    grid = np.array([[(1.0 if native(row, key) else 0.6) if row["fits"][key] else 0.0
+                      for key in gpus] for row in rows])
     ax.imshow(grid, cmap="RdYlGn", vmin=-0.3, vmax=1.3, aspect="auto")
     for i, row in enumerate(rows):
         for j, key in enumerate(gpus):
             share = row["bytes"] / gpus[key].memory_bytes
-            ax.text(j, i, f"{'fits' if row['fits'][key] else 'no'}\n{100 * share:,.0f} %",
-                    ha="center", va="center", fontsize=8)
+            word = ("fits" if native(row, key) else "fits*") if row["fits"][key] else "no"
+            ax.text(j, i, f"{word}\n{100 * share:,.0f} %", ha="center", va="center",
+                    fontsize=8)
     ax.set_xticks(range(len(gpus)), [f"{key}\n{g.gb:.0f} GB = {g.gib:.1f} GiB"
                                       for key, g in gpus.items()], fontsize=7)
     ax.set_yticks(range(len(rows)), [f"{row['model']}\n{row['bytes'] / 1e9:,.1f} GB"
                                      for row in rows], fontsize=8)
+    starred = any(row["fits"][key] and not native(row, key) for row in rows for key in gpus)
     ax.set_title(wrap_title(f"{result['purpose']}: {result['setting']} (share of each GPU's "
-                            f"memory; {result['label']})", 110), fontsize=9)
+                            f"memory; {result['label']})"
+                            + ("; * the bytes fit, but the GPU has no arithmetic in this format"
+                               if starred else ""), 110), fontsize=9)
     return ax.figure
 
 
@@ -500,11 +529,14 @@ class MemoryBudgetDashboard(Dashboard):
                                           description="recompute", style=style)
         self.zero_ranks = widgets.Dropdown(options=[1, 8, 64, 512], value=1,
                                            description="ZeRO-3 over GPUs", style=style)
+        self.attention = widgets.Dropdown(options=list(memory.ATTENTION), value="flash",
+                                          description="attention scores", style=style)
         self._add_parts()
         self.widget = widgets.VBox([
             self.purpose,
             widgets.HBox([widgets.VBox([self.weight_format, self.kv_cache, self.batch_size]),
-                          widgets.VBox([self.precision, self.recompute, self.zero_ranks]),
+                          widgets.VBox([self.precision, self.recompute, self.attention,
+                                        self.zero_ranks]),
                           self.run_button]),
             self.status, self.output, self.explanation])
 
@@ -512,7 +544,7 @@ class MemoryBudgetDashboard(Dashboard):
         return ModelFitExperiment(self.purpose.value, self.weight_format.value,
                                   self.kv_cache.value, self.batch_size.value,
                                   self.precision.value, self.recompute.value,
-                                  self.zero_ranks.value)
+                                  self.zero_ranks.value, attention=self.attention.value)
 
     def make_figure(self, result: dict):
         return fit_plot(result)

@@ -1,5 +1,6 @@
-"""What one training step costs: its kernels' FLOPs and bytes, the memory it needs, and how
-long a named GPU would take by the roofline model.
+"""What one training step costs: its kernels' FLOPs and bytes, and how long a named GPU would
+take by gpulab's GPU model. The memory a step needs is :mod:`gpulab.nn.memory`'s (one
+calculator for chapters 08, 09 and the trainer).
 
 The kernel list is the one :class:`~gpulab.nn.backends.KernelBackend` launches for an
 :class:`~gpulab.nn.mlp.MLP` (forward, loss, backward, optimiser), counted from the kernels'
@@ -34,9 +35,9 @@ from gpulab import hardware
 from gpulab.kernels.dense import FLOPS_PER_ELEMENT
 from gpulab.kernels.matmul import minimum_bytes
 from gpulab.kernels.optim import ADAM_FLOPS, ADAM_VALUES_MOVED, SGD_FLOPS, SGD_VALUES_MOVED
+from gpulab.nn.memory import LABEL_BYTES, mlp_parameters
 
-LABEL_BYTES = 8  # int64
-OPTIMISER_STATE_TENSORS = {"sgd": 1, "adam": 2}
+OPTIMISER_STATE_TENSORS = {"sgd": 1, "adam": 2}  # the optimisers the kernel backend launches
 PRECISION_OF_ITEMSIZE = {4: "fp32", 8: "fp64"}
 
 
@@ -66,9 +67,9 @@ def _check_batch(batch_size) -> int:
 
 
 def n_parameters(widths) -> int:
-    """Weights and biases of an MLP with these widths."""
-    widths = _check_widths(widths)
-    return sum(a * b + b for a, b in zip(widths[:-1], widths[1:], strict=True))
+    """Weights and biases of an MLP with these widths (:func:`gpulab.nn.memory.mlp_parameters`,
+    the memory calculator's count)."""
+    return mlp_parameters(_check_widths(widths))
 
 
 def parameter_sizes(widths) -> list[int]:
@@ -279,55 +280,7 @@ def estimate_epoch_s(widths, batch_size: int, n_samples: int, gpu="H100-SXM",
     return total
 
 
-@dataclass(frozen=True)
-class TrainingMemory:
-    """Bytes a training step keeps on the device, by kind."""
-
-    weights: int
-    gradients: int
-    optimiser_state: int
-    activations: int
-
-    @property
-    def total(self) -> int:
-        return self.weights + self.gradients + self.optimiser_state + self.activations
-
-    def as_dict(self) -> dict[str, int]:
-        return {"weights": self.weights, "gradients": self.gradients,
-                "optimiser state": self.optimiser_state, "activations": self.activations}
-
-
-def training_memory(widths, batch_size: int, optimiser: str = "adam",
-                    itemsize: int = 4) -> TrainingMemory:
-    """Weights, their gradients, the optimiser's state (SGD: velocity; Adam: m and v) and the
-    activations kept for the backward pass: the batch's inputs, every layer's matmul output
-    Z, every hidden layer's output A, the logits and the probabilities. Temporaries of the
-    backward pass (dZ, transposed copies; at most a few times the largest layer) are left out.
-    """
-    widths, B = _check_widths(widths), _check_batch(batch_size)
-    if optimiser not in OPTIMISER_STATE_TENSORS:
-        raise ValueError(f"optimiser must be one of {', '.join(OPTIMISER_STATE_TENSORS)}")
-    P = n_parameters(widths)
-    kept = widths[0] + sum(widths[1:]) + sum(widths[1:-1]) + 2 * widths[-1] + 1
-    return TrainingMemory(P * itemsize, P * itemsize,
-                          OPTIMISER_STATE_TENSORS[optimiser] * P * itemsize,
-                          B * kept * itemsize)
-
-
-BATCH_SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
-
-
-def largest_batch_within(budget_bytes: float, widths=(64, 128, 10), optimiser: str = "adam",
-                         itemsize: int = 4, candidates=BATCH_SIZES) -> int | None:
-    """The largest of ``candidates`` whose training step fits in ``budget_bytes`` (counted by
-    :func:`training_memory`); None if not even the smallest fits."""
-    fitting = [b for b in sorted(candidates)
-               if training_memory(widths, b, optimiser, itemsize).total <= budget_bytes]
-    return fitting[-1] if fitting else None
-
-
 __all__ = [
-    "BATCH_SIZES", "KernelCost", "StepEstimate", "TrainingMemory", "estimate_epoch_s",
-    "estimate_step", "largest_batch_within", "n_parameters", "parameter_sizes", "step_flops",
-    "per_sample_seconds", "step_kernels", "step_transfer_bytes", "training_memory",
+    "KernelCost", "StepEstimate", "estimate_epoch_s", "estimate_step", "n_parameters",
+    "parameter_sizes", "per_sample_seconds", "step_flops", "step_kernels", "step_transfer_bytes",
 ]

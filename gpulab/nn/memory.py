@@ -373,20 +373,44 @@ def mlp_training_memory(model, batch_size: int, optimiser="adam", precision=None
         overhead=overhead_bytes, notes=tuple(notes))
 
 
+BATCH_SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def largest_batch_within(budget_bytes: float, model=(64, 128, 10), optimiser="adam",
+                         precision=None, candidates=BATCH_SIZES) -> int | None:
+    """The largest of ``candidates`` whose training step of the MLP ``model`` (its widths, or
+    the MLP) fits in ``budget_bytes`` by :func:`mlp_training_memory` (its total: what is held
+    and the step's workspace); None if not even the smallest fits."""
+    fitting = [b for b in sorted(candidates)
+               if mlp_training_memory(model, b, optimiser, precision).total <= budget_bytes]
+    return fitting[-1] if fitting else None
+
+
 # --- a GPT-style transformer -------------------------------------------------------------------
 
 RECOMPUTE = ("none", "selective", "full")
+ATTENTION = ("flash", "stored")
 
 
 @dataclass(frozen=True)
 class TransformerShape:
-    """A GPT-style decoder: ``layers`` blocks of attention (``heads`` heads, ``kv_heads`` of
-    them for keys and values: fewer with grouped-query attention) and a 4h MLP, hidden size
-    ``hidden``, context ``seq_len`` tokens, vocabulary ``vocab``.
+    """A decoder-only transformer: ``layers`` blocks of attention (``heads`` heads, ``kv_heads``
+    of them for keys and values: fewer with grouped-query attention) and an MLP of width
+    ``ffn_hidden`` (default 4h), hidden size ``hidden``, context ``seq_len`` tokens,
+    vocabulary ``vocab``.
 
-    ``published_parameters``: the model's own parameter count where its authors give one
-    (used instead of the formula, which fits GPT-2/3 exactly and Llama's gated MLP to a few
-    per cent)."""
+    Two families are described by the flags:
+
+    - GPT-2/3: a 4h MLP with GeLU, biases on every linear layer, LayerNorms (weight and bias),
+      learned position embeddings, the output layer tied to the token embedding, dropout;
+    - Llama: a gated MLP (SwiGLU: gate, up and down matrices, ``gated_mlp``) of width
+      ``ffn_hidden``, no biases, RMSNorms (a weight only), rotary positions (no embedding
+      table), a separate output matrix, no dropout.
+
+    :attr:`n_parameters` counts the architecture's tensors (:attr:`formula_parameters`); the
+    name keeps the size its authors call it ("Llama 2 70B" has 68.98 B).
+    ``published_parameters`` replaces the count, for a model known only by its size (ZeRO's
+    7.5 B example)."""
 
     name: str
     layers: int
@@ -397,24 +421,58 @@ class TransformerShape:
     kv_heads: int | None = None
     published_parameters: float | None = None
     source: str = ""
+    ffn_hidden: int | None = None
+    gated_mlp: bool = False
+    biases: bool = True
+    learned_positions: bool = True
+    tied_embeddings: bool = True
+    dropout: bool = True
 
     def __post_init__(self):
         for what in ("layers", "hidden", "heads", "seq_len", "vocab"):
             _positive_int(what, getattr(self, what))
         if self.kv_heads is not None and not 1 <= self.kv_heads <= self.heads:
             raise ValueError(f"kv_heads must be between 1 and heads, not {self.kv_heads}")
+        if self.ffn_hidden is not None:
+            _positive_int("ffn_hidden", self.ffn_hidden)
+
+    @property
+    def mlp_width(self) -> int:
+        """The MLP's inner width: ``ffn_hidden``, or 4h."""
+        return self.ffn_hidden if self.ffn_hidden is not None else 4 * self.hidden
+
+    @property
+    def kv_hidden(self) -> float:
+        """Width of the keys (and of the values): h·kv_heads/heads."""
+        return self.hidden * (self.kv_heads or self.heads) / self.heads
+
+    @property
+    def block_parameters(self) -> int:
+        """One block's parameters: Q and the output projection (h² each), K and V (h·h_kv
+        each), the MLP's matrices (2·h·f, or 3·h·f gated), their biases if any, and two norms
+        (2h each for LayerNorm, h for RMSNorm). 12·h² + 13·h for GPT."""
+        h, f, kv = self.hidden, self.mlp_width, int(self.kv_hidden)
+        matrices = 2 * h * h + 2 * h * kv + (3 if self.gated_mlp else 2) * h * f
+        biases = (2 * h + 2 * kv + (2 * f if self.gated_mlp else f) + h) if self.biases else 0
+        norms = 2 * (2 * h if self.biases else h)
+        return matrices + biases + norms
 
     @property
     def layer_parameters(self) -> int:
-        """12·L·h²: per layer, Q, K, V and the output projection (4h²) and the MLP (8h²)."""
-        return 12 * self.layers * self.hidden**2
+        """The blocks' matrices alone: 12·L·h² for GPT (attention 4h², MLP 8h²)."""
+        h, f, kv = self.hidden, self.mlp_width, int(self.kv_hidden)
+        return self.layers * (2 * h * h + 2 * h * kv + (3 if self.gated_mlp else 2) * h * f)
 
     @property
     def formula_parameters(self) -> int:
-        """12·L·h² + 13·L·h (biases, layer norms) + V·h + s·h (embeddings) + 2h (final norm)."""
-        L, h = self.layers, self.hidden
-        return (self.layer_parameters + 13 * L * h + self.vocab * h + self.seq_len * h
-                + 2 * h)
+        """Every tensor of the architecture: L blocks, the token embedding (V·h; the output
+        layer another V·h unless tied), learned positions (s·h) and the final norm. For GPT:
+        12·L·h² + 13·L·h + V·h + s·h + 2h."""
+        h = self.hidden
+        embeddings = self.vocab * h * (1 if self.tied_embeddings else 2)
+        positions = self.seq_len * h if self.learned_positions else 0
+        final_norm = 2 * h if self.biases else h
+        return self.layers * self.block_parameters + embeddings + positions + final_norm
 
     @property
     def n_parameters(self) -> float:
@@ -425,37 +483,88 @@ class TransformerShape:
         return self.name
 
 
+def _check_parallel(tensor_parallel, sequence_parallel) -> int:
+    t = _positive_int("tensor_parallel", tensor_parallel)
+    if sequence_parallel and t == 1:
+        raise ValueError("sequence_parallel shards what tensor parallelism replicates: it "
+                         "needs tensor_parallel > 1")
+    return t
+
+
 def activation_bytes_per_layer(seq_len: int, batch_size: int, hidden: int, heads: int,
                                recompute: str = "none", precision="bf16-mixed",
-                               mask_bytes: float = 1) -> float:
-    """Bytes one transformer layer keeps for the backward pass (Korthikanti et al. 2022,
-    section 4.1), counted tensor by tensor so that any format works:
+                               mask_bytes: float = 1, *, attention: str = "flash",
+                               kv_heads: int | None = None, ffn_hidden: int | None = None,
+                               gated_mlp: bool = False, dropout: bool = True,
+                               tensor_parallel: int = 1,
+                               sequence_parallel: bool = False) -> float:
+    """Bytes one transformer layer keeps for the backward pass, on one GPU, counted tensor by
+    tensor (Korthikanti et al. 2022, section 4) so that any format and shape works:
 
-    - attention: the QKV matmul's input, Q and K, the softmax output and the dropout output
-      (a·s² values each), V, the output projection's input: 5·s·b·h + 2·a·s²·b values, plus
-      dropout masks s·b·h + a·s²·b bytes;
-    - MLP: the first matmul's input, the GeLU's input and output (4h each): 9·s·b·h values, a
-      dropout mask s·b·h bytes; the two layer norms' inputs: 2·s·b·h values.
+    - attention: the QKV matmul's input (h), Q (h), K and V (h_kv each), the output
+      projection's input (h); with ``attention="stored"`` also the softmax output and the
+      dropout output (a·s values per token each) and the dropout mask (a·s bytes per token);
+      with ``attention="flash"`` (FlashAttention, PyTorch's SDPA) the a·s² scores are never
+      stored: the backward pass recomputes them from Q, K, V and keeps only the softmax's
+      log-sum-exp (a fp32 values per token), and the dropout mask is regenerated from its seed;
+    - MLP: its input (h) and the activation's input and output (f each; a gated MLP keeps the
+      gate's and the up projection's outputs and their product, 3·f); a dropout mask (h bytes);
+    - the two layer norms' inputs (2h) and the attention-output dropout mask (h bytes).
 
-    With 2-byte values and 1-byte masks that is s·b·h·(34 + 5·a·s/h). ``recompute``:
-    "selective" drops the a·s² terms (recomputed): 34·s·b·h; "full" keeps only the layer's
-    input: 2·s·b·h."""
+    With 2-byte values, 1-byte masks, MHA, a 4h MLP, stored scores: s·b·h·(34 + 5·a·s/h), the
+    paper's equation (1). ``recompute="selective"`` drops the a·s² terms (recomputed): 34·s·b·h;
+    ``"full"`` keeps only the layer's input: 2·s·b·h.
+
+    ``tensor_parallel`` t (Megatron's, chapter 11) splits the heads and the MLP's width over
+    t GPUs: what sits between the column- and row-parallel matmuls is divided by t, the rest
+    (layer-norm inputs, the blocks' inputs, dropout masks after the row-parallel matmuls) is
+    replicated: s·b·h·(10 + 24/t + 5·a·s/(h·t)), equation (2). ``sequence_parallel`` also
+    splits the replicated part along the sequence: s·b·h·(34 + 5·a·s/h)/t, equation (4)."""
     s, b, h, a = (_positive_int(w, v) for w, v in (("seq_len", seq_len),
                                                      ("batch_size", batch_size),
                                                      ("hidden", hidden), ("heads", heads)))
-    p = get_precision(precision)
-    sbh, ass_b = s * b * h, a * s * s * b
-    if recompute == "full":
-        return sbh * p.activations
     if recompute not in RECOMPUTE:
         raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {recompute!r}")
-    matmul_inputs = 7 * sbh  # QKV input, projection input, MLP input (h) and GeLU output (4h)
-    other = 9 * sbh  # Q, K, V, GeLU input (4h), two layer-norm inputs
-    masks = 2 * sbh
-    if recompute == "none":
-        other += 2 * ass_b  # softmax output, attention-dropout output
-        masks += ass_b
-    return matmul_inputs * p.matmul_inputs + other * p.activations + masks * mask_bytes
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, not {attention!r}")
+    t = _check_parallel(tensor_parallel, sequence_parallel)
+    p = get_precision(precision)
+    tokens = s * b
+    replicated_share = 1 / t if sequence_parallel else 1.0
+    if recompute == "full":
+        return tokens * h * p.activations * replicated_share
+    kv = h * (kv_heads or a) / a
+    f = ffn_hidden if ffn_hidden is not None else 4 * h
+    mask = mask_bytes if dropout else 0
+    # (matmul inputs, other values, mask bytes, fp32 values) per token, replicated and sharded
+    replicated = (2 * h, 2 * h, 2 * h * mask, 0)  # QKV and MLP inputs; two norms; two masks
+    sharded_inputs = h + f  # the projection's input; the MLP's last matmul's input
+    sharded_other = h + 2 * kv + (2 * f if gated_mlp else f)  # Q, K, V; GeLU in / gate and up
+    sharded_masks, sharded_fp32 = 0.0, 0.0
+    if recompute == "none" and attention == "stored":
+        sharded_other += (2 if dropout else 1) * a * s  # softmax output (and dropout output)
+        sharded_masks += a * s * mask
+    elif recompute == "none":  # flash
+        sharded_fp32 += a  # the log-sum-exp of each query's scores
+
+    def bytes_of(inputs, other, masks, fp32):
+        return inputs * p.matmul_inputs + other * p.activations + masks + fp32 * 4
+    per_token = (bytes_of(*replicated) * replicated_share
+                 + bytes_of(sharded_inputs, sharded_other, sharded_masks, sharded_fp32) / t)
+    return tokens * per_token
+
+
+def shape_activation_bytes_per_layer(shape: TransformerShape, batch_size: int = 1,
+                                     recompute: str = "none", precision="bf16-mixed", *,
+                                     attention: str = "flash", tensor_parallel: int = 1,
+                                     sequence_parallel: bool = False) -> float:
+    """:func:`activation_bytes_per_layer` for one block of ``shape`` (its heads, key-value
+    heads, MLP and dropout)."""
+    return activation_bytes_per_layer(
+        shape.seq_len, batch_size, shape.hidden, shape.heads, recompute, precision,
+        attention=attention, kv_heads=shape.kv_heads, ffn_hidden=shape.ffn_hidden,
+        gated_mlp=shape.gated_mlp, dropout=shape.dropout, tensor_parallel=tensor_parallel,
+        sequence_parallel=sequence_parallel)
 
 
 def kv_cache_bytes(shape: TransformerShape, batch_size: int = 1, context: int | None = None,
@@ -464,67 +573,119 @@ def kv_cache_bytes(shape: TransformerShape, batch_size: int = 1, context: int | 
     h·kv_heads/heads (grouped-query attention shares each key and value head among several
     query heads)."""
     context = shape.seq_len if context is None else _positive_int("context", context)
-    kv_hidden = shape.hidden * (shape.kv_heads or shape.heads) / shape.heads
-    return (2 * shape.layers * _positive_int("batch_size", batch_size) * context * kv_hidden
-            * FORMAT_BYTES[kv_format])
+    return (2 * shape.layers * _positive_int("batch_size", batch_size) * context
+            * shape.kv_hidden * FORMAT_BYTES[kv_format])
 
 
 ZERO_STAGES = (0, 1, 2, 3)
 
 
-def zero_bytes_per_parameter(stage: int = 0, ranks: int = 1, precision="bf16-mixed",
-                             optimiser="adam") -> float:
-    """Model-state bytes per parameter on each of ``ranks`` data-parallel GPUs under ZeRO
-    (Rajbhandari et al. 2020, section 5): stage 0 keeps everything everywhere (2 + 2 + 12 = 16
-    for mixed-precision Adam); stage 1 shards the optimiser state (master weights, m, v):
-    2 + 2 + 12/N; stage 2 the gradients too: 2 + 14/N; stage 3 the weights too: 16/N."""
+def zero_shards(stage: int, ranks: int) -> dict[str, int]:
+    """Over how many GPUs ZeRO ``stage`` splits each kind of model state (Rajbhandari et al.
+    2020, section 5): stage 1 the optimiser state (master weights, m, v), stage 2 the
+    gradients too, stage 3 the weights too. Keys: "optimiser", "gradients", "weights"."""
     if stage not in ZERO_STAGES:
         raise ValueError(f"stage must be one of {ZERO_STAGES}, not {stage!r}")
     N = _positive_int("ranks", ranks)
+    return {kind: N if stage >= first else 1
+            for kind, first in (("optimiser", 1), ("gradients", 2), ("weights", 3))}
+
+
+def zero_bytes_per_parameter(stage: int = 0, ranks: int = 1, precision="bf16-mixed",
+                             optimiser="adam") -> float:
+    """Model-state bytes per parameter on each of ``ranks`` data-parallel GPUs under ZeRO
+    (:func:`zero_shards`): stage 0 keeps everything everywhere (2 + 2 + 12 = 16 for
+    mixed-precision Adam); stage 1: 2 + 2 + 12/N; stage 2: 2 + 14/N; stage 3: 16/N."""
+    shards = zero_shards(stage, ranks)
     p = get_precision(precision)
-    weights, grads = p.weights + p.weight_copies, p.gradients
-    optim = p.master + state_tensors(optimiser) * p.state
-    if stage >= 1:
-        optim /= N
-    if stage >= 2:
-        grads /= N
-    if stage >= 3:
-        weights /= N
-    return weights + grads + optim
+    return ((p.weights + p.weight_copies) / shards["weights"] + p.gradients / shards["gradients"]
+            + (p.master + state_tensors(optimiser) * p.state) / shards["optimiser"])
+
+
+ZERO3_BUFFER_SOURCE = (
+    "An estimate: ZeRO-3 gathers each block's weights from all ranks just before the block "
+    "runs and frees them after (Rajbhandari et al. 2020, section 5.3); the block's full 16-bit "
+    "gradients exist until they are reduce-scattered. DeepSpeed's own estimator counts 4 bytes "
+    "per parameter of the largest layer for these (deepspeed/runtime/zero/stage3.py, "
+    "estimate_zero3_model_states_mem_needs: largest_layer_memory = 4 * largest_layer_params); "
+    "gpulab adds the next block's weights, gathered early so that the transfer overlaps the "
+    "compute (DeepSpeed's stage3_prefetch_bucket_size, FSDP's forward and backward prefetch).")
 
 
 def transformer_training_memory(shape: TransformerShape, batch_size: int = 1,
                                 precision="bf16-mixed", optimiser="adam",
                                 recompute: str = "none", zero_stage: int = 0, ranks: int = 1,
-                                overhead_bytes: float = 0.0) -> MemoryBreakdown:
+                                overhead_bytes: float = 0.0, *, attention: str = "flash",
+                                tensor_parallel: int = 1, sequence_parallel: bool = False,
+                                logits: bool = True) -> MemoryBreakdown:
     """One GPU's memory while training ``shape`` on micro-batches of ``batch_size`` sequences
-    of ``shape.seq_len`` tokens: model states (sharded by ZeRO ``zero_stage`` over ``ranks``)
-    and every layer's activations (Korthikanti et al.). Left out: the embedding and output
-    layers' activations (the logits, s·b·V values, matter for large vocabularies) and the
-    workspace; add the runtime's share with ``overhead_bytes``."""
+    of ``shape.seq_len`` tokens.
+
+    - Model states: sharded by ZeRO ``zero_stage`` over ``ranks`` data-parallel GPUs
+      (:func:`zero_shards`), and split ``tensor_parallel`` ways (the norms, replicated, are
+      a fraction of a per cent and counted as split too).
+    - Activations: every layer's (:func:`activation_bytes_per_layer`: FlashAttention by
+      default, ``attention="stored"`` for the a·s² scores; ``recompute``; tensor and sequence
+      parallelism as Korthikanti et al.), plus, with ``logits``, the output layer's logits
+      (s·b·V values, split over the tensor-parallel GPUs as Megatron's vocabulary-parallel
+      output layer does). The loss's own temporaries are left out.
+    - Workspace: with ``recompute="full"``, the one layer whose activations the backward pass
+      re-materialises at a time; with ZeRO stage 3, the gathered weights of the running and
+      the next block and the running block's full gradients (:data:`ZERO3_BUFFER_SOURCE`, an
+      estimate). Communication buckets of stages 1-2 are left out.
+
+    Add the runtime's share with ``overhead_bytes``."""
     if not isinstance(shape, TransformerShape):
         raise TypeError(f"shape must be a TransformerShape, not {type(shape).__name__}")
     p = get_precision(precision)
     P = shape.n_parameters
-    N = _positive_int("ranks", ranks)
-    if zero_stage not in ZERO_STAGES:
-        raise ValueError(f"zero_stage must be one of {ZERO_STAGES}, not {zero_stage!r}")
-    shard = {k: (N if zero_stage >= s else 1) for k, s in (("optim", 1), ("grads", 2),
-                                                            ("weights", 3))}
-    per_layer = activation_bytes_per_layer(shape.seq_len, batch_size, shape.hidden,
-                                           shape.heads, recompute, p)
-    notes = [f"activations: {shape.layers} layers x {format_bytes(per_layer)} "
-             f"(Korthikanti et al. 2022, recompute={recompute})"]
+    B = _positive_int("batch_size", batch_size)
+    shard = zero_shards(zero_stage, ranks)
+    N = shard["optimiser"] if zero_stage else _positive_int("ranks", ranks)
+    t = _check_parallel(tensor_parallel, sequence_parallel)
+
+    def per_layer(how: str) -> float:
+        return shape_activation_bytes_per_layer(shape, B, how, p, attention=attention,
+                                                tensor_parallel=t,
+                                                sequence_parallel=sequence_parallel)
+
+    kept = per_layer(recompute)
+    notes = [f"activations: {shape.layers} layers x {format_bytes(kept)} (Korthikanti et al. "
+             f"2022, recompute={recompute}, attention={attention})"]
+    activations = shape.layers * kept
+    workspace = 0.0
+    if logits:
+        logit_bytes = shape.seq_len * B * shape.vocab * p.activations / t
+        activations += logit_bytes
+        notes.append(f"logits: {shape.seq_len} tokens x {B} x {shape.vocab:,} vocabulary "
+                     f"= {format_bytes(logit_bytes)}")
+    if recompute == "full":
+        rematerialised = per_layer("none")
+        workspace += rematerialised
+        notes.append(f"full recomputation: one layer's activations "
+                     f"({format_bytes(rematerialised)}) re-materialised at a time, in the "
+                     "workspace")
+    if t > 1:
+        notes.append(f"tensor parallelism over {t} GPUs"
+                     + (" with sequence parallelism" if sequence_parallel else "")
+                     + ": model states and activations per GPU")
     if zero_stage:
         notes.append(f"ZeRO stage {zero_stage} over {N} ranks: per-GPU share")
+    if zero_stage == 3:
+        block = shape.block_parameters / t
+        gathered = block * (2 * (p.weights + p.weight_copies) + p.gradients)
+        workspace += gathered
+        notes.append(f"ZeRO-3 buffers: two blocks' gathered weights and one block's gradients "
+                     f"= {format_bytes(gathered)} (an estimate)")
     return MemoryBreakdown(
-        model=shape.name, purpose="training", batch_size=_positive_int("batch_size", batch_size),
+        model=shape.name, purpose="training", batch_size=B,
         precision=p.name, optimiser=str(optimiser), n_parameters=P,
-        parameters=P * (p.weights + p.weight_copies) / shard["weights"],
-        gradients=P * p.gradients / shard["grads"],
-        optimiser_state=P * state_tensors(optimiser) * p.state / shard["optim"],
-        master_weights=P * p.master / shard["optim"],
-        activations=shape.layers * per_layer, overhead=overhead_bytes, notes=tuple(notes))
+        parameters=P * (p.weights + p.weight_copies) / shard["weights"] / t,
+        gradients=P * p.gradients / shard["gradients"] / t,
+        optimiser_state=P * state_tensors(optimiser) * p.state / shard["optimiser"] / t,
+        master_weights=P * p.master / shard["optimiser"] / t,
+        activations=activations, workspace=workspace, overhead=overhead_bytes,
+        notes=tuple(notes))
 
 
 def inference_memory(shape: TransformerShape, batch_size: int = 1, weight_format: str = "bf16",
@@ -562,32 +723,46 @@ _GPT2 = ("Radford et al., 'Language Models are Unsupervised Multitask Learners',
          "(48 layers, d_model 1600, 1542M parameters; 1024-token context, 50,257-token "
          "vocabulary; 25 heads of 64)")
 _LLAMA2 = ("Touvron et al., 'Llama 2: Open Foundation and Fine-Tuned Chat Models', 2023, "
-           "Table 1 and the released configs (7B: 32 layers, hidden 4096, 32 heads; 70B: 80 "
-           "layers, hidden 8192, 64 heads, 8 key-value heads; context 4096, vocabulary 32,000)")
+           "Table 1 and the released configs (config.json of meta-llama/Llama-2-7b-hf and "
+           "-70b-hf: 7B: 32 layers, hidden 4096, 32 heads, intermediate_size 11008; 70B: 80 "
+           "layers, hidden 8192, 64 heads, 8 key-value heads, intermediate_size 28672; both "
+           "SwiGLU, RMSNorm, rotary positions, untied output layer, no biases, no dropout; "
+           "context 4096, vocabulary 32,000): 6,738,415,616 and 68,976,648,192 parameters")
 
+# The sizes their names give, counted from their architectures (TransformerShape.n_parameters):
+# GPT-3 Small 125.2 M, GPT-2 XL 1.558 B (its paper's 1542M leaves out the positions),
+# Llama 2 7B 6.738 B, Llama 2 70B 68.98 B, GPT-3 174.6 B.
 KNOWN_MODELS: dict[str, TransformerShape] = {
-    "125M": TransformerShape("GPT-3 Small (125M)", 12, 768, 12, 2048, 50257,
-                             published_parameters=125e6, source=_GPT3),
-    "1.5B": TransformerShape("GPT-2 XL (1.5B)", 48, 1600, 25, 1024, 50257,
-                             published_parameters=1.5e9, source=_GPT2),
-    "7B": TransformerShape("Llama 2 7B", 32, 4096, 32, 4096, 32000,
-                           published_parameters=7e9, source=_LLAMA2),
+    "125M": TransformerShape("GPT-3 Small (125M)", 12, 768, 12, 2048, 50257, source=_GPT3),
+    "1.5B": TransformerShape("GPT-2 XL (1.5B)", 48, 1600, 25, 1024, 50257, source=_GPT2),
+    "7B": TransformerShape("Llama 2 7B", 32, 4096, 32, 4096, 32000, source=_LLAMA2,
+                           ffn_hidden=11008, gated_mlp=True, biases=False,
+                           learned_positions=False, tied_embeddings=False, dropout=False),
     "70B": TransformerShape("Llama 2 70B", 80, 8192, 64, 4096, 32000, kv_heads=8,
-                            published_parameters=70e9, source=_LLAMA2),
-    "175B": TransformerShape("GPT-3 (175B)", 96, 12288, 96, 2048, 50257,
-                             published_parameters=175e9, source=_GPT3),
+                            source=_LLAMA2, ffn_hidden=28672, gated_mlp=True, biases=False,
+                            learned_positions=False, tied_embeddings=False, dropout=False),
+    "175B": TransformerShape("GPT-3 (175B)", 96, 12288, 96, 2048, 50257, source=_GPT3),
 }
 
 
 @dataclass(frozen=True)
 class DeviceMemory:
     """One GPU's memory: the datasheet's nominal figure (read as decimal GB) and where it comes
-    from."""
+    from; ``formats``: the number formats its arithmetic units take (the keys of its
+    :attr:`gpulab.hardware.GPUSpec.peak_flops`: a T4 has fp16 but no bf16, an A100 no fp8)."""
 
     key: str
     name: str
     memory_bytes: float
     source: str
+    formats: tuple[str, ...] = ()
+
+    def runs(self, number_format: str) -> bool:
+        """Whether the GPU has arithmetic in ``number_format`` ("bf16", "fp8", ...; a recipe's
+        name such as "bf16-mixed" counts by its narrow format): without it, values stored in
+        the format are widened before every operation."""
+        narrow = str(number_format).split("-")[0]
+        return narrow in self.formats
 
     @property
     def gb(self) -> float:
@@ -603,16 +778,18 @@ A100_40GB = DeviceMemory(
     "NVIDIA A100 Tensor Core GPU datasheet, A100 40GB PCIe and SXM columns: 40GB HBM2 "
     "(https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
     "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf); memory only: gpulab.hardware "
-    "describes the 80 GB A100")
+    "describes the 80 GB A100", tuple(hardware.GPUS["A100-SXM"].peak_flops))
 
 # Smallest first: the GPUs chapter 09 compares (gpulab.hardware's entries and the 40 GB A100).
 GPU_MEMORY: dict[str, DeviceMemory] = {
     **{key: DeviceMemory(key, hardware.GPUS[key].name, hardware.GPUS[key].memory_bytes,
-                         hardware.GPUS[key].source("memory_bytes"))
+                         hardware.GPUS[key].source("memory_bytes"),
+                         tuple(hardware.GPUS[key].peak_flops))
        for key in ("T4", "L4")},
     "A100-40GB": A100_40GB,
     **{key: DeviceMemory(key, hardware.GPUS[key].name, hardware.GPUS[key].memory_bytes,
-                         hardware.GPUS[key].source("memory_bytes"))
+                         hardware.GPUS[key].source("memory_bytes"),
+                         tuple(hardware.GPUS[key].peak_flops))
        for key in ("A100-SXM", "H100-SXM", "H200", "B200")},
 }
 
@@ -620,12 +797,14 @@ GPU_MEMORY: dict[str, DeviceMemory] = {
 def fit_table(purpose: str = "inference", models=None, gpus=None, batch_size: int = 1,
               weight_format: str = "bf16", kv_cache: bool = True, context: int | None = None,
               precision="bf16-mixed", optimiser="adam", recompute: str = "full",
-              overhead_bytes: float = RUNTIME_OVERHEAD_BYTES) -> list[dict]:
+              overhead_bytes: float = RUNTIME_OVERHEAD_BYTES, attention: str = "flash",
+              zero_stage: int = 0, ranks: int = 1) -> list[dict]:
     """For each model (default :data:`KNOWN_MODELS`), the memory one GPU needs for
     ``purpose`` ("inference": weights + optional KV cache; "training": model states +
-    activations, no sharding) plus the runtime overhead, and which GPUs (default
-    :data:`GPU_MEMORY`) hold it: rows of {"model", "breakdown", "bytes", "fits": {gpu: bool}}.
-    """
+    activations + workspace, sharded by ZeRO ``zero_stage`` over ``ranks`` if asked) plus the
+    runtime overhead, and which GPUs (default :data:`GPU_MEMORY`) hold it: rows of {"model",
+    "breakdown", "bytes", "fits": {gpu: bool}, "native": {gpu: bool}}, where "native" says
+    whether the GPU has arithmetic in the format (:meth:`DeviceMemory.runs`)."""
     models = models if models is not None else KNOWN_MODELS
     models = list(models.values()) if isinstance(models, dict) else list(models)
     gpus = gpus or GPU_MEMORY
@@ -634,25 +813,41 @@ def fit_table(purpose: str = "inference", models=None, gpus=None, batch_size: in
         if purpose == "inference":
             breakdown = inference_memory(shape, batch_size, weight_format, kv_cache, context,
                                          overhead_bytes=overhead_bytes)
+            number_format = weight_format
         elif purpose == "training":
             breakdown = transformer_training_memory(shape, batch_size, precision, optimiser,
-                                                    recompute, overhead_bytes=overhead_bytes)
+                                                    recompute, zero_stage, ranks,
+                                                    overhead_bytes, attention=attention)
+            number_format = get_precision(precision).name
         else:
             raise ValueError(f"purpose must be 'inference' or 'training', not {purpose!r}")
         rows.append({"model": shape.name, "breakdown": breakdown, "bytes": breakdown.total,
-                     "fits": {key: breakdown.fits(gpu.memory_bytes) for key, gpu in gpus.items()}})
+                     "fits": {key: breakdown.fits(gpu.memory_bytes) for key, gpu in gpus.items()},
+                     "native": {key: gpu.runs(number_format) for key, gpu in gpus.items()}})
     return rows
 
 
 def format_fit_table(rows: list[dict], gpus=None) -> str:
-    """The rows of :func:`fit_table` as text: GB needed, then 'yes'/'no' per GPU."""
+    """The rows of :func:`fit_table` as text: GB needed, then 'yes'/'no' per GPU; 'yes*' where
+    the bytes fit but the GPU has no arithmetic in the format (explained below the table)."""
     gpus = gpus or GPU_MEMORY
     head = f"{'model':<20} {'needs':>9} " + " ".join(f"{key:>9}" for key in gpus)
     sizes = f"{'':<20} {'':>9} " + " ".join(f"{g.gb:>6.0f} GB" for g in gpus.values())
     lines = [head, sizes]
+    starred = set()
     for row in rows:
-        marks = " ".join(f"{'yes' if row['fits'][key] else 'no':>9}" for key in gpus)
-        lines.append(f"{row['model']:<20} {row['bytes'] / 1e9:6,.1f} GB {marks}")
+        marks = []
+        for key in gpus:
+            mark = "yes" if row["fits"][key] else "no"
+            if row["fits"][key] and not row.get("native", {}).get(key, True):
+                mark, _ = "yes*", starred.add(key)
+            marks.append(f"{mark:>9}")
+        lines.append(f"{row['model']:<20} {row['bytes'] / 1e9:6,.1f} GB {' '.join(marks)}")
+    if starred:
+        names = ", ".join(sorted(starred))
+        lines.append(f"* the bytes fit, but {names} has no arithmetic in this format (no such "
+                     "peak in gpulab.hardware): it would widen the values before every "
+                     "operation, or use another format")
     return "\n".join(lines)
 
 
@@ -703,14 +898,14 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 
 __all__ = [
-    "A100_40GB", "FORMAT_BYTES", "GIB", "GPU_MEMORY", "KINDS", "KNOWN_MODELS", "LABEL_BYTES",
-    "MIB", "OPTIMISER_STATE_TENSORS", "PRECISIONS", "RECOMPUTE", "REMEDIES",
-    "RUNTIME_OVERHEAD_BYTES", "RUNTIME_OVERHEAD_SOURCE", "ZERO_STAGES", "DeviceMemory",
-    "MemoryBreakdown", "OutOfDeviceMemory", "Precision", "TransformerShape",
-    "activation_bytes_per_layer", "check_budget", "fit_table", "format_bytes",
-    "format_fit_table", "get_precision", "inference_memory", "is_out_of_memory",
-    "kv_cache_bytes", "mlp_activation_parts", "mlp_activation_values", "mlp_parameters",
-    "mlp_training_memory", "mlp_workspace_values", "state_tensors", "training_memory",
-    "transformer_training_memory",
-    "zero_bytes_per_parameter",
+    "A100_40GB", "ATTENTION", "BATCH_SIZES", "FORMAT_BYTES", "GIB", "GPU_MEMORY", "KINDS",
+    "KNOWN_MODELS", "LABEL_BYTES", "MIB", "OPTIMISER_STATE_TENSORS", "PRECISIONS", "RECOMPUTE",
+    "REMEDIES", "RUNTIME_OVERHEAD_BYTES", "RUNTIME_OVERHEAD_SOURCE", "ZERO3_BUFFER_SOURCE",
+    "ZERO_STAGES", "DeviceMemory", "MemoryBreakdown", "OutOfDeviceMemory", "Precision",
+    "TransformerShape", "activation_bytes_per_layer", "check_budget", "fit_table",
+    "format_bytes", "format_fit_table", "get_precision", "inference_memory", "is_out_of_memory",
+    "kv_cache_bytes", "largest_batch_within", "mlp_activation_parts", "mlp_activation_values",
+    "mlp_parameters", "mlp_training_memory", "mlp_workspace_values",
+    "shape_activation_bytes_per_layer", "state_tensors", "training_memory",
+    "transformer_training_memory", "zero_bytes_per_parameter", "zero_shards",
 ]

@@ -12,7 +12,7 @@ from gpulab.experiments.batch_size import (  # noqa: E402
     BatchSizeExperiment,
     largest_batch_within,
 )
-from gpulab.nn import cost  # noqa: E402
+from gpulab.nn import cost, memory  # noqa: E402
 from gpulab.nn.recipes import DIGITS  # noqa: E402
 
 SIM = device.tier() != "gpu"
@@ -38,7 +38,7 @@ def test_batch_size_tradeoffs(batch_run):
     assert estimated[0] < estimated[1] < estimated[2]  # launch-bound: bigger batches, more/s
     activations = [m["activations"] for m in result["memory"]]
     assert activations[2] == 64 * activations[0]  # linear in the batch
-    assert len({m["weights"] for m in result["memory"]}) == 1  # weights do not depend on it
+    assert len({m["parameters"] for m in result["memory"]}) == 1  # weights do not depend on it
     # same epochs, same learning rate: the largest batch (3 updates per epoch) is behind
     assert result["final_test_loss"][2] > result["final_test_loss"][0]
     assert experiment.best_batch() in (8, 64)
@@ -60,7 +60,7 @@ def test_batch_size_dashboard():
 
 def test_largest_batch_within_a_budget():
     widths = DIGITS["widths"]
-    budget = cost.training_memory(widths, 128).total
+    budget = memory.mlp_training_memory(widths, 128, "adam").total
     assert largest_batch_within(budget) == 128
     assert largest_batch_within(budget - 1) == 64
     assert largest_batch_within(1) is None
@@ -136,8 +136,19 @@ def test_memory_table_counts_against_nominal_memory():
     widths = list(DIGITS["widths"])
     text = memory_table(widths, batches=(8, 4096), gpu="H100-SXM")
     lines = text.splitlines()
-    m = cost.training_memory(widths, 4096, "adam")
+    m = memory.mlp_training_memory(widths, 4096, "adam")
     assert lines[2].split()[0] == "4096" and lines[2].endswith(f"{m.total / 1e3:,.1f} kB")
     h100 = hardware.get_gpu("H100-SXM")
-    assert lines[-1] == (f"batch 4,096: {m.total / 1e6:.2f} MB (counted), "
-                         f"{m.total / h100.memory_bytes:.1e} of the {h100.name}'s nominal 80 GB")
+    assert lines[-1] == (f"batch 4,096: {m.total / 1e6:.2f} MB (counted by gpulab.nn.memory), "
+                         f"{100 * m.total / h100.memory_bytes:.3f} % of the {h100.name}'s "
+                         "nominal 80 GB")
+
+
+def test_chapters_08_and_09_print_the_same_bytes_for_the_same_step():
+    from gpulab.experiments.batch_size import memory_table
+
+    widths = list(DIGITS["widths"])
+    row = next(line for line in memory_table(widths).splitlines() if line.split()[:1] == ["32"])
+    ch09 = memory.mlp_training_memory(widths, 32, "adam")  # chapter 09's digits breakdown
+    assert ch09.total == 428_320
+    assert row.endswith(f"{ch09.total / 1e3:,.1f} kB")

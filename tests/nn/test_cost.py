@@ -6,7 +6,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from gpulab.nn import MLP, Adam, cost
+from gpulab.nn import MLP, Adam, cost, memory
 from gpulab.nn.backends import KernelBackend
 
 KERNEL_OF_METHOD = {
@@ -49,14 +49,10 @@ def test_counts():
     assert len([k for k in kernels if k.phase == "update"]) == 4
 
 
-def test_memory():
-    m = cost.training_memory([64, 128, 10], 32, "adam")
-    P = cost.n_parameters([64, 128, 10])
-    assert (m.weights, m.gradients, m.optimiser_state) == (4 * P, 4 * P, 8 * P)
-    assert m.activations == 4 * 32 * (64 + 138 + 128 + 20 + 1)
-    assert cost.training_memory([64, 128, 10], 64).activations == 2 * m.activations
-    assert cost.training_memory([64, 128, 10], 32, "sgd").optimiser_state == 4 * P
-    assert m.total == sum(m.as_dict().values())
+def test_memory_is_the_memory_calculators_alone():
+    # one calculator per quantity: chapter 08 counts memory with gpulab.nn.memory, as 09 does
+    assert not hasattr(cost, "training_memory") and not hasattr(cost, "TrainingMemory")
+    assert cost.n_parameters([64, 128, 10]) == memory.mlp_parameters([64, 128, 10])
 
 
 def test_estimates_are_labelled_and_launch_bound_for_small_batches():
@@ -77,6 +73,6 @@ def test_bad_sizes_are_named():
     with pytest.raises(ValueError, match="batch_size"):
         cost.step_kernels([4, 3], 0)
     with pytest.raises(ValueError, match="widths"):
-        cost.training_memory([4], 2)
+        cost.n_parameters([4])
     with pytest.raises(ValueError, match="optimiser"):
         cost.step_kernels([4, 3], 2, optimiser="lbfgs")

@@ -63,23 +63,55 @@ def test_fp32_adam_is_16_bytes_too_and_plain_sgd_8():
 @pytest.mark.parametrize("s, b, h, a", [(2048, 1, 12288, 96), (2048, 4, 4096, 32),
                                         (1024, 8, 1600, 25), (512, 3, 768, 12)])
 def test_activations_per_layer_follow_korthikanti(s, b, h, a):
-    assert activation_bytes_per_layer(s, b, h, a) == pytest.approx(s * b * h * (34 + 5 * a * s / h))
+    stored = activation_bytes_per_layer(s, b, h, a, attention="stored")
+    assert stored == pytest.approx(s * b * h * (34 + 5 * a * s / h))  # equation (1)
     assert activation_bytes_per_layer(s, b, h, a, "selective") == 34 * s * b * h
     assert activation_bytes_per_layer(s, b, h, a, "full") == 2 * s * b * h
 
 
+@pytest.mark.parametrize("s, b, h, a, t", [(2048, 1, 12288, 96, 8), (2048, 4, 4096, 32, 2),
+                                           (1024, 8, 1600, 25, 5)])
+def test_tensor_and_sequence_parallel_activations_follow_korthikanti(s, b, h, a, t):
+    tp = activation_bytes_per_layer(s, b, h, a, attention="stored", tensor_parallel=t)
+    assert tp == pytest.approx(s * b * h * (10 + 24 / t + 5 * a * s / (h * t)))  # equation (2)
+    sp = activation_bytes_per_layer(s, b, h, a, attention="stored", tensor_parallel=t,
+                                    sequence_parallel=True)
+    assert sp == pytest.approx(s * b * h / t * (34 + 5 * a * s / h))  # equation (4)
+    selective = activation_bytes_per_layer(s, b, h, a, "selective", tensor_parallel=t,
+                                           sequence_parallel=True)
+    assert selective == pytest.approx(34 * s * b * h / t)  # equation (5)
+    with pytest.raises(ValueError, match="tensor_parallel > 1"):
+        activation_bytes_per_layer(s, b, h, a, sequence_parallel=True)
+
+
+def test_flash_attention_keeps_no_scores_only_the_log_sum_exp():
+    s, b, h, a = 4096, 2, 4096, 32
+    flash = activation_bytes_per_layer(s, b, h, a)  # the default
+    assert flash == 34 * s * b * h + 4 * a * s * b  # selective's + one fp32 per query and head
+    stored = activation_bytes_per_layer(s, b, h, a, attention="stored")
+    assert stored - flash == pytest.approx(5 * a * s * s * b - 4 * a * s * b)
+    with pytest.raises(ValueError, match="attention"):
+        activation_bytes_per_layer(s, b, h, a, attention="sdpa")
+
+
 def test_gpt3_activations_need_recomputation():
     shape = KNOWN_MODELS["175B"]
-    per_layer = activation_bytes_per_layer(2048, 1, 12288, 96)
+    per_layer = activation_bytes_per_layer(2048, 1, 12288, 96, attention="stored")
     assert per_layer == pytest.approx(2.869e9, rel=1e-3)  # 2.87 GB per layer per sequence
-    none = transformer_training_memory(shape, 1, recompute="none").activations
-    full = transformer_training_memory(shape, 1, recompute="full").activations
-    assert none == pytest.approx(96 * per_layer) and full == 96 * 2 * 2048 * 12288
+    logits = 2048 * 50257 * 2
+    none = transformer_training_memory(shape, 1, recompute="none", attention="stored")
+    full = transformer_training_memory(shape, 1, recompute="full")
+    assert none.activations == pytest.approx(96 * per_layer + logits)
+    assert full.activations == 96 * 2 * 2048 * 12288 + logits
+    # full recomputation re-materialises one layer at a time: its activations are workspace
+    assert full.workspace == activation_bytes_per_layer(2048, 1, 12288, 96)
+    assert transformer_training_memory(shape, 1, logits=False).activations == pytest.approx(
+        96 * activation_bytes_per_layer(2048, 1, 12288, 96))
 
 
 def test_fp32_activations_count_every_tensor_twice_as_wide():
     s, b, h, a = 1024, 2, 1024, 16
-    fp32 = activation_bytes_per_layer(s, b, h, a, precision="fp32")
+    fp32 = activation_bytes_per_layer(s, b, h, a, precision="fp32", attention="stored")
     assert fp32 == 4 * (16 * s * b * h + 2 * a * s * s * b) + 2 * s * b * h + a * s * s * b
 
 
@@ -87,15 +119,22 @@ def test_fp32_activations_count_every_tensor_twice_as_wide():
 
 
 def test_gpt3_parameter_count():
-    gpt3 = dataclasses.replace(KNOWN_MODELS["175B"], published_parameters=None)
+    gpt3 = KNOWN_MODELS["175B"]
     assert gpt3.layer_parameters == 12 * 96 * 12288**2 == 173_946_175_488
     assert gpt3.n_parameters == pytest.approx(174.6e9, rel=1e-3)  # + embeddings, biases, norms
-    assert KNOWN_MODELS["175B"].n_parameters == 175e9  # the published size is used when known
+    assert dataclasses.replace(gpt3, published_parameters=175e9).n_parameters == 175e9
 
 
-def test_gpt2_xl_formula_matches_its_published_count():
-    gpt2 = dataclasses.replace(KNOWN_MODELS["1.5B"], published_parameters=None)
-    assert gpt2.n_parameters == pytest.approx(1.558e9, rel=2e-3)  # 1542M without positions
+def test_gpt2_xl_count_matches_the_released_checkpoint():
+    assert KNOWN_MODELS["1.5B"].n_parameters == 1_557_611_200  # gpt2-xl; the paper's 1542M
+    assert KNOWN_MODELS["125M"].n_parameters == pytest.approx(125.2e6, rel=1e-3)
+
+
+def test_llama_2_counts_are_the_released_architectures_not_their_names():
+    # the released checkpoints' sizes (meta-llama/Llama-2-7b-hf, -70b-hf)
+    assert KNOWN_MODELS["7B"].n_parameters == 6_738_415_616
+    assert KNOWN_MODELS["70B"].n_parameters == 68_976_648_192
+    assert KNOWN_MODELS["70B"].name == "Llama 2 70B"  # the name keeps the label
 
 
 def test_kv_cache_with_grouped_query_attention():
@@ -103,7 +142,37 @@ def test_kv_cache_with_grouped_query_attention():
     cache = memory.kv_cache_bytes(llama70, 1, 4096)
     assert cache == 2 * 80 * 4096 * 8192 * 8 / 64 * 2  # 1.34 GB, 8 of 64 heads for K and V
     served = inference_memory(llama70, 1, "fp8", kv_cache=True)
-    assert served.parameters == 70e9 and served.kv_cache == cache
+    assert served.parameters == 68_976_648_192 and served.kv_cache == cache
+
+
+def test_zero3_holds_gathered_blocks_beside_its_shards():
+    llama70 = KNOWN_MODELS["70B"]
+    sharded = transformer_training_memory(llama70, 1, recompute="selective", zero_stage=3,
+                                          ranks=64, logits=False)
+    assert sharded.model_state == pytest.approx(llama70.n_parameters * 16 / 64)
+    # two blocks' 16-bit weights (the running one, the prefetched next) + one block's gradients
+    assert sharded.workspace == llama70.block_parameters * (2 + 2 + 2)
+    assert transformer_training_memory(llama70, 1, recompute="selective", zero_stage=2,
+                                       ranks=64).workspace == 0
+
+
+def test_seventy_billion_with_zero3_over_64_does_not_fit_a_24_gb_l4():
+    # the states alone (17.2 GB) would; the gathered blocks, activations and runtime do not
+    rows = memory.fit_table("training", recompute="full", zero_stage=3, ranks=64)
+    row = next(r for r in rows if r["model"] == "Llama 2 70B")
+    assert row["breakdown"].model_state < 24e9 < row["bytes"]
+    assert not row["fits"]["L4"] and row["fits"]["A100-40GB"]
+
+
+def test_t4_holds_bf16_bytes_but_has_no_bf16_arithmetic():
+    rows = memory.fit_table("inference", weight_format="bf16")
+    small = rows[0]
+    assert small["fits"]["T4"] and not small["native"]["T4"] and small["native"]["L4"]
+    assert "yes*" in memory.format_fit_table(rows)
+    fp16 = memory.fit_table("inference", weight_format="fp16")
+    assert fp16[0]["native"]["T4"]
+    assert not memory.GPU_MEMORY["A100-40GB"].runs("fp8")
+    assert memory.GPU_MEMORY["H100-SXM"].runs("fp8-mixed")
 
 
 # --- the course's MLP ------------------------------------------------------------------------
