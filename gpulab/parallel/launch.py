@@ -15,12 +15,26 @@ needed. What :func:`mpiexec_command` adds to a plain ``mpiexec -n N python ...``
 - ``OMP_NUM_THREADS=1`` (and OpenBLAS's and MKL's): each rank's NumPy uses one core, so that N
   ranks use N cores and one rank is a fair one-core baseline.
 
+A job never outlives the Python process that started it (the notebook's kernel):
+
+- an interrupt (or any error) while it runs stops the whole process group (``mpiexec``/
+  ``prterun`` and every rank) before the exception goes on, and its folder is removed;
+- a kernel that exits stops its jobs at exit (:mod:`atexit`);
+- a kernel that is killed (a restart, a crash): the job's first process,
+  :mod:`gpulab.parallel.supervisor`, sees its parent gone within a quarter of a second, ends
+  the group and removes the folder; and every rank watches the launching process
+  (``GPULAB_LAUNCHER_PID``) and its own parent, and exits when either is gone
+  (:mod:`gpulab.parallel.worker`), should the supervisor itself be killed;
+- a folder left behind all the same (a machine that lost power) is removed by the next run,
+  once the process written in its ``launcher.pid`` no longer exists.
+
 :func:`run_phases` runs a spec of phases (:mod:`gpulab.parallel.tasks`) either way and returns
 the same results, labelled with how the ranks ran.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
@@ -39,6 +53,10 @@ import numpy as np
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 THREAD_LAUNCHER = "threads"
 MPI_LAUNCHER = "mpi"
+JOB_FOLDER_PREFIX = "gpulab-mpi-"
+LAUNCHER_PID_FILE = "launcher.pid"
+LAUNCHER_PID_VARIABLE = "GPULAB_LAUNCHER_PID"
+_RUNNING: set[subprocess.Popen] = set()  # the jobs this process has started and not reaped
 
 
 class MPIRunError(RuntimeError):
@@ -176,24 +194,70 @@ def _write_data(folder: Path, data) -> str | None:
     return str(path)
 
 
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id exists (POSIX; a zombie counts as alive)."""
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    return True
+
+
+def remove_stale_folders(root: str | os.PathLike | None = None) -> list[Path]:
+    """Remove job folders (``gpulab-mpi-*`` under ``root``, the temporary directory by default)
+    whose launching process no longer exists; returns those removed. Folders of running jobs,
+    and on Windows every folder, are left alone."""
+    if os.name == "nt":  # pragma: no cover - os.kill(pid, 0) would terminate the process there
+        return []
+    removed = []
+    for folder in Path(root or tempfile.gettempdir()).glob(f"{JOB_FOLDER_PREFIX}*"):
+        try:
+            pid = int((folder / LAUNCHER_PID_FILE).read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            continue
+        if not process_alive(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
+
+
+def _supervised(command: list[str], folder: Path) -> list[str]:
+    """The job's command behind :mod:`gpulab.parallel.supervisor` (POSIX), which ends the job
+    and removes its folder if this process dies while it runs."""
+    if os.name == "nt":  # pragma: no cover
+        return command
+    return [sys.executable, str(SUPERVISOR), str(os.getpid()), str(folder), *command]
+
+
 def run_mpi(spec: dict, n_ranks: int, data=None, timeout_s: float = 180.0,
             status: MPIStatus | None = None) -> tuple[dict, Launch]:
-    """Run ``spec``'s phases on ``n_ranks`` MPI processes; returns (results, launch)."""
+    """Run ``spec``'s phases on ``n_ranks`` MPI processes; returns (results, launch). However
+    it ends — results, an error, a timeout, an interrupt — no rank and no folder is left."""
     status = status or mpi_status()
-    with tempfile.TemporaryDirectory(prefix="gpulab-mpi-") as tmp:
+    remove_stale_folders()
+    with tempfile.TemporaryDirectory(prefix=JOB_FOLDER_PREFIX) as tmp:
         folder = Path(tmp)
+        (folder / LAUNCHER_PID_FILE).write_text(str(os.getpid()), encoding="utf-8")
         spec = dict(spec)
         spec["data"] = _write_data(folder, data)
         spec_path, out_path = folder / "spec.json", folder / "out.json"
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
         command = mpiexec_command(n_ranks, [spec_path, out_path], status)
+        env = mpi_environment(status.is_open_mpi)
+        env[LAUNCHER_PID_VARIABLE] = str(os.getpid())
         start = time.perf_counter()
         # stdin from /dev/null: mpiexec forwards its stdin to rank 0, and a notebook kernel's
-        # stdin is not for the ranks
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True,
-                                   env=mpi_environment(status.is_open_mpi),
-                                   cwd=str(folder), start_new_session=os.name != "nt")
+        # stdin is not for the ranks. Its own session (process group): one signal stops all.
+        process = subprocess.Popen(_supervised(command, folder), stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=env, cwd=str(folder),
+                                   start_new_session=os.name != "nt")
+        _RUNNING.add(process)
         try:
             stdout, stderr = process.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -202,6 +266,11 @@ def run_mpi(spec: dict, n_ranks: int, data=None, timeout_s: float = 180.0,
             raise MPIRunError(f"mpiexec did not finish within {timeout_s:g} s and was stopped "
                               f"(a rank waiting for a message that never comes?)\n"
                               f"{_tail(stderr)}") from None
+        except BaseException:  # an interrupt (the notebook's stop button) or any other error
+            _stop(process)
+            raise
+        finally:
+            _RUNNING.discard(process)
         seconds = time.perf_counter() - start
         errors = sorted(folder.glob("out.json.rank*.err"))
         if process.returncode != 0 or not out_path.exists() or errors:
@@ -218,6 +287,7 @@ def run_mpi(spec: dict, n_ranks: int, data=None, timeout_s: float = 180.0,
 
 
 def _stop(process: subprocess.Popen) -> None:
+    """SIGKILL the job's whole process group (mpiexec, prterun, every rank), then reap it."""
     try:
         if os.name != "nt":
             os.killpg(process.pid, signal.SIGKILL)
@@ -225,6 +295,17 @@ def _stop(process: subprocess.Popen) -> None:
             process.kill()
     except (ProcessLookupError, PermissionError):
         pass
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+        pass
+
+
+@atexit.register
+def _stop_running_jobs() -> None:
+    """At this process's exit (a kernel shut down or restarted), stop the jobs it started."""
+    for process in list(_RUNNING):
+        _stop(process)
 
 
 def _tail(text: str, lines: int = 30) -> str:
@@ -276,6 +357,7 @@ def run_phases(spec: dict, n_ranks: int, data=None, launcher: str = "auto",
     return run_threads(spec, n_ranks, data, timeout_s)
 
 
-__all__ = ["Launch", "MPIRunError", "MPIStatus", "find_mpiexec", "mpi_environment",
-           "mpi_status", "mpiexec_command", "run_mpi", "run_phases", "run_threads",
-           "usable_cores"]
+__all__ = ["JOB_FOLDER_PREFIX", "LAUNCHER_PID_FILE", "LAUNCHER_PID_VARIABLE", "Launch",
+           "MPIRunError", "MPIStatus", "find_mpiexec", "mpi_environment", "mpi_status",
+           "mpiexec_command", "process_alive", "remove_stale_folders", "run_mpi", "run_phases",
+           "run_threads", "usable_cores"]

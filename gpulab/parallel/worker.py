@@ -8,6 +8,11 @@ world is split (``comm.Split``) into the first n ranks, which run it, and the re
 Rank 0 writes every phase's result to OUT.json. A rank that fails writes its traceback to
 OUT.json.rank<k>.err and aborts the whole run, so that no rank waits forever.
 
+A rank never outlives the job's launcher: a watchdog thread checks, four times a second, that
+the process that started the job (``GPULAB_LAUNCHER_PID``, the notebook's kernel) and this
+rank's parent (``prterun``) still exist; when either is gone (a kernel killed or restarted
+mid-run), rank 0 removes the job's folder and every rank exits at once.
+
 On a machine with several GPUs and the kernel backend, each rank picks its own GPU: its rank
 among the ranks on this node, modulo the number of GPUs.
 """
@@ -15,9 +20,50 @@ among the ranks on this node, modulo the number of GPUs.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+import threading
 import time
 import traceback
+from pathlib import Path
+
+WATCH_INTERVAL_S = 0.25
+ORPHANED_EXIT_STATUS = 3
+
+
+def _launcher_gone(launcher_pid: int | None, parent_pid: int) -> bool:
+    if os.getppid() != parent_pid:  # prterun died: this rank was handed to init
+        return True
+    if launcher_pid is None:
+        return False
+    try:
+        os.kill(launcher_pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def watch_launcher(folder: Path, rank: int) -> threading.Thread | None:
+    """Start the watchdog (POSIX only; on Windows ``os.kill`` would terminate the process)."""
+    if os.name == "nt":  # pragma: no cover
+        return None
+    value = os.environ.get("GPULAB_LAUNCHER_PID", "")
+    launcher_pid = int(value) if value.isdigit() else None
+    parent_pid = os.getppid()
+
+    def watch():
+        while not _launcher_gone(launcher_pid, parent_pid):
+            time.sleep(WATCH_INTERVAL_S)
+        if rank == 0:
+            shutil.rmtree(folder, ignore_errors=True)
+        os._exit(ORPHANED_EXIT_STATUS)
+
+    thread = threading.Thread(target=watch, name="gpulab-launcher-watchdog", daemon=True)
+    thread.start()
+    return thread
 
 
 def _idle_until_everyone_arrives(world) -> None:
@@ -59,6 +105,7 @@ def main(argv=None) -> int:
 
     world = MPI.COMM_WORLD
     rank = world.Get_rank()
+    watch_launcher(Path(spec_path).resolve().parent, rank)
     try:
         with open(spec_path, encoding="utf-8") as file:
             spec = json.load(file)
