@@ -1,34 +1,70 @@
-# The two commands:  make lab   (open the course)   |   make test   (run every test)
-# Both create .venv and install what they need on first use.
+# The commands:  make lab   (open the course)   |   make test   (run every test)
+#                make instructor   (JupyterLab on solutions/, with nbgrader, for instructors)
+# Each creates its environment and installs what it needs on first use. Two environments:
+#   .venv-lab  the learner's (make lab): gpulab, JupyterLab and Voila (the `lab` extra), so the
+#              learner's JupyterLab has no nbgrader menus and no test tools;
+#   .venv      the developer's and instructor's (make test, make instructor, make notebooks):
+#              gpulab and the `dev` extra (pytest, playwright, ruff, nbgrader, ...).
+# One environment cannot hold nbgrader for the instructor and keep its menus out of the
+# learner's JupyterLab (a JupyterLab shows every extension installed beside it), so `make lab`
+# after `make test` still opens the learner's JupyterLab, and vice versa.
 PYTHON ?= python3
-VENV   := .venv
-BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+VENV      := .venv
+BIN       := $(VENV)/bin
+STAMP     := $(VENV)/.installed
+LAB_VENV  := .venv-lab
+LAB_BIN   := $(LAB_VENV)/bin
+LAB_STAMP := $(LAB_VENV)/.installed
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 PYTEST_WORKERS ?= auto
 
-.PHONY: lab test install notebooks lint clean gpu-check
+.PHONY: lab instructor test install install-lab notebooks lint clean gpu-check instructor-files
 
-$(STAMP): pyproject.toml gpulab/toolkit.py
+# $(call make_venv,FOLDER,EXTRA): FOLDER holds gpulab with EXTRA, plus the CUDA 12 or 13 toolkit
+# wheels that match the driver (cu13 when there is none); none on macOS, where no NVIDIA GPU or
+# toolkit wheel exists (the reason is printed).
+define make_venv
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { \
 	  echo "gpulab needs Python 3.10 or newer; $(PYTHON) is $$($(PYTHON) -V 2>&1)." \
-	       "Run: make lab PYTHON=python3.12  (on macOS: brew install python@3.12)"; \
+	       "Run: make $(or $(firstword $(MAKECMDGOALS)),lab) PYTHON=python3.12  (on macOS: brew install python@3.12)"; \
 	  exit 1; }
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	@# Pick CUDA 12 or 13 toolkit wheels to match the driver (cu13 when there is none);
-	@# none on macOS, where no NVIDIA GPU or toolkit wheel exists (the reason is printed).
-	extra=$$($(PYTHON) -m gpulab.toolkit --constraints $(VENV)/cuda-constraints.txt) && \
-	extras=$$(if [ "$$extra" = none ]; then echo dev; else echo "$$extra,dev"; fi) && \
-	$(BIN)/python -m pip install --quiet -c $(VENV)/cuda-constraints.txt -e ".[$$extras]"
-	touch $(STAMP)
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install --quiet --upgrade pip
+	extra=$$($(PYTHON) -m gpulab.toolkit --constraints $(1)/cuda-constraints.txt) && \
+	extras=$$(if [ "$$extra" = none ]; then echo $(2); else echo "$$extra,$(2)"; fi) && \
+	$(1)/bin/python -m pip install --quiet -c $(1)/cuda-constraints.txt -e ".[$$extras]"
+	touch $(1)/.installed
+endef
+
+$(STAMP): pyproject.toml gpulab/toolkit.py
+	$(call make_venv,$(VENV),dev)
+
+$(LAB_STAMP): pyproject.toml gpulab/toolkit.py
+	$(call make_venv,$(LAB_VENV),lab)
 
 install: $(STAMP)
 
-lab: $(STAMP)
-	$(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. course/00_welcome.ipynb
+install-lab: $(LAB_STAMP)
 
-test: $(STAMP)
+lab: $(LAB_STAMP)
+	$(LAB_BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. course/00_welcome.ipynb
+
+# The targets below need what only the instructor's repository has (solutions/, tests/); in a
+# learners' copy (gpulab export-learner) they say so instead of failing half-way.
+instructor-files:
+	@test -d solutions && test -d tests || { \
+	  echo "This is a learners' copy of the course (no solutions/ or tests/): 'make lab'" \
+	       "opens it. Testing, grading and releasing happen in the instructor's repository."; \
+	  exit 2; }
+
+# The instructor's JupyterLab: the solution notebooks, nbgrader's Create Assignment and
+# Validate tools and formgrader, and .venv/bin first on PATH so that `nbgrader ...` in its
+# terminals runs without activating anything.
+instructor: instructor-files $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. \
+	  solutions/00_welcome.ipynb
+
+test: instructor-files $(STAMP)
 	$(BIN)/ruff check gpulab tests
 	$(BIN)/python -m gpulab.exercises.release --check
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --timeout=900 --nbval-lax --nbval-cell-timeout=300 --durations=15 tests solutions course
@@ -39,12 +75,12 @@ test: $(STAMP)
 gpu-check: $(STAMP)
 	$(BIN)/python -m gpulab.gpu_check
 
-notebooks: $(STAMP)
+notebooks: instructor-files $(STAMP)
 	$(BIN)/python -m gpulab.exercises.release
 
-lint: $(STAMP)
+lint: instructor-files $(STAMP)
 	$(BIN)/ruff check --fix gpulab tests
 	$(BIN)/ruff format --check gpulab tests || true
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(LAB_VENV) .pytest_cache .ruff_cache .hypothesis

@@ -38,11 +38,12 @@ README = (ROOT / "README.md").read_text()
 PEAK_KERNEL_MEMORY_LIMIT_BYTES = 1.5e9  # mybinder.org's limit is 2 GB; keep a margin
 SAMPLE_INTERVAL_S = 0.1
 INSTALL_TIMEOUT_S = 900
+SIZE_TOLERANCE = 0.15  # as tests/test_environments.py allows for the README's sizes
 EXECUTE_TIMEOUT_S = 180  # per chapter; a sim-tier chapter must finish in 60 s
 # What repo2docker does not copy into the image (and what a fresh clone does not have).
 NOT_IN_A_CLONE = shutil.ignore_patterns(
-    ".git", ".venv", "artifacts", "build", "*.egg-info", "__pycache__", ".pytest_cache",
-    ".ruff_cache", ".hypothesis", ".ipynb_checkpoints",
+    ".git", ".venv", ".venv-lab", "artifacts", "build", "*.egg-info", "__pycache__",
+    ".pytest_cache", ".ruff_cache", ".hypothesis", ".ipynb_checkpoints",
 )
 
 # Executes a notebook inside the Binder environment: run by *that* environment's Python.
@@ -193,6 +194,19 @@ def test_binder_environment_runs_the_chapters_within_memory(tmp_path):
                    "cuda-toolkit"):
         assert re.search(rf"^{needed}[=@ ]", freeze, re.IGNORECASE | re.MULTILINE), \
             f"binder/requirements.txt did not install {needed}"
+    # Binder is the learner's environment (`make lab`'s .venv-lab): no test or grading tools,
+    # and the size the README gives for it.
+    for absent in ("nbgrader", "pytest", "playwright", "ruff"):
+        assert not re.search(rf"^{absent}[=@ ]", freeze, re.IGNORECASE | re.MULTILINE), \
+            f"binder/requirements.txt installs {absent}, which learners do not need"
+    stated_gib = float(re.search(r"^\| `\.venv-lab` \|.*\| (\d+(?:\.\d+)?) GiB \|$", README,
+                                 re.MULTILINE).group(1))
+    measured_gib = sum(path.lstat().st_blocks * 512 for path in venv.rglob("*")
+                       if path.is_file() and not path.is_symlink()) / 2**30  # as du counts
+    if sys.platform == "linux":  # the README's sizes are Linux x86_64's
+        assert abs(measured_gib - stated_gib) <= SIZE_TOLERANCE * stated_gib, (
+            f"the learner's environment holds {measured_gib:.2f} GiB; the README says "
+            f"{stated_gib} GiB: update its table of environments")
     # What was resolved today is within the tested versions, with the widgets' front end.
     doctor = subprocess.run([venv_python, "-m", "gpulab.doctor"], cwd=repo, env=env,
                             capture_output=True, text=True, timeout=300, check=False)
@@ -224,7 +238,8 @@ def test_binder_environment_runs_the_chapters_within_memory(tmp_path):
         if chapter == CHAPTER:
             assert "gpulab tier : sim" in result["text"], "chapter 01 did not run in the sim tier"
             assert "NOT ATTEMPTED YET" in result["text"], "chapter 01's checks printed no hint"
-    print(f"Binder emulation: {python_note}; pip install took {installed_s:.0f} s; "
+    print(f"Binder emulation: {python_note}; pip install took {installed_s:.0f} s, "
+          f"{measured_gib:.2f} GiB installed; "
           f"gpulab doctor: ok; total {time.monotonic() - started:.0f} s", *lines, sep="\n")
     assert not problems, "\n".join(problems)
 

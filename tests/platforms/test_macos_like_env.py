@@ -39,8 +39,8 @@ MACOS = "aarch64-apple-darwin"  # Apple Silicon: most learners' Macs
 TOOLS = ("pytest", "pytest-xdist", "pytest-timeout", "hypothesis", "nbformat", "nbclient",
          "ipykernel")
 NOT_IN_A_CLONE = shutil.ignore_patterns(
-    ".git", ".venv", "artifacts", "build", "*.egg-info", "__pycache__", ".pytest_cache",
-    ".ruff_cache", ".hypothesis", ".ipynb_checkpoints",
+    ".git", ".venv", ".venv-lab", "artifacts", "build", "*.egg-info", "__pycache__",
+    ".pytest_cache", ".ruff_cache", ".hypothesis", ".ipynb_checkpoints",
 )
 INSTALL_TIMEOUT_S = 900
 TESTS_TIMEOUT_S = 600
