@@ -18,8 +18,10 @@ products run and what protects them:
   weights and activations, E5M2 for gradients ("HYBRID"), each tensor with its own scale from
   the history of its absolute maxima (*delayed scaling*, :class:`DelayedScaling`:
   scale = fp8_max / max(amax history) / 2^margin, computed from earlier steps, applied to this
-  one). The products accumulate in fp32 and come out in bf16; bf16 everywhere else, fp32
-  master weights. ``Recipe.fp8_keep`` keeps the first and/or the last layer in bf16.
+  one; NaN values are left out of an amax and an inf keeps the previous scale, as in TE:
+  :func:`amax`, :func:`scale_from_history`). The products accumulate in fp32 and come out
+  in bf16; bf16 everywhere else, fp32 master weights. ``Recipe.fp8_keep`` keeps the first
+  and/or the last layer in bf16.
   (Transformer Engine does not choose such layers for you: its ``te.Linear`` layers run in
   FP8 inside ``fp8_autocast``, and which layers are ``te`` modules is the model author's
   choice.)
@@ -203,27 +205,69 @@ class LossScaler:
 # ---------------------------------------------------------------------------------------------
 
 
-def scale_from_history(amax_history, fp8_max: float, margin: int = 0) -> float:
+# Transformer Engine (TE), https://github.com/NVIDIA/TransformerEngine, as read for gpulab:
+# - a tensor's amax is taken as it is cast, ``max = fmaxf(fabsf(temp), max)`` from max = 0
+#   (transformer_engine/common/util/vectorized_pointwise.h, unary_kernel; the same line in
+#   common/recipe/current_scaling.cu's amax_kernel), reduced over warps and blocks with fmaxf
+#   and atomicMaxFloat. CUDA's fmaxf returns the other argument when one is NaN
+#   (https://docs.nvidia.com/cuda/cuda-math-api/ , fmaxf), so NaN values are left out and an
+#   all-NaN tensor has amax 0; |inf| is inf and is kept.
+# - the scale update (common/recipe/delayed_scaling.cu, amax_and_scale_update kernels) reduces
+#   the history with fmaxf too, then ``if (isfinite(amax) && amax > 0) scale = scaled_max /
+#   amax; else scale = <the previous scale>`` with scaled_max = fp8_max * 2^-margin, and
+#   ``if (isinf(scale)) scale = FLT_MAX`` (an amax so small that the division overflows fp32).
+TE_AMAX_SOURCE = ("https://github.com/NVIDIA/TransformerEngine/blob/main/transformer_engine/"
+                  "common/util/vectorized_pointwise.h")
+TE_SCALE_SOURCE = ("https://github.com/NVIDIA/TransformerEngine/blob/main/transformer_engine/"
+                   "common/recipe/delayed_scaling.cu")
+FP32_MAX = float(np.finfo(np.float32).max)
+
+
+def amax(x) -> float:
+    """A tensor's amax as Transformer Engine records it: the largest |x|, with NaN values left
+    out (TE's cast kernels reduce with CUDA's ``fmaxf``, which returns the other argument when
+    one is NaN, starting from 0). So an empty or all-NaN tensor gives 0, and a tensor holding
+    inf gives inf. Sources: :data:`TE_AMAX_SOURCE` and the comment above it."""
+    magnitudes = np.abs(np.asarray(x, dtype=np.float64)).ravel()
+    magnitudes = magnitudes[~np.isnan(magnitudes)]
+    return float(magnitudes.max()) if magnitudes.size else 0.0
+
+
+def scale_from_history(amax_history, fp8_max: float, margin: int = 0) -> float | None:
     """Transformer Engine's delayed-scaling factor: fp8_max / max(amax_history) / 2^margin,
     so that the largest absolute value seen over the history lands 2^margin below the
     format's largest value. The tensor is multiplied by it before the cast to FP8 (and the
-    result of a product divided by it after). None when the history holds no positive amax
-    (the caller keeps its previous scale, as Transformer Engine does)."""
-    amax = float(np.max(amax_history)) if np.size(amax_history) else 0.0
-    if not (amax > 0 and math.isfinite(amax)):
+    result of a product divided by it after).
+
+    As TE's update kernel (:data:`TE_SCALE_SOURCE`) does it: the history's maximum is taken
+    with NaN entries left out (``fmaxf``, from 0); when that maximum is not a finite positive
+    number — all zeros (nothing recorded yet), or inf (a step whose tensor overflowed, while
+    that step is inside the history) — there is no new scale and None is returned: the caller
+    keeps its previous scale, as TE does. A scale that would overflow fp32 (a tiny amax) is
+    fp32's largest value, as TE's ``if (isinf(scale)) scale = FLT_MAX``."""
+    largest = amax(amax_history)
+    if not (largest > 0 and math.isfinite(largest)):
         return None
-    return fp8_max / amax / 2.0**margin
+    scale = fp8_max / largest / 2.0**margin
+    return min(scale, FP32_MAX)
 
 
 class DelayedScaling:
     """One tensor's FP8 scaling state: its amax history and the scale in use.
 
     :meth:`cast` stores ``x * scale`` in the FP8 format (saturating) with the **current**
-    scale, and records max|x| as the newest entry of the history (the oldest drops out);
-    :meth:`update`, once per training step after the backward pass, sets the scale for the
-    next step from the whole history (:func:`scale_from_history`). So a step's cast uses a
-    scale from earlier steps (``delayed``), and a spike in a tensor's range is seen by the
-    next step's scale. The scale starts at 1.
+    scale, and records the tensor's amax (:func:`amax`: max|x| with NaN values left out, as
+    Transformer Engine's cast kernels take it) as the newest entry of the history (the oldest
+    drops out); :meth:`update`, once per training step after the backward pass, sets the scale
+    for the next step from the whole history (:func:`scale_from_history`). So a step's cast
+    uses a scale from earlier steps (``delayed``), and a spike in a tensor's range is seen by
+    the next step's scale. The scale starts at 1.
+
+    What a bad step does, as in TE: NaN values in a tensor do not enter its history, so they
+    neither lower the scale nor stop it from updating; an inf does enter it (|inf| = inf), and
+    while it is among the last ``history_len`` entries the history's maximum is inf and the
+    scale stays where it was (TE's "amax == inf: set scale to the previous scale"), moving
+    again once the inf has dropped out.
     """
 
     def __init__(self, fmt: str = FP8_FORWARD,
@@ -245,8 +289,7 @@ class DelayedScaling:
         x32 = np.asarray(x, dtype=np.float32)
         stored = store(x32 * np.float32(self.scale), self.fmt.name, saturate=True)
         if record:
-            amax = float(np.max(np.abs(x32))) if x32.size else 0.0
-            self.history = np.append(self.history[1:], amax)
+            self.history = np.append(self.history[1:], amax(x32))
             self.scales.append(self.scale)
         return stored, 1.0 / self.scale
 
@@ -1011,6 +1054,7 @@ __all__ = [
     "FP8_FORWARD", "FP8_HIGH_PRECISION", "GRAD_SCALER_DEFAULTS", "HISTOGRAM_EDGES_LOG2",
     "RECIPES", "DelayedScaling", "EmulatedEngine", "EngineComparison", "GradientRecord",
     "KernelEngine", "LossScaler", "MEMORY_PRECISION", "MixedPrecisionMLP", "MixedRun", "Recipe",
-    "compare_engines", "dtype_of", "estimate_step_matmuls", "get_engine", "get_recipe",
+    "TE_AMAX_SOURCE", "TE_SCALE_SOURCE", "amax", "compare_engines", "dtype_of",
+    "estimate_step_matmuls", "get_engine", "get_recipe",
     "scale_from_history", "store", "train_mixed", "widen",
 ]

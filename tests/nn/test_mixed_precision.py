@@ -117,6 +117,44 @@ def test_delayed_scaling_keeps_its_scale_without_an_amax():
         mp.DelayedScaling("fp16")
 
 
+def test_amax_leaves_nan_out_and_keeps_inf_as_transformer_engines_fmaxf_does():
+    assert mp.amax(np.array([1.0, np.nan, -3.0])) == 3.0
+    assert mp.amax(np.array([np.nan, np.nan])) == 0.0  # fmaxf from 0: an all-NaN tensor
+    assert mp.amax(np.array([], dtype=np.float32)) == 0.0
+    assert mp.amax(np.array([2.0, -np.inf])) == np.inf
+    assert mp.amax(np.array([[0.5, -7.0], [np.nan, 6.0]], dtype=np.float16)) == 7.0
+    # the history's maximum is taken the same way: a NaN entry is skipped, not propagated
+    assert mp.scale_from_history(np.array([np.nan, 4.0, 2.0]), 448.0) == 112.0
+    assert mp.scale_from_history(np.array([1.0, np.inf]), 448.0) is None
+    # an amax so small that fp8_max / amax overflows fp32: fp32's largest value, as TE
+    assert mp.scale_from_history(np.array([1e-45]), 448.0) == float(np.finfo(np.float32).max)
+
+
+def test_a_nan_step_neither_poisons_nor_freezes_the_scale():
+    meta = mp.DelayedScaling("fp8_e4m3", history_len=4)
+    meta.cast(np.array([2.0, -1.0]))
+    assert meta.update() == 224.0
+    meta.cast(np.array([8.0, np.nan]))  # NaN in the tensor: its other values still count
+    assert list(meta.history) == [0.0, 0.0, 2.0, 8.0]
+    assert meta.update() == 56.0  # updated at once, not frozen for history_len steps
+    meta.cast(np.full(3, np.nan))  # a tensor of NaN only records 0, as TE's fmaxf from 0
+    assert meta.history[-1] == 0.0 and meta.update() == 56.0  # the 8 is still in the history
+
+
+def test_an_inf_step_keeps_the_previous_scale_while_it_is_in_the_history():
+    meta = mp.DelayedScaling("fp8_e5m2", history_len=3)
+    meta.cast(np.array([4.0]))
+    first = meta.update()
+    assert first == 57344.0 / 4
+    meta.cast(np.array([np.inf, 1.0]))
+    scales = []
+    for _ in range(3):
+        scales.append(meta.update())
+        meta.cast(np.array([2.0]))
+    assert scales == [first] * 3  # TE: amax inf -> the previous scale, while inf is in the window
+    assert meta.update() == 57344.0 / 2  # the inf has dropped out: the scale moves again
+
+
 # --- formats, recipes ----------------------------------------------------------------------------
 
 
