@@ -63,6 +63,28 @@ def test_a_point_becomes_a_published_measurement():
     assert "published" in timing.ORIGINS
 
 
+def test_tensor_core_gemms_on_the_h100_for_chapter_10():
+    """Chapter 10 sets the peaks' speed-ups beside published GEMMs of one size on one GPU: fp32,
+    bf16 and fp8 at 8192^3 (fp32 and bf16 from one run), and the small 1024^3 case; each below
+    its format's datasheet peak. The small tensor-core products are listed, not banded."""
+    h100 = hardware.get_gpu("H100-SXM")
+    for n in (8192, 1024):
+        points = published.find("compute-bound", "matmul", "H100-SXM", variant="cublas", m=n,
+                                n=n, k=n)
+        found = {}
+        for point in points:
+            found.setdefault(point.model_case["precision"], point)  # the first of each format
+            assert point.unit == "TFLOP/s"
+            assert point.si_value < h100.peak_flops_for(point.model_case["precision"])
+        assert {"fp32", "bf16", "fp8"} <= set(found), n
+        assert found["fp32"].source == found["bf16"].source  # their ratio is one run's
+        if n == 1024:
+            assert found["bf16"].not_modelled and found["fp8"].not_modelled
+            assert not found["fp32"].not_modelled
+    best = [p for p in POINTS if p.id.startswith("mamf-h100-")]
+    assert {p.model_case["precision"] for p in best} == {"bf16", "fp8"}
+
+
 def test_find_and_nearest():
     naive = published.find(case_type="matmul", variant="naive_coalesced")
     assert naive and all(p.model_case["variant"] == "naive_coalesced" for p in naive)

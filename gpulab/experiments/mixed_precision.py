@@ -33,7 +33,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpulab import device, formats, hardware, recorded_runs
+from gpulab import device, formats, hardware, published, recorded_runs
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.nn import memory
 from gpulab.nn import mixed_precision as mp
@@ -213,6 +213,114 @@ def _estimate_label(gpu, kinds) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# Speed-ups over fp32: the peaks' ratio, and what published GEMMs reach
+# ---------------------------------------------------------------------------------------------
+
+SPEEDUP_FORMATS = ("fp32", "fp16", "bf16", "fp8")
+SPEEDUP_SIZES = (8192, 1024)  # the large layer's products, and a small one
+
+
+def published_gemms(gpu="H100-SXM", n: int = 8192) -> dict:
+    """{format: the published cuBLAS GEMM of n x n x n on ``gpu``} for the formats of
+    :data:`SPEEDUP_FORMATS` that :mod:`gpulab.published` has a point for, at exactly that size
+    (a ratio of two formats means something only for the same product on the same GPU)."""
+    key = hardware.get_gpu(gpu).key
+    found = {}
+    for fmt in SPEEDUP_FORMATS:
+        for point in published.find(case_type="matmul", gpu=key, variant="cublas",
+                                    precision=fmt):
+            case = point.model_case
+            if case.get("m") == case.get("n") == case.get("k") == int(n):
+                found.setdefault(fmt, point)
+    return found
+
+
+def speedups(gpu="H100-SXM", sizes=SPEEDUP_SIZES) -> dict:
+    """The speed-up of each format over fp32, twice: from the datasheet peaks (what the model's
+    compute-bound estimates assume) and from published cuBLAS GEMMs on the same GPU, with the
+    share of its peak each published run reached. ``{"gpu", "peak": {fmt: FLOP/s}, "peak_ratio":
+    {fmt: x}, "sizes": {n: {"points", "share", "ratio"}}}``; a size without a published fp32
+    point has no measured ratios (its shares are still given)."""
+    spec = hardware.get_gpu(gpu)
+    peak = {}
+    for fmt in SPEEDUP_FORMATS:
+        try:
+            peak[fmt] = spec.peak_flops_for(fmt)
+        except ValueError:  # a GPU without that format's arithmetic (no fp8 before Ada)
+            continue
+    result = {"gpu": spec, "peak": peak,
+              "peak_ratio": {fmt: peak[fmt] / peak["fp32"] for fmt in peak if fmt != "fp32"},
+              "sizes": {}}
+    for n in sizes:
+        points = published_gemms(spec.key, n)
+        share = {fmt: point.si_value / peak[fmt] for fmt, point in points.items() if fmt in peak}
+        ratio = ({fmt: point.si_value / points["fp32"].si_value for fmt, point in points.items()
+                  if fmt != "fp32"} if "fp32" in points else {})
+        result["sizes"][int(n)] = {"points": points, "share": share, "ratio": ratio}
+    return result
+
+
+def _tflops(value: float) -> str:
+    return f"{value / 1e12:,.4g}"
+
+
+def speedup_text(gpu="H100-SXM", sizes=SPEEDUP_SIZES) -> str:
+    """The peaks' speed-ups over fp32 beside the published runs' (:func:`speedups`), each
+    number with its origin; or, where nothing is published for ``gpu``, why the peaks' ratios
+    are upper bounds."""
+    r = speedups(gpu, sizes)
+    spec, peak = r["gpu"], r["peak"]
+    lines = [f"Peak ratios over fp32 ({spec.name}'s datasheet dense peaks, gpulab.hardware): "
+             + ", ".join(f"{fmt} {ratio:.1f}x" for fmt, ratio in r["peak_ratio"].items())
+             + ": what the model's compute-bound estimates assume, an upper bound (every "
+             "format at its peak)."]
+    sources = {}
+    for n, size in r["sizes"].items():
+        points = size["points"]
+        if not points:
+            continue
+        parts = [f"{fmt} {_tflops(point.si_value)} TFLOP/s ({percent(size['share'][fmt])} of "
+                 f"its {_tflops(peak[fmt])})" for fmt, point in points.items()]
+        text = (f"Published cuBLAS GEMMs of {n:,}^3 on an {spec.name} reach: "
+                + ", ".join(parts) + ".")
+        if size["ratio"]:
+            elsewhere = [fmt for fmt in size["ratio"]
+                         if points[fmt].source != points["fp32"].source]
+            text += (" Measured speed-ups over fp32: " + ", ".join(
+                f"{fmt} {ratio:.1f}x (the peaks: {r['peak_ratio'][fmt]:.1f}x)"
+                for fmt, ratio in size["ratio"].items())
+                + (f"; {' and '.join(elsewhere)} ran on another source's {spec.name}, so that "
+                   "ratio also holds the two machines' differences" if elsewhere else "") + ".")
+        if "bf16" in points and "fp8" in points:
+            measured = points["fp8"].si_value / points["bf16"].si_value
+            text += (f" fp8 over bf16: {measured:.2f}x measured, {peak['fp8'] / peak['bf16']:.1f}x"
+                     " by the peaks.")
+        lines.append(text)
+        for point in points.values():
+            sources.setdefault(point.source, point.measured_by)
+    measured = [n for n, size in r["sizes"].items() if "bf16" in size["ratio"]]
+    if len(measured) >= 2:
+        large, small = max(measured), min(measured)
+        big, little = r["sizes"][large]["ratio"]["bf16"], r["sizes"][small]["ratio"]["bf16"]
+        relation = ("smaller than" if little < big else "not smaller than")
+        lines.append(f"At {small:,}^3 bf16's measured lead over fp32 ({little:.1f}x) is "
+                     f"{relation} at {large:,}^3 ({big:.1f}x): a small product keeps no format "
+                     "near its peak.")
+    if sources:
+        lines.append("Sources: " + "; ".join(f"{who}, {where}" for where, who in sources.items())
+                     + " (gpulab.published; gpulab model-check holds the model against them).")
+    else:
+        bytes_ratio = formats.get_format("fp32").bits / formats.get_format("bf16").bits
+        lines.append(
+            f"No published GEMM measurements on the {spec.name} ship with gpulab, so these "
+            "ratios stay upper bounds. A real step gets less: products small enough to be "
+            "launch- or memory-bound (the digits MLP above) run no faster in a narrower format, "
+            "and layers that move bytes rather than multiply (bias, activation, softmax, the "
+            f"optimiser) gain at most the ratio of bytes, {bytes_ratio:.0f}x for 16-bit values.")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
 # The recipes side by side
 # ---------------------------------------------------------------------------------------------
 
@@ -261,7 +369,11 @@ class MixedPrecisionExperiment:
                          "skipped": run.skipped_steps, "steps": run.steps,
                          "flushed": run.flushed_fraction,
                          "memory_measured": run.memory_measured, "memory_computed": computed,
-                         "estimate_small_s": small_s, "estimate_large_s": large_s})
+                         "estimate_small_s": small_s, "estimate_large_s": large_s,
+                         "small_products": len(small),
+                         "small_launch_s": sum(e.launch_s for e in small) / len(small),
+                         "small_floor_s": sum(e.floor_s for e in small) / len(small),
+                         "large_flops": sum(e.flops for e in large)})
         measured = (measure_matmul_kernels(self.measure_n, self.measure_formats)
                     if device.tier() == "gpu" else [])
         first = next(iter(runs.values()))
@@ -289,7 +401,7 @@ class MixedPrecisionExperiment:
         for row in r["rows"]:
             m = row["memory_measured"]
             per_param = (m["parameters"] + m["gradients"] + m["optimiser state"]
-                         + m["master weights"]) / _n_parameters(self.widths)
+                         + m["master weights"]) / memory.mlp_parameters(self.widths)
             lines.append(f"{row['title']:28s} {percent(row['accuracy']):>9s} {per_param:11.1f} "
                          f"{m['activations']:10,d} B {row['estimate_small_s'] * 1e6:10.1f} µs "
                          f"{row['estimate_large_s'] * 1e3:9.3f} ms")
@@ -332,7 +444,7 @@ class MixedPrecisionExperiment:
                              f"{row['title']} {percent(row['accuracy'])}" for row in rows.values())
                          + ". Add fp32 to compare with it.")
         measured = {k: row["memory_measured"] for k, row in rows.items()}
-        P = _n_parameters(self.widths)
+        P = memory.mlp_parameters(self.widths)
         per = {k: (m["parameters"] + m["gradients"] + m["optimiser state"]
                    + m["master weights"]) / P for k, m in measured.items()}
         acts = {k: m["activations"] for k, m in measured.items()}
@@ -356,16 +468,31 @@ class MixedPrecisionExperiment:
         lines.append(mem)
         small = {k: row["estimate_small_s"] for k, row in rows.items()}
         large = {k: row["estimate_large_s"] for k, row in rows.items()}
+        row0 = next(iter(rows.values()))
         speed = (f"Speed ({r['estimate_label']}): the matrix products of one step of the digits "
                  f"MLP take " + ", ".join(f"{small[k] * 1e6:.1f} µs ({rows[k]['title']})"
                                            for k in rows)
-                 + ": at batch 32 each product is a launch (4 µs in the model) and almost no "
-                 "arithmetic, so the format hardly matters.")
+                 + f": at batch {self.batch_size} each of its {row0['small_products']} products "
+                 f"costs the model {row0['small_launch_s'] * 1e6:.1f} µs for the host to launch it"
+                 f" (Numba) and a {row0['small_floor_s'] * 1e6:.1f} µs shortest kernel, with "
+                 "almost no arithmetic, so the format hardly matters.")
         if "fp32" in large:
-            speed += (f" For the {r['large']}: " + ", ".join(
+            speed += (f" For the {r['large']}, at each format's peak rate: " + ", ".join(
                 f"{rows[k]['title']} {large[k] * 1e3:.2f} ms"
-                + ("" if k == "fp32" else f" ({large['fp32'] / large[k]:.1f}x faster than fp32)")
-                for k in rows) + ": there the tensor cores' peak per format decides.")
+                + ("" if k == "fp32" else f" (fp32's time / {large['fp32'] / large[k]:.1f})")
+                for k in rows) + ".")
+            achieved = speeds_at_published_rates(rows, self.gpu.key, LARGE_WIDTHS[0])
+            if achieved:
+                speed += (" At the rates published cuBLAS GEMMs of that size reach on the "
+                          f"{self.gpu.name} (printed in section 6): " + ", ".join(
+                              f"{rows[k]['title']} {t * 1e3:.2f} ms"
+                              + ("" if k == "fp32" or "fp32" not in achieved
+                                 else f" (fp32's time / {achieved['fp32'] / t:.1f})")
+                              for k, t in achieved.items()) + ".")
+            else:
+                speed += (f" No published GEMM of that size on the {self.gpu.name} ships with "
+                          "gpulab: these are upper bounds (section 6 says why real steps get "
+                          "less).")
         lines.append(speed)
         if r["gpu_measured"]:
             lines.append("Measured on this GPU (" + r["measured_label"] + "): " + ", ".join(
@@ -375,8 +502,18 @@ class MixedPrecisionExperiment:
         return "\n".join(lines)
 
 
-def _n_parameters(widths) -> int:
-    return memory.mlp_parameters(widths)
+def speeds_at_published_rates(rows: dict, gpu, n: int) -> dict:
+    """{recipe key: seconds} for the large layer's step at the published cuBLAS rate of its
+    compute format (n x n x n products on ``gpu``, :func:`published_gemms`); recipes whose
+    format has no published point, or whose layers mix formats, are left out."""
+    points = published_gemms(gpu, n)
+    times = {}
+    for key, row in rows.items():
+        recipe = mp.get_recipe(key)
+        if recipe.fp8_keep or recipe.compute not in points:
+            continue
+        times[key] = row["large_flops"] / points[recipe.compute].si_value
+    return times
 
 
 # ---------------------------------------------------------------------------------------------
@@ -781,8 +918,10 @@ class MixedPrecisionDashboard(Dashboard):
 __all__ = [
     "EPOCHS", "GROWTH_INTERVAL", "HEADLINE", "LARGE_BATCH", "LARGE_WIDTHS", "SMALL_GRADIENTS",
     "Fp8Experiment", "MasterWeightsExperiment", "MixedPrecisionDashboard",
-    "MixedPrecisionExperiment", "UnderflowExperiment", "clear_runs", "dashboard_plot",
-    "default_engine", "fp8_scale_plot", "gradient_histogram_plot", "loss_scale_plot",
-    "lower_precision_verdict", "measure_matmul_kernels", "recipe_plot",
-    "recorded_matmul_comparison", "run_recipe",
+    "MixedPrecisionExperiment", "SPEEDUP_FORMATS", "SPEEDUP_SIZES", "UnderflowExperiment",
+    "clear_runs", "dashboard_plot", "default_engine", "fp8_scale_plot",
+    "gradient_histogram_plot", "loss_scale_plot",
+    "lower_precision_verdict", "measure_matmul_kernels", "published_gemms", "recipe_plot",
+    "recorded_matmul_comparison", "run_recipe", "speeds_at_published_rates", "speedup_text",
+    "speedups",
 ]

@@ -39,12 +39,71 @@ def test_the_explanation_is_computed_from_the_runs(headline):
         assert row["title"] in words
         assert f"{100 * row['accuracy']:.1f} %" in words
     assert "Chapter 09's calculator" in words and "16.0 bytes" in words
-    assert "launch" in words and "faster than fp32" in words
+    assert "launch" in words and "fp32's time /" in words
+    row = result["rows"][0]
+    assert f"each of its {row['small_products']} products" in words
+    assert f"{row['small_launch_s'] * 1e6:.1f} µs for the host to launch it" in words
+    assert "4 µs in the model" not in words
+    # the large layer at the peaks, then at the published cuBLAS rates of the same products
+    assert "at each format's peak rate" in words and "published cuBLAS GEMMs" in words
+    fp32 = x.published_gemms("H100-SXM", x.LARGE_WIDTHS[0])["fp32"]
+    rows = {r["key"]: r for r in result["rows"]}
+    assert f"fp32 {rows['fp32']['large_flops'] / fp32.si_value * 1e3:.2f} ms" in words
     rows = {row["key"]: row for row in result["rows"]}
     assert rows["bf16"]["memory_measured"]["activations"] < rows["fp32"]["memory_measured"][
         "activations"]
     assert rows["fp8"]["estimate_large_s"] < rows["bf16"]["estimate_large_s"] < rows["fp32"][
         "estimate_large_s"]
+
+
+def test_bytes_per_parameter_use_chapter_09s_parameter_count(headline):
+    """One calculator: the table divides by gpulab.nn.memory.mlp_parameters, which counts what
+    the fp32 run stores (4 bytes per weight and bias)."""
+    experiment, result = headline
+    from gpulab.nn import memory
+
+    fp32 = next(r for r in result["rows"] if r["key"] == "fp32")["memory_measured"]
+    assert fp32["parameters"] / 4 == memory.mlp_parameters(experiment.widths)
+    assert not hasattr(x, "_n_parameters")
+    assert " 16.0 " in experiment.table()
+
+
+def test_speedups_beside_the_peaks_come_from_published_gemms():
+    r = x.speedups("H100-SXM")
+    assert r["peak_ratio"]["bf16"] == pytest.approx(989.5 / 67.0)
+    large, small = r["sizes"][8192], r["sizes"][1024]
+    assert {"fp32", "bf16", "fp8"} <= set(large["points"]) and "fp32" in small["points"]
+    for size in (large, small):
+        for fmt, point in size["points"].items():
+            case = point.model_case
+            assert case["m"] == case["n"] == case["k"] and case["precision"] == fmt
+            assert point.gpu_key == "H100-SXM" and point.source.startswith("https://")
+            assert size["share"][fmt] == pytest.approx(point.si_value / r["peak"][fmt])
+            assert 0 < size["share"][fmt] < 1  # no published run beats the datasheet peak
+        for fmt, ratio in size["ratio"].items():
+            assert ratio == pytest.approx(size["points"][fmt].si_value
+                                          / size["points"]["fp32"].si_value)
+    # the lesson the numbers carry: fp8 gets less than twice bf16, small products far less
+    assert large["ratio"]["fp8"] / large["ratio"]["bf16"] < 2
+    assert small["ratio"]["bf16"] < large["ratio"]["bf16"]
+    text = x.speedup_text("H100-SXM")
+    assert f"bf16 {large['ratio']['bf16']:.1f}x (the peaks: {r['peak_ratio']['bf16']:.1f}x)" in text
+    assert x.percent(large["share"]["fp8"]) in text and "upper bound" in text
+    for point in large["points"].values():
+        assert point.source in text and point.measured_by in text
+    assert "smaller than at 8,192^3" in text
+
+
+def test_speedups_without_published_gemms_say_the_peaks_are_upper_bounds():
+    r = x.speedups("A100-SXM")
+    assert "fp8" not in r["peak"]  # no fp8 arithmetic on an A100
+    assert all(not size["points"] for size in r["sizes"].values())
+    text = x.speedup_text("A100-SXM")
+    assert "No published GEMM measurements on the NVIDIA A100" in text
+    assert "upper bounds" in text and "2x for 16-bit values" in text
+    experiment = x.MixedPrecisionExperiment(recipes=["fp32", "bf16"], epochs=1, gpu="A100-SXM")
+    experiment.run()
+    assert "No published GEMM of that size on the NVIDIA A100" in experiment.explain()
 
 
 def test_runs_are_kept_between_sections(headline):
