@@ -438,6 +438,45 @@ PHRASES: tuple[Phrase, ...] = (
           "1. 76 µs ÷ 0.62 ns ≈ 120,000 samples.")),
         fine=("launches 19 kernels at about 18 µs each (through Numba).",),
     ),
+    # issue 20: chapter 10's speed-ups and launches (as committed at 9d2f039)
+    Phrase(
+        "the tensor cores' peak decides a large layer's speed",
+        r"\btensor cores' peak per format decides\b",
+        "a peak is an upper bound the model assumes: published cuBLAS GEMMs on an H100 reach "
+        "65-81 % of it at 8192³ and 14-56 % at 1024³ (gpulab.published); say what the estimate "
+        "assumes and print the published share beside it",
+        (("9d2f039:gpulab/experiments/mixed_precision.py, MixedPrecisionExperiment.explain",
+          "fp8 (delayed scaling) 2.87 ms (28.6x faster than fp32): there the tensor cores' peak "
+          "per format decides."),
+         ("9d2f039:solutions/10_mixed_precision.ipynb",
+          "Speed: for this small network the model gives every format the same time; for a "
+          "large layer the tensor cores' peak per format decides.")),
+        fine=("For a large layer the model assumes every format runs at its tensor cores' "
+              "peak.",),
+    ),
+    Phrase(
+        "a peak ratio given as a speed-up over fp32",
+        r"\dx faster than fp32\b|\}x faster than fp32\b",
+        "14.6x and 28.6x are the model's times at each format's peak; published runs on an H100 "
+        "measured 15.4x (bf16) and 24.9x (fp8) at 8192³ and 4.7x (bf16) at 1024³: say which",
+        (("9d2f039:gpulab/experiments/mixed_precision.py, MixedPrecisionExperiment.explain",
+          "For the MLP 8192-8192-8192, batch 8192: fp32 82.14 ms, bf16 mixed 5.65 ms (14.6x "
+          "faster than fp32)"),),
+        fine=("bf16 mixed 5.65 ms at each format's peak rate (fp32's time / 14.6).",
+              "Measured speed-ups over fp32: bf16 15.4x (the peaks: 14.8x)."),
+        unless=r"at (?:each format's|its|the) peak|upper bound|peaks?:",
+    ),
+    Phrase(
+        "a digits product costs a 4 µs launch",
+        r"\ba launch \(4 µs in the model\)",
+        "the model's Numba launch costs 17.85 µs and the shortest kernel 2.2 µs: 20 µs per "
+        "product, 100 µs for the step's five; compute it from the estimate",
+        (("9d2f039:gpulab/experiments/mixed_precision.py, MixedPrecisionExperiment.explain",
+          "at batch 32 each product is a launch (4 µs in the model) and almost no arithmetic, "
+          "so the format hardly matters."),),
+        fine=("each of its 5 products costs the model 17.9 µs for the host to launch it "
+              "(Numba) and a 2.2 µs shortest kernel.",),
+    ),
 )
 
 # ---------------------------------------------------------------------------------------------
