@@ -8,6 +8,9 @@ gpulab ptx --all                 compile every kernel for 7.5, 8.0 and 9.0; exit
 gpulab ptx --resources [NAME] [--cc 9.0] [--threads 256]
                                  registers, spills, shared memory and theoretical occupancy
 gpulab release [--check]         regenerate the learner notebooks from solutions/
+gpulab export-learner DIR [--update]
+                                 a learners' copy of the course for a class repository: no
+                                 solutions/, hidden tests, tests/ or instructor's guide
 gpulab gpu-check [--plan] [--quick]
                                  on a GPU: every kernel checked, bench and chapter series
                                  recorded in gpulab/data/, every notebook run; a summary
@@ -236,6 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
     release = commands.add_parser("release", help="regenerate learner notebooks")
     release.add_argument("--check", action="store_true", help="only report stale notebooks")
     release.set_defaults(run=_release)
+    export = commands.add_parser(
+        "export-learner", help="write a learners' copy of the course (no solutions, no hidden "
+        "tests) for a class repository")
+    export.set_defaults(run=lambda args: main(["export-learner"]))
     _add_bench(commands)
     model_check = commands.add_parser(
         "model-check",
@@ -256,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
         from gpulab import gpu_check
 
         return gpu_check.main(argv[1:])
+    if argv[:1] == ["export-learner"]:  # so are these (gpulab.exercises.export.main)
+        from gpulab.exercises import export
+
+        return export.main(argv[1:])
     args = build_parser().parse_args(argv)
     return args.run(args)
 

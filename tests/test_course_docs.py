@@ -76,7 +76,8 @@ def test_the_cheatsheet_and_glossary_are_reachable_from_solutions_too():
         assert link.resolve() == (ROOT / "course" / name).resolve()
 
 
-@pytest.mark.parametrize("path", [CHEATSHEET, GLOSSARY], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [CHEATSHEET, GLOSSARY, ROOT / "course" / "SYLLABUS.md"],
+                         ids=lambda p: p.name)
 def test_every_relative_link_resolves(path):
     text = re.sub(r"`[^`]*`", "", path.read_text(encoding="utf-8"))  # code is not a link
     targets = [t for t in LINK.findall(text) if "://" not in t]
@@ -280,3 +281,97 @@ def test_each_glossary_entry_links_a_chapter_that_uses_it(term, text):
         chapter = chapter_text(notebook)
         assert any(mentions(chapter, alias) for alias in aliases(term)), (
             f"{term}: chapter {notebook} never says {' / '.join(aliases(term))}")
+
+
+# --- the syllabus -------------------------------------------------------------------------------
+
+SYLLABUS = ROOT / "course" / "SYLLABUS.md"
+CHAPTER_HEADING = re.compile(r"^\*\*\[(\d\d) · [^\]]+\]\((\d\d_\w+\.ipynb)\)\*\* \(about (\d+) "
+                             r"minutes\)", re.MULTILINE)
+EXERCISE_ROW = re.compile(r"^\| (\d\d) \| `(ch\d\d-[\w-]+)` [^|]+ \| [^|]+ \| `(check_\w+)` \| "
+                          r"(\d+) \|$", re.MULTILINE)
+WEEK_ROW = re.compile(r"^\| (\d+) \| (\d\d|project) \| [^|]+ \| ([^|]+) \|$", re.MULTILINE)
+RUBRIC_ROW = re.compile(r"^\| ([a-z][\w ]+) \| (\d+) \| [^|]+ \| [^|]+ \| [^|]+ \|$", re.MULTILINE)
+
+
+def syllabus_section(title: str) -> str:
+    return SYLLABUS.read_text(encoding="utf-8").split(f"\n## {title}\n", 1)[1].split("\n## ")[0]
+
+
+def graded_cells() -> list[tuple[str, str, float, str]]:
+    """(chapter, exercise id, points, the check it calls) for every graded cell of solutions/,
+    from its nbgrader metadata; the exercise id is the grade id without ``-check``."""
+    found = []
+    for path in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            meta = cell["metadata"].get("nbgrader", {})
+            if meta.get("grade"):
+                source = "".join(cell["source"])
+                checks = re.findall(r"\b(check_\w+)\(", source)
+                found.append((path.name[:2], meta["grade_id"].removesuffix("-check"),
+                              meta["points"], checks[0] if checks else ""))
+    return found
+
+
+def test_the_syllabus_gives_each_exercise_the_points_of_its_notebook():
+    rows = [(chapter, exercise, float(points), check)
+            for chapter, exercise, check, points in EXERCISE_ROW.findall(SYLLABUS.read_text())]
+    expected = [(chapter, exercise, float(points), check)
+                for chapter, exercise, points, check in graded_cells()]
+    assert len(expected) >= 35
+    assert rows == expected, (
+        "the syllabus's table of exercises differs from the nbgrader metadata in solutions/:\n"
+        f"only in the syllabus: {sorted(set(rows) - set(expected))}\n"
+        f"only in the notebooks: {sorted(set(expected) - set(rows))}")
+    section = syllabus_section("Assessment")
+    total = re.search(r"\*\*total\*\* \| \*\*(\d+)\*\* \|$", section, re.MULTILINE)
+    assert total and int(total.group(1)) == sum(points for _, _, points, _ in expected)
+    intro = SYLLABUS.read_text().split("\n## ", 1)[0]
+    count = re.search(r"The (\d+) exercises of the chapters \(one point each", intro)
+    assert count and int(count.group(1)) == len(expected)
+    assert {points for _, _, points, _ in expected} == {1}, "the intro says one point each"
+
+
+def test_the_syllabus_has_objectives_for_every_chapter_with_its_time():
+    chapters = sorted(p.name for p in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+    headings = CHAPTER_HEADING.findall(syllabus_section("Learning objectives"))
+    assert [notebook for _, notebook, _ in headings] == chapters
+    for number, notebook, minutes in headings:
+        assert notebook.startswith(number + "_")
+        first = "".join(json.loads((ROOT / "solutions" / notebook).read_text())["cells"][0]
+                        ["source"])
+        time = re.search(r"\*\*Time:\*\* about (\d+) minutes", first)
+        assert time and time.group(1) == minutes, f"{notebook}: its Time line says {time}"
+    blocks = re.split(CHAPTER_HEADING, syllabus_section("Learning objectives"))[4::4]
+    for (number, _, _), block in zip(headings, blocks, strict=True):
+        assert 2 <= block.count("\n- ") <= 5, f"chapter {number}: two to five objectives"
+
+
+def test_the_week_plan_covers_every_chapter_once_in_order():
+    weeks = WEEK_ROW.findall(syllabus_section("Week plan"))
+    assert 13 <= len(weeks) <= 14
+    assert [int(w) for w, _, _ in weeks] == list(range(1, len(weeks) + 1))
+    chapters = [chapter for _, chapter, _ in weeks if chapter != "project"]
+    assert chapters == [f"{n:02d}" for n in range(13)]
+    # each chapter's exercises are due the week after it is taught
+    due = {m: int(w) for w, _, text in weeks for m in re.findall(r"chapter (\d\d)'s", text)}
+    taught = {chapter: int(w) for w, chapter, _ in weeks if chapter != "project"}
+    assert due == {chapter: week + 1 for chapter, week in taught.items()}
+
+
+def test_the_final_project_rubric_adds_up():
+    section = syllabus_section("Final project (50 %)")
+    assert "InferenceServer" in section and "p99" in section and "boundary" in section
+    rows = RUBRIC_ROW.findall(section)
+    assert len(rows) >= 5
+    total = re.search(r"\*\*total\*\* \| \*\*(\d+)\*\* \|", section)
+    assert total and sum(int(points) for _, points in rows) == int(total.group(1))
+    from gpulab.nn.backends import get_backend  # what the project names exists
+    from gpulab.serving.server import InferenceServer
+
+    assert callable(InferenceServer) and get_backend("kernels") is not None
+
+
+def test_the_readme_and_the_instructors_guide_link_the_syllabus():
+    for path in (ROOT / "README.md", ROOT / "course" / "INSTRUCTORS.md"):
+        assert "SYLLABUS.md" in path.read_text(encoding="utf-8"), f"{path.name} lacks the link"
