@@ -375,3 +375,30 @@ def test_the_final_project_rubric_adds_up():
 def test_the_readme_and_the_instructors_guide_link_the_syllabus():
     for path in (ROOT / "README.md", ROOT / "course" / "INSTRUCTORS.md"):
         assert "SYLLABUS.md" in path.read_text(encoding="utf-8"), f"{path.name} lacks the link"
+
+
+# --- what the instructor's guide quotes ---------------------------------------------------------
+
+GUIDE = ROOT / "course" / "INSTRUCTORS.md"
+
+
+def test_the_guide_quotes_the_verdicts_the_checks_print():
+    from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED, CheckResult
+
+    guide = GUIDE.read_text(encoding="utf-8")
+    printed = {str(CheckResult("exercise", status == PASSED, "why", status, hint="how")
+                   ).split(" — ")[0] for status in (PASSED, FAILED, NOT_ATTEMPTED)}
+    quoted = set(re.findall(r"`((?:✅|❌|✏️) [A-Z ]+[A-Z])`", guide))
+    assert quoted == printed, f"the guide quotes {quoted}; the checks print {printed}"
+    script = re.search(r"^VERDICTS = \((.*)\)$", guide, re.MULTILINE)
+    assert script, "the guide's grading script lost its VERDICTS"
+    assert set(re.findall(r'"([^"]+)"', script.group(1))) == printed
+
+
+@pytest.mark.parametrize("path", [ROOT / "README.md", GUIDE, ROOT / "course" / "SYLLABUS.md"],
+                         ids=lambda p: p.name)
+def test_every_make_command_the_docs_give_is_a_target(path):
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][\w-]*):", makefile, re.MULTILINE))
+    for target in set(re.findall(r"`make ([a-z][\w-]*)", path.read_text(encoding="utf-8"))):
+        assert target in targets, f"{path.name} gives `make {target}`, which the Makefile lacks"
