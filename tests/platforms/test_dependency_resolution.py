@@ -12,7 +12,8 @@ don't match your environment"), so it would resolve a Mac with the Linux require
 
 What each platform installs is what its path in the README installs:
 
-- macOS (arm64 and x86_64): ``.[lab,dev]`` as ``make lab`` does there; also ``.[cu13,...]``,
+- macOS (arm64 and x86_64): ``.[lab,dev]``, all that ``make lab`` and ``make test`` install
+  there (``tests/test_environments.py`` resolves ``lab`` alone); also ``.[cu13,...]``,
   which must install no CUDA toolkit wheel (none exists for macOS).
 - Windows and Linux: ``.[cu12,...]`` and ``.[cu13,...]``, one per CUDA driver generation.
 
