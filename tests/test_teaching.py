@@ -477,6 +477,26 @@ PHRASES: tuple[Phrase, ...] = (
         fine=("each of its 5 products costs the model 17.9 µs for the host to launch it "
               "(Numba) and a 2.2 µs shortest kernel.",),
     ),
+    # issue 20: chapter 11's scaling efficiency at peak compute (as committed at ccb54e6)
+    Phrase(
+        "peak compute is a best case for scaling efficiency",
+        r"\breal runs lose more\b|\bpeak\b" + G + r"{0,80}\bbest case for both\b"
+        r"|\b(?:slower|below[- ]peak) compute\b" + G + r"{0,40}\blowers? (?:the |its )?"
+        r"(?:scaling )?efficiency\b",
+        "efficiency = compute / (compute + exposed communication): compute below peak makes "
+        "the same all-reduce a smaller share of a longer step, so it raises the efficiency (at "
+        "43 % of peak, Llama 3's MFU, the 1.3B model on 4,608 H100s goes from 71 % to 85 %: "
+        "gpulab.experiments.many_gpus.compute_and_links); links below line rate, imperfect "
+        "overlap and stragglers lower it",
+        (("ccb54e6:gpulab/experiments/many_gpus.py, ScalingExperiment.explain",
+          "All estimated for an 8-GPU NVLink server (as HGX/DGX H100): roofline compute at the "
+          "GPU's peak, links at full speed — a best case for both, so real runs lose more."),
+         ("the same claim turned round", "Slower compute lowers the efficiency.")),
+        fine=("Slower communication lowers the efficiency; slower compute raises it.",
+              "The model computes at the GPU's peak: slower compute raises its efficiency, "
+              "while every step takes longer.",
+              "an optimistic one for the step's time (peak FLOP rates, links at full speed)"),
+    ),
 )
 
 # ---------------------------------------------------------------------------------------------

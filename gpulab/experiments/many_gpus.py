@@ -23,13 +23,22 @@ not used.
 :class:`ManyGPUsExperiment` is the logic; :class:`ScalingExperiment` the model alone (instant),
 behind :class:`ScalingDashboard`; :func:`run_your_ring` runs a learner's ring all-reduce on real
 MPI ranks.
+
+The model's step computes at the GPU's peak and sends at the links' line rate.
+:func:`at_rates` runs it again slower on either side, to show which way each moves the
+efficiency (compute / (compute + exposed communication)): slower compute *raises* it (the same
+all-reduce is a smaller share of a longer step, though every step takes longer), slower links
+lower it. :func:`model_state_fit` says whether a workload's model states fit the system's GPUs
+with plain data parallelism, or with which ZeRO stage (chapter 09's calculator).
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 import tempfile
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -37,6 +46,7 @@ import numpy as np
 
 from gpulab import device, hardware
 from gpulab.experiments.dashboard import Dashboard
+from gpulab.nn import memory
 from gpulab.nn.data import load_digits
 from gpulab.parallel import data_parallel, launch, links, scaling
 from gpulab.plots import wrap_title
@@ -45,6 +55,19 @@ SWEEP_BYTES = (8, 64, 512, 4096, 32768, 262144, 1048576)
 TRAIN_SETTINGS = {"global_batch": 512, "epochs": 6}
 RANKS = (1, 2, 4)
 MODEL_COUNTS = (1, 2, 4, 8)
+
+# What the compute of a large training reaches, against the bf16 peak the model assumes.
+ACHIEVED_MFU = 0.43
+ACHIEVED_MFU_SOURCE = (
+    "Llama Team, AI @ Meta, 'The Llama 3 Herd of Models', 2024 "
+    "(https://arxiv.org/abs/2407.21783), Table 4: 43 % BF16 model FLOPs utilisation (MFU, 430 "
+    "TFLOP/s per GPU) pre-training Llama 3 405B on 8,192 H100s, 41 % and 38 % on 16,384. The "
+    "MFU of the whole step, communication and pipeline bubbles included, so the compute alone "
+    "ran at least this fast")
+
+# Plain data parallelism and the ZeRO stages that send what it sends (one all-reduce of the
+# gradients per step), so that the modelled step holds for them; stage 3 sends 1.5 times as much.
+SAME_TRAFFIC_ZERO_STAGES = (0, 1, 2)
 
 
 def experiment_spec(ranks: int = 4, sweep_bytes=SWEEP_BYTES, settings=None) -> dict:
@@ -227,13 +250,15 @@ class ScalingExperiment:
         self.last_result: dict | None = None
 
     def run(self) -> dict:
-        curves = {}
+        curves, fits = {}, {}
         for workload in self.workloads:
             for overlap in (False, True):
                 curves[(workload.key, overlap)] = scaling.scaling_curve(
                     workload, self.system, self.counts, overlap)
+            for n in self.counts:
+                fits[(workload.key, n)] = model_state_fit(workload, self.system, n)
         self.last_result = {"system": self.system, "workloads": self.workloads,
-                            "counts": self.counts, "curves": curves}
+                            "counts": self.counts, "curves": curves, "fits": fits}
         return self.last_result
 
     def efficiency(self, workload: str, n_gpus: int, overlap: bool) -> float:
@@ -245,18 +270,168 @@ class ScalingExperiment:
         big = max(r["counts"])
         lines = []
         for workload in r["workloads"]:
-            at = {n: (self.efficiency(workload.key, n, False),
-                      self.efficiency(workload.key, n, True))
-                  for n in (8, system.domain_size, big)}
-            parts = ", ".join(f"{n:,} GPUs {100 * a:.0f} % ({100 * b:.0f} % with overlap)"
-                              for n, (a, b) in at.items())
-            lines.append(f"{workload.name}: {parts}.")
+            parts = []
+            for n in dict.fromkeys((8, system.domain_size, big)):
+                fit = r["fits"].get((workload.key, n)) or model_state_fit(workload, system, n)
+                if fit["stage"] is None:
+                    parts.append(f"{n:,} GPUs: its model states do not fit "
+                                 f"({fit['plain_bytes'] / 1e9:.0f} GB per GPU, ZeRO-2's share "
+                                 f"{fit['bytes_per_gpu'] / 1e9:.0f} GB, against the "
+                                 f"{fit['memory_bytes'] / 1e9:g} GB of the {fit['gpu']})")
+                    continue
+                a, b = (self.efficiency(workload.key, n, o) for o in (False, True))
+                how = "" if fit["stage"] == 0 else f", with ZeRO stage {fit['stage']}"
+                parts.append(f"{n:,} GPUs {100 * a:.0f} % ({100 * b:.0f} % with overlap{how})")
+            lines.append(f"{workload.name}: {', '.join(parts)}.")
         lines.append(f"All estimated for {system.name} ({system.note}): compute by gpulab's "
                      "GPU model (the transformers at the GPU's bf16 peak), the all-reduce by the "
                      "α–β model at the links' line rate, which NCCL does not reach (about "
-                     f"{100 * hardware.NCCL_NVLINK_EFFICIENCY:.0f} % of it over NVLink). Slower "
-                     "communication lowers the efficiency; slower compute raises it.")
+                     f"{100 * hardware.NCCL_NVLINK_EFFICIENCY:.0f} % of it over NVLink); "
+                     "model states by gpulab.nn.memory (ZeRO stage 1 or 2 where plain data "
+                     "parallelism's do not fit: the same traffic).")
+        worst = min(r["workloads"], key=lambda w: self.efficiency(w.key, big, False))
+        lines.append(compute_and_links_text(worst, system, big))
         return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the model assumes, moved: compute below peak, links below line rate; does it fit?
+# ---------------------------------------------------------------------------------------------
+
+
+def _share(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and 0 < value <= 1):
+        raise ValueError(f"{name} must be a number in (0, 1], not {value!r}")
+    return float(value)
+
+
+def at_rates(step: scaling.DataParallelStep, compute_share: float = 1.0,
+             link_share: float = 1.0) -> scaling.DataParallelStep:
+    """``step`` again with its compute (forward, backward, update; one GPU's too) at
+    ``compute_share`` of the rate the model assumed (an MFU, for the transformers modelled at
+    the bf16 peak) and every all-reduce at ``link_share`` of the links' line rate (its latency
+    slowed alike: an approximation). Efficiency = compute / (compute + exposed communication),
+    so a lower ``compute_share`` raises it and a lower ``link_share`` lowers it."""
+    c, k = _share("compute_share", compute_share), _share("link_share", link_share)
+    return replace(step, compute_s=step.compute_s / c, backward_s=step.backward_s / c,
+                   single_gpu_s=step.single_gpu_s / c, communicate_s=step.communicate_s / k,
+                   last_bucket_s=step.last_bucket_s / k)
+
+
+def model_state_fit(workload, system, n_gpus: int) -> dict:
+    """Whether ``workload``'s model states fit one GPU of ``system`` when ``n_gpus`` train it
+    data-parallel: the first of plain data parallelism and ZeRO stages 1 and 2 (which send
+    what plain data parallelism sends, so the modelled step holds for them) whose bytes per
+    GPU (:func:`gpulab.nn.memory.zero_bytes_per_parameter`: mixed-precision Adam, the digits
+    in fp32) are below the GPU's nominal memory. Model states only: activations come on top
+    (chapter 09).
+
+    Keys: ``stage`` (None when none of them fits: ZeRO-3, with 1.5 times the traffic, or
+    tensor and pipeline parallelism would be needed, which the modelled step leaves out),
+    ``bytes_per_gpu`` (at that stage; ZeRO-2's, the smallest, when none fits),
+    ``plain_bytes`` (plain data parallelism's), ``memory_bytes`` (the GPU's) and ``gpu``."""
+    workload, system = scaling.get_workload(workload), scaling.get_system(system)
+    n = int(n_gpus)
+    if n < 1:
+        raise ValueError(f"n_gpus must be >= 1, not {n_gpus!r}")
+    precision = "fp32" if workload.gradient_bytes == 4 else "bf16-mixed"
+    per_gpu = {stage: workload.parameters
+               * memory.zero_bytes_per_parameter(stage, n, precision, "adam")
+               for stage in SAME_TRAFFIC_ZERO_STAGES}
+    limit = system.spec.memory_bytes
+    stage = next((s for s, b in per_gpu.items() if b < limit), None)
+    smallest = SAME_TRAFFIC_ZERO_STAGES[-1]
+    return {"stage": stage, "bytes_per_gpu": per_gpu[smallest if stage is None else stage],
+            "plain_bytes": per_gpu[0], "memory_bytes": limit, "gpu": system.spec.name}
+
+
+def _fit_mark(fit: dict) -> str:
+    return ("" if fit["stage"] == 0 else "no fit" if fit["stage"] is None
+            else f"ZeRO-{fit['stage']}")
+
+
+def scaling_table(counts=(8, 72, 4608), workloads=("124m", "1.3b", "8b"), systems=None) -> str:
+    """Modelled efficiency without / with overlap for each system and workload at ``counts``
+    GPUs, each marked with what it takes to fit the model states (:func:`model_state_fit`):
+    nothing (plain data parallelism), a ZeRO stage that sends the same, or "no fit" (the
+    efficiency is then left out: the modelled step is not one that could run)."""
+    systems = list(scaling.SYSTEMS) if systems is None else list(systems)
+    counts = tuple(int(n) for n in counts)
+    lines = [f"{'system':12s} {'model':>6s}" + "".join(f"{f'{n:,} GPUs':>14s} {'':7s}"
+                                                       for n in counts)
+             + "(efficiency without / with overlap, estimated)"]
+    too_big = {}
+    for key in systems:
+        system = scaling.get_system(key)
+        for w in workloads:
+            workload = scaling.get_workload(w)
+            cells = []
+            for n in counts:
+                fit = model_state_fit(workload, system, n)
+                if fit["stage"] != 0:
+                    too_big[(workload.key, system.key)] = fit
+                if fit["stage"] is None:
+                    cells.append(f"{'—':>14s} {_fit_mark(fit):7s}")
+                    continue
+                plain = scaling.data_parallel_step(workload, system, n).efficiency
+                overlapped = scaling.data_parallel_step(workload, system, n,
+                                                        overlap=True).efficiency
+                cells.append(f"{f'{100 * plain:3.0f}/{100 * overlapped:3.0f} %':>14s} "
+                             f"{_fit_mark(fit):7s}")
+            lines.append((f"{system.key:12s} {workload.key:>6s}" + "".join(cells)).rstrip())
+    if too_big:
+        lines.append("Model states per GPU (gpulab.nn.memory, mixed-precision Adam; activations "
+                     "come on top, chapter 09):")
+        for (w, key), fit in too_big.items():
+            workload = scaling.get_workload(w)
+            lines.append(f"  {workload.key} on {key}: plain data parallelism keeps "
+                         f"{fit['plain_bytes'] / 1e9:.0f} GB on every GPU, more than the "
+                         f"{fit['gpu']}'s {fit['memory_bytes'] / 1e9:g} GB (nominal)")
+        lines.append(textwrap.fill(
+            "ZeRO-1, ZeRO-2: the first stage whose share fits; both send what plain data "
+            "parallelism sends, so the modelled step holds (its efficiency still counts against "
+            "one GPU's rate, though one GPU could not hold the model). no fit: not even "
+            "ZeRO-2's share fits (ZeRO-3 sends 1.5 times as much; not modelled).", 100))
+    return "\n".join(lines)
+
+
+def compute_and_links(workload, system, n_gpus: int, overlap: bool = False,
+                      mfu: float = ACHIEVED_MFU,
+                      link_share: float = hardware.NCCL_NVLINK_EFFICIENCY) -> dict:
+    """The modelled step of ``workload`` on ``n_gpus`` of ``system`` as assumed (compute at
+    peak, links at line rate), with compute at ``mfu`` of peak (:data:`ACHIEVED_MFU`), with
+    every all-reduce at ``link_share`` of line rate (NCCL's share over NVLink, applied to every
+    link), and with both: ``{"model", "slower_compute", "slower_links", "both"}`` of
+    :class:`gpulab.parallel.scaling.DataParallelStep`."""
+    step = scaling.data_parallel_step(workload, system, n_gpus, overlap)
+    return {"model": step, "slower_compute": at_rates(step, compute_share=mfu),
+            "slower_links": at_rates(step, link_share=link_share),
+            "both": at_rates(step, compute_share=mfu, link_share=link_share)}
+
+
+def compute_and_links_text(workload, system, n_gpus: int, overlap: bool = False,
+                           mfu: float = ACHIEVED_MFU) -> str:
+    """:func:`compute_and_links` in sentences, every figure from the model."""
+    r = compute_and_links(workload, system, n_gpus, overlap, mfu)
+    model, slow, links_slow, both = (r[k] for k in ("model", "slower_compute", "slower_links",
+                                                    "both"))
+    name = scaling.get_workload(workload).name
+    share = 100 * hardware.NCCL_NVLINK_EFFICIENCY
+    direction = "raises" if slow.efficiency > model.efficiency else "does not raise"
+    return (
+        f"The model computes at the GPU's peak. At {100 * mfu:.0f} % of it (the MFU of Llama 3 "
+        f"405B's whole pre-training step on 8,192 H100s, arXiv:2407.21783), {name} on "
+        f"{n_gpus:,} GPUs"
+        f"{' with overlap' if overlap else ''} goes from {100 * model.efficiency:.0f} % to "
+        f"{100 * slow.efficiency:.0f} % efficiency: slower compute {direction} it, because the "
+        f"same all-reduce is a smaller share of a longer step — while every step takes "
+        f"{slow.time_s / model.time_s:.1f}× as long, so the training is slower. With every "
+        f"all-reduce at {share:.0f} % of line rate (NCCL's share over NVLink) it is "
+        f"{100 * links_slow.efficiency:.0f} %, and with both {100 * both.efficiency:.0f} %. "
+        "Two things the model leaves out only lower it: communication overlapped with the "
+        "backward pass slows the kernels it runs beside (they share the SMs and memory), and "
+        "every all-reduce waits for the slowest GPU (stragglers).")
 
 
 def scaling_plot(result: dict, axes=None):
@@ -270,8 +445,13 @@ def scaling_plot(result: dict, axes=None):
     for ax, overlap in zip(axes, (False, True), strict=True):
         for workload in result["workloads"]:
             steps = result["curves"][(workload.key, overlap)]
-            ax.plot([s.n_gpus for s in steps], [100 * s.efficiency for s in steps], "o--",
-                    mfc="white", ms=4, label=wrap_title(workload.name, 40))
+            fits = [result["fits"][(workload.key, s.n_gpus)]["stage"] for s in steps]
+            name = workload.name + ("" if all(f == 0 for f in fits)
+                                    else " (ZeRO-1/2 where needed; a gap: no fit)")
+            ax.plot([s.n_gpus for s in steps],  # a point whose model states fit nowhere: a gap
+                    [math.nan if f is None else 100 * s.efficiency
+                     for s, f in zip(steps, fits, strict=True)], "o--",
+                    mfc="white", ms=4, label=wrap_title(name, 40))
         ax.axvline(system.domain_size, color="grey", lw=0.8, ls=":")
         ax.text(system.domain_size * 1.1, 30, f"end of the\n{system.inside.name}\ndomain "
                 f"({system.domain_size} GPUs)", fontsize=7, color="grey")
@@ -438,5 +618,7 @@ class ScalingDashboard(Dashboard):
         return scaling_plot(result)
 
 
-__all__ = ["ManyGPUsExperiment", "ScalingDashboard", "ScalingExperiment", "allreduce_plot",
-           "experiment_spec", "run_your_ring", "scaling_plot", "speedup_plot"]
+__all__ = ["ACHIEVED_MFU", "ACHIEVED_MFU_SOURCE", "SAME_TRAFFIC_ZERO_STAGES",
+           "ManyGPUsExperiment", "ScalingDashboard", "ScalingExperiment", "allreduce_plot",
+           "at_rates", "compute_and_links", "compute_and_links_text", "experiment_spec",
+           "model_state_fit", "run_your_ring", "scaling_plot", "scaling_table", "speedup_plot"]

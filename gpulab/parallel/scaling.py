@@ -25,8 +25,10 @@ Speed-up is samples (or tokens) per second on N GPUs over one GPU's; efficiency 
 Beyond one server (or one NVL72 rack) the all-reduce is **hierarchical**: a reduce-scatter
 inside each server over NVLink, an all-reduce of each GPU's 1/g share across the servers over
 the network (every GPU with its own network port), an all-gather inside the server again.
-Everything here is a model, and an optimistic one (peak FLOP rates, links at full speed);
-every result says so.
+Everything here is a model, and an optimistic one for the step's time (peak FLOP rates, links at
+full speed), though not for its efficiency: compute below peak *raises* that (the same
+all-reduce is a smaller share of a longer step), links below line rate lower it. Every result
+says it is an estimate.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """Beyond data parallelism: what sharding the optimiser state (ZeRO), splitting the matrices
-(tensor parallelism) and splitting the layers (pipeline parallelism) save in memory and cost in
-communication; and a matmul split across ranks, run for real.
+(tensor parallelism) and splitting the layers (pipeline parallelism) cost in communication
+(the memory they save is counted by :mod:`gpulab.nn.memory`); and a matmul split across ranks,
+run for real.
 
 **ZeRO** (Rajbhandari, Rasley, Ruwase and He, "ZeRO: Memory Optimizations Toward Training
 Trillion Parameter Models", SC 2020, arXiv:1910.02054, Figure 1 and Section 7). Mixed-precision
-Adam keeps, per parameter, 2 bytes of 16-bit weights, 2 bytes of 16-bit gradients and K = 12
-bytes of optimiser state (fp32 master weights, momentum and variance): 16 bytes. Plain data
-parallelism keeps all 16 on every GPU. ZeRO stage 1 shards the optimiser state over the N
-GPUs, stage 2 the gradients too, stage 3 the weights too (PyTorch's FSDP is stage 3). Stages 1
-and 2 communicate as much as plain data parallelism (a reduce-scatter of the gradients and an
-all-gather of the updated weights are together one all-reduce); stage 3 gathers the weights
-again in the backward pass: 1.5 times as much.
+Adam keeps 16 bytes per parameter, which plain data parallelism keeps on every GPU and ZeRO
+stages 1-3 shard over the N GPUs; those bytes are chapter 09's calculator's
+(:func:`gpulab.nn.memory.zero_bytes_per_parameter`, the one formula), and this module counts
+what the stages send. Stages 1 and 2 communicate as much as plain data parallelism (a
+reduce-scatter of the gradients and an all-gather of the updated weights are together one
+all-reduce); stage 3 gathers the weights again in the backward pass: 1.5 times as much.
 
 **Tensor parallelism** (Shoeybi et al., "Megatron-LM: Training Multi-Billion Parameter
 Language Models Using Model Parallelism", 2019, arXiv:1909.08053, Section 3): each
@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpulab.nn.memory import ZERO_STAGES
+
 ZERO_PAPER = ("Rajbhandari et al., 'ZeRO: Memory Optimizations Toward Training Trillion "
               "Parameter Models', SC 2020 (https://arxiv.org/abs/1910.02054), Figure 1")
 MEGATRON_PAPER = ("Shoeybi et al., 'Megatron-LM' (https://arxiv.org/abs/1909.08053), Section 3: "
@@ -38,33 +40,15 @@ MEGATRON_PAPER = ("Shoeybi et al., 'Megatron-LM' (https://arxiv.org/abs/1909.080
 GPIPE_PAPER = ("Huang et al., 'GPipe' (https://arxiv.org/abs/1811.06965): bubble fraction "
                "(p - 1)/(m + p - 1)")
 
-WEIGHT_BYTES = 2  # 16-bit weights
-GRADIENT_BYTES = 2  # 16-bit gradients
-ADAM_STATE_BYTES = 12  # fp32 master weights, momentum, variance (K in the ZeRO paper)
-
-
-def zero_bytes_per_parameter(stage: int, n_gpus: int,
-                             optimiser_bytes: float = ADAM_STATE_BYTES) -> float:
-    """Bytes per parameter on each GPU with ZeRO ``stage`` (0 = plain data parallelism) over
-    ``n_gpus``: 2 + 2 + K, with the optimiser state (stage >= 1), the gradients (>= 2) and the
-    weights (3) divided by N."""
-    if stage not in (0, 1, 2, 3):
-        raise ValueError(f"stage must be 0, 1, 2 or 3, not {stage!r}")
-    n = int(n_gpus)
-    if n < 1:
-        raise ValueError(f"n_gpus must be >= 1, not {n_gpus!r}")
-    weights = WEIGHT_BYTES / n if stage >= 3 else WEIGHT_BYTES
-    gradients = GRADIENT_BYTES / n if stage >= 2 else GRADIENT_BYTES
-    state = optimiser_bytes / n if stage >= 1 else optimiser_bytes
-    return weights + gradients + state
+GRADIENT_BYTES = 2  # 16-bit gradients (and 16-bit weights, for stage 3's all-gathers)
 
 
 def zero_traffic_bytes_per_parameter(stage: int, n_gpus: int) -> float:
     """Bytes each GPU sends per parameter per step (16-bit values, ring algorithms): stages 0-2
     one all-reduce, 2 · 2(N - 1)/N; stage 3 half as much again (the weights are all-gathered
     for the forward and again for the backward pass)."""
-    if stage not in (0, 1, 2, 3):
-        raise ValueError(f"stage must be 0, 1, 2 or 3, not {stage!r}")
+    if stage not in ZERO_STAGES:
+        raise ValueError(f"stage must be one of {ZERO_STAGES}, not {stage!r}")
     n = int(n_gpus)
     if n <= 1:
         return 0.0
@@ -118,7 +102,7 @@ def row_parallel_matmul(comm, X: np.ndarray, W: np.ndarray) -> np.ndarray:
     return total
 
 
-__all__ = ["ADAM_STATE_BYTES", "GPIPE_PAPER", "MEGATRON_PAPER", "ZERO_PAPER",
+__all__ = ["GPIPE_PAPER", "GRADIENT_BYTES", "MEGATRON_PAPER", "ZERO_PAPER",
            "column_parallel_matmul", "pipeline_bubble", "pipeline_traffic_bytes",
-           "row_parallel_matmul", "tensor_parallel_traffic_bytes", "zero_bytes_per_parameter",
+           "row_parallel_matmul", "tensor_parallel_traffic_bytes",
            "zero_traffic_bytes_per_parameter"]

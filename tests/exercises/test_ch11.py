@@ -284,3 +284,28 @@ def test_the_time_stub_is_not_attempted():
         raise NotImplementedError()
 
     assert ch11.check_allreduce_time(stub, show=False).status == NOT_ATTEMPTED
+
+
+# --- the instructor notebook as nbgrader reads it ----------------------------------------------
+
+
+def test_hidden_tests_sit_only_in_the_chapters_grade_cells():
+    """nbgrader's generate_assignment refuses a '### BEGIN HIDDEN TESTS' outside a grade cell
+    (it failed on chapter 11 when two experiment cells held their asserts that way); every
+    grade cell of the chapter holds its hidden assert."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "solutions" / "11_many_gpus.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    graded, misplaced = [], []
+    for index, cell in enumerate(cells):
+        source = "".join(cell["source"])
+        is_grade = cell["metadata"].get("nbgrader", {}).get("grade", False)
+        if is_grade:
+            graded.append(index)
+            assert "### BEGIN HIDDEN TESTS" in source, f"grade cell {index} has no hidden test"
+        elif "HIDDEN TESTS" in source:
+            misplaced.append(index)
+    assert not misplaced, f"hidden tests outside grade cells: cells {misplaced}"
+    assert len(graded) == 2  # the ring all-reduce and its time

@@ -124,3 +124,88 @@ def test_a_learners_ring_on_threads_and_a_broken_one():
     assert not wrong["correct"]
     with pytest.raises(ValueError, match="source"):
         many_gpus.run_your_ring(len)
+
+
+# --- what the model assumes, moved; which models fit ---------------------------------------
+
+
+def test_model_states_fit_by_chapter_09s_calculator():
+    from gpulab.nn import memory
+    from gpulab.parallel import scaling
+
+    eight_b = scaling.WORKLOADS["8b"].parameters
+    # plain data parallelism keeps 16 bytes per parameter everywhere: 128 GB > an H100's 80 GB
+    fit = many_gpus.model_state_fit("8b", "hgx-h100", 8)
+    assert fit["plain_bytes"] == eight_b * memory.zero_bytes_per_parameter(0, 8) == 128e9
+    assert fit["stage"] == 1  # ZeRO-1: 4 + 12/8 = 5.5 bytes per parameter, 44 GB
+    assert fit["bytes_per_gpu"] == pytest.approx(eight_b * memory.zero_bytes_per_parameter(1, 8))
+    assert fit["bytes_per_gpu"] < fit["memory_bytes"] < fit["plain_bytes"]
+    assert many_gpus.model_state_fit("8b", "hgx-h100", 1)["stage"] is None  # no GPU holds it
+    assert many_gpus.model_state_fit("8b", "gb200-nvl72", 8)["stage"] == 0  # a B200's 180 GB
+    none = many_gpus.model_state_fit("8b", "pcie-box", 8)  # ZeRO-2 on 8 L4s: 30 GB > 24 GB
+    assert none["stage"] is None
+    assert none["bytes_per_gpu"] == pytest.approx(eight_b * memory.zero_bytes_per_parameter(2, 8))
+    assert many_gpus.model_state_fit("8b", "pcie-box", 72)["stage"] == 2
+    for key in scaling.SYSTEMS:
+        assert many_gpus.model_state_fit("1.3b", key, 8)["stage"] == 0
+        assert many_gpus.model_state_fit("digits", key, 1)["stage"] == 0
+    with pytest.raises(ValueError, match="n_gpus"):
+        many_gpus.model_state_fit("8b", "hgx-h100", 0)
+
+
+def test_the_scaling_table_marks_what_it_takes_to_fit():
+    from gpulab.parallel import scaling
+
+    table = many_gpus.scaling_table(counts=(8, 72))
+    rows = {tuple(line.split()[:2]): line for line in table.splitlines()
+            if line.split()[:1] and line.split()[0] in scaling.SYSTEMS}
+    assert len(rows) == 9
+    assert "ZeRO-1" in rows[("hgx-h100", "8b")] and "ZeRO" not in rows[("hgx-h100", "1.3b")]
+    assert "no fit" in rows[("pcie-box", "8b")] and "ZeRO-2" in rows[("pcie-box", "8b")]
+    assert "ZeRO" not in rows[("gb200-nvl72", "8b")]
+    step = scaling.data_parallel_step("8b", "hgx-h100", 72)
+    overlapped = scaling.data_parallel_step("8b", "hgx-h100", 72, overlap=True)
+    assert f"{100 * step.efficiency:3.0f}/{100 * overlapped.efficiency:3.0f} %" in rows[
+        ("hgx-h100", "8b")]
+    assert "keeps 128 GB on every GPU, more than the NVIDIA H100" in table
+
+
+def test_slower_compute_raises_the_efficiency_and_slower_links_lower_it():
+    from gpulab.parallel import scaling
+
+    for key in scaling.SYSTEMS:
+        for workload in ("124m", "1.3b", "8b"):
+            for n in (8, 72, 4608):
+                for overlap in (False, True):
+                    step = scaling.data_parallel_step(workload, key, n, overlap)
+                    slow = many_gpus.at_rates(step, compute_share=0.43)
+                    links_slow = many_gpus.at_rates(step, link_share=0.8)
+                    assert slow.efficiency >= step.efficiency - 1e-12
+                    assert links_slow.efficiency <= step.efficiency + 1e-12
+                    assert slow.time_s > step.time_s and links_slow.time_s >= step.time_s
+    step = scaling.data_parallel_step("1.3b", "hgx-h100", 4608)
+    slow = many_gpus.at_rates(step, compute_share=0.5)
+    assert slow.compute_s == 2 * step.compute_s and slow.communicate_s == step.communicate_s
+    assert many_gpus.at_rates(step) == step
+    for bad in (0, 1.5, float("nan"), True, "0.4"):
+        with pytest.raises(ValueError, match="compute_share"):
+            many_gpus.at_rates(step, compute_share=bad)
+        with pytest.raises(ValueError, match="link_share"):
+            many_gpus.at_rates(step, link_share=bad)
+
+
+def test_the_direction_sentence_is_computed_from_the_model():
+    r = many_gpus.compute_and_links("1.3b", "hgx-h100", 4608)
+    text = many_gpus.compute_and_links_text("1.3b", "hgx-h100", 4608)
+    model, slow = r["model"], r["slower_compute"]
+    assert slow.efficiency > model.efficiency
+    assert (f"from {100 * model.efficiency:.0f} % to {100 * slow.efficiency:.0f} % efficiency: "
+            "slower compute raises it") in text
+    assert f"{slow.time_s / model.time_s:.1f}× as long" in text
+    assert f"it is {100 * r['slower_links'].efficiency:.0f} %" in text
+    assert f"{100 * many_gpus.ACHIEVED_MFU:.0f} % of it" in text
+    assert "arxiv.org/abs/2407.21783" in many_gpus.ACHIEVED_MFU_SOURCE
+    explained = many_gpus.ScalingExperiment("pcie-box", ["124m", "8b"], counts=(8, 72)).explain()
+    assert "slower compute raises it" in explained and "only lower it" in explained
+    assert "8 GPUs: its model states do not fit" in explained
+    assert "with ZeRO stage 2" in explained

@@ -71,16 +71,27 @@ def test_digits_do_not_scale_and_big_models_scale_better_with_overlap():
     assert all(a >= b - 1e-12 for a, b in zip(small, small[1:], strict=False))
 
 
-def test_zero_bytes_per_parameter_match_the_zero_paper():
-    """ZeRO paper, Figure 1: a 7.5B-parameter model on 64 GPUs needs 120 GB per GPU with plain
-    data parallelism, 31.4 GB with stage 1, 16.6 GB with stage 2 and 1.9 GB with stage 3."""
-    psi, n = 7.5e9, 64
-    printed = {0: 120, 1: 31.4, 2: 16.6, 3: 1.9}
-    for stage, gigabytes in printed.items():
-        got = strategies.zero_bytes_per_parameter(stage, n) * psi / 1e9
-        assert round(got, 1) == pytest.approx(gigabytes, abs=0.06), stage
-    assert strategies.zero_traffic_bytes_per_parameter(3, 64) == pytest.approx(
-        1.5 * strategies.zero_traffic_bytes_per_parameter(0, 64))
+def test_zero_traffic_is_one_allreduce_and_stage_3_half_as_much_again():
+    """ZeRO paper, section 7: stages 1 and 2 send what plain data parallelism sends (a
+    reduce-scatter and an all-gather: one all-reduce, 2·2(N - 1)/N bytes per 16-bit parameter
+    with a ring), stage 3 1.5 times as much."""
+    for n in (2, 8, 64):
+        allreduce = 2 * 2 * (n - 1) / n
+        for stage in (0, 1, 2):
+            assert strategies.zero_traffic_bytes_per_parameter(stage, n) == pytest.approx(
+                allreduce)
+        assert strategies.zero_traffic_bytes_per_parameter(3, n) == pytest.approx(
+            1.5 * allreduce)
+    assert strategies.zero_traffic_bytes_per_parameter(3, 1) == 0
+    with pytest.raises(ValueError, match="stage must be"):
+        strategies.zero_traffic_bytes_per_parameter(4, 8)
+
+
+def test_zero_bytes_are_written_once_in_chapter_09s_calculator():
+    """One formula for ZeRO's bytes per parameter: gpulab.nn.memory's (tested against the ZeRO
+    paper's Figure 1 in tests/nn/test_memory.py); the strategies module only counts traffic."""
+    assert not hasattr(strategies, "zero_bytes_per_parameter")
+    assert "zero_bytes_per_parameter" not in strategies.__all__
 
 
 def test_tensor_and_pipeline_volumes():
@@ -90,13 +101,3 @@ def test_tensor_and_pipeline_volumes():
     assert strategies.pipeline_traffic_bytes(8192, 4096) == 2 * 8192 * 4096 * 2
     assert strategies.pipeline_bubble(4, 1) == 0.75
     assert math.isclose(strategies.pipeline_bubble(4, 32), 3 / 35)
-
-
-def test_zero_agrees_with_chapter_09s_calculator():
-    memory = pytest.importorskip("gpulab.nn.memory")
-    if not hasattr(memory, "zero_bytes_per_parameter"):
-        pytest.skip("chapter 09's calculator has no zero_bytes_per_parameter")
-    for stage in range(4):
-        for n in (1, 8, 64):
-            assert strategies.zero_bytes_per_parameter(stage, n) == pytest.approx(
-                memory.zero_bytes_per_parameter(stage, n))
