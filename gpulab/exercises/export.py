@@ -176,8 +176,9 @@ def export(source: Path, target: Path, update: bool = False) -> list[Path]:
     if missing:
         raise ExportError(f"{source} is not the course's repository: it has no "
                           f"{', '.join(missing)}")
-    if target == source or source in target.parents:
-        raise ExportError(f"write the copy outside the course's repository, not into {target}")
+    if target == source or source in target.parents or target in source.parents:
+        raise ExportError(f"write the copy beside the course's repository, not into {target}, "
+                          f"which {'holds' if target in source.parents else 'is inside'} it")
     if target.exists() and not target.is_dir():
         raise ExportError(f"{target} is a file; give a folder")
     if target.is_dir() and any(target.iterdir()) and not update:

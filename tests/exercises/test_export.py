@@ -230,8 +230,11 @@ def test_stale_learner_notebooks_are_refused(tmp_path):
 def test_bad_sources_and_targets_are_refused(tmp_path):
     with pytest.raises(export.ExportError, match="not the course's repository.*solutions"):
         export.export(ROOT / "course", tmp_path / "out")
-    with pytest.raises(export.ExportError, match="outside the course's repository"):
+    with pytest.raises(export.ExportError, match="beside the course's repository.*is inside"):
         export.export(ROOT, ROOT / "course" / "copy")
+    # --update into the folder that holds the repository would replace its gpulab/ or course/
+    with pytest.raises(export.ExportError, match="beside the course's repository.*holds it"):
+        export.export(ROOT, ROOT.parent, update=True)
     (tmp_path / "file").write_text("x")
     with pytest.raises(export.ExportError, match="is a file"):
         export.export(ROOT, tmp_path / "file")
