@@ -8,6 +8,8 @@
   ``check_block_sum``); notebooks import the module (``from gpulab.exercises import ch03``).
   Chapter modules import from ``checks`` only, never from each other.
 - :mod:`gpulab.exercises.release` — writes ``course/`` (learner versions) from ``solutions/``.
+- :mod:`gpulab.exercises.export` — writes a learners' copy of the course for a class
+  repository, without ``solutions/`` or hidden tests (``gpulab export-learner``).
 
 The simulator instruments the checks use (arrays that record which thread read or wrote what,
 poisoned shared memory) live in :mod:`gpulab.instruments`, shared with
