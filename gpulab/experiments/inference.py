@@ -17,7 +17,7 @@ from gpulab.nn.data import load_digits
 from gpulab.nn.recipes import train_digits
 from gpulab.plots import wrap_title
 from gpulab.serving import energy
-from gpulab.serving.loadtest import load_test, post_json
+from gpulab.serving.loadtest import closed_loop, load_test, post_json
 from gpulab.serving.server import InferenceServer
 
 BATCH_SIZES = (1, 4, 16, 64, 256, 1024)
@@ -197,45 +197,161 @@ def backend_agreement(model, data, n: int = 24) -> dict:
 
 # --- serving --------------------------------------------------------------------------------
 
+CAPACITY_CONCURRENCY = 32
+SWEEP_MULTIPLES = (0.25, 1.0, 4.0)
 
-def serving_sweep(model, data, windows_ms=(0.0, 2.0, 10.0), rates=(100.0, 400.0),
-                  n_requests: int = 60, concurrency: int = 16, max_batch: int = 64,
-                  time_limit_s: float = 5.0) -> list[dict]:
-    """One server per batching window, a bounded load test per offered rate: p50, p99,
-    throughput and the mean batch the server ran (measured here, loopback)."""
+
+def _served_rows(model, data):
+    """The held-out digits and the classes the model gives them, computed directly (NumPy):
+    what every served answer is checked against."""
+    return data.X_test, np.asarray(model.predict(data.X_test)).astype(int)
+
+
+def serving_capacity(model, data, window_ms: float = 0.0, max_batch: int = 64,
+                     n_requests: int = 600, concurrency: int = CAPACITY_CONCURRENCY,
+                     separate_process: bool = True) -> dict:
+    """The most answers per second a fresh server gives: a closed-loop run
+    (:func:`~gpulab.serving.loadtest.closed_loop`, ``concurrency`` requests always in flight,
+    one digit each) after a short warm-up. Measured here, loopback, the load generator in a
+    separate Python process (``separate_process``) sharing this machine's cores."""
+    X, expected = _served_rows(model, data)
+    with InferenceServer(model, window_ms=window_ms, max_batch=max_batch) as server:
+        closed_loop(server.url, X, n_requests=100, concurrency=8)  # warm up
+        before = server.stats()
+        r = closed_loop(server.url, X, n_requests=n_requests, concurrency=concurrency,
+                        expected=expected, separate_process=separate_process)
+        after = server.stats()
+    batches = after["batches"] - before["batches"]
+    return {"window_ms": window_ms, "concurrency": concurrency, "n_requests": n_requests,
+            "completed": r.completed, "lost": r.lost, "wrong": r.wrong,
+            "throughput_per_s": r.throughput_per_s, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms,
+            "p99_rule": r.percentile_rule(99),
+            "mean_batch": (after["rows"] - before["rows"]) / max(batches, 1)}
+
+
+def serving_sweep(model, data, windows_ms=(0.0, 2.0, 10.0), rates=None,
+                  multiples=SWEEP_MULTIPLES, capacity_per_s: float | None = None,
+                  n_requests: int = 400, max_batch: int = 64, max_queue: int | None = None,
+                  arrivals: str = "poisson", time_limit_s: float = 10.0,
+                  separate_process: bool = True) -> list[dict]:
+    """One server per batching window, an open-loop load test per offered rate
+    (:func:`~gpulab.serving.loadtest.load_test`: ``n_requests`` one-digit requests, Poisson
+    arrivals): p50, p99 (nearest rank, with its n), answers per second, 503s, lost and wrong
+    answers (every answer checked against the model run directly), and the mean batch the
+    server ran. The rates are ``rates`` (requests/s) or, by default, ``multiples`` of the
+    capacity (``capacity_per_s``, else measured first by :func:`serving_capacity`). The
+    queue holds ``max_queue`` rows (default 2 × ``max_batch``), so beyond capacity it fills and
+    the excess is answered 503. Measured here, loopback, the load generator in a separate
+    Python process (``separate_process``; in the server's own process it would compete with
+    it for the interpreter lock)."""
+    X, expected = _served_rows(model, data)
+    if rates is None:
+        if capacity_per_s is None:
+            capacity_per_s = serving_capacity(model, data, max_batch=max_batch,
+                                              separate_process=separate_process)[
+                "throughput_per_s"]
+        offered = [(m * capacity_per_s, m) for m in multiples]
+    else:
+        offered = [(float(r), r / capacity_per_s if capacity_per_s else None) for r in rates]
+    max_queue = 2 * max_batch if max_queue is None else max_queue
     rows = []
     for window in windows_ms:
-        with InferenceServer(model, window_ms=window, max_batch=max_batch) as server:
-            load_test(server.url, data.X_test, n_requests=10, rate_per_s=200,
-                      concurrency=4, time_limit_s=2.0)  # warm up
-            for rate in rates:
+        with InferenceServer(model, window_ms=window, max_batch=max_batch,
+                             max_queue=max_queue) as server:
+            load_test(server.url, X, n_requests=20, rate_per_s=200.0, time_limit_s=2.0)  # warm
+            for rate, multiple in offered:
                 before = server.stats()
-                result = load_test(server.url, data.X_test, n_requests=n_requests,
-                                   rate_per_s=rate, concurrency=concurrency,
-                                   time_limit_s=time_limit_s)
+                r = load_test(server.url, X, n_requests=n_requests, rate_per_s=rate,
+                              arrivals=arrivals, time_limit_s=time_limit_s, expected=expected,
+                              separate_process=separate_process)
                 after = server.stats()
                 batches = after["batches"] - before["batches"]
-                rows.append({"window_ms": window, "rate_per_s": rate,
-                             "completed": result.completed, "n_requests": n_requests,
-                             "p50_ms": result.p50_ms, "p99_ms": result.p99_ms,
-                             "throughput_per_s": result.throughput_per_s,
+                rows.append({"window_ms": window, "rate_per_s": rate, "multiple": multiple,
+                             "capacity_per_s": capacity_per_s, "n_requests": n_requests,
+                             "sent": r.sent, "sent_rate_per_s": r.sent_rate_per_s,
+                             "completed": r.completed, "rejected": r.rejected, "lost": r.lost,
+                             "wrong": r.wrong, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms,
+                             "p99_rule": r.percentile_rule(99),
+                             "throughput_per_s": r.throughput_per_s,
                              "mean_batch": (after["rows"] - before["rows"]) / max(batches, 1),
-                             "errors": sum(s for c, s in result.statuses.items() if c != 200)
-                             + result.failures})
+                             "largest_batch": max((size for size, count in
+                                                   after["batch_sizes"].items()
+                                                   if count > before["batch_sizes"].get(size, 0)),
+                                                  default=0),
+                             "errors": r.answered - r.completed + r.lost,
+                             "statuses": dict(r.statuses), "mode": r.mode})
     return rows
+
+
+def serving_lines(rows, capacity: dict | None = None) -> list[str]:
+    """The chapter's sentences about a :func:`serving_sweep`, each from its rows: saturation
+    at the highest offered rate, what the longest window did to throughput and latency, and
+    how p99 was taken."""
+    lines = []
+    if capacity is not None:
+        lines.append(f"Capacity: {capacity['throughput_per_s']:.0f} answers/s with "
+                     f"{capacity['concurrency']} requests always in flight (closed loop, "
+                     f"window {capacity['window_ms']:g} ms, {capacity['completed']} answered, "
+                     f"{capacity['lost']} lost, {capacity['wrong']} wrong).")
+    rates = sorted({r["rate_per_s"] for r in rows})
+    windows = sorted({r["window_ms"] for r in rows})
+    low, high = rates[0], rates[-1]
+
+    def at(window, rate):
+        return next(r for r in rows if r["window_ms"] == window and r["rate_per_s"] == rate)
+
+    for window in windows:
+        lo, hi = at(window, low), at(window, high)
+        grew = hi["throughput_per_s"] / lo["throughput_per_s"] if lo["throughput_per_s"] else 0
+        offered = high / low
+        verdict = ("answers per second stopped following the offer: saturated"
+                   if grew < 0.6 * offered else "answers per second still followed the offer")
+        lines.append(f"Window {window:g} ms: offered {low:.0f} → {high:.0f} req/s "
+                     f"({offered:.0f}×), it answered {lo['throughput_per_s']:.0f} → "
+                     f"{hi['throughput_per_s']:.0f}/s ({grew:.1f}×): {verdict}; at the top rate "
+                     f"{hi['rejected']} of {hi['sent']} got 503, p99 {hi['p99_ms']:.1f} ms "
+                     f"against {lo['p99_ms']:.1f} ms at the lowest.")
+    if len(windows) > 1:
+        none, longest = windows[0], windows[-1]
+        a, b = at(none, high), at(longest, high)
+        if b["throughput_per_s"] > 1.05 * a["throughput_per_s"]:
+            lines.append(f"At {high:.0f} req/s offered, with a {longest:g} ms window the server "
+                         f"answered {b['throughput_per_s']:.0f}/s vs "
+                         f"{a['throughput_per_s']:.0f}/s with a {none:g} ms one (batches of "
+                         f"{b['mean_batch']:.1f} vs {a['mean_batch']:.1f} rows).")
+        else:
+            lines.append(f"At {high:.0f} req/s offered, a {longest:g} ms window did not raise "
+                         f"the answers per second ({b['throughput_per_s']:.0f}/s vs "
+                         f"{a['throughput_per_s']:.0f}/s with {none:g} ms) though its batches "
+                         f"held {b['mean_batch']:.1f} vs {a['mean_batch']:.1f} rows: here each "
+                         "request's HTTP and JSON cost more than its share of the model, so "
+                         "bigger batches save little.")
+        c, d = at(none, low), at(longest, low)
+        more = "more" if d["p50_ms"] > c["p50_ms"] else "no more"
+        lines.append(f"At {low:.0f} req/s the {longest:g} ms window costs waiting: p50 "
+                     f"{d['p50_ms']:.1f} ms vs {c['p50_ms']:.1f} ms ({more} than without), "
+                     f"batches of {d['mean_batch']:.1f} vs {c['mean_batch']:.1f} rows.")
+    fewest = min(rows, key=lambda r: r["completed"])
+    lines.append(f"Percentiles are nearest-rank over each point's answers (n); the fewest: "
+                 f"{fewest['p99_rule']} (window {fewest['window_ms']:g} ms, "
+                 f"{fewest['rate_per_s']:.0f} req/s). Lost: {sum(r['lost'] for r in rows)}, "
+                 f"wrong: {sum(r['wrong'] for r in rows)} of "
+                 f"{sum(r['completed'] for r in rows)} answers checked.")
+    return lines
 
 
 def serving_plot(rows):
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
     for window in sorted({r["window_ms"] for r in rows}):
-        mine = [r for r in rows if r["window_ms"] == window]
+        mine = sorted((r for r in rows if r["window_ms"] == window),
+                      key=lambda r: r["rate_per_s"])
         t = [r["throughput_per_s"] for r in mine]
         ax.plot(t, [r["p50_ms"] for r in mine], "o-", label=f"p50, window {window:g} ms")
         ax.plot(t, [r["p99_ms"] for r in mine], "s--", label=f"p99, window {window:g} ms")
-    ax.set(xlabel="throughput (requests/s answered)", ylabel="latency (ms)", yscale="log")
+    ax.set(xlabel="throughput (requests/s answered 200)", ylabel="latency (ms)", yscale="log")
     ax.legend(fontsize=7, ncol=2)
-    ax.set_title(wrap_title("Dynamic batching on loopback: latency vs throughput "
-                            "(measured on this machine)"))
+    ax.set_title(wrap_title("Dynamic batching on loopback, open-loop load: latency vs "
+                            "throughput (measured on this machine)"))
     fig.tight_layout()
     return fig
 
@@ -243,17 +359,37 @@ def serving_plot(rows):
 def bad_requests(server) -> list[dict]:
     """Send the usual bad requests, then a good one: status and error of each."""
     n = server.model.n_inputs
-    cases = [("wrong shape", {"inputs": [[0.0] * (n - 1)]}, None, "application/json"),
-             ("non-numeric", {"inputs": [["seven"] * n]}, None, "application/json"),
-             ("bad JSON", None, b"{inputs: nope", "application/json"),
-             ("wrong content type", None, b"1,2,3", "text/csv"),
-             ("oversized body", None, b"[" + b"0," * server.max_body_bytes + b"0]",
-              "application/json"),
-             ("a good one", {"inputs": [[0.0] * n]}, None, "application/json")]
+    row = [0.0] * n
+    body = json.dumps
+    cases = [("wrong shape", body({"inputs": [row[:-1]]}).encode(), "POST", "/predict"),
+             ("ragged rows", body({"inputs": [row, row[:-1]]}).encode(), "POST", "/predict"),
+             ("non-numeric", body({"inputs": [["seven"] * n]}).encode(), "POST", "/predict"),
+             ("true/false", body({"inputs": [[True] * n]}).encode(), "POST", "/predict"),
+             ("null", body({"inputs": [[None] * n]}).encode(), "POST", "/predict"),
+             ("NaN literal", b'{"inputs": [[NaN' + b", 0" * (n - 1) + b"]]}", "POST",
+              "/predict"),
+             ("integer 10**400", b'{"inputs": [[1' + b"0" * 400 + b", 0" * (n - 1) + b"]]}",
+              "POST", "/predict"),
+             ("3.4e39 (> float32)", body({"inputs": [[3.4e39] + row[1:]]}).encode(), "POST",
+              "/predict"),
+             ("deeply nested", b'{"inputs": ' + b"[" * 20_000 + b"]" * 20_000 + b"}", "POST",
+              "/predict"),
+             ("bad JSON", b"{inputs: nope", "POST", "/predict"),
+             ("too many rows", body({"inputs": [row] * (server.max_batch + 1)}).encode(),
+              "POST", "/predict"),
+             ("oversized body", b"[" + b"0," * server.max_body_bytes + b"0]", "POST",
+              "/predict"),
+             ("wrong method (PUT)", body({"inputs": [row]}).encode(), "PUT", "/predict"),
+             ("unknown path", b"", "GET", "/admin"),
+             ("a good one", body({"inputs": [row]}).encode(), "POST", "/predict")]
     out = []
-    for name, payload, raw, kind in cases:
-        status, answer = post_json(server.url + "/predict", payload, content_type=kind, raw=raw)
+    for name, raw, method, path in cases:
+        status, answer = post_json(server.url + path, None, raw=raw, method=method)
         out.append({"request": name, "status": status,
+                    "answer": answer.get("error") or json.dumps(answer)})
+    status, answer = post_json(server.url + "/predict", None, raw=b"1,2,3",
+                               content_type="text/csv")
+    out.insert(-1, {"request": "wrong content type", "status": status,
                     "answer": answer.get("error") or json.dumps(answer)})
     return out
 
@@ -357,18 +493,20 @@ __all__ = ["BATCH_SIZES", "COPY_LATENCY_S", "COPY_LATENCY_SOURCE", "WHERE_GPU", 
            "backend_agreement", "bad_requests", "batch_rows", "cpu_latency", "crossover",
            "faster_not_greener", "faster_not_greener_lines", "fp8_weights",
            "gpu_inference_estimate", "gpu_latency",
-           "inference_energy", "latency_plot", "serving_plot", "serving_sweep",
+           "inference_energy", "latency_plot", "serving_capacity", "serving_lines",
+           "serving_plot", "serving_sweep",
            "serving_widget", "trained_digits", "training_energy", "training_seconds"]
 
 
 def serving_widget(model, data):
-    """Two sliders (batching window, offered rate) and a Run button: starts a server, runs a
-    bounded load test of 60 requests on loopback, prints p50, p99, throughput and mean batch."""
+    """Two sliders (batching window, offered rate) and a Run button: starts a server, runs an
+    open-loop load test of 400 requests on loopback, prints p50, p99 (with its n), answers per
+    second, 503s and the mean batch."""
     import ipywidgets as widgets
 
     window = widgets.FloatSlider(value=2.0, min=0.0, max=20.0, step=0.5,
                                  description="window (ms)")
-    rate = widgets.IntSlider(value=200, min=50, max=800, step=50, description="rate (req/s)")
+    rate = widgets.IntSlider(value=500, min=50, max=8000, step=50, description="rate (req/s)")
     run = widgets.Button(description="Run load test")
     out = widgets.Output()
 
@@ -376,10 +514,12 @@ def serving_widget(model, data):
         out.clear_output()
         with out:
             row = serving_sweep(model, data, windows_ms=(window.value,), rates=(rate.value,))[0]
-            print(f"window {row['window_ms']:g} ms, offered {row['rate_per_s']:g} req/s: "
-                  f"answered {row['throughput_per_s']:.0f} req/s, p50 {row['p50_ms']:.2f} ms, "
-                  f"p99 {row['p99_ms']:.2f} ms, mean batch {row['mean_batch']:.1f} rows "
-                  "(measured on this machine, loopback)")
+            print(f"window {row['window_ms']:g} ms, offered {row['rate_per_s']:g} req/s "
+                  f"({row['sent_rate_per_s']:.0f}/s sent): answered "
+                  f"{row['throughput_per_s']:.0f} req/s, {row['rejected']} got 503, p50 "
+                  f"{row['p50_ms']:.2f} ms, p99 {row['p99_ms']:.2f} ms ({row['p99_rule']}), "
+                  f"mean batch {row['mean_batch']:.1f} rows (measured on this machine, "
+                  "loopback)")
 
     run.on_click(on_click)
     return widgets.VBox([widgets.HBox([window, rate, run]), out])

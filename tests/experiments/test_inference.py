@@ -39,14 +39,68 @@ def test_fp8_weights_keep_accuracy_and_quarter_the_memory(trained):
     assert abs(r["quantised_accuracy"] - r["fp32_accuracy"]) < 0.03
 
 
-def test_serving_sweep_is_bounded_and_shows_the_trade(trained):
+def test_serving_sweep_reaches_past_capacity_and_its_sentences_follow_its_rows(trained):
     model, _, data = trained
-    rows = inf.serving_sweep(model, data, windows_ms=(0.0, 20.0), rates=(300.0,),
-                             n_requests=30, concurrency=8)
-    assert len(rows) == 2 and all(r["completed"] == 30 and r["errors"] == 0 for r in rows)
-    assert rows[1]["mean_batch"] > rows[0]["mean_batch"]
-    assert all(r["p50_ms"] <= r["p99_ms"] for r in rows)
+    capacity = inf.serving_capacity(model, data, n_requests=200, concurrency=16,
+                                    separate_process=False)
+    assert capacity["completed"] == 200 and capacity["lost"] == capacity["wrong"] == 0
+    assert capacity["throughput_per_s"] > 50 and "n = 200" in capacity["p99_rule"]
+    rows = inf.serving_sweep(model, data, windows_ms=(0.0, 20.0), multiples=(0.25, 4.0),
+                             capacity_per_s=capacity["throughput_per_s"], n_requests=120,
+                             separate_process=False)
+    assert [(r["window_ms"], r["multiple"]) for r in rows] == [
+        (0.0, 0.25), (0.0, 4.0), (20.0, 0.25), (20.0, 4.0)]
+    for r in rows:
+        assert r["lost"] == 0 and r["wrong"] == 0 and r["sent"] == 120
+        assert r["completed"] + r["rejected"] == 120 and r["p50_ms"] <= r["p99_ms"]
+        assert r["largest_batch"] <= 64 and r["rate_per_s"] == pytest.approx(
+            r["multiple"] * capacity["throughput_per_s"])
+        assert f"n = {r['completed']}" in r["p99_rule"]
+    low0, high0, low20, high20 = rows
+    assert low20["mean_batch"] > low0["mean_batch"]  # a window gathers bigger batches
+    assert low20["p50_ms"] > low0["p50_ms"]  # and every request waits for it
+    lines = inf.serving_lines(rows, capacity)
+    assert lines[0].startswith(f"Capacity: {capacity['throughput_per_s']:.0f} answers/s")
+    assert f"{high20['rejected']} of 120 got 503" in lines[2]
+    grew = high0["throughput_per_s"] / low0["throughput_per_s"]
+    assert (("saturated" in lines[1]) == (grew < 0.6 * 16)) and f"({grew:.1f}×)" in lines[1]
+    raised = high20["throughput_per_s"] > 1.05 * high0["throughput_per_s"]
+    assert ("did not raise" in lines[3]) != raised
+    assert "costs waiting" in lines[4] and "Lost: 0, wrong: 0" in lines[5]
     inf.serving_plot(rows)
+
+
+def test_serving_sentences_are_conditional_on_the_numbers():
+    def row(window, rate, throughput, p50, batch, rejected=0):
+        return {"window_ms": window, "rate_per_s": rate, "throughput_per_s": throughput,
+                "p50_ms": p50, "p99_ms": 2 * p50, "mean_batch": batch, "rejected": rejected,
+                "sent": 200, "completed": 200 - rejected, "lost": 0, "wrong": 0,
+                "p99_rule": f"p99 = the x-th smallest of n = {200 - rejected} (nearest rank)"}
+
+    flat = [row(0, 100, 100, 1, 1), row(0, 1600, 400, 50, 3, 60),
+            row(10, 100, 100, 11, 2), row(10, 1600, 900, 30, 20, 10)]
+    lines = inf.serving_lines(flat)
+    assert "saturated" in lines[0] and "60 of 200 got 503" in lines[0]
+    assert "with a 10 ms window the server answered 900/s vs 400/s" in lines[2]
+    assert "p50 11.0 ms vs 1.0 ms (more than without)" in lines[3]
+    flat[3] = row(10, 1600, 390, 30, 20, 10)
+    assert "did not raise the answers per second (390/s vs 400/s" in inf.serving_lines(flat)[2]
+    growing = [row(0, 100, 100, 1, 1), row(0, 400, 400, 1, 1)]
+    assert "still followed the offer" in inf.serving_lines(growing)[0]
+
+
+def test_bad_requests_show_the_new_statuses(trained):
+    model, _, _ = trained
+    with inf.InferenceServer(model, window_ms=0) as server:
+        rows = inf.bad_requests(server)
+        stats = server.stats()
+    got = {r["request"]: r["status"] for r in rows}
+    assert got["integer 10**400"] == got["3.4e39 (> float32)"] == got["NaN literal"] == 422
+    assert got["deeply nested"] == 400 and got["oversized body"] == 413
+    assert got["wrong method (PUT)"] == 405 and got["unknown path"] == 404
+    assert got["wrong content type"] == 415 and got["a good one"] == 200
+    assert all(400 <= s < 500 for name, s in got.items() if name != "a good one")
+    assert sum(stats["statuses"].values()) == len(rows) and stats["statuses"][200] == 1
 
 
 def test_energy_rows_carry_boundaries():
