@@ -6,13 +6,13 @@
     python -m gpulab.exercises.export DIR
 
 What goes (:data:`FOLDERS`, :data:`FILES`): ``course/`` (the learner notebooks, the cheat sheet,
-the glossary, the syllabus), the ``gpulab`` package, ``binder/``, the README, Makefile,
-pyproject.toml, the licences and .gitignore. What stays behind: ``solutions/`` (the notebooks
-with the solutions and hidden tests), ``tests/`` (their kernels and functions solve the
-exercises, to test the checks), ``conftest.py``, ``.ci/`` and ``course/INSTRUCTORS.md``
-(:data:`INSTRUCTOR_ONLY`). The copy's README starts with a note saying what it leaves out; its
-``make test``, ``make notebooks`` and ``make instructor`` say that they belong to the
-instructor's repository.
+the glossary, the syllabus), the ``gpulab`` package, ``binder/``, ``dashboards/`` (Voila's
+template), the README, Makefile, pyproject.toml, the licences and .gitignore. What stays behind:
+``solutions/`` (the notebooks with the solutions and hidden tests), ``tests/`` (their kernels
+and functions solve the exercises, to test the checks), ``conftest.py``, ``.ci/`` and
+``course/INSTRUCTORS.md`` (:data:`INSTRUCTOR_ONLY`). The copy's README starts with a note saying
+what it leaves out; its ``make test``, ``make notebooks`` and ``make instructor`` say that they
+belong to the instructor's repository.
 
 Before writing, ``course/`` is checked against ``solutions/`` (as ``release --check`` does):
 a stale learner notebook could hold an old solution. After writing, every file of the copy is
@@ -34,7 +34,9 @@ from pathlib import Path
 
 from gpulab.exercises import release
 
-FOLDERS = ("course", "gpulab", "binder")
+# dashboards/: Voila's configuration and the course's template, which `make lab` and
+# binder/start point Jupyter at (gpulab.dashboard); copied where the repository has it.
+FOLDERS = ("course", "gpulab", "binder", "dashboards")
 FILES = ("README.md", "Makefile", "pyproject.toml", "LICENSE", "LICENSE-CONTENT.md",
          ".gitignore")
 INSTRUCTOR_ONLY = ("solutions", "tests", "conftest.py", ".ci", "course/INSTRUCTORS.md")
@@ -172,7 +174,8 @@ def export(source: Path, target: Path, update: bool = False) -> list[Path]:
     Raises :class:`ExportError` when ``source`` lacks a part of the course, when its learner
     notebooks are out of date, when ``target`` is not free, or when the copy leaks."""
     source, target = Path(source).resolve(), Path(target).resolve()
-    missing = [name for name in (*FOLDERS, *FILES, "solutions") if not (source / name).exists()]
+    missing = [name for name in ("course", "gpulab", *FILES, "solutions")
+               if not (source / name).exists()]
     if missing:
         raise ExportError(f"{source} is not the course's repository: it has no "
                           f"{', '.join(missing)}")
@@ -196,7 +199,8 @@ def export(source: Path, target: Path, update: bool = False) -> list[Path]:
         elif (target / name).exists():
             (target / name).unlink()
     for folder in FOLDERS:
-        _copy_tree(source / folder, target / folder)
+        if (source / folder).is_dir():
+            _copy_tree(source / folder, target / folder)
     for name in FILES:
         shutil.copyfile(source / name, target / name)
     readme = target / "README.md"
