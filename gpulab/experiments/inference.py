@@ -274,6 +274,8 @@ def serving_sweep(model, data, windows_ms=(0.0, 2.0, 10.0), rates=None,
                              "p99_rule": r.percentile_rule(99),
                              "throughput_per_s": r.throughput_per_s,
                              "mean_batch": (after["rows"] - before["rows"]) / max(batches, 1),
+                             "model_share": (after["model_s"] - before["model_s"])
+                             / r.elapsed_s if r.elapsed_s > 0 else 0.0,
                              "largest_batch": max((size for size, count in
                                                    after["batch_sizes"].items()
                                                    if count > before["batch_sizes"].get(size, 0)),
@@ -323,9 +325,13 @@ def serving_lines(rows, capacity: dict | None = None) -> list[str]:
             lines.append(f"At {high:.0f} req/s offered, a {longest:g} ms window did not raise "
                          f"the answers per second ({b['throughput_per_s']:.0f}/s vs "
                          f"{a['throughput_per_s']:.0f}/s with {none:g} ms) though its batches "
-                         f"held {b['mean_batch']:.1f} vs {a['mean_batch']:.1f} rows: here each "
-                         "request's HTTP and JSON cost more than its share of the model, so "
-                         "bigger batches save little.")
+                         f"held {b['mean_batch']:.1f} vs {a['mean_batch']:.1f} rows; the model "
+                         f"was busy {b['model_share']:.0%} of that run's time (vs "
+                         f"{a['model_share']:.0%}): "
+                         + ("the rest, HTTP and JSON paid per request, sets the limit, and "
+                            "batching the model's share saves little."
+                            if b["model_share"] < 0.5 else
+                            "the model's time dominates, yet the bigger batches did not help."))
         c, d = at(none, low), at(longest, low)
         more = "more" if d["p50_ms"] > c["p50_ms"] else "no more"
         lines.append(f"At {low:.0f} req/s the {longest:g} ms window costs waiting: p50 "

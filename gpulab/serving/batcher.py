@@ -70,6 +70,7 @@ class DynamicBatcher:
         self._task: asyncio.Task | None = None
         self._lock = threading.Lock()  # the counters are read from other threads
         self._batch_sizes: Counter = Counter()
+        self._model_s = 0.0
 
     # --- the two ends: submit a request, run the loop ---------------------------------------
     def submit(self, rows: np.ndarray) -> asyncio.Future:
@@ -91,7 +92,7 @@ class DynamicBatcher:
 
     async def start(self) -> None:
         self._wake = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task = asyncio.get_running_loop().create_task(self.run_batches())
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -106,7 +107,9 @@ class DynamicBatcher:
         self.queue.clear()
         self.waiting_rows = 0
 
-    async def _run(self) -> None:
+    async def run_batches(self) -> None:
+        """The batching loop (started by :meth:`start`): wait for a request; wait until the
+        oldest has waited ``window_s`` or ``max_batch`` rows wait; take a batch; compute it."""
         loop = asyncio.get_running_loop()
         while True:
             if not self.queue:
@@ -123,11 +126,11 @@ class DynamicBatcher:
                     await asyncio.wait_for(self._wake.wait(), left)
                 except asyncio.TimeoutError:
                     break
-            batch = self._take()
+            batch = self.take_batch()
             if batch:
                 await self._compute(batch, loop)
 
-    def _take(self) -> list[Waiting]:
+    def take_batch(self) -> list[Waiting]:
         """The oldest waiting requests whose rows fit in one batch; requests whose caller gave
         up (a cancelled future) are dropped, not computed."""
         batch, rows = [], 0
@@ -147,6 +150,7 @@ class DynamicBatcher:
 
     async def _compute(self, batch: list[Waiting], loop) -> None:
         X = np.concatenate([item.rows for item in batch])
+        t0 = loop.time()
         try:
             classes = await loop.run_in_executor(self.executor, self._predict_classes, X)
             error = None
@@ -154,6 +158,7 @@ class DynamicBatcher:
             classes, error = [], ModelError(f"{type(exc).__name__}: {exc}")
         with self._lock:
             self._batch_sizes[len(X)] += 1
+            self._model_s += loop.time() - t0
         start = 0
         for item in batch:
             n = len(item.rows)
@@ -176,6 +181,11 @@ class DynamicBatcher:
         """How many batches of each size (rows) ran."""
         with self._lock:
             return dict(sorted(self._batch_sizes.items()))
+
+    def model_seconds(self) -> float:
+        """Seconds the batches took, from handing each to the executor to its classes."""
+        with self._lock:
+            return self._model_s
 
 
 __all__ = ["DynamicBatcher", "ModelError", "QueueFullError", "TooManyRowsError", "Waiting"]

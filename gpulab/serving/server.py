@@ -297,15 +297,18 @@ class InferenceServer:
 
     def stats(self) -> dict:
         """Every status answered (``statuses``; ``errors`` the non-200 ones), ``rejected``
-        (503: queue full, not computed), batches, rows, and how many batches of each size."""
+        (503: queue full, not computed), batches, rows, how many batches of each size, and
+        ``model_s``: the seconds the model's batches took."""
         with self._lock:
             statuses = dict(sorted(self._statuses.items()))
         sizes = self.batcher.batch_sizes() if self.batcher is not None else {}
+        model_s = self.batcher.model_seconds() if self.batcher is not None else 0.0
         batches = sum(sizes.values())
         rows = sum(size * count for size, count in sizes.items())
         return {"batches": batches, "rows": rows,
                 "mean_batch_rows": rows / batches if batches else 0.0,
                 "largest_batch_rows": max(sizes, default=0), "batch_sizes": sizes,
+                "model_s": model_s,
                 "statuses": statuses, "rejected": statuses.get(503, 0),
                 "errors": {code: n for code, n in statuses.items() if code != 200}}
 

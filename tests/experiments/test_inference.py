@@ -55,7 +55,7 @@ def test_serving_sweep_reaches_past_capacity_and_its_sentences_follow_its_rows(t
         assert r["completed"] + r["rejected"] == 120 and r["p50_ms"] <= r["p99_ms"]
         assert r["largest_batch"] <= 64 and r["rate_per_s"] == pytest.approx(
             r["multiple"] * capacity["throughput_per_s"])
-        assert f"n = {r['completed']}" in r["p99_rule"]
+        assert f"n = {r['completed']}" in r["p99_rule"] and 0 < r["model_share"] < 1
     low0, high0, low20, high20 = rows
     assert low20["mean_batch"] > low0["mean_batch"]  # a window gathers bigger batches
     assert low20["p50_ms"] > low0["p50_ms"]  # and every request waits for it
@@ -74,6 +74,7 @@ def test_serving_sentences_are_conditional_on_the_numbers():
     def row(window, rate, throughput, p50, batch, rejected=0):
         return {"window_ms": window, "rate_per_s": rate, "throughput_per_s": throughput,
                 "p50_ms": p50, "p99_ms": 2 * p50, "mean_batch": batch, "rejected": rejected,
+                "model_share": 0.1,
                 "sent": 200, "completed": 200 - rejected, "lost": 0, "wrong": 0,
                 "p99_rule": f"p99 = the x-th smallest of n = {200 - rejected} (nearest rank)"}
 
@@ -84,7 +85,9 @@ def test_serving_sentences_are_conditional_on_the_numbers():
     assert "with a 10 ms window the server answered 900/s vs 400/s" in lines[2]
     assert "p50 11.0 ms vs 1.0 ms (more than without)" in lines[3]
     flat[3] = row(10, 1600, 390, 30, 20, 10)
-    assert "did not raise the answers per second (390/s vs 400/s" in inf.serving_lines(flat)[2]
+    lines = inf.serving_lines(flat)
+    assert "did not raise the answers per second (390/s vs 400/s" in lines[2]
+    assert "busy 10% of that run's time" in lines[2] and "HTTP and JSON" in lines[2]
     growing = [row(0, 100, 100, 1, 1), row(0, 400, 400, 1, 1)]
     assert "still followed the offer" in inf.serving_lines(growing)[0]
 

@@ -63,6 +63,7 @@ def test_server_answers_and_batches_concurrent_requests():
         assert max(model.calls) > 1, model.calls  # some requests shared a batch
         stats = server.stats()
         assert stats["rows"] == 12 and stats["statuses"] == {200: 12}
+        assert 0 < stats["model_s"] < 5
         assert sum(stats["batch_sizes"].values()) == stats["batches"] == len(model.calls)
         status, health = post_json(server.url + "/health", None, raw=b"", method="GET")
         assert status == 200 and health["ok"] and health["rows"] == 12
