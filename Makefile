@@ -9,6 +9,9 @@
 # learner's JupyterLab (a JupyterLab shows every extension installed beside it), so `make lab`
 # after `make test` still opens the learner's JupyterLab, and vice versa.
 PYTHON ?= python3
+# The dashboards (/voila/render/course/...): Voila's configuration and the course's template,
+# which leaves the exercises out and loads nothing from third-party hosts (gpulab/dashboard.py).
+DASHBOARDS_ENV := JUPYTER_CONFIG_PATH="$(CURDIR)/dashboards/config" JUPYTER_PATH="$(CURDIR)/dashboards/data"
 VENV      := .venv
 BIN       := $(VENV)/bin
 STAMP     := $(VENV)/.installed
@@ -47,7 +50,7 @@ install: $(STAMP)
 install-lab: $(LAB_STAMP)
 
 lab: $(LAB_STAMP)
-	$(LAB_BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. course/00_welcome.ipynb
+	$(DASHBOARDS_ENV) $(LAB_BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. course/00_welcome.ipynb
 
 # The targets below need what only the instructor's repository has (solutions/, tests/); in a
 # learners' copy (gpulab export-learner) they say so instead of failing half-way.
@@ -61,7 +64,7 @@ instructor-files:
 # Validate tools and formgrader, and .venv/bin first on PATH so that `nbgrader ...` in its
 # terminals runs without activating anything.
 instructor: instructor-files $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. \
+	$(DASHBOARDS_ENV) PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. \
 	  solutions/00_welcome.ipynb
 
 test: instructor-files $(STAMP)

@@ -4,6 +4,12 @@ A session fixture serves a *copy* of ``course/`` (so nothing a browser does can 
 into the repository) with JupyterLab on a free 127.0.0.1 port behind a random token. The Voila
 server extension, installed with voila, serves the same files at ``/voila/render/...``.
 
+The server runs with the course's dashboard configuration, as ``make lab`` and ``binder/start``
+set it: ``JUPYTER_CONFIG_PATH=dashboards/config`` (Voila's ``voila.json``, which picks the
+``gpulab`` template) and ``JUPYTER_PATH=dashboards/data`` (that template: no exercises, nothing
+from a third-party host). Every page records the URL of each request it makes in
+``page.requests``.
+
 The browser is Debian's Chromium (``/usr/bin/chromium``, or ``$GPULAB_CHROMIUM``), never a
 Playwright download. ``.ci/run`` installs it; without it these tests are skipped and say why.
 Screenshots go to ``artifacts/screenshots/`` and are listed at the end of the pytest run.
@@ -29,6 +35,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT_DIR = ROOT / "artifacts" / "screenshots"
+DASHBOARDS = ROOT / "dashboards"  # the Voila configuration and template of the dashboards
 CHROMIUM = Path(os.environ.get("GPULAB_CHROMIUM", "/usr/bin/chromium"))
 # Headless Chromium as root, on a machine whose network is closed: without the background
 # networking flags it waits on connections to Google's update and sync services.
@@ -130,6 +137,9 @@ def _server_environment(home: Path) -> dict:
         JUPYTER_CONFIG_DIR=str(home / "config"),  # no user configuration
         JUPYTER_RUNTIME_DIR=str(home / "runtime"),
         IPYTHONDIR=str(home / "ipython"),  # no user startup files
+        # the dashboards' configuration and template, as `make lab` and binder/start set them
+        JUPYTER_CONFIG_PATH=str(DASHBOARDS / "config"),
+        JUPYTER_PATH=str(DASHBOARDS / "data"),
         PYTHONUNBUFFERED="1",
     )
     return env
@@ -207,12 +217,15 @@ def browser(chromium):
 
 @pytest.fixture
 def page(browser, request):
-    """A fresh browser context and page; page errors are collected in ``page.errors``."""
+    """A fresh browser context and page; page errors are collected in ``page.errors``, the URL
+    of every request the page makes in ``page.requests``."""
     context = browser.new_context(viewport=VIEWPORT)
     new_page = context.new_page()
     new_page.set_default_timeout(60_000)
     new_page.errors = []
+    new_page.requests = []
     new_page.on("pageerror", lambda error: new_page.errors.append(str(error)))
+    new_page.on("request", lambda request: new_page.requests.append(request.url))
     yield new_page
     if getattr(request.node, "rep_call_failed", False):
         try:
