@@ -14,8 +14,9 @@ notebook. Left out are:
   learner's function later, so the dashboard runs without a ``NameError``;
 - in Markdown, each ``### Exercise …`` section (to the next heading of the same or a higher
   level, or the cell's end) and each ``<details><summary>Hint …`` block; a cell left empty goes;
-- any cell tagged ``exercise`` (cell metadata ``tags``), for what the rules above cannot see:
-  say, the prose that introduces a cell running the learner's code.
+- a Markdown cell without a heading whose code cells (up to the next Markdown cell) are all
+  left out: the prose that introduces a cell running the learner's code ("See your kernel");
+- any cell tagged ``exercise`` (cell metadata ``tags``), for what the rules above cannot see.
 
 A cell that mixes gpulab's results with the learner's (a ``try: … except NotImplementedError``
 part) is left out whole; split it in ``solutions/`` and the dashboard keeps gpulab's part.
@@ -149,6 +150,37 @@ def plan(notebook) -> tuple[list, list[LeftOut]]:
             continue
         lost |= bound
         left_out.append(LeftOut(index, reason))
+    return _without_orphaned_prose(notebook.cells, kept, left_out)
+
+
+def _without_orphaned_prose(cells, kept: list, left_out: list[LeftOut]) -> tuple[list,
+                                                                                list[LeftOut]]:
+    """Leave out each kept Markdown cell without a heading that only introduces left-out code:
+    every code cell after it, up to the next Markdown cell, is left out (and there is one)."""
+    gone = {cell.index for cell in left_out}
+    orphaned = []
+    for index, cell in enumerate(cells):
+        if index in gone or cell.cell_type != "markdown":
+            continue
+        if any(_HEADING.match(line) for line in _source(cell).split("\n")):
+            continue
+        following = []
+        for later in range(index + 1, len(cells)):
+            if cells[later].cell_type == "markdown":
+                break
+            if cells[later].cell_type == "code":
+                following.append(later)
+        if following and all(later in gone for later in following):
+            orphaned.append(index)
+    if not orphaned:
+        return kept, left_out
+    # kept holds the notebook's own cell objects, or trimmed copies of Markdown cells: match
+    # by position instead, walking both lists in order
+    kept_indices = [index for index in range(len(cells)) if index not in gone]
+    kept = [cell for index, cell in zip(kept_indices, kept, strict=True)
+            if index not in orphaned]
+    left_out = sorted([*left_out, *(LeftOut(index, "introduces only left-out code")
+                                    for index in orphaned)], key=lambda cell: cell.index)
     return kept, left_out
 
 

@@ -77,6 +77,27 @@ def test_a_cell_tagged_exercise_is_left_out_with_what_needs_it():
     assert [cell.source for cell in kept] == ["print(1)"]
 
 
+def test_prose_that_only_introduces_left_out_code_is_left_out_too():
+    notebook = new_notebook(cells=[
+        new_code_cell("def mine():\n    raise NotImplementedError()", metadata=_grading(True)),
+        new_markdown_cell("**Your kernel, traced.** The cell below draws it."),
+        new_code_cell("print(mine())"),             # left out: needs mine
+        new_markdown_cell("## 3. A heading stays\n\nEven before left-out code."),
+        new_code_cell("mine()"),
+        new_markdown_cell("Then compare yours with gpulab's."),
+        new_code_cell("mine()"),
+        new_code_cell("print('gpulab')"),            # kept: so is the prose above it
+        new_markdown_cell("Closing prose, no code after it."),
+    ])
+    kept, left_out = dashboard.plan(notebook)
+    reasons = {cell.index: cell.reason for cell in left_out}
+    assert reasons == {0: "nbgrader solution cell", 1: "introduces only left-out code",
+                       2: "needs mine, defined only by left-out cells",
+                       4: "needs mine, defined only by left-out cells",
+                       6: "needs mine, defined only by left-out cells"}
+    assert [cell.source[:8] for cell in kept] == ["## 3. A ", "Then com", "print('g", "Closing "]
+
+
 def test_a_function_parameter_is_not_a_global_name():
     bound, needed = dashboard.cell_names("def f(x, *, n=3):\n    y = x * n\n    return y + z\n"
                                          "w = [v for v in range(3)]\nprint(f(w))")
