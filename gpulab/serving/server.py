@@ -186,7 +186,9 @@ class InferenceServer:
     ``window_ms``: how long the oldest waiting request may wait for company; ``max_batch``: the
     most rows per model call (and per request); ``max_queue``: the most rows waiting (default
     8 × ``max_batch``), beyond which requests get 503. ``port=0`` picks a free port. Use as a
-    context manager, or ``start()`` / ``stop()``."""
+    context manager, or ``start()`` / ``stop()``. Starting raises this process's soft limit on
+    open files towards 4,096 where the hard limit allows (macOS starts at 256, and each open
+    connection holds one)."""
 
     def __init__(self, model, window_ms: float = 2.0, max_batch: int = 64,
                  max_queue: int | None = None, port: int = 0, max_body_bytes: int = 64_000,
