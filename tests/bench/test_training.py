@@ -52,11 +52,17 @@ def test_training_rows_for_gpulab_bench():
 
 def test_gpu_rows_with_the_stand_in_gpu(stand_in_gpu, monkeypatch):
     """The kernel backend's epoch timed in the gpu tier: the stand-in runs one real epoch of
-    the kernels in the simulator, so the data is cut to a few samples."""
+    the kernels in the simulator, so the data is cut to one batch and the hidden layer to 8
+    units (the weight-shaped launches, 64 x 128 threads for the recipe, are the simulator's
+    cost; the branch's lines are the same at any width)."""
     from gpulab.bench import training
+    from gpulab.nn.recipes import digits_model
 
-    small = load_digits().subset(16, 8)
+    small = load_digits().subset(8, 8)
     monkeypatch.setattr(training, "load_digits", lambda seed=0: small)
+    monkeypatch.setattr(training, "digits_model",
+                        lambda backend, seed=0: digits_model(backend, seed=seed,
+                                                             widths=(64, 8, 10)))
     rows = training_rows(None, repeats=1, batch_size=8)
     assert [r.origin for r in rows] == ["cpu", "gpu"]
     assert rows[1].label == f"measured on {stand_in_gpu} (CUDA events)"

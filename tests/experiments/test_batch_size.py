@@ -68,12 +68,19 @@ def test_largest_batch_within_a_budget():
 
 
 def test_gpu_branch_with_the_stand_in_gpu(stand_in_gpu, monkeypatch):
-    """The kernel backend's throughput on the stand-in GPU: a few samples, one batch size."""
+    """The kernel backend's throughput on the stand-in GPU: a few samples, one batch size, one
+    step per epoch, and a narrow hidden layer (64-8-10): the simulator's cost is in the
+    weight-shaped launches (64 x 128 threads for the recipe), and the branch's lines are the
+    same at any width."""
     from gpulab.experiments import batch_size
     from gpulab.nn.data import load_digits
+    from gpulab.nn.recipes import train_digits
 
-    small = load_digits(seed=0).subset(32, 8)
+    small = load_digits(seed=0).subset(16, 4)
     monkeypatch.setattr(batch_size, "load_digits", lambda seed=0: small)
+    monkeypatch.setattr(batch_size, "train_digits",
+                        lambda backend, **settings: train_digits(backend, widths=(64, 8, 10),
+                                                                 **settings))
     result = BatchSizeExperiment(batch_sizes=[16], epochs=1).run()
     measured = [label for label in result["samples_per_s"] if "wall clock" in label]
     assert measured and all(v > 0 for v in result["samples_per_s"][measured[0]])

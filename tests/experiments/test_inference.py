@@ -130,7 +130,12 @@ def test_faster_not_greener_comes_from_the_rows():
 
 
 def test_gpu_rows_are_measured_with_the_kernels_backend_on_the_gpu_tier(trained, monkeypatch):
-    model, _, data = trained
+    """A narrow model (64-8-10; the lines of the gpu branch are the same at any width): each
+    of the at least six timed predictions runs the kernels in the simulator."""
+    from gpulab.nn.recipes import digits_model
+
+    _, _, data = trained
+    model = digits_model("numpy", widths=(64, 8, 10))
     monkeypatch.setattr(inf.device, "tier", lambda: "gpu")
     monkeypatch.setattr(inf.timing, "local_gpu_spec", lambda: None)
     rows = inf.gpu_latency(model, data, (2,))
