@@ -1,7 +1,10 @@
-"""Root pytest configuration for the notebook runs (`pytest --nbval-lax solutions course`).
+"""Root pytest configuration for the notebook runs (`pytest --nbval-lax solutions`).
 
-A learner notebook in course/ that is identical to its source in solutions/ (a chapter without
-exercises) would only run the same cells twice, so it is not collected again.
+`make test` runs nbval on solutions/ only: each learner notebook in course/ is executed once, in
+the learner's environment, by tests/test_binder.py, and its checks read that run. Asked for
+explicitly (`pytest --nbval-lax course`), a learner notebook identical to its source in
+solutions/ (a chapter without exercises) would only run the same cells twice, so it is not
+collected again.
 """
 
 from pathlib import Path

@@ -1,13 +1,21 @@
-"""Binder, checked as far as a machine without Docker allows.
+"""Binder, checked as far as a machine without Docker allows; and the one run of each learner
+notebook in a `make test`.
 
 mybinder.org builds the repository with repo2docker: a Python from ``binder/runtime.txt``,
 ``pip install -r binder/requirements.txt`` from the repository root, then ``binder/postBuild``
-if there is one, and every command run through ``binder/start`` if there is one. The slow test
-does the same in a fresh virtual environment (no system site-packages, nothing from this
-checkout's .venv), runs ``gpulab doctor`` there (so versions that drifted on PyPI are named),
-executes chapter 01 and then every other chapter headless with nbclient, and samples the memory
-of each notebook's kernel (and anything it starts) every 0.1 s: mybinder.org stops a session at
-2 GB, and the test asks for a margin, under 1.5 GB.
+if there is one, and every command run through ``binder/start`` if there is one. The module's
+fixture does the same in a fresh virtual environment (no system site-packages, nothing from this
+checkout's .venv); the slow test checks what it installed and runs ``gpulab doctor`` there (so
+versions that drifted on PyPI are named).
+
+Binder's is the learner's environment (``make lab``'s .venv-lab is the same ``lab`` extra), so
+each learner notebook (``course/NN_*.ipynb``) is executed here once, chapter 01 first, headless
+with nbclient, and every check that needs an executed learner notebook reads that one run: no
+cell raises (what nbval checked; ``make test`` no longer runs nbval on course/), no answer is
+visible before its attempt (:mod:`tests/test_spoilers.py`'s comparison), and the memory of the
+notebook's kernel (and anything it starts), sampled every 0.1 s, stays under 1.5 GB:
+mybinder.org stops a session at 2 GB. When PyPI is unreachable, the notebooks run in this test
+process's environment instead and the install test skips, saying so.
 
 The fast tests check the links the README gives: Binder opens JupyterLab at a chapter, and each
 chapter has its Voila dashboard link.
@@ -15,6 +23,7 @@ chapter has its Voila dashboard link.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -24,6 +33,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -35,6 +45,11 @@ BINDER = ROOT / "binder"
 CHAPTER = "course/01_dot_product.ipynb"  # the one the issue names; the others run after it
 CHAPTERS = sorted(path.name for path in (ROOT / "course").glob("[0-9][0-9]_*.ipynb"))
 README = (ROOT / "README.md").read_text()
+# tests/ is not a package: the spoiler comparison is loaded from its file.
+_SPEC = importlib.util.spec_from_file_location("spoiler_comparison",
+                                               Path(__file__).with_name("test_spoilers.py"))
+SPOILERS = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(SPOILERS)
 PEAK_KERNEL_MEMORY_LIMIT_BYTES = 1.5e9  # mybinder.org's limit is 2 GB; keep a margin
 SAMPLE_INTERVAL_S = 0.1
 INSTALL_TIMEOUT_S = 900
@@ -46,29 +61,27 @@ NOT_IN_A_CLONE = shutil.ignore_patterns(
     ".pytest_cache", ".ruff_cache", ".hypothesis", ".ipynb_checkpoints",
 )
 
-# Executes a notebook inside the Binder environment: run by *that* environment's Python.
+# Executes a notebook inside the Binder environment (run by *that* environment's Python) and
+# writes it, with its outputs, where the test reads it. Every cell runs, as a learner's
+# "Run All" with errors shown; the test reports the first error.
 EXECUTE_SCRIPT = """
 import json, sys, time
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
 
-path = Path(sys.argv[1])
+path, executed = Path(sys.argv[1]), Path(sys.argv[2])
 notebook = nbformat.read(path, as_version=4)
-client = NotebookClient(notebook, timeout={timeout}, kernel_name="python3",
+client = NotebookClient(notebook, timeout={timeout}, kernel_name="python3", allow_errors=True,
                         resources={{"metadata": {{"path": str(path.parent)}}}})
 started = time.perf_counter()
-error = None
-try:
-    client.execute()
-except CellExecutionError as failure:
-    error = str(failure)[-3000:]
+client.execute()
+elapsed_s = time.perf_counter() - started
+nbformat.write(notebook, executed)
 outputs = [output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
            for output in cell.get("outputs", [])]
-print(json.dumps({{"elapsed_s": time.perf_counter() - started, "error": error,
-                  "text": "".join(outputs)}}))
+print(json.dumps({{"elapsed_s": elapsed_s, "text": "".join(outputs)}}))
 """
 
 
@@ -166,10 +179,25 @@ def _execute_sampling_memory(command, *, cwd: Path, env: dict):
     return stdout, peak_bytes, programs
 
 
-@pytest.mark.binder
-@pytest.mark.slow
-def test_binder_environment_runs_the_chapters_within_memory(tmp_path):
+@dataclass
+class LearnerEnvironment:
+    """Where the learner notebooks run: the Binder environment, or (when it cannot be built
+    because PyPI is unreachable) this test process's own, with the reason."""
+
+    python: str
+    env: dict
+    repo: Path
+    prefix: list[str]  # binder/start, through which repo2docker runs every command
+    binder: bool
+    note: str
+    facts: dict = field(default_factory=dict)  # what the install checks read
+
+
+@pytest.fixture(scope="module")
+def learner_environment(tmp_path_factory) -> LearnerEnvironment:
+    """binder/requirements.txt installed as repo2docker installs it, once for this module."""
     started = time.monotonic()
+    tmp_path = tmp_path_factory.mktemp("binder")
     repo = tmp_path / "repo"  # what repo2docker copies into the image
     shutil.copytree(ROOT, repo, ignore=NOT_IN_A_CLONE)
     venv, home = tmp_path / "env", tmp_path / "home"
@@ -178,11 +206,24 @@ def test_binder_environment_runs_the_chapters_within_memory(tmp_path):
     env = _clean_environment(venv, home)
     venv_python = str(venv / "bin" / "python")
 
+    def through_start(repository: Path) -> list[str]:
+        start = repository / "binder" / "start"
+        return ["bash", str(start)] if start.exists() else []
+
     # repo2docker: pip install -r binder/requirements.txt, from the repository's root.
     # nbclient and ipykernel run the notebook headless here (JupyterLab brings them on Binder).
-    _run([venv_python, "-m", "pip", "install", "-r", "binder/requirements.txt",
-          "nbclient", "ipykernel"], cwd=repo, env=env, timeout=INSTALL_TIMEOUT_S,
-         what="pip install")
+    try:
+        _run([venv_python, "-m", "pip", "install", "-r", "binder/requirements.txt",
+              "nbclient", "ipykernel"], cwd=repo, env=env, timeout=INSTALL_TIMEOUT_S,
+             what="pip install")
+    except pytest.skip.Exception as unreachable:
+        # No Binder environment: the learner notebooks still run once, in this environment,
+        # so that their errors and spoilers are still checked; the install test skips.
+        here = {key: value for key, value in os.environ.items() if key != "GPULAB_DEVICE"}
+        if device.PROBE.device_count:
+            here["GPULAB_DEVICE"] = "sim"
+        return LearnerEnvironment(sys.executable, here, ROOT, through_start(ROOT), False,
+                                  str(unreachable.msg))
     installed_s = time.monotonic() - started
     post_build = repo / "binder" / "postBuild"
     if post_build.exists():
@@ -190,6 +231,23 @@ def test_binder_environment_runs_the_chapters_within_memory(tmp_path):
              what="binder/postBuild")
     freeze = _run([venv_python, "-m", "pip", "freeze"], cwd=repo, env=env, timeout=120,
                   what="pip freeze")
+    measured_gib = sum(path.lstat().st_blocks * 512 for path in venv.rglob("*")
+                       if path.is_file() and not path.is_symlink()) / 2**30  # as du counts
+    doctor = subprocess.run([venv_python, "-m", "gpulab.doctor"], cwd=repo, env=env,
+                            capture_output=True, text=True, timeout=300, check=False)
+    return LearnerEnvironment(
+        venv_python, env, repo, through_start(repo), True,
+        f"{python_note}; pip install took {installed_s:.0f} s, {measured_gib:.2f} GiB",
+        {"freeze": freeze, "measured_gib": measured_gib, "doctor": doctor})
+
+
+@pytest.mark.binder
+@pytest.mark.slow
+def test_binder_environment_is_the_learners_and_passes_the_doctor(learner_environment):
+    if not learner_environment.binder:
+        pytest.skip(learner_environment.note)
+    facts = learner_environment.facts
+    freeze = facts["freeze"]
     for needed in ("jupyterlab", "voila", "ipywidgets", "jupyterlab_widgets", "numba-cuda",
                    "cuda-toolkit"):
         assert re.search(rf"^{needed}[=@ ]", freeze, re.IGNORECASE | re.MULTILINE), \
@@ -201,46 +259,70 @@ def test_binder_environment_runs_the_chapters_within_memory(tmp_path):
             f"binder/requirements.txt installs {absent}, which learners do not need"
     stated_gib = float(re.search(r"^\| `\.venv-lab` \|.*\| (\d+(?:\.\d+)?) GiB \|$", README,
                                  re.MULTILINE).group(1))
-    measured_gib = sum(path.lstat().st_blocks * 512 for path in venv.rglob("*")
-                       if path.is_file() and not path.is_symlink()) / 2**30  # as du counts
+    measured_gib = facts["measured_gib"]
     if sys.platform == "linux":  # the README's sizes are Linux x86_64's
         assert abs(measured_gib - stated_gib) <= SIZE_TOLERANCE * stated_gib, (
             f"the learner's environment holds {measured_gib:.2f} GiB; the README says "
             f"{stated_gib} GiB: update its table of environments")
     # What was resolved today is within the tested versions, with the widgets' front end.
-    doctor = subprocess.run([venv_python, "-m", "gpulab.doctor"], cwd=repo, env=env,
-                            capture_output=True, text=True, timeout=300, check=False)
+    doctor = facts["doctor"]
     assert doctor.returncode == 0, f"gpulab doctor in the Binder environment:\n{doctor.stdout}" \
                                    f"{doctor.stderr[-2000:]}"
+    print(f"Binder emulation: {learner_environment.note}; gpulab doctor: ok")
 
+
+def _first_error(notebook: dict) -> str | None:
+    """The first error a cell showed (its traceback without terminal colours), and how many
+    cells showed one; None when no cell raised."""
+    errors = [output for cell in notebook["cells"] if cell["cell_type"] == "code"
+              for output in cell.get("outputs", []) if output.get("output_type") == "error"]
+    if not errors:
+        return None
+    traceback = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(errors[0].get("traceback", [])))
+    return f"{len(errors)} cell(s) raised; the first:\n{traceback[-3000:]}"
+
+
+@pytest.mark.binder
+@pytest.mark.notebook
+@pytest.mark.parametrize("chapter", [CHAPTER.removeprefix("course/")]
+                         + [name for name in CHAPTERS if not CHAPTER.endswith(name)])
+def test_learner_notebook_runs_once_in_the_learners_environment(learner_environment, chapter,
+                                                                tmp_path):
+    """The chapter's one execution in a make test (chapter 01 first): no cell raises (what
+    nbval checked), no answer is visible before its attempt (tests/test_spoilers.py's
+    comparison, on the sources and everything the cells showed), and the kernel's peak memory
+    stays under the margin, with the Binder environment's own Python."""
+    where = learner_environment
     script = tmp_path / "execute.py"
     script.write_text(EXECUTE_SCRIPT.format(timeout=EXECUTE_TIMEOUT_S))
-    binder_start = repo / "binder" / "start"
-    lines, problems = [], []
-    chapters = [CHAPTER] + [f"course/{name}" for name in CHAPTERS if not CHAPTER.endswith(name)]
-    for chapter in chapters:
-        command = [venv_python, str(script), str(repo / chapter)]
-        if binder_start.exists():  # repo2docker runs every command through binder/start
-            command = ["bash", str(binder_start), *command]
-        stdout, peak_bytes, programs = _execute_sampling_memory(command, cwd=repo, env=env)
-        result = json.loads(stdout.strip().splitlines()[-1])
-        lines.append(f"  {chapter:40s} {result['elapsed_s']:6.1f} s   peak kernel memory "
-                     f"{peak_bytes / 1e6:5.0f} MB")
-        if result["error"] is not None:
-            problems.append(f"{chapter} raised in the Binder environment:\n{result['error']}")
-        if not 0 < peak_bytes < PEAK_KERNEL_MEMORY_LIMIT_BYTES:
-            problems.append(f"{chapter}: the kernel peaked at {peak_bytes / 1e6:.0f} MB, over "
-                            f"the {PEAK_KERNEL_MEMORY_LIMIT_BYTES / 1e6:.0f} MB this course "
-                            "allows on Binder (its limit is 2 GB)")
-        if venv_python not in programs:
-            problems.append(f"{chapter}: the kernel did not run with the Binder environment's "
-                            f"Python ({venv_python}) but {sorted(programs)}")
-        if chapter == CHAPTER:
-            assert "gpulab tier : sim" in result["text"], "chapter 01 did not run in the sim tier"
-            assert "NOT ATTEMPTED YET" in result["text"], "chapter 01's checks printed no hint"
-    print(f"Binder emulation: {python_note}; pip install took {installed_s:.0f} s, "
-          f"{measured_gib:.2f} GiB installed; "
-          f"gpulab doctor: ok; total {time.monotonic() - started:.0f} s", *lines, sep="\n")
+    executed = tmp_path / chapter
+    command = [*where.prefix, where.python, str(script), str(where.repo / "course" / chapter),
+               str(executed)]
+    stdout, peak_bytes, programs = _execute_sampling_memory(command, cwd=where.repo,
+                                                            env=where.env)
+    result = json.loads(stdout.strip().splitlines()[-1])
+    notebook = json.loads(executed.read_text(encoding="utf-8"))
+    print(f"{chapter}: {result['elapsed_s']:.1f} s, peak kernel memory {peak_bytes / 1e6:.0f} MB"
+          f" ({'Binder environment: ' if where.binder else ''}{where.note})")
+    problems = []
+    error = _first_error(notebook)
+    if error is not None:
+        problems.append(f"{chapter} raised in the {'Binder' if where.binder else 'test'} "
+                        f"environment: {error}")
+    problems += [f"answer visible before the attempt: {p}"
+                 for p in SPOILERS.answers_visible_before_the_attempts(chapter, notebook)]
+    if not 0 < peak_bytes < PEAK_KERNEL_MEMORY_LIMIT_BYTES:
+        problems.append(f"{chapter}: the kernel peaked at {peak_bytes / 1e6:.0f} MB, over "
+                        f"the {PEAK_KERNEL_MEMORY_LIMIT_BYTES / 1e6:.0f} MB this course "
+                        "allows on Binder (its limit is 2 GB)")
+    if where.binder and where.python not in programs:
+        problems.append(f"{chapter}: the kernel did not run with the Binder environment's "
+                        f"Python ({where.python}) but {sorted(programs)}")
+    if CHAPTER.endswith(chapter):
+        if "gpulab tier : sim" not in result["text"]:
+            problems.append("chapter 01 did not run in the sim tier")
+        if "NOT ATTEMPTED YET" not in result["text"]:
+            problems.append("chapter 01's checks printed no hint")
     assert not problems, "\n".join(problems)
 
 

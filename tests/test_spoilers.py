@@ -1,8 +1,12 @@
 """No exercise's answer is visible before the learner's attempt, in any chapter, present or
 future.
 
-Each learner notebook in course/ is executed as a learner would run it (top to bottom, in the
-simulator). For every exercise (an nbgrader solution cell), the answer is the code between
+Each learner notebook in course/ is executed once in a `make test`, as a learner would run it
+(top to bottom, in the simulator, in the learner's environment), by tests/test_binder.py,
+which checks that run with :func:`answers_visible_before_the_attempts`; here the comparison
+is tested, and the sources are checked without running anything.
+
+For every exercise (an nbgrader solution cell), the answer is the code between
 `### BEGIN SOLUTION` and `### END SOLUTION` in solutions/. Every cell above the exercise — its
 source and everything it printed or displayed — must not contain that answer, nor a copy that
 differs from it only in names, nor a near copy: both are compared as token sequences in which
@@ -18,7 +22,6 @@ multiply kernel above the atomic dot exercise: same index and guard, different b
 import difflib
 import json
 import keyword
-import os
 import re
 from pathlib import Path
 
@@ -108,31 +111,46 @@ def test_the_comparison_sees_a_renamed_copy_and_not_ordinary_code():
     assert not spoilers(answer, [(4, other)])
 
 
-def run_learner_notebook(chapter: str) -> dict:
-    import nbformat
-    from nbclient import NotebookClient
-
-    notebook = nbformat.read(ROOT / "course" / chapter, as_version=4)
-    os.environ.setdefault("GPULAB_DEVICE", "sim")  # the kernel inherits it
-    NotebookClient(notebook, timeout=300, allow_errors=True, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT / "course")}}).execute()
-    return json.loads(nbformat.writes(notebook))
-
-
-@pytest.mark.notebook
-@pytest.mark.parametrize("chapter", CHAPTERS)
-def test_no_answer_is_visible_before_the_attempt(chapter):
+def answers_visible_before_the_attempts(chapter: str, notebook: dict) -> list[str]:
+    """What gives an exercise's answer away in ``notebook``, the learner version of ``chapter``
+    (executed, or only its sources): one line per cell above an attempt that shows the answer.
+    Raises AssertionError when an exercise of solutions/ is missing from it."""
     expected = answers(chapter)
-    notebook = run_learner_notebook(chapter)
     cells = notebook["cells"]
     problems, checked = [], 0
     for position, cell in enumerate(cells):
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if grade_id not in expected or not cell.get("metadata", {}).get("nbgrader", {}).get(
-                "solution"):
+        grading = cell.get("metadata", {}).get("nbgrader", {})
+        grade_id = grading.get("grade_id")
+        if grade_id not in expected or not grading.get("solution"):
             continue
         checked += 1
         before = list(enumerate(cells[:position]))
-        problems += [f"{grade_id}: {p}" for p in spoilers(expected[grade_id], before)]
+        problems += [f"{chapter} {grade_id}: {p}" for p in spoilers(expected[grade_id], before)]
     assert checked == len(expected), f"{chapter}: some exercises are missing in course/"
-    assert not problems, f"{chapter}: answers visible before the attempt:\n" + "\n".join(problems)
+    return problems
+
+
+def test_a_shown_answer_is_found_in_a_notebook():
+    chapter, grade_id, answer = next((c, g, a) for c in CHAPTERS for g, a in answers(c).items()
+                                     if len(tokens(a)) >= MIN_TOKENS)
+    learner = json.loads((ROOT / "course" / chapter).read_text(encoding="utf-8"))
+    attempt = next(i for i, cell in enumerate(learner["cells"])
+                   if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+    shown = {"cell_type": "code", "source": "print(answer)", "metadata": {},
+             "outputs": [{"output_type": "stream", "name": "stdout", "text": answer}]}
+    learner["cells"].insert(attempt, shown)
+    found = answers_visible_before_the_attempts(chapter, learner)
+    assert any(grade_id in line and f"cell {attempt} " in line for line in found), found
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_answer_is_in_the_sources_before_the_attempt(chapter):
+    """The sources alone (fast, no execution). What the cells print and display is checked on
+    the chapter's one execution, in the learner's environment, by tests/test_binder.py
+    (test_learner_notebook_runs_once_in_the_learners_environment)."""
+    notebook = json.loads((ROOT / "course" / chapter).read_text(encoding="utf-8"))
+    for cell in notebook["cells"]:
+        cell["outputs"] = []  # committed without outputs; a stray one must not count here
+    problems = answers_visible_before_the_attempts(chapter, notebook)
+    assert not problems, f"{chapter}: answers visible before the attempt:\n" + "\n".join(
+        problems)
