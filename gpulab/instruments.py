@@ -1004,6 +1004,10 @@ def _describe(value, seen: set) -> dict:
         recipe = _function_recipe(value, seen)
         if recipe is not None:
             return {"kind": "function", "recipe": recipe}
+    home = getattr(value, "__module__", None), getattr(value, "__name__", None)
+    if (callable(value) and all(isinstance(part, str) for part in home)
+            and getattr(sys.modules.get(home[0]), home[1], None) is value):
+        return {"kind": "attribute", "module": home[0], "name": home[1]}  # from numpy import sqrt
     return {"kind": "unknown", "type": type(value).__name__}
 
 
@@ -1096,6 +1100,10 @@ def _rebuild_value(described: dict, jit_kernel, jit_device):
         return jit_device(function) if described["device"] else jit_kernel(function)
     if kind == "function":
         return rebuild_function(described["recipe"], jit_kernel, jit_device)
+    if kind == "attribute":
+        import importlib
+
+        return getattr(importlib.import_module(described["module"]), described["name"])
     raise ValueError(f"cannot rebuild a global of kind {described.get('type', kind)!r}")
 
 

@@ -6,23 +6,32 @@ Each check runs your code on random sizes, prints what it found and returns a
 
 - :func:`check_blocks_for` — ``blocks_for(n, threads_per_block)`` must return the number of
   blocks a one-thread-per-element launch needs: n divided by the block size, rounded **up**.
-  Diagnoses: rounding down (the last elements get no thread), one block too many when n is a
-  multiple of the block size, a float instead of a whole number, the arguments swapped.
+  Diagnoses (:data:`BLOCKS_MISTAKES`, in order): a float instead of a whole number, rounding
+  down (the last elements get no thread), one block too many when n is a multiple of the block
+  size, a shift that assumes the block size is a power of two (96 and 192 are always asked),
+  the arguments swapped, too few or too many blocks.
 - :func:`check_first_launch` — a kernel ``add_one(x, out)`` (``out[i] = x[i] + 1``, one thread
   per element, guarded) and the host function that launches it by hand,
   ``add_one_on_gpu(x) -> numpy array``: copy x to the device, allocate out there, choose
   threads and blocks, launch, synchronise, copy out back. The kernel is checked like every
-  kernel of the course (random n not a multiple of the block, padding that catches a missing
-  guard); the host function is run while :func:`watch_host_code` records its copies,
-  allocations, launches and synchronisations. Diagnoses: too few blocks (``n // threads``),
-  more than 1024 threads per block, NumPy arrays passed to the launch (Numba then copies them
-  both ways behind your back), the device array returned instead of a copy on the host, no
-  launch at all, the input changed in place.
+  kernel of the course (a drawn block size, random n not a multiple of it, padding that catches
+  a missing guard, then again under another block size, so a hard-coded one fails); the host
+  function is run while :func:`watch_host_code` records its copies, allocations, launches and
+  synchronisations. Diagnoses (:data:`HOST_MISTAKES`, in order): nothing or the device array
+  returned instead of a copy on the host, no launch at all, NumPy arrays passed to the launch
+  (Numba then copies them both ways behind your back), more than 1024 threads per block, too
+  few blocks (``n // threads``), ``x.shape`` used as the number of blocks, whole blocks more
+  than needed, the input changed in place, float64 copies of the float32 input.
+
+Both checks are declared as :class:`~gpulab.exercises.spec.CheckSpec` s, so they also refuse
+gpulab's own kernels or helpers in place of yours, and a check whose parts were replaced.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,16 +43,15 @@ from gpulab.exercises.checks import (
     HostLaunch,
     KernelSpy,
     NotAttemptedError,
-    Trial,
     call_learner,
-    default_threads_per_block,
     diagnose_vector,
     draw_size,
-    run_check,
     run_elementwise,
-    start_kernel,
     watch_host_code,
 )
+from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.trial import Trial
 from gpulab.instruments import launchable
 
 # Threads per block a GPU accepts: 1024 on every compute capability the course names (CUDA C++
@@ -65,7 +73,7 @@ ROUND_UP_HINT = (
 
 def _block_cases(rng: np.random.Generator) -> list[tuple[int, int]]:
     """(n, threads_per_block) pairs: partial last blocks, exact multiples, n smaller than one
-    block, n = 1, and a billion elements."""
+    block, n = 1, a billion elements, and block sizes that are not powers of two (96, 192)."""
     cases = []
     for _ in range(6):
         threads = int(rng.choice([32, 64, 96, 128, 256, 512, 1024]))
@@ -74,8 +82,108 @@ def _block_cases(rng: np.random.Generator) -> list[tuple[int, int]]:
         cases.append((blocks * threads, threads))  # an exact multiple
     threads = int(rng.choice([128, 256]))
     cases += [(int(rng.integers(2, threads)), threads), (1, threads), (1_000_000_007, 256)]
+    for threads in (96, 192):  # a shift (>>) divides only by a power of two
+        blocks = int(rng.integers(2, 5000))
+        cases += [(blocks * threads + int(rng.integers(1, threads)), threads),
+                  (blocks * threads, threads)]
     order = rng.permutation(len(cases))
     return [cases[k] for k in order]
+
+
+@dataclass
+class BlocksAnswer:
+    """What ``blocks_for(n, threads)`` returned, for the mistakes below."""
+
+    n: int
+    threads: int
+    got: object
+    seed: int
+
+    @property
+    def expected(self) -> int:
+        return -(-self.n // self.threads)
+
+    @property
+    def call(self) -> str:
+        return f"blocks_for({self.n}, {self.threads})"
+
+    @property
+    def where(self) -> str:
+        return f"seed={self.seed}"
+
+    @property
+    def whole(self) -> bool:
+        return not isinstance(self.got, bool) and isinstance(self.got, numbers.Integral)
+
+    @property
+    def summary(self) -> str:
+        return f"{self.call} returned {self.got}, expected {self.expected}"
+
+    def shifted(self) -> bool:
+        """Right for a power of two, wrong for this block size: a shift by log2(threads)."""
+        t, n, got = self.threads, self.n, int(self.got)
+        if t & (t - 1) == 0:
+            return False
+        shifts = {int(math.log2(t)), int(math.log2(t)) + 1}
+        return any(got in (n >> k, (n + t - 1) >> k, (n >> k) + 1, -(-n // 2**k))
+                   for k in shifts)
+
+
+def _whole_but(condition):
+    return lambda a: a.whole and int(a.got) != a.expected and condition(a, int(a.got))
+
+
+BLOCKS_MISTAKES = (
+    Mistake("the right number as a float (`/`, `math.ceil` of a NumPy float)",
+            lambda a: (not a.whole and isinstance(a.got, numbers.Real)
+                       and float(a.got) == a.expected),
+            lambda a: (f"{a.call} returned {a.got!r}, the right number but a "
+                       f"{type(a.got).__name__}: a launch needs a whole number of blocks, and "
+                       f"`kernel[{a.got!r}, {a.threads}]` fails"),
+            "use integer division `//` (or wrap the result in `int(...)`)."),
+    Mistake("not a whole number",
+            lambda a: not a.whole,
+            lambda a: (f"{a.call} returned {a.got!r} ({type(a.got).__name__}); it should return "
+                       f"the whole number {a.expected}"),
+            "return an int: the number of blocks, rounded up."),
+    Mistake("rounded down (`n // threads_per_block`)",
+            _whole_but(lambda a, got: got == a.n // a.threads and a.n % a.threads),
+            lambda a: (f"{a.summary}: {a.got} blocks of {a.threads} threads are "
+                       f"{int(a.got) * a.threads} threads, so the last "
+                       f"{a.n - int(a.got) * a.threads} of the {a.n} elements get no thread"),
+            ROUND_UP_HINT),
+    Mistake("one block too many when n divides evenly (`n // threads_per_block + 1`)",
+            _whole_but(lambda a, got: got == a.n // a.threads + 1 and a.n % a.threads == 0),
+            lambda a: (f"{a.summary}: {a.n} is exactly {a.n // a.threads} blocks of {a.threads}, "
+                       f"so block {int(a.got) - 1} would have no element at all"),
+            "`n // threads_per_block + 1` adds a block even when n divides evenly: "
+            "`(n + threads_per_block - 1) // threads_per_block` does not."),
+    Mistake("a shift (`>>`) that assumes the block size is a power of two",
+            _whole_but(lambda a, got: a.shifted()),
+            lambda a: (f"{a.summary}: that is n divided by a power of two near {a.threads}. A "
+                       f"shift `>> k` divides by 2**k, right for 32, 64 or 128 threads per "
+                       f"block, but {a.threads} is not a power of two"),
+            "divide by threads_per_block itself: `(n + threads_per_block - 1) // "
+            "threads_per_block` works for every block size."),
+    Mistake("the arguments swapped",
+            _whole_but(lambda a, got: got == -(-a.threads // a.n)),
+            lambda a: (f"{a.summary}: that is threads_per_block divided by n, the arguments the "
+                       "wrong way round"),
+            "divide n by threads_per_block."),
+    Mistake("too few blocks",
+            _whole_but(lambda a, got: got * a.threads < a.n),
+            lambda a: (f"{a.summary}: {a.got} blocks of {a.threads} threads are too few for "
+                       f"{a.n} elements"),
+            ROUND_UP_HINT),
+    Mistake("more blocks than needed",
+            _whole_but(lambda a, got: True),
+            lambda a: (f"{a.summary}: {a.got} blocks of {a.threads} threads are "
+                       f"{int(a.got) * a.threads - a.n} threads more than {a.n} elements need; "
+                       "one block fewer would still cover them"),
+            ROUND_UP_HINT),
+)
+BLOCKS_FOR = CheckSpec("blocks_for", "blocks_for(n, threads_per_block) -> int",
+                       BLOCKS_STUB_HINT, BLOCKS_MISTAKES)
 
 
 def check_blocks_for(function, seed: int | None = None, show: bool = True) -> CheckResult:
@@ -87,51 +195,11 @@ def check_blocks_for(function, seed: int | None = None, show: bool = True) -> Ch
         for n, threads in cases:
             got = call_learner(function, n, threads, stub_hint=BLOCKS_STUB_HINT,
                                call=f"blocks_for({n}, {threads}) (seed={seed})")
-            expected = -(-n // threads)
-            call = f"blocks_for({n}, {threads})"
-            where = f"(seed={seed})"
-            if isinstance(got, bool) or not isinstance(got, numbers.Integral):
-                if isinstance(got, numbers.Real) and float(got) == expected:
-                    raise CheckFailedError(
-                        f"{call} returned {got!r}, the right number but a "
-                        f"{type(got).__name__}: a launch needs a whole number of blocks, and "
-                        f"`kernel[{got!r}, {threads}]` fails {where}.",
-                        "use integer division `//` (or wrap the result in `int(...)`).")
-                raise CheckFailedError(
-                    f"{call} returned {got!r} ({type(got).__name__}); it should return the "
-                    f"whole number {expected} {where}.",
-                    "return an int: the number of blocks, rounded up.")
-            got = int(got)
-            if got == expected:
-                continue
-            summary = f"{call} returned {got}, expected {expected}"
-            if got == n // threads and n % threads:
-                raise CheckFailedError(
-                    f"{summary}: {got} blocks of {threads} threads are {got * threads} threads, "
-                    f"so the last {n - got * threads} of the {n} elements get no thread "
-                    f"{where}.", ROUND_UP_HINT)
-            if got == n // threads + 1 and n % threads == 0:
-                raise CheckFailedError(
-                    f"{summary}: {n} is exactly {n // threads} blocks of {threads}, so block "
-                    f"{got - 1} would have no element at all {where}.",
-                    "`n // threads_per_block + 1` adds a block even when n divides evenly: "
-                    "`(n + threads_per_block - 1) // threads_per_block` does not.")
-            if got == -(-threads // n):
-                raise CheckFailedError(
-                    f"{summary}: that is threads_per_block divided by n, the arguments the "
-                    f"wrong way round {where}.", "divide n by threads_per_block.")
-            if got * threads < n:
-                raise CheckFailedError(
-                    f"{summary}: {got} blocks of {threads} threads are too few for {n} "
-                    f"elements {where}.", ROUND_UP_HINT)
-            raise CheckFailedError(
-                f"{summary}: {got} blocks of {threads} threads are {got * threads - n} threads "
-                f"more than {n} elements need; one block fewer would still cover them "
-                f"{where}.", ROUND_UP_HINT)
+            BLOCKS_FOR.reject(BlocksAnswer(n, threads, got, seed))
         return (f"all {len(cases)} cases right, from n = 1 to {max(n for n, _ in cases):,} "
                 f"(exact multiples of the block size included; seed={seed}).")
 
-    return run_check("blocks_for", body, seed, show)
+    return BLOCKS_FOR.run(body, seed, show, learner=(function,))
 
 
 # --- exercise 2: your first kernel, launched by hand ----------------------------------------------
@@ -159,23 +227,32 @@ def _kernel_name(kernel) -> str:
     return getattr(function, "__name__", "your kernel")
 
 
+ADD_ONE_KERNEL = CheckSpec("first_launch", "add_one(x, out)", ADD_ONE_STUB_HINT, parameters=2)
+
+
 def _check_add_one_kernel(kernel, seed: int) -> Trial:
-    start_kernel(kernel, 2, ADD_ONE_STUB_HINT)
-    trial = Trial.draw("check_first_launch", seed, default_threads_per_block(), np.float32)
-    x = trial.uniform(-5, 5)
-    out = run_elementwise(kernel, trial, x)
-    failure = diagnose_vector(
-        x + np.float32(1), out, trial,
-        patterns={
-            "a copy of x": (x, "add one: `out[i] = x[i] + 1`."),
-            "x[i] - 1": (x - np.float32(1), "add one, don't subtract: `out[i] = x[i] + 1`."),
-            "x[i] + 2": (x + np.float32(2), "add 1, not 2."),
-            "2 * x[i]": (x * np.float32(2), "add one: `out[i] = x[i] + 1`."),
-        },
-    )
-    if failure:
-        raise failure
-    return trial
+    """The kernel, like every kernel of the course: a drawn block size and a random n not a
+    multiple of it, padding that catches a missing guard, then the same under another block
+    size."""
+    source = ADD_ONE_KERNEL.start(kernel)
+
+    def run(trial: Trial) -> Trial:
+        x = trial.uniform(-5, 5)
+        out = run_elementwise(kernel, trial, x)
+        failure = diagnose_vector(
+            x + np.float32(1), out, trial,
+            patterns={
+                "a copy of x": (x, "add one: `out[i] = x[i] + 1`."),
+                "x[i] - 1": (x - np.float32(1), "add one, don't subtract: `out[i] = x[i] + 1`."),
+                "x[i] + 2": (x + np.float32(2), "add 1, not 2."),
+                "2 * x[i]": (x * np.float32(2), "add one: `out[i] = x[i] + 1`."),
+            },
+        )
+        if failure:
+            raise failure
+        return trial
+
+    return under_two_blocks(run, Trial.draw("check_first_launch", seed, np.float32), source)
 
 
 def _host_size(rng: np.random.Generator) -> int:
@@ -195,66 +272,138 @@ def _describe_events(watch: HostCodeWatch) -> str:
     return ", ".join(steps) or "no copies, allocations or launches"
 
 
+@dataclass
+class HostRun:
+    """What the learner's host function did with x (float32, n values): what it returned, its
+    launches and copies (:class:`HostCodeWatch`), and whether it changed x."""
+
+    call: str
+    name: str  # the kernel's
+    x: np.ndarray
+    got: object
+    watch: HostCodeWatch
+    changed_input: bool
+    where: str
+
+    @property
+    def n(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def launches(self) -> list[HostLaunch]:
+        return self.watch.launches
+
+    @property
+    def biggest(self) -> HostLaunch:
+        return max(self.launches, key=lambda launch: launch.total_threads)
+
+    @property
+    def right_values(self) -> bool:
+        return (isinstance(self.got, np.ndarray) and self.got.shape == self.x.shape
+                and bool(np.allclose(self.got, self.x + np.float32(1))))
+
+    def launched_with(self, predicate) -> HostLaunch | None:
+        return next((launch for launch in self.launches if predicate(launch)), None)
+
+
+def _as_int(value) -> int | None:
+    value = value[0] if isinstance(value, tuple) and len(value) == 1 else value
+    return int(value) if isinstance(value, numbers.Integral) else None
+
+
+HOST_MISTAKES = (
+    Mistake("returned nothing", lambda h: h.got is None,
+            lambda h: f"{h.call} returned None",
+            "end with `return d_out.copy_to_host()`: the caller needs the result on the host.",
+            "host code"),
+    Mistake("returned the device array",
+            lambda h: not isinstance(h.got, np.ndarray) and hasattr(h.got, "copy_to_host"),
+            lambda h: (f"{h.call} returned the device array itself: its values are still in the "
+                       "GPU's memory, where NumPy and the rest of your program cannot read them"),
+            "copy it back and return that: `return d_out.copy_to_host()`.", "host code"),
+    Mistake("never launched the kernel", lambda h: not h.launches,
+            lambda h: (f"{h.call} never launched `{h.name}`"
+                       + (": it returned the right values, computed without the GPU"
+                          if h.right_values else "")),
+            lambda h: f"launch your kernel by its name: `{h.name}[blocks, threads](d_x, d_out)`.",
+            "host code"),
+    Mistake("passed NumPy arrays to the launch",
+            lambda h: h.launched_with(lambda launch: launch.numpy_arguments),
+            lambda h: (f"{h.call} launched `{h.name}` with NumPy arrays (argument(s) "
+                       + ", ".join(str(k + 1) for k in h.launched_with(
+                           lambda launch: launch.numpy_arguments).numpy_arguments)
+                       + "): Numba then copies each of them to the GPU before the launch and "
+                       "back after it, hidden from you — the copies this exercise asks you to "
+                       "write"),
+            COPY_IN_HINT, "host code"),
+    Mistake("more than 1024 threads per block",
+            lambda h: h.launched_with(
+                lambda launch: launch.threads_per_block > MAX_THREADS_PER_BLOCK),
+            lambda h: (f"{h.call} launched blocks of {h.biggest.threads_per_block} threads. The "
+                       f"simulator runs that, but a GPU refuses blocks of more than "
+                       f"{MAX_THREADS_PER_BLOCK} threads"),
+            "use 128 or 256 threads per block.", "host code"),
+    Mistake("too few blocks (`n // threads`)",
+            lambda h: h.biggest.total_threads < h.n and not h.right_values,
+            lambda h: (f"{h.call} launched {h.biggest.blocks} block(s) of {h.biggest.threads} "
+                       f"threads = {h.biggest.total_threads} threads for n = {h.n} elements: the "
+                       f"last {h.n - h.biggest.total_threads} elements got no thread"),
+            "round the number of blocks up: `blocks = (n + threads - 1) // threads` "
+            "(exercise 1's blocks_for).", "host code"),
+    Mistake("the array's shape (n) used as the number of blocks",
+            lambda h: _as_int(h.biggest.blocks) == h.n and h.biggest.threads_per_block > 1,
+            lambda h: (f"{h.call} launched {h.n} blocks of {h.biggest.threads_per_block} "
+                       f"threads = {h.biggest.total_threads} threads for {h.n} elements: "
+                       f"`x.shape` is the number of elements, not of blocks, so "
+                       f"{h.biggest.total_threads - h.n} threads had nothing to do"),
+            "blocks = how many blocks of `threads` cover n: `blocks_for(x.shape[0], threads)`.",
+            "host code"),
+    Mistake("whole blocks more than needed",
+            lambda h: h.biggest.total_threads >= h.n + h.biggest.threads_per_block,
+            lambda h: (f"{h.call} launched {h.biggest.blocks} blocks of {h.biggest.threads} "
+                       f"threads = {h.biggest.total_threads} threads for {h.n} elements: at "
+                       "least one whole block had nothing to do"),
+            "round up, but only to the next whole block: `(n + threads - 1) // threads`.",
+            "host code"),
+    Mistake("returned something else than a NumPy array",
+            lambda h: not isinstance(h.got, np.ndarray),
+            lambda h: f"{h.call} returned {type(h.got).__name__}, not a NumPy array",
+            "return `d_out.copy_to_host()`.", "host code"),
+    Mistake("changed its input", lambda h: h.changed_input,
+            lambda h: f"{h.call} changed its input x",
+            "leave x as it is: the kernel writes into a separate output array.", "host code"),
+    Mistake("returned another shape", lambda h: h.got.shape != h.x.shape,
+            lambda h: f"{h.call} returned an array of shape {h.got.shape}, not {h.x.shape}",
+            "allocate the output like the input: `cuda.device_array_like(d_x)`.", "host code"),
+    Mistake("made float64 copies of float32 data",
+            lambda h: h.got.dtype != h.x.dtype or h.launched_with(
+                lambda launch: any(d is not None and d != h.x.dtype for d in launch.dtypes)),
+            lambda h: (f"{h.call} worked in "
+                       + ", ".join(sorted({str(d) for launch in h.launches for d in launch.dtypes
+                                           if d is not None and d != h.x.dtype}
+                                          | ({str(h.got.dtype)} if h.got.dtype != h.x.dtype
+                                             else set())))
+                       + f", but x holds {h.x.dtype}: the copies to and from the GPU then carry "
+                       "twice the bytes, and a GPU does float64 arithmetic many times slower"),
+            "copy x as it is: `cuda.to_device(x)` and `cuda.device_array_like(d_x)` keep its "
+            "dtype (no `astype`, no `np.array(x, dtype=float)`).", "host code"),
+)
+HOST = CheckSpec("first_launch", "add_one_on_gpu(x) -> numpy array", HOST_STUB_HINT,
+                 HOST_MISTAKES)
+
+
 def check_launch_by_hand(run, kernel, n: int, seed: int, call: str):
     """Run the learner's host function ``run(x)`` on n random float32 values while watching its
-    host code; fail with the mistake it made (see the module docstring) or return
+    host code; fail with the mistake it made (:data:`HOST_MISTAKES`, in order) or return
     ``(x, result, watch)``."""
     rng = np.random.default_rng([seed, 1])
     x = rng.uniform(-5, 5, n).astype(np.float32)
     given = x.copy()
-    name = _kernel_name(kernel)
     where = f"n={n}, seed={seed}"
     with watch_host_code(run, [kernel]) as watch:
         got = call_learner(run, given, stub_hint=HOST_STUB_HINT, call=f"{call} ({where})")
-    launches = watch.launches
-    if got is None:
-        raise CheckFailedError(
-            f"{call} returned None ({where}).",
-            "end with `return d_out.copy_to_host()`: the caller needs the result on the host.")
-    if not isinstance(got, np.ndarray) and hasattr(got, "copy_to_host"):
-        raise CheckFailedError(
-            f"{call} returned the device array itself: its values are still in the GPU's "
-            f"memory, where NumPy and the rest of your program cannot read them ({where}).",
-            "copy it back and return that: `return d_out.copy_to_host()`.")
-    if not launches:
-        done = ("it returned the right values, computed without the GPU"
-                if isinstance(got, np.ndarray) and got.shape == x.shape
-                and np.allclose(got, x + np.float32(1)) else "")
-        raise CheckFailedError(
-            f"{call} never launched `{name}`" + (f": {done}" if done else "") + f" ({where}).",
-            f"launch your kernel by its name: `{name}[blocks, threads](d_x, d_out)`.")
-    for launch in launches:
-        if launch.numpy_arguments:
-            raise CheckFailedError(
-                f"{call} launched `{name}` with NumPy arrays (argument(s) "
-                f"{', '.join(str(k + 1) for k in launch.numpy_arguments)}): Numba then copies "
-                "each of them to the GPU before the launch and back after it, hidden from you "
-                "— the copies this exercise asks you to write ({where}).", COPY_IN_HINT)
-        if launch.threads_per_block > MAX_THREADS_PER_BLOCK:
-            raise CheckFailedError(
-                f"{call} launched blocks of {launch.threads_per_block} threads. The simulator "
-                f"runs that, but a GPU refuses blocks of more than {MAX_THREADS_PER_BLOCK} "
-                f"threads ({where}).", "use 128 or 256 threads per block.")
-    biggest = max(launches, key=lambda launch: launch.total_threads)
-    if biggest.total_threads < n:
-        raise CheckFailedError(
-            f"{call} launched {biggest.blocks} block(s) of {biggest.threads} threads = "
-            f"{biggest.total_threads} threads for n = {n} elements: the last "
-            f"{n - biggest.total_threads} elements got no thread ({where}).",
-            "round the number of blocks up: `blocks = (n + threads - 1) // threads` "
-            "(exercise 1's blocks_for).")
-    if not isinstance(got, np.ndarray):
-        raise CheckFailedError(
-            f"{call} returned {type(got).__name__}, not a NumPy array ({where}).",
-            "return `d_out.copy_to_host()`.")
-    if not np.array_equal(given, x):
-        raise CheckFailedError(
-            f"{call} changed its input x ({where}).",
-            "leave x as it is: the kernel writes into a separate output array.")
-    if got.shape != x.shape:
-        raise CheckFailedError(
-            f"{call} returned an array of shape {got.shape}, not {x.shape} ({where}).",
-            "allocate the output like the input: `cuda.device_array_like(d_x)`.")
+    HOST.reject(HostRun(call, _kernel_name(kernel), x, got, watch,
+                        not np.array_equal(given, x), where))
     return x, got, watch
 
 
@@ -273,7 +422,7 @@ def check_first_launch(kernel, run, seed: int | None = None, show: bool = True) 
         x, got, watch = check_launch_by_hand(run, kernel, n, seed, call)
         launch = watch.launches[-1]
         threads = launch.threads_per_block
-        as_launched = Trial("check_first_launch", seed, n, threads, np.dtype(np.float32),
+        as_launched = Trial("check_first_launch", seed, (n,), (threads,), np.dtype(np.float32),
                             np.random.default_rng(seed))
         failure = diagnose_vector(x + np.float32(1), got.astype(np.float32, copy=False),
                                   as_launched)
@@ -286,7 +435,7 @@ def check_first_launch(kernel, run, seed: int | None = None, show: bool = True) 
                 f"{n} right values: {_describe_events(watch)}; {launch.blocks} blocks of "
                 f"{launch.threads} threads for n = {n} (seed={seed}).{note}")
 
-    return run_check("first_launch", body, seed, show)
+    return HOST.run(body, seed, show, learner=(kernel, run))
 
 
 __all__ = [

@@ -34,6 +34,8 @@ What the simulator can and cannot show
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gpulab import device, reference
@@ -44,20 +46,18 @@ from gpulab.exercises.checks import (
     CheckFailedError,
     CheckResult,
     KernelSource,
-    Suspect,
-    Trial,
     count_calls,
-    default_threads_per_block,
-    diagnose_total,
     diagnose_vector,
     launch,
+    matches,
     padded,
     plain_writes_to,
-    run_check,
     run_elementwise,
-    start_kernel,
     trace_trial,
 )
+from gpulab.exercises.mistakes import Mistake, diagnose
+from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.trial import Trial
 from gpulab.instruments import WatchedArray, thread_label
 
 # Each syncthreads() costs the simulator milliseconds: the block sum uses fewer blocks there.
@@ -137,39 +137,53 @@ MULTIPLY_STUB_HINT = (
 )
 
 
+MULTIPLY = CheckSpec("multiply", "multiply(x, y, out)", MULTIPLY_STUB_HINT, parameters=3)
+
+
+def _draw(check_name: str, seed: int, threads_per_block: int | None, dtype, **sizes) -> Trial:
+    """The check's trial: the block size the caller gave, or one drawn from the seed."""
+    return Trial.draw(check_name, seed, dtype, block=threads_per_block, **sizes)
+
+
 def check_multiply(kernel, seed: int | None = None, threads_per_block: int | None = None,
                    dtype=np.float32, show: bool = True) -> CheckResult:
     """Check ``kernel(x, y, out)``, which must set ``out[i] = x[i] * y[i]`` with one thread per
     element and a bounds guard. Launched with ceil(n / threads_per_block) blocks, n random and
-    not a multiple of threads_per_block.
+    not a multiple of threads_per_block; the block size is drawn too (unless given), and the
+    kernel is run again under another one.
 
     Diagnoses: the stub; a missing or ``<=`` guard (IndexError in the simulator, writes into
     padding on a GPU); nothing written; only the first block written (``threadIdx.x`` alone as
     the index); the last partial block skipped (guard too strict); values one position off;
-    ``x + y`` or ``x * x`` instead of ``x * y``; simulator-only code (lists, ``np.zeros``).
+    ``x + y`` or ``x * x`` instead of ``x * y``; a hard-coded block size (``blockIdx.x * 64``);
+    simulator-only code (lists, ``np.zeros``); gpulab's own kernel.
     """
 
     def body(seed: int) -> str:
-        start_kernel(kernel, 3, MULTIPLY_STUB_HINT)
-        trial = Trial.draw("check_multiply", seed,
-                           threads_per_block or default_threads_per_block(), dtype)
-        x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
-        out = run_elementwise(kernel, trial, x, y)
-        failure = diagnose_vector(
-            reference.multiply(x, y), out, trial,
-            patterns={
-                "x[i] + y[i]": (x + y, "multiply, don't add: `out[i] = x[i] * y[i]`."),
-                "x[i] * x[i]": (x * x, "the second factor should be y[i]."),
-                "y[i] * y[i]": (y * y, "the first factor should be x[i]."),
-                "a copy of x": (x, "multiply x[i] by y[i]."),
-                "a copy of y": (y, "multiply x[i] by y[i]."),
-            },
-        )
-        if failure:
-            raise failure
+        source = MULTIPLY.start(kernel)
+
+        def run(trial: Trial) -> Trial:
+            x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
+            out = run_elementwise(kernel, trial, x, y)
+            failure = diagnose_vector(
+                reference.multiply(x, y), out, trial,
+                patterns={
+                    "x[i] + y[i]": (x + y, "multiply, don't add: `out[i] = x[i] * y[i]`."),
+                    "x[i] * x[i]": (x * x, "the second factor should be y[i]."),
+                    "y[i] * y[i]": (y * y, "the first factor should be x[i]."),
+                    "a copy of x": (x, "multiply x[i] by y[i]."),
+                    "a copy of y": (y, "multiply x[i] by y[i]."),
+                },
+            )
+            if failure:
+                raise failure
+            return trial
+
+        trial = _draw("check_multiply", seed, threads_per_block, dtype)
+        trial = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
         return f"all {trial.n} elements are right ({trial.launched}, seed={trial.seed})."
 
-    return run_check("multiply", body, seed, show)
+    return MULTIPLY.run(body, seed, show, learner=(kernel,))
 
 
 # --- exercise 2: dot product with atomics ----------------------------------------------------
@@ -180,33 +194,125 @@ DOT_STUB_HINT = (
 )
 
 
+@dataclass
+class Total:
+    """A reduction's result ``got`` (out[0]) against ``expected``, with the inputs (``y`` is
+    None for a plain sum) and the trial: the evidence the total's mistakes are told from."""
+
+    got: float
+    expected: float
+    tolerance: float
+    trial: Trial
+    x: np.ndarray
+    y: np.ndarray | None = None
+
+    def near(self, value) -> bool:
+        return matches(self.got, value, self.tolerance)
+
+    @property
+    def where(self) -> Trial:
+        return self.trial
+
+    @property
+    def summary(self) -> str:
+        return f"out[0] = {float(self.got):.6g}, expected {float(self.expected):.6g}"
+
+    @property
+    def terms(self) -> np.ndarray:
+        """What each thread adds: x[i] * y[i], or x[i]."""
+        if self.y is None:
+            return self.x
+        return (self.x.astype(np.float64) * self.y).astype(self.trial.dtype)
+
+    @property
+    def block_sums(self) -> list[float]:
+        tpb = self.trial.threads_per_block
+        return [self.terms[b * tpb:(b + 1) * tpb].sum(dtype=np.float64)
+                for b in range(self.trial.blocks)]
+
+    def one_block(self) -> int | None:
+        """The block whose total alone ``got`` is, if any."""
+        return next((b for b, s in enumerate(self.block_sums) if self.near(s)), None)
+
+
+NOT_A_NUMBER = Mistake(
+    "a result that is not a number (values nobody wrote)", lambda e: not np.isfinite(e.got),
+    lambda e: f"{e.summary}: the result is not a number, so the sum used values nobody wrote",
+    "each value should be added exactly once: check the index and the guard.")
+DOT_MISTAKES = (
+    Mistake("nothing added", lambda e: e.near(0.0),
+            lambda e: f"{e.summary}: nothing was added to out[0]",
+            "add each product into out[0] with `cuda.atomic.add(out, 0, x[i] * y[i])`, inside "
+            "the guard."),
+    Mistake("`out[0] = ...` (each thread replaced the total)", lambda e: e.near(e.terms),
+            lambda e: (f"{e.summary}: that is a single product x[i] * y[i]: each thread "
+                       "replaced out[0] instead of adding to it"), ATOMIC_HINT),
+    Mistake("`threadIdx.x` as the index (every block adds the first block's)",
+            lambda e: e.near(e.trial.blocks * e.block_sums[0]),
+            lambda e: f"{e.summary}: every block added the first block's products",
+            GLOBAL_INDEX_HINT),
+    Mistake("only the first block's products", lambda e: e.near(e.block_sums[0]),
+            lambda e: f"{e.summary}: only the first block's products were added",
+            GLOBAL_INDEX_HINT),
+    Mistake("the last, partial block skipped", lambda e: e.near(sum(e.block_sums[:-1])),
+            lambda e: f"{e.summary}: the last, partial block added nothing",
+            "the guard should stop only threads with i >= n: `if i < x.shape[0]:`."),
+    Mistake("no guard (threads past the end add padding)",
+            lambda e: e.near(float(e.expected) + e.trial.idle_threads * PAD_VALUE**2),
+            lambda e: (f"{e.summary}: the {e.trial.idle_threads} threads past the end added "
+                       "values beyond x and y"), GUARD_HINT),
+    Mistake("x[i] + y[i] instead of the product",
+            lambda e: e.near(e.x.sum(dtype=np.float64) + e.y.sum(dtype=np.float64)),
+            lambda e: f"{e.summary}: that is the sum of x[i] + y[i]",
+            "multiply, don't add: `x[i] * y[i]`."),
+    NOT_A_NUMBER,
+)
+DOT_ATOMIC = CheckSpec("dot_atomic", "dot_atomic(x, y, out)", DOT_STUB_HINT, DOT_MISTAKES,
+                       parameters=3)
+
+
 def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | None = None,
                      dtype=np.float32, show: bool = True) -> CheckResult:
     """Check ``kernel(x, y, out)``, which must add x · y into ``out[0]`` (which starts at 0)
-    with ``cuda.atomic.add``, one thread per element, guarded.
+    with ``cuda.atomic.add``, one thread per element, guarded; the block size is drawn too
+    (unless given), and the kernel is run again under another one.
 
-    Diagnoses: the stub; a missing guard; a plain ``out[0] += ...`` (a data race: detected in
-    the simulator from the recorded writes, since the number itself usually comes out right
-    there, and in both tiers from the source); ``out[0] = ...`` (only one product survives);
-    nothing added; only the first block's products, or every block adding the first block's
-    (``threadIdx.x`` as the index); the last partial block skipped; a sum too small (lost
-    updates) or too large (threads past the end). Values are positive, so lost updates always
-    make the sum smaller.
+    Diagnoses (:data:`DOT_MISTAKES`, in order, then the race): the stub; a missing guard; a
+    plain ``out[0] += ...`` (a data race: detected in the simulator from the recorded writes,
+    since the number itself usually comes out right there, and in both tiers from the source);
+    ``out[0] = ...`` (only one product survives); nothing added; only the first block's
+    products, or every block adding the first block's (``threadIdx.x`` as the index); the last
+    partial block skipped; a hard-coded block size; a sum too small (lost updates) or too large
+    (threads past the end). Values are positive, so lost updates always make the sum smaller.
     """
 
     def body(seed: int) -> str:
-        source = start_kernel(kernel, 3, DOT_STUB_HINT)
-        trial = Trial.draw("check_dot_atomic", seed,
-                           threads_per_block or default_threads_per_block(), dtype)
-        got = _total_or_failure(
-            lambda t: _run_dot(source, kernel, t), trial,
-            "threads past the end must add nothing: keep the atomic inside "
-            "`if i < x.shape[0]:`, and let every thread below n through.",
-        )
+        source = DOT_ATOMIC.start(kernel)
+
+        def run(trial: Trial) -> float:
+            return _total_or_failure(
+                lambda t: _run_dot(source, kernel, t), trial,
+                "threads past the end must add nothing: keep the atomic inside "
+                "`if i < x.shape[0]:`, and let every thread below n through.",
+            )
+
+        trial = _draw("check_dot_atomic", seed, threads_per_block, dtype)
+        got = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
         return (f"x · y = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
                 f"seed={trial.seed}).")
 
-    return run_check("dot_atomic", body, seed, show)
+    return DOT_ATOMIC.run(body, seed, show, learner=(kernel,))
+
+
+def _not_specific(total: Total, too_small: tuple[str, str],
+                  otherwise: tuple[str, str]) -> CheckFailedError | None:
+    """None when the total is right; else "too small" or "wrong" (``specific=False``: the
+    check looks closer, :func:`_total_or_failure`)."""
+    if total.near(total.expected):
+        return None
+    message, hint = too_small if total.got < total.expected else otherwise
+    return CheckFailedError(f"{total.summary}: {message} ({total.trial}).", hint,
+                            specific=False)
 
 
 def _run_dot(source: KernelSource, kernel, trial: Trial):
@@ -217,30 +323,10 @@ def _run_dot(source: KernelSource, kernel, trial: Trial):
     launch(kernel, trial, d_x, d_y, out)
     got = out.copy_to_host()[0]
     expected, tolerance = reference.dot(x, y), reference.dot_tolerance(x, y)
-    right = bool(abs(float(got) - float(expected)) <= tolerance)
-    products = (x.astype(np.float64) * y).astype(trial.dtype)
-    tpb, last_start = trial.threads_per_block, (trial.blocks - 1) * trial.threads_per_block
-    suspects = [
-        Suspect(0.0, "nothing was added to out[0]",
-                "add each product into out[0] with `cuda.atomic.add(out, 0, x[i] * y[i])`, "
-                "inside the guard."),
-        Suspect(products, "that is a single product x[i] * y[i]: each thread replaced out[0] "
-                "instead of adding to it", ATOMIC_HINT),
-        Suspect(trial.blocks * products[:tpb].sum(dtype=np.float64),
-                "every block added the first block's products", GLOBAL_INDEX_HINT),
-        Suspect(products[:tpb].sum(dtype=np.float64),
-                "only the first block's products were added", GLOBAL_INDEX_HINT),
-        Suspect(products[:last_start].sum(dtype=np.float64),
-                "the last, partial block added nothing",
-                "the guard should stop only threads with i >= n: `if i < x.shape[0]:`."),
-        Suspect(float(expected) + trial.idle_threads * PAD_VALUE**2,
-                f"the {trial.idle_threads} threads past the end added values beyond x and y",
-                GUARD_HINT),
-        Suspect(x.sum(dtype=np.float64) + y.sum(dtype=np.float64),
-                "that is the sum of x[i] + y[i]", "multiply, don't add: `x[i] * y[i]`."),
-    ]
-    failure = diagnose_total(
-        expected, got, tolerance, trial, suspects,
+    total = Total(got, expected, tolerance, trial, x, y)
+    failure = None if total.near(expected) else diagnose(DOT_MISTAKES, total)
+    failure = failure or _not_specific(
+        total,
         too_small=("the sum is too small, as if some products were lost or skipped",
                    "if threads update out[0] without an atomic, updates are lost: "
                    + ATOMIC_HINT),
@@ -248,7 +334,7 @@ def _run_dot(source: KernelSource, kernel, trial: Trial):
                    "each product should be added exactly once: check the index and the guard."),
     )
     if failure is None or not failure.specific:
-        _check_race(source, out, float(got), right, "threads")
+        _check_race(source, out, float(got), total.near(expected), "threads")
     return got, expected, failure
 
 
@@ -260,8 +346,8 @@ def _total_or_failure(run, trial: Trial, partial_block_hint: str,
     in how the threads past the end behave, which the message then says."""
     got, _, failure = run(trial)
     if failure is not None and not failure.specific and closer_look:
-        whole_blocks = Trial.draw(trial.check_name, trial.seed, trial.threads_per_block,
-                                  trial.dtype, n=(trial.blocks - 1) * trial.threads_per_block)
+        whole_blocks = Trial.draw(trial.check_name, trial.seed, trial.dtype, block=trial.block,
+                                  shape=((trial.blocks - 1) * trial.threads_per_block,))
         try:
             again = run(whole_blocks)[2]
         except Exception:  # the closer look is only a diagnosis: keep the first failure
@@ -284,6 +370,41 @@ BLOCK_SUM_STUB_HINT = (
     "after each; one thread adds the block's total into out[0]. The hints above the cell go "
     "step by step."
 )
+BLOCK_SUM_MISTAKES = (
+    Mistake("nothing added", lambda e: e.near(0.0),
+            lambda e: f"{e.summary}: nothing was added to out[0]",
+            "after the tree, thread 0 (`if cuda.threadIdx.x == 0:`) adds partial[0] into "
+            "out[0] with `cuda.atomic.add(out, 0, partial[0])`."),
+    Mistake("`out[0] = ...` (the blocks overwrote each other)",
+            lambda e: e.one_block() is not None,
+            lambda e: (f"{e.summary}: that is block {e.one_block()}'s total alone: the blocks "
+                       "overwrote each other"), ATOMIC_HINT),
+    Mistake("the tree never reached partial[0] (each block's first value)",
+            lambda e: e.near(e.x[::e.trial.threads_per_block].sum(dtype=np.float64)),
+            lambda e: (f"{e.summary}: that is the sum of each block's first value only: the "
+                       "halving steps never reached partial[0]"), SYNCTHREADS_HINT),
+    Mistake("the halving stopped before stride 1 (`stride > 1`)",
+            lambda e: e.near(e.x[::2].sum(dtype=np.float64)),
+            lambda e: (f"{e.summary}: that is the sum of the even-numbered elements only: the "
+                       "halving stopped before its last round (stride 1), which adds partial[1] "
+                       "into partial[0]"),
+            "run the halving loop while `stride > 0` (or `>= 1`), not `> 1`."),
+    Mistake("`threadIdx.x` as the index (every block sums the first block's)",
+            lambda e: e.near(e.trial.blocks * e.block_sums[0]),
+            lambda e: f"{e.summary}: every block summed the first block's values",
+            GLOBAL_INDEX_HINT),
+    Mistake("the last, partial block skipped", lambda e: e.near(sum(e.block_sums[:-1])),
+            lambda e: f"{e.summary}: the last, partial block added nothing",
+            "only threads with i >= n should put 0 in shared memory; the last block's total "
+            "must still be added."),
+    Mistake("no guard (threads past the end add padding)",
+            lambda e: e.near(float(e.expected) + e.trial.idle_threads * PAD_VALUE),
+            lambda e: (f"{e.summary}: the {e.trial.idle_threads} threads past the end added "
+                       "values beyond x"), BLOCK_SUM_GUARD_HINT),
+    NOT_A_NUMBER,
+)
+BLOCK_SUM = CheckSpec("block_sum", "block_sum(x, out)", BLOCK_SUM_STUB_HINT, BLOCK_SUM_MISTAKES,
+                      parameters=2)
 
 
 def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None,
@@ -293,13 +414,14 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
     total into ``out[0]`` (which starts at 0) with an atomic. ``threads_per_block`` must equal
     your ``THREADS`` and be a power of two.
 
-    Diagnoses: the stub; a shared array smaller than the block; threads past the end reading x
-    (IndexError) or leaving their slot unset (right only when n is a multiple of the block
-    size); missing ``cuda.syncthreads()`` (threads read slots not yet written: a wrong sum,
-    usually too small); blocks writing ``out[0] = ...`` (only one block's total survives) or
-    ``out[0] += ...`` (a race between blocks: found from the recorded writes in the simulator,
-    which runs blocks one after another, and from the source); only each block's first value
-    (the tree never reached thread 0); nothing added.
+    Diagnoses (:data:`BLOCK_SUM_MISTAKES`, in order, then the race and the method): the stub; a
+    shared array smaller than the block; threads past the end reading x (IndexError) or leaving
+    their slot unset (right only when n is a multiple of the block size); missing
+    ``cuda.syncthreads()`` (threads read slots not yet written: a wrong sum, usually too small);
+    blocks writing ``out[0] = ...`` (only one block's total survives) or ``out[0] += ...`` (a
+    race between blocks: found from the recorded writes in the simulator, which runs blocks one
+    after another, and from the source); only each block's first value (the tree never reached
+    thread 0); nothing added; a right total summed without a tree (from the trace).
     """
 
     def body(seed: int) -> str:
@@ -309,9 +431,9 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
                 "reduction halves the block at every step.",
                 "use THREADS = 64 (or 32, 128) and pass the same number as threads_per_block.",
             )
-        source = start_kernel(kernel, 2, BLOCK_SUM_STUB_HINT)
-        trial = Trial.draw("check_block_sum", seed, threads_per_block, dtype,
-                           size_range=BLOCK_SUM_SIZE_RANGE.get(device.tier()))
+        source = BLOCK_SUM.start(kernel)
+        trial = _draw("check_block_sum", seed, threads_per_block, dtype,
+                      size_range=BLOCK_SUM_SIZE_RANGE.get(device.tier()))
         few_barriers = source.tree is not None and count_calls(source, "syncthreads") < 2
         got = _total_or_failure(
             lambda t: _run_block_sum(source, kernel, t), trial,
@@ -323,15 +445,15 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
         return (f"sum = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
                 f"seed={trial.seed}), and by a tree: {method}.")
 
-    return run_check("block_sum", body, seed, show)
+    return BLOCK_SUM.run(body, seed, show, learner=(kernel,))
 
 
 def _check_tree_method(kernel, seed: int, threads_per_block: int, dtype) -> str:
     """Trace the block sum on a small launch and fail unless it sums like a tree: at most one
     atomic per block, x read at most once per thread, and no thread reading more shared slots
     than a tree's rounds need. Returns what the trace showed, for the pass message."""
-    trial = Trial.draw("check_block_sum", seed, threads_per_block, dtype,
-                       size_range=(2 * threads_per_block + 1, 3 * threads_per_block))
+    trial = _draw("check_block_sum", seed, threads_per_block, dtype,
+                  size_range=(2 * threads_per_block + 1, 3 * threads_per_block))
     x = trial.uniform(0.5, 1.5)
     trace = trace_trial(kernel, trial, x, np.zeros(1, dtype=trial.dtype))
     where = f"traced on {trial.launched}, n={trial.n}, seed={trial.seed}"
@@ -379,42 +501,16 @@ def _run_block_sum(source: KernelSource, kernel, trial: Trial):
     got = out.copy_to_host()[0]
     ones = np.ones_like(x)
     expected, tolerance = reference.dot(x, ones), reference.dot_tolerance(x, ones)
-    right = bool(abs(float(got) - float(expected)) <= tolerance)
-    tpb = trial.threads_per_block
-    block_sums = [x[b * tpb:(b + 1) * tpb].sum(dtype=np.float64) for b in range(trial.blocks)]
-    suspects = [
-        Suspect(0.0, "nothing was added to out[0]",
-                "after the tree, thread 0 (`if cuda.threadIdx.x == 0:`) adds partial[0] into "
-                "out[0] with `cuda.atomic.add(out, 0, partial[0])`."),
-        *(
-            Suspect(s, f"that is block {b}'s total alone: the blocks overwrote each other",
-                    ATOMIC_HINT)
-            for b, s in enumerate(block_sums)
-        ),
-        Suspect(x[::tpb].sum(dtype=np.float64),
-                "that is the sum of each block's first value only: the halving steps never "
-                "reached partial[0]", SYNCTHREADS_HINT),
-        Suspect(x[::2].sum(dtype=np.float64),
-                "that is the sum of the even-numbered elements only: the halving stopped "
-                "before its last round (stride 1), which adds partial[1] into partial[0]",
-                "run the halving loop while `stride > 0` (or `>= 1`), not `> 1`."),
-        Suspect(trial.blocks * block_sums[0], "every block summed the first block's values",
-                GLOBAL_INDEX_HINT),
-        Suspect(sum(block_sums[:-1]), "the last, partial block added nothing",
-                "only threads with i >= n should put 0 in shared memory; the last block's "
-                "total must still be added."),
-        Suspect(float(expected) + trial.idle_threads * PAD_VALUE,
-                f"the {trial.idle_threads} threads past the end added values beyond x",
-                BLOCK_SUM_GUARD_HINT),
-    ]
+    total = Total(got, expected, tolerance, trial, x)
     barriers = count_calls(source, "syncthreads")
     barrier_text = (
         f" Your kernel has {barriers} `cuda.syncthreads()` call(s); it needs one after filling "
         "shared memory and one in the halving loop." if source.tree is not None and barriers < 2
         else ""
     )
-    failure = diagnose_total(
-        expected, got, tolerance, trial, suspects,
+    failure = None if total.near(expected) else diagnose(BLOCK_SUM_MISTAKES, total)
+    failure = failure or _not_specific(
+        total,
         too_small=("the sum is too small: some values were lost on the way up the tree, which "
                    "happens when a thread reads a shared slot before another thread has written "
                    "it." + barrier_text, SYNCTHREADS_HINT),
@@ -422,7 +518,7 @@ def _run_block_sum(source: KernelSource, kernel, trial: Trial):
                    "leftover values." + barrier_text, SYNCTHREADS_HINT),
     )
     if failure is None or not failure.specific:
-        _check_race(source, out, float(got), right, "blocks")
+        _check_race(source, out, float(got), total.near(expected), "blocks")
     return got, expected, failure
 
 

@@ -1,6 +1,12 @@
 """Everything the exercise checks share: results, the learner's code, random trials, launches,
-diagnoses and the advice a failure gives. Chapter modules (``ch01`` … ``ch08``) hold only their
-own exercises' checks and import what they share from here, never from each other.
+diagnoses and the advice a failure gives. Chapter modules (``ch00`` … ``ch12``) hold only their
+own exercises' checks and import what they share from here and from the core a check is
+declared with, never from each other: :mod:`gpulab.exercises.spec` (:class:`~gpulab.exercises.
+spec.CheckSpec`), :mod:`gpulab.exercises.trial` (one :class:`~gpulab.exercises.trial.Trial`
+for any shape, block sizes drawn too) and :mod:`gpulab.exercises.mistakes` (a
+:class:`~gpulab.exercises.mistakes.Mistake` record and ``diagnose``); ch00 and ch01 are
+declared that way, the other chapters still use this module's trial classes. Compiling for a
+real GPU lives in :mod:`gpulab.exercises.compiling`.
 
 A check takes a learner's ``@cuda.jit`` kernel (or plain Python function), runs it on random
 data and compares the answer with :mod:`gpulab.reference`. It never raises: whatever goes wrong
@@ -35,8 +41,9 @@ What makes a check hard to fool
   creation, f-strings) would run there; :func:`start_kernel` reads the source and rejects it
   with the reason, and :func:`launch` compiles the kernel for a real GPU (sm_75, as the ``ptx``
   tier does, in a child process: :func:`compile_for_gpu`) before the first simulated launch,
-  once per kernel source and argument types. Where the CUDA toolkit wheels are missing (macOS)
-  that step is skipped and the result's note says so.
+  once per kernel source and argument types, every kernel, whatever it imports (a global no GPU
+  kernel can use, such as a list of device functions, is a compile error). Only where the CUDA
+  toolkit wheels are missing (macOS) is that step skipped, and the result's note says so.
 - ``cuda.syncthreads()`` inside a branch, or in a loop whose trip count depends on the thread,
   is a deadlock or undefined behaviour on a GPU but runs in the simulator, which lets threads
   that skip a barrier go: :func:`start_kernel` rejects it from the source
@@ -55,17 +62,11 @@ What makes a check hard to fool
 from __future__ import annotations
 
 import ast
-import atexit
 import contextvars
 import inspect
-import json
 import math
-import os
-import queue
 import re
 import secrets
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -75,20 +76,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpulab import device, toolkit
+from gpulab import device
+from gpulab.exercises.compiling import (
+    ARRAY_FUNCTIONS,
+    COMPILE_FOR,
+    SIMULATOR_ONLY_HINT,
+    compile_verdict,
+    compiler_message,
+    numba_type,
+)
 from gpulab.instruments import (
     KernelDidNotFinishError,
     KernelTrace,
     access_budget,
     is_device_function,
-    kernel_recipe,
     launchable,
     limited,
     poisoned_shared_memory,
     python_function,
-    rebuild_function,
     trace_kernel,
-    unknown_globals,
 )
 from gpulab.kernels.dense import ACTIVATION_CODES
 
@@ -117,11 +123,6 @@ GRID_2D_HINT = (
 GUARD_2D_HINT = (
     "guard both directions: `if r < Z.shape[0] and c < Z.shape[1]:`. The blocks at the right "
     "and bottom edges are only partly used."
-)
-SIMULATOR_ONLY_HINT = (
-    "kernels can't create lists or NumPy arrays or use f-strings: use "
-    "`cuda.local.array(N, dtype)` or `cuda.shared.array(N, dtype)` for scratch space, and "
-    "`print('i =', i)` without formatting."
 )
 STUB_MESSAGE = (
     "your {what} still raises NotImplementedError: write your code in place of "
@@ -158,9 +159,6 @@ DID_NOT_FINISH_HINT = (
 # The wall-clock limit of one launch in a check: generous, since a loop that touches arrays is
 # stopped much sooner by the simulator's access budget (gpulab.instruments.limited).
 TIME_LIMIT_S = {"sim": 60.0, "gpu": 20.0}
-# The architecture a learner's kernel is compiled for: Turing (T4, Colab's free GPU), the oldest
-# that gpulab.ptx compiles for, so what passes here compiles on every GPU the course names.
-COMPILE_FOR = (7, 5)
 
 
 # --- results ----------------------------------------------------------------------------------
@@ -319,11 +317,6 @@ def raises_not_implemented(kernel: KernelSource) -> bool:
     return False
 
 
-_ARRAY_FUNCTIONS = {
-    "array", "asarray", "empty", "zeros", "ones", "full", "arange", "linspace", "empty_like",
-    "zeros_like", "ones_like", "full_like", "copy", "concatenate", "stack", "sum", "dot",
-    "matmul", "mean", "cumsum", "sort",
-}
 _PYTHON_CONTAINERS = {"list", "dict", "set", "sorted", "str", "format"}
 
 
@@ -348,7 +341,7 @@ def simulator_only_code(kernel: KernelSource) -> list[str]:
                 isinstance(func, ast.Attribute)
                 and isinstance(func.value, ast.Name)
                 and func.value.id in ("np", "numpy")
-                and func.attr in _ARRAY_FUNCTIONS
+                and func.attr in ARRAY_FUNCTIONS
             ):
                 note(node, f"calls np.{func.attr}, which needs NumPy arrays on the CPU")
             elif isinstance(func, ast.Name) and func.id in _PYTHON_CONTAINERS:
@@ -552,259 +545,18 @@ def start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
     return source
 
 
-# --- compiling the learner's kernel for a real GPU ------------------------------------------------
-
-_COMPILED: dict[tuple[str, str], tuple[str | None, str | None]] = {}
-_DEFAULT_GLOBALS = {"cuda": "numba.cuda", "np": "numpy", "numpy": "numpy", "math": "math",
-                    "numba": "numba"}
-
-
-def numba_type(value) -> str:
-    """The numba type a launch argument has, as signature text: ``float32[:, :]`` for a 2-D
-    float32 array (device, instrumented or NumPy), ``float64`` for a Python float, ``int64`` for
-    an int, ``float32`` for ``np.float32(1)``."""
-    def scalar(dtype) -> str:
-        name = np.dtype(dtype).name
-        return {"bool": "boolean"}.get(name, name)
-
-    if hasattr(value, "dtype") and hasattr(value, "shape") and len(value.shape) > 0:
-        return f"{scalar(value.dtype)}[{', '.join([':'] * len(value.shape))}]"
-    if isinstance(value, np.generic):
-        return scalar(value.dtype)
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "int64"
-    if isinstance(value, float):
-        return "float64"
-    if isinstance(value, complex):
-        return "complex128"
-    raise TypeError(f"no numba type for {type(value).__name__}")
-
-
-def _recipe_of(kernel_source) -> dict | None:
-    if isinstance(kernel_source, str):
-        source = textwrap.dedent(kernel_source)
-        definition = next(node for node in ast.parse(source).body
-                          if isinstance(node, ast.FunctionDef))
-        return {"name": definition.name, "source": source,
-                "globals": {name: {"kind": "module", "name": module}
-                            for name, module in _DEFAULT_GLOBALS.items()}}
-    if isinstance(kernel_source, KernelSource):
-        kernel_source = kernel_source.function
-    return kernel_recipe(kernel_source)
+# --- compiling the learner's kernel for a real GPU (gpulab.exercises.compiling) ----------------
 
 
 def compile_for_gpu(kernel_source, arg_types) -> str | None:
-    """Compile a kernel for a real GPU (sm_75, :data:`COMPILE_FOR`) the way the ``ptx`` tier
-    does, in a child process with numba's real CUDA target and no device: None when it
-    compiles, else a plain message with the compiler's first informative line.
-
-    ``kernel_source``: the kernel (``@cuda.jit`` object, its Python function or a
-    :class:`KernelSource`), whose globals go along (:func:`gpulab.instruments.kernel_recipe`),
-    or its source text (then only ``cuda``, ``np``, ``math`` and ``numba`` are known).
-    ``arg_types``: a signature, ``"(float32[:], float32[:], float32[:])"``, or one type (text)
-    or example value per argument (:func:`numba_type`).
-
-    Each (source, signature) is compiled once per process. Where it cannot be judged (no CUDA
-    toolkit wheels, e.g. on macOS; a global that cannot be sent; no source) it answers None and
-    the check running now gets a note saying so.
-    """
-    if isinstance(arg_types, str):
-        signature = arg_types
-    else:
-        signature = "(" + ", ".join(t if isinstance(t, str) else numba_type(t)
-                                    for t in arg_types) + ")"
-    recipe = _recipe_of(kernel_source)
-    error, note = _compile_verdict(recipe, signature)
+    """Compile a kernel for a real GPU the way the ``ptx`` tier does
+    (:func:`gpulab.exercises.compiling.compile_verdict`): None when it compiles, else the
+    compiler's text. Where it cannot be judged (no CUDA toolkit wheels, e.g. on macOS; no
+    source) it answers None and the check running now gets a note saying so."""
+    error, note = compile_verdict(kernel_source, arg_types)
     if note:
         add_note(note)
     return error
-
-
-def _compile_verdict(recipe: dict | None, signature: str) -> tuple[str | None, str | None]:
-    """(error, note) for one kernel and signature, cached."""
-    if recipe is None:
-        return None, ("your kernel was not compiled for a real GPU: its source was not found "
-                      "(define it in a notebook cell or a file).")
-    reason = toolkit.unavailable_reason()
-    if reason or toolkit.installed_version() is None:
-        return None, ("your kernel was not compiled for a real GPU here: the CUDA toolkit wheels "
-                      "are not installed (there are none for macOS), so only the source was read "
-                      "for code that runs in the simulator but not on a GPU.")
-    missing = unknown_globals(recipe)
-    if missing:
-        return None, (f"your kernel was not compiled for a real GPU: it uses "
-                      f"{', '.join(missing)}, which the compiler process cannot be sent.")
-    key = (json.dumps(recipe, sort_keys=True), signature)
-    if key not in _COMPILED:
-        _COMPILED[key] = _compile_in_child(recipe, signature)
-    return _COMPILED[key]
-
-
-class _CompilerProcess:
-    """One child process (``GPULAB_DEVICE=ptx``) that compiles kernels for as long as this
-    process lives: numba's CUDA target loads once (~1.5 s), and each later compile takes a
-    fraction of a second. Requests and answers are JSON lines; an answer that does not come
-    within ``COMPILE_TIMEOUT_S`` ends the child (the next request starts a new one)."""
-
-    MARK = "gpulab-compiled "  # starts every answer line: anything else the child prints is not
-
-    def __init__(self):
-        self.process: subprocess.Popen | None = None
-        self.answers: queue.Queue = queue.Queue()
-        self.lock = threading.Lock()
-
-    def _start(self) -> None:
-        environment = dict(os.environ, GPULAB_DEVICE="ptx", NUMBA_ENABLE_CUDASIM="0")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "gpulab.exercises.checks", "--serve-compiler"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            text=True, env=environment)
-        self.answers = queue.Queue()
-        threading.Thread(target=self._read, args=(self.process, self.answers),
-                         daemon=True).start()
-
-    @classmethod
-    def _read(cls, process: subprocess.Popen, answers: queue.Queue) -> None:
-        for line in process.stdout:
-            if line.startswith(cls.MARK):
-                answers.put(line[len(cls.MARK):])
-        answers.put(None)  # the child ended
-
-    def ask(self, request: dict) -> dict:
-        with self.lock:
-            if self.process is None or self.process.poll() is not None:
-                self._start()
-            try:
-                self.process.stdin.write(json.dumps(request) + "\n")
-                self.process.stdin.flush()
-                line = self.answers.get(timeout=COMPILE_TIMEOUT_S)
-            except (OSError, queue.Empty):
-                line = None
-            if line is None:
-                self.stop()
-                return {"skipped": "the compiler process stopped or took too long."}
-            return json.loads(line)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        self.process = None
-
-
-COMPILE_TIMEOUT_S = 120.0
-_COMPILER = _CompilerProcess()
-atexit.register(_COMPILER.stop)
-
-
-def _compile_in_child(recipe: dict, signature: str) -> tuple[str | None, str | None]:
-    answer = _COMPILER.ask({"recipe": recipe, "signature": signature, "cc": COMPILE_FOR})
-    if answer.get("skipped"):
-        return None, f"your kernel was not compiled for a real GPU: {answer['skipped']}"
-    return answer.get("error"), None
-
-
-def _compile_one(request: dict, cuda) -> dict:
-    """Child side: compile one request; the answer as a dict."""
-    cc = tuple(request["cc"])
-    try:
-        function = rebuild_function(request["recipe"])
-    except Exception as error:  # noqa: BLE001 - the learner's source, e.g. a SyntaxError
-        return {"error": f"{type(error).__name__}: {error}"}
-    try:
-        cuda.compile_ptx(function, request["signature"], cc=cc)
-    except Exception as error:  # noqa: BLE001 - every compiler error is the answer
-        text = f"{type(error).__name__}: {error}"
-        if re.search(r"nvvm|nvrtc|nvjitlink|driver", text, re.IGNORECASE) and not re.search(
-                r"TypingError|UnsupportedError|NumbaError", text):
-            return {"skipped": f"the CUDA compiler is not usable here ({text[:200]})"}
-        return {"error": text}
-    return {"error": None}
-
-
-def _serve_compiler() -> None:
-    """Child side of :class:`_CompilerProcess` (``GPULAB_DEVICE=ptx``): one JSON request per
-    line on stdin, one marked JSON answer per line on stdout, until stdin closes."""
-    def answer(result: dict) -> None:
-        sys.stdout.write(_CompilerProcess.MARK + json.dumps(result) + "\n")
-        sys.stdout.flush()
-
-    try:
-        import numba.cuda.dispatcher as dispatcher
-        from numba import cuda
-    except Exception as error:  # noqa: BLE001 - say why, the parent skips the step
-        failure = {"skipped": f"numba's CUDA target did not load ({error})"}
-        for _ in sys.stdin:
-            answer(failure)
-        return
-
-    class _Device:  # what compile_ptx asks the driver for when a kernel calls a device
-        compute_capability = COMPILE_FOR  # function or formats a string: there is no driver
-
-    dispatcher.get_current_device = _Device
-    for line in sys.stdin:
-        if line.strip():
-            _Device.compute_capability = tuple(json.loads(line)["cc"])
-            answer(_compile_one(json.loads(line), cuda))
-
-
-_ARRAY_CREATORS = "|".join(sorted(_ARRAY_FUNCTIONS))
-
-
-def compiler_message(error: str) -> tuple[str, str]:
-    """(what the compiler said, in one or two lines, with the line of the kernel it names;
-    a hint that names the likely cause) for a numba CUDA compile error."""
-    lines = error.splitlines()
-    first, signature, code = "", "", ""
-    for number, line in enumerate(lines):
-        text = line.strip()
-        bare = re.sub(r"^\w+Error: ", "", text)
-        if not first and text and not bare.startswith(("Failed in", "During:", "File ", "-")):
-            first = text
-            continue
-        if first and not signature and text.startswith(">>>"):
-            signature = text[3:].strip()
-        if text == "^" and number > 0:
-            code = code or lines[number - 1].strip()
-    said = first + (f" — {signature}" if signature else "") + (f" at `{code}`" if code else "")
-    untyped = re.search(r"Untyped global name '(\w+)'", error)
-    if re.search(r"yield|generator", error):
-        hint = ("generator expressions such as `sum(x[j] for j in ...)` don't compile for a "
-                "GPU: write the loop out with an accumulator.")
-    elif re.search(r"mod\(Literal\[str\]|Function\(<class 'str'>\)|format|unicode_type",
-                   error):
-        hint = ("`print` in a kernel takes plain values: `print('i =', i)`; `%` formatting, "
-                "f-strings and str() don't compile for a GPU.")
-    elif re.search(r"shared\.array|local\.array|function array\b", error):
-        hint = ("the size of a shared or local array must be a constant the compiler knows: a "
-                "number, or a global constant such as `THREADS = 64` defined outside the "
-                "kernel, not `x.shape[0]` or another value computed when the kernel runs.")
-    elif re.search(rf"built-in function ({_ARRAY_CREATORS})\b|numpy", error) or "np." in code:
-        hint = ("kernels can't call NumPy to create or combine arrays: use "
-                "`cuda.local.array(N, dtype)` (N a constant) for scratch space, and a loop for "
-                "a sum.")
-    elif re.search(r"build_list|NRT required|reflected list|list\(|build_map|build_set",
-                   error):
-        hint = ("Python lists, dicts and sets don't exist on a GPU: use "
-                "`cuda.local.array(N, dtype)` for a small per-thread array.")
-    elif untyped:
-        hint = (f"`{untyped.group(1)}` is not something a GPU kernel can call or use: a helper "
-                "function needs `@cuda.jit(device=True)`, and other Python objects can't be "
-                "used in a kernel.")
-    elif "void return type" in error:
-        hint = ("a kernel returns nothing: write its result into an output array "
-                "(`out[i] = ...`) instead of `return`ing it.")
-    elif "NameError" in error:
-        hint = ("a name is not defined: check the spelling, and that everything the kernel uses "
-                "is defined before the cell that defines the kernel.")
-    elif re.search(r"setitem|getitem", error):
-        hint = ("wrong types: this line puts a whole array where one number goes, or indexes "
-                "with something that is not a whole number (`/` gives a float: use `//`).")
-    else:
-        hint = SIMULATOR_ONLY_HINT
-    return said, hint
 
 
 def _reject_what_would_not_compile(kernel, args) -> None:
@@ -1290,46 +1042,12 @@ def diagnose_vector(
     return CheckFailedError(f"{text} ({trial}).", "compare your formula with the exercise's.")
 
 
-@dataclass
-class Suspect:
-    """A wrong answer a common mistake produces: if the result matches ``value`` (or any
-    element of it, when it is an array), say why."""
-
-    value: float | np.ndarray
-    message: str
-    hint: str
-
-
 def matches(value: float, target, tolerance: float) -> bool:
     """True when ``value`` is within ``tolerance`` of ``target`` (of any element, if an array)."""
     if not np.isfinite(value):
         return False
     difference = np.abs(np.asarray(target, dtype=np.float64) - float(value))
     return bool(np.any(difference <= tolerance))
-
-
-def diagnose_total(expected: float, got: float, tolerance: float, trial: Trial,
-                   suspects: list[Suspect], too_small: tuple[str, str],
-                   otherwise: tuple[str, str]) -> CheckFailedError | None:
-    """None when the scalar result is within ``tolerance``; else the first matching suspect,
-    then ``too_small`` (message, hint) when the result falls short, else ``otherwise``; those
-    last two are marked ``specific=False``."""
-    if matches(got, expected, tolerance):
-        return None
-    summary = f"out[0] = {float(got):.6g}, expected {float(expected):.6g}"
-    for suspect in suspects:
-        if matches(got, suspect.value, tolerance):
-            return CheckFailedError(f"{summary}: {suspect.message} ({trial}).", suspect.hint)
-    if not np.isfinite(got):
-        return CheckFailedError(
-            f"{summary}: the result is not a number, so the sum used values nobody wrote "
-            f"({trial}).",
-            otherwise[1],
-        )
-    message, hint = too_small if got < expected else otherwise
-    return CheckFailedError(f"{summary}: {message} ({trial}).", hint, specific=False)
-
-
 
 
 def diagnose_matrix(expected: np.ndarray, got: np.ndarray, trial: Trial2D,
@@ -1677,6 +1395,7 @@ class HostLaunch:
     blocks: object
     threads: object
     numpy_arguments: tuple[int, ...]
+    dtypes: tuple = ()  # each argument's dtype (None for a scalar without one)
 
     @property
     def total_threads(self) -> int:
@@ -1736,7 +1455,9 @@ class KernelSpy:
             numpy_arguments = tuple(k for k, value in enumerate(args)
                                     if isinstance(value, np.ndarray) and value.ndim > 0)
             blocks, threads = (configuration + (None, None))[:2]
-            self.watch.events.append(("launch", HostLaunch(blocks, threads, numpy_arguments)))
+            dtypes = tuple(getattr(value, "dtype", None) for value in args)
+            self.watch.events.append(("launch", HostLaunch(blocks, threads, numpy_arguments,
+                                                           dtypes)))
             self.watch.launching = True
             try:
                 return self.kernel[configuration](*args)
@@ -1809,10 +1530,10 @@ __all__ = [
     "COMPILE_FOR", "DID_NOT_FINISH", "DID_NOT_FINISH_HINT",
     "FAILED", "GLOBAL_INDEX_HINT", "GRID_2D_HINT", "GUARD_2D_HINT", "GUARD_HINT",
     "NOT_ATTEMPTED", "PASSED", "SIMULATOR_ONLY_HINT", "TIME_LIMIT_S", "CheckFailedError",
-    "CheckResult", "KernelError", "KernelSource", "Launched", "NotAttemptedError", "Suspect",
+    "CheckResult", "KernelError", "KernelSource", "Launched", "NotAttemptedError",
     "Trial", "Trial2D", "add_note", "barrier_problems", "block_2d", "call_learner",
     "compile_for_gpu", "compiler_message", "count_calls", "default_threads_per_block",
-    "describe_launch", "diagnose_matrix", "diagnose_total", "diagnose_vector", "draw_size",
+    "describe_launch", "diagnose_matrix", "diagnose_vector", "draw_size",
     "explain_exception", "kernel_source", "launch", "new_seed", "numba_type", "offer_trace",
     "padded", "plain_writes_to", "raises_not_implemented", "read_back", "run_check",
     "run_elementwise", "simulator_only_code", "start_kernel", "thread_varying_names",
@@ -1841,8 +1562,3 @@ __all__ = [
     "SAID",
     "ACTIVATIONS",
 ]
-
-
-if __name__ == "__main__":
-    if "--serve-compiler" in sys.argv:
-        _serve_compiler()

@@ -8,12 +8,15 @@ import gpulab  # noqa: F401  (must come before numba: it chooses the simulator o
 
 # isort: split
 import math
+import sys
 
 import numpy as np
 import pytest
 from numba import cuda
 
+from gpulab.exercises import mistakes
 from gpulab.exercises.ch00 import check_blocks_for, check_first_launch, watch_host_code
+from gpulab.kernels.launch import one_thread_per_element
 
 SEEDS = [1, 2, 2025]
 
@@ -280,3 +283,211 @@ def test_the_gpu_branch_runs_with_the_stand_in_gpu(stand_in_gpu, monkeypatch):
     assert result.passed, str(result)
     result = check_first_launch(add_one, on_gpu_numpy_arrays, seed=1, show=False)
     assert "with NumPy arrays" in result.message
+
+
+# --- more wrong answers, written as learners write them, and right ones written differently ---
+
+
+def blocks_shift_log2(n, threads_per_block):
+    return (n + threads_per_block - 1) >> int(math.log2(threads_per_block))
+
+
+def blocks_shift_bit_length(n, threads_per_block):
+    return (n + threads_per_block - 1) >> (threads_per_block.bit_length() - 1)
+
+
+def blocks_round(n, threads_per_block):
+    return round(n / threads_per_block)
+
+
+def blocks_floor(n, threads_per_block):
+    return math.floor(n / threads_per_block)
+
+
+def blocks_int_plus_one(n, threads_per_block):
+    return int(n / threads_per_block) + 1
+
+
+def blocks_as_text(n, threads_per_block):
+    return str((n + threads_per_block - 1) // threads_per_block)
+
+
+def blocks_from_gpulab(n, threads_per_block):
+    return one_thread_per_element(n, threads_per_block).blocks
+
+
+def blocks_that_patch_the_check(n, threads_per_block):
+    sys.modules["gpulab.exercises.mistakes"].reject = lambda rules, evidence: None
+    return 0
+
+
+def blocks_negated_floor(n, threads_per_block):
+    return -(-n // threads_per_block)
+
+
+def blocks_minus_one_plus_one(n, threads_per_block):
+    return (n - 1) // threads_per_block + 1
+
+
+def blocks_remainder_test(n, threads_per_block):
+    return n // threads_per_block + (n % threads_per_block > 0)
+
+
+@pytest.mark.parametrize("function", [blocks_negated_floor, blocks_minus_one_plus_one,
+                                      blocks_remainder_test])
+def test_blocks_for_accepts_right_answers_written_differently(function):
+    result = check_blocks_for(function, seed=7, show=False)
+    assert result.passed, str(result)
+
+
+@pytest.mark.parametrize(("function", "words"), [
+    (blocks_shift_log2, ["not a power of two", "`>> k` divides by 2**k", "every block size"]),
+    (blocks_shift_bit_length, ["not a power of two", "every block size"]),
+    (blocks_round, ["get no thread", "round up, not down"]),
+    (blocks_floor, ["get no thread", "round up, not down"]),
+    (blocks_int_plus_one, ["would have no element", "even when n divides evenly"]),
+    (blocks_as_text, ["(str)", "whole number"]),
+    (blocks_from_gpulab, ["gpulab's own", "gpulab.kernels.launch.one_thread_per_element",
+                          "write the exercise yourself"]),
+])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_blocks_for_names_more_mistakes(function, words, seed):
+    result = check_blocks_for(function, seed=seed, show=False)
+    text = str(result).lower()
+    assert result.status == "failed", text
+    for word in words:
+        assert word.lower() in text, f"{word!r} missing from:\n{text}"
+
+
+def test_a_function_that_patches_the_check_is_told_so(monkeypatch):
+    monkeypatch.setattr(mistakes, "reject", mistakes.reject)  # restored after the test
+    result = check_blocks_for(blocks_that_patch_the_check, seed=1, show=False)
+    assert result.status == "failed", str(result)
+    assert "part of the check was replaced while the check ran your code" in result.message
+    assert "`gpulab.exercises.mistakes.reject`" in result.message
+    assert "restart the notebook's kernel" in result.hint.lower()
+
+
+def test_a_check_replaced_before_it_runs_is_told_so(monkeypatch):
+    monkeypatch.setattr(np, "array_equal", lambda *args, **kwargs: True)
+    result = check_blocks_for(blocks_solution, seed=1, show=False)
+    assert result.status == "failed" and "replaced before the check" in result.message
+    assert "`numpy.array_equal`" in result.message
+
+
+@cuda.jit
+def add_one_block_of_64(x, out):
+    i = cuda.blockIdx.x * 64 + cuda.threadIdx.x
+    if i < x.shape[0]:
+        out[i] = x[i] + 1
+
+
+@cuda.jit
+def add_one_spelled_out(x, out):
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if i < x.shape[0]:
+        out[i] = x[i] + np.float32(1.0)
+
+
+@cuda.jit
+def add_one_grid_stride(x, out):
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, x.shape[0], step):
+        out[i] = x[i] + 1
+
+
+def on_gpu_shape_as_blocks(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[x.shape, 8](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_in_float64(x):
+    d_x = cuda.to_device(x.astype(np.float64))
+    d_out = cuda.device_array_like(d_x)
+    add_one[(x.shape[0] + 127) // 128, 128](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_in_float64_cast_back(x):
+    d_x = cuda.to_device(np.array(x, dtype=float))
+    d_out = cuda.device_array_like(d_x)
+    add_one[(x.shape[0] + 127) // 128, 128](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host().astype(np.float32)
+
+
+def on_gpu_two_blocks_extra(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[x.shape[0] // 128 + 2, 128](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_blocks_from_gpulab(x):
+    config = one_thread_per_element(x.shape[0], 128)
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[config.blocks, config.threads_per_block](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_allocated_by_shape(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array(x.shape, dtype=x.dtype)
+    threads = 256
+    add_one_spelled_out[(x.size + threads - 1) // threads, threads](d_x, d_out)
+    cuda.synchronize()
+    out = np.empty_like(x)
+    d_out.copy_to_host(out)
+    return out
+
+
+def on_gpu_grid_stride(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one_grid_stride[2, 64](d_x, d_out)  # fewer threads than elements: each does several
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+@pytest.mark.parametrize(("kernel", "run"), [
+    (add_one_spelled_out, on_gpu_allocated_by_shape),
+    (add_one_grid_stride, on_gpu_grid_stride),
+])
+def test_first_launches_written_differently_pass(kernel, run):
+    result = check_first_launch(kernel, run, seed=4, show=False)
+    assert result.passed, str(result)
+
+
+@pytest.mark.parametrize(("kernel", "run", "words"), [
+    (add_one_block_of_64, on_gpu, ["hard-codes the block size", "cuda.blockidx.x * 64",
+                                   "never a number"]),
+    (add_one, on_gpu_shape_as_blocks, ["`x.shape` is the number of elements, not of blocks",
+                                       "blocks_for(x.shape[0], threads)"]),
+    (add_one, on_gpu_in_float64, ["worked in float64", "x holds float32", "no `astype`"]),
+    (add_one, on_gpu_in_float64_cast_back, ["worked in float64", "twice the bytes"]),
+    (add_one, on_gpu_two_blocks_extra, ["one whole block had nothing to do"]),
+    (add_one, on_gpu_blocks_from_gpulab, ["gpulab's own", "one_thread_per_element"]),
+])
+def test_first_launch_names_more_mistakes(kernel, run, words):
+    result = check_first_launch(kernel, run, seed=6, show=False)
+    text = str(result).lower()
+    assert result.status == "failed", text
+    for word in words:
+        assert word.lower() in text, f"{word!r} missing from:\n{text}"
+
+
+def test_every_host_mistake_is_described_for_the_instructors():
+    from gpulab.exercises.ch00 import BLOCKS_FOR, HOST
+
+    for spec in (BLOCKS_FOR, HOST):
+        table = spec.mistake_table()
+        assert table.count("\n| ") == len(spec.mistakes) + 1  # the header and one row each
+    assert "| a shift (`>>`) that assumes the block size is a power of two | outputs |" in (
+        BLOCKS_FOR.mistake_table())

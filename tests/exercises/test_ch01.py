@@ -10,10 +10,15 @@ care: see gpulab.exercises.ch01's docstring) and on a GPU.
 import gpulab  # noqa: F401  (must come before numba: it chooses the simulator or the GPU)
 
 # isort: split
+from math import sqrt
+
 import pytest
 from numba import cuda
+from numpy import multiply as np_multiply
 
 from gpulab.exercises.ch01 import check_block_sum, check_dot_atomic, check_multiply
+from gpulab.kernels.dot import block_tree_sum, dot_atomic
+from gpulab.kernels.elementwise import elementwise_multiply
 
 THREADS = 64  # the block size of the block-sum kernels (one shared slot per thread)
 SMALL = 32  # a shared array too small for a block of THREADS threads
@@ -586,3 +591,191 @@ def test_the_package_ships_no_solution_kernels():
 
     kernels = [name for name, value in vars(ch01).items() if hasattr(value, "py_func")]
     assert kernels == []
+
+
+# --- more wrong answers, written as learners write them, and right ones written differently ---
+
+
+@cuda.jit
+def multiply_block_of_64(x, y, out):
+    i = cuda.blockIdx.x * 64 + cuda.threadIdx.x
+    if i < x.shape[0]:
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit
+def multiply_hard_coded_n(x, y, out):
+    i = cuda.grid(1)
+    if i < 300:
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit
+def multiply_with_numpy_import(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = np_multiply(x[i], y[i])
+
+
+@cuda.jit
+def multiply_with_percent_print(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        if i == 0:
+            print("root two is %f" % sqrt(2.0))  # noqa: UP031 - the simulator-only code tested
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit(device=True)
+def times(a, b):
+    return a * b
+
+
+@cuda.jit(device=True)
+def plus(a, b):
+    return a + b
+
+
+OPERATIONS = [times, plus]
+
+
+@cuda.jit
+def multiply_through_a_list_of_device_functions(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = OPERATIONS[0](x[i], y[i])
+
+
+@cuda.jit
+def multiply_grid_stride(x, y, out):
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit
+def multiply_spelled_out(x, y, out):
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if i >= x.shape[0]:
+        return
+    out[i] = times(x[i], y[i])
+
+
+@cuda.jit
+def dot_block_of_64(x, y, out):
+    i = cuda.blockIdx.x * 64 + cuda.threadIdx.x
+    if i < x.shape[0]:
+        cuda.atomic.add(out, 0, x[i] * y[i])
+
+
+@cuda.jit
+def dot_adds_sums(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.add(out, 0, x[i] + y[i])
+
+
+@cuda.jit
+def dot_grid_stride(x, y, out):
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        cuda.atomic.add(out, 0, x[i] * y[i])
+
+
+@cuda.jit
+def dot_spelled_out(x, y, out):
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if i < x.shape[0]:
+        product = x[i] * y[i]
+        cuda.atomic.add(out, 0, product)
+
+
+@cuda.jit
+def block_sum_shift_halving(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * THREADS + t
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = THREADS >> 1
+    while stride >= 1:
+        if t < stride:
+            partial[t] = partial[t] + partial[t + stride]
+        cuda.syncthreads()
+        stride >>= 1
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_with_gpulab_tree(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    block_tree_sum(partial)
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+MORE_MULTIPLY_CASES = [
+    (multiply_grid_stride, "passed", ["elements are right"]),
+    (multiply_spelled_out, "passed", ["elements are right"]),
+    (multiply_block_of_64, "failed", ["hard-codes the block size", "cuda.blockidx.x * 64",
+                                      "never a number"]),
+    (multiply_hard_coded_n, "failed", ["`if i < 300:` compares with a fixed number",
+                                       "x.shape[0]"]),
+    (multiply_with_numpy_import, "failed", ["does not compile for a real gpu",
+                                            "ufunc 'multiply'", "math module"]),
+    (multiply_with_percent_print, "failed", ["does not compile for a real gpu", "mod",
+                                             "print('i =', i)"]),
+    (multiply_through_a_list_of_device_functions, "failed",
+     ["does not compile for a real gpu", "'operations': a python list",
+      "call each device function by its name"]),
+    (elementwise_multiply, "failed", ["is gpulab's own",
+                                      "gpulab.kernels.elementwise.elementwise_multiply"]),
+]
+MORE_DOT_CASES = [
+    (dot_grid_stride, "passed", ["as expected"]),
+    (dot_spelled_out, "passed", ["as expected"]),
+    (dot_block_of_64, "failed", ["hard-codes the block size", "never a number"]),
+    (dot_adds_sums, "failed", ["sum of x[i] + y[i]", "multiply, don't add"]),
+    (dot_atomic, "failed", ["is gpulab's own", "gpulab.kernels.dot.dot_atomic"]),
+]
+MORE_BLOCK_SUM_CASES = [
+    (block_sum_shift_halving, "passed", ["as expected", "by a tree"]),
+    (block_sum_with_gpulab_tree, "failed", ["uses gpulab's own",
+                                            "gpulab.kernels.dot.block_tree_sum"]),
+]
+
+
+@pytest.mark.parametrize(("kernel", "status", "words"), MORE_MULTIPLY_CASES,
+                         ids=lambda case: getattr(case, "__name__", None))
+def test_check_multiply_more(kernel, status, words):
+    assert_verdict(check_multiply(kernel, seed=3, show=False), status, words)
+
+
+@pytest.mark.parametrize(("kernel", "status", "words"), MORE_DOT_CASES,
+                         ids=lambda case: getattr(case, "__name__", None))
+def test_check_dot_atomic_more(kernel, status, words):
+    assert_verdict(check_dot_atomic(kernel, seed=3, show=False), status, words)
+
+
+@pytest.mark.parametrize(("kernel", "status", "words"), MORE_BLOCK_SUM_CASES,
+                         ids=lambda case: getattr(case, "__name__", None))
+def test_check_block_sum_more(kernel, status, words):
+    assert_verdict(check_block_sum(kernel, threads_per_block=THREADS, seed=3, show=False),
+                   status, words)
+
+
+def test_a_replaced_reference_is_told_not_trusted(monkeypatch):
+    from gpulab import reference
+
+    monkeypatch.setattr(reference, "dot", lambda x, y: 0.0)
+    result = check_dot_atomic(dot_adds_nothing, seed=3, show=False)
+    assert_verdict(result, "failed", ["replaced before the check", "`gpulab.reference.dot`"])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_hard_coded_block_size_fails_whatever_the_seed(seed):
+    assert_verdict(check_multiply(multiply_block_of_64, seed=seed, show=False), "failed",
+                   ["hard-codes the block size"])

@@ -1,0 +1,327 @@
+"""Compiling a learner's kernel for a real GPU while the course runs in the simulator.
+
+The simulator runs a kernel as plain Python, so code a GPU cannot compile (lists, NumPy array
+creation, string formatting, a Python function that is not a device function) would pass there.
+:func:`compile_verdict` compiles the kernel the way the ``ptx`` tier does (numba's real CUDA
+target for sm_75, :data:`COMPILE_FOR`, no device) in a child process that lives as long as this
+one (:class:`_CompilerProcess`), with every global the kernel uses sent along
+(:func:`gpulab.instruments.kernel_recipe`): modules, numbers, NumPy types, small arrays, other
+kernels and device functions, and functions imported from a module (``from numpy import sqrt``,
+``from math import sqrt``). A global that cannot be sent is one a GPU kernel cannot use either
+(a Python list, dict, set or other object): it is a compile error, not a reason to skip the
+step. The step is skipped, with a note saying why, only where it cannot be judged: no CUDA
+toolkit wheels (macOS), no source, or a global NumPy array too big to send.
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+
+from gpulab import toolkit
+from gpulab.instruments import kernel_recipe, rebuild_function
+
+# The architecture a learner's kernel is compiled for: Turing (T4, Colab's free GPU), the oldest
+# that gpulab.ptx compiles for, so what passes here compiles on every GPU the course names.
+COMPILE_FOR = (7, 5)
+# NumPy functions that create or combine arrays: they run in the simulator, never on a GPU.
+ARRAY_FUNCTIONS = {
+    "array", "asarray", "empty", "zeros", "ones", "full", "arange", "linspace", "empty_like",
+    "zeros_like", "ones_like", "full_like", "copy", "concatenate", "stack", "sum", "dot",
+    "matmul", "mean", "cumsum", "sort",
+}
+SIMULATOR_ONLY_HINT = (
+    "kernels can't create lists or NumPy arrays or use f-strings: use "
+    "`cuda.local.array(N, dtype)` or `cuda.shared.array(N, dtype)` for scratch space, and "
+    "`print('i =', i)` without formatting."
+)
+# Globals of these kinds are Python objects no GPU kernel can use (the ptx tier refuses them).
+UNUSABLE_ON_A_GPU = {"list": "a Python list", "dict": "a Python dict", "set": "a Python set"}
+
+_COMPILED: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+_DEFAULT_GLOBALS = {"cuda": "numba.cuda", "np": "numpy", "numpy": "numpy", "math": "math",
+                    "numba": "numba"}
+
+
+def numba_type(value) -> str:
+    """The numba type a launch argument has, as signature text: ``float32[:, :]`` for a 2-D
+    float32 array (device, instrumented or NumPy), ``float64`` for a Python float, ``int64`` for
+    an int, ``float32`` for ``np.float32(1)``."""
+    def scalar(dtype) -> str:
+        name = np.dtype(dtype).name
+        return {"bool": "boolean"}.get(name, name)
+
+    if hasattr(value, "dtype") and hasattr(value, "shape") and len(value.shape) > 0:
+        return f"{scalar(value.dtype)}[{', '.join([':'] * len(value.shape))}]"
+    if isinstance(value, np.generic):
+        return scalar(value.dtype)
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, complex):
+        return "complex128"
+    raise TypeError(f"no numba type for {type(value).__name__}")
+
+
+def recipe_of(kernel_source) -> dict | None:
+    """The recipe (source and globals) to compile: of a kernel, its Python function, anything
+    with a ``.function`` (a :class:`~gpulab.exercises.checks.KernelSource`), or source text (then
+    only ``cuda``, ``np``, ``math`` and ``numba`` are known)."""
+    if isinstance(kernel_source, str):
+        source = textwrap.dedent(kernel_source)
+        definition = next(node for node in ast.parse(source).body
+                          if isinstance(node, ast.FunctionDef))
+        return {"name": definition.name, "source": source,
+                "globals": {name: {"kind": "module", "name": module}
+                            for name, module in _DEFAULT_GLOBALS.items()}}
+    kernel_source = getattr(kernel_source, "function", kernel_source)
+    return kernel_recipe(kernel_source)
+
+
+def signature_of(arg_types) -> str:
+    """``"(float32[:], int64)"`` from a signature, or one type (text) or example value per
+    argument (:func:`numba_type`)."""
+    if isinstance(arg_types, str):
+        return arg_types
+    return "(" + ", ".join(t if isinstance(t, str) else numba_type(t) for t in arg_types) + ")"
+
+
+def compile_verdict(kernel_source, arg_types) -> tuple[str | None, str | None]:
+    """(error, note) of compiling a kernel for a real GPU (sm_75, :data:`COMPILE_FOR`) the way
+    the ``ptx`` tier does: error is None when it compiles, else the compiler's text
+    (:func:`compiler_message` says it in plain words); note, when not None, says why the step
+    could not be judged (no toolkit wheels, no source, a global array too big to send).
+
+    ``kernel_source``: see :func:`recipe_of`. ``arg_types``: see :func:`signature_of`. Each
+    (source, signature) is compiled once per process."""
+    return _compile_verdict(recipe_of(kernel_source), signature_of(arg_types))
+
+
+def unusable_globals(recipe: dict, prefix: str = "") -> list[tuple[str, str]]:
+    """(name, type) of each global the kernel (or a function it calls) uses that cannot be
+    rebuilt in the compiler process; nested names are ``helper.NAME``."""
+    found = []
+    for name, described in recipe["globals"].items():
+        if described["kind"] == "unknown":
+            found.append((prefix + name, described.get("type", "object")))
+        elif described["kind"] in ("cuda", "function"):
+            found += unusable_globals(described["recipe"], f"{prefix}{name}.")
+    return found
+
+
+def _compile_verdict(recipe: dict | None, signature: str) -> tuple[str | None, str | None]:
+    """(error, note) for one kernel and signature, cached."""
+    if recipe is None:
+        return None, ("your kernel was not compiled for a real GPU: its source was not found "
+                      "(define it in a notebook cell or a file).")
+    reason = toolkit.unavailable_reason()
+    if reason or toolkit.installed_version() is None:
+        return None, ("your kernel was not compiled for a real GPU here: the CUDA toolkit wheels "
+                      "are not installed (there are none for macOS), so only the source was read "
+                      "for code that runs in the simulator but not on a GPU.")
+    missing = unusable_globals(recipe)
+    too_big = [name for name, kind in missing if kind == "ndarray"]
+    if too_big:
+        return None, (f"your kernel was not compiled for a real GPU: it uses the global array "
+                      f"{', '.join(too_big)}, too big to send to the compiler process.")
+    if missing:
+        name, kind = missing[0]
+        said = UNUSABLE_ON_A_GPU.get(kind, f"a Python {kind} object")
+        return (f"TypingError: Untyped global name '{name.split('.')[-1]}': {said}, which a GPU "
+                "kernel cannot use"), None
+    key = (json.dumps(recipe, sort_keys=True), signature)
+    if key not in _COMPILED:
+        _COMPILED[key] = _compile_in_child(recipe, signature)
+    return _COMPILED[key]
+
+
+class _CompilerProcess:
+    """One child process (``GPULAB_DEVICE=ptx``) that compiles kernels for as long as this
+    process lives: numba's CUDA target loads once (~1.5 s), and each later compile takes a
+    fraction of a second. Requests and answers are JSON lines; an answer that does not come
+    within ``COMPILE_TIMEOUT_S`` ends the child (the next request starts a new one)."""
+
+    MARK = "gpulab-compiled "  # starts every answer line: anything else the child prints is not
+
+    def __init__(self):
+        self.process: subprocess.Popen | None = None
+        self.answers: queue.Queue = queue.Queue()
+        self.lock = threading.Lock()
+
+    def _start(self) -> None:
+        environment = dict(os.environ, GPULAB_DEVICE="ptx", NUMBA_ENABLE_CUDASIM="0")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gpulab.exercises.compiling", "--serve-compiler"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, env=environment)
+        self.answers = queue.Queue()
+        threading.Thread(target=self._read, args=(self.process, self.answers),
+                         daemon=True).start()
+
+    @classmethod
+    def _read(cls, process: subprocess.Popen, answers: queue.Queue) -> None:
+        for line in process.stdout:
+            if line.startswith(cls.MARK):
+                answers.put(line[len(cls.MARK):])
+        answers.put(None)  # the child ended
+
+    def ask(self, request: dict) -> dict:
+        with self.lock:
+            if self.process is None or self.process.poll() is not None:
+                self._start()
+            try:
+                self.process.stdin.write(json.dumps(request) + "\n")
+                self.process.stdin.flush()
+                line = self.answers.get(timeout=COMPILE_TIMEOUT_S)
+            except (OSError, queue.Empty):
+                line = None
+            if line is None:
+                self.stop()
+                return {"skipped": "the compiler process stopped or took too long."}
+            return json.loads(line)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
+COMPILE_TIMEOUT_S = 120.0
+_COMPILER = _CompilerProcess()
+atexit.register(_COMPILER.stop)
+
+
+def _compile_in_child(recipe: dict, signature: str) -> tuple[str | None, str | None]:
+    answer = _COMPILER.ask({"recipe": recipe, "signature": signature, "cc": COMPILE_FOR})
+    if answer.get("skipped"):
+        return None, f"your kernel was not compiled for a real GPU: {answer['skipped']}"
+    return answer.get("error"), None
+
+
+def _compile_one(request: dict, cuda) -> dict:
+    """Child side: compile one request; the answer as a dict."""
+    cc = tuple(request["cc"])
+    try:
+        function = rebuild_function(request["recipe"])
+    except Exception as error:  # noqa: BLE001 - the learner's source, e.g. a SyntaxError
+        return {"error": f"{type(error).__name__}: {error}"}
+    try:
+        cuda.compile_ptx(function, request["signature"], cc=cc)
+    except Exception as error:  # noqa: BLE001 - every compiler error is the answer
+        text = f"{type(error).__name__}: {error}"
+        if re.search(r"nvvm|nvrtc|nvjitlink|driver", text, re.IGNORECASE) and not re.search(
+                r"TypingError|UnsupportedError|NumbaError", text):
+            return {"skipped": f"the CUDA compiler is not usable here ({text[:200]})"}
+        return {"error": text}
+    return {"error": None}
+
+
+def _serve_compiler() -> None:
+    """Child side of :class:`_CompilerProcess` (``GPULAB_DEVICE=ptx``): one JSON request per
+    line on stdin, one marked JSON answer per line on stdout, until stdin closes."""
+    def answer(result: dict) -> None:
+        sys.stdout.write(_CompilerProcess.MARK + json.dumps(result) + "\n")
+        sys.stdout.flush()
+
+    try:
+        import numba.cuda.dispatcher as dispatcher
+        from numba import cuda
+    except Exception as error:  # noqa: BLE001 - say why, the parent skips the step
+        failure = {"skipped": f"numba's CUDA target did not load ({error})"}
+        for _ in sys.stdin:
+            answer(failure)
+        return
+
+    class _Device:  # what compile_ptx asks the driver for when a kernel calls a device
+        compute_capability = COMPILE_FOR  # function or formats a string: there is no driver
+
+    dispatcher.get_current_device = _Device
+    for line in sys.stdin:
+        if line.strip():
+            _Device.compute_capability = tuple(json.loads(line)["cc"])
+            answer(_compile_one(json.loads(line), cuda))
+
+
+_ARRAY_CREATORS = "|".join(sorted(ARRAY_FUNCTIONS))
+
+
+def compiler_message(error: str) -> tuple[str, str]:
+    """(what the compiler said, in one or two lines, with the line of the kernel it names;
+    a hint that names the likely cause) for a numba CUDA compile error."""
+    lines = error.splitlines()
+    first, signature, code = "", "", ""
+    for number, line in enumerate(lines):
+        text = line.strip()
+        bare = re.sub(r"^\w+Error: ", "", text)
+        if not first and text and not bare.startswith(("Failed in", "During:", "File ", "-")):
+            first = text
+            continue
+        if first and not signature and text.startswith(">>>"):
+            signature = text[3:].strip()
+        if text == "^" and number > 0:
+            code = code or lines[number - 1].strip()
+    said = first + (f" — {signature}" if signature else "") + (f" at `{code}`" if code else "")
+    untyped = re.search(r"Untyped global name '(\w+)'", error)
+    ufunc = re.search(r"KeyError: <ufunc '(\w+)'>", error)
+    if ufunc:
+        hint = (f"NumPy's `{ufunc.group(1)}` (`np.{ufunc.group(1)}`, or `from numpy import "
+                f"{ufunc.group(1)}`) does not compile in a GPU kernel: use the math module's, "
+                f"`math.{ufunc.group(1)}(...)`.")
+    elif re.search(r"yield|generator", error):
+        hint = ("generator expressions such as `sum(x[j] for j in ...)` don't compile for a "
+                "GPU: write the loop out with an accumulator.")
+    elif re.search(r"mod\(Literal\[str\]|Function\(<class 'str'>\)|format|unicode_type",
+                   error):
+        hint = ("`print` in a kernel takes plain values: `print('i =', i)`; `%` formatting, "
+                "f-strings and str() don't compile for a GPU.")
+    elif re.search(r"shared\.array|local\.array|function array\b", error):
+        hint = ("the size of a shared or local array must be a constant the compiler knows: a "
+                "number, or a global constant such as `THREADS = 64` defined outside the "
+                "kernel, not `x.shape[0]` or another value computed when the kernel runs.")
+    elif re.search(rf"built-in function ({_ARRAY_CREATORS})\b|numpy", error) or "np." in code:
+        hint = ("kernels can't call NumPy to create or combine arrays: use "
+                "`cuda.local.array(N, dtype)` (N a constant) for scratch space, and a loop for "
+                "a sum.")
+    elif re.search(r"build_list|NRT required|reflected list|list\(|build_map|build_set",
+                   error):
+        hint = ("Python lists, dicts and sets don't exist on a GPU: use "
+                "`cuda.local.array(N, dtype)` for a small per-thread array.")
+    elif re.search(r"a Python (list|dict|set)", error):
+        hint = ("Python lists, dicts and sets don't exist on a GPU, not even as globals: call "
+                "each device function by its name (choose with an `if`), and keep numbers in a "
+                "tuple or a NumPy array.")
+    elif untyped:
+        hint = (f"`{untyped.group(1)}` is not something a GPU kernel can call or use: a helper "
+                "function needs `@cuda.jit(device=True)`, and other Python objects can't be "
+                "used in a kernel.")
+    elif "void return type" in error:
+        hint = ("a kernel returns nothing: write its result into an output array "
+                "(`out[i] = ...`) instead of `return`ing it.")
+    elif "NameError" in error:
+        hint = ("a name is not defined: check the spelling, and that everything the kernel uses "
+                "is defined before the cell that defines the kernel.")
+    elif re.search(r"setitem|getitem", error):
+        hint = ("wrong types: this line puts a whole array where one number goes, or indexes "
+                "with something that is not a whole number (`/` gives a float: use `//`).")
+    else:
+        hint = SIMULATOR_ONLY_HINT
+    return said, hint
+
+
+if __name__ == "__main__":
+    if "--serve-compiler" in sys.argv:
+        _serve_compiler()

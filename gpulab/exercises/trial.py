@@ -1,0 +1,133 @@
+"""One random problem of a kernel check, for any shape: its sizes, its launch, its seed.
+
+A :class:`Trial` draws the block size too (from :data:`BLOCK_CHOICES` of the tier), then sizes
+that are not multiples of it, so that a kernel which hard-codes a block size (``blockIdx.x *
+64``) or a problem size fails, as does a missing guard. Every draw comes from the seed, which a
+failure reports: ``check_...(kernel, seed=1234)`` repeats it exactly. :meth:`Trial.with_block`
+gives the same problem under another block size (a check runs a kernel under two, so that no
+hard-coded size passes by luck).
+
+A 1-D trial has ``n``, ``threads_per_block`` and int ``blocks``/``threads``; a 2-D one (x along
+the columns) ``rows``, ``cols`` and ``(x, y)`` tuples. Both work with
+:func:`gpulab.exercises.checks.launch`, :func:`~gpulab.exercises.checks.run_elementwise`,
+:func:`~gpulab.exercises.checks.read_back` and the diagnoses there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpulab import device
+from gpulab.exercises.checks import Launched, draw_size
+
+# Threads per block a 1-D check draws from, per tier: multiples of a warp (32), one of them not
+# a power of two, so a kernel that only works for one block size, or for powers of two, fails.
+BLOCK_CHOICES = {"sim": (32, 64, 96, 128), "gpu": (128, 256, 384, 512)}
+# Per axis (x, y) of a 2-D check.
+BLOCK_CHOICES_2D = {"sim": ((8, 8), (16, 4), (4, 16)), "gpu": ((16, 16), (32, 8), (8, 32))}
+# Rows and columns of a 2-D check, per tier.
+SIZE_RANGE_2D = {"sim": (9, 40), "gpu": (9, 300)}
+
+
+@dataclass
+class Trial(Launched):
+    """One random problem: ``shape`` (the arrays' extents), ``block`` (threads per block along
+    x, y), the element dtype, the seed and the random generator its data come from."""
+
+    check_name: str
+    seed: int
+    shape: tuple[int, ...]
+    block: tuple[int, ...]
+    dtype: np.dtype
+    rng: np.random.Generator = field(repr=False, compare=False)
+
+    @classmethod
+    def draw(cls, check_name: str, seed: int, dtype=np.float32, *, dims: int = 1,
+             block: int | tuple[int, ...] | None = None,
+             size_range: tuple[int, int] | None = None,
+             shape: tuple[int, ...] | None = None) -> Trial:
+        """A trial whose block (unless ``block`` is given) and sizes (unless ``shape`` is) are
+        drawn from ``seed``; sizes are never a multiple of the block along their axis."""
+        rng = np.random.default_rng(seed)
+        tier = "gpu" if device.tier() == "gpu" else "sim"
+        if block is None:
+            choices = BLOCK_CHOICES[tier] if dims == 1 else BLOCK_CHOICES_2D[tier]
+            block = choices[int(rng.integers(len(choices)))]
+        block = (block,) if isinstance(block, int) else tuple(block)
+        if shape is None:
+            if dims == 1:
+                shape = (draw_size(rng, block[0], size_range),)
+            else:
+                sizes = size_range or SIZE_RANGE_2D[tier]
+                rows = draw_size(rng, block[1], sizes, full_blocks=1)
+                shape = (rows, draw_size(rng, block[0], sizes, full_blocks=1))
+        return cls(check_name, seed, tuple(shape), block, np.dtype(dtype), rng)
+
+    def with_block(self, block: int | tuple[int, ...]) -> Trial:
+        """The same problem (shape, dtype, seed: the same data) under another block size."""
+        block = (block,) if isinstance(block, int) else tuple(block)
+        return Trial(self.check_name, self.seed, self.shape, block, self.dtype,
+                     np.random.default_rng(self.seed))
+
+    def other_block(self) -> Trial:
+        """The same problem under another block size of :data:`BLOCK_CHOICES` (1-D): the
+        smallest, or the next when this one is the smallest. So one of the two launches has
+        blocks smaller than a size a kernel hard-codes (it leaves gaps: elements no thread
+        writes), or, if the kernel hard-codes the smallest, one has larger blocks (it then
+        covers only part of the array)."""
+        choices = sorted(BLOCK_CHOICES["gpu" if device.tier() == "gpu" else "sim"])
+        return self.with_block(choices[1] if self.block[0] == choices[0] else choices[0])
+
+    @property
+    def n(self) -> int:
+        """Elements of a 1-D trial (of all its arrays' elements, for 2-D)."""
+        return int(np.prod(self.shape))
+
+    @property
+    def rows(self) -> int:
+        return self.shape[0]
+
+    @property
+    def cols(self) -> int:
+        return self.shape[-1]
+
+    @property
+    def threads_per_block(self) -> int:
+        return int(np.prod(self.block))
+
+    @property
+    def threads(self) -> int | tuple[int, ...]:
+        return self.block[0] if len(self.block) == 1 else self.block
+
+    @property
+    def blocks(self) -> int | tuple[int, ...]:
+        if len(self.shape) == 1:
+            return -(-self.shape[0] // self.block[0])
+        return -(-self.cols // self.block[0]), -(-self.rows // self.block[1])
+
+    @property
+    def extents(self) -> tuple[int, ...]:
+        return self.shape
+
+    @property
+    def idle_threads(self) -> int:
+        """Threads of the launch that have no element (the last, partial block's extra ones)."""
+        blocks = self.blocks if isinstance(self.blocks, int) else int(np.prod(self.blocks))
+        return blocks * self.threads_per_block - self.n
+
+    def uniform(self, low: float, high: float) -> np.ndarray:
+        """Random values in [low, high) of the trial's shape and dtype."""
+        return self.rng.uniform(low, high, self.shape).astype(self.dtype)
+
+    def normal(self, *shape: int, scale: float = 1.0) -> np.ndarray:
+        """Normal random values (of ``shape``, default the trial's) times ``scale``."""
+        return (self.rng.standard_normal(shape or self.shape) * scale).astype(self.dtype)
+
+    def __str__(self) -> str:
+        size = f"n={self.n}" if len(self.shape) == 1 else " x ".join(map(str, self.shape))
+        return f"{size}, {self.launched}, {self.dtype.name}, {self.repeat}"
+
+
+__all__ = ["BLOCK_CHOICES", "BLOCK_CHOICES_2D", "SIZE_RANGE_2D", "Trial"]

@@ -1,0 +1,105 @@
+"""Compiling every learner kernel for a real GPU (gpulab.exercises.compiling): what the
+simulator runs but the ptx tier refuses fails here too, never skipped, whatever the import
+spelling; only a missing toolkit (or source) skips the step, with a note."""
+
+import gpulab  # noqa: F401  (must come before numba: it chooses the simulator or the GPU)
+
+# isort: split
+from math import sqrt
+
+import numpy as np
+import pytest
+from numba import cuda
+from numpy import sqrt as np_sqrt
+
+from gpulab.exercises import compiling
+
+HAS_TOOLKIT = compiling.toolkit.installed_version() is not None and not (
+    compiling.toolkit.unavailable_reason())
+NEEDS_TOOLKIT = pytest.mark.skipif(not HAS_TOOLKIT, reason="no CUDA toolkit wheels here")
+TYPES = ["float32[:]", "float32[:]"]
+
+
+@cuda.jit
+def root_from_numpy(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = np_sqrt(x[i])
+
+
+@cuda.jit
+def percent_print_after_math_import(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        print("root %f" % sqrt(x[i]))  # noqa: UP031 - the simulator-only code under test
+        out[i] = x[i]
+
+
+@cuda.jit
+def root_from_math(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = sqrt(x[i])
+
+
+@cuda.jit(device=True)
+def half(value):
+    return value / 2
+
+
+@cuda.jit(device=True)
+def third(value):
+    return value / 3
+
+
+STEPS = [half, third]
+STEP_TABLE = {"half": half}
+
+
+@cuda.jit
+def through_a_list_of_device_functions(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = STEPS[0](x[i])
+
+
+@cuda.jit
+def through_a_dict(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = STEP_TABLE["half"](x[i])
+
+
+def test_imported_functions_go_to_the_compiler_as_what_they_are():
+    recipe = compiling.recipe_of(root_from_numpy)
+    assert recipe["globals"]["np_sqrt"] == {"kind": "attribute", "module": "numpy",
+                                            "name": "sqrt"}
+    assert compiling.recipe_of(root_from_math)["globals"]["sqrt"]["module"] == "math"
+    assert compiling.unusable_globals(compiling.recipe_of(through_a_list_of_device_functions)) == [
+        ("STEPS", "list")]
+
+
+@NEEDS_TOOLKIT
+@pytest.mark.parametrize(("kernel", "said", "hint"), [
+    (root_from_numpy, "ufunc 'sqrt'", "`math.sqrt(...)`"),
+    (percent_print_after_math_import, "mod", "print('i =', i)"),
+    (through_a_list_of_device_functions, "'STEPS': a Python list", "by its name"),
+    (through_a_dict, "'STEP_TABLE': a Python dict", "by its name"),
+])
+def test_what_the_ptx_tier_refuses_is_never_skipped(kernel, said, hint):
+    error, note = compiling.compile_verdict(kernel, TYPES)
+    assert note is None and error is not None
+    message, advice = compiling.compiler_message(error)
+    assert said in message and hint in advice, (message, advice)
+
+
+@NEEDS_TOOLKIT
+def test_an_imported_math_function_compiles():
+    assert compiling.compile_verdict(root_from_math, TYPES) == (None, None)
+    assert compiling.signature_of([np.zeros(2, np.float32), 3]) == "(float32[:], int64)"
+
+
+def test_without_the_toolkit_the_step_is_skipped_with_a_note(monkeypatch):
+    monkeypatch.setattr(compiling.toolkit, "installed_version", lambda: None)
+    error, note = compiling.compile_verdict(root_from_math, TYPES)
+    assert error is None and "CUDA toolkit wheels are not installed" in note

@@ -1,0 +1,111 @@
+"""A check declared as a spec (gpulab.exercises.spec): the steps every check shares around its
+body, the rule that a kernel works under any block size, and the instructors' table."""
+
+import gpulab  # noqa: F401  (must come before numba: it chooses the simulator or the GPU)
+
+# isort: split
+import numpy as np
+from numba import cuda
+
+from gpulab import reference
+from gpulab.exercises import checks
+from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.spec import CheckSpec, hard_coded_size, under_two_blocks
+from gpulab.exercises.trial import Trial
+from gpulab.kernels.elementwise import elementwise_multiply
+
+SPEC = CheckSpec("demo", "demo(x) -> int", "write demo.",
+                 (Mistake("returned one", lambda e: e == 1, "one is not it", "try two."),))
+
+
+def test_a_spec_runs_its_body_as_a_check_with_its_seed():
+    result = SPEC.run(lambda seed: f"fine (seed={seed})", seed=3, show=False)
+    assert result.passed and result.message == "fine (seed=3)" and result.seed == 3
+    result = SPEC.run(lambda seed: SPEC.reject(1), seed=3, show=False)
+    assert result.status == "failed" and result.message == "one is not it."
+
+
+def test_gpulab_s_own_code_is_not_the_learner_s():
+    result = SPEC.run(lambda seed: "fine", seed=1, show=False, learner=(reference.multiply,))
+    assert result.status == "failed"
+    assert "`multiply` is gpulab's own `gpulab.reference.multiply`" in result.message
+
+    def calls_the_reference(x, y):
+        return reference.multiply(x, y)
+
+    result = SPEC.run(lambda seed: "fine", seed=1, show=False, learner=(calls_the_reference,))
+    assert "uses gpulab's own `gpulab.reference (as `reference`)`" in result.message
+    allowed = CheckSpec("demo", "demo", "", allowed_gpulab=("gpulab.reference",))
+    assert allowed.run(lambda seed: "fine", seed=1, show=False,
+                       learner=(calls_the_reference,)).passed
+
+
+def test_a_replaced_part_of_the_check_is_named(monkeypatch):
+    def body(seed):
+        monkeypatch.setattr(checks, "matches", lambda *args: True)
+        return "fine"
+
+    result = SPEC.run(body, seed=1, show=False)
+    assert result.status == "failed"
+    assert "replaced while the check ran your code: `gpulab.exercises.checks.matches`" in (
+        result.message)
+
+
+def test_the_mistake_table_lists_each_mistake_in_order():
+    assert SPEC.mistake_table().splitlines()[-1] == "| returned one | outputs |"
+
+
+@cuda.jit
+def copy_for_64(x, out):
+    i = cuda.blockIdx.x * 64 + cuda.threadIdx.x
+    if i < x.shape[0]:
+        out[i] = x[i]
+
+
+@cuda.jit
+def copy_anywhere(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = x[i]
+
+
+def run_copy(kernel):
+    def run(trial):
+        x = trial.uniform(0, 1)
+        failure = checks.diagnose_vector(x, checks.run_elementwise(kernel, trial, x), trial)
+        if failure:
+            raise failure
+        return trial.threads_per_block
+    return run
+
+
+def test_a_kernel_right_under_one_block_size_only_fails_and_is_named():
+    trial = Trial.draw("check_demo", 1, block=64, size_range=(150, 250))
+    source = checks.kernel_source(copy_for_64, 2)
+    result = checks.run_check("demo", lambda seed: str(under_two_blocks(
+        run_copy(copy_for_64), trial, source)), seed=1, show=False)
+    assert "right with 64 threads per block but not with 32" in result.message
+    assert "`i = cuda.blockIdx.x * 64 + cuda.threadIdx.x` hard-codes the block size" in (
+        result.message)
+    assert under_two_blocks(run_copy(copy_anywhere), trial,
+                            checks.kernel_source(copy_anywhere, 2)) == 64
+
+
+@cuda.jit
+def fixed(x, out):
+    i = cuda.grid(1)
+    if i < 300 and cuda.threadIdx.x >= 0:
+        out[i] = x[i]
+
+
+def test_a_size_typed_into_the_kernel_is_found():
+    assert hard_coded_size(checks.kernel_source(fixed, 2)) == (
+        "if i < 300 and cuda.threadIdx.x >= 0:")
+    assert hard_coded_size(checks.kernel_source(copy_anywhere, 2)) is None
+
+
+def test_gpulab_s_own_kernel_is_named():
+    spec = CheckSpec("demo", "demo", "", parameters=3)
+    result = spec.run(lambda seed: "fine", seed=1, show=False, learner=(elementwise_multiply,))
+    assert "is gpulab's own `gpulab.kernels.elementwise.elementwise_multiply`" in result.message
+    assert np.isfinite(result.seed)

@@ -1,0 +1,73 @@
+"""One trial for any shape (gpulab.exercises.trial): drawn block sizes, sizes never a multiple
+of the block, the same problem under another block size."""
+
+import gpulab  # noqa: F401  (must come before numba: it chooses the simulator or the GPU)
+
+# isort: split
+import numpy as np
+import pytest
+from numba import cuda
+
+from gpulab import device
+from gpulab.exercises import checks
+from gpulab.exercises.trial import BLOCK_CHOICES, BLOCK_CHOICES_2D, Trial
+
+TIER = "gpu" if device.tier() == "gpu" else "sim"
+
+
+def test_a_1d_trial_draws_its_block_and_a_size_that_is_not_a_multiple_of_it():
+    blocks = set()
+    for seed in range(40):
+        trial = Trial.draw("check_demo", seed)
+        blocks.add(trial.threads_per_block)
+        assert trial.n % trial.threads_per_block
+        assert trial.blocks == -(-trial.n // trial.threads_per_block)
+        assert trial.idle_threads == trial.blocks * trial.threads - trial.n
+        assert trial.extents == (trial.n,) and trial.uniform(0, 1).shape == (trial.n,)
+    assert blocks == set(BLOCK_CHOICES[TIER])  # every block size, so none can be hard-coded
+
+
+def test_a_trial_repeats_with_its_seed_and_says_how():
+    first, again = Trial.draw("check_demo", 12), Trial.draw("check_demo", 12)
+    assert first.shape == again.shape and first.block == again.block
+    assert np.array_equal(first.uniform(0, 1), again.uniform(0, 1))
+    assert "repeat it with check_demo(kernel, seed=12)" in str(first)
+    assert str(first).startswith(f"n={first.n}, {first.blocks} blocks of {first.threads} threads")
+
+
+def test_the_same_problem_under_another_block_has_the_same_data():
+    trial = Trial.draw("check_demo", 5)
+    other = trial.other_block()
+    assert other.threads_per_block != trial.threads_per_block
+    assert other.shape == trial.shape
+    assert np.array_equal(trial.with_block(other.block).uniform(0, 1), other.uniform(0, 1))
+    assert min(BLOCK_CHOICES[TIER]) in (trial.threads_per_block, other.threads_per_block)
+
+
+def test_a_given_block_and_shape_are_kept():
+    trial = Trial.draw("check_demo", 1, np.float64, block=64, shape=(128,))
+    assert (trial.n, trial.threads_per_block, trial.dtype) == (128, 64, np.float64)
+
+
+def test_a_2d_trial_has_rows_columns_and_a_block_along_x_and_y():
+    trial = Trial.draw("check_demo", 3, dims=2)
+    assert trial.block in BLOCK_CHOICES_2D[TIER]
+    assert trial.rows % trial.block[1] and trial.cols % trial.block[0]
+    assert trial.blocks == (-(-trial.cols // trial.block[0]), -(-trial.rows // trial.block[1]))
+    assert trial.threads == trial.block and trial.padding == max(trial.block)
+    assert trial.normal().shape == (trial.rows, trial.cols)
+    assert str(trial).startswith(f"{trial.rows} x {trial.cols}, ")
+
+
+@cuda.jit
+def double(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = 2 * x[i]
+
+
+@pytest.mark.parametrize("block", [32, 96])
+def test_a_trial_launches_through_the_shared_machinery(block):
+    trial = Trial.draw("check_demo", 2, block=block, size_range=(100, 200))
+    x = trial.uniform(0, 1)
+    assert np.allclose(checks.run_elementwise(double, trial, x), 2 * x)
