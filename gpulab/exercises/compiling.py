@@ -259,6 +259,43 @@ def _serve_compiler() -> None:
 _ARRAY_CREATORS = "|".join(sorted(ARRAY_FUNCTIONS))
 
 
+# (what the compiler's error says, the likely cause in plain words), tried in order by
+# compiler_message; a hint may be a function of the match.
+_COMPILER_HINTS = (
+    (r"KeyError: <ufunc '(\w+)'>", lambda found: (
+        f"NumPy's `{found.group(1)}` (`np.{found.group(1)}`, or `from numpy import "
+        f"{found.group(1)}`) does not compile in a GPU kernel: use the math module's, "
+        f"`math.{found.group(1)}(...)`.")),
+    (r"yield|generator", "generator expressions such as `sum(x[j] for j in ...)` don't compile "
+     "for a GPU: write the loop out with an accumulator."),
+    (r"mod\(Literal\[str\]|Function\(<class 'str'>\)|format|unicode_type",
+     "`print` in a kernel takes plain values: `print('i =', i)`; `%` formatting, f-strings and "
+     "str() don't compile for a GPU."),
+    (r"shared\.array|local\.array|function array\b", "the size of a shared or local array must be "
+     "a constant the compiler knows: a number, or a global constant such as `THREADS = 64` "
+     "defined outside the kernel, not `x.shape[0]` or another value computed when the kernel "
+     "runs."),
+    (rf"built-in function ({_ARRAY_CREATORS})\b|numpy|\nnp\.", "kernels can't call NumPy to "
+     "create or combine arrays: use `cuda.local.array(N, dtype)` (N a constant) for scratch "
+     "space, and a loop for a sum."),
+    (r"build_list|NRT required|reflected list|list\(|build_map|build_set", "Python lists, dicts "
+     "and sets don't exist on a GPU: use `cuda.local.array(N, dtype)` for a small per-thread "
+     "array."),
+    (r"a Python (list|dict|set)", "Python lists, dicts and sets don't exist on a GPU, not even as "
+     "globals: call each device function by its name (choose with an `if`), and keep numbers in "
+     "a tuple or a NumPy array."),
+    (r"Untyped global name '(\w+)'", lambda found: (
+        f"`{found.group(1)}` is not something a GPU kernel can call or use: a helper function "
+        "needs `@cuda.jit(device=True)`, and other Python objects can't be used in a kernel.")),
+    (r"void return type", "a kernel returns nothing: write its result into an output array "
+     "(`out[i] = ...`) instead of `return`ing it."),
+    (r"NameError", "a name is not defined: check the spelling, and that everything the kernel "
+     "uses is defined before the cell that defines the kernel."),
+    (r"setitem|getitem", "wrong types: this line puts a whole array where one number goes, or "
+     "indexes with something that is not a whole number (`/` gives a float: use `//`)."),
+)
+
+
 def compiler_message(error: str) -> tuple[str, str]:
     """(what the compiler said, in one or two lines, with the line of the kernel it names;
     a hint that names the likely cause) for a numba CUDA compile error."""
@@ -275,51 +312,11 @@ def compiler_message(error: str) -> tuple[str, str]:
         if text == "^" and number > 0:
             code = code or lines[number - 1].strip()
     said = first + (f" — {signature}" if signature else "") + (f" at `{code}`" if code else "")
-    untyped = re.search(r"Untyped global name '(\w+)'", error)
-    ufunc = re.search(r"KeyError: <ufunc '(\w+)'>", error)
-    if ufunc:
-        hint = (f"NumPy's `{ufunc.group(1)}` (`np.{ufunc.group(1)}`, or `from numpy import "
-                f"{ufunc.group(1)}`) does not compile in a GPU kernel: use the math module's, "
-                f"`math.{ufunc.group(1)}(...)`.")
-    elif re.search(r"yield|generator", error):
-        hint = ("generator expressions such as `sum(x[j] for j in ...)` don't compile for a "
-                "GPU: write the loop out with an accumulator.")
-    elif re.search(r"mod\(Literal\[str\]|Function\(<class 'str'>\)|format|unicode_type",
-                   error):
-        hint = ("`print` in a kernel takes plain values: `print('i =', i)`; `%` formatting, "
-                "f-strings and str() don't compile for a GPU.")
-    elif re.search(r"shared\.array|local\.array|function array\b", error):
-        hint = ("the size of a shared or local array must be a constant the compiler knows: a "
-                "number, or a global constant such as `THREADS = 64` defined outside the "
-                "kernel, not `x.shape[0]` or another value computed when the kernel runs.")
-    elif re.search(rf"built-in function ({_ARRAY_CREATORS})\b|numpy", error) or "np." in code:
-        hint = ("kernels can't call NumPy to create or combine arrays: use "
-                "`cuda.local.array(N, dtype)` (N a constant) for scratch space, and a loop for "
-                "a sum.")
-    elif re.search(r"build_list|NRT required|reflected list|list\(|build_map|build_set",
-                   error):
-        hint = ("Python lists, dicts and sets don't exist on a GPU: use "
-                "`cuda.local.array(N, dtype)` for a small per-thread array.")
-    elif re.search(r"a Python (list|dict|set)", error):
-        hint = ("Python lists, dicts and sets don't exist on a GPU, not even as globals: call "
-                "each device function by its name (choose with an `if`), and keep numbers in a "
-                "tuple or a NumPy array.")
-    elif untyped:
-        hint = (f"`{untyped.group(1)}` is not something a GPU kernel can call or use: a helper "
-                "function needs `@cuda.jit(device=True)`, and other Python objects can't be "
-                "used in a kernel.")
-    elif "void return type" in error:
-        hint = ("a kernel returns nothing: write its result into an output array "
-                "(`out[i] = ...`) instead of `return`ing it.")
-    elif "NameError" in error:
-        hint = ("a name is not defined: check the spelling, and that everything the kernel uses "
-                "is defined before the cell that defines the kernel.")
-    elif re.search(r"setitem|getitem", error):
-        hint = ("wrong types: this line puts a whole array where one number goes, or indexes "
-                "with something that is not a whole number (`/` gives a float: use `//`).")
-    else:
-        hint = SIMULATOR_ONLY_HINT
-    return said, hint
+    for pattern, hint in _COMPILER_HINTS:
+        found = re.search(pattern, error + ("\nnp." if "np." in code else ""))
+        if found:
+            return said, hint(found) if callable(hint) else hint
+    return said, SIMULATOR_ONLY_HINT
 
 
 if __name__ == "__main__":
