@@ -477,6 +477,22 @@ PHRASES: tuple[Phrase, ...] = (
         fine=("each of its 5 products costs the model 17.9 µs for the host to launch it "
               "(Numba) and a 2.2 µs shortest kernel.",),
     ),
+    # issue 20: chapter 12's dynamic batching (as committed at 9d2f039)
+    Phrase(
+        "a longer window gives more answers per second",
+        r"\blonger window\b" + G + r"{0,80}\bmore answers per second\b",
+        "the chapter's own load test never reached saturation, and on this CPU, where each "
+        "request also pays for HTTP and JSON, a longer window did not raise answers per second: "
+        "say what the run's rows show (gpulab.experiments.inference.serving_lines), or make it "
+        "conditional on what a batch saves",
+        (("9d2f039:solutions/12_inference_serving_energy.ipynb",
+          "That is the trade every serving system makes: a longer window gathers bigger batches "
+          "— fewer model calls per answer, more answers per second from the same hardware — and "
+          "every request waits for it."),),
+        fine=("Whether a longer window then buys more answers per second depends on what a batch "
+              "saves.",),
+        unless=r"\bwhether\b|\bif\b|\bdepends\b",
+    ),
     # issue 20: chapter 11's scaling efficiency at peak compute (as committed at ccb54e6)
     Phrase(
         "peak compute is a best case for scaling efficiency",
