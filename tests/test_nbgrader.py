@@ -1,76 +1,254 @@
-"""A real classroom round trip with nbgrader itself: generate the student version of a chapter
-from solutions/, autograde a full solution and a blank submission, export the scores.
+"""A real classroom round trip with nbgrader itself, for every chapter, run with the commands
+course/INSTRUCTORS.md gives (read from it, so the two cannot drift): a course folder made from
+solutions/, ``generate_assignment``, three learners' submissions, ``autograde``, ``export``.
 
-The full solution must get every point and the untouched student version none: the checks
-reject a plain stub, and nbgrader's own machinery (locked check cells, hidden tests) agrees
-with gpulab's release tool.
+- ``full`` submits the released notebook with every solution filled in, as a learner would
+  (the released cells, nbgrader's checksums and metadata kept): every point.
+- ``blank`` submits the released notebook untouched: no point.
+- ``partial`` is ``full`` with one plausible mistake in one exercise (``MISTAKES``): that
+  exercise's check, and only it, scores 0.
+
+nbgrader runs once for all 13 chapters (one course, one assignment per chapter) with the
+environment's programs *not* on PATH, as an instructor who did not activate ``.venv`` runs it,
+and must print no warning: a warning such as "Attribute 'checksum' for cell ... has changed"
+means a submission or a cell's metadata differs from what nbgrader released.
 """
 
 import csv
+import importlib.util
 import os
-import shutil
+import re
+import shlex
 import subprocess
 import sys
+import sysconfig
+import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
+from gpulab.exercises import grading
+
 ROOT = Path(__file__).resolve().parent.parent
-CHAPTER = "02_moving_data"  # a chapter with two exercises that runs in seconds
-NBGRADER = Path(sys.executable).with_name("nbgrader")
+INSTRUCTORS = ROOT / "course" / "INSTRUCTORS.md"
+CHAPTERS = [path.stem for path in grading.chapters()]
+STUDENTS = ("full", "blank", "partial")
+COURSE_PLACEHOLDER = "~/grading"  # the course folder in INSTRUCTORS.md's commands
+SUBMITTED_AT = "2026-11-30 12:00:00.000000 UTC"  # timestamp.txt, as nbgrader collect writes it
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not NBGRADER.exists(), reason="nbgrader is not installed (dev extra)"),
+    pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None,
+                       reason="nbgrader (Python >= 3.11, the dev extra) is not installed"),
 ]
 
+# One plausible mistake per chapter: (solution cell's grade id, the line(s) of the solution, the
+# mistake that replaces them, the check cell that must then score 0).
+MISTAKES = {
+    "00_welcome": ("ch00-exercise2-solution", "blocks = blocks_for(x.shape[0], threads)",
+                   "blocks = x.shape[0] // threads", "ch00-exercise2-check"),
+    "01_dot_product": ("ch01-exercise3-solution",
+                       "    if t == 0:\n        cuda.atomic.add(out, 0, partial[0])",
+                       "    cuda.atomic.add(out, 0, partial[0])", "ch01-exercise3-check"),
+    "02_moving_data": ("ch02-exercise1-solution", "out[i] = a * x[i] + y[i]",
+                       "out[i] = x[i] + y[i]", "ch02-exercise1-check"),
+    "03_matrix_multiplication": ("ch03-exercise1-solution", "acc += A[row, k] * B[k, col]",
+                                 "acc += A[row, k] * B[col, k]", "ch03-exercise1-check"),
+    "04_precision": ("ch04-exercise1-solution", "magnitude = 2.0 ** (1 - bias) * fraction",
+                     "magnitude = 2.0 ** (-bias) * fraction", "ch04-exercise1-check"),
+    "05_dense_layer": ("ch05-exercise1-solution", "else 4 * M * N", "else 3 * M * N",
+                       "ch05-exercise1-check"),
+    "06_backpropagation": ("ch06-exercise5-solution", "grad[i] = (plus - minus) / (2 * eps)",
+                           "grad[i] = (plus - minus) / eps", "ch06-exercise5-check"),
+    "07_training": ("ch07-exercise1-solution", "order = rng.permutation(n_samples)",
+                    "order = np.arange(n_samples)", "ch07-exercise1-check"),
+    "08_batch_size": ("ch08-exercise2-solution",
+                      "(max(launches_s, batch * max(compute_s, memory_s)) + batch * copy_s)",
+                      "max(launches_s, batch * max(compute_s, memory_s))",
+                      "ch08-exercise2-check"),
+    "09_memory_budget": ("ch09-exercise1-solution", "loss_values = 2 * widths[-1] + 1",
+                         "loss_values = widths[-1]", "ch09-exercise1-check"),
+    "10_mixed_precision": ("ch10-exercise1-solution", "return scale * 2.0, 0, True",
+                           "return scale * 2.0, clean_steps, True", "ch10-exercise1-check"),
+    "11_many_gpus": ("ch11-exercise2-solution", "steps = 2 * (n_ranks - 1)",
+                     "steps = n_ranks - 1", "ch11-exercise2-check"),
+    "12_inference_serving_energy": ("ch12-exercise1-solution",
+                                    "rank = math.ceil(q * len(ordered) / 100)",
+                                    "rank = int(q * len(ordered) / 100)", "ch12-exercise1-check"),
+}
+SOLUTION_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
-def nbgrader(course: Path, *args: str, force: bool = True) -> str:
-    path = f"{NBGRADER.parent}{os.pathsep}{os.environ.get('PATH', '')}"  # nbgrader runs alembic
-    env = {**os.environ, "GPULAB_DEVICE": "sim", "MPLBACKEND": "Agg", "PATH": path}
-    result = subprocess.run(
-        [str(NBGRADER), *args, *(["--force"] if force else []),
-         "--ExecutePreprocessor.timeout=300",
-         f"--CourseDirectory.root={course}"],
-        cwd=course, capture_output=True, text=True, timeout=600, env=env, check=False)
-    assert result.returncode == 0, f"nbgrader {args[0]} failed:\n{result.stdout}\n{result.stderr}"
-    return result.stdout + result.stderr
+
+def documented_commands() -> list[str]:
+    """The grading commands of INSTRUCTORS.md's nbgrader section, in order."""
+    text = INSTRUCTORS.read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    commands = [line.strip() for block in blocks for line in block.splitlines()
+                if "gpulab.exercises.grading" in line and not line.lstrip().startswith("#")]
+    return [command.split("  #")[0].strip() for command in commands]
+
+
+def step_of(command: str) -> str:
+    """``init``, or the nbgrader command that ``... grading run FOLDER <command> ...`` runs."""
+    words = shlex.split(command)
+    return words[5] if words[3] == "run" else words[3]
+
+
+def without_this_environment_on_path() -> dict[str, str]:
+    """This process's environment with the virtual environment's programs taken off PATH (as
+    for an instructor who did not activate it), the simulator chosen and no plot windows."""
+    scripts = os.path.normcase(sysconfig.get_path("scripts"))
+    path = [p for p in os.environ.get("PATH", os.defpath).split(os.pathsep)
+            if p and os.path.normcase(p.rstrip(os.sep)) != scripts]
+    return {**os.environ, "PATH": os.pathsep.join(path), "GPULAB_DEVICE": "sim",
+            "MPLBACKEND": "Agg"}
+
+
+def answer(source: str) -> str:
+    """A solution cell as a learner would hand it in: the solution, without nbgrader's
+    markers."""
+    return "\n".join(line for line in source.split("\n") if not SOLUTION_MARKER.match(line))
+
+
+def submissions(source: Path, released: Path) -> dict[str, nbformat.NotebookNode]:
+    """The three learners' notebooks for one chapter, each made from the released notebook."""
+    solutions = {cell.metadata.nbgrader["grade_id"]: answer(cell.source)
+                 for cell in nbformat.read(source, as_version=4).cells
+                 if cell.metadata.get("nbgrader", {}).get("solution")}
+    blank = nbformat.read(released, as_version=4)
+    full, partial = nbformat.from_dict(blank), nbformat.from_dict(blank)
+    mistake_cell, right, wrong, _ = MISTAKES[source.stem]
+    for notebook, mistaken in ((full, None), (partial, mistake_cell)):
+        for cell in notebook.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id in solutions:
+                cell.source = solutions[grade_id]
+            if mistaken is not None and grade_id == mistaken:
+                assert cell.source.count(right) == 1, f"{grade_id} no longer holds {right!r}"
+                cell.source = cell.source.replace(right, wrong)
+    return {"full": full, "blank": blank, "partial": partial}
+
+
+class Classroom:
+    """The round trip's results: nbgrader's output per command, the exported grades, each
+    graded cell's score, and the released notebooks."""
+
+    def __init__(self, course: Path):
+        self.course = course
+        self.logs: dict[str, str] = {}
+        self.seconds: dict[str, float] = {}
+
+    def run(self, command: str) -> None:
+        words = shlex.split(command.replace(COURSE_PLACEHOLDER, str(self.course)))
+        assert words[:3] == [".venv/bin/python", "-m", "gpulab.exercises.grading"], command
+        start = time.perf_counter()
+        result = subprocess.run(
+            [sys.executable, *words[1:]], cwd=ROOT, capture_output=True, text=True,
+            env=without_this_environment_on_path(), timeout=1200, check=False)
+        name = step_of(command)
+        self.seconds[name] = time.perf_counter() - start
+        self.logs[name] = result.stdout + result.stderr
+        assert result.returncode == 0, f"{command} failed:\n{self.logs[name]}"
+
+    def hand_in(self) -> None:
+        for chapter in CHAPTERS:
+            released = self.course / "release" / chapter / f"{chapter}.ipynb"
+            source = self.course / "source" / chapter / f"{chapter}.ipynb"
+            for student, notebook in submissions(source, released).items():
+                folder = self.course / "submitted" / student / chapter
+                folder.mkdir(parents=True)
+                nbformat.write(notebook, folder / f"{chapter}.ipynb")
+                (folder / "timestamp.txt").write_text(SUBMITTED_AT)
+
+    def grades(self) -> dict[tuple[str, str], tuple[float, float]]:
+        """(student, chapter) -> (score, max score), from the exported CSV."""
+        with open(self.course / "grades.csv", newline="") as handle:
+            return {(row["student_id"], row["assignment"]):
+                    (float(row["raw_score"]), float(row["max_score"]))
+                    for row in csv.DictReader(handle)}
+
+    def errors(self, student: str, chapter: str) -> dict[str, list[int]]:
+        """The cells of one autograded notebook that raised: {"grade": [...], "other": [...]}
+        (cell indices), grade cells being the checks."""
+        path = self.course / "autograded" / student / chapter / f"{chapter}.ipynb"
+        found: dict[str, list[int]] = {"grade": [], "other": []}
+        for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+                grade = cell.metadata.get("nbgrader", {}).get("grade", False)
+                found["grade" if grade else "other"].append(index)
+        return found
+
+    def cell_scores(self, student: str, chapter: str) -> dict[str, float]:
+        """Each graded cell's score for one submission, from nbgrader's gradebook."""
+        from nbgrader.api import Gradebook
+
+        with Gradebook(f"sqlite:///{self.course / 'gradebook.db'}", grading.COURSE_ID) as book:
+            notebook = book.find_submission_notebook(chapter, chapter, student)
+            return {grade.name: float(grade.score) for grade in notebook.grades}
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> dict[str, float]:
-    course = tmp_path_factory.mktemp("course")
-    (course / "nbgrader_config.py").write_text(
-        "c = get_config()\n"
-        "c.CourseDirectory.course_id = 'gpulab'\n"
-        "c.CourseDirectory.db_assignments = [dict(name='ch')]\n"
-        "c.CourseDirectory.db_students = [dict(id='full'), dict(id='blank')]\n"
-        "c.ClearSolutions.code_stub = {'python': 'raise NotImplementedError'}\n")
-    source = course / "source" / "ch"
-    source.mkdir(parents=True)
-    shutil.copy(ROOT / "solutions" / f"{CHAPTER}.ipynb", source)
-    nbgrader(course, "generate_assignment", "ch")
-    released = course / "release" / "ch" / f"{CHAPTER}.ipynb"
-    assert released.exists()
-    for student, notebook in (("full", source / f"{CHAPTER}.ipynb"), ("blank", released)):
-        submitted = course / "submitted" / student / "ch"
-        submitted.mkdir(parents=True)
-        shutil.copy(notebook, submitted / f"{CHAPTER}.ipynb")
-        (submitted / "timestamp.txt").write_text("2026-11-30 12:00:00.000000 UTC")
-    nbgrader(course, "autograde", "ch")
-    nbgrader(course, "export", "--to", str(course / "grades.csv"), force=False)
-    with open(course / "grades.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    return {row["student_id"]: (float(row["raw_score"]), float(row["max_score"]))
-            for row in rows}
+def classroom(tmp_path_factory) -> Classroom:
+    commands = documented_commands()
+    steps = [step_of(command) for command in commands]
+    assert steps == ["init", "generate_assignment", "autograde", "export"], commands
+    room = Classroom(tmp_path_factory.mktemp("classroom") / "grading")
+    for command, step in zip(commands, steps, strict=True):
+        if step == "autograde":
+            room.hand_in()
+        room.run(command)
+    print({step: round(seconds, 1) for step, seconds in room.seconds.items()})
+    grades = room.grades()
+    for chapter in CHAPTERS:  # the score table, for the record (pytest -s shows it)
+        print(chapter, *(f"{s}={grades[(s, chapter)][0]:g}/{grades[(s, chapter)][1]:g}"
+                         for s in STUDENTS))
+    return room
 
 
-def test_the_full_solution_gets_full_marks(graded):
-    score, out_of = graded["full"]
-    assert out_of >= 2  # at least two exercises, one point each
-    assert score == out_of
+def test_instructors_grade_every_chapter_with_these_commands():
+    commands = documented_commands()
+    assert any(f"init {COURSE_PLACEHOLDER}" in c for c in commands), commands
+    assert all(c.startswith(".venv/bin/python -m gpulab.exercises.grading ") for c in commands)
 
 
-def test_a_blank_submission_gets_zero(graded):
-    score, out_of = graded["blank"]
-    assert out_of >= 2 and score == 0
+def test_nbgrader_prints_no_warning(classroom):
+    for step, log in classroom.logs.items():
+        noisy = [line for line in log.splitlines()
+                 if re.search(r"warn|error|checksum|has changed", line, flags=re.IGNORECASE)]
+        assert not noisy, f"nbgrader {step} warned:\n" + "\n".join(noisy)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_nbgrader_releases_the_learner_notebook(classroom, chapter):
+    """generate_assignment's code cells are course/'s (the release tool's), cell for cell."""
+    released = nbformat.read(classroom.course / "release" / chapter / f"{chapter}.ipynb", 4)
+    ours = nbformat.read(ROOT / "course" / f"{chapter}.ipynb", as_version=4)
+    code = [[c.source for c in nb.cells if c.cell_type == "code"] for nb in (released, ours)]
+    assert code[0] == code[1]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_notebooks_run_top_to_bottom(classroom, chapter):
+    """What ``pytest --nbval-lax`` asks of solutions/ and course/: the full solution raises
+    nowhere, the untouched learner version only in its checks (the hidden asserts)."""
+    assert classroom.errors("full", chapter) == {"grade": [], "other": []}
+    blank = classroom.errors("blank", chapter)
+    assert blank["other"] == [] and blank["grade"], blank
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_scores(classroom, chapter):
+    grades = classroom.grades()
+    full, out_of = grades[("full", chapter)]
+    blank, blank_out_of = grades[("blank", chapter)]
+    partial, partial_out_of = grades[("partial", chapter)]
+    checks = classroom.cell_scores("full", chapter)
+    assert out_of == blank_out_of == partial_out_of == len(checks) >= 2  # one point a check
+    assert full == out_of
+    assert blank == 0
+    assert 0 < partial < out_of
+    mistaken_check = MISTAKES[chapter][3]
+    scores = classroom.cell_scores("partial", chapter)
+    assert scores[mistaken_check] == 0
+    assert all(score == 1 for name, score in scores.items() if name != mistaken_check), scores
