@@ -777,6 +777,11 @@ RTX_A6000 = _spec(
 GPUS: dict[str, GPUSpec] = {gpu.key: gpu for gpu in (H100_SXM, H200, B200, A100_SXM, L4, T4,
                                                      RTX_A6000)}
 
+COURSE_GPU: str = H100_SXM.key
+"""The key in :data:`GPUS` of the GPU the course models where a learner names none: the H100 SXM,
+the data-centre GPU most published training measurements use. A default everywhere, never a fact
+about a measurement (those name their GPU's spec, e.g. ``H100_SXM.key``)."""
+
 # ---------------------------------------------------------------------------------------------
 # Lookup
 # ---------------------------------------------------------------------------------------------

@@ -197,7 +197,8 @@ def shipped(name: str, compute_capability) -> KernelResources | None:
 
 
 def for_gpu(gpu) -> tuple[int, int]:
-    """The compute capability of a GPU in gpulab.hardware (e.g. "H100-SXM" -> (9, 0))."""
+    """The compute capability of a GPU in :data:`gpulab.hardware.GPUS` (e.g. the
+    ``gpulab.hardware.H100_SXM.key`` -> (9, 0))."""
     return tuple(hardware.get_gpu(gpu).compute_capability)
 
 

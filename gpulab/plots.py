@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import ConnectionPatch, Rectangle
 
-from gpulab.hardware import format_rate
+from gpulab.hardware import COURSE_GPU, format_rate
 from gpulab.kernels.launch import LaunchConfig
 
 BUSY_COLOUR = "#cfe2f3"
@@ -173,7 +173,7 @@ __all__ = [
 # --- chapters 02-03: memory access, rates and the roofline --------------------------------------
 
 
-def roofline_plot(points, gpu="H100-SXM", precision: str = "fp32", ax=None,
+def roofline_plot(points, gpu=COURSE_GPU, precision: str = "fp32", ax=None,
                   measured_bandwidth: float | None = None):
     """A roofline of ``gpu``: FLOP/s against arithmetic intensity (FLOPs per byte of device
     memory traffic), the memory roof ``intensity × bandwidth`` rising to the compute roof
@@ -488,7 +488,7 @@ def _sm_limits(spec):
                          f"{spec.compute_capability} ({spec.name})") from None
 
 
-def gpu_diagram(gpu="H100-SXM"):
+def gpu_diagram(gpu=COURSE_GPU):
     """The GPU as CUDA sees it, for a named GPU of :mod:`gpulab.hardware`: the GPU is a set of
     streaming multiprocessors (SMs; ``sm_count``, from NVIDIA's whitepapers), an SM keeps up to
     ``max_warps`` warps resident (:data:`gpulab.kernel_resources.SM_LIMITS` for its compute
@@ -563,7 +563,7 @@ def gpu_diagram(gpu="H100-SXM"):
     return fig
 
 
-def memory_levels(gpu="H100-SXM") -> list[dict]:
+def memory_levels(gpu=COURSE_GPU) -> list[dict]:
     """The memory hierarchy of a named GPU, fastest first: ``{"level", "size", "bandwidth",
     "source"}`` per level (registers, shared memory / L1, L2, device memory, the host link).
     Sizes and bandwidths come from :mod:`gpulab.hardware` and
@@ -600,7 +600,7 @@ def memory_levels(gpu="H100-SXM") -> list[dict]:
     ]
 
 
-def memory_hierarchy(gpu="H100-SXM", memory_kind: str | None = None):
+def memory_hierarchy(gpu=COURSE_GPU, memory_kind: str | None = None):
     """The memory hierarchy of a named GPU as a stack of boxes, fastest and smallest at the top:
     each level with its size and bandwidth (:func:`memory_levels`) and where the figure comes
     from. The device memory's type (HBM3, HBM3e, HBM2e, GDDR6) is the datasheet's

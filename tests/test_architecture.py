@@ -14,6 +14,7 @@ never reach into another module's private names.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,28 @@ def test_the_rule_catches_a_violation(tmp_path, monkeypatch):
                                                ("gpulab.kernels.dot", "_KERNELS")]
     assert layer_of("gpulab.experiments.crossover") > layer_of("gpulab.kernels.bad")
     assert is_private("_KERNELS")
+
+
+def course_gpu_literals(text: str) -> list[int]:
+    """The line numbers in ``text`` that spell the course GPU's key as a quoted string."""
+    from gpulab import hardware
+
+    literal = re.compile(r"""(["'])""" + re.escape(hardware.COURSE_GPU) + r"\1")
+    return [number for number, line in enumerate(text.splitlines(), 1) if literal.search(line)]
+
+
+def test_the_course_gpu_has_one_home():
+    """The GPU the course models is ``hardware.COURSE_GPU``; a fact about the H100 names
+    ``hardware.H100_SXM``. Only hardware.py spells the key (data files may record it)."""
+    found = {str(path.relative_to(PACKAGE.parent)): lines
+             for path in sorted(PACKAGE.rglob("*.py")) if path.name != "hardware.py"
+             if (lines := course_gpu_literals(path.read_text(encoding="utf-8")))}
+    assert not found, f"use hardware.COURSE_GPU (or hardware.H100_SXM.key) instead of: {found}"
+
+
+def test_the_course_gpu_rule_catches_a_literal():
+    from gpulab import hardware
+
+    key = hardware.COURSE_GPU
+    assert course_gpu_literals(f'x = 1\ndef f(gpu="{key}"):\n    """e.g. \'{key}\'"""') == [2, 3]
+    assert course_gpu_literals("def f(gpu=hardware.COURSE_GPU): ...\n# the H100 SXM") == []

@@ -35,9 +35,9 @@ from gpulab import hardware, published
 from gpulab.kernels import matmul as mm
 from gpulab.parallel import links
 
-COLLECTIVE_LINK = {("A100-SXM", "nvlink"): "nvlink3", ("H100-SXM", "nvlink"): "nvlink4",
+COLLECTIVE_LINK = {("A100-SXM", "nvlink"): "nvlink3", (hardware.H100_SXM.key, "nvlink"): "nvlink4",
                    ("H200", "nvlink"): "nvlink4", ("B200", "nvlink"): "nvlink5",
-                   ("H100-SXM", "nvls"): "nvlink4", ("H200", "nvls"): "nvlink4"}
+                   (hardware.H100_SXM.key, "nvls"): "nvlink4", ("H200", "nvls"): "nvlink4"}
 
 
 def _number(value: float) -> str:

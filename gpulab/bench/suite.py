@@ -48,7 +48,7 @@ from gpulab.bench.cases import (
 from gpulab.bench.report import BenchReport, Row
 from gpulab.hardware import format_rate, format_seconds
 
-DEFAULT_GPU = "H100-SXM"
+DEFAULT_GPU = hardware.COURSE_GPU
 
 
 # --- progress ---------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ def training_throughput(backend: str = "numpy", batch_size: int = DIGITS["batch_
     return measurement
 
 
-def training_estimate(gpu: str = "H100-SXM", batch_size: int = DIGITS["batch_size"],
+def training_estimate(gpu: str = hardware.COURSE_GPU, batch_size: int = DIGITS["batch_size"],
                       n_samples: int | None = None) -> timing.Measurement:
     """gpulab's GPU model of one digits epoch on ``gpu`` (see :mod:`gpulab.nn.cost`), an
     estimate, as a ``model`` measurement; ``meta["samples_per_s"]`` too."""

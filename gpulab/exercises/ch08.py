@@ -112,8 +112,8 @@ LAUNCH_BOUND_STUB_HINT = (
 
 def check_launch_bound(function, seed: int | None = None, show: bool = True) -> CheckResult:
     """Check ``function(widths, gpu)`` (``gpu`` a key of :data:`gpulab.hardware.GPUS`, e.g.
-    ``"H100-SXM"``) on random small MLPs and GPUs: the answer must be a number within a factor
-    :data:`TOLERANCE` of :func:`model_crossover`.
+    ``gpulab.hardware.COURSE_GPU``) on random small MLPs and GPUs: the answer must be a number
+    within a factor :data:`TOLERANCE` of :func:`model_crossover`.
 
     Diagnoses: the stub; not a number (None, an array, a string); one launch instead of the
     step's; the launch overhead in microseconds; FLOPs alone; device memory alone; the copy
@@ -122,7 +122,8 @@ def check_launch_bound(function, seed: int | None = None, show: bool = True) -> 
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
-        cases = [([64, 128, 10], "H100-SXM")] + [_random_case(rng) for _ in range(CASES - 1)]
+        cases = ([([64, 128, 10], hardware.COURSE_GPU)]
+                 + [_random_case(rng) for _ in range(CASES - 1)])
         for widths, gpu in cases:
             where = f"(widths {widths}, {gpu}; seed={seed})"
             got = a_number(call_learner(function, list(widths), gpu,
@@ -284,7 +285,7 @@ def check_throughput(function, seed: int | None = None, show: bool = True) -> Ch
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
-        cases = [([64, 128, 10], "H100-SXM")] + [_random_case(rng) for _ in range(3)]
+        cases = [([64, 128, 10], hardware.COURSE_GPU)] + [_random_case(rng) for _ in range(3)]
         checked = 0
         for widths, gpu in cases:
             batches = _throughput_batches(widths, gpu)

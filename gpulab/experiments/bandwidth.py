@@ -62,7 +62,8 @@ class BandwidthExperiment:
     """
 
     def __init__(self, kernel: str = "saxpy", n: int | None = None, stride: int = 8,
-                 gpu: str = "H100-SXM", dtype=np.float32, cpu_repeats: int = 5, seed: int = 0):
+                 gpu: str = hardware.COURSE_GPU, dtype=np.float32, cpu_repeats: int = 5,
+                 seed: int = 0):
         self.case = memory_case(kernel, int(n or default_n()), stride, dtype)  # validates
         self.kernel, self.n, self.stride = kernel, self.case.n, self.case.stride
         self.gpu = hardware.get_gpu(gpu)
@@ -326,7 +327,7 @@ def time_saxpy_copies(x, y, out, a: float = 2.0) -> list[timing.Measurement]:
     ]
 
 
-def copy_timings_table(runs, copy_bytes: float, gpu="H100-SXM") -> str:
+def copy_timings_table(runs, copy_bytes: float, gpu=hardware.COURSE_GPU) -> str:
     """:func:`time_saxpy_copies`' measurements as a table: each one's median and where it was
     measured; then the rates of the copies alone (``copy_bytes`` over the median of
     "copies only, pageable" and "copies only, pinned") next to the rates ``gpu``'s model
@@ -489,7 +490,8 @@ class BandwidthDashboard(Dashboard):
             options=[(f"{n:,}", n) for n in sizes(self.tier)], value=default_n(self.tier),
             description="n", layout=widgets.Layout(width="500px"))
         self.gpu_dropdown = widgets.Dropdown(
-            options=[(spec.name, key) for key, spec in hardware.GPUS.items()], value="H100-SXM",
+            options=[(spec.name, key) for key, spec in hardware.GPUS.items()],
+            value=hardware.COURSE_GPU,
             description="GPU model", style={"description_width": "initial"})
         self._add_parts()
         self.widget = widgets.VBox([

@@ -85,7 +85,7 @@ def batch_size_plot(result: dict):
 
 
 
-def napkin_inputs(widths, gpu="H100-SXM") -> str:
+def napkin_inputs(widths, gpu=hardware.COURSE_GPU) -> str:
     """What gpulab gives you to predict a training step's time, for an MLP with ``widths`` on
     ``gpu``. Reads :data:`gpulab.hardware.LAUNCH_OVERHEAD_SOURCE` and ``LAUNCH_OVERHEAD_S`` (a
     model constant, with its source), :func:`gpulab.nn.cost.step_kernels` and
@@ -113,7 +113,7 @@ def napkin_inputs(widths, gpu="H100-SXM") -> str:
     ])
 
 
-THROUGHPUT_GPUS = ("H100-SXM", "T4")
+THROUGHPUT_GPUS = (hardware.COURSE_GPU, "T4")
 THROUGHPUT_BATCHES = (8, 256, 8192, 262144)
 
 
@@ -154,7 +154,8 @@ MEMORY_BATCHES = (8, 32, 64, 512, 4096)
 MEMORY_COLUMNS = ("parameters", "gradients", "optimiser state", "activations", "workspace")
 
 
-def memory_table(widths, batches=MEMORY_BATCHES, gpu="H100-SXM", optimiser: str = "adam") -> str:
+def memory_table(widths, batches=MEMORY_BATCHES, gpu=hardware.COURSE_GPU,
+                 optimiser: str = "adam") -> str:
     """What one training step needs, per batch size, counted by
     :func:`gpulab.nn.memory.mlp_training_memory` (the calculator chapter 09 checks against a
     real step, and the trainer's budget): parameters, gradients, optimiser state, activations
@@ -182,7 +183,7 @@ class BatchSizeExperiment:
     >>> result = BatchSizeExperiment(batch_sizes=[16, 256], epochs=3).run()  # doctest: +SKIP
     """
 
-    def __init__(self, batch_sizes=None, epochs: int | None = None, gpu: str = "H100-SXM",
+    def __init__(self, batch_sizes=None, epochs: int | None = None, gpu: str = hardware.COURSE_GPU,
                  lr: float = DIGITS["lr"], seed: int = 0):
         sizes = sorted({int(b) for b in (batch_sizes or default_batch_sizes())})
         if not sizes or sizes[0] < 1:
@@ -351,7 +352,8 @@ class BatchSizeDashboard(Dashboard):
                                             style={"description_width": "initial"})
         self.gpu_dropdown = widgets.Dropdown(
             options=[(spec.name, key) for key, spec in hardware.GPUS.items()],
-            value="H100-SXM", description="GPU model", style={"description_width": "initial"})
+            value=hardware.COURSE_GPU, description="GPU model",
+            style={"description_width": "initial"})
         self._add_parts()
         self.widget = widgets.VBox([
             widgets.HBox([self.batch_select,

@@ -4,9 +4,9 @@ A dot product of two n-element vectors on the CPU (NumPy, which calls BLAS) agai
 gpulab's dot kernels, with and without copying x and y to the GPU first. Every series says
 where its numbers came from:
 
-- the CPU side is always **measured** on this machine (:func:`gpulab.bench.time_cpu`);
+- the CPU side is always **measured** on this machine (:func:`gpulab.timing.time_cpu`);
 - in the ``gpu`` tier the kernel is **measured** on the local GPU with CUDA events
-  (:func:`gpulab.bench.time_gpu`), and the chosen GPU model is added as an estimate;
+  (:func:`gpulab.timing.time_gpu`), and the chosen GPU model is added as an estimate;
 - in the ``sim`` tier simulator time is not GPU time, so the GPU side is **estimated** by
   gpulab's GPU model of the chosen GPU (:func:`gpulab.hardware.estimate_time`): 2n FLOPs,
   2n * itemsize bytes read, plus 2n * itemsize bytes over the host link for the copy.
@@ -113,7 +113,7 @@ class CrossoverExperiment:
     ['NumPy dot (BLAS) — measured on this CPU (...)', 'dot_grid_stride, data on GPU — ...', ...]
     """
 
-    def __init__(self, sizes=None, gpu: str = "H100-SXM", dtype=np.float32,
+    def __init__(self, sizes=None, gpu: str = hardware.COURSE_GPU, dtype=np.float32,
                  method: str = "grid_stride", include_transfer: bool = True,
                  cpu_repeats: int = 5, seed: int = 0):
         from gpulab.kernels import dot as dot_kernels
@@ -394,7 +394,8 @@ class CrossoverDashboard(Dashboard):
         sizes = default_sizes(self.tier)
         gpu_help = ("compare with" if self.tier == "gpu" else "GPU model")
         self.gpu_dropdown = widgets.Dropdown(
-            options=[(spec.name, key) for key, spec in hardware.GPUS.items()], value="H100-SXM",
+            options=[(spec.name, key) for key, spec in hardware.GPUS.items()],
+            value=hardware.COURSE_GPU,
             description=gpu_help, style={"description_width": "initial"})
         self.dtype_toggle = widgets.ToggleButtons(options=["float32", "float64"],
                                                   value="float32", description="dtype")

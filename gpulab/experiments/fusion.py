@@ -125,7 +125,7 @@ def _measure_gpu(M, N, fused, activation, dtype, seed):
 
 
 def compare(batch_size: int = 4096, width: int = 1024, activation: str = "relu",
-            gpu: str = "H100-SXM", dtype=np.float32, measure_cpu: bool = True,
+            gpu: str = hardware.COURSE_GPU, dtype=np.float32, measure_cpu: bool = True,
             seed: int = 0) -> dict:
     """Fused against unfused bias + activation on a batch_size x width matmul output.
 
@@ -178,7 +178,7 @@ def compare(batch_size: int = 4096, width: int = 1024, activation: str = "relu",
 RIDGE_PRECISIONS = (("fp32", "CUDA cores"), ("bf16", "tensor cores"))
 
 
-def matmul_intensity_table(batch: int, n_in: int, n_out: int, gpu="H100-SXM") -> str:
+def matmul_intensity_table(batch: int, n_in: int, n_out: int, gpu=hardware.COURSE_GPU) -> str:
     """A dense layer's matmul, (batch x n_in) @ (n_in x n_out), against ``gpu``'s ridge points.
 
     Reads the FLOPs (2 per multiply-add, counted), the least bytes any matmul moves (X and W
@@ -205,7 +205,7 @@ def matmul_intensity_table(batch: int, n_in: int, n_out: int, gpu="H100-SXM") ->
     return "\n".join(lines)
 
 
-def bias_activation_estimates(batch: int, width: int, gpu="H100-SXM",
+def bias_activation_estimates(batch: int, width: int, gpu=hardware.COURSE_GPU,
                               activation: str = "relu") -> str:
     """Roofline estimates of bias + ``activation`` on a batch x width float32 matmul output,
     unfused (``bias_add`` then ``apply_activation``) and fused (``bias_activation``): each
@@ -343,7 +343,7 @@ class FusionExperiment:
     """Fused against unfused bias + activation on a batch_size x width layer output."""
 
     def __init__(self, batch_size: int = 4096, width: int = 1024, activation: str = "relu",
-                 gpu: str = "H100-SXM", dtype=np.float32):
+                 gpu: str = hardware.COURSE_GPU, dtype=np.float32):
         self.batch_size, self.width = int(batch_size), int(width)
         self.activation, self.gpu, self.dtype = activation, gpu, np.dtype(dtype)
         self.last_result: dict | None = None
@@ -398,7 +398,7 @@ class FusionDashboard(Dashboard):
             description="activation", style=style)
         self.gpu_dropdown = widgets.Dropdown(
             options=[(spec.name, key) for key, spec in hardware.GPUS.items()],
-            value="H100-SXM", description="GPU model", style=style)
+            value=hardware.COURSE_GPU, description="GPU model", style=style)
         self.dtype_toggle = widgets.ToggleButtons(options=["float32", "float64"],
                                                   value="float32", description="dtype")
         self._add_parts()

@@ -111,7 +111,7 @@ def check_shape(tile: int, tier: str | None = None, n: int | None = None) -> tup
 class MatmulExperiment:
     """Naive, tiled (tile = ``tile``) and register-blocked matmul, compared at M = N = K = n."""
 
-    def __init__(self, tile: int = 16, n: int | None = None, gpu: str = "H100-SXM",
+    def __init__(self, tile: int = 16, n: int | None = None, gpu: str = hardware.COURSE_GPU,
                  cpu_repeats: int = 3, seed: int = 0):
         from gpulab.kernels.matmul import TILE_SIZES, check_tile
 
@@ -327,7 +327,7 @@ def recorded_comparison(run=None):
 TRAFFIC_KERNELS = (("naive", None), ("tiled", 16), ("register_blocked", None))  # (method, tile)
 
 
-def traffic_table(n: int, gpu="H100-SXM", kernels=TRAFFIC_KERNELS) -> str:
+def traffic_table(n: int, gpu=hardware.COURSE_GPU, kernels=TRAFFIC_KERNELS) -> str:
     """For M = N = K = ``n``, one row per (method, tile) of ``kernels``: the device-memory bytes
     the kernel asks for (:func:`gpulab.kernels.matmul.traffic_bytes`, no cache helping), its
     FLOP per byte, and its GPU time, bound and waves by gpulab's GPU model of ``gpu`` in fp32
@@ -559,7 +559,8 @@ class MatmulDashboard(Dashboard):
         self.tile_slider = widgets.SelectionSlider(options=list(TILE_SIZES), value=16,
                                                    description="tile T")
         self.gpu_dropdown = widgets.Dropdown(
-            options=[(spec.name, key) for key, spec in hardware.GPUS.items()], value="H100-SXM",
+            options=[(spec.name, key) for key, spec in hardware.GPUS.items()],
+            value=hardware.COURSE_GPU,
             description="GPU model", style={"description_width": "initial"})
         self._add_parts()
         self.widget = widgets.VBox([

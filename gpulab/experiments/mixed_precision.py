@@ -220,7 +220,7 @@ SPEEDUP_FORMATS = ("fp32", "fp16", "bf16", "fp8")
 SPEEDUP_SIZES = (8192, 1024)  # the large layer's products, and a small one
 
 
-def published_gemms(gpu="H100-SXM", n: int = 8192) -> dict:
+def published_gemms(gpu=hardware.COURSE_GPU, n: int = 8192) -> dict:
     """{format: the published cuBLAS GEMM of n x n x n on ``gpu``} for the formats of
     :data:`SPEEDUP_FORMATS` that :mod:`gpulab.published` has a point for, at exactly that size
     (a ratio of two formats means something only for the same product on the same GPU)."""
@@ -235,7 +235,7 @@ def published_gemms(gpu="H100-SXM", n: int = 8192) -> dict:
     return found
 
 
-def speedups(gpu="H100-SXM", sizes=SPEEDUP_SIZES) -> dict:
+def speedups(gpu=hardware.COURSE_GPU, sizes=SPEEDUP_SIZES) -> dict:
     """The speed-up of each format over fp32, twice: from the datasheet peaks (what the model's
     compute-bound estimates assume) and from published cuBLAS GEMMs on the same GPU, with the
     share of its peak each published run reached. ``{"gpu", "peak": {fmt: FLOP/s}, "peak_ratio":
@@ -264,7 +264,7 @@ def _tflops(value: float) -> str:
     return f"{value / 1e12:,.4g}"
 
 
-def speedup_text(gpu="H100-SXM", sizes=SPEEDUP_SIZES) -> str:
+def speedup_text(gpu=hardware.COURSE_GPU, sizes=SPEEDUP_SIZES) -> str:
     """The peaks' speed-ups over fp32 beside the published runs' (:func:`speedups`), each
     number with its origin; or, where nothing is published for ``gpu``, why the peaks' ratios
     are upper bounds."""
@@ -333,7 +333,7 @@ class MixedPrecisionExperiment:
 
     def __init__(self, recipes=HEADLINE, epochs: int = EPOCHS, seed: int = 0,
                  lr: float = DIGITS["lr"], loss_factor: float = 1.0,
-                 growth_interval: int = GROWTH_INTERVAL, gpu: str = "H100-SXM",
+                 growth_interval: int = GROWTH_INTERVAL, gpu: str = hardware.COURSE_GPU,
                  engine: str | None = None, measure_n: int = 2048,
                  measure_formats=("fp32", "fp16", "bf16", "fp8"), widths=DIGITS["widths"]):
         self.recipes = [mp.get_recipe(r).key for r in recipes]
@@ -896,7 +896,8 @@ class MixedPrecisionDashboard(Dashboard):
         self.gpu_dropdown = widgets.Dropdown(
             options=[(spec.name, key) for key, spec in hardware.GPUS.items()
                      if "fp8" in spec.peak_flops and "bf16" in spec.peak_flops],
-            value="H100-SXM", description="GPU model", style={"description_width": "initial"})
+            value=hardware.COURSE_GPU, description="GPU model",
+            style={"description_width": "initial"})
         self._add_parts()
         self.widget = widgets.VBox([
             widgets.HBox([self.recipe_select,

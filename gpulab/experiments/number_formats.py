@@ -302,7 +302,7 @@ MEMORY_FORMATS = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp4_e2m1")
 
 
 def memory_rows(parameters: float = 7e9, format_names=MEMORY_FORMATS,
-                gpus=("L4", "A100-SXM", "H100-SXM", "H200")) -> list[dict]:
+                gpus=("L4", "A100-SXM", hardware.H100_SXM.key, "H200")) -> list[dict]:
     """Per format: bytes for ``parameters`` weights (fp4 also with OCP MX block scales:
     one byte per 32 values) and, per GPU, whether the weights alone fit in its memory.
     Computed (parameters x bits / 8); GPU memory from :mod:`gpulab.hardware`'s datasheets."""
@@ -320,7 +320,7 @@ def memory_rows(parameters: float = 7e9, format_names=MEMORY_FORMATS,
     return rows
 
 
-def weights_table(parameters: float = 7e9, gpus=("L4", "A100-SXM", "H100-SXM")) -> str:
+def weights_table(parameters: float = 7e9, gpus=("L4", "A100-SXM", hardware.H100_SXM.key)) -> str:
     """:func:`memory_rows` as a text table: GB of weights per format and, per GPU, whether
     they fit in its **nominal** memory (the datasheet's figure; the driver makes a little less
     available, and the CUDA context takes some of that)."""
@@ -336,7 +336,7 @@ def weights_table(parameters: float = 7e9, gpus=("L4", "A100-SXM", "H100-SXM")) 
     return "\n".join(lines)
 
 
-def memory_plot(parameters: float = 7e9, gpus=("L4", "A100-SXM", "H100-SXM"), ax=None):
+def memory_plot(parameters: float = 7e9, gpus=("L4", "A100-SXM", hardware.H100_SXM.key), ax=None):
     """Bars: GB of weights per format; dashed lines: the memory of each GPU (datasheets)."""
     import matplotlib.pyplot as plt
 
@@ -379,7 +379,7 @@ def compute_units(precision: str) -> str:
     return "CUDA cores" if precision in CUDA_CORE_PRECISIONS else "tensor cores"
 
 
-def speed_rows(gpu="H100-SXM", dot_n: int = 100_000_000, matmul_n: int = 8192,
+def speed_rows(gpu=hardware.COURSE_GPU, dot_n: int = 100_000_000, matmul_n: int = 8192,
                format_names=SPEED_FORMATS) -> list[dict]:
     """Estimates by gpulab's GPU model per format on ``gpu``: a dot product of ``dot_n`` elements
     (memory-bound: bytes shrink with the format) and an ``matmul_n``-cubed matmul
@@ -409,7 +409,7 @@ def speed_rows(gpu="H100-SXM", dot_n: int = 100_000_000, matmul_n: int = 8192,
     return rows
 
 
-def speed_table(gpu="H100-SXM", dot_n: int = 100_000_000, matmul_n: int = 8192) -> str:
+def speed_table(gpu=hardware.COURSE_GPU, dot_n: int = 100_000_000, matmul_n: int = 8192) -> str:
     """:func:`speed_rows` as a text table: per format its bytes per value, the datasheet's
     dense peak and the units it is for, and the two estimated times ("none" where the
     datasheet gives no rate for the format)."""

@@ -296,7 +296,7 @@ def _match(launches: list[RecordedLaunch], costs: list[cost.KernelCost]) -> None
 
 
 def step_timeline(batch_size: int = DIGITS["batch_size"], widths=DIGITS["widths"],
-                  gpu="H100-SXM", activation: str = DIGITS["activation"],
+                  gpu=hardware.COURSE_GPU, activation: str = DIGITS["activation"],
                   optimiser: str = DIGITS["optimiser"], seed: int = 0,
                   host_api: str = "numba") -> StepTimeline:
     """The timeline of one training step: measured on this GPU (tier ``gpu``), otherwise
@@ -368,7 +368,8 @@ def _modelled_timeline(launches, costs, widths, batch_size, optimiser, gpu, acti
 
 
 def host_api_timelines(batch_size: int = DIGITS["batch_size"], widths=DIGITS["widths"],
-                       gpu="H100-SXM", apis=hardware.HOST_APIS, **options) -> list[StepTimeline]:
+                       gpu=hardware.COURSE_GPU, apis=hardware.HOST_APIS,
+                       **options) -> list[StepTimeline]:
     """The same step modelled with each way of launching in ``apis`` (Numba, CUDA C++, a CUDA
     Graph): the kernels are the same; only the host's issue cost per launch changes."""
     widths = [int(w) for w in widths]
@@ -460,7 +461,7 @@ def describe_gaps(small: StepTimeline, large: StepTimeline) -> str:
     return f"{shares[0].upper()}{shares[1:]}. {verdict}"
 
 
-def step_estimates_table(widths, batch_sizes, gpu="H100-SXM") -> str:
+def step_estimates_table(widths, batch_sizes, gpu=hardware.COURSE_GPU) -> str:
     """One training step at each batch size by gpulab's GPU model (:func:`gpulab.nn.cost.
     estimate_step`): step time, samples per second, the launches, the kernels' own work
     without their launches, the batch's host copy (pageable memory), and what bounds it."""

@@ -159,7 +159,7 @@ def versus(runs: dict, reference: str | None = None) -> str:
     return "\n".join([f"reference: {reference}", *lines])
 
 
-def gpu_ratios(faster="H100-SXM", slower="T4") -> dict[str, float]:
+def gpu_ratios(faster=hardware.COURSE_GPU, slower="T4") -> dict[str, float]:
     """How many times ``faster``'s datasheet peak is ``slower``'s, per number format both have
     a rate for (fp32: CUDA cores; tf32, fp16, bf16, fp8: tensor cores; dense, from
     :mod:`gpulab.hardware`), and for memory bandwidth (``"memory bandwidth"``)."""
@@ -170,7 +170,7 @@ def gpu_ratios(faster="H100-SXM", slower="T4") -> dict[str, float]:
     return ratios
 
 
-def ratios_table(faster="H100-SXM", slower="T4") -> str:
+def ratios_table(faster=hardware.COURSE_GPU, slower="T4") -> str:
     """:func:`gpu_ratios` as a table, with each GPU's figure (datasheet peaks)."""
     a, b = hardware.get_gpu(faster), hardware.get_gpu(slower)
     lines = [f"{'':18s} {a.name:>24s} {b.name:>24s} {'ratio':>7}"]
@@ -187,7 +187,7 @@ def ratios_table(faster="H100-SXM", slower="T4") -> str:
     return "\n".join(lines)
 
 
-def epoch_times(history: History, n_train: int, gpus=("H100-SXM", "T4"),
+def epoch_times(history: History, n_train: int, gpus=(hardware.COURSE_GPU, "T4"),
                 widths=DIGITS["widths"], batch_size: int = DIGITS["batch_size"]) -> dict:
     """Seconds per epoch, keyed by where each came from: the median measured epoch (after the
     first) of ``history``, and gpulab's GPU model of its kernels on each GPU named."""
@@ -250,7 +250,7 @@ class TrainingExperiment:
     def __init__(self, dataset: str = "digits", hidden=(128,), activation: str = "relu",
                  optimiser: str = "adam", lr: float = DIGITS["lr"],
                  batch_size: int = DIGITS["batch_size"], epochs: int = DIGITS["epochs"],
-                 gpu: str = "H100-SXM", seed: int = 0, precision: str = "fp32"):
+                 gpu: str = hardware.COURSE_GPU, seed: int = 0, precision: str = "fp32"):
         self.precision = check_precision(precision)
         if precision != "fp32" and (activation, optimiser) != ("relu", "adam"):
             raise ValueError(

@@ -225,7 +225,7 @@ class StepEstimate:
                 f"mostly {self.bound()}), {self.label}")
 
 
-def estimate_step(widths, batch_size: int, gpu="H100-SXM", activation: str = "relu",
+def estimate_step(widths, batch_size: int, gpu=hardware.COURSE_GPU, activation: str = "relu",
                   optimiser: str = "adam", itemsize: int = 4,
                   include_transfer: bool = True, host_memory: str = "pageable",
                   launch_overhead_s: float | None = None,
@@ -270,7 +270,7 @@ def per_sample_seconds(widths, gpu) -> dict[str, float]:
             "transfer": copied / hardware.link_bytes_per_s(gpu, "pageable")}
 
 
-def estimate_epoch_s(widths, batch_size: int, n_samples: int, gpu="H100-SXM",
+def estimate_epoch_s(widths, batch_size: int, n_samples: int, gpu=hardware.COURSE_GPU,
                      **options) -> float:
     """Roofline estimate of one epoch: full batches plus the last, partial one."""
     full, rest = divmod(int(n_samples), int(batch_size))

@@ -790,7 +790,7 @@ GPU_MEMORY: dict[str, DeviceMemory] = {
     **{key: DeviceMemory(key, hardware.GPUS[key].name, hardware.GPUS[key].memory_bytes,
                          hardware.GPUS[key].source("memory_bytes"),
                          tuple(hardware.GPUS[key].peak_flops))
-       for key in ("A100-SXM", "H100-SXM", "H200", "B200")},
+       for key in ("A100-SXM", hardware.H100_SXM.key, "H200", "B200")},
 }
 
 

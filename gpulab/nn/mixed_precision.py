@@ -407,7 +407,7 @@ MEMORY_PRECISION = {"fp32": "fp32", "bf16": "bf16-mixed", "fp16": "fp16-mixed",
 HARDWARE_PRECISION = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}
 
 
-def estimate_step_matmuls(recipe, widths, batch_size: int, gpu="H100-SXM"):
+def estimate_step_matmuls(recipe, widths, batch_size: int, gpu=hardware.COURSE_GPU):
     """An estimate by gpulab's GPU model (each estimate's ``label`` gives its promised band) of
     the matrix products of one training step of an MLP with ``widths`` on ``gpu``, each at the
     dense peak of its format's tensor cores (fp32: the CUDA cores' fp32 rate): forward, the

@@ -107,14 +107,14 @@ LINKS: dict[str, Link] = {link.key: link for link in (
     _link("pcie4", "PCIe 4.0 x16", 1.0, "PCI", 32, "inside a server, through the host's PCIe",
           f"{_PCISIG}; as {hardware.get_gpu('A100-SXM').source('host_link_bytes_per_s')}"),
     _link("pcie5", "PCIe 5.0 x16", 1.0, "PCI", 64, "inside a server, through the host's PCIe",
-          f"{_PCISIG}; as {hardware.get_gpu('H100-SXM').source('host_link_bytes_per_s')}"),
+          f"{_PCISIG}; as {hardware.H100_SXM.source('host_link_bytes_per_s')}"),
     _link("nvlink3", "NVLink 3 through NVSwitch (A100)", 0.6, "NVLink", 300,
           "inside an 8-GPU server",
           f"{hardware.get_gpu('A100-SXM').source('nvlink_bytes_per_s')}; halved: 300 GB/s "
           "each way"),
     _link("nvlink4", "NVLink 4 through NVSwitch (H100)", 0.6, "NVLink", 450,
           "inside an 8-GPU server",
-          f"{hardware.get_gpu('H100-SXM').source('nvlink_bytes_per_s')}; {_NVLINK_PAGE}; "
+          f"{hardware.H100_SXM.source('nvlink_bytes_per_s')}; {_NVLINK_PAGE}; "
           "halved: 450 GB/s each way"),
     _link("nvlink5", "NVLink 5 through NVSwitch (B200)", 0.6, "NVLink", 900,
           "inside an 8-GPU server",
@@ -130,13 +130,19 @@ LINKS: dict[str, Link] = {link.key: link for link in (
 )}
 
 
+def look_up(table: dict, key, what: str):
+    """``table[key]``; a value of ``table`` is returned as it is, and a key not in it raises
+    ValueError naming ``what`` and the keys (used for links, systems and workloads)."""
+    if isinstance(key, type(next(iter(table.values())))):
+        return key
+    if not isinstance(key, str) or key not in table:
+        raise ValueError(f"no {what} {key!r}; the {what}s are {', '.join(table)}")
+    return table[key]
+
+
 def get_link(key: str | Link) -> Link:
     """The link called ``key`` (``"nvlink4"``, ``"pcie5"``, ``"ib-ndr"``, ...)."""
-    if isinstance(key, Link):
-        return key
-    if key not in LINKS:
-        raise ValueError(f"no link {key!r}; the links are {', '.join(LINKS)}")
-    return LINKS[key]
+    return look_up(LINKS, key, "link")
 
 
 def ring_allreduce_time(n_bytes: float, n_ranks: int, alpha_s: float,

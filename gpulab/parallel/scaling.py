@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from gpulab import hardware
 from gpulab.nn import cost
-from gpulab.parallel.links import Link, get_link
+from gpulab.parallel.links import Link, get_link, look_up
 
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb = 25
 GPU_COUNTS = (1, 2, 4, 8, 16, 32, 72, 144, 288, 576, 1152, 2304, 4608, 9216)
@@ -86,7 +86,7 @@ SYSTEMS: dict[str, System] = {system.key: system for system in (
            "GPUs talk through the host's PCIe (assumed: full x16 bandwidth each); boxes "
            "joined by InfiniBand NDR, one 400 Gb/s port per GPU, assumed"),
     System("hgx-h100", "an 8-GPU NVLink server: 8 × H100 SXM, NVLink 4 through NVSwitch",
-           "H100-SXM", 8, "nvlink4", "ib-ndr",
+           hardware.H100_SXM.key, 8, "nvlink4", "ib-ndr",
            "as HGX/DGX H100; servers joined by InfiniBand NDR, one 400 Gb/s port per GPU "
            "(as DGX H100)"),
     System("gb200-nvl72", "GB200 NVL72: 72 Blackwell GPUs and 36 Grace CPUs, one NVLink domain",
@@ -97,11 +97,8 @@ SYSTEMS: dict[str, System] = {system.key: system for system in (
 
 
 def get_system(key: str | System) -> System:
-    if isinstance(key, System):
-        return key
-    if key not in SYSTEMS:
-        raise ValueError(f"no system {key!r}; the systems are {', '.join(SYSTEMS)}")
-    return SYSTEMS[key]
+    """The system called ``key`` (a key of :data:`SYSTEMS`)."""
+    return look_up(SYSTEMS, key, "system")
 
 
 @dataclass(frozen=True)
@@ -146,11 +143,8 @@ WORKLOADS: dict[str, Workload] = {w.key: w for w in (
 
 
 def get_workload(key: str | Workload) -> Workload:
-    if isinstance(key, Workload):
-        return key
-    if key not in WORKLOADS:
-        raise ValueError(f"no workload {key!r}; the workloads are {', '.join(WORKLOADS)}")
-    return WORKLOADS[key]
+    """The workload called ``key`` (a key of :data:`WORKLOADS`)."""
+    return look_up(WORKLOADS, key, "workload")
 
 
 @dataclass(frozen=True)

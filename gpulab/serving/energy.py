@@ -229,7 +229,8 @@ def _present_gpu(gpu) -> hardware.GPUSpec:
     """``gpu`` when named; else this machine's GPU where gpulab's table has it; else the H100."""
     if gpu is not None:
         return hardware.get_gpu(gpu)
-    return hardware.match_device(device.PROBE.device_name or "") or hardware.get_gpu("H100-SXM")
+    return (hardware.match_device(device.PROBE.device_name or "")
+            or hardware.get_gpu(hardware.COURSE_GPU))
 
 
 def _measure_gpu(fn, args, kwargs, interval_s: float) -> tuple[object, Energy]:
