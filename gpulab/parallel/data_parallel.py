@@ -111,7 +111,8 @@ def flat_gradients(model, out: np.ndarray) -> np.ndarray:
 
 
 def set_gradients(model, flat: np.ndarray) -> None:
-    """Give every layer the gradients held in ``flat`` (in :meth:`MLP.parameters` order)."""
+    """Give every layer the gradients held in ``flat`` (in
+    :meth:`gpulab.nn.MLP.parameters` order)."""
     start = 0
     for layer in model.layers:
         for name in ("W", "b"):
