@@ -101,3 +101,15 @@ def test_tensor_and_pipeline_volumes():
     assert strategies.pipeline_traffic_bytes(8192, 4096) == 2 * 8192 * 4096 * 2
     assert strategies.pipeline_bubble(4, 1) == 0.75
     assert math.isclose(strategies.pipeline_bubble(4, 32), 3 / 35)
+
+
+def test_look_up_returns_a_value_as_it_is_and_names_the_keys_of_an_unknown_one():
+    link = links.get_link("nvlink4")
+    assert links.get_link(link) is link and link.key == "nvlink4"
+    system = scaling.get_system("hgx-h100")
+    assert scaling.get_system(system) is system and system.gpu == hardware.H100_SXM.key
+    for get, wrong, named in ((links.get_link, "nvlink9", "pcie5"),
+                              (scaling.get_system, ["hgx-h100"], "hgx-h100"),
+                              (scaling.get_workload, 8, "digits")):
+        with pytest.raises(ValueError, match=named):
+            get(wrong)
