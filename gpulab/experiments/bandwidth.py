@@ -489,10 +489,7 @@ class BandwidthDashboard(Dashboard):
         self.n_slider = widgets.SelectionSlider(
             options=[(f"{n:,}", n) for n in sizes(self.tier)], value=default_n(self.tier),
             description="n", layout=widgets.Layout(width="500px"))
-        self.gpu_dropdown = widgets.Dropdown(
-            options=[(spec.name, key) for key, spec in hardware.GPUS.items()],
-            value=hardware.COURSE_GPU,
-            description="GPU model", style={"description_width": "initial"})
+        self.gpu_dropdown = self._gpu_dropdown()
         self._add_parts()
         self.widget = widgets.VBox([
             widgets.HBox([self.kernel_dropdown, self.stride_slider]),

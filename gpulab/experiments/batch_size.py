@@ -350,10 +350,7 @@ class BatchSizeDashboard(Dashboard):
         self.lr_dropdown = widgets.Dropdown(options=[1e-3, 3e-3, 1e-2, 3e-2],
                                             value=DIGITS["lr"], description="learning rate",
                                             style={"description_width": "initial"})
-        self.gpu_dropdown = widgets.Dropdown(
-            options=[(spec.name, key) for key, spec in hardware.GPUS.items()],
-            value=hardware.COURSE_GPU, description="GPU model",
-            style={"description_width": "initial"})
+        self.gpu_dropdown = self._gpu_dropdown()
         self._add_parts()
         self.widget = widgets.VBox([
             widgets.HBox([self.batch_select,

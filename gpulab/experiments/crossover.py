@@ -393,10 +393,7 @@ class CrossoverDashboard(Dashboard):
         self.tier = device.tier()
         sizes = default_sizes(self.tier)
         gpu_help = ("compare with" if self.tier == "gpu" else "GPU model")
-        self.gpu_dropdown = widgets.Dropdown(
-            options=[(spec.name, key) for key, spec in hardware.GPUS.items()],
-            value=hardware.COURSE_GPU,
-            description=gpu_help, style={"description_width": "initial"})
+        self.gpu_dropdown = self._gpu_dropdown(gpu_help)
         self.dtype_toggle = widgets.ToggleButtons(options=["float32", "float64"],
                                                   value="float32", description="dtype")
         self.transfer_checkbox = widgets.Checkbox(

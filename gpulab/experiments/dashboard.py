@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import html
 
-from gpulab import device
+from gpulab import device, hardware
 
 
 def failure_html(error: Exception) -> str:
@@ -72,6 +72,18 @@ class Dashboard:
         return self.WHERE_SIM
 
     # -- building ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _gpu_dropdown(description: str = "GPU model", keep=None):
+        """A dropdown of the GPUs in :data:`gpulab.hardware.GPUS` (those whose spec ``keep``
+        accepts, if given) by name, :data:`gpulab.hardware.COURSE_GPU` chosen."""
+        import ipywidgets as widgets
+
+        return widgets.Dropdown(
+            options=[(spec.name, key) for key, spec in hardware.GPUS.items()
+                     if keep is None or keep(spec)],
+            value=hardware.COURSE_GPU, description=description,
+            style={"description_width": "initial"})
 
     def _add_parts(self, run_label: str = "Run") -> None:
         """The Run button (wired to :meth:`run`), the status line (showing :meth:`_where`), the

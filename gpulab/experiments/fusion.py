@@ -396,9 +396,7 @@ class FusionDashboard(Dashboard):
         self.activation_dropdown = widgets.Dropdown(
             options=["relu", "gelu", "tanh", "sigmoid"], value="relu",
             description="activation", style=style)
-        self.gpu_dropdown = widgets.Dropdown(
-            options=[(spec.name, key) for key, spec in hardware.GPUS.items()],
-            value=hardware.COURSE_GPU, description="GPU model", style=style)
+        self.gpu_dropdown = self._gpu_dropdown()
         self.dtype_toggle = widgets.ToggleButtons(options=["float32", "float64"],
                                                   value="float32", description="dtype")
         self._add_parts()

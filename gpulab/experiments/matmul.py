@@ -558,10 +558,7 @@ class MatmulDashboard(Dashboard):
         self.tier = device.tier()
         self.tile_slider = widgets.SelectionSlider(options=list(TILE_SIZES), value=16,
                                                    description="tile T")
-        self.gpu_dropdown = widgets.Dropdown(
-            options=[(spec.name, key) for key, spec in hardware.GPUS.items()],
-            value=hardware.COURSE_GPU,
-            description="GPU model", style={"description_width": "initial"})
+        self.gpu_dropdown = self._gpu_dropdown()
         self._add_parts()
         self.widget = widgets.VBox([
             widgets.HBox([self.tile_slider, self.gpu_dropdown, self.run_button]),

@@ -893,11 +893,8 @@ class MixedPrecisionDashboard(Dashboard):
                                                 value=GROWTH_INTERVAL,
                                                 description="scale growth interval",
                                                 style={"description_width": "initial"})
-        self.gpu_dropdown = widgets.Dropdown(
-            options=[(spec.name, key) for key, spec in hardware.GPUS.items()
-                     if "fp8" in spec.peak_flops and "bf16" in spec.peak_flops],
-            value=hardware.COURSE_GPU, description="GPU model",
-            style={"description_width": "initial"})
+        self.gpu_dropdown = self._gpu_dropdown(
+            keep=lambda spec: "fp8" in spec.peak_flops and "bf16" in spec.peak_flops)
         self._add_parts()
         self.widget = widgets.VBox([
             widgets.HBox([self.recipe_select,
