@@ -353,40 +353,35 @@ def _simulated_thread_object():
 def count_access() -> None:
     """Count one array access of the simulated thread running now against :func:`limited`'s
     budget; raise :class:`KernelDidNotFinishError` past it. Free outside a limit or a kernel."""
-    limits = _LIMITS
-    if limits is None or limits.accesses_per_thread is None:
-        return
-    thread = _simulated_thread_object()
-    if thread is None:
-        return
-    count = getattr(thread, "gpulab_accesses", 0) + 1
-    thread.gpulab_accesses = count
-    if limits.tripped:
-        raise KernelDidNotFinishError(f"stopped with another thread: {limits.reason}")
-    if count > limits.accesses_per_thread:
-        limits.tripped = True
-        limits.reason = (f"a thread made more than {limits.accesses_per_thread} array "
-                         "accesses, many more than the arrays hold: a loop that never ends?")
-        raise KernelDidNotFinishError(limits.reason.replace("a thread", "this thread", 1))
+    _count("accesses_per_thread", "gpulab_accesses",
+           "made more than {budget} array accesses, many more than the arrays hold: a loop "
+           "that never ends?")
 
 
 def count_barrier() -> None:
     """Count one barrier (``syncthreads``) of the simulated thread running now against
     :func:`limited`'s budget."""
+    _count("barriers_per_thread", "gpulab_barriers",
+           "passed more than {budget} barriers (syncthreads): a loop that never ends?")
+
+
+def _count(budget_name: str, counter: str, past_budget: str) -> None:
+    """Add one to the running simulated thread's ``counter``; past the limit's ``budget_name``
+    stop every thread, saying "a thread " + ``past_budget`` (``{budget}`` filled in)."""
     limits = _LIMITS
-    if limits is None or limits.barriers_per_thread is None:
+    budget = None if limits is None else getattr(limits, budget_name)
+    if budget is None:
         return
     thread = _simulated_thread_object()
     if thread is None:
         return
-    count = getattr(thread, "gpulab_barriers", 0) + 1
-    thread.gpulab_barriers = count
+    count = getattr(thread, counter, 0) + 1
+    setattr(thread, counter, count)
     if limits.tripped:
         raise KernelDidNotFinishError(f"stopped with another thread: {limits.reason}")
-    if count > limits.barriers_per_thread:
+    if count > budget:
         limits.tripped = True
-        limits.reason = (f"a thread passed more than {limits.barriers_per_thread} barriers "
-                         "(syncthreads): a loop that never ends?")
+        limits.reason = "a thread " + past_budget.format(budget=budget)
         raise KernelDidNotFinishError(limits.reason.replace("a thread", "this thread", 1))
 
 

@@ -204,6 +204,20 @@ def test_a_loop_that_never_ends_stops_at_its_access_budget(kernel):
     assert time.perf_counter() - started < 30
 
 
+@cuda.jit
+def sync_forever(out):
+    while out[0] >= 0.0:
+        cuda.syncthreads()
+
+
+@SIM_ONLY
+def test_a_loop_of_barriers_stops_at_its_barrier_budget():
+    with pytest.raises(instruments.KernelDidNotFinishError, match="more than 50 barriers"):
+        with instruments.limited(barriers_per_thread=50) as limits:
+            sync_forever[1, 4](np.zeros(1, np.float32))
+    assert limits.tripped and "a thread passed more than 50 barriers" in limits.reason
+
+
 @SIM_ONLY
 def test_a_loop_without_array_accesses_stops_at_the_wall_clock_limit():
     from numba.cuda.simulator.cudadrv.devicearray import FakeWithinKernelCUDAArray
