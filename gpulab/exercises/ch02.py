@@ -32,6 +32,9 @@ How the copy's stride and coalescing are checked
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+
 import numpy as np
 
 from gpulab import device, memory_model, reference
@@ -39,21 +42,20 @@ from gpulab.exercises.checks import (
     CheckFailedError,
     CheckResult,
     HostCodeWatch,
-    Trial,
     call_learner,
-    default_threads_per_block,
     diagnose_vector,
     draw_size,
     launch,
     offer_trace,
     padded,
     read_back,
-    run_check,
     run_elementwise,
-    start_kernel,
     trace_trial,
     watch_host_code,
 )
+from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.trial import Trial
 from gpulab.instruments import RecordingArray, thread_label
 
 GRID_STRIDE_HINT = (
@@ -75,44 +77,97 @@ SAXPY_STUB_HINT = (
     "one thread per element, like chapter 01's multiply: this thread's index, the guard, and "
     "one assignment with a, x and y. The hints above the cell go step by step."
 )
+# The launch saxpy's writes are traced on (small: every access is recorded).
+SAXPY_TRACE_THREADS, SAXPY_TRACE_SIZES = 32, (65, 95)
+
+
+@dataclass
+class Writes:
+    """Which threads wrote each element of out, traced on ``trial``'s launch."""
+
+    trial: Trial
+    writers: dict
+
+    @property
+    def where(self) -> str:
+        return f"traced on {self.trial.launched}, n={self.trial.n}, seed={self.trial.seed}"
+
+    @property
+    def shared(self) -> dict:
+        return {index: who for index, who in self.writers.items() if len(who) > 1}
+
+    def example(self) -> str:
+        index, who = min(self.shared.items())
+        return f"out[{index[0]}] by {thread_label(who[0])} and {thread_label(who[1])}"
+
+
+SAXPY_METHOD_MISTAKES = (
+    Mistake("a loop that steps by less than the grid (`cuda.blockDim.x`): threads redo each "
+            "other's elements",
+            lambda e: bool(e.shared),
+            lambda e: (f"out is right, but {len(e.shared)} of {e.trial.n} elements were written "
+                       f"by more than one thread, e.g. {e.example()}: your loop steps by less "
+                       "than the whole grid (by the block size, `cuda.blockDim.x`?), so threads "
+                       "of later blocks redo elements earlier ones already wrote"),
+            "one thread per element needs no loop; if you keep a grid-stride loop, step by the "
+            "whole grid, `cuda.gridsize(1)` (= `cuda.blockDim.x * cuda.gridDim.x`).",
+            recognised_from="trace"),
+)
+SAXPY = CheckSpec("saxpy", "saxpy(a, x, y, out)", SAXPY_STUB_HINT, SAXPY_METHOD_MISTAKES,
+                  parameters=4)
 
 
 def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None = None,
                 dtype=np.float32, show: bool = True) -> CheckResult:
     """Check ``kernel(a, x, y, out)``, which must set ``out[i] = a * x[i] + y[i]``, one thread
-    per element, guarded. ``a`` is a random scalar (never 1, so forgetting it shows).
+    per element, guarded. ``a`` is a random scalar (never 1, so forgetting it shows). The block
+    size is drawn too (unless given), and the kernel runs again under another one; then its
+    writes are traced on a small launch: every element written by one thread.
 
     Diagnoses: the stub; a missing or ``<=`` guard; nothing written; only the first block
     (``threadIdx.x`` alone as the index); the last, partial block skipped; a shift by one;
     ``x + y`` (forgot a), ``a * x`` (forgot y), ``a * y + x`` (swapped), ``a * (x + y)``;
-    simulator-only code.
+    a hard-coded block or problem size; a loop stepping by the block size (threads rewrite
+    each other's elements, :data:`SAXPY_METHOD_MISTAKES`); simulator-only code.
     """
 
     def body(seed: int) -> str:
-        start_kernel(kernel, 4, SAXPY_STUB_HINT)
-        trial = Trial.draw("check_saxpy", seed,
-                           threads_per_block or default_threads_per_block(), dtype)
-        a = trial.dtype.type(trial.rng.choice([-1, 1]) * trial.rng.uniform(1.5, 3.0))
-        x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
-        out = run_elementwise(kernel, trial, a, x, y)
-        failure = diagnose_vector(
-            reference.saxpy(a, x, y), out, trial,
-            patterns={
-                "x[i] + y[i] (a is missing)": (x + y, "multiply x[i] by a: "
-                                               "`out[i] = a * x[i] + y[i]`."),
-                "a * x[i] (y is missing)": (a * x, "add y[i]: `out[i] = a * x[i] + y[i]`."),
-                "a * y[i] + x[i] (x and y swapped)": (a * y + x, "a multiplies x, not y."),
-                "a * (x[i] + y[i])": (a * (x + y), "only x is scaled by a: "
-                                      "`a * x[i] + y[i]`."),
-                "x[i] * y[i] + a": (x * y + a, "saxpy is `a * x[i] + y[i]`."),
-            },
-        )
-        if failure:
-            raise failure
-        return (f"all {trial.n} elements of a*x + y are right (a = {float(a):.3g}, "
-                f"{trial.launched}, seed={trial.seed}).")
+        source = SAXPY.start(kernel)
 
-    return run_check("saxpy", body, seed, show)
+        def run(trial: Trial) -> tuple[Trial, float]:
+            a = trial.dtype.type(trial.rng.choice([-1, 1]) * trial.rng.uniform(1.5, 3.0))
+            x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
+            out = run_elementwise(kernel, trial, a, x, y)
+            failure = diagnose_vector(
+                reference.saxpy(a, x, y), out, trial,
+                patterns={
+                    "x[i] + y[i] (a is missing)": (x + y, "multiply x[i] by a: "
+                                                   "`out[i] = a * x[i] + y[i]`."),
+                    "a * x[i] (y is missing)": (a * x, "add y[i]: `out[i] = a * x[i] + y[i]`."),
+                    "a * y[i] + x[i] (x and y swapped)": (a * y + x, "a multiplies x, not y."),
+                    "a * (x[i] + y[i])": (a * (x + y), "only x is scaled by a: "
+                                          "`a * x[i] + y[i]`."),
+                    "x[i] * y[i] + a": (x * y + a, "saxpy is `a * x[i] + y[i]`."),
+                },
+            )
+            if failure:
+                raise failure
+            return trial, float(a)
+
+        trial = Trial.draw("check_saxpy", seed, dtype, block=threads_per_block)
+        trial, a = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+        traced = Trial.draw("check_saxpy", seed, dtype, block=SAXPY_TRACE_THREADS,
+                            size_range=SAXPY_TRACE_SIZES)
+        x, y = traced.uniform(-2, 2), traced.uniform(-2, 2)
+        trace = trace_trial(kernel, traced, traced.dtype.type(2), x, y,
+                            np.zeros(traced.n, traced.dtype))
+        if not trace.error:
+            out_name = trace.global_arrays[-1] if trace.global_arrays else "out"
+            SAXPY.reject(Writes(traced, trace.touched(out_name, "write")))
+        return (f"all {trial.n} elements of a*x + y are right (a = {a:.3g}, "
+                f"{trial.launched}, seed={trial.seed}), each written by one thread.")
+
+    return SAXPY.run(body, seed, show, learner=(kernel,))
 
 
 # --- exercise 2: the host code that times saxpy --------------------------------------------------
@@ -129,35 +184,247 @@ DEVICE_ARRAYS_HINT = (
 )
 SYNCHRONIZE_HINT = (
     "a launch returns as soon as the GPU has the work, not when it is done: call "
-    "`cuda.synchronize()` after the last launch and before you read the clock."
+    "`cuda.synchronize()` after the last launch and before you read the clock (with CUDA "
+    "events: `stop.synchronize()` after `stop.record()`, before `elapsed_time`)."
 )
+PER_LAUNCH_HINT = "divide the time between the two clock reads by repeats."
 TIME_SIZE_RANGE = {"sim": (300, 700), "gpu": (1_000_001, 4_000_001)}
 TIMED_REPEATS = 3
 SAXPY_ARGUMENTS = ("a", "x", "y", "out")
+MOVES = {"to_device": ("copy to the device", "copies to the device"),
+         "copy_to_host": ("copy back", "copies back"),
+         "allocate": ("allocation", "allocations")}
 
 
-def _timing_window(watch: HostCodeWatch) -> tuple[int, int] | None:
-    """(start, stop): positions in ``watch.events`` of the clock read just before the first
-    timed launch and the first clock read after the last launch; None if the clock was not read
-    around the launches (e.g. timed with CUDA events)."""
-    kinds = [kind for kind, _ in watch.events]
-    launches = [k for k, kind in enumerate(kinds) if kind == "launch"]
-    after = [k for k, kind in enumerate(kinds) if kind == "clock" and k > launches[-1]]
-    if not after:
-        return None
-    stop = after[0]
-    before = [k for k, kind in enumerate(kinds) if kind == "clock" and k < launches[-1]]
-    if not before:
-        return None
-    start = before[-1]
-    return start, stop
+@dataclass
+class Timing:
+    """What the learner's timing did (``watch``), what it returned, and the problem: the
+    evidence the timing's mistakes are told from."""
+
+    watch: HostCodeWatch
+    returned: object
+    n: int
+    x: np.ndarray
+    y: np.ndarray
+    given_x: np.ndarray
+    given_y: np.ndarray
+    a: np.float32
+    call: str
+    where: str
+    wall_s: float
+
+    @property
+    def launches(self) -> list:
+        return self.watch.launches
+
+    def first(self, test) -> tuple[int, object] | None:
+        """(number, launch) of the first launch for which ``test`` is true."""
+        return next(((k, launch_) for k, launch_ in enumerate(self.launches, start=1)
+                     if test(launch_)), None)
+
+    @property
+    def window(self) -> tuple[int, int] | None:
+        """(start, stop): positions in the events of the clock read (or event record) just
+        before the last launch and the first one after it; None if there are not both."""
+        launches = self.watch.positions("launch")
+        clocks = self.watch.positions("clock")
+        before = [k for k in clocks if k < launches[-1]]
+        after = [k for k in clocks if k > launches[-1]]
+        return (before[-1], after[0]) if before and after else None
+
+    def inside(self) -> list[str]:
+        start, stop = self.window
+        return [kind for kind, _ in self.watch.events[start:stop + 1]]
+
+    @property
+    def by_events(self) -> bool:
+        return self.window is not None and self.watch.events[self.window[1]][1][0] == "event"
+
+    @property
+    def moved(self) -> list[str]:
+        return [kind for kind in self.inside() if kind in MOVES] if self.window else []
+
+    @property
+    def waited(self) -> bool:
+        """A wait for the GPU after the last launch and before the clock stopped (for CUDA
+        events: after the stop event's record, before its elapsed time was read)."""
+        if self.window is None:
+            return self.watch.after_last_launch("synchronize")
+        start, stop = self.window
+        events = self.watch.events
+        if self.by_events:
+            reads = [k for k in self.watch.positions("elapsed") if k > stop]
+            end = reads[0] if reads else len(events)
+            return any(kind == "synchronize" for kind, _ in events[stop:end])
+        last_launch = self.watch.positions("launch")[-1]
+        return any(kind == "synchronize" for kind, _ in events[last_launch:stop])
+
+    @property
+    def timed(self) -> int:
+        return self.inside().count("launch") if self.window else len(self.launches)
+
+    @property
+    def warm_up(self) -> int:
+        return len(self.launches) - self.timed if self.window else 0
+
+    @property
+    def elapsed_s(self) -> float | None:
+        """The time the clock reads (or the events) give over the window, in seconds."""
+        if self.window is None:
+            return None
+        start, stop = self.window
+        if self.by_events:
+            reads = [detail for k, (kind, detail) in enumerate(self.watch.events)
+                     if kind == "elapsed" and k > stop]
+            return reads[0] if reads else None
+        return self.watch.events[stop][1][1] - self.watch.events[start][1][1]
+
+    @property
+    def pair(self) -> bool:
+        return isinstance(self.returned, tuple | list) and len(self.returned) == 2
+
+    @property
+    def out(self):
+        return self.returned[0]
+
+    @property
+    def seconds(self):
+        return self.returned[1]
+
+    def per(self, launches: int) -> bool:
+        """Is the returned time the window's elapsed time divided by ``launches``?"""
+        elapsed = self.elapsed_s
+        return (elapsed is not None and elapsed > 0 and launches > 0
+                and np.isclose(float(self.seconds), elapsed / launches, rtol=1e-3))
+
+    @property
+    def wrong(self) -> np.ndarray:
+        rtol = 4 * float(np.finfo(np.float32).eps)
+        return ~np.isclose(self.out, reference.saxpy(self.a, self.x, self.y), rtol=rtol,
+                           atol=rtol)
+
+    def first_wrong(self) -> str:
+        first = int(np.flatnonzero(self.wrong)[0])
+        expected = reference.saxpy(self.a, self.x, self.y)[first]
+        return (f"{int(self.wrong.sum())} of {self.n} elements of out are wrong; the first is "
+                f"out[{first}]: expected {expected:.6g}, got {self.out[first]:.6g}")
+
+
+def _listed_moves(e: Timing) -> str:
+    inside = e.inside()
+    return ", ".join(f"{inside.count(k)} {MOVES[k][inside.count(k) > 1]}"
+                     for k in dict.fromkeys(e.moved))
+
+
+def _not_positive(seconds) -> bool:
+    return (isinstance(seconds, bool) or not isinstance(seconds, int | float | np.floating)
+            or not np.isfinite(seconds) or seconds <= 0)
+
+
+TIMING_MISTAKES = (
+    Mistake("never launched the kernel", lambda e: not e.launches,
+            lambda e: f"{e.call} never launched the kernel it was given",
+            "launch the `kernel` argument: `kernel[blocks, threads](a, d_x, d_y, d_out)`.",
+            recognised_from="host code"),
+    Mistake("NumPy arrays passed to a launch (the hidden-copy trap)",
+            lambda e: e.first(lambda launch_: launch_.numpy_arguments),
+            lambda e: "launch {} of {} got NumPy arrays ({}): for each one, Numba copied it to "
+            "the GPU before the launch and back after it — on every launch, without saying so. "
+            "Your time measures those copies over the host link as much as the kernel: the "
+            "hidden-copy trap".format(
+                e.first(lambda launch_: launch_.numpy_arguments)[0], len(e.launches),
+                ", ".join(SAXPY_ARGUMENTS[k] for k in
+                          e.first(lambda launch_: launch_.numpy_arguments)[1].numpy_arguments)),
+            DEVICE_ARRAYS_HINT, recognised_from="host code"),
+    Mistake("more than 1024 threads per block",
+            lambda e: e.first(lambda launch_: launch_.threads_per_block > 1024),
+            lambda e: (f"launch {e.first(lambda l_: l_.threads_per_block > 1024)[0]} used blocks "
+                       f"of {e.first(lambda l_: l_.threads_per_block > 1024)[1].threads_per_block}"
+                       " threads: the simulator runs that, but a GPU refuses more than 1024"),
+            "use 128 or 256 threads per block.", recognised_from="host code"),
+    Mistake("too few blocks (rounded down)",
+            lambda e: e.first(lambda launch_: launch_.total_threads < e.n),
+            lambda e: "launch {0} had {1.blocks} block(s) of {1.threads} threads = "
+            "{1.total_threads} threads for n = {2}: the last {3} elements got no thread".format(
+                *e.first(lambda l_: l_.total_threads < e.n), e.n,
+                e.n - e.first(lambda l_: l_.total_threads < e.n)[1].total_threads),
+            "round the number of blocks up: `(n + threads - 1) // threads` (chapter 00's "
+            "blocks_for).", recognised_from="host code"),
+    Mistake("fewer launches than repeats", lambda e: len(e.launches) < TIMED_REPEATS,
+            lambda e: (f"{e.call} launched the kernel {len(e.launches)} time(s); with repeats = "
+                       f"{TIMED_REPEATS} it should time {TIMED_REPEATS} launches"),
+            "launch `repeats` times between the two clock reads, and divide by repeats.",
+            recognised_from="host code"),
+    Mistake("a CPU-time clock (`time.process_time`)",
+            lambda e: e.watch.count("cpu_clock") and not e.watch.count("clock"),
+            lambda e: ("you timed with `{}`, which counts the CPU time of this process only: "
+                       "while the CPU waits for the GPU that clock stands still, so it misses "
+                       "the very time you want to measure".format(next(
+                           d[0] for k, d in e.watch.events if k == "cpu_clock"))),
+            "use a wall clock, `time.perf_counter()` (or CUDA events).",
+            recognised_from="host code"),
+    Mistake("copies or allocations inside the timed loop", lambda e: e.moved,
+            lambda e: (f"between your two clock reads your code made {_listed_moves(e)} as well "
+                       f"as the {e.inside().count('launch')} launches: your time includes "
+                       "moving data over the host link, not only the kernel"),
+            "copy and allocate before the first clock read, and copy back after the second: "
+            "only the launches (and the wait for them) belong inside.",
+            recognised_from="host code"),
+    Mistake("the clock read before the GPU finished (no synchronise)",
+            lambda e: e.window is not None and not e.waited,
+            "the clock stopped without waiting for the GPU: on a GPU your launches return at "
+            "once, so you would time how long it takes to queue them. (The simulator finishes "
+            "each launch before returning, which hides this.)", SYNCHRONIZE_HINT,
+            recognised_from="host code"),
+    Mistake("never waited for the GPU", lambda e: e.window is None and not e.waited,
+            lambda e: f"{e.call} never waited for the GPU after its launches", SYNCHRONIZE_HINT,
+            recognised_from="host code"),
+    Mistake("not a pair (out, seconds)", lambda e: not e.pair,
+            lambda e: (f"{e.call} returned {type(e.returned).__name__}, not a pair "
+                       "(out, seconds)"), "end with `return d_out.copy_to_host(), seconds`.",
+            recognised_from="host code"),
+    Mistake("the device array returned",
+            lambda e: not isinstance(e.out, np.ndarray) and hasattr(e.out, "copy_to_host"),
+            lambda e: (f"{e.call} returned the device array itself as out: its values are still "
+                       "in the GPU's memory"), "return `d_out.copy_to_host()`.",
+            recognised_from="host code"),
+    Mistake("out not a NumPy array", lambda e: not isinstance(e.out, np.ndarray),
+            lambda e: f"{e.call} returned out as {type(e.out).__name__}, not a NumPy array",
+            "return `d_out.copy_to_host()`.", recognised_from="host code"),
+    Mistake("inputs changed", lambda e: not (np.array_equal(e.given_x, e.x)
+                                             and np.array_equal(e.given_y, e.y)),
+            lambda e: f"{e.call} changed x or y", "leave the inputs as they are.",
+            recognised_from="host code"),
+    Mistake("out of the wrong shape", lambda e: e.out.shape != e.x.shape,
+            lambda e: f"{e.call} returned out of shape {e.out.shape}, not {e.x.shape}",
+            "allocate out like x: `cuda.device_array_like(d_x)`.", recognised_from="outputs"),
+    Mistake("wrong values in out", lambda e: e.wrong.any(), lambda e: e.first_wrong(),
+            "return the output array you launched into, copied back after the launches."),
+    Mistake("the time not a positive number", lambda e: _not_positive(e.seconds),
+            lambda e: (f"{e.call} returned {e.seconds!r} as the time; it should be a positive "
+                       "number of seconds per launch"), PER_LAUNCH_HINT,
+            recognised_from="host code"),
+    Mistake("divided by repeats + warm-ups",
+            lambda e: e.warm_up and e.per(len(e.launches)) and not e.per(e.timed),
+            lambda e: (f"{e.call} returned {float(e.seconds):.3g} s: your clock reads span "
+                       f"{e.timed} launches, but you divided by {len(e.launches)}, counting the "
+                       f"{e.warm_up} warm-up launch(es) that ran before the clock started"),
+            "divide by the number of launches between the clock reads: `repeats`.",
+            recognised_from="host code"),
+    Mistake("the total time, not per launch",
+            lambda e: (e.per(1) and e.timed > 1) or (
+                e.elapsed_s is None and e.seconds > 1.5 * e.wall_s / TIMED_REPEATS + 1e-3),
+            lambda e: (f"{e.call} returned {float(e.seconds):.3g} s per launch, but that is the "
+                       f"time of all {e.timed} timed launches: that looks like the total, not "
+                       "the time per launch"), PER_LAUNCH_HINT, recognised_from="host code"),
+)
+TIME_SAXPY = CheckSpec("time_saxpy", "time_saxpy(kernel, a, x, y, repeats) -> (out, seconds)",
+                       TIME_STUB_HINT, TIMING_MISTAKES)
 
 
 def _describe_host_code(watch: HostCodeWatch, warm_up: int) -> str:
     parts = []
-    for kind, one, many in (("to_device", "copy to the device", "copies to the device"),
-                            ("allocate", "allocation", "allocations"),
-                            ("copy_to_host", "copy back", "copies back")):
+    for kind, (one, many) in MOVES.items():
         count = watch.count(kind)
         if count:
             parts.append(f"{count} {one if count == 1 else many}")
@@ -172,22 +439,23 @@ def check_time_saxpy(function, seed: int | None = None, show: bool = True) -> Ch
     must copy x and y to the device once, allocate out there, launch ``kernel[blocks,
     threads](a, d_x, d_y, d_out)`` with enough blocks, time ``repeats`` launches (waiting for
     the GPU before the clock stops) and return ``out`` copied back as a NumPy array and the
-    seconds per launch.
+    seconds per launch. A wall clock however imported (``time.perf_counter``, ``from time
+    import perf_counter``) or CUDA events (``cuda.event()``, ``record``, ``synchronize``,
+    ``elapsed_time``) both work.
 
     Called with a stand-in for gpulab's saxpy kernel that records every launch, n random and
-    odd, ``repeats`` = 3. Diagnoses: the stub; NumPy arrays passed to a launch (Numba's hidden
-    copies, both ways, every launch); copies or allocations inside the timed loop or inside
-    the clock's window; no ``cuda.synchronize()`` before the clock stops; too few blocks; more
-    than 1024 threads per block; fewer launches than ``repeats``; the device array returned;
-    not a pair; a time that is the total rather than per launch, or not a positive number;
-    inputs changed. A missing warm-up launch is a note, not a failure."""
+    odd, ``repeats`` = 3. Diagnoses (:data:`TIMING_MISTAKES`, in order): the stub; NumPy
+    arrays passed to a launch (Numba's hidden copies, both ways, every launch); too few blocks;
+    more than 1024 threads per block; fewer launches than ``repeats``; a CPU-time clock;
+    copies or allocations inside the clock's window; no wait for the GPU before the clock
+    stops; the device array returned; not a pair; inputs changed; a time that is the total,
+    or divided by the warm-ups too, or not a positive number. A missing warm-up launch is a
+    note, not a failure."""
     from gpulab.kernels import memory
 
     tier = "gpu" if device.tier() == "gpu" else "sim"
 
     def body(seed: int) -> str:
-        import time
-
         rng = np.random.default_rng(seed)
         n = draw_size(rng, 2, TIME_SIZE_RANGE[tier])
         n += 1 - n % 2  # odd: no power-of-two block size divides it
@@ -197,120 +465,28 @@ def check_time_saxpy(function, seed: int | None = None, show: bool = True) -> Ch
         given_x, given_y = x.copy(), y.copy()
         name = getattr(function, "__name__", "your function")
         where = f"n={n}, repeats={TIMED_REPEATS}, seed={seed}"
-        call = f"{name}(kernel, a, x, y, {TIMED_REPEATS}) ({where})"
+        call = f"{name}(kernel, a, x, y, {TIMED_REPEATS})"
         started = time.perf_counter()
-        with watch_host_code() as watch:
+        with watch_host_code(function) as watch:
             returned = call_learner(function, watch.spy(memory.saxpy), a, given_x, given_y,
-                                    TIMED_REPEATS, stub_hint=TIME_STUB_HINT, call=call)
-        wall_s = time.perf_counter() - started
-        launches = watch.launches
-        if not launches:
-            raise CheckFailedError(
-                f"{call} never launched the kernel it was given.",
-                "launch the `kernel` argument: `kernel[blocks, threads](a, d_x, d_y, d_out)`.")
-        for number, launch_ in enumerate(launches, start=1):
-            if launch_.numpy_arguments:
-                names = ", ".join(SAXPY_ARGUMENTS[k] for k in launch_.numpy_arguments)
-                raise CheckFailedError(
-                    f"launch {number} of {len(launches)} got NumPy arrays ({names}): for each "
-                    "one, Numba copied it to the GPU before the launch and back after it — on "
-                    "every launch, without saying so. Your time measures those copies over the "
-                    "host link as much as the kernel: the hidden-copy trap "
-                    f"({where}).", DEVICE_ARRAYS_HINT)
-            if launch_.threads_per_block > 1024:
-                raise CheckFailedError(
-                    f"launch {number} used blocks of {launch_.threads_per_block} threads: the "
-                    f"simulator runs that, but a GPU refuses more than 1024 ({where}).",
-                    "use 128 or 256 threads per block.")
-            if launch_.total_threads < n:
-                raise CheckFailedError(
-                    f"launch {number} had {launch_.blocks} block(s) of {launch_.threads} threads "
-                    f"= {launch_.total_threads} threads for n = {n}: the last "
-                    f"{n - launch_.total_threads} elements got no thread ({where}).",
-                    "round the number of blocks up: `(n + threads - 1) // threads` "
-                    "(chapter 00's blocks_for).")
-        if len(launches) < TIMED_REPEATS:
-            raise CheckFailedError(
-                f"{call} launched the kernel {len(launches)} time(s); with repeats = "
-                f"{TIMED_REPEATS} it should time {TIMED_REPEATS} launches.",
-                "launch `repeats` times between the two clock reads, and divide by repeats.")
-        window = _timing_window(watch)
-        warm_up = 0
-        if window is not None:
-            start, stop = window
-            inside = [kind for kind, _ in watch.events[start:stop + 1]]
-            warm_up = sum(1 for kind, _ in watch.events[:start] if kind == "launch")
-            moved = [kind for kind in inside if kind in ("to_device", "copy_to_host", "allocate")]
-            if moved:
-                what = {"to_device": ("copy to the device", "copies to the device"),
-                        "copy_to_host": ("copy back", "copies back"),
-                        "allocate": ("allocation", "allocations")}
-                listed = ", ".join(f"{inside.count(k)} {what[k][inside.count(k) > 1]}"
-                                   for k in dict.fromkeys(moved))
-                raise CheckFailedError(
-                    f"between your two clock reads your code made {listed} as well as the "
-                    f"{inside.count('launch')} launches: your time includes moving data over "
-                    f"the host link, not only the kernel ({where}).",
-                    "copy and allocate before the first clock read, and copy back after the "
-                    "second: only the launches (and the wait for them) belong inside.")
-            last_launch = max(k for k, (kind, _) in enumerate(watch.events) if kind == "launch")
-            waited = any(kind == "synchronize" for kind, _ in watch.events[last_launch:stop])
-            if not waited:
-                raise CheckFailedError(
-                    f"the clock stopped without waiting for the GPU: on a GPU your launches "
-                    f"return at once, so you would time how long it takes to queue them. (The "
-                    f"simulator finishes each launch before returning, which hides this.) "
-                    f"({where})", SYNCHRONIZE_HINT)
-        elif not watch.after_last_launch("synchronize"):
-            raise CheckFailedError(
-                f"{call} never waited for the GPU after its launches.", SYNCHRONIZE_HINT)
-        if not isinstance(returned, tuple | list) or len(returned) != 2:
-            raise CheckFailedError(
-                f"{call} returned {type(returned).__name__}, not a pair (out, seconds).",
-                "end with `return d_out.copy_to_host(), seconds`.")
-        out, seconds = returned
-        if not isinstance(out, np.ndarray):
-            if hasattr(out, "copy_to_host"):
-                raise CheckFailedError(
-                    f"{call} returned the device array itself as out: its values are still in "
-                    "the GPU's memory.", "return `d_out.copy_to_host()`.")
-            raise CheckFailedError(f"{call} returned out as {type(out).__name__}, not a NumPy "
-                                   "array.", "return `d_out.copy_to_host()`.")
-        if not (np.array_equal(given_x, x) and np.array_equal(given_y, y)):
-            raise CheckFailedError(f"{call} changed x or y.", "leave the inputs as they are.")
-        if out.shape != x.shape:
-            raise CheckFailedError(f"{call} returned out of shape {out.shape}, not {x.shape}.",
-                                   "allocate out like x: `cuda.device_array_like(d_x)`.")
-        rtol = 4 * float(np.finfo(np.float32).eps)
-        expected = reference.saxpy(a, x, y)
-        bad = ~np.isclose(out, expected, rtol=rtol, atol=rtol)
-        if bad.any():
-            first = int(np.flatnonzero(bad)[0])
-            raise CheckFailedError(
-                f"{int(bad.sum())} of {n} elements of out are wrong; the first is out[{first}]: "
-                f"expected {expected[first]:.6g}, got {out[first]:.6g} ({where}).",
-                "return the output array you launched into, copied back after the launches.")
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float | np.floating) or \
-                not np.isfinite(seconds) or seconds <= 0:
-            raise CheckFailedError(
-                f"{call} returned {seconds!r} as the time; it should be a positive number of "
-                "seconds per launch.", "divide the time between the two clock reads by repeats.")
-        if seconds > 1.5 * wall_s / TIMED_REPEATS + 1e-3:
-            raise CheckFailedError(
-                f"{call} returned {float(seconds):.3g} s per launch, but the whole call took "
-                f"{wall_s:.3g} s for {TIMED_REPEATS} launches: that looks like the total, not "
-                "the time per launch.", "divide the time between the two clock reads by repeats.")
+                                    TIMED_REPEATS, stub_hint=TIME_STUB_HINT,
+                                    call=f"{call} ({where})")
+        timing = Timing(watch, returned, n, x, y, given_x, given_y, a, call, where,
+                        time.perf_counter() - started)
+        TIME_SAXPY.reject(timing)
         label = ("simulator time: says nothing about a GPU" if tier == "sim"
                  else f"measured on {device.PROBE.device_name or 'this GPU'}")
-        note = "" if window is None or warm_up else (
-            " Note: no launch before your first clock read, so the first timed launch may also "
+        clock = "CUDA events" if timing.by_events else "the clock"
+        note = "" if timing.window is None or timing.warm_up else (
+            f" Note: no launch before you started {clock}, so the first timed launch may also "
             "have compiled the kernel for these types, which takes far longer than a launch: "
             "launch once before you start the clock.")
-        return (f"out is right (n={n}), and the time is {float(seconds) * 1e3:.3g} ms per launch "
-                f"({label}). Your host code: {_describe_host_code(watch, warm_up)}; no NumPy "
+        return (f"out is right (n={n}), and the time is {float(timing.seconds) * 1e3:.3g} ms "
+                f"per launch ({label}). Your host code: "
+                f"{_describe_host_code(watch, timing.warm_up)}, timed with {clock}; no NumPy "
                 f"array passed to a launch (seed={seed}).{note}")
 
-    return run_check("time_saxpy", body, seed, show)
+    return TIME_SAXPY.run(body, seed, show, learner=(function,))
 
 
 # --- exercise 3: a coalesced grid-stride copy ------------------------------------------------
@@ -335,26 +511,84 @@ def _first_threads(request: memory_model.WarpRequest, count: int = 4) -> str:
 
 
 
+@dataclass
+class Stride:
+    """How the copy's threads stepped, traced on a small fixed grid: each thread's most
+    common ``step`` between the elements it read, the grid's size, and who read what."""
+
+    trial: Trial
+    blocks: int
+    threads: int
+    step: int
+    readers: dict
+    copies: int
+
+    @property
+    def grid(self) -> int:
+        return self.blocks * self.threads
+
+    @property
+    def where(self) -> str:
+        return (f"traced with {self.blocks} blocks of {self.threads} threads = {self.grid} "
+                f"threads for n={self.trial.n}, seed={self.trial.seed}")
+
+    @property
+    def shared(self) -> dict:
+        return {index: who for index, who in self.readers.items() if len(who) > 1}
+
+    @property
+    def step_text(self) -> str:
+        named = {self.threads: "the block size, `cuda.blockDim.x`",
+                 self.blocks: "the number of blocks, `cuda.gridDim.x`", 1: "1"}
+        return named.get(self.step, str(self.step))
+
+    def overlap(self) -> str:
+        index, who = min(self.shared.items())
+        return (f"{len(self.shared)} of {self.trial.n} elements were copied by more than one "
+                f"thread, e.g. x[{index[0]}] by {thread_label(who[0])} and "
+                f"{thread_label(who[1])}")
+
+
+STRIDE_MISTAKES = (
+    Mistake("the right step, but every block starts at `threadIdx.x`",
+            lambda e: e.shared and e.step == e.grid,
+            lambda e: (f"{e.overlap()}: the step is right ({e.grid}, the whole grid), but "
+                       "threads of different blocks start at the same element"),
+            "start at the thread's global index `cuda.grid(1)`, not `cuda.threadIdx.x`, which "
+            "repeats in every block. " + STRIDE_HINT, recognised_from="trace"),
+    Mistake("a step smaller than the grid (`cuda.blockDim.x`, `cuda.gridDim.x`)",
+            lambda e: e.shared,
+            lambda e: (f"{e.overlap()}: each thread steps by {e.step_text}, but the grid has "
+                       f"{e.grid} threads, so the threads overlap and copy each other's "
+                       f"elements. The result is right, but the work is done {e.copies} times "
+                       f"instead of {e.trial.n}"), STRIDE_HINT, recognised_from="trace"),
+    Mistake("a step larger than the grid", lambda e: e.step > e.grid,
+            lambda e: (f"each thread steps by {e.step}, more than the {e.grid} threads of the "
+                       f"grid, so {e.trial.n - len(e.readers)} elements between them were "
+                       "never copied"), STRIDE_HINT, recognised_from="trace"),
+)
+COPY = CheckSpec("copy_grid_stride", "copy_grid_stride(x, out)", COPY_STUB_HINT,
+                 STRIDE_MISTAKES, parameters=2)
+
+
 def _stride_of(kernel, seed: int, dtype) -> None:
     """Trace the copy on a small fixed grid and fail if its threads do not step by the grid's
-    size: elements copied by two threads, or skipped, with the step each thread took."""
-    trial = Trial.draw("check_copy_grid_stride", seed, STRIDE_TRACE_THREADS, dtype,
+    size (:data:`STRIDE_MISTAKES`): elements copied by two threads, or skipped."""
+    trial = Trial.draw("check_copy_grid_stride", seed, dtype, block=STRIDE_TRACE_THREADS,
                        size_range=STRIDE_TRACE_SIZES)
     blocks, threads = STRIDE_TRACE_BLOCKS, STRIDE_TRACE_THREADS
-    grid = blocks * threads
     x = trial.uniform(-10, 10)
     out = np.full(trial.n, np.nan, dtype=trial.dtype)
     trace = trace_trial(kernel, trial, x, out, blocks=blocks)
-    launched = (f"traced with {blocks} blocks of {threads} threads = {grid} threads for "
-                f"n={trial.n}, seed={trial.seed}")
     offer_trace(kernel, 2, 4, "x", "out", note="with x and out of 19 elements: 8 threads")
     if trace.error:
         if "did not finish" in trace.error or "must not be zero" in trace.error:
             raise CheckFailedError(
-                f"your kernel's loop steps by 0, so it never ends: {trace.error} ({launched}). "
-                "On a GPU it would hang.", STRIDE_HINT)
+                f"your kernel's loop steps by 0, so it never ends: {trace.error} (traced with "
+                f"{blocks} blocks of {threads} threads, n={trial.n}, seed={trial.seed}). On a "
+                "GPU it would hang.", STRIDE_HINT)
         return  # the full-size run below explains other errors
-    source, target = trace.global_arrays[:2] if len(trace.global_arrays) >= 2 else (None, None)
+    source = trace.global_arrays[0] if len(trace.global_arrays) >= 2 else None
     order: dict = {}
     for access in trace.accesses:
         if access.array == source and access.kind == "read":
@@ -362,32 +596,8 @@ def _stride_of(kernel, seed: int, dtype) -> None:
     steps = [b - a for run in order.values() for a, b in zip(run, run[1:], strict=False)]
     if not steps:
         return  # one element per thread: the full-size run says so
-    step = max(set(steps), key=steps.count)
-    readers = trace.touched(source, "read")
-    shared = {index: who for index, who in readers.items() if len(who) > 1}
-    named = {threads: "the block size, `cuda.blockDim.x`",
-             blocks: "the number of blocks, `cuda.gridDim.x`", 1: "1"}
-    step_text = named.get(step, str(step))
-    if shared:
-        index, who = min(shared.items())
-        first = (f"{len(shared)} of {trial.n} elements were copied by more than one thread, "
-                 f"e.g. x[{index[0]}] by {thread_label(who[0])} and {thread_label(who[1])}")
-        if step == grid:
-            raise CheckFailedError(
-                f"{first}: the step is right ({grid}, the whole grid), but threads of different "
-                f"blocks start at the same element ({launched}).",
-                "start at the thread's global index `cuda.grid(1)`, not `cuda.threadIdx.x`, "
-                "which repeats in every block. " + STRIDE_HINT)
-        raise CheckFailedError(
-            f"{first}: each thread steps by {step_text}, but the grid has {grid} threads, so "
-            f"the threads overlap and copy each other's elements. The result is right, but the "
-            f"work is done {len(steps) + len(order)} times instead of {trial.n} ({launched}).",
-            STRIDE_HINT)
-    if step > grid:
-        skipped = trial.n - len(readers)
-        raise CheckFailedError(
-            f"each thread steps by {step}, more than the {grid} threads of the grid, so "
-            f"{skipped} elements between them were never copied ({launched}).", STRIDE_HINT)
+    COPY.reject(Stride(trial, blocks, threads, max(set(steps), key=steps.count),
+                       trace.touched(source, "read"), len(steps) + len(order)))
 
 
 def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32,
@@ -404,10 +614,10 @@ def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32,
     tier = "gpu" if device.tier() == "gpu" else "sim"
 
     def body(seed: int) -> str:
-        start_kernel(kernel, 2, COPY_STUB_HINT)
+        COPY.start(kernel)
         _stride_of(kernel, seed, dtype)
         threads, blocks = COPY_THREADS[tier], COPY_BLOCKS[tier]
-        trial = Trial.draw("check_copy_grid_stride", seed, threads, dtype,
+        trial = Trial.draw("check_copy_grid_stride", seed, dtype, block=threads,
                            size_range=COPY_SIZE_RANGE[tier])
         grid_threads = threads * blocks
         x = trial.uniform(-10, 10)
@@ -458,7 +668,7 @@ def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32,
                 f"{access.sectors_per_request:.3g} sectors per warp request (ideal {ideal:g}; "
                 f"{access.n_requests} requests traced in the simulator; {launched}).")
 
-    return run_check("copy_grid_stride", body, seed, show)
+    return COPY.run(body, seed, show, learner=(kernel,))
 
 
 __all__ = ["check_copy_grid_stride", "check_saxpy", "check_time_saxpy", "watch_host_code"]

@@ -1414,7 +1414,10 @@ class HostCodeWatch:
     """What :func:`watch_host_code` saw, in order: ``events`` holds ``(kind, detail)`` pairs,
     kind one of ``"to_device"``, ``"allocate"`` (detail: the shape), ``"launch"`` (detail: a
     :class:`HostLaunch`), ``"synchronize"``, ``"copy_to_host"`` (detail: the shape), ``"clock"``
-    (a read of ``time.perf_counter`` or another clock). The copies
+    (a wall-clock read: detail ``(name, seconds)``, or ``("event", None)`` for a CUDA event's
+    ``record()``), ``"cpu_clock"`` (``time.process_time`` and the like: CPU time, which stops
+    while the CPU waits for the GPU), ``"elapsed"`` (an event's ``elapsed_time``: detail the
+    seconds it gave). The copies
     Numba makes itself for NumPy arguments are not events: they show in
     :attr:`HostLaunch.numpy_arguments`."""
 
@@ -1427,6 +1430,10 @@ class HostCodeWatch:
     @property
     def launches(self) -> list[HostLaunch]:
         return [detail for event, detail in self.events if event == "launch"]
+
+    def positions(self, kind: str) -> list[int]:
+        """Where in :attr:`events` the events of ``kind`` are."""
+        return [k for k, (event, _) in enumerate(self.events) if event == kind]
 
     def after_last_launch(self, kind: str) -> bool:
         """True when an event of ``kind`` follows the last launch."""
@@ -1470,12 +1477,72 @@ class KernelSpy:
         return getattr(self.kernel, name)
 
 
+# The clocks of the `time` module a host-code check records: wall clocks (seconds; the _ns ones
+# in nanoseconds), and CPU-time clocks, which do not tick while the CPU waits for the GPU.
+WALL_CLOCKS = ("perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic",
+               "monotonic_ns")
+CPU_CLOCKS = ("process_time", "process_time_ns", "thread_time", "thread_time_ns")
+
+
+def _recorded_clock(watch: HostCodeWatch, name: str, original, owner_thread: int):
+    kind = "cpu_clock" if name in CPU_CLOCKS else "clock"
+
+    def recorded(*args, **kwargs):
+        value = original(*args, **kwargs)
+        if not watch.launching and threading.get_ident() == owner_thread:
+            seconds = value / 1e9 if name.endswith("_ns") else value
+            watch.events.append((kind, (name, float(seconds))))
+        return value
+
+    return recorded
+
+
+def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> None:
+    """Record CUDA events' ``record`` (a ``"clock"`` event), ``synchronize`` and
+    ``elapsed_time``. The simulator's events keep no time (``elapsed_time`` is -1): there it
+    gives the host time between the two records, as the simulator runs launches synchronously."""
+    import time
+
+    from numba import cuda
+
+    event_class = type(cuda.event())
+    recorded_at: dict[int, float] = {}
+    originals = {name: getattr(event_class, name)
+                 for name in ("record", "synchronize", "elapsed_time")}
+    mine = lambda: not watch.launching and threading.get_ident() == owner_thread  # noqa: E731
+
+    def record(self, *args, **kwargs):
+        if mine():
+            watch.events.append(("clock", ("event", None)))
+        recorded_at[id(self)] = time.perf_counter()
+        return originals["record"](self, *args, **kwargs)
+
+    def synchronize(self, *args, **kwargs):
+        if mine():
+            watch.events.append(("synchronize", None))
+        return originals["synchronize"](self, *args, **kwargs)
+
+    def elapsed_time(self, other, *args, **kwargs):
+        ms = originals["elapsed_time"](self, other, *args, **kwargs)
+        if device.tier() == "sim" and id(self) in recorded_at and id(other) in recorded_at:
+            ms = (recorded_at[id(other)] - recorded_at[id(self)]) * 1e3
+        if mine():
+            watch.events.append(("elapsed", float(ms) / 1e3))
+        return ms
+
+    for name, replacement in (("record", record), ("synchronize", synchronize),
+                              ("elapsed_time", elapsed_time)):
+        patched.append((event_class, name, originals[name]))
+        setattr(event_class, name, replacement)
+
+
 @contextmanager
 def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
     """Within this block, record what the learner's host code does: ``cuda.to_device``,
     ``cuda.device_array`` / ``cuda.device_array_like``, ``cuda.synchronize``, device arrays'
-    ``copy_to_host``, clock reads (``time.perf_counter``, ``time.time``, ``time.monotonic``:
-    ``"clock"`` events), and every launch of one of ``kernels`` made through a global name of
+    ``copy_to_host``, clock reads (:data:`WALL_CLOCKS`, :data:`CPU_CLOCKS`, however imported:
+    ``from time import perf_counter`` is rebound in ``function``'s globals too), CUDA events'
+    records and waits, and every launch of one of ``kernels`` made through a global name of
     ``function`` (bound to a :class:`KernelSpy` meanwhile). Only calls from the thread that
     entered the block count, and none made by Numba during a launch. Everything is restored on
     exit. Numba's own functions still do the work, so it behaves the same in both tiers."""
@@ -1509,8 +1576,17 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
         patch(cuda, "device_array_like", "allocate")
         patch(cuda, "synchronize", "synchronize", with_shape=False)
         patch(array_class, "copy_to_host", "copy_to_host")  # args[0] is the device array
-        for clock in ("perf_counter", "perf_counter_ns", "time", "monotonic"):
-            patch(time, clock, "clock", with_shape=False)
+        clocks = {name: getattr(time, name) for name in WALL_CLOCKS + CPU_CLOCKS
+                  if hasattr(time, name)}
+        for name, original in clocks.items():
+            setattr(time, name, _recorded_clock(watch, name, original, owner_thread))
+            patched.append((time, name, original))
+        for name, value in list(namespace.items()):  # `from time import perf_counter as pc`
+            for clock, original in clocks.items():
+                if value is original:
+                    rebound.append((name, value))
+                    namespace[name] = getattr(time, clock)
+        _patch_events(watch, owner_thread, patched)
         targets = [launchable(kernel) for kernel in kernels]
         for name, value in list(namespace.items()):
             if any(value is kernel or value is target
@@ -1527,7 +1603,7 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
 
 __all__ = [
     "BARRIER_EXIT_HINT", "BARRIER_HINT", "BARRIER_IN_BRANCH", "BARRIER_LOOP_HINT",
-    "COMPILE_FOR", "DID_NOT_FINISH", "DID_NOT_FINISH_HINT",
+    "COMPILE_FOR", "CPU_CLOCKS", "DID_NOT_FINISH", "DID_NOT_FINISH_HINT", "WALL_CLOCKS",
     "FAILED", "GLOBAL_INDEX_HINT", "GRID_2D_HINT", "GUARD_2D_HINT", "GUARD_HINT",
     "NOT_ATTEMPTED", "PASSED", "SIMULATOR_ONLY_HINT", "TIME_LIMIT_S", "CheckFailedError",
     "CheckResult", "KernelError", "KernelSource", "Launched", "NotAttemptedError",

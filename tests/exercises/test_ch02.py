@@ -16,6 +16,7 @@ from numba import cuda
 
 from gpulab import device
 from gpulab.exercises.ch02 import check_copy_grid_stride, check_saxpy, check_time_saxpy
+from gpulab.kernels import memory as gpulab_memory
 
 SIM = device.tier() == "sim"
 SEEDS = [1, 2]
@@ -404,3 +405,276 @@ def test_the_gpu_branches_run_with_the_stand_in_gpu(stand_in_gpu, monkeypatch):
     assert result.passed and "checked in the simulator tier" in result.message, str(result)
     result = check_copy_grid_stride(copy_steps_by_block, seed=1, show=False)
     assert result.status == "failed" and "steps by the block size" in result.message
+
+
+# --- wrong-but-plausible answers and right ones written differently (issue 22) -----------------
+
+@cuda.jit
+def saxpy_forgets_y(a, x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = a * x[i]
+
+
+@cuda.jit
+def saxpy_scales_both(a, x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = a * (x[i] + y[i])
+
+
+@cuda.jit
+def saxpy_block_of_64(a, x, y, out):  # the block size typed in
+    i = cuda.blockIdx.x * 64 + cuda.threadIdx.x
+    if i < x.shape[0]:
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_fixed_size(a, x, y, out):  # the problem size typed in
+    i = cuda.grid(1)
+    if i < 100:
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_steps_by_block(a, x, y, out):  # right values, threads redo each other's elements
+    for i in range(cuda.grid(1), x.shape[0], cuda.blockDim.x):
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_guard_too_loose(a, x, y, out):
+    i = cuda.grid(1)
+    if i <= x.shape[0]:
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_skips_last_block(a, x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0] - x.shape[0] % cuda.blockDim.x:
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_multiplies_y(a, x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = x[i] * y[i] + a
+
+
+@cuda.jit
+def saxpy_grid_stride(a, x, y, out):  # right, written as a grid-stride loop
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_early_return(a, x, y, out):  # right, the index by hand and an early return
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if i >= x.shape[0]:
+        return
+    out[i] = a * x[i] + y[i]
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (saxpy_forgets_y, ["a * x[i] (y is missing)"]),
+    (saxpy_scales_both, ["a * (x[i] + y[i])"]),
+    (saxpy_block_of_64, ["hard-codes the block size", "blockIdx.x * 64"]),
+    (saxpy_fixed_size, ["`if i < 100:` compares with a fixed number"]),
+    (saxpy_steps_by_block, ["written by more than one thread", "block size"]),
+    (saxpy_guard_too_loose, ["guard"]),
+    (saxpy_skips_last_block, ["elements"]),
+    (saxpy_multiplies_y, ["x[i] * y[i] + a"]),
+])
+def test_saxpy_wrong_answers_name_their_mistake(kernel, words):
+    result = check_saxpy(kernel, seed=5, show=False)
+    assert result.status == "failed", str(result)
+    for word in words:
+        assert word in result.message + result.hint, f"{word!r} missing from {result}"
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+@pytest.mark.parametrize("kernel", [saxpy_grid_stride, saxpy_early_return])
+def test_saxpy_right_answers_written_differently_pass(kernel, seed):
+    result = check_saxpy(kernel, seed=seed, show=False)
+    assert result.passed, str(result)
+    assert "each written by one thread" in result.message
+
+
+def test_saxpy_blockdim_stride_fails_on_every_seed():
+    for seed in range(5):
+        result = check_saxpy(saxpy_steps_by_block, seed=seed, show=False)
+        assert result.status == "failed" and "more than one thread" in result.message, seed
+
+
+def test_saxpy_refuses_gpulab_own_kernel():
+    result = check_saxpy(gpulab_memory.saxpy, seed=1, show=False)
+    assert result.status == "failed" and "gpulab's own" in result.message, str(result)
+
+
+def time_events(kernel, a, x, y, repeats=5):  # right, timed with CUDA events
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 256)
+    kernel[blocks, 256](a, d_x, d_y, d_out)
+    start, stop = cuda.event(), cuda.event()
+    start.record()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    stop.record()
+    stop.synchronize()
+    seconds = start.elapsed_time(stop) / 1e3 / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def time_from_import_ns(kernel, a, x, y, repeats=5):  # right, `from time import ..._ns`
+    from time import perf_counter_ns as clock
+
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 128)
+    kernel[blocks, 128](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    started = clock()
+    for _ in range(repeats):
+        kernel[blocks, 128](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (clock() - started) / 1e9 / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def time_events_no_wait(kernel, a, x, y, repeats=5):
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 256)
+    kernel[blocks, 256](a, d_x, d_y, d_out)
+    start, stop = cuda.event(), cuda.event()
+    start.record()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    stop.record()
+    seconds = start.elapsed_time(stop) / 1e3 / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def time_cpu_clock(kernel, a, x, y, repeats=5):
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 256)
+    kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = time.process_time()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host(), (time.process_time() - start) / repeats
+
+
+def time_divides_by_warm_ups_too(kernel, a, x, y, repeats=5):
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 256)
+    kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / (repeats + 1)
+    return d_out.copy_to_host(), seconds
+
+
+def time_from_import_copies_in_loop(kernel, a, x, y, repeats=5):
+    from time import perf_counter
+
+    blocks = blocks_for(x.shape[0], 256)
+    start = perf_counter()
+    for _ in range(repeats):
+        d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+        d_out = cuda.device_array_like(d_x)
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host(), (perf_counter() - start) / repeats
+
+
+def time_from_import_no_synchronize(kernel, a, x, y, repeats=5):
+    from time import perf_counter as now
+
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 256)
+    start = now()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    seconds = (now() - start) / repeats
+    cuda.synchronize()
+    return d_out.copy_to_host(), seconds
+
+
+def time_too_many_threads(kernel, a, x, y, repeats=5):
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[1, 2048](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host(), (time.perf_counter() - start) / repeats
+
+
+def time_never_launches(kernel, a, x, y, repeats=5):
+    return a * x + y, 1e-6
+
+
+def time_uses_gpulab_kernel(kernel, a, x, y, repeats=5):
+    return time_solution(gpulab_memory.saxpy, a, x, y, repeats)
+
+
+@pytest.mark.parametrize("function, words, hint", [
+    (time_events_no_wait, ["without waiting for the GPU"], "stop.synchronize()"),
+    (time_cpu_clock, ["`process_time`", "stands still"], "perf_counter"),
+    (time_divides_by_warm_ups_too, ["span 3 launches", "divided by 4", "1 warm-up"],
+     "`repeats`"),
+    (time_from_import_copies_in_loop, ["6 copies to the device", "host link"],
+     "before the first clock read"),
+    (time_from_import_no_synchronize, ["without waiting for the GPU"], "cuda.synchronize()"),
+    (time_too_many_threads, ["blocks of 2048 threads"], "256 threads"),
+    (time_never_launches, ["never launched the kernel"], "kernel[blocks, threads]"),
+    (time_uses_gpulab_kernel, ["gpulab's own"], "write the exercise yourself"),
+])
+def test_more_timing_mistakes_are_named(function, words, hint):
+    result = check_time_saxpy(function, seed=4, show=False)
+    assert result.status == "failed", str(result)
+    for word in words:
+        assert word in result.message, f"{word!r} missing from {result.message}"
+    assert hint in result.hint, result.hint
+
+
+@pytest.mark.parametrize("function, clock", [(time_events, "CUDA events"),
+                                             (time_from_import_ns, "the clock")])
+def test_timing_right_answers_written_differently_pass(function, clock):
+    result = check_time_saxpy(function, seed=2, show=False)
+    assert result.passed, str(result)
+    assert f"timed with {clock}" in result.message and "Note:" not in result.message
+
+
+@cuda.jit
+def copy_while_loop(x, out):  # right, a while loop stepping by the grid
+    i = cuda.grid(1)
+    while i < x.shape[0]:
+        out[i] = x[i]
+        i += cuda.blockDim.x * cuda.gridDim.x
+
+
+@cuda.jit
+def copy_index_by_hand(x, out):  # right, start and step written out
+    start = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    for i in range(start, x.shape[0], cuda.blockDim.x * cuda.gridDim.x):
+        out[i] = x[i]
+
+
+@pytest.mark.parametrize("kernel", [copy_while_loop, copy_index_by_hand])
+def test_copy_right_answers_written_differently_pass(kernel):
+    result = check_copy_grid_stride(kernel, seed=3, show=False)
+    assert result.passed, str(result)
