@@ -320,13 +320,17 @@ class Comm:
             target.reshape(-1).view(np.uint8)[:message.nbytes] = np.frombuffer(
                 message.payload, dtype=np.uint8)
 
-    def Send(self, buf, dest: int, tag: int = 0) -> None:
+    def _post_and_wait(self, message: _Message, call: str) -> None:
+        """Post ``message`` and block until its receiver takes it (``call`` names the wait in
+        a deadlock report: Send, send)."""
         world = self.world
         with world.cond:
-            message = self._buffer_message(buf, dest, tag)
             world.post(message)
-            world.wait(self._rank, f"Send to rank {dest} (until rank {dest} receives it)",
-                       lambda: message.taken)
+            world.wait(self._rank, f"{call} to rank {message.dest} (until rank {message.dest} "
+                       "receives it)", lambda: message.taken)
+
+    def Send(self, buf, dest: int, tag: int = 0) -> None:
+        self._post_and_wait(self._buffer_message(buf, dest, tag), "Send")
 
     def Recv(self, buf, source: int = ANY_SOURCE, tag: int = ANY_TAG, status=None) -> None:
         world = self.world
@@ -376,12 +380,7 @@ class Comm:
         return _Message(self._rank, int(dest), int(tag), copy.deepcopy(obj), nbytes, False)
 
     def send(self, obj, dest: int, tag: int = 0) -> None:
-        world = self.world
-        with world.cond:
-            message = self._object_message(obj, dest, tag)
-            world.post(message)
-            world.wait(self._rank, f"send to rank {dest} (until rank {dest} receives it)",
-                       lambda: message.taken)
+        self._post_and_wait(self._object_message(obj, dest, tag), "send")
 
     def recv(self, buf=None, source: int = ANY_SOURCE, tag: int = ANY_TAG, status=None):
         world = self.world
