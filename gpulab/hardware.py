@@ -932,6 +932,23 @@ def band_text(kind: str) -> str:
     return f"within {high:g}×"
 
 
+def estimates_label(estimates) -> str:
+    """Where a series of :class:`RooflineEstimate` of one GPU came from: the model, with its
+    promised band for each kind of work among them (a launch-bound small n, a memory-bound
+    large n), and the machine the launch and copy constants were measured on, if any."""
+    first = estimates[0]
+    by_band: dict[str, list[str]] = {}
+    for kind in dict.fromkeys(e.kind for e in estimates):
+        by_band.setdefault(band_text(kind), []).append(kind)
+    bands = "; ".join(f"for {' and '.join(kinds)} work: {band}"
+                      for band, kinds in by_band.items())
+    text = (f"estimated by gpulab's GPU model of the {first.gpu.name} (its promised band "
+            f"{bands}; gpulab model-check)")
+    if first.measured_on:
+        text += f"; launch cost and host copy rates measured on {first.measured_on}"
+    return text
+
+
 @dataclass(frozen=True)
 class RooflineEstimate:
     """How long work takes on ``gpu`` by gpulab's GPU model, and why. Times in seconds.
@@ -1035,11 +1052,7 @@ class RooflineEstimate:
 
     @property
     def label(self) -> str:
-        label = (f"estimated by gpulab's GPU model of the {self.gpu.name} (its promised band "
-                 f"for {self.kind} work: {band_text(self.kind)}; gpulab model-check)")
-        if self.measured_on:
-            label += f"; launch cost and host copy rates measured on {self.measured_on}"
-        return label
+        return estimates_label([self])
 
     def __str__(self) -> str:
         fill = (f" × {self.fill.fill:.0%} of the GPU busy" if self.fill else "")

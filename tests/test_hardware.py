@@ -203,6 +203,18 @@ def test_large_matmul_is_compute_bound():
     assert "within 2×" in est.label
 
 
+def test_a_series_label_names_each_band_once_with_the_kinds_that_share_it():
+    n = 8192
+    memory = estimate_time("H100-SXM", flops=0.3e9, bytes_moved=1.2e9)
+    compute = estimate_time("H100-SXM", flops=2 * n**3, bytes_moved=3 * n * n * 2,
+                            precision="bf16")
+    assert hardware.estimates_label([memory]) == memory.label
+    both = hardware.estimates_label([memory, compute, memory])
+    assert both.count("memory-bound") == 1 and both.count("compute-bound") == 1
+    assert both.count("promised band") == 1 and "±30 %" in both and "within 2×" in both
+
+
+
 def test_tiny_kernels_cost_the_minimum_kernel_time_and_the_host_its_launch():
     est = estimate_time("T4", flops=4, bytes_moved=48)  # the 4-element add
     assert est.gpu_s == hardware.KERNEL_MIN_S  # no kernel is shorter, however little it does

@@ -208,7 +208,8 @@ class CrossoverExperiment:
                 add(f"{self.kernel_name} incl. host→device copy of x, y from {memory} memory",
                     self._estimate(n, memory))
         # an estimate's label names its kind of work, which changes with n: one label a series
-        labels = {key: f"{key[0]} — " + (_series_source(recs) if key[1] else recs[0].label)
+        labels = {key: f"{key[0]} — "
+                  + (hardware.estimates_label(recs) if key[1] else recs[0].label)
                   for key, recs in by_what.items()}
         records = {labels[key]: recs for key, recs in by_what.items()}
         cpu_label = labels[cpu_key]
@@ -345,22 +346,6 @@ def recorded_comparison(run=None, dtype=np.float32, method: str = "grid_stride")
         return None
     return recorded_runs.comparison_table(
         "The crossover measured on a real GPU, against the model", run, rows)
-
-
-def _series_source(estimates) -> str:
-    """Where a series of estimates came from: the model, with its promised band for each kind
-    of work among the points (a launch-bound small n, a memory-bound large n)."""
-    first = estimates[0]
-    by_band: dict[str, list[str]] = {}
-    for kind in dict.fromkeys(e.kind for e in estimates):
-        by_band.setdefault(hardware.band_text(kind), []).append(kind)
-    bands = "; ".join(f"for {' and '.join(kinds)} work: {band}"
-                      for band, kinds in by_band.items())
-    text = (f"estimated by gpulab's GPU model of the {first.gpu.name} (its promised band "
-            f"{bands}; gpulab model-check)")
-    if first.measured_on:
-        text += f"; launch cost and host copy rates measured on {first.measured_on}"
-    return text
 
 
 def _seconds(record) -> float:
