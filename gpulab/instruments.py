@@ -440,7 +440,7 @@ def limited(accesses_per_thread: int | None = None, barriers_per_thread: int | N
             FakeWithinKernelCUDAArray.__setitem__),
     }
     for name in ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or"):
-        patches[FakeCUDAModule, name] = _barrier_counting(getattr(FakeCUDAModule, name))
+        patches[FakeCUDAModule, name] = _counting(getattr(FakeCUDAModule, name), count_barrier)
     watchdog = None
     with _patched(patches):
         _LIMITS = limits
@@ -459,18 +459,10 @@ def limited(accesses_per_thread: int | None = None, barriers_per_thread: int | N
             _LIMITS = previous
 
 
-def _counting(method):
+def _counting(method, count=count_access):
+    """``method``, calling ``count`` (:func:`count_access`, :func:`count_barrier`) first."""
     def counted(self, *args):
-        count_access()
-        return method(self, *args)
-
-    counted.gpulab_original = method
-    return counted
-
-
-def _barrier_counting(method):
-    def counted(self, *args):
-        count_barrier()
+        count()
         return method(self, *args)
 
     counted.gpulab_original = method
