@@ -51,10 +51,10 @@ from gpulab.exercises.checks import (
     padded,
     plain_writes_to,
     read_back,
-    run_check,
-    start_kernel,
     trace_trial,
 )
+from gpulab.exercises.mistakes import Mistake, diagnose
+from gpulab.exercises.spec import CheckSpec
 
 PAD_VALUE = 100.0  # beyond the edges of A and B (seen only by a kernel without guards, on a GPU)
 TILE = 8  # the tile of the tiled exercise in the simulator (16 on a GPU)
@@ -259,76 +259,136 @@ def _wrong(A, B, C) -> np.ndarray:
                            <= reference.matmul_tolerance(A, B))
 
 
+@dataclass
+class Product:
+    """C as the kernel wrote it (NaN where never written) against A @ B, with the trial and
+    the kernel's source: the evidence :data:`MATMUL_MISTAKES` are told from. ``suspects``: try
+    the naive kernel's usual wrong sums too."""
+
+    A: np.ndarray
+    B: np.ndarray
+    C: np.ndarray
+    trial: MatmulTrial
+    source: KernelSource | None = None
+    suspects: bool = True
+
+    @property
+    def where(self) -> MatmulTrial:
+        return self.trial
+
+    @property
+    def wrong(self) -> np.ndarray:
+        return _wrong(self.A, self.B, self.C)
+
+    @property
+    def unwritten(self) -> np.ndarray:
+        return np.isnan(self.C)
+
+    @property
+    def summary(self) -> str:
+        return f"{int(self.wrong.sum())} of {self.trial.M * self.trial.N} elements of C are wrong"
+
+    @property
+    def never_written(self) -> str:
+        return (f"{int(self.unwritten.sum())} were never written (e.g. "
+                f"{_cells(self.unwritten)})")
+
+    @property
+    def corner_only(self) -> bool:
+        (bx, by), (M, N) = self.trial.block, (self.trial.M, self.trial.N)
+        return (not self.unwritten[:by, :bx].any()
+                and self.unwritten.sum() == M * N - min(by, M) * min(bx, N))
+
+    @property
+    def extents(self) -> tuple[int, int]:
+        """Threads across (x) and down (y) the grid."""
+        return (self.trial.blocks[0] * self.trial.block[0],
+                self.trial.blocks[1] * self.trial.block[1])
+
+    @property
+    def swapped(self) -> bool:
+        """Exactly the part of C a grid with x as the row and y as the column covers."""
+        x_extent, y_extent = self.extents
+        cover = np.zeros_like(self.unwritten)
+        cover[:x_extent, :y_extent] = True
+        return bool(np.array_equal(self.unwritten, ~cover))
+
+    def partial_sum(self, stop: int, start: int = 0) -> np.ndarray:
+        """What C would be with the sum over k = start .. stop - 1 only."""
+        return self.A[:, start:stop].astype(np.float64) @ self.B[start:stop]
+
+    def holds(self, candidate: np.ndarray) -> bool:
+        bound = reference.matmul_tolerance(self.A, self.B) + 1e-6
+        return bool(np.all(np.abs(self.C - candidate) <= bound))
+
+
+def _accumulates_nan(e: Product) -> bool:
+    return e.source is not None and _accumulates_in_output(e.source) and e.unwritten.any()
+
+
+MATMUL_MISTAKES = (
+    Mistake("accumulating into C (`C[row, col] += ...`), which starts as garbage",
+            _accumulates_nan,
+            "elements of C are NaN: your kernel adds into C[row, col], which starts with "
+            "whatever was in memory (NaN here)",
+            "accumulate in a local variable that starts at 0 (`acc = C.dtype.type(0)`), and "
+            "write it to C once, after the loop.", recognised_from="source"),
+    Mistake("nothing written", lambda e: e.unwritten.all(), "your kernel wrote nothing into C",
+            "each thread should assign `C[row, col] = ...` for its own row and column, inside "
+            "the guard."),
+    Mistake("only the first block written (`threadIdx` alone, a hard-coded block)",
+            lambda e: e.unwritten.any() and e.corner_only,
+            lambda e: (f"{e.summary}: only the first block's {e.trial.block[0]} x "
+                       f"{e.trial.block[1]} corner was written"), INDEX_HINT),
+    Mistake("rows and columns swapped (x used as the row)",
+            lambda e: e.unwritten.any() and e.swapped,
+            lambda e: (f"{e.summary}: {e.never_written}. Exactly C[0:{min(e.trial.M, e.extents[0])}"
+                       f", 0:{min(e.trial.N, e.extents[1])}] was written: the grid's x index "
+                       f"({e.extents[0]} threads across) was used as the row and its y index "
+                       f"({e.extents[1]} threads down) as the column, so rows and columns are "
+                       f"swapped (C is {e.trial.M} x {e.trial.N})"), INDEX_HINT),
+    Mistake("part of C never written", lambda e: e.unwritten.any(),
+            lambda e: f"{e.summary}: {e.never_written}", INDEX_HINT),
+    Mistake("the sum missing its last k (`range(K - 1)`)",
+            lambda e: e.suspects and e.holds(e.partial_sum(e.trial.K - 1)),
+            lambda e: (f"{e.summary}: C holds the sum for k = 0 .. K-2: the last k is "
+                       "missing"), "loop over `range(A.shape[1])`."),
+    Mistake("a single product written, not the sum",
+            lambda e: e.suspects and e.holds(e.partial_sum(e.trial.K, e.trial.K - 1)),
+            lambda e: (f"{e.summary}: C holds A[row, k] * B[k, col] for a single k, not their "
+                       "sum"), "add the products: `acc += A[row, k] * B[k, col]`, then write "
+                       "acc once."),
+    Mistake("the sum over B's columns (N), not over K",
+            lambda e: e.suspects and e.trial.N < e.trial.K and e.holds(e.partial_sum(e.trial.N)),
+            lambda e: (f"{e.summary}: the sum stops at k = N - 1: the loop runs over B's "
+                       "columns, not over K"), "loop over `range(A.shape[1])` (K)."),
+    Mistake("the sum over A's rows (M), not over K",
+            lambda e: e.suspects and e.trial.M < e.trial.K and e.holds(e.partial_sum(e.trial.M)),
+            lambda e: (f"{e.summary}: the sum stops at k = M - 1: the loop runs over A's rows, "
+                       "not over K"), "loop over `range(A.shape[1])` (K)."),
+)
+
+
 def _diagnose(A, B, C, trial: MatmulTrial, wrong_hint: str,
               source: KernelSource | None = None, suspects: bool = True
               ) -> CheckFailedError | None:
-    """None when C = A @ B to rounding; otherwise what is wrong and what usually causes it (with
-    ``suspects``, also the naive kernel's usual wrong sums). A failure whose message only says
-    which elements are wrong is marked ``specific=False``."""
-    M, N, K = trial.M, trial.N, trial.K
-    bx, by = trial.block
-    expected = reference.matmul_exact(A, B)
-    bound = reference.matmul_tolerance(A, B)
-    unwritten = np.isnan(C)
-    wrong = _wrong(A, B, C)
+    """None when C = A @ B to rounding; otherwise the first of :data:`MATMUL_MISTAKES` seen
+    (with ``suspects``, the naive kernel's usual wrong sums too), or, when none is, which
+    elements are wrong, marked ``specific=False``."""
+    product = Product(A, B, C, trial, source, suspects)
+    wrong = product.wrong
     if not wrong.any():
         return None
-    accumulates = source is not None and _accumulates_in_output(source)
-    if accumulates and np.isnan(C).any():
-        return CheckFailedError(
-            f"elements of C are NaN: your kernel adds into C[row, col], which starts with "
-            f"whatever was in memory (NaN here) ({trial}).",
-            "accumulate in a local variable that starts at 0 (`acc = C.dtype.type(0)`), and "
-            "write it to C once, after the loop.")
-    if unwritten.all():
-        return CheckFailedError(f"your kernel wrote nothing into C ({trial}).",
-                                "each thread should assign `C[row, col] = ...` for its own "
-                                "row and column, inside the guard.")
-    summary = f"{int(wrong.sum())} of {M * N} elements of C are wrong"
-    if unwritten.any():
-        where = f"{int(unwritten.sum())} were never written (e.g. {_cells(unwritten)})"
-        corner = min(by, M) * min(bx, N)
-        if not unwritten[:by, :bx].any() and unwritten.sum() == M * N - corner:
-            return CheckFailedError(f"{summary}: only the first block's {bx} x {by} corner was "
-                                    f"written ({trial}).", INDEX_HINT)
-        x_extent, y_extent = trial.blocks[0] * bx, trial.blocks[1] * by
-        swapped_cover = np.zeros_like(unwritten)
-        swapped_cover[:x_extent, :y_extent] = True
-        if np.array_equal(unwritten, ~swapped_cover):
-            return CheckFailedError(
-                f"{summary}: {where}. Exactly C[0:{min(M, x_extent)}, 0:{min(N, y_extent)}] was "
-                f"written: the grid's x index ({x_extent} threads across) was used as the row "
-                f"and its y index ({y_extent} threads down) as the column, so rows and columns "
-                f"are swapped (C is {M} x {N}; {trial}).", INDEX_HINT)
-        return CheckFailedError(f"{summary}: {where} ({trial}).", INDEX_HINT)
-    written_nan = np.isnan(C) & ~unwritten
-    if written_nan.any():
-        return CheckFailedError(f"{summary}: they hold NaN ({trial}).",
-                                "accumulate in a local variable that starts at 0 "
-                                "(`acc = C.dtype.type(0)`), not in C, which starts with garbage.")
-    candidates = {} if not suspects else {
-        "C holds the sum for k = 0 .. K-2: the last k is missing":
-            (A[:, : K - 1].astype(np.float64) @ B[: K - 1], "loop over `range(A.shape[1])`."),
-        "C holds A[row, k] * B[k, col] for a single k, not their sum":
-            (A[:, -1:].astype(np.float64) @ B[-1:], "add the products: `acc += A[row, k] * "
-                                                    "B[k, col]`, then write acc once."),
-    }
-    if suspects and N < K:
-        candidates["the sum stops at k = N - 1: the loop runs over B's columns, not over K"] = (
-            A[:, :N].astype(np.float64) @ B[:N], "loop over `range(A.shape[1])` (K).")
-    if suspects and M < K:
-        candidates["the sum stops at k = M - 1: the loop runs over A's rows, not over K"] = (
-            A[:, :M].astype(np.float64) @ B[:M], "loop over `range(A.shape[1])` (K).")
-    for message, (candidate, hint) in candidates.items():
-        if np.all(np.abs(C - candidate) <= bound + 1e-6):
-            return CheckFailedError(f"{summary}: {message} ({trial}).", hint)
+    failure = diagnose(MATMUL_MISTAKES, product)
+    if failure is not None:
+        return failure
     first = tuple(np.argwhere(wrong)[0])
+    expected = reference.matmul_exact(A, B)
     detail = (f"the first is C[{first[0]}, {first[1]}]: expected {expected[first]:.6g}, got "
               f"{C[first]:.6g}")
-    if wrong.all():
-        return CheckFailedError(f"{summary}, all of them; {detail} ({trial}).", wrong_hint,
-                                specific=False)
-    return CheckFailedError(f"{summary}; {detail} ({trial}).", wrong_hint, specific=False)
+    every = ", all of them" if wrong.all() else ""
+    return CheckFailedError(f"{product.summary}{every}; {detail} ({trial}).", wrong_hint,
+                            specific=False)
 
 
 # --- exercise 1: naive matmul ----------------------------------------------------------------
@@ -367,6 +427,8 @@ NAIVE_STUB_HINT = (
     "work, add up the products of row `row` of A and column `col` of B, and write the sum. The "
     "hints above the cell go step by step."
 )
+NAIVE = CheckSpec("matmul_naive", "matmul_naive(A, B, C)", NAIVE_STUB_HINT, MATMUL_MISTAKES,
+                  parameters=3)
 
 
 def check_matmul_naive(kernel, seed: int | None = None, block: tuple[int, int] | None = None,
@@ -380,7 +442,7 @@ def check_matmul_naive(kernel, seed: int | None = None, block: tuple[int, int] |
     term; a single product instead of a sum; code a GPU can't compile."""
 
     def body(seed: int) -> str:
-        source = start_kernel(kernel, 3, NAIVE_STUB_HINT)
+        source = NAIVE.start(kernel)
         trial = MatmulTrial.draw("check_matmul_naive", seed, block, dtype)
         trials = [trial]
         if block is None:  # and the block turned on its side: x and y can't hide
@@ -401,7 +463,7 @@ def check_matmul_naive(kernel, seed: int | None = None, block: tuple[int, int] |
                 + "".join(f" and A {run.M}x{run.K}, B {run.K}x{run.N} ({run.launched})"
                           for run in trials[1:]) + f", seed={trial.seed}.")
 
-    return run_check("matmul_naive", body, seed, show)
+    return NAIVE.run(body, seed, show, learner=(kernel,))
 
 
 # --- exercise 2: tiled matmul ----------------------------------------------------------------
@@ -412,6 +474,8 @@ TILED_STUB_HINT = (
     "tiles, the block waits again; at the end each thread inside C writes its sum. The hints "
     "above the cell go step by step."
 )
+TILED = CheckSpec("matmul_tiled", "matmul_tiled(A, B, C)", TILED_STUB_HINT, MATMUL_MISTAKES,
+                  parameters=3)
 
 
 def _hard_coded_tile(source: KernelSource, tile: int) -> list[str]:
@@ -769,7 +833,7 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
     tile = int(tile)
 
     def body(seed: int) -> str:
-        source = start_kernel(kernel, 3, TILED_STUB_HINT)
+        source = TILED.start(kernel)
         hard_coded = _hard_coded_tile(source, tile)
         if hard_coded:
             raise CheckFailedError(
@@ -845,7 +909,7 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
                 f"(2 x ceil(K / {tile}) = {2 * threads.steps}; the naive kernel loads 2K = "
                 f"{2 * trial.K}) and passed {barriers} barriers (seed={trial.seed}).")
 
-    return run_check("matmul_tiled", body, seed, show)
+    return TILED.run(body, seed, show, learner=(kernel,))
 
 
 __all__ = ["MatmulTrial", "check_matmul_naive", "check_matmul_tiled", "default_side"]

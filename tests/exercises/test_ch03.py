@@ -163,6 +163,124 @@ def test_tiled_trial_sizes_are_awkward_and_small():
         assert 2 <= -(-trial.K // TILE) <= 3
 
 
+# --- more wrong-but-plausible naive answers, and right ones written differently (issue 22) --
+
+@cuda.jit
+def naive_thread_index_only(A, B, C):
+    col, row = cuda.threadIdx.x, cuda.threadIdx.y
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = C.dtype.type(0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_guards_rows_only(A, B, C):
+    col, row = cuda.grid(2)
+    if row < C.shape[0]:
+        acc = C.dtype.type(0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_loops_over_columns(A, B, C):  # the sum over N = B.shape[1], not K
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = C.dtype.type(0)
+        for k in range(min(B.shape[1], A.shape[1])):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_guard_uses_a_shape(A, B, C):  # the column guard against K, not N
+    col, row = cuda.grid(2)
+    if row < A.shape[0] and col < A.shape[1]:
+        acc = C.dtype.type(0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_starts_at_one(A, B, C):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = C.dtype.type(1)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_index_by_hand(A, B, C):  # right, the indices written out, an early return
+    row = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    col = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if row >= C.shape[0] or col >= C.shape[1]:
+        return
+    acc = 0.0
+    for k in range(A.shape[1]):
+        acc += A[row, k] * B[k, col]
+    C[row, col] = acc
+
+
+@cuda.jit
+def naive_while_loop(A, B, C):  # right, a while loop over k
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = C.dtype.type(0)
+        k = 0
+        while k < A.shape[1]:
+            acc += A[row, k] * B[k, col]
+            k += 1
+        C[row, col] = acc
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (naive_thread_index_only, ["only the first block's"]),
+    (naive_guards_rows_only, ["outside"]),
+    (naive_guard_uses_a_shape, ["used index", "guard the write"]),
+    (naive_starts_at_one, ["elements of C are wrong", "the first is C["]),
+])
+def test_more_naive_mistakes_are_named(kernel, words):
+    result = check_matmul_naive(kernel, seed=6, show=False)
+    assert result.status == "failed", str(result)
+    for word in words:
+        assert word in result.message + result.hint, f"{word!r} missing from {result}"
+
+
+def test_a_sum_over_the_wrong_dimension_is_named():
+    for seed in range(40):
+        trial = MatmulTrial.draw("t", seed)
+        if trial.N < trial.K:
+            break
+    result = check_matmul_naive(naive_loops_over_columns, seed=seed, show=False)
+    assert result.status == "failed" and "runs over B's columns" in result.message, str(result)
+
+
+@pytest.mark.parametrize("kernel", [naive_index_by_hand, naive_while_loop])
+def test_naive_right_answers_written_differently_pass(kernel):
+    result = check_matmul_naive(kernel, seed=2, show=False)
+    assert result.passed, str(result)
+
+
+def test_naive_refuses_gpulab_own_matmul():
+    from gpulab.kernels import matmul
+
+    result = check_matmul_naive(matmul.matmul_naive, seed=1, show=False)
+    assert result.status == "failed" and "gpulab's own" in result.message, str(result)
+
+
+def test_the_mistake_table_lists_the_naive_checks_rules():
+    from gpulab.exercises.ch03 import MATMUL_MISTAKES, NAIVE
+
+    table = NAIVE.mistake_table()
+    assert all(mistake.did in table for mistake in MATMUL_MISTAKES)
+
+
 # --- chapter 03, exercise 2: tiled matmul -------------------------------------------------------
 # Wrong kernels as learners write them: each differs from the solution in one mistake.
 
@@ -739,3 +857,10 @@ def test_on_a_gpu_the_trace_catches_a_missing_zero_fill_that_zeroed_memory_hides
     result = check_matmul_tiled(tiled_without_zero_fill, tile=8, seed=9, show=False)
     assert result.status == "failed"
     assert "stored nothing into" in result.message and "store 0" in result.hint
+
+
+def test_tiled_refuses_gpulab_own_kernel():
+    from gpulab.kernels import matmul
+
+    result = check_matmul_tiled(matmul.matmul_tiled, tile=TILE, seed=1, show=False)
+    assert result.status == "failed" and "gpulab's own" in result.message, str(result)
