@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,7 +44,6 @@ from gpulab.exercises.checks import (
     CheckResult,
     KernelError,
     KernelSource,
-    Launched,
     block_2d,
     launch,
     offer_trace,
@@ -55,6 +54,7 @@ from gpulab.exercises.checks import (
 )
 from gpulab.exercises.mistakes import Mistake, diagnose
 from gpulab.exercises.spec import CheckSpec
+from gpulab.exercises.trial import Trial
 
 PAD_VALUE = 100.0  # beyond the edges of A and B (seen only by a kernel without guards, on a GPU)
 TILE = 8  # the tile of the tiled exercise in the simulator (16 on a GPU)
@@ -126,17 +126,11 @@ TILED_GRIDS = ((2, 3), (3, 2))
 
 
 @dataclass
-class MatmulTrial(Launched):
-    """A random M x K @ K x N problem for a launch of ``block = (x, y)`` threads per block."""
+class MatmulTrial(Trial):
+    """A random M x K @ K x N problem: a 2-D :class:`~gpulab.exercises.trial.Trial` whose
+    ``shape`` is C's (M, N), launched with ``block = (x, y)`` threads per block, and ``K``."""
 
-    check_name: str
-    seed: int
-    M: int
-    N: int
     K: int
-    block: tuple[int, int]
-    dtype: np.dtype
-    rng: np.random.Generator = field(repr=False)
 
     @classmethod
     def draw(cls, check_name: str, seed: int, block: tuple[int, int] | None = None,
@@ -163,7 +157,7 @@ class MatmulTrial(Launched):
         else:  # pragma: no cover - the ranges above always have solutions
             raise RuntimeError(f"no test shape found for block {block}; please report this")
         M, N, K = shape or (M, N, K)
-        return cls(check_name, seed, M, N, K, tuple(block), np.dtype(dtype), rng)
+        return cls(check_name, seed, (M, N), tuple(block), np.dtype(dtype), rng, K)
 
     @classmethod
     def draw_tiled(cls, check_name: str, seed: int, tile: int, dtype=np.float32,
@@ -190,19 +184,19 @@ class MatmulTrial(Launched):
                 break
         else:  # pragma: no cover
             raise RuntimeError(f"no test shape found for tile {tile}; please report this")
-        return cls(check_name, seed, M, N, K, (tile, tile), np.dtype(dtype), rng)
+        return cls(check_name, seed, (M, N), (tile, tile), np.dtype(dtype), rng, K)
+
+    @property
+    def M(self) -> int:
+        return self.shape[0]
+
+    @property
+    def N(self) -> int:
+        return self.shape[1]
 
     @property
     def side(self) -> int:
         return self.block[0]
-
-    @property
-    def blocks(self) -> tuple[int, int]:
-        return -(-self.N // self.block[0]), -(-self.M // self.block[1])
-
-    @property
-    def threads(self) -> tuple[int, int]:
-        return self.block
 
     @property
     def extents(self) -> tuple[int, ...]:

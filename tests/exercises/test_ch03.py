@@ -838,7 +838,7 @@ def small_gpu_runs(stand_in_gpu, monkeypatch):
     def draw_small(cls, check_name, seed, tile, dtype=np.float32, large=False):
         trial = draw(cls, check_name, seed, tile, dtype)
         if large:  # one more block each way: still quick in the simulator
-            trial.M, trial.N = trial.M + tile, trial.N + tile
+            trial.shape = (trial.M + tile, trial.N + tile)
         return trial
 
     monkeypatch.setattr(ch03.MatmulTrial, "draw_tiled", classmethod(draw_small))
@@ -864,3 +864,35 @@ def test_tiled_refuses_gpulab_own_kernel():
 
     result = check_matmul_tiled(matmul.matmul_tiled, tile=TILE, seed=1, show=False)
     assert result.status == "failed" and "gpulab's own" in result.message, str(result)
+
+
+@cuda.jit
+def tiled_block_indices_swapped(A, B, C):  # blockIdx.x picks the row: right only on square grids
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.x * TILE + ty
+    col = cuda.blockIdx.y * TILE + tx
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+def test_swapped_block_indices_fail():  # on every seed: the grid is never square (see above)
+    for seed in (0, 3):
+        result = check_matmul_tiled(tiled_block_indices_swapped, tile=TILE, seed=seed, show=False)
+        assert result.status == "failed", (seed, str(result))
+        assert "never written" in result.message or "swapped" in result.message, str(result)
