@@ -468,8 +468,6 @@ TILED_STUB_HINT = (
     "tiles, the block waits again; at the end each thread inside C writes its sum. The hints "
     "above the cell go step by step."
 )
-TILED = CheckSpec("matmul_tiled", "matmul_tiled(A, B, C)", TILED_STUB_HINT, MATMUL_MISTAKES,
-                  parameters=3)
 
 
 def _hard_coded_tile(source: KernelSource, tile: int) -> list[str]:
@@ -644,27 +642,51 @@ class _Threads:
         return f"thread (x={tx}, y={ty}) of block (x={bx}, y={by})"
 
 
-def _untiled(threads: _Threads, trial: MatmulTrial, right: bool) -> CheckFailedError | None:
-    """A failure when some thread reads A or B from global memory many more times than a tiled
-    kernel does (one value of each per step)."""
-    allowed = threads.steps + max(1, threads.steps // 2)
-    a, b = threads.names[:2]
-    loads = {name: threads.max_loads(name) for name in (a, b)}
-    heavy = [name for name in (a, b) if loads[name] > allowed]
-    if not heavy:
-        return None
-    K, T, steps = trial.K, threads.T, threads.steps
-    start = ("correct, but each" if right else "each")
+@dataclass
+class Tiling:
+    """What the traced tiled launch's threads loaded (``threads``), and whether C came out
+    ``right``: the evidence :data:`TILING_MISTAKES` (the method) are told from."""
+
+    threads: _Threads
+    trial: MatmulTrial
+    right: bool
+
+    @property
+    def where(self) -> MatmulTrial:
+        return self.trial
+
+    @property
+    def loads(self) -> dict[str, int]:
+        return {name: self.threads.max_loads(name) for name in self.threads.names[:2]}
+
+    @property
+    def heavy(self) -> list[str]:
+        """A and/or B when a thread loaded more of it than one value per step (and slack)."""
+        allowed = self.threads.steps + max(1, self.threads.steps // 2)
+        return [name for name, count in self.loads.items() if count > allowed]
+
+
+def _untiled_message(e: Tiling) -> str:
+    (a, b), loads, heavy = e.threads.names[:2], e.loads, e.heavy
+    start = "correct, but each" if e.right else "each"
     if len(heavy) == 2:
         what = (f"{start} thread read up to {loads[a] + loads[b]} values from global memory "
-                f"({loads[a]} of {a}, {loads[b]} of {b}; 2K = {2 * K}): that's the naive kernel")
+                f"({loads[a]} of {a}, {loads[b]} of {b}; 2K = {2 * e.trial.K}): that's the naive "
+                "kernel")
     else:
         what = (f"{start} thread read up to {loads[heavy[0]]} values of {heavy[0]} straight "
-                f"from global memory (K = {K}): only "
+                f"from global memory (K = {e.trial.K}): only "
                 f"{(set((a, b)) - set(heavy)).pop()} goes through a tile")
-    return CheckFailedError(
-        f"{what}. With {T} x {T} tiles a thread loads one value of each per step along K: "
-        f"2 x ceil(K / {T}) = {2 * steps} in all ({trial}).", UNTILED_HINT)
+    T = e.threads.T
+    return (f"{what}. With {T} x {T} tiles a thread loads one value of each per step along K: "
+            f"2 x ceil(K / {T}) = {2 * e.threads.steps} in all")
+
+
+TILING_MISTAKES = (
+    Mistake("untiled: a thread loads A or B from global memory at every k (the naive kernel, "
+            "or one matrix only through a tile)", lambda e: e.heavy, _untiled_message,
+            UNTILED_HINT, recognised_from="trace"),
+)
 
 
 def _barrier_failure(trace, threads: _Threads, source: KernelSource, trial: MatmulTrial,
@@ -804,6 +826,10 @@ def _sum_failure(A, B, C, threads: _Threads, trial: MatmulTrial) -> CheckFailedE
     return None
 
 
+TILED = CheckSpec("matmul_tiled", "matmul_tiled(A, B, C)", TILED_STUB_HINT,
+                  TILING_MISTAKES + MATMUL_MISTAKES, parameters=3)
+
+
 def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
                        dtype=np.float32, show: bool = True) -> CheckResult:
     """Check ``kernel(A, B, C)``, the shared-memory tiled matmul with ``tile x tile`` blocks
@@ -873,7 +899,7 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
         if traced_C is not None:  # the simulator's run counts too: its shared memory starts
             results.append((A, B, traced_C, trial))  # poisoned, a GPU's often with zeros
         right = all(not _wrong(*result[:3]).any() for result in results)
-        for check in (lambda: _untiled(threads, trial, right),
+        for check in (lambda: diagnose(TILING_MISTAKES, Tiling(threads, trial, right)),
                       lambda: _barrier_failure(trace, threads, source, trial, right)):
             failure = check()
             if failure is not None:
