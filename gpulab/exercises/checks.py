@@ -1506,6 +1506,7 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
     from numba import cuda
 
     event_class = type(cuda.event())
+    host_clock = time.perf_counter  # called before the clocks are replaced by recording ones
     recorded_at: dict[int, float] = {}
     originals = {name: getattr(event_class, name)
                  for name in ("record", "synchronize", "elapsed_time")}
@@ -1514,7 +1515,7 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
     def record(self, *args, **kwargs):
         if mine():
             watch.events.append(("clock", ("event", None)))
-        recorded_at[id(self)] = time.perf_counter()
+        recorded_at[id(self)] = host_clock()
         return originals["record"](self, *args, **kwargs)
 
     def synchronize(self, *args, **kwargs):
@@ -1576,6 +1577,7 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
         patch(cuda, "device_array_like", "allocate")
         patch(cuda, "synchronize", "synchronize", with_shape=False)
         patch(array_class, "copy_to_host", "copy_to_host")  # args[0] is the device array
+        _patch_events(watch, owner_thread, patched)
         clocks = {name: getattr(time, name) for name in WALL_CLOCKS + CPU_CLOCKS
                   if hasattr(time, name)}
         for name, original in clocks.items():
@@ -1586,7 +1588,6 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
                 if value is original:
                     rebound.append((name, value))
                     namespace[name] = getattr(time, clock)
-        _patch_events(watch, owner_thread, patched)
         targets = [launchable(kernel) for kernel in kernels]
         for name, value in list(namespace.items()):
             if any(value is kernel or value is target

@@ -5,6 +5,7 @@ chapter modules take what they share from checks, never from each other."""
 import ast
 import re
 from pathlib import Path
+from time import perf_counter as now_from_time_import  # a clock imported by name
 
 import numpy as np
 import pytest
@@ -661,3 +662,23 @@ def test_trace_trial_counts_what_the_learners_kernel_did():
     assert trace.per_block("global_writes") == {0: 8, 1: 5}
     np.testing.assert_allclose(trace.arrays["out"], x * y)
     assert trace.draw() is not None  # gpulab.plots was loaded for it
+
+
+def test_watch_host_code_records_clocks_however_imported_and_cuda_events():
+    import time
+
+    def host(clock_module=time):
+        now_from_time_import()  # `from time import perf_counter as ...`, a global
+        clock_module.process_time_ns()
+        start = cuda.event()
+        start.record()
+        start.synchronize()
+        start.elapsed_time(start)
+
+    with checks.watch_host_code(host) as watch:
+        host()
+    kinds = [kind for kind, _ in watch.events]
+    assert kinds == ["clock", "cpu_clock", "clock", "synchronize", "elapsed"], kinds
+    assert watch.events[0][1][0] == "perf_counter" and watch.events[1][1][0] == "process_time_ns"
+    assert watch.events[2][1] == ("event", None)
+    assert now_from_time_import is time.perf_counter  # restored
