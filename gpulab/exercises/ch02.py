@@ -13,8 +13,10 @@ How the timing's host code is checked
   for gpulab's saxpy kernel that records every launch (its grid, and whether an argument was a
   NumPy array, which makes Numba copy it to the GPU and back on that launch), while
   :func:`gpulab.exercises.checks.watch_host_code` records your copies, allocations,
-  synchronisations and clock reads, in order. So it sees the hidden-copy trap, copies inside
-  the timed loop, a clock stopped before the GPU finished, and a time that includes the copies.
+  synchronisations and clock reads (however the clock was imported; CUDA events' records and
+  waits too), in order. So it sees the hidden-copy trap, copies inside the timed loop, a clock
+  stopped before the GPU finished, a CPU-time clock, and, from the clock reads' own values, a
+  time that is the total or divided by the warm-ups too (:data:`TIMING_MISTAKES`).
 
 How the copy's stride and coalescing are checked
 - Your kernel is traced on a small launch (:func:`gpulab.exercises.checks.trace_trial`): the
@@ -310,6 +312,13 @@ class Timing:
                 f"out[{first}]: expected {expected:.6g}, got {self.out[first]:.6g}")
 
 
+def _numpy_launch(e: Timing) -> tuple[int, int, str]:
+    """(number, launches, the NumPy arguments' names) of the first launch given NumPy arrays."""
+    number, launch_ = e.first(lambda each: each.numpy_arguments)
+    return number, len(e.launches), ", ".join(SAXPY_ARGUMENTS[k]
+                                              for k in launch_.numpy_arguments)
+
+
 def _listed_moves(e: Timing) -> str:
     inside = e.inside()
     return ", ".join(f"{inside.count(k)} {MOVES[k][inside.count(k) > 1]}"
@@ -331,23 +340,20 @@ TIMING_MISTAKES = (
             lambda e: "launch {} of {} got NumPy arrays ({}): for each one, Numba copied it to "
             "the GPU before the launch and back after it — on every launch, without saying so. "
             "Your time measures those copies over the host link as much as the kernel: the "
-            "hidden-copy trap".format(
-                e.first(lambda launch_: launch_.numpy_arguments)[0], len(e.launches),
-                ", ".join(SAXPY_ARGUMENTS[k] for k in
-                          e.first(lambda launch_: launch_.numpy_arguments)[1].numpy_arguments)),
+            "hidden-copy trap".format(*_numpy_launch(e)),
             DEVICE_ARRAYS_HINT, recognised_from="host code"),
     Mistake("more than 1024 threads per block",
             lambda e: e.first(lambda launch_: launch_.threads_per_block > 1024),
-            lambda e: (f"launch {e.first(lambda l_: l_.threads_per_block > 1024)[0]} used blocks "
-                       f"of {e.first(lambda l_: l_.threads_per_block > 1024)[1].threads_per_block}"
-                       " threads: the simulator runs that, but a GPU refuses more than 1024"),
+            lambda e: "launch {} used blocks of {.threads_per_block} threads: the simulator "
+            "runs that, but a GPU refuses more than 1024".format(
+                *e.first(lambda launch_: launch_.threads_per_block > 1024)),
             "use 128 or 256 threads per block.", recognised_from="host code"),
     Mistake("too few blocks (rounded down)",
             lambda e: e.first(lambda launch_: launch_.total_threads < e.n),
             lambda e: "launch {0} had {1.blocks} block(s) of {1.threads} threads = "
             "{1.total_threads} threads for n = {2}: the last {3} elements got no thread".format(
-                *e.first(lambda l_: l_.total_threads < e.n), e.n,
-                e.n - e.first(lambda l_: l_.total_threads < e.n)[1].total_threads),
+                *e.first(lambda launch_: launch_.total_threads < e.n), e.n,
+                e.n - e.first(lambda launch_: launch_.total_threads < e.n)[1].total_threads),
             "round the number of blocks up: `(n + threads - 1) // threads` (chapter 00's "
             "blocks_for).", recognised_from="host code"),
     Mistake("fewer launches than repeats", lambda e: len(e.launches) < TIMED_REPEATS,
