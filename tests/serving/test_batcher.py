@@ -30,7 +30,11 @@ def rows(n, hot=0):
 
 
 def run(coroutine):
-    return asyncio.run(asyncio.wait_for(coroutine, 10))
+    """Run ``coroutine`` on a new event loop in its own thread, as the server runs the batcher:
+    the calling thread may already have a running loop (a notebook's kernel has one; so may a
+    test worker after an in-process kernel), where ``asyncio.run`` refuses to start."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, asyncio.wait_for(coroutine, 10)).result()
 
 
 async def started(model, **kwargs):
