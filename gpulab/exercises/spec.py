@@ -55,7 +55,13 @@ class CheckSpec:
     writes (``learner_writes``, e.g. ``"blocks_for(n, threads_per_block) -> int"``), the
     kernel's number of ``parameters`` (None for a plain function), the ``stub_hint`` a stub
     gets, and its known ``mistakes``, tried in order (:func:`~gpulab.exercises.mistakes.
-    diagnose`). ``allowed_gpulab``: gpulab modules the learner's code may use."""
+    diagnose`). ``allowed_gpulab``: gpulab modules the learner's code may use.
+
+    For the instructors' guide (:mod:`gpulab.exercises.instructors` writes its per-exercise
+    tables from these): ``title`` (as the notebook numbers it, ``"1. multiply"``), ``call`` (the
+    check cell's call, ``"check_multiply(my_multiply)"``), ``holds`` (what must hold for a
+    pass, in plain words) and ``also`` (what the check diagnoses besides ``mistakes``: the
+    shared rules it applies, such as guards and indexing)."""
 
     exercise: str
     learner_writes: str
@@ -63,6 +69,10 @@ class CheckSpec:
     mistakes: tuple[Mistake, ...] = ()
     parameters: int | None = None
     allowed_gpulab: tuple[str, ...] = ()
+    title: str = ""
+    call: str = ""
+    holds: str = ""
+    also: str = ""
 
     def run(self, body: Callable[[int], str], seed: int | None = None, show: bool = True,
             learner: tuple = ()) -> CheckResult:
@@ -113,6 +123,11 @@ class CheckSpec:
                 f"part of the check was replaced {when}: {', '.join(f'`{r}`' for r in replaced)} "
                 "is no longer gpulab's (or NumPy's) own, so this check cannot pass or fail your "
                 "code.", REPLACED_HINT)
+
+    def diagnoses(self) -> str:
+        """What the check diagnoses, for a table: each mistake's ``did``, in order, then
+        ``also``."""
+        return "; ".join([m.did for m in self.mistakes] + ([self.also] if self.also else []))
 
     def mistake_table(self) -> str:
         """The check as a Markdown table: each known mistake and what it is recognised from."""
