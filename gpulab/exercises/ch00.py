@@ -182,8 +182,13 @@ BLOCKS_MISTAKES = (
                        "one block fewer would still cover them"),
             ROUND_UP_HINT),
 )
-BLOCKS_FOR = CheckSpec("blocks_for", "blocks_for(n, threads_per_block) -> int",
-                       BLOCKS_STUB_HINT, BLOCKS_MISTAKES)
+BLOCKS_FOR = CheckSpec(
+    "blocks_for", "blocks_for(n, threads_per_block) -> int", BLOCKS_STUB_HINT, BLOCKS_MISTAKES,
+    title="1. how many blocks?", call="check_blocks_for(blocks_for)",
+    holds="`blocks_for(n, threads_per_block)` = n / threads_per_block rounded up, an `int`, on "
+          "15 random cases from n = 1 to a billion, exact multiples of the block and block "
+          "sizes that are not powers of two included",
+    also="an exception (named)")
 
 
 def check_blocks_for(function, seed: int | None = None, show: bool = True) -> CheckResult:
@@ -227,7 +232,13 @@ def _kernel_name(kernel) -> str:
     return getattr(function, "__name__", "your kernel")
 
 
-ADD_ONE_KERNEL = CheckSpec("first_launch", "add_one(x, out)", ADD_ONE_STUB_HINT, parameters=2)
+ADD_ONE_KERNEL = CheckSpec(
+    "first_launch", "add_one(x, out)", ADD_ONE_STUB_HINT, parameters=2,
+    title="2. the first launch: the kernel", call="check_first_launch(add_one, add_one_on_gpu)",
+    holds="`out[i] = x[i] + 1`, one thread per element, guarded, checked like every kernel "
+          "(random n not a multiple of the block, two block sizes, padding)",
+    also="the shared one-thread-per-element rules: missing or `<=` guard, `threadIdx.x` alone, "
+         "a copy of x, `x - 1`, `2x`, a hard-coded block size, simulator-only code")
 
 
 def _check_add_one_kernel(kernel, seed: int) -> Trial:
@@ -388,8 +399,15 @@ HOST_MISTAKES = (
             "copy x as it is: `cuda.to_device(x)` and `cuda.device_array_like(d_x)` keep its "
             "dtype (no `astype`, no `np.array(x, dtype=float)`).", "host code"),
 )
-HOST = CheckSpec("first_launch", "add_one_on_gpu(x) -> numpy array", HOST_STUB_HINT,
-                 HOST_MISTAKES)
+HOST = CheckSpec(
+    "first_launch", "add_one_on_gpu(x) -> numpy array", HOST_STUB_HINT, HOST_MISTAKES,
+    title="2. the first launch: the host code",
+    call="check_first_launch(add_one, add_one_on_gpu)",
+    holds="run on another random, odd n while its host code is watched "
+          "(`ch00.watch_host_code`: copies, allocations, launches with their grid, "
+          "`synchronize`, copies back), it must copy x in, launch `add_one` with device arrays "
+          "and enough blocks, and return a NumPy array with x + 1",
+    also="a missing `cuda.synchronize()` passes with a note (the copy back waits anyway)")
 
 
 def check_launch_by_hand(run, kernel, n: int, seed: int, call: str):

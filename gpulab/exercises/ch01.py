@@ -137,7 +137,13 @@ MULTIPLY_STUB_HINT = (
 )
 
 
-MULTIPLY = CheckSpec("multiply", "multiply(x, y, out)", MULTIPLY_STUB_HINT, parameters=3)
+MULTIPLY = CheckSpec(
+    "multiply", "multiply(x, y, out)", MULTIPLY_STUB_HINT, parameters=3,
+    title="1. multiply", call="check_multiply(my_multiply)",
+    holds="`out[i] = x[i] * y[i]`, one thread per element, guarded, under two block sizes",
+    also="the shared one-thread-per-element rules: missing or `<=` guard; nothing written; "
+         "`threadIdx.x` alone as the index (only the first block written); last partial block "
+         "skipped; off-by-one shift; `x + y`, `x * x` and similar; a hard-coded block size")
 
 
 def _draw(check_name: str, seed: int, threads_per_block: int | None, dtype, **sizes) -> Trial:
@@ -267,8 +273,12 @@ DOT_MISTAKES = (
             "multiply, don't add: `x[i] * y[i]`."),
     NOT_A_NUMBER,
 )
-DOT_ATOMIC = CheckSpec("dot_atomic", "dot_atomic(x, y, out)", DOT_STUB_HINT, DOT_MISTAKES,
-                       parameters=3)
+DOT_ATOMIC = CheckSpec(
+    "dot_atomic", "dot_atomic(x, y, out)", DOT_STUB_HINT, DOT_MISTAKES, parameters=3,
+    title="2. dot with atomics", call="check_dot_atomic(my_dot_atomic)",
+    holds="x · y added into `out[0]` with an atomic add",
+    also="a plain `out[0] += …` race, caught even when the simulator's total happens to be "
+         "right (writes are recorded, and the source is read)")
 
 
 def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | None = None,
@@ -403,8 +413,16 @@ BLOCK_SUM_MISTAKES = (
                        "values beyond x"), BLOCK_SUM_GUARD_HINT),
     NOT_A_NUMBER,
 )
-BLOCK_SUM = CheckSpec("block_sum", "block_sum(x, out)", BLOCK_SUM_STUB_HINT, BLOCK_SUM_MISTAKES,
-                      parameters=2)
+BLOCK_SUM = CheckSpec(
+    "block_sum", "block_sum(x, out)", BLOCK_SUM_STUB_HINT, BLOCK_SUM_MISTAKES, parameters=2,
+    title="3. block sum", call="check_block_sum(my_block_sum, threads_per_block=THREADS)",
+    holds="the total, then the **method** from a trace of a small launch: at most one atomic "
+          "per block, x read at most once per thread, at most ~2·log₂(block) shared reads per "
+          "thread",
+    also="a right total by the wrong method (one atomic per thread, one thread adding up its "
+         "block); a barrier inside a branch; a missing barrier (saying how many the kernel "
+         "has); the first stride the whole block; idle threads not writing 0; a shared array "
+         "too small; a halving loop that never ends (fails with a message, not a hang)")
 
 
 def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None,

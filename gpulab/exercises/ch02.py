@@ -115,8 +115,12 @@ SAXPY_METHOD_MISTAKES = (
             "whole grid, `cuda.gridsize(1)` (= `cuda.blockDim.x * cuda.gridDim.x`).",
             recognised_from="trace"),
 )
-SAXPY = CheckSpec("saxpy", "saxpy(a, x, y, out)", SAXPY_STUB_HINT, SAXPY_METHOD_MISTAKES,
-                  parameters=4)
+SAXPY = CheckSpec(
+    "saxpy", "saxpy(a, x, y, out)", SAXPY_STUB_HINT, SAXPY_METHOD_MISTAKES, parameters=4,
+    title="1. saxpy", call="check_saxpy(my_saxpy)",
+    holds="`out[i] = a * x[i] + y[i]`, a random `a ≠ 1`, under two block sizes",
+    also="a forgotten `a` or `y`, x and y swapped, `a * (x + y)`, guards and indexing (the "
+         "shared one-thread-per-element rules)")
 
 
 def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None = None,
@@ -424,8 +428,17 @@ TIMING_MISTAKES = (
                        f"time of all {e.timed} timed launches: that looks like the total, not "
                        "the time per launch"), PER_LAUNCH_HINT, recognised_from="host code"),
 )
-TIME_SAXPY = CheckSpec("time_saxpy", "time_saxpy(kernel, a, x, y, repeats) -> (out, seconds)",
-                       TIME_STUB_HINT, TIMING_MISTAKES)
+TIME_SAXPY = CheckSpec(
+    "time_saxpy", "time_saxpy(kernel, a, x, y, repeats) -> (out, seconds)", TIME_STUB_HINT,
+    TIMING_MISTAKES, title="2. time it", call="check_time_saxpy(time_saxpy)",
+    holds="called with a stand-in for gpulab's saxpy that records each launch, while copies, "
+          "allocations, `synchronize`, CUDA events and clock reads are recorded in order, "
+          "whatever the import spelling: the result copied back and right, x and y copied "
+          "once, every launch on device arrays with enough blocks, `repeats` launches between "
+          "the clock reads with the GPU waited for before the second, the seconds per launch a "
+          "positive number (the simulator's time is labelled as such)",
+    also="no warm-up launch passes with a note (the first launch compiles); timing with CUDA "
+         "events is accepted")
 
 
 def _describe_host_code(watch: HostCodeWatch, warm_up: int) -> str:
@@ -573,8 +586,15 @@ STRIDE_MISTAKES = (
                        f"grid, so {e.trial.n - len(e.readers)} elements between them were "
                        "never copied"), STRIDE_HINT, recognised_from="trace"),
 )
-COPY = CheckSpec("copy_grid_stride", "copy_grid_stride(x, out)", COPY_STUB_HINT,
-                 STRIDE_MISTAKES, parameters=2)
+COPY = CheckSpec(
+    "copy_grid_stride", "copy_grid_stride(x, out)", COPY_STUB_HINT, STRIDE_MISTAKES,
+    parameters=2, title="3. grid-stride copy", call="check_copy_grid_stride(my_copy)",
+    holds="a fixed grid smaller than the data copies all of it; traced on a small launch, "
+          "every thread steps by the grid's size and no element is copied twice; in the "
+          "simulator the reads of a full-size run are grouped into warp requests and must stay "
+          "coalesced",
+    also="a step of 0 (fails instead of hanging); one element per thread; reads or writes past "
+         "the end; a right copy whose warps read scattered addresses (a chunk per thread)")
 
 
 def _stride_of(kernel, seed: int, dtype) -> None:

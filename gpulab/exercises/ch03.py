@@ -421,8 +421,14 @@ NAIVE_STUB_HINT = (
     "work, add up the products of row `row` of A and column `col` of B, and write the sum. The "
     "hints above the cell go step by step."
 )
-NAIVE = CheckSpec("matmul_naive", "matmul_naive(A, B, C)", NAIVE_STUB_HINT, MATMUL_MISTAKES,
-                  parameters=3)
+NAIVE = CheckSpec(
+    "matmul_naive", "matmul_naive(A, B, C)", NAIVE_STUB_HINT, MATMUL_MISTAKES, parameters=3,
+    title="1. naive matmul", call="check_matmul_naive(my_matmul)",
+    holds="C = A @ B within the float32 rounding bound, one thread per element of C, on two "
+          "launches whose blocks are not square (8 × 4 then 4 × 8 in the simulator), M ≠ N ≠ K "
+          "not multiples of the block's sides",
+    also="missing guards (the line of the IndexError); `blockIdx` times a number or times the "
+         "other axis's `blockDim` (a block shape assumed, named with the line)")
 
 
 def check_matmul_naive(kernel, seed: int | None = None, block: tuple[int, int] | None = None,
@@ -826,8 +832,18 @@ def _sum_failure(A, B, C, threads: _Threads, trial: MatmulTrial) -> CheckFailedE
     return None
 
 
-TILED = CheckSpec("matmul_tiled", "matmul_tiled(A, B, C)", TILED_STUB_HINT,
-                  TILING_MISTAKES + MATMUL_MISTAKES, parameters=3)
+TILED = CheckSpec(
+    "matmul_tiled", "matmul_tiled(A, B, C)", TILED_STUB_HINT, TILING_MISTAKES + MATMUL_MISTAKES,
+    parameters=3, title="2. tiled matmul", call="check_matmul_tiled(my_matmul_tiled, tile=TILE)",
+    holds="the answer on 6 blocks of TILE × TILE (2 × 3 or 3 × 2; on a GPU also on tens of "
+          "blocks), and the method, from a trace of the same launch: at most about one load of "
+          "A and one of B per thread per step, 2·⌈K/TILE⌉ in all, and two barriers per step, "
+          "the same in every thread",
+    also="the tile's size written as a number; the loop over the steps ending at a number; a "
+         "barrier inside a branch; a missing barrier, saying which, also when the simulator's "
+         "answer happens to be right; no zero fill at the edge; a load guard with the wrong "
+         "bound; x and y swapped in the loads, the stores or the multiply-adds; an IndexError, "
+         "with the line and whether a load, the write or a tile overran")
 
 
 def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
