@@ -219,9 +219,8 @@ HOST_STUB_HINT = (
     "wait, copy back) and return the result as a NumPy array."
 )
 COPY_IN_HINT = (
-    "copy the input yourself and allocate the output on the device: `d_x = "
-    "cuda.to_device(x)`, `d_out = cuda.device_array_like(d_x)`, and launch with "
-    "`add_one[blocks, threads](d_x, d_out)`."
+    "revisit section 5's first two steps: the launch must be given arrays that already live "
+    "on the device (the input copied there, the output allocated there), not NumPy arrays."
 )
 # Host-function sizes: odd, so no power-of-two block size divides them.
 HOST_SIZE_RANGE = {"sim": (201, 601), "gpu": (100_001, 1_000_001)}
@@ -253,10 +252,10 @@ def _check_add_one_kernel(kernel, seed: int) -> Trial:
         failure = diagnose_vector(
             x + np.float32(1), out, trial,
             patterns={
-                "a copy of x": (x, "add one: `out[i] = x[i] + 1`."),
-                "x[i] - 1": (x - np.float32(1), "add one, don't subtract: `out[i] = x[i] + 1`."),
+                "a copy of x": (x, "each element must be one more than the input's."),
+                "x[i] - 1": (x - np.float32(1), "the exercise adds one; your kernel subtracts."),
                 "x[i] + 2": (x + np.float32(2), "add 1, not 2."),
-                "2 * x[i]": (x * np.float32(2), "add one: `out[i] = x[i] + 1`."),
+                "2 * x[i]": (x * np.float32(2), "the exercise adds one; your kernel doubles."),
             },
         )
         if failure:
@@ -325,18 +324,19 @@ def _as_int(value) -> int | None:
 HOST_MISTAKES = (
     Mistake("returned nothing", lambda h: h.got is None,
             lambda h: f"{h.call} returned None",
-            "end with `return d_out.copy_to_host()`: the caller needs the result on the host.",
+            "the caller needs the result on the host: the last step copies it back and returns it.",
             "host code"),
     Mistake("returned the device array",
             lambda h: not isinstance(h.got, np.ndarray) and hasattr(h.got, "copy_to_host"),
             lambda h: (f"{h.call} returned the device array itself: its values are still in the "
                        "GPU's memory, where NumPy and the rest of your program cannot read them"),
-            "copy it back and return that: `return d_out.copy_to_host()`.", "host code"),
+            "copy the output back to the host (section 5's last step) and return that copy.",
+            "host code"),
     Mistake("never launched the kernel", lambda h: not h.launches,
             lambda h: (f"{h.call} never launched `{h.name}`"
                        + (": it returned the right values, computed without the GPU"
                           if h.right_values else "")),
-            lambda h: f"launch your kernel by its name: `{h.name}[blocks, threads](d_x, d_out)`.",
+            lambda h: f"the function must launch your kernel `{h.name}` on the GPU (section 5).",
             "host code"),
     Mistake("passed NumPy arrays to the launch",
             lambda h: h.launched_with(lambda launch: launch.numpy_arguments),
@@ -359,27 +359,26 @@ HOST_MISTAKES = (
             lambda h: (f"{h.call} launched {h.biggest.blocks} block(s) of {h.biggest.threads} "
                        f"threads = {h.biggest.total_threads} threads for n = {h.n} elements: the "
                        f"last {h.n - h.biggest.total_threads} elements got no thread"),
-            "round the number of blocks up: `blocks = (n + threads - 1) // threads` "
-            "(exercise 1's blocks_for).", "host code"),
+            "the number of blocks must be rounded up, as in exercise 1.", "host code"),
     Mistake("the array's shape (n) used as the number of blocks",
             lambda h: _as_int(h.biggest.blocks) == h.n and h.biggest.threads_per_block > 1,
             lambda h: (f"{h.call} launched {h.n} blocks of {h.biggest.threads_per_block} "
                        f"threads = {h.biggest.total_threads} threads for {h.n} elements: "
                        f"`x.shape` is the number of elements, not of blocks, so "
                        f"{h.biggest.total_threads - h.n} threads had nothing to do"),
-            "blocks = how many blocks of `threads` cover n: `blocks_for(x.shape[0], threads)`.",
+            "the number of blocks is how many blocks of `threads` cover n elements (exercise 1).",
             "host code"),
     Mistake("whole blocks more than needed",
             lambda h: h.biggest.total_threads >= h.n + h.biggest.threads_per_block,
             lambda h: (f"{h.call} launched {h.biggest.blocks} blocks of {h.biggest.threads} "
                        f"threads = {h.biggest.total_threads} threads for {h.n} elements: at "
                        "least one whole block had nothing to do"),
-            "round up, but only to the next whole block: `(n + threads - 1) // threads`.",
+            "round up, but only to the next whole block (exercise 1).",
             "host code"),
     Mistake("returned something else than a NumPy array",
             lambda h: not isinstance(h.got, np.ndarray),
             lambda h: f"{h.call} returned {type(h.got).__name__}, not a NumPy array",
-            "return `d_out.copy_to_host()`.", "host code"),
+            "return the output copied back to the host, a NumPy array.", "host code"),
     Mistake("changed its input", lambda h: h.changed_input,
             lambda h: f"{h.call} changed its input x",
             "leave x as it is: the kernel writes into a separate output array.", "host code"),

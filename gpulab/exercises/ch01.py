@@ -65,7 +65,7 @@ BLOCK_SUM_SIZE_RANGE = {"sim": (150, 450)}
 # Values past the end of the inputs (visible only to a kernel without a guard, on a GPU).
 PAD_VALUE = 100.0
 ATOMIC_HINT = (
-    "use `cuda.atomic.add(out, 0, value)`: it makes the read, the add and the write one "
+    "an atomic add (`cuda.atomic.add`, section 3) makes the read, the add and the write one "
     "indivisible step, so no other thread can slip in between."
 )
 SYNCTHREADS_HINT = (
@@ -174,7 +174,7 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
             failure = diagnose_vector(
                 reference.multiply(x, y), out, trial,
                 patterns={
-                    "x[i] + y[i]": (x + y, "multiply, don't add: `out[i] = x[i] * y[i]`."),
+                    "x[i] + y[i]": (x + y, "the exercise multiplies the inputs; yours adds them."),
                     "x[i] * x[i]": (x * x, "the second factor should be y[i]."),
                     "y[i] * y[i]": (y * y, "the first factor should be x[i]."),
                     "a copy of x": (x, "multiply x[i] by y[i]."),
@@ -248,8 +248,8 @@ NOT_A_NUMBER = Mistake(
 DOT_MISTAKES = (
     Mistake("nothing added", lambda e: e.near(0.0),
             lambda e: f"{e.summary}: nothing was added to out[0]",
-            "add each product into out[0] with `cuda.atomic.add(out, 0, x[i] * y[i])`, inside "
-            "the guard."),
+            "each thread inside the array must add its product into out[0], with an atomic add "
+            "(section 3): check that the add is reached and that it adds the product."),
     Mistake("`out[0] = ...` (each thread replaced the total)", lambda e: e.near(e.terms),
             lambda e: (f"{e.summary}: that is a single product x[i] * y[i]: each thread "
                        "replaced out[0] instead of adding to it"), ATOMIC_HINT),
@@ -262,7 +262,8 @@ DOT_MISTAKES = (
             GLOBAL_INDEX_HINT),
     Mistake("the last, partial block skipped", lambda e: e.near(sum(e.block_sums[:-1])),
             lambda e: f"{e.summary}: the last, partial block added nothing",
-            "the guard should stop only threads with i >= n: `if i < x.shape[0]:`."),
+            "the guard is too strict: it must stop only the threads whose index is past the "
+            "end of the arrays, and let every index below n through."),
     Mistake("no guard (threads past the end add padding)",
             lambda e: e.near(float(e.expected) + e.trial.idle_threads * PAD_VALUE**2),
             lambda e: (f"{e.summary}: the {e.trial.idle_threads} threads past the end added "
@@ -302,8 +303,8 @@ def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | N
         def run(trial: Trial) -> float:
             return _total_or_failure(
                 lambda t: _run_dot(source, kernel, t), trial,
-                "threads past the end must add nothing: keep the atomic inside "
-                "`if i < x.shape[0]:`, and let every thread below n through.",
+                "threads past the end must add nothing: the atomic belongs inside the guard, and "
+                "the guard must let every index below n through.",
             )
 
         trial = _draw("check_dot_atomic", seed, threads_per_block, dtype)
@@ -383,8 +384,8 @@ BLOCK_SUM_STUB_HINT = (
 BLOCK_SUM_MISTAKES = (
     Mistake("nothing added", lambda e: e.near(0.0),
             lambda e: f"{e.summary}: nothing was added to out[0]",
-            "after the tree, thread 0 (`if cuda.threadIdx.x == 0:`) adds partial[0] into "
-            "out[0] with `cuda.atomic.add(out, 0, partial[0])`."),
+            "after the tree, one thread of each block must add the block's total (slot 0 of the "
+            "shared array) into out[0] with an atomic add: check that this add is reached."),
     Mistake("`out[0] = ...` (the blocks overwrote each other)",
             lambda e: e.one_block() is not None,
             lambda e: (f"{e.summary}: that is block {e.one_block()}'s total alone: the blocks "
@@ -455,8 +456,8 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
         few_barriers = source.tree is not None and count_calls(source, "syncthreads") < 2
         got = _total_or_failure(
             lambda t: _run_block_sum(source, kernel, t), trial,
-            "threads past the end must contribute 0: write `partial[t] = 0` when "
-            "`i >= x.shape[0]`, because shared memory starts with leftover values.",
+            "threads past the end must still fill their shared slot, with a value that adds "
+            "nothing: shared memory starts with leftover values.",
             closer_look=not few_barriers,
         )
         method = _check_tree_method(kernel, seed, threads_per_block, dtype)

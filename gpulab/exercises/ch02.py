@@ -62,8 +62,8 @@ from gpulab.instruments import RecordingArray, thread_label
 
 GRID_STRIDE_HINT = (
     "let each thread start at its global index and step by the number of threads in the "
-    "grid: `for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)): out[i] = x[i]`. On "
-    "every pass the 32 threads of a warp then read 32 neighbouring elements."
+    "whole grid (the grid-stride loop of chapter 01, section 5), until the end of the array. "
+    "On every pass the 32 threads of a warp then read 32 neighbouring elements."
 )
 # The copy check launches a fixed grid smaller than n, so that every thread must loop.
 COPY_BLOCKS = {"sim": 2, "gpu": 8}
@@ -147,12 +147,10 @@ def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None =
             failure = diagnose_vector(
                 reference.saxpy(a, x, y), out, trial,
                 patterns={
-                    "x[i] + y[i] (a is missing)": (x + y, "multiply x[i] by a: "
-                                                   "`out[i] = a * x[i] + y[i]`."),
-                    "a * x[i] (y is missing)": (a * x, "add y[i]: `out[i] = a * x[i] + y[i]`."),
+                    "x[i] + y[i] (a is missing)": (x + y, "x[i] is never multiplied by a."),
+                    "a * x[i] (y is missing)": (a * x, "y[i] is never added."),
                     "a * y[i] + x[i] (x and y swapped)": (a * y + x, "a multiplies x, not y."),
-                    "a * (x[i] + y[i])": (a * (x + y), "only x is scaled by a: "
-                                          "`a * x[i] + y[i]`."),
+                    "a * (x[i] + y[i])": (a * (x + y), "only x is scaled by a, not y."),
                     "x[i] * y[i] + a": (x * y + a, "saxpy is `a * x[i] + y[i]`."),
                 },
             )
@@ -184,9 +182,9 @@ TIME_STUB_HINT = (
     "copied back and the seconds per launch. The hints above the cell go step by step."
 )
 DEVICE_ARRAYS_HINT = (
-    "copy once, before timing: `d_x = cuda.to_device(x)` (and y), `d_out = "
-    "cuda.device_array_like(d_x)`, and launch with the device arrays: "
-    "`kernel[blocks, threads](a, d_x, d_y, d_out)`."
+    "copy x and y to the device once, before timing, allocate the output there too, and "
+    "launch with those device arrays: a NumPy array given to a launch is copied both ways on "
+    "every launch (section 2's hidden copies)."
 )
 SYNCHRONIZE_HINT = (
     "a launch returns as soon as the GPU has the work, not when it is done: call "
@@ -337,7 +335,8 @@ def _not_positive(seconds) -> bool:
 TIMING_MISTAKES = (
     Mistake("never launched the kernel", lambda e: not e.launches,
             lambda e: f"{e.call} never launched the kernel it was given",
-            "launch the `kernel` argument: `kernel[blocks, threads](a, d_x, d_y, d_out)`.",
+            "the function must launch the kernel it is given as its first argument (not "
+            "gpulab's, not NumPy), `repeats` times.",
             recognised_from="host code"),
     Mistake("NumPy arrays passed to a launch (the hidden-copy trap)",
             lambda e: e.first(lambda launch_: launch_.numpy_arguments),
@@ -358,8 +357,8 @@ TIMING_MISTAKES = (
             "{1.total_threads} threads for n = {2}: the last {3} elements got no thread".format(
                 *e.first(lambda launch_: launch_.total_threads < e.n), e.n,
                 e.n - e.first(lambda launch_: launch_.total_threads < e.n)[1].total_threads),
-            "round the number of blocks up: `(n + threads - 1) // threads` (chapter 00's "
-            "blocks_for).", recognised_from="host code"),
+            "the number of blocks must be rounded up (chapter 00's blocks_for).",
+            recognised_from="host code"),
     Mistake("fewer launches than repeats", lambda e: len(e.launches) < TIMED_REPEATS,
             lambda e: (f"{e.call} launched the kernel {len(e.launches)} time(s); with repeats = "
                        f"{TIMED_REPEATS} it should time {TIMED_REPEATS} launches"),
@@ -391,7 +390,8 @@ TIMING_MISTAKES = (
             recognised_from="host code"),
     Mistake("not a pair (out, seconds)", lambda e: not e.pair,
             lambda e: (f"{e.call} returned {type(e.returned).__name__}, not a pair "
-                       "(out, seconds)"), "end with `return d_out.copy_to_host(), seconds`.",
+                       "(out, seconds)"), "return two things: the output copied back to the host, then "
+            "the seconds per launch.",
             recognised_from="host code"),
     Mistake("the device array returned",
             lambda e: not isinstance(e.out, np.ndarray) and hasattr(e.out, "copy_to_host"),

@@ -59,17 +59,17 @@ from gpulab.exercises.trial import Trial
 PAD_VALUE = 100.0  # beyond the edges of A and B (seen only by a kernel without guards, on a GPU)
 TILE = 8  # the tile of the tiled exercise in the simulator (16 on a GPU)
 EDGE_HINT = (
-    "a thread read or wrote outside a matrix: guard the write with "
-    "`if row < C.shape[0] and col < C.shape[1]:`, and the loads with the matrix's own sizes."
+    "a thread read or wrote outside a matrix: the write needs a guard on both of C's sizes, "
+    "and each load a guard on its own matrix's sizes."
 )
 INDEX_HINT = (
-    "take `col, row = cuda.grid(2)`: the x index runs along the columns of C (neighbouring "
-    "threads, neighbouring columns), the y index along its rows; then "
-    "`C[row, col] = sum of A[row, k] * B[k, col]` for k in range(A.shape[1])."
+    "revisit the 2-D grid (section 2): the x index runs along the columns of C (neighbouring "
+    "threads, neighbouring columns), the y index along its rows; each element of C is the sum "
+    "over k of A's row times B's column."
 )
 WRITE_GUARD_HINT = (
-    "only threads inside C may write: `if row < C.shape[0] and col < C.shape[1]:` around the "
-    "final write (the blocks at the right and bottom edges are only partly inside C)."
+    "only threads inside C may write: the final write needs a guard on both the row and the "
+    "column (the blocks at the right and bottom edges are only partly inside C)."
 )
 LOAD_GUARD_HINT = (
     "a thread whose element of A lies outside A (row >= A.shape[0], or k0 + tx >= A.shape[1]) "
@@ -325,8 +325,9 @@ MATMUL_MISTAKES = (
             _accumulates_nan,
             "elements of C are NaN: your kernel adds into C[row, col], which starts with "
             "whatever was in memory (NaN here)",
-            "accumulate in a local variable that starts at 0 (`acc = C.dtype.type(0)`), and "
-            "write it to C once, after the loop.", recognised_from="source"),
+            "C is an output, not a running total: memory from the device holds garbage until "
+            "written, so keep the sum in a local variable and write C once.",
+            recognised_from="source"),
     Mistake("nothing written", lambda e: e.unwritten.all(), "your kernel wrote nothing into C",
             "each thread should assign `C[row, col] = ...` for its own row and column, inside "
             "the guard."),
@@ -350,8 +351,8 @@ MATMUL_MISTAKES = (
     Mistake("a single product written, not the sum",
             lambda e: e.suspects and e.holds(e.partial_sum(e.trial.K, e.trial.K - 1)),
             lambda e: (f"{e.summary}: C holds A[row, k] * B[k, col] for a single k, not their "
-                       "sum"), "add the products: `acc += A[row, k] * B[k, col]`, then write "
-                       "acc once."),
+                       "sum"), "the loop must add up the products over every k, not replace "
+                       "the running value with each one."),
     Mistake("the sum over B's columns (N), not over K",
             lambda e: e.suspects and e.trial.N < e.trial.K and e.holds(e.partial_sum(e.trial.N)),
             lambda e: (f"{e.summary}: the sum stops at k = N - 1: the loop runs over B's "
@@ -455,9 +456,9 @@ def check_matmul_naive(kernel, seed: int | None = None, block: tuple[int, int] |
                 if assumed:
                     raise CheckFailedError(
                         f"{failure.message} {assumed[0].upper()}{assumed[1:]}.",
-                        "`col, row = cuda.grid(2)` works for any block; written out, it is "
-                        "`cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x` for the column "
-                        "and the same with .y for the row.")
+                        "the global index must come from the launch itself (the block's index "
+                        "times the block's size along the same axis, plus the thread's), never "
+                        "from a number or the other axis's size: the caller chooses the block.")
                 raise failure
         return (f"C = A @ B for A {trial.M}x{trial.K}, B {trial.K}x{trial.N} ({trial.launched})"
                 + "".join(f" and A {run.M}x{run.K}, B {run.K}x{run.N} ({run.launched})"
@@ -803,8 +804,8 @@ def _tile_reads_failure(threads: _Threads, trial: MatmulTrial) -> CheckFailedErr
                     f"{threads.label(thread)} multiplied {slots}, ...; its row of C needs "
                     f"{want} for k in range({threads.T}) ({'a row' if holds_a else 'a column'} "
                     f"of the tile; {trial}).",
-                    "the multiply-adds are `acc += a_tile[ty, k] * b_tile[k, tx]`: ty picks A's "
-                    "row, tx picks B's column.")
+                    "in the multiply-adds, the thread's y index picks the row of A's tile and its "
+                    "x index the column of B's tile.")
     return None
 
 
@@ -824,8 +825,8 @@ def _sum_failure(A, B, C, threads: _Threads, trial: MatmulTrial) -> CheckFailedE
             A[:, :done * T].astype(np.float64) @ B[:done * T],
             f"C holds the sum over k = 0 .. {done * T - 1} only: the loop over the steps stopped "
             f"after {done} of the {steps} steps K = {trial.K} needs",
-            "the loop over the steps must cover all of K, whatever its size: `for k0 in "
-            "range(0, A.shape[1], TILE):`, with C written after it."))
+            "the loop over the steps must cover all of K, whatever its size (read it from A's "
+            "shape), with C written after it."))
     for candidate, message, hint in suspects:
         if np.all(np.abs(C - candidate) <= bound):
             return CheckFailedError(f"{message} ({trial}).", hint)
@@ -880,8 +881,8 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
         if fixed:
             raise CheckFailedError(
                 f"`{fixed}` ends at a fixed number: it is right only for the K it was written "
-                "for.", "the loop over the steps must cover all of K, whatever its size: "
-                "`for k0 in range(0, A.shape[1], TILE):`.")
+                "for.", "the loop over the steps must cover all of K, whatever its size: read "
+                "it from A's shape.")
         names = _names(source)
         shared = _shared_names(source)
         trial = MatmulTrial.draw_tiled("check_matmul_tiled", seed, tile, dtype)

@@ -107,14 +107,14 @@ STATUSES = (PASSED, NOT_ATTEMPTED, FAILED)
 SIZE_RANGE = {"sim": (200, 700), "gpu": (2_000, 20_000)}
 
 GUARD_HINT = (
-    "a thread read or wrote past the end of an array: is your guard `if i < x.shape[0]:` there, "
-    "and is it `<` not `<=`? The last block is only partly used, so its extra threads must do "
-    "nothing."
+    "a thread read or wrote past the end of an array: is there a guard, and does it stop the "
+    "index that equals the length too? The last block is only partly used, so its extra "
+    "threads must do nothing."
 )
 GLOBAL_INDEX_HINT = (
-    "each thread must handle its own element: compute the global index with "
-    "`i = cuda.grid(1)` (the same as `cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x`), "
-    "not `cuda.threadIdx.x` alone, which repeats in every block."
+    "each thread must handle its own element: the thread's index within its block repeats in "
+    "every block, so the global index also needs the block's index and size (chapter 00, "
+    "section 4)."
 )
 GRID_2D_HINT = (
     "`c, r = cuda.grid(2)` gives this thread's column (x) and row (y): x runs along the "
@@ -982,8 +982,8 @@ def diagnose_vector(
         return CheckFailedError(
             f"your kernel wrote nothing into out: all {n} elements still hold their starting "
             f"value ({trial}).",
-            "each thread should assign `out[i] = ...` for its own i; check that the guard lets "
-            "threads in (`if i < x.shape[0]:`, not `>`).",
+            "each thread should write its own element of out; check that the guard lets the "
+            "threads inside the array in (the comparison's direction).",
         )
     written_bad = bad & ~unwritten
     for shift in (1, -1):
@@ -1016,8 +1016,8 @@ def diagnose_vector(
         if np.array_equal(missing, where[where >= last_block_start]):
             return CheckFailedError(
                 f"{text}: every block except the last, partial one is right ({trial}).",
-                "the guard should stop only threads with i >= n: write `if i < x.shape[0]:` "
-                "(the last block still has real elements before n).",
+                "the guard is too strict: it must stop only the threads whose index is n or "
+                "more (the last block still has real elements before n).",
             )
         if missing[-1] == n - 1 and missing.size <= 2:
             return CheckFailedError(
