@@ -1,36 +1,72 @@
-"""Chapter 09's exercises: the activation memory of the MLP, and gradient accumulation.
+"""Chapter 09's exercises: the activation memory of the MLP, gradient accumulation, and the
+kernel that accumulates on the device.
 
 - :func:`check_activation_bytes` takes your ``activation_bytes(widths, batch_size,
   itemsize)``: the bytes of the values the course's MLP keeps for its backward pass — the
   input batch, every layer's matmul output Z, every hidden layer's output A, the logits, the
   probabilities and one loss per sample — each ``itemsize`` bytes (labels not counted), as
-  :func:`gpulab.nn.memory.mlp_activation_values` counts them.
+  :func:`gpulab.nn.memory.mlp_activation_values` counts them. Its mistakes:
+  :data:`ACTIVATION_MISTAKES`.
 - :func:`check_accumulated_gradients` takes your ``accumulated_gradients(model, X, y,
   micro_batches)``: the gradients of the mean loss over the whole batch, computed by running
   ``micro_batches`` smaller forward and backward passes (never the whole batch at once) and
   combining their gradients, each weighted by its micro-batch's share of the samples. It
   returns ``{"layer0.W": ..., ...}`` as ``model.gradients()`` does and must not update the
-  model.
+  model. The check records every forward pass (its samples), so the micro-batch count used as
+  the micro-batch size (or the other way round) is named even when the weights make the sum
+  right: the batches are drawn so that the count and the size differ by at least 2. Its
+  mistakes: :data:`ACCUMULATION_MISTAKES`.
+- :func:`check_accumulate` takes your kernel ``accumulate(grad_sum, grad_micro, weight)``:
+  ``grad_sum[i] += weight * grad_micro[i]``, in place, one thread per element. It is launched
+  several times in a row on the same device buffer, as the micro-batches of one batch come,
+  with the micro-batches' unequal weights; then traced on a small launch (each element written
+  by one thread, no thread doing the work of many). Its mistakes: :data:`SUM_MISTAKES`,
+  :data:`SUM_METHOD_MISTAKES`. Once it passes, :func:`accumulate_on_device` runs the chapter's
+  micro-batches with it (:func:`gpulab.kernels.accumulate.accumulate_gradients`).
 
-Widths, batches and values are random; a failure names the seed to repeat it.
+Widths, batches, sizes, block sizes and values are random; a failure names the seed to repeat
+it.
 """
 
 from __future__ import annotations
 
 import numbers
+import weakref
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpulab.exercises.checks import CheckFailedError, CheckResult, call_learner, run_check
+from gpulab import device
+from gpulab.exercises.checks import (
+    GLOBAL_INDEX_HINT,
+    GUARD_HINT,
+    READ_THE_ERROR_HINT,
+    CheckFailedError,
+    CheckResult,
+    KernelError,
+    KernelSource,
+    call_learner,
+    explain_exception,
+    launch,
+    offer_trace,
+    padded,
+    plain_writes_to,
+    read_back,
+    trace_trial,
+)
+from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.trial import Trial
+from gpulab.instruments import python_function, thread_label
 from gpulab.nn import memory
 from gpulab.nn.mlp import MLP
 
 # --- exercise 1: the activation memory of the MLP ---------------------------------------------
 
 ACTIVATION_STUB_HINT = (
-    "per sample, add up the values kept: the input (widths[0]), one Z per layer (widths[1:]), "
-    "one output A per hidden layer (widths[1:-1]), the logits and the probabilities "
-    "(widths[-1] each) and one loss; then multiply by batch_size and by itemsize."
+    "per sample, add up the values kept: the input, one Z per layer, one output A per hidden "
+    "layer, the logits and the probabilities and one loss; then scale to the batch and to "
+    "bytes. The hints above the cell go step by step."
 )
 
 
@@ -39,43 +75,130 @@ def _random_widths(rng: np.random.Generator, hidden_layers: int) -> list[int]:
             + [int(rng.integers(2, 50))])
 
 
-def _activation_suspects(widths: list[int], B: int, itemsize: int) -> dict[float, str]:
-    """Wrong-but-plausible answers for one case, each with the hint that names its mistake."""
-    n_in, hidden, C = widths[0], widths[1:-1], widths[-1]
-    Z, A = sum(widths[1:]), sum(hidden)
-    right = memory.mlp_activation_values(widths, B)
-    first_only = n_in + 2 * widths[1] + 2 * C + 1 if hidden else None
-    candidates = {
-        right * itemsize * 8: "that is in bits: itemsize is already bytes per value, so do not "
-                              "multiply by 8.",
-        right * 8: "that counts 8 bytes per value: use the itemsize you are given (4 for "
-                   "float32, 2 for 16-bit formats).",
-        right // B * itemsize: "that is one sample's worth: multiply by batch_size, every "
-                               "sample keeps its own activations.",
-        right: "that is a count of values: multiply by itemsize to get bytes.",
-        (right - B * n_in) * itemsize: "the input batch is missing: the first layer's input X "
-                                       "is kept too (its dW = X^T dZ needs it).",
-        (right - B * A) * itemsize: "the hidden layers' outputs A are missing: each one is the "
-                                    "next layer's input X, which its backward pass needs.",
-        (right - B * Z) * itemsize: "the matmul outputs Z are missing: every layer keeps its Z "
-                                    "for the activation's derivative (checkpointing is what "
-                                    "drops them).",
-        (right - B * (2 * C + 1)) * itemsize: "the loss's values are missing: the logits, the "
-                                              "probabilities and one loss per sample.",
-        (right - B * (C + 1)) * itemsize: "the logits or the per-sample losses are missing: the "
-                                          "loss keeps the logits, the probabilities and one "
-                                          "loss per sample.",
-        (right - B * C) * itemsize: "one of the logits and the probabilities is missing: both "
-                                    "are kept (C values each).",
-        (right - B) * itemsize: "the per-sample losses are missing: one value per sample.",
-        (right + B * C) * itemsize: "the logits are counted twice: the last layer's output A "
-                                    "is the logits, count it once.",
-    }
-    if first_only is not None and len(hidden) > 1:
-        candidates[B * first_only * itemsize] = (
-            "that counts one hidden layer: count Z (and A, for hidden layers) for every layer "
-            "of the network, not once.")
-    return candidates
+@dataclass
+class Bytes:
+    """What ``activation_bytes(widths, batch, itemsize)`` returned, for the mistakes below."""
+
+    widths: list[int]
+    batch: int
+    itemsize: int
+    got: object
+    seed: int
+
+    @property
+    def where(self) -> str:
+        return (f"widths {self.widths}, batch {self.batch}, itemsize {self.itemsize}, "
+                f"seed={self.seed}")
+
+    @property
+    def values(self) -> int:
+        """The values kept, for the whole batch."""
+        return memory.mlp_activation_values(self.widths, self.batch)
+
+    @property
+    def expected(self) -> int:
+        return self.values * self.itemsize
+
+    @property
+    def number(self) -> bool:
+        return not isinstance(self.got, bool) and isinstance(self.got, numbers.Real)
+
+    @property
+    def whole(self) -> bool:
+        return self.number and np.isfinite(float(self.got)) and float(self.got) == int(self.got)
+
+    @property
+    def summary(self) -> str:
+        return f"expected {self.expected:,} bytes, got {int(self.got):,}"
+
+    def is_(self, values: int, itemsize: int | None = None) -> bool:
+        """Did the learner return ``values`` (for the batch) times ``itemsize`` bytes?"""
+        return self.whole and int(self.got) == values * (self.itemsize if itemsize is None
+                                                         else itemsize)
+
+    def without(self, per_sample: int) -> bool:
+        """The right count less ``per_sample`` values for every sample (and not the right one)."""
+        return per_sample > 0 and self.is_(self.values - self.batch * per_sample)
+
+    @property
+    def hidden(self) -> list[int]:
+        return self.widths[1:-1]
+
+
+def _one_layer(e: Bytes) -> bool:
+    """Z and A counted for the first hidden layer only, in a network with several."""
+    if len(e.hidden) < 2:
+        return False
+    per_sample = e.widths[0] + 2 * e.widths[1] + 2 * e.widths[-1] + 1
+    return e.is_(e.batch * per_sample)
+
+
+ACTIVATION_MISTAKES = (
+    Mistake("not a number", lambda e: not e.number,
+            lambda e: f"you returned {e.got!r}: a number of bytes was expected",
+            "return the number of bytes from the function, a whole number."),
+    Mistake("not a whole number (`/` somewhere)", lambda e: not e.whole,
+            lambda e: f"you returned {e.got!r}: bytes come in whole numbers",
+            "every count here is a whole number of values times a whole number of bytes: "
+            "keep to whole numbers throughout (integer arithmetic, no true division)."),
+    Mistake("bits instead of bytes (times 8)", lambda e: e.is_(e.values, 8 * e.itemsize),
+            lambda e: f"{e.summary}, 8 times too many: that is in bits",
+            "itemsize is already bytes per value: the 8 bits of a byte do not come in."),
+    Mistake("8 bytes per value whatever the itemsize", lambda e: e.is_(e.values, 8),
+            lambda e: f"{e.summary}: that counts 8 bytes per value, but these are "
+                      f"{e.itemsize}-byte values",
+            "use the itemsize you are given (4 for float32, 2 for the 16-bit formats)."),
+    Mistake("one sample instead of the batch",
+            lambda e: e.is_(e.values // e.batch),
+            lambda e: f"{e.summary}: that is one sample's worth",
+            "every sample of the batch keeps its own activations: scale by batch_size."),
+    Mistake("values, not bytes", lambda e: e.is_(e.values, 1),
+            lambda e: f"{e.summary}: that is a count of values, not of bytes",
+            "each value takes itemsize bytes: scale the count by itemsize."),
+    Mistake("the input batch left out", lambda e: e.without(e.widths[0]),
+            lambda e: f"{e.summary}: the input batch is missing",
+            "the first layer's input X is kept too: its dW = Xᵀ·dZ needs it."),
+    Mistake("the hidden layers' outputs A left out", lambda e: e.without(sum(e.hidden)),
+            lambda e: f"{e.summary}: the hidden layers' outputs A are missing",
+            "each hidden output A is the next layer's input X, which its backward pass needs."),
+    Mistake("the matmul outputs Z left out", lambda e: e.without(sum(e.widths[1:])),
+            lambda e: f"{e.summary}: the matmul outputs Z are missing",
+            "every layer keeps its Z for the activation's derivative (checkpointing is what "
+            "drops them, section 7)."),
+    Mistake("the loss's values left out (logits, probabilities, losses)",
+            lambda e: e.without(2 * e.widths[-1] + 1),
+            lambda e: f"{e.summary}: the loss's values are missing",
+            "the loss keeps the logits, the probabilities and one loss per sample."),
+    Mistake("the logits (or probabilities) and the losses left out",
+            lambda e: e.without(e.widths[-1] + 1),
+            lambda e: f"{e.summary}: the logits or the probabilities, and the per-sample "
+                      "losses, are missing",
+            "the loss keeps the logits, the probabilities and one loss per sample."),
+    Mistake("the logits or the probabilities left out", lambda e: e.without(e.widths[-1]),
+            lambda e: f"{e.summary}: one of the logits and the probabilities is missing",
+            "both are kept, C values each (C = widths[-1])."),
+    Mistake("the per-sample losses left out", lambda e: e.without(1),
+            lambda e: f"{e.summary}: the per-sample losses are missing",
+            "the loss keeps one value per sample too."),
+    Mistake("the logits counted twice", lambda e: e.is_(e.values + e.batch * e.widths[-1]),
+            lambda e: f"{e.summary}: the logits are counted twice",
+            "the last layer's output is the logits: count it once."),
+    Mistake("one hidden layer counted instead of every layer", _one_layer,
+            lambda e: f"{e.summary}: that counts Z and A of one hidden layer only",
+            "count a Z for every layer and an A for every hidden layer, whatever the depth "
+            "(the check draws one to four hidden layers)."),
+    Mistake("another count", lambda e: int(e.got) != e.expected,
+            lambda e: f"{e.summary}",
+            ACTIVATION_STUB_HINT),
+)
+ACTIVATION_BYTES = CheckSpec(
+    "activation_bytes", "activation_bytes(widths, batch_size, itemsize) -> int",
+    ACTIVATION_STUB_HINT, ACTIVATION_MISTAKES,
+    title="1. activation bytes", call="check_activation_bytes(activation_bytes)",
+    holds="the bytes of the values the MLP keeps for its backward pass (input, every Z, every "
+          "hidden A, logits, probabilities, losses) on networks of 1–4 hidden layers, random "
+          "batches, itemsizes 4, 2 and 8",
+    also="an exception (named)")
 
 
 def check_activation_bytes(function, seed: int | None = None, show: bool = True
@@ -83,56 +206,45 @@ def check_activation_bytes(function, seed: int | None = None, show: bool = True
     """Check ``function(widths, batch_size, itemsize)`` on random networks of 1 to 4 hidden
     layers, random batch sizes and itemsizes 4, 2 and 8.
 
-    Diagnoses: the stub; a result that is not a whole number; bits instead of bytes; values
-    instead of bytes; one sample instead of the batch; the input, the hidden outputs, the
-    matmul outputs Z, the logits, the probabilities or the losses left out; one layer counted
-    instead of every layer; the logits counted twice."""
+    Diagnoses (:data:`ACTIVATION_MISTAKES`, in order): the stub; a result that is not a whole
+    number; bits instead of bytes; 8 bytes per value; one sample instead of the batch; values
+    instead of bytes; the input, the hidden outputs, the matmul outputs Z, the logits, the
+    probabilities or the losses left out; the logits counted twice; one layer counted instead
+    of every layer."""
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
         cases = [(_random_widths(rng, hidden), int(rng.integers(2, 5000)), itemsize)
                  for hidden, itemsize in ((2, 4), (1, 2), (3, 8), (4, 4), (2, 2))]
-        for widths, B, itemsize in cases:
-            got = call_learner(function, list(widths), B, itemsize,
+        for widths, batch, itemsize in cases:
+            got = call_learner(function, list(widths), batch, itemsize,
                                stub_hint=ACTIVATION_STUB_HINT,
-                               call=f"activation_bytes({widths}, {B}, {itemsize})")
-            want = memory.mlp_activation_values(widths, B) * itemsize
-            where = f"widths {widths}, batch {B}, itemsize {itemsize} (seed={seed})"
-            if isinstance(got, bool) or not isinstance(got, numbers.Real):
-                raise CheckFailedError(f"for {where} you returned {got!r}: a number of bytes "
-                                       "was expected.", "return the number: `return ...`.")
-            if float(got) != int(got):
-                raise CheckFailedError(f"for {where} you returned {got!r}: bytes come in whole "
-                                       "numbers.", "use whole numbers throughout (no `/`).")
-            if int(got) == want:
+                               call=f"activation_bytes({widths}, {batch}, {itemsize})")
+            answer = Bytes(list(widths), batch, itemsize, got, seed)
+            if answer.whole and int(got) == answer.expected:
                 continue
-            hint = _activation_suspects(widths, B, itemsize).get(int(got), ACTIVATION_STUB_HINT)
-            raise CheckFailedError(f"for {where}: expected {want:,} bytes, got {int(got):,}.",
-                                   hint)
+            ACTIVATION_BYTES.reject(answer)
         return f"all {len(cases)} networks right (seed={seed})."
 
-    return run_check("activation_bytes", body, seed, show)
+    return ACTIVATION_BYTES.run(body, seed, show, learner=(function,))
 
 
 # --- exercise 2: gradient accumulation ---------------------------------------------------------
 
 ACCUMULATION_STUB_HINT = (
-    "cut X and y into micro_batches parts (np.array_split); for each part run model.loss and "
-    "model.backward, and add model.gradients() into a running total, each weighted by "
-    "len(part) / len(y); return the total."
+    "cut the batch into micro_batches parts; for each part run a forward and a backward pass "
+    "and add its gradients, weighted by its share of the samples, into a running total. The "
+    "hints above the cell go step by step."
 )
 WEIGHT_HINT = (
     "each micro-batch's loss is a mean over its own samples, so its gradient must be weighted "
-    "by its share of the batch, len(y_part) / len(y): that also works when the parts are not "
-    "all the same size."
+    "by its share of the batch (its size over the batch's size): that also works when the parts "
+    "are not all the same size."
 )
-
-
-def _split_styles(n: int, k: int) -> dict[str, list[np.ndarray]]:
-    """The ways a learner may cut n samples into k micro-batches."""
-    size = -(-n // k)
-    return {"array_split": np.array_split(np.arange(n), k),
-            "slices": [np.arange(start, min(start + size, n)) for start in range(0, n, size)]}
+COUNT_NOT_SIZE_HINT = (
+    "micro_batches is how many parts to cut the batch into; each part then holds about "
+    "len(y) / micro_batches samples."
+)
 
 
 def _gradients(model: MLP, X, y) -> dict[str, np.ndarray]:
@@ -152,117 +264,720 @@ def _close(got: dict, want: dict, scale: float) -> bool:
 
 
 class _Recorder:
-    """Wraps a model's ``loss`` to record the batch size of every forward pass."""
+    """Wraps a model's ``loss`` and ``backward`` to record every forward pass (its samples) and
+    count the backward passes."""
 
     def __init__(self, model: MLP):
-        self.sizes: list[int] = []
         self.inputs: list[np.ndarray] = []
-        self.model_loss = model.loss
+        self.labels: list[np.ndarray] = []
+        self.backwards = 0
+        self.model_loss, self.model_backward = model.loss, model.backward
 
-    def __call__(self, X, y):
-        self.sizes.append(int(np.asarray(X).shape[0]))
+    def loss(self, X, y):
         self.inputs.append(np.array(X, copy=True))
+        self.labels.append(np.array(y, copy=True))
         return self.model_loss(X, y)
 
+    def backward(self, *args, **kwargs):
+        self.backwards += 1
+        return self.model_backward(*args, **kwargs)
+
     @property
-    def repeated_inputs(self) -> bool:
-        """Several forward passes, all on the same samples."""
-        return len(self.inputs) > 1 and all(
-            x.shape == self.inputs[0].shape and np.array_equal(x, self.inputs[0])
-            for x in self.inputs[1:])
+    def sizes(self) -> list[int]:
+        return [int(x.shape[0]) if x.ndim else 1 for x in self.inputs]
+
+
+@dataclass
+class Accumulation:
+    """One batch of the accumulation check: what the learner's function returned (``got``),
+    the whole batch's gradients (``want``), and what the recorder saw."""
+
+    widths: list[int]
+    X: np.ndarray
+    y: np.ndarray
+    k: int
+    seed: int
+    reference: MLP
+    recorder: _Recorder
+    got: object
+    want: dict
+    changed: bool = False
+    _part_gradients: list | None = field(default=None, repr=False)
+
+    @property
+    def n(self) -> int:
+        return len(self.y)
+
+    @property
+    def where(self) -> str:
+        return f"widths {self.widths}, {self.n} samples, {self.k} micro-batches, seed={self.seed}"
+
+    @property
+    def size(self) -> int:
+        """The largest part of a right split: n / k rounded up."""
+        return -(-self.n // self.k)
+
+    @property
+    def sizes(self) -> list[int]:
+        return self.recorder.sizes
+
+    @property
+    def passes(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def keys_right(self) -> bool:
+        return isinstance(self.got, dict) and set(self.got) == set(self.want)
+
+    @property
+    def shapes_wrong(self) -> list[str]:
+        return [name for name in self.want if np.shape(self.got[name]) != self.want[name].shape]
+
+    @property
+    def split_right(self) -> bool:
+        """At most k forward passes, none larger than a right micro-batch."""
+        return 0 < self.passes <= self.k and max(self.sizes) <= self.size
+
+    @property
+    def parts_of_k(self) -> bool:
+        """Parts of about k samples each (the last may be smaller), though the split is not
+        right: k used as the size of a part (or n / k as the number of parts)."""
+        return (not self.split_right and self.passes != self.k and self.passes > 1
+                and all(self.k - 1 <= s <= self.k + 1 for s in self.sizes[:-1])
+                and self.sizes[-1] <= self.k + 1)
+
+    def _rows(self, arrays: list[np.ndarray]) -> list[bytes]:
+        return sorted(np.ascontiguousarray(row).tobytes() for a in arrays for row in a)
+
+    @property
+    def samples_seen(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def each_sample_once(self) -> bool:
+        return self._rows(self.recorder.inputs) == self._rows([self.X])
+
+    @property
+    def same_samples(self) -> bool:
+        inputs = self.recorder.inputs
+        return len(inputs) > 1 and all(
+            x.shape == inputs[0].shape and np.array_equal(x, inputs[0]) for x in inputs[1:])
+
+    @property
+    def scale(self) -> float:
+        return max(float(np.max(np.abs(g))) for g in self.want.values())
+
+    @property
+    def part_gradients(self) -> list[dict]:
+        """The gradients of each forward pass the learner ran, from the same weights."""
+        if self._part_gradients is None:
+            self._part_gradients = [_gradients(self.reference.copy(), x, y) for x, y in
+                                    zip(self.recorder.inputs, self.recorder.labels, strict=True)]
+        return self._part_gradients
+
+    def weighted(self, weights) -> bool:
+        """Are the learner's gradients, though wrong, the parts' gradients with these
+        weights?"""
+        return self.keys_right and not self.right and _close(
+            self.floats, _combine(self.part_gradients, weights), self.scale)
+
+    @property
+    def right(self) -> bool:
+        return _close(self.floats, self.want, self.scale)
+
+    @property
+    def floats(self) -> dict:
+        return {name: np.asarray(value, dtype=np.float64) for name, value in self.got.items()}
+
+    @property
+    def parts(self) -> str:
+        return ", ".join(map(str, self.sizes))
+
+
+ACCUMULATION_MISTAKES = (
+    Mistake("not a dict of the model's gradients", lambda e: not e.keys_right,
+            lambda e: (f"expected a dict with the keys {sorted(e.want)} (as model.gradients() "
+                       "returns), got " + (f"the keys {sorted(e.got)[:4]}" if isinstance(
+                           e.got, dict) else f"a {type(e.got).__name__}")),
+            "return one total per gradient name, in a dict like model.gradients()."),
+    Mistake("a gradient of the wrong shape", lambda e: bool(e.shapes_wrong),
+            lambda e: (f"{e.shapes_wrong[0]} has shape {np.shape(e.got[e.shapes_wrong[0]])}, "
+                       f"expected {e.want[e.shapes_wrong[0]].shape}"),
+            "each total has the shape of the gradient it sums: add arrays, don't stack them."),
+    Mistake("the model updated", lambda e: e.changed, "the model's parameters changed",
+            "only compute the gradients: no optimiser step, no update of the weights."),
+    Mistake("no forward pass", lambda e: e.passes == 0, "the model never ran a forward pass",
+            "run the model's loss on each part, then its backward pass."),
+    Mistake("the micro-batch count used as the micro-batch size (or the other way round)",
+            lambda e: e.parts_of_k,
+            lambda e: (f"you ran {e.passes} forward passes of about {e.k} samples ({e.parts}), "
+                       f"but micro_batches = {e.k} asks for {e.k} parts of about {e.size} "
+                       "samples: the count was used as the size of a part"),
+            COUNT_NOT_SIZE_HINT),
+    Mistake("the whole batch in one forward pass", lambda e: max(e.sizes) >= e.n,
+            lambda e: f"a forward pass took all {e.n} samples at once",
+            "the point is never to run the whole batch at once (its activations are what does "
+            "not fit): run one part at a time and combine the gradients."),
+    Mistake("parts larger than a micro-batch", lambda e: max(e.sizes) > e.size,
+            lambda e: (f"a forward pass took {max(e.sizes)} samples at once, more than a "
+                       f"micro-batch of {e.size} (parts: {e.parts})"), COUNT_NOT_SIZE_HINT),
+    Mistake("the same samples for every micro-batch", lambda e: e.same_samples,
+            lambda e: f"every micro-batch used the same {e.sizes[0]} samples",
+            "each part is a different slice of the batch; together they hold every sample once."),
+    Mistake("samples left out (the remainder dropped)", lambda e: e.samples_seen < e.n,
+            lambda e: (f"the forward passes saw {e.samples_seen} of the {e.n} samples "
+                       f"(parts: {e.parts}): {e.n - e.samples_seen} were never used"),
+            "when the batch is not a multiple of micro_batches, the leftover samples still "
+            "belong to a part: the parts may differ in size."),
+    Mistake("more forward passes than micro-batches", lambda e: e.passes > e.k,
+            lambda e: f"{e.passes} forward passes for {e.k} micro-batches (parts: {e.parts})",
+            "one forward pass per part, micro_batches parts in all."),
+    Mistake("some samples used twice, others never", lambda e: not e.each_sample_once,
+            lambda e: (f"the parts ({e.parts}) hold {e.samples_seen} samples, but not each of "
+                       "the batch's once"),
+            "cut the batch into parts that do not overlap: each sample in exactly one part."),
+    Mistake("backward run once, not after each forward pass",
+            lambda e: e.recorder.backwards < e.passes,
+            lambda e: (f"{e.passes} forward passes but {e.recorder.backwards} backward "
+                       "pass(es)"),
+            "each micro-batch needs its own backward pass, right after its forward pass: the "
+            "model keeps only the last forward pass's activations."),
+    Mistake("the gradients summed without weights",
+            lambda e: e.weighted([1.0] * e.passes),
+            "your gradients are the micro-batches' gradients added up, about "
+            "micro_batches times too large: each of them is already a mean", WEIGHT_HINT),
+    Mistake("equal weights 1/k for parts of different sizes",
+            lambda e: e.weighted([1.0 / e.passes] * e.passes),
+            lambda e: (f"every micro-batch got the same weight 1/{e.passes}, but these parts "
+                       f"differ in size ({e.parts} samples)"), WEIGHT_HINT),
+    Mistake("each part weighted by 1 / its size",
+            lambda e: e.weighted([1.0 / s for s in e.sizes]),
+            "each micro-batch's gradient was divided by its own size: it is already a mean "
+            "over its samples", WEIGHT_HINT),
+    Mistake("only the last micro-batch kept (the total overwritten)",
+            lambda e: any(e.weighted([0.0] * (e.passes - 1) + [w])
+                          for w in (1.0, e.sizes[-1] / e.n)),
+            "only the last micro-batch's gradient is left",
+            "the total must grow with every part: add each one in, don't replace it."),
+    Mistake("only the first micro-batch",
+            lambda e: any(e.weighted([w] + [0.0] * (e.passes - 1))
+                          for w in (1.0, e.sizes[0] / e.n)),
+            "only the first micro-batch's gradient is there",
+            "loop over every part and add each one's gradients into the total."),
+    Mistake("another combination", lambda e: not e.right,
+            "your gradients differ from the whole batch's", WEIGHT_HINT),
+)
+ACCUMULATED_GRADIENTS = CheckSpec(
+    "accumulated_gradients", "accumulated_gradients(model, X, y, micro_batches) -> dict",
+    ACCUMULATION_STUB_HINT, ACCUMULATION_MISTAKES,
+    title="2. gradient accumulation",
+    call="check_accumulated_gradients(accumulated_gradients)",
+    holds="the whole batch's gradients from at most `micro_batches` forward and backward "
+          "passes, each on at most n / micro_batches samples (rounded up), every sample once, "
+          "the model not updated; batches not a multiple of the count, and drawn so that the "
+          "count and the size of a part differ by at least 2",
+    also="an exception (named)")
+
+# (micro_batches, the range of samples per part): n / k differs from k by at least 2, both ways.
+ACCUMULATION_CASES = ((3, (5, 8)), (5, (2, 2)), (2, (4, 7)))
 
 
 def check_accumulated_gradients(function, seed: int | None = None, show: bool = True
                                 ) -> CheckResult:
     """Check ``function(model, X, y, micro_batches)`` against the whole batch's gradients, on
-    random float64 networks and batches whose size is not a multiple of ``micro_batches``.
+    random float64 networks and batches whose size is not a multiple of ``micro_batches``, and
+    whose micro-batch count and size differ by at least 2 (so that one used as the other
+    shows). Every forward pass is recorded.
 
-    Diagnoses: the stub; a result that is not a dict of the model's gradients; the whole batch
-    in one forward pass; the model updated; the micro-batches' gradients summed without their
-    weights; averaged with equal weights although the parts differ in size; only the last (or
-    the first) micro-batch kept; the same samples used for every micro-batch."""
+    Diagnoses (:data:`ACCUMULATION_MISTAKES`, in order): the stub; a result that is not a dict
+    of the model's gradients; the model updated; the micro-batch count used as the size of a
+    part (or n / count as the number of parts); the whole batch in one forward pass; parts too
+    large; the same samples every time; samples left out; the micro-batches' gradients summed
+    without their weights; averaged with equal weights although the parts differ in size;
+    divided by each part's size; only the last (or the first) micro-batch kept."""
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
         cases = []
-        for k in (3, 4, 2):
+        for k, (low, high) in ACCUMULATION_CASES:
             widths = [int(rng.integers(4, 20)), int(rng.integers(3, 16)),
                       int(rng.integers(2, 7))]
-            n = k * int(rng.integers(2, 6)) + int(rng.integers(1, k))  # not a multiple of k
+            n = k * int(rng.integers(low, high + 1)) + int(rng.integers(1, k))  # not k * m
             cases.append((widths, n, k))
         for widths, n, k in cases:
             X = rng.normal(0.0, 1.0, (n, widths[0]))
             y = rng.integers(0, widths[-1], n)
-            where = f"widths {widths}, {n} samples, {k} micro-batches (seed={seed})"
             reference = MLP(widths, dtype=np.float64, seed=seed)
             model = reference.copy()
             recorder = _Recorder(model)
-            model.loss = recorder
+            model.loss, model.backward = recorder.loss, recorder.backward
             before = model.state()
             got = call_learner(function, model, X.copy(), y.copy(), k,
                                stub_hint=ACCUMULATION_STUB_HINT,
                                call=f"accumulated_gradients(model, X, y, {k})")
-            want = _gradients(reference, X, y)
-            if not isinstance(got, dict) or set(got) != set(want):
-                shown = sorted(got)[:4] if isinstance(got, dict) else type(got).__name__
-                raise CheckFailedError(
-                    f"expected a dict with the keys {sorted(want)} (as model.gradients() "
-                    f"returns), got {shown} ({where}).",
-                    "start from `total = {}` and add each micro-batch's model.gradients() "
-                    "into it, name by name.")
-            got = {name: np.asarray(value, dtype=np.float64) for name, value in got.items()}
-            for name, value in got.items():
-                if value.shape != want[name].shape:
-                    raise CheckFailedError(f"{name} has shape {value.shape}, expected "
-                                           f"{want[name].shape} ({where}).",
-                                           ACCUMULATION_STUB_HINT)
             after = model.state()
-            if any(not np.array_equal(before[p], after[p]) for p in before):
-                raise CheckFailedError(f"the model's parameters changed ({where}).",
-                                       "only compute the gradients: no optimiser step, no "
-                                       "update of the weights.")
-            if not recorder.sizes:
-                raise CheckFailedError(f"the model never ran a forward pass ({where}).",
-                                       "call model.loss(X_part, y_part), then model.backward(), "
-                                       "for each part.")
-            if max(recorder.sizes) > -(-n // k):
-                raise CheckFailedError(
-                    f"a forward pass took {max(recorder.sizes)} samples at once, more than a "
-                    f"micro-batch of {-(-n // k)} ({where}).",
-                    "the point is never to run the whole batch at once (its activations are "
-                    "what does not fit): run one part at a time and combine the gradients.")
-            scale = max(float(np.max(np.abs(g))) for g in want.values())
-            if _close(got, want, scale):
-                continue
-            raise CheckFailedError(f"your gradients differ from the whole batch's ({where}).",
-                                   _accumulation_diagnosis(got, reference, X, y, k, scale,
-                                                           recorder))
-        return f"all {len(cases)} batches give the whole batch's gradients (seed={seed})."
+            changed = any(not np.array_equal(before[p], after[p]) for p in before)
+            want = _gradients(reference.copy(), X, y)
+            ACCUMULATED_GRADIENTS.reject(Accumulation(widths, X, y, k, seed, reference,
+                                                      recorder, got, want, changed))
+        return (f"all {len(cases)} batches give the whole batch's gradients, one micro-batch "
+                f"at a time (seed={seed}).")
 
-    return run_check("accumulated_gradients", body, seed, show)
+    return ACCUMULATED_GRADIENTS.run(body, seed, show, learner=(function,))
 
 
-def _accumulation_diagnosis(got, reference: MLP, X, y, k: int, scale: float,
-                            recorder: _Recorder) -> str:
-    if recorder.repeated_inputs:
-        return ("every micro-batch used the same samples: take a different slice of X and y "
-                "for each part.")
-    for parts in _split_styles(len(y), k).values():
-        grads = [_gradients(reference, X[p], y[p]) for p in parts]
-        shares = [len(p) / len(y) for p in parts]
-        if _close(got, _combine(grads, [1.0] * len(parts)), scale):
-            return ("forgot to divide by the number of micro-batches: you added up the "
-                    "micro-batches' gradients, each of which is already a mean. " + WEIGHT_HINT)
-        if _close(got, _combine(grads, [1.0 / len(parts)] * len(parts)), scale):
-            return ("every micro-batch got the same weight 1/k, but these parts differ in size "
-                    f"({', '.join(str(len(p)) for p in parts)} samples). " + WEIGHT_HINT)
-        if _close(got, grads[-1], scale) or _close(got, _combine(grads[-1:], shares[-1:]), scale):
-            return ("only the last micro-batch's gradient is left: add each one into the "
-                    "total (`+=`), don't overwrite it.")
-        if _close(got, grads[0], scale) or _close(got, _combine(grads[:1], shares[:1]), scale):
-            return ("only the first micro-batch's gradient is there: loop over every part "
-                    "and add each one's gradients into the total.")
-    return ACCUMULATION_STUB_HINT
+# --- exercise 3: the accumulation kernel -------------------------------------------------------
+
+SUM_STUB_HINT = (
+    "one thread per element, as in chapter 01: this thread's index, the guard, and one update "
+    "that adds the weighted micro-batch gradient into the running sum, in place. The hints "
+    "above the cell go step by step."
+)
+IN_PLACE_HINT = (
+    "grad_sum holds what the earlier micro-batches added: the update must keep it and add to "
+    "it (section 6's sum grows with every micro-batch)."
+)
+WEIGHT_ON_MICRO_HINT = (
+    "the weight is the micro-batch's share of the batch: it scales only this micro-batch's "
+    "gradient, never the running sum (the earlier parts were weighted when they were added)."
+)
+ONCE_HINT = (
+    "one thread per element, each element updated once per launch: with one thread per "
+    "element no loop is needed; a grid-stride loop must step by the whole grid."
+)
+# The sizes the kernel is checked on, per tier (3 or 4 launches each, under two block sizes).
+SUM_SIZE_RANGE = {"sim": (150, 450), "gpu": (2_000, 20_000)}
+# The small launch the method is traced on (every access is recorded).
+SUM_TRACE_THREADS, SUM_TRACE_SIZES = 32, (65, 95)
+PAD_VALUE = 100.0  # past the end of grad_micro: seen only by a kernel without a guard
+
+_PASSED: weakref.WeakSet = weakref.WeakSet()  # the kernels whose check passed in this process
 
 
-__all__ = ["check_accumulated_gradients", "check_activation_bytes"]
+def _micro_batches(rng: np.random.Generator) -> tuple[int, list[int]]:
+    """A batch size and its micro-batches' sizes (3 or 4 parts, not all equal)."""
+    k = int(rng.integers(3, 5))
+    batch = k * int(rng.integers(8, 60)) + int(rng.integers(1, k))
+    return batch, [len(p) for p in np.array_split(np.arange(batch), k)]
+
+
+@dataclass
+class Sums:
+    """The running sum after launch ``call`` (1-based) of ``calls`` of the accumulation
+    kernel: ``got``, the right sum before it (``before``), the micro-batches' gradients and
+    weights so far (this launch's last), and whether the launch changed grad_micro."""
+
+    trial: Trial
+    call: int
+    calls: int
+    got: np.ndarray
+    before: np.ndarray
+    grads: np.ndarray  # (micro-batches so far, n)
+    weights: np.ndarray  # float32, one per micro-batch so far
+    micro_changed: bool = False
+    micro_writes: list[str] = field(default_factory=list)  # source lines that write grad_micro
+    history: list = field(default_factory=list)  # grad_sum after every launch, all of them
+    all_grads: np.ndarray | None = None  # every micro-batch's gradient, and weight
+    all_weights: np.ndarray | None = None
+
+    def follows(self, update) -> bool:
+        """Do the sums after every launch follow ``sum = update(sum, grad, weight)`` from
+        zeros (a wrong formula, told apart over the launches in a row)?"""
+        state = np.zeros(self.trial.n, np.float64)
+        for got, grad, weight in zip(self.history, self.all_grads, self.all_weights,
+                                     strict=False):
+            state = update(state, grad.astype(np.float64), float(weight))
+            scale = np.abs(state) + np.abs(grad) + 1e-6
+            if not (np.abs(got - state) <= 1e-5 * scale).all():
+                return False
+        return True
+
+    @property
+    def where(self) -> str:
+        return str(self.trial)
+
+    @property
+    def g(self) -> np.ndarray:
+        return self.grads[-1]
+
+    @property
+    def w(self):
+        return self.weights[-1]
+
+    @property
+    def expected(self) -> np.ndarray:
+        return (self.before + self.w * self.g).astype(self.trial.dtype)
+
+    @property
+    def tolerance(self) -> np.ndarray:
+        eps = float(np.finfo(self.trial.dtype).eps)
+        return 4 * eps * (np.abs(self.before) + np.abs(self.w * self.g)) + 1e-30
+
+    def near(self, value, mask=None) -> bool:
+        close = np.abs(self.got - value) <= np.maximum(self.tolerance, 8 * float(np.finfo(
+            self.trial.dtype).eps) * np.abs(value))
+        return bool(close.all() if mask is None else close[mask].all())
+
+    @property
+    def bad(self) -> np.ndarray:
+        return np.abs(self.got - self.expected) > self.tolerance
+
+    @property
+    def unchanged(self) -> np.ndarray:
+        return (self.got == self.before) & self.bad
+
+    @property
+    def said(self) -> str:
+        first = int(np.flatnonzero(self.bad)[0])
+        return (f"after launch {self.call} of {self.calls}, {int(self.bad.sum())} of "
+                f"{self.trial.n} elements of grad_sum are wrong; the first is grad_sum[{first}]: "
+                f"expected {self.expected[first]:.6g}, got {self.got[first]:.6g}")
+
+    @property
+    def times_added(self) -> np.ndarray:
+        """How many times each element got this micro-batch's weighted gradient."""
+        step = (self.w * self.g).astype(np.float64)
+        with np.errstate(all="ignore"):
+            return np.where(np.abs(step) > 1e-6, (self.got - self.before) / step, 1.0)
+
+    def added_twice(self) -> bool:
+        times = self.times_added
+        whole = np.abs(times - np.round(times)) < 1e-3
+        return bool(whole.all() and (np.round(times) >= 2).any())
+
+    @property
+    def missing(self) -> np.ndarray:
+        return np.flatnonzero(self.unchanged)
+
+    def missing_from(self, start: int) -> bool:
+        index = np.arange(self.trial.n)
+        return self.unchanged.any() and np.array_equal(self.missing, index[index >= start])
+
+    def shifted(self) -> bool:
+        for shift in (1, -1):
+            moved = self.before + self.w * np.roll(self.g, shift)
+            inner = np.ones(self.trial.n, bool)
+            inner[0 if shift == 1 else -1] = False
+            if self.near(moved.astype(self.trial.dtype), inner):
+                return True
+        return False
+
+
+def _first_block_only(e: Sums) -> bool:
+    return e.missing_from(e.trial.threads_per_block) and e.trial.blocks > 1
+
+
+SUM_MISTAKES = (
+    Mistake("grad_micro written (the arguments the wrong way round)",
+            lambda e: e.micro_changed or e.micro_writes,
+            lambda e: ((f"launch {e.call} changed grad_micro" if e.micro_changed else
+                        f"`{e.micro_writes[0]}` writes grad_micro")
+                       + ", the micro-batch's gradient: the kernel must only read it"),
+            "the sum is the first argument, grad_sum: the one array the kernel updates."),
+    Mistake("nothing added", lambda e: e.unchanged.all(),
+            lambda e: (f"after launch {e.call} of {e.calls}, grad_sum is as it was before: "
+                       "nothing was added"),
+            "each thread inside the array adds its element's weighted gradient into grad_sum: "
+            "check that the update is reached and that it writes grad_sum."),
+    Mistake("the running sum overwritten (`=` instead of adding)",
+            lambda e: e.call > 1 and e.follows(lambda s, g, w: w * g),
+            lambda e: (f"{e.said}: grad_sum holds only micro-batch {e.call}'s weighted "
+                       "gradient, what the earlier launches added is gone"), IN_PLACE_HINT),
+    Mistake("the weight left out", lambda e: e.follows(lambda s, g, w: s + g),
+            lambda e: (f"{e.said}: that is grad_micro added without its weight "
+                       f"({float(e.w):.4g} here)"),
+            "each micro-batch's gradient is a mean over its own samples: it counts for its "
+            "share of the batch, the weight the kernel is given."),
+    Mistake("divided by the weight", lambda e: e.follows(lambda s, g, w: s + g / w),
+            lambda e: f"{e.said}: that is grad_micro divided by the weight",
+            "the weight is a share (below 1): it scales the gradient down."),
+    Mistake("the weight on the running sum too (`weight * (sum + micro)`)",
+            lambda e: e.follows(lambda s, g, w: w * (s + g)),
+            lambda e: f"{e.said}: the weight multiplied the running sum too",
+            WEIGHT_ON_MICRO_HINT),
+    Mistake("the weight on the running sum instead (`weight * sum + micro`)",
+            lambda e: e.follows(lambda s, g, w: w * s + g),
+            lambda e: (f"{e.said}: the weight multiplied the running sum instead of the "
+                       "micro-batch's gradient"), WEIGHT_ON_MICRO_HINT),
+    Mistake("`threadIdx.x` alone as the index (only the first block's elements)",
+            _first_block_only,
+            lambda e: (f"{e.said}: only the first block's elements "
+                       f"(grad_sum[0..{e.trial.threads_per_block - 1}]) were updated"),
+            GLOBAL_INDEX_HINT),
+    Mistake("some elements added twice or more in one launch", lambda e: e.added_twice(),
+            lambda e: (f"{e.said}: {int((np.round(e.times_added) >= 2).sum())} elements got "
+                       f"this micro-batch's gradient {int(np.round(e.times_added).max())} "
+                       "times or more in one launch"), ONCE_HINT),
+    Mistake("the last, partial block skipped",
+            lambda e: e.missing_from((e.trial.blocks - 1) * e.trial.threads_per_block),
+            lambda e: f"{e.said}: the last, partial block updated nothing",
+            "the guard must stop only the threads past the end of the arrays: the last "
+            "block still has real elements."),
+    Mistake("the last element skipped (guard one too strict)",
+            lambda e: e.unchanged.any() and e.missing[-1] == e.trial.n - 1
+            and e.missing.size <= 2 and not (e.bad & ~e.unchanged).any(),
+            lambda e: f"{e.said}: the last element(s) were never updated",
+            "the guard must let every index below the length through, the last one too."),
+    Mistake("one position off", lambda e: e.shifted(),
+            lambda e: f"{e.said}: every element got its neighbour's gradient",
+            "grad_sum[i] takes element i of grad_micro: check the index for a stray +1 or -1."),
+    Mistake("elements never updated", lambda e: e.unchanged.any(),
+            lambda e: f"{e.said}: {e.missing.size} elements were never updated",
+            GLOBAL_INDEX_HINT),
+    Mistake("another formula", lambda e: e.bad.any(), lambda e: e.said,
+            "compare your update with the exercise's: the running sum plus the weighted "
+            "micro-batch gradient."),
+)
+
+
+@dataclass
+class SumTrace:
+    """The kernel traced on a small launch: which threads wrote each element of grad_sum, and
+    the most elements any one thread read."""
+
+    trial: Trial
+    writers: dict
+    reads: dict
+
+    @property
+    def where(self) -> str:
+        return f"traced on {self.trial.launched}, n={self.trial.n}, seed={self.trial.seed}"
+
+    @property
+    def shared(self) -> dict:
+        return {index: who for index, who in self.writers.items() if len(who) > 1}
+
+    @property
+    def busiest(self) -> tuple:
+        return max(self.reads.items(), key=lambda item: item[1], default=((0, 0), 0))
+
+
+SUM_METHOD_MISTAKES = (
+    Mistake("elements written by several threads (a loop stepping by less than the grid)",
+            lambda e: bool(e.shared),
+            lambda e: (f"grad_sum is right, but {len(e.shared)} of {e.trial.n} elements were "
+                       f"written by more than one thread, e.g. grad_sum"
+                       f"[{min(e.shared)[0]}] by {thread_label(e.shared[min(e.shared)][0])} and "
+                       f"{thread_label(e.shared[min(e.shared)][1])}"), ONCE_HINT,
+            recognised_from="trace"),
+    Mistake("one thread doing the work of many (a loop over the array in one thread)",
+            lambda e: e.busiest[1] > 4,
+            lambda e: (f"grad_sum is right, but {thread_label(e.busiest[0])} read "
+                       f"{e.busiest[1]} values from global memory: one thread worked through "
+                       "the array while the others waited"), ONCE_HINT,
+            recognised_from="trace"),
+)
+ACCUMULATE = CheckSpec(
+    "accumulate", "accumulate(grad_sum, grad_micro, weight)", SUM_STUB_HINT,
+    SUM_MISTAKES + SUM_METHOD_MISTAKES, parameters=3,
+    title="3. the accumulation kernel", call="check_accumulate(my_accumulate)",
+    holds="`grad_sum[i] += weight * grad_micro[i]`, in place on the same device buffer over 3 "
+          "or 4 launches in a row (the micro-batches of one batch, unequal weights), grad_micro "
+          "left as it is, under two block sizes; traced: each element written by one thread",
+    also="the shared one-thread-per-element rules: missing guard (an index error, or writes "
+         "into padding on a GPU); a hard-coded block or problem size; simulator-only code; a "
+         "kernel that never finishes")
+
+
+def _run_sums(kernel, trial: Trial, source: KernelSource) -> Trial:
+    """Launch the kernel once per micro-batch of a random batch, on one device buffer, then
+    reject the first launch that left a wrong sum (or changed grad_micro), with every
+    launch's sum as evidence."""
+    batch, sizes = _micro_batches(trial.rng)
+    weights = np.array([s / batch for s in sizes], dtype=trial.dtype)
+    grads = np.stack([trial.normal() for _ in sizes])
+    d_all, d_sum = padded(np.zeros(trial.n, trial.dtype), trial.padding, np.nan)
+    history, changed = [], []
+    for grad, weight in zip(grads, weights, strict=True):
+        d_micro_all, d_micro = padded(grad, trial.padding, PAD_VALUE)
+        launch(kernel, trial, d_sum, d_micro, weight)
+        history.append(read_back(d_all, (trial.n,), trial, what="grad_sum"))
+        changed.append(not np.array_equal(d_micro_all.copy_to_host()[:trial.n], grad))
+    names = source.parameters
+    micro_writes = plain_writes_to(source, names[1]) if len(names) > 1 else []
+    total = np.zeros(trial.n, trial.dtype)
+    for call, got in enumerate(history, start=1):
+        evidence = Sums(trial, call, len(sizes), got, total, grads[:call], weights[:call],
+                        changed[call - 1], micro_writes, history, grads, weights)
+        if evidence.micro_changed or evidence.micro_writes or evidence.bad.any():
+            reject(SUM_MISTAKES, evidence)
+        total = got
+    return trial
+
+
+def check_accumulate(kernel, seed: int | None = None, threads_per_block: int | None = None,
+                     show: bool = True) -> CheckResult:
+    """Check ``kernel(grad_sum, grad_micro, weight)``, which must add ``weight *
+    grad_micro[i]`` into ``grad_sum[i]`` in place, one thread per element, guarded. It is
+    launched 3 or 4 times in a row on the same device buffer (from zeros), once per
+    micro-batch of a random batch, with the micro-batches' unequal weights (size / batch
+    size), on float32 arrays of a random size that is not a multiple of the block; the block
+    size is drawn too (unless given), and it all runs again under another one. Then the kernel
+    is traced on a small launch: each element written by one thread, no thread reading more
+    than a few values.
+
+    Diagnoses (:data:`SUM_MISTAKES`, then :data:`SUM_METHOD_MISTAKES`): the stub; grad_micro
+    written; nothing added; the sum overwritten; the weight left out, divided by, or put on
+    the running sum; elements added twice in one launch; only the first block; the last,
+    partial block or the last element skipped; one position off; a missing guard; a
+    hard-coded block or problem size; elements written by several threads; one thread doing
+    the whole array; simulator-only code; gpulab's own kernel."""
+
+    def body(seed: int) -> str:
+        source = ACCUMULATE.start(kernel)
+        trial = Trial.draw("check_accumulate", seed, np.float32, block=threads_per_block,
+                           size_range=SUM_SIZE_RANGE[device.tier()])
+        trial = (_run_sums(kernel, trial, source) if threads_per_block else
+                 under_two_blocks(lambda t: _run_sums(kernel, t, source), trial, source))
+        _check_sum_method(kernel, seed)
+        _PASSED.add(python_function(kernel))
+        return (f"grad_sum right after every launch ({trial.n} elements, {trial.launched}, "
+                f"seed={trial.seed}), in place, each element written by one thread.")
+
+    return ACCUMULATE.run(body, seed, show, learner=(kernel,))
+
+
+def _check_sum_method(kernel, seed: int) -> None:
+    traced = Trial.draw("check_accumulate", seed, np.float32, block=SUM_TRACE_THREADS,
+                        size_range=SUM_TRACE_SIZES)
+    grad_sum, grad_micro = traced.normal(), traced.normal()
+    offer_trace(kernel, 2, 8, "grad_sum", "grad_micro", "weight",
+                note="with grad_sum and grad_micro of 13 elements and weight = np.float32(0.25)")
+    trace = trace_trial(kernel, traced, grad_sum, grad_micro, np.float32(0.25))
+    if trace.error:
+        raise CheckFailedError(f"your kernel stopped when traced (traced on {traced.launched}, "
+                               f"n={traced.n}, seed={seed}): {trace.error}.",
+                               READ_THE_ERROR_HINT)
+    name = trace.global_arrays[0] if trace.global_arrays else "grad_sum"
+    writers = trace.touched(name, "write")
+    for index, who in trace.touched(name, "atomic").items():  # an atomic add is a write too
+        writers.setdefault(index, []).extend(t for t in who if t not in writers[index])
+    reads = {t: row["global_reads"] for t, row in trace.per_thread().items()}
+    reject(SUM_METHOD_MISTAKES, SumTrace(traced, writers, reads))
+
+
+def passed(kernel) -> bool:
+    """Has ``kernel`` passed :func:`check_accumulate` in this session (this very kernel: a
+    cell run again makes a new one)?"""
+    function = python_function(kernel) if kernel is not None else None
+    return function is not None and function in _PASSED
+
+
+def try_accumulate(kernel) -> None:
+    """Run your kernel on a tiny example, three micro-batches of 5, 5 and 4 samples (weights
+    5/14, 5/14, 4/14), 10 elements, one block of 8 threads and a second one, and print the sum
+    after each launch next to NumPy's. An error becomes one short paragraph."""
+    from numba import cuda
+
+    grads = np.arange(30, dtype=np.float32).reshape(3, 10) / 10
+    weights = np.array([5 / 14, 5 / 14, 4 / 14], dtype=np.float32)
+    trial = Trial.draw("try_accumulate", 0, np.float32, block=8, shape=(10,))
+    d_sum = cuda.to_device(np.zeros(10, np.float32))
+    want = np.zeros(10, np.float32)
+    for call, (grad, weight) in enumerate(zip(grads, weights, strict=True), start=1):
+        try:
+            launch(kernel, trial, d_sum, cuda.to_device(grad), weight)
+        except NotImplementedError:
+            print("not written yet")
+            return
+        except KernelError as error:
+            if isinstance(error.cause, NotImplementedError):
+                print("not written yet")
+                return
+            _, message, hint = explain_exception(error, trial, GUARD_HINT)
+            print(f"launch {call} stopped: {message}\nhint: {hint}\n(the check below says "
+                  "more; the full error: raise it again with your kernel launched by hand)")
+            return
+        except CheckFailedError as failure:
+            print(f"launch {call}: {failure.message}\nhint: {failure.hint}")
+            return
+        want = (want + weight * grad).astype(np.float32)
+        print(f"after launch {call} (weight {float(weight):.3f}): yours "
+              f"{np.array2string(d_sum.copy_to_host(), precision=3)}")
+        print(f"{'':28s}NumPy {np.array2string(want, precision=3)}")
+
+
+# --- the chapter's micro-batches, accumulated by your kernel -----------------------------------
+
+@dataclass
+class DeviceAccumulation:
+    """A batch's gradients accumulated on the device (:func:`accumulate_on_device`)."""
+
+    whose: str
+    widths: list[int]
+    batch_size: int
+    micro_batches: int
+    largest_difference: float
+    largest_gradient: float
+    buffers: int
+    buffer_bytes: int
+    launches: int
+    note: str = ""
+
+    @property
+    def matches(self) -> bool:
+        return self.largest_difference <= 1e-5 * self.largest_gradient
+
+    def report(self) -> str:
+        lines = [self.note] if self.note else []
+        lines += [
+            f"{self.batch_size} samples as {self.micro_batches} micro-batches, widths "
+            f"{'-'.join(map(str, self.widths))}: accumulated by {self.whose} in "
+            f"{self.launches} launches",
+            f"{self.buffers} sum buffers ({memory.format_bytes(self.buffer_bytes)}), allocated "
+            f"once and updated in place; keeping every micro-batch's gradients instead would "
+            f"hold {memory.format_bytes(self.micro_batches * self.buffer_bytes)}",
+            f"largest difference from the whole batch's gradients: "
+            f"{self.largest_difference:.1e} (the largest gradient is "
+            f"{self.largest_gradient:.2f}; computed here, float32 rounding)"]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()
+
+
+def accumulate_on_device(kernel=None, widths=(64, 16, 10), batch_size: int = 128,
+                         micro_batches: int = 4, seed: int = 0, show: bool = True
+                         ) -> DeviceAccumulation:
+    """One batch of the digits' shape run as ``micro_batches`` micro-batches, its gradients
+    summed on the device by ``kernel`` (yours, once it has passed :func:`check_accumulate`
+    in this session; otherwise gpulab's ``accumulate``, and the report says why), next to the
+    whole batch's gradients from the same weights. The model runs on the NumPy backend in the
+    simulator (each micro-batch's gradients copied to the device), on gpulab's kernels on a
+    GPU (already there)."""
+    from gpulab.kernels import accumulate as kernels
+
+    note = ""
+    if kernel is not None and not passed(kernel):
+        note = ("your kernel has not passed check_accumulate in this session (or its cell was "
+                "run again since), so gpulab's accumulate ran instead.")
+        kernel = None
+    whose = "gpulab's accumulate" if kernel is None else (
+        f"your {getattr(python_function(kernel), '__name__', 'kernel')}")
+    widths = [int(w) for w in widths]
+    rng = np.random.default_rng(seed)
+    X = rng.normal(0.0, 1.0, (batch_size, widths[0])).astype(np.float32)
+    y = rng.integers(0, widths[-1], batch_size)
+    backend = "kernels" if device.tier() == "gpu" else "numpy"
+    model = MLP(widths, "relu", backend, seed=seed)
+    sums = kernels.accumulate_gradients(model, X, y, micro_batches, kernel)
+    whole = MLP(widths, "relu", "numpy", seed=seed)
+    want = _gradients(whole, X, y)
+    got = {name: d.copy_to_host() for name, d in sums.items()}
+    run = DeviceAccumulation(
+        whose, widths, batch_size, len(kernels.micro_batch_parts(batch_size, micro_batches)),
+        max(float(np.max(np.abs(got[name] - want[name]))) for name in want),
+        max(float(np.max(np.abs(g))) for g in want.values()), len(sums),
+        sum(int(d.size) * d.dtype.itemsize for d in sums.values()),
+        len(sums) * len(kernels.micro_batch_parts(batch_size, micro_batches)), note)
+    if show:
+        print(run.report())
+    return run
+
+
+__all__ = [
+    "ACCUMULATE", "ACCUMULATED_GRADIENTS", "ACCUMULATION_MISTAKES", "ACTIVATION_BYTES",
+    "ACTIVATION_MISTAKES", "SUM_METHOD_MISTAKES", "SUM_MISTAKES", "DeviceAccumulation",
+    "accumulate_on_device", "check_accumulate", "check_accumulated_gradients",
+    "check_activation_bytes", "passed", "try_accumulate",
+]

@@ -1,11 +1,17 @@
-"""Chapter 09's checks (the MLP's activation memory, gradient accumulation) against a right
-answer over several seeds, the stub and the wrong answers learners write."""
+"""Chapter 09's checks (the MLP's activation memory, gradient accumulation, the accumulation
+kernel) against right answers written several ways, the stub, and the wrong answers learners
+write: each wrong one must fail with a message that names its mistake."""
 
+import gpulab  # noqa: F401  (must come before numba: it chooses the simulator or the GPU)
+
+# isort: split
 import numpy as np
 import pytest
+from numba import cuda
 
 from gpulab.exercises import ch09
 from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED
+from gpulab.kernels.accumulate import accumulate as gpulab_accumulate
 
 # --- exercise 1: activation bytes --------------------------------------------------------------
 
@@ -15,8 +21,27 @@ def activation_bytes(widths, batch_size, itemsize):
     return batch_size * per_sample * itemsize
 
 
+def activation_bytes_by_layer(widths, batch_size, itemsize):
+    """Right, written as a loop over the layers."""
+    values = widths[0]
+    for k, width in enumerate(widths[1:], start=1):
+        values += width if k == len(widths) - 1 else 2 * width
+    values += 2 * widths[-1] + 1
+    return int(np.int64(values) * batch_size * itemsize)
+
+
+def activation_bytes_numpy(widths, batch_size, itemsize):
+    """Right, with NumPy integers (a numpy.int64 comes back)."""
+    w = np.array(widths)
+    return (w[0] + w[1:].sum() + w[1:-1].sum() + 2 * w[-1] + 1) * batch_size * itemsize
+
+
 def in_bits(widths, batch_size, itemsize):
     return 8 * activation_bytes(widths, batch_size, itemsize)
+
+
+def eight_bytes(widths, batch_size, itemsize):
+    return activation_bytes(widths, batch_size, 8)
 
 
 def per_sample(widths, batch_size, itemsize):
@@ -45,6 +70,14 @@ def no_loss_values(widths, batch_size, itemsize):
     return batch_size * (widths[0] + sum(widths[1:]) + sum(widths[1:-1])) * itemsize
 
 
+def no_losses(widths, batch_size, itemsize):
+    return activation_bytes(widths, batch_size, itemsize) - batch_size * itemsize
+
+
+def no_probabilities(widths, batch_size, itemsize):
+    return activation_bytes(widths, batch_size, itemsize) - batch_size * widths[-1] * itemsize
+
+
 def one_layer_only(widths, batch_size, itemsize):
     """Counted activations once instead of per layer: the first hidden layer's Z and A."""
     return batch_size * (widths[0] + 2 * widths[1] + 2 * widths[-1] + 1) * itemsize
@@ -58,21 +91,26 @@ def as_float(widths, batch_size, itemsize):
     return activation_bytes(widths, batch_size, itemsize) / 3
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4])
-def test_activation_bytes_accepts_the_right_answer(seed):
-    result = ch09.check_activation_bytes(activation_bytes, seed=seed, show=False)
+@pytest.mark.parametrize("function", [activation_bytes, activation_bytes_by_layer,
+                                      activation_bytes_numpy])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_activation_bytes_accepts_right_answers(function, seed):
+    result = ch09.check_activation_bytes(function, seed=seed, show=False)
     assert result.status == PASSED, result
 
 
 @pytest.mark.parametrize("function, words", [
-    (in_bits, "bits"),
-    (per_sample, "multiply by batch_size"),
-    (values_not_bytes, "multiply by itemsize"),
+    (in_bits, "in bits"),
+    (eight_bytes, "8 bytes per value"),
+    (per_sample, "one sample's worth"),
+    (values_not_bytes, "count of values"),
     (no_hidden_outputs, "outputs A are missing"),
     (no_z, "matmul outputs Z are missing"),
     (no_input, "input batch is missing"),
     (no_loss_values, "loss's values are missing"),
-    (one_layer_only, "for every layer"),
+    (no_losses, "per-sample losses are missing"),
+    (no_probabilities, "probabilities is missing"),
+    (one_layer_only, "one hidden layer only"),
     (logits_twice, "counted twice"),
     (as_float, "whole numbers"),
     (lambda w, b, i: None, "number of bytes"),
@@ -107,6 +145,77 @@ def with_slices(model, X, y, micro_batches):
     return total
 
 
+def weighted_at_the_end(model, X, y, micro_batches):
+    """Right: every part's gradients kept, combined by np.average with the sizes as weights."""
+    grads, sizes = [], []
+    for X_part, y_part in zip(np.array_split(X, micro_batches),
+                              np.array_split(y, micro_batches), strict=True):
+        model.loss(X_part, y_part)
+        model.backward()
+        grads.append(model.gradients())
+        sizes.append(len(y_part))
+    return {name: np.average([g[name] for g in grads], axis=0, weights=sizes)
+            for name in grads[0]}
+
+
+def backwards_order(model, X, y, micro_batches):
+    """Right: the parts in reverse order."""
+    total = {}
+    for part in reversed(np.array_split(np.arange(len(y)), micro_batches)):
+        model.loss(X[part], y[part])
+        model.backward()
+        for name, grad in model.gradients().items():
+            total[name] = total.get(name, 0) + grad * (len(part) / len(y))
+    return total
+
+
+def count_as_size(model, X, y, micro_batches):
+    """micro_batches samples per part, weighted right: the sum is the whole batch's."""
+    total = {}
+    for start in range(0, len(y), micro_batches):
+        part = slice(start, start + micro_batches)
+        model.loss(X[part], y[part])
+        model.backward()
+        for name, grad in model.gradients().items():
+            total[name] = total.get(name, 0) + grad * len(y[part]) / len(y)
+    return total
+
+
+def count_as_size_equal_weights(model, X, y, micro_batches):
+    total = {}
+    for start in range(0, len(y), micro_batches):
+        part = slice(start, start + micro_batches)
+        model.loss(X[part], y[part])
+        model.backward()
+        for name, grad in model.gradients().items():
+            total[name] = total.get(name, 0) + grad / micro_batches
+    return total
+
+
+def size_as_count(model, X, y, micro_batches):
+    """n // micro_batches parts: the size used as the count."""
+    size = len(y) // micro_batches
+    total = {}
+    for part in np.array_split(np.arange(len(y)), size):
+        model.loss(X[part], y[part])
+        model.backward()
+        for name, grad in model.gradients().items():
+            total[name] = total.get(name, 0) + grad * len(part) / len(y)
+    return total
+
+
+def drops_remainder(model, X, y, micro_batches):
+    size = len(y) // micro_batches
+    total = {}
+    for k in range(micro_batches):
+        part = slice(k * size, (k + 1) * size)
+        model.loss(X[part], y[part])
+        model.backward()
+        for name, grad in model.gradients().items():
+            total[name] = total.get(name, 0) + grad * size / len(y)
+    return total
+
+
 def not_divided(model, X, y, micro_batches):
     total = {}
     for part in np.array_split(np.arange(len(y)), micro_batches):
@@ -128,6 +237,16 @@ def equal_weights(model, X, y, micro_batches):
     return total
 
 
+def per_part_size(model, X, y, micro_batches):
+    total = {}
+    for part in np.array_split(np.arange(len(y)), micro_batches):
+        model.loss(X[part], y[part])
+        model.backward()
+        for name, grad in model.gradients().items():
+            total[name] = total.get(name, 0) + grad / len(part)
+    return total
+
+
 def overwritten(model, X, y, micro_batches):
     total = {}
     for part in np.array_split(np.arange(len(y)), micro_batches):
@@ -136,6 +255,13 @@ def overwritten(model, X, y, micro_batches):
         for name, grad in model.gradients().items():
             total[name] = grad
     return total
+
+
+def backward_once(model, X, y, micro_batches):
+    for part in np.array_split(np.arange(len(y)), micro_batches):
+        model.loss(X[part], y[part])
+    model.backward()
+    return model.gradients()
 
 
 def same_slice(model, X, y, micro_batches):
@@ -167,7 +293,17 @@ def a_list(model, X, y, micro_batches):
     return list(accumulated_gradients(model, X, y, micro_batches).values())
 
 
-@pytest.mark.parametrize("function", [accumulated_gradients, with_slices])
+def stacked(model, X, y, micro_batches):
+    parts = []
+    for part in np.array_split(np.arange(len(y)), micro_batches):
+        model.loss(X[part], y[part])
+        model.backward()
+        parts.append({n: g * len(part) / len(y) for n, g in model.gradients().items()})
+    return {name: np.stack([p[name] for p in parts]) for name in parts[0]}
+
+
+@pytest.mark.parametrize("function", [accumulated_gradients, with_slices, weighted_at_the_end,
+                                      backwards_order])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_accumulation_accepts_right_answers(function, seed):
     result = ch09.check_accumulated_gradients(function, seed=seed, show=False)
@@ -175,24 +311,279 @@ def test_accumulation_accepts_right_answers(function, seed):
 
 
 @pytest.mark.parametrize("function, words", [
-    (not_divided, "forgot to divide by the number of micro-batches"),
+    (count_as_size, "the count was used as the size"),
+    (count_as_size_equal_weights, "the count was used as the size"),
+    (size_as_count, "the count was used as the size"),
+    (drops_remainder, "were never used"),
+    (not_divided, "added up"),
     (equal_weights, "differ in size"),
+    (per_part_size, "divided by its own size"),
     (overwritten, "only the last micro-batch"),
-    (same_slice, "same samples"),
-    (whole_batch, "more than a micro-batch"),
+    (backward_once, "backward pass"),
+    (same_slice, "same"),
+    (whole_batch, "all"),
     (updates_the_model, "parameters changed"),
     (a_list, "expected a dict"),
+    (stacked, "has shape"),
 ])
-def test_accumulation_names_the_mistake(function, words):
-    result = ch09.check_accumulated_gradients(function, seed=7, show=False)
+@pytest.mark.parametrize("seed", [7, 8])
+def test_accumulation_names_the_mistake(function, words, seed):
+    result = ch09.check_accumulated_gradients(function, seed=seed, show=False)
     assert result.status == FAILED, result
     assert words in result.message + result.hint, result
 
 
-@pytest.mark.parametrize("check", [ch09.check_activation_bytes,
-                                   ch09.check_accumulated_gradients])
-def test_stubs_are_not_attempted(check):
-    def stub(*args):
-        raise NotImplementedError()
+def test_count_and_size_differ_in_every_case():
+    """The hole of issue 22: the count used as the size only shows when n / k is far from k."""
+    for k, (low, high) in ch09.ACCUMULATION_CASES:
+        for m in range(low, high + 1):
+            for r in range(1, k):
+                n = k * m + r
+                assert abs(-(-n // k) - k) >= 2, (n, k)
 
+
+# --- exercise 3: the accumulation kernel -------------------------------------------------------
+
+
+@cuda.jit
+def accumulate_solution(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if i < grad_sum.shape[0]:
+        grad_sum[i] += weight * grad_micro[i]
+
+
+@cuda.jit
+def accumulate_atomic(grad_sum, grad_micro, weight):  # right, if more than needed
+    i = cuda.grid(1)
+    if i < grad_sum.shape[0]:
+        cuda.atomic.add(grad_sum, i, weight * grad_micro[i])
+
+
+@cuda.jit
+def accumulate_grid_stride(grad_sum, grad_micro, weight):  # right: a grid-stride loop
+    start = cuda.grid(1)
+    for i in range(start, grad_sum.shape[0], cuda.gridsize(1)):
+        grad_sum[i] = grad_sum[i] + grad_micro[i] * weight
+
+
+@cuda.jit
+def accumulate_early_return(grad_sum, grad_micro, weight):  # right: spelled out, early exit
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if i >= grad_micro.size:
+        return
+    g = grad_micro[i]
+    grad_sum[i] = grad_sum[i] + weight * g
+
+
+@cuda.jit
+def accumulate_stub(grad_sum, grad_micro, weight):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+@cuda.jit
+def overwrites(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if i < grad_sum.shape[0]:
+        grad_sum[i] = weight * grad_micro[i]
+
+
+@cuda.jit
+def no_weight(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if i < grad_sum.shape[0]:
+        grad_sum[i] += grad_micro[i]
+
+
+@cuda.jit
+def divides(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if i < grad_sum.shape[0]:
+        grad_sum[i] += grad_micro[i] / weight
+
+
+@cuda.jit
+def weight_on_both(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if i < grad_sum.shape[0]:
+        grad_sum[i] = weight * (grad_sum[i] + grad_micro[i])
+
+
+@cuda.jit
+def weight_on_sum(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if i < grad_sum.shape[0]:
+        grad_sum[i] = weight * grad_sum[i] + grad_micro[i]
+
+
+@cuda.jit
+def no_guard(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    grad_sum[i] += weight * grad_micro[i]
+
+
+@cuda.jit
+def thread_index_only(grad_sum, grad_micro, weight):
+    i = cuda.threadIdx.x
+    if i < grad_sum.shape[0]:
+        grad_sum[i] += weight * grad_micro[i]
+
+
+@cuda.jit
+def skips_last_block(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if i < (grad_sum.shape[0] // cuda.blockDim.x) * cuda.blockDim.x:
+        grad_sum[i] += weight * grad_micro[i]
+
+
+@cuda.jit
+def guard_minus_one(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if i < grad_sum.shape[0] - 1:
+        grad_sum[i] += weight * grad_micro[i]
+
+
+@cuda.jit
+def off_by_one(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if 0 < i < grad_sum.shape[0]:
+        grad_sum[i] += weight * grad_micro[i - 1]
+
+
+@cuda.jit
+def writes_micro(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if i < grad_sum.shape[0]:
+        grad_micro[i] += weight * grad_sum[i]
+
+
+@cuda.jit
+def scales_micro_in_place(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if i < grad_sum.shape[0]:
+        grad_micro[i] *= weight
+        grad_sum[i] += grad_micro[i]
+
+
+@cuda.jit
+def block_stride(grad_sum, grad_micro, weight):
+    for i in range(cuda.grid(1), grad_sum.shape[0], cuda.blockDim.x):
+        grad_sum[i] += weight * grad_micro[i]
+
+
+@cuda.jit
+def hard_coded_block(grad_sum, grad_micro, weight):
+    i = cuda.blockIdx.x * 64 + cuda.threadIdx.x
+    if i < grad_sum.shape[0]:
+        grad_sum[i] += weight * grad_micro[i]
+
+
+@cuda.jit
+def hard_coded_size(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if i < 200:
+        grad_sum[i] += weight * grad_micro[i]
+
+
+@cuda.jit
+def one_thread_does_all(grad_sum, grad_micro, weight):
+    if cuda.grid(1) == 0:
+        for i in range(grad_sum.shape[0]):
+            grad_sum[i] += weight * grad_micro[i]
+
+
+@cuda.jit
+def adds_nothing(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if i < grad_sum.shape[0]:
+        step = weight * grad_micro[i]  # noqa: F841  (computed, never added)
+
+
+@cuda.jit
+def with_a_list(grad_sum, grad_micro, weight):  # runs in the simulator only
+    i = cuda.grid(1)
+    if i < grad_sum.shape[0]:
+        pair = [weight, grad_micro[i]]
+        grad_sum[i] += pair[0] * pair[1]
+
+
+@pytest.mark.parametrize("kernel", [accumulate_solution, accumulate_atomic,
+                                    accumulate_grid_stride, accumulate_early_return])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_accumulate_accepts_right_kernels(kernel, seed):
+    result = ch09.check_accumulate(kernel, seed=seed, show=False)
+    assert result.status == PASSED, result
+    assert ch09.passed(kernel)
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (overwrites, "what the earlier launches added is gone"),
+    (no_weight, "without its weight"),
+    (divides, "divided by the weight"),
+    (weight_on_both, "multiplied the running sum too"),
+    (weight_on_sum, "instead of the micro-batch's gradient"),
+    (no_guard, "guard"),
+    (thread_index_only, "only the first block's elements"),
+    (skips_last_block, "last, partial block"),
+    (guard_minus_one, "last element"),
+    (off_by_one, "neighbour"),
+    (writes_micro, "writes grad_micro"),
+    (scales_micro_in_place, "must only read it"),
+    (block_stride, "times or more in one launch"),
+    (hard_coded_block, "hard-codes the block size"),
+    (hard_coded_size, "fixed number"),
+    (one_thread_does_all, "one thread worked through the array"),
+    (adds_nothing, "nothing was added"),
+    (with_a_list, "compile"),
+    (gpulab_accumulate, "gpulab's own"),
+])
+def test_accumulate_names_the_mistake(kernel, words):
+    result = ch09.check_accumulate(kernel, seed=11, show=False)
+    assert result.status == FAILED, result
+    assert words in result.message + result.hint, result
+    assert not ch09.passed(kernel)
+
+
+@pytest.mark.parametrize("check, stub", [
+    (ch09.check_activation_bytes, lambda *args: (_ for _ in ()).throw(NotImplementedError())),
+    (ch09.check_accumulated_gradients,
+     lambda *args: (_ for _ in ()).throw(NotImplementedError())),
+    (ch09.check_accumulate, accumulate_stub),
+])
+def test_stubs_are_not_attempted(check, stub):
     assert check(stub, show=False).status == NOT_ATTEMPTED
+
+
+def test_failure_messages_hold_no_solution_code():
+    """Issue 23: no message or hint gives the update's line away."""
+    for kernel in (overwrites, no_weight, weight_on_sum, thread_index_only, block_stride):
+        result = ch09.check_accumulate(kernel, seed=3, show=False)
+        text = result.message + result.hint
+        assert "+=" not in text and "grad_micro[i]" not in text, text
+
+
+def test_try_it_runs_and_is_short(capsys):
+    ch09.try_accumulate(accumulate_solution)
+    assert "after launch 3" in capsys.readouterr().out
+    ch09.try_accumulate(no_guard)
+    out = capsys.readouterr().out
+    assert "stopped" in out and len(out.splitlines()) <= 8, out
+    ch09.try_accumulate(accumulate_stub)
+    assert "not written yet" in capsys.readouterr().out
+
+
+def test_the_demo_runs_your_kernel_only_after_its_check(capsys):
+    def my_accumulate(grad_sum, grad_micro, weight):
+        i = cuda.grid(1)
+        if i < grad_sum.shape[0]:
+            grad_sum[i] += weight * grad_micro[i]
+
+    fresh = cuda.jit(my_accumulate)
+    run = ch09.accumulate_on_device(fresh, widths=(8, 5, 3), batch_size=22, micro_batches=4,
+                                    show=False)
+    assert run.whose == "gpulab's accumulate" and "has not passed" in run.note and run.matches
+    assert ch09.check_accumulate(fresh, seed=1, show=False).passed
+    run = ch09.accumulate_on_device(fresh, widths=(8, 5, 3), batch_size=22, micro_batches=4)
+    assert run.whose.startswith("your") and run.matches and not run.note
+    assert run.buffers == 4 and run.launches == 16
+    assert "updated in place" in capsys.readouterr().out
