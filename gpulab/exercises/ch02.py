@@ -390,8 +390,9 @@ TIMING_MISTAKES = (
             recognised_from="host code"),
     Mistake("not a pair (out, seconds)", lambda e: not e.pair,
             lambda e: (f"{e.call} returned {type(e.returned).__name__}, not a pair "
-                       "(out, seconds)"), "return two things: the output copied back to the host, then "
-            "the seconds per launch.",
+                       "(out, seconds)"),
+            "return two things: the output copied back to the host, then the seconds per "
+            "launch.",
             recognised_from="host code"),
     Mistake("the device array returned",
             lambda e: not isinstance(e.out, np.ndarray) and hasattr(e.out, "copy_to_host"),

@@ -140,8 +140,8 @@ BARRIER_HINT = (
 )
 BARRIER_LOOP_HINT = (
     "every thread must run a loop that holds a barrier the same number of times: take its bounds "
-    "from `cuda.blockDim`, the arguments or constants (`for k in range(steps)`, or `while stride "
-    "> 0` with `stride = cuda.blockDim.x // 2`), not from `cuda.threadIdx` or `cuda.grid`."
+    "from `cuda.blockDim`, the arguments or constants (the same for every thread of the block), "
+    "not from `cuda.threadIdx` or `cuda.grid`."
 )
 BARRIER_EXIT_HINT = (
     "a thread that returns (or breaks out of the loop) early never arrives at the barrier the "
@@ -153,8 +153,8 @@ DID_NOT_FINISH = (
 )
 DID_NOT_FINISH_HINT = (
     "every loop must move towards its end in every thread: a grid-stride loop steps by the "
-    "whole grid, `i += cuda.gridsize(1)` (never 0, and the same for every thread), and a "
-    "halving loop needs `stride //= 2`."
+    "whole grid (never 0, and the same for every thread), and a halving loop must halve its "
+    "stride on every round."
 )
 # The wall-clock limit of one launch in a check: generous, since a loop that touches arrays is
 # stopped much sooner by the simulator's access budget (gpulab.instruments.limited).

@@ -153,7 +153,8 @@ def under_two_blocks(run: Callable[[Trial], object], trial: Trial,
                 raise CheckFailedError(
                     f"`{size_line}` compares with a fixed number, but the arrays have "
                     f"{each.n} elements here: a kernel must work for any n ({each}).",
-                    "compare with the array's length: `if i < x.shape[0]:`.") from None
+                    "compare the index with the array's length, read from the array's "
+                    "shape, not with a number.") from None
             if not results and not line:
                 raise  # wrong under the first block size, for a reason of its own
             detail = (failure.message if isinstance(failure, CheckFailedError)
