@@ -1,4 +1,5 @@
-"""Chapter 11's exercises: a ring all-reduce from point-to-point messages, and its cost.
+"""Chapter 11's exercises: a ring all-reduce from point-to-point messages, its reduce step as a
+kernel, and its cost.
 
 - :func:`check_ring_allreduce` takes your ``ring_allreduce(comm, x)``: every rank passes its
   own vector ``x``; every rank must get back the element-wise **mean** over the ranks, by a
@@ -6,11 +7,24 @@
   function on 2 to 5 ranks simulated as threads (:mod:`gpulab.parallel.simulated`: mpi4py's
   ``Send``/``Recv``/``Sendrecv``/``Isend``/``Irecv``, no collectives), on random vectors whose
   length is not a multiple of the number of ranks. ``Send`` there waits for the receiver (MPI
-  allows it to), and a deadlock stops every rank at once with a message instead of hanging.
-  The bytes every rank sends are counted: a ring sends 2(N - 1)/N of the vector.
+  allows it to), ``Irecv`` posts its receive at once (as MPI does), and a deadlock stops every
+  rank at once with a message instead of hanging. Every message's sender and receiver is
+  recorded: in a ring each goes to the neighbour, the same way round (to the right, or every
+  one to the left), so an exchange with other partners (every rank with every other, pairs as
+  in recursive halving, one rank gathering everything) fails even when its answer and its
+  bytes are right. The bytes every rank sends are counted: a ring sends 2(N - 1)/N of the
+  vector. Diagnoses: :data:`RING_MISTAKES`, in order.
+- :func:`check_add_chunk` takes your kernel ``add_chunk(data, incoming, offset, length)``, the
+  ring's reduce step on the device: ``data[offset + i] += incoming[i]`` for ``i < length``, one
+  thread per element of the chunk, the rest of ``data`` untouched. It runs like every kernel
+  check of the course: a drawn block size, a chunk length that is not a multiple of it, an
+  offset > 0 and elements after the chunk, padding that catches a missing guard, a second block
+  size, the compile-for-GPU step and a time limit. Diagnoses: :data:`ADD_CHUNK_MISTAKES`.
+  :func:`run_ring_on_kernel` then runs a ring all-reduce whose every reduce step launches your
+  kernel on each rank (gpulab's own, with a note, until yours has passed).
 - :func:`check_allreduce_time` takes your ``ring_allreduce_time(n_bytes, n_ranks, alpha_s,
   beta_bytes_per_s)``: the α–β model of a ring all-reduce,
-  :func:`gpulab.parallel.links.ring_allreduce_time`.
+  :func:`gpulab.parallel.links.ring_allreduce_time`. Diagnoses: :data:`TIME_MISTAKES`.
 
 Why threads and not MPI for the check: a check must finish, every time, in a second, and say
 what went wrong. Under MPI a deadlock hangs until a time-out, small blocking sends do not
@@ -22,6 +36,8 @@ passes, the chapter runs the same function on real MPI ranks
 from __future__ import annotations
 
 import math
+import weakref
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,11 +46,22 @@ from gpulab.exercises.checks import (
     STUB_MESSAGE,
     CheckFailedError,
     CheckResult,
+    KernelError,
     NotAttemptedError,
     call_learner,
-    run_check,
+    elementwise_tolerance,
+    explain_exception,
+    launch,
+    padded,
+    read_back,
 )
+from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.trial import Trial
+from gpulab.instruments import python_function
 from gpulab.parallel import collectives, links, simulated
+
+# --- exercise 1: a ring all-reduce -------------------------------------------------------------
 
 RING_STUB_HINT = (
     "cut x into comm.Get_size() chunks, then N - 1 steps of reduce-scatter (send one chunk to "
@@ -44,24 +71,33 @@ RING_STUB_HINT = (
 DEADLOCK_SEND_HINT = (
     "every rank called Send first, and Send may wait until the receiver takes the message "
     "(MPI allows it; Open MPI does it for large messages): all ranks wait to send, none "
-    "receives. Use comm.Sendrecv(sendbuf, dest=right, recvbuf=buffer, source=left), which "
-    "sends and receives at once, or let even ranks send first and odd ranks receive first."
+    "receives. Revisit the section on point-to-point calls: one call sends and receives at "
+    "once (Sendrecv); a non-blocking send or receive posted before the blocking call also "
+    "works; or even and odd ranks can take turns."
 )
 DEADLOCK_RECV_HINT = (
-    "every rank waits to receive before anyone has sent. Send to the right and receive from "
-    "the left in one call, comm.Sendrecv(...), or let even ranks send first."
+    "every rank waits to receive before anyone has sent. A call that sends and receives at "
+    "once (Sendrecv), a non-blocking receive posted first (Irecv), or even and odd ranks "
+    "taking turns breaks the cycle."
+)
+ISEND_WAIT_HINT = (
+    "every rank waited for its Isend to complete before it posted a receive: a send "
+    "completes only when its receiver takes the message, so all ranks wait for each other. "
+    "Post the receive before you wait for the send (a non-blocking receive, or a blocking "
+    "one between starting the send and waiting for it)."
 )
 DEADLOCK_HINT = (
     "the ranks wait for each other in a cycle: a message one rank waits for is never sent, or "
-    "sent to another rank. Every rank should send to (rank + 1) % N and receive from "
-    "(rank - 1) % N the same number of times, best with comm.Sendrecv."
+    "sent to another rank, or a request is never completed. Every rank should send to its "
+    "right neighbour and receive from its left the same number of times, and wait for every "
+    "request it started."
 )
 TRUNCATION_HINT = (
     "a rank received a longer message than its buffer: the chunk a rank sends and the chunk "
     "its neighbour expects at that step are not the same one (check the chunk index on both "
-    "sides: an off-by-one?). With a length that is not a "
-    "multiple of N the chunks differ in length: compute every chunk's bounds the same way on "
-    "every rank (np.array_split does), and size the receive buffer for the chunk that arrives."
+    "sides: an off-by-one?). With a length that is not a multiple of N the chunks differ in "
+    "length: compute every chunk's bounds the same way on every rank, and size the receive "
+    "buffer for the chunk that arrives."
 )
 BROADCAST_HINT = (
     "a chunk you received does not have the length of the part you add it to: the chunk "
@@ -69,12 +105,47 @@ BROADCAST_HINT = (
     "sides), or the chunks are cut differently on different ranks."
 )
 COLLECTIVE_HINT = (
-    "the exercise is to build the all-reduce yourself: use comm.Sendrecv (or Send and Recv, or "
-    "Isend and Irecv) between neighbours on the ring."
+    "the exercise is to build the all-reduce yourself: exchange chunks between neighbours on "
+    "the ring with point-to-point calls (Sendrecv, or Send and Recv, or Isend and Irecv)."
+)
+REQUESTS_HINT = (
+    "a non-blocking call only starts a transfer: wait for every request it returns (Wait, "
+    "or Waitall for several) before you read a receive buffer, change a send buffer or "
+    "return. Until then the incoming chunk may not have arrived."
+)
+OUT_OF_RANGE_HINT = (
+    "a rank named a partner that does not exist: with N ranks they are 0 to N - 1, and the "
+    "ring closes on itself (rank N - 1's right neighbour is rank 0). A partner found by "
+    "flipping bits of the rank (recursive halving) exists only for a power of two of ranks."
+)
+NOT_FINISHED_HINT = (
+    "every loop must end after N - 1 steps per phase; a rank stuck in a loop without messages "
+    "never returns."
+)
+RING_ROUTE_HINT = (
+    "in a ring each rank sends only to its right neighbour and receives only from its left, "
+    "and a chunk travels one hop per step (section 2's schedule). Exchanging with other "
+    "partners can give the right mean with the same bytes, but it is another algorithm: its "
+    "messages cross the machine instead of using each link once in each step."
+)
+ROOT_HINT = (
+    "collecting on one rank and sending the result back is what the ring avoids: that rank "
+    "receives (N - 1) whole vectors while the others idle. In a ring every rank sends one "
+    "chunk to its right and receives one from its left at every step."
+)
+EVERYONE_HINT = (
+    "that is the everyone-to-everyone exchange section 2 starts from: each rank talks to all "
+    "N - 1 others. In a ring each rank talks only to its two neighbours, sending to the right "
+    "and receiving from the left, and each chunk goes round one hop per step."
+)
+DIRECTION_HINT = (
+    "a ring runs one way round: every message of both phases goes to the right neighbour "
+    "(and each rank receives from its left). Going back the other way is a different, "
+    "bidirectional schedule, and its chunk indices are not those of section 2."
 )
 NO_DIVIDE_HINT = (
-    "every rank holds the sum over the ranks, not the mean: divide by comm.Get_size() at the "
-    "end (the data-parallel step averages the gradients)."
+    "every rank holds the sum over the ranks, not the mean: divide by the number of ranks at "
+    "the end (the data-parallel step averages the gradients)."
 )
 HALF_HINT = (
     "each rank holds one finished chunk and the others unfinished: that is the end of the "
@@ -83,8 +154,8 @@ HALF_HINT = (
 )
 REMAINDER_HINT = (
     "the last n % N elements are wrong: the chunks must cover every element even when n is not "
-    "a multiple of N (n // N elements per chunk leaves a remainder). np.array_split, or bounds "
-    "from divmod(n, N), cover them all."
+    "a multiple of N (n // N elements per chunk leaves a remainder): let some chunks be one "
+    "element longer."
 )
 SAME_WRONG_HINT = (
     "every rank ends with the same wrong vector: the all-gather spread the chunks, but the "
@@ -102,78 +173,299 @@ NAIVE_HINT = (
     "each rank sends 2(N - 1) chunks of about n/N elements — 2(N - 1)/N of the vector, less "
     "than twice its size however many ranks there are."
 )
+MORE_BYTES_HINT = "more than a ring needs: send each chunk once per step, 2(N - 1) chunks in all."
 MANY_MESSAGES_HINT = (
     "send each chunk as one message: every message pays the link's latency α, so a ring sends "
     "2(N - 1) messages per rank, not one per element."
 )
 COPY_HINT = (
-    "your function changed x: work on a copy (np.array(x) or x.copy()); the caller still needs "
-    "its own vector, as MPI_Allreduce leaves its send buffer alone."
+    "your function changed x: work on a copy of it; the caller still needs its own vector, as "
+    "MPI_Allreduce leaves its send buffer alone."
 )
-TIME_STUB_HINT = (
-    "2(N - 1) steps, each paying the latency alpha_s and sending one chunk of n_bytes / N at "
-    "beta_bytes_per_s."
+RETURN_HINT = "return the averaged vector (a NumPy array of x's length) on every rank."
+SHAPE_HINT = "return one value per element of x, on every rank."
+DTYPE_HINT = (
+    "keep x's dtype, float64: in the copy you work on and in the buffers you receive into."
 )
 TOLERANCE = 1e-10
 
 
-def _ring_diagnosis(outcome, n_ranks: int) -> tuple[str, str]:
-    """(message, hint) for a run that raised."""
-    rank, error = outcome.first_error()
-    who = "" if rank < 0 else f" on rank {rank}"
-    if isinstance(error, simulated.DeadlockError):
-        text = str(error)
-        waits = [part for part in text.split(";") if "waits in" in part]
-        if waits and all(" Send to" in w or " send to" in w for w in waits):
-            hint = DEADLOCK_SEND_HINT
-        elif waits and all("Recv from" in w or "recv from" in w for w in waits):
-            hint = DEADLOCK_RECV_HINT
-        else:
-            hint = DEADLOCK_HINT
-        return f"the ranks deadlocked ({n_ranks} ranks): {text}", hint
-    if isinstance(error, simulated.TruncationError):
-        return f"{error}.", TRUNCATION_HINT
-    if isinstance(error, simulated.CollectiveNotAllowedError):
-        return f"{error}.", COLLECTIVE_HINT
-    if isinstance(error, simulated.RanksDidNotFinishError):
-        return (f"your function did not finish: {error}.",
-                "every loop must end after N - 1 steps per phase; a rank stuck in a loop "
-                "without messages never returns.")
-    if isinstance(error, ValueError) and "broadcast" in str(error):
-        return f"your function stopped{who} with ValueError: {error}.", BROADCAST_HINT
-    return (f"your function stopped{who} with {type(error).__name__}: {error}.",
-            READ_THE_ERROR_HINT)
+def _close(a, b) -> bool:
+    return bool(np.allclose(a, b, rtol=TOLERANCE, atol=TOLERANCE))
 
 
-def _chunks_right(out: np.ndarray, want: np.ndarray, size: int) -> list[bool]:
-    return [np.allclose(out[a:b], want[a:b], rtol=TOLERANCE, atol=TOLERANCE)
-            or np.allclose(out[a:b], size * want[a:b], rtol=TOLERANCE, atol=TOLERANCE)
-            for a, b in collectives.chunk_bounds(len(want), size)]
+@dataclass
+class RingRun:
+    """One run of the learner's ring: the ranks, the vectors, what :func:`simulated.run_ranks`
+    saw (returns, errors, traffic, every message's sender and receiver)."""
+
+    size: int
+    n: int
+    seed: int
+    originals: list
+    xs: list
+    outcome: simulated.RankResults
+
+    @property
+    def where(self) -> str:
+        return f"{self.size} ranks, {self.n} elements, seed={self.seed}"
+
+    @property
+    def error(self):
+        """(rank, exception) of the run's most telling failure, or None."""
+        return self.outcome.first_error()
+
+    def raised(self, kind) -> bool:
+        return self.error is not None and isinstance(self.error[1], kind)
+
+    @property
+    def error_text(self) -> str:
+        return str(self.error[1]) if self.error else ""
+
+    def deadlocked_in(self, *calls: str) -> bool:
+        """A deadlock in which every waiting rank waits in one of ``calls``."""
+        if not self.raised(simulated.DeadlockError):
+            return False
+        waits = [part for part in self.error_text.split(";") if "waits in" in part]
+        return bool(waits) and all(any(f" {call} " in w for call in calls) for w in waits)
+
+    @property
+    def who(self) -> str:
+        rank = self.error[0] if self.error else -1
+        return "" if rank < 0 else f" on rank {rank}"
+
+    @property
+    def want(self) -> np.ndarray:
+        return np.mean(np.stack(self.originals), axis=0)
+
+    @property
+    def outs(self) -> list:
+        return [None if got is None else np.asarray(got) for got in self.outcome.returns]
+
+    def first_rank(self, condition) -> int | None:
+        return next((rank for rank, out in enumerate(self.outs) if condition(out)), None)
+
+    def changed_x(self) -> int | None:
+        return next((rank for rank, (x, original) in enumerate(zip(self.xs, self.originals,
+                                                                   strict=True))
+                     if not np.array_equal(x, original)), None)
+
+    # -- who talked to whom --------------------------------------------------------------------
+
+    @property
+    def partners(self) -> list[set[int]]:
+        """The ranks each rank sent to."""
+        sent = [set() for _ in range(self.size)]
+        for source, dest in self.outcome.routes:
+            sent[source].add(dest)
+        return sent
+
+    def off_ring(self) -> tuple[int, int] | None:
+        """The first message to a rank that is not a neighbour of its sender."""
+        return next(((s, d) for s, d in self.outcome.routes
+                     if d not in ((s + 1) % self.size, (s - 1) % self.size)), None)
+
+    def both_ways(self) -> int | None:
+        """With N >= 3: the first rank that sent both to its right and to its left, or None
+        when one direction is kept (every message to the right, or every one to the left)."""
+        if self.size < 3:
+            return None
+        rights = {(s + 1) % self.size == d for s, d in self.outcome.routes}
+        if len(rights) < 2:
+            return None
+        return next((r for r, sent in enumerate(self.partners)
+                     if {(r + 1) % self.size, (r - 1) % self.size} <= sent), 0)
+
+    def everyone(self) -> bool:
+        others = [set(range(self.size)) - {r} for r in range(self.size)]
+        return self.size >= 3 and all(o <= p for o, p in zip(others, self.partners, strict=True))
+
+    def root(self) -> int | None:
+        """With N >= 3: a rank that received from every other rank while some rank did not."""
+        if self.size < 3:
+            return None
+        got = [set() for _ in range(self.size)]
+        for source, dest in self.outcome.routes:
+            got[dest].add(source)
+        full = [r for r in range(self.size) if len(got[r]) == self.size - 1]
+        return full[0] if full and len(full) < self.size else None
+
+    # -- the values ------------------------------------------------------------------------
+
+    def all_close_to(self, factor: float) -> bool:
+        return all(o is not None and o.shape == self.want.shape and _close(o, factor * self.want)
+                   for o in self.outs)
+
+    def finished_chunks(self) -> list[list[bool]]:
+        bounds = collectives.chunk_bounds(self.n, self.size)
+        return [[_close(o[a:b], self.want[a:b]) or _close(o[a:b], self.size * self.want[a:b])
+                 for a, b in bounds] for o in self.outs]
+
+    def only_reduce_scatter(self) -> bool:
+        finished = self.finished_chunks()
+        return (all(sum(f) == 1 for f in finished)
+                and len({f.index(True) for f in finished}) == self.size)
+
+    def remainder_only(self) -> bool:
+        tail = self.size * (self.n // self.size)
+        return bool(self.n % self.size) and all(_close(o[:tail], self.want[:tail])
+                                                for o in self.outs)
+
+    @property
+    def wrong_rank(self) -> int:
+        return next(r for r, o in enumerate(self.outs) if not _close(o, self.want))
+
+    def wrong_summary(self) -> str:
+        rank, want = self.wrong_rank, self.want
+        out = self.outs[rank]
+        wrong = np.flatnonzero(~np.isclose(out, want, rtol=TOLERANCE, atol=TOLERANCE))
+        span = f"{wrong[0]}..{wrong[-1]}" if len(wrong) > 1 else f"{wrong[0]}"
+        return (f"rank {rank} is wrong at {len(wrong)} of {self.n} elements ({span}): expected "
+                f"{want[wrong[0]]:.6g} at element {wrong[0]}, got {out[wrong[0]]:.6g}")
+
+    # -- the traffic -------------------------------------------------------------------------
+
+    @property
+    def allowed_bytes(self) -> int:
+        return 2 * (self.size - 1) * math.ceil(self.n / self.size) * 8
+
+    def too_many_bytes(self) -> int | None:
+        return next((r for r, sent in enumerate(self.outcome.bytes_sent)
+                     if sent > self.allowed_bytes), None)
+
+    def bytes_message(self) -> str:
+        rank = self.too_many_bytes()
+        ring = collectives.ring_bytes_sent(self.n, self.size, 8)
+        return (f"right answer, but rank {rank} sent {self.outcome.bytes_sent[rank]:,} bytes of "
+                f"a {self.n * 8:,}-byte vector; a ring sends {ring[rank]:,}")
+
+    @property
+    def most_messages(self) -> int:
+        return max(self.outcome.messages_sent)
 
 
-def _values_diagnosis(outs, want, size: int, n: int, where: str) -> tuple[str, str]:
-    close = [np.allclose(o, want, rtol=TOLERANCE, atol=TOLERANCE) for o in outs]
-    rank = close.index(False)
-    if all(np.allclose(o, size * want, rtol=TOLERANCE, atol=TOLERANCE) for o in outs):
-        return f"every rank returned the sum over the {size} ranks ({where}).", NO_DIVIDE_HINT
-    finished = [_chunks_right(o, want, size) for o in outs]
-    if all(sum(f) == 1 for f in finished) and len({f.index(True) for f in finished}) == size:
-        return (f"each rank holds only one finished chunk ({where}): rank 0 chunk "
-                f"{finished[0].index(True)}, rank 1 chunk {finished[1].index(True)}, …",
-                HALF_HINT)
-    tail = size * (n // size)
-    wrong = np.flatnonzero(~np.isclose(outs[rank], want, rtol=TOLERANCE, atol=TOLERANCE))
-    if n % size and all(np.allclose(o[:tail], want[:tail], rtol=TOLERANCE, atol=TOLERANCE)
-                        for o in outs):
-        which = f"element {tail} is" if n - tail == 1 else f"elements {tail}..{n - 1} are"
-        return (f"{which} wrong, the last {n - tail} of {n} ({where}).", REMAINDER_HINT)
-    span = f"{wrong[0]}..{wrong[-1]}" if len(wrong) > 1 else f"{wrong[0]}"
-    message = (f"rank {rank} is wrong at {len(wrong)} of {n} elements ({span}; {where}): "
-               f"expected {want[wrong[0]]:.6g} at element {wrong[0]}, got "
-               f"{outs[rank][wrong[0]]:.6g}.")
-    if all(np.allclose(o, outs[0], rtol=TOLERANCE, atol=TOLERANCE) for o in outs):
-        return message, SAME_WRONG_HINT
-    return message, WRONG_HINT
+def _wrong_values(r: RingRun) -> bool:
+    return not all(_close(o, r.want) for o in r.outs)
+
+
+RING_MISTAKES = (
+    Mistake("blocking sends first on every rank: a deadlock",
+            lambda r: r.deadlocked_in("Send", "send"),
+            lambda r: f"the ranks deadlocked: {r.error_text}", DEADLOCK_SEND_HINT, "trace"),
+    Mistake("receives first on every rank: a deadlock",
+            lambda r: r.deadlocked_in("Recv", "recv"),
+            lambda r: f"the ranks deadlocked: {r.error_text}", DEADLOCK_RECV_HINT, "trace"),
+    Mistake("an Isend waited for before the receive is posted, on every rank: a deadlock",
+            lambda r: r.deadlocked_in("Isend"),
+            lambda r: f"the ranks deadlocked: {r.error_text}", ISEND_WAIT_HINT, "trace"),
+    Mistake("any other deadlock (a request never waited for, a message to the wrong rank)",
+            lambda r: r.raised(simulated.DeadlockError),
+            lambda r: f"the ranks deadlocked: {r.error_text}", DEADLOCK_HINT, "trace"),
+    Mistake("a rank that never finishes",
+            lambda r: r.raised(simulated.RanksDidNotFinishError),
+            lambda r: f"your function did not finish: {r.error_text}", NOT_FINISHED_HINT,
+            "trace"),
+    Mistake("a message longer than its buffer (an off-by-one chunk index, a wrong buffer size)",
+            lambda r: r.raised(simulated.TruncationError),
+            lambda r: r.error_text, TRUNCATION_HINT, "trace"),
+    Mistake("a collective (Allreduce, allgather, ...)",
+            lambda r: r.raised(simulated.CollectiveNotAllowedError),
+            lambda r: r.error_text, COLLECTIVE_HINT, "trace"),
+    Mistake("Isend or Irecv requests never completed (no Wait)",
+            lambda r: r.raised(simulated.RequestsNotCompletedError),
+            lambda r: r.error_text.split(": MPI")[0], REQUESTS_HINT, "trace"),
+    Mistake("a partner rank that does not exist (no modulo; bit-flipped partners for N not a "
+            "power of two)",
+            lambda r: r.raised(simulated.CommError) and "but the ranks are" in r.error_text,
+            lambda r: r.error_text.split(": take")[0], OUT_OF_RANGE_HINT, "trace"),
+    Mistake("a received chunk added into a part of another length",
+            lambda r: r.raised(ValueError) and "broadcast" in r.error_text,
+            lambda r: f"your function stopped{r.who} with ValueError: {r.error_text}",
+            BROADCAST_HINT),
+    Mistake("any other error",
+            lambda r: r.error is not None,
+            lambda r: f"your function stopped{r.who} with {type(r.error[1]).__name__}: "
+                      f"{r.error_text}", READ_THE_ERROR_HINT),
+    Mistake("nothing returned",
+            lambda r: r.first_rank(lambda o: o is None) is not None,
+            lambda r: f"rank {r.first_rank(lambda o: o is None)} returned None", RETURN_HINT),
+    Mistake("a result of another shape",
+            lambda r: r.first_rank(lambda o: o.shape != r.want.shape) is not None,
+            lambda r: (f"rank {r.first_rank(lambda o: o.shape != r.want.shape)} returned shape "
+                       f"{r.outs[r.first_rank(lambda o: o.shape != r.want.shape)].shape}, x has "
+                       f"shape {r.want.shape}"), SHAPE_HINT),
+    Mistake("a result that is not float64",
+            lambda r: r.first_rank(lambda o: o.dtype != np.float64) is not None,
+            lambda r: (f"rank {r.first_rank(lambda o: o.dtype != np.float64)} returned "
+                       f"{r.outs[r.first_rank(lambda o: o.dtype != np.float64)].dtype} values; "
+                       "x is float64"), DTYPE_HINT),
+    Mistake("x changed in place",
+            lambda r: r.changed_x() is not None,
+            lambda r: f"rank {r.changed_x()}'s x was changed", COPY_HINT),
+    Mistake("a gather to one rank and a broadcast back (not a ring)",
+            lambda r: r.root() is not None,
+            lambda r: (f"rank {r.root()} received messages from every other rank, and not every "
+                       "rank did: the messages converge on one rank, not round a ring"),
+            ROOT_HINT, "trace"),
+    Mistake("every rank exchanging with every other (not a ring)",
+            lambda r: r.everyone(),
+            lambda r: (f"every rank sent messages to all {r.size - 1} others (rank 0 to ranks "
+                       f"{', '.join(map(str, sorted(r.partners[0])))}): an everyone-to-everyone "
+                       "exchange, not a ring"), EVERYONE_HINT, "trace"),
+    Mistake("pairs that are not neighbours (recursive halving or doubling, rank XOR k)",
+            lambda r: r.off_ring() is not None,
+            lambda r: (f"rank {r.off_ring()[0]} sent a message to rank {r.off_ring()[1]}, which "
+                       f"is not its neighbour on a ring of {r.size} (its neighbours are ranks "
+                       f"{(r.off_ring()[0] - 1) % r.size} and {(r.off_ring()[0] + 1) % r.size}): "
+                       "a pairwise exchange, not a ring"), RING_ROUTE_HINT, "trace"),
+    Mistake("messages both ways round (pairs r XOR 1 on 4 ranks, a phase sent to the left)",
+            lambda r: r.both_ways() is not None,
+            lambda r: (f"rank {r.both_ways()} sent to its right neighbour "
+                       f"{(r.both_ways() + 1) % r.size} and to its left "
+                       f"{(r.both_ways() - 1) % r.size}: messages went both ways round, not "
+                       "round a ring"), DIRECTION_HINT, "trace"),
+    Mistake("the sum instead of the mean",
+            lambda r: r.all_close_to(r.size),
+            lambda r: f"every rank returned the sum over the {r.size} ranks", NO_DIVIDE_HINT),
+    Mistake("only the reduce-scatter (no all-gather)",
+            lambda r: _wrong_values(r) and r.only_reduce_scatter(),
+            lambda r: (f"each rank holds only one finished chunk: rank 0 chunk "
+                       f"{r.finished_chunks()[0].index(True)}, rank 1 chunk "
+                       f"{r.finished_chunks()[1].index(True)}, …"), HALF_HINT),
+    Mistake("the remainder elements (n % N) never reduced",
+            lambda r: _wrong_values(r) and r.remainder_only(),
+            lambda r: (f"the last {r.n % r.size} of {r.n} elements are wrong (from element "
+                       f"{r.size * (r.n // r.size)} on), the others right"), REMAINDER_HINT),
+    Mistake("the same wrong vector everywhere (wrong chunk added into in the reduce-scatter)",
+            lambda r: _wrong_values(r) and all(_close(o, r.outs[0]) for o in r.outs),
+            lambda r: r.wrong_summary(), SAME_WRONG_HINT),
+    Mistake("wrong chunk indices (any other wrong values)",
+            _wrong_values, lambda r: r.wrong_summary(), WRONG_HINT),
+    Mistake("the whole vector sent at every step (right answer, not a ring)",
+            lambda r: (r.too_many_bytes() is not None and r.outcome.bytes_sent[
+                r.too_many_bytes()] >= (r.size - 1) * r.n * 8),
+            lambda r: r.bytes_message(), NAIVE_HINT, "trace"),
+    Mistake("more bytes than a ring sends",
+            lambda r: r.too_many_bytes() is not None,
+            lambda r: r.bytes_message(), MORE_BYTES_HINT, "trace"),
+    Mistake("one message per element",
+            lambda r: r.most_messages > 2 * (r.size - 1),
+            lambda r: (f"right answer, but a rank sent {r.most_messages} messages; a ring sends "
+                       f"{2 * (r.size - 1)} per rank"), MANY_MESSAGES_HINT, "trace"),
+)
+
+RING = CheckSpec(
+    "ring_allreduce", "ring_allreduce(comm, x) -> the mean of x over the ranks",
+    RING_STUB_HINT, RING_MISTAKES,
+    title="1. a ring all-reduce", call="check_ring_allreduce(ring_allreduce)",
+    holds="on 3, 4, 2 and 5 ranks simulated as threads with mpi4py's point-to-point API (no "
+          "collectives; `Send` waits for its receiver, `Irecv` posts its receive, as MPI "
+          "allows), random float64 vectors whose length is not a multiple of N: every rank "
+          "returns the mean, `x` unchanged, every message goes to the sender's neighbour the "
+          "same way round, and each rank sends at most 2(N − 1)·⌈n/N⌉ values in 2(N − 1) "
+          "messages",
+    also="the stub; gpulab's own ring (`collectives.ring_allreduce_mean`) refused; a patched "
+         "check caught; a deadlock stopped at once and named, never a hang")
 
 
 def _ring_trials(rng: np.random.Generator) -> list[tuple[int, int]]:
@@ -192,14 +484,22 @@ def _run_ring(function, size: int, xs):
                                [(x,) for x in xs], allow_collectives=False, timeout_s=10.0)
 
 
+def _stub(outcome) -> bool:
+    return any(isinstance(e, NotImplementedError) for e in outcome.errors)
+
+
 def check_ring_allreduce(function, seed: int | None = None, show: bool = True) -> CheckResult:
     """Check ``function(comm, x)`` on rings of 3, 4, 2 and 5 ranks (threads), random float64
     vectors of random lengths that are not multiples of N.
 
-    Diagnoses: the stub; a deadlock (blocking sends in the same order on every rank, or
-    receives); a message longer than its buffer; collectives; the sum instead of the mean; only
-    the reduce-scatter; the remainder elements left out; wrong chunk indices; x changed; the
-    whole vector sent instead of chunks; one message per element."""
+    Diagnoses (:data:`RING_MISTAKES`, in order): a deadlock (blocking sends in the same order
+    on every rank, or receives, or a request never completed); a message longer than its
+    buffer; collectives; a partner that does not exist; an exchange that is not a ring (a
+    gather to one rank, everyone with everyone, pairs that are not neighbours, messages both
+    ways round); nothing returned, another shape or dtype; x changed; the sum instead of the
+    mean; only the reduce-scatter; the remainder elements left out; wrong chunk indices; the
+    whole vector sent instead of chunks; one message per element. A right ring written with
+    ``Sendrecv``, ``Send``/``Recv`` by parity or ``Isend``/``Irecv`` and ``Wait`` passes."""
 
     def body(seed: int) -> str:
         if function is None or function is Ellipsis or not callable(function):
@@ -209,82 +509,330 @@ def check_ring_allreduce(function, seed: int | None = None, show: bool = True) -
         for size, n in _ring_trials(rng):
             xs = [rng.standard_normal(n) for _ in range(size)]
             originals = [x.copy() for x in xs]
-            where = f"{size} ranks, {n} elements, seed={seed}"
             outcome = _run_ring(function, size, xs)
-            if any(isinstance(e, NotImplementedError) for e in outcome.errors):
+            if _stub(outcome):
                 raise NotAttemptedError(STUB_MESSAGE.format(what="function"), RING_STUB_HINT)
-            if outcome.first_error():
-                message, hint = _ring_diagnosis(outcome, size)
-                raise CheckFailedError(f"{message} ({where})", hint)
-            want = np.mean(np.stack(originals), axis=0)
-            outs = []
-            for rank, got in enumerate(outcome.returns):
-                if got is None:
-                    raise CheckFailedError(f"rank {rank} returned None ({where}).",
-                                           "return the averaged vector (a NumPy array of x's "
-                                           "length) on every rank.")
-                out = np.asarray(got)
-                if out.shape != want.shape:
-                    raise CheckFailedError(
-                        f"rank {rank} returned shape {out.shape}, x has shape {want.shape} "
-                        f"({where}).", "return one value per element of x, on every rank.")
-                if not np.issubdtype(out.dtype, np.floating) or out.dtype != np.float64:
-                    raise CheckFailedError(
-                        f"rank {rank} returned {out.dtype} values; x is float64 ({where}).",
-                        "keep x's dtype: make the copy with np.array(x) (or x.copy()), "
-                        "and receive into buffers of x.dtype.")
-                outs.append(out)
-            for rank, (x, original) in enumerate(zip(xs, originals, strict=True)):
-                if not np.array_equal(x, original):
-                    raise CheckFailedError(f"rank {rank}'s x was changed ({where}).", COPY_HINT)
-            if not all(np.allclose(o, want, rtol=TOLERANCE, atol=TOLERANCE) for o in outs):
-                message, hint = _values_diagnosis(outs, want, size, n, where)
-                raise CheckFailedError(message, hint)
-            ring = collectives.ring_bytes_sent(n, size, 8)
-            allowed = 2 * (size - 1) * math.ceil(n / size) * 8
-            for rank, sent in enumerate(outcome.bytes_sent):
-                if sent > allowed:
-                    whole = (size - 1) * n * 8
-                    raise CheckFailedError(
-                        f"right answer, but rank {rank} sent {sent:,} bytes of a {n * 8:,}-byte "
-                        f"vector; a ring sends {ring[rank]:,} ({where}).",
-                        NAIVE_HINT if sent >= whole else
-                        "more than a ring needs: send each chunk once per step, 2(N - 1) "
-                        "chunks in all.")
-            most = max(outcome.messages_sent)
-            if most > 2 * (size - 1):
-                raise CheckFailedError(
-                    f"right answer, but a rank sent {most} messages; a ring sends "
-                    f"{2 * (size - 1)} per rank ({where}).", MANY_MESSAGES_HINT)
+            RING.reject(RingRun(size, n, seed, originals, xs, outcome))
             described.append(f"{size} ranks × {n} elements")
-        return (f"the mean on every rank, {', '.join(described)}; each rank sent 2(N - 1) "
-                f"chunks, 2(N - 1)/N of the vector (seed={seed}).")
+        return (f"the mean on every rank, {', '.join(described)}; every message to the "
+                f"neighbour, each rank sent 2(N - 1) chunks, 2(N - 1)/N of the vector "
+                f"(seed={seed}).")
 
-    return run_check("ring_allreduce", body, seed, show)
+    return RING.run(body, seed, show, learner=(function,))
 
 
 def try_ring(function, ranks: int = 3, n: int = 7, seed: int = 0) -> None:
     """Run ``function`` once on ``ranks`` simulated ranks and print each rank's vector, what it
-    returned and what it sent; "not written yet" for the stub."""
+    returned and what it sent, and to whom; "not written yet" for the stub."""
     rng = np.random.default_rng(seed)
     xs = [np.round(rng.uniform(0, 10, n), 1) for _ in range(ranks)]
     outcome = _run_ring(function, ranks, [x.copy() for x in xs])
-    if any(isinstance(e, NotImplementedError) for e in outcome.errors):
+    if _stub(outcome):
         print("not written yet")
         return
     print(f"{ranks} ranks (threads), x of {n} elements each; want the mean "
           f"{np.round(np.mean(xs, axis=0), 4)}")
+    run = RingRun(ranks, n, seed, xs, [x.copy() for x in xs], outcome)
     if outcome.first_error():
-        message, _ = _ring_diagnosis(outcome, ranks)
-        print("stopped:", message)
+        failure = next(m for m in RING_MISTAKES if m.seen(run)).failure(run)
+        print("stopped:", failure.message)
         return
     for rank, (x, got) in enumerate(zip(xs, outcome.returns, strict=True)):
         shown = np.round(np.asarray(got), 4) if got is not None else None
+        sent_to = ", ".join(map(str, sorted(run.partners[rank]))) or "nobody"
         print(f"rank {rank}: x = {x}  ->  {shown}   sent {outcome.bytes_sent[rank]} bytes in "
-              f"{outcome.messages_sent[rank]} messages")
+              f"{outcome.messages_sent[rank]} messages, to rank {sent_to}")
 
 
-# --- exercise 2: the cost of a ring all-reduce -------------------------------------------------
+# --- the reduce step as a kernel (the notebook's exercise 2) -----------------------------------
+
+ADD_CHUNK_STUB_HINT = (
+    "each thread takes one element of the chunk: its index counts from the chunk's start, it "
+    "does nothing past the chunk's length, and otherwise adds its element of incoming into its "
+    "place in data, offset elements from data's start. The hints above the cell go step by "
+    "step."
+)
+ADD_GUARD_HINT = (
+    "a thread read or wrote past the end of an array: the chunk has `length` elements, and "
+    "incoming only those; the launch has more threads than that (the last block is partial). "
+    "Compare the thread's index within the chunk with the chunk's length."
+)
+ADD_INDEX_HINT = (
+    "revisit the global index (chapter 01): a thread's index counts the chunk's elements from "
+    "0; its element of incoming has that index, and its element of data is `offset` further on."
+)
+PAD_VALUE = 1000.0  # in the padding after data and incoming (seen only by a kernel without a guard)
+_PASSED: weakref.WeakSet = weakref.WeakSet()  # the kernels whose check passed in this process
+
+
+@dataclass
+class ChunkAdd:
+    """One launch of the learner's reduce step: data before and after, the chunk it got."""
+
+    trial: Trial
+    before: np.ndarray
+    incoming: np.ndarray
+    offset: int
+    length: int
+    got: np.ndarray
+    tolerance: tuple[float, float] = field(default=(0.0, 0.0))
+
+    @property
+    def where(self) -> str:
+        return f"offset={self.offset}, length={self.length}, data of {self.n}, {self.trial}"
+
+    @property
+    def n(self) -> int:
+        return self.before.shape[0]
+
+    @property
+    def chunk(self) -> slice:
+        return slice(self.offset, self.offset + self.length)
+
+    def with_chunk(self, values: np.ndarray, start: int | None = None) -> np.ndarray:
+        """data with ``values`` in place of the elements from ``start`` (the offset)."""
+        start = self.offset if start is None else start
+        out = self.before.copy()
+        out[start:start + len(values)] = values
+        return out
+
+    def same(self, want: np.ndarray) -> bool:
+        rtol, atol = elementwise_tolerance(self.before.dtype)
+        return bool(np.allclose(self.got, want, rtol=rtol, atol=atol))
+
+    @property
+    def expected(self) -> np.ndarray:
+        return self.with_chunk(self.before[self.chunk] + self.incoming)
+
+    def bad(self) -> np.ndarray:
+        rtol, atol = elementwise_tolerance(self.before.dtype)
+        return np.flatnonzero(~np.isclose(self.got, self.expected, rtol=rtol, atol=atol))
+
+    def outside_changed(self) -> int | None:
+        outside = np.ones(self.n, bool)
+        outside[self.chunk] = False
+        changed = np.flatnonzero(outside & (self.got != self.before))
+        return int(changed[0]) if len(changed) else None
+
+    @property
+    def short(self) -> int:
+        """Elements of the chunk a guard ``offset + i < length`` lets through."""
+        return max(self.length - self.offset, 0)
+
+    def first_block_only(self) -> bool:
+        t = self.trial.threads_per_block
+        return (self.length > t and np.array_equal(self.got[self.offset + t:], self.before[
+            self.offset + t:]) and not np.array_equal(self.got[self.chunk][:t],
+                                                      self.before[self.chunk][:t]))
+
+    def wrong_summary(self) -> str:
+        bad = self.bad()
+        k = int(bad[0])
+        part = "inside" if self.offset <= k < self.offset + self.length else "outside"
+        return (f"{len(bad)} elements of data are wrong, the first data[{k}] ({part} the chunk "
+                f"data[{self.offset}:{self.offset + self.length}]): expected "
+                f"{self.expected[k]:.6g}, got {self.got[k]:.6g}")
+
+
+ADD_CHUNK_MISTAKES = (
+    Mistake("nothing added into data (written into incoming, or a local copy)",
+            lambda e: np.array_equal(e.got, e.before),
+            "data is unchanged: nothing was added into it",
+            "the reduce step changes the rank's own vector in place: each thread adds its element "
+            "of incoming into data (not into incoming, not into a local variable)."),
+    Mistake("the chunk overwritten with incoming (the all-gather's step)",
+            lambda e: e.same(e.with_chunk(e.incoming)),
+            "data's chunk holds the incoming values: they replaced the rank's own partial sums "
+            "instead of being added to them",
+            "overwriting is the all-gather's step; the reduce-scatter adds what arrives into what "
+            "the rank already holds."),
+    Mistake("subtracted instead of added",
+            lambda e: e.same(e.with_chunk(e.before[e.chunk] - e.incoming)),
+            "data's chunk is its old values minus incoming",
+            "the reduce step adds the incoming partial sums."),
+    Mistake("added twice",
+            lambda e: e.same(e.with_chunk(e.before[e.chunk] + 2 * e.incoming)),
+            "every element of the chunk got incoming added twice",
+            "each element of the chunk has one owner thread, which adds once; a loop over the "
+            "chunk must advance by the whole grid's threads."),
+    Mistake("the offset ignored (added at data's start)",
+            lambda e: e.same(e.with_chunk(e.before[:e.length] + e.incoming, start=0)),
+            lambda e: (f"incoming was added into data[0:{e.length}], not into the chunk at "
+                       f"offset {e.offset}"), ADD_INDEX_HINT),
+    Mistake("the guard compares the position in data with length (the chunk's end cut off)",
+            lambda e: 0 < e.short < e.length and e.same(e.with_chunk(
+                e.before[e.offset:e.offset + e.short] + e.incoming[:e.short])),
+            lambda e: (f"only the first {e.short} of the chunk's {e.length} elements were added, "
+                       f"the last {e.offset} (the offset) not"),
+            "the guard lets too few threads through: `length` counts the chunk's elements, so "
+            "compare it with the thread's index within the chunk, not with its place in data."),
+    Mistake("the index from threadIdx.x alone (only the first block's elements)",
+            lambda e: e.first_block_only(),
+            lambda e: (f"only the first {e.trial.threads_per_block} elements of the chunk "
+                       f"changed ({e.trial.blocks} blocks launched)"), ADD_INDEX_HINT),
+    Mistake("elements outside the chunk changed",
+            lambda e: e.outside_changed() is not None,
+            lambda e: (f"data[{e.outside_changed()}], outside the chunk data[{e.offset}:"
+                       f"{e.offset + e.length}], changed"),
+            "only the chunk's elements may change: the other chunks of a rank's vector are "
+            "still travelling round the ring. " + ADD_INDEX_HINT),
+    Mistake("any other wrong values",
+            lambda e: len(e.bad()) > 0, lambda e: e.wrong_summary(), ADD_INDEX_HINT),
+)
+
+ADD_CHUNK = CheckSpec(
+    "add_chunk", "add_chunk(data, incoming, offset, length)", ADD_CHUNK_STUB_HINT,
+    ADD_CHUNK_MISTAKES, parameters=4,
+    title="2. the reduce step as a kernel", call="check_add_chunk(add_chunk)",
+    holds="`data[offset + i] += incoming[i]` for `i < length`, the rest of `data` unchanged, "
+          "one thread per element of the chunk (or a grid-stride loop), guarded, float64, a "
+          "chunk length not a multiple of the block, under two block sizes",
+    also="the stub; a missing guard (IndexError in the simulator, the padding on a GPU); "
+         "simulator-only code (the compile-for-GPU step); a kernel that does not finish (the "
+         "time limit); a hard-coded block size or chunk length; gpulab's own `add_chunk` "
+         "refused")
+
+
+def _chunk_problem(trial: Trial):
+    rng = trial.rng
+    length = trial.n
+    offset = int(rng.integers(1, length))
+    after = int(rng.integers(1, length))
+    before = rng.standard_normal(offset + length + after)
+    incoming = rng.standard_normal(length)
+    return before, incoming, offset, length
+
+
+def _launch_add(kernel, trial: Trial, before, incoming, offset, length) -> np.ndarray:
+    d_all, d_data = padded(before, trial.padding, PAD_VALUE)
+    _, d_incoming = padded(incoming, trial.padding, PAD_VALUE)
+    try:
+        launch(kernel, trial, d_data, d_incoming, np.int64(offset), np.int64(length),
+               index_hint=ADD_GUARD_HINT)
+    except KernelError as error:
+        if isinstance(error.cause, IndexError):
+            raise CheckFailedError(
+                f"a thread went past the end of an array ({error.cause}; data has "
+                f"{before.shape[0]} elements, incoming {length}, offset={offset}, "
+                f"length={length}, {trial}).", ADD_GUARD_HINT) from None
+        raise
+    return read_back(d_all, before.shape, trial, fill=PAD_VALUE, what="data",
+                     hint=ADD_GUARD_HINT)
+
+
+def check_add_chunk(kernel, seed: int | None = None, threads_per_block: int | None = None,
+                    show: bool = True) -> CheckResult:
+    """Check ``kernel(data, incoming, offset, length)``, the ring's reduce step: it must set
+    ``data[offset + i] += incoming[i]`` for every ``i < length`` and leave the rest of data
+    alone. Launched with ceil(length / threads_per_block) blocks on float64 arrays; length is
+    random and not a multiple of the (drawn) block size, offset > 0, data goes on after the
+    chunk, and both arrays are padded; then again under another block size.
+
+    Diagnoses (:data:`ADD_CHUNK_MISTAKES`, in order): nothing added; the chunk overwritten;
+    subtracted; added twice; the offset ignored; the guard by the position in data; only the
+    first block; elements outside the chunk changed; other wrong values; plus a missing guard,
+    simulator-only code, a kernel that never finishes, a hard-coded block size."""
+
+    def body(seed: int) -> str:
+        source = ADD_CHUNK.start(kernel)
+
+        def run(trial: Trial) -> Trial:
+            before, incoming, offset, length = _chunk_problem(trial)
+            got = _launch_add(kernel, trial, before, incoming, offset, length)
+            reject(ADD_CHUNK_MISTAKES, ChunkAdd(trial, before, incoming, offset, length, got))
+            return trial
+
+        trial = Trial.draw("check_add_chunk", seed, np.float64, block=threads_per_block)
+        trial = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+        _PASSED.add(python_function(kernel))
+        return (f"a chunk of {trial.n} elements added in place, the rest of data untouched "
+                f"({trial.launched}, and under a second block size; seed={trial.seed}).")
+
+    return ADD_CHUNK.run(body, seed, show, learner=(kernel,))
+
+
+def passed(kernel) -> bool:
+    """Has ``kernel`` passed :func:`check_add_chunk` in this session (this very kernel)?"""
+    function = python_function(kernel) if kernel is not None else None
+    return function is not None and function in _PASSED
+
+
+def try_add_chunk(kernel) -> None:
+    """Run your kernel once on a tiny example (data of 10 elements, a chunk of 5 at offset 3,
+    blocks of 4 threads) and print data before and after next to NumPy's answer. An error
+    becomes one short paragraph."""
+    from numba import cuda
+
+    data = np.arange(10, dtype=np.float64)
+    incoming = np.full(5, 0.5)
+    trial = Trial.draw("try_add_chunk", 0, np.float64, block=4, shape=(5,))
+    d_data = cuda.to_device(data)
+    try:
+        launch(kernel, trial, d_data, cuda.to_device(incoming), np.int64(3), np.int64(5),
+               index_hint=ADD_GUARD_HINT)
+    except NotImplementedError:
+        print("not written yet")
+        return
+    except KernelError as error:
+        if isinstance(error.cause, NotImplementedError):
+            print("not written yet")
+            return
+        _, message, hint = explain_exception(error, trial, ADD_GUARD_HINT)
+        print(f"your kernel stopped: {message}\nhint: {hint}\n(the check below says more)")
+        return
+    except CheckFailedError as failure:
+        print(f"{failure.message}\nhint: {failure.hint}")
+        return
+    want = data.copy()
+    want[3:8] += incoming
+    print(f"data before : {data}\nincoming    : {incoming} (offset 3, length 5)")
+    print(f"yours after : {d_data.copy_to_host()}\nNumPy's     : {want}")
+
+
+def run_ring_on_kernel(kernel=None, ranks: int = 4, n: int = 301, seed: int = 0) -> dict:
+    """A ring all-reduce on ``ranks`` simulated ranks whose every reduce step launches
+    ``kernel`` on each rank's device copy of its vector
+    (:func:`gpulab.kernels.ring.ring_allreduce_on_device`): yours once it has passed
+    :func:`check_add_chunk` in this session, gpulab's ``add_chunk`` otherwise (said so).
+    Prints and returns whose kernel ran, the launches and the largest difference from the
+    mean."""
+    from gpulab.kernels import ring
+
+    if kernel is not None and not passed(kernel):
+        print("your add_chunk has not passed its check in this session: gpulab's add_chunk "
+              "runs the reduce steps below instead.")
+    mine = kernel is not None and passed(kernel)
+    whose = "your add_chunk" if mine else "gpulab's add_chunk"
+    rng = np.random.default_rng(seed)
+    xs = [rng.standard_normal(n) for _ in range(ranks)]
+    outcome = simulated.run_ranks(
+        ranks, lambda comm, x: ring.ring_allreduce_on_device(comm, x, kernel if mine else None),
+        [(x,) for x in xs], allow_collectives=False, timeout_s=60.0)
+    rank_error = outcome.first_error()
+    if rank_error:
+        print(f"the ring stopped on rank {rank_error[0]}: {rank_error[1]}")
+        return {"whose": whose, "correct": False}
+    want = np.mean(xs, axis=0)
+    error = max(float(np.max(np.abs(mean - want))) for mean, _ in outcome.returns)
+    launches = [count for _, count in outcome.returns]
+    print(f"{ranks} ranks (threads), {n} float64 values each: every reduce step launched "
+          f"{whose} ({', '.join(map(str, launches))} launches per rank); the result equals "
+          f"the mean on every rank to {error:.1e} (computed in the simulator, not timed).")
+    return {"whose": whose, "correct": error < 1e-12, "max_error": error,
+            "launches": launches}
+
+
+# --- the cost of a ring all-reduce (the notebook's exercise 3) -----------------------------------
+
+TIME_STUB_HINT = (
+    "2(N - 1) steps, each paying the latency alpha_s and sending one chunk of n_bytes / N at "
+    "beta_bytes_per_s."
+)
+TIME_WRONG_HINT = (
+    "count, from section 2, the messages each rank sends one after another and the bytes in "
+    "each; every message costs α plus its bytes over β. Check your formula against the napkin "
+    "answer (8 MB on 4 ranks is 6 messages of 2 MB)."
+)
 
 
 def _time_cases(rng: np.random.Generator) -> list[tuple[float, int, float, float]]:
@@ -297,14 +845,97 @@ def _time_cases(rng: np.random.Generator) -> list[tuple[float, int, float, float
     return cases
 
 
+@dataclass
+class TimeAnswer:
+    """What ``ring_allreduce_time`` returned for one case."""
+
+    n_bytes: float
+    ranks: int
+    alpha: float
+    beta: float
+    got: object
+    seed: int
+
+    @property
+    def where(self) -> str:
+        return (f"{self.n_bytes:,.0f} bytes, {self.ranks} ranks, α = {self.alpha * 1e6:.3g} µs, "
+                f"β = {self.beta / 1e9:.3g} GB/s, seed={self.seed}")
+
+    @property
+    def number(self) -> bool:
+        return not isinstance(self.got, bool) and isinstance(
+            self.got, (int, float, np.integer, np.floating))
+
+    @property
+    def want(self) -> float:
+        return links.ring_allreduce_time(self.n_bytes, self.ranks, self.alpha, self.beta)
+
+    def right(self) -> bool:
+        return math.isclose(float(self.got), self.want, rel_tol=1e-9, abs_tol=1e-15)
+
+    def equals(self, formula) -> bool:
+        """A wrong number (N > 1) that ``formula(S, N, α, β)`` gives."""
+        if self.ranks == 1 or self.right():
+            return False
+        value = formula(self.n_bytes, self.ranks, self.alpha, self.beta)
+        return math.isclose(float(self.got), value, rel_tol=1e-9)
+
+    @property
+    def summary(self) -> str:
+        return f"expected {self.want:.6g} s, got {float(self.got):.6g} s"
+
+
+def _time_formula(formula, hint: str, did: str) -> Mistake:
+    return Mistake(did, lambda a: a.equals(formula), lambda a: a.summary, hint)
+
+
+TIME_MISTAKES = (
+    Mistake("not a number", lambda a: not a.number,
+            lambda a: f"expected a number of seconds, got {a.got!r}",
+            "return the time as a float."),
+    Mistake("a cost for one rank", lambda a: a.ranks == 1 and not a.right(),
+            lambda a: f"one rank has nothing to exchange: expected 0 s, got {float(a.got):.4g} s",
+            "with N = 1 there are 2(N - 1) = 0 steps: return 0."),
+    _time_formula(lambda S, N, a, b: (N - 1) * a + (N - 1) / N * S / b,
+                  "that is the reduce-scatter alone: the all-gather takes as many steps and "
+                  "bytes again, so both terms have a factor 2.", "the reduce-scatter half only"),
+    _time_formula(lambda S, N, a, b: 2 * (N - 1) * (a + S / b),
+                  "each step sends one chunk, n_bytes / N, not the whole buffer.",
+                  "the whole buffer per step"),
+    _time_formula(lambda S, N, a, b: 2 * N * a + 2 * (N - 1) / N * S / b,
+                  "each phase has N - 1 steps, not N: the latency term is 2(N - 1)·α.",
+                  "N steps instead of N − 1"),
+    _time_formula(lambda S, N, a, b: a + 2 * (N - 1) / N * S / b,
+                  "every one of the 2(N - 1) steps is a message and pays α, not just the first.",
+                  "α paid once"),
+    _time_formula(lambda S, N, a, b: 2 * (N - 1) / N * S / b,
+                  "the latency term is missing: each of the 2(N - 1) messages costs α on top.",
+                  "α not paid at all"),
+    _time_formula(lambda S, N, a, b: 2 * (N - 1) * a + 2 * S / b,
+                  "2·n/β is the limit for very many ranks; for N ranks it is 2(N - 1)/N · n/β.",
+                  "2n/β without (N − 1)/N"),
+    _time_formula(lambda S, N, a, b: 2 * (N - 1) * a + 2 * (N - 1) / N * S * b,
+                  "bytes divided by bandwidth (bytes per second) gives seconds: n / β.", "n·β"),
+    Mistake("any other number", lambda a: not a.right(), lambda a: a.summary, TIME_WRONG_HINT),
+)
+
+TIME = CheckSpec(
+    "ring_allreduce_time", "ring_allreduce_time(n_bytes, n_ranks, alpha_s, beta_bytes_per_s)",
+    TIME_STUB_HINT, TIME_MISTAKES,
+    title="3. the α–β cost of a ring", call="check_allreduce_time(ring_allreduce_time)",
+    holds="2(N − 1)·α + 2(N − 1)/N · n/β for 8, 3, 72, 2, 1,024 and 1 ranks with random sizes, "
+          "latencies and bandwidths",
+    also="the stub; gpulab's own `links.ring_allreduce_time` refused; a patched check caught")
+
+
 def check_allreduce_time(function, seed: int | None = None, show: bool = True) -> CheckResult:
     """Check ``function(n_bytes, n_ranks, alpha_s, beta_bytes_per_s)`` against
     :func:`gpulab.parallel.links.ring_allreduce_time` for 8, 3, 72, 2, 1024 and 1 ranks with
     random sizes, latencies and bandwidths.
 
-    Diagnoses: the stub; only the reduce-scatter half; the whole buffer sent at every step; N
-    steps instead of N - 1; the latency paid once, or not at all; 2·n/β without (N - 1)/N; a
-    cost for one rank; not a number."""
+    Diagnoses (:data:`TIME_MISTAKES`, in order): not a number; a cost for one rank; only the
+    reduce-scatter half; the whole buffer sent at every step; N steps instead of N - 1; the
+    latency paid once, or not at all; 2·n/β without (N - 1)/N; n·β; any other number."""
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
@@ -312,45 +943,12 @@ def check_allreduce_time(function, seed: int | None = None, show: bool = True) -
             got = call_learner(function, n_bytes, ranks, alpha, beta, stub_hint=TIME_STUB_HINT,
                                call=f"ring_allreduce_time({n_bytes:.4g}, {ranks}, {alpha:.3g}, "
                                     f"{beta:.3g})")
-            where = (f"{n_bytes:,.0f} bytes, {ranks} ranks, α = {alpha * 1e6:.3g} µs, "
-                     f"β = {beta / 1e9:.3g} GB/s, seed={seed}")
-            if isinstance(got, bool) or not isinstance(got, (int, float, np.integer,
-                                                             np.floating)):
-                raise CheckFailedError(f"expected a number of seconds, got {got!r} ({where}).",
-                                       "return the time as a float.")
-            want = links.ring_allreduce_time(n_bytes, ranks, alpha, beta)
-            if math.isclose(float(got), want, rel_tol=1e-9, abs_tol=1e-15):
-                continue
-            if ranks == 1:
-                raise CheckFailedError(
-                    f"one rank has nothing to exchange: expected 0 s, got {float(got):.4g} s "
-                    f"({where}).", "with N = 1 there are 2(N - 1) = 0 steps: return 0.")
-            n = ranks
-            steps = 2 * (n - 1)
-            suspects = [
-                ((n - 1) * alpha + (n - 1) / n * n_bytes / beta,
-                 "that is the reduce-scatter alone: the all-gather takes as many steps and "
-                 "bytes again, so both terms have a factor 2."),
-                (steps * alpha + steps * n_bytes / beta,
-                 "each step sends one chunk, n_bytes / N, not the whole buffer."),
-                (2 * n * alpha + steps / n * n_bytes / beta,
-                 "each phase has N - 1 steps, not N: the latency term is 2(N - 1)·α."),
-                (alpha + steps / n * n_bytes / beta,
-                 "every one of the 2(N - 1) steps is a message and pays α, not just the first."),
-                (steps / n * n_bytes / beta,
-                 "the latency term is missing: each of the 2(N - 1) messages costs α on top."),
-                (steps * alpha + 2 * n_bytes / beta,
-                 "2·n/β is the limit for very many ranks; for N ranks it is 2(N - 1)/N · n/β."),
-                (steps * alpha + steps / n * n_bytes * beta,
-                 "bytes divided by bandwidth (bytes per second) gives seconds: n / β."),
-            ]
-            hint = next((h for value, h in suspects
-                         if math.isclose(float(got), value, rel_tol=1e-9)), TIME_STUB_HINT)
-            raise CheckFailedError(f"expected {want:.6g} s, got {float(got):.6g} s ({where}).",
-                                   hint)
+            TIME.reject(TimeAnswer(n_bytes, ranks, alpha, beta, got, seed))
         return f"right for 8, 3, 72, 2, 1,024 and 1 ranks (seed={seed})."
 
-    return run_check("ring_allreduce_time", body, seed, show)
+    return TIME.run(body, seed, show, learner=(function,))
 
 
-__all__ = ["check_allreduce_time", "check_ring_allreduce", "try_ring"]
+__all__ = ["ADD_CHUNK", "ADD_CHUNK_MISTAKES", "RING", "RING_MISTAKES", "TIME", "TIME_MISTAKES",
+           "check_add_chunk", "check_allreduce_time", "check_ring_allreduce", "passed",
+           "run_ring_on_kernel", "try_add_chunk", "try_ring"]

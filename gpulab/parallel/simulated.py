@@ -6,8 +6,9 @@ ring all-reduce exercise is checked, and how the chapter still runs where no MPI
 
 - point to point, on NumPy buffers: ``Send(buf, dest, tag=0)``, ``Recv(buf, source, tag)``,
   ``Sendrecv(sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG)``,
-  ``Isend`` / ``Irecv`` (returning a request with ``Wait()``); on Python objects: ``send``,
-  ``recv``, ``sendrecv``;
+  ``Isend`` / ``Irecv`` (returning a :class:`Request` with ``Wait()`` and ``Test()``;
+  ``Request.Waitall(requests)``, as mpi4py's ``MPI.Request.Waitall``); on Python objects:
+  ``send``, ``recv``, ``sendrecv``;
 - ``Get_rank()``, ``Get_size()``, ``rank``, ``size``;
 - collectives (``Allreduce``, ``allreduce``, ``allgather``, ``bcast``, ``gather``, ``Barrier``)
   only when the world allows them: the ring exercise's world does not, so that a learner's
@@ -25,8 +26,13 @@ What makes it a fair judge of message-passing code:
 - **Messages are bytes**: a receive copies the message's bytes into the receiving buffer, and a
   message longer than the buffer is an error (:class:`TruncationError`), as MPI's
   ``MPI_ERR_TRUNCATE``; a non-contiguous buffer is refused, as mpi4py refuses it.
-- Every rank's bytes and messages sent are counted (:attr:`RankResults.bytes_sent`), so a check
-  can tell a ring (each rank sends 2(N-1)/N of the vector) from a naive exchange.
+- **``Irecv`` posts its receive at once**, as MPI does: a message that arrives afterwards goes
+  straight into its buffer (posted receives are matched in the order they were posted), so an
+  ``Isend`` to a rank that posted an ``Irecv`` completes without that rank's ``Wait``.
+- Every rank's bytes and messages sent are counted (:attr:`RankResults.bytes_sent`), and every
+  message's sender and receiver recorded in order (:attr:`RankResults.routes`), so a check can
+  tell a ring (each rank sends 2(N-1)/N of the vector, only to its neighbour) from a naive or
+  a pairwise exchange.
 
 Times measured here are not communication times: the threads share one interpreter (and its
 lock), so the chapter labels them as such.
@@ -69,6 +75,10 @@ class WorldAbortedError(CommError):
     """Another rank failed, so this one stopped at its next message."""
 
 
+class RequestsNotCompletedError(CommError):
+    """A rank returned while requests it started (Isend, Irecv) were never completed."""
+
+
 class RanksDidNotFinishError(CommError):
     """A rank was still running when the time limit ran out."""
 
@@ -101,17 +111,26 @@ def _contiguous(buffer, rank: int, what: str) -> np.ndarray:
 
 class Request:
     """What ``Isend``/``Irecv`` return: ``Wait()`` finishes the operation (``wait()`` also
-    returns a received object)."""
+    returns a received object), ``Test()`` says without waiting whether it could finish now
+    (and finishes it then). ``Request.Waitall(requests)`` waits for each, as mpi4py's
+    ``MPI.Request.Waitall``."""
 
-    def __init__(self, finish):
+    def __init__(self, finish, ready=None, on_done=None, what: str = "a request"):
         self._finish = finish
+        self._ready = ready
+        self._on_done = on_done
+        self.what = what
         self._done = False
         self._value = None
 
     def Wait(self, status=None):
         if not self._done:
-            self._value = self._finish()
-            self._done = True
+            try:
+                self._value = self._finish()
+            finally:
+                self._done = True
+                if self._on_done is not None:
+                    self._on_done(self)
         return True
 
     def wait(self, status=None):
@@ -119,8 +138,53 @@ class Request:
         return self._value
 
     def Test(self, status=None) -> bool:
+        if not self._done and self._ready is not None and not self._ready():
+            return False
         self.Wait()
         return True
+
+    test = Test
+
+    @staticmethod
+    def Waitall(requests, statuses=None) -> bool:
+        for request in requests:
+            request.Wait()
+        return True
+
+    @staticmethod
+    def waitall(requests, statuses=None) -> list:
+        return [request.wait() for request in requests]
+
+    @staticmethod
+    def Testall(requests, statuses=None) -> bool:
+        return all([request.Test() for request in requests])
+
+
+@dataclass
+class _PostedRecv:
+    """A receive posted by ``Irecv``: the buffer a matching message is delivered into."""
+
+    rank: int
+    source: int
+    tag: int
+    buffer: np.ndarray
+    done: bool = False
+    error: BaseException | None = None
+
+
+def _deliver(message: _Message, target: np.ndarray, rank: int) -> None:
+    """Copy a buffer message's bytes into ``target`` (rank ``rank``'s receive buffer)."""
+    if not message.is_buffer:
+        raise CommError(f"rank {rank} received an object sent with send() into a "
+                        "buffer: pair Send with Recv and send with recv")
+    if message.nbytes > target.nbytes:
+        raise TruncationError(
+            f"rank {rank} received {message.nbytes} bytes from rank "
+            f"{message.source} into a buffer of {target.nbytes} bytes "
+            f"({target.size} elements of {target.dtype})")
+    if message.nbytes:
+        target.reshape(-1).view(np.uint8)[:message.nbytes] = np.frombuffer(
+            message.payload, dtype=np.uint8)
 
 
 class World:
@@ -134,6 +198,9 @@ class World:
         self.timeout_s = float(timeout_s)
         self.cond = threading.Condition()
         self.pending: list[_Message] = []
+        self.posted: list[_PostedRecv] = []
+        self.routes: list[tuple[int, int]] = []
+        self.open_requests: list[list[Request]] = [[] for _ in range(self.size)]
         self.blocked: dict[int, tuple[str, object]] = {}
         self.done: set[int] = set()
         self.failure: BaseException | None = None
@@ -210,10 +277,42 @@ class World:
             raise CommError(f"rank {message.source} sent to rank {message.dest}, but the ranks "
                             f"are 0..{self.size - 1}: take neighbours modulo the size, "
                             "(rank + 1) % size")
-        self.pending.append(message)
         self.bytes_sent[message.source] += message.nbytes
         self.messages_sent[message.source] += 1
+        self.routes.append((message.source, message.dest))
+        for posted in self.posted:
+            if (posted.rank == message.dest and posted.source in (ANY_SOURCE, message.source)
+                    and posted.tag in (ANY_TAG, message.tag)):
+                self.posted.remove(posted)
+                self._fill(posted, message)
+                break
+        else:
+            self.pending.append(message)
         self.cond.notify_all()
+
+    @staticmethod
+    def _fill(posted: _PostedRecv, message: _Message) -> None:
+        """Deliver ``message`` into a posted receive (an error is kept for its Wait)."""
+        message.taken = True
+        try:
+            _deliver(message, posted.buffer, posted.rank)
+        except CommError as error:
+            posted.error = error
+        posted.done = True
+
+    def post_receive(self, posted: _PostedRecv) -> None:
+        """``Irecv``: take a matching pending message now, or wait for one (``cond`` held)."""
+        self._check_failure(posted.rank)
+        if posted.source != ANY_SOURCE and not 0 <= posted.source < self.size:
+            raise CommError(f"rank {posted.rank} receives from rank {posted.source}, but the "
+                            f"ranks are 0..{self.size - 1}: take neighbours modulo the size")
+        message = self.match(posted.rank, posted.source, posted.tag)
+        if message is not None:
+            self.pending.remove(message)
+            self._fill(posted, message)
+            self.cond.notify_all()
+        else:
+            self.posted.append(posted)
 
     def match(self, rank: int, source: int, tag: int) -> _Message | None:
         for message in self.pending:
@@ -307,18 +406,7 @@ class Comm:
         return _Message(self._rank, int(dest), int(tag), array.tobytes(), array.nbytes, True)
 
     def _deliver(self, message: _Message, buffer) -> None:
-        target = _contiguous(buffer, self._rank, "the receive buffer")
-        if not message.is_buffer:
-            raise CommError(f"rank {self._rank} received an object sent with send() into a "
-                            "buffer: pair Send with Recv and send with recv")
-        if message.nbytes > target.nbytes:
-            raise TruncationError(
-                f"rank {self._rank} received {message.nbytes} bytes from rank "
-                f"{message.source} into a buffer of {target.nbytes} bytes "
-                f"({target.size} elements of {target.dtype})")
-        if message.nbytes:
-            target.reshape(-1).view(np.uint8)[:message.nbytes] = np.frombuffer(
-                message.payload, dtype=np.uint8)
+        _deliver(message, _contiguous(buffer, self._rank, "the receive buffer"), self._rank)
 
     def _post_and_wait(self, message: _Message, call: str) -> None:
         """Post ``message`` and block until its receiver takes it (``call`` names the wait in
@@ -361,18 +449,33 @@ class Comm:
 
         def finish():
             with world.cond:
-                world.wait(self._rank, f"Wait for an Isend to rank {dest}",
-                           lambda: message.taken)
+                world.wait(self._rank, f"Wait for an Isend to rank {dest} (until rank {dest} "
+                           "receives it)", lambda: message.taken)
 
-        return Request(finish)
+        return self._request(finish, lambda: message.taken, f"an Isend to rank {dest}")
+
+    def _request(self, finish, ready, what: str) -> Request:
+        """A request this rank must complete (Wait, Test) before it returns."""
+        opened = self.world.open_requests[self._rank]
+        request = Request(finish, ready, on_done=opened.remove, what=what)
+        opened.append(request)
+        return request
 
     def Irecv(self, buf, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
-        _contiguous(buf, self._rank, "the receive buffer")
+        world = self.world
+        posted = _PostedRecv(self._rank, int(source), int(tag),
+                             _contiguous(buf, self._rank, "the receive buffer"))
+        with world.cond:
+            world.post_receive(posted)
+        who = "any rank" if posted.source == ANY_SOURCE else f"rank {posted.source}"
 
         def finish():
-            self.Recv(buf, source, tag)
+            with world.cond:
+                world.wait(self._rank, f"Wait for an Irecv from {who}", lambda: posted.done)
+            if posted.error is not None:
+                raise posted.error
 
-        return Request(finish)
+        return self._request(finish, lambda: posted.done, f"an Irecv from {who}")
 
     # point to point, Python objects
     def _object_message(self, obj, dest: int, tag: int) -> _Message:
@@ -465,6 +568,7 @@ class RankResults:
     messages_sent: list[int] = field(default_factory=list)
     seconds: float = 0.0
     failure: BaseException | None = None  # the world's first failure (deadlock, time limit)
+    routes: list[tuple[int, int]] = field(default_factory=list)  # (sender, receiver), in order
 
     @property
     def ok(self) -> bool:
@@ -498,6 +602,15 @@ def run_ranks(size: int, function, args=None, allow_collectives: bool = True,
     def body(rank: int) -> None:
         try:
             returns[rank] = function(world.comms[rank], *args[rank])
+            left_open = world.open_requests[rank]
+            if left_open:
+                raise RequestsNotCompletedError(
+                    f"rank {rank} returned with {len(left_open)} request"
+                    f"{'s' if len(left_open) > 1 else ''} never completed "
+                    f"({', '.join(r.what for r in left_open[:3])}"
+                    f"{', ...' if len(left_open) > 3 else ''}): MPI requires a Wait (or a Test "
+                    "that succeeds) for every Isend and Irecv, and only then may the buffer be "
+                    "used")
         except BaseException as error:  # noqa: BLE001 - the learner's code: report, don't crash
             errors[rank] = error
             if not isinstance(error, (WorldAbortedError, DeadlockError, RanksDidNotFinishError)):
@@ -521,9 +634,11 @@ def run_ranks(size: int, function, args=None, allow_collectives: bool = True,
         for rank in stuck:
             threads[rank].join(timeout=0.5)
     return RankResults(world.size, returns, errors, list(world.bytes_sent),
-                       list(world.messages_sent), time.perf_counter() - start, world.failure)
+                       list(world.messages_sent), time.perf_counter() - start, world.failure,
+                       list(world.routes))
 
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "COLLECTIVES", "CollectiveNotAllowedError", "Comm",
            "CommError", "DeadlockError", "RankResults", "RanksDidNotFinishError", "Request",
+           "RequestsNotCompletedError",
            "TruncationError", "World", "WorldAbortedError", "run_ranks"]

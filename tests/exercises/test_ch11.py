@@ -1,5 +1,5 @@
-"""Chapter 11's checks (the ring all-reduce, its α–β cost) against right answers, the stubs and
-the wrong answers learners write."""
+"""Chapter 11's checks (the ring all-reduce, its reduce step as a kernel, its α–β cost) against
+right answers written in several ways, the stubs and the wrong answers learners write."""
 
 import time
 
@@ -8,9 +8,83 @@ import pytest
 
 from gpulab.exercises import ch11
 from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED
-from gpulab.parallel.collectives import ring_allreduce_mean
 
 # --- ring all-reduce: right answers -------------------------------------------------------------
+
+
+def ring_allreduce_mean(comm, x):
+    """The notebook's solution: Sendrecv with index arrays."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = np.array(x, dtype=np.float64)
+    chunks = np.array_split(np.arange(data.size), size)
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for step in range(size - 1):
+        send, receive = chunks[(rank - step) % size], chunks[(rank - step - 1) % size]
+        incoming = np.empty(len(receive))
+        comm.Sendrecv(data[send], dest=right, recvbuf=incoming, source=left)
+        data[receive] += incoming
+    for step in range(size - 1):
+        send, receive = chunks[(rank - step + 1) % size], chunks[(rank - step) % size]
+        incoming = np.empty(len(receive))
+        comm.Sendrecv(data[send], dest=right, recvbuf=incoming, source=left)
+        data[receive] = incoming
+    return data / size
+
+
+def ring_with_irecv_isend_waitall(comm, x):
+    """Irecv posted, then Isend, then Waitall on both (the usual MPI idiom)."""
+    from gpulab.parallel.simulated import Request
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.copy()
+    chunks = np.array_split(np.arange(len(x)), size)
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for phase in (0, 1):
+        for s in range(size - 1):
+            send, recv = chunks[(rank - s + phase) % size], chunks[(rank - s - 1 + phase) % size]
+            incoming = np.empty(len(recv))
+            requests = [comm.Irecv(incoming, source=left),
+                        comm.Isend(np.ascontiguousarray(data[send]), dest=right)]
+            Request.Waitall(requests)
+            if phase == 0:
+                data[recv] += incoming
+            else:
+                data[recv] = incoming
+    return data / size
+
+
+def ring_with_isend_first_and_waits(comm, x):
+    """Isend, then Irecv, then the send's Wait before the receive's: right, since the Irecv
+    is posted before anyone waits."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.copy()
+    chunks = np.array_split(np.arange(len(x)), size)
+    for phase in (0, 1):
+        for s in range(size - 1):
+            send, recv = chunks[(rank - s + phase) % size], chunks[(rank - s - 1 + phase) % size]
+            incoming = np.empty(len(recv))
+            sending = comm.Isend(data[send].copy(), dest=(rank + 1) % size)
+            receiving = comm.Irecv(incoming, source=(rank - 1) % size)
+            sending.Wait()
+            receiving.Wait()
+            data[recv] = data[recv] + incoming if phase == 0 else incoming
+    return data / size
+
+
+def ring_to_the_left(comm, x):
+    """The same ring the other way round: send to the left, receive from the right."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.copy()
+    chunks = np.array_split(np.arange(len(x)), size)
+    left, right = (rank - 1) % size, (rank + 1) % size
+    for phase in (0, 1):
+        for s in range(size - 1):
+            send, recv = chunks[(rank + s - phase) % size], chunks[(rank + s + 1 - phase) % size]
+            incoming = np.empty(len(recv))
+            comm.Sendrecv(np.ascontiguousarray(data[send]), dest=left, recvbuf=incoming,
+                          source=right)
+            data[recv] = data[recv] + incoming if phase == 0 else incoming
+    return data / size
 
 
 def ring_with_send_recv_by_parity(comm, x):
@@ -63,7 +137,8 @@ def ring_with_isend(comm, x):
 
 
 @pytest.mark.parametrize("function", [ring_allreduce_mean, ring_with_send_recv_by_parity,
-                                      ring_with_isend])
+                                      ring_with_isend, ring_with_irecv_isend_waitall,
+                                      ring_with_isend_first_and_waits, ring_to_the_left])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_right_rings_pass(function, seed):
     result = ch11.check_ring_allreduce(function, seed=seed, show=False)
@@ -195,6 +270,127 @@ def wrong_buffer_size(comm, x):
     return data / size
 
 
+def everyone_to_everyone(comm, x):
+    """A direct reduce-scatter and all-gather: rank r sends chunk j to rank j. The same bytes
+    and messages as a ring, not a ring."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.copy()
+    chunks = np.array_split(np.arange(len(x)), size)
+    mine = chunks[rank]
+    for k in range(1, size):
+        to, frm = (rank + k) % size, (rank - k) % size
+        incoming = np.empty(len(mine))
+        comm.Sendrecv(np.ascontiguousarray(data[chunks[to]]), dest=to, recvbuf=incoming,
+                      source=frm)
+        data[mine] += incoming
+    for k in range(1, size):
+        to, frm = (rank + k) % size, (rank - k) % size
+        incoming = np.empty(len(chunks[frm]))
+        comm.Sendrecv(np.ascontiguousarray(data[mine]), dest=to, recvbuf=incoming, source=frm)
+        data[chunks[frm]] = incoming
+    return data / size
+
+
+def pairs_by_xor(comm, x):
+    """Recursive doubling with partner rank XOR k; the odd ranks out fold in first."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.copy()
+    k = 1
+    while k < size:
+        partner = rank ^ k
+        if partner < size:
+            incoming = np.empty_like(data)
+            comm.Sendrecv(data, dest=partner, recvbuf=incoming, source=partner)
+            data += incoming
+        k *= 2
+    return data / size
+
+
+def pairs_xor_one_then_ring(comm, x):
+    """Swaps halves with rank XOR 1 in the all-gather (neighbours on 4 ranks, both ways)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if size != 4:
+        return ring_allreduce_mean(comm, x)
+    data = x.copy()
+    chunks = np.array_split(np.arange(len(x)), size)
+    for s in range(size - 1):
+        send, recv = chunks[(rank - s) % size], chunks[(rank - s - 1) % size]
+        incoming = np.empty(len(recv))
+        comm.Sendrecv(np.ascontiguousarray(data[send]), dest=(rank + 1) % size,
+                      recvbuf=incoming, source=(rank - 1) % size)
+        data[recv] += incoming
+    for s in range(size - 1):
+        partner = rank ^ 1
+        recv = chunks[(rank - s) % size]
+        incoming = np.empty_like(data)
+        comm.Sendrecv(data, dest=partner, recvbuf=incoming, source=partner)
+        data[recv] = incoming[recv]
+    return data / size
+
+
+def gather_on_rank_zero(comm, x):
+    """Rank 0 collects every vector, sums and sends the mean back."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if rank == 0:
+        total = x.copy()
+        for other in range(1, size):
+            incoming = np.empty_like(x)
+            comm.Recv(incoming, source=other)
+            total += incoming
+        for other in range(1, size):
+            comm.Send(total, dest=other)
+        return total / size
+    comm.Send(x, dest=0)
+    total = np.empty_like(x)
+    comm.Recv(total, source=0)
+    return total / size
+
+
+def isend_waited_before_receiving(comm, x):
+    """Isend then its Wait, then Recv, on every rank: a real deadlock (Wait needs a receiver)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.copy()
+    chunks = np.array_split(np.arange(len(x)), size)
+    for s in range(size - 1):
+        send, recv = chunks[(rank - s) % size], chunks[(rank - s - 1) % size]
+        comm.Isend(data[send].copy(), dest=(rank + 1) % size).Wait()
+        incoming = np.empty(len(recv))
+        comm.Recv(incoming, source=(rank - 1) % size)
+        data[recv] += incoming
+    return data / size
+
+
+def irecv_never_waited(comm, x):
+    """Irecv posted but never waited for before using the buffer, Isend never completed either:
+    the values are read before they could have arrived (here they have, so the mean is right)
+    and the requests are dropped — the answer the check sees is a wrong one when the buffer is
+    read early."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.copy()
+    chunks = np.array_split(np.arange(len(x)), size)
+    for s in range(size - 1):
+        send, recv = chunks[(rank - s) % size], chunks[(rank - s - 1) % size]
+        incoming = np.zeros(len(recv))
+        data[recv] += incoming  # read before the receive was even posted
+        comm.Irecv(incoming, source=(rank - 1) % size)
+        comm.Isend(data[send].copy(), dest=(rank + 1) % size)
+    return data / size
+
+
+def no_modulo(comm, x):
+    """Neighbours without the modulo: rank N - 1 sends to rank N."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.copy()
+    chunks = np.array_split(np.arange(len(x)), size)
+    for s in range(size - 1):
+        send, recv = chunks[(rank - s) % size], chunks[(rank - s - 1) % size]
+        incoming = np.empty(len(recv))
+        comm.Sendrecv(np.ascontiguousarray(data[send]), dest=rank + 1, recvbuf=incoming,
+                      source=rank - 1)
+        data[recv] += incoming
+    return data / size
+
+
 def returns_nothing(comm, x):
     _ring(comm, x)
 
@@ -207,7 +403,7 @@ def float32_result(comm, x):
     (blocking_send_then_recv, "Sendrecv"),
     (off_by_one_chunk, "index"),
     (gather_wrong_chunk, "chunk"),
-    (forgets_to_divide, "divide by comm.Get_size()"),
+    (forgets_to_divide, "divide by the number of ranks"),
     (only_reduce_scatter, "all-gather"),
     (drops_the_remainder, "remainder"),
     (changes_x, "copy"),
@@ -217,12 +413,19 @@ def float32_result(comm, x):
     (wrong_buffer_size, "receive buffer"),
     (returns_nothing, "return the averaged vector"),
     (float32_result, "dtype"),
+    (everyone_to_everyone, "everyone-to-everyone"),
+    (pairs_by_xor, "not round a ring"),
+    (pairs_xor_one_then_ring, "one way round"),
+    (gather_on_rank_zero, "collecting on one rank"),
+    (isend_waited_before_receiving, "Post the receive before you wait"),
+    (irecv_never_waited, "wait for every request"),
+    (no_modulo, "ring closes on itself"),
 ])
 def test_wrong_rings_fail_with_the_right_hint(function, words):
     start = time.perf_counter()
     result = ch11.check_ring_allreduce(function, seed=5, show=False)
     assert result.status == FAILED, result
-    assert words in result.hint, (result.message, result.hint)
+    assert words in result.message + " " + result.hint, (result.message, result.hint)
     assert time.perf_counter() - start < 15, "a check must not hang"
 
 
