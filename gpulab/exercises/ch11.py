@@ -622,8 +622,25 @@ class ChunkAdd:
     def first_block_only(self) -> bool:
         t = self.trial.threads_per_block
         return (self.length > t and np.array_equal(self.got[self.offset + t:], self.before[
-            self.offset + t:]) and not np.array_equal(self.got[self.chunk][:t],
-                                                      self.before[self.chunk][:t]))
+            self.offset + t:]) and bool(np.all(self.got[self.chunk][:t]
+                                                 != self.before[self.chunk][:t])))
+
+    def times_added(self) -> np.ndarray | None:
+        """How many times incoming was added into each element of the chunk, when every
+        element got it a whole number of times (at least once), else None."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = (self.got[self.chunk] - self.before[self.chunk]) / self.incoming
+        counts = np.round(ratio)
+        if not np.all(np.isfinite(ratio)) or not np.allclose(ratio, counts, atol=1e-6):
+            return None
+        return counts.astype(int) if counts.min() >= 1 else None
+
+    def more_than_once(self) -> int | None:
+        """The first element of data that got incoming added more than once."""
+        counts = self.times_added()
+        if counts is None or counts.max() <= 1:
+            return None
+        return self.offset + int(np.argmax(counts > 1))
 
     def wrong_summary(self) -> str:
         bad = self.bad()
@@ -650,11 +667,15 @@ ADD_CHUNK_MISTAKES = (
             lambda e: e.same(e.with_chunk(e.before[e.chunk] - e.incoming)),
             "data's chunk is its old values minus incoming",
             "the reduce step adds the incoming partial sums."),
-    Mistake("added twice",
-            lambda e: e.same(e.with_chunk(e.before[e.chunk] + 2 * e.incoming)),
-            "every element of the chunk got incoming added twice",
+    Mistake("added more than once (twice; a loop that strides by the block, not the grid)",
+            lambda e: e.more_than_once() is not None,
+            lambda e: (f"data[{e.more_than_once()}] got incoming added "
+                       f"{e.times_added()[e.more_than_once() - e.offset]} times, not once"
+                       + (" (every element of the chunk twice)" if set(e.times_added()) == {2}
+                          else "")),
             "each element of the chunk has one owner thread, which adds once; a loop over the "
-            "chunk must advance by the whole grid's threads."),
+            "chunk must advance by the whole grid's threads (the grid size), not one block's.",
+            "outputs"),
     Mistake("the offset ignored (added at data's start)",
             lambda e: e.same(e.with_chunk(e.before[:e.length] + e.incoming, start=0)),
             lambda e: (f"incoming was added into data[0:{e.length}], not into the chunk at "

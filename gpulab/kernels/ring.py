@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 
+import numba.cuda
 import numpy as np
 from numba import cuda
 
@@ -27,8 +28,9 @@ from gpulab.parallel import collectives
 
 ADD_CHUNK_VALUES_MOVED = 3  # per element: read data, incoming; write data
 ADD_CHUNK_FLOPS = 1
-# The simulator swaps the kernel's `cuda` module while a launch runs: ranks as threads launch
-# one at a time (on a GPU each rank has its own device, and its own process).
+# The simulator swaps the kernel's `cuda` module while a launch runs (in this module's globals):
+# ranks as threads launch one at a time (on a GPU each rank has its own device, and its own
+# process), and the host code below says `numba.cuda`, which the swap leaves alone.
 _LAUNCH_LOCK = threading.Lock()
 
 
@@ -63,7 +65,7 @@ def add_chunk_on_device(d_data, d_incoming, offset: int, length: int, threads: i
     with _LAUNCH_LOCK:
         (kernel_function or add_chunk)[blocks, threads](d_data, d_incoming, np.int64(offset),
                                                         np.int64(length))
-        cuda.synchronize()
+        numba.cuda.synchronize()
     return blocks
 
 
@@ -73,11 +75,11 @@ def ring_allreduce_on_device(comm, x, kernel_function=None, threads: int = 64):
     buffers), copies it to the device and adds it in with ``add_chunk`` (or
     ``kernel_function``); the all-gather copies the finished chunks into place. Returns
     ``(mean, launches)``."""
-    rank, size = comm.Get_rank(), comm.Get_size()
     x = np.asarray(x)
     if x.ndim != 1 or not np.issubdtype(x.dtype, np.floating):
         raise InputError(f"x must be a 1-D float array, not {x.dtype} of shape {x.shape}")
-    d_data = cuda.to_device(np.ascontiguousarray(x))
+    rank, size = comm.Get_rank(), comm.Get_size()
+    d_data = numba.cuda.to_device(np.ascontiguousarray(x))
     bounds = collectives.chunk_bounds(len(x), size)
     right, left = (rank + 1) % size, (rank - 1) % size
     launches = 0
@@ -90,7 +92,7 @@ def ring_allreduce_on_device(comm, x, kernel_function=None, threads: int = 64):
             comm.Sendrecv(d_data[a:b].copy_to_host(), dest=right, recvbuf=incoming,
                           source=left)
             if phase == "reduce-scatter":
-                launches += add_chunk_on_device(d_data, cuda.to_device(incoming), c, d - c,
+                launches += add_chunk_on_device(d_data, numba.cuda.to_device(incoming), c, d - c,
                                                 threads, kernel_function) > 0
             elif d > c:
                 d_data[c:d].copy_to_device(incoming)

@@ -470,6 +470,8 @@ def ring_time(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
     (lambda S, N, a, b: 2 * (N - 1) * a + 2 * (N - 1) / N * S * b, FAILED, "n / β"),
     (lambda S, N, a, b: str(ring_time(S, N, a, b)), FAILED, "float"),
     (lambda S, N, a, b: max(ring_time(S, N, a, b), a), FAILED, "return 0"),
+    (lambda S, N, a, b: None, FAILED, "number of seconds"),
+    (lambda S, N, a, b: 2 * (N - 1) * a + (N - 1) / N * S / b, FAILED, "messages each rank"),
 ])
 def test_allreduce_time(function, status, words):
     result = ch11.check_allreduce_time(function, seed=11, show=False)
@@ -477,9 +479,30 @@ def test_allreduce_time(function, status, words):
     assert words in result.message + result.hint, (result.message, result.hint)
 
 
+def ring_time_step_by_step(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
+    total = 0.0
+    for _phase in ("reduce-scatter", "all-gather"):
+        for _step in range(n_ranks - 1):
+            total += alpha_s + (n_bytes / n_ranks) / beta_bytes_per_s
+    return total
+
+
+def ring_time_numpy(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
+    steps = np.int64(2) * (n_ranks - 1)
+    return np.float64(steps * alpha_s + steps * n_bytes / (n_ranks * beta_bytes_per_s))
+
+
+@pytest.mark.parametrize("function", [ring_time, ring_time_step_by_step, ring_time_numpy])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_right_formula_passes_every_seed(seed):
-    assert ch11.check_allreduce_time(ring_time, seed=seed, show=False).passed
+def test_the_right_formula_passes_every_seed(function, seed):
+    assert ch11.check_allreduce_time(function, seed=seed, show=False).passed
+
+
+def test_gpulab_own_formula_is_refused():
+    from gpulab.parallel import links
+
+    result = ch11.check_allreduce_time(links.ring_allreduce_time, show=False)
+    assert not result.passed and "gpulab's own" in result.message
 
 
 def test_the_time_stub_is_not_attempted():
@@ -511,4 +534,196 @@ def test_hidden_tests_sit_only_in_the_chapters_grade_cells():
         elif "HIDDEN TESTS" in source:
             misplaced.append(index)
     assert not misplaced, f"hidden tests outside grade cells: cells {misplaced}"
-    assert len(graded) == 2  # the ring all-reduce and its time
+    assert len(graded) == 3  # the ring all-reduce, its reduce step as a kernel, its time
+
+
+# --- the reduce step as a kernel --------------------------------------------------------------
+
+from numba import cuda  # noqa: E402 - gpulab (imported above) chose the tier first
+
+
+@cuda.jit
+def add_one_thread_each(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if i < length:
+        data[offset + i] += incoming[i]
+
+
+@cuda.jit
+def add_grid_stride(data, incoming, offset, length):
+    start = cuda.grid(1)
+    for i in range(start, length, cuda.gridsize(1)):
+        data[offset + i] = data[offset + i] + incoming[i]
+
+
+@cuda.jit
+def add_early_return_atomic(data, incoming, offset, length):
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if i >= length:
+        return
+    cuda.atomic.add(data, offset + i, incoming[i])
+
+
+@cuda.jit
+def add_no_guard(data, incoming, offset, length):
+    i = cuda.grid(1)
+    data[offset + i] += incoming[i]
+
+
+@cuda.jit
+def add_guard_by_data(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if offset + i < data.shape[0]:
+        data[offset + i] += incoming[i]
+
+
+@cuda.jit
+def add_guard_by_position(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if offset + i < length:
+        data[offset + i] += incoming[i]
+
+
+@cuda.jit
+def add_ignores_offset(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if i < length:
+        data[i] += incoming[i]
+
+
+@cuda.jit
+def add_overwrites(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if i < length:
+        data[offset + i] = incoming[i]
+
+
+@cuda.jit
+def add_into_incoming(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if i < length:
+        incoming[i] += data[offset + i]
+
+
+@cuda.jit
+def add_subtracts(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if i < length:
+        data[offset + i] -= incoming[i]
+
+
+@cuda.jit
+def add_thread_index_only(data, incoming, offset, length):
+    i = cuda.threadIdx.x
+    if i < length:
+        data[offset + i] += incoming[i]
+
+
+@cuda.jit
+def add_hard_coded_block(data, incoming, offset, length):
+    i = cuda.blockIdx.x * 64 + cuda.threadIdx.x
+    if i < length:
+        data[offset + i] += incoming[i]
+
+
+@cuda.jit
+def add_stride_by_block(data, incoming, offset, length):
+    start = cuda.grid(1)
+    for i in range(start, length, cuda.blockDim.x):
+        data[offset + i] += incoming[i]
+
+
+@cuda.jit
+def add_offset_on_both(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if i < length - offset:
+        data[offset + i] += incoming[offset + i]
+
+
+@cuda.jit
+def add_twice(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if i < length:
+        data[offset + i] += incoming[i]
+        data[offset + i] += incoming[i]
+
+
+@cuda.jit
+def add_simulator_only(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if i < length:
+        data[offset + i] += incoming[i]
+        print(f"thread {i}")
+
+
+@cuda.jit
+def add_forever(data, incoming, offset, length):
+    i = cuda.grid(1)
+    while i < length:
+        data[offset + i] += incoming[i]
+
+
+@pytest.mark.parametrize("kernel", [add_one_thread_each, add_grid_stride,
+                                    add_early_return_atomic])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_right_reduce_steps_pass(kernel, seed):
+    result = ch11.check_add_chunk(kernel, seed=seed, show=False)
+    assert result.status == PASSED, result
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (add_no_guard, "past the end"),
+    (add_guard_by_data, "past the end"),
+    (add_guard_by_position, "the last"),
+    (add_ignores_offset, "not into the chunk at offset"),
+    (add_overwrites, "replaced"),
+    (add_into_incoming, "unchanged"),
+    (add_subtracts, "minus"),
+    (add_thread_index_only, "first"),
+    (add_hard_coded_block, "hard-codes the block size"),
+    (add_stride_by_block, "times, not once"),
+    (add_offset_on_both, "wrong"),
+    (add_twice, "twice"),
+    (add_simulator_only, "GPU"),
+    (add_forever, "finish"),
+])
+def test_wrong_reduce_steps_fail_and_say_why(kernel, words):
+    result = ch11.check_add_chunk(kernel, seed=4, show=False)
+    assert result.status == FAILED, result
+    assert words in result.message + " " + result.hint, (result.message, result.hint)
+
+
+def test_gpulab_own_reduce_step_is_refused_and_the_stub_not_attempted():
+    from gpulab.kernels import ring
+
+    assert "gpulab's own" in ch11.check_add_chunk(ring.add_chunk, show=False).message
+
+    @cuda.jit
+    def stub(data, incoming, offset, length):
+        raise NotImplementedError()
+
+    assert ch11.check_add_chunk(stub, show=False).status == NOT_ATTEMPTED
+
+
+def test_the_ring_runs_on_the_learners_kernel_once_it_passed(capsys):
+    @cuda.jit
+    def mine(data, incoming, offset, length):
+        i = cuda.grid(1)
+        if i < length:
+            data[offset + i] += incoming[i]
+
+    before = ch11.run_ring_on_kernel(mine, ranks=3, n=50)
+    assert before["whose"] == "gpulab's add_chunk" and before["correct"]
+    assert "has not passed" in capsys.readouterr().out
+    assert ch11.check_add_chunk(mine, seed=0, show=False).passed
+    after = ch11.run_ring_on_kernel(mine, ranks=3, n=50)
+    assert after["whose"] == "your add_chunk" and after["correct"]
+    assert after["launches"] == [2, 2, 2]
+
+
+def test_try_add_chunk(capsys):
+    ch11.try_add_chunk(add_one_thread_each)
+    assert "NumPy's" in capsys.readouterr().out
+    ch11.try_add_chunk(add_no_guard)
+    out = capsys.readouterr().out
+    assert "stopped" in out and len(out.splitlines()) <= 8
