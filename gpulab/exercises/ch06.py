@@ -1,4 +1,6 @@
-"""Chapter 06's exercises: the chain rule as code.
+"""Chapter 06's exercises: the chain rule as code. Each check is a :class:`~gpulab.exercises.
+spec.CheckSpec` whose known mistakes (:class:`~gpulab.exercises.mistakes.Mistake`) are tried in
+order on the evidence the check gathers.
 
 - :func:`check_dense_backward` takes your NumPy ``dense_backward(X, W, dZ)`` returning
   ``(dW, db, dX)``.
@@ -8,16 +10,17 @@
   one thread per element of a 2-D grid, x along the columns, guarded.
 - :func:`check_bias_grad` takes your ``@cuda.jit`` kernel ``(dZ, db)`` with gpulab's signature
   (``gpulab.kernels.dense.bias_grad``): ``db[c]`` = the sum of column c of dZ, launched with
-  one thread per column (a 1-D grid over the columns). The method is checked: every column
-  has one owner that sums in a register and writes ``db[c]`` once; no two threads write one
-  element (in the simulator every write is recorded, so a race shows even when the sum happens
-  to come out right), and a traced run counts each thread's writes.
+  one thread per column. The method is checked: every column has one owner that sums in a
+  register and writes ``db[c]`` once (in the simulator every write is recorded, so a race
+  shows even when the sum happens to come out right, and a traced run counts each thread's
+  writes).
 - :func:`check_transpose_tiled` takes your ``@cuda.jit`` kernel ``(A, out)`` with gpulab's
   signature (``gpulab.kernels.dense.transpose_tiled``): ``out = A^T`` through a TILE x TILE
   tile in shared memory, launched with blocks of TILE x TILE threads, x along A's columns. In
-  the simulator every read of A and write of out is recorded and grouped into warp requests
+  the simulator every read of A and write of out is grouped into warp requests
   (:mod:`gpulab.memory_model`): a transpose that is right but writes (or reads) with a stride
-  fails, as the naive one does.
+  fails, as the naive one does. A has a different number of tiles down than across, so a
+  kernel with the block indices swapped always fails.
 - :func:`check_numeric_gradient` takes your ``numeric_gradient(f, x, eps)``: the central
   difference of ``f`` with respect to every entry of the array ``x``.
 
@@ -41,204 +44,385 @@ from gpulab.exercises.checks import (
     RELU,
     SAID,
     TANH,
-    Case2D,
     CheckFailedError,
     CheckResult,
+    KernelError,
     KernelSource,
-    Trial,
+    blame_hard_coded_block,
     call_learner,
     changed_input_failure,
-    check_matrix_output,
     count_calls,
-    draw_2d,
+    coverage_failure,
     draw_size,
     launch,
     offer_trace,
     padded,
     read_back,
-    run_check,
-    start_kernel,
+    run_2d,
     trace_trial,
 )
+from gpulab.exercises.mistakes import Mistake, diagnose
+from gpulab.exercises.spec import CheckSpec
+from gpulab.exercises.trial import BLOCK_CHOICES_2D, SIZE_RANGE_2D, Trial
 from gpulab.instruments import RecordingArray, WatchedArray, poison_value
 from gpulab.kernels.dense import ACTIVATION_CODES
+
+
+def _tier() -> str:
+    return "gpu" if device.tier() == "gpu" else "sim"
+
+
+def _close(got, want, rtol=1e-10, atol=1e-12) -> bool:
+    got, want = np.asarray(got), np.asarray(want)
+    return got.shape == want.shape and bool(np.allclose(got, want, rtol=rtol, atol=atol))
+
+
+@dataclass
+class Labelled(Trial):
+    """A :class:`~gpulab.exercises.trial.Trial` that also says which case of the check it is
+    (``case``, e.g. the activation) and what else its repeat call needs (``repeat_with``, e.g.
+    ``"tile=16"``)."""
+
+    case: str = ""
+    repeat_with: str = ""
+
+    @property
+    def repeat(self) -> str:
+        extra = f", {self.repeat_with}" if self.repeat_with else ""
+        return (f"seed={self.seed}; repeat it with {self.check_name}(kernel{extra}, "
+                f"seed={self.seed})")
+
+    def __str__(self) -> str:
+        return (f"{self.case}; " if self.case else "") + super().__str__()
+
 
 # --- exercise 1: a dense layer's backward pass, in NumPy ----------------------------------------
 
 DENSE_BACKWARD_STUB_HINT = (
-    "each gradient has the shape of what it is the gradient of: dW like W (a matmul of X "
-    "transposed and dZ), db like b (a sum of dZ over the batch), dX like X (a matmul of dZ and W "
-    "transposed)."
+    "each gradient has the shape of what it is the gradient of: dW like W (a product of X, "
+    "transposed, and dZ), db like b (dZ added up over the batch), dX like X (a product of dZ "
+    "and W, transposed)."
 )
+OF = {"dW": "W", "db": "b", "dX": "X"}
+
+
+@dataclass
+class DenseGrads:
+    """What the learner's ``dense_backward`` returned (``got``: name -> array, None when it did
+    not return three arrays) against the right gradients ``want``."""
+
+    got: dict | None
+    want: dict
+    batch: int
+    where: str
+    returned: str = ""
+    row_sums: np.ndarray | None = None
+
+    def first(self, test) -> str | None:
+        """The first gradient name (dW, db, dX) for which ``test(got, want)`` holds."""
+        return next((n for n in self.want if test(self.got[n], self.want[n])), None)
+
+    @property
+    def misshapen(self) -> str | None:
+        return self.first(lambda got, want: got.shape != want.shape)
+
+    def shape_text(self, name: str) -> str:
+        return (f"{name} has shape {self.got[name].shape} but should have "
+                f"{self.want[name].shape}, the shape of {OF[name]}")
+
+
+def _order_swapped(e: DenseGrads) -> bool:
+    shapes = [g.shape for g in e.got.values()]
+    return e.misshapen is not None and sorted(shapes) == sorted(w.shape for w in e.want.values())
+
+
+def _transposed(got, want) -> bool:
+    return got.shape != want.shape and _close(got, want.T)
+
+
+DENSE_MISTAKES = (
+    Mistake("not three results", lambda e: e.got is None,
+            lambda e: f"your function returned {e.returned}: it must return three arrays, dW, "
+                      "db and dX, in that order", DENSE_BACKWARD_STUB_HINT),
+    Mistake("results in another order", _order_swapped,
+            lambda e: f"{e.shape_text(e.misshapen)}. Your results look like they are in another "
+                      "order: the check expects dW, then db, then dX", DENSE_BACKWARD_STUB_HINT),
+    Mistake("db summed over the outputs (each row) instead of over the batch",
+            lambda e: _close(e.got["db"], e.row_sums),
+            "db holds the sum of each row of dZ (over the outputs), not of each column (over "
+            "the batch): db has the shape of b, one value per output",
+            "b is added to every sample's row, so its gradient collects one column of dZ per "
+            "output, added over the samples."),
+    Mistake("db kept as a 1 x n_out row", lambda e: e.got["db"].shape == (1,) + e.want["db"].shape,
+            lambda e: f"{e.shape_text('db')}: the sum kept the batch axis, with length 1",
+            "b is a vector: its gradient has one axis too, not a row of a matrix."),
+    Mistake("a gradient transposed (dW = dZ^T X)",
+            lambda e: e.first(_transposed) is not None,
+            lambda e: f"{e.shape_text(e.first(_transposed))}: it is the right gradient, "
+                      "transposed",
+            "write the shapes of the factors next to each other: the product's shape must come "
+            "out as that of the array the gradient belongs to."),
+    Mistake("a missing or extra transpose (a wrong shape)", lambda e: e.misshapen is not None,
+            lambda e: f"{e.shape_text(e.misshapen)}: a transpose is missing, extra or on the "
+                      "wrong factor", DENSE_BACKWARD_STUB_HINT),
+    Mistake("db averaged over the batch (the wrong normalisation)",
+            lambda e: _close(e.got["db"], e.want["db"] / e.batch),
+            "db is the mean of dZ's rows, not their sum",
+            "every sample used the same b, so their gradients add up; dZ already carries the "
+            "1/batch of the mean loss, and dividing again shrinks db by the batch size."),
+    Mistake("dW averaged over the batch", lambda e: _close(e.got["dW"], e.want["dW"] / e.batch),
+            "dW is the right one divided by the batch size",
+            "dZ already carries the 1/batch of the mean loss: the product over the batch is "
+            "the whole gradient, with no further division."),
+    Mistake("a sign flipped", lambda e: e.first(lambda got, want: _close(got, -want)) is not None,
+            lambda e: f"{e.first(lambda got, want: _close(got, -want))} has the opposite sign of "
+                      "the gradient",
+            "the backward pass computes the gradient itself; the minus sign belongs to the "
+            "update step (chapter 07), not here."),
+    Mistake("wrong values", lambda e: e.first(lambda got, want: not _close(got, want)),
+            lambda e: f"{e.first(lambda got, want: not _close(got, want))} has the right shape "
+                      "but wrong values", DENSE_BACKWARD_STUB_HINT),
+)
+DENSE = CheckSpec(
+    "dense_backward", "dense_backward(X, W, dZ) -> (dW, db, dX)", DENSE_BACKWARD_STUB_HINT,
+    DENSE_MISTAKES, title="1. dense backward", call="check_dense_backward(dense_backward)",
+    holds="dW, db and dX of a dense layer Z = X @ W + b, in NumPy, equal gpulab's reference "
+          "to 1e-10 on random sizes (batch, n_in and n_out all different)",
+    also="a stub; an exception in the function (named)")
 
 
 def check_dense_backward(function, seed: int | None = None, show: bool = True) -> CheckResult:
     """Check ``function(X, W, dZ) -> (dW, db, dX)`` for a dense layer Z = X @ W + b, against
-    :func:`gpulab.reference.dense_backward` (identity activation: dA = dZ), on random sizes.
-
-    Diagnoses: the stub; not three results; a wrong shape (a missing or extra transpose);
-    db averaged over the batch instead of summed; db summed over the wrong axis; results in
-    the wrong order."""
+    :func:`gpulab.reference.dense_backward` (identity activation: dA = dZ), on random sizes
+    (three different ones, so that a wrong transpose shows as a wrong shape). Diagnoses: the
+    mistakes of :data:`DENSE_MISTAKES`, in order."""
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
-        # three different sizes, so that a wrong transpose shows as a wrong shape
         batch, n_in, n_out = (int(n) for n in rng.choice(np.arange(3, 12), 3, replace=False))
         X = rng.standard_normal((batch, n_in))
         W = rng.standard_normal((n_in, n_out))
         dZ = rng.standard_normal((batch, n_out))
         result = call_learner(function, X, W, dZ, stub_hint=DENSE_BACKWARD_STUB_HINT)
-        if not isinstance(result, (tuple, list)) or len(result) != 3:
-            raise CheckFailedError("return three arrays: `return dW, db, dX`.",
-                                   DENSE_BACKWARD_STUB_HINT)
-        dW, db, dX = (np.asarray(r, dtype=np.float64) for r in result)
         want_dX, want_dW, want_db = reference.dense_backward(dZ, X, W, np.zeros_like(dZ),
                                                              np.zeros(n_out), "identity")
-        sizes = f"(batch {batch}, n_in {n_in}, n_out {n_out}; seed={seed})"
-        for name, got, want in (("dW", dW, want_dW), ("db", db, want_db), ("dX", dX, want_dX)):
-            if got.shape != want.shape:
-                shapes = {a.shape for a in (want_dW, want_db, want_dX)}
-                order = (" Your results look like they are in another order: return "
-                         "dW, db, dX." if got.shape in shapes else "")
-                raise CheckFailedError(
-                    f"{name} has shape {got.shape} but should have {want.shape}, the shape of "
-                    f"{'W' if name == 'dW' else 'b' if name == 'db' else 'X'} {sizes}.{order}",
-                    DENSE_BACKWARD_STUB_HINT)
-            if np.allclose(got, want, rtol=1e-10, atol=1e-12):
-                continue
-            if name == "db" and np.allclose(got, want / batch, rtol=1e-10):
-                raise CheckFailedError(f"db is the mean of dZ's rows, not their sum {sizes}.",
-                                       "every sample used the same b, so their gradients add "
-                                       "up: db = dZ.sum(axis=0). (dZ already carries the "
-                                       "1/batch of the mean loss.)")
-            raise CheckFailedError(f"{name} has the right shape but wrong values {sizes}.",
-                                   DENSE_BACKWARD_STUB_HINT)
-        return f"dW, db and dX are right {sizes}."
+        want = {"dW": want_dW, "db": want_db, "dX": want_dX}
+        got, returned = None, f"a {type(result).__name__}"
+        if isinstance(result, (tuple, list)):
+            returned = f"{len(result)} value{'s' * (len(result) != 1)}"
+            if len(result) == 3:
+                got = {n: np.asarray(r, float) for n, r in zip(want, result, strict=True)}
+        sizes = f"batch {batch}, n_in {n_in}, n_out {n_out}; seed={seed}"
+        evidence = DenseGrads(got, want, batch, sizes, returned, dZ.sum(axis=1))
+        if got is None or evidence.first(lambda got, want: not _close(got, want)):
+            raise diagnose(DENSE.mistakes, evidence)
+        return f"dW, db and dX are right ({sizes})."
 
-    return run_check("dense_backward", body, seed, show)
+    return DENSE.run(body, seed, show, learner=(function,))
 
 
 # --- exercise 2: bias and activation backward ---------------------------------------------------
 
 BACKWARD_STUB_HINT = (
-    "start with this thread's column and row, `c, r = cuda.grid(2)`, and a guard; the hints "
-    "above the exercise say which derivative each code needs."
+    "one thread per element of dZ: this thread's column and row from the 2-D grid, and a "
+    "guard; the hints above the exercise say which derivative each code needs."
 )
 BACKWARD_HINT = (
-    "with `c, r = cuda.grid(2)` and a guard, compute z = Z[r, c] + b[c] and the activation's "
-    "derivative d = f'(z) (ReLU: 1 if z > 0 else 0; tanh: 1 - tanh(z)^2; identity: 1), then "
-    "write `dZ[r, c] = dA[r, c] * d`."
+    "revisit the chain rule (section 2): dZ is dA times the activation's derivative, taken at "
+    "the activation's input z = Z + b (the bias of this column); each activation code has its "
+    "own derivative."
 )
 DERIVATIVES = {
     "relu": lambda z: (z > 0).astype(z.dtype),
     "tanh": lambda z: 1 - np.tanh(z) ** 2,
     "identity": lambda z: np.ones_like(z),
 }
+F_PRIME = {"relu": "1 where z > 0 and 0 elsewhere", "tanh": "1 - tanh(z)^2", "identity": "1"}
 
 
-def _backward_patterns(name: str, dA, Z, b) -> dict:
-    """What the usual mistakes give for the activation ``name``: {description: (array, hint)}."""
-    z = Z + b
-    code = ACTIVATION_CODES[name]
-    patterns = {}
-    if name != "identity":
-        patterns[f"dA: the {SAID[name]}'s derivative is missing"] = (
-            dA, f"the chain rule multiplies dA by the activation's derivative: dZ = dA * "
-                f"f'(z), and for {SAID[name]} f'(z) is " +
-                ("1 where z > 0 and 0 elsewhere." if name == "relu" else "1 - tanh(z)^2."))
-        patterns["f'(Z + b) without dA: the mask or slope alone"] = (
-            DERIVATIVES[name](z), "the chain rule multiplies: dZ = dA * f'(z); f'(z) alone "
-                                  "forgets the gradient that came from above.")
-        patterns["dA * f'(Z): the bias is left out of z"] = (
-            dA * DERIVATIVES[name](Z), "the activation's input was z = Z + b: compute "
-                                       "`z = Z[r, c] + b[c]` before the derivative.")
-        patterns[f"dA * {name}(Z + b): f instead of f'"] = (
-            dA * {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh}[name](z),
-            f"multiply by the derivative f'(z), not by f(z) itself: for {SAID[name]} f'(z) is " +
-            ("1 where z > 0, else 0." if name == "relu" else "1 - tanh(z)^2."))
-    if name == "relu":
-        patterns["dA where dA > 0"] = (
-            np.maximum(dA, 0), "the test is on the forward input z = Z + b, not on dA.")
-    if name == "tanh":
-        patterns["dA * (1 - z^2): tanh is not applied"] = (
-            dA * (1 - z * z), "the derivative of tanh is 1 - tanh(z)^2: square tanh(z), "
-                              "not z.")
-        patterns["dA * (1 - tanh(z)): the square is missing"] = (
-            dA * (1 - np.tanh(z)), "the derivative of tanh is 1 - tanh(z)^2.")
-    for other in ("relu", "tanh", "identity"):
-        if other != name:
-            patterns[f"dA * {other}'(Z + b), not {name}'"] = (
-                dA * DERIVATIVES[other](z),
-                f"read the code in act: {code} is {SAID[name]} here ({IDENTITY} identity, {RELU} "
-                f"ReLU, {TANH} tanh); compare act with IDENTITY, RELU and TANH.")
-    return patterns
+@dataclass
+class Backward:
+    """dZ as the kernel wrote it (``out``, NaN where never written) for the activation ``name``
+    against the right one, with the inputs."""
+
+    out: np.ndarray
+    expected: np.ndarray
+    name: str
+    dA: np.ndarray  # noqa: N815 - the chapter's name
+    Z: np.ndarray
+    b: np.ndarray
+    trial: Labelled
+
+    @property
+    def where(self) -> Labelled:
+        return self.trial
+
+    @property
+    def z(self) -> np.ndarray:
+        return self.Z + self.b
+
+    def looks_like(self, candidate) -> bool:
+        return bool(np.allclose(self.out, candidate, rtol=1e-5, atol=1e-6))
+
+    @property
+    def summary(self) -> str:
+        bad = ~np.isclose(self.out, self.expected, rtol=1e-5, atol=1e-6)
+        r, c = map(int, np.argwhere(bad)[0])
+        return (f"{int(bad.sum())} of {self.out.size} elements are wrong; the first is dZ[{r}, "
+                f"{c}]: expected {self.expected[r, c]:.6g}, got {self.out[r, c]:.6g}")
+
+    @property
+    def other(self) -> str | None:
+        """The other activation whose derivative dZ holds, if any."""
+        return next((o for o in DERIVATIVES if o != self.name
+                     and self.looks_like(self.dA * DERIVATIVES[o](self.z))), None)
+
+
+def _activated(name: str):
+    return {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh}.get(name, lambda v: v)
+
+
+BACKWARD_MISTAKES = (
+    Mistake("nothing written", lambda e: np.isnan(e.out).all(), "your kernel wrote nothing into dZ",
+            "each thread assigns its own element of dZ, inside the guard."),
+    Mistake("only the first block written (`threadIdx` alone)",
+            lambda e: (np.isnan(e.out[:, e.trial.block[0]:]).all()
+                       and np.isnan(e.out[e.trial.block[1]:, :]).all()),
+            lambda e: f"only the first block's {e.trial.block[0]} x {e.trial.block[1]} elements "
+                      "of dZ were written", GLOBAL_INDEX_HINT),
+    Mistake("part of dZ never written", lambda e: np.isnan(e.out).any(),
+            lambda e: f"{int(np.isnan(e.out).sum())} of {e.out.size} elements of dZ were never "
+                      "written",
+            "every element needs a thread: the grid's x index runs along the columns, y along "
+            "the rows, and the guard compares each with its own size."),
+    Mistake("the activation's derivative missing (dA passed through)",
+            lambda e: e.name != "identity" and e.looks_like(e.dA),
+            lambda e: f"{e.summary}. dZ looks like dA: the {SAID[e.name]}'s derivative is missing",
+            lambda e: f"the chain rule multiplies dA by the activation's derivative, and for "
+                      f"{SAID[e.name]} f'(z) is {F_PRIME[e.name]}."),
+    Mistake("f'(z) without dA (the mask or slope alone)",
+            lambda e: e.name != "identity" and e.looks_like(DERIVATIVES[e.name](e.z)),
+            lambda e: f"{e.summary}. dZ looks like f'(Z + b) without dA: the mask or slope alone",
+            "the chain rule multiplies: f'(z) alone forgets the gradient that came from above "
+            "(dA)."),
+    Mistake("the bias left out of z", lambda e: e.name != "identity" and e.looks_like(
+                e.dA * DERIVATIVES[e.name](e.Z)),
+            lambda e: f"{e.summary}. dZ looks like dA * f'(Z): the bias is left out of z",
+            "the activation's input was Z plus this column's bias: the derivative is taken at "
+            "that sum, not at Z."),
+    Mistake("f instead of f'", lambda e: e.name != "identity" and e.looks_like(
+                e.dA * _activated(e.name)(e.z)),
+            lambda e: f"{e.summary}. dZ looks like dA * {e.name}(Z + b): f instead of f'",
+            lambda e: f"multiply by the derivative f'(z), not by f(z) itself: for "
+                      f"{SAID[e.name]} f'(z) is {F_PRIME[e.name]}."),
+    Mistake("ReLU tested on dA instead of z", lambda e: e.name == "relu" and e.looks_like(
+                np.maximum(e.dA, 0)),
+            lambda e: f"{e.summary}. dZ looks like dA where dA > 0",
+            "ReLU's test is on the forward input z = Z + b, not on the gradient dA."),
+    Mistake("tanh' as 1 - z^2", lambda e: e.name == "tanh" and e.looks_like(
+                e.dA * (1 - e.z * e.z)),
+            lambda e: f"{e.summary}. dZ looks like dA * (1 - z^2): tanh is not applied",
+            "the derivative of tanh is 1 - tanh(z)^2: square tanh(z), not z."),
+    Mistake("tanh' without the square", lambda e: e.name == "tanh" and e.looks_like(
+                e.dA * (1 - np.tanh(e.z))),
+            lambda e: f"{e.summary}. dZ looks like dA * (1 - tanh(z)): the square is missing",
+            "the derivative of tanh is 1 - tanh(z)^2: the square is part of it."),
+    Mistake("the wrong activation for the code", lambda e: e.other is not None,
+            lambda e: f"{e.summary}. dZ looks like dA * {e.other}'(Z + b), not {e.name}'",
+            lambda e: f"read the code in act: {ACTIVATION_CODES[e.name]} is {SAID[e.name]} "
+                      f"here ({IDENTITY} identity, {RELU} ReLU, {TANH} tanh); compare act with "
+                      "IDENTITY, RELU and TANH."),
+    Mistake("wrong values", lambda e: True, lambda e: e.summary,
+            BACKWARD_HINT),
+)
+BACKWARD = CheckSpec(
+    "bias_activation_backward", "bias_activation_backward(dA, Z, b, act, dZ)", BACKWARD_STUB_HINT,
+    BACKWARD_MISTAKES, parameters=5, title="2. bias and activation backward",
+    call="check_bias_activation_backward(my_bias_activation_backward)",
+    holds="dZ = dA · f′(Z + b) to 1e-5 for act = ReLU, tanh and identity, each on its own "
+          "random matrix (rows ≠ cols, not multiples of the block) and block shape (8×8, 16×4, "
+          "4×16 in the simulator); `>=` for ReLU is accepted",
+    also="missing or `<=` guards, the guard one short, rows and columns swapped, a hard-coded "
+         "block size (shared 2-D rules); a write into dA, Z or b")
+
+
+def _draw_case(check_name: str, seed: int, dtype, case: int) -> Labelled:
+    """Problem number ``case`` of a check: the tier's block shape number ``seed + case`` (so the
+    three cases of one seed use all three), rows != cols, not multiples of the block, and such
+    that a kernel with r and c swapped would miss part of the matrix."""
+    tier = _tier()
+    block = BLOCK_CHOICES_2D[tier][(seed + case) % len(BLOCK_CHOICES_2D[tier])]
+    rng = np.random.default_rng([seed, case])
+    while True:
+        rows = draw_size(rng, block[1], SIZE_RANGE_2D[tier], full_blocks=1)
+        cols = draw_size(rng, block[0], SIZE_RANGE_2D[tier], full_blocks=1)
+        grid_x, grid_y = -(-cols // block[0]) * block[0], -(-rows // block[1]) * block[1]
+        if rows != cols and (rows > grid_x or cols > grid_y):
+            return Labelled(check_name, seed, (rows, cols), block, np.dtype(dtype), rng)
 
 
 def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.float32,
                                    show: bool = True) -> CheckResult:
     """Check ``kernel(dA, Z, b, act, dZ)``: ``dZ = dA * f'(Z + b)`` with f chosen by ``act``
     (1 ReLU, 3 tanh, 0 identity: each is tried, each with its own block shape), one thread per
-    element, x along the columns, guarded, on matrices with rows != cols.
-
-    Diagnoses: the stub; the activation's derivative missing (dA passed through), f instead
-    of f', the derivative without dA, the bias left out of z, tanh's derivative as 1 - z^2 or
-    without the square, the wrong activation for the code, ReLU tested on dA; writes past the
-    edges, swapped rows and columns, the last row or column skipped, a hard-coded block size;
-    writing into dA, Z or b; simulator-only code. ``>= 0`` for ReLU is accepted (the two
-    differ only at exactly 0)."""
+    element, x along the columns, guarded, on matrices with rows != cols. Diagnoses: the
+    shared 2-D rules (guards, swapped indices, the last row or column, a hard-coded block,
+    writes into an input), then :data:`BACKWARD_MISTAKES` in order."""
 
     def body(seed: int) -> str:
-        source = start_kernel(kernel, 5, BACKWARD_STUB_HINT)
+        source = BACKWARD.start(kernel)
         shapes = []
         for case, (code, name, words) in enumerate(ACTIVATIONS):
-            trial = draw_2d("check_bias_activation_backward", seed, dtype, case)
+            trial = _draw_case("check_bias_activation_backward", seed, dtype, case)
             trial.case = f"act = {code} ({words})"
             dA = trial.normal(trial.rows, trial.cols)
             Z = trial.normal(trial.rows, trial.cols)
             b = trial.normal(trial.cols, scale=0.7)
-            check_matrix_output(kernel, trial, source,
-                                {"dA": dA, "Z": Z, "b": b, "act": code},
-                                reference.bias_activation_backward(dA, Z, b, name),
-                                _backward_patterns(name, dA, Z, b), BACKWARD_HINT, what="dZ")
+            try:
+                out = run_2d(kernel, trial, source, {"dA": dA, "Z": Z, "b": b, "act": code},
+                             what="dZ")
+                failure = coverage_failure(np.isnan(out), trial, "dZ")
+                expected = reference.bias_activation_backward(dA, Z, b, name)
+                if failure is None and not np.allclose(out, expected, rtol=1e-5, atol=1e-6):
+                    failure = diagnose(BACKWARD.mistakes,
+                                       Backward(out, expected, name, dA, Z, b, trial))
+                if failure is not None:
+                    raise failure
+            except (CheckFailedError, KernelError) as error:
+                blame_hard_coded_block(source, trial, error)
+                raise
             shapes.append(f"{words} on {trial.rows} x {trial.cols} in blocks of "
                           f"{trial.block[0]} x {trial.block[1]}")
         return f"all right: {'; '.join(shapes)} (seed={seed})."
 
-    return run_check("bias_activation_backward", body, seed, show)
+    return BACKWARD.run(body, seed, show, learner=(kernel,))
 
 
 # --- exercise 3: the bias gradient, a column reduction ------------------------------------------
 
 BIAS_GRAD_STUB_HINT = (
-    "the launch has one thread per column of dZ: `c = cuda.grid(1)`, guarded by the number of "
-    "columns; the hints above the exercise take it from there."
+    "the launch has one thread per column of dZ, guarded by the number of columns; the hints "
+    "above the exercise take it from there."
 )
 BIAS_GRAD_HINT = (
-    "one thread per column: `c = cuda.grid(1)`, guarded with `c < dZ.shape[1]`; add up "
-    "dZ[r, c] for every row r in a local variable, then write `db[c]` once."
+    "revisit the column reduction (section 3): one thread per column, guarded by the number of "
+    "columns; it adds up its column over every row in a local variable and writes db once."
 )
 OWNER_HINT = (
-    "give each column one owner: `c = cuda.grid(1)`, a loop over the rows that adds dZ[r, c] "
-    "into a local variable, and one write `db[c] = total`. Then no two threads ever write the "
-    "same element, and no atomics are needed."
+    "give each column one owner: the thread of column c adds up the column in a local variable "
+    "and writes db[c] once. Then no two threads ever write the same element, and no atomics "
+    "are needed."
 )
-BIAS_GRAD_THREADS = {"sim": 32, "gpu": 128}
-
-
-@dataclass
-class ColumnTrial(Trial):
-    """A random ``rows`` x ``n`` dZ, one thread per column (the 1-D grid runs over the n
-    columns)."""
-
-    rows: int = 0
-
-    @property
-    def extents(self) -> tuple[int, ...]:
-        return self.rows, self.n
-
-    def __str__(self) -> str:
-        return (f"dZ of {self.rows} x {self.n}, {self.launched}, {self.dtype.name}, "
-                f"{self.repeat}")
+START_VALUE_HINT = (
+    "sum into a local variable that starts at 0, then write db once: memory from the device "
+    "holds whatever was there until the kernel writes it."
+)
+BIAS_GRAD_EDGE_HINT = (
+    "a thread ran past an edge of dZ or db. dZ[r, c] is row r (a sample; dZ has dZ.shape[0] of "
+    "them) and column c (an output; dZ.shape[1]): the guard compares the column with the "
+    "number of columns (strictly less than), and the loop runs over the rows."
+)
+BIAS_GRAD_SIZES = {"sim": (40, 100), "gpu": (300, 3000)}
 
 
 def _writes_in_loops(source: KernelSource, name: str) -> list[str]:
@@ -255,156 +439,207 @@ def _writes_in_loops(source: KernelSource, name: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _race_failure(watched: WatchedArray, trial: ColumnTrial) -> CheckFailedError | None:
-    """A failure naming the race when two threads wrote one element of db without atomics."""
-    race = watched.race()
-    if race is None:
-        return None
-    element, _, count = race
-    writers = sorted(watched.plain_writers[element] | watched.atomic_writers.get(element, set()))
-    if len({thread for _, thread in writers}) == 1:  # the same thread number in every block
-        return CheckFailedError(
-            f"db[{element}] was written by thread {writers[0][1]} of {count} different blocks "
-            f"({trial}).", GLOBAL_INDEX_HINT)
-    who = ", ".join(f"thread {t} of block {b}" for b, t in writers[:3])
-    more = ", ..." if count > 3 else ""
-    return CheckFailedError(
-        f"{count} threads wrote db[{element}] with plain stores ({who}{more}): on a GPU those "
-        f"read-modify-writes race, and additions get lost. The simulator ran "
-        f"them one after another, so its total may even look right ({trial}).", OWNER_HINT)
+def _adds_into(source: KernelSource, name: str) -> bool:
+    """True when the kernel writes ``name[...] += ...`` anywhere."""
+    return any(isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript)
+               and isinstance(node.target.value, ast.Name) and node.target.value.id == name
+               for node in source.walk())
+
+
+@dataclass
+class ColumnSums:
+    """db as the kernel wrote it (NaN where never written) against dZ's column sums, with what
+    the simulator recorded of the writes (``watched``, None on a GPU) and the kernel's source;
+    ``writes``: the most writes of db one thread made on a small traced launch (0 untraced)."""
+
+    db: np.ndarray
+    dZ: np.ndarray  # noqa: N815 - the chapter's name
+    trial: Labelled
+    source: KernelSource
+    watched: WatchedArray | None
+    writes: int = 0
+
+    @property
+    def where(self) -> Labelled:
+        return self.trial
+
+    @property
+    def rows(self) -> int:
+        return self.dZ.shape[0]
+
+    @property
+    def cols(self) -> int:
+        return self.dZ.shape[1]
+
+    @property
+    def race(self):
+        return None if self.watched is None else self.watched.race()
+
+    @property
+    def writers(self) -> list:
+        element = self.race[0]
+        return sorted(self.watched.plain_writers[element]
+                      | self.watched.atomic_writers.get(element, set()))
+
+    @property
+    def missing(self) -> np.ndarray:
+        return np.flatnonzero(np.isnan(self.db))
+
+    @property
+    def never_written(self) -> str:
+        return f"{self.missing.size} of {self.cols} elements of db were never written"
+
+    @property
+    def want(self) -> np.ndarray:
+        return reference.bias_grad(self.dZ).astype(np.float64)
+
+    @property
+    def wrong(self) -> np.ndarray:
+        scale = np.abs(self.dZ.astype(np.float64)).sum(axis=0)
+        tolerance = 2 * self.rows * float(np.finfo(self.dZ.dtype).eps) * scale + 1e-30
+        return ~(np.abs(self.db - self.want) <= tolerance)
+
+    @property
+    def summary(self) -> str:
+        c = int(np.flatnonzero(self.wrong)[0])
+        return (f"db[{c}] should be {self.want[c]:.6g} but is {self.db[c]:.6g} "
+                f"({int(self.wrong.sum())} of {self.cols} wrong)")
+
+    def holds(self, candidate) -> bool:
+        return bool(np.allclose(self.db, candidate, rtol=1e-5, atol=1e-5))
+
+    def sum_of(self, rows: slice) -> np.ndarray:
+        return self.dZ[rows].astype(np.float64).sum(axis=0)
+
+
+def _racers(e: ColumnSums) -> str:
+    who = ", ".join(f"thread {t} of block {b}" for b, t in e.writers[:3])
+    return who + (", ..." if e.race[2] > 3 else "")
+
+
+BIAS_GRAD_MISTAKES = (
+    Mistake("the thread's index within its block used as the column (`threadIdx` alone)",
+            lambda e: e.race is not None and len({t for _, t in e.writers}) == 1,
+            lambda e: f"db[{e.race[0]}] was written by thread {e.writers[0][1]} of {e.race[2]} "
+                      "different blocks", GLOBAL_INDEX_HINT, recognised_from="trace"),
+    Mistake("a racy `db[c] +=` from many threads (a thread per row)",
+            lambda e: e.race is not None,
+            lambda e: f"{e.race[2]} threads wrote db[{e.race[0]}] with plain stores "
+                      f"({_racers(e)}): on a GPU those read-modify-writes race, and additions "
+                      "get lost. The simulator ran them one after another, so its total may "
+                      "even look right", OWNER_HINT, recognised_from="trace"),
+    Mistake("atomics into a db nobody zeroed",
+            lambda e: np.isnan(e.db).all() and e.watched is not None
+            and bool(e.watched.atomic_writers),
+            "db holds NaN: your kernel added into db with atomics, but db starts with whatever "
+            "memory held (NaN in this check) and nobody set it to 0 first", OWNER_HINT,
+            recognised_from="trace"),
+    Mistake("adding into db without a start value",
+            lambda e: np.isnan(e.db).all() and _adds_into(e.source, "db"),
+            "db holds NaN: your kernel added into db[c] without giving it a start value, and db "
+            "starts with whatever memory held (NaN here)", START_VALUE_HINT,
+            recognised_from="source"),
+    Mistake("nothing written", lambda e: np.isnan(e.db).all(), "your kernel wrote nothing into db",
+            BIAS_GRAD_HINT),
+    Mistake("only the first block's columns", lambda e: np.array_equal(
+                e.missing, np.arange(e.trial.threads_per_block, e.cols)),
+            lambda e: f"{e.never_written}. Only the first block's columns were written",
+            GLOBAL_INDEX_HINT),
+    Mistake("the last column skipped (the guard one short)",
+            lambda e: np.array_equal(e.missing, [e.cols - 1]),
+            lambda e: f"{e.never_written}. The last column was skipped",
+            "the guard is one short: the last column's index is one less than the number of "
+            "columns, and it must pass the guard."),
+    Mistake("the guard on the number of rows", lambda e: np.array_equal(
+                e.missing, np.arange(e.rows, e.cols)),
+            lambda e: f"{e.never_written}. Only the first {e.rows} columns (as many as dZ has "
+                      "rows) were written",
+            "the guard compares the column with the number of columns (dZ.shape[1]), not with "
+            "dZ.shape[0], the number of rows."),
+    Mistake("part of db never written", lambda e: e.missing.size > 0,
+            lambda e: e.never_written, BIAS_GRAD_HINT),
+    Mistake("the mean of the column, not its sum (the wrong normalisation)",
+            lambda e: e.holds(e.want / e.rows),
+            lambda e: f"{e.summary}: db is the mean of the column, not its sum",
+            "db = the sum over the batch, not the mean: every sample used the same b, so their "
+            "gradients add up, and the loss's 1/batch is already inside dZ (the loss gradient "
+            "(p - y) / batch). Dividing again shrinks db by the batch size."),
+    Mistake("the last row left out of the sum", lambda e: e.holds(e.sum_of(slice(None, -1))),
+            lambda e: f"{e.summary}: the last row is missing from the sum",
+            "the loop over the rows stops one early: every row of dZ is a sample, and each "
+            "adds to db."),
+    Mistake("the first row left out of the sum", lambda e: e.holds(e.sum_of(slice(1, None))),
+            lambda e: f"{e.summary}: the first row is missing from the sum",
+            "the loop over the rows starts at row 1: rows are counted from 0."),
+    Mistake("no accumulation: only the last row", lambda e: e.holds(e.sum_of(slice(-1, None))),
+            lambda e: f"{e.summary}: db holds only the last row",
+            "each row must be added into the running total; assigning replaces it."),
+    Mistake("only the first row", lambda e: e.holds(e.sum_of(slice(0, 1))),
+            lambda e: f"{e.summary}: db holds only the first row",
+            "the sum runs over every row of dZ, not just the first."),
+    Mistake("the sum batch times too large", lambda e: e.holds(e.want * e.rows),
+            lambda e: f"{e.summary}: the sum is batch times too large",
+            "db is the plain sum of the column: no factor of the batch size."),
+    Mistake("wrong sums", lambda e: e.wrong.any(), lambda e: e.summary, BIAS_GRAD_HINT),
+    Mistake("db written once per row instead of once (traced)", lambda e: e.writes > 1,
+            lambda e: "db is right, but a thread wrote its db[c] " + str(e.writes) + " times "
+                      "(traced on a 5 x 13 dZ, 2 blocks of 8 threads)" + (
+                          f"; `{_writes_in_loops(e.source, 'db')[0]}` is inside the loop"
+                          if _writes_in_loops(e.source, "db") else "") +
+                      ": each of those is a store to device memory",
+            "sum in a local variable (a register) and write db once, after the loop: one store "
+            "per thread instead of one per row.", recognised_from="trace"),
+)
+BIAS_GRAD = CheckSpec(
+    "bias_grad", "bias_grad(dZ, db)", BIAS_GRAD_STUB_HINT, BIAS_GRAD_MISTAKES, parameters=2,
+    title="3. bias gradient", call="check_bias_grad(my_bias_grad)",
+    holds="db = dZ's column sums, one thread per column (the block size drawn, the number of "
+          "columns not a multiple of it, fewer rows than columns), db starting as NaN; in the "
+          "simulator every write is recorded (one writer per element) and a traced launch must "
+          "show one write of db per thread",
+    also="missing or `<=` guards (the line of the IndexError); a write into dZ")
 
 
 def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32,
                     show: bool = True) -> CheckResult:
     """Check ``kernel(dZ, db)``: ``db[c] = sum over r of dZ[r, c]``, launched with one thread
-    per column (``ceil(N / threads)`` blocks; the number of columns N is not a multiple of the
-    block, and the batch has fewer rows than there are columns). ``db`` starts as NaN, as
-    fresh device memory holds whatever was there, so the kernel must set every ``db[c]``.
-
-    Diagnoses: the stub; no guard or ``<=`` (a thread past the last column); swapped indices;
-    the last column skipped; only the first block; db averaged over the batch (the wrong
-    normalisation: dZ already carries the loss's 1/batch); the first or last row skipped;
-    no accumulation; adding into db without a start value; atomics into a db nobody zeroed;
-    a racy ``db[c] +=`` from many threads (a thread per row, say: caught from the recorded
-    writes in the simulator); db written more than once per thread (the trace counts it);
-    writing into dZ; simulator-only code."""
-    tier = "gpu" if device.tier() == "gpu" else "sim"
-    threads = BIAS_GRAD_THREADS[tier]
+    per column (``ceil(N / threads)`` blocks; the block size is drawn, the number of columns N
+    is not a multiple of it, and the batch has fewer rows than there are columns). ``db`` starts
+    as NaN, as fresh device memory holds whatever was there, so the kernel must set every
+    ``db[c]``. Diagnoses: :data:`BIAS_GRAD_MISTAKES` in order, from the outputs, the recorded
+    writes (a race shows even when the simulator's sum is right), the source and a traced run
+    that counts each thread's writes; a write into dZ; edges overrun."""
 
     def body(seed: int) -> str:
-        source = start_kernel(kernel, 2, BIAS_GRAD_STUB_HINT)
-        rng = np.random.default_rng(seed)
-        cols = draw_size(rng, threads, (40, 100) if tier == "sim" else (300, 3000))
-        rows = int(rng.integers(5, 30))  # the batch: fewer rows than columns
-        trial = ColumnTrial("check_bias_grad", seed, cols, threads, np.dtype(dtype), rng,
-                            rows=rows)
-        dZ = rng.standard_normal((rows, cols)).astype(dtype)
-        d_dZ_all, d_dZ = padded(dZ, threads, PAD_VALUE)
+        source = BIAS_GRAD.start(kernel)
+        trial = Labelled.draw("check_bias_grad", seed, dtype, size_range=BIAS_GRAD_SIZES[_tier()])
+        cols, rows = trial.n, int(trial.rng.integers(5, 30))  # the batch: fewer rows than columns
+        trial.case = f"dZ of {rows} x {cols}"
+        dZ = trial.rng.standard_normal((rows, cols)).astype(dtype)
+        d_dZ_all, d_dZ = padded(dZ, trial.threads, PAD_VALUE)
         before = d_dZ_all.copy_to_host()
-        watched = WatchedArray(np.full(cols, np.nan, dtype)) if tier == "sim" else None
+        watched = WatchedArray(np.full(cols, np.nan, dtype)) if _tier() == "sim" else None
         if watched is None:
-            d_db_all, d_db = padded(np.full(cols, np.nan, dtype), threads, np.nan)
-        else:
-            d_db = watched
+            d_db_all, d_db = padded(np.full(cols, np.nan, dtype), trial.threads, np.nan)
         offer_trace(kernel, 2, 8, "dZ", "db", note="with dZ a NumPy array of 5 x 13 and db of 13")
-        hint = ("a thread ran past an edge of dZ or db. dZ[r, c] is row r (a sample; dZ has "
-                "dZ.shape[0] of them) and column c (an output; dZ.shape[1]): guard "
-                "`if c < dZ.shape[1]:` (`<`, not `<=`) and loop `for r in "
-                "range(dZ.shape[0])`.")
-        launch(kernel, trial, d_dZ, d_db, index_hint=hint)
+        launch(kernel, trial, d_dZ, d_db if watched is None else watched,
+               index_hint=BIAS_GRAD_EDGE_HINT)
         changed_input_failure("dZ", before, d_dZ_all.copy_to_host(), "db", trial)
-        if watched is not None:
-            failure = _race_failure(watched, trial)
-            if failure:
-                raise failure
-            db = watched.copy_to_host()
-        else:
-            db = read_back(d_db_all, (cols,), trial, what="db", hint=hint)
-        unwritten = np.isnan(db)
-        if unwritten.all():
-            if watched is not None and watched.atomic_writers:
-                raise CheckFailedError(
-                    f"db holds NaN: your kernel added into db with atomics, but db starts with "
-                    f"whatever memory held (NaN in this check) and nobody set it to 0 first "
-                    f"({trial}).", OWNER_HINT)
-            adds = [line for line in _writes_in_loops(source, "db") if "+=" in line]
-            if adds or any("+=" in line for line in _plain_db_writes(source)):
-                raise CheckFailedError(
-                    f"db holds NaN: your kernel added into db[c] without giving it a start "
-                    f"value, and db starts with whatever memory held (NaN here) ({trial}).",
-                    "sum into a local variable that starts at 0 (`total = 0.0`), then write "
-                    "`db[c] = total` once.")
-            raise CheckFailedError(f"your kernel wrote nothing into db ({trial}).",
-                                   BIAS_GRAD_HINT)
-        if unwritten.any():
-            missing = np.flatnonzero(unwritten)
-            text = f"{missing.size} of {cols} elements of db were never written ({trial})."
-            if np.array_equal(missing, np.arange(threads, cols)):
-                raise CheckFailedError(text + " Only the first block's columns were written.",
-                                       GLOBAL_INDEX_HINT)
-            if np.array_equal(missing, [cols - 1]):
-                raise CheckFailedError(text + " The last column was skipped.",
-                                       "guard with `c < dZ.shape[1]`, not `c < dZ.shape[1] - "
-                                       "1`.")
-            if np.array_equal(missing, np.arange(rows, cols)):
-                raise CheckFailedError(text + f" Only the first {rows} columns (as many as dZ "
-                                       "has rows) were written.",
-                                       "guard the columns with `c < dZ.shape[1]`, not "
-                                       "`dZ.shape[0]` (the rows).")
-            raise CheckFailedError(text, BIAS_GRAD_HINT)
-        want = reference.bias_grad(dZ).astype(np.float64)
-        scale = np.abs(dZ.astype(np.float64)).sum(axis=0)
-        tolerance = 2 * rows * float(np.finfo(dtype).eps) * scale + 1e-30
-        wrong = np.abs(db - want) > tolerance
-        if wrong.any():
-            c = int(np.flatnonzero(wrong)[0])
-            text = (f"db[{c}] should be {want[c]:.6g} but is {db[c]:.6g} ({int(wrong.sum())} of "
-                    f"{cols} wrong; {trial})")
-            d64 = dZ.astype(np.float64)
-            suspects = [
-                (want / rows, "db is the mean of the column, not its sum",
-                 "db = the sum over the batch, not the mean: every sample used the same b, so "
-                 "their gradients add up, and the loss's 1/batch is already inside dZ (the "
-                 "loss gradient (p - y) / batch). Dividing again shrinks db by the batch size."),
-                (d64[:-1].sum(axis=0), "the last row is missing from the sum",
-                 "loop over every row: `for r in range(dZ.shape[0])`."),
-                (d64[1:].sum(axis=0), "the first row is missing from the sum",
-                 "start the loop at row 0: `for r in range(dZ.shape[0])`."),
-                (d64[-1], "db holds only the last row", "add every row into the total: "
-                 "`total += dZ[r, c]`, not `total = dZ[r, c]`."),
-                (d64[0], "db holds only the first row", "loop over every row of dZ."),
-                (want * rows, "the sum is batch times too large",
-                 "db is the plain sum of the column: no factor of the batch size."),
-            ]
-            for value, words, hint in suspects:
-                if np.allclose(db, value, rtol=1e-5, atol=1e-5):
-                    raise CheckFailedError(f"{text}: {words}.", hint)
-            raise CheckFailedError(text + ".", BIAS_GRAD_HINT)
-        # The method: one write of db per thread, checked on a small traced launch.
-        small = ColumnTrial("check_bias_grad", seed, 13, 8, np.dtype(dtype), rng, rows=5)
-        traced = trace_trial(kernel, small, dZ[:5, :13].copy(), np.zeros(13, dtype))
-        writes = traced.max_per_thread("global_writes")
-        if traced.error is None and writes > 1:
-            lines = _writes_in_loops(source, "db")
-            where = f" (`{lines[0]}` is inside the loop)" if lines else ""
-            raise CheckFailedError(
-                f"db is right, but a thread wrote its db[c] {writes} times (traced on a 5 x 13 "
-                f"dZ, 2 blocks of 8 threads){where}: each of those is a store to device memory.",
-                "sum in a local variable (a register) and write `db[c] = total` once, after "
-                "the loop: one store per thread instead of one per row.")
+        db = (watched.copy_to_host() if watched is not None else
+              read_back(d_db_all, (cols,), trial, what="db", hint=BIAS_GRAD_EDGE_HINT))
+        evidence = ColumnSums(db.astype(np.float64), dZ, trial, source, watched)
+        failure = diagnose(BIAS_GRAD.mistakes, evidence)
+        if failure is None:  # the method: one write of db per thread, on a small traced launch
+            small = Labelled("check_bias_grad", seed, (13,), (8,), np.dtype(dtype), trial.rng)
+            traced = trace_trial(kernel, small, dZ[:5, :13].copy(), np.zeros(13, dtype))
+            evidence.writes = traced.max_per_thread("global_writes") if traced.error is None else 0
+            failure = diagnose(BIAS_GRAD.mistakes, evidence)
+        if failure is not None:
+            raise failure
         return (f"all {cols} column sums right, one owner per column, one write each "
                 f"({trial}).")
 
-    return run_check("bias_grad", body, seed, show)
-
-
-def _plain_db_writes(source: KernelSource) -> list[str]:
-    lines = []
-    for node in source.walk():
-        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript) and \
-                isinstance(node.target.value, ast.Name) and node.target.value.id == "db":
-            lines.append("+= " + source.line(node))
-    return lines
+    return BIAS_GRAD.run(body, seed, show, learner=(kernel,))
 
 
 # --- exercise 4: a tiled transpose through shared memory ----------------------------------------
@@ -414,36 +649,45 @@ TRANSPOSE_STUB_HINT = (
     "the exercise take it step by step."
 )
 TRANSPOSE_HINT = (
-    "load A[r0 + ty, c0 + tx] into tile[ty, tx] (guarded), `cuda.syncthreads()`, then write "
-    "tile[tx, ty] to out[c0 + ty, r0 + tx] (guarded by out's own sizes), with r0 = "
-    "cuda.blockIdx.y * TILE and c0 = cuda.blockIdx.x * TILE."
+    "revisit the tiled transpose (section 3): a block loads its tile of A row by row into shared "
+    "memory (neighbouring threads, neighbouring columns of A), waits at a barrier, then writes "
+    "the tile's transposed place in out row by row, reading the tile crosswise. The tile's row "
+    "of A comes from the block's y index, its column from x."
 )
 TRANSPOSE_EDGE_HINT = (
-    "a thread read or wrote past an edge. Guard the load with A's sizes (`r0 + ty < "
-    "A.shape[0] and c0 + tx < A.shape[1]`) and the store with out's: out[c0 + ty, r0 + tx] "
-    "needs `c0 + ty < A.shape[1] and r0 + tx < A.shape[0]`. The two guards differ when A is "
-    "not square."
+    "a thread read or wrote past an edge. The load needs a guard on A's sizes and the store a "
+    "guard on out's (out has A's sizes the other way round, and the storing thread's indices "
+    "play the other roles). The two guards differ when A is not square."
 )
 STRIDED_WRITES_HINT = (
-    "neighbouring threads (neighbouring tx) must write neighbouring elements of a row of out: "
-    "after the barrier, thread (tx, ty) writes out[c0 + ty, r0 + tx] = tile[tx, ty], reading "
-    "the tile crosswise. Writing out[c, r] = A[r, c] straight, or out[c0 + tx, r0 + ty], puts "
-    "each thread of a warp on a different row of out: one memory transaction each."
+    "neighbouring threads (neighbouring x) must write neighbouring elements of a row of out: "
+    "after the barrier each thread writes an element of out chosen by its x index along out's "
+    "row, and takes its value from the tile crosswise. Writing straight from A's element, or "
+    "with x choosing out's row, puts each thread of a warp on a different row of out: one "
+    "memory transaction each."
+)
+STRIDED_READS_HINT = (
+    "neighbouring threads (neighbouring x) must read neighbouring elements of a row of A: the "
+    "load's column of A comes from the thread's x index."
+)
+BARRIER_MISSING_HINT = (
+    "the block must wait at a barrier (`cuda.syncthreads()`) after filling the tile and before "
+    "reading it crosswise: each thread reads a slot another thread wrote."
 )
 COALESCED_SHARE = 0.45  # below this share of the fetched bytes used, an access is strided
 TRANSPOSE_SIDES = {"sim": (17, 44), "gpu": (300, 2000)}
 
 
-@dataclass
-class TileTrial(Case2D):
-    """A :class:`Case2D` whose repeat call names the tile too."""
-
-    tile: int = 16
-
-    @property
-    def repeat(self) -> str:
-        return (f"seed={self.seed}; repeat it with {self.check_name}(kernel, tile={self.tile}, "
-                f"seed={self.seed})")
+def _transpose_shape(rng: np.random.Generator, tile: int) -> tuple[int, int]:
+    """rows != cols, neither a multiple of the tile, with partial edge tiles of different sizes
+    (a store guarded with the load's bounds fails) and a different number of tiles down than
+    across (a kernel with the block indices swapped leaves part of out unwritten)."""
+    low, high = TRANSPOSE_SIDES[_tier()]
+    low, high = max(low, tile + 1), max(high, 3 * tile - 1)
+    while True:
+        rows, cols = (draw_size(rng, tile, (low, high), full_blocks=1) for _ in range(2))
+        if rows % tile != cols % tile and -(-rows // tile) != -(-cols // tile):
+            return rows, cols
 
 
 def _untransposed_tiles(A: np.ndarray, tile: int) -> np.ndarray:
@@ -476,43 +720,159 @@ def _uses_shared_memory(source: KernelSource) -> bool:
                for node in source.walk())
 
 
+@dataclass
+class Transposed:
+    """out as the kernel wrote it (NaN where never written) against A^T; ``reads``/``writes``:
+    the simulator's warp-request summaries (None on a GPU)."""
+
+    out: np.ndarray
+    A: np.ndarray
+    trial: Labelled
+    source: KernelSource
+    tile: int
+    reads: object = None
+    writes: object = None
+
+    @property
+    def where(self) -> Labelled:
+        return self.trial
+
+    @property
+    def poisoned(self) -> np.ndarray:
+        poison = poison_value(self.trial.dtype)
+        return np.zeros(self.out.shape, bool) if poison is None else self.out == poison
+
+    @property
+    def unwritten(self) -> np.ndarray:
+        return np.isnan(self.out)
+
+    @property
+    def barriers(self) -> int:
+        return count_calls(self.source, "syncthreads")
+
+    @property
+    def swapped_blocks(self) -> bool:
+        """Exactly the part of out a kernel with blockIdx.x and blockIdx.y exchanged misses."""
+        across, down = self.trial.blocks
+        r, c = np.indices(self.out.shape)  # r: a column of A, c: a row of A
+        covered = (r < down * self.tile) & (c < across * self.tile)
+        return bool(self.unwritten.any() and np.array_equal(self.unwritten, ~covered))
+
+    @property
+    def bad(self) -> np.ndarray:
+        return self.out != self.A.T
+
+    @property
+    def summary(self) -> str:
+        r, c = (int(i) for i in np.argwhere(self.bad)[0])
+        return (f"{int(self.bad.sum())} of {self.out.size} elements of out are wrong; the first "
+                f"is out[{r}, {c}]: expected A[{c}, {r}] = {self.A[c, r]:.6g}, got "
+                f"{self.out[r, c]:.6g}")
+
+    @property
+    def not_transposed(self) -> bool:
+        same = _untransposed_tiles(self.A, self.tile)
+        known = ~np.isnan(same)
+        return bool(np.array_equal(self.out[known], same[known]))
+
+    @property
+    def poisoned_text(self) -> str:
+        r, c = (int(i) for i in np.argwhere(self.poisoned)[0])
+        return (f"out[{r}, {c}] holds {self.out[r, c]:.6g}, the value fresh shared memory holds "
+                "in this check: a thread read a slot of the tile before any thread wrote it")
+
+    def strided(self, access) -> bool:
+        return access is not None and access.efficiency < COALESCED_SHARE
+
+
+def _strided_text(access, name: str) -> str:
+    worst = max(access.requests, key=lambda request: len(request.sectors))
+    return (f"out is right, but the {name} are strided: a warp request touches "
+            f"{access.sectors_per_request:.3g} sectors of 32 bytes on average, and "
+            f"{access.efficiency * 100:.3g} % of the bytes fetched are used (one request of warp "
+            f"{worst.warp} touches {len(worst.sectors)} sectors for "
+            f"{len(worst.element_indices)} elements)")
+
+
+TRANSPOSE_MISTAKES = (
+    Mistake("nothing written", lambda e: e.unwritten.all(), "your kernel wrote nothing into out",
+            TRANSPOSE_HINT),
+    Mistake("a missing barrier (a tile slot read before it was written)",
+            lambda e: e.poisoned.any() and e.barriers == 0, lambda e: e.poisoned_text,
+            BARRIER_MISSING_HINT),
+    Mistake("a tile slot read that no thread filled (the guards)", lambda e: e.poisoned.any(),
+            lambda e: e.poisoned_text, TRANSPOSE_EDGE_HINT),
+    Mistake("the block indices swapped (blockIdx.x as the tile's row)",
+            lambda e: e.swapped_blocks,
+            lambda e: f"{int(e.unwritten.sum())} of {e.out.size} elements of out were never "
+                      f"written, exactly those a kernel with the block indices swapped misses: "
+                      f"the grid has {e.trial.blocks[0]} blocks across A's {e.A.shape[1]} columns "
+                      f"(x) and {e.trial.blocks[1]} down its {e.A.shape[0]} rows (y), and your "
+                      "kernel took blockIdx.x for the tile's row of A",
+            "the launch runs x along A's columns: the tile's first column of A comes from the "
+            "block's x index and its first row from y."),
+    Mistake("the store guarded with the load's bounds (elements never written)",
+            lambda e: e.unwritten.any(),
+            lambda e: f"{int(e.unwritten.sum())} of {e.out.size} elements of out were never "
+                      "written", TRANSPOSE_EDGE_HINT),
+    Mistake("the tile not read crosswise (tiles moved, not transposed)",
+            lambda e: e.bad.any() and e.not_transposed,
+            lambda e: f"{e.summary}: each tile went to its transposed place, but its content was "
+                      "not transposed",
+            "the tile must be read crosswise on the way out: the slot a thread reads is the one "
+            "the thread with its x and y exchanged filled."),
+    Mistake("wrong values", lambda e: e.bad.any(), lambda e: e.summary, TRANSPOSE_HINT),
+    Mistake("no shared memory (GPU: the source is read)",
+            lambda e: e.writes is None and not _uses_shared_memory(e.source),
+            "out is right, but your kernel uses no shared memory, so its writes (or reads) go "
+            "down the columns of a matrix: strided. The simulator tier measures this; here the "
+            "source is read", STRIDED_WRITES_HINT, recognised_from="source"),
+    Mistake("strided writes (the naive transpose)", lambda e: e.strided(e.writes),
+            lambda e: _strided_text(e.writes, "writes of out"), STRIDED_WRITES_HINT,
+            recognised_from="trace"),
+    Mistake("strided reads", lambda e: e.strided(e.reads),
+            lambda e: _strided_text(e.reads, "reads of A"), STRIDED_READS_HINT,
+            recognised_from="trace"),
+)
+TRANSPOSE = CheckSpec(
+    "transpose_tiled", "transpose_tiled(A, out)", TRANSPOSE_STUB_HINT, TRANSPOSE_MISTAKES,
+    parameters=2, title="4. tiled transpose",
+    call="check_transpose_tiled(my_transpose_tiled, tile=TILE)",
+    holds="out = A^T through a TILE × TILE shared tile (TILE 16 or 32) on rows ≠ cols with "
+          "different partial tiles and a different number of tiles down than across; in the "
+          "simulator every read of A and write of out is grouped into warp requests, and "
+          "strided reads or writes fail even when out is right (at least 45 % of the fetched "
+          "bytes used)",
+    also="a tile below 16; a barrier inside a branch (shared rule); a write into A")
+
+
 def check_transpose_tiled(kernel, tile: int = 16, seed: int | None = None, dtype=np.float32,
                           show: bool = True) -> CheckResult:
     """Check ``kernel(A, out)``: ``out[c, r] = A[r, c]`` through a ``tile`` x ``tile`` tile in
     shared memory, launched as ``kernel[(ceil(cols / tile), ceil(rows / tile)), (tile, tile)]``
-    on a random A with rows != cols, neither a multiple of the tile, and partial edge tiles of
-    different sizes (so a store guarded with the load's bounds fails).
+    on a random A (:func:`_transpose_shape`: a kernel with the block indices swapped always
+    fails).
 
     In the simulator every read of A and write of out is recorded and grouped into warp
     requests of 32 threads: if less than 45 % of the bytes fetched for either are used, the
     access is strided and the check fails even though out is right (the naive transpose's
-    writes use about a quarter; a tiled one's reads and writes about two thirds or more with
-    16 x 16 tiles, the rest lost to rows that do not start on a 32-byte boundary). On a GPU,
-    where accesses cannot be recorded, the kernel must use shared memory.
-
-    Diagnoses: the stub; a tile below 16 (a warp would span several rows of it); the load or
-    store guard (past an edge, or elements never written); a missing barrier (a slot of the
-    tile read before it was written: poison in the simulator); the tile read with the same
-    indices it was written with (tiles moved but not transposed); strided writes (the naive
-    transpose); strided reads; writing into A; simulator-only code; barriers in branches."""
-    tier = "gpu" if device.tier() == "gpu" else "sim"
+    writes use about a quarter; a tiled one's about two thirds or more with 16 x 16 tiles). On
+    a GPU, where accesses cannot be recorded, the kernel must use shared memory. Diagnoses: a
+    tile below 16, then :data:`TRANSPOSE_MISTAKES` in order; barriers in branches, writes into
+    A and edges overrun by the shared rules."""
+    tier = _tier()
 
     def body(seed: int) -> str:
-        source = start_kernel(kernel, 2, TRANSPOSE_STUB_HINT)
+        source = TRANSPOSE.start(kernel)
         if tile not in (16, 32):
             raise CheckFailedError(
                 f"TILE is {tile}: use 16 or 32. A warp is 32 threads, and with a tile narrower "
                 "than 16 each warp spans more rows of the tile than the check (or a GPU) can "
-                "coalesce.", "set `TILE = 16` (or 32 on a GPU) and run the cells again.")
+                "coalesce.", "set TILE to 16 (or 32 on a GPU) and run the cells again.")
         rng = np.random.default_rng(seed)
-        low, high = TRANSPOSE_SIDES[tier]
-        while True:
-            rows = draw_size(rng, tile, (max(low, tile + 1), high), full_blocks=1)
-            cols = draw_size(rng, tile, (max(low, tile + 1), high), full_blocks=1)
-            if rows != cols and rows % tile != cols % tile:
-                break
-        trial = TileTrial("check_transpose_tiled", seed, rows, cols, (tile, tile),
-                          np.dtype(dtype), rng, case=f"TILE = {tile}", tile=tile)
+        rows, cols = _transpose_shape(rng, tile)
+        trial = Labelled("check_transpose_tiled", seed, (rows, cols), (tile, tile),
+                         np.dtype(dtype), rng, case=f"TILE = {tile}", repeat_with=f"tile={tile}")
         A = trial.normal(rows, cols)
         offer_trace(kernel, (2, 2), (tile, tile), "A", "out",
                     note=f"with A a NumPy array of {tile + 3} x {tile + 9} and out of "
@@ -531,89 +891,121 @@ def check_transpose_tiled(kernel, tile: int = 16, seed: int | None = None, dtype
             changed_input_failure("A", padded(A, tile, PAD_VALUE)[0].copy_to_host(),
                                   d_A_all.copy_to_host(), "out", trial)
             out = read_back(d_out_all, (cols, rows), trial, hint=TRANSPOSE_EDGE_HINT)
-        expected = A.T
-        poison = poison_value(dtype)
-        barriers = count_calls(source, "syncthreads")
-        if np.isnan(out).all():
-            raise CheckFailedError(f"your kernel wrote nothing into out ({trial}).",
-                                   TRANSPOSE_HINT)
-        if poison is not None and (out == poison).any():
-            r, c = (int(i) for i in np.argwhere(out == poison)[0])
-            text = (f"out[{r}, {c}] holds {out[r, c]:.6g}, the value fresh shared memory "
-                    f"holds in this check: a thread read a slot of the tile before any thread "
-                    f"wrote it ({trial}).")
-            if barriers == 0:
-                raise CheckFailedError(text, "call `cuda.syncthreads()` after filling the tile "
-                                       "and before reading it crosswise: thread (tx, ty) reads "
-                                       "the slot that thread (ty, tx) wrote.")
-            raise CheckFailedError(text, TRANSPOSE_EDGE_HINT)
-        unwritten = np.isnan(out)
-        if unwritten.any():
-            raise CheckFailedError(
-                f"{int(unwritten.sum())} of {out.size} elements of out were never written "
-                f"({trial}).", TRANSPOSE_EDGE_HINT)
-        bad = out != expected
-        if bad.any():
-            r, c = (int(i) for i in np.argwhere(bad)[0])
-            text = (f"{int(bad.sum())} of {out.size} elements of out are wrong; the first is "
-                    f"out[{r}, {c}]: expected A[{c}, {r}] = {expected[r, c]:.6g}, got "
-                    f"{out[r, c]:.6g} ({trial})")
-            same = _untransposed_tiles(A, tile)
-            known = ~np.isnan(same)
-            if np.array_equal(out[known], same[known]):
-                raise CheckFailedError(
-                    text + ": each tile went to its transposed place, but its content was not "
-                    "transposed.", "store the tile crosswise: thread (tx, ty) writes "
-                    "tile[tx, ty] (the slot thread (ty, tx) filled), not tile[ty, tx].")
-            raise CheckFailedError(text + ".", TRANSPOSE_HINT)
+        evidence = Transposed(out, A, trial, source, tile)
+        if tier == "sim":
+            size = np.dtype(dtype).itemsize
+            evidence.reads = memory_model.summarise(d_A.reads, size, "traced in the simulator")
+            evidence.writes = memory_model.summarise(_writes_by_thread(d_out), size,
+                                                     "traced in the simulator")
+        failure = diagnose(TRANSPOSE.mistakes, evidence)
+        if failure is not None:
+            raise failure
         if tier == "gpu":
-            if not _uses_shared_memory(source):
-                raise CheckFailedError(
-                    f"out is right, but your kernel uses no shared memory, so its writes (or "
-                    f"reads) go down the columns of a matrix: strided ({trial}). The simulator "
-                    "tier measures this; here the source is read.", STRIDED_WRITES_HINT)
             return f"out = A^T for a {rows} x {cols} A, through shared memory ({trial})."
-        itemsize = np.dtype(dtype).itemsize
-        reads = memory_model.summarise(d_A.reads, itemsize, "traced in the simulator")
-        writes = memory_model.summarise(_writes_by_thread(d_out), itemsize,
-                                        "traced in the simulator")
-        for access, name, hint in (
-                (writes, "writes of out", STRIDED_WRITES_HINT),
-                (reads, "reads of A", "neighbouring threads (neighbouring tx) must read "
-                 "neighbouring elements of a row of A: thread (tx, ty) loads A[r0 + ty, c0 + tx] "
-                 "into tile[ty, tx].")):
-            if access.efficiency < COALESCED_SHARE:
-                worst = max(access.requests, key=lambda request: len(request.sectors))
-                raise CheckFailedError(
-                    f"out is right, but the {name} are strided: a warp request touches "
-                    f"{access.sectors_per_request:.3g} sectors of 32 bytes on average, and "
-                    f"{access.efficiency * 100:.3g} % of the bytes fetched are used (one "
-                    f"request of warp {worst.warp} touches {len(worst.sectors)} sectors for "
-                    f"{len(worst.element_indices)} elements; {trial}).", hint)
         return (f"out = A^T for a {rows} x {cols} A, and coalesced: "
-                f"{reads.efficiency * 100:.3g} % of the bytes fetched for the reads of A and "
-                f"{writes.efficiency * 100:.3g} % for the writes of out are used (traced in "
-                f"the simulator; {trial.launched}, seed={seed}).")
+                f"{evidence.reads.efficiency * 100:.3g} % of the bytes fetched for the reads of "
+                f"A and {evidence.writes.efficiency * 100:.3g} % for the writes of out are used "
+                f"(traced in the simulator; {trial.launched}, seed={seed}).")
 
-    return run_check("transpose_tiled", body, seed, show)
+    return TRANSPOSE.run(body, seed, show, learner=(kernel,))
 
 
 # --- exercise 5: numeric gradient -------------------------------------------------------------
 
 NUMERIC_STUB_HINT = (
-    "for each index i of x: save x[i], set x[i] = saved + eps and evaluate f(), set x[i] = "
-    "saved - eps and evaluate f(), put x[i] back, and store (plus - minus) / (2 * eps). "
-    "np.ndindex(x.shape) gives every index of an array of any shape."
+    "for each index of x, one at a time: save the entry, evaluate f with the entry raised by "
+    "eps and again with it lowered by eps, put the saved value back, and store the central "
+    "difference. np.ndindex gives every index of an array of any shape."
 )
+
+
+@dataclass
+class NumericGrad:
+    """What the learner's ``numeric_gradient`` returned (``got``) against the exact derivative,
+    for ``f = sum(w x^2) + sum(x^3) / 3`` at ``x`` (``changed``: x was left changed)."""
+
+    got: np.ndarray
+    x: np.ndarray
+    weights: np.ndarray
+    eps: float
+    changed: bool
+
+    @property
+    def exact(self) -> np.ndarray:
+        return 2 * self.weights * self.x + self.x ** 2
+
+    def one_sided(self, sign: int) -> np.ndarray:
+        """(f(x + sign eps) - f(x)) / (sign eps), worked out exactly for this f."""
+        return self.exact + sign * self.eps * (self.weights + self.x) + self.eps ** 2 / 3
+
+    def holds(self, candidate, rtol=1e-6, atol=1e-8) -> bool:
+        return self.got.shape == np.shape(candidate) and bool(
+            np.allclose(self.got, candidate, rtol=rtol, atol=atol))
+
+    @property
+    def worst(self) -> tuple[int, ...]:
+        return np.unravel_index(int(np.argmax(np.abs(self.got - self.exact))), self.x.shape)
+
+
+NUMERIC_MISTAKES = (
+    Mistake("x left changed (an entry not put back)", lambda e: e.changed,
+            "x was changed by your function: after perturbing an entry, put its saved value "
+            "back", "f reads x itself, so every later evaluation sees an entry left moved.",
+            recognised_from="host code"),
+    Mistake("the wrong shape", lambda e: e.got.shape != e.x.shape,
+            lambda e: f"your function returned shape {e.got.shape}, but x has shape "
+                      f"{e.x.shape}: one derivative per entry of x",
+            "start from an array of zeros shaped like x and fill it one entry at a time."),
+    Mistake("a copy of x perturbed (f never sees it)",
+            lambda e: e.holds(np.zeros_like(e.exact), atol=1e-12) and np.abs(e.exact).max() > 0,
+            "every entry is 0: f did not change when you moved the entry, so the entry moved "
+            "was not in the x that f reads (a copy?)",
+            "f takes no arguments: it reads the array x you were given. Perturb that array "
+            "itself, in place, and put each entry back afterwards."),
+    Mistake("dividing by eps instead of 2 eps", lambda e: e.holds(2 * e.exact, 1e-3, 1e-6),
+            "your values are twice the derivative",
+            "the two evaluations are 2 * eps apart, and the difference is divided by the "
+            "distance between them."),
+    Mistake("dividing by 4 eps (or steps of eps / 2)", lambda e: e.holds(e.exact / 2, 1e-3, 1e-6),
+            "your values are half the derivative",
+            "the difference of the two evaluations is divided by the distance between the two "
+            "points, which is 2 * eps."),
+    Mistake("the sign flipped (f(x - eps) - f(x + eps))", lambda e: e.holds(-e.exact, 1e-3, 1e-6),
+            "your values have the opposite sign of the derivative",
+            "the central difference subtracts the lower point's value from the upper one's."),
+    Mistake("a one-sided difference", lambda e: e.holds(e.one_sided(1), 1e-9, 1e-9)
+            or e.holds(e.one_sided(-1), 1e-9, 1e-9),
+            "your values are those of a one-sided difference ((f(x + eps) - f(x)) / eps or "
+            "the same on the other side): off by about eps times the curvature",
+            "use both sides: the central difference's error shrinks like eps^2 instead of eps."),
+    Mistake("every entry perturbed at once", lambda e: e.holds(
+                np.full(e.x.shape, e.exact.sum()), 1e-3, 1e-6),
+            "every entry holds the same value, the sum of all the derivatives: all entries were "
+            "perturbed at once", "perturb one entry at a time: the others stay as they are."),
+    Mistake("close but not the central difference with this eps",
+            lambda e: e.holds(e.exact, 1e-2, 1e-3),
+            "your values are close to the derivative but off by more than a central difference "
+            "with the eps given would be (a one-sided difference, or another step?)",
+            "use both sides with the eps you are given: the central difference's error shrinks "
+            "like eps^2 instead of eps."),
+    Mistake("wrong values", lambda e: not e.holds(e.exact),
+            lambda e: f"at index {tuple(int(k) for k in e.worst)} the derivative is "
+                      f"{e.exact[e.worst]:.6g} but your function gave {e.got[e.worst]:.6g}",
+            NUMERIC_STUB_HINT),
+)
+NUMERIC = CheckSpec(
+    "numeric_gradient", "numeric_gradient(f, x, eps)", NUMERIC_STUB_HINT, NUMERIC_MISTAKES,
+    title="5. numeric gradient", call="check_numeric_gradient(numeric_gradient)",
+    holds="central differences (f(x + εeᵢ) − f(x − εeᵢ)) / 2ε for every entry of a random "
+          "2-D x, to 1e-6 of the exact derivative, leaving x unchanged",
+    also="a stub; an exception in the function (named)")
 
 
 def check_numeric_gradient(function, seed: int | None = None, show: bool = True) -> CheckResult:
     """Check ``function(f, x, eps)``, which must return an array shaped like ``x`` holding
     (f(x + eps e_i) - f(x - eps e_i)) / (2 eps) for every entry i, and leave ``x`` as it found
-    it. Tried on a quadratic-plus-cubic function of a random 2-D array.
-
-    Diagnoses: the stub; a one-sided difference; dividing by eps instead of 2 eps; x left
-    changed; the wrong shape; perturbing every entry at once."""
+    it. Tried on a quadratic-plus-cubic function of a random 2-D array. Diagnoses:
+    :data:`NUMERIC_MISTAKES` in order."""
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
@@ -625,40 +1017,16 @@ def check_numeric_gradient(function, seed: int | None = None, show: bool = True)
         def f() -> float:
             return float(np.sum(weights * x**2) + np.sum(x**3) / 3)
 
-        eps = 1e-5
-        got = call_learner(function, f, x, eps, stub_hint=NUMERIC_STUB_HINT)
-        exact = 2 * weights * original + original**2
-        if not np.array_equal(x, original):
-            raise CheckFailedError("x was changed by your function: after perturbing an entry, "
-                                   "put its saved value back.", NUMERIC_STUB_HINT)
-        got = np.asarray(got, dtype=np.float64)
-        if got.shape != shape:
-            raise CheckFailedError(f"your function returned shape {got.shape}, but x has shape "
-                                   f"{shape}: one derivative per entry of x.",
-                                   "start from `grad = np.zeros_like(x)` and fill it.")
-        if np.allclose(got, exact, rtol=1e-6, atol=1e-8):
-            return f"the numeric gradient matches the exact one for a {shape[0]} x {shape[1]} x."
-        if np.allclose(got, 2 * exact, rtol=1e-3, atol=1e-6):
-            raise CheckFailedError("your values are twice the derivative.",
-                                   "the two evaluations are 2 eps apart: divide by 2 * eps.")
-        if np.allclose(got, exact, rtol=1e-2, atol=1e-3):
-            raise CheckFailedError(
-                "your values are close to the derivative but off by more than a central "
-                "difference would be (a one-sided difference (f(x + eps) - f(x)) / eps?).",
-                "use both sides: (f(x + eps) - f(x - eps)) / (2 * eps): its error shrinks like "
-                "eps^2 instead of eps.")
-        total = np.sum(exact)
-        if np.allclose(got, total, rtol=1e-3, atol=1e-6):
-            raise CheckFailedError("every entry holds the same value, the sum of all the "
-                                   "derivatives: all entries were perturbed at once.",
-                                   "perturb one entry at a time: x[i] only.")
-        i = np.unravel_index(int(np.argmax(np.abs(got - exact))), shape)
-        raise CheckFailedError(f"at index {tuple(int(k) for k in i)} the derivative is "
-                               f"{exact[i]:.6g} but your function gave {got[i]:.6g}.",
-                               NUMERIC_STUB_HINT)
+        got = call_learner(function, f, x, 1e-5, stub_hint=NUMERIC_STUB_HINT)
+        evidence = NumericGrad(np.asarray(got, dtype=np.float64), original, weights, 1e-5,
+                               not np.array_equal(x, original))
+        if evidence.changed or not evidence.holds(evidence.exact):
+            raise diagnose(NUMERIC.mistakes, evidence)
+        return f"the numeric gradient matches the exact one for a {shape[0]} x {shape[1]} x."
 
-    return run_check("numeric_gradient", body, seed, show)
+    return NUMERIC.run(body, seed, show, learner=(function,))
 
 
-__all__ = ["check_bias_activation_backward", "check_bias_grad", "check_dense_backward",
+__all__ = ["BACKWARD", "BIAS_GRAD", "DENSE", "NUMERIC", "TRANSPOSE",
+           "check_bias_activation_backward", "check_bias_grad", "check_dense_backward",
            "check_numeric_gradient", "check_transpose_tiled"]

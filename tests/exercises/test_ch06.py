@@ -131,7 +131,7 @@ def test_backward_passes_a_right_kernel(seed):
 @pytest.mark.parametrize("kernel, status, words", [
     (backward_stub, NOT_ATTEMPTED, "derivative"),
     (no_derivative, FAILED, "derivative is missing"),
-    (relu_no_bias, FAILED, "`z = Z[r, c] + b[c]`"),
+    (relu_no_bias, FAILED, "the bias is left out of z"),
     (mask_only, FAILED, "chain rule multiplies"),
     (tanh_f_not_f_prime, FAILED, "not by f(z) itself"),
     (tanh_one_minus_z_squared, FAILED, "square tanh(z), not z"),
@@ -280,11 +280,11 @@ def test_bias_grad_passes_a_right_kernel(seed):
     (mean_not_sum, FAILED, "not the mean"),
     (skips_last_row, FAILED, "the last row is missing"),
     (no_start_value, FAILED, "without giving it a start value"),
-    (writes_every_row, FAILED, "write `db[c] = total` once"),
-    (bias_grad_no_guard, FAILED, "`if c < dZ.shape[1]:`"),
+    (writes_every_row, FAILED, "write db once, after the loop"),
+    (bias_grad_no_guard, FAILED, "strictly less than"),
     (bias_grad_swapped, FAILED, "dZ[r, c] is row r"),
-    (bias_grad_thread_index, FAILED, "not `cuda.threadIdx.x` alone"),
-    (guard_on_rows, FAILED, "not `dZ.shape[0]`"),
+    (bias_grad_thread_index, FAILED, "block's index and size"),
+    (guard_on_rows, FAILED, "not with dZ.shape[0]"),
     (bias_grad_in_place, FAILED, "wrote into its input dZ"),
 ])
 def test_bias_grad_names_the_mistake(kernel, status, words):
@@ -324,7 +324,19 @@ def transpose_naive(A, out):
 
 @cuda.jit
 def transpose_strided_reads(A, out):
-    c, r = cuda.grid(2)  # (c, r) of out this time
+    tile = cuda.shared.array((TILE, TILE_COLUMNS), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    if r0 + tx < A.shape[0] and c0 + ty < A.shape[1]:
+        tile[tx, ty] = A[r0 + tx, c0 + ty]  # x down A's columns: strided reads
+    cuda.syncthreads()
+    if c0 + ty < A.shape[1] and r0 + tx < A.shape[0]:
+        out[c0 + ty, r0 + tx] = tile[tx, ty]
+
+
+@cuda.jit
+def transpose_grid_over_out(A, out):
+    c, r = cuda.grid(2)  # (c, r) of out: the grid taken as out's, not A's
     if r < out.shape[0] and c < out.shape[1]:
         out[r, c] = A[c, r]
 
@@ -399,7 +411,7 @@ def test_transpose_passes_a_tiled_kernel(seed):
     (transpose_stub, NOT_ATTEMPTED, "TILE x TILE tile"),
     (transpose_naive, FAILED, "writes of out are strided"),
     (transpose_strided_reads, FAILED, "reads of A are strided"),
-    (tile_without_barrier, FAILED, "call `cuda.syncthreads()`"),
+    (tile_without_barrier, FAILED, "wait at a barrier"),
     (tile_not_transposed, FAILED, "content was not transposed"),
     (store_guarded_like_load, FAILED, "The two guards differ"),
     (tile_but_strided_store, FAILED, "writes of out are strided"),
@@ -501,3 +513,402 @@ def test_python_stubs_are_not_attempted(check):
 def test_python_solutions_pass_on_several_seeds(seed):
     assert ch06.check_numeric_gradient(numeric_gradient, seed=seed, show=False).passed
     assert ch06.check_dense_backward(dense_backward, seed=seed, show=False).passed
+
+
+# --- more wrong answers, and right ones written differently (issue 22) --------------------------
+
+
+@cuda.jit
+def relu_on_dA(dA, Z, b, act, dZ):
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        dZ[r, c] = dA[r, c] if dA[r, c] > 0 else 0
+
+
+@cuda.jit
+def tanh_no_square(dA, Z, b, act, dZ):
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        if act == RELU:
+            dZ[r, c] = dA[r, c] if z > 0 else 0
+        elif act == TANH:
+            dZ[r, c] = dA[r, c] * (1 - math.tanh(z))
+        else:
+            dZ[r, c] = dA[r, c]
+
+
+@cuda.jit
+def backward_hard_coded_block(dA, Z, b, act, dZ):
+    c = cuda.blockIdx.x * 8 + cuda.threadIdx.x
+    r = cuda.blockIdx.y * 8 + cuda.threadIdx.y
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        if act == RELU:
+            dZ[r, c] = dA[r, c] if z > 0 else 0
+        elif act == TANH:
+            dZ[r, c] = dA[r, c] * (1 - math.tanh(z) ** 2)
+        else:
+            dZ[r, c] = dA[r, c]
+
+
+@cuda.jit
+def backward_le_guard(dA, Z, b, act, dZ):
+    c, r = cuda.grid(2)
+    if r <= Z.shape[0] and c <= Z.shape[1]:
+        dZ[r, c] = dA[r, c] if Z[r, c] + b[c] > 0 else 0
+
+
+@cuda.jit
+def backward_thread_index(dA, Z, b, act, dZ):
+    c, r = cuda.threadIdx.x, cuda.threadIdx.y
+    if r < Z.shape[0] and c < Z.shape[1]:
+        dZ[r, c] = dA[r, c] if Z[r, c] + b[c] > 0 else 0
+
+
+@cuda.jit
+def backward_relu_ge(dA, Z, b, act, dZ):  # right: >= differs from > only at exactly 0
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        d = 1.0
+        if act == RELU:
+            d = 1.0 if z >= 0 else 0.0
+        if act == TANH:
+            d = 1.0 - math.tanh(z) ** 2
+        dZ[r, c] = dA[r, c] * d
+
+
+@cuda.jit
+def backward_spelled_out(dA, Z, b, act, dZ):  # right: the index written out, rows first
+    row = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    col = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if row >= dZ.shape[0] or col >= dZ.shape[1]:
+        return
+    z = Z[row, col] + b[col]
+    if act == IDENTITY:
+        dZ[row, col] = dA[row, col]
+    elif act == RELU:
+        dZ[row, col] = dA[row, col] * (z > 0)
+    else:
+        t = math.tanh(z)
+        dZ[row, col] = dA[row, col] - dA[row, col] * t * t
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (relu_on_dA, "not on the gradient dA"),
+    (tanh_no_square, "the square is missing"),
+    (backward_hard_coded_block, "hard-codes the block size"),
+    (backward_le_guard, "`<=`"),
+    (backward_thread_index, "only the first block's"),
+])
+def test_backward_names_more_mistakes(kernel, words):
+    result = ch06.check_bias_activation_backward(kernel, seed=5, show=False)
+    assert result.status == FAILED, result
+    assert words in result.message + result.hint, result
+
+
+@pytest.mark.parametrize("kernel", [backward_relu_ge, backward_spelled_out])
+def test_backward_accepts_right_kernels_written_differently(kernel):
+    result = ch06.check_bias_activation_backward(kernel, seed=7, show=False)
+    assert result.status == PASSED, result
+
+
+@cuda.jit
+def skips_first_row(dZ, db):
+    c = cuda.grid(1)
+    if c < dZ.shape[1]:
+        total = 0.0
+        for r in range(1, dZ.shape[0]):
+            total += dZ[r, c]
+        db[c] = total
+
+
+@cuda.jit
+def last_row_only(dZ, db):
+    c = cuda.grid(1)
+    if c < dZ.shape[1]:
+        total = 0.0
+        for r in range(dZ.shape[0]):
+            total = dZ[r, c]
+        db[c] = total
+
+
+@cuda.jit
+def bias_grad_one_short(dZ, db):
+    c = cuda.grid(1)
+    if c < dZ.shape[1] - 1:
+        total = 0.0
+        for r in range(dZ.shape[0]):
+            total += dZ[r, c]
+        db[c] = total
+
+
+@cuda.jit
+def batch_times_sum(dZ, db):
+    c = cuda.grid(1)
+    if c < dZ.shape[1]:
+        total = 0.0
+        for r in range(dZ.shape[0]):
+            total += dZ[r, c] * dZ.shape[0]
+        db[c] = total
+
+
+@cuda.jit
+def bias_grad_while(dZ, db):  # right: a while loop and the index written out
+    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if c >= db.shape[0]:
+        return
+    acc = dZ[0, c]
+    r = 1
+    while r < dZ.shape[0]:
+        acc += dZ[r, c]
+        r += 1
+    db[c] = acc
+
+
+@cuda.jit
+def bias_grad_backwards(dZ, db):  # right: the rows summed from the last to the first
+    c = cuda.grid(1)
+    if c < db.size:
+        s = 0.0
+        for r in range(dZ.shape[0] - 1, -1, -1):
+            s = s + dZ[r, c]
+        db[c] = s
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (skips_first_row, "the first row is missing"),
+    (last_row_only, "only the last row"),
+    (bias_grad_one_short, "The last column was skipped"),
+    (batch_times_sum, "batch times too large"),
+])
+def test_bias_grad_names_more_mistakes(kernel, words):
+    result = ch06.check_bias_grad(kernel, seed=5, show=False)
+    assert result.status == FAILED, result
+    assert words in result.message + result.hint, result
+
+
+@pytest.mark.parametrize("kernel", [bias_grad_while, bias_grad_backwards])
+def test_bias_grad_accepts_right_kernels_written_differently(kernel):
+    for seed in (5, 8):
+        result = ch06.check_bias_grad(kernel, seed=seed, show=False)
+        assert result.status == PASSED, result
+
+
+@cuda.jit
+def transpose_swapped_blocks(A, out):
+    tile = cuda.shared.array((TILE, TILE_COLUMNS), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.x * TILE, cuda.blockIdx.y * TILE  # x and y exchanged
+    if r0 + ty < A.shape[0] and c0 + tx < A.shape[1]:
+        tile[ty, tx] = A[r0 + ty, c0 + tx]
+    cuda.syncthreads()
+    if c0 + ty < A.shape[1] and r0 + tx < A.shape[0]:
+        out[c0 + ty, r0 + tx] = tile[tx, ty]
+
+
+@cuda.jit
+def transpose_never_stores(A, out):
+    tile = cuda.shared.array((TILE, TILE_COLUMNS), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    if r0 + ty < A.shape[0] and c0 + tx < A.shape[1]:
+        tile[ty, tx] = A[r0 + ty, c0 + tx]
+    cuda.syncthreads()
+
+
+@cuda.jit
+def transpose_into_A(A, out):
+    tile = cuda.shared.array((TILE, TILE_COLUMNS), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    if r0 + ty < A.shape[0] and c0 + tx < A.shape[1]:
+        tile[ty, tx] = A[r0 + ty, c0 + tx]
+        A[r0 + ty, c0 + tx] = 0
+    cuda.syncthreads()
+    if c0 + ty < A.shape[1] and r0 + tx < A.shape[0]:
+        out[c0 + ty, r0 + tx] = tile[tx, ty]
+
+
+@cuda.jit
+def transpose_square_tile(A, out):  # right: no padding column, the block's own sizes
+    tile = cuda.shared.array((TILE, TILE), np.float32)
+    x = cuda.blockIdx.x * cuda.blockDim.x
+    y = cuda.blockIdx.y * cuda.blockDim.y
+    i, j = cuda.threadIdx.y, cuda.threadIdx.x
+    if y + i < A.shape[0] and x + j < A.shape[1]:
+        tile[i, j] = A[y + i, x + j]
+    cuda.syncthreads()
+    if x + i < out.shape[0] and y + j < out.shape[1]:
+        out[x + i, y + j] = tile[j, i]
+
+
+@cuda.jit
+def transpose_grid_then_tile(A, out):  # right: from cuda.grid(2), the tile's corner derived
+    tile = cuda.shared.array((TILE, TILE_COLUMNS), np.float32)
+    c, r = cuda.grid(2)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    if r < A.shape[0] and c < A.shape[1]:
+        tile[ty, tx] = A[r, c]
+    cuda.syncthreads()
+    out_r = c - tx + ty
+    out_c = r - ty + tx
+    if out_r < out.shape[0] and out_c < out.shape[1]:
+        out[out_r, out_c] = tile[tx, ty]
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (transpose_grid_over_out, "block indices swapped"),
+    (transpose_never_stores, "wrote nothing into out"),
+    (transpose_into_A, "wrote into its input A"),
+])
+def test_transpose_names_more_mistakes(kernel, words):
+    result = ch06.check_transpose_tiled(kernel, tile=TILE, seed=5, show=False)
+    assert result.status == FAILED, result
+    assert words in result.message + result.hint, result
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_transpose_swapped_block_indices_fail_on_every_seed(seed):
+    # the hole of issue 22: A used to have as many tiles down as across on 3 seeds of 5
+    result = ch06.check_transpose_tiled(transpose_swapped_blocks, tile=TILE, seed=seed,
+                                        show=False)
+    assert result.status == FAILED, result
+    assert "block indices swapped" in result.message, result
+
+
+@pytest.mark.parametrize("kernel", [transpose_square_tile, transpose_grid_then_tile])
+def test_transpose_accepts_right_kernels_written_differently(kernel):
+    result = ch06.check_transpose_tiled(kernel, tile=TILE, seed=9, show=False)
+    assert result.status == PASSED, result
+
+
+def numeric_gradient_flat(f, x, eps):  # right: over flat indices, into a list
+    values = []
+    for k in range(x.size):
+        i = np.unravel_index(k, x.shape)
+        old = x[i]
+        x[i] = old + eps
+        up = f()
+        x[i] = old - eps
+        down = f()
+        x[i] = old
+        values.append((up - down) / (2 * eps))
+    return np.array(values).reshape(x.shape)
+
+
+def numeric_gradient_nditer(f, x, eps):  # right: np.nditer with multi_index
+    grad = np.empty_like(x)
+    it = np.nditer(x, flags=["multi_index"])
+    for _ in it:
+        i = it.multi_index
+        saved = float(x[i])
+        x[i] = saved + eps
+        plus = f()
+        x[i] = saved - eps
+        grad[i] = (plus - f()) / (2 * eps)
+        x[i] = saved
+    return grad
+
+
+def perturbs_a_copy(f, x, eps):
+    grad = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        y = x.copy()
+        y[i] += eps
+        plus = f()
+        y[i] -= 2 * eps
+        grad[i] = (plus - f()) / (2 * eps)
+    return grad
+
+
+def all_at_once(f, x, eps):
+    saved = x.copy()
+    x += eps
+    plus = f()
+    x[...] = saved - eps
+    minus = f()
+    x[...] = saved
+    return np.full(x.shape, (plus - minus) / (2 * eps))
+
+
+def backward_one_sided(f, x, eps):
+    grad = np.zeros_like(x)
+    base = f()
+    for i in np.ndindex(x.shape):
+        saved = x[i]
+        x[i] = saved - eps
+        grad[i] = (base - f()) / eps
+        x[i] = saved
+    return grad
+
+
+def flat_result(f, x, eps):
+    return numeric_gradient(f, x, eps).ravel()
+
+
+def own_eps(f, x, eps):
+    return numeric_gradient(f, x, 0.05)
+
+
+@pytest.mark.parametrize("function, words", [
+    (perturbs_a_copy, "a copy"),
+    (lambda f, x, eps: numeric_gradient(f, x, eps) / 2, "half the derivative"),
+    (lambda f, x, eps: -numeric_gradient(f, x, eps), "opposite sign"),
+    (all_at_once, "perturbed at once"),
+    (backward_one_sided, "one-sided difference"),
+    (flat_result, "one derivative per entry"),
+    (own_eps, "with the eps given"),
+    (lambda f, x, eps: numeric_gradient(f, x, eps) + 1, "the derivative is"),
+])
+def test_numeric_gradient_names_more_mistakes(function, words):
+    result = ch06.check_numeric_gradient(function, seed=2, show=False)
+    assert result.status == FAILED, result
+    assert words in result.message + result.hint, result
+
+
+@pytest.mark.parametrize("function", [numeric_gradient_flat, numeric_gradient_nditer])
+def test_numeric_gradient_accepts_right_answers_written_differently(function):
+    for seed in (1, 2):
+        assert ch06.check_numeric_gradient(function, seed=seed, show=False).passed
+
+
+@pytest.mark.parametrize("function, words", [
+    (lambda X, W, dZ: (X.T @ dZ, dZ.sum(axis=1), dZ @ W.T), "each row of dZ"),
+    (lambda X, W, dZ: (X.T @ dZ, dZ.sum(axis=0, keepdims=True), dZ @ W.T), "kept the batch"),
+    (lambda X, W, dZ: (X.T @ dZ / len(X), dZ.sum(axis=0), dZ @ W.T), "divided by the batch"),
+    (lambda X, W, dZ: (-(X.T @ dZ), -dZ.sum(axis=0), -(dZ @ W.T)), "opposite sign"),
+    (lambda X, W, dZ: (X.T @ dZ, dZ.sum(axis=0), W @ dZ.T), "transposed"),
+    (lambda X, W, dZ: (X.T @ dZ, dZ.sum(axis=0), dZ @ W), "ValueError"),
+    (lambda X, W, dZ: (X.T @ dZ, dZ.sum(axis=0), dZ @ W.T * 2), "wrong values"),
+    (lambda X, W, dZ: [X.T @ dZ, dZ.sum(axis=0), dZ @ W.T, None], "4 values"),
+])
+def test_dense_backward_names_more_mistakes(function, words):
+    result = ch06.check_dense_backward(function, seed=4, show=False)
+    assert result.status == FAILED, result
+    assert words in result.message + result.hint, result
+
+
+@pytest.mark.parametrize("function", [
+    lambda X, W, dZ: [np.einsum("bi,bo->io", X, dZ), np.sum(dZ, 0), np.dot(dZ, W.T)],
+    lambda X, W, dZ: (np.matmul(X.T, dZ), dZ.T.sum(axis=1), (W @ dZ.T).T),
+])
+def test_dense_backward_accepts_right_answers_written_differently(function):
+    assert ch06.check_dense_backward(function, seed=4, show=False).passed
+
+
+def test_messages_show_no_solution_code():
+    """Issue 23: no failure message or hint of ch06 holds a line of the solutions."""
+    texts = []
+    for spec in (ch06.DENSE, ch06.BACKWARD, ch06.BIAS_GRAD, ch06.TRANSPOSE, ch06.NUMERIC):
+        texts.append(spec.stub_hint)
+        texts += [m.hint for m in spec.mistakes if isinstance(m.hint, str)]
+        texts += [m.message for m in spec.mistakes if isinstance(m.message, str)]
+    texts += [value for name, value in vars(ch06).items()
+              if name.endswith("HINT") and isinstance(value, str)]
+    for solution_code in ("cuda.grid(", "db[c] = total", "range(dZ.shape[0])",
+                          "tile[tx, ty]", "tile[ty, tx]", "out[c0 + ty", "A[r0 + ty",
+                          "(plus - minus)", "np.zeros_like(x)", "dZ.sum(axis=0)", "X.T @ dZ",
+                          "c < dZ.shape[1]", "z = Z[r, c] + b[c]"):
+        assert not [t for t in texts if solution_code in t], solution_code
