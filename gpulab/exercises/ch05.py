@@ -22,6 +22,7 @@ the seed: ``check_bias_activation(kernel, seed=1234)`` repeats the trial.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,19 +39,19 @@ from gpulab.exercises.checks import (
     CheckFailedError,
     CheckResult,
     KernelError,
-    Trial,
+    KernelSource,
     call_learner,
     changed_input_failure,
     check_matrix_output,
-    draw_2d,
     draw_size,
     launch,
     offer_trace,
     padded,
     read_back,
-    run_check,
-    start_kernel,
 )
+from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.spec import CheckSpec
+from gpulab.exercises.trial import BLOCK_CHOICES_2D, SIZE_RANGE_2D, Trial
 from gpulab.kernels.dense import ACTIVATION_CODES
 
 # --- exercise 1: napkin math --------------------------------------------------------------------
@@ -59,6 +60,75 @@ TRAFFIC_STUB_HINT = (
     "count values: the unfused pair reads Z and b, writes Z + b, reads it back and writes A; "
     "the fused kernel reads Z and b and writes A. Multiply by itemsize."
 )
+
+
+@dataclass
+class Traffic:
+    """What ``bytes_moved(M, N, fused, itemsize)`` returned (``got``) against ``want``."""
+
+    M: int
+    N: int
+    fused: bool
+    itemsize: int
+    got: object
+    want: int
+    seed: int
+
+    @property
+    def where(self) -> str:
+        return f"seed={self.seed}"
+
+    @property
+    def values(self) -> int:
+        return 2 if self.fused else 4
+
+    def gave(self, value) -> bool:
+        return self.got == value
+
+    @property
+    def summary(self) -> str:
+        kind = "fused" if self.fused else "unfused"
+        return (f"for M={self.M}, N={self.N}, {kind}, itemsize={self.itemsize}: expected "
+                f"{int(self.want):,} bytes, got {self.got:,}")
+
+
+def _traffic_mistake(did: str, value, hint: str) -> Mistake:
+    return Mistake(did, lambda e: e.gave(value(e)), lambda e: f"{e.summary}: {did}", hint)
+
+
+TRAFFIC_MISTAKES = (
+    Mistake("not a number", lambda e: isinstance(e.got, bool) or not isinstance(
+        e.got, (int, float, np.integer, np.floating)),
+        lambda e: f"bytes_moved returned {e.got!r:.60}, not a number of bytes",
+        "return one number: the bytes moved."),
+    _traffic_mistake("b left out", lambda e: e.itemsize * e.values * e.M * e.N,
+                     "b is missing: it is read too (N values, once)."),
+    _traffic_mistake("values, not bytes", lambda e: e.values * e.M * e.N + e.N,
+                     "these are values, not bytes: multiply by itemsize."),
+    _traffic_mistake("the unfused pair's extra pass left out",
+                     lambda e: None if e.fused else e.itemsize * (2 * e.M * e.N + e.N),
+                     "the unfused pair also writes Z + b to memory and reads it back: 4 M N "
+                     "values in all."),
+    _traffic_mistake("three passes counted", lambda e: e.itemsize * (3 * e.M * e.N + e.N),
+                     "count each pass: the fused kernel reads Z (M N values) and writes A "
+                     "(M N); the unfused pair reads Z, writes Z + b, reads Z + b, writes A."),
+    _traffic_mistake("b counted per row (M values)",
+                     lambda e: e.itemsize * (e.values * e.M * e.N + e.M),
+                     "b has one value per column: N, not M."),
+    _traffic_mistake("b counted once per element",
+                     lambda e: e.itemsize * (e.values + 1) * e.M * e.N,
+                     "b is read once, N values, not once for every element of Z."),
+    _traffic_mistake("fused and unfused swapped",
+                     lambda e: e.itemsize * ((4 if e.fused else 2) * e.M * e.N + e.N),
+                     "the fused kernel is the one that moves less: it never stores Z + b."),
+    Mistake("another count", lambda e: True, lambda e: e.summary, TRAFFIC_STUB_HINT),
+)
+TRAFFIC = CheckSpec(
+    "traffic", "bytes_moved(M, N, fused, itemsize)", TRAFFIC_STUB_HINT, TRAFFIC_MISTAKES,
+    title="1. traffic", call="check_traffic(bytes_moved)",
+    holds="the bytes that bias plus activation move on an M × N output, fused and unfused, "
+          "for itemsizes 4, 8 and 2 (each value read or written once per pass, b once)",
+    also="an exception (named)")
 
 
 def check_traffic(function, seed: int | None = None, show: bool = True) -> CheckResult:
@@ -74,42 +144,27 @@ def check_traffic(function, seed: int | None = None, show: bool = True) -> Check
         for M, N, fused, itemsize in cases:
             got = call_learner(function, M, N, fused, itemsize, stub_hint=TRAFFIC_STUB_HINT)
             want = forward_traffic_bytes(M, N, fused, itemsize)
-            if not isinstance(got, (int, float, np.integer, np.floating)):
-                raise CheckFailedError(f"bytes_moved returned {got!r}: return a number of bytes.")
-            if got == want:
+            answer = Traffic(M, N, fused, itemsize, got, want, seed)
+            if not TRAFFIC_MISTAKES[0].seen(answer) and got == want:
                 continue
-            kind = "fused" if fused else "unfused"
-            values = 2 if fused else 4
-            suspects = {
-                itemsize * values * M * N: "b is missing: it is read too (N values, once).",
-                values * M * N + N: "these are values, not bytes: multiply by itemsize.",
-                itemsize * (2 * M * N + N) if not fused else None:
-                    "the unfused pair also writes Z + b to memory and reads it back: 4 M N "
-                    "values in all.",
-                itemsize * (3 * M * N + N):
-                    "count each pass: the fused kernel reads Z (M N values) and writes A "
-                    "(M N); the unfused pair reads Z, writes Z + b, reads Z + b, writes A.",
-                itemsize * (values * M * N + M): "b has one value per column: N, not M.",
-            }
-            hint = suspects.get(got, TRAFFIC_STUB_HINT)
-            raise CheckFailedError(
-                f"for M={M}, N={N}, {kind}, itemsize={itemsize}: expected {int(want):,} bytes, "
-                f"got {got:,}.", hint)
+            TRAFFIC.reject(answer)
         return f"all {len(cases)} cases right (seed={seed})."
 
-    return run_check("traffic", body, seed, show)
+    return TRAFFIC.run(body, seed, show, learner=(function,))
 
 
 # --- exercise 2: fused bias + activation --------------------------------------------------------
 
 BIAS_ACTIVATION_STUB_HINT = (
-    "start with this thread's column and row, `c, r = cuda.grid(2)`, and let only threads "
-    "inside the matrix through; the hints above the exercise take it from there."
+    "start with this thread's column and row from the 2-D grid (x, the first, runs along the "
+    "columns), and let only threads inside the matrix through; the hints above the exercise "
+    "take it from there."
 )
 
 BIAS_ACTIVATION_HINT = (
-    "inside the guard compute z = Z[r, c] + b[c], then write `out[r, c]` = z for IDENTITY, "
-    "`z if z > 0 else 0` for RELU and `math.tanh(z)` for TANH (act says which)."
+    "inside the guard add the column's bias to the element, then apply the activation the code "
+    "in act names (identity, ReLU or tanh) and write the result into this thread's element of "
+    "out."
 )
 
 
@@ -118,11 +173,13 @@ def _forward_patterns(name: str, Z, b, rows: int) -> dict:
     b_by_row = np.resize(b, rows)[:, None]  # what b[r] would read (when it can)
     f = {"relu": lambda z: np.maximum(z, 0), "tanh": np.tanh, "identity": lambda z: z}[name]
     patterns = {
-        f"{name}(Z): the bias is missing": (f(Z), "add b[c] before the activation."),
+        f"{name}(Z): the bias is missing": (f(Z), "the bias is missing: add the column's bias "
+                                                "before the activation."),
         f"{name}(Z + b[r]): the bias indexed by row": (
             f(Z + b_by_row), "there is one bias per output column: b[c]."),
         f"{name}(Z) + b: the bias added after the activation": (
-            f(Z) + b, "add the bias first, then apply the activation: f(Z[r, c] + b[c])."),
+            f(Z) + b, "the order is backwards: the activation applies to the biased value, so "
+                      "the bias comes first."),
     }
     if name != "identity":
         patterns[f"Z + b: the {SAID[name]} is missing"] = (
@@ -138,6 +195,46 @@ def _forward_patterns(name: str, Z, b, rows: int) -> dict:
     return patterns
 
 
+@dataclass
+class Case(Trial):
+    """A 2-D :class:`~gpulab.exercises.trial.Trial` that says which case of the check it is."""
+
+    case: str = ""
+
+    def __str__(self) -> str:
+        return (f"{self.case}; " if self.case else "") + super().__str__()
+
+
+def draw_case(check_name: str, seed: int, dtype, case: int = 0) -> Case:
+    """Random problem number ``case`` of a 2-D check: rows x cols, not multiples of the block,
+    rows != cols, and such that a kernel with r and c swapped (``r, c = cuda.grid(2)``) misses
+    part of the matrix. Cases 0, 1, 2 of one seed use the tier's three block shapes
+    (:data:`~gpulab.exercises.trial.BLOCK_CHOICES_2D`), so a hard-coded block size fails."""
+    tier = "gpu" if device.tier() == "gpu" else "sim"
+    shapes = BLOCK_CHOICES_2D[tier]
+    block = shapes[(seed + case) % len(shapes)]
+    rng = np.random.default_rng([seed, case])
+    while True:
+        rows = draw_size(rng, block[1], SIZE_RANGE_2D[tier], full_blocks=1)
+        cols = draw_size(rng, block[0], SIZE_RANGE_2D[tier], full_blocks=1)
+        grid_x = -(-cols // block[0]) * block[0]  # threads along x (columns)
+        grid_y = -(-rows // block[1]) * block[1]
+        if rows != cols and (rows > grid_x or cols > grid_y):
+            return Case(check_name, seed, (rows, cols), block, np.dtype(dtype), rng)
+
+
+BIAS_ACTIVATION = CheckSpec(
+    "bias_activation", "bias_activation(Z, b, act, out)", BIAS_ACTIVATION_STUB_HINT,
+    parameters=4, title="2. fused bias + activation",
+    call="check_bias_activation(my_bias_activation)",
+    holds="`out = f(Z + b)` for act = ReLU, tanh and identity, each on its own random matrix "
+          "(rows ≠ cols, not multiples of the block) and block shape (8×8, 16×4, 4×16 in the "
+          "simulator), one thread per element",
+    also="a missing or `<=` guard, the guard one short, rows and columns swapped, `threadIdx` "
+         "alone, a hard-coded block size, the bias left out or indexed by row or added after "
+         "f, f missing or the wrong one for the code, a write into Z (the shared 2-D rules)")
+
+
 def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32,
                           show: bool = True) -> CheckResult:
     """Check ``kernel(Z, b, act, out)``: ``out[r, c] = f(Z[r, c] + b[c])`` with f chosen by
@@ -148,13 +245,13 @@ def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32,
     Diagnoses: the stub; writes past the edges (no guard, ``<=``, swapped indices); rows and
     columns swapped; the last row or column skipped; nothing written; only the first block;
     the bias left out, indexed by row or added after the activation; the activation left out
-    or the wrong one for the code; writing into Z; simulator-only code."""
+    or the wrong one for the code; writing into Z; simulator-only code; gpulab's own kernel."""
 
     def body(seed: int) -> str:
-        source = start_kernel(kernel, 4, BIAS_ACTIVATION_STUB_HINT)
+        source = BIAS_ACTIVATION.start(kernel)
         shapes = []
         for case, (code, name, words) in enumerate(ACTIVATIONS):
-            trial = draw_2d("check_bias_activation", seed, dtype, case)
+            trial = draw_case("check_bias_activation", seed, dtype, case)
             trial.case = f"act = {code} ({words})"
             Z = trial.normal(trial.rows, trial.cols)
             b = trial.normal(trial.cols, scale=0.5)
@@ -165,19 +262,19 @@ def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32,
                           f"{trial.block[0]} x {trial.block[1]}")
         return f"all right: {'; '.join(shapes)} (seed={seed})."
 
-    return run_check("bias_activation", body, seed, show)
+    return BIAS_ACTIVATION.run(body, seed, show, learner=(kernel,))
 
 
 # --- exercise 3: stable softmax with cross-entropy ----------------------------------------------
 
 SOFTMAX_STUB_HINT = (
-    "one thread per row: `r = cuda.grid(1)`, guarded with `r < logits.shape[0]`; each thread "
-    "loops over its row's classes. The hints above the exercise say how to keep exp from "
-    "overflowing."
+    "one thread per row, guarded by the number of rows; each thread loops over its row's "
+    "classes. The hints above the exercise say how to keep exp from overflowing."
 )
 SOFTMAX_FORMULA_HINT = (
-    "find the row's largest logit m, add up exp(z - m) over the row, write probs[r, c] = "
-    "exp(z - m) / total, and losses[r] = log(total) + m - logits[r, labels[r]]."
+    "three steps per row: its largest logit m; the total of exp(z - m) over the row; each "
+    "probability as its exp(z - m) over that total. The loss comes from the same total, m and "
+    "the label's logit (the log-sum-exp), not from a probability."
 )
 OVERFLOW_HINT = (
     "subtract the row's largest logit m first: softmax(z) = softmax(z - m), and every z - m is "
@@ -186,7 +283,7 @@ OVERFLOW_HINT = (
     "chapter 04's ranges."
 )
 MAX_START_HINT = (
-    "start m from the row's first logit (`m = logits[r, 0]`), not from 0: here every logit is "
+    "start m from one of the row's own logits, not from 0: here every logit is "
     "near -1000, so with m = 0 every exp(z - m) underflowed to 0, the sum was 0 and p = 0 / 0."
 )
 LARGEST_HINT = (
@@ -201,9 +298,20 @@ LOG_P_HINT = (
 )
 
 
+# Classes per row the check draws from: more than 10, the digits' count, so that a kernel that
+# hard-codes 10 (even one that skips the classes past the row's end) fails on every seed.
+CLASS_COUNTS = (11, 12, 13, 14, 15)
+ROWS_HINT = (
+    "a thread read or wrote past an edge: the guard must let through only the threads whose "
+    "row is inside logits (its number of rows, compared with `<`, not `<=`), and the loops "
+    "over a row must stop at its number of classes, read from the array."
+)
+
+
 @dataclass
 class SoftmaxTrial(Trial):
-    """A batch of ``n`` rows of ``classes`` logits, one thread per row, and which case it is."""
+    """A batch of ``n`` rows (the 1-D trial's shape) of ``classes`` logits, one thread per row,
+    and which case it is."""
 
     classes: int = 0
     case: str = ""
@@ -215,6 +323,68 @@ class SoftmaxTrial(Trial):
     def __str__(self) -> str:
         return (f"{self.case}: {self.n} rows x {self.classes} classes, {self.launched}, "
                 f"{self.dtype.name}, {self.repeat}")
+
+
+def _whole_row_reductions(source: KernelSource) -> list[str]:
+    """Lines that hand a whole row of logits (a slice, ``logits[r, :]``, or ``logits[r]``) to
+    Python's builtin ``max``, ``min`` or ``sum``."""
+    logits = source.parameters[0] if source.parameters else "logits"
+    found = []
+    for node in source.walk():
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("max", "min", "sum") and len(node.args) == 1
+                and isinstance(node.args[0], ast.Subscript)
+                and isinstance(node.args[0].value, ast.Name)
+                and node.args[0].value.id == logits):
+            index = node.args[0].slice
+            parts = index.elts if isinstance(index, ast.Tuple) else [index]
+            if len(parts) < 2 or any(isinstance(part, ast.Slice) for part in parts):
+                found.append(source.line(node))
+    return found
+
+
+def _hard_coded_classes(source: KernelSource) -> str | None:
+    """The first ``range(...)`` whose end is a whole number above 1: a class count typed in."""
+    for node in source.walk():
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "range" and node.args):
+            end = node.args[0] if len(node.args) == 1 else node.args[1]
+            if (isinstance(end, ast.Constant) and isinstance(end.value, int)
+                    and not isinstance(end.value, bool) and end.value > 1):
+                return source.line(node)
+    return None
+
+
+@dataclass
+class SoftmaxSource:
+    """The softmax kernel's source and, after a failed launch, the trial it failed on."""
+
+    source: KernelSource
+    trial: SoftmaxTrial | None = None
+
+    @property
+    def where(self) -> str:
+        return str(self.trial) if self.trial is not None else ""
+
+
+SOFTMAX_SOURCE_MISTAKES = (
+    Mistake("a builtin `max` (or `min`, `sum`) over a whole row slice",
+            lambda e: e.trial is None and _whole_row_reductions(e.source),
+            lambda e: (f"`{_whole_row_reductions(e.source)[0]}` hands a whole row of logits "
+                       "(an array slice) to Python's builtin function: the simulator runs it "
+                       "as Python over a NumPy view, which is not the method this exercise "
+                       "teaches, and a GPU thread works on numbers, one element at a time"),
+            "find the row's largest logit with a loop of your own over the row's classes, "
+            "keeping the largest so far (section 5's hints), not with one call on the row.",
+            "source"),
+    Mistake("the class count hard-coded (`range(10)`)",
+            lambda e: e.trial is not None and _hard_coded_classes(e.source),
+            lambda e: (f"`{_hard_coded_classes(e.source)}` loops over a fixed number of "
+                       f"classes, but these rows have {e.trial.classes} (the check never uses "
+                       "the digits' 10): a kernel must work for any number of classes"),
+            "read the number of classes from the logits array's shape, as you read the number "
+            "of rows.", "source"),
+)
 
 
 def softmax_cases(trial: SoftmaxTrial) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -293,8 +463,8 @@ def _softmax_values_failure(case, logits, labels, probs, losses, trial, passed_h
         if np.allclose(probs, shifted, rtol=1e-4, atol=1e-6) or np.allclose(
                 probs, np.exp(logits.astype(np.float64)), rtol=1e-4, atol=1e-6):
             return CheckFailedError(message + ": the rows do not add up to 1.",
-                                    "divide each exp(z - m) by the row's total: "
-                                    "probs[r, c] = exp(z - m) / total.")
+                                    "a probability is the row's exp(z - m) divided by the "
+                                    "row's total of them.")
         if np.allclose(probs.sum(axis=1), 1, atol=1e-4):
             return CheckFailedError(message + ": each row adds up to 1, but the values are "
                                     "off.", SOFTMAX_FORMULA_HINT)
@@ -308,16 +478,31 @@ def _softmax_values_failure(case, logits, labels, probs, losses, trial, passed_h
          "so its log is <= 0 and the loss >= 0."),
         (want_l - m, "m is missing", "after subtracting m, add it back: log(total) + m - "
          "z[label]."),
-        (want_l + z_label, "the label's logit is not subtracted", "the loss is log(total) + m - "
-         "logits[r, labels[r]]."),
+        (want_l + z_label, "the label's logit is not subtracted", "the loss ends by "
+         "subtracting the logit of the row's label."),
         (-np.log(np.maximum(want_p[:, 0].astype(np.float64), 1e-300)),
          "it is -log p[0], the first class's, not the label's", "use the row's label: "
-         "logits[r, labels[r]] (or probs[r, labels[r]])."),
+         "labels says which class is right for each row, not always the first."),
     ]
     for value, words, hint in suspects:
         if np.allclose(losses, value, rtol=1e-4, atol=loss_atol):
             return CheckFailedError(f"{message}: {words}.", hint)
     return CheckFailedError(message + ".", SOFTMAX_FORMULA_HINT)
+
+
+SOFTMAX = CheckSpec(
+    "softmax_cross_entropy", "softmax_cross_entropy(logits, labels, probs, losses)",
+    SOFTMAX_STUB_HINT, SOFTMAX_SOURCE_MISTAKES, parameters=4,
+    title="3. stable softmax with cross-entropy",
+    call="check_softmax_cross_entropy(my_softmax_cross_entropy)",
+    holds="one thread per row, on ordinary logits, logits near +1000 and −1000, and rows whose "
+          "largest logit is 1000–1500 above the rest (the label on one of the rest), with a "
+          "class count drawn from 11–15 (never the digits' 10): probabilities and losses "
+          "within float rounding; a one-pass (online) softmax is accepted",
+    also="the unstable softmax (e^1000 overflows float32 and float64); the max started from 0; "
+         "a value other than the row's max subtracted; the loss as −log p, which is log 0 when "
+         "p underflows; rows not normalised; the loss's sign, a missing m, the wrong class; a "
+         "guard on the classes; rows never written; a write into logits")
 
 
 def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float32,
@@ -327,78 +512,86 @@ def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float3
     ``-log softmax(logits[r])[labels[r]]``. Four launches: ordinary logits; logits near +1000
     (exp(1000) overflows float32 and float64); near -1000 (every exp(z) underflows to 0); rows
     whose largest logit stands 1000-1500 above the rest, the label on one of the rest (its
-    probability underflows to 0, so -log p is inf).
+    probability underflows to 0, so -log p is inf). The class count is drawn, never 10.
 
-    Diagnoses: the stub; no guard or one on the classes; rows skipped; the unstable softmax
-    (no max subtracted: overflow); m started from 0 (underflow near -1000); a value other
-    than the row's largest subtracted; the loss taken as -log p (log 0); rows not normalised;
-    the loss's sign, a missing m or label logit, the wrong class; writing into logits;
-    simulator-only code."""
+    Diagnoses (:data:`SOFTMAX_SOURCE_MISTAKES`, then the values): the stub; a builtin ``max``
+    over a row slice; a hard-coded class count; no guard or one on the classes; rows skipped;
+    the unstable softmax (no max subtracted: overflow); m started from 0 (underflow near
+    -1000); a value other than the row's largest subtracted; the loss taken as -log p (log 0);
+    rows not normalised; the loss's sign, a missing m or label logit, the wrong class; writing
+    into logits; simulator-only code; gpulab's own kernel."""
     threads = 128 if device.tier() == "gpu" else 32
 
     def body(seed: int) -> str:
-        start_kernel(kernel, 4, SOFTMAX_STUB_HINT)
+        source = SOFTMAX.start(kernel)
+        SOFTMAX.reject(SoftmaxSource(source))
         rng = np.random.default_rng(seed)
         n = draw_size(rng, threads, (40, 100) if threads == 32 else (300, 3000))
-        trial = SoftmaxTrial("check_softmax_cross_entropy", seed, n, threads, np.dtype(dtype),
-                             rng, classes=int(rng.integers(4, 13)))
+        trial = SoftmaxTrial("check_softmax_cross_entropy", seed, (n,), (threads,),
+                             np.dtype(dtype), rng, classes=int(rng.choice(CLASS_COUNTS)))
         offer_trace(kernel, 2, 8, "logits", "labels", "probs", "losses",
                     note="with NumPy arrays: logits of 13 x 4, labels of 13 int64, probs of "
                          "13 x 4, losses of 13")
         passed_high = False
         for case, logits, labels in softmax_cases(trial):
             trial.case = case
-            d_logits_all, d_logits = padded(logits, threads, PAD_VALUE)
-            _, d_labels = padded(labels, threads, 0)
-            d_probs_all, d_probs = padded(np.full(logits.shape, np.nan, trial.dtype), threads,
-                                          np.nan)
-            d_losses_all, d_losses = padded(np.full(n, np.nan, trial.dtype), threads, np.nan)
-            before = d_logits_all.copy_to_host()
-            hint = ("a thread read or wrote past an edge: guard the rows with "
-                    "`if r < logits.shape[0]:` (`<`, not `<=`), and loop over the classes with "
-                    "`range(logits.shape[1])`.")
             try:
-                launch(kernel, trial, d_logits, d_labels, d_probs, d_losses, index_hint=hint)
-            except KernelError as error:
-                failure = _exception_failure(error, case, trial)
-                if failure is None:
-                    raise
-                if failure.hint is None:
-                    failure.hint = MAX_START_HINT if passed_high else OVERFLOW_HINT
-                raise failure from None
-            changed_input_failure("logits", before, d_logits_all.copy_to_host(),
-                                  "probs and losses", trial)
-            probs = read_back(d_probs_all, logits.shape, trial, what="probs", hint=hint)
-            losses = read_back(d_losses_all, (n,), trial, what="losses", hint=hint)
-            unwritten = np.isnan(probs).any(axis=1) | np.isnan(losses)
-            if case == "ordinary logits" and unwritten.any():
-                missing = np.flatnonzero(unwritten)
-                text = (f"rows {missing[0]}..{missing[-1]} ({missing.size} of {n}) of probs or "
-                        f"losses were never written ({trial}).")
-                C = trial.classes
-                if np.array_equal(missing, np.arange(C, n)):
-                    raise CheckFailedError(text, f"only the first {C} rows, as many as there "
-                                           "are classes: guard the rows with "
-                                           "`r < logits.shape[0]`, not `logits.shape[1]`.")
-                if np.array_equal(missing, np.arange(threads, n)):
-                    raise CheckFailedError(text, GLOBAL_INDEX_HINT)
-                if np.array_equal(missing, [n - 1]):
-                    raise CheckFailedError(text, "the guard skips the last row: "
-                                           "`r < logits.shape[0]`, not `... - 1`.")
-                if np.isnan(losses).all():
-                    raise CheckFailedError(text, "write each row's loss into losses[r].")
-                raise CheckFailedError(text, "one thread per row: `r = cuda.grid(1)`, and "
-                                       "every thread inside the guard writes its whole row.")
-            failure = _softmax_values_failure(case, logits, labels, probs, losses, trial,
-                                              passed_high)
-            if failure:
-                raise failure
+                _softmax_case(kernel, trial, case, logits, labels, passed_high)
+            except (CheckFailedError, KernelError):
+                SOFTMAX.reject(SoftmaxSource(source, trial))
+                raise
             passed_high = passed_high or case == "logits near +1000"
         return (f"probabilities and losses right for ordinary logits, logits near +1000 and "
                 f"-1000, and rows more than 1000 apart ({n} rows x {trial.classes} classes, "
                 f"{trial.launched}, seed={seed}).")
 
-    return run_check("softmax_cross_entropy", body, seed, show)
+    return SOFTMAX.run(body, seed, show, learner=(kernel,))
+
+
+def _softmax_case(kernel, trial: SoftmaxTrial, case: str, logits, labels,
+                  passed_high: bool) -> None:
+    """Launch one case and fail with what went wrong, if anything."""
+    n, threads = trial.n, trial.threads_per_block
+    d_logits_all, d_logits = padded(logits, threads, PAD_VALUE)
+    _, d_labels = padded(labels, threads, 0)
+    d_probs_all, d_probs = padded(np.full(logits.shape, np.nan, trial.dtype), threads, np.nan)
+    d_losses_all, d_losses = padded(np.full(n, np.nan, trial.dtype), threads, np.nan)
+    before = d_logits_all.copy_to_host()
+    try:
+        launch(kernel, trial, d_logits, d_labels, d_probs, d_losses, index_hint=ROWS_HINT)
+    except KernelError as error:
+        failure = _exception_failure(error, case, trial)
+        if failure is None:
+            raise
+        if failure.hint is None:
+            failure.hint = MAX_START_HINT if passed_high else OVERFLOW_HINT
+        raise failure from None
+    changed_input_failure("logits", before, d_logits_all.copy_to_host(), "probs and losses",
+                          trial)
+    probs = read_back(d_probs_all, logits.shape, trial, what="probs", hint=ROWS_HINT)
+    losses = read_back(d_losses_all, (n,), trial, what="losses", hint=ROWS_HINT)
+    unwritten = np.isnan(probs).any(axis=1) | np.isnan(losses)
+    if case == "ordinary logits" and unwritten.any():
+        missing = np.flatnonzero(unwritten)
+        text = (f"rows {missing[0]}..{missing[-1]} ({missing.size} of {n}) of probs or "
+                f"losses were never written ({trial}).")
+        C = trial.classes
+        if np.array_equal(missing, np.arange(C, n)):
+            raise CheckFailedError(text, f"only the first {C} rows, as many as there are "
+                                   "classes: the guard compares the row with the number of "
+                                   "classes, not the number of rows.")
+        if np.array_equal(missing, np.arange(threads, n)):
+            raise CheckFailedError(text, GLOBAL_INDEX_HINT)
+        if np.array_equal(missing, [n - 1]):
+            raise CheckFailedError(text, "the guard skips the last row: it is one short.")
+        if np.isnan(losses).all():
+            raise CheckFailedError(text, "write each row's loss into losses, at the row's "
+                                   "index.")
+        raise CheckFailedError(text, "one thread per row, from the global index, and every "
+                               "thread inside the guard writes its whole row.")
+    failure = _softmax_values_failure(case, logits, labels, probs, losses, trial, passed_high)
+    if failure:
+        raise failure
 
 
 __all__ = ["check_bias_activation", "check_softmax_cross_entropy", "check_traffic"]

@@ -156,15 +156,61 @@ def test_bias_activation_passes_a_right_kernel(seed):
     assert "three" not in result.message and "tanh on" in result.message
 
 
+@cuda.jit
+def bias_activation_flat_index(Z, b, act, out):
+    """Right, written differently: the index from blockIdx/blockDim/threadIdx, max() for ReLU."""
+    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    r = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    if c >= out.shape[1] or r >= out.shape[0]:
+        return
+    z = Z[r, c] + b[c]
+    if act == IDENTITY:
+        out[r, c] = z
+    elif act == RELU:
+        out[r, c] = max(z, 0.0)
+    else:
+        out[r, c] = math.tanh(z)
+
+
+@cuda.jit
+def bias_activation_tanh_by_exp(Z, b, act, out):
+    """Right, written differently: tanh from exp, ReLU as z times (z > 0)."""
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        if act == TANH:
+            e = math.exp(-2.0 * abs(z))
+            t = (1.0 - e) / (1.0 + e)
+            out[r, c] = t if z >= 0 else -t
+        elif act == RELU:
+            out[r, c] = z * (z > 0)
+        else:
+            out[r, c] = z
+
+
+@pytest.mark.parametrize("kernel", [bias_activation_flat_index, bias_activation_tanh_by_exp])
+def test_bias_activation_accepts_right_kernels_written_differently(kernel):
+    for seed in (3, 4):
+        result = ch05.check_bias_activation(kernel, seed=seed, show=False)
+        assert result.status == PASSED, result
+
+
+def test_bias_activation_refuses_gpulab_s_own_kernel():
+    from gpulab.kernels.dense import bias_activation as gpulab_s
+
+    result = ch05.check_bias_activation(gpulab_s, seed=1, show=False)
+    assert result.status == FAILED and "gpulab's own" in result.message, result
+
+
 @pytest.mark.parametrize("kernel, status, words", [
-    (bias_activation_stub, NOT_ATTEMPTED, "cuda.grid(2)"),
+    (bias_activation_stub, NOT_ATTEMPTED, "2-D grid"),
     (None, NOT_ATTEMPTED, "write the kernel"),
     (no_guard, FAILED, "has no guard"),
     (guard_less_equal, FAILED, "`<=` lets through"),
     (guard_one_short, FAILED, "not `r < out.shape[0] - 1`"),
     (swapped_grid, FAILED, "not `r, c = cuda.grid(2)`"),
     (swapped_index, FAILED, "first in `Z[r, c]`"),
-    (no_bias, FAILED, "add b[c] before the activation"),
+    (no_bias, FAILED, "the bias is missing"),
     (act_ignored_identity, FAILED, "apply it to z = Z + b"),
     (always_relu, FAILED, "read the code in act"),
     (relu_and_identity_only, FAILED, "act = 3 asks for tanh"),
@@ -186,25 +232,56 @@ def test_bias_activation_names_the_mistake(kernel, status, words):
 # --- napkin math --------------------------------------------------------------------------------
 
 
-def test_traffic():
-    def right(M, N, fused, itemsize):
-        return itemsize * ((2 if fused else 4) * M * N + N)
+def _right(M, N, fused, itemsize):
+    return itemsize * ((2 if fused else 4) * M * N + N)
 
-    def values_not_bytes(M, N, fused, itemsize):
-        return (2 if fused else 4) * M * N + N
 
-    def no_bias(M, N, fused, itemsize):
-        return itemsize * (2 if fused else 4) * M * N
+def _right_by_passes(M, N, fused, itemsize):
+    passes = [M * N, M * N] if fused else [M * N, M * N, M * N, M * N]  # reads and writes
+    return (sum(passes) + N) * itemsize
 
+
+def _right_as_float(M, N, fused, itemsize):
+    return float(itemsize) * (M * N * (2.0 if fused else 4.0) + N)
+
+
+TRAFFIC_WRONG = [
+    (lambda M, N, fused, itemsize: (2 if fused else 4) * M * N + N, "values, not bytes"),
+    (lambda M, N, fused, itemsize: itemsize * (2 if fused else 4) * M * N, "b is missing"),
+    (lambda M, N, fused, itemsize: itemsize * (2 * M * N + N), "writes Z + b to memory"),
+    (lambda M, N, fused, itemsize: itemsize * (3 * M * N + N), "count each pass"),
+    (lambda M, N, fused, itemsize: itemsize * ((2 if fused else 4) * M * N + M),
+     "one value per column"),
+    (lambda M, N, fused, itemsize: itemsize * (3 if fused else 5) * M * N,
+     "not once for every element"),
+    (lambda M, N, fused, itemsize: itemsize * ((4 if fused else 2) * M * N + N),
+     "moves less"),
+    (lambda M, N, fused, itemsize: str(itemsize * ((2 if fused else 4) * M * N + N)),
+     "not a number of bytes"),
+    (lambda M, N, fused, itemsize: None, "not a number of bytes"),
+    (lambda M, N, fused, itemsize: 4 * ((2 if fused else 4) * M * N + N), "expected"),
+    (lambda M, N, fused, itemsize: itemsize * ((2 if fused else 4) * M * N + N) // 8,
+     "expected"),
+    (lambda M, N, fused: 0, "TypeError"),
+]
+
+
+@pytest.mark.parametrize("function", [_right, _right_by_passes, _right_as_float])
+def test_traffic_accepts_right_answers(function):
+    for seed in SEEDS:
+        assert ch05.check_traffic(function, seed=seed, show=False).passed
+
+
+@pytest.mark.parametrize("function, words", TRAFFIC_WRONG)
+def test_traffic_names_the_mistake(function, words):
+    result = ch05.check_traffic(function, seed=1, show=False)
+    assert result.status == FAILED and words in result.message + result.hint, result
+
+
+def test_traffic_stub():
     def stub(M, N, fused, itemsize):
         raise NotImplementedError()
 
-    for seed in SEEDS:
-        assert ch05.check_traffic(right, seed=seed, show=False).passed
-    result = ch05.check_traffic(values_not_bytes, seed=1, show=False)
-    assert result.status == FAILED and "itemsize" in result.hint
-    result = ch05.check_traffic(no_bias, seed=1, show=False)
-    assert result.status == FAILED and "b is missing" in result.hint
     assert ch05.check_traffic(stub, show=False).status == NOT_ATTEMPTED
 
 
@@ -377,6 +454,156 @@ def labels_ignored(logits, labels, probs, losses):
         losses[r] = math.log(total) + m - logits[r, 0]
 
 
+@cuda.jit
+def builtin_max_of_row(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = max(logits[r, :])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def builtin_max_of_row_index(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = max(logits[r])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def ten_classes(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, 10):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(10):
+            total += math.exp(logits[r, c] - m)
+        for c in range(10):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+CLASSES = 10
+
+
+@cuda.jit
+def ten_classes_with_guard(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(10):
+            if c < logits.shape[1]:
+                m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(10):
+            if c < logits.shape[1]:
+                total += math.exp(logits[r, c] - m)
+        for c in range(10):
+            if c < logits.shape[1]:
+                probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def loss_negated(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = logits[r, labels[r]] - m - math.log(total)
+
+
+@cuda.jit
+def loss_without_label_logit(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m
+
+
+@cuda.jit
+def online_softmax(logits, labels, probs, losses):
+    """Right, written differently: one pass keeps the running max and the rescaled sum."""
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = -math.inf
+        total = 0.0
+        for c in range(logits.shape[1]):
+            z = logits[r, c]
+            if z > m:
+                total = total * math.exp(m - z) + 1.0
+                m = z
+            else:
+                total += math.exp(z - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def softmax_with_an_if_max(logits, labels, probs, losses):
+    """Right, written differently: the max with an if, the label's logit read first, an
+    early return for idle threads."""
+    r = cuda.grid(1)
+    if r >= logits.shape[0]:
+        return
+    z_label = logits[r, labels[r]]
+    m = logits[r, logits.shape[1] - 1]
+    for c in range(logits.shape[1]):
+        if logits[r, c] > m:
+            m = logits[r, c]
+    total = 0.0
+    for c in range(logits.shape[1]):
+        total = total + math.exp(logits[r, c] - m)
+    log_total = math.log(total)
+    for c in range(logits.shape[1]):
+        probs[r, c] = math.exp(logits[r, c] - m - log_total)
+    losses[r] = log_total + m - z_label
+
+
+@pytest.mark.parametrize("kernel", [online_softmax, softmax_with_an_if_max])
+def test_softmax_accepts_right_kernels_written_differently(kernel):
+    for seed in (5, 6):
+        result = ch05.check_softmax_cross_entropy(kernel, seed=seed, show=False)
+        assert result.status == PASSED, result
+
+
+def test_softmax_never_draws_the_digits_ten_classes():
+    assert min(ch05.CLASS_COUNTS) > 10
+
+
+def test_softmax_refuses_gpulab_s_own_kernel():
+    from gpulab.kernels.softmax import softmax_cross_entropy as gpulab_s
+
+    result = ch05.check_softmax_cross_entropy(gpulab_s, seed=1, show=False)
+    assert result.status == FAILED and "gpulab's own" in result.message, result
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_softmax_passes_the_stable_kernel(seed):
     result = ch05.check_softmax_cross_entropy(softmax, seed=seed, show=False)
@@ -391,8 +618,14 @@ def test_softmax_passes_the_stable_kernel(seed):
     (loss_from_log_p, FAILED, "log-sum-exp"),
     (not_normalised, FAILED, "do not add up to 1"),
     (loss_without_m, FAILED, "m is missing"),
-    (guard_on_classes, FAILED, "not `logits.shape[1]`"),
-    (softmax_no_guard, FAILED, "guard the rows"),
+    (guard_on_classes, FAILED, "not the number of rows"),
+    (softmax_no_guard, FAILED, "the guard must let through only"),
+    (builtin_max_of_row, FAILED, "builtin function"),
+    (builtin_max_of_row_index, FAILED, "builtin function"),
+    (ten_classes, FAILED, "never uses the digits"),
+    (ten_classes_with_guard, FAILED, "fixed number of classes"),
+    (loss_negated, FAILED, "the sign is wrong"),
+    (loss_without_label_logit, FAILED, "label's logit is not subtracted"),
     (exp_in_place, FAILED, "wrote into its input logits"),
     (labels_ignored, FAILED, "use the row's label"),
 ])
