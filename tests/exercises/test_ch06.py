@@ -912,3 +912,22 @@ def test_messages_show_no_solution_code():
                           "(plus - minus)", "np.zeros_like(x)", "dZ.sum(axis=0)", "X.T @ dZ",
                           "c < dZ.shape[1]", "z = Z[r, c] + b[c]"):
         assert not [t for t in texts if solution_code in t], solution_code
+
+
+def test_gpulab_own_kernels_and_reference_are_refused():
+    from gpulab import reference
+    from gpulab.kernels import dense
+
+    for check, own in ((ch06.check_bias_activation_backward, dense.bias_activation_backward),
+                       (ch06.check_bias_grad, dense.bias_grad),
+                       (ch06.check_transpose_tiled, dense.transpose_tiled)):
+        result = check(own, show=False)
+        assert result.status == FAILED and "gpulab's own" in result.message, result
+
+    def calls_reference(X, W, dZ):
+        dX, dW, db = reference.dense_backward(dZ, X, W, np.zeros_like(dZ),
+                                              np.zeros(W.shape[1]), "identity")
+        return dW, db, dX
+
+    result = ch06.check_dense_backward(calls_reference, show=False)
+    assert result.status == FAILED and "gpulab's own" in result.message, result
