@@ -27,6 +27,7 @@ Each check runs your code on random data, compares with :mod:`gpulab.formats` /
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
@@ -38,12 +39,12 @@ from gpulab.exercises.checks import (
     CheckFailedError,
     CheckResult,
     KernelSource,
-    Trial,
     call_learner,
-    run_check,
     run_elementwise,
-    start_kernel,
 )
+from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.spec import CheckSpec
+from gpulab.exercises.trial import Trial
 
 # --- exercise 1: decode the bits ------------------------------------------------------------
 
@@ -56,7 +57,7 @@ DECODE_STUB_HINT = (
 RESERVED_HINT = (
     "in fp16, bf16 and E5M2 (5 or more exponent bits, IEEE 754's rule) an exponent field of all "
     "ones is not a number: mantissa 0 is infinity (negative with sign 1), any other mantissa is "
-    "NaN: return `math.inf`, `-math.inf` or `math.nan` there."
+    "NaN (the math module has both)."
 )
 E4M3_HINT = (
     "E4M3 (4 exponent bits, 3 mantissa bits) has no infinity: exponent field 1111 holds normal "
@@ -109,67 +110,159 @@ def _decode_cases(rng: np.random.Generator, per_format: int = 10) -> list[tuple]
             for fmt, s, e, m in normal + subnormal + top_binade]
 
 
-def _decode_suspects(fmt, sign, exponent, mantissa) -> list[tuple[float, str, str]]:
-    """Values that common mistakes give for these fields, with what they mean and a hint."""
-    bias = fmt.exponent_bias
-    fraction = mantissa / 2**fmt.mantissa_bits
-    signed = -1.0 if sign else 1.0
-    top = (1 << fmt.exponent_bits) - 1
-    normal_rule = signed * 2.0**(exponent - bias) * (1 + fraction)
-    suspects = []
-    if exponent == top and _ieee_specials(fmt.exponent_bits):
-        suspects.append((normal_rule, "the all-ones exponent field was decoded as a number",
-                         RESERVED_HINT))
-        if mantissa == 0:
-            suspects += [(math.nan, "a zero mantissa with the all-ones exponent is infinity, "
-                                    "not NaN", RESERVED_HINT),
-                         (-signed * math.inf, "the sign of infinity is wrong",
-                          "a sign bit of 1 makes it -inf, 0 makes it +inf.")]
-        else:
-            suspects.append((math.inf, "a non-zero mantissa with the all-ones exponent is NaN, "
-                                       "not infinity", RESERVED_HINT))
-            suspects.append((-math.inf, "a non-zero mantissa with the all-ones exponent is NaN, "
-                                        "not infinity", RESERVED_HINT))
-    elif exponent == top and fmt.name == "fp8_e4m3":
-        if mantissa == 7:
-            suspects.append((normal_rule, "S.1111.111 is E4M3's NaN, not the number "
-                             f"{normal_rule:g}", E4M3_HINT))
-        else:
-            for value in (math.inf, -math.inf, math.nan):
-                suspects.append((value, "E4M3 was decoded with IEEE's rule for the all-ones "
-                                 "exponent field", E4M3_HINT))
-    elif exponent == top:  # E2M1
-        for value in (math.inf, -math.inf, math.nan):
-            suspects.append((value, "E2M1 was given special codes it does not have",
-                             E2M1_HINT))
-    if exponent == 0:
-        suspects.append((signed * 2.0**(0 - bias) * (1 + fraction),
-                         "a subnormal (exponent field 0) was decoded like a normal number",
-                         "exponent field 0 has no implicit leading 1 and uses exponent "
-                         "1 - bias: value = 2**(1 - bias) * mantissa / 2**mantissa_bits."))
-        suspects.append((signed * 2.0**(0 - bias) * fraction,
-                         "the subnormal's exponent is 0 - bias; it is 1 - bias",
-                         "subnormals continue where the normals stop: 2**(1 - bias), the "
-                         "same power as exponent field 1."))
-    else:
-        suspects.append((signed * 2.0**(exponent - bias) * fraction,
-                         "the implicit leading 1 of a normal number is missing",
-                         "normal numbers are 2**(exponent - bias) * (1 + mantissa / "
-                         "2**mantissa_bits)."))
-    for wrong_bias in (bias + 1, bias - 1, 2**(fmt.exponent_bits - 1)):
-        if wrong_bias != bias:
-            base = 1 - wrong_bias if exponent == 0 else exponent - wrong_bias
-            lead = 0 if exponent == 0 else 1
-            suspects.append((signed * 2.0**base * (lead + fraction),
-                             f"the bias used was {wrong_bias}, not {bias}",
-                             "bias = 2**(exponent_bits - 1) - 1: 15 for fp16, 127 for bf16, "
-                             "7 for E4M3, 1 for E2M1."))
-    if sign:
-        magnitude = 2.0**(1 - bias) * fraction if exponent == 0 else \
-            2.0**(exponent - bias) * (1 + fraction)
-        suspects.append((magnitude, "the sign bit was ignored",
-                         "a sign bit of 1 makes the value negative."))
-    return suspects
+@dataclass
+class Decoded:
+    """What ``decode(sign, exponent, mantissa, ...)`` returned (``got``) for one code of
+    ``fmt``, against ``expected``: the evidence :data:`DECODE_MISTAKES` are told from."""
+
+    fmt: object
+    sign: int
+    exponent: int
+    mantissa: int
+    got: object
+    expected: float
+    seed: int
+
+    @property
+    def where(self) -> str:
+        return f"seed={self.seed}"
+
+    @property
+    def call(self) -> str:
+        return (f"decode({self.sign}, {self.exponent}, {self.mantissa}, "
+                f"{self.fmt.exponent_bits}, {self.fmt.mantissa_bits}) for {self.fmt.name}")
+
+    @property
+    def summary(self) -> str:
+        return f"{self.call} should be {self.expected!r} but is {self.got!r}"
+
+    @property
+    def is_number(self) -> bool:
+        return not isinstance(self.got, bool) and isinstance(
+            self.got, (int, float, np.integer, np.floating))
+
+    @property
+    def bias(self) -> int:
+        return self.fmt.exponent_bias
+
+    @property
+    def fraction(self) -> float:
+        return self.mantissa / 2**self.fmt.mantissa_bits
+
+    @property
+    def signed(self) -> float:
+        return -1.0 if self.sign else 1.0
+
+    @property
+    def all_ones(self) -> bool:
+        return self.exponent == (1 << self.fmt.exponent_bits) - 1
+
+    @property
+    def ieee_top(self) -> bool:
+        return self.all_ones and _ieee_specials(self.fmt.exponent_bits)
+
+    @property
+    def normal_rule(self) -> float:
+        return self.signed * 2.0**(self.exponent - self.bias) * (1 + self.fraction)
+
+    def gave(self, value: float) -> bool:
+        return self.is_number and _same(float(self.got), value)
+
+    def special(self) -> bool:
+        return self.is_number and not math.isfinite(float(self.got))
+
+    def wrong_bias(self) -> int | None:
+        """The bias that gives ``got``, if one of the usual wrong ones does."""
+        for bias in (self.bias + 1, self.bias - 1, 2**(self.fmt.exponent_bits - 1)):
+            power = 1 - bias if self.exponent == 0 else self.exponent - bias
+            lead = 0 if self.exponent == 0 else 1
+            if bias != self.bias and self.gave(self.signed * 2.0**power * (lead + self.fraction)):
+                return bias
+        return None
+
+
+def _not_a_number(did: str, kind, hint: str) -> Mistake:
+    return Mistake(did, lambda e: not e.is_number and kind(e.got),
+                   lambda e: (f"{e.call} returned {e.got!r:.60} (a {type(e.got).__name__}), not "
+                              "a number"), hint)
+
+
+BIAS_HINT = (
+    "the bias is one less than half of 2 to the number of exponent bits: 15 for fp16, 127 for "
+    "bf16, 7 for E4M3, 1 for E2M1."
+)
+DECODE_MISTAKES = (
+    _not_a_number("a string such as `'inf'`", lambda got: isinstance(got, str),
+                  "return the number itself (the math module has inf and nan), not a string."),
+    _not_a_number("a list", lambda got: isinstance(got, (list, tuple, np.ndarray)),
+                  "return one number, not a sequence."),
+    _not_a_number("`None` (no return)", lambda got: got is None,
+                  "end every path through the function by returning the value."),
+    _not_a_number("another object", lambda got: True, "return the value as a float."),
+    Mistake("the all-ones exponent field decoded as a number",
+            lambda e: e.ieee_top and e.gave(e.normal_rule),
+            lambda e: f"{e.summary}: the all-ones exponent field was decoded as a number",
+            RESERVED_HINT),
+    Mistake("inf and NaN confused (mantissa 0)",
+            lambda e: e.ieee_top and e.mantissa == 0 and e.gave(math.nan),
+            lambda e: (f"{e.summary}: a zero mantissa with the all-ones exponent is infinity, "
+                       "not NaN"), RESERVED_HINT),
+    Mistake("the sign of infinity",
+            lambda e: e.ieee_top and e.mantissa == 0 and e.gave(-e.signed * math.inf),
+            lambda e: f"{e.summary}: the sign of infinity is wrong",
+            "a sign bit of 1 makes it -inf, 0 makes it +inf."),
+    Mistake("inf and NaN confused (a non-zero mantissa)",
+            lambda e: e.ieee_top and e.mantissa and e.special() and not math.isnan(e.got),
+            lambda e: (f"{e.summary}: a non-zero mantissa with the all-ones exponent is NaN, "
+                       "not infinity"), RESERVED_HINT),
+    Mistake("E4M3's NaN decoded as 480",
+            lambda e: (e.fmt.name == "fp8_e4m3" and e.all_ones and e.mantissa == 7
+                       and e.gave(e.normal_rule)),
+            lambda e: f"{e.summary}: S.1111.111 is E4M3's NaN, not the number {e.normal_rule:g}",
+            E4M3_HINT),
+    Mistake("E4M3 given IEEE's special codes",
+            lambda e: e.fmt.name == "fp8_e4m3" and e.all_ones and e.mantissa != 7 and e.special(),
+            lambda e: (f"{e.summary}: E4M3 was decoded with IEEE's rule for the all-ones "
+                       "exponent field"), E4M3_HINT),
+    Mistake("E2M1 given special codes",
+            lambda e: e.fmt.name == "fp4_e2m1" and e.all_ones and e.special(),
+            lambda e: f"{e.summary}: E2M1 was given special codes it does not have", E2M1_HINT),
+    Mistake("subnormals decoded as normal numbers",
+            lambda e: e.exponent == 0 and e.gave(e.signed * 2.0**-e.bias * (1 + e.fraction)),
+            lambda e: (f"{e.summary}: a subnormal (exponent field 0) was decoded like a normal "
+                       "number"),
+            "exponent field 0 has no implicit leading 1, and it uses the same power of two as "
+            "exponent field 1: the value is the mantissa's fraction alone times that power."),
+    Mistake("subnormals with exponent −bias",
+            lambda e: e.exponent == 0 and e.gave(e.signed * 2.0**-e.bias * e.fraction),
+            lambda e: f"{e.summary}: the subnormal's exponent is 0 - bias; it is 1 - bias",
+            "subnormals continue where the normals stop: the same power of two as exponent "
+            "field 1."),
+    Mistake("the implicit 1 missing",
+            lambda e: e.exponent != 0 and e.gave(
+                e.signed * 2.0**(e.exponent - e.bias) * e.fraction),
+            lambda e: f"{e.summary}: the implicit leading 1 of a normal number is missing",
+            "a normal number's significand is 1 plus the mantissa's fraction: the leading 1 is "
+            "not stored, but it is there."),
+    Mistake("the bias off by one", lambda e: e.wrong_bias() is not None,
+            lambda e: f"{e.summary}: the bias used was {e.wrong_bias()}, not {e.bias}",
+            BIAS_HINT),
+    Mistake("the sign ignored",
+            lambda e: e.sign and e.gave(abs(e.expected)) if math.isfinite(e.expected) else False,
+            lambda e: f"{e.summary}: the sign bit was ignored",
+            "a sign bit of 1 makes the value negative."),
+    Mistake("another value", lambda e: True, lambda e: e.summary,
+            "compare your function with the rules in the exercise, one case at a time: sign, "
+            "exponent field 0, all ones, anything else."),
+)
+DECODE = CheckSpec(
+    "decode", "decode(sign, exponent, mantissa, exponent_bits, mantissa_bits) -> float",
+    DECODE_STUB_HINT, DECODE_MISTAKES, title="1. decode the bits", call="check_decode(decode)",
+    holds="the value of random bit fields of fp16, bf16, E4M3, E5M2 and E2M1 as ml_dtypes gives "
+          "it: normal numbers, subnormals and zero, and the all-ones exponent field (±inf and "
+          "NaN in fp16, bf16 and E5M2; E4M3's numbers up to 448 and its one NaN code; E2M1's 4 "
+          "and 6); the answer a number",
+    also="an exception (named)")
 
 
 def _same(got: float, expected: float) -> bool:
@@ -178,57 +271,29 @@ def _same(got: float, expected: float) -> bool:
     return got == expected or math.isclose(got, expected, rel_tol=1e-12)
 
 
-def _as_number(got, call: str, seed: int) -> float:
-    """The learner's return value as a float, or a failure that says what it was instead."""
-    if isinstance(got, bool) or not isinstance(got, (int, float, np.integer, np.floating)):
-        kind = type(got).__name__
-        if isinstance(got, str):
-            hint = ("return the number itself: `math.inf`, `-math.inf` or `math.nan` (or "
-                    "`float('inf')`), not a string.")
-        elif isinstance(got, (list, tuple, np.ndarray)):
-            hint = "return one number, not a sequence."
-        elif got is None:
-            hint = "end every path through the function with `return value`."
-        else:
-            hint = "return the value as a float."
-        raise CheckFailedError(f"{call} returned {got!r:.60} (a {kind}), not a number "
-                               f"(seed={seed}).", hint)
-    return float(got)
-
-
 def check_decode(decode, seed: int | None = None, show: bool = True) -> CheckResult:
     """Check ``decode(sign, exponent, mantissa, exponent_bits, mantissa_bits) -> float``
     against ml_dtypes on random bit fields of fp16, bf16, fp8 (E4M3, E5M2) and fp4 (E2M1):
     normal numbers, then subnormals and zero, then the all-ones exponent field (inf and NaN
     in fp16, bf16 and E5M2; E4M3's single NaN code and its numbers up to 448; E2M1, which has
     no special codes). The answer must be a number (a float or an int; a string "inf", a list
-    or None are rejected), NaN exactly where the format has NaN."""
+    or None are rejected), NaN exactly where the format has NaN. Diagnoses:
+    :data:`DECODE_MISTAKES`, in order."""
 
     def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        cases = _decode_cases(rng)
+        cases = _decode_cases(np.random.default_rng(seed))
         for fmt, sign, exponent, mantissa, expected in cases:
-            call = (f"decode({sign}, {exponent}, {mantissa}, {fmt.exponent_bits}, "
-                    f"{fmt.mantissa_bits})")
-            got = call_learner(decode, sign, exponent, mantissa, fmt.exponent_bits,
-                               fmt.mantissa_bits, stub_hint=DECODE_STUB_HINT,
-                               call=f"{call} for {fmt.name} (seed={seed})")
-            got = _as_number(got, f"{call} for {fmt.name}", seed)
-            if _same(got, expected):
-                continue
-            where = f"{call} for {fmt.name} should be {expected!r} but is {got!r}"
-            for value, meaning, hint in _decode_suspects(fmt, sign, exponent, mantissa):
-                if _same(got, value):
-                    raise CheckFailedError(f"{where}: {meaning} (seed={seed}).", hint)
-            raise CheckFailedError(f"{where} (seed={seed}).",
-                                   "compare your function with the rules in the exercise, "
-                                   "one case at a time: sign, exponent field 0, all ones, "
-                                   "anything else.")
+            answer = Decoded(fmt, sign, exponent, mantissa, None, expected, seed)
+            answer.got = call_learner(decode, sign, exponent, mantissa, fmt.exponent_bits,
+                                      fmt.mantissa_bits, stub_hint=DECODE_STUB_HINT,
+                                      call=f"{answer.call} (seed={seed})")
+            if not answer.gave(expected):
+                DECODE.reject(answer)
         names = ", ".join(DECODE_FORMATS)  # not `formats`: that is the module
         return (f"all {len(cases)} bit patterns decode right ({names}; subnormals, zero, "
                 f"infinities and NaN included; seed={seed}).")
 
-    return run_check("decode", body, seed, show)
+    return DECODE.run(body, seed, show, learner=(decode,))
 
 
 # --- exercise 2: an fp32 accumulator --------------------------------------------------------
@@ -239,18 +304,28 @@ MATVEC_STUB_HINT = (
     "step."
 )
 FP16_ACCUMULATOR_HINT = (
-    "start the sum as `acc = np.float32(0)`, not `0.0` or `a.dtype.type(0)`. In the simulator "
-    "a plain `0.0` plus a float16 gives float16 (NumPy's rule for Python numbers), and on a GPU "
-    "Numba would make it float64: name the type you want."
+    "start the sum as a float32 zero, named as such: not a plain `0.0` or the inputs' own type. "
+    "In the simulator a plain `0.0` plus a float16 gives float16 (NumPy's rule for Python "
+    "numbers), and on a GPU Numba would make it float64: name the type you want."
 )
 FP16_PRODUCT_HINT = (
-    "convert each factor before multiplying: `np.float32(a[row, k]) * np.float32(x[k])`. The "
-    "product of two fp16 numbers is exact in fp32, but `a[row, k] * x[k]` is computed in fp16 "
-    "and rounded first."
+    "convert each factor to fp32 before multiplying, not the product after: the product of two "
+    "fp16 numbers is exact in fp32, but a product of two fp16 values is computed in fp16 and "
+    "rounded first."
 )
 # Rows are threads; k is each thread's chain of additions. Sizes per tier.
 MATVEC_ROWS = {"sim": (40, 100), "gpu": (2_000, 20_000)}
 MATVEC_K = {"sim": (900, 1_400), "gpu": (2_000, 4_000)}
+
+
+MATVEC = CheckSpec(
+    "matvec_fp32", "matvec_fp32(a, x, out)", MATVEC_STUB_HINT, parameters=3,
+    title="2. accumulate in fp32", call="check_matvec_fp32(matvec_fp32)",
+    holds="an fp16 matrix-vector product, one thread per row, within fp32's rounding bound "
+          "(Higham's γ_(k+1)), on random rows not a multiple of the block and ~1,000 products "
+          "per row",
+    also="the sums kept in fp16 (including the simulator's `0.0` trap); products rounded to "
+         "fp16 first; guards; rows never written; `threadIdx` alone; a wrong sum")
 
 
 def _matvec_emulations(a: np.ndarray, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -275,23 +350,25 @@ def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | 
     fp16 numbers are 0.25 to 0.5 apart."""
 
     def body(seed: int) -> str:
-        source = start_kernel(kernel, 3, MATVEC_STUB_HINT)
+        source = MATVEC.start(kernel)
         tier = device.tier()
-        tpb = threads_per_block or (256 if tier == "gpu" else 32)
-        trial = Trial.draw("check_matvec_fp32", seed, tpb, np.float32,
+        # the simulator keeps 32 threads per block (each thread adds ~1,000 products there)
+        block = threads_per_block or (None if tier == "gpu" else 32)
+        trial = Trial.draw("check_matvec_fp32", seed, np.float32, block=block,
                            size_range=MATVEC_ROWS[tier])
         rows = trial.n
         k = int(trial.rng.integers(*MATVEC_K[tier]))
         a = trial.rng.uniform(0.5, 1.0, (rows, k)).astype(np.float16)
         x = trial.rng.uniform(0.5, 1.0, k).astype(np.float16)
         # fill=1: the rows of a past the end hold ones (on a GPU, an unguarded thread reads them)
-        got = run_elementwise(kernel, trial, a, x, fill=1, index_hint=GUARD_HINT + " Here i is "
-                              "the row: guard with `if row < out.shape[0]:`.").astype(np.float64)
+        got = run_elementwise(kernel, trial, a, x, fill=1, index_hint=GUARD_HINT + " Here the "
+                              "index is the row: compare it with out's length."
+                              ).astype(np.float64)
         _diagnose_matvec(source, got, a, x, trial, k)
         return (f"all {rows} rows right with an fp32 accumulator (k = {k} products per row, "
                 f"{trial.launched}, seed={seed}).")
 
-    return run_check("matvec_fp32", body, seed, show)
+    return MATVEC.run(body, seed, show, learner=(kernel,))
 
 
 def _diagnose_matvec(source: KernelSource, got: np.ndarray, a: np.ndarray, x: np.ndarray,
@@ -300,7 +377,7 @@ def _diagnose_matvec(source: KernelSource, got: np.ndarray, a: np.ndarray, x: np
     unwritten = np.isnan(got)
     if unwritten.all():
         raise CheckFailedError(f"no row of out was written ({trial}, k={k}).",
-                               "each thread writes `out[row] = acc` for its own row.")
+                               "each thread writes its row's sum into out at its own row.")
     if unwritten.any():
         missing = np.flatnonzero(unwritten)
         if missing[0] == tpb and np.all(missing == np.arange(tpb, rows)):
@@ -308,8 +385,9 @@ def _diagnose_matvec(source: KernelSource, got: np.ndarray, a: np.ndarray, x: np
                                    f"{rows - 1} were not ({trial}).", GLOBAL_INDEX_HINT)
         raise CheckFailedError(f"{missing.size} of {rows} rows were never written, the first "
                                f"is out[{missing[0]}] ({trial}).",
-                               "one thread per row: `row = cuda.grid(1)`, guarded by "
-                               "`if row < out.shape[0]:` (not `<= ... - 1` or `- 1`).")
+                               "one thread per row, from the global index, and a guard "
+                               "that lets every row below out's length through (not one "
+                               "short).")
     emulated = _matvec_emulations(a, x)
     a64, x64 = a.astype(np.float64), x.astype(np.float64)
     exact = a64 @ x64
@@ -338,8 +416,8 @@ def _diagnose_matvec(source: KernelSource, got: np.ndarray, a: np.ndarray, x: np
             f"{2.0 ** (math.floor(math.log2(float(np.median(exact)))) - 10):g} apart, so each "
             f"product of about 0.56 is rounded heavily ({trial}, k={k}).", FP16_ACCUMULATOR_HINT)
     raise CheckFailedError(f"{summary} ({trial}, k={k}).",
-                           "each row is the dot product of a[row, :] with x: "
-                           "sum a[row, k] * x[k] over every k, and nothing else.")
+                           "each row is the dot product of its row of a with x: every "
+                           "product, each once, and nothing else.")
 
 
 # --- exercise 3: quantise to fp8 with a per-tensor scale ------------------------------------
@@ -351,8 +429,8 @@ QUANTISE_STUB_HINT = (
     "return (q, scale). The hints above the cell go step by step."
 )
 SCALE_HINT = (
-    "scale = max|x| / 448: the absolute maximum, `np.max(np.abs(x))`, mapped onto E4M3's "
-    "largest finite value, 448."
+    "the scale maps the tensor's absolute maximum, max|x| (the largest magnitude, of either "
+    "sign), onto E4M3's largest finite value, 448."
 )
 # Other formats' largest values, which a scale may have been computed with by mistake.
 OTHER_MAXIMA = {
@@ -367,6 +445,21 @@ OTHER_MAXIMA = {
 }
 FP8_VARIANTS = ("float8_e4m3", "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_e5m2",
                 "float8_e5m2fnuz", "float8_e3m4", "float8_e8m0fnu")
+
+
+QUANTISE = CheckSpec(
+    "quantise_fp8", "quantise_e4m3(x) -> (q, scale)", QUANTISE_STUB_HINT,
+    title="3. quantise to fp8", call="check_quantise_fp8(quantise_e4m3)",
+    holds="on activations with outliers of both signs (the largest magnitude negative), tiny "
+          "gradients and values near 1: `q` an `ml_dtypes.float8_e4m3fn` array shaped like x, "
+          "`scale` one positive number equal to max|x| / 448 (or the power of two just above "
+          "it), `q * scale` within E4M3's rounding of x",
+    also="a list, a float32/float64/float16 array or another fp8 variant instead of "
+         "float8_e4m3fn; an array of scales; a float16 scale; a scale from max(x) instead of "
+         "max|x|, from |min(x)|, from the range, from the standard deviation or RMS (the same "
+         "multiple in every tensor), from another format's largest value (E5M2's 57 344, 240, "
+         "int8's 127 …), or the wrong way round (448 / max|x|); overflow to NaN; x multiplied "
+         "by the scale; not a pair")
 
 
 def _activations_with_outliers(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -426,7 +519,7 @@ def check_quantise_fp8(quantise, seed: int | None = None, show: bool = True) -> 
                 f"{worst_relative:.3f} (E4M3 rounds by at most {E4M3.unit_roundoff:g}; "
                 f"seed={seed}).")
 
-    return run_check("quantise_fp8", body, seed, show)
+    return QUANTISE.run(body, seed, show, learner=(quantise,))
 
 
 def _call_quantise(quantise, x: np.ndarray, name: str, seed: int):
@@ -445,8 +538,8 @@ def _check_q_type(q, x: np.ndarray) -> None:
     if not isinstance(q, np.ndarray):
         raise CheckFailedError(
             f"q is a {type(q).__name__}, not a NumPy array: it must be stored in 1 byte per "
-            "value.", "work on the whole array at once: `(x / scale).astype(...)` gives an "
-            "array; no Python loop or list is needed.")
+            "value.", "work on the whole array at once: NumPy's division and conversion "
+            "give an array; no Python loop or list is needed.")
     if q.dtype != np.dtype(ml_dtypes.float8_e4m3fn):
         name = q.dtype.name
         if name in FP8_VARIANTS:
@@ -457,8 +550,8 @@ def _check_q_type(q, x: np.ndarray) -> None:
             detail = (f"q is a {name} array ({q.dtype.itemsize} byte(s) per value), not "
                       "float8_e4m3fn: the values were scaled but never stored in fp8, so "
                       "nothing was rounded or saved.")
-        raise CheckFailedError(detail, "convert with `.astype(ml_dtypes.float8_e4m3fn)` after "
-                                       "dividing by the scale.")
+        raise CheckFailedError(detail, "convert to ml_dtypes' float8_e4m3fn after dividing by "
+                                       "the scale.")
     if q.shape != x.shape:
         raise CheckFailedError(f"q has shape {q.shape}, but x has {x.shape}.",
                                "quantise every element of x, keeping its shape.")
@@ -468,8 +561,8 @@ def _check_scale_type(scale) -> float:
     if isinstance(scale, np.ndarray) and scale.ndim > 0:
         raise CheckFailedError(
             f"scale is an array of shape {scale.shape}: a per-tensor scale is one number for "
-            "the whole tensor.", "reduce over the whole tensor (`np.max(np.abs(x))` gives one "
-                                 "number), and return it as a float.")
+            "the whole tensor.", "reduce over the whole tensor (a maximum over all its elements "
+                                 "gives one number), and return it as a float.")
     if isinstance(scale, bool) or not isinstance(
             scale, (int, float, np.integer, np.floating, np.ndarray)):
         raise CheckFailedError(f"scale is {scale!r:.60} (a {type(scale).__name__}), not a "
@@ -477,8 +570,8 @@ def _check_scale_type(scale) -> float:
     if isinstance(scale, (np.floating, np.ndarray)) and scale.dtype.itemsize < 4:
         raise CheckFailedError(
             f"scale is a {scale.dtype.name} ({float(scale)!r}): too coarse for a scale, which "
-            "should be exact to about 7 digits.", "keep the scale as a Python float: "
-            "`float(np.max(np.abs(x))) / 448`.")
+            "should be exact to about 7 digits.", "keep the scale as a Python float (or at "
+            "least float32), not in a 2-byte format.")
     value = float(scale)
     if not (math.isfinite(value) and value > 0):
         raise CheckFailedError(f"scale is {value!r}; it must be a positive, finite number.",
@@ -529,7 +622,7 @@ def _check_scale(x: np.ndarray, scale: float, name: str, seed: int, trials, scal
         (E4M3.max_value / amax,
          f"{where}. It is 448 / max|x|, the multiplier, the wrong way round: the check needs "
          "the scale such that x = q * scale.",
-         "return scale = max|x| / 448 (and store x / scale)."),
+         "return the scale as max|x| / 448 (and store x divided by it)."),
     ]
     for value, message, hint in named:
         if _close(scale, value):
@@ -583,7 +676,7 @@ def _check_quantised(x: np.ndarray, q: np.ndarray, scale: float, name: str, seed
             f"q[{first}] is NaN {where}: the value stored for x[{first}] = {x64[first]:.4g} "
             f"rounded beyond E4M3's largest value, 448; E4M3 has no infinity, and ml_dtypes' "
             f"cast does not saturate, so it became NaN{clue}.",
-            "store x / scale: `(x / scale).astype(ml_dtypes.float8_e4m3fn)`.")
+            "store x divided by the scale: then every value fits within E4M3's 448.")
     normal = np.abs(x64) >= E4M3.smallest_normal * scale
     relative = np.zeros_like(x64)
     relative[normal] = np.abs(back[normal] - x64[normal]) / np.abs(x64[normal])
@@ -601,8 +694,8 @@ def _check_quantised(x: np.ndarray, q: np.ndarray, scale: float, name: str, seed
         raise CheckFailedError(
             f"x[{first}] = {x64[first]:.6g} came back as {back[first]:.6g} {where}: more than "
             f"E4M3's rounding error (1 part in 16).{clue}",
-            "store x / scale, and make sure q * scale gives x back: "
-            "q = (x / scale).astype(ml_dtypes.float8_e4m3fn).")
+            "store x divided by the scale, converted to E4M3, so that q times the scale gives "
+            "x back.")
     return float(relative.max()) if normal.any() else 0.0
 
 

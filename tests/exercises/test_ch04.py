@@ -111,6 +111,44 @@ def decode_stub(sign, exponent, mantissa, exponent_bits, mantissa_bits):
     raise NotImplementedError()
 
 
+def decode_with_ldexp(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    """Right, written differently: math.ldexp on whole numbers, the specials tested last."""
+    bias = (1 << (exponent_bits - 1)) - 1
+    top = (1 << exponent_bits) - 1
+    if exponent == 0:
+        value = math.ldexp(mantissa, 1 - bias - mantissa_bits)
+    else:
+        value = math.ldexp((1 << mantissa_bits) + mantissa, exponent - bias - mantissa_bits)
+    if exponent == top and exponent_bits >= 5:
+        value = math.inf if mantissa == 0 else math.nan
+    elif exponent == top and exponent_bits == 4 and mantissa == (1 << mantissa_bits) - 1:
+        value = math.nan
+    return math.copysign(value, -1.0 if sign else 1.0)
+
+
+def decode_with_a_table(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    """Right, written differently: the bias from a table of the formats, an int for zero."""
+    bias = {5: 15, 8: 127, 4: 7, 2: 1}[exponent_bits]
+    if exponent == 2**exponent_bits - 1 and exponent_bits >= 5:
+        if mantissa:
+            return float("nan")
+        return float("-inf") if sign else float("inf")
+    if exponent_bits == 4 and exponent == 15 and mantissa == 7:
+        return float("nan")
+    if exponent == 0 and mantissa == 0:
+        return 0
+    significand = (mantissa if exponent == 0 else mantissa + 2**mantissa_bits) / 2**mantissa_bits
+    value = significand * 2.0 ** (max(exponent, 1) - bias)
+    return -value if sign else value
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("function", [decode_with_ldexp, decode_with_a_table])
+def test_check_decode_accepts_right_answers_written_differently(function, seed):
+    result = ch04.check_decode(function, seed=seed, show=False)
+    assert result.passed, result.message
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_check_decode_accepts_the_solution(seed):
     result = ch04.check_decode(decode_right, seed=seed, show=False)
@@ -122,8 +160,8 @@ def test_check_decode_accepts_the_solution(seed):
     (decode_numbers_only, "failed", "all-ones exponent field was decoded as a number",
      "mantissa 0 is infinity"),
     (decode_no_subnormals, "failed", "subnormal", "no implicit leading 1"),
-    (decode_wrong_bias, "failed", "bias used was 16", "bias = 2**(exponent_bits - 1) - 1"),
-    (decode_no_leading_one, "failed", "implicit leading 1", "1 + mantissa"),
+    (decode_wrong_bias, "failed", "bias used was 16", "127 for bf16"),
+    (decode_no_leading_one, "failed", "implicit leading 1", "1 plus the mantissa"),
     (decode_unsigned, "failed", "sign bit was ignored", "negative"),
     (decode_ieee_everywhere, "failed", "E4M3 was decoded with IEEE's rule", "no infinity"),
     (decode_ieee_but_e2m1, "failed", "E2M1 was given special codes", "4 and 6"),
@@ -133,7 +171,7 @@ def test_check_decode_accepts_the_solution(seed):
     (decode_unsigned_infinity, "failed", "sign of infinity", "-inf"),
     (decode_returns_strings, "failed", "(a str), not a number", "not a string"),
     (decode_returns_a_list, "failed", "(a list), not a number", "one number"),
-    (decode_forgets_to_return, "failed", "(a NoneType), not a number", "return value"),
+    (decode_forgets_to_return, "failed", "(a NoneType), not a number", "returning the value"),
     (decode_stub, "not attempted", "NotImplementedError", "bias"),
     (None, "not attempted", "no function", "bias"),
     (42, "failed", "not int", "without calling"),
@@ -226,6 +264,80 @@ def matvec_half_the_sum(a, x, out):
 
 
 @cuda.jit
+def matvec_float64_accumulator(a, x, out):
+    """Right, written differently: a float64 sum (more than fp32's bound asks), a while loop."""
+    row = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if row >= out.shape[0]:
+        return
+    acc = np.float64(0)
+    k = 0
+    while k < a.shape[1]:
+        acc += np.float64(a[row, k]) * np.float64(x[k])
+        k += 1
+    out[row] = acc
+
+
+@cuda.jit
+def matvec_float32_after_load(a, x, out):
+    """Right, written differently: each factor loaded into a float32 variable first."""
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        acc = np.float32(0.0)
+        for k in range(a.shape[1]):
+            ak = np.float32(a[row, k])
+            xk = np.float32(x[k])
+            acc = acc + ak * xk
+        out[row] = acc
+
+
+@cuda.jit
+def matvec_guard_one_short(a, x, out):
+    row = cuda.grid(1)
+    if row < out.shape[0] - 1:
+        acc = np.float32(0)
+        for k in range(x.shape[0]):
+            acc += np.float32(a[row, k]) * np.float32(x[k])
+        out[row] = acc
+
+
+@cuda.jit
+def matvec_last_k_missing(a, x, out):
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        acc = np.float32(0)
+        for k in range(x.shape[0] - 1):
+            acc += np.float32(a[row, k]) * np.float32(x[k])
+        out[row] = acc
+
+
+@cuda.jit
+def matvec_never_writes(a, x, out):
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        acc = np.float32(0)
+        for k in range(x.shape[0]):
+            acc += np.float32(a[row, k]) * np.float32(x[k])
+
+
+@cuda.jit
+def matvec_column_sums(a, x, out):
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        acc = np.float32(0)
+        for k in range(x.shape[0]):
+            acc += np.float32(a[row, k])
+        out[row] = acc
+
+
+@cuda.jit
+def matvec_builds_a_list(a, x, out):
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        products = [np.float32(a[row, k]) * np.float32(x[k]) for k in range(x.shape[0])]
+        out[row] = sum(products)
+
+
+@cuda.jit
 def matvec_stub(a, x, out):
     # YOUR CODE HERE
     raise NotImplementedError()
@@ -244,6 +356,13 @@ SIM = gpulab.tier() != "gpu"
     (matvec_thread_index, "failed", "first block"),
     (matvec_half_the_sum, "failed", "exact sum"),
     (matvec_stub, "not attempted", "NotImplementedError"),
+    (matvec_float64_accumulator, "passed", "fp32 accumulator"),
+    (matvec_float32_after_load, "passed", "fp32 accumulator"),
+    (matvec_guard_one_short, "failed", "never written"),
+    (matvec_last_k_missing, "failed", "exact sum"),
+    (matvec_never_writes, "failed", "no row of out was written"),
+    (matvec_column_sums, "failed", "exact sum"),
+    (matvec_builds_a_list, "failed", "compile for a real GPU"),
 ])
 def test_check_matvec_fp32(kernel, status, words):
     result = ch04.check_matvec_fp32(kernel, seed=21, show=False)
@@ -256,7 +375,8 @@ def test_check_matvec_names_the_simulator_trap():
     if not SIM:
         pytest.skip("the simulator's float16 rule")
     result = ch04.check_matvec_fp32(matvec_plain_zero, seed=22, show=False)
-    assert "np.float32(0)" in result.hint and "simulator" in result.hint
+    assert "float32 zero" in result.hint and "simulator" in result.hint
+    assert "np.float32(0)" not in result.hint  # the mistake named, not the fix written
 
 
 def quantise_right(x):
@@ -406,8 +526,9 @@ def test_check_quantise_fp8_accepts_right_answers(function, seed):
 
 
 @pytest.mark.parametrize("function, status, words, hint_words", [
-    (quantise_unscaled, "failed", "maps max|x| to", "np.max(np.abs(x))"),
-    (quantise_multiplies, "failed", "multiply by the scale instead of dividing", "x / scale"),
+    (quantise_unscaled, "failed", "maps max|x| to", "absolute maximum"),
+    (quantise_multiplies, "failed", "multiply by the scale instead of dividing",
+     "divided by the scale"),
     (quantise_wastes_range, "failed", "less than half", "448"),
     (quantise_clips, "failed", "beyond E4M3's largest value", "448"),
     (quantise_from_max, "failed", "It is max(x) / 448", "absolute maximum"),
