@@ -694,13 +694,11 @@ def _untransposed_tiles(A: np.ndarray, tile: int) -> np.ndarray:
     """What a kernel that loads and stores the tile with the same indices writes: every tile in
     its transposed place, but its content not transposed (NaN where that would fall outside)."""
     rows, cols = A.shape
+    p, q = np.indices((cols, rows))
+    r, c = q - q % tile + p % tile, p - p % tile + q % tile  # the element of A it holds
+    inside = (r < rows) & (c < cols)
     out = np.full((cols, rows), np.nan)
-    for r0 in range(0, rows, tile):
-        for c0 in range(0, cols, tile):
-            for i in range(tile):
-                for j in range(tile):
-                    if (c0 + i < cols and r0 + j < rows and r0 + i < rows and c0 + j < cols):
-                        out[c0 + i, r0 + j] = A[r0 + i, c0 + j]
+    out[inside] = A[r[inside], c[inside]]
     return out
 
 
