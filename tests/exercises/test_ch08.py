@@ -184,7 +184,7 @@ def test_throughput_accepts_right_answers_over_seeds(function, seed):
     (throughput_no_launches, "the launches left out"),
     (throughput_no_copy, "the copy from the host left out"),
     (throughput_copy_at_link_peak, "the copy at the link's peak"),
-    (throughput_max, "the largest part alone"),
+    (throughput_max, "the copy overlapping"),
     (step_time, "the step's time in seconds"),
     (lambda w, b, g: throughput(w, b, g) / 1e3, "samples per millisecond"),
     (lambda w, b, g: np.array([throughput(w, b, g)] * 2), "must be a number"),
