@@ -139,7 +139,8 @@ def test_naive_rows_and_columns_swapped_on_every_block_shape(seed):
 def test_naive_kernels_that_assume_a_block_shape_fail(kernel):
     results = [check_matmul_naive(kernel, seed=seed, show=False) for seed in range(4)]
     assert all(r.status == "failed" for r in results), [r.message for r in results]
-    assert all("multiplies blockIdx" in r.message and "from the launch itself" in r.hint for r in results)
+    assert all("multiplies blockIdx" in r.message and "from the launch itself" in r.hint
+               for r in results)
 
 
 def test_naive_trial_sizes_are_awkward():
