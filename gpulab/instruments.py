@@ -922,15 +922,21 @@ def _parameter_names(function, count: int) -> list[str]:
 _SIM_PREFIX = re.compile(r"tid=\[([\d, ]+)\] ctaid=\[([\d, ]+)\]:?\s*")
 
 
-def _stop_reason(exc: BaseException, limits: _Limits) -> str:
-    text = str(exc)
-    where = ""
+def simulator_thread(text: str) -> tuple[str, str]:
+    """Split an error message of the simulator's, ``"tid=[3, 0, 0] ctaid=[1, 0, 0]: index 5
+    ..."``, into ``("block (1, 0, 0), thread (3, 0, 0) (x, y, z)", "index 5 ...")``; a message
+    without that prefix gives ``("", text)``."""
     prefix = _SIM_PREFIX.match(text)
-    if prefix:
-        thread = [int(v) for v in prefix.group(1).split(",")]
-        block = [int(v) for v in prefix.group(2).split(",")]
-        where = f" in block {tuple(block)}, thread {tuple(thread)} (x, y, z)"
-        text = text[prefix.end():]
+    if not prefix:
+        return "", text
+    thread = tuple(int(v) for v in prefix.group(1).split(","))
+    block = tuple(int(v) for v in prefix.group(2).split(","))
+    return f"block {block}, thread {thread} (x, y, z)", text[prefix.end():]
+
+
+def _stop_reason(exc: BaseException, limits: _Limits) -> str:
+    where, text = simulator_thread(str(exc))
+    where = f" in {where}" if where else ""
     if isinstance(exc, KernelDidNotFinishError):
         if limits.timed_out or not text:
             text = f"it ran for more than {limits.seconds:g} s: a loop that never ends?"
@@ -1165,7 +1171,8 @@ __all__ = [
     "RecordingArray", "TracingArray", "WatchedArray", "access_budget", "count_access",
     "count_barrier", "element_index", "is_device_function", "kernel_recipe", "launchable",
     "limited", "linear_index", "poison_value", "poisoned_shared_memory", "python_function",
-    "rebuild_function", "set_trace_drawer", "simulated_thread", "thread_label", "trace_kernel",
+    "rebuild_function", "set_trace_drawer", "simulated_thread", "simulator_thread", "thread_label",
+    "trace_kernel",
     "unknown_globals",
 ]
 

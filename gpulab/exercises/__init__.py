@@ -3,10 +3,12 @@
 - :mod:`gpulab.exercises.checks` — everything the checks share: :class:`CheckResult`, the
   learner's code (``start_kernel``, ``call_learner``), random 1-D and 2-D trials, padded
   buffers and launches, diagnoses of common mistakes, the advice an error becomes.
-- :mod:`gpulab.exercises.ch00` … :mod:`gpulab.exercises.ch08` — one module per chapter, holding
+- :mod:`gpulab.exercises.ch00` … :mod:`gpulab.exercises.ch12` — one module per chapter, holding
   only that chapter's checks (``ch01``: ``check_multiply``, ``check_dot_atomic``,
   ``check_block_sum``); notebooks import the module (``from gpulab.exercises import ch03``).
   Chapter modules import from ``checks`` only, never from each other.
+- :mod:`gpulab.exercises.reveal` — around an exercise: ``compare_yours`` shows gpulab's version
+  only after the learner's check passed; ``try_it`` turns a failing try-it cell into a few lines.
 - :mod:`gpulab.exercises.release` — writes ``course/`` (learner versions) from ``solutions/``.
 - :mod:`gpulab.exercises.export` — writes a learners' copy of the course for a class
   repository, without ``solutions/`` or hidden tests (``gpulab export-learner``).
@@ -25,6 +27,7 @@ from gpulab.lazy import exported_names, lazy_exports
 
 _MODULES = {
     "checks": ("CheckResult",),
+    "reveal": ("compare_yours", "try_it"),
     "ch00": ("check_blocks_for", "check_first_launch"),
     "ch01": ("check_multiply", "check_dot_atomic", "check_block_sum"),
     "ch02": ("check_saxpy", "check_time_saxpy", "check_copy_grid_stride"),

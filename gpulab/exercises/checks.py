@@ -1170,6 +1170,16 @@ def explain_exception(error: KernelError, trial: Launched,
 # --- running a check ----------------------------------------------------------------------------
 
 
+# The exercises whose check has passed in this process (a notebook's kernel): what
+# :func:`gpulab.exercises.reveal.compare_yours` asks before it shows gpulab's version.
+_PASSED_EXERCISES: set[str] = set()
+
+
+def has_passed(exercise: str) -> bool:
+    """Has the check of ``exercise`` (its name, as results say it) passed in this process?"""
+    return exercise in _PASSED_EXERCISES
+
+
 def run_check(exercise: str, body: Callable[[int], str], seed: int | None = None,
               show: bool = True) -> CheckResult:
     """Run ``body(seed)`` and turn whatever happens into a printed, returned CheckResult.
@@ -1199,6 +1209,8 @@ def run_check(exercise: str, body: Callable[[int], str], seed: int | None = None
     finally:
         _STATE.reset(token)
     result.notes = list(state.notes)
+    if result.passed:
+        _PASSED_EXERCISES.add(exercise)
     timed_out = isinstance(result.exception, KernelDidNotFinishError)
     if result.status == FAILED and not timed_out:
         result.trace_call = state.trace_call
@@ -1611,7 +1623,8 @@ __all__ = [
     "Trial", "Trial2D", "add_note", "barrier_problems", "block_2d", "call_learner",
     "compile_for_gpu", "compiler_message", "count_calls", "default_threads_per_block",
     "describe_launch", "diagnose_matrix", "diagnose_vector", "draw_size",
-    "explain_exception", "kernel_source", "launch", "new_seed", "numba_type", "offer_trace",
+    "explain_exception", "has_passed", "kernel_source", "launch", "new_seed", "numba_type",
+    "offer_trace",
     "padded", "plain_writes_to", "raises_not_implemented", "read_back", "run_check",
     "run_elementwise", "simulator_only_code", "start_kernel", "thread_varying_names",
     "trace_call_text", "trace_trial",
