@@ -813,11 +813,11 @@ def try_add_chunk(kernel) -> None:
 def run_ring_on_kernel(kernel=None, ranks: int = 4, n: int = 301, seed: int = 0) -> dict:
     """A ring all-reduce on ``ranks`` simulated ranks whose every reduce step launches
     ``kernel`` on each rank's device copy of its vector
-    (:func:`gpulab.kernels.ring.ring_allreduce_on_device`): yours once it has passed
+    (:func:`gpulab.parallel.device_ring.ring_allreduce_on_device`): yours once it has passed
     :func:`check_add_chunk` in this session, gpulab's ``add_chunk`` otherwise (said so).
     Prints and returns whose kernel ran, the launches and the largest difference from the
     mean."""
-    from gpulab.kernels import ring
+    from gpulab.parallel import device_ring
 
     if kernel is not None and not passed(kernel):
         print("your add_chunk has not passed its check in this session: gpulab's add_chunk "
@@ -827,7 +827,8 @@ def run_ring_on_kernel(kernel=None, ranks: int = 4, n: int = 301, seed: int = 0)
     rng = np.random.default_rng(seed)
     xs = [rng.standard_normal(n) for _ in range(ranks)]
     outcome = simulated.run_ranks(
-        ranks, lambda comm, x: ring.ring_allreduce_on_device(comm, x, kernel if mine else None),
+        ranks, lambda comm, x: device_ring.ring_allreduce_on_device(comm, x,
+                                                            kernel if mine else None),
         [(x,) for x in xs], allow_collectives=False, timeout_s=60.0)
     rank_error = outcome.first_error()
     if rank_error:

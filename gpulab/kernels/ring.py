@@ -10,8 +10,8 @@ gradients) lives in device memory, and the add is a kernel.
   the chunk are left alone.
 
 :func:`add_chunk_on_device` launches it (or the learner's kernel of the same parameters);
-:func:`ring_allreduce_on_device` is a ring all-reduce whose every reduce step is such a launch,
-on each rank's device copy of its vector.
+:func:`gpulab.parallel.device_ring.ring_allreduce_on_device` is a ring all-reduce whose every
+reduce step is such a launch, on each rank's device copy of its vector.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from numba import cuda
 
 from gpulab.kernels.arrays import InputError
 from gpulab.kernels.registry import for_float_dtypes, kernel
-from gpulab.parallel import collectives
 
 ADD_CHUNK_VALUES_MOVED = 3  # per element: read data, incoming; write data
 ADD_CHUNK_FLOPS = 1
@@ -69,35 +68,4 @@ def add_chunk_on_device(d_data, d_incoming, offset: int, length: int, threads: i
     return blocks
 
 
-def ring_allreduce_on_device(comm, x, kernel_function=None, threads: int = 64):
-    """The element-wise mean of ``x`` over ``comm``'s ranks by a ring all-reduce whose vector
-    lives on the device: each reduce-scatter step receives a chunk on the host (MPI with host
-    buffers), copies it to the device and adds it in with ``add_chunk`` (or
-    ``kernel_function``); the all-gather copies the finished chunks into place. Returns
-    ``(mean, launches)``."""
-    x = np.asarray(x)
-    if x.ndim != 1 or not np.issubdtype(x.dtype, np.floating):
-        raise InputError(f"x must be a 1-D float array, not {x.dtype} of shape {x.shape}")
-    rank, size = comm.Get_rank(), comm.Get_size()
-    d_data = numba.cuda.to_device(np.ascontiguousarray(x))
-    bounds = collectives.chunk_bounds(len(x), size)
-    right, left = (rank + 1) % size, (rank - 1) % size
-    launches = 0
-    for phase in ("reduce-scatter", "all-gather"):
-        for step in range(size - 1):
-            shift = 0 if phase == "reduce-scatter" else 1
-            a, b = bounds[(rank - step + shift) % size]
-            c, d = bounds[(rank - step - 1 + shift) % size]
-            incoming = np.empty(d - c, dtype=x.dtype)
-            comm.Sendrecv(d_data[a:b].copy_to_host(), dest=right, recvbuf=incoming,
-                          source=left)
-            if phase == "reduce-scatter":
-                launches += add_chunk_on_device(d_data, numba.cuda.to_device(incoming), c, d - c,
-                                                threads, kernel_function) > 0
-            elif d > c:
-                d_data[c:d].copy_to_device(incoming)
-    return d_data.copy_to_host() / size, launches
-
-
-__all__ = ["ADD_CHUNK_FLOPS", "ADD_CHUNK_VALUES_MOVED", "add_chunk", "add_chunk_on_device",
-           "ring_allreduce_on_device"]
+__all__ = ["ADD_CHUNK_FLOPS", "ADD_CHUNK_VALUES_MOVED", "add_chunk", "add_chunk_on_device"]
