@@ -1,12 +1,25 @@
-"""Chapter 12's exercises: a latency percentile, and joules per thousand inferences.
+"""Chapter 12's exercises: a latency percentile, a fused inference kernel that then serves the
+chapter's requests, and joules per thousand inferences.
 
 - :func:`check_percentile` takes your ``percentile(latencies, q)``: the **nearest-rank**
   percentile — sort the values, take the ceil(q/100 · n)-th smallest (counting from 1). It is
   always one of the measured values.
+- :func:`check_inference` takes your ``@cuda.jit`` kernel ``infer(X, W1, b1, W2, b2, logits,
+  out)``: one thread per sample computes the two-layer network's forward pass (dense + bias +
+  ReLU, then dense + bias) and writes the index of the largest logit (the first one on a tie)
+  to ``out[i]``; ``logits`` is a scratch row per sample, holding leftovers at the start. The
+  batch and the widths are random (the batch never a multiple of the block, the block size
+  drawn too), one problem is square (so a transposed weight shows in the answers), two classes
+  share their weights (so ties happen), and some samples have only negative logits. Then
+  :func:`served_by` gives the chapter's server a
+  :class:`~gpulab.serving.kernel_model.KernelModel` on it, and the load test runs on it.
 - :func:`check_joules_per_thousand` takes your ``joules_per_thousand(times_s, watts,
   n_inferences)``: the board's energy over the whole trace of power samples (watts at the given
   times, idle stretches included: the board draws them too), integrated over time (the trapezoid
-  rule, or anything within 1 % of it), per thousand inferences, in joules.
+  rule, or anything within 1 % of it), per thousand inferences, in joules. The traces are
+  sampled unevenly (sparsely when idle, densely when busy, with a long gap across one of the
+  steep edges), so holding each sample's power until the next one (a left or right Riemann
+  sum) or averaging the samples misses by more than the tolerance.
 
 Values are random; a failure names the seed to repeat it.
 """
@@ -15,15 +28,31 @@ from __future__ import annotations
 
 import math
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
-from gpulab.exercises.checks import CheckFailedError, CheckResult, call_learner, run_check
+from gpulab import device
+from gpulab.exercises.checks import (
+    GLOBAL_INDEX_HINT,
+    GUARD_HINT,
+    CheckFailedError,
+    CheckResult,
+    KernelError,
+    call_learner,
+    launch,
+    padded,
+    read_back,
+)
+from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.trial import Trial
 
 # --- exercise 1: nearest-rank percentile ------------------------------------------------------
 
-PERCENTILE_STUB_HINT = ("sort the latencies, compute the rank ceil(q/100 · n) (1-based), and "
-                        "return the value at that rank (index rank - 1).")
+PERCENTILE_STUB_HINT = ("sort the latencies, find the rank ceil(q/100 · n) (counting from 1), "
+                        "and return the value at that rank.")
+NOT_A_NUMBER_HINT = "the function must end by returning the number it found."
 
 
 def nearest_rank(values, q: float) -> float:
@@ -31,38 +60,97 @@ def nearest_rank(values, q: float) -> float:
     return ordered[max(1, math.ceil(q * len(ordered) / 100)) - 1]
 
 
-def _percentile_suspects(values, q) -> list[tuple[float, str]]:
-    ordered = sorted(values)
-    n = len(ordered)
-    rank = max(1, math.ceil(q * n / 100))
-    out = [
-        (float(np.mean(values) + 2 * np.std(values)),
-         "that is the mean + 2σ: latencies are skewed (a long tail), not normal; the "
-         "percentile is a rank in the sorted values, not a formula on the mean."),
-        (ordered[min(rank, n - 1)], "off by one rank (one too high): the rank ceil(q/100 · n) "
-                                    "counts from 1, so its index is rank - 1."),
-        (ordered[max(rank - 2, 0)], "off by one rank (one too low): the index of rank "
-                                    "ceil(q/100 · n) is rank - 1, not rank - 2 (or use ceil, "
-                                    "not int/floor)."),
-        (float(np.percentile(values, q)), "that interpolates between two values (np.percentile's "
-                                          "default): nearest-rank returns a measured value."),
-        (list(values)[rank - 1], "the values were not sorted: sort them before taking a rank."),
-        (float(np.mean(values)), "that is the mean, not a percentile."),
-        (float(np.max(values)), "that is the maximum: take the rank ceil(q/100 · n), not n."),
-    ]
-    return out
+@dataclass
+class Percentile:
+    """A learner's percentile ``got`` for ``values`` and ``q``: the evidence its mistakes are
+    told from."""
+
+    got: object
+    values: list
+    q: float
+    where: str
+
+    @property
+    def ordered(self) -> list:
+        return sorted(self.values)
+
+    @property
+    def rank(self) -> int:
+        return max(1, math.ceil(self.q * len(self.values) / 100))
+
+    def near(self, value) -> bool:
+        return math.isclose(float(self.got), float(value), rel_tol=1e-9)
+
+    @property
+    def summary(self) -> str:
+        return f"expected {nearest_rank(self.values, self.q)}, got {self.got}"
+
+
+def _not_a_number(got) -> bool:
+    return isinstance(got, bool) or not isinstance(got, numbers.Real) or not math.isfinite(
+        float(got))
+
+
+PERCENTILE_MISTAKES = (
+    Mistake("a result that is not a number (no return)", lambda e: _not_a_number(e.got),
+            lambda e: f"you returned {e.got!r}: a number was expected", NOT_A_NUMBER_HINT),
+    Mistake("mean + 2σ", lambda e: e.near(np.mean(e.values) + 2 * np.std(e.values)),
+            lambda e: f"{e.summary}: that is the mean + 2σ",
+            "latencies are skewed (a long tail), not normal; the percentile is a rank in the "
+            "sorted values, not a formula on the mean."),
+    Mistake("the rank itself, not the value at it", lambda e: e.near(e.rank)
+            and not e.near(e.ordered[e.rank - 1]),
+            lambda e: f"{e.summary}: that is the rank, not the latency at that rank",
+            "the rank says where to look in the sorted list; return the latency found there."),
+    Mistake("off by one rank (one too high)",
+            lambda e: e.near(e.ordered[min(e.rank, len(e.values) - 1)]),
+            lambda e: f"{e.summary}: off by one rank (one too high)",
+            "ranks count from 1 but a Python list counts from 0; and where q·n/100 is a whole "
+            "number, that number is the rank."),
+    Mistake("off by one rank (one too low)", lambda e: e.near(e.ordered[max(e.rank - 2, 0)]),
+            lambda e: f"{e.summary}: off by one rank (one too low)",
+            "the rank is q·n/100 rounded up, not down, and ranks count from 1 while the list "
+            "counts from 0: one step, not two."),
+    Mistake("sorted from the largest", lambda e: e.near(e.ordered[len(e.values) - e.rank])
+            and not e.near(e.ordered[e.rank - 1]),
+            lambda e: f"{e.summary}: that is the value at that rank counted from the largest",
+            "rank 1 is the smallest latency: sort in ascending order."),
+    Mistake("interpolation (np.percentile's default)",
+            lambda e: e.near(np.percentile(e.values, e.q)),
+            lambda e: f"{e.summary}: that interpolates between two values",
+            "np.percentile's default interpolates; nearest-rank returns a measured value."),
+    Mistake("a rank taken without sorting", lambda e: e.near(list(e.values)[e.rank - 1]),
+            lambda e: f"{e.summary}: the values were not sorted",
+            "sort the values before taking a rank: the list comes in arrival order."),
+    Mistake("the mean", lambda e: e.near(np.mean(e.values)),
+            lambda e: f"{e.summary}: that is the mean, not a percentile",
+            PERCENTILE_STUB_HINT),
+    Mistake("the maximum", lambda e: e.near(np.max(e.values)),
+            lambda e: f"{e.summary}: that is the maximum",
+            "take the value at rank ceil(q/100 · n), not at rank n."),
+    Mistake("another value", lambda e: True, lambda e: e.summary, PERCENTILE_STUB_HINT),
+)
+PERCENTILE = CheckSpec(
+    "percentile", "percentile(latencies, q) -> float", PERCENTILE_STUB_HINT,
+    PERCENTILE_MISTAKES,
+    title="1. nearest-rank percentile", call="check_percentile(percentile)",
+    holds="the nearest-rank percentile (the ceil(q/100 · n)-th smallest, a measured value) of "
+          "random skewed lists of random lengths, q = 50, 90, 99 and a random q, one list where "
+          "q·n/100 is whole",
+    also="a function that raises (named with the call)")
 
 
 def check_percentile(function, seed: int | None = None, show: bool = True) -> CheckResult:
     """Check ``function(latencies, q)`` on random skewed latency lists of random lengths (not
     multiples of 100) for q = 50, 90, 99 and a random q, including one list where q·n/100 is a
-    whole number. Diagnoses the stub, mean + 2σ, off-by-one ranks, interpolation, unsorted
-    input, the mean and the maximum."""
+    whole number. Diagnoses (:data:`PERCENTILE_MISTAKES`, in order): no number returned, mean +
+    2σ, the rank instead of the value, descending order, off-by-one ranks, interpolation,
+    unsorted input, the mean and the maximum."""
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
         cases = []
-        for q in (50, 90, 99, float(np.round(rng.uniform(60, 98), 1))):
+        for q in (90, 50, 99, float(np.round(rng.uniform(60, 98), 1))):
             n = int(rng.integers(7, 480))
             if n % 100 == 0:
                 n += 3
@@ -70,41 +158,422 @@ def check_percentile(function, seed: int | None = None, show: bool = True) -> Ch
         cases.append((99, 200))  # q·n/100 whole: the rank is exactly 198
         for q, n in cases:
             values = [float(v) for v in np.round(rng.lognormal(0.5, 0.8, n), 4)]
-            given = list(values)
-            got = call_learner(function, given, q, stub_hint=PERCENTILE_STUB_HINT,
+            got = call_learner(function, list(values), q, stub_hint=PERCENTILE_STUB_HINT,
                                call=f"percentile(<{n} latencies>, {q})")
-            where = f"{n} latencies, q = {q} (seed={seed})"
-            if isinstance(got, bool) or not isinstance(got, numbers.Real):
-                raise CheckFailedError(f"for {where} you returned {got!r}: a number was "
-                                       "expected.", "return the value: `return ...`.")
-            want = nearest_rank(values, q)
-            if float(got) == want:
+            evidence = Percentile(got, values, q, f"{n} latencies, q = {q}, seed={seed}")
+            if not _not_a_number(got) and float(got) == nearest_rank(values, q):
                 continue
-            hint = next((h for v, h in _percentile_suspects(values, q)
-                         if math.isclose(float(got), v, rel_tol=1e-9)), PERCENTILE_STUB_HINT)
-            raise CheckFailedError(f"for {where}: expected {want}, got {got}.", hint)
+            PERCENTILE.reject(evidence)
         return f"all {len(cases)} lists right (seed={seed})."
 
-    return run_check("percentile", body, seed, show)
+    return PERCENTILE.run(body, seed, show, learner=(function,))
 
 
-# --- exercise 2: joules per thousand inferences -------------------------------------------------
+# --- exercise 2: a fused inference kernel, then served -------------------------------------------
 
-JOULES_STUB_HINT = ("integrate power over time: for each pair of neighbouring samples add "
-                    "(t[i+1] - t[i]) × (w[i] + w[i+1]) / 2; then divide by n_inferences and "
-                    "multiply by 1000.")
+INFER_STUB_HINT = (
+    "one thread per sample: find your sample, stop if it is past the end of the batch; set your "
+    "row of logits to the output biases; for each hidden unit, compute it (dot product, bias, "
+    "ReLU) and add its share to every logit; then write the index of the largest logit. The "
+    "hints above the cell go step by step.")
+# Sizes of a check's problems: the batch (1-D trial), and the widths (inputs, hidden, classes).
+INFER_BATCH_RANGE = {"sim": (70, 200), "gpu": (3000, 9000)}
+INFER_WIDTHS = {"sim": ((5, 12), (9, 24), (4, 8)), "gpu": ((24, 90), (60, 200), (5, 16))}
+INFER_SQUARE = {"sim": (6, 10), "gpu": (12, 40)}
+UNWRITTEN = -1  # out starts as this: a sample still holding it got no answer
+ALL_NEGATIVE_SHARE = 0.3  # of the samples whose logits are all below 0
+
+
+@dataclass
+class InferenceProblem:
+    """One batch for the inference kernel: inputs, weights and biases (float32), and the two
+    classes ``tie`` = (s, d), s < d, that share their weights (so their logits tie exactly)."""
+
+    X: np.ndarray
+    W1: np.ndarray
+    b1: np.ndarray
+    W2: np.ndarray
+    b2: np.ndarray
+    tie: tuple[int, int]
+
+    @property
+    def widths(self) -> tuple[int, int, int]:
+        return self.X.shape[1], self.W1.shape[1], self.W2.shape[1]
+
+    def logits(self, relu=True, bias1=True, bias2=True, W1=None, b1=None, W2=None
+               ) -> np.ndarray:
+        """The logits in float64, or those of a variant (no ReLU, a bias left out, other
+        weights); the tied classes' logits are made exactly equal (unless W2 is another)."""
+        X = self.X.astype(np.float64)
+        W1 = (self.W1 if W1 is None else W1).astype(np.float64)
+        W2 = self.W2 if W2 is None else W2
+        b1 = self.b1 if b1 is None else b1
+        hidden = X @ W1 + (b1.astype(np.float64) if bias1 else 0.0)
+        if relu:
+            hidden = np.maximum(hidden, 0.0)
+        z = hidden @ W2.astype(np.float64) + (self.b2.astype(np.float64) if bias2 else 0.0)
+        s, d = self.tie
+        if W2 is self.W2:
+            z[:, d] = z[:, s]
+        return z
+
+    def classes(self) -> np.ndarray:
+        return np.argmax(self.logits(), axis=1)
+
+
+def inference_problem(rng: np.random.Generator, batch: int, n_in: int, n_hidden: int,
+                      n_classes: int) -> InferenceProblem:
+    """Random inputs and weights with: a hidden layer about half negative before its ReLU (so
+    the ReLU matters), biases as large as the products (so each matters), two classes with the
+    same weights (an exact tie on the samples where they win), ~30 % of samples with only
+    negative logits, and no other near-tie (so float32 rounding cannot change an answer)."""
+    f32 = np.float32
+    X = rng.standard_normal((batch, n_in)).astype(f32)
+    W1 = (rng.standard_normal((n_in, n_hidden)) / math.sqrt(n_in)).astype(f32)
+    b1 = rng.normal(0, 0.8, n_hidden).astype(f32)
+    hidden = np.maximum(X.astype(np.float64) @ W1 + b1, 0)
+    W2 = rng.standard_normal((n_hidden, n_classes - 1)) / math.sqrt(n_hidden / 2)
+    b2 = rng.normal(0, 0.8, n_classes - 1)
+    winners = np.argmax(hidden @ W2 + b2, axis=1)
+    s = int(np.bincount(winners, minlength=n_classes - 1)[:-1].argmax())  # not the last
+    d = int(rng.integers(s + 1, n_classes))
+    W2 = np.insert(W2, d, W2[:, s], axis=1).astype(f32)
+    b2 = np.insert(b2, d, b2[s])
+    top = (hidden @ W2 + b2).max(axis=1)
+    b2 = (b2 - np.quantile(top, ALL_NEGATIVE_SHARE) - 0.05).astype(f32)
+    problem = InferenceProblem(X, W1, b1, W2, b2, (s, d))
+    for _ in range(50):  # redraw the samples whose two best classes are nearly tied
+        z = np.delete(problem.logits(), d, axis=1)
+        best_two = np.sort(z, axis=1)[:, -2:]
+        close = (best_two[:, 1] - best_two[:, 0] < 0.05) | (np.abs(best_two[:, 1]) < 0.02)
+        if not close.any():
+            break
+        X[close] = rng.standard_normal((int(close.sum()), n_in)).astype(f32)
+    return problem
+
+
+@dataclass
+class Answers:
+    """The classes a kernel wrote (``got``, :data:`UNWRITTEN` where it wrote none) for a
+    problem: the evidence the inference check's mistakes are told from."""
+
+    got: np.ndarray
+    problem: InferenceProblem
+    trial: Trial
+    scratch_zeroed: bool = False  # set when the kernel is right only with a zeroed scratch
+
+    @property
+    def where(self) -> str:
+        n_in, n_hidden, n_classes = self.problem.widths
+        return f"{self.trial}, widths {n_in} → {n_hidden} → {n_classes}"
+
+    @property
+    def want(self) -> np.ndarray:
+        return self.problem.classes()
+
+    @property
+    def wrong(self) -> np.ndarray:
+        return np.flatnonzero(self.got != self.want)
+
+    @property
+    def unwritten(self) -> np.ndarray:
+        return np.flatnonzero(self.got == UNWRITTEN)
+
+    def like(self, answers) -> bool:
+        """Does ``got`` equal ``answers`` on nearly every sample (where they differ from the
+        right ones)?"""
+        if answers is None:
+            return False
+        answers = np.asarray(answers)
+        return bool(np.any(answers != self.want)) and float(np.mean(self.got == answers)) >= 0.95
+
+    def like_logits(self, z) -> bool:
+        return z is not None and self.like(np.argmax(z, axis=1))
+
+    @property
+    def square(self) -> bool:
+        n_in, n_hidden, n_classes = self.problem.widths
+        return n_in == n_hidden == n_classes
+
+    def samples(self, indices) -> str:
+        indices = list(indices)
+        shown = ", ".join(str(int(i)) for i in indices[:4])
+        return f"sample{'s' if len(indices) > 1 else ''} {shown}{', …' if len(indices) > 4 else ''}"
+
+    @property
+    def summary(self) -> str:
+        i = int(self.wrong[0])
+        return (f"{len(self.wrong)} of {len(self.got)} samples got the wrong class (e.g. sample "
+                f"{i}: {int(self.got[i])}, expected {int(self.want[i])})")
+
+    @property
+    def tie_samples(self) -> np.ndarray:
+        return np.flatnonzero(self.want == self.problem.tie[0])
+
+    @property
+    def negative_samples(self) -> np.ndarray:
+        return np.flatnonzero(self.problem.logits().max(axis=1) < 0)
+
+
+def _last_on_ties(e: Answers) -> np.ndarray:
+    z = e.problem.logits()
+    return z.shape[1] - 1 - np.argmax(z[:, ::-1], axis=1)
+
+
+def _zero_floor(e: Answers) -> np.ndarray:
+    return np.argmax(np.maximum(e.problem.logits(), 0.0), axis=1)
+
+
+def _hidden_cut(e: Answers) -> np.ndarray | None:
+    n_in, n_hidden, _ = e.problem.widths
+    if n_in >= n_hidden:
+        return None
+    p = e.problem
+    return np.argmax(p.logits(W1=p.W1[:, :n_in], b1=p.b1[:n_in], W2=p.W2[:n_in]), axis=1)
+
+
+def _max_value(e: Answers) -> np.ndarray:
+    return np.trunc(e.problem.logits().max(axis=1)).astype(np.int64)
+
+
+INFER_MISTAKES = (
+    Mistake("nothing written", lambda e: len(e.unwritten) == len(e.got),
+            "no sample got an answer: out still holds what it started with",
+            "each thread writes its sample's class into out, at its own index, inside the "
+            "guard."),
+    Mistake("`threadIdx.x` alone as the index (only the first block's samples)",
+            lambda e: len(e.unwritten) and e.unwritten[0] == e.trial.threads_per_block
+            and len(e.unwritten) == len(e.got) - e.trial.threads_per_block,
+            lambda e: (f"only the first {e.trial.threads_per_block} samples got an answer, "
+                       "as if every block handled the first block's samples"),
+            GLOBAL_INDEX_HINT),
+    Mistake("the last, partial block skipped",
+            lambda e: len(e.unwritten) and e.unwritten[0] == (
+                len(e.got) // e.trial.threads_per_block) * e.trial.threads_per_block
+            and e.unwritten[-1] == len(e.got) - 1,
+            lambda e: (f"the last, partial block's samples ({e.samples(e.unwritten)}) got no "
+                       "answer"),
+            "the guard should stop only the threads whose sample is past the end of the batch."),
+    Mistake("some samples left unanswered", lambda e: len(e.unwritten) > 0,
+            lambda e: f"{e.samples(e.unwritten)} got no answer ({len(e.unwritten)} in all)",
+            "one thread per sample, each writing its own sample's class: check the index."),
+    Mistake("`logits` used before it is set (a scratch holds leftovers)",
+            lambda e: e.scratch_zeroed,
+            "your kernel is right only when the logits scratch starts at zero: it adds into "
+            "its row of logits without setting it first, and on a GPU (and in this check) "
+            "that memory holds leftovers",
+            "set your sample's row of logits (to the output biases) before adding into it."),
+    Mistake("the hidden layer's ReLU forgotten",
+            lambda e: e.like_logits(e.problem.logits(relu=False)),
+            lambda e: f"{e.summary}: those are the classes without the hidden layer's ReLU",
+            "each hidden unit goes through the ReLU (negative sums become 0) before it feeds "
+            "the output layer."),
+    Mistake("both biases forgotten",
+            lambda e: e.like_logits(e.problem.logits(bias1=False, bias2=False)),
+            lambda e: f"{e.summary}: those are the classes without either bias",
+            "a dense layer adds its bias to each unit's dot product: both layers have one."),
+    Mistake("the hidden bias b1 forgotten", lambda e: e.like_logits(e.problem.logits(bias1=False)),
+            lambda e: f"{e.summary}: those are the classes without the hidden bias b1",
+            "each hidden unit is its dot product plus its bias, then the ReLU."),
+    Mistake("the output bias b2 forgotten", lambda e: e.like_logits(e.problem.logits(bias2=False)),
+            lambda e: f"{e.summary}: those are the classes without the output bias b2",
+            "each logit starts from its bias; the hidden units add to it."),
+    Mistake("negative logits treated as 0 (a ReLU on the output, or a maximum that starts at 0)",
+            lambda e: e.like(_zero_floor(e)),
+            lambda e: (f"{e.summary}: on samples whose logits are all negative (e.g. "
+                       f"{e.samples(e.negative_samples)}) your kernel answered class 0, as if "
+                       "negative logits were 0"),
+            "the output layer has no ReLU, and the largest logit may be negative: start the "
+            "search from the first logit itself, not from 0."),
+    Mistake("the last index on a tie", lambda e: e.like(_last_on_ties(e)),
+            lambda e: (f"{e.summary}: classes {e.problem.tie[0]} and {e.problem.tie[1]} have "
+                       f"the same weights, so their logits tie exactly, and your kernel answered "
+                       f"{e.problem.tie[1]}; the first index wins a tie (as np.argmax does)"),
+            "replace the best class only with a logit strictly larger than the best so far."),
+    Mistake("the smallest logit (argmin)",
+            lambda e: e.like(np.argmin(e.problem.logits(), axis=1)),
+            lambda e: f"{e.summary}: those are the classes of the smallest logits",
+            "keep the class whose logit is the largest so far."),
+    Mistake("the largest logit's value, not its index", lambda e: e.like(_max_value(e)),
+            lambda e: f"{e.summary}: those are the largest logits' values (cut to integers), "
+                      "not their classes",
+            "out holds the class: the index of the largest logit, not the logit."),
+    Mistake("W1 indexed the wrong way round (transposed)",
+            lambda e: e.square and e.like_logits(e.problem.logits(W1=e.problem.W1.T)),
+            lambda e: (f"{e.summary}: those are the classes with W1 transposed: W1 has a row "
+                       "per input and a column per hidden unit"),
+            "in X @ W1, input k and hidden unit j meet at W1's row k, column j."),
+    Mistake("W2 indexed the wrong way round (transposed)",
+            lambda e: e.square and e.like_logits(e.problem.logits(W2=e.problem.W2.T)),
+            lambda e: (f"{e.summary}: those are the classes with W2 transposed: W2 has a row "
+                       "per hidden unit and a column per class"),
+            "in hidden @ W2, hidden unit j and class c meet at W2's row j, column c."),
+    Mistake("the last class never considered",
+            lambda e: e.like(np.argmax(e.problem.logits()[:, :-1], axis=1)),
+            lambda e: f"{e.summary}: the last class ({e.problem.widths[2] - 1}) never wins",
+            "the search must look at every class, the last one too."),
+    Mistake("the hidden loop counts the inputs (only the first hidden units)",
+            lambda e: e.like(_hidden_cut(e)),
+            lambda e: (f"{e.summary}: those are the classes from only the first "
+                       f"{e.problem.widths[0]} hidden units: the loop over hidden units ran as "
+                       "many times as there are inputs"),
+            "the number of hidden units is W1's second extent; the number of inputs X's "
+            "second."),
+    Mistake("another wrong class", lambda e: True, lambda e: e.summary,
+            "compare your kernel with the forward pass step by step on one sample (the try-it "
+            "cell above): the hidden units, then the logits, then the search."),
+)
+INFERENCE = CheckSpec(
+    "inference", "infer(X, W1, b1, W2, b2, logits, out)", INFER_STUB_HINT, INFER_MISTAKES,
+    parameters=7,
+    title="2. fused inference kernel", call="check_inference(infer)",
+    holds="`out[i]` = the first index of the largest logit of relu(X[i] @ W1 + b1) @ W2 + b2, one "
+          "thread per sample, guarded, on a square and a non-square network with a designed tie "
+          "and all-negative logits, under two block sizes; the scratch starts with leftovers",
+    also="the stub; a missing guard (IndexError in the simulator, writes past out on a GPU); "
+         "simulator-only code (compiled for a GPU first); a hard-coded block size or batch; a "
+         "kernel that never finishes (time limit); gpulab's own kernel")
+
+
+def _widths(rng: np.random.Generator, square: bool) -> tuple[int, int, int]:
+    tier = "gpu" if device.tier() == "gpu" else "sim"
+    if square:
+        k = int(rng.integers(*INFER_SQUARE[tier]))
+        return k, k, k
+    (i0, i1), (h0, h1), (c0, c1) = INFER_WIDTHS[tier]
+    n_in = int(rng.integers(i0, i1))
+    return n_in, int(rng.integers(max(h0, n_in + 2), max(h1, n_in + 4))), int(rng.integers(c0,
+                                                                                          c1))
+
+
+def run_inference(kernel, trial: Trial, problem: InferenceProblem, scratch: float = np.nan
+                  ) -> np.ndarray:
+    """Launch ``kernel(X, W1, b1, W2, b2, logits, out)`` on the trial's grid: X and out padded
+    (a thread past the end raises IndexError in the simulator, or writes into out's padding on
+    a GPU, which :func:`~gpulab.exercises.checks.read_back` sees), the logits scratch filled
+    with ``scratch``. Returns out (int32, :data:`UNWRITTEN` where nothing was written)."""
+    from numba import cuda
+
+    batch, n_classes = problem.X.shape[0], problem.W2.shape[1]
+    _, d_X = padded(problem.X, trial.padding, 0.0)
+    d_W1, d_b1, d_W2, d_b2 = (cuda.to_device(a) for a in
+                              (problem.W1, problem.b1, problem.W2, problem.b2))
+    d_logits = cuda.to_device(np.full((batch, n_classes), scratch, np.float32))
+    d_out_all, d_out = padded(np.full(batch, UNWRITTEN, np.int32), trial.padding, UNWRITTEN)
+    launch(kernel, trial, d_X, d_W1, d_b1, d_W2, d_b2, d_logits, d_out)
+    return read_back(d_out_all, (batch,), trial, fill=UNWRITTEN, hint=GUARD_HINT)
+
+
+def check_inference(kernel, seed: int | None = None, threads_per_block: int | None = None,
+                    show: bool = True) -> CheckResult:
+    """Check ``kernel(X, W1, b1, W2, b2, logits, out)``: one thread per sample i of the batch X
+    (float32, samples × inputs) writes to ``out[i]`` (int32) the first index of the largest of
+    relu(X[i] @ W1 + b1) @ W2 + b2, using its row of the float32 ``logits`` scratch (which
+    holds leftovers) as it likes. Random batch (never a multiple of the block) and widths; the
+    block size drawn too (unless given), and the kernel run again under another. Two problems
+    per block size: a square network (inputs = hidden = classes, so a transposed weight gives
+    answers, not an IndexError) and a non-square one.
+
+    Diagnoses (:data:`INFER_MISTAKES`, in order): nothing written, only the first block,
+    the last block skipped, samples left unanswered, the scratch used before it is set, the
+    hidden ReLU forgotten, a bias forgotten (either or both), negative logits treated as 0,
+    the last index on a tie, argmin, the logit's value instead of its index, W1 or W2
+    transposed, the last class never considered, the hidden loop counting the inputs; and,
+    from the shared rules, the stub, a missing guard, simulator-only code, a hard-coded block
+    size or batch, a kernel that never finishes, gpulab's own kernel."""
+
+    def body(seed: int) -> str:
+        source = INFERENCE.start(kernel)
+        trial = Trial.draw("check_inference", seed, np.float32, block=threads_per_block,
+                           size_range=INFER_BATCH_RANGE["gpu" if device.tier() == "gpu"
+                                                        else "sim"])
+        problem_rng = np.random.default_rng([seed, 12])
+        problems = [inference_problem(problem_rng, trial.n, *_widths(problem_rng, square))
+                    for square in (True, False)]
+
+        def run(trial: Trial) -> Trial:
+            for problem in problems:
+                got = run_inference(kernel, trial, problem)
+                evidence = Answers(got, problem, trial)
+                if not len(evidence.wrong):
+                    continue
+                if not len(evidence.unwritten):
+                    try:
+                        again = run_inference(kernel, trial, problem, scratch=0.0)
+                    except (CheckFailedError, KernelError):
+                        again = None
+                    evidence.scratch_zeroed = again is not None and not np.any(
+                        again != evidence.want)
+                INFERENCE.reject(evidence)
+            return trial
+
+        trial = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+        widths = " and ".join(" → ".join(map(str, p.widths)) for p in problems)
+        ties = sum(len(Answers(p.classes(), p, trial).tie_samples) for p in problems)
+        return (f"all {trial.n} samples right on networks {widths} ({trial.launched}, "
+                f"{ties} exact ties resolved to the first class, seed={trial.seed}).")
+
+    return INFERENCE.run(body, seed, show, learner=(kernel,))
+
+
+def served_by(kernel, model, threads_per_block: int | None = None):
+    """A :class:`~gpulab.serving.kernel_model.KernelModel` of ``model`` that serves with
+    ``kernel`` once it has passed :func:`check_inference` in this session, with gpulab's
+    ``fused_mlp_argmax`` otherwise (and says so)."""
+    from gpulab.exercises.checks import has_passed
+    from gpulab.serving.kernel_model import KernelModel
+
+    if kernel is not None and has_passed(INFERENCE.exercise):
+        return KernelModel(model, kernel, "your kernel", threads_per_block)
+    print("your inference kernel has not passed its check in this session: gpulab's "
+          "fused_mlp_argmax serves below instead.")
+    return KernelModel(model, None, None, threads_per_block)
+
+
+# --- exercise 3: joules per thousand inferences -------------------------------------------------
+
+JOULES_STUB_HINT = ("integrate power over time: each stretch between two neighbouring samples "
+                    "costs its duration times the average of the powers at its two ends; add "
+                    "them up, then give the total per thousand inferences.")
+JOULES_TOLERANCE = 0.01  # relative, against the trapezoid rule
+# The power traces are drawn so that every mistake below misses by at least this much.
+JOULES_MARGIN = 0.04
 
 
 def power_trace(rng: np.random.Generator) -> tuple[list[float], list[float], float]:
-    """A board's power samples: idle, a busy stretch, idle again; uneven sampling; the idle
-    power it drew."""
-    n = int(rng.integers(60, 240))
-    times = np.cumsum(rng.uniform(0.005, 0.02, n))
+    """A board's power samples: idle, a busy stretch, idle again; the idle power it drew.
+
+    The sampling is uneven: sparse when idle (20-50 ms), dense when busy (4-12 ms), and one of
+    the two steep edges falls in a long gap (0.15-0.35 s without a sample), the other in a
+    short one; so holding each sample's power until the next (a left or right Riemann sum) or
+    averaging the samples misses the trapezoid rule by several per cent."""
+    while True:
+        times, watts, idle = _draw_power_trace(rng)
+        t, w = np.asarray(times), np.asarray(watts)
+        exact = trapezoid(t, w)
+        others = (np.sum(np.diff(t) * w[:-1]), np.sum(np.diff(t) * w[1:]),
+                  np.mean(w) * (t[-1] - t[0]))
+        if all(abs(other - exact) > JOULES_MARGIN * 1.05 * exact for other in others):
+            return times, watts, idle
+
+
+def _draw_power_trace(rng: np.random.Generator) -> tuple[list[float], list[float], float]:
+    idle_before, busy_n, idle_after = (int(rng.integers(15, 50)), int(rng.integers(60, 160)),
+                                       int(rng.integers(15, 50)))
+    n = idle_before + busy_n + idle_after
+    gaps = np.concatenate([rng.uniform(0.02, 0.05, idle_before),
+                           rng.uniform(0.004, 0.012, busy_n),
+                           rng.uniform(0.02, 0.05, idle_after)])
+    long_gap, short_gap = rng.uniform(0.15, 0.35), rng.uniform(0.002, 0.006)
+    rise_long = bool(rng.integers(2))
+    gaps[idle_before] = long_gap if rise_long else short_gap  # gap before the first busy sample
+    gaps[idle_before + busy_n] = short_gap if rise_long else long_gap  # before the first idle
+    times = np.cumsum(gaps)
     times -= times[0]
     idle = float(rng.uniform(40, 100))
     busy = float(rng.uniform(250, 650))
-    start, stop = np.quantile(times, [rng.uniform(0.15, 0.3), rng.uniform(0.6, 0.85)])
-    watts = np.where((times >= start) & (times <= stop), busy, idle)
+    watts = np.full(n, idle)
+    watts[idle_before:idle_before + busy_n] = busy
     watts = watts + rng.normal(0, 3, n)
     return [float(t) for t in np.round(times, 6)], [float(w) for w in np.round(watts, 3)], idle
 
@@ -114,35 +583,134 @@ def trapezoid(times, watts) -> float:
     return float(np.sum(np.diff(t) * (w[1:] + w[:-1]) / 2))
 
 
-def _joules_suspects(times, watts, n, idle) -> list[tuple[float, str]]:
-    t, w = np.asarray(times), np.asarray(watts)
-    right = trapezoid(times, watts)
-    above = w > idle + 20
-    busy_only = trapezoid(t[above], w[above]) if above.sum() >= 2 else 0.0
-    minus_idle = right - idle * (t[-1] - t[0])
-    return [
-        (right / n * 1000 / 3600, "that is in watt-hours: 1 Wh = 3600 J; the answer is in "
-                                  "joules (watts × seconds), do not divide by 3600."),
-        (right / n, "that is per inference: multiply by 1000 for a thousand inferences."),
-        (right * 1000, "divide by the number of inferences: joules per thousand = total / n × "
-                       "1000."),
-        (float(np.sum(w)) / n * 1000, "that adds up watts without time: multiply each power "
-                                      "by the time between samples (W × s = J)."),
-        (minus_idle / n * 1000, "the idle power is missing: the board draws it the whole "
-                                "time, and the job pays for it (board boundary, idle included)."),
-        (busy_only / n * 1000, "only the busy samples are counted: the idle stretches cost "
-                               "energy too (board boundary, idle included)."),
-        (float(np.mean(w)) * n, "mean power × the number of inferences is not energy: use the "
-                                "time the samples cover."),
-    ]
+@dataclass
+class Joules:
+    """A learner's joules per thousand ``got`` for one power trace: the evidence."""
+
+    got: object
+    times: np.ndarray
+    watts: np.ndarray
+    n: int
+    idle: float
+    where: str
+
+    @property
+    def total(self) -> float:
+        return trapezoid(self.times, self.watts)
+
+    @property
+    def want(self) -> float:
+        return self.total / self.n * 1000
+
+    @property
+    def duration(self) -> float:
+        return float(self.times[-1] - self.times[0])
+
+    def per_k(self, joules: float) -> float:
+        return joules / self.n * 1000
+
+    def near(self, value) -> bool:
+        return math.isclose(float(self.got), float(value), rel_tol=JOULES_TOLERANCE)
+
+    @property
+    def summary(self) -> str:
+        return f"expected {self.want:.4g} J per thousand, got {float(self.got):.4g}"
+
+    @property
+    def left(self) -> float:
+        return float(np.sum(np.diff(self.times) * self.watts[:-1]))
+
+    @property
+    def right(self) -> float:
+        return float(np.sum(np.diff(self.times) * self.watts[1:]))
+
+    @property
+    def busy_only(self) -> float:
+        above = self.watts > self.idle + 20
+        return trapezoid(self.times[above], self.watts[above]) if above.sum() >= 2 else 0.0
+
+    @property
+    def missing_watts(self) -> float:
+        return (self.want - float(self.got)) * self.n / 1000 / self.duration
+
+    def off_by(self, joules: float) -> str:
+        return f"{abs(joules - self.total) / self.total:.0%}"
+
+
+RIEMANN_HINT = ("with uneven sampling and steep edges, holding one sample's power over the "
+                "whole stretch is not enough: a stretch's energy is its duration times the "
+                "average of the powers at its two ends (the trapezoid rule).")
+IDLE_HINT = ("the board draws its idle power the whole time, and the job pays for it (board "
+             "boundary, idle included): integrate the whole trace as it is.")
+JOULES_MISTAKES = (
+    Mistake("a result that is not a number", lambda e: _not_a_number(e.got),
+            lambda e: f"you returned {e.got!r}: a number of joules was expected",
+            NOT_A_NUMBER_HINT),
+    Mistake("watt-hours instead of joules", lambda e: e.near(e.want / 3600),
+            lambda e: f"{e.summary}: that is in watt-hours",
+            "1 Wh = 3600 J, and the answer is in joules (watts × seconds): no conversion "
+            "needed."),
+    Mistake("per inference, not per thousand", lambda e: e.near(e.want / 1000),
+            lambda e: f"{e.summary}: that is per inference", "give it for a thousand."),
+    Mistake("per million (× 10⁶)", lambda e: e.near(e.want * 1000),
+            lambda e: f"{e.summary}: that is per million inferences", "give it for a thousand."),
+    Mistake("not divided by the number of inferences", lambda e: e.near(e.total * 1000),
+            lambda e: f"{e.summary}: the total was not shared among the {e.n} inferences",
+            "joules per thousand inferences is the total shared among all inferences, then "
+            "scaled to a thousand."),
+    Mistake("multiplied by the number of inferences", lambda e: e.near(e.total * e.n / 1000),
+            lambda e: f"{e.summary}: the total was multiplied by the number of inferences",
+            "the more inferences share the energy, the less each costs: divide by the count."),
+    Mistake("watts added up without time", lambda e: e.near(e.per_k(np.sum(e.watts))),
+            lambda e: f"{e.summary}: that adds up watts without time",
+            "each power counts for the time between samples (W × s = J)."),
+    Mistake("a left Riemann sum (each sample's power held until the next)",
+            lambda e: e.near(e.per_k(e.left)),
+            lambda e: (f"{e.summary}: that holds each sample's power until the next sample (a "
+                       f"left Riemann sum), {e.off_by(e.left)} off here"), RIEMANN_HINT),
+    Mistake("a right Riemann sum (each sample's power held since the last)",
+            lambda e: e.near(e.per_k(e.right)),
+            lambda e: (f"{e.summary}: that holds each sample's power back to the previous "
+                       f"sample (a right Riemann sum), {e.off_by(e.right)} off here"),
+            RIEMANN_HINT),
+    Mistake("the mean of the samples × the duration",
+            lambda e: e.near(e.per_k(np.mean(e.watts) * e.duration)),
+            lambda e: (f"{e.summary}: that is the samples' mean power × the duration, but the "
+                       "samples are uneven (dense when busy, sparse when idle), so the mean "
+                       "over-counts the busy stretch"),
+            "weigh each sample by the time it stands for: integrate stretch by stretch."),
+    Mistake("the idle power subtracted",
+            lambda e: e.near(e.per_k(e.total - e.idle * e.duration)),
+            lambda e: f"{e.summary}: the idle power is missing", IDLE_HINT),
+    Mistake("only the busy samples", lambda e: e.near(e.per_k(e.busy_only)),
+            lambda e: f"{e.summary}: only the busy samples are counted", IDLE_HINT),
+    Mistake("mean power × the number of inferences", lambda e: e.near(np.mean(e.watts) * e.n),
+            lambda e: f"{e.summary}: mean power × the number of inferences is not energy",
+            "energy needs the time the samples cover."),
+    Mistake("about the idle power missing (estimated some other way)",
+            lambda e: 0.8 * e.idle <= e.missing_watts <= 1.2 * e.idle,
+            lambda e: (f"{e.summary}: about the idle power is missing over the whole trace"),
+            IDLE_HINT),
+    Mistake("another number", lambda e: True, lambda e: e.summary, JOULES_STUB_HINT),
+)
+JOULES = CheckSpec(
+    "joules_per_thousand", "joules_per_thousand(times_s, watts, n_inferences) -> float",
+    JOULES_STUB_HINT, JOULES_MISTAKES,
+    title="3. joules per thousand", call="check_joules_per_thousand(joules_per_thousand)",
+    holds="within 1 % of the trapezoid rule over the whole trace (idle included) per thousand "
+          "inferences, on traces sampled unevenly (sparse idle, dense busy, a long gap across "
+          "one steep edge) so that left/right Riemann sums and the samples' mean miss by > 4 %",
+    also="a function that raises (named with the call)")
 
 
 def check_joules_per_thousand(function, seed: int | None = None, show: bool = True
                               ) -> CheckResult:
     """Check ``function(times_s, watts, n_inferences)`` on random power traces (idle, busy,
-    idle; uneven sampling; noise) against the trapezoid rule within 1 %. Diagnoses the stub,
-    watt-hours, per inference, forgetting to divide by n, summing watts without time, idle power
-    left out (subtracted or busy samples only)."""
+    idle; uneven sampling with a long gap across one steep edge; noise) against the trapezoid
+    rule within 1 %. Diagnoses (:data:`JOULES_MISTAKES`, in order): no number, watt-hours,
+    per inference or per million, not dividing (or multiplying) by n, summing watts without
+    time, a left or right Riemann sum, the samples' mean × the duration, idle power left out
+    (subtracted, busy samples only, or otherwise), mean power × n."""
 
     def body(seed: int) -> str:
         rng = np.random.default_rng(seed)
@@ -152,28 +720,17 @@ def check_joules_per_thousand(function, seed: int | None = None, show: bool = Tr
             got = call_learner(function, list(times), list(watts), n,
                                stub_hint=JOULES_STUB_HINT,
                                call=f"joules_per_thousand(<{len(times)} samples>, ..., {n})")
-            where = f"{len(times)} samples over {times[-1]:.2f} s, {n} inferences (seed={seed})"
-            if isinstance(got, bool) or not isinstance(got, numbers.Real) or not math.isfinite(
-                    float(got)):
-                raise CheckFailedError(f"for {where} you returned {got!r}: a number of joules "
-                                       "was expected.", "return the number: `return ...`.")
-            want = trapezoid(times, watts) / n * 1000
-            if math.isclose(float(got), want, rel_tol=0.01):
+            evidence = Joules(got, np.asarray(times), np.asarray(watts), n, idle,
+                              f"{len(times)} samples over {times[-1]:.2f} s, {n} inferences, "
+                              f"seed={seed}")
+            if not _not_a_number(got) and evidence.near(evidence.want):
                 continue
-            hint = next((h for v, h in _joules_suspects(times, watts, n, idle)
-                         if math.isclose(float(got), v, rel_tol=0.01)), None)
-            missing_watts = (want - float(got)) * n / 1000 / (times[-1] - times[0])
-            if hint is None and 0.8 * idle <= missing_watts <= 1.2 * idle:
-                hint = ("about the idle power is missing over the whole trace: the board draws "
-                        "it the whole time, and the job pays for it (board boundary, idle "
-                        "included).")
-            hint = hint or JOULES_STUB_HINT
-            raise CheckFailedError(f"for {where}: expected {want:.4g} J per thousand, got "
-                                   f"{float(got):.4g}.", hint)
+            JOULES.reject(evidence)
         return f"all 4 power traces right (seed={seed})."
 
-    return run_check("joules_per_thousand", body, seed, show)
+    return JOULES.run(body, seed, show, learner=(function,))
 
 
-__all__ = ["check_joules_per_thousand", "check_percentile", "nearest_rank", "power_trace",
-           "trapezoid"]
+__all__ = ["INFERENCE", "JOULES", "PERCENTILE", "check_inference", "check_joules_per_thousand",
+           "check_percentile", "inference_problem", "nearest_rank", "power_trace",
+           "run_inference", "served_by", "trapezoid"]

@@ -201,22 +201,26 @@ CAPACITY_CONCURRENCY = 32
 SWEEP_MULTIPLES = (0.25, 1.0, 4.0)
 
 
-def _served_rows(model, data):
-    """The held-out digits and the classes the model gives them, computed directly (NumPy):
-    what every served answer is checked against."""
-    return data.X_test, np.asarray(model.predict(data.X_test)).astype(int)
+def _served_rows(model, data, reference_model=None, n_rows: int | None = None):
+    """The held-out digits (the first ``n_rows``) and the classes ``reference_model`` (default
+    ``model``) gives them, computed directly: what every served answer is checked against."""
+    X = data.X_test if n_rows is None else data.X_test[:n_rows]
+    return X, np.asarray((reference_model or model).predict(X)).astype(int)
 
 
 def serving_capacity(model, data, window_ms: float = 0.0, max_batch: int = 64,
                      n_requests: int = 600, concurrency: int = CAPACITY_CONCURRENCY,
-                     separate_process: bool = True) -> dict:
+                     separate_process: bool = True, reference_model=None,
+                     n_rows: int | None = None, warm_up: int = 100) -> dict:
     """The most answers per second a fresh server gives: a closed-loop run
     (:func:`~gpulab.serving.loadtest.closed_loop`, ``concurrency`` requests always in flight,
-    one digit each) after a short warm-up. Measured here, loopback, the load generator in a
-    separate Python process (``separate_process``) sharing this machine's cores."""
-    X, expected = _served_rows(model, data)
+    one digit each) after a warm-up of ``warm_up`` requests. Every answer is checked against
+    ``reference_model`` (default ``model``) run directly on the first ``n_rows`` held-out digits
+    (default all). Measured here, loopback, the load generator in a separate Python process
+    (``separate_process``) sharing this machine's cores."""
+    X, expected = _served_rows(model, data, reference_model, n_rows)
     with InferenceServer(model, window_ms=window_ms, max_batch=max_batch) as server:
-        closed_loop(server.url, X, n_requests=100, concurrency=8)  # warm up
+        closed_loop(server.url, X, n_requests=warm_up, concurrency=8)
         before = server.stats()
         r = closed_loop(server.url, X, n_requests=n_requests, concurrency=concurrency,
                         expected=expected, separate_process=separate_process)
@@ -233,7 +237,8 @@ def serving_sweep(model, data, windows_ms=(0.0, 2.0, 10.0), rates=None,
                   multiples=SWEEP_MULTIPLES, capacity_per_s: float | None = None,
                   n_requests: int = 400, max_batch: int = 64, max_queue: int | None = None,
                   arrivals: str = "poisson", time_limit_s: float = 10.0,
-                  separate_process: bool = True) -> list[dict]:
+                  separate_process: bool = True, reference_model=None,
+                  n_rows: int | None = None) -> list[dict]:
     """One server per batching window, an open-loop load test per offered rate
     (:func:`~gpulab.serving.loadtest.load_test`: ``n_requests`` one-digit requests, Poisson
     arrivals): p50, p99 (nearest rank, with its n), answers per second, 503s, lost and wrong
@@ -243,13 +248,15 @@ def serving_sweep(model, data, windows_ms=(0.0, 2.0, 10.0), rates=None,
     queue holds ``max_queue`` rows (default 2 × ``max_batch``), so beyond capacity it fills and
     the excess is answered 503. Measured here, loopback, the load generator in a separate
     Python process (``separate_process``; in the server's own process it would compete with
-    it for the interpreter lock)."""
-    X, expected = _served_rows(model, data)
+    it for the interpreter lock). ``reference_model`` and ``n_rows``: as for
+    :func:`serving_capacity`."""
+    X, expected = _served_rows(model, data, reference_model, n_rows)
     if rates is None:
         if capacity_per_s is None:
             capacity_per_s = serving_capacity(model, data, max_batch=max_batch,
-                                              separate_process=separate_process)[
-                "throughput_per_s"]
+                                              separate_process=separate_process,
+                                              reference_model=reference_model,
+                                              n_rows=n_rows)["throughput_per_s"]
         offered = [(m * capacity_per_s, m) for m in multiples]
     else:
         offered = [(float(r), r / capacity_per_s if capacity_per_s else None) for r in rates]
@@ -344,6 +351,27 @@ def serving_lines(rows, capacity: dict | None = None) -> list[str]:
                  f"wrong: {sum(r['wrong'] for r in rows)} of "
                  f"{sum(r['completed'] for r in rows)} answers checked.")
     return lines
+
+
+def kernel_serving_lines(capacity: dict, row: dict, numpy_capacity: dict, whose: str,
+                         tier: str) -> list[str]:
+    """The chapter's sentences about the load test on a fused kernel (``capacity`` and one
+    :func:`serving_sweep` ``row``), beside the NumPy forward pass's capacity measured before,
+    each from the numbers."""
+    where = ("this GPU" if tier == "gpu" else
+             "Numba's CUDA simulator on this CPU (every thread run in Python: not a GPU's speed)")
+    ratio = capacity["throughput_per_s"] / numpy_capacity["throughput_per_s"]
+    return [
+        f"{whose} served every batch in one launch, on {where}.",
+        f"Capacity: {capacity['throughput_per_s']:.0f} answers/s (closed loop, "
+        f"{capacity['concurrency']} requests in flight, mean batch {capacity['mean_batch']:.1f} "
+        f"rows), {ratio:.2g}× the NumPy forward pass's {numpy_capacity['throughput_per_s']:.0f}/s "
+        "measured above on this machine.",
+        f"Offered {row['rate_per_s']:.0f} requests/s (open loop, Poisson, window "
+        f"{row['window_ms']:g} ms): {row['completed']} of {row['sent']} answered 200, "
+        f"{row['rejected']} refused with 503, {row['lost']} lost, {row['wrong']} wrong; p50 "
+        f"{row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms ({row['p99_rule']}).",
+    ]
 
 
 def serving_plot(rows):
@@ -498,7 +526,7 @@ def faster_not_greener_lines(result: dict) -> list[str]:
 __all__ = ["BATCH_SIZES", "COPY_LATENCY_S", "COPY_LATENCY_SOURCE", "WHERE_GPU", "WHERE_SIM",
            "backend_agreement", "bad_requests", "batch_rows", "cpu_latency", "crossover",
            "faster_not_greener", "faster_not_greener_lines", "fp8_weights",
-           "gpu_inference_estimate", "gpu_latency",
+           "gpu_inference_estimate", "gpu_latency", "kernel_serving_lines",
            "inference_energy", "latency_plot", "serving_capacity", "serving_lines",
            "serving_plot", "serving_sweep",
            "serving_widget", "trained_digits", "training_energy", "training_seconds"]

@@ -1,15 +1,27 @@
-"""Chapter 12's checks (nearest-rank percentile, joules per thousand inferences) against a right
-answer over several seeds, the stub and the wrong answers learners write."""
+"""Chapter 12's checks (nearest-rank percentile, joules per thousand inferences, the fused
+inference kernel) against right answers written several ways, the stub and the wrong answers
+learners write: each wrong one must fail with a message that names its mistake."""
 
+import gpulab  # noqa: F401  (must come before numba: it chooses the simulator or the GPU)
+
+# isort: split
+import heapq
 import math
+import statistics
 
 import numpy as np
 import pytest
+from numba import cuda
 
 from gpulab.exercises import ch12
 from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED
 
 SEEDS = (0, 1, 2, 3, 11)
+
+
+def said(result) -> str:
+    return f"{result.message} {result.hint}"
+
 
 # --- exercise 1: percentile --------------------------------------------------------------------
 
@@ -17,6 +29,15 @@ SEEDS = (0, 1, 2, 3, 11)
 def percentile(latencies, q):
     ordered = sorted(latencies)
     return ordered[max(1, math.ceil(q * len(ordered) / 100)) - 1]
+
+
+def percentile_numpy(latencies, q):  # right, written differently: NumPy's nearest-rank method
+    return float(np.percentile(latencies, q, method="inverted_cdf"))
+
+
+def percentile_heap(latencies, q):  # right: the rank-th smallest without a full sort
+    rank = max(1, math.ceil(q * len(latencies) / 100))
+    return heapq.nsmallest(rank, latencies)[-1]
 
 
 def mean_two_sigma(latencies, q):
@@ -46,30 +67,62 @@ def unsorted(latencies, q):
     return latencies[max(1, math.ceil(q * len(latencies) / 100)) - 1]
 
 
+def mean_only(latencies, q):
+    return statistics.mean(latencies)
+
+
+def maximum(latencies, q):
+    return max(latencies)
+
+
+def descending(latencies, q):
+    ordered = sorted(latencies, reverse=True)
+    return ordered[max(1, math.ceil(q * len(ordered) / 100)) - 1]
+
+
+def the_rank(latencies, q):
+    return max(1, math.ceil(q * len(latencies) / 100))
+
+
+def no_return(latencies, q):
+    ordered = sorted(latencies)
+    ordered[max(1, math.ceil(q * len(ordered) / 100)) - 1]  # noqa: B018  (forgot the return)
+
+
 def stub(*args):
     raise NotImplementedError
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_percentile_accepts_the_solution(seed):
-    result = ch12.check_percentile(percentile, seed=seed, show=False)
+@pytest.mark.parametrize("right", [percentile, percentile_numpy, percentile_heap])
+def test_percentile_accepts_right_answers(seed, right):
+    result = ch12.check_percentile(right, seed=seed, show=False)
     assert result.status == PASSED, result.message
 
 
 @pytest.mark.parametrize("wrong, words", [
     (mean_two_sigma, "mean + 2σ"), (rank_not_minus_one, "one too high"),
     (floor_index, "one too high"), (floor_minus_one, "one too low"),
-    (interpolated, "interpolates"), (unsorted, "not sorted")])
+    (interpolated, "interpolates"), (unsorted, "not sorted"), (mean_only, "the mean"),
+    (maximum, "maximum"), (descending, "from the largest"), (the_rank, "the rank"),
+    (no_return, "a number was expected")])
 def test_percentile_rejects_wrong_answers_with_the_right_hint(wrong, words):
     for seed in SEEDS:
         result = ch12.check_percentile(wrong, seed=seed, show=False)
         assert result.status == FAILED, (wrong.__name__, seed)
-        assert words in result.hint, (wrong.__name__, seed, result.hint)
+        assert words in said(result), (wrong.__name__, seed, said(result))
 
 
 def test_percentile_stub_is_not_attempted():
     assert ch12.check_percentile(stub, seed=0, show=False).status == NOT_ATTEMPTED
     assert ch12.check_percentile(None, seed=0, show=False).status == NOT_ATTEMPTED
+
+
+def test_percentile_refuses_the_load_tests_own():
+    from gpulab.serving.loadtest import percentile as library
+
+    result = ch12.check_percentile(library, seed=0, show=False)
+    assert result.status == FAILED and "gpulab's own" in result.message
 
 
 def test_percentile_matches_the_load_test_library():
@@ -90,9 +143,29 @@ def joules_per_thousand(times_s, watts, n_inferences):
     return float(np.sum(np.diff(t) * (w[1:] + w[:-1]) / 2)) / n_inferences * 1000
 
 
-def left_rectangles(times_s, watts, n_inferences):  # a fine approximation: accepted
+def joules_numpy(times_s, watts, n_inferences):  # right: NumPy's trapezoid rule
+    return float(np.trapezoid(watts, times_s)) * 1000 / n_inferences
+
+
+def joules_loop(times_s, watts, n_inferences):  # right: a hand loop, in kJ-free steps
+    total = 0.0
+    for i in range(1, len(times_s)):
+        total += (watts[i - 1] + watts[i]) * (times_s[i] - times_s[i - 1]) / 2
+    return total / (n_inferences / 1000)
+
+
+def left_rectangles(times_s, watts, n_inferences):  # the hole of issue 22: no longer accepted
     t, w = np.asarray(times_s), np.asarray(watts)
     return float(np.sum(np.diff(t) * w[:-1])) / n_inferences * 1000
+
+
+def right_rectangles(times_s, watts, n_inferences):
+    t, w = np.asarray(times_s), np.asarray(watts)
+    return float(np.sum(np.diff(t) * w[1:])) / n_inferences * 1000
+
+
+def mean_times_duration(times_s, watts, n_inferences):
+    return float(np.mean(watts)) * (times_s[-1] - times_s[0]) / n_inferences * 1000
 
 
 def watt_hours(times_s, watts, n_inferences):
@@ -101,6 +174,18 @@ def watt_hours(times_s, watts, n_inferences):
 
 def per_inference(times_s, watts, n_inferences):
     return joules_per_thousand(times_s, watts, n_inferences) / 1000
+
+
+def per_million(times_s, watts, n_inferences):
+    return joules_per_thousand(times_s, watts, n_inferences) * 1000
+
+
+def not_divided(times_s, watts, n_inferences):
+    return joules_per_thousand(times_s, watts, n_inferences) * n_inferences
+
+
+def times_n(times_s, watts, n_inferences):
+    return joules_per_thousand(times_s, watts, n_inferences) * n_inferences ** 2 / 1e6
 
 
 def no_time(times_s, watts, n_inferences):
@@ -119,22 +204,232 @@ def busy_only(times_s, watts, n_inferences):
     return joules_per_thousand(t[keep], w[keep], n_inferences)
 
 
+def mean_times_n(times_s, watts, n_inferences):
+    return float(np.mean(watts)) * n_inferences
+
+
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("right", [joules_per_thousand, left_rectangles])
-def test_joules_accepts_the_solution(seed, right):
+@pytest.mark.parametrize("right", [joules_per_thousand, joules_numpy, joules_loop])
+def test_joules_accepts_right_answers(seed, right):
     result = ch12.check_joules_per_thousand(right, seed=seed, show=False)
     assert result.status == PASSED, result.message
 
 
 @pytest.mark.parametrize("wrong, words", [
-    (watt_hours, "watt-hours"), (per_inference, "per inference"), (no_time, "without time"),
-    (busy_only, "idle"), (minus_idle, "idle")])
+    (left_rectangles, "left Riemann"), (right_rectangles, "right Riemann"),
+    (mean_times_duration, "mean power × the duration"), (watt_hours, "watt-hours"),
+    (per_inference, "per inference"), (per_million, "per million"),
+    (not_divided, "not shared"), (times_n, "multiplied by the number"),
+    (no_time, "without time"), (busy_only, "idle"), (minus_idle, "idle"),
+    (mean_times_n, "is not energy")])
 def test_joules_rejects_wrong_answers_with_the_right_hint(wrong, words):
     for seed in SEEDS:
         result = ch12.check_joules_per_thousand(wrong, seed=seed, show=False)
         assert result.status == FAILED, (wrong.__name__, seed)
-        assert words in result.hint, (wrong.__name__, seed, result.hint)
+        assert words in said(result), (wrong.__name__, seed, said(result))
+
+
+def test_power_traces_separate_the_riemann_sums_from_the_trapezoid():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        times, watts, _ = ch12.power_trace(rng)
+        t, w = np.asarray(times), np.asarray(watts)
+        exact = ch12.trapezoid(t, w)
+        for other in (np.sum(np.diff(t) * w[:-1]), np.sum(np.diff(t) * w[1:]),
+                      np.mean(w) * (t[-1] - t[0])):
+            assert abs(other - exact) / exact > ch12.JOULES_MARGIN
 
 
 def test_joules_stub_is_not_attempted():
     assert ch12.check_joules_per_thousand(stub, seed=0, show=False).status == NOT_ATTEMPTED
+
+
+# --- exercise 3: the fused inference kernel ---------------------------------------------------
+
+
+@cuda.jit
+def infer(X, W1, b1, W2, b2, logits, out):
+    i = cuda.grid(1)
+    if i < X.shape[0]:
+        for c in range(W2.shape[1]):
+            logits[i, c] = b2[c]
+        for j in range(W1.shape[1]):
+            h = b1[j]
+            for k in range(X.shape[1]):
+                h += X[i, k] * W1[k, j]
+            h = max(h, 0.0)
+            for c in range(W2.shape[1]):
+                logits[i, c] += h * W2[j, c]
+        best = 0
+        for c in range(1, W2.shape[1]):
+            if logits[i, c] > logits[i, best]:
+                best = c
+        out[i] = best
+
+
+@cuda.jit
+def infer_recompute(X, W1, b1, W2, b2, logits, out):  # right: class by class, no scratch
+    i = cuda.grid(1)
+    if i >= X.shape[0]:
+        return
+    best_value = 0.0
+    best = -1
+    for c in range(W2.shape[1]):
+        z = b2[c]
+        for j in range(W1.shape[1]):
+            h = b1[j]
+            for k in range(X.shape[1]):
+                h += X[i, k] * W1[k, j]
+            if h > 0:
+                z += h * W2[j, c]
+        if best < 0 or z > best_value:
+            best_value = z
+            best = c
+    out[i] = best
+
+
+@cuda.jit
+def infer_grid_stride(X, W1, b1, W2, b2, logits, out):  # right: a grid-stride loop
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, X.shape[0], stride):
+        for c in range(W2.shape[1]):
+            logits[i, c] = b2[c]
+        for j in range(W1.shape[1]):
+            h = b1[j]
+            for k in range(X.shape[1]):
+                h += X[i, k] * W1[k, j]
+            if h < 0:
+                h = 0.0
+            for c in range(W2.shape[1]):
+                logits[i, c] += h * W2[j, c]
+        best = 0
+        for c in range(W2.shape[1]):
+            if logits[i, c] > logits[i, best]:
+                best = c
+        out[i] = best
+
+
+def wrong_kernel(hidden="h = max(h, 0.0)", first="logits[i, c] = b2[c]", h0="h = b1[j]",
+                 w1="X[i, k] * W1[k, j]", w2="h * W2[j, c]",
+                 better="logits[i, c] > logits[i, best]",
+                 search="range(1, W2.shape[1])", answer="best", index="cuda.grid(1)",
+                 guard="i < X.shape[0]", hidden_loop="range(W1.shape[1])", start="best = 0"):
+    """A learner's kernel, written out, with one line changed."""
+    source = f'''
+@cuda.jit
+def learner_infer(X, W1, b1, W2, b2, logits, out):
+    i = {index}
+    if {guard}:
+        for c in range(W2.shape[1]):
+            {first}
+        for j in {hidden_loop}:
+            {h0}
+            for k in range(X.shape[1]):
+                h += {w1}
+            {hidden}
+            for c in range(W2.shape[1]):
+                logits[i, c] += {w2}
+        {start}
+        for c in {search}:
+            if {better}:
+                best = c
+        out[i] = {answer}
+'''
+    import linecache
+
+    name = f"<learner kernel {abs(hash(source))}>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    namespace = {"cuda": cuda}
+    exec(compile(source, name, "exec"), namespace)  # noqa: S102  (the test's own text)
+    return namespace["learner_infer"]
+
+
+WRONG_KERNELS = {
+    "no ReLU": (dict(hidden="h = h"), "ReLU"),
+    "no b1": (dict(h0="h = 0.0"), "b1"),
+    "no b2": (dict(first="logits[i, c] = 0.0"), "b2"),
+    "no biases": (dict(h0="h = 0.0", first="logits[i, c] = 0.0"), "either bias"),
+    "ReLU on the logits": (dict(better="max(logits[i, c], 0.0) > max(logits[i, best], 0.0)"),
+                           "negative"),
+    "last on a tie": (dict(better="logits[i, c] >= logits[i, best]"), "tie"),
+    "argmin": (dict(better="logits[i, c] < logits[i, best]"), "smallest"),
+    "the value": (dict(answer="logits[i, best]"), "values"),
+    "W1 transposed": (dict(w1="X[i, k] * W1[j, k]"), "W1 transposed"),
+    "W2 transposed": (dict(w2="h * W2[c, j]"), "W2 transposed"),
+    "last class skipped": (dict(search="range(1, W2.shape[1] - 1)"), "last class"),
+    "hidden loop over the inputs": (dict(hidden_loop="range(X.shape[1])"), "hidden units"),
+    "scratch not set": (dict(first="pass",
+                             better="logits[i, c] + b2[c] > logits[i, best] + b2[best]"),
+                        "leftovers"),
+    "threadIdx.x alone": (dict(index="cuda.threadIdx.x"), "first"),
+    "no guard": (dict(guard="True"), "past the end"),
+    "hard-coded block": (dict(index="cuda.blockIdx.x * 64 + cuda.threadIdx.x"), "block size"),
+}
+
+
+@pytest.mark.parametrize("right", [infer, infer_recompute, infer_grid_stride, wrong_kernel()])
+def test_inference_accepts_right_kernels(right):
+    result = ch12.check_inference(right, seed=1, show=False)
+    assert result.status == PASSED, said(result)
+
+
+@pytest.mark.parametrize("name", list(WRONG_KERNELS))
+def test_inference_rejects_wrong_kernels_naming_the_mistake(name):
+    changes, words = WRONG_KERNELS[name]
+    kernel = wrong_kernel(**changes)
+    for seed in (0, 3):
+        result = ch12.check_inference(kernel, seed=seed, show=False)
+        assert result.status == FAILED, (name, seed, said(result))
+        assert words in said(result), (name, seed, said(result))
+
+
+def test_inference_stub_and_gpulab_own():
+    @cuda.jit
+    def infer_stub(X, W1, b1, W2, b2, logits, out):
+        # YOUR CODE HERE
+        raise NotImplementedError()
+
+    from gpulab.kernels.inference import fused_mlp_argmax
+
+    assert ch12.check_inference(infer_stub, seed=0, show=False).status == NOT_ATTEMPTED
+    own = ch12.check_inference(fused_mlp_argmax, seed=0, show=False)
+    assert own.status == FAILED and "gpulab's own" in own.message
+
+
+def test_inference_problems_have_ties_negative_logits_and_no_near_ties():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        p = ch12.inference_problem(rng, 150, 7, 15, 6)
+        z = p.logits()
+        s, d = p.tie
+        assert (np.argmax(z, axis=1) == s).any()
+        assert 0.15 < np.mean(z.max(axis=1) < 0) < 0.45
+        rest = np.sort(np.delete(z, d, axis=1), axis=1)
+        assert np.all(rest[:, -1] - rest[:, -2] >= 0.05)
+
+
+def test_no_failure_message_contains_solution_code():
+    lines = ("logits[i, c] = b2[c]", "h += X[i, k] * W1[k, j]", "max(h, 0.0)",
+             "logits[i, c] > logits[i, best]", "out[i] = best", "(w[i] + w[i + 1]) / 2",
+             "ordered[", "math.ceil")
+    for spec in (ch12.PERCENTILE, ch12.JOULES, ch12.INFERENCE):
+        texts = [spec.stub_hint] + [m.hint for m in spec.mistakes if isinstance(m.hint, str)] \
+            + [m.message for m in spec.mistakes if isinstance(m.message, str)]
+        for text in texts:
+            assert not any(line in text for line in lines), (spec.exercise, text)
+
+
+def test_served_by_uses_yours_only_once_it_passed(monkeypatch, capsys):
+    from gpulab.exercises import checks
+    from gpulab.nn.mlp import MLP
+
+    monkeypatch.setattr(checks, "_PASSED_EXERCISES", set())
+    model = MLP((6, 5, 3), seed=1)
+    before = ch12.served_by(infer, model)
+    assert before.kernel is None and "gpulab's" in before.whose
+    assert "has not passed its check" in capsys.readouterr().out
+    assert ch12.check_inference(infer, seed=2, show=False).passed
+    after = ch12.served_by(infer, model)
+    assert after.kernel is infer and after.whose == "your kernel"
+    X = np.random.default_rng(0).standard_normal((11, 6)).astype(np.float32)
+    np.testing.assert_array_equal(after.predict(X), model.predict(X))

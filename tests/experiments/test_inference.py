@@ -185,3 +185,16 @@ def test_inference_energy_is_measured_where_the_machine_can(monkeypatch):
     monkeypatch.setattr(inf.device, "tier", lambda: "sim")
     estimated = inf.inference_energy(rows, rows, 8, model=Model(), data=Data(), min_time_s=0.0)
     assert estimated["gpu"].method == "estimated" and estimated["cpu"].method == "measured"
+
+
+def test_kernel_serving_lines_say_what_was_measured_and_where():
+    capacity = {"throughput_per_s": 80.0, "concurrency": 32, "mean_batch": 15.0}
+    numpy_capacity = {"throughput_per_s": 1600.0}
+    row = {"rate_per_s": 40.0, "window_ms": 2.0, "completed": 119, "sent": 120, "rejected": 1,
+           "lost": 0, "wrong": 0, "p50_ms": 55.0, "p99_ms": 119.4,
+           "p99_rule": "p99 = the 119-th smallest of n = 120 (nearest rank)"}
+    sim = inf.kernel_serving_lines(capacity, row, numpy_capacity, "your kernel", "sim")
+    assert "simulator" in sim[0] and "not a GPU's speed" in sim[0]
+    assert "80 answers/s" in sim[1] and "0.05×" in sim[1] and "1600/s" in sim[1]
+    assert "119 of 120 answered 200, 1 refused with 503" in sim[2] and "p99 119.4 ms" in sim[2]
+    assert "this GPU" in inf.kernel_serving_lines(capacity, row, numpy_capacity, "x", "gpu")[0]
