@@ -10,11 +10,15 @@ batch.
 - :func:`check_throughput` takes your ``samples_per_second(widths, batch, gpu)``: the training
   samples one step gets through per second at that batch, checked against the model's
   ``estimate_step(...).samples_per_s`` from a batch of 1 to a million.
-- :func:`check_bias_relu_batch` takes your ``@cuda.jit`` kernel ``bias_relu_batch(Z, b, out)``:
-  ``out = ReLU(Z + b)`` for a batch of samples (rows) with a **fixed grid** that does not
-  depend on the batch: the grid's rows of threads step through the samples (a grid-stride loop
-  over the batch). :func:`batch_sweep` then runs the digits network's hidden layer on it at
-  every batch size of the chapter.
+- :func:`check_evaluate_batch` takes your ``@cuda.jit`` kernel ``evaluate_batch(logits,
+  labels, losses, correct)``: each sample's cross-entropy loss and whether its prediction is
+  right, with a **fixed grid** that does not depend on the batch: each thread steps through the
+  samples by the grid's size (a grid-stride loop over the batch), so one launch handles a batch
+  of 8 or of 65,536. Diagnoses: :data:`EVALUATE_MISTAKES`, then, from a trace,
+  :data:`EVALUATE_METHOD_MISTAKES`. Once it passes, :func:`kernel_to_use` hands it to the
+  chapter: the batch sweep's held-out evaluation
+  (:class:`gpulab.experiments.batch_size.BatchSizeExperiment`) and the timing of one launch
+  over batch sizes (:func:`gpulab.experiments.batch_size.evaluation_sweep`) run on it.
 
 The first two are predictions from a few numbers per step (launches, FLOPs, bytes, bytes
 copied) and the GPU's datasheet (``gpulab.hardware``), so they are judged within a tolerance,
@@ -26,17 +30,34 @@ named only when it explains the answers in every case. A failure names the seed.
 
 from __future__ import annotations
 
+import ast
 import math
 import numbers
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpulab import hardware
-from gpulab.exercises.checks import CheckFailedError, CheckResult, call_learner
-from gpulab.exercises.mistakes import Mistake
-from gpulab.exercises.spec import CheckSpec
+from gpulab import device, hardware
+from gpulab.exercises.checks import (
+    CheckFailedError,
+    CheckResult,
+    KernelError,
+    KernelSource,
+    call_learner,
+    explain_exception,
+    hard_coded_block,
+    launch,
+    offer_trace,
+    padded,
+    read_back,
+    trace_trial,
+)
+from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.spec import CheckSpec, hard_coded_size
+from gpulab.exercises.trial import Trial
+from gpulab.instruments import python_function, thread_label
 from gpulab.nn import cost
 
 # A prediction within this factor of the model's answer is right: the napkin leaves out what a
@@ -579,7 +600,639 @@ def check_throughput(function, seed: int | None = None, show: bool = True) -> Ch
     return THROUGHPUT.run(body, seed, show, learner=(function,))
 
 
+# --- exercise 3: one launch for any batch ------------------------------------------------------
+
+EVALUATE_STUB_HINT = (
+    "the grid is fixed and the batch may be smaller or far larger than it: each thread starts "
+    "at a sample of its own and steps through the batch, and for each of its samples finds the "
+    "row's largest logit (the prediction) and the loss from the log-sum-exp. The hints above "
+    "the cell go step by step."
+)
+STEP_BY_GRID_HINT = (
+    "revisit the grid-stride loop (chapter 01, section 5; chapter 02, exercise 3): a thread "
+    "starts at its global index and steps by the number of threads in the whole grid, the grid's "
+    "size (`cuda.gridsize(1)`), so that together the threads take every sample exactly once, "
+    "whatever the batch."
+)
+MANY_PER_THREAD_HINT = (
+    "the grid is fixed and the batch is larger than it: one sample per thread leaves the rest "
+    "undone. Each thread must go on to further samples, stepping through the batch until its "
+    "end; " + STEP_BY_GRID_HINT
+)
+EVALUATE_GUARD_HINT = (
+    "the loop over a thread's samples must stop at the batch's last sample: a batch smaller "
+    "than the grid leaves some threads with no sample at all. Bound the loop (or guard the "
+    "sample's index) by the number of rows of logits."
+)
+SHAPES_HINT = (
+    "read the batch's size and the number of classes from the arrays' shapes (rows and "
+    "columns of logits): the same kernel serves every batch, and the check draws 11 to 15 "
+    "classes, not the digits' 10."
+)
+LOSS_HINT = (
+    "the loss of a sample is the log of the sum of exp(z - m) over its row, plus m, minus the "
+    "label's logit, with m the row's largest logit (chapter 05's stable softmax): it is "
+    "-log p[label], computed without ever forming p."
+)
+CORRECT_HINT = (
+    "correct[s] is 1 when the row's largest logit is the label's (the prediction is right) and "
+    "0 otherwise: a count to add up, not the class itself."
+)
+BLOCK_HINT = (
+    "use `cuda.grid(1)` and `cuda.gridsize(1)` (or `cuda.blockDim.x`), never a number, for "
+    "the block size: the caller chooses it at launch."
+)
+COALESCED_HINT = (
+    "with the grid's size as the step, at every round of the loop a warp's 32 threads take 32 "
+    "neighbouring samples, so together they read one stretch of logits; a run of consecutive "
+    "samples per thread puts neighbouring threads a whole run apart, and the run grows with "
+    "the batch; " + STEP_BY_GRID_HINT
+)
+# The fixed grid every launch of the check uses, per tier: blocks of the drawn block size.
+EVALUATE_BLOCKS = {"sim": 2, "gpu": 6}
+EVALUATE_CLASSES = (11, 16)  # drawn: never the digits' 10, so a typed-in 10 fails
+BIG_LOGIT = 800.0  # some rows shifted by + or - this: e^800 overflows, e^-800 underflows to 0
+UNWRITTEN = -7  # correct's starting value (and its padding's): no thread wrote it
+# The small launch the method is traced on (every access is recorded).
+EVALUATE_TRACE_BLOCKS, EVALUATE_TRACE_THREADS = 2, 32
+EVALUATE_TRACE_BATCH, EVALUATE_TRACE_CLASSES = (150, 230), 4
+
+_EVALUATE_PASSED: weakref.WeakSet = weakref.WeakSet()  # kernels whose check passed
+
+
+@dataclass
+class BatchTrial(Trial):
+    """A trial of the evaluation kernel: ``shape`` = (batch,), launched on a **fixed** grid of
+    ``grid_blocks`` blocks, whatever the batch."""
+
+    grid_blocks: int = 2
+
+    @property
+    def blocks(self) -> int:
+        return self.grid_blocks
+
+    @property
+    def grid(self) -> int:
+        return self.grid_blocks * self.threads_per_block
+
+    def __str__(self) -> str:
+        return (f"a batch of {self.n} samples, {self.launched} = a fixed grid of {self.grid} "
+                f"threads, {self.repeat}")
+
+
+def _hard_coded_count(source: KernelSource | None) -> str | None:
+    """The first line that types a count into the kernel: a whole number > 1 in a call to
+    ``range`` or in a comparison (``range(first, 1000, step)``, ``if s < 300``)."""
+    if source is None:
+        return None
+    for node in source.walk():
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "range":
+            if any(isinstance(a, ast.Constant) and isinstance(a.value, int)
+                   and not isinstance(a.value, bool) and a.value > 1 for a in node.args):
+                return source.line(node)
+    return hard_coded_size(source)
+
+
+def _unused_loop_index(source: KernelSource | None) -> str | None:
+    """The first ``for`` loop whose index is never read in its body (it repeats one piece of
+    work instead of stepping through the samples)."""
+    if source is None:
+        return None
+    for node in source.walk():
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+            used = {n.id for part in node.body for n in ast.walk(part) if isinstance(n, ast.Name)}
+            if node.target.id not in used and node.target.id != "_":
+                return source.line(node)
+    return None
+
+
+@dataclass
+class Evaluated:
+    """One launch of the learner's kernel on a batch: what it wrote (``losses``, NaN where
+    never written; ``correct``, :data:`UNWRITTEN` where never written) and the right answer."""
+
+    trial: BatchTrial
+    classes: int
+    logits: np.ndarray
+    labels: np.ndarray
+    losses: np.ndarray
+    correct: np.ndarray
+    source: KernelSource | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.classes} classes, {self.trial}"
+
+    @property
+    def n(self) -> int:
+        return self.trial.n
+
+    @property
+    def grid(self) -> int:
+        return self.trial.grid
+
+    @property
+    def wide(self) -> np.ndarray:
+        return self.logits.astype(np.float64)
+
+    @property
+    def row_max(self) -> np.ndarray:
+        return self.wide.max(axis=1)
+
+    @property
+    def log_sum_exp(self) -> np.ndarray:
+        """log(sum exp(z - m)) per row (without m added back)."""
+        return np.log(np.exp(self.wide - self.row_max[:, None]).sum(axis=1))
+
+    def loss_with(self, logit_of: np.ndarray) -> np.ndarray:
+        """The loss if the logit subtracted were ``logit_of`` (one per row)."""
+        return self.log_sum_exp + self.row_max - logit_of
+
+    @property
+    def want_losses(self) -> np.ndarray:
+        return self.loss_with(self.wide[np.arange(self.n), self.labels])
+
+    @property
+    def predicted(self) -> np.ndarray:
+        return np.argmax(self.logits, axis=1)
+
+    @property
+    def want_correct(self) -> np.ndarray:
+        return (self.predicted == self.labels).astype(np.int32)
+
+    def close(self, values, mask=None, row_max=None) -> bool:
+        """Are the losses written ``values`` (to float32 rounding of the scale of the rows
+        they come from: ``row_max``, by default each sample's own)?"""
+        row_max = self.row_max if row_max is None else row_max
+        tolerance = 32 * float(np.finfo(np.float32).eps) * (np.abs(row_max) + np.abs(values)
+                                                            + 1)
+        with np.errstate(invalid="ignore"):
+            same = np.abs(self.losses - values) <= tolerance
+        return bool(same.all() if mask is None else same[mask].all())
+
+    @property
+    def unhandled(self) -> np.ndarray:
+        return np.isnan(self.losses) & (self.correct == UNWRITTEN)
+
+    def handled_exactly(self, handled: np.ndarray) -> bool:
+        return bool(self.unhandled.any()) and np.array_equal(~self.unhandled, handled)
+
+    def bad_losses(self) -> np.ndarray:
+        want = self.want_losses
+        tolerance = 32 * float(np.finfo(np.float32).eps) * (np.abs(self.row_max) + np.abs(want)
+                                                            + 1)
+        with np.errstate(invalid="ignore"):
+            return ~(np.abs(self.losses - want) <= tolerance)
+
+    @property
+    def bad_correct(self) -> np.ndarray:
+        return self.correct != self.want_correct
+
+    @property
+    def wrong(self) -> bool:
+        return bool(self.bad_losses().any() or self.bad_correct.any())
+
+    @property
+    def big_rows(self) -> np.ndarray:
+        return np.abs(self.row_max) > BIG_LOGIT / 2
+
+    def step_larger_than_grid(self) -> int | None:
+        """The step P > grid if exactly the samples s with s mod P < grid were handled."""
+        index = np.arange(self.n)
+        later = np.flatnonzero(~self.unhandled & (index >= self.grid))
+        if not self.unhandled.any() or not len(later):
+            return None
+        step = int(later[0])
+        return step if self.handled_exactly(index % step < self.grid) else None
+
+    def first_sample_again(self) -> bool:
+        """Samples past the grid hold the loss of the thread's first sample (s mod grid)."""
+        index = np.arange(self.n)
+        later = index >= self.grid
+        if not later.any() or self.unhandled.any():
+            return False
+        first = index % self.grid
+        again = self.want_losses[first]
+        return (self.close(again, later, self.row_max[first])
+                and not self.close(self.want_losses, later))
+
+    def first_unhandled(self, count: int = 4) -> str:
+        missing = np.flatnonzero(self.unhandled)
+        shown = ", ".join(str(int(s)) for s in missing[:count])
+        return shown + (", ..." if len(missing) > count else "")
+
+    def said_losses(self) -> str:
+        bad = np.flatnonzero(self.bad_losses())
+        s = int(bad[0])
+        return (f"{len(bad)} of {self.n} losses are wrong; the first is losses[{s}]: expected "
+                f"{self.want_losses[s]:.6g}, got {self.losses[s]:.6g}")
+
+    def said_correct(self) -> str:
+        bad = np.flatnonzero(self.bad_correct)
+        s = int(bad[0])
+        return (f"{len(bad)} of {self.n} values of correct are wrong; the first is correct[{s}]: "
+                f"the label is {int(self.labels[s])}, the row's largest logit is class "
+                f"{int(self.predicted[s])}, so it should be {int(self.want_correct[s])}, "
+                f"got {int(self.correct[s])}")
+
+
+EVALUATE_MISTAKES = (
+    Mistake("nothing written", lambda e: e.unhandled.all(),
+            "losses and correct still hold their starting values: no sample was handled",
+            "each thread must handle samples of the batch and write both results for each: "
+            "check that the loop runs (its start, its end) and that it writes losses and "
+            "correct."),
+    Mistake("a hard-coded block size",
+            lambda e: e.wrong and e.source is not None and hard_coded_block(e.source) is not None,
+            lambda e: (f"`{hard_coded_block(e.source)}` hard-codes the block size, but this "
+                       f"launch has {e.trial.threads_per_block} threads per block"),
+            BLOCK_HINT, recognised_from="source"),
+    Mistake("a hard-coded size (a batch or class count typed in)",
+            lambda e: e.wrong and _hard_coded_count(e.source) is not None,
+            lambda e: (f"`{_hard_coded_count(e.source)}` uses a fixed number, but this batch has "
+                       f"{e.n} samples of {e.classes} classes"), SHAPES_HINT,
+            recognised_from="source"),
+    Mistake("a loop whose index is never used (the same work at every step)",
+            lambda e: e.wrong and _unused_loop_index(e.source) is not None,
+            lambda e: (f"`{_unused_loop_index(e.source)}`: the loop's index is never used in its "
+                       "body, so every step repeats the same sample's work instead of moving "
+                       "on to the next"), MANY_PER_THREAD_HINT, recognised_from="source"),
+    Mistake("one element per thread: samples past the grid's first N were never handled",
+            lambda e: e.n > e.grid and e.handled_exactly(np.arange(e.n) < e.grid),
+            lambda e: (f"one element per thread: samples past the grid's first {e.grid} were "
+                       f"never handled (samples 0..{e.grid - 1} are right, {e.grid}.."
+                       f"{e.n - 1} untouched: the grid has {e.grid} threads for {e.n} "
+                       "samples)"), MANY_PER_THREAD_HINT),
+    Mistake("the loop over the samples ends at the number of classes",
+            lambda e: e.classes < e.n and e.handled_exactly(np.arange(e.n) < e.classes),
+            lambda e: (f"only the first {e.classes} samples were handled, as many as there are "
+                       f"classes: the loop over the batch stopped at the number of classes "
+                       f"({e.classes}), not the number of samples ({e.n})"), SHAPES_HINT),
+    Mistake("every block starts at `threadIdx.x` (the blocks redo the same samples)",
+            lambda e: e.grid > e.trial.threads_per_block and e.handled_exactly(
+                np.arange(e.n) % e.grid < e.trial.threads_per_block),
+            lambda e: (f"{int(e.unhandled.sum())} samples were never handled (the first: "
+                       f"{e.first_unhandled()}): in every stretch of {e.grid} samples only the "
+                       f"first {e.trial.threads_per_block} were, as if every block started at "
+                       "the same sample as the first block"),
+            "start at the thread's global index (`cuda.grid(1)`), not `cuda.threadIdx.x`, "
+            "which repeats in every block; " + STEP_BY_GRID_HINT),
+    Mistake("a step larger than the grid", lambda e: e.step_larger_than_grid() is not None,
+            lambda e: (f"{int(e.unhandled.sum())} samples were never handled (the first: "
+                       f"{e.first_unhandled()}): each thread stepped by "
+                       f"{e.step_larger_than_grid()} samples, more than the grid's "
+                       f"{e.grid} threads, so the samples in between were skipped"),
+            STEP_BY_GRID_HINT),
+    Mistake("the loop's sample used to write but the thread's first sample read",
+            lambda e: e.first_sample_again(),
+            lambda e: (f"samples {e.grid}..{e.n - 1} hold the loss of sample s mod {e.grid}: at "
+                       "every step of the loop the thread read its first sample's row again "
+                       "instead of the sample the loop reached"), MANY_PER_THREAD_HINT),
+    Mistake("losses never written", lambda e: bool(np.isnan(e.losses).all()),
+            "losses still holds its starting values (NaN): no loss was written",
+            "write each sample's loss into losses[s] as well as its 0/1 into correct[s]."),
+    Mistake("correct never written", lambda e: bool((e.correct == UNWRITTEN).all()),
+            f"correct still holds its starting values ({UNWRITTEN}): nothing was written into it",
+            CORRECT_HINT),
+    Mistake("samples never handled", lambda e: bool(e.unhandled.any()),
+            lambda e: (f"{int(e.unhandled.sum())} of {e.n} samples were never handled (the "
+                       f"first: {e.first_unhandled()})"), STEP_BY_GRID_HINT),
+    Mistake("exp overflowed: the row's largest logit not subtracted first",
+            lambda e: (~np.isfinite(e.losses[e.big_rows])).any() and np.isfinite(
+                e.losses[~e.big_rows]).all(),
+            lambda e: (f"the losses of the rows with logits near ±{BIG_LOGIT:g} are not finite "
+                       f"({int((~np.isfinite(e.losses)).sum())} of them): e^{BIG_LOGIT:g} "
+                       f"overflows and e^-{BIG_LOGIT:g} is 0"), LOSS_HINT),
+    Mistake("the row's largest logit subtracted but not added back",
+            lambda e: e.close(e.want_losses - e.row_max),
+            "every loss is short by its row's largest logit: m was subtracted inside the exps "
+            "but not added back", LOSS_HINT),
+    Mistake("the loss's sign reversed", lambda e: e.close(-e.want_losses),
+            "every loss has the wrong sign (a loss is never negative)", LOSS_HINT),
+    Mistake("the loss of the predicted class, not the label's",
+            lambda e: e.close(e.loss_with(e.row_max)),
+            "the losses are those of the predicted class (the row's largest logit), whatever "
+            "the label", "the loss measures how unlikely the *label* is: subtract the label's "
+            "logit, labels[s] picks its column."),
+    Mistake("the loss of class 0, not the label's", lambda e: e.close(e.loss_with(e.wide[:, 0])),
+            "the losses are those of class 0, whatever the label",
+            "the loss measures how unlikely the *label* is: labels[s] picks its column."),
+    Mistake("any other wrong losses", lambda e: bool(e.bad_losses().any()),
+            lambda e: e.said_losses(), LOSS_HINT),
+    Mistake("correct holds the predicted class, not 1 or 0",
+            lambda e: np.array_equal(e.correct, e.predicted),
+            "correct holds each row's predicted class, not whether it is right",
+            CORRECT_HINT),
+    Mistake("correct the wrong way round (1 for a wrong prediction)",
+            lambda e: np.array_equal(e.correct, 1 - e.want_correct),
+            "correct is 1 exactly where the prediction is wrong and 0 where it is right",
+            CORRECT_HINT),
+    Mistake("any other wrong correct", lambda e: bool(e.bad_correct.any()),
+            lambda e: e.said_correct(), CORRECT_HINT),
+)
+
+
+@dataclass
+class SampleOwners:
+    """The kernel traced on a small fixed grid: which threads wrote each sample's loss, in the
+    order each thread wrote them."""
+
+    blocks: int
+    threads: int
+    batch: int
+    seed: int
+    order: dict  # thread -> [sample, ...] in the order it wrote losses
+
+    @property
+    def where(self) -> str:
+        return (f"traced on {self.blocks} blocks of {self.threads} threads = {self.grid} "
+                f"threads, a batch of {self.batch}, seed={self.seed}")
+
+    @property
+    def grid(self) -> int:
+        return self.blocks * self.threads
+
+    @property
+    def writers(self) -> dict:
+        found: dict = {}
+        for thread, samples in self.order.items():
+            for s in samples:
+                if thread not in found.setdefault(s, []):
+                    found[s].append(thread)
+        return found
+
+    @property
+    def shared(self) -> dict:
+        return {s: who for s, who in self.writers.items() if len(who) > 1}
+
+    @property
+    def step(self) -> int | None:
+        """The most common step between the samples a thread wrote one after the other."""
+        steps = [b - a for run in self.order.values() for a, b in zip(run, run[1:],
+                                                                      strict=False)]
+        return max(set(steps), key=steps.count) if steps else None
+
+    @property
+    def busy(self) -> list:
+        return [t for t, samples in self.order.items() if samples]
+
+    def overlap(self) -> str:
+        s, who = min(self.shared.items())
+        return (f"{len(self.shared)} of {self.batch} samples were handled by more than one "
+                f"thread, e.g. sample {s} by {thread_label(who[0])} and {thread_label(who[1])}")
+
+    def longest_run(self) -> tuple:
+        thread = max(self.order, key=lambda t: len(self.order[t]))
+        samples = self.order[thread]
+        return thread, samples[0], samples[-1]
+
+
+EVALUATE_METHOD_MISTAKES = (
+    Mistake("every block starts at `threadIdx.x` (blocks redo each other's samples)",
+            lambda e: e.shared and e.step == e.grid,
+            lambda e: (f"{e.overlap()}: the step is the grid's size, but threads of different "
+                       "blocks start at the same sample"),
+            "start at the thread's global index (`cuda.grid(1)`), not `cuda.threadIdx.x`, "
+            "which repeats in every block; " + STEP_BY_GRID_HINT, recognised_from="trace"),
+    Mistake("a stride of blockDim (one block's threads) instead of the grid's size",
+            lambda e: e.shared and e.step == e.threads,
+            lambda e: (f"{e.overlap()}: each thread stepped by the block's size "
+                       f"(`cuda.blockDim.x` = {e.threads}), but the grid has {e.grid} threads, "
+                       "so the blocks redo each other's samples. The results are right, the "
+                       "work is done several times over"), STEP_BY_GRID_HINT,
+            recognised_from="trace"),
+    Mistake("a stride of gridDim.x (the number of blocks) instead of the grid's size",
+            lambda e: e.shared and e.step == e.blocks,
+            lambda e: (f"{e.overlap()}: each thread stepped by the number of blocks "
+                       f"(`cuda.gridDim.x` = {e.blocks}), not by the grid's {e.grid} threads, "
+                       "so the threads redo each other's samples. The results are right, the "
+                       "work is done many times over"), STEP_BY_GRID_HINT,
+            recognised_from="trace"),
+    Mistake("samples handled by several threads (a step smaller than the grid)",
+            lambda e: bool(e.shared),
+            lambda e: (f"{e.overlap()}: each thread stepped by {e.step}, less than the grid's "
+                       f"{e.grid} threads"), STEP_BY_GRID_HINT, recognised_from="trace"),
+    Mistake("one thread handles the whole batch",
+            lambda e: len(e.busy) == 1 and e.batch > 1,
+            lambda e: (f"{thread_label(e.busy[0])} handled all {e.batch} samples while the "
+                       f"other {e.grid - 1} threads did nothing"), STEP_BY_GRID_HINT,
+            recognised_from="trace"),
+    Mistake("the same sample again at every step (the loop's index not used)",
+            lambda e: e.step == 0,
+            "the threads wrote the same sample's loss again at every step of their loop "
+            "instead of moving on", MANY_PER_THREAD_HINT, recognised_from="trace"),
+    Mistake("a run of consecutive samples per thread (stride 1): right, but not coalesced",
+            lambda e: e.step == 1,
+            lambda e: (f"the results are right, but each thread walked its own run of "
+                       f"consecutive samples ({thread_label(e.longest_run()[0])}: samples "
+                       f"{e.longest_run()[1]}..{e.longest_run()[2]}), so at every step "
+                       "neighbouring threads read rows a whole run apart"), COALESCED_HINT,
+            recognised_from="trace"),
+)
+EVALUATE = CheckSpec(
+    "evaluate_batch", "evaluate_batch(logits, labels, losses, correct)", EVALUATE_STUB_HINT,
+    EVALUATE_MISTAKES + EVALUATE_METHOD_MISTAKES, parameters=4,
+    title="3. one launch for any batch", call="check_evaluate_batch(evaluate_batch)",
+    holds="each sample's cross-entropy loss (from the log-sum-exp) and 0/1 correct, for "
+          "batches smaller than one block, between one block and the grid, and 2-4 times the "
+          "grid (never a multiple of the block), 11-15 classes, some rows near ±800, all on "
+          "the same fixed grid (2 blocks in the simulator) under two block sizes; traced: "
+          "every sample handled by one thread, each thread stepping by the grid's size",
+    also="a missing guard (a thread past the batch's end: an IndexError in the simulator, the "
+         "padding on a GPU); the unstable exp (an overflow in the simulator); simulator-only "
+         "code (compiled for a real GPU); a kernel that never finishes (the time limit); a "
+         "hard-coded block size; gpulab's own kernel refused")
+
+
+def _batches(rng: np.random.Generator, threads: int, grid: int) -> list[int]:
+    """Three batch sizes for one fixed grid: fewer samples than one block, more than a block
+    but fewer than the grid, and 2-4 times the grid; none a multiple of the block."""
+    def drawn(low: int, high: int) -> int:
+        while True:
+            batch = int(rng.integers(low, high))
+            if batch % threads:
+                return batch
+
+    return [drawn(3, threads), drawn(threads + 1, max(grid, threads + 3)),
+            drawn(int(2.2 * grid), int(3.8 * grid))]
+
+
+def _batch_problem(rng: np.random.Generator, batch: int, classes: int):
+    """Random logits (float32) with every fifth row or so shifted to near +800 or -800, and
+    labels; no two logits of a row equal."""
+    logits = rng.normal(0.0, 3.0, (batch, classes))
+    shifted = rng.random(batch) < 0.2
+    logits[shifted] += rng.choice([-BIG_LOGIT, BIG_LOGIT], int(shifted.sum()))[:, None]
+    return logits.astype(np.float32), rng.integers(0, classes, batch).astype(np.int64)
+
+
+def _launch_evaluate(kernel, trial: BatchTrial, source: KernelSource, classes: int
+                     ) -> Evaluated:
+    logits, labels = _batch_problem(trial.rng, trial.n, classes)
+    _, d_logits = padded(logits, trial.padding, np.float32(0))
+    _, d_labels = padded(labels, trial.padding, np.int64(0))
+    d_losses_all, d_losses = padded(np.full(trial.n, np.nan, np.float32), trial.padding, np.nan)
+    d_correct_all, d_correct = padded(np.full(trial.n, UNWRITTEN, np.int32), trial.padding,
+                                      UNWRITTEN)
+    try:
+        launch(kernel, trial, d_logits, d_labels, d_losses, d_correct,
+               index_hint=EVALUATE_GUARD_HINT)
+    except KernelError as error:
+        _explain_evaluate_error(error, trial, source, classes)
+    losses = read_back(d_losses_all, (trial.n,), trial, what="losses", hint=EVALUATE_GUARD_HINT)
+    correct = read_back(d_correct_all, (trial.n,), trial, fill=UNWRITTEN, what="correct",
+                        hint=EVALUATE_GUARD_HINT)
+    return Evaluated(trial, classes, logits, labels, losses, correct, source)
+
+
+def _explain_evaluate_error(error: KernelError, trial: BatchTrial, source: KernelSource,
+                            classes: int) -> None:
+    """Name what an error in the learner's kernel means here, or raise it as it is."""
+    cause = error.cause
+    where = f"{classes} classes, {trial}"
+    _, said, _ = explain_exception(error, trial, EVALUATE_GUARD_HINT)
+    said = said.replace(f" ({trial}).", "")
+    if isinstance(cause, OverflowError) or (isinstance(cause, ValueError)
+                                            and "math domain" in str(cause)):
+        raise CheckFailedError(
+            f"{said}, on a row whose logits are near ±{BIG_LOGIT:g}: exp of the raw logits "
+            f"overflowed (e^{BIG_LOGIT:g}), or their sum was 0 (e^-{BIG_LOGIT:g}) and its log "
+            f"undefined: the row's largest logit was not subtracted first ({where}).",
+            LOSS_HINT) from None
+    if isinstance(cause, IndexError):
+        line = _hard_coded_count(source)
+        if line is not None:
+            raise CheckFailedError(
+                f"`{line}` uses a fixed number, but this batch has {trial.n} samples of "
+                f"{classes} classes ({where}).", SHAPES_HINT) from None
+        raise CheckFailedError(
+            f"a thread went past the batch's last sample: the loop over the samples is not "
+            f"stopped at the batch's end (a missing guard). {said[0].upper()}{said[1:]} "
+            f"({where}).", EVALUATE_GUARD_HINT) from None
+    raise error
+
+
+def _under_another_block(run, trial: Trial, source: KernelSource) -> None:
+    """``run`` the check's batches again under another block size; a failure there (right
+    under the first only) says so, and names a hard-coded block size when the source shows
+    one."""
+    other = trial.other_block()
+    try:
+        run(other)
+    except CheckFailedError as failure:
+        line = hard_coded_block(source)
+        said = (f": `{line}` hard-codes the block size" if line
+                and "hard-codes the block size" not in failure.message else "")
+        raise CheckFailedError(
+            f"your kernel is right with {trial.threads_per_block} threads per block but not "
+            f"with {other.threads_per_block}{said}. With {other.threads_per_block}: "
+            f"{failure.message}", BLOCK_HINT if line else failure.hint) from None
+
+
+def _check_evaluate_method(kernel, seed: int, source: KernelSource) -> None:
+    """Trace the kernel on a small fixed grid and fail if its threads do not step by the
+    grid's size (:data:`EVALUATE_METHOD_MISTAKES`)."""
+    rng = np.random.default_rng(seed)
+    batch = int(rng.integers(*EVALUATE_TRACE_BATCH))
+    while batch % EVALUATE_TRACE_THREADS == 0:
+        batch += 1
+    logits, labels = _batch_problem(rng, batch, EVALUATE_TRACE_CLASSES)
+    losses = np.full(batch, np.nan, np.float32)
+    correct = np.full(batch, UNWRITTEN, np.int32)
+    trial = BatchTrial("check_evaluate_batch", seed, (batch,), (EVALUATE_TRACE_THREADS,),
+                       np.dtype(np.float32), rng, EVALUATE_TRACE_BLOCKS)
+    trace = trace_trial(kernel, trial, logits, labels, losses, correct)
+    offer_trace(kernel, 2, 4, "logits", "labels", "losses", "correct",
+                note="with 19 rows of 3 logits: 8 threads for 19 samples")
+    if trace.error:
+        return  # the full-size runs explain errors
+    names = source.parameters
+    name = names[2] if len(names) > 2 else "losses"
+    order: dict = {}
+    for access in trace.accesses:
+        if access.array == name and access.kind == "write":
+            order.setdefault(access.thread, []).append(access.index[0])
+    reject(EVALUATE_METHOD_MISTAKES, SampleOwners(EVALUATE_TRACE_BLOCKS, EVALUATE_TRACE_THREADS,
+                                                  batch, seed, order))
+
+
+def check_evaluate_batch(kernel, seed: int | None = None, threads_per_block: int | None = None,
+                         show: bool = True) -> CheckResult:
+    """Check ``kernel(logits, labels, losses, correct)``: for every sample s (a row of
+    ``logits``), ``losses[s]`` its cross-entropy loss and ``correct[s]`` 1 if its largest logit
+    is its label's, else 0, with **one fixed grid** for any batch (a grid-stride loop over the
+    samples).
+
+    First traced on a small launch (2 blocks of 32 threads, 150-230 samples): every sample
+    handled by one thread, each thread stepping by the grid's size. Then launched on the same
+    fixed grid (:data:`EVALUATE_BLOCKS` blocks of the drawn block size) with three batches:
+    fewer samples than one block, between one block and the grid, and 2-4 times the grid; 11-15
+    classes, some rows near ±800; padded arrays; again under another block size.
+
+    Diagnoses (:data:`EVALUATE_MISTAKES`, :data:`EVALUATE_METHOD_MISTAKES`): the stub; one
+    sample per thread; a stride of the block's size, of the number of blocks, or larger than
+    the grid; every block starting at threadIdx.x; one thread doing the whole batch; a run of
+    consecutive samples per thread; a loop whose index is not used; the class count as the
+    batch; a hard-coded size; a missing guard; the unstable exp; the loss's sign, a missing m,
+    the wrong class; correct as the class or inverted; simulator-only code; a kernel that
+    never finishes; gpulab's own kernel."""
+    tier = "gpu" if device.tier() == "gpu" else "sim"
+
+    def body(seed: int) -> str:
+        source = EVALUATE.start(kernel)
+        _check_evaluate_method(kernel, seed, source)
+        first = Trial.draw("check_evaluate_batch", seed, np.float32, block=threads_per_block,
+                           shape=(1,))
+        classes = int(first.rng.integers(*EVALUATE_CLASSES))
+        batches: list[int] = []
+
+        def run(trial: Trial) -> Trial:
+            threads = trial.threads_per_block
+            grid = EVALUATE_BLOCKS[tier] * threads
+            rng = np.random.default_rng([seed, threads])
+            for batch in _batches(rng, threads, grid):
+                each = BatchTrial(trial.check_name, seed, (batch,), trial.block, trial.dtype,
+                                  rng, EVALUATE_BLOCKS[tier])
+                reject(EVALUATE_MISTAKES, _launch_evaluate(kernel, each, source, classes))
+                batches.append(batch)
+            return trial
+
+        run(first)
+        if not threads_per_block:
+            _under_another_block(run, first, source)
+        _EVALUATE_PASSED.add(python_function(kernel))
+        sizes = ", ".join(map(str, batches))
+        return (f"every sample's loss and correct right for batches of {sizes} samples "
+                f"({classes} classes), all on one fixed grid of {EVALUATE_BLOCKS[tier]} blocks, "
+                "under two block sizes; traced: each thread steps by the grid's size "
+                f"(seed={seed}).")
+
+    return EVALUATE.run(body, seed, show, learner=(kernel,))
+
+
+def evaluate_passed(kernel) -> bool:
+    """Has ``kernel`` passed :func:`check_evaluate_batch` in this session (this very kernel: a
+    cell run again makes a new one)?"""
+    function = python_function(kernel) if kernel is not None else None
+    return function is not None and function in _EVALUATE_PASSED
+
+
+def kernel_to_use(kernel) -> tuple[object, str]:
+    """(the kernel the chapter runs, whose it is): yours once it has passed
+    :func:`check_evaluate_batch` in this session; otherwise gpulab's ``evaluate_batch``, with a
+    line printed that says why."""
+    from gpulab.kernels import evaluate
+
+    if kernel is not None and evaluate_passed(kernel):
+        return kernel, f"your {python_function(kernel).__name__}"
+    print("your evaluate_batch has not passed check_evaluate_batch in this session (or its cell "
+          "was run again since), so gpulab's evaluate_batch runs instead.")
+    return evaluate.evaluate_batch, "gpulab's evaluate_batch"
+
+
 __all__ = [
+    "EVALUATE", "EVALUATE_METHOD_MISTAKES", "EVALUATE_MISTAKES", "BatchTrial", "Evaluated",
+    "check_evaluate_batch", "evaluate_passed", "kernel_to_use",
     "CASES", "LAUNCH_BOUND", "LAUNCH_BOUND_MISTAKES", "THROUGHPUT", "THROUGHPUT_MISTAKES",
     "TOLERANCE", "a_number", "check_launch_bound", "check_throughput", "cost_launches",
     "model_crossover", "plain",

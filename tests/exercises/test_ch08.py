@@ -208,3 +208,293 @@ def test_stubs_are_not_attempted(check):
         raise NotImplementedError()
 
     assert check(stub, show=False).status == NOT_ATTEMPTED
+
+
+# --- exercise 3: one launch for any batch (a kernel) --------------------------------------------
+
+from numba import cuda  # noqa: E402
+
+
+@cuda.jit
+def evaluate_grid_stride(logits, labels, losses, correct):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for s in range(start, logits.shape[0], stride):
+        m = logits[s, 0]
+        predicted = 0
+        for c in range(1, logits.shape[1]):
+            if logits[s, c] > m:
+                m = logits[s, c]
+                predicted = c
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[s, c] - m)
+        losses[s] = math.log(total) + m - logits[s, labels[s]]
+        correct[s] = 1 if predicted == labels[s] else 0
+
+
+@cuda.jit
+def evaluate_while_online(logits, labels, losses, correct):
+    """Written differently: a while loop, the indices by hand, a one-pass (online) log-sum-exp
+    that rescales the running sum whenever the max grows."""
+    s = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    step = cuda.blockDim.x * cuda.gridDim.x
+    n, classes = logits.shape
+    while s < n:
+        m = logits[s, 0]
+        total = 1.0
+        best = 0
+        for c in range(1, classes):
+            z = logits[s, c]
+            if z > m:
+                total = total * math.exp(m - z) + 1.0
+                m = z
+                best = c
+            else:
+                total += math.exp(z - m)
+        label = labels[s]
+        losses[s] = m + math.log(total) - logits[s, label]
+        correct[s] = best == label
+        s += step
+
+
+@cuda.jit
+def evaluate_rounds_guarded(logits, labels, losses, correct):
+    """Written differently: a fixed number of rounds, each guarded; the loss from the log of
+    the label's probability's denominator."""
+    g = cuda.grid(1)
+    threads = cuda.gridsize(1)
+    rounds = (logits.shape[0] + threads - 1) // threads
+    for r in range(rounds):
+        s = g + r * threads
+        if s < logits.shape[0]:
+            top = 0
+            for c in range(logits.shape[1]):
+                if logits[s, c] > logits[s, top]:
+                    top = c
+            m = logits[s, top]
+            total = 0.0
+            for c in range(logits.shape[1]):
+                total += math.exp(logits[s, c] - m)
+            losses[s] = -(logits[s, labels[s]] - m - math.log(total))
+            correct[s] = 1 if top == labels[s] else 0
+
+
+@cuda.jit
+def evaluate_one_per_thread(logits, labels, losses, correct):
+    s = cuda.grid(1)
+    if s < logits.shape[0]:
+        m = logits[s, 0]
+        predicted = 0
+        for c in range(1, logits.shape[1]):
+            if logits[s, c] > m:
+                m = logits[s, c]
+                predicted = c
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[s, c] - m)
+        losses[s] = math.log(total) + m - logits[s, labels[s]]
+        correct[s] = 1 if predicted == labels[s] else 0
+
+
+def _evaluation(step: str = "cuda.gridsize(1)", start: str = "cuda.grid(1)",
+                end: str = "logits.shape[0]", classes: str = "logits.shape[1]",
+                loss: str = "math.log(total) + m - logits[s, labels[s]]",
+                right: str = "1 if predicted == labels[s] else 0", shift: str = "m"):
+    """A wrong kernel made from the right one with one part changed (built as source, so each
+    mistake is one line of difference)."""
+    source = f'''
+@cuda.jit
+def evaluate(logits, labels, losses, correct):
+    start = {start}
+    stride = {step}
+    for s in range(start, {end}, stride):
+        m = logits[s, 0]
+        predicted = 0
+        for c in range(1, {classes}):
+            if logits[s, c] > m:
+                m = logits[s, c]
+                predicted = c
+        total = 0.0
+        for c in range({classes}):
+            total += math.exp(logits[s, c] - {shift})
+        losses[s] = {loss}
+        correct[s] = {right}
+'''
+    import linecache
+
+    name = f"<ch08 wrong kernel {abs(hash(source))}>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    scope = {"cuda": cuda, "math": math}
+    exec(compile(source, name, "exec"), scope)
+    return scope["evaluate"]
+
+
+@cuda.jit
+def evaluate_chunks(logits, labels, losses, correct):
+    g = cuda.grid(1)
+    threads = cuda.gridsize(1)
+    n = logits.shape[0]
+    chunk = (n + threads - 1) // threads
+    for s in range(g * chunk, min(g * chunk + chunk, n)):
+        m = logits[s, 0]
+        predicted = 0
+        for c in range(1, logits.shape[1]):
+            if logits[s, c] > m:
+                m = logits[s, c]
+                predicted = c
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[s, c] - m)
+        losses[s] = math.log(total) + m - logits[s, labels[s]]
+        correct[s] = 1 if predicted == labels[s] else 0
+
+
+@cuda.jit
+def evaluate_one_thread(logits, labels, losses, correct):
+    if cuda.grid(1) == 0:
+        for s in range(logits.shape[0]):
+            m = logits[s, 0]
+            predicted = 0
+            for c in range(1, logits.shape[1]):
+                if logits[s, c] > m:
+                    m = logits[s, c]
+                    predicted = c
+            total = 0.0
+            for c in range(logits.shape[1]):
+                total += math.exp(logits[s, c] - m)
+            losses[s] = math.log(total) + m - logits[s, labels[s]]
+            correct[s] = 1 if predicted == labels[s] else 0
+
+
+@cuda.jit
+def evaluate_no_guard(logits, labels, losses, correct):
+    g = cuda.grid(1)
+    threads = cuda.gridsize(1)
+    for r in range((logits.shape[0] + threads - 1) // threads):
+        s = g + r * threads
+        m = logits[s, 0]
+        predicted = 0
+        for c in range(1, logits.shape[1]):
+            if logits[s, c] > m:
+                m = logits[s, c]
+                predicted = c
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[s, c] - m)
+        losses[s] = math.log(total) + m - logits[s, labels[s]]
+        correct[s] = 1 if predicted == labels[s] else 0
+
+
+@cuda.jit
+def evaluate_reads_first_sample(logits, labels, losses, correct):
+    i = cuda.grid(1)
+    for s in range(i, logits.shape[0], cuda.gridsize(1)):
+        m = logits[i, 0]
+        predicted = 0
+        for c in range(1, logits.shape[1]):
+            if logits[i, c] > m:
+                m = logits[i, c]
+                predicted = c
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[i, c] - m)
+        losses[s] = math.log(total) + m - logits[i, labels[i]]
+        correct[s] = 1 if predicted == labels[i] else 0
+
+
+@cuda.jit
+def evaluate_losses_only(logits, labels, losses, correct):
+    for s in range(cuda.grid(1), logits.shape[0], cuda.gridsize(1)):
+        m = logits[s, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[s, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[s, c] - m)
+        losses[s] = math.log(total) + m - logits[s, labels[s]]
+
+
+WRONG_KERNELS = {
+    "one per thread": (evaluate_one_per_thread,
+                       "one element per thread: samples past the grid's first"),
+    "stride of the block": (_evaluation(step="cuda.blockDim.x"), "`cuda.blockDim.x`"),
+    "stride of the blocks' count": (_evaluation(step="cuda.gridDim.x"), "number of blocks"),
+    "stride twice the grid": (_evaluation(step="2 * cuda.gridsize(1)"), "more than the grid's"),
+    "every block from threadIdx": (_evaluation(start="cuda.threadIdx.x"),
+                                   "start at the same sample"),
+    "hard-coded batch": (_evaluation(end="1000"), "uses a fixed number"),
+    "hard-coded classes": (_evaluation(classes="10"), "uses a fixed number"),
+    "hard-coded block": (_evaluation(start="cuda.blockIdx.x * 64 + cuda.threadIdx.x",
+                                     step="64 * cuda.gridDim.x"), "hard-codes the block size"),
+    "loop to the class count": (_evaluation(end="logits.shape[1]"), "number of classes"),
+    "a run per thread": (evaluate_chunks, "run of consecutive samples"),
+    "one thread does it all": (evaluate_one_thread, "handled all"),
+    "no guard": (evaluate_no_guard, "missing guard"),
+    "first sample read again": (evaluate_reads_first_sample, "first sample's row again"),
+    "unstable exp": (_evaluation(shift="0.0"), "largest logit was not subtracted"),
+    "m not added back": (_evaluation(loss="math.log(total) - logits[s, labels[s]]"),
+                         "not added back"),
+    "sign reversed": (_evaluation(loss="-(math.log(total) + m - logits[s, labels[s]])"),
+                      "wrong sign"),
+    "loss of class 0": (_evaluation(loss="math.log(total) + m - logits[s, 0]"), "class 0"),
+    "correct as the class": (_evaluation(right="predicted"), "predicted class"),
+    "correct inverted": (_evaluation(right="0 if predicted == labels[s] else 1"),
+                         "wrong and 0 where it is right"),
+    "correct never written": (evaluate_losses_only, "correct still holds"),
+}
+
+
+@pytest.mark.parametrize("kernel", [evaluate_grid_stride, evaluate_while_online,
+                                    evaluate_rounds_guarded])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_right_evaluation_kernels_pass(kernel, seed):
+    result = ch08.check_evaluate_batch(kernel, seed=seed, show=False)
+    assert result.status == PASSED, result
+
+
+@pytest.mark.parametrize("name", list(WRONG_KERNELS))
+def test_wrong_evaluation_kernels_fail_and_say_why(name):
+    kernel, words = WRONG_KERNELS[name]
+    result = ch08.check_evaluate_batch(kernel, seed=3, show=False)
+    assert result.status == FAILED, result
+    assert words in result.message + " " + result.hint, (result.message, result.hint)
+
+
+def test_gpulab_own_evaluation_kernel_is_refused_and_the_stub_not_attempted():
+    from gpulab.kernels import evaluate
+
+    assert "gpulab's own" in ch08.check_evaluate_batch(evaluate.evaluate_batch,
+                                                       show=False).message
+
+    @cuda.jit
+    def stub(logits, labels, losses, correct):
+        raise NotImplementedError()
+
+    assert ch08.check_evaluate_batch(stub, show=False).status == NOT_ATTEMPTED
+
+
+def test_the_chapter_runs_the_learners_kernel_once_it_passed(capsys):
+    from gpulab.kernels import evaluate
+
+    @cuda.jit
+    def mine(logits, labels, losses, correct):
+        for s in range(cuda.grid(1), logits.shape[0], cuda.gridsize(1)):
+            m = logits[s, 0]
+            predicted = 0
+            for c in range(1, logits.shape[1]):
+                if logits[s, c] > m:
+                    m = logits[s, c]
+                    predicted = c
+            total = 0.0
+            for c in range(logits.shape[1]):
+                total += math.exp(logits[s, c] - m)
+            losses[s] = math.log(total) + m - logits[s, labels[s]]
+            correct[s] = 1 if predicted == labels[s] else 0
+
+    kernel, whose = ch08.kernel_to_use(mine)
+    assert kernel is evaluate.evaluate_batch and whose == "gpulab's evaluate_batch"
+    assert "has not passed" in capsys.readouterr().out
+    assert ch08.check_evaluate_batch(mine, seed=0, show=False).passed
+    kernel, whose = ch08.kernel_to_use(mine)
+    assert kernel is mine and whose == "your mine"
