@@ -47,12 +47,19 @@ class KernelSpec:
     def source(self) -> str:
         """The kernel's Python source, then that of each device function it calls."""
         parts = [inspect.getsource(self.python_function)]
+        if parts[0].startswith("@kernel("):
+            parts[0] = DECORATOR_SAID + parts[0]
         for name in self.helpers:
             helper = DEVICE_FUNCTIONS[name]
             parts.append(f"# {self.name} calls {name}, from {helper.__module__} (inlined):\n"
                          f"{inspect.getsource(helper)}")
         return "\n\n".join(parts)
 
+
+# Said above a kernel's source when it is shown: gpulab's decorator is not a CUDA idea.
+DECORATOR_SAID = ("# @kernel(...) is gpulab's @cuda.jit: it also records the kernel and the types "
+                  "the ptx tier\n# compiles it for (gpulab.kernels.registry). Your kernels use "
+                  "@cuda.jit.\n")
 
 REGISTRY: dict[str, KernelSpec] = {}
 DEVICE_FUNCTIONS: dict[str, Callable] = {}

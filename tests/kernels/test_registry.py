@@ -15,8 +15,9 @@ def test_float_signatures():
 def test_every_module_is_loaded_and_every_kernel_has_signatures():
     specs = load_all()
     modules = {spec.module.rsplit(".", 1)[1] for spec in specs.values()}
-    assert modules == {"dense", "dot", "elementwise", "matmul", "memory", "narrow_formats",
-                       "optim", "softmax"}
+    assert modules == {"accumulate", "amax", "dense", "dot", "elementwise", "evaluate",
+                       "inference", "matmul", "memory", "narrow_formats", "optim", "ring",
+                       "softmax"}
     assert all(spec.signatures and spec.summary for spec in specs.values())
 
 
@@ -62,3 +63,10 @@ def test_names_must_be_unique_across_modules():
     block_tree_sum.__module__ = "somewhere.else"
     with pytest.raises(ValueError, match="two device functions are named 'block_tree_sum'"):
         registry.device_function(block_tree_sum)
+
+
+def test_a_shown_kernel_explains_gpulabs_decorator_first():
+    source = kernel_spec("elementwise_multiply").source
+    said, kernel = source.split("\n@kernel(", 1)
+    assert "gpulab's @cuda.jit" in said and "ptx tier" in said and said.startswith("#")
+    assert kernel.startswith("*for_float_dtypes(")
