@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpulab import device, hardware
+from gpulab import device, hardware, reference
 from gpulab.exercises.checks import (
     CheckFailedError,
     CheckResult,
@@ -1217,6 +1217,28 @@ def evaluate_passed(kernel) -> bool:
     return function is not None and function in _EVALUATE_PASSED
 
 
+def try_evaluate_batch(kernel) -> None:
+    """Run your kernel on two tiny batches of 3 classes, 5 samples then 11, both on one fixed
+    grid of 2 blocks of 4 threads (8 threads: fewer than the second batch has samples), and
+    print its losses and correct next to NumPy's. Errors are left to the try-it cell."""
+    from numba import cuda
+
+    rng = np.random.default_rng(8)
+    for batch in (5, 11):
+        logits = rng.normal(0.0, 2.0, (batch, 3)).astype(np.float32)
+        labels = rng.integers(0, 3, batch)
+        d_losses = cuda.to_device(np.full(batch, np.nan, np.float32))
+        d_correct = cuda.to_device(np.full(batch, UNWRITTEN, np.int32))
+        kernel[2, 4](cuda.to_device(logits), cuda.to_device(labels), d_losses, d_correct)
+        cuda.synchronize()
+        _, want = reference.softmax_cross_entropy(logits.astype(np.float64), labels)
+        right = (np.argmax(logits, axis=1) == labels).astype(np.int32)
+        print(f"batch of {batch} on 8 threads (NaN / {UNWRITTEN}: never written)")
+        print(f"  losses  yours {np.array2string(d_losses.copy_to_host(), precision=3)}")
+        print(f"          NumPy {np.array2string(want.astype(np.float32), precision=3)}")
+        print(f"  correct yours {d_correct.copy_to_host()}  NumPy {right}")
+
+
 def kernel_to_use(kernel) -> tuple[object, str]:
     """(the kernel the chapter runs, whose it is): yours once it has passed
     :func:`check_evaluate_batch` in this session; otherwise gpulab's ``evaluate_batch``, with a
@@ -1232,7 +1254,7 @@ def kernel_to_use(kernel) -> tuple[object, str]:
 
 __all__ = [
     "EVALUATE", "EVALUATE_METHOD_MISTAKES", "EVALUATE_MISTAKES", "BatchTrial", "Evaluated",
-    "check_evaluate_batch", "evaluate_passed", "kernel_to_use",
+    "check_evaluate_batch", "evaluate_passed", "kernel_to_use", "try_evaluate_batch",
     "CASES", "LAUNCH_BOUND", "LAUNCH_BOUND_MISTAKES", "THROUGHPUT", "THROUGHPUT_MISTAKES",
     "TOLERANCE", "a_number", "check_launch_bound", "check_throughput", "cost_launches",
     "model_crossover", "plain",

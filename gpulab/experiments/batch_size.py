@@ -16,12 +16,20 @@ for the same number of epochs, and three things are recorded:
 :class:`BatchSizeExperiment` is the logic (no browser needed); :class:`BatchSizeDashboard` is
 its ipywidgets view, with the heavy work behind a Run button.
 
+With ``evaluate_kernel`` (chapter 08's exercise 3, or gpulab's
+:func:`gpulab.kernels.evaluate.evaluate_batch`), the held-out loss and accuracy after every epoch
+are computed by that kernel on one fixed grid, and the result says how far they are from the
+trainer's own NumPy evaluation. :func:`evaluation_sweep` times one launch of such a kernel over
+batch sizes, on the same grid, next to gpulab's GPU model of it on a named GPU.
+
 Chapter 08's napkin math, as text: :func:`napkin_inputs` (what gpulab gives you to predict a
 step's time), :func:`throughput_table` (the step model's samples/s, next to a prediction of
 yours) and :func:`memory_table` (what a step keeps on the device, counted).
 """
 
 from __future__ import annotations
+
+import time
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -31,7 +39,8 @@ from gpulab.experiments.dashboard import Dashboard
 from gpulab.nn import cost, memory
 from gpulab.nn.data import load_digits
 from gpulab.nn.memory import BATCH_SIZES, largest_batch_within
-from gpulab.nn.recipes import DIGITS, train_digits
+from gpulab.nn.recipes import DIGITS, digits_model, train_digits
+from gpulab.nn.trainer import Trainer
 from gpulab.plots import wrap_title
 
 
@@ -77,7 +86,8 @@ def batch_size_plot(result: dict):
                          label=f"batch {batch}")
     convergence.set_yscale("log")
     convergence.set_xlabel("epoch")
-    convergence.set_ylabel("held-out loss (log scale)")
+    convergence.set_ylabel("held-out loss (log scale)" + (
+        f", by {result['evaluated_by']}" if result.get("evaluated_by") else ""))
     convergence.set_title("convergence per epoch (same learning rate)", fontsize=10)
     convergence.legend(fontsize=8)
     convergence.grid(True, alpha=0.3)
@@ -184,7 +194,8 @@ class BatchSizeExperiment:
     """
 
     def __init__(self, batch_sizes=None, epochs: int | None = None, gpu: str = hardware.COURSE_GPU,
-                 lr: float = DIGITS["lr"], seed: int = 0):
+                 lr: float = DIGITS["lr"], seed: int = 0, evaluate_kernel=None,
+                 evaluated_by: str | None = None):
         sizes = sorted({int(b) for b in (batch_sizes or default_batch_sizes())})
         if not sizes or sizes[0] < 1:
             raise ValueError(f"batch_sizes must be positive whole numbers, not {batch_sizes!r}")
@@ -196,18 +207,34 @@ class BatchSizeExperiment:
         self.lr, self.seed = float(lr), seed
         self.tier = device.tier()
         self.widths = list(DIGITS["widths"])
+        self.evaluate_kernel = evaluate_kernel
+        self.evaluated_by = evaluated_by or ("the kernel given" if evaluate_kernel else None)
         self.last_result: dict | None = None
+
+    def _train(self, data, batch: int):
+        """(history, largest difference between the kernel's held-out loss and NumPy's): the
+        recipe trained at this batch, evaluated after every epoch by ``evaluate_kernel`` when
+        there is one (else by the trainer, and the difference is None)."""
+        if self.evaluate_kernel is None:
+            _, history = train_digits("numpy", data=data, batch_size=batch, epochs=self.epochs,
+                                      lr=self.lr, seed=self.seed)
+            return history, None
+        trainer = KernelEvaluatedTrainer(
+            self.evaluate_kernel, digits_model("numpy", seed=self.seed), DIGITS["optimiser"],
+            batch_size=batch, epochs=self.epochs, seed=self.seed, progress=False, lr=self.lr)
+        return trainer.fit(data), trainer.largest_difference
 
     def run(self) -> dict:
         data = load_digits(seed=0)
         cpu_label = "NumPy on this CPU — measured"
         histories, cpu, gpu_measured, estimated, needed, updates = [], [], [], [], [], []
+        differences = []
         run = recorded_runs.latest_gpu_run()  # its measured launch overhead, when one ships
         measured_launch_s = run.launch_overhead_s if run is not None else None
         gpu_label = None
         for batch in self.batch_sizes:
-            _, history = train_digits("numpy", data=data, batch_size=batch, epochs=self.epochs,
-                                      lr=self.lr, seed=self.seed)
+            history, difference = self._train(data, batch)
+            differences.append(difference)
             histories.append(history)
             cpu_label = (f"NumPy backend — {history.timing.split(' with ')[0]} (fastest "
                          "epoch)")
@@ -242,6 +269,9 @@ class BatchSizeExperiment:
             "step_bound": [cost.estimate_step(self.widths, b, self.gpu).bound()
                            for b in self.batch_sizes],
             "recorded": recorded_comparison(),
+            "evaluated_by": self.evaluated_by, "n_test": len(data.y_test),
+            "evaluation_difference": (max(differences) if self.evaluate_kernel is not None
+                                      else None),
         }
         return self.last_result
 
@@ -286,6 +316,16 @@ class BatchSizeExperiment:
             "more (more updates); per second on a GPU, large batches get through more samples. "
             f"Lowest held-out loss here: batch {self.best_batch()}.",
         ]
+        if r.get("evaluated_by"):
+            from gpulab.kernels.evaluate import evaluation_grid
+
+            blocks, threads = evaluation_grid()
+            lines.append(
+                f"Held-out loss and accuracy after every epoch: computed by {r['evaluated_by']} "
+                f"for the {r['n_test']} held-out digits in one launch of {blocks} blocks of "
+                f"{threads} threads (a fixed grid, whatever the batch); the largest difference "
+                f"from the trainer's NumPy evaluation of the same epochs: "
+                f"{r['evaluation_difference']:.1e} (float32 rounding).")
         if r.get("recorded"):
             lines.append(str(r["recorded"]))
         return "\n".join(lines)
@@ -317,6 +357,124 @@ def _steady_samples_per_s(history) -> float:
     slow an epoch down, so the fastest is the closest to what the training itself costs."""
     values = history.column("samples_per_s")
     return float(max(values[1:] if len(values) > 1 else values))
+
+
+class KernelEvaluatedTrainer(Trainer):
+    """The trainer, with the held-out evaluation after every epoch done by an evaluation kernel
+    (``kernel(logits, labels, losses, correct)``, chapter 08's exercise 3) on one fixed grid:
+    the model's logits go to the device, the kernel writes each sample's loss and 0/1, and their
+    means are the epoch's held-out loss and accuracy. The trainer's own NumPy evaluation runs
+    too, for :attr:`largest_difference` (the largest gap between the two losses so far)."""
+
+    def __init__(self, kernel, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kernel = kernel
+        self.largest_difference = 0.0
+
+    def evaluate(self, X, y) -> tuple[float, float]:
+        from gpulab.kernels.evaluate import mean_loss_and_accuracy
+
+        numpy_loss, _ = super().evaluate(X, y)
+        logits = self.model.backend.to_host(self.model.forward(X))
+        loss, accuracy = mean_loss_and_accuracy(np.ascontiguousarray(logits), y, self.kernel)
+        self.largest_difference = max(self.largest_difference, abs(loss - numpy_loss))
+        return loss, accuracy
+
+
+EVALUATION_BATCHES = (8, 64, 512, 4096, 32768)
+MODEL_ONLY_BATCHES = (1 << 20, 1 << 23)  # estimated only: too many samples for the simulator
+
+
+def evaluation_sweep(kernel=None, batches=EVALUATION_BATCHES, gpu=hardware.COURSE_GPU,
+                     classes: int = 10, repeats: int = 3, seed: int = 0,
+                     model_only=MODEL_ONLY_BATCHES) -> dict:
+    """One launch of an evaluation kernel (``kernel(logits, labels, losses, correct)``; default
+    gpulab's :func:`~gpulab.kernels.evaluate.evaluate_batch`) at each batch size, always on the
+    same grid (:func:`~gpulab.kernels.evaluate.evaluation_grid`): random logits of ``classes``
+    classes, already on the device, the launch timed with the host's clock to the end of
+    ``cuda.synchronize()``, the fastest of ``repeats`` (one above 4,096 samples in the
+    simulator). In the simulator that is Numba's simulator on this CPU, not GPU time; on a GPU
+    it is measured there. Beside it, gpulab's GPU model (:func:`gpulab.hardware.estimate_time`)
+    of the same launch on ``gpu``, with that GPU's evaluation grid (4 blocks of 256 threads per
+    SM): its FLOPs, bytes and blocks, the host's issue cost included. Every batch's results are
+    checked against NumPy. ``model_only`` batches are estimated, not run. Returns a dict for
+    :func:`evaluation_sweep_table`."""
+    from numba import cuda
+
+    from gpulab import reference
+    from gpulab.kernels import evaluate
+
+    kernel = kernel or evaluate.evaluate_batch
+    spec = hardware.get_gpu(gpu)
+    blocks, threads = evaluate.evaluation_grid()
+    model_blocks = 4 * (spec.sm_count or 1)
+    rng = np.random.default_rng(seed)
+    measured, modelled, bounds, kinds, largest_difference = [], [], [], set(), 0.0
+
+    def estimated(batch: int):
+        return hardware.estimate_time(
+            spec, evaluate.EVALUATE_FLOPS_PER_CLASS * classes * batch,
+            evaluate.evaluate_bytes(batch, classes), blocks=model_blocks, threads_per_block=256)
+
+    for batch in batches:
+        logits = rng.normal(0.0, 3.0, (batch, classes)).astype(np.float32)
+        labels = rng.integers(0, classes, batch)
+        d_logits, d_labels = cuda.to_device(logits), cuda.to_device(labels)
+        d_losses = cuda.device_array(batch, np.float32)
+        d_correct = cuda.device_array(batch, np.int32)
+        times = []
+        for _ in range(repeats if device.tier() == "gpu" or batch <= 4096 else 1):
+            start = time.perf_counter()
+            kernel[blocks, threads](d_logits, d_labels, d_losses, d_correct)
+            cuda.synchronize()
+            times.append(time.perf_counter() - start)
+        _, want = reference.softmax_cross_entropy(logits.astype(np.float64), labels)
+        largest_difference = max(largest_difference,
+                                 float(np.max(np.abs(d_losses.copy_to_host() - want))))
+        if not np.array_equal(d_correct.copy_to_host(),
+                              (np.argmax(logits, axis=1) == labels).astype(np.int32)):
+            raise AssertionError(f"the kernel's correct is wrong at batch {batch}")
+        measured.append(min(times))
+    for batch in [*batches, *model_only]:
+        estimate = estimated(batch)
+        modelled.append(estimate.time_s)
+        bounds.append(estimate.bound)
+        kinds.add(estimate.kind)
+    where = ("Numba's CUDA simulator on this CPU (measured; not GPU time)"
+             if device.tier() != "gpu" else f"{device.PROBE.device_name} (measured, wall clock)")
+    return {"batches": [*batches, *model_only], "measured_s": measured, "modelled_s": modelled,
+            "measured_label": where, "grid": (blocks, threads), "gpu": spec.name,
+            "model_grid": (model_blocks, 256), "classes": classes,
+            "largest_difference": largest_difference, "bounds": bounds,
+            "model_label": f"gpulab's GPU model of the {spec.name}, an estimate (its measured "
+                           "error: " + ", ".join(f"{hardware.band_text(kind)} {kind}"
+                                                 for kind in sorted(kinds)) + ")"}
+
+
+def evaluation_sweep_table(sweep: dict) -> str:
+    """The sweep as text: per batch, the launch's time and samples per second, measured here
+    and estimated for the named GPU, and how many samples each thread of the grid handles."""
+    blocks, threads = sweep["grid"]
+    model_blocks, model_threads = sweep["model_grid"]
+    grid, model_grid = blocks * threads, model_blocks * model_threads
+    lines = [f"one launch, the same grid at every batch: here {blocks} x {threads} = {grid} "
+             f"threads; on the {sweep['gpu']} {model_blocks} x {model_threads} = {model_grid:,} "
+             "(samples per thread: the most any thread takes)",
+             f"{'batch':>9} {'each thread: here':>17} {'GPU':>5} {'here ms':>9} "
+             f"{'here samples/s':>15} {'model µs':>9} {'model samples/s':>16} {'bound':>7}"]
+    measured = list(sweep["measured_s"]) + [None] * (len(sweep["batches"])
+                                                     - len(sweep["measured_s"]))
+    for batch, here, model, bound in zip(sweep["batches"], measured, sweep["modelled_s"],
+                                         sweep["bounds"], strict=True):
+        here_text = (f"{-(-batch // grid):17,} {-(-batch // model_grid):5,} {here * 1e3:9.2f} "
+                     f"{batch / here:15,.0f}" if here is not None else
+                     f"{'-':>17} {-(-batch // model_grid):5,} {'-':>9} {'-':>15}")
+        lines.append(f"{batch:9,} {here_text} {model * 1e6:9.1f} "
+                     f"{batch / model:16,.0f} {bound:>7}")
+    lines.append(f"here: {sweep['measured_label']}, every batch's losses within "
+                 f"{sweep['largest_difference']:.1e} of NumPy's ('-': not run here, too many "
+                 f"samples for the simulator); model: {sweep['model_label']}")
+    return "\n".join(lines)
 
 
 class BatchSizeDashboard(Dashboard):
@@ -367,5 +525,7 @@ class BatchSizeDashboard(Dashboard):
         return batch_size_plot(result)
 
 
-__all__ = ["BATCH_SIZES", "BatchSizeDashboard", "BatchSizeExperiment", "default_batch_sizes",
-           "largest_batch_within", "memory_table", "napkin_inputs", "throughput_table"]
+__all__ = ["BATCH_SIZES", "EVALUATION_BATCHES", "BatchSizeDashboard", "BatchSizeExperiment",
+           "KernelEvaluatedTrainer", "default_batch_sizes", "evaluation_sweep",
+           "evaluation_sweep_table", "largest_batch_within", "memory_table", "napkin_inputs",
+           "throughput_table"]
