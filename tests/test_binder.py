@@ -12,10 +12,10 @@ Binder's is the learner's environment (``make lab``'s .venv-lab is the same ``la
 each learner notebook (``course/NN_*.ipynb``) is executed here once, chapter 01 first, headless
 with nbclient, and every check that needs an executed learner notebook reads that one run: no
 cell raises (what nbval checked; ``make test`` no longer runs nbval on course/), no answer is
-visible before its attempt (:mod:`tests/test_spoilers.py`'s comparison), and the memory of the
-notebook's kernel (and anything it starts), sampled every 0.1 s, stays under 1.5 GB:
-mybinder.org stops a session at 2 GB. When PyPI is unreachable, the notebooks run in this test
-process's environment instead and the install test skips, saying so.
+visible before its attempt and no output shows one (:mod:`tests/test_spoilers.py`'s
+comparisons), and the memory of the notebook's kernel (and anything it starts), sampled every
+0.1 s, stays under 1.5 GB: mybinder.org stops a session at 2 GB. When PyPI is unreachable, the
+notebooks run in this test process's environment instead and the install test skips, saying so.
 
 The fast tests check the links the README gives: Binder opens JupyterLab at a chapter, and each
 chapter has its Voila dashboard link.
@@ -290,7 +290,8 @@ def test_learner_notebook_runs_once_in_the_learners_environment(learner_environm
                                                                 tmp_path):
     """The chapter's one execution in a make test (chapter 01 first): no cell raises (what
     nbval checked), no answer is visible before its attempt (tests/test_spoilers.py's
-    comparison, on the sources and everything the cells showed), and the kernel's peak memory
+    comparison, on the sources and everything the cells showed), no output anywhere shows an
+    answer or what compare_yours keeps until a check passes, and the kernel's peak memory
     stays under the margin, with the Binder environment's own Python."""
     where = learner_environment
     script = tmp_path / "execute.py"
@@ -311,6 +312,8 @@ def test_learner_notebook_runs_once_in_the_learners_environment(learner_environm
                         f"environment: {error}")
     problems += [f"answer visible before the attempt: {p}"
                  for p in SPOILERS.answers_visible_before_the_attempts(chapter, notebook)]
+    problems += [f"answer shown while no check has passed: {p}"
+                 for p in SPOILERS.answers_shown_in_the_outputs(chapter, notebook)]
     if not 0 < peak_bytes < PEAK_KERNEL_MEMORY_LIMIT_BYTES:
         problems.append(f"{chapter}: the kernel peaked at {peak_bytes / 1e6:.0f} MB, over "
                         f"the {PEAK_KERNEL_MEMORY_LIMIT_BYTES / 1e6:.0f} MB this course "
