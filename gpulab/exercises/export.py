@@ -49,6 +49,12 @@ SHOWN_TO_LEARNERS = {
         "gpulab's dot_atomic, which chapter 01 prints after the check (\"compare yours\")",
     ("ch02-exercise3-solution", "gpulab/exercises/ch02.py"):
         "the grid-stride loop, which the copy check's hint gives a learner who is stuck",
+    ("ch09-exercise3-solution", "gpulab/kernels/accumulate.py"):
+        "gpulab's accumulate kernel, which runs the chapter's micro-batches until the learner's "
+        "passes and is shown after the check",
+    ("ch11-exercise2-solution", "gpulab/kernels/ring.py"):
+        "gpulab's add_chunk, which runs the ring's reduce steps until the learner's passes and "
+        "is shown after the check",
 }
 README_NOTE = """\
 > **This is the learners' copy of the course**, made with `gpulab export-learner`. It has the
