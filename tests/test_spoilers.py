@@ -216,7 +216,7 @@ LESSON_SOURCES = {
 }
 # Chapters whose compare and try-it cells are being converted now (issue 23): remove a chapter
 # from this set once it is.
-NOT_CONVERTED_YET = {"07_training.ipynb", "08_batch_size.ipynb", "10_mixed_precision.ipynb",
+NOT_CONVERTED_YET = {"07_training.ipynb", "10_mixed_precision.ipynb",
                      "12_inference_serving_energy.ipynb"}
 
 
