@@ -498,3 +498,27 @@ def test_the_chapter_runs_the_learners_kernel_once_it_passed(capsys):
     assert ch08.check_evaluate_batch(mine, seed=0, show=False).passed
     kernel, whose = ch08.kernel_to_use(mine)
     assert kernel is mine and whose == "your mine"
+
+
+def test_the_sweep_and_the_experiment_run_on_an_evaluation_kernel():
+    from gpulab.experiments.batch_size import (
+        BatchSizeExperiment,
+        evaluation_sweep,
+        evaluation_sweep_table,
+    )
+
+    sweep = evaluation_sweep(evaluate_while_online, batches=(8, 100), gpu="H100-SXM",
+                             repeats=1, model_only=(1 << 22,))
+    assert sweep["batches"] == [8, 100, 1 << 22] and len(sweep["measured_s"]) == 2
+    assert sweep["modelled_s"][0] == sweep["modelled_s"][1]  # launch-bound: the same launch
+    assert sweep["bounds"][-1] == "memory" and sweep["largest_difference"] < 1e-4
+    table = evaluation_sweep_table(sweep)
+    assert "simulator" in table or "measured" in table
+    assert "estimate" in table and "not run here" in table
+
+    mine = BatchSizeExperiment(batch_sizes=[64], epochs=2, evaluate_kernel=evaluate_while_online,
+                               evaluated_by="your evaluate_while_online").run()
+    plain = BatchSizeExperiment(batch_sizes=[64], epochs=2).run()
+    assert mine["evaluation_difference"] < 1e-5 and plain["evaluation_difference"] is None
+    assert mine["final_test_loss"][0] == pytest.approx(plain["final_test_loss"][0], rel=1e-5)
+    assert mine["final_test_accuracy"] == plain["final_test_accuracy"]
