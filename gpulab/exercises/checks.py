@@ -117,11 +117,12 @@ GLOBAL_INDEX_HINT = (
     "section 4)."
 )
 GRID_2D_HINT = (
-    "`c, r = cuda.grid(2)` gives this thread's column (x) and row (y): x runs along the "
-    "columns, so neighbouring threads of a warp read neighbouring elements of a row."
+    "`cuda.grid(2)` gives this thread's x first, then its y: x runs along the columns (so "
+    "neighbouring threads of a warp read neighbouring elements of a row), y along the rows."
 )
 GUARD_2D_HINT = (
-    "guard both directions: `if r < Z.shape[0] and c < Z.shape[1]:`. The blocks at the right "
+    "guard both directions: the row index against the number of rows and the column index "
+    "against the number of columns, both read from the array's shape. The blocks at the right "
     "and bottom edges are only partly used."
 )
 STUB_MESSAGE = (
@@ -1064,8 +1065,8 @@ def diagnose_matrix(expected: np.ndarray, got: np.ndarray, trial: Trial2D,
         rows_missing = np.flatnonzero(unwritten.any(axis=1))
         cols_missing = np.flatnonzero(unwritten.any(axis=0))
         if unwritten[:, trial.block[0]:].all() and unwritten[trial.block[1]:, :].all():
-            hint = ("only the first block's elements were written: use the global index "
-                    "`c, r = cuda.grid(2)`, not `cuda.threadIdx` alone. " + GRID_2D_HINT)
+            hint = ("only the first block's elements were written: each thread needs its "
+                    "global indices, not `cuda.threadIdx` alone. " + GRID_2D_HINT)
         else:
             hint = GUARD_2D_HINT + " " + GRID_2D_HINT
         raise CheckFailedError(
@@ -1305,8 +1306,8 @@ def index_hint_2d(source: KernelSource, rows: int, cols: int, first: str = "Z") 
                 f"past the end: use `r < {first}.shape[0] and c < {first}.shape[1]`.")
     return (f"{first} has {rows} rows and {cols} columns here. Check that the row index goes "
             f"with `.shape[0]` and first in `{first}[r, c]`, the column index with `.shape[1]`, "
-            "and that `c, r = cuda.grid(2)` (x, the first value, runs along the columns); "
-            "then guard both directions: " + GUARD_2D_HINT)
+            "and that the first value `cuda.grid(2)` gives (x) is the column; then "
+            + GUARD_2D_HINT)
 
 
 def coverage_failure(unwritten: np.ndarray, trial: Trial2D, what: str) -> CheckFailedError | None:
@@ -1324,8 +1325,8 @@ def coverage_failure(unwritten: np.ndarray, trial: Trial2D, what: str) -> CheckF
             f"exactly those a kernel with rows and columns swapped misses: the grid has "
             f"{grid_x} threads along x for the {cols} columns and {grid_y} along y for the "
             f"{rows} rows ({trial}).",
-            "`cuda.grid(2)` returns x first, and x runs along the columns: write "
-            "`c, r = cuda.grid(2)`, not `r, c = cuda.grid(2)`.")
+            "`cuda.grid(2)` returns x first, and x runs along the columns: the first value it "
+            "gives is the column index, the second the row index.")
     edge = (r == rows - 1) | (c == cols - 1)
     for skipped, words in ((edge, "the last row and the last column"),
                            (r == rows - 1, "the last row"), (c == cols - 1, "the last column")):

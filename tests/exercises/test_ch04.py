@@ -549,7 +549,7 @@ def test_check_quantise_fp8_accepts_right_answers(function, seed):
     (quantise_scale_as_string, "failed", "(a str), not a number", "one number"),
     (quantise_half_scale, "failed", "float16", "Python float"),
     (quantise_flat, "failed", "q has shape", "keeping its shape"),
-    (quantise_drops_the_scale, "failed", "not a pair", "return q, scale"),
+    (quantise_drops_the_scale, "failed", "not a pair", "the quantised array, then the scale"),
     (quantise_stub, "not attempted", "NotImplementedError", "largest magnitude"),
     (quantise_crashes, "failed", "NameError", "read the error"),
 ])

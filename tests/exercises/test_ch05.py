@@ -208,7 +208,7 @@ def test_bias_activation_refuses_gpulab_s_own_kernel():
     (no_guard, FAILED, "has no guard"),
     (guard_less_equal, FAILED, "`<=` lets through"),
     (guard_one_short, FAILED, "not `r < out.shape[0] - 1`"),
-    (swapped_grid, FAILED, "not `r, c = cuda.grid(2)`"),
+    (swapped_grid, FAILED, "the first value it gives is the column"),
     (swapped_index, FAILED, "first in `Z[r, c]`"),
     (no_bias, FAILED, "the bias is missing"),
     (act_ignored_identity, FAILED, "apply it to z = Z + b"),
