@@ -210,14 +210,16 @@ LESSON_SOURCES = {
         "quantize_fp8_e4m3": "the conversion kernel; exercise 3 asks for the scale, in Python"},
     "06_backpropagation.ipynb": {
         "transpose_naive": "the slow transpose that exercise 4 improves on, shown before it"},
+    "12_inference_serving_energy.ipynb": {
+        "DynamicBatcher.run_batches": "the server's batcher (section 5), the lesson's subject",
+        "DynamicBatcher.take_batch": "the server's batcher (section 5), the lesson's subject"},
     "11_many_gpus.ipynb": {
         "data_parallel.train_data_parallel": "the training loop the MPI ranks run (section 1)",
         "strategies.column_parallel_matmul": "tensor parallelism (section 6), no exercise's"},
 }
 # Chapters whose compare and try-it cells are being converted now (issue 23): remove a chapter
 # from this set once it is.
-NOT_CONVERTED_YET = {"07_training.ipynb", "10_mixed_precision.ipynb",
-                     "12_inference_serving_energy.ipynb"}
+NOT_CONVERTED_YET = {"07_training.ipynb"}
 
 
 def _code_cells(notebook: dict):
