@@ -9,6 +9,12 @@ input, chooses the launch configuration and accepts NumPy or device arrays.
 - :mod:`gpulab.kernels.dense` — bias + activation (fused), their backward, transposes (05–06).
 - :mod:`gpulab.kernels.softmax` — stable softmax with cross-entropy and its gradient (06).
 - :mod:`gpulab.kernels.optim` — SGD with momentum and Adam updates (07).
+- :mod:`gpulab.kernels.evaluate` — each sample's loss and whether it is right, one grid for
+  any batch (08).
+- :mod:`gpulab.kernels.accumulate` — micro-batch gradients added in place (09).
+- :mod:`gpulab.kernels.amax` — amax and the count of inf/NaN in one reduction (10).
+- :mod:`gpulab.kernels.ring` — the ring all-reduce's reduce step (11).
+- :mod:`gpulab.kernels.inference` — a two-layer forward pass and its argmax in one launch (12).
 
 Shared by all of them: :mod:`~gpulab.kernels.arrays` (the one home of input checks,
 :class:`~gpulab.kernels.arrays.InputError`, and of how a result is handed back),
