@@ -364,7 +364,7 @@ class KernelEvaluatedTrainer(Trainer):
     (``kernel(logits, labels, losses, correct)``, chapter 08's exercise 3) on one fixed grid:
     the model's logits go to the device, the kernel writes each sample's loss and 0/1, and their
     means are the epoch's held-out loss and accuracy. The trainer's own NumPy evaluation runs
-    too, for :attr:`largest_difference` (the largest gap between the two losses so far)."""
+    too, for ``largest_difference`` (the largest gap between the two losses so far)."""
 
     def __init__(self, kernel, *args, **kwargs):
         super().__init__(*args, **kwargs)
