@@ -1,4 +1,5 @@
-"""Chapter 10's exercises: the two rules that keep narrow formats safe.
+"""Chapter 10's exercises: the two rules that keep narrow formats safe, and the kernel they
+need.
 
 - :func:`check_loss_scale_update` takes your ``update_loss_scale(scale, clean_steps, found_inf,
   growth_interval) -> (scale, clean_steps, take_step)``: one step of dynamic loss scaling as
@@ -16,6 +17,14 @@
   with an old spike, tensors whose largest magnitude is negative, margins 0 to 3, both FP8
   formats' largest values, and a step whose amax is the largest ever.
 
+- :func:`check_amax_nonfinite` takes your kernel ``amax_nonfinite(x, out)``: the one pass
+  over a tensor that both need (the scaler's inf/NaN check, delayed scaling's amax): out[0] =
+  max|x| with NaN left out (inf kept), out[1] += the number of inf and NaN values, on a fixed
+  grid smaller than x (a grid-stride loop), a halving tree per block, one atomic per output per
+  block. Its mistakes: :data:`AMAX_MISTAKES` (from the outputs and the source), then
+  :data:`AMAX_METHOD_MISTAKES` (from a trace). Once it passes, :func:`recipes_on_kernel` runs
+  the chapter's fp16 and fp8 recipes with it.
+
 A failure names the mistake (the usual ones: not skipping on overflow, growing every step or
 one step late, backing off without resetting the count; the last amax instead of the history's
 largest, max instead of max-abs, a forgotten or inverted margin, the scale from the history
@@ -24,12 +33,31 @@ before this step's amax) and the seed to repeat it.
 
 from __future__ import annotations
 
+import ast
 import math
+import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
-from gpulab import formats
-from gpulab.exercises.checks import CheckFailedError, CheckResult, call_learner, run_check
+from gpulab import device, formats
+from gpulab.exercises.checks import (
+    READ_THE_ERROR_HINT,
+    CheckFailedError,
+    CheckResult,
+    KernelSource,
+    call_learner,
+    count_calls,
+    launch,
+    offer_trace,
+    padded,
+    plain_writes_to,
+    trace_trial,
+)
+from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.trial import Trial
+from gpulab.instruments import WatchedArray, poison_value, python_function, thread_label
 from gpulab.nn.mixed_precision import LossScaler, scale_from_history
 from gpulab.nn.mixed_precision import amax as recorded_amax
 
@@ -165,6 +193,20 @@ def _diagnose_scaler(state, got, want, interval: int, where: str) -> CheckFailed
     return CheckFailedError(f"{summary}.", SCALER_STUB_HINT)
 
 
+LOSS_SCALE = CheckSpec(
+    "loss_scale_update", "update_loss_scale(scale, clean_steps, found_inf, growth_interval)",
+    SCALER_STUB_HINT, title="1. the loss scaler's update rule",
+    call="check_loss_scale_update(update_loss_scale)",
+    holds="`(scale, clean_steps, take_step)` after one step, as PyTorch's `GradScaler`: on "
+          "inf/NaN halve, reset the count, skip; else count, and at `growth_interval` double and "
+          "reset. Checked step by step along 40–60 steps (random interval 3–8, random start "
+          "2¹⁰–2²⁰) built to hit every rule, against `gpulab.nn.mixed_precision.LossScaler`",
+    also="the step taken on overflow; no back-off or doubling on overflow; back-off without "
+         "resetting the count; growing every step or before the interval; growing one step late "
+         "(`>` for `==`); no reset after a growth; a clean step skipped, halved or not counted; a "
+         "float count, a non-bool `take_step`, not three values")
+
+
 def check_loss_scale_update(update, seed: int | None = None, show: bool = True) -> CheckResult:
     """Check ``update(scale, clean_steps, found_inf, growth_interval) -> (scale, clean_steps,
     take_step)`` step by step along a sequence of clean and overflowing steps (random growth
@@ -201,7 +243,7 @@ def check_loss_scale_update(update, seed: int | None = None, show: bool = True) 
         return (f"{len(steps)} steps right, growth_interval {interval}: {grown} growths, "
                 f"{backed_off} back-offs with the step skipped (seed={seed}).")
 
-    return run_check("loss_scale_update", body, seed, show)
+    return LOSS_SCALE.run(body, seed, show, learner=(update,))
 
 
 # --- exercise 2: a per-tensor FP8 scale from an amax history --------------------------------
@@ -337,6 +379,19 @@ def _check_scale(scale, history: np.ndarray, x: np.ndarray, fp8_max: float, marg
     raise CheckFailedError(f"{summary}.", DELAYED_STUB_HINT)
 
 
+DELAYED_SCALE = CheckSpec(
+    "delayed_scale", "delayed_scale(amax_history, x, fp8_max, margin)", DELAYED_STUB_HINT,
+    title="2. a delayed FP8 scale", call="check_delayed_scale(delayed_scale)",
+    holds="Transformer Engine's delayed scaling for one tensor: the history, oldest first, with "
+          "max|x| appended and the oldest dropped; scale = fp8_max / max(new history) / "
+          "2^margin. Four cases: an old spike in the history, the largest magnitude negative, "
+          "margins 0–3, E4M3 (448) and E5M2 (57344), a step whose amax is the largest ever",
+    also="the scale from this step's amax instead of the history's; max instead of max-abs; the "
+         "margin forgotten or multiplied; the inverse scale (amax / fp8_max); the scale from the "
+         "history before this step's amax; 448 hard-coded; a history that grows, puts the newest "
+         "first or drops the newest; a list for an array; only the scale returned")
+
+
 def check_delayed_scale(delayed_scale, seed: int | None = None,
                         show: bool = True) -> CheckResult:
     """Check ``delayed_scale(amax_history, x, fp8_max, margin) -> (new_history, scale)`` on
@@ -356,13 +411,716 @@ def check_delayed_scale(delayed_scale, seed: int | None = None,
             if not (isinstance(result, tuple) and len(result) == 2):
                 raise CheckFailedError(f"{where}: your function returned {result!r:.80}, not a "
                                        "pair (new_history, scale).",
-                                       "end with `return new_history, scale`.")
+                                       "return a pair: the new history first, then the scale.")
             new_history = _check_history(result[0], history, x, where)
             _check_scale(result[1], history, x, fp8_max, margin, where, new_history)
         return (f"{len(trials)} cases right: old spikes kept the scale down, negative amaxes "
                 f"counted, margins 0-3, E4M3 and E5M2 (seed={seed}).")
 
-    return run_check("delayed_scale", body, seed, show)
+    return DELAYED_SCALE.run(body, seed, show, learner=(delayed_scale,))
 
 
-__all__ = ["check_delayed_scale", "check_loss_scale_update"]
+# --- exercise 3: amax and the inf/NaN count in one pass, as a kernel ---------------------------
+
+AMAX_STUB_HINT = (
+    "one pass over x on a fixed grid: each thread loops over its elements keeping its largest "
+    "magnitude (NaN left out) and its count of inf and NaN values; each block combines its "
+    "threads' pairs in shared memory by halving; one thread of the block then updates out[0] "
+    "and out[1] with one atomic each. The hints above the cell go step by step."
+)
+NAN_AMAX_HINT = (
+    "a comparison with NaN is always False, so whether a maximum keeps a NaN depends on the "
+    "order of its arguments: test each value for NaN first, count it, and leave it out of the "
+    "amax (CUDA's fmaxf and Transformer Engine's cast kernels leave it out too)."
+)
+MAGNITUDE_HINT = (
+    "the amax is the largest *magnitude*: take each element's absolute value before comparing "
+    "(-6 counts as 6, and -inf as inf)."
+)
+KINDS_HINT = (
+    "a value is non-finite when it is NaN, +inf or -inf, and all three count in out[1]; the "
+    "math module tests each kind, and the absolute value turns -inf into +inf."
+)
+ONE_ATOMIC_HINT = (
+    "out[0] and out[1] are shared by every block: each block updates each of them exactly once, "
+    "after its tree, with an atomic (a maximum into out[0], an addition into out[1]); a plain "
+    "write from several blocks loses all but one."
+)
+FEWER_ATOMICS_HINT = (
+    "combine in the block first (the halving tree of chapter 01's block sum), then one atomic "
+    "per output per block: atomics on one address from every thread wait for each other one "
+    "at a time, and a training step runs this over millions of gradients."
+)
+TREE_BARRIER_HINT = (
+    "every shared slot must be written before another thread reads it: a barrier after the "
+    "threads fill shared memory, and one after every round of the halving, outside any `if` so "
+    "that every thread of the block reaches it."
+)
+AMAX_INDEX_HINT = (
+    "an index past the end of an array: of x (the loop must stop at x's length), or of a "
+    "shared array (it needs a slot for every thread of the block, whatever the block size the "
+    "caller launches with: up to 1024)."
+)
+AMAX_STRIDE_HINT = (
+    "the grid is fixed and smaller than x: a thread starts at its global index and steps by the "
+    "number of threads in the whole grid, so that every element is read by exactly one thread, "
+    "once (chapter 02's grid-stride loop)."
+)
+AMAX_TREE_HINT = (
+    "combine the block's pairs as chapter 01's block sum did: the stride goes from half the "
+    "block down to 1, halving; in each round a thread below the stride merges the slot one "
+    "stride above its own into its own (the larger magnitude, the sum of the counts)."
+)
+# Two block sizes per tier (powers of two: the tree halves), a fixed grid with fewer threads than
+# elements (so the loop matters), the sizes of x; the small launch the method is traced on.
+AMAX_BLOCKS = {"sim": (32, 64), "gpu": (128, 256)}
+AMAX_GRID = {"sim": 3, "gpu": 24}
+AMAX_SIZES = {"sim": (400, 800), "gpu": (20_000, 60_000)}
+AMAX_TRACE_GRID, AMAX_TRACE_THREADS, AMAX_TRACE_SIZES = 2, 32, (150, 250)
+AMAX_PAD = 5.0e5  # after x's end, larger than any value of x: seen only by a kernel reading past it
+AMAX_POISON = float(poison_value(np.float32))  # what shared memory holds before it is written
+_AMAX_PASSED: weakref.WeakSet = weakref.WeakSet()  # the kernels whose check passed here
+
+
+@dataclass
+class GridTrial(Trial):
+    """A :class:`~gpulab.exercises.trial.Trial` launched on a fixed grid of ``grid`` blocks,
+    whatever n is."""
+
+    grid: int = 1
+
+    @property
+    def blocks(self) -> int:
+        return self.grid
+
+    @property
+    def grid_threads(self) -> int:
+        return self.grid * self.threads_per_block
+
+    def with_block(self, block) -> GridTrial:
+        block = (block,) if isinstance(block, int) else tuple(block)
+        return GridTrial(self.check_name, self.seed, self.shape, block, self.dtype,
+                         np.random.default_rng(self.seed), self.grid)
+
+    def __str__(self) -> str:
+        return (f"n={self.n}, a fixed grid of {self.grid} blocks of {self.threads_per_block} "
+                f"threads = {self.grid_threads} threads, float32, {self.repeat}")
+
+
+def _amax_cases(trial: GridTrial) -> list[tuple[str, np.ndarray]]:
+    """The cases of one launch configuration, in the order they run: all finite (the largest
+    magnitude negative, in the last block's elements); NaN among them (the largest magnitude in
+    block 0's elements, a NaN the last element thread 0 of block 0 reads); NaN, +inf and -inf;
+    NaN and -inf only. The largest magnitude is read by an odd-numbered thread after the grid's
+    first pass, and every block holds a different number (at least 2) of non-finite values.
+    Positive values are a quarter the size of negative ones, so that x's largest *value* is
+    not the largest magnitude of any part of x a wrong kernel might reduce."""
+    rng, n, grid_threads, threads = trial.rng, trial.n, trial.grid_threads, trial.threads_per_block
+    index = np.arange(n)
+    owner = index % grid_threads
+    block, thread = owner // threads, owner % threads
+    blocks = trial.grid
+
+    def finite(largest_in: int) -> tuple[np.ndarray, int]:
+        x = rng.standard_normal(n) * 10.0 ** rng.uniform(-1, 1)
+        x = np.where(x > 0, x / 4, x)  # so the largest value is far below most magnitudes
+        where = np.flatnonzero((block == largest_in) & (thread % 2 == 1) & (index >= grid_threads))
+        p = int(rng.choice(where))
+        x[p] = -float(np.max(np.abs(x))) * rng.uniform(1.3, 1.6)
+        return x, p
+
+    def bad_positions(p: int) -> list[int]:
+        counts = rng.permutation(np.arange(2, blocks + 2))
+        top = int(np.argmax(counts))
+        if top == blocks - 1:  # the last block (the one that writes last) never holds the most
+            counts[[0, top]] = counts[[top, 0]]
+        last_of_thread0 = int(np.flatnonzero(owner == 0)[-1])
+        chosen = [last_of_thread0]
+        for b in range(blocks):
+            pool = np.flatnonzero((block == b) & (index != p) & (index != last_of_thread0))
+            chosen += [int(i) for i in rng.choice(pool, counts[b] - (b == 0), replace=False)]
+        return chosen
+
+    cases = []
+    x, _ = finite(blocks - 1)
+    cases.append(("all finite, the largest magnitude negative", x))
+    for name, infs in (("NaN among finite values", ()), ("NaN, +inf and -inf", (np.inf, -np.inf)),
+                       ("NaN and -inf, no +inf", (-np.inf, -np.inf))):
+        x, p = finite(0)
+        chosen = bad_positions(p)
+        x[chosen] = np.nan
+        for k, value in enumerate(infs):  # in block 1's and the last block's elements
+            b = 1 if k == 0 else blocks - 1
+            spot = next(i for i in chosen[1:] if block[i] == b and np.isnan(x[i]))
+            x[spot] = value
+        cases.append((name, x))
+    return [(name, x.astype(np.float32)) for name, x in cases]
+
+
+def _stats(values: np.ndarray) -> tuple[float, int]:
+    """(amax with NaN left out, number of inf or NaN values) of ``values``, as gpulab takes
+    them (:func:`gpulab.nn.mixed_precision.amax`)."""
+    return recorded_amax(values), int(np.count_nonzero(~np.isfinite(values)))
+
+
+@dataclass
+class AmaxRun:
+    """One launch of the learner's kernel on one case: x, what out held after it, and what the
+    source and the simulator's record of writes said about out."""
+
+    trial: GridTrial
+    case: str
+    x: np.ndarray
+    got: tuple[float, float]
+    plain_writes: list[str]
+    race: tuple | None
+    barriers: int
+    has_tree: bool
+    atomic_max_calls: int
+
+    @property
+    def where(self) -> str:
+        return f"case: {self.case}; {self.trial}"
+
+    @property
+    def owner(self) -> np.ndarray:
+        return np.arange(self.trial.n) % self.trial.grid_threads
+
+    @property
+    def block(self) -> np.ndarray:
+        return self.owner // self.trial.threads_per_block
+
+    @property
+    def thread(self) -> np.ndarray:
+        return self.owner % self.trial.threads_per_block
+
+    def stats(self, mask) -> tuple[float, int]:
+        return _stats(self.x[mask])
+
+    @property
+    def want(self) -> tuple[float, int]:
+        return _stats(self.x)
+
+    @property
+    def amax(self) -> float:
+        return float(self.got[0])
+
+    @property
+    def count(self) -> float:
+        return float(self.got[1])
+
+    def is_(self, pair) -> bool:
+        amax, count = pair
+        same_amax = self.amax == amax or (math.isnan(self.amax) and math.isnan(amax))
+        return same_amax and self.count == count
+
+    @property
+    def right(self) -> bool:
+        return self.is_(self.want)
+
+    @property
+    def summary(self) -> str:
+        amax, count = self.want
+        return f"out = [{self.amax:.6g}, {self.count:g}], expected [{amax:.6g}, {count}]"
+
+    def kinds(self) -> tuple[int, int, int]:
+        """(NaN, +inf, -inf) values in x."""
+        return (int(np.isnan(self.x).sum()), int(np.isposinf(self.x).sum()),
+                int(np.isneginf(self.x).sum()))
+
+    def per_block(self) -> list[tuple[float, int]]:
+        return [self.stats(self.block == b) for b in range(self.trial.grid)]
+
+    @property
+    def largest_at(self) -> int:
+        magnitudes = np.where(np.isnan(self.x), -1.0, np.abs(self.x.astype(np.float64)))
+        return int(np.argmax(magnitudes))
+
+    @property
+    def poisoned(self) -> bool:
+        return any(abs(v) >= AMAX_POISON / 2 and math.isfinite(v) for v in self.got)
+
+    @property
+    def barrier_text(self) -> str:
+        if self.has_tree and self.barriers < 2:
+            return (f" Your kernel has {self.barriers} `cuda.syncthreads()` call(s); it needs one "
+                    "after filling shared memory and one in the halving loop.")
+        return ""
+
+    def nan_entered(self) -> bool:
+        if math.isnan(self.amax):
+            return True
+        nan, _, _ = self.kinds()
+        if not nan or not self.amax < self.want[0] or self.plain_writes:
+            return False
+        # every block holds a NaN: the blocks whose amax became NaN drop out of out[0]
+        return self.amax in [amax for amax, _ in self.per_block()]
+
+    def counted_by_block_stride(self) -> int:
+        """out[1] of a loop that steps by one block instead of the grid: element i is read by
+        every block b <= i // blockDim."""
+        times = np.minimum(np.arange(self.trial.n) // self.trial.threads_per_block,
+                           self.trial.grid - 1) + 1
+        return int((times * ~np.isfinite(self.x)).sum())
+
+    def one_block(self, which: int) -> int | None:
+        """The block whose own amax (which=0) or count (1) out holds, when it is not the
+        answer."""
+        values = [pair[which] for pair in self.per_block()]
+        got = self.got[which]
+        if got == self.want[which] or values.count(got) != 1:
+            return None
+        return values.index(got)
+
+    def race_text(self) -> str:
+        name = "out"
+        if self.race is not None:
+            element, writers, count = self.race
+            who = " and ".join(f"thread {t} of block {b}" for b, t in writers)
+            what = (f"{count} threads wrote {name}[{element}] without an atomic (e.g. {who})")
+        else:
+            what = f"threads update {name} with a plain write (`{self.plain_writes[0]}`)"
+        outcome = ("The simulator runs the blocks one after another, so the result happened to "
+                   "come out right here; on a GPU, blocks that read out at the same time "
+                   "overwrite each other's update." if self.right else
+                   f"That is why the result is wrong ({self.summary}).")
+        return f"{what}: a data race between blocks. {outcome}"
+
+
+def _counts_only(e: AmaxRun, nan: bool, posinf: bool, neginf: bool) -> bool:
+    kinds = e.kinds()
+    counted = kinds[0] * nan + kinds[1] * posinf + kinds[2] * neginf
+    return e.count != e.want[1] and e.count == counted
+
+
+AMAX_MISTAKES = (
+    Mistake("nothing written into out", lambda e: e.got == (0.0, 0.0) and e.want != (0.0, 0),
+            "out is still [0, 0]: nothing was written into it", ONE_ATOMIC_HINT),
+    Mistake("a missing barrier (a shared slot read before it was written)",
+            lambda e: e.poisoned,
+            lambda e: (f"{e.summary}: {max(e.got):.3g} is neither a value of x nor a count: it "
+                       "is what shared memory held before anyone wrote it, so a thread read a "
+                       "slot before the thread that owns it had written it." + e.barrier_text),
+            TREE_BARRIER_HINT),
+    Mistake("reads past the end of x", lambda e: e.amax == AMAX_PAD,
+            lambda e: (f"out[0] = {e.amax:g}, the value after the end of x: a thread read past "
+                       f"x's last element (x has {e.trial.n})"), AMAX_STRIDE_HINT),
+    Mistake("NaN let into the amax", lambda e: e.nan_entered(),
+            lambda e: ("out[0] is NaN: a NaN of x entered the amax" if math.isnan(e.amax) else
+                       f"out[0] = {e.amax:.6g}, but x's largest magnitude is {e.want[0]:.6g} "
+                       f"(x[{e.largest_at}], among block {e.block[e.largest_at]}'s elements, "
+                       "which also hold a NaN): that block's amax became NaN, and the atomic "
+                       "maximum then passed over it; every block here holds a NaN"),
+            NAN_AMAX_HINT),
+    Mistake("the largest value instead of the largest magnitude",
+            lambda e: (not e.right and e.amax == float(np.nanmax(e.x))
+                       and e.amax != e.want[0]),
+            lambda e: (f"out[0] = {e.amax:.6g} is x's largest *value*, but its largest "
+                       f"magnitude is {e.want[0]:.6g} (x[{e.largest_at}] = "
+                       f"{float(e.x[e.largest_at]):.6g}, negative)"), MAGNITUDE_HINT),
+    Mistake("no loop: one element per thread",
+            lambda e: e.trial.n > e.trial.grid_threads and e.is_(
+                _stats(e.x[:e.trial.grid_threads])),
+            lambda e: (f"{e.summary}: that is the answer for x's first {e.trial.grid_threads} "
+                       f"elements only, one per thread of the grid; the {e.trial.grid_threads} "
+                       f"threads must cover all {e.trial.n}"), AMAX_STRIDE_HINT),
+    Mistake("every block starts at `threadIdx.x` (all read block 0's elements)",
+            lambda e: e.trial.grid > 1 and e.amax == e.stats(e.block == 0)[0]
+            and e.count == e.trial.grid * e.stats(e.block == 0)[1] and not e.right,
+            lambda e: (f"{e.summary}: every block read the elements of block 0's threads "
+                       f"(each counted {e.trial.grid} times) and none of the others': the "
+                       "loop's start repeats in every block"), AMAX_STRIDE_HINT),
+    Mistake("a loop stepping by one block, not the grid (elements read by several blocks)",
+            lambda e: (e.amax == e.want[0] and e.count != e.want[1]
+                       and e.count == e.counted_by_block_stride()),
+            lambda e: (f"{e.summary}: inf and NaN values were counted more than once: the loop "
+                       f"steps by one block ({e.trial.threads_per_block}), not the whole grid "
+                       f"({e.trial.grid_threads}), so later blocks re-read elements earlier ones "
+                       "already read"), AMAX_STRIDE_HINT),
+    Mistake("-inf not counted", lambda e: e.kinds()[2] > 0 and _counts_only(e, True, True, False),
+            lambda e: (f"{e.summary}: the {e.kinds()[2]} -inf value(s) were not counted (the "
+                       f"NaN and +inf were)"), KINDS_HINT),
+    Mistake("inf not counted (only NaN)",
+            lambda e: sum(e.kinds()[1:]) > 0 and _counts_only(e, True, False, False),
+            lambda e: (f"{e.summary}: only the {e.kinds()[0]} NaN values were counted, not the "
+                       f"{sum(e.kinds()[1:])} infinite ones"), KINDS_HINT),
+    Mistake("NaN not counted (only inf)",
+            lambda e: e.kinds()[0] > 0 and _counts_only(e, False, True, True),
+            lambda e: (f"{e.summary}: the {e.kinds()[0]} NaN values were not counted" +
+                       (" (the infinite ones were)" if sum(e.kinds()[1:]) else "")), KINDS_HINT),
+    Mistake("NaN counted twice", lambda e: e.kinds()[0] > 0 and e.count == e.want[1] + e.kinds()[0],
+            lambda e: f"{e.summary}: every NaN was counted twice", KINDS_HINT),
+    Mistake("the halving stopped before stride 1",
+            lambda e: not e.right and e.is_(e.stats(e.thread % 2 == 0)),
+            lambda e: (f"{e.summary}: that is what the even-numbered threads found, without "
+                       "the odd ones': the halving stopped before its last round (stride 1), "
+                       "which merges slot 1 into slot 0"), AMAX_TREE_HINT),
+    Mistake("only thread 0's values per block (the tree never reached slot 0)",
+            lambda e: not e.right and e.is_(e.stats(e.thread == 0)),
+            lambda e: (f"{e.summary}: that is what thread 0 of each block found alone: the "
+                       "other threads' values never reached slot 0"), AMAX_TREE_HINT),
+    Mistake("the counts combined with an atomic maximum, not added",
+            lambda e: (e.atomic_max_calls >= 2 and e.count != e.want[1]
+                       and e.count == max(c for _, c in e.per_block())),
+            lambda e: (f"{e.summary}: out[1] is the largest of the blocks' counts "
+                       f"({', '.join(str(c) for _, c in e.per_block())}), not their sum"),
+            ONE_ATOMIC_HINT),
+    Mistake("out[1] overwritten by each block (the last block wins)",
+            lambda e: e.one_block(1) is not None,
+            lambda e: (f"{e.summary}: out[1] is block {e.one_block(1)}'s count alone (the "
+                       f"blocks found {', '.join(str(c) for _, c in e.per_block())}): the blocks "
+                       "overwrote out[1] instead of adding to it"), ONE_ATOMIC_HINT),
+    Mistake("out[0] overwritten by each block (the last block wins)",
+            lambda e: e.one_block(0) is not None,
+            lambda e: (f"{e.summary}: out[0] is block {e.one_block(0)}'s amax alone: the "
+                       "blocks overwrote out[0] instead of keeping the largest"),
+            ONE_ATOMIC_HINT),
+    Mistake("the blocks' amaxes added (an atomic add into out[0])",
+            lambda e: (e.amax != e.want[0] and math.isfinite(e.amax) and math.isclose(
+                e.amax, sum(a for a, _ in e.per_block()), rel_tol=1e-5)),
+            lambda e: f"{e.summary}: out[0] is the sum of the blocks' amaxes, not the largest",
+            ONE_ATOMIC_HINT),
+    Mistake("a plain write to out from several blocks (a race)",
+            lambda e: e.race is not None or bool(e.plain_writes),
+            lambda e: e.race_text(), ONE_ATOMIC_HINT, "source"),
+    Mistake("inf or NaN counted more than once",
+            lambda e: e.amax == e.want[0] and e.count > e.want[1],
+            lambda e: (f"{e.summary}: some inf or NaN values were counted more than once: two "
+                       "threads read the same element?"), AMAX_STRIDE_HINT),
+    Mistake("values lost on the way up the tree",
+            lambda e: e.amax < e.want[0] or e.count < e.want[1],
+            lambda e: (f"{e.summary}: some values were lost on the way up the tree, as when a "
+                       "thread reads a slot before its neighbour has written it." +
+                       e.barrier_text), TREE_BARRIER_HINT),
+    Mistake("another result", lambda e: not e.right, lambda e: e.summary, AMAX_STUB_HINT),
+)
+
+
+@dataclass
+class AmaxTrace:
+    """The kernel traced on a small launch: atomics per block and output, shared atomics, who
+    read each element of x and in which order, shared reads per thread."""
+
+    trial: GridTrial
+    atomics: dict  # (block, index of out) -> atomic updates
+    shared_atomics: dict  # block -> atomics on shared slots
+    bad_per_block: dict  # block -> inf/NaN values among its elements
+    readers: dict  # element -> threads that read it
+    orders: dict  # thread -> the elements it read, in order, repeats in a row removed
+    shared_reads: dict  # thread -> shared reads
+
+    @property
+    def where(self) -> str:
+        return f"traced on {self.trial}"
+
+    def busiest_output(self) -> tuple[tuple[int, int], int]:
+        return max(self.atomics.items(), key=lambda item: item[1], default=((0, 0), 0))
+
+    @property
+    def shared(self) -> dict:
+        return {i: who for i, who in self.readers.items() if len(who) > 1}
+
+    def reread(self) -> tuple | None:
+        """(thread, element) of a thread that read an element again after others: a second
+        pass."""
+        for thread, order in self.orders.items():
+            if len(set(order)) < len(order):
+                seen = set()
+                for i in order:
+                    if i in seen:
+                        return thread, i
+                    seen.add(i)
+        return None
+
+    def steps(self) -> set[int]:
+        return {b - a for order in self.orders.values() for a, b in zip(order, order[1:],
+                                                                          strict=False)}
+
+    @property
+    def rounds(self) -> int:
+        return int(np.log2(self.trial.threads_per_block))
+
+    def most_shared_reads(self) -> tuple:
+        return max(self.shared_reads.items(), key=lambda item: item[1], default=((0, 0), 0))
+
+
+def _atomics_text(e: AmaxTrace) -> str:
+    (block, index), count = e.busiest_output()
+    per = ("one per inf or NaN value it found: a counter in global memory"
+           if index == 1 and count == e.bad_per_block.get(block) else "about one per thread")
+    return (f"the result is right, but block {block} made {count} atomic updates of out[{index}] "
+            f"({per}); all of them wait for each other on one address")
+
+
+AMAX_METHOD_MISTAKES = (
+    Mistake("atomics from every thread, or per inf/NaN (a global counter), not one per block",
+            lambda e: e.busiest_output()[1] > 1, _atomics_text, FEWER_ATOMICS_HINT, "trace"),
+    Mistake("atomics on a shared slot from every thread instead of the tree",
+            lambda e: max(e.shared_atomics.values(), default=0) > 2,
+            lambda e: (f"the result is right, but block "
+                       f"{max(e.shared_atomics, key=e.shared_atomics.get)} made "
+                       f"{max(e.shared_atomics.values())} atomic updates of shared slots: its "
+                       "threads queued on the same slots one at a time; this exercise asks for "
+                       "the halving tree"), AMAX_TREE_HINT, "trace"),
+    Mistake("elements read by several threads (a step smaller than the grid)",
+            lambda e: bool(e.shared),
+            lambda e: (f"the result is right, but {len(e.shared)} of {e.trial.n} elements were "
+                       f"read by more than one thread, e.g. x[{min(e.shared)}] by "
+                       f"{thread_label(e.shared[min(e.shared)][0])} and "
+                       f"{thread_label(e.shared[min(e.shared)][1])}: the threads' loops overlap"),
+            AMAX_STRIDE_HINT, "trace"),
+    Mistake("two passes over x (one loop for the amax, another for the count)",
+            lambda e: e.reread() is not None,
+            lambda e: (f"the result is right, but {thread_label(e.reread()[0])} read "
+                       f"x[{e.reread()[1]}] again after reading other elements: two passes over "
+                       "x, where one pass can find both (that is the point of fusing them)"),
+            "keep both running results, the largest magnitude and the count, in the same loop: "
+            "each element is read once and tested for both.", "trace"),
+    Mistake("a step other than the grid (each thread a chunk of neighbours)",
+            lambda e: bool(e.steps()) and e.steps() != {e.trial.grid_threads},
+            lambda e: (f"the result is right, but the threads step through x by "
+                       f"{', '.join(map(str, sorted(e.steps())))} elements, not by the grid's "
+                       f"{e.trial.grid_threads} threads: neighbouring threads of a warp then "
+                       "read addresses far apart (chapter 02: uncoalesced)"),
+            AMAX_STRIDE_HINT, "trace"),
+    Mistake("one thread combining the block's slots one by one",
+            lambda e: e.most_shared_reads()[1] > 6 * e.rounds + 6,
+            lambda e: (f"the result is right, but {thread_label(e.most_shared_reads()[0])} read "
+                       f"{e.most_shared_reads()[1]} shared slots: one thread worked through the "
+                       f"block's slots while the others waited; a tree takes {e.rounds} rounds"),
+            AMAX_TREE_HINT, "trace"),
+)
+AMAX = CheckSpec(
+    "amax_nonfinite", "amax_nonfinite(x, out)", AMAX_STUB_HINT,
+    AMAX_MISTAKES + AMAX_METHOD_MISTAKES, parameters=2,
+    title="3. amax and inf/NaN in one pass (a kernel)",
+    call="check_amax_nonfinite(amax_nonfinite)",
+    holds="`out[0]` = max|x| with NaN left out (inf kept), `out[1]` += the number of inf "
+          "and NaN values, on a fixed grid (3 blocks in the simulator) smaller than x, float32, "
+          "n not a multiple of the block, under two block sizes; four cases: all finite with the "
+          "largest magnitude negative, NaN, NaN with +inf and -inf, NaN with -inf only; then the "
+          "**method** from a trace: at most one atomic per output per block, every element read "
+          "by one thread in one pass, a step of the grid's size, a tree's shared reads",
+    also="the stub; simulator-only code (the compile-for-GPU step); a barrier inside a branch; "
+         "a kernel that never finishes (the time limit); a block size or a shared array that "
+         "fits one block size only (run under two); gpulab's own `amax_nonfinite` refused")
+
+
+def _run_amax(kernel, trial: GridTrial, source: KernelSource) -> GridTrial:
+    """Launch the kernel on each case of ``trial`` and reject the first wrong result; if every
+    result was right, a plain write to out (a race the simulator's order of blocks hid)."""
+    from numba import cuda
+
+    names = source.parameters
+    out_name = names[1] if len(names) > 1 else "out"
+    plain = plain_writes_to(source, out_name)
+    barriers = count_calls(source, "syncthreads")
+    atomic_max_calls = count_calls(source, "max") - sum(
+        1 for node in source.walk() if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name) and node.func.id == "max")
+    raced = None
+    for case, x in _amax_cases(trial):
+        _, d_x = padded(x, trial.grid_threads, np.float32(AMAX_PAD))
+        zeros = np.zeros(2, dtype=np.float32)
+        out = WatchedArray(zeros) if device.tier() == "sim" else cuda.to_device(zeros)
+        launch(kernel, trial, d_x, out, index_hint=AMAX_INDEX_HINT)
+        got = out.copy_to_host()
+        race = out.race() if isinstance(out, WatchedArray) else None
+        run = AmaxRun(trial, case, x, (float(got[0]), float(got[1])), plain, race, barriers,
+                      source.tree is not None, atomic_max_calls)
+        if not run.right:
+            reject(AMAX_MISTAKES, run)
+        if raced is None and (race is not None or plain):
+            raced = run
+    if raced is not None:  # every result right: a race the simulator's block order hid
+        reject(AMAX_MISTAKES, raced)
+    return trial
+
+
+def _check_amax_method(kernel, seed: int) -> str:
+    """Trace the kernel on a small launch (2 blocks of 32 threads, x of 150-250 values with NaN
+    and inf) and reject a right result reached by the wrong method
+    (:data:`AMAX_METHOD_MISTAKES`). Returns what the trace showed."""
+    trial = GridTrial.draw("check_amax_nonfinite", seed, np.float32, block=AMAX_TRACE_THREADS,
+                           size_range=AMAX_TRACE_SIZES)
+    trial.grid = AMAX_TRACE_GRID
+    x = _amax_cases(trial)[2][1]
+    offer_trace(kernel, 2, 8, "x", "out",
+                note="with x = np.float32 values, 40 of them, a few NaN and inf, and out = "
+                     "np.zeros(2, np.float32)")
+    trace = trace_trial(kernel, trial, x, np.zeros(2, dtype=np.float32))
+    if trace.error:
+        raise CheckFailedError(f"your kernel stopped when traced ({trial}): {trace.error}.",
+                               READ_THE_ERROR_HINT)
+    names = trace.global_arrays
+    x_name = names[0] if names else "x"
+    out_name = names[1] if len(names) > 1 else "out"
+    atomics: dict = {}
+    shared_atomics: dict = {}
+    orders: dict = {}
+    for access in trace.accesses:
+        block = access.thread[0]
+        if access.kind == "atomic" and access.array == out_name:
+            key = (block, access.index[0])
+            atomics[key] = atomics.get(key, 0) + 1
+        elif access.kind == "atomic" and access.space == "shared":
+            shared_atomics[block] = shared_atomics.get(block, 0) + 1
+        elif access.kind == "read" and access.array == x_name:
+            order = orders.setdefault(access.thread, [])
+            if not order or order[-1] != access.index[0]:
+                order.append(access.index[0])
+    owner_block = (np.arange(trial.n) % trial.grid_threads) // trial.threads_per_block
+    bad = ~np.isfinite(x)
+    evidence = AmaxTrace(
+        trial, atomics, shared_atomics,
+        {b: int(bad[owner_block == b].sum()) for b in range(trial.grid)},
+        {index[0]: who for index, who in trace.touched(x_name, "read").items()}, orders,
+        {t: row["shared_reads"] for t, row in trace.per_thread().items()})
+    reject(AMAX_METHOD_MISTAKES, evidence)
+    most = max(atomics.values(), default=0)
+    return (f"at most {most} atomic per output per block, every element read once, by one "
+            f"thread, a step of {trial.grid_threads} (traced on {trial.grid} blocks of "
+            f"{trial.threads_per_block})")
+
+
+def check_amax_nonfinite(kernel, seed: int | None = None, threads_per_block: int | None = None,
+                         show: bool = True) -> CheckResult:
+    """Check ``kernel(x, out)``, the fused reduction mixed precision needs: ``out[0]`` = the
+    largest magnitude of x with NaN values left out (an inf kept), ``out[1]`` += the number of
+    inf and NaN values; out starts at [0, 0]. Launched on a fixed grid smaller than x (3 blocks
+    in the simulator, 24 on a GPU) with a block size drawn from two powers of two (unless
+    given) and then the other, on float32 x of a random size not a multiple of the block, in
+    four cases (:func:`_amax_cases`). Then traced on a small launch for the method.
+
+    Diagnoses (:data:`AMAX_MISTAKES`, in order, then :data:`AMAX_METHOD_MISTAKES`): nothing
+    written; a missing barrier; reads past the end; NaN in the amax; max instead of max-abs;
+    no loop; every block starting at threadIdx.x; a step of one block; -inf, inf or NaN not
+    counted, NaN counted twice; the tree stopping early or never reaching slot 0; counts
+    max'ed or overwritten, amaxes overwritten or added; a plain write to out (a race, found
+    even when the simulator's answer is right); then atomics from every thread or per inf/NaN,
+    shared atomics, overlapping loops, two passes, a chunk per thread, one thread doing the
+    tree's work; plus the stub, simulator-only code, a barrier in a branch, a time limit, a
+    hard-coded block size and gpulab's own kernel."""
+    tier = "gpu" if device.tier() == "gpu" else "sim"
+
+    def body(seed: int) -> str:
+        if threads_per_block is not None and (
+                threads_per_block < 2 or threads_per_block & (threads_per_block - 1)):
+            raise CheckFailedError(
+                f"threads_per_block={threads_per_block} is not a power of two, but the tree "
+                "halves the block at every round.", "leave threads_per_block out (the check "
+                                                    "draws one), or pass 32, 64 or 128.")
+        source = AMAX.start(kernel)
+        choices = AMAX_BLOCKS[tier]
+        block = threads_per_block or choices[int(np.random.default_rng(seed).integers(2))]
+        trial = GridTrial.draw("check_amax_nonfinite", seed, np.float32, block=block,
+                               size_range=AMAX_SIZES[tier])
+        trial.grid = AMAX_GRID[tier]
+        if threads_per_block:
+            _run_amax(kernel, trial, source)
+        else:
+            under_two_blocks(lambda t: _run_amax(kernel, t, source), trial, source)
+        method = _check_amax_method(kernel, seed)
+        _AMAX_PASSED.add(python_function(kernel))
+        return (f"amax and inf/NaN count right in all four cases ({trial}, and under "
+                f"{'the given block size' if threads_per_block else 'a second block size'}); "
+                f"by the method: {method}.")
+
+    return AMAX.run(body, seed, show, learner=(kernel,))
+
+
+def amax_passed(kernel) -> bool:
+    """Has ``kernel`` passed :func:`check_amax_nonfinite` in this session (this very kernel: a
+    cell run again makes a new one)?"""
+    function = python_function(kernel) if kernel is not None else None
+    return function is not None and function in _AMAX_PASSED
+
+
+# --- the chapter's recipes on your kernel --------------------------------------------------------
+
+@dataclass
+class KernelRecipes:
+    """The fp16 and fp8 runs of :func:`recipes_on_kernel`, on a kernel and on NumPy."""
+
+    whose: str
+    launches: int
+    fp16: tuple  # (run on the kernel, run on NumPy)
+    fp8: tuple
+    note: str = ""
+
+    @property
+    def same(self) -> bool:
+        def equal(a, b) -> bool:
+            return (a.loss_scales == b.loss_scales and a.skipped == b.skipped
+                    and a.fp8_scales == b.fp8_scales
+                    and all(np.array_equal(a.state[n], b.state[n]) for n in a.state))
+        return equal(*self.fp16) and equal(*self.fp8)
+
+    def report(self) -> str:
+        kernel16, numpy16 = self.fp16
+        kernel8, numpy8 = self.fp8
+        skipped = [k + 1 for k, s in enumerate(kernel16.skipped) if s]
+        lines = [self.note] if self.note else []
+        lines += [
+            f"fp16 with loss scaling, {kernel16.steps} steps from a scale of "
+            f"2^{math.log2(kernel16.loss_scales[0]):.0f}: the inf/NaN check of every step's "
+            f"gradients ran on {self.whose}; steps skipped on inf/NaN: {skipped or 'none'}; "
+            f"loss scale 2^{math.log2(kernel16.loss_scales[-1]):.0f} at the last step",
+            f"fp8 (delayed scaling), {kernel8.steps} steps: every cast's amax (x, w and g of "
+            f"each layer) and the gradients' inf/NaN check taken by {self.whose}; the scales "
+            f"the last step used: "
+            + ", ".join(f"{name} {values[-1]:.4g}" for name, values in kernel8.fp8_scales.items()),
+            f"{self.launches} launches in all; the same runs with NumPy's check and amax "
+            f"(gpulab.nn.mixed_precision): "
+            + ("identical, bit for bit (loss scales, skipped steps, fp8 scales, weights)"
+               if self.same else "DIFFERENT (see .fp16 and .fp8)"),
+        ]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()
+
+
+def recipes_on_kernel(kernel=None, data=None, fp16_steps: int = 8, fp8_steps: int = 3,
+                      show: bool = True) -> KernelRecipes:
+    """The chapter's fp16 and fp8 recipes for a few steps of the digits (a narrow 64 → 16 → 10
+    network, batches of 32) with the fused reduction ``kernel`` (yours, once it has passed
+    :func:`check_amax_nonfinite` in this session; otherwise gpulab's ``amax_nonfinite``, and
+    the report says so) providing the loss scaler's inf/NaN check (all gradients as one array,
+    one launch per step) and every fp8 cast's amax, next to the same runs on NumPy. The fp16
+    run starts at a loss scale of 2^22, so that its first steps overflow and are skipped."""
+    from gpulab.kernels.amax import amax_and_nonfinite
+    from gpulab.nn.data import load_digits
+    from gpulab.nn.mixed_precision import train_mixed
+
+    note = ""
+    if kernel is not None and not amax_passed(kernel):
+        note = ("your kernel has not passed check_amax_nonfinite in this session (or its cell "
+                "was run again since), so gpulab's amax_nonfinite ran instead.")
+        kernel = None
+    whose = "gpulab's amax_nonfinite" if kernel is None else (
+        f"your {getattr(python_function(kernel), '__name__', 'kernel')}")
+    data = data or load_digits(seed=0)
+    launches = [0]
+
+    def on_kernel(x: np.ndarray) -> tuple[float, int]:
+        launches[0] += 1
+        return amax_and_nonfinite(np.ascontiguousarray(x, dtype=np.float32), kernel=kernel)
+
+    runs = {}
+    for recipe, steps, stats in (("fp16", fp16_steps, on_kernel), ("fp16", fp16_steps, None),
+                                 ("fp8", fp8_steps, on_kernel), ("fp8", fp8_steps, None)):
+        with np.errstate(over="ignore", invalid="ignore"):
+            run = train_mixed(recipe, data, epochs=1, max_steps=steps, widths=(64, 16, 10),
+                              init_scale=2.0**22, tensor_stats=stats)
+        runs.setdefault(recipe, []).append(run)
+    result = KernelRecipes(whose, launches[0], tuple(runs["fp16"]), tuple(runs["fp8"]), note)
+    if show:
+        print(result.report())
+    return result
+
+
+__all__ = ["AMAX", "AMAX_METHOD_MISTAKES", "AMAX_MISTAKES", "DELAYED_SCALE", "LOSS_SCALE",
+           "KernelRecipes", "amax_passed",
+           "check_amax_nonfinite", "check_delayed_scale", "check_loss_scale_update",
+           "recipes_on_kernel"]

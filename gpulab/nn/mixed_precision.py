@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import ml_dtypes
@@ -252,6 +253,11 @@ def scale_from_history(amax_history, fp8_max: float, margin: int = 0) -> float |
     return min(scale, FP32_MAX)
 
 
+# (amax, number of inf or NaN values) of one float32 array: what a fused reduction kernel gives
+# (gpulab.kernels.amax). MixedPrecisionMLP and DelayedScaling take one to replace NumPy's.
+TensorStats = Callable[[np.ndarray], tuple[float, int]]
+
+
 class DelayedScaling:
     """One tensor's FP8 scaling state: its amax history and the scale in use.
 
@@ -268,12 +274,18 @@ class DelayedScaling:
     while it is among the last ``history_len`` entries the history's maximum is inf and the
     scale stays where it was (TE's "amax == inf: set scale to the previous scale"), moving
     again once the inf has dropped out.
+
+    ``tensor_stats``: where the amax comes from, a :data:`TensorStats` function (default: NumPy,
+    :func:`amax`); chapter 10 passes one that launches a kernel
+    (:func:`gpulab.kernels.amax.amax_and_nonfinite`).
     """
 
     def __init__(self, fmt: str = FP8_FORWARD,
                  history_len: int = DELAYED_SCALING_DEFAULTS["amax_history_len"],
-                 margin: int = DELAYED_SCALING_DEFAULTS["margin"]):
+                 margin: int = DELAYED_SCALING_DEFAULTS["margin"],
+                 tensor_stats: TensorStats | None = None):
         self.fmt = formats.get_format(fmt)
+        self.tensor_stats = tensor_stats
         if self.fmt.name not in ("fp8_e4m3", "fp8_e5m2"):
             raise ValueError(f"delayed scaling is for fp8_e4m3 and fp8_e5m2, not {fmt!r}")
         if isinstance(history_len, bool) or not isinstance(history_len, int) or history_len < 1:
@@ -289,7 +301,8 @@ class DelayedScaling:
         x32 = np.asarray(x, dtype=np.float32)
         stored = store(x32 * np.float32(self.scale), self.fmt.name, saturate=True)
         if record:
-            self.history = np.append(self.history[1:], amax(x32))
+            recorded = amax(x32) if self.tensor_stats is None else self.tensor_stats(x32)[0]
+            self.history = np.append(self.history[1:], recorded)
             self.scales.append(self.scale)
         return stored, 1.0 / self.scale
 
@@ -698,12 +711,16 @@ class MixedPrecisionMLP:
     chapter 07 for the same seed). With master weights, ``master`` holds them in fp32 and
     ``weights`` the copies the products read (refreshed from the masters every step); without,
     ``weights`` is all there is.
+
+    ``tensor_stats`` (a :data:`TensorStats` function; default NumPy): where the step's inf/NaN
+    check of the gradients (all of them as one array) and the fp8 casts' amaxes come from.
     """
 
     def __init__(self, recipe, widths=DIGITS["widths"], seed: int = 0, engine="emulated",
                  lr: float = DIGITS["lr"], loss_scaler: LossScaler | None = None,
-                 loss_factor: float = 1.0):
+                 loss_factor: float = 1.0, tensor_stats: TensorStats | None = None):
         self.recipe = get_recipe(recipe)
+        self.tensor_stats = tensor_stats
         if not (math.isfinite(loss_factor) and loss_factor > 0):
             raise ValueError(f"loss_factor must be a positive number, not {loss_factor!r}")
         self.loss_factor = float(loss_factor)
@@ -733,7 +750,7 @@ class MixedPrecisionMLP:
             if fmt == "fp8":
                 for role, f in (("x", FP8_FORWARD), ("w", FP8_FORWARD), ("g", FP8_BACKWARD)):
                     self.fp8[f"layer{k}.{role}"] = DelayedScaling(
-                        f, self.recipe.amax_history_len, self.recipe.margin)
+                        f, self.recipe.amax_history_len, self.recipe.margin, tensor_stats)
 
     # -- formats ------------------------------------------------------------------------------
 
@@ -835,7 +852,11 @@ class MixedPrecisionMLP:
             if dX is not None:
                 dA = self._store_gradient(dX, grad_fmt, gradients)
         self.grads = raw
-        found_inf = LossScaler.found_inf(raw.values())
+        if self.tensor_stats is None:
+            found_inf = LossScaler.found_inf(raw.values())
+        else:  # one pass over every gradient, as one array (GradScaler's fused check)
+            every = np.concatenate([widen(g).ravel() for g in raw.values()])
+            found_inf = self.tensor_stats(every)[1] > 0
         take = self.scaler.update(found_inf) if self.scaler is not None else not found_inf
         lost = 0.0
         if take:
@@ -926,7 +947,8 @@ def train_mixed(recipe, data: Dataset | None = None, epochs: int = 5,
                 seed: int = DIGITS["seed"], widths=DIGITS["widths"], engine="emulated",
                 growth_interval: int = GRAD_SCALER_DEFAULTS["growth_interval"],
                 init_scale: float = GRAD_SCALER_DEFAULTS["init_scale"],
-                loss_factor: float = 1.0, max_steps: int | None = None) -> MixedRun:
+                loss_factor: float = 1.0, max_steps: int | None = None,
+                tensor_stats: TensorStats | None = None) -> MixedRun:
     """Train ``recipe`` on the digits (Adam, the chapter 07 recipe's initial weights and
     shuffling for ``seed``) and record what :class:`MixedRun` holds. ``max_steps`` stops
     early (a quick look). Every step's stored gradients go into ``run.gradients``, the first
@@ -938,12 +960,12 @@ def train_mixed(recipe, data: Dataset | None = None, epochs: int = 5,
     stores are ``loss_factor`` times smaller: chapter 10 uses 2^-20 to give the digits
     gradients as small as large models have, and shows what fp16 does with them.
     ``growth_interval`` and ``init_scale`` set the loss scaler (PyTorch's defaults: 2000 and
-    2^16)."""
+    2^16). ``tensor_stats``: see :class:`MixedPrecisionMLP`."""
     recipe = get_recipe(recipe)
     data = data or load_digits(seed=0)
     scaler = LossScaler(init_scale=init_scale, growth_interval=growth_interval) \
         if recipe.loss_scaling else None
-    net = MixedPrecisionMLP(recipe, widths, seed, engine, lr, scaler, loss_factor)
+    net = MixedPrecisionMLP(recipe, widths, seed, engine, lr, scaler, loss_factor, tensor_stats)
     grad_fmt = "fp32" if recipe.compute == "fp32" else recipe.storage
     run = MixedRun(recipe, net.engine.name, net.engine.describe("bf16" in net.formats),
                    list(net.widths), int(batch_size), float(lr), seed, int(epochs),
@@ -1054,7 +1076,7 @@ __all__ = [
     "FP8_FORWARD", "FP8_HIGH_PRECISION", "GRAD_SCALER_DEFAULTS", "HISTOGRAM_EDGES_LOG2",
     "RECIPES", "DelayedScaling", "EmulatedEngine", "EngineComparison", "GradientRecord",
     "KernelEngine", "LossScaler", "MEMORY_PRECISION", "MixedPrecisionMLP", "MixedRun", "Recipe",
-    "TE_AMAX_SOURCE", "TE_SCALE_SOURCE", "amax", "compare_engines", "dtype_of",
+    "TE_AMAX_SOURCE", "TE_SCALE_SOURCE", "TensorStats", "amax", "compare_engines", "dtype_of",
     "estimate_step_matmuls", "get_engine", "get_recipe",
     "scale_from_history", "store", "train_mixed", "widen",
 ]

@@ -241,3 +241,732 @@ def test_a_crashing_answer_is_explained(check):
 
     result = check(broken, seed=0, show=False)
     assert result.status == FAILED and "NameError" in result.message
+
+
+# --- exercise 3: amax and the inf/NaN count in one pass, as a kernel ---------------------------
+
+import math  # noqa: E402
+
+from numba import cuda  # noqa: E402 - gpulab (imported above) chose the tier first
+from numba import float32 as numba_float32  # noqa: E402
+
+SLOTS = 1024
+PAIR_SLOTS = 2 * SLOTS  # a shared array's size must be a constant: not an expression in the kernel
+
+
+@cuda.jit
+def amax_tree(x, out):
+    """Right: gpulab's shape (math.isnan / isinf, two shared arrays, thread 0 does both)."""
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v):
+            count += 1
+        else:
+            if math.isinf(v):
+                count += 1
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def amax_one_array_by_hand(x, out):
+    """Right, written differently: indices by hand, x[i] read several times in one iteration
+    (x != x for NaN, == inf for inf), one shared array of two halves, an `if` instead of max,
+    threads 0 and 1 each make one atomic."""
+    pairs = cuda.shared.array(PAIR_SLOTS, numba_float32)
+    t = cuda.threadIdx.x
+    half = cuda.blockDim.x
+    start = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    step = cuda.blockDim.x * cuda.gridDim.x
+    mine = numba_float32(0)
+    count = numba_float32(0)
+    i = start
+    while i < x.shape[0]:
+        if x[i] != x[i]:
+            count += 1
+        elif abs(x[i]) == math.inf:
+            count += 1
+            mine = math.inf
+        elif abs(x[i]) > mine:
+            mine = abs(x[i])
+        i += step
+    pairs[t] = mine
+    pairs[SLOTS + t] = count
+    cuda.syncthreads()
+    s = half // 2
+    while s >= 1:
+        if t < s:
+            if pairs[t + s] > pairs[t]:
+                pairs[t] = pairs[t + s]
+            pairs[SLOTS + t] = pairs[SLOTS + t] + pairs[SLOTS + t + s]
+        cuda.syncthreads()
+        s = s // 2
+    if t == 0:
+        cuda.atomic.max(out, 0, pairs[0])
+    if t == 1:
+        cuda.atomic.add(out, 1, pairs[SLOTS])
+
+
+@cuda.jit
+def amax_isfinite_first(x, out):
+    """Right, written differently: `not isfinite` counts, `not isnan` keeps; fixed rounds."""
+    largest = cuda.shared.array(SLOTS, numba_float32)
+    bad = cuda.shared.array(SLOTS, numba_float32)
+    t = cuda.threadIdx.x
+    mine = numba_float32(0)
+    count = numba_float32(0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        v = abs(x[i])
+        if not math.isfinite(v):
+            count += 1
+        if not math.isnan(v) and v > mine:
+            mine = v
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x
+    for _ in range(10):
+        stride //= 2
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+    if t == 0:
+        cuda.atomic.add(out, 1, bad[0])
+        cuda.atomic.max(out, 0, largest[0])
+
+
+
+
+@cuda.jit
+def max_not_magnitude(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = x[i]
+        if not math.isfinite(v):
+            count += 1
+        if not math.isnan(v):
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def nan_into_the_amax(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if not math.isfinite(v):
+            count += 1
+        mine = max(v, mine)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def counts_only_nan(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v):
+            count += 1
+        else:
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def counts_only_inf(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isinf(v):
+            count += 1
+        if not math.isnan(v):
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def misses_negative_inf(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        if x[i] != x[i] or x[i] == math.inf:
+            count += 1
+        if x[i] == x[i]:
+            mine = max(mine, abs(x[i]))
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def count_overwritten(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v):
+            count += 1
+        else:
+            if math.isinf(v):
+                count += 1
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        out[1] = bad[0]
+
+
+@cuda.jit
+def count_added_without_atomic(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v):
+            count += 1
+        else:
+            if math.isinf(v):
+                count += 1
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        out[1] += bad[0]
+
+
+@cuda.jit
+def no_barrier_after_filling(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v):
+            count += 1
+        else:
+            if math.isinf(v):
+                count += 1
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def stride_of_one_block(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.blockDim.x):
+        v = abs(x[i])
+        if math.isnan(v):
+            count += 1
+        else:
+            if math.isinf(v):
+                count += 1
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def starts_at_thread_index(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(t, x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v):
+            count += 1
+        else:
+            if math.isinf(v):
+                count += 1
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def no_loop(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    mine = 0.0
+    count = 0.0
+    if i < x.shape[0]:
+        v = abs(x[i])
+        if math.isnan(v):
+            count += 1
+        else:
+            if math.isinf(v):
+                count += 1
+            mine = v
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def atomics_from_every_thread(x, out):
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v):
+            count += 1
+        else:
+            if math.isinf(v):
+                count += 1
+            mine = max(mine, v)
+    cuda.atomic.max(out, 0, mine)
+    cuda.atomic.add(out, 1, count)
+
+
+@cuda.jit
+def global_counter(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if not math.isfinite(v):
+            cuda.atomic.add(out, 1, 1)
+        if not math.isnan(v):
+            mine = max(mine, v)
+    largest[t] = mine
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+
+
+@cuda.jit
+def two_passes(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        if not math.isnan(x[i]):
+            mine = max(mine, abs(x[i]))
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        if not math.isfinite(x[i]):
+            count += 1
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def halving_stops_early(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v):
+            count += 1
+        else:
+            if math.isinf(v):
+                count += 1
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 1:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def amaxes_added(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v):
+            count += 1
+        else:
+            if math.isinf(v):
+                count += 1
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def counts_maxed(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v):
+            count += 1
+        else:
+            if math.isinf(v):
+                count += 1
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.max(out, 1, bad[0])
+
+
+@cuda.jit
+def shared_atomics_per_thread(x, out):
+    block = cuda.shared.array(2, numba_float32)
+    t = cuda.threadIdx.x
+    if t == 0:
+        block[0] = 0
+        block[1] = 0
+    cuda.syncthreads()
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if not math.isfinite(v):
+            count += 1
+        if not math.isnan(v):
+            mine = max(mine, v)
+    cuda.atomic.max(block, 0, mine)
+    cuda.atomic.add(block, 1, count)
+    cuda.syncthreads()
+    if t == 0:
+        cuda.atomic.max(out, 0, block[0])
+        cuda.atomic.add(out, 1, block[1])
+
+
+@cuda.jit
+def barrier_inside_the_if(x, out):
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if not math.isfinite(v):
+            count += 1
+        if not math.isnan(v):
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+            cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def shared_array_of_one_block(x, out):
+    largest = cuda.shared.array(32, numba_float32)
+    bad = cuda.shared.array(32, numba_float32)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if not math.isfinite(v):
+            count += 1
+        if not math.isnan(v):
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def amax_stub(x, out):
+    raise NotImplementedError()
+
+
+@pytest.mark.parametrize("seed", (0, 3))
+@pytest.mark.parametrize("kernel", [amax_tree, amax_one_array_by_hand, amax_isfinite_first])
+def test_right_amax_kernels_pass(kernel, seed):
+    result = ch10.check_amax_nonfinite(kernel, seed=seed, show=False)
+    assert result.status == PASSED, result.message
+    assert ch10.amax_passed(kernel)
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (max_not_magnitude, "largest *value*"),
+    (nan_into_the_amax, "that block's amax became NaN"),
+    (counts_only_nan, "only the"),
+    (counts_only_inf, "NaN values were not counted"),
+    (misses_negative_inf, "-inf value(s) were not counted"),
+    (count_overwritten, "overwrote out[1]"),
+    (count_added_without_atomic, "a data race between blocks"),
+    (no_barrier_after_filling, "before the thread that owns it had written it"),
+    (stride_of_one_block, "steps by one block"),
+    (starts_at_thread_index, "every block read the elements of block 0's threads"),
+    (no_loop, "one per thread of the grid"),
+    (atomics_from_every_thread, "about one per thread"),
+    (global_counter, "a counter in global memory"),
+    (two_passes, "two passes over x"),
+    (halving_stops_early, "the halving stopped before its last round"),
+    (amaxes_added, "sum of the blocks' amaxes"),
+    (counts_maxed, "largest of the blocks' counts"),
+    (shared_atomics_per_thread, "atomic updates of shared slots"),
+    (barrier_inside_the_if, "barrier inside a branch"),
+    (shared_array_of_one_block, "on an array of 32 elements"),
+])
+def test_wrong_amax_kernels_fail_and_name_the_mistake(kernel, words):
+    result = ch10.check_amax_nonfinite(kernel, seed=5, show=False)
+    assert result.status == FAILED
+    assert words in result.message, result.message
+    assert ch10.AMAX_STUB_HINT not in result.hint or words == "", result.hint
+    assert not ch10.amax_passed(kernel)
+
+
+def test_the_amax_stub_is_not_attempted_and_gpulab_own_refused():
+    from gpulab.kernels.amax import amax_nonfinite
+
+    assert ch10.check_amax_nonfinite(amax_stub, show=False).status == NOT_ATTEMPTED
+    result = ch10.check_amax_nonfinite(amax_nonfinite, seed=0, show=False)
+    assert result.status == FAILED and "gpulab's own" in result.message
+
+
+def test_the_recipes_run_on_the_learners_kernel_once_it_passed(capsys):
+    fresh = ch10.recipes_on_kernel(amax_stub, fp16_steps=3, fp8_steps=1)
+    assert fresh.whose == "gpulab's amax_nonfinite" and "has not passed" in fresh.note
+    assert ch10.check_amax_nonfinite(amax_tree, seed=2, show=False).passed
+    mine = ch10.recipes_on_kernel(amax_tree, fp16_steps=8, fp8_steps=2)
+    out = capsys.readouterr().out
+    assert mine.whose == "your amax_tree" and mine.same
+    assert mine.launches == 8 + 2 * 7  # the check per step; and x, w, g of two fp8 layers
+    assert any(mine.fp16[0].skipped) and "identical, bit for bit" in out
