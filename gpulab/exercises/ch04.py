@@ -528,7 +528,8 @@ def _call_quantise(quantise, x: np.ndarray, name: str, seed: int):
                           call=f"quantise(x) for {name} (seed={seed})")
     if not (isinstance(result, tuple) and len(result) == 2):
         raise CheckFailedError(f"quantise(x) returned {type(result).__name__}, not a pair "
-                               "(q, scale).", "return both: the quantised array, then the scale, as one pair.")
+                               "(q, scale).",
+                               "return both: the quantised array, then the scale, as one pair.")
     q, scale = result
     _check_q_type(q, x)
     return q, _check_scale_type(scale)
