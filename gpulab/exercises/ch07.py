@@ -13,8 +13,9 @@ kernels train the network.
   index arrays that, together, hold every sample exactly once, shuffled by ``rng`` so that
   every batch mixes samples from all over the stored order.
 - :func:`train_with_your_kernels` trains the digits network with your kernels in place of
-  gpulab's (:class:`gpulab.nn.backends.KernelBackend` ``kernels=``), step for step next to
-  gpulab's own kernels; :func:`check_training` judges that run.
+  gpulab's (:class:`gpulab.nn.backends.KernelBackend` ``kernels=``): its first steps next to
+  gpulab's own kernels, compared step for step, then long enough for the loss to fall and the
+  held-out accuracy to rise; :func:`check_training` judges that run.
 
 Sizes and values are random; a failure names the seed to repeat it.
 """
@@ -541,27 +542,52 @@ def check_minibatches(function, seed: int | None = None, show: bool = True) -> C
 # The kernels this chapter's exercises write: a run counts as "trained by your kernels" when
 # these two are yours.
 THIS_CHAPTER = ("softmax_cross_entropy_backward", "adam_update")
-TRAINING = {"widths": (64, 16, 10), "steps": 4, "batch_size": 8, "lr": 3e-2, "seed": 0}
+# The run: smaller than the recipe (gpulab.nn.recipes.DIGITS: 64 -> 128 -> 10, 900 steps of
+# 32), since in the simulator every CUDA thread is a Python thread (a step of this network
+# launches about 6,000; the recipe would take hours). 64 -> 16 -> 10 on the full 8 x 8 digits
+# learns fast: from seed 0, 16 steps of 16 reach about 70 % held-out (84 % after 40), in about
+# 8 s of CPU time (20 s on a loaded 2-core machine). The first ``compared_steps`` run next to
+# gpulab's kernels and must match them to rounding; then your kernels train on alone.
+TRAINING = {"widths": (64, 16, 10), "steps": 16, "batch_size": 16, "lr": 3e-2, "seed": 0,
+            "compared_steps": 2}
+MIN_ACCURACY = 0.4  # held-out accuracy a run must reach: four times chance (10 classes)
+LOSS_WINDOW = 0.25  # "the loss fell": the mean of the last quarter of the steps' batch losses
+#                     is below the mean of the first quarter (one batch's loss is noisy)
+
+
+def _steps(n: int) -> str:
+    """'1 step', '16 steps'."""
+    return f"{n} step" if n == 1 else f"{n} steps"
 
 
 @dataclass
 class YourTraining:
-    """A few training steps of the digits network with your kernels, next to gpulab's
-    (:func:`train_with_your_kernels`).
+    """A training run of the digits network with your kernels (:func:`train_with_your_kernels`):
+    its first steps next to gpulab's kernels, then yours alone.
 
     ``kernels``: the kernels that ran as yours, by gpulab's name (pass them on:
     ``KernelBackend(kernels=run.kernels)``); ``origins``: whose kernel ran for every
     replaceable name; ``notes``: kernels left out and why; ``side_by_side``: the
-    :class:`gpulab.nn.trainer.SideBySide` comparison (None if training stopped); ``error``: why
-    it stopped; ``held_out_loss``: (before, after) on the held-out digits."""
+    :class:`gpulab.nn.trainer.SideBySide` record (every step's batch loss; the compared steps
+    next to gpulab's; None if training stopped with an error); ``error``: why it stopped with
+    an error; ``stopped``: why it stopped before its last step (a non-finite loss, a mismatch);
+    ``evaluations``: (step, held-out loss, held-out accuracy) before training (step 0) and
+    after every step; ``seconds``: the run's wall-clock time on this machine; ``settings``: the
+    run's :data:`TRAINING` settings; ``n_train``, ``n_test``: the digits trained on and held
+    out; ``tier``: where the kernels ran ("sim" or "gpu")."""
 
     kernels: dict = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     side_by_side: object | None = None
     error: str = ""
-    held_out_loss: tuple[float, float] | None = None
-    held_out_accuracy: tuple[float, float] | None = None
+    stopped: str = ""
+    evaluations: list[tuple[int, float, float]] = field(default_factory=list)
+    seconds: float = 0.0
+    settings: dict = field(default_factory=dict)
+    n_train: int = 0
+    n_test: int = 0
+    tier: str = ""
 
     @property
     def yours(self) -> list[str]:
@@ -569,11 +595,110 @@ class YourTraining:
 
     @property
     def matches(self) -> bool:
+        """Every compared step matched gpulab's kernels to rounding."""
         return self.side_by_side is not None and self.side_by_side.matches
 
     @property
+    def losses(self) -> list[float]:
+        """Every step's mean batch loss, with your kernels."""
+        return list(self.side_by_side.losses) if self.side_by_side is not None else []
+
+    @property
+    def steps(self) -> int:
+        return len(self.losses)
+
+    @property
+    def loss_window(self) -> int:
+        """How many steps the first and the last loss means average."""
+        return max(1, int(self.steps * LOSS_WINDOW))
+
+    @property
+    def loss_first_last(self) -> tuple[float, float] | None:
+        """(mean batch loss of the first steps, of the last steps): :attr:`loss_window` each."""
+        if not self.steps:
+            return None
+        k = self.loss_window
+        return float(np.mean(self.losses[:k])), float(np.mean(self.losses[-k:]))
+
+    @property
+    def held_out_loss(self) -> tuple[float, float] | None:
+        """(before, after) on the held-out digits."""
+        if len(self.evaluations) < 2:
+            return None
+        return self.evaluations[0][1], self.evaluations[-1][1]
+
+    @property
+    def held_out_accuracy(self) -> tuple[float, float] | None:
+        """(before, after) on the held-out digits."""
+        if len(self.evaluations) < 2:
+            return None
+        return self.evaluations[0][2], self.evaluations[-1][2]
+
+    @property
+    def chance(self) -> float:
+        """The accuracy of guessing: 1 / the number of classes."""
+        widths = self.settings.get("widths") or TRAINING["widths"]
+        return 1 / widths[-1]
+
+    @property
+    def finite(self) -> bool:
+        return all(math.isfinite(loss) for loss in self.losses)
+
+    @property
     def loss_fell(self) -> bool:
-        return self.held_out_loss is not None and self.held_out_loss[1] < self.held_out_loss[0]
+        """The batch loss's last steps average below its first, and the held-out loss fell."""
+        first_last, held_out = self.loss_first_last, self.held_out_loss
+        return (self.finite and first_last is not None and held_out is not None
+                and first_last[1] < first_last[0] and held_out[1] < held_out[0])
+
+    @property
+    def above_chance(self) -> bool:
+        """The final held-out accuracy reaches :data:`MIN_ACCURACY`."""
+        return self.held_out_accuracy is not None and self.held_out_accuracy[1] >= MIN_ACCURACY
+
+    def describe(self) -> str:
+        """What was trained, where, and how long it took, in one sentence, from the run."""
+        if self.side_by_side is None:
+            return "the run stopped before its first step ended."
+        side = self.side_by_side
+        arrow = " -> ".join(str(w) for w in side.widths)
+        parameters = side.model.n_parameters
+        samples = self.steps * side.batch_size
+        where = ("Numba's CUDA simulator on this CPU" if self.tier == "sim"
+                 else "this machine's GPU")
+        return (f"{arrow} ({parameters:,} parameters), {_steps(self.steps)} of "
+                f"{side.batch_size} digits ({samples:,} samples drawn from {self.n_train:,} "
+                f"training digits, {samples / self.n_train:.2f} epochs), Adam at lr "
+                f"{self.settings.get('lr', 0):g}, seed {side.seed}: {self.seconds:.1f} s in "
+                f"{where}, {self.seconds_per_step:.2f} s per step (the first "
+                f"{_steps(side.compared)} ran twice: yours and gpulab's)")
+
+    @property
+    def seconds_per_step(self) -> float:
+        """The run's time per step of one network (the compared steps count twice)."""
+        compared = self.side_by_side.compared if self.side_by_side is not None else 0
+        return self.seconds / max(self.steps + compared, 1)
+
+    def versus_recipe(self) -> str:
+        """Why the run is smaller than the course's recipe, from the run's own time."""
+        from gpulab.nn.recipes import DIGITS
+
+        widths = DIGITS["widths"]
+        parameters = sum(a * b + b for a, b in zip(widths[:-1], widths[1:], strict=True))
+        steps = DIGITS["epochs"] * -(-self.n_train // DIGITS["batch_size"])
+        recipe = (f"the recipe (section 6) trains {' -> '.join(map(str, widths))} "
+                  f"({parameters:,} parameters) for {steps} steps of {DIGITS['batch_size']}")
+        if not self.steps:
+            return f"The run stopped before its first step ended; {recipe}."
+        if self.tier == "gpu":
+            return f"On this GPU {recipe}, with your kernels, in the cell below."
+        minutes = steps * self.seconds_per_step / 60
+        mine = self.side_by_side.model.n_parameters
+        return (f"This run is smaller than the course's: {recipe}. At this run's "
+                f"{self.seconds_per_step:.2f} s per step, {steps} steps would take "
+                f"{minutes:.0f} minutes in the simulator even on this network, and the "
+                f"recipe's has {parameters / mine:.0f} times its parameters, each with its "
+                "own threads in the update.")
 
     def report(self) -> str:
         lines = ["whose kernel ran:"]
@@ -583,15 +708,51 @@ class YourTraining:
             lines.append(f"training stopped: {self.error}")
         if self.side_by_side is not None:
             side = self.side_by_side
-            lines.append(f"\n{side.steps} steps of {side.batch_size} digits, widths "
-                         f"{side.widths}, {side.optimiser}, seed {side.seed}: your run next to "
-                         "gpulab's kernels alone")
+            lines.append(f"\nthe first {_steps(side.compared)} next to {side.reference_name} "
+                         "alone (same weights, same batches):")
             lines.append(side.table())
+            lines.append(f"\ntrained: {self.describe()}")
+        if self.stopped:
+            lines.append(f"stopped early: {self.stopped}")
+        if self.loss_first_last is not None:
+            first, last = self.loss_first_last
+            lines.append(f"batch loss: {first:.3f} (mean of the first "
+                         f"{_steps(self.loss_window)}) -> {last:.3f} (mean of the last "
+                         f"{self.loss_window})")
         if self.held_out_loss is not None:
             (before, after), (acc_before, acc_after) = self.held_out_loss, self.held_out_accuracy
-            lines.append(f"held-out digits: loss {before:.3f} -> {after:.3f}, accuracy "
-                         f"{100 * acc_before:.1f}% -> {100 * acc_after:.1f}%")
+            lines.append(f"held-out digits ({self.n_test}, never trained on): loss "
+                         f"{before:.3f} -> {after:.3f}, accuracy {100 * acc_before:.1f}% -> "
+                         f"{100 * acc_after:.1f}% (chance: {100 * self.chance:.0f}%)")
         return "\n".join(lines)
+
+    def plot(self):
+        """The batch loss of every step and the held-out accuracy after every step; returns
+        the figure."""
+        import matplotlib.pyplot as plt
+
+        fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(9, 3), layout="constrained")
+        steps = np.arange(1, self.steps + 1)
+        loss_ax.plot(steps, self.losses, ".-", label="batch loss (your kernels)")
+        if self.evaluations:
+            at = [e[0] for e in self.evaluations]
+            loss_ax.plot(at, [e[1] for e in self.evaluations], "--", label="held-out loss")
+            acc_ax.plot(at, [100 * e[2] for e in self.evaluations], ".-",
+                        label="held-out accuracy")
+        if self.side_by_side is not None and self.side_by_side.compared:
+            loss_ax.axvspan(0.5, self.side_by_side.compared + 0.5, color="0.9",
+                            label="next to gpulab's kernels")
+        acc_ax.axhline(100 * self.chance, color="0.5", linestyle=":",
+                       label=f"chance ({100 * self.chance:.0f}%)")
+        acc_ax.axhline(100 * MIN_ACCURACY, color="C3", linestyle=":",
+                       label=f"the check's bar ({100 * MIN_ACCURACY:.0f}%)")
+        loss_ax.set(xlabel="step", ylabel="mean cross-entropy loss",
+                    title="the loss, step by step")
+        acc_ax.set(xlabel="step", ylabel="%", ylim=(0, 100),
+                   title=f"held-out accuracy ({self.n_test} digits)")
+        for ax in (loss_ax, acc_ax):
+            ax.legend(fontsize=8)
+        return fig
 
     def __str__(self) -> str:
         return self.report()
@@ -629,15 +790,23 @@ def your_kernels(kernels: dict) -> tuple[dict, dict[str, str], list[str]]:
 
 def train_with_your_kernels(kernels: dict, data=None, show: bool = True,
                             **settings) -> YourTraining:
-    """Train the digits network for a few steps with your kernels in place of gpulab's
-    (``{gpulab kernel name: your kernel}``; None, a stub or a kernel that does not fit leaves
-    gpulab's in place, and the report says so), next to the same network on gpulab's kernels
-    alone, on the same batches from the same weights; then evaluate the held-out loss before
-    and after. ``settings`` override :data:`TRAINING` (widths, steps, batch_size, lr, seed).
+    """Train the digits network with your kernels in place of gpulab's (``{gpulab kernel name:
+    your kernel}``; None, a stub or a kernel that does not fit leaves gpulab's in place, and
+    the report says so). The first ``compared_steps`` steps also run on gpulab's kernels alone,
+    on the same batches from the same weights, and are compared after each; then your kernels
+    train on alone. After every step the held-out loss and accuracy are measured with the
+    run's weights on NumPy (the same arithmetic; in the simulator, 359 digits through the
+    kernels would cost more than the step). ``settings`` override :data:`TRAINING` (widths,
+    steps, batch_size, lr, seed, compared_steps).
 
-    Never raises for your kernels' sake: an error inside one of them ends the run and is
-    reported. Prints the report when ``show``."""
-    from gpulab.nn import MLP, load_digits
+    Stops early at a step whose loss is not finite, or after a compared step that does not
+    match gpulab's (what follows would train another network). Never raises for your
+    kernels' sake: an error inside one of them ends the run and is reported. When ``show``,
+    prints a progress line while it runs, then the report."""
+    import time
+
+    from gpulab import device
+    from gpulab.nn import load_digits
     from gpulab.nn.backends import KernelBackend, KernelOverrideError
     from gpulab.nn.trainer import train_side_by_side
 
@@ -648,27 +817,49 @@ def train_with_your_kernels(kernels: dict, data=None, show: bool = True,
     run_settings = {**TRAINING, **settings}
     data = data or load_digits(seed=0)
     usable, origins, notes = your_kernels(kernels)
-    run = YourTraining(usable, origins, notes)
+    run = YourTraining(usable, origins, notes, settings=run_settings, n_train=data.n_train,
+                       n_test=data.n_test, tier=device.tier())
     widths = list(run_settings["widths"])
+    steps, compared = int(run_settings["steps"]), int(run_settings["compared_steps"])
+    started = time.perf_counter()
+
+    def evaluate(model, step: int) -> None:
+        weights = model.copy(backend="numpy")
+        with np.errstate(all="ignore"):
+            run.evaluations.append((step, float(weights.loss(data.X_test, data.y_test)),
+                                    float(weights.accuracy(data.X_test, data.y_test))))
+
+    def after_step(record) -> bool:
+        step, loss = record.steps, record.losses[-1]
+        evaluate(record.model, step)
+        if show:
+            print(f"\rstep {step}/{steps}: batch loss {loss:.3f}, held-out accuracy "
+                  f"{100 * run.evaluations[-1][2]:.1f}% ({time.perf_counter() - started:.0f} s)",
+                  end="", flush=True)
+        if record.first_mismatch is not None:
+            run.stopped = (f"step {record.first_mismatch} differs from gpulab's kernels, so "
+                           "the rest of the run would train another network")
+            return False
+        if not math.isfinite(loss):
+            run.stopped = f"the loss of step {step} is {loss}"
+            return False
+        return True
+
     try:
+        from gpulab.nn import MLP
+
+        evaluate(MLP(widths, "relu", "numpy", seed=run_settings["seed"]), 0)
         with np.errstate(all="ignore"):
             run.side_by_side = train_side_by_side(
                 KernelBackend(kernels=usable), data.X_train, data.y_train, widths,
-                reference="kernels", steps=run_settings["steps"],
-                batch_size=run_settings["batch_size"], lr=run_settings["lr"],
-                seed=run_settings["seed"])
+                reference="kernels", steps=steps, batch_size=run_settings["batch_size"],
+                lr=run_settings["lr"], seed=run_settings["seed"], compared_steps=compared,
+                after_step=after_step)
     except KernelOverrideError as error:
         run.error = str(error)
-    if run.side_by_side is not None:
-        fresh = MLP(widths, "relu", "numpy", seed=run_settings["seed"])
-        trained = run.side_by_side.model.copy(backend="numpy")
-        with np.errstate(all="ignore"):
-            run.held_out_loss = (fresh.loss(data.X_test, data.y_test),
-                                 trained.loss(data.X_test, data.y_test))
-            run.held_out_accuracy = (fresh.accuracy(data.X_test, data.y_test),
-                                     trained.accuracy(data.X_test, data.y_test))
+    run.seconds = time.perf_counter() - started
     if show:
-        print(run.report())
+        print(("\n" if run.evaluations[1:] else "") + run.report())
     return run
 
 
@@ -677,10 +868,13 @@ FORWARD_KERNELS = ("matmul", "bias_activation", "softmax_cross_entropy")
 
 def check_training(run, show: bool = True) -> CheckResult:
     """Judge a :func:`train_with_your_kernels` run: this chapter's two kernels
-    (:data:`THIS_CHAPTER`) ran as yours, every step matched gpulab's kernels to rounding, and
-    the held-out loss fell. A mismatch names the first step and parameter that differ and
-    which of your kernels can cause it (the loss of step 1 differs: a forward kernel; the loss
-    agrees but the parameters do not: a backward or update kernel)."""
+    (:data:`THIS_CHAPTER`) ran as yours, every compared step matched gpulab's kernels to
+    rounding, the loss stayed finite and fell (the batch loss's last quarter of the steps
+    below its first, and the held-out loss), and the held-out accuracy reached
+    :data:`MIN_ACCURACY`, four times chance. A mismatch names the first step and parameter
+    that differ and which of your kernels can cause it (the loss of that step differs: a
+    forward kernel; the loss agrees but the parameters do not: a backward or update kernel);
+    a loss that is not finite names the step and your kernels in the run."""
 
     def body(seed: int) -> str:
         if not isinstance(run, YourTraining):
@@ -699,10 +893,10 @@ def check_training(run, show: bool = True) -> CheckResult:
                                    "run that kernel's own check again: it shows the mistake "
                                    "on a smaller problem.")
         side = run.side_by_side
+        yours = ", ".join(run.kernels)
         if not side.matches:
             step = side.first_mismatch
             k = step - 1
-            yours = ", ".join(run.kernels)
             if not math.isclose(side.losses[k], side.reference_losses[k], rel_tol=1e-5,
                                 abs_tol=1e-6):
                 suspects = [n for n in run.kernels if n in FORWARD_KERNELS]
@@ -717,22 +911,42 @@ def check_training(run, show: bool = True) -> CheckResult:
                 f"{where}. Your kernels in this run: {yours}.",
                 f"suspect {', '.join(suspects) or yours}: run its chapter's check again "
                 "(every element, several seeds), and compare with gpulab.kernel_source(name).")
-        if not run.loss_fell:
-            before, after = run.held_out_loss
-            raise CheckFailedError(f"every step matched gpulab's kernels, but the held-out "
-                                   f"loss went from {before:.3f} to {after:.3f}, not down.",
-                                   "train a few more steps (steps=...), or with a smaller "
-                                   "learning rate (lr=...).")
+        if not run.finite:
+            step = next(k + 1 for k, loss in enumerate(run.losses) if not math.isfinite(loss))
+            raise CheckFailedError(
+                f"the first {_steps(side.compared)} matched gpulab's kernels, but the loss of "
+                f"step {step} is {run.losses[step - 1]}: the run diverged with your kernels "
+                f"({yours}).",
+                "a step that moves the weights too far makes the loss overflow: try a smaller "
+                "learning rate (lr=...); if the same settings train on gpulab's kernels alone "
+                "(pass {}), suspect adam_update, the kernel that moves the weights.")
+        first, last = run.loss_first_last
         before, after = run.held_out_loss
-        return (f"{side.steps} steps with your {', '.join(run.kernels)} matched gpulab's "
-                f"kernels to rounding, and the held-out loss fell from {before:.3f} to "
-                f"{after:.3f}.")
+        acc_before, acc_after = run.held_out_accuracy
+        if not run.loss_fell:
+            raise CheckFailedError(
+                f"the first {_steps(side.compared)} matched gpulab's kernels, but over "
+                f"{_steps(run.steps)} the loss did not fall: batch loss {first:.3f} (first "
+                f"{_steps(run.loss_window)}) -> {last:.3f} (last {run.loss_window}), held-out "
+                f"loss {before:.3f} -> {after:.3f}.",
+                f"train longer (steps=..., the chapter's run takes {TRAINING['steps']}) or with "
+                "a smaller learning rate (lr=...).")
+        if not run.above_chance:
+            raise CheckFailedError(
+                f"the loss fell, but after {_steps(run.steps)} the held-out accuracy is "
+                f"{100 * acc_after:.1f}%, under the {100 * MIN_ACCURACY:.0f}% this check asks "
+                "(four times chance).",
+                f"train longer: steps=... (the chapter's run takes {TRAINING['steps']}).")
+        return (f"the first {_steps(side.compared)} with your {yours} matched gpulab's kernels to "
+                f"rounding; over {_steps(run.steps)} the batch loss fell from {first:.3f} to "
+                f"{last:.3f} and the held-out accuracy rose from {100 * acc_before:.1f}% to "
+                f"{100 * acc_after:.1f}% (loss {before:.3f} -> {after:.3f}).")
 
     return run_check("your kernels train the network", body, 0, show)
 
 
 __all__ = [
-    "ADAM_MISTAKES", "THIS_CHAPTER", "TRAINING", "YourTraining", "check_adam",
+    "ADAM_MISTAKES", "MIN_ACCURACY", "THIS_CHAPTER", "TRAINING", "YourTraining", "check_adam",
     "check_loss_gradient", "check_minibatches", "check_training", "train_with_your_kernels",
     "your_kernels",
 ]

@@ -368,10 +368,12 @@ class SideBySide:
     """The same network trained for a few steps on two backends, on the same batches from the
     same initial weights, compared after every step (:func:`train_side_by_side`).
 
-    ``losses`` and ``reference_losses``: each step's mean batch loss; ``differences``: after
-    each step, the largest |parameter - reference parameter| over the network, and ``worst``
-    the parameter (``"layer0.W"``, ...) where it is. ``model`` is the network trained on
-    ``backend``."""
+    ``losses``: each step's mean batch loss on ``backend``; ``reference_losses``: the same for
+    the compared steps (the first :attr:`compared`, which may be fewer than :attr:`steps`: the
+    model can train on alone after them); ``differences``: after each compared step, the
+    largest |parameter - reference parameter| over the network, and ``worst`` the parameter
+    (``"layer0.W"``, ...) where it is. ``model`` is the network trained on ``backend``,
+    ``trainer`` its :class:`Trainer` (the optimiser's state included)."""
 
     backend: str
     reference: str
@@ -385,10 +387,17 @@ class SideBySide:
     worst: list[str] = field(default_factory=list)
     tolerance: float = 0.0
     model: MLP | None = field(default=None, repr=False, compare=False)
+    trainer: Trainer | None = field(default=None, repr=False, compare=False)
 
     @property
     def steps(self) -> int:
+        """The steps the model trained."""
         return len(self.losses)
+
+    @property
+    def compared(self) -> int:
+        """The first steps, compared with the reference after each."""
+        return len(self.reference_losses)
 
     @property
     def reference_name(self) -> str:
@@ -404,15 +413,17 @@ class SideBySide:
     @property
     def first_mismatch(self) -> int | None:
         """The first step (counted from 1) after which the two runs differ, or None."""
-        return next((k + 1 for k in range(self.steps) if not self.step_matches(k)), None)
+        return next((k + 1 for k in range(self.compared) if not self.step_matches(k)), None)
 
     @property
     def matches(self) -> bool:
-        return self.steps > 0 and self.first_mismatch is None
+        """Every compared step (at least one) matched."""
+        return self.compared > 0 and self.first_mismatch is None
 
     def table(self) -> str:
+        """The compared steps, one line each."""
         lines = [f"{'step':>4} {'loss':>9} {'reference':>9} {'largest difference':>19}  where"]
-        for k in range(self.steps):
+        for k in range(self.compared):
             mark = "" if self.step_matches(k) else "   <- differs"
             lines.append(f"{k + 1:4d} {self.losses[k]:9.5f} {self.reference_losses[k]:9.5f} "
                          f"{self.differences[k]:19.2e}  {self.worst[k]}{mark}")
@@ -424,16 +435,23 @@ class SideBySide:
 def train_side_by_side(backend, X, y, widths, reference="kernels", steps: int = 4,
                        batch_size: int = 8, activation: str = "relu",
                        optimiser: str = "adam", lr: float = 1e-2, dtype=np.float32,
-                       seed: int = 0) -> SideBySide:
+                       seed: int = 0, compared_steps: int | None = None,
+                       after_step=None) -> SideBySide:
     """Train the same fresh MLP (``widths``, weights from ``seed``) for ``steps`` steps on
     ``backend`` and on ``reference``, on the same shuffled mini-batches of (X, y), and compare
     their losses and every parameter after each step.
+
+    ``compared_steps`` (default: all): only the first k steps run on the reference too and
+    are compared; then the model trains on alone (in the ``sim`` tier that halves the cost of
+    a longer run). ``after_step(record)``, if given, is called with the :class:`SideBySide` so
+    far after every step; returning False stops the training there.
 
     This is how a chapter shows that kernels of your own train the network exactly as gpulab's
     do: ``train_side_by_side(KernelBackend(kernels={...}), X, y, [64, 16, 10])``. In the
     ``sim`` tier every step runs in the simulator: keep the batch small (8-16) and the widths
     narrow.
     """
+    compared_steps = steps if compared_steps is None else min(int(compared_steps), steps)
     reference_model = MLP(list(widths), activation, reference, dtype, seed)
     model = reference_model.copy(backend=backend)
     y = reference_model.check_labels(y, np.asarray(X).shape[0])
@@ -442,24 +460,28 @@ def train_side_by_side(backend, X, y, widths, reference="kernels", steps: int = 
                 for m in (model, reference_model)]
     record = SideBySide(model.backend.describe(), reference_model.backend.describe(),
                         list(widths), int(batch_size), seed, repr(trainers[0].optimiser),
-                        model=model)
+                        model=model, trainer=trainers[0])
     rng = np.random.default_rng(seed)
     batches: list[np.ndarray] = []
     while len(batches) < steps:
         batches += minibatch_indices(len(y), batch_size, rng)
     scale = 0.0
-    for batch in batches[:steps]:
-        record.losses.append(trainers[0].step(X[batch], y[batch]))
-        record.reference_losses.append(trainers[1].step(X[batch], y[batch]))
-        got, want = model.state(), reference_model.state()
-        gaps = {name: float(np.max(np.abs(got[name].astype(np.float64) - want[name]),
-                                   initial=0.0)) for name in want}
-        gaps = {name: (np.inf if np.isnan(gap) else gap) for name, gap in gaps.items()}
-        worst = max(gaps, key=gaps.get)
-        record.differences.append(gaps[worst])
-        record.worst.append(worst)
-        scale = max(scale, *(float(np.max(np.abs(w))) for w in want.values()))
-    record.tolerance = _parameter_tolerance(dtype, scale)
+    for k, batch in enumerate(batches[:steps]):
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is reported
+            record.losses.append(trainers[0].step(X[batch], y[batch]))
+        if k < compared_steps:
+            record.reference_losses.append(trainers[1].step(X[batch], y[batch]))
+            got, want = model.state(), reference_model.state()
+            gaps = {name: float(np.max(np.abs(got[name].astype(np.float64) - want[name]),
+                                       initial=0.0)) for name in want}
+            gaps = {name: (np.inf if np.isnan(gap) else gap) for name, gap in gaps.items()}
+            worst = max(gaps, key=gaps.get)
+            record.differences.append(gaps[worst])
+            record.worst.append(worst)
+            scale = max(scale, *(float(np.max(np.abs(w))) for w in want.values()))
+            record.tolerance = _parameter_tolerance(dtype, scale)
+        if after_step is not None and after_step(record) is False:
+            break
     return record
 
 

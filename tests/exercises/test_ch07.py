@@ -413,21 +413,53 @@ def test_minibatch_stub_is_not_attempted():
 
 # --- your kernels train the network ---------------------------------------------------------------
 
-FAST = {"steps": 2, "batch_size": 4, "widths": (64, 8, 10)}
+FAST = {"steps": 2, "batch_size": 4, "widths": (64, 8, 10), "compared_steps": 2}
+# the chapter's network, long enough to pass (about 45 % held-out after 6 steps of 16 from seed 0)
+SHORT_PASS = {"steps": 6, "compared_steps": 2}
 
 
-def test_training_with_the_solutions_matches_gpulab_and_passes():
+def test_training_with_the_solutions_matches_gpulab_trains_and_passes():
     run = ch07.train_with_your_kernels({"softmax_cross_entropy_backward": loss_gradient,
                                         "adam_update": adam, "bias_activation": None},
-                                       show=False, **FAST)
+                                       show=False, **SHORT_PASS)
     assert run.yours == ["softmax_cross_entropy_backward", "adam_update"]
     assert run.origins["bias_activation"] == "gpulab's"
     assert run.origins["adam_update"] == "yours (adam)"
-    assert run.matches and run.loss_fell, run.report()
+    assert run.matches and run.loss_fell and run.above_chance, run.report()
+    assert run.steps == 6 and run.side_by_side.compared == 2 and not run.stopped
+    assert [e[0] for e in run.evaluations] == list(range(7))  # before, then after every step
     result = ch07.check_training(run, show=False)
     assert result.passed, result
     assert "matched gpulab's kernels to rounding" in result.message
-    assert "yours (loss_gradient)" in run.report() and "held-out digits: loss" in run.report()
+    assert "held-out accuracy rose from" in result.message
+    report = run.report()
+    assert "yours (loss_gradient)" in report and "held-out digits (359" in report
+    assert "64 -> 16 -> 10 (1,210 parameters), 6 steps of 16 digits" in run.describe()
+    assert "s per step" in run.describe() and run.seconds > 0
+    assert "minutes" in run.versus_recipe() or run.tier == "gpu"
+
+
+def test_the_run_plots_its_loss_and_held_out_accuracy():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run = fake_run([2.3, 2.2, 2.0, 1.5], [(0, 2.3, 0.1), (1, 2.2, 0.2), (2, 2.0, 0.3),
+                                          (3, 1.8, 0.4), (4, 1.5, 0.5)])
+    fig = run.plot()
+    loss_ax, accuracy_ax = fig.axes
+    assert list(loss_ax.lines[0].get_ydata()) == [2.3, 2.2, 2.0, 1.5]
+    assert list(accuracy_ax.lines[0].get_ydata()) == [10, 20, 30, 40, 50]
+    plt.close(fig)
+
+
+def test_the_chapters_run_is_long_enough_and_stays_small():
+    """The run the notebook shows: more steps than the 4 it used to have, the chapter's
+    network, and the check's bar well above chance."""
+    assert ch07.TRAINING["steps"] >= 16 and ch07.TRAINING["widths"] == (64, 16, 10)
+    assert 0.3 <= ch07.MIN_ACCURACY <= 0.6
+    assert ch07.TRAINING["compared_steps"] >= 2  # step 2 shows a step-blind bias correction
 
 
 def test_training_with_stubs_falls_back_to_gpulab_and_is_not_attempted():
@@ -445,6 +477,24 @@ def test_a_learner_bug_is_caught_step_for_step_and_blamed_on_the_update():
     result = ch07.check_training(run, show=False)
     assert_result(result, FAILED, "after step 2")
     assert "backward pass or the update" in result.message and "adam_update" in result.hint
+
+
+@cuda.jit
+def loss_gradient_reversed(probs, labels, scale, dlogits):  # climbs the loss
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == labels[r] else 0.0
+        dlogits[r, c] = (target - probs[r, c]) * scale
+
+
+def test_a_wrong_loss_gradient_stops_the_run_at_its_first_step_and_is_named():
+    run = ch07.train_with_your_kernels({"softmax_cross_entropy_backward": loss_gradient_reversed,
+                                        "adam_update": adam}, show=False,
+                                       **{**FAST, "steps": 5})
+    assert run.steps == 1 and "step 1 differs" in run.stopped  # no time spent training on
+    result = ch07.check_training(run, show=False)
+    assert_result(result, FAILED, "after step 1")
+    assert "softmax_cross_entropy_backward" in result.hint
 
 
 def test_a_wrong_forward_kernel_is_blamed_on_the_forward_pass():
@@ -478,3 +528,52 @@ def test_a_refused_kernel_is_reported_and_training_goes_on():
     assert "takes 11 parameters" in run.notes[1]
     assert "settings" in str(pytest.raises(TypeError, ch07.train_with_your_kernels, {},
                                            epochs=3).value)
+
+
+# runs judged without training: what check_training says about each way a long run can end
+
+
+def fake_run(losses, evaluations, compared=2):
+    """A YourTraining whose compared steps matched, with these batch losses and
+    (step, held-out loss, held-out accuracy) evaluations."""
+    from gpulab.nn.trainer import SideBySide
+
+    side = SideBySide("yours", "gpulab's CUDA kernels", [64, 16, 10], 16, 0, "Adam",
+                      losses=list(losses), reference_losses=list(losses[:compared]),
+                      differences=[0.0] * compared, worst=["layer0.W"] * compared,
+                      tolerance=1e-5)
+    return ch07.YourTraining({"softmax_cross_entropy_backward": loss_gradient,
+                              "adam_update": adam}, side_by_side=side,
+                             evaluations=list(evaluations), seconds=1.0,
+                             settings=dict(ch07.TRAINING), n_train=1438, n_test=359, tier="sim")
+
+
+def test_a_run_that_diverged_fails_naming_the_step_and_your_kernels():
+    run = fake_run([2.3, 2.0, 1.9, math.inf], [(0, 2.3, 0.1), (4, math.nan, 0.1)])
+    result = ch07.check_training(run, show=False)
+    assert_result(result, FAILED, "the loss of step 4 is inf")
+    assert "softmax_cross_entropy_backward, adam_update" in result.message
+    assert "adam_update" in result.hint and "learning rate" in result.hint
+
+
+def test_a_run_whose_loss_did_not_fall_fails():
+    run = fake_run([2.3, 2.2, 2.4, 2.3, 2.5, 2.4, 2.3, 2.4], [(0, 2.30, 0.1), (8, 2.31, 0.5)])
+    result = ch07.check_training(run, show=False)
+    assert_result(result, FAILED, "the loss did not fall")
+    assert "2.250 (first 2 steps) -> 2.350 (last 2)" in result.message
+    assert "steps=" in result.hint
+
+
+def test_a_run_that_stays_near_chance_fails_with_its_accuracy():
+    run = fake_run([2.3, 2.2, 2.1, 2.0], [(0, 2.3, 0.1), (4, 2.0, 0.25)])
+    result = ch07.check_training(run, show=False)
+    assert_result(result, FAILED, "held-out accuracy is 25.0%")
+    assert "under the 40%" in result.message and "steps=" in result.hint
+
+
+def test_a_run_that_fell_and_learned_passes():
+    run = fake_run([2.3, 2.2, 1.5, 1.2], [(0, 2.3, 0.1), (4, 1.1, 0.7)])
+    result = ch07.check_training(run, show=False)
+    assert result.passed, result
+    assert "rose from 10.0% to 70.0%" in result.message
+    assert run.loss_first_last == (2.3, 1.2)

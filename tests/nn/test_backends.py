@@ -75,6 +75,23 @@ def test_train_side_by_side_of_identical_kernels_matches():
     assert "rounding allows" in side.table() and "differs" not in side.table()
 
 
+def test_train_side_by_side_compares_the_first_steps_then_trains_on_alone():
+    X, y = small_problem(batch=12)
+    seen = []
+
+    def after_step(record):
+        seen.append((record.steps, record.compared))
+        return record.steps < 3  # stop after step 3 of 4
+
+    side = train_side_by_side(KernelBackend(), X, y, [7, 6, 4], steps=4, batch_size=4,
+                              compared_steps=1, after_step=after_step)
+    assert seen == [(1, 1), (2, 1), (3, 1)]
+    assert side.steps == 3 and side.compared == 1 and side.matches
+    assert len(side.differences) == len(side.reference_losses) == 1
+    assert side.trainer.model is side.model and side.trainer.optimiser.steps == 3
+    assert side.table().count("\n") == 2  # the header, one compared step, the reference line
+
+
 @cuda.jit
 def adam_without_correction(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
                             weight_decay):
