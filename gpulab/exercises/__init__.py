@@ -28,9 +28,20 @@ from gpulab.lazy import exported_names, lazy_exports
 _MODULES = {
     "checks": ("CheckResult",),
     "reveal": ("compare_yours", "try_it"),
-    "ch00": ("check_blocks_for", "check_first_launch"),
+    "ch00": ("check_blocks_for", "check_first_launch", "check_launch_by_hand"),
     "ch01": ("check_multiply", "check_dot_atomic", "check_block_sum"),
     "ch02": ("check_saxpy", "check_time_saxpy", "check_copy_grid_stride"),
+    "ch03": ("check_matmul_naive", "check_matmul_tiled"),
+    "ch04": ("check_decode", "check_matvec_fp32", "check_quantise_fp8"),
+    "ch05": ("check_traffic", "check_bias_activation", "check_softmax_cross_entropy"),
+    "ch06": ("check_dense_backward", "check_bias_activation_backward", "check_bias_grad",
+             "check_transpose_tiled", "check_numeric_gradient"),
+    "ch07": ("check_minibatches", "check_loss_gradient", "check_adam", "check_training"),
+    "ch08": ("check_launch_bound", "check_throughput", "check_evaluate_batch"),
+    "ch09": ("check_activation_bytes", "check_accumulated_gradients", "check_accumulate"),
+    "ch10": ("check_loss_scale_update", "check_delayed_scale", "check_amax_nonfinite"),
+    "ch11": ("check_ring_allreduce", "check_add_chunk", "check_allreduce_time"),
+    "ch12": ("check_percentile", "check_inference", "check_joules_per_thousand"),
 }
 
 

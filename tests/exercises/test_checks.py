@@ -682,3 +682,14 @@ def test_watch_host_code_records_clocks_however_imported_and_cuda_events():
     assert watch.events[0][1][0] == "perf_counter" and watch.events[1][1][0] == "process_time_ns"
     assert watch.events[2][1] == ("event", None)
     assert now_from_time_import is time.perf_counter  # restored
+
+
+def test_every_chapters_checks_are_exported_from_the_package():
+    import importlib
+
+    import gpulab.exercises as exercises
+
+    for chapter in range(13):
+        module = importlib.import_module(f"gpulab.exercises.ch{chapter:02d}")
+        for name in (n for n in module.__all__ if n.startswith("check_")):
+            assert getattr(exercises, name) is getattr(module, name), name
