@@ -52,12 +52,14 @@ from gpulab.exercises.checks import (
 # --- exercise 1: the loss gradient -------------------------------------------------------------
 
 LOSS_GRADIENT_STUB_HINT = (
-    "one thread per element: `c, r = cuda.grid(2)` (x along the classes), a guard on both, then "
-    "the probability minus 1 in the label's column (0 elsewhere), times scale."
+    "one thread per element of dlogits, from a 2-D grid whose x runs along the classes (the "
+    "columns) and y along the samples (the rows); a guard on both; then the probability minus "
+    "the one-hot target (1 in the label's column, 0 elsewhere), times scale."
 )
 LOSS_GUARD_HINT = (
-    "guard both directions: `if r < probs.shape[0] and c < probs.shape[1]:`. The blocks at the "
-    "right and bottom edges are only partly used."
+    "guard both directions: a thread whose row is past the last sample, or whose column is past "
+    "the last class, must write nothing. The blocks at the right and bottom edges are only "
+    "partly used."
 )
 NORMALISATION_HINT = (
     "the loss is the MEAN over the batch, so each sample's gradient is divided by the batch "
@@ -129,8 +131,8 @@ def _loss_gradient_trial(kernel, trial: Trial2D) -> None:
             raise CheckFailedError(
                 f"{int(unwritten.sum())} of {got.size} elements of dlogits were never written, "
                 f"exactly those a kernel with rows and columns swapped misses ({trial}).",
-                "`cuda.grid(2)` returns x first, and x runs along the classes (columns): "
-                "`c, r = cuda.grid(2)`.")
+                "`cuda.grid(2)` returns x first, and x runs along the classes: its first "
+                "value is the column, its second the row.")
     p = probs.astype(np.float64)
     onehot = np.zeros_like(p)
     onehot[np.arange(batch), labels] = 1
@@ -146,7 +148,8 @@ def _loss_gradient_trial(kernel, trial: Trial2D) -> None:
                 (p - onehot) / classes, NORMALISATION_HINT + " The batch is probs.shape[0] "
                                                             "(rows), not the classes."),
             "probs * scale: the one-hot target is missing": (
-                p * float(scale), "subtract 1 in the label's column: `if c == labels[r]`."),
+                p * float(scale), "the target is 1 in the column of each row's label (0 in "
+                                  "the others): subtract it."),
             "(probs + onehot) * scale: the target added": (
                 (p + onehot) * float(scale), "subtract the one-hot target: p - 1 in the "
                                              "label's column."),
@@ -184,9 +187,10 @@ def _blame_block(kernel, trial: Trial2D, error) -> None:
 # --- exercise 2: the Adam update ---------------------------------------------------------------
 
 ADAM_STUB_HINT = (
-    "with `i = cuda.grid(1)` and a guard: g = grad + weight_decay * param; update m[i] and v[i] "
-    "(running averages of g and g * g); then move param[i] by lr * m_hat / (sqrt(v_hat) + eps), "
-    "where m_hat = m / correction1 and v_hat = v / correction2."
+    "one thread per element (its global 1-D index), guarded against the parameter's length; "
+    "then the table above the exercise, line by line and in its order: the gradient with the "
+    "weight decay, the new running averages m and v (stored as they are), then the move of "
+    "param with their bias-corrected values."
 )
 ADAM_STEPS = 3
 ADAM_TOLERANCE = {"rtol": 2e-5, "atol": 2e-6}  # float32 arithmetic in any sensible order
@@ -263,7 +267,8 @@ ADAM_MISTAKES = {
         "continues from them."),
     "eps_inside": (
         "eps inside the square root: sqrt(v_hat + eps)",
-        "add eps after the square root: sqrt(v_hat) + eps (as torch.optim.Adam)."),
+        "eps belongs outside the square root, as in the table above and torch.optim.Adam: it "
+        "only keeps the division safe where v_hat is 0."),
     "no_one_minus": (
         "running averages without the (1 - beta) factors",
         "m = beta1 * m + (1 - beta1) * g: a weighted average, whose weights add up to 1."),
@@ -272,12 +277,12 @@ ADAM_MISTAKES = {
         "subtract the step: param[i] -= ... (down the gradient, to lower the loss)."),
     "no_weight_decay": (
         "Adam with weight_decay ignored",
-        "add the L2 term to the gradient first: g = grad[i] + weight_decay * param[i] (as "
-        "torch.optim.Adam; the training recipe uses 0, this check does not)."),
+        "torch.optim.Adam adds the L2 term, weight_decay times the parameter, to the gradient "
+        "before m and v see it (the training recipe uses 0; this check does not)."),
     "decoupled_weight_decay": (
         "AdamW's decoupled weight decay (param shrunk separately)",
-        "this exercise is torch.optim.Adam: the weight decay goes into g = grad[i] + "
-        "weight_decay * param[i], before m and v."),
+        "this exercise is torch.optim.Adam, not AdamW: the weight decay joins the gradient "
+        "before m and v are updated, instead of shrinking param separately."),
 }
 
 
@@ -295,12 +300,12 @@ def _moved_problem(start: np.ndarray, got: np.ndarray, trial: Trial) -> CheckFai
     if np.array_equal(where[still], where[where >= tpb]):
         return CheckFailedError(
             f"only the first block's elements moved (param[0..{tpb - 1}]) ({trial}).",
-            "use the global index `i = cuda.grid(1)`, not `cuda.threadIdx.x` alone, which "
-            "repeats in every block.")
+            "each thread needs its global index (its block and its thread together), not "
+            "`cuda.threadIdx.x` alone, which repeats in every block.")
     if np.array_equal(where[still], where[where >= (trial.blocks - 1) * tpb]):
         return CheckFailedError(f"the last, partial block's elements never moved ({trial}).",
-                                "the guard should stop only threads with i >= n: "
-                                "`if i < param.shape[0]:`.")
+                                "the guard should stop only the threads past the "
+                                "parameter's last element.")
     return CheckFailedError(f"{int(still.sum())} of {n} elements of param never moved "
                             f"({trial}).", ADAM_STUB_HINT)
 
@@ -414,14 +419,13 @@ def _first_wrong_step(kernel, trial: Trial, p0, grads, floats) -> str:
 # --- exercise 3: mini-batches ----------------------------------------------------------------
 
 MINIBATCH_STUB_HINT = (
-    "shuffle all the indices with rng.permutation(n_samples), then cut the shuffled order into "
-    "slices of batch_size (the last slice may be shorter)."
+    "shuffle all the sample numbers once, with the generator you are given, then cut the "
+    "shuffled order into slices of batch_size (the last slice may be shorter)."
 )
 MIX_HINT = (
-    "shuffle ALL the indices first, then cut the shuffled order into batches: "
-    "rng.permutation(n_samples)[start:start + batch_size]. Shuffling inside each batch, or only "
-    "the order of the batches, leaves every batch made of neighbouring samples — with the "
-    "digits stored class by class, a batch of one class."
+    "shuffle ALL the indices first, then cut the shuffled order into batches. Shuffling inside "
+    "each batch, or only the order of the batches, leaves every batch made of neighbouring "
+    "samples — with the digits stored class by class, a batch of one class."
 )
 
 
@@ -448,7 +452,8 @@ def _as_batches(batches, n: int, where: str) -> list[np.ndarray]:
             kind = type(batch).__name__ if array.dtype == object else f"{array.dtype} values"
             raise CheckFailedError(
                 f"batch {k} holds {kind}: a batch is an array of whole-number sample indices "
-                f"{where}.", "rng.permutation(n_samples) gives int64 indices; slice it.")
+                f"{where}.", "a batch holds sample numbers (whole numbers), not the samples' "
+                             "values: shuffle the numbers 0 .. n_samples - 1 and slice them.")
         if array.dtype == bool:
             raise CheckFailedError(f"batch {k} is a True/False mask; return the indices "
                                    f"themselves {where}.", MINIBATCH_STUB_HINT)
@@ -467,6 +472,19 @@ def _unmixed(batches: list[np.ndarray]) -> bool:
     classes. A real shuffle of 3 or more batches essentially never does that."""
     sized = [b for b in batches if b.size >= 2]
     return bool(sized) and all(int(b.max() - b.min()) < 2 * b.size for b in sized)
+
+
+def _unmixed_failure(batches: list[np.ndarray], batch_size: int,
+                     where: str) -> CheckFailedError:
+    """The failure for batches of neighbouring samples: shuffled only inside each batch, or
+    only the order of the stored order's slices."""
+    in_order = all(b.min() == k * batch_size for k, b in enumerate(batches))
+    what = ("the samples are shuffled only inside each batch: the batches still come in the "
+            "stored order" if in_order else
+            "only the order of the batches is shuffled: each batch is a slice of the stored "
+            "order")
+    return CheckFailedError(f"{what}, so each batch holds neighbouring samples only {where}.",
+                            MIX_HINT)
 
 
 def check_minibatches(function, seed: int | None = None, show: bool = True) -> CheckResult:
@@ -498,36 +516,37 @@ def check_minibatches(function, seed: int | None = None, show: bool = True) -> C
         if len(everything) != n or np.any(counts != 1):
             missing, repeated = int(np.sum(counts == 0)), int(np.sum(counts > 1))
             hint = ("a sample that repeats was drawn with replacement (rng.integers, "
-                    "rng.choice): rng.permutation(n_samples) holds each index exactly once."
+                    "rng.choice): a shuffle of all the indices, a permutation, holds each "
+                    "exactly once."
                     if repeated else MINIBATCH_STUB_HINT)
             raise CheckFailedError(f"the batches hold {len(everything)} indices for {n} samples:"
                                    f" {missing} samples missing, {repeated} repeated {where}.",
                                    hint)
         sizes = [len(b) for b in batches]
-        if sizes != [batch_size] * full + ([rest] if rest else []):
+        expected_sizes = [batch_size] * full + ([rest] if rest else [])
+        if sizes != expected_sizes:
+            if sorted(sizes) == sorted(expected_sizes) and _unmixed(batches):
+                raise _unmixed_failure(batches, batch_size, where)
             shown = f"{sizes[:6]}{'...' if len(sizes) > 6 else ''}"
             raise CheckFailedError(f"the batch sizes are {shown}: expected {full} batches of "
                                    f"{batch_size} then one of {rest} {where}.",
-                                   MINIBATCH_STUB_HINT)
+                                   "cut the shuffled order into consecutive slices of "
+                                   "batch_size: only the last one may be shorter.")
         if np.array_equal(everything, np.arange(n)):
             raise CheckFailedError(f"the samples come in their stored order {where}.",
-                                   "shuffle with rng.permutation(n_samples): digits stored "
-                                   "class by class would give batches of one class each.")
+                                   "shuffle the indices with the generator you are given: "
+                                   "digits stored class by class would give batches of one "
+                                   "class each.")
         if _unmixed(batches):
-            in_order = all(b.min() == k * batch_size for k, b in enumerate(batches))
-            kind = ("shuffled only inside each batch: the batches still come in the stored "
-                    "order" if in_order else
-                    "the batches are the stored order's slices, shuffled as wholes")
-            raise CheckFailedError(f"the samples are {kind}, so each batch holds neighbouring "
-                                   f"samples only {where}.", MIX_HINT)
+            raise _unmixed_failure(batches, batch_size, where)
         again = _as_batches(call_learner(function, n, batch_size, np.random.default_rng(seed)),
                             n, where)
         other = _as_batches(call_learner(function, n, batch_size,
                                          np.random.default_rng(seed + 1)), n, where)
         if not np.array_equal(np.concatenate(again), everything):
             raise CheckFailedError(f"the same seed gave a different order {where}.",
-                                   "shuffle with the rng you are given (rng.permutation), not "
-                                   "np.random: a seed must repeat a run exactly.")
+                                   "shuffle with the rng you are given, not np.random: a "
+                                   "seed must repeat a run exactly.")
         if np.array_equal(np.concatenate(other), everything):
             raise CheckFailedError(f"two different generators gave the same order {where}.",
                                    "use the rng argument to shuffle.")
