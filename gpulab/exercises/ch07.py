@@ -45,9 +45,9 @@ from gpulab.exercises.checks import (
     launch,
     padded,
     read_back,
-    run_check,
     start_kernel,
 )
+from gpulab.exercises.spec import CheckSpec
 
 # --- exercise 1: the loss gradient -------------------------------------------------------------
 
@@ -74,6 +74,19 @@ def _loss_trials(seed: int, dtype) -> list[Trial2D]:
     return [draw_2d("check_loss_gradient", seed, dtype, case) for case in range(2)]
 
 
+LOSS_GRADIENT = CheckSpec(
+    "loss_gradient", "my_loss_gradient(probs, labels, scale, dlogits)", LOSS_GRADIENT_STUB_HINT,
+    parameters=4, title="2. the loss gradient kernel",
+    call="check_loss_gradient(my_loss_gradient)",
+    holds="`(p − onehot) · scale` with scale = 1 / batch, as gpulab's "
+          "`softmax_cross_entropy_backward(probs, labels, scale, dlogits)`, on two random "
+          "batches (rows ≠ cols, neither a multiple of the block) and block shapes",
+    also="the wrong normalisation by batch size (none, twice, by the classes); the target "
+         "missing, added or in every column; the sign reversed; swapped rows and columns; a "
+         "hard-coded block size; a missing guard; a write into probs; simulator-only code; "
+         "gpulab's own kernel")
+
+
 def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32,
                         show: bool = True) -> CheckResult:
     """Check ``kernel(probs, labels, scale, dlogits)`` against
@@ -96,7 +109,7 @@ def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32,
                                f"{t.block[0]} x {t.block[1]}" for t in trials)
                 + f" (seed={seed}).")
 
-    return run_check("loss_gradient", body, seed, show)
+    return LOSS_GRADIENT.run(body, seed, show, learner=(kernel,))
 
 
 def _loss_gradient_trial(kernel, trial: Trial2D) -> None:
@@ -310,6 +323,19 @@ def _moved_problem(start: np.ndarray, got: np.ndarray, trial: Trial) -> CheckFai
                             f"({trial}).", ADAM_STUB_HINT)
 
 
+ADAM = CheckSpec(
+    "adam", "my_adam(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2, "
+    "weight_decay)", ADAM_STUB_HINT, parameters=11, title="3. the Adam update kernel",
+    call="check_adam(my_adam)",
+    holds="three Adam steps in a row from m = v = 0, as gpulab's `adam_update`, with random "
+          "betas, a visible ε and weight decay, on sizes that are not a multiple of the block",
+    also="a missing bias correction; a correction stuck at step 1 (the step count ignored); "
+         "param moved with the old m and v (wrong order); m and v stored corrected or not "
+         "stored; ε inside the square root; corrections or betas swapped; the (1 − β) factors "
+         "missing; `+=`; weight decay ignored or decoupled as in AdamW; v averaging g instead "
+         "of g²; a missing guard; the first block only; gpulab's own kernel")
+
+
 def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = None,
                dtype=np.float32, show: bool = True) -> CheckResult:
     """Check ``kernel(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
@@ -393,7 +419,7 @@ def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = 
             f"steps; the first is param[{first}]: expected {want_p[first]:.6g}, got "
             f"{got['param'][first]:.6g}{first_step} ({where}).", ADAM_STUB_HINT)
 
-    return run_check("adam", body, seed, show)
+    return ADAM.run(body, seed, show, learner=(kernel,))
 
 
 def _first_wrong_step(kernel, trial: Trial, p0, grads, floats) -> str:
@@ -487,6 +513,18 @@ def _unmixed_failure(batches: list[np.ndarray], batch_size: int,
                             MIX_HINT)
 
 
+MINIBATCHES = CheckSpec(
+    "minibatches", "minibatches(n_samples, batch_size, rng) -> list of index arrays",
+    MINIBATCH_STUB_HINT, title="1. the mini-batches of an epoch",
+    call="check_minibatches(minibatches)",
+    holds="every sample exactly once per epoch, shuffled by the given generator across the "
+          "whole epoch, the last (partial) batch kept",
+    also="shuffling only inside each batch or only the order of the batches (every batch still "
+         "neighbouring samples); drawing with replacement; the partial batch dropped; no or "
+         "unseeded shuffling; a result of the wrong type (None, one flat array, floats, a "
+         "mask, indices out of range)")
+
+
 def check_minibatches(function, seed: int | None = None, show: bool = True) -> CheckResult:
     """Check ``function(n_samples, batch_size, rng)``: batches of ``batch_size`` whole-number
     indices (the last one may be smaller), every sample exactly once, shuffled by ``rng``
@@ -553,7 +591,7 @@ def check_minibatches(function, seed: int | None = None, show: bool = True) -> C
         return (f"{len(batches)} batches, every sample once, mixed across the epoch by rng "
                 f"{where}.")
 
-    return run_check("minibatches", body, seed, show)
+    return MINIBATCHES.run(body, seed, show, learner=(function,))
 
 
 # --- your kernels train the network --------------------------------------------------------------
@@ -885,6 +923,18 @@ def train_with_your_kernels(kernels: dict, data=None, show: bool = True,
 FORWARD_KERNELS = ("matmul", "bias_activation", "softmax_cross_entropy")
 
 
+TRAINING_CHECK = CheckSpec(
+    "your kernels train the network", "the run of train_with_your_kernels(...)", "",
+    title="4. your kernels train the network", call="check_training(run)",
+    holds="the learner's loss-gradient and Adam kernels (and any chapter 05–06 kernels pasted "
+          "in) train 64 → 16 → 10 for 16 steps of 16 digits, the first 2 equal to gpulab's "
+          "kernels' run to float32 rounding, then alone: the batch loss and the held-out loss "
+          "fall and the held-out accuracy reaches 40 % (chance: 10 %)",
+    also="a mismatch names the first step and parameter and blames the forward kernels when "
+         "the loss differs, the backward or update kernels otherwise; a loss that became "
+         "inf/NaN names the step and the learner's kernels; a kernel that crashed is named")
+
+
 def check_training(run, show: bool = True) -> CheckResult:
     """Judge a :func:`train_with_your_kernels` run: this chapter's two kernels
     (:data:`THIS_CHAPTER`) ran as yours, every compared step matched gpulab's kernels to
@@ -961,11 +1011,12 @@ def check_training(run, show: bool = True) -> CheckResult:
                 f"{last:.3f} and the held-out accuracy rose from {100 * acc_before:.1f}% to "
                 f"{100 * acc_after:.1f}% (loss {before:.3f} -> {after:.3f}).")
 
-    return run_check("your kernels train the network", body, 0, show)
+    return TRAINING_CHECK.run(body, 0, show)
 
 
 __all__ = [
-    "ADAM_MISTAKES", "MIN_ACCURACY", "THIS_CHAPTER", "TRAINING", "YourTraining", "check_adam",
+    "ADAM", "ADAM_MISTAKES", "LOSS_GRADIENT", "MINIBATCHES", "MIN_ACCURACY", "THIS_CHAPTER",
+    "TRAINING", "TRAINING_CHECK", "YourTraining", "check_adam",
     "check_loss_gradient", "check_minibatches", "check_training", "train_with_your_kernels",
     "your_kernels",
 ]
