@@ -21,6 +21,10 @@ notebook. Left out are:
 A cell that mixes gpulab's results with the learner's (a ``try: … except NotImplementedError``
 part) is left out whole; split it in ``solutions/`` and the dashboard keeps gpulab's part.
 
+Where a kept cell shows gpulab's version of an exercise with
+:func:`~gpulab.exercises.reveal.compare_yours`, a cell after the first one tells it to show it at
+once (:func:`with_versions`): there is no attempt to wait for.
+
 Everything else runs as in the notebook. To see what a chapter's dashboard leaves out, and why::
 
     python -m gpulab.dashboard course/01_dot_product.ipynb
@@ -29,6 +33,7 @@ Everything else runs as in the notebook. To see what a chapter's dashboard leave
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import symtable
 import sys
@@ -113,12 +118,23 @@ def without_exercise_text(markdown: str) -> str:
     return "\n".join(kept).rstrip() + ("\n" if markdown.endswith("\n") else "")
 
 
+def imported_names(source: str) -> set[str]:
+    """The names a cell binds with ``import`` statements."""
+    try:
+        tree = ast.parse(_as_python(source))
+    except SyntaxError:
+        return set()
+    return {(alias.asname or alias.name).split(".")[0] for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom) for alias in node.names}
+
+
 def plan(notebook) -> tuple[list, list[LeftOut]]:
     """The cells a dashboard shows (Markdown trimmed where needed) and the ones it leaves out.
 
     The notebook itself is not changed."""
     kept, left_out = [], []
     lost: set[str] = set()  # names that only a left-out cell would have defined
+    kept_bound: set[str] = set()  # names the kept cells define
     for index, cell in enumerate(notebook.cells):
         if EXERCISE_TAG in cell.get("metadata", {}).get("tags", ()):
             left_out.append(LeftOut(index, f"tagged {EXERCISE_TAG!r}"))
@@ -146,9 +162,12 @@ def plan(notebook) -> tuple[list, list[LeftOut]]:
             reason = f"needs {', '.join(sorted(needed & lost))}, defined only by left-out cells"
         else:
             lost -= bound
+            kept_bound |= bound
             kept.append(cell)
             continue
-        lost |= bound
+        # a check cell's `from gpulab.exercises import ch01` imports again what a kept cell
+        # imported: the name is not lost
+        lost |= bound - (imported_names(_source(cell)) & kept_bound)
         left_out.append(LeftOut(index, reason))
     return _without_orphaned_prose(notebook.cells, kept, left_out)
 
@@ -189,8 +208,24 @@ class LeaveOutExercises(Preprocessor):
 
     def preprocess(self, nb, resources):
         nb.cells, left_out = plan(nb)
+        with_versions(nb)
         self.log.info("dashboard: left out %d exercise cells", len(left_out))
         return nb, resources
+
+
+SHOW_VERSIONS = ("from gpulab.exercises.reveal import show_gpulabs_versions\n"
+                 "show_gpulabs_versions()  # a dashboard has no exercises to wait for")
+
+
+def with_versions(nb) -> None:
+    """If a kept cell shows gpulab's version of an exercise with ``compare_yours`` (which waits
+    for the learner's check in a notebook), insert a cell after the first code cell (the one
+    that imports gpulab first) that shows them at once: the dashboard has no exercise to wait
+    for, and gpulab's kernels are its lesson."""
+    sources = [(i, _source(cell)) for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    if not sources or not any("compare_yours(" in source for _, source in sources):
+        return
+    nb.cells.insert(sources[0][0] + 1, nbformat.v4.new_code_cell(SHOW_VERSIONS))
 
 
 def main(argv: list[str] | None = None) -> int:

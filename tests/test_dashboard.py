@@ -183,3 +183,38 @@ def test_the_servers_learners_start_point_jupyter_at_the_dashboards(launcher):
     if launcher == "Makefile":
         lab_recipe = re.search(r"^lab:.*\n\t(.*)", text, re.MULTILINE).group(1)
         assert "$(DASHBOARDS_ENV)" in lab_recipe and "jupyter lab" in lab_recipe
+
+
+def test_a_dashboard_shows_gpulabs_versions_without_waiting_for_a_check():
+    """compare_yours waits for the learner's check, which a dashboard leaves out: the
+    preprocessor tells it not to wait, in a cell right after the one that imports gpulab."""
+    compare = new_code_cell('compare_yours(ch01.MULTIPLY, "elementwise_multiply");')
+    nb = new_notebook(cells=[new_code_cell("import gpulab"), new_markdown_cell("Compare:"),
+                             compare])
+    dashboard.with_versions(nb)
+    assert [c.source for c in nb.cells][:2] == ["import gpulab", dashboard.SHOW_VERSIONS]
+    plain = new_notebook(cells=[new_code_cell("import gpulab"), new_code_cell("print(1)")])
+    dashboard.with_versions(plain)
+    assert len(plain.cells) == 2
+
+
+def test_the_cell_it_adds_runs_and_shows_the_versions(monkeypatch, capsys):
+    from gpulab.exercises import checks, reveal
+
+    monkeypatch.setattr(checks, "_PASSED_EXERCISES", set())
+    monkeypatch.setattr(reveal, "_show_always", [False])
+    exec(dashboard.SHOW_VERSIONS, {})
+    assert reveal.compare_yours("multiply", "elementwise_multiply") is True
+    assert "def elementwise_multiply" in capsys.readouterr().out
+
+
+def test_a_check_cell_importing_again_what_a_kept_cell_imported_loses_no_name():
+    nb = new_notebook(cells=[
+        new_code_cell("import gpulab\nfrom gpulab.exercises import ch01"),
+        new_code_cell("result = ch01.check_multiply(my_multiply)\n"
+                      "from gpulab.exercises import ch01",
+                      metadata={"nbgrader": {"grade": True, "grade_id": "c", "points": 1}}),
+        new_code_cell('compare_yours(ch01.MULTIPLY, "elementwise_multiply");')])
+    kept, left_out = dashboard.plan(nb)
+    assert [c.source for c in kept][-1].startswith("compare_yours(")
+    assert [entry.index for entry in left_out] == [1]

@@ -47,8 +47,6 @@ _JUNK_SUFFIXES = (".pyc", ".egg-info")
 SHOWN_TO_LEARNERS = {
     ("ch01-exercise2-solution", "gpulab/kernels/dot.py"):
         "gpulab's dot_atomic, which chapter 01 prints after the check (\"compare yours\")",
-    ("ch02-exercise3-solution", "gpulab/exercises/ch02.py"):
-        "the grid-stride loop, which the copy check's hint gives a learner who is stuck",
     ("ch09-exercise3-solution", "gpulab/kernels/accumulate.py"):
         "gpulab's accumulate kernel, which runs the chapter's micro-batches until the learner's "
         "passes and is shown after the check",
