@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,7 @@ from gpulab.exercises.checks import (
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial
+from gpulab.instruments import python_function
 
 # --- exercise 1: nearest-rank percentile ------------------------------------------------------
 
@@ -180,6 +182,7 @@ INFER_STUB_HINT = (
 INFER_BATCH_RANGE = {"sim": (70, 200), "gpu": (3000, 9000)}
 INFER_WIDTHS = {"sim": ((5, 12), (9, 24), (4, 8)), "gpu": ((24, 90), (60, 200), (5, 16))}
 INFER_SQUARE = {"sim": (6, 10), "gpu": (12, 40)}
+_INFERENCE_PASSED: weakref.WeakSet = weakref.WeakSet()  # kernels whose check passed
 UNWRITTEN = -1  # out starts as this: a sample still holding it got no answer
 ALL_NEGATIVE_SHARE = 0.3  # of the samples whose logits are all below 0
 
@@ -508,6 +511,7 @@ def check_inference(kernel, seed: int | None = None, threads_per_block: int | No
             return trial
 
         trial = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+        _INFERENCE_PASSED.add(python_function(kernel))
         widths = " and ".join(" → ".join(map(str, p.widths)) for p in problems)
         ties = sum(len(Answers(p.classes(), p, trial).tie_samples) for p in problems)
         return (f"all {trial.n} samples right on networks {widths} ({trial.launched}, "
@@ -518,14 +522,17 @@ def check_inference(kernel, seed: int | None = None, threads_per_block: int | No
 
 def served_by(kernel, model, threads_per_block: int | None = None):
     """A :class:`~gpulab.serving.kernel_model.KernelModel` of ``model`` that serves with
-    ``kernel`` once it has passed :func:`check_inference` in this session, with gpulab's
-    ``fused_mlp_argmax`` otherwise (and says so)."""
+    ``kernel`` once this very kernel (a cell run again makes a new one) has passed
+    :func:`check_inference` in this session, with gpulab's ``fused_mlp_argmax`` otherwise (and
+    says so)."""
     from gpulab.exercises.checks import has_passed
     from gpulab.serving.kernel_model import KernelModel
 
-    if kernel is not None and has_passed(INFERENCE.exercise):
+    if kernel is not None and python_function(kernel) in _INFERENCE_PASSED:
         return KernelModel(model, kernel, "your kernel", threads_per_block)
-    print("your inference kernel has not passed its check in this session: gpulab's "
+    again = " since you last changed it (run its check again)" if kernel is not None and \
+        has_passed(INFERENCE.exercise) else " in this session"
+    print(f"your inference kernel has not passed its check{again}: gpulab's "
           "fused_mlp_argmax serves below instead.")
     return KernelModel(model, None, None, threads_per_block)
 

@@ -1303,7 +1303,7 @@ def index_hint_2d(source: KernelSource, rows: int, cols: int, first: str = "Z") 
         return "your kernel has no guard: " + GUARD_2D_HINT
     if any(isinstance(op, (ast.LtE, ast.GtE)) for node in guards for op in node.ops):
         return ("a guard with `<=` lets through the thread whose index equals the size, one "
-                f"past the end: use `r < {first}.shape[0] and c < {first}.shape[1]`.")
+                f"past the end of {first}: the last valid index is one less than the size.")
     return (f"{first} has {rows} rows and {cols} columns here. Check that the row index goes "
             f"with `.shape[0]` and first in `{first}[r, c]`, the column index with `.shape[1]`, "
             "and that the first value `cuda.grid(2)` gives (x) is the column; then "
@@ -1333,8 +1333,8 @@ def coverage_failure(unwritten: np.ndarray, trial: Trial2D, what: str) -> CheckF
         if np.array_equal(unwritten, skipped):
             return CheckFailedError(
                 f"{words} of {what} were never written ({trial}).",
-                f"the guard is one short: `r < {what}.shape[0]`, not `r < {what}.shape[0] - 1` "
-                "(and likewise for c).")
+                f"the guard is one short: the last row's index is one less than {what}'s "
+                "number of rows, and it must still pass the guard (likewise for the columns).")
     return None
 
 

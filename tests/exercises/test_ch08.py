@@ -445,8 +445,25 @@ WRONG_KERNELS = {
 }
 
 
+@cuda.jit
+def evaluate_sum_in_losses(logits, labels, losses, correct):  # right: the sum kept in losses[s]
+    start = cuda.grid(1)
+    for s in range(start, logits.shape[0], cuda.gridsize(1)):
+        m = logits[s, 0]
+        best = 0
+        for c in range(1, logits.shape[1]):
+            if logits[s, c] > m:
+                m = logits[s, c]
+                best = c
+        losses[s] = 0.0
+        for c in range(logits.shape[1]):
+            losses[s] += math.exp(logits[s, c] - m)
+        losses[s] = math.log(losses[s]) + m - logits[s, labels[s]]
+        correct[s] = 1 if best == labels[s] else 0
+
+
 @pytest.mark.parametrize("kernel", [evaluate_grid_stride, evaluate_while_online,
-                                    evaluate_rounds_guarded])
+                                    evaluate_rounds_guarded, evaluate_sum_in_losses])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_right_evaluation_kernels_pass(kernel, seed):
     result = ch08.check_evaluate_batch(kernel, seed=seed, show=False)

@@ -433,3 +433,13 @@ def test_served_by_uses_yours_only_once_it_passed(monkeypatch, capsys):
     assert after.kernel is infer and after.whose == "your kernel"
     X = np.random.default_rng(0).standard_normal((11, 6)).astype(np.float32)
     np.testing.assert_array_equal(after.predict(X), model.predict(X))
+
+
+def test_served_by_wants_the_kernel_that_passed_not_an_edited_one(capsys):
+    from gpulab.nn.mlp import MLP
+
+    assert ch12.check_inference(infer, seed=3, show=False).passed
+    edited = wrong_kernel(h0="h = 0.0")  # the cell run again, with a mistake
+    served = ch12.served_by(edited, MLP((6, 5, 3), seed=1))
+    assert served.kernel is None
+    assert "since you last changed it" in capsys.readouterr().out
