@@ -410,6 +410,11 @@ _PCIE_NOTE = {
     "PCIe 5.0 x16": "the datasheet's 'PCIe Gen5: 128 GB/s' counts both directions: 64 GB/s each "
                     "way",
 }
+_PCIE_BYTES_PER_S = {  # one direction of the link, as the notes above say
+    "PCIe 3.0 x16": 16 * GB,
+    "PCIe 4.0 x16": 32 * GB,
+    "PCIe 5.0 x16": 64 * GB,
+}
 
 # ---------------------------------------------------------------------------------------------
 # The spec record
@@ -527,8 +532,35 @@ class GPUSpec:
         )
 
 
-def _spec(*, document, sparse_halved=(), flops_notes=None, extra_sources=None, **fields):
-    """A GPUSpec whose every field cites ``document`` unless ``extra_sources`` says otherwise."""
+def _spec(*, document, like=None, whitepaper=None, sparse_halved=(), flops_notes=None,
+          fp64_from_fp32=None, extra_sources=None, **fields):
+    """A GPUSpec whose every field cites ``document`` unless ``extra_sources`` says otherwise.
+
+    - ``like``: a GPUSpec whose figures this GPU shares, all but those in ``fields`` (the H200
+      is the H100 SXM's chip with other memory); the shared figures cite ``document`` too,
+      which states them again. SM count and L2 size are not shared: a whitepaper gives them
+      per product.
+    - ``whitepaper``: the source of ``sm_count`` and ``l2_bytes``. Without one they are None,
+      cited as not published in ``document``.
+    - The host link's per-direction rate follows from its name (:data:`_PCIE_BYTES_PER_S`), and
+      a GPU without NVLink (``nvlink_bytes_per_s=None``) is cited as PCIe only.
+    - ``fp64_from_fp32``: for a datasheet without an FP64 rate, N of its compute capability's
+      1:N FP64:FP32 throughput ratio (:data:`_CUDA_THROUGHPUT_TABLE`): fp64 = fp32 / N, cited
+      as derived.
+    """
+    if like is not None:
+        shared = {name: getattr(like, name) for name in like.__dataclass_fields__
+                  if name not in ("sources", "sm_count", "l2_bytes")}
+        fields = {**shared, "peak_flops": dict(like.peak_flops), **fields}
+    flops_notes = dict(flops_notes or {})
+    if fp64_from_fp32 is not None:
+        fields["peak_flops"] = {"fp64": fields["peak_flops"]["fp32"] / fp64_from_fp32,
+                                **fields["peak_flops"]}
+        cc = ".".join(map(str, fields["compute_capability"]))
+        flops_notes["fp64"] = (f"Not on the datasheet. Derived: fp32 rate / {fp64_from_fp32}, "
+                               f"the FP64:FP32 throughput ratio of compute capability {cc} in "
+                               f"the {_CUDA_THROUGHPUT_TABLE}.")
+    fields.setdefault("host_link_bytes_per_s", _PCIE_BYTES_PER_S[fields["host_link"]])
     sources = {
         name: document
         for name in ("name", "architecture", "compute_capability", "memory_bytes", "memory_type",
@@ -542,6 +574,16 @@ def _spec(*, document, sparse_halved=(), flops_notes=None, extra_sources=None, *
     sources["host_pinned_bytes_per_s"] = PINNED_COPY_SOURCE
     sources["host_pageable_bytes_per_s"] = PAGEABLE_COPY_SOURCE
     sources.update(_flops_sources(document, fields["peak_flops"], sparse_halved, flops_notes))
+    if whitepaper is None:
+        if fields.get("sm_count") is not None or fields.get("l2_bytes") is not None:
+            raise ValueError(f"{fields['key']}: sm_count and l2_bytes need the whitepaper "
+                             "that gives them")
+        sources["sm_count"] = f"{document}: SM count {_NOT_PUBLISHED}"
+        sources["l2_bytes"] = f"{document}: L2 size not published"
+    else:
+        sources["sm_count"] = sources["l2_bytes"] = whitepaper
+    if fields["nvlink_bytes_per_s"] is None:
+        sources["nvlink_bytes_per_s"] = f"{document}: no NVLink (PCIe only)"
     sources.update(extra_sources or {})
     return GPUSpec(sources=sources, **fields)
 
@@ -553,55 +595,29 @@ def _spec(*, document, sparse_halved=(), flops_notes=None, extra_sources=None, *
 _HOPPER_SPARSE = ("tf32", "fp16", "bf16", "fp8", "int8")
 
 H100_SXM = _spec(
-    document=_H100_DATASHEET,
+    document=_H100_DATASHEET, whitepaper=_HOPPER_WHITEPAPER,
     sparse_halved=_HOPPER_SPARSE,
-    key="H100-SXM",
-    name="NVIDIA H100 SXM5 80GB",
-    architecture="Hopper",
-    compute_capability=(9, 0),
-    memory_bytes=80 * GB,
-    memory_bandwidth_bytes_per_s=3.35 * TB,
+    key="H100-SXM", name="NVIDIA H100 SXM5 80GB",
+    architecture="Hopper", compute_capability=(9, 0), tdp_watts=700,
+    memory_bytes=80 * GB, memory_type="HBM3", memory_bandwidth_bytes_per_s=3.35 * TB,
     peak_flops={"fp64": 34 * TERA, "fp64_tensor": 67 * TERA, "fp32": 67 * TERA,
                 "tf32": 494.5 * TERA, "fp16": 989.5 * TERA, "bf16": 989.5 * TERA,
                 "fp8": 1979 * TERA, "int8": 1979 * TERA},
-    host_link="PCIe 5.0 x16",
-    host_link_bytes_per_s=64 * GB,
-    nvlink_bytes_per_s=900 * GB,
-    tdp_watts=700,
-    memory_type="HBM3",
-    sm_count=132,
-    l2_bytes=50 * 2**20,
+    host_link="PCIe 5.0 x16", nvlink_bytes_per_s=900 * GB,
+    sm_count=132, l2_bytes=50 * 2**20,
     extra_sources={
-        "sm_count": _HOPPER_WHITEPAPER,
-        "l2_bytes": _HOPPER_WHITEPAPER,
         "nvlink_bytes_per_s": f"{_H100_DATASHEET}; 'NVLink: 900 GB/s' counts both directions "
                               "(18 fourth-generation links), 450 GB/s each way",
         "tdp_watts": f"{_H100_DATASHEET}; 'up to 700 W (configurable)'",
     },
 )
 
-H200 = _spec(
-    document=_H200_PAGE,
+H200 = _spec(  # the H100 SXM's chip, clocks and power with more, faster memory
+    like=H100_SXM, document=_H200_PAGE,
     sparse_halved=_HOPPER_SPARSE,
-    key="H200",
-    name="NVIDIA H200 SXM 141GB",
-    architecture="Hopper",
-    compute_capability=(9, 0),
-    memory_bytes=141 * GB,
-    memory_bandwidth_bytes_per_s=4.8 * TB,
-    peak_flops={"fp64": 34 * TERA, "fp64_tensor": 67 * TERA, "fp32": 67 * TERA,
-                "tf32": 494.5 * TERA, "fp16": 989.5 * TERA, "bf16": 989.5 * TERA,
-                "fp8": 1979 * TERA, "int8": 1979 * TERA},
-    host_link="PCIe 5.0 x16",
-    host_link_bytes_per_s=64 * GB,
-    nvlink_bytes_per_s=900 * GB,
-    tdp_watts=700,
-    memory_type="HBM3e",
-    sm_count=None,
-    l2_bytes=None,
+    key="H200", name="NVIDIA H200 SXM 141GB",
+    memory_bytes=141 * GB, memory_type="HBM3e", memory_bandwidth_bytes_per_s=4.8 * TB,
     extra_sources={
-        "sm_count": f"{_H200_PAGE}: SM count {_NOT_PUBLISHED}",
-        "l2_bytes": f"{_H200_PAGE}: L2 size not published",
         "nvlink_bytes_per_s": f"{_H200_PAGE}; 'NVLink: 900 GB/s' counts both directions, "
                               "450 GB/s each way",
         "tdp_watts": f"{_H200_PAGE}; 'up to 700 W (configurable)' for H200 SXM",
@@ -611,25 +627,14 @@ H200 = _spec(
 B200 = _spec(
     document=_B200_HGX,
     sparse_halved=("tf32", "fp16", "bf16", "fp8", "fp4", "int8"),
-    key="B200",
-    name="NVIDIA B200 SXM 180GB",
-    architecture="Blackwell",
-    compute_capability=(10, 0),
-    memory_bytes=180 * GB,
-    memory_bandwidth_bytes_per_s=7.7 * TB,
+    key="B200", name="NVIDIA B200 SXM 180GB",
+    architecture="Blackwell", compute_capability=(10, 0), tdp_watts=1000,
+    memory_bytes=180 * GB, memory_type="HBM3e", memory_bandwidth_bytes_per_s=7.7 * TB,
     peak_flops={"fp64": 37 * TERA, "fp64_tensor": 37 * TERA, "fp32": 75 * TERA,
                 "tf32": 1.1 * PETA, "fp16": 2.25 * PETA, "bf16": 2.25 * PETA,
                 "fp8": 4.5 * PETA, "fp4": 9 * PETA, "int8": 4.5 * PETA},
-    host_link="PCIe 5.0 x16",
-    host_link_bytes_per_s=64 * GB,
-    nvlink_bytes_per_s=1800 * GB,
-    tdp_watts=1000,
-    memory_type="HBM3e",
-    sm_count=None,
-    l2_bytes=None,
+    host_link="PCIe 5.0 x16", nvlink_bytes_per_s=1800 * GB,
     extra_sources={
-        "sm_count": f"{_B200_HGX}: SM count {_NOT_PUBLISHED}",
-        "l2_bytes": f"{_B200_HGX}: L2 size not published",
         "memory_bytes": f"{_B200_HGX}: 180 GB HBM3E per GPU; agrees with {_B200_DGX} "
                         "(1,440 GB / 8)",
         "memory_bandwidth_bytes_per_s": (
@@ -650,27 +655,17 @@ B200 = _spec(
 )
 
 A100_SXM = _spec(
-    document=_A100_DATASHEET,
+    document=_A100_DATASHEET, whitepaper=_AMPERE_WHITEPAPER,
     sparse_halved=("tf32", "fp16", "bf16", "int8"),
-    key="A100-SXM",
-    name="NVIDIA A100 SXM4 80GB",
-    architecture="Ampere",
-    compute_capability=(8, 0),
-    memory_bytes=80 * GB,
-    memory_bandwidth_bytes_per_s=2.039 * TB,
+    key="A100-SXM", name="NVIDIA A100 SXM4 80GB",
+    architecture="Ampere", compute_capability=(8, 0), tdp_watts=400,
+    memory_bytes=80 * GB, memory_type="HBM2e", memory_bandwidth_bytes_per_s=2.039 * TB,
     peak_flops={"fp64": 9.7 * TERA, "fp64_tensor": 19.5 * TERA, "fp32": 19.5 * TERA,
                 "tf32": 156 * TERA, "fp16": 312 * TERA, "bf16": 312 * TERA,
                 "int8": 624 * TERA},
-    host_link="PCIe 4.0 x16",
-    host_link_bytes_per_s=32 * GB,
-    nvlink_bytes_per_s=600 * GB,
-    tdp_watts=400,
-    memory_type="HBM2e",
-    sm_count=108,
-    l2_bytes=40 * 2**20,
+    host_link="PCIe 4.0 x16", nvlink_bytes_per_s=600 * GB,
+    sm_count=108, l2_bytes=40 * 2**20,
     extra_sources={
-        "sm_count": _AMPERE_WHITEPAPER,
-        "l2_bytes": _AMPERE_WHITEPAPER,
         "memory_bandwidth_bytes_per_s": f"{_A100_DATASHEET}: 2,039 GB/s (the 40 GB A100 has "
                                         "1,555 GB/s; the 80 GB PCIe card 1,935 GB/s)",
         "nvlink_bytes_per_s": f"{_A100_DATASHEET}; 'NVLink: 600 GB/s' counts both directions "
@@ -681,94 +676,50 @@ A100_SXM = _spec(
 L4 = _spec(
     document=_L4_DATASHEET,
     sparse_halved=("tf32", "fp16", "bf16", "fp8", "int8"),
-    flops_notes={
-        "fp64": f"Not on the datasheet. Derived: fp32 rate / 64, the FP64:FP32 throughput "
-                f"ratio of compute capability 8.9 in the {_CUDA_THROUGHPUT_TABLE}.",
-    },
-    key="L4",
-    name="NVIDIA L4 24GB",
-    architecture="Ada Lovelace",
-    compute_capability=(8, 9),
-    memory_bytes=24 * GB,
-    memory_bandwidth_bytes_per_s=300 * GB,
-    peak_flops={"fp64": 30.3 * TERA / 64, "fp32": 30.3 * TERA, "tf32": 60 * TERA,
-                "fp16": 121 * TERA, "bf16": 121 * TERA, "fp8": 242.5 * TERA,
-                "int8": 242.5 * TERA},
-    host_link="PCIe 4.0 x16",
-    host_link_bytes_per_s=32 * GB,
-    nvlink_bytes_per_s=None,
-    tdp_watts=72,
-    memory_type="GDDR6",
-    sm_count=None,
-    l2_bytes=None,
-    extra_sources={
-        "sm_count": f"{_L4_DATASHEET}: SM count {_NOT_PUBLISHED}",
-        "l2_bytes": f"{_L4_DATASHEET}: L2 size not published",
-        "nvlink_bytes_per_s": f"{_L4_DATASHEET}: no NVLink (PCIe only)",
-    },
+    key="L4", name="NVIDIA L4 24GB",
+    architecture="Ada Lovelace", compute_capability=(8, 9), tdp_watts=72,
+    memory_bytes=24 * GB, memory_type="GDDR6", memory_bandwidth_bytes_per_s=300 * GB,
+    peak_flops={"fp32": 30.3 * TERA, "tf32": 60 * TERA, "fp16": 121 * TERA, "bf16": 121 * TERA,
+                "fp8": 242.5 * TERA, "int8": 242.5 * TERA},
+    fp64_from_fp32=64,
+    host_link="PCIe 4.0 x16", nvlink_bytes_per_s=None,
 )
 
 T4 = _spec(
-    document=_T4_DATASHEET,
+    document=_T4_DATASHEET, whitepaper=_TURING_WHITEPAPER,
     flops_notes={
-        "fp64": f"Not on the datasheet. Derived: fp32 rate / 32, the FP64:FP32 throughput "
-                f"ratio of compute capability 7.5 in the {_CUDA_THROUGHPUT_TABLE}.",
         "fp16": f"{_T4_DATASHEET}: 'Mixed Precision (FP16/FP32) 65 TFLOPS' on the tensor "
                 "cores. Dense (Turing has no sparsity support).",
         "int8": f"{_T4_DATASHEET}: 'INT8 130 TOPS'. Dense.",
     },
-    key="T4",
-    name="NVIDIA T4 16GB",
-    architecture="Turing",
-    compute_capability=(7, 5),
-    memory_bytes=16 * GB,
-    memory_bandwidth_bytes_per_s=320 * GB,
-    peak_flops={"fp64": 8.1 * TERA / 32, "fp32": 8.1 * TERA, "fp16": 65 * TERA,
-                "int8": 130 * TERA},
-    host_link="PCIe 3.0 x16",
-    host_link_bytes_per_s=16 * GB,
-    nvlink_bytes_per_s=None,
-    tdp_watts=70,
-    memory_type="GDDR6",
-    sm_count=40,
-    l2_bytes=4 * 2**20,
+    key="T4", name="NVIDIA T4 16GB",
+    architecture="Turing", compute_capability=(7, 5), tdp_watts=70,
+    memory_bytes=16 * GB, memory_type="GDDR6", memory_bandwidth_bytes_per_s=320 * GB,
+    peak_flops={"fp32": 8.1 * TERA, "fp16": 65 * TERA, "int8": 130 * TERA}, fp64_from_fp32=32,
+    host_link="PCIe 3.0 x16", nvlink_bytes_per_s=None,
+    sm_count=40, l2_bytes=4 * 2**20,
     extra_sources={
-        "sm_count": _TURING_WHITEPAPER,
-        "l2_bytes": _TURING_WHITEPAPER,
         "memory_bandwidth_bytes_per_s": f"{_T4_DATASHEET}: '320+ GB/s'",
         "host_link_bytes_per_s": f"{_T4_DATASHEET}: 'x16 PCIe Gen3', 'interconnect bandwidth "
                                  "32 GB/s' counting both directions: 16 GB/s each way",
-        "nvlink_bytes_per_s": f"{_T4_DATASHEET}: no NVLink (PCIe only)",
     },
 )
 
 RTX_A6000 = _spec(
-    document=_A6000_DATASHEET,
+    document=_A6000_DATASHEET, whitepaper=_GA102_WHITEPAPER,
     flops_notes={
-        "fp64": f"Not on the datasheet. Derived: fp32 rate / 64, the FP64:FP32 throughput "
-                f"ratio of compute capability 8.6 in the {_CUDA_THROUGHPUT_TABLE}.",
         "fp16": f"{_A6000_DATASHEET}: 'Tensor performance 309.7 TFLOPS' is with sparsity; "
                 "halved to the dense 154.85 TFLOPS (fp16/bf16 inputs on the tensor cores).",
         "bf16": f"{_A6000_DATASHEET}: as fp16 (same tensor-core rate on GA102).",
     },
-    key="RTX-A6000",
-    name="NVIDIA RTX A6000 48GB",
-    architecture="Ampere",
-    compute_capability=(8, 6),
-    memory_bytes=48 * GB,
-    memory_bandwidth_bytes_per_s=768 * GB,
-    peak_flops={"fp64": 38.7 * TERA / 64, "fp32": 38.7 * TERA, "fp16": 309.7 / 2 * TERA,
-                "bf16": 309.7 / 2 * TERA},
-    host_link="PCIe 4.0 x16",
-    host_link_bytes_per_s=32 * GB,
-    nvlink_bytes_per_s=112.5 * GB,
-    tdp_watts=300,
-    memory_type="GDDR6",
-    sm_count=84,
-    l2_bytes=6 * 2**20,
+    key="RTX-A6000", name="NVIDIA RTX A6000 48GB",
+    architecture="Ampere", compute_capability=(8, 6), tdp_watts=300,
+    memory_bytes=48 * GB, memory_type="GDDR6", memory_bandwidth_bytes_per_s=768 * GB,
+    peak_flops={"fp32": 38.7 * TERA, "fp16": 309.7 / 2 * TERA, "bf16": 309.7 / 2 * TERA},
+    fp64_from_fp32=64,
+    host_link="PCIe 4.0 x16", nvlink_bytes_per_s=112.5 * GB,
+    sm_count=84, l2_bytes=6 * 2**20,
     extra_sources={
-        "sm_count": _GA102_WHITEPAPER,
-        "l2_bytes": _GA102_WHITEPAPER,
         "nvlink_bytes_per_s": f"{_A6000_DATASHEET}; 112.5 GB/s counts both directions, and "
                               "joins only two cards",
     },
