@@ -35,12 +35,8 @@ from gpulab.exercises.checks import (
     CheckResult,
     KernelError,
     NotAttemptedError,
-    Trial,
-    Trial2D,
     call_learner,
-    default_threads_per_block,
     diagnose_matrix,
-    draw_2d,
     kernel_source,
     launch,
     padded,
@@ -48,6 +44,7 @@ from gpulab.exercises.checks import (
     start_kernel,
 )
 from gpulab.exercises.spec import CheckSpec
+from gpulab.exercises.trial import Trial, default_threads_per_block
 
 # --- exercise 1: the loss gradient -------------------------------------------------------------
 
@@ -67,11 +64,12 @@ NORMALISATION_HINT = (
 )
 
 
-def _loss_trials(seed: int, dtype) -> list[Trial2D]:
-    """Two random batches x classes (:func:`~gpulab.exercises.checks.draw_2d`: sides not
+def _loss_trials(seed: int, dtype) -> list[Trial]:
+    """Two random batches x classes (:meth:`~gpulab.exercises.trial.Trial.draw`: sides not
     multiples of the block, rows != cols, two block shapes, and a grid that a kernel with r
     and c swapped would not cover)."""
-    return [draw_2d("check_loss_gradient", seed, dtype, case) for case in range(2)]
+    return [Trial.draw("check_loss_gradient", seed, dtype, dims=2, case=case)
+            for case in range(2)]
 
 
 LOSS_GRADIENT = CheckSpec(
@@ -112,7 +110,7 @@ def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32,
     return LOSS_GRADIENT.run(body, seed, show, learner=(kernel,))
 
 
-def _loss_gradient_trial(kernel, trial: Trial2D) -> None:
+def _loss_gradient_trial(kernel, trial: Trial) -> None:
     batch, classes = trial.rows, trial.cols
     probs = reference.softmax(trial.normal(batch, classes, scale=2.0).astype(np.float64))
     probs = probs.astype(trial.dtype)
@@ -178,7 +176,7 @@ def _loss_gradient_trial(kernel, trial: Trial2D) -> None:
         raise
 
 
-def _blame_block(kernel, trial: Trial2D, error) -> None:
+def _blame_block(kernel, trial: Trial, error) -> None:
     """If the kernel's source multiplies cuda.blockIdx by a number (a hard-coded block size),
     make the failure's hint say so: this trial's blocks are another size."""
     source = kernel_source(kernel, 4)
@@ -353,7 +351,7 @@ def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = 
     def body(seed: int) -> str:
         start_kernel(kernel, 11, ADAM_STUB_HINT)
         tpb = threads_per_block or default_threads_per_block()
-        trial = Trial.draw("check_adam", seed, tpb, dtype)
+        trial = Trial.draw("check_adam", seed, dtype, block=tpb)
         rng, t = trial.rng, trial.dtype.type
         p0 = trial.uniform(-1, 1)
         grads = [trial.uniform(-1, 1) for _ in range(ADAM_STEPS)]

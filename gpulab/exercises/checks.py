@@ -85,6 +85,7 @@ from gpulab.exercises.compiling import (
     compiler_message,
     numba_type,
 )
+from gpulab.exercises.trial import SIZE_RANGE, Trial, describe_launch, draw_size
 from gpulab.instruments import (
     KernelDidNotFinishError,
     KernelTrace,
@@ -102,9 +103,6 @@ PASSED = "passed"
 NOT_ATTEMPTED = "not attempted"
 FAILED = "failed"
 STATUSES = (PASSED, NOT_ATTEMPTED, FAILED)
-
-# Problem sizes a check draws from, per tier: the simulator costs ~0.1 ms per thread.
-SIZE_RANGE = {"sim": (200, 700), "gpu": (2_000, 20_000)}
 
 GUARD_HINT = (
     "a thread read or wrote past the end of an array: is there a guard, and does it stop the "
@@ -231,7 +229,7 @@ class NotAttemptedError(Exception):
 class KernelError(Exception):
     """The learner's kernel raised (or failed to compile) during a launch; wraps the cause."""
 
-    def __init__(self, cause: BaseException, trial: Launched, index_hint: str = ""):
+    def __init__(self, cause: BaseException, trial: Trial, index_hint: str = ""):
         super().__init__(f"{type(cause).__name__}: {cause}")
         self.cause, self.trial, self.index_hint = cause, trial, index_hint or GUARD_HINT
 
@@ -677,149 +675,6 @@ def new_seed() -> int:
     return secrets.randbelow(2**31)
 
 
-def draw_size(rng: np.random.Generator, threads_per_block: int,
-              size_range: tuple[int, int] | None = None, full_blocks: int = 2) -> int:
-    """A random n from ``size_range`` (default: the tier's :data:`SIZE_RANGE`) that is **not** a
-    multiple of ``threads_per_block`` and spans at least ``full_blocks`` full blocks plus a
-    partial one, so block-index and guard mistakes both show. The range is widened when it is
-    too narrow for that, so a size is always found."""
-    low, high = size_range or SIZE_RANGE[device.tier()]
-    low = max(low, full_blocks * threads_per_block + 1)
-    high = max(high, low + 2 * threads_per_block)
-    if threads_per_block <= 1:  # every size is a multiple of 1
-        return int(rng.integers(low, max(high, low + 2)))
-    while True:
-        n = int(rng.integers(low, high))
-        if n % threads_per_block:
-            return n
-
-
-def default_threads_per_block() -> int:
-    """The block size of the 1-D checks: 64 in the simulator (few simulated threads), 256 on a
-    GPU."""
-    return 256 if device.tier() == "gpu" else 64
-
-
-def describe_launch(blocks, threads) -> str:
-    """'3 blocks of 64 threads', or '4 x 2 blocks of 8 x 8 threads' for a 2-D launch."""
-    if isinstance(threads, int):
-        return f"{blocks} blocks of {threads} threads"
-    return (f"{' x '.join(str(b) for b in blocks)} blocks of "
-            f"{' x '.join(str(t) for t in threads)} threads")
-
-
-class Launched:
-    """What every trial of a kernel check has (the trial dataclasses mix it in): ``check_name``
-    and ``seed``; the launch, ``blocks`` and ``threads`` (ints for 1-D, ``(x, y)`` for 2-D);
-    and ``extents``, the lengths of the axes of the arrays the kernel gets."""
-
-    @property
-    def padding(self) -> int:
-        """Elements of padding after each axis of an array (:func:`padded`): as many as a block
-        has threads along an axis, so that every thread of the last, partial block that runs
-        past the end lands in padding."""
-        return max(self.threads) if isinstance(self.threads, tuple) else self.threads
-
-    @property
-    def launched(self) -> str:
-        return describe_launch(self.blocks, self.threads)
-
-    @property
-    def repeat(self) -> str:
-        return f"seed={self.seed}; repeat it with {self.check_name}(kernel, seed={self.seed})"
-
-
-@dataclass
-class Trial(Launched):
-    """One random 1-D problem: its size, launch, seed and the random generator its data come
-    from. ``str(trial)`` says how to repeat it."""
-
-    check_name: str
-    seed: int
-    n: int
-    threads_per_block: int
-    dtype: np.dtype
-    rng: np.random.Generator = field(repr=False, compare=False)
-
-    @classmethod
-    def draw(cls, check_name: str, seed: int, threads_per_block: int, dtype,
-             n: int | None = None, size_range: tuple[int, int] | None = None) -> Trial:
-        """A trial of random size (or of size ``n``) whose data come from ``seed``."""
-        rng = np.random.default_rng(seed)
-        drawn = draw_size(rng, threads_per_block, size_range)
-        return cls(check_name, seed, drawn if n is None else n, threads_per_block,
-                   np.dtype(dtype), rng)
-
-    @property
-    def blocks(self) -> int:
-        return -(-self.n // self.threads_per_block)
-
-    @property
-    def threads(self) -> int:
-        return self.threads_per_block
-
-    @property
-    def extents(self) -> tuple[int, ...]:
-        return (self.n,)
-
-    @property
-    def idle_threads(self) -> int:
-        return self.blocks * self.threads_per_block - self.n
-
-    def uniform(self, low: float, high: float) -> np.ndarray:
-        """n random values in [low, high) of the trial's dtype."""
-        return self.rng.uniform(low, high, self.n).astype(self.dtype)
-
-    def __str__(self) -> str:
-        return f"n={self.n}, {self.launched}, {self.dtype.name}, {self.repeat}"
-
-
-def block_2d() -> tuple[int, int]:
-    """Threads per block (x, y) of the 2-D checks: 8 x 8 in the simulator, 16 x 16 on a GPU."""
-    return (16, 16) if device.tier() == "gpu" else (8, 8)
-
-
-@dataclass
-class Trial2D(Launched):
-    """One random rows x cols problem for a 2-D grid (x along the columns): sizes not multiples
-    of the block, the block, the seed and its random generator."""
-
-    check_name: str
-    seed: int
-    rows: int
-    cols: int
-    block: tuple[int, int]
-    dtype: np.dtype
-    rng: np.random.Generator = field(repr=False)
-
-    @classmethod
-    def draw(cls, check_name: str, seed: int, dtype=np.float32) -> Trial2D:
-        rng = np.random.default_rng(seed)
-        block = block_2d()
-        sizes = (9, 40 if device.tier() == "sim" else 300)
-        rows = draw_size(rng, block[1], sizes, full_blocks=1)
-        cols = draw_size(rng, block[0], sizes, full_blocks=1)
-        return cls(check_name, seed, rows, cols, block, np.dtype(dtype), rng)
-
-    @property
-    def blocks(self) -> tuple[int, int]:
-        return -(-self.cols // self.block[0]), -(-self.rows // self.block[1])
-
-    @property
-    def threads(self) -> tuple[int, int]:
-        return self.block
-
-    @property
-    def extents(self) -> tuple[int, ...]:
-        return self.rows, self.cols
-
-    def normal(self, *shape, scale: float = 1.0) -> np.ndarray:
-        return (self.rng.standard_normal(shape) * scale).astype(self.dtype)
-
-    def __str__(self) -> str:
-        return f"{self.rows} x {self.cols}, {self.launched}, {self.dtype.name}, {self.repeat}"
-
-
 # --- device buffers and launches ----------------------------------------------------------------
 
 
@@ -862,7 +717,7 @@ def read_back(d_buffer, shape: tuple[int, ...], where, fill=np.nan, what: str = 
     return everything[inside]
 
 
-def run_elementwise(kernel, trial: Launched, *inputs, fill=0, what: str = "out",
+def run_elementwise(kernel, trial: Trial, *inputs, fill=0, what: str = "out",
                     index_hint: str | None = None) -> np.ndarray:
     """Launch a one-thread-per-element ``kernel(*inputs, out)`` on the trial's grid and return
     ``out`` (of ``trial.extents``, NaN where never written).
@@ -880,7 +735,7 @@ def run_elementwise(kernel, trial: Launched, *inputs, fill=0, what: str = "out",
     return read_back(d_all, trial.extents, trial, what=what, hint=index_hint)
 
 
-def launch(kernel, trial: Launched, *args, index_hint: str = GUARD_HINT, blocks=None) -> None:
+def launch(kernel, trial: Trial, *args, index_hint: str = GUARD_HINT, blocks=None) -> None:
     """Launch the learner's kernel on the trial's grid (``blocks`` blocks instead, if given) and
     wait for it; anything it raises (or a compile error) becomes a :class:`KernelError` that
     knows the trial, for :func:`explain_exception`.
@@ -1051,7 +906,7 @@ def matches(value: float, target, tolerance: float) -> bool:
     return bool(np.any(difference <= tolerance))
 
 
-def diagnose_matrix(expected: np.ndarray, got: np.ndarray, trial: Trial2D,
+def diagnose_matrix(expected: np.ndarray, got: np.ndarray, trial: Trial,
                     patterns: dict[str, tuple[np.ndarray, str]], rtol: float, atol: float,
                     what: str = "out") -> None:
     """Raise CheckFailedError unless ``got`` (from :func:`read_back`, NaN where never written)
@@ -1101,7 +956,7 @@ def _first_informative_line(text: str) -> str:
     return text.strip()
 
 
-def _thread_named(prefix: re.Match, trial: Launched) -> str:
+def _thread_named(prefix: re.Match, trial: Trial) -> str:
     """'thread 3 of block 1 (global index 67)', or for a 2-D launch
     'thread (x=3, y=5) of block (x=1, y=0)'."""
     tx, ty, _, bx, by, _ = map(int, prefix.groups())
@@ -1111,7 +966,7 @@ def _thread_named(prefix: re.Match, trial: Launched) -> str:
     return f"thread (x={tx}, y={ty}) of block (x={bx}, y={by})"
 
 
-def explain_exception(error: KernelError, trial: Launched,
+def explain_exception(error: KernelError, trial: Trial,
                       index_hint: str = GUARD_HINT) -> tuple[str, str, str]:
     """(status, message, hint) for an exception the learner's kernel raised."""
     cause = error.cause
@@ -1230,40 +1085,8 @@ ACTIVATIONS = ((RELU, "relu", "ReLU"), (TANH, "tanh", "tanh"), (IDENTITY, "ident
                                                                   "identity"))
 
 
-# Block shapes (x along columns, y along rows) a 2-D check draws from: a kernel that hard-codes
-# one block size, or mixes up blockDim.x and .y, fails on the others.
-BLOCKS_2D = {"sim": ((8, 8), (16, 4), (4, 16)), "gpu": ((16, 16), (32, 8), (8, 32))}
-SIDES_2D = {"sim": (9, 40), "gpu": (40, 300)}
 PAD_VALUE = 100.0  # beyond the edges of the inputs (seen only by a kernel without guards)
 GENERIC_MATRIX_HINT = "compare your formula with the exercise's."  # diagnose_matrix's last word
-
-
-@dataclass
-class Case2D(Trial2D):
-    """A :class:`Trial2D` that also says which case of the check it is (e.g. the activation)."""
-
-    case: str = ""
-
-    def __str__(self) -> str:
-        return (f"{self.case}; " if self.case else "") + super().__str__()
-
-
-def draw_2d(check_name: str, seed: int, dtype, case: int = 0) -> Case2D:
-    """Random problem number ``case`` of a check: rows x cols and a block shape such that the
-    sides are not multiples of the block, rows != cols, and a kernel with r and c swapped
-    (``r, c = cuda.grid(2)``) would miss part of the matrix. Cases 0, 1, 2 of one seed use the
-    three block shapes of the tier, so a kernel that hard-codes one fails."""
-    tier = "gpu" if device.tier() == "gpu" else "sim"
-    shapes = BLOCKS_2D[tier]
-    block = shapes[(seed + case) % len(shapes)]
-    rng = np.random.default_rng([seed, case])
-    while True:
-        rows = draw_size(rng, block[1], SIDES_2D[tier], full_blocks=1)
-        cols = draw_size(rng, block[0], SIDES_2D[tier], full_blocks=1)
-        grid_x = -(-cols // block[0]) * block[0]  # threads along x (columns)
-        grid_y = -(-rows // block[1]) * block[1]
-        if rows != cols and (rows > grid_x or cols > grid_y):
-            return Case2D(check_name, seed, rows, cols, block, np.dtype(dtype), rng)
 
 
 def hard_coded_block(source: KernelSource) -> str | None:
@@ -1277,7 +1100,7 @@ def hard_coded_block(source: KernelSource) -> str | None:
     return None
 
 
-def blame_hard_coded_block(source: KernelSource, trial: Trial2D, error: Exception) -> None:
+def blame_hard_coded_block(source: KernelSource, trial: Trial, error: Exception) -> None:
     """If the kernel hard-codes the block size, make the failure ``error`` say so."""
     line = hard_coded_block(source)
     if line:
@@ -1310,7 +1133,7 @@ def index_hint_2d(source: KernelSource, rows: int, cols: int, first: str = "Z") 
             + GUARD_2D_HINT)
 
 
-def coverage_failure(unwritten: np.ndarray, trial: Trial2D, what: str) -> CheckFailedError | None:
+def coverage_failure(unwritten: np.ndarray, trial: Trial, what: str) -> CheckFailedError | None:
     """A specific diagnosis when the elements never written form a known pattern: r and c
     swapped, or the last row and column skipped; None otherwise."""
     rows, cols = trial.rows, trial.cols
@@ -1338,7 +1161,7 @@ def coverage_failure(unwritten: np.ndarray, trial: Trial2D, what: str) -> CheckF
     return None
 
 
-def run_2d(kernel, trial: Trial2D, source: KernelSource, inputs: dict, what: str = "out"
+def run_2d(kernel, trial: Trial, source: KernelSource, inputs: dict, what: str = "out"
            ) -> np.ndarray:
     """Launch ``kernel(*inputs.values(), out)`` on the trial's grid and return ``out`` (NaN where
     never written). Array inputs go in as views of padded buffers; the check fails if the kernel
@@ -1360,7 +1183,7 @@ def run_2d(kernel, trial: Trial2D, source: KernelSource, inputs: dict, what: str
     return read_back(d_out_all, trial.extents, trial, what=what, hint=hint)
 
 
-def check_matrix_output(kernel, trial: Trial2D, source: KernelSource, inputs: dict,
+def check_matrix_output(kernel, trial: Trial, source: KernelSource, inputs: dict,
                         expected: np.ndarray, patterns: dict, hint: str,
                         what: str = "out") -> None:
     """One trial of a 2-D kernel with one thread per element of ``what``: run it
@@ -1620,22 +1443,18 @@ __all__ = [
     "COMPILE_FOR", "CPU_CLOCKS", "DID_NOT_FINISH", "DID_NOT_FINISH_HINT", "WALL_CLOCKS",
     "FAILED", "GLOBAL_INDEX_HINT", "GRID_2D_HINT", "GUARD_2D_HINT", "GUARD_HINT",
     "NOT_ATTEMPTED", "PASSED", "SIMULATOR_ONLY_HINT", "TIME_LIMIT_S", "CheckFailedError",
-    "CheckResult", "KernelError", "KernelSource", "Launched", "NotAttemptedError",
-    "Trial", "Trial2D", "add_note", "barrier_problems", "block_2d", "call_learner",
-    "compile_for_gpu", "compiler_message", "count_calls", "default_threads_per_block",
+    "CheckResult", "KernelError", "KernelSource", "NotAttemptedError",
+    "SIZE_RANGE", "add_note", "barrier_problems", "call_learner",
+    "compile_for_gpu", "compiler_message", "count_calls",
     "describe_launch", "diagnose_matrix", "diagnose_vector", "draw_size",
     "explain_exception", "has_passed", "kernel_source", "launch", "new_seed", "numba_type",
     "offer_trace",
     "padded", "plain_writes_to", "raises_not_implemented", "read_back", "run_check",
     "run_elementwise", "simulator_only_code", "start_kernel", "thread_varying_names",
     "trace_call_text", "trace_trial",
-    "BLOCKS_2D",
-    "SIDES_2D",
     "PAD_VALUE",
     "GENERIC_MATRIX_HINT",
     "check_matrix_output",
-    "Case2D",
-    "draw_2d",
     "hard_coded_block",
     "blame_hard_coded_block",
     "compares_with_shape",

@@ -8,7 +8,8 @@ gives the same problem under another block size (a check runs a kernel under two
 hard-coded size passes by luck).
 
 A 1-D trial has ``n``, ``threads_per_block`` and int ``blocks``/``threads``; a 2-D one (x along
-the columns) ``rows``, ``cols`` and ``(x, y)`` tuples. Both work with
+the columns) ``rows``, ``cols`` and ``(x, y)`` tuples, never square, and such that a kernel with
+rows and columns swapped misses part of the output. Both work with
 :func:`gpulab.exercises.checks.launch`, :func:`~gpulab.exercises.checks.run_elementwise`,
 :func:`~gpulab.exercises.checks.read_back` and the diagnoses there.
 """
@@ -20,8 +21,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpulab import device
-from gpulab.exercises.checks import Launched, draw_size
 
+# Problem sizes a 1-D check draws from, per tier: the simulator costs ~0.1 ms per thread.
+SIZE_RANGE = {"sim": (200, 700), "gpu": (2_000, 20_000)}
 # Threads per block a 1-D check draws from, per tier: multiples of a warp (32), one of them not
 # a power of two, so a kernel that only works for one block size, or for powers of two, fails.
 BLOCK_CHOICES = {"sim": (32, 64, 96, 128), "gpu": (128, 256, 384, 512)}
@@ -31,10 +33,54 @@ BLOCK_CHOICES_2D = {"sim": ((8, 8), (16, 4), (4, 16)), "gpu": ((16, 16), (32, 8)
 SIZE_RANGE_2D = {"sim": (9, 40), "gpu": (9, 300)}
 
 
+def _tier() -> str:
+    return "gpu" if device.tier() == "gpu" else "sim"
+
+
+def draw_size(rng: np.random.Generator, threads_per_block: int,
+              size_range: tuple[int, int] | None = None, full_blocks: int = 2) -> int:
+    """A random n from ``size_range`` (default: the tier's :data:`SIZE_RANGE`) that is **not** a
+    multiple of ``threads_per_block`` and spans at least ``full_blocks`` full blocks plus a
+    partial one, so block-index and guard mistakes both show. The range is widened when it is
+    too narrow for that, so a size is always found."""
+    low, high = size_range or SIZE_RANGE[device.tier()]
+    low = max(low, full_blocks * threads_per_block + 1)
+    high = max(high, low + 2 * threads_per_block)
+    if threads_per_block <= 1:  # every size is a multiple of 1
+        return int(rng.integers(low, max(high, low + 2)))
+    while True:
+        n = int(rng.integers(low, high))
+        if n % threads_per_block:
+            return n
+
+
+def default_threads_per_block() -> int:
+    """A fixed block size for the 1-D checks that do not draw one: 64 in the simulator (few
+    simulated threads), 256 on a GPU."""
+    return 256 if device.tier() == "gpu" else 64
+
+
+def describe_launch(blocks, threads) -> str:
+    """'3 blocks of 64 threads', or '4 x 2 blocks of 8 x 8 threads' for a 2-D launch."""
+    if isinstance(threads, int):
+        return f"{blocks} blocks of {threads} threads"
+    return (f"{' x '.join(str(b) for b in blocks)} blocks of "
+            f"{' x '.join(str(t) for t in threads)} threads")
+
+
+def _swap_shows(rows: int, cols: int, block: tuple[int, ...]) -> bool:
+    """True when rows != cols and a kernel with rows and columns swapped (``r, c =
+    cuda.grid(2)``) would miss part of a rows x cols output on this block's grid."""
+    grid_x = -(-cols // block[0]) * block[0]  # threads along x (columns)
+    grid_y = -(-rows // block[1]) * block[1]
+    return rows != cols and (rows > grid_x or cols > grid_y)
+
+
 @dataclass
-class Trial(Launched):
+class Trial:
     """One random problem: ``shape`` (the arrays' extents), ``block`` (threads per block along
-    x, y), the element dtype, the seed and the random generator its data come from."""
+    x, y), the element dtype, the seed and the random generator its data come from.
+    ``str(trial)`` says what it was and how to repeat it."""
 
     check_name: str
     seed: int
@@ -47,22 +93,36 @@ class Trial(Launched):
     def draw(cls, check_name: str, seed: int, dtype=np.float32, *, dims: int = 1,
              block: int | tuple[int, ...] | None = None,
              size_range: tuple[int, int] | None = None,
-             shape: tuple[int, ...] | None = None) -> Trial:
+             shape: tuple[int, ...] | None = None, case: int = 0) -> Trial:
         """A trial whose block (unless ``block`` is given) and sizes (unless ``shape`` is) are
-        drawn from ``seed``; sizes are never a multiple of the block along their axis."""
-        rng = np.random.default_rng(seed)
-        tier = "gpu" if device.tier() == "gpu" else "sim"
-        if block is None:
-            choices = BLOCK_CHOICES[tier] if dims == 1 else BLOCK_CHOICES_2D[tier]
-            block = choices[int(rng.integers(len(choices)))]
+        drawn from ``seed``; sizes are never a multiple of the block along their axis.
+
+        A 2-D trial is problem number ``case`` of its check (a check may run several, e.g. one
+        per activation): its block is the tier's :data:`BLOCK_CHOICES_2D` number ``seed +
+        case`` (so cases 0, 1, 2 of one seed use all three, and a hard-coded block fails), its
+        data come from their own random stream, and it is never square and never a shape that
+        a kernel with rows and columns swapped would cover."""
+        tier = _tier()
+        if dims == 1:
+            if case:
+                raise ValueError("case numbers a 2-D check's problems; a 1-D trial has none")
+            rng = np.random.default_rng(seed)
+            if block is None:
+                block = BLOCK_CHOICES[tier][int(rng.integers(len(BLOCK_CHOICES[tier])))]
+        else:
+            rng = np.random.default_rng([seed, case])
+            if block is None:
+                choices = BLOCK_CHOICES_2D[tier]
+                block = choices[(seed + case) % len(choices)]
         block = (block,) if isinstance(block, int) else tuple(block)
-        if shape is None:
-            if dims == 1:
-                shape = (draw_size(rng, block[0], size_range),)
-            else:
-                sizes = size_range or SIZE_RANGE_2D[tier]
-                rows = draw_size(rng, block[1], sizes, full_blocks=1)
-                shape = (rows, draw_size(rng, block[0], sizes, full_blocks=1))
+        if shape is None and dims == 1:
+            shape = (draw_size(rng, block[0], size_range),)
+        while shape is None:
+            sizes = size_range or SIZE_RANGE_2D[tier]
+            rows = draw_size(rng, block[1], sizes, full_blocks=1)
+            cols = draw_size(rng, block[0], sizes, full_blocks=1)
+            if _swap_shows(rows, cols, block):
+                shape = (rows, cols)
         return cls(check_name, seed, tuple(shape), block, np.dtype(dtype), rng)
 
     def with_block(self, block: int | tuple[int, ...]) -> Trial:
@@ -77,7 +137,7 @@ class Trial(Launched):
         blocks smaller than a size a kernel hard-codes (it leaves gaps: elements no thread
         writes), or, if the kernel hard-codes the smallest, one has larger blocks (it then
         covers only part of the array)."""
-        choices = sorted(BLOCK_CHOICES["gpu" if device.tier() == "gpu" else "sim"])
+        choices = sorted(BLOCK_CHOICES[_tier()])
         return self.with_block(choices[1] if self.block[0] == choices[0] else choices[0])
 
     @property
@@ -99,16 +159,19 @@ class Trial(Launched):
 
     @property
     def threads(self) -> int | tuple[int, ...]:
+        """The launch's threads per block: an int for 1-D, ``(x, y)`` for 2-D."""
         return self.block[0] if len(self.block) == 1 else self.block
 
     @property
     def blocks(self) -> int | tuple[int, ...]:
+        """The launch's blocks: an int for 1-D, ``(x, y)`` for 2-D (x along the columns)."""
         if len(self.shape) == 1:
             return -(-self.shape[0] // self.block[0])
         return -(-self.cols // self.block[0]), -(-self.rows // self.block[1])
 
     @property
     def extents(self) -> tuple[int, ...]:
+        """The lengths of the axes of the arrays the kernel gets."""
         return self.shape
 
     @property
@@ -116,6 +179,22 @@ class Trial(Launched):
         """Threads of the launch that have no element (the last, partial block's extra ones)."""
         blocks = self.blocks if isinstance(self.blocks, int) else int(np.prod(self.blocks))
         return blocks * self.threads_per_block - self.n
+
+    @property
+    def padding(self) -> int:
+        """Elements of padding after each axis of an array
+        (:func:`gpulab.exercises.checks.padded`): as many as a block has threads along an
+        axis, so that every thread of the last, partial block that runs past the end lands in
+        padding."""
+        return max(self.block)
+
+    @property
+    def launched(self) -> str:
+        return describe_launch(self.blocks, self.threads)
+
+    @property
+    def repeat(self) -> str:
+        return f"seed={self.seed}; repeat it with {self.check_name}(kernel, seed={self.seed})"
 
     def uniform(self, low: float, high: float) -> np.ndarray:
         """Random values in [low, high) of the trial's shape and dtype."""
@@ -130,4 +209,5 @@ class Trial(Launched):
         return f"{size}, {self.launched}, {self.dtype.name}, {self.repeat}"
 
 
-__all__ = ["BLOCK_CHOICES", "BLOCK_CHOICES_2D", "SIZE_RANGE_2D", "Trial"]
+__all__ = ["BLOCK_CHOICES", "BLOCK_CHOICES_2D", "SIZE_RANGE", "SIZE_RANGE_2D", "Trial",
+           "default_threads_per_block", "describe_launch", "draw_size"]

@@ -13,6 +13,7 @@ from numba import cuda
 
 from gpulab import device
 from gpulab.exercises import checks, compiling
+from gpulab.exercises.trial import Trial
 
 SIM_ONLY = pytest.mark.skipif(device.tier() != "sim", reason="the simulator's behaviour")
 EXERCISES = Path(checks.__file__).parent
@@ -94,7 +95,7 @@ def test_a_numba_typing_error_is_explained_in_plain_words():
         "Failed in cuda mode pipeline (step: nopython frontend)\n"
         "No implementation of function Function(<built-in function empty>) found for signature:"
     )
-    trial = checks.Trial.draw("check_demo", 1, 64, np.float32)
+    trial = Trial.draw("check_demo", 1, np.float32, block=64)
     status, message, hint = checks.explain_exception(checks.KernelError(error, trial), trial)
     assert status == "failed"
     assert "No implementation of function" in message and "Failed in" not in message
@@ -177,10 +178,10 @@ def test_draw_size_spans_the_full_blocks_asked_for():
 def test_launches_are_described_in_one_way():
     assert checks.describe_launch(3, 64) == "3 blocks of 64 threads"
     assert checks.describe_launch((4, 2), (8, 8)) == "4 x 2 blocks of 8 x 8 threads"
-    trial = checks.Trial.draw("check_demo", 5, 64, np.float32)
+    trial = Trial.draw("check_demo", 5, np.float32, block=64)
     assert f"{trial.blocks} blocks of 64 threads" in str(trial)
     assert str(trial).endswith("repeat it with check_demo(kernel, seed=5)")
-    grid = checks.Trial2D.draw("check_demo", 5)
+    grid = Trial.draw("check_demo", 5, dims=2)
     assert grid.launched in str(grid) and grid.threads == grid.block
 
 
@@ -214,7 +215,7 @@ def kernel_error(kernel, trial, *args) -> tuple[str, str, str]:
 
 @SIM_ONLY
 def test_an_index_error_names_the_thread_of_a_1d_launch():
-    trial = checks.Trial.draw("check_demo", 3, 32, np.float32)
+    trial = Trial.draw("check_demo", 3, np.float32, block=32)
     x = np.zeros(trial.n, np.float32)
     status, message, hint = kernel_error(copy_unguarded, trial, x, np.zeros_like(x))
     assert status == checks.FAILED and hint == "the guard"
@@ -228,7 +229,7 @@ def test_an_index_error_names_the_thread_of_a_1d_launch():
 
 @SIM_ONLY
 def test_an_index_error_names_both_coordinates_of_a_2d_launch():
-    trial = checks.Trial2D.draw("check_demo", 4)
+    trial = Trial.draw("check_demo", 4, dims=2)
     x = np.zeros(trial.extents, np.float32)
     status, message, _ = kernel_error(copy_2d_unguarded, trial, x, np.zeros_like(x))
     assert status == checks.FAILED
@@ -236,7 +237,7 @@ def test_an_index_error_names_both_coordinates_of_a_2d_launch():
 
 
 def test_a_stub_that_raises_at_launch_is_not_attempted():
-    trial = checks.Trial.draw("check_demo", 3, 32, np.float32)
+    trial = Trial.draw("check_demo", 3, np.float32, block=32)
     x = np.zeros(trial.n, np.float32)
     status, message, _ = kernel_error(multiply_stub, trial, x, x, np.zeros_like(x))
     assert status == checks.NOT_ATTEMPTED and "NotImplementedError" in message
@@ -278,7 +279,7 @@ def test_run_elementwise_pads_the_arrays_and_passes_scalars_through():
         if i < x.shape[0]:
             out[i] = a * x[i] * y[i]
 
-    trial = checks.Trial.draw("check_demo", 6, 32, np.float32)
+    trial = Trial.draw("check_demo", 6, np.float32, block=32)
     x, y = trial.uniform(-1, 1), trial.uniform(-1, 1)
     out = checks.run_elementwise(scale_and_multiply, trial, np.float32(3), x, y)
     assert out.shape == (trial.n,)
@@ -412,7 +413,7 @@ def test_the_compiler_process_is_started_again_when_it_has_stopped(monkeypatch):
 @NEEDS_TOOLKIT
 def test_a_check_rejects_a_kernel_that_runs_only_in_the_simulator():
     def body(seed):
-        trial = checks.Trial.draw("check_demo", seed, 32, np.float32)
+        trial = Trial.draw("check_demo", seed, np.float32, block=32)
         x = trial.uniform(-1, 1)
         checks.run_elementwise(copy_with_percent_print, trial, x)
         return "ran"
@@ -430,7 +431,7 @@ def test_without_the_toolkit_the_compile_step_is_skipped_and_said(monkeypatch):
     monkeypatch.setattr(compiling, "_COMPILED", {})
 
     def body(seed):
-        trial = checks.Trial.draw("check_demo", seed, 32, np.float32)
+        trial = Trial.draw("check_demo", seed, np.float32, block=32)
         checks.run_elementwise(multiply, trial, trial.uniform(0, 1), trial.uniform(0, 1))
         return "ran"
 
@@ -584,7 +585,7 @@ def spins_forever(x, out):
 
 def _copy_check(kernel, seed=1):
     def body(seed):
-        trial = checks.Trial.draw("check_demo", seed, 32, np.float32)
+        trial = Trial.draw("check_demo", seed, np.float32, block=32)
         out = checks.run_elementwise(kernel, trial, trial.uniform(0, 1))
         return f"ran, {out.size} elements"
 
@@ -625,7 +626,7 @@ def copy_off_by_one(x, out):
 
 def test_a_wrong_answer_ends_with_the_call_that_traces_the_kernel():
     def body(seed):
-        trial = checks.Trial.draw("check_demo", seed, 32, np.float32)
+        trial = Trial.draw("check_demo", seed, np.float32, block=32)
         x = trial.uniform(0, 1)
         out = checks.run_elementwise(copy_off_by_one, trial, x)
         failure = checks.diagnose_vector(x, out, trial)
@@ -654,7 +655,7 @@ def test_a_check_can_offer_its_own_trace_call():
 
 @SIM_ONLY
 def test_trace_trial_counts_what_the_learners_kernel_did():
-    trial = checks.Trial.draw("check_demo", 3, 8, np.float32, n=13)
+    trial = Trial.draw("check_demo", 3, np.float32, block=8, shape=(13,))
     x, y = trial.uniform(0, 1), trial.uniform(0, 1)
     trace = checks.trace_trial(multiply, trial, x, y, np.zeros(13, np.float32))
     assert trace.launch == "2 blocks of 8 threads"
