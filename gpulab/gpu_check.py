@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import subprocess
 import sys
 import time
@@ -35,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpulab import device, timing
+from gpulab import device, documents, recorded_runs, timing
 from gpulab.bench import report as bench_report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -273,14 +272,14 @@ def run_notebooks() -> str:
 
 
 def record_path(device_name: str, date: str, directory=bench_report.DATA_DIR) -> Path:
-    slug = "".join(c if c.isalnum() else "-" for c in device_name).strip("-").lower()
-    return Path(directory) / f"gpu_run_{slug}_{date[:10]}.json"
+    return Path(directory) / documents.dated_name("gpu_run", device_name, date)
 
 
 def run(steps=STEPS, quick: bool = False, directory=bench_report.DATA_DIR) -> dict:
     """Run ``steps`` and return the record (written to ``directory`` by the record step)."""
     info = device.info()
-    record: dict = {"format": "gpulab-gpu-run", "format_version": 1,
+    record: dict = {**documents.header(recorded_runs.FILE_FORMAT,
+                                       recorded_runs.FILE_FORMAT_VERSION),
                     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
                         timespec="seconds"),
                     "device": info.device_name, "driver": info.driver_version,
@@ -302,9 +301,8 @@ def run(steps=STEPS, quick: bool = False, directory=bench_report.DATA_DIR) -> di
             elif step == "series":
                 record["series"] = chapter_series(quick)
             elif step == "record":
-                path = record_path(info.device_name, record["date"], directory)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(record, indent=1, default=str) + "\n")
+                path = documents.write(record_path(info.device_name, record["date"], directory),
+                                       record, default=str)
                 record["path"] = str(path)
             elif step == "notebooks":
                 record["notebooks"] = run_notebooks()

@@ -18,12 +18,11 @@ what Nsight Compute reports on a GPU.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpulab import hardware, ptx
+from gpulab import documents, hardware, ptx
 from gpulab.hardware import (  # the SM limits are GPU constants: they live in hardware
     SM_LIMITS,
     SPECS_SOURCE,
@@ -158,6 +157,7 @@ def all_resources(compute_capability=(9, 0)) -> tuple[list[KernelResources], dic
 
 
 SHIPPED_FILE = Path(__file__).resolve().parent / "data" / "kernel_resources.json"
+FILE_FORMAT = "gpulab-kernel-resources"
 SHIPPED_KERNELS = ("matmul_naive", "matmul_tiled", "matmul_register_blocked")
 
 
@@ -173,17 +173,14 @@ def record_shipped(kernels=SHIPPED_KERNELS, path=SHIPPED_FILE) -> Path:
             record = asdict(found)
             record.pop("log")
             records.append(record)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps({"format": "gpulab-kernel-resources", "kernels": records},
-                                     indent=1) + "\n", encoding="utf-8")
-    return Path(path)
+    return documents.write(path, {**documents.header(FILE_FORMAT), "kernels": records})
 
 
 @functools.lru_cache(maxsize=1)
 def _shipped() -> dict:
     if not SHIPPED_FILE.exists():
         return {}
-    data = json.loads(SHIPPED_FILE.read_text(encoding="utf-8"))
+    data = documents.read(SHIPPED_FILE, FILE_FORMAT, "kernel-resources file")
     return {(r["kernel"], tuple(r["compute_capability"])): KernelResources(
         **{**r, "compute_capability": tuple(r["compute_capability"])})
         for r in data["kernels"]}
@@ -220,10 +217,10 @@ def format_table(found: list[KernelResources], threads_per_block: int = 256,
     return "\n".join(lines)
 
 
-__all__ = ["SHIPPED_FILE", "SHIPPED_KERNELS", "SM_LIMITS", "SPECS_SOURCE", "AssemblyError",
-           "KernelResources", "Occupancy", "SMLimits", "all_resources", "assemble", "for_gpu",
-           "format_table", "parse_log", "record_shipped", "resources", "shipped",
-           "theoretical_occupancy"]
+__all__ = ["FILE_FORMAT", "SHIPPED_FILE", "SHIPPED_KERNELS", "SM_LIMITS", "SPECS_SOURCE",
+           "AssemblyError", "KernelResources", "Occupancy", "SMLimits", "all_resources",
+           "assemble", "for_gpu", "format_table", "parse_log", "record_shipped", "resources",
+           "shipped", "theoretical_occupancy"]
 
 
 if __name__ == "__main__":

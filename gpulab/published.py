@@ -26,13 +26,12 @@ True
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpulab import hardware
+from gpulab import documents, hardware
 from gpulab.timing import Measurement
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "published_measurements.json"
@@ -151,12 +150,7 @@ def _point(record: dict) -> PublishedPoint:
 
 @functools.lru_cache(maxsize=4)
 def _load(path: Path, mtime_ns: int) -> tuple[PublishedPoint, ...]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(data, dict) or data.get("format") != FILE_FORMAT:
-        raise ValueError(f"{path} is not a gpulab published-measurements file")
+    data = documents.read(path, FILE_FORMAT, "published-measurements file")
     points = tuple(_point(r) for r in data.get("points", []))
     ids = [p.id for p in points]
     repeated = sorted({i for i in ids if ids.count(i) > 1})

@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import functools
 import html
-import json
 import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpulab import hardware
+from gpulab import documents, hardware
 from gpulab.timing import Measurement
 
 FILE_FORMAT = "gpulab-gpu-run"
@@ -129,14 +128,7 @@ def load_gpu_run(path) -> GpuRun:
 
 @functools.lru_cache(maxsize=32)
 def _load_gpu_run(path: Path, mtime_ns: int, size: int) -> GpuRun:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(record, dict) or record.get("format") != FILE_FORMAT:
-        raise ValueError(f"{path} is not a gpulab GPU run (no 'format': {FILE_FORMAT!r})")
-    if record.get("format_version", 0) > FILE_FORMAT_VERSION:
-        raise ValueError(f"{path} was written by a newer gpulab; upgrade gpulab to read it")
+    record = documents.read(path, FILE_FORMAT, "GPU run", FILE_FORMAT_VERSION)
     missing = [key for key in ("device", "date") if not record.get(key)]
     if missing:
         raise ValueError(f"{path} lacks {', '.join(missing)}")

@@ -10,7 +10,7 @@ never reach into another module's private names.
     published, recorded_runs
     kernels                                     Numba CUDA kernels
     device, toolkit, hardware, formats,         the ground floor
-    reference, instruments, lazy
+    reference, instruments, lazy, documents
 """
 
 import ast
@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpulab"
 
 LAYERS = [  # lowest first; a module may import from its own layer or any below it
     ("ground", ["gpulab.device", "gpulab.toolkit", "gpulab.hardware", "gpulab.formats",
-                "gpulab.reference", "gpulab.instruments", "gpulab.lazy"]),
+                "gpulab.reference", "gpulab.instruments", "gpulab.lazy", "gpulab.documents"]),
     ("kernels", ["gpulab.kernels"]),
     ("services", ["gpulab.timing", "gpulab.plots", "gpulab.memory_model", "gpulab.ptx",
                   "gpulab.kernel_resources", "gpulab.recorded_runs", "gpulab.published"]),
@@ -154,7 +154,8 @@ def test_no_module_reaches_into_another_modules_private_names():
 
 
 @pytest.mark.parametrize("low", ["gpulab.device", "gpulab.toolkit", "gpulab.hardware",
-                                 "gpulab.formats", "gpulab.reference", "gpulab.instruments"])
+                                 "gpulab.formats", "gpulab.reference", "gpulab.instruments",
+                                 "gpulab.documents"])
 def test_the_ground_floor_imports_nothing_above_it(low):
     imports, _ = GRAPH[low]
     above = [t for t, _, _ in imports if t in MODULES and layer_of(t) > 0]

@@ -11,11 +11,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from gpulab import hardware
+from gpulab import documents, hardware
 from gpulab.hardware import format_rate, format_seconds
 from gpulab.recorded_runs import Comparison, ComparisonTable, data_dir
 from gpulab.timing import ORIGINS, Measurement
@@ -257,21 +256,12 @@ def format_table(report: BenchReport) -> str:
 
 def save_report(path, report: BenchReport) -> Path:
     """Write ``report`` as JSON (format ``gpulab-bench``); :func:`load_report` reads it back."""
-    document = {"format": FILE_FORMAT, "format_version": FILE_FORMAT_VERSION,
-                **report.to_dict()}
-    text = json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False)
-    path = Path(path)
-    path.write_text(text + "\n", encoding="utf-8")
-    return path
+    return documents.write(path, {**documents.header(FILE_FORMAT, FILE_FORMAT_VERSION),
+                                  **report.to_dict()}, ensure_ascii=False, allow_nan=False)
 
 
 def load_report(path) -> BenchReport:
-    path = Path(path)
-    document = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(document, dict) or document.get("format") != FILE_FORMAT:
-        raise ValueError(f"{path} is not a gpulab bench file (no 'format': {FILE_FORMAT!r})")
-    if document.get("format_version", 0) > FILE_FORMAT_VERSION:
-        raise ValueError(f"{path} was written by a newer gpulab; upgrade gpulab to read it")
+    document = documents.read(path, FILE_FORMAT, "bench file", FILE_FORMAT_VERSION)
     document.pop("format")
     document.pop("format_version")
     return BenchReport.from_dict(document)
@@ -330,5 +320,4 @@ def describe_recorded_run(report: BenchReport | None) -> str:
 
 
 def record_path(report: BenchReport, directory=DATA_DIR) -> Path:
-    slug = "".join(c if c.isalnum() else "-" for c in report.device).strip("-").lower()
-    return Path(directory) / f"bench_{slug}_{report.date[:10]}.json"
+    return Path(directory) / documents.dated_name("bench", report.device, report.date)
