@@ -38,6 +38,7 @@ from gpulab.bench.cases import (
     run_and_check,
 )
 from gpulab.experiments.dashboard import Dashboard
+from gpulab.experiments.experiment import Experiment
 from gpulab.hardware import format_seconds as _fmt
 
 KERNELS = MEMORY_KERNELS
@@ -53,7 +54,7 @@ def sizes(tier: str | None = None) -> list[int]:
     return [2**e for e in range(10, (26 if (tier or device.tier()) == "gpu" else 24) + 1, 2)]
 
 
-class BandwidthExperiment:
+class BandwidthExperiment(Experiment):
     """One memory-bound kernel at one size: checked, counted, measured and estimated.
 
     >>> BandwidthExperiment("copy_strided", stride=8).run()["access"].sectors_per_request
@@ -71,7 +72,6 @@ class BandwidthExperiment:
         self.cpu_repeats = cpu_repeats
         self.seed = seed
         self.tier = device.tier()
-        self.last_result: dict | None = None
 
     # -- counts (from the case that gpulab bench runs too) ---------------------------------------
 
@@ -171,9 +171,6 @@ class BandwidthExperiment:
             "recorded": recorded_comparison(kernel=self.kernel, dtype=self.dtype),
         }
         return self.last_result
-
-    def _result(self) -> dict:
-        return self.last_result if self.last_result is not None else self.run()
 
     def timings(self) -> list[tuple[str, float, str]]:
         """(what, seconds, where it came from) for every timing of the last run."""

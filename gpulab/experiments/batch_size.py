@@ -36,6 +36,7 @@ import numpy as np
 
 from gpulab import device, hardware, recorded_runs
 from gpulab.experiments.dashboard import Dashboard
+from gpulab.experiments.experiment import Experiment
 from gpulab.nn import cost, memory
 from gpulab.nn.data import load_digits
 from gpulab.nn.memory import BATCH_SIZES, largest_batch_within
@@ -187,7 +188,7 @@ def memory_table(widths, batches=MEMORY_BATCHES, gpu=hardware.COURSE_GPU,
     return "\n".join(lines)
 
 
-class BatchSizeExperiment:
+class BatchSizeExperiment(Experiment):
     """Train the digits recipe once per batch size; collect samples/s, memory and losses.
 
     >>> result = BatchSizeExperiment(batch_sizes=[16, 256], epochs=3).run()  # doctest: +SKIP
@@ -209,7 +210,6 @@ class BatchSizeExperiment:
         self.widths = list(DIGITS["widths"])
         self.evaluate_kernel = evaluate_kernel
         self.evaluated_by = evaluated_by or ("the kernel given" if evaluate_kernel else None)
-        self.last_result: dict | None = None
 
     def _train(self, data, batch: int):
         """(history, largest difference between the kernel's held-out loss and NumPy's): the
@@ -274,9 +274,6 @@ class BatchSizeExperiment:
                                       else None),
         }
         return self.last_result
-
-    def _result(self) -> dict:
-        return self.last_result if self.last_result is not None else self.run()
 
     def best_batch(self, by: str = "final_test_loss") -> int:
         """The batch size with the lowest held-out loss (or the highest samples/s on the CPU,

@@ -24,6 +24,7 @@ import numpy as np
 
 from gpulab import device, hardware, plots, recorded_runs, timing
 from gpulab.experiments.dashboard import Dashboard
+from gpulab.experiments.experiment import Experiment
 from gpulab.hardware import format_seconds as _fmt
 
 PRECISION_OF_DTYPE = {"float32": "fp32", "float64": "fp64"}
@@ -105,7 +106,7 @@ def crossover_plot(points, ax=None, cpu_label: str | None = None):
 HOST_MEMORY = ("pageable", "pinned")  # the two kinds of host memory a copy can start from
 
 
-class CrossoverExperiment:
+class CrossoverExperiment(Experiment):
     """Time x · y on the CPU and on a GPU for each n in ``sizes``.
 
     >>> result = CrossoverExperiment(sizes=[10, 10_000]).run()   # doctest: +SKIP
@@ -134,7 +135,6 @@ class CrossoverExperiment:
         self.cpu_repeats = cpu_repeats
         self.seed = seed
         self.tier = device.tier()
-        self.last_result: dict | None = None
 
     # -- the numbers --------------------------------------------------------------------------
 
@@ -247,9 +247,6 @@ class CrossoverExperiment:
         return {"kernel": self.kernel_name, "n": n, "result": float(got),
                 "numpy": float(expected), "launch": str(dot_kernels.launch_config(n, self.method)),
                 "ok": bool(abs(float(got) - float(expected)) <= dot_tolerance(x, y))}
-
-    def _result(self) -> dict:
-        return self.last_result if self.last_result is not None else self.run()
 
     def crossover_n(self, series_label: str) -> int | None:
         """The smallest n from which series ``series_label`` is faster than the CPU (and stays

@@ -86,13 +86,14 @@ class Dashboard:
             style={"description_width": "initial"})
 
     def _add_parts(self, run_label: str = "Run") -> None:
-        """The Run button (wired to :meth:`run`), the status line (showing :meth:`_where`), the
-        plot output and the explanation."""
+        """The Run button (wired to :meth:`run`), the status line (showing :meth:`_where`; only
+        where the dashboard ``reports_status``), the plot output and the explanation."""
         import ipywidgets as widgets
 
         self.run_button = widgets.Button(description=run_label, button_style="primary",
                                          icon="play")
-        self.status = widgets.HTML(value=self._where())
+        if self.reports_status:
+            self.status = widgets.HTML(value=self._where())
         self.output = widgets.Output()
         self.explanation = widgets.HTML()
         self.run_button.on_click(lambda _button: self.run())

@@ -254,11 +254,7 @@ class GradientDashboard(Dashboard):
             description="activation")
         self.backend_toggle = widgets.ToggleButtons(options=["numpy", "kernels"],
                                                     value="numpy", description="backward on")
-        self.run_button = widgets.Button(description="Check", button_style="primary",
-                                         icon="play")
-        self.output = widgets.Output()
-        self.explanation = widgets.HTML()
-        self.run_button.on_click(lambda _button: self.run())
+        self._add_parts("Check")
         self.widget = widgets.VBox([
             widgets.HBox([self.activation_dropdown, self.backend_toggle, self.run_button]),
             self.output, self.explanation])

@@ -405,20 +405,14 @@ class HelpersDashboard(Dashboard):
                                                   description="questions", style=style)
         self.helpers_slider = widgets.IntSlider(value=helpers, min=1, max=MAX_HELPERS,
                                                 description="p helpers", style=style)
-        self.run_button = widgets.Button(description="Run both", button_style="primary",
-                                         icon="play")
-        self.output = widgets.Output()
-        self.summary = widgets.HTML()
-        self.run_button.on_click(lambda _button: self.run())
+        self._add_parts("Run both")
+        self.summary = self.explanation  # the rounds and what ran; a failure shows here too
         self.widget = widgets.VBox([
             widgets.HBox([self.questions_slider, self.helpers_slider, self.run_button]),
             self.output, self.summary])
 
     def make_experiment(self) -> HelpersExperiment:
         return HelpersExperiment(self.questions_slider.value, self.helpers_slider.value)
-
-    def _show_failure(self, message: str) -> None:
-        self.summary.value = message
 
     def _draw(self) -> None:
         self.figure = helpers_plot(self.last_result)

@@ -46,6 +46,7 @@ import numpy as np
 
 from gpulab import device, hardware
 from gpulab.experiments.dashboard import Dashboard
+from gpulab.experiments.experiment import Experiment
 from gpulab.nn import memory
 from gpulab.nn.data import load_digits
 from gpulab.parallel import data_parallel, launch, links, scaling
@@ -88,7 +89,7 @@ def _median_step(training: dict) -> float:
     return float(np.median(steps[1:] if len(steps) > 1 else steps))
 
 
-class ManyGPUsExperiment:
+class ManyGPUsExperiment(Experiment):
     """The chapter's measurements, in one launch of ``ranks`` ranks (1, 2 and 4 at most).
 
     Each rank trains on this CPU with NumPy (``backend="numpy"``); ``backend="kernels"`` gives
@@ -105,7 +106,6 @@ class ManyGPUsExperiment:
         self.ranks, self.launcher, self.timeout_s = int(ranks), launcher, timeout_s
         self.sweep_bytes = tuple(int(b) for b in sweep_bytes)
         self.settings = data_parallel.settings_with(**{**TRAIN_SETTINGS, **settings})
-        self.last_result: dict | None = None
 
     def run(self) -> dict:
         data = load_digits(seed=0)
@@ -155,9 +155,6 @@ class ManyGPUsExperiment:
             "tier": device.tier(), "phase_seconds": raw.get("phase_seconds", {}),
         }
         return self.last_result
-
-    def _result(self) -> dict:
-        return self.last_result if self.last_result is not None else self.run()
 
     @property
     def matches(self) -> bool:
@@ -236,7 +233,7 @@ class ManyGPUsExperiment:
 # ---------------------------------------------------------------------------------------------
 
 
-class ScalingExperiment:
+class ScalingExperiment(Experiment):
     """Modelled efficiency of data-parallel training against GPU count, for some workloads on
     one system, with and without overlapping the all-reduce with the backward pass."""
 
@@ -247,7 +244,6 @@ class ScalingExperiment:
         if not self.workloads:
             raise ValueError("choose at least one workload")
         self.counts = tuple(int(n) for n in counts)
-        self.last_result: dict | None = None
 
     def run(self) -> dict:
         curves, fits = {}, {}
@@ -265,7 +261,7 @@ class ScalingExperiment:
         return scaling.data_parallel_step(workload, self.system, n_gpus, overlap).efficiency
 
     def explain(self) -> str:
-        r = self.last_result or self.run()
+        r = self._result()
         system = r["system"]
         big = max(r["counts"])
         lines = []

@@ -38,6 +38,7 @@ from gpulab import device, hardware, kernel_resources, plots, ptx, recorded_runs
 from gpulab.bench import model_check
 from gpulab.bench.cases import DEFAULT_TILE, matmul_case, run_and_check
 from gpulab.experiments.dashboard import Dashboard
+from gpulab.experiments.experiment import Experiment
 from gpulab.hardware import format_seconds as _fmt
 
 PRECISION = "fp32"
@@ -108,7 +109,7 @@ def check_shape(tile: int, tier: str | None = None, n: int | None = None) -> tup
     return tile + 5, tile + 3, tile + 7
 
 
-class MatmulExperiment:
+class MatmulExperiment(Experiment):
     """Naive, tiled (tile = ``tile``) and register-blocked matmul, compared at M = N = K = n."""
 
     def __init__(self, tile: int = 16, n: int | None = None, gpu: str = hardware.COURSE_GPU,
@@ -124,7 +125,6 @@ class MatmulExperiment:
         self.cpu_repeats = cpu_repeats
         self.seed = seed
         self.tier = device.tier()
-        self.last_result: dict | None = None
 
     def variants(self) -> list[tuple[str, str, int | None]]:
         """(label, method, tile) of every kernel compared."""
@@ -207,9 +207,6 @@ class MatmulExperiment:
             "kernel_check": self.check_kernel(), "recorded": recorded_comparison(),
         }
         return self.last_result
-
-    def _result(self) -> dict:
-        return self.last_result if self.last_result is not None else self.run()
 
     def bars(self) -> list[tuple[str, float, str]]:
         """(what, FLOP/s, where it came from) for :func:`gpulab.plots.rates_plot`."""

@@ -33,6 +33,7 @@ import numpy as np
 
 from gpulab import device
 from gpulab.experiments.dashboard import Dashboard
+from gpulab.experiments.experiment import Experiment
 from gpulab.nn import cost, memory
 from gpulab.nn.memory import OutOfDeviceMemory, format_bytes
 from gpulab.nn.mlp import MLP
@@ -338,7 +339,7 @@ def cuda_out_of_memory(extra_bytes: float = 2**30) -> dict:
 # --- real models on real GPUs --------------------------------------------------------------------
 
 
-class ModelFitExperiment:
+class ModelFitExperiment(Experiment):
     """Which of :data:`gpulab.nn.memory.KNOWN_MODELS` fit which of
     :data:`gpulab.nn.memory.GPU_MEMORY`, for inference or for training, from the calculator.
 
@@ -361,7 +362,6 @@ class ModelFitExperiment:
         self.zero_ranks = int(zero_ranks)
         self.overhead_bytes = float(overhead_bytes)
         self.attention = attention
-        self.last_result: dict | None = None
 
     def run(self) -> dict:
         sharded = self.purpose == "training" and self.zero_ranks > 1
@@ -395,9 +395,6 @@ class ModelFitExperiment:
             raise ValueError(f"no model {model_name!r}: the rows are "
                              f"{', '.join(r['model'] for r in rows)}")
         return found[0]
-
-    def _result(self) -> dict:
-        return self.last_result if self.last_result is not None else self.run()
 
     def smallest_gpu(self, model_name: str, native: bool = False) -> str | None:
         """The key of the smallest GPU that holds ``model_name``, or None; with ``native``,

@@ -35,6 +35,7 @@ import numpy as np
 
 from gpulab import device, formats, hardware, published, recorded_runs
 from gpulab.experiments.dashboard import Dashboard
+from gpulab.experiments.experiment import Experiment
 from gpulab.nn import memory
 from gpulab.nn import mixed_precision as mp
 from gpulab.nn.data import load_digits
@@ -325,7 +326,7 @@ def speedup_text(gpu=hardware.COURSE_GPU, sizes=SPEEDUP_SIZES) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-class MixedPrecisionExperiment:
+class MixedPrecisionExperiment(Experiment):
     """Train each recipe; record accuracy, memory and speed (see the module docstring).
 
     >>> result = MixedPrecisionExperiment(epochs=2).run()  # doctest: +SKIP
@@ -346,7 +347,6 @@ class MixedPrecisionExperiment:
         self.measure_n, self.measure_formats = measure_n, tuple(measure_formats)
         self.widths = [int(w) for w in widths]
         self.batch_size = DIGITS["batch_size"]
-        self.last_result: dict | None = None
 
     def run(self) -> dict:
         runs = {key: run_recipe(key, self.epochs, self.seed, self.lr, self.loss_factor,
@@ -390,9 +390,6 @@ class MixedPrecisionExperiment:
                                "(no tensor cores)") if measured else "",
         }
         return self.last_result
-
-    def _result(self) -> dict:
-        return self.last_result if self.last_result is not None else self.run()
 
     def table(self) -> str:
         r = self._result()
@@ -521,7 +518,7 @@ def speeds_at_published_rates(rows: dict, gpu, n: int) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
-class UnderflowExperiment:
+class UnderflowExperiment(Experiment):
     """fp32, fp16 without and with loss scaling, and bf16 without, on gradients made
     ``loss_factor`` times smaller; and fp16 without scaling on the digits' own gradients."""
 
@@ -533,7 +530,6 @@ class UnderflowExperiment:
         self.loss_factor, self.epochs, self.seed = float(loss_factor), int(epochs), int(seed)
         self.growth_interval = int(growth_interval)
         self.engine = engine or default_engine()
-        self.last_result: dict | None = None
 
     def run(self) -> dict:
         settings = {"epochs": self.epochs, "seed": self.seed,
@@ -545,9 +541,6 @@ class UnderflowExperiment:
                             "epochs": self.epochs, "seed": self.seed,
                             "where": natural.where}
         return self.last_result
-
-    def _result(self) -> dict:
-        return self.last_result if self.last_result is not None else self.run()
 
     def explain(self) -> str:
         r = self._result()
@@ -578,7 +571,7 @@ class UnderflowExperiment:
 # ---------------------------------------------------------------------------------------------
 
 
-class MasterWeightsExperiment:
+class MasterWeightsExperiment(Experiment):
     """fp32, bf16 with fp32 master weights, bf16 without, at each learning rate."""
 
     RECIPES = ("fp32", "bf16", "bf16_no_master")
@@ -588,7 +581,6 @@ class MasterWeightsExperiment:
         self.lrs = [float(lr) for lr in lrs]
         self.epochs, self.seed = int(epochs), int(seed)
         self.engine = engine or default_engine()
-        self.last_result: dict | None = None
 
     def run(self) -> dict:
         runs = {lr: {key: run_recipe(key, self.epochs, self.seed, lr, engine=self.engine)
@@ -597,9 +589,6 @@ class MasterWeightsExperiment:
         self.last_result = {"runs": runs, "lrs": self.lrs, "epochs": self.epochs,
                             "seed": self.seed, "where": first.where}
         return self.last_result
-
-    def _result(self) -> dict:
-        return self.last_result if self.last_result is not None else self.run()
 
     def explain(self) -> str:
         r = self._result()
@@ -623,7 +612,7 @@ class MasterWeightsExperiment:
 # ---------------------------------------------------------------------------------------------
 
 
-class Fp8Experiment:
+class Fp8Experiment(Experiment):
     """FP8 in every layer, or with the first or the last layer in bf16; both kept (in a
     two-layer MLP: no FP8 layer left) is the bf16 recipe."""
 
@@ -632,7 +621,6 @@ class Fp8Experiment:
     def __init__(self, epochs: int = EPOCHS, seed: int = 0, engine: str | None = None):
         self.epochs, self.seed = int(epochs), int(seed)
         self.engine = engine or default_engine()
-        self.last_result: dict | None = None
 
     def run(self) -> dict:
         runs = {key: run_recipe(key, self.epochs, self.seed, engine=self.engine)
@@ -640,9 +628,6 @@ class Fp8Experiment:
         self.last_result = {"runs": runs, "epochs": self.epochs, "seed": self.seed,
                             "where": runs["fp8"].where}
         return self.last_result
-
-    def _result(self) -> dict:
-        return self.last_result if self.last_result is not None else self.run()
 
     def explain(self) -> str:
         r = self._result()

@@ -31,6 +31,7 @@ import numpy as np
 
 from gpulab import device, formats, hardware, timing
 from gpulab.experiments.dashboard import Dashboard
+from gpulab.experiments.experiment import Experiment
 
 STORAGE_FORMATS = ("fp32", "fp16", "bf16", "fp8_e4m3")
 ACCUMULATORS = {"fp32": ("fp32",), "fp16": ("fp16", "fp32"), "bf16": ("bf16", "fp32"),
@@ -75,7 +76,7 @@ def fp_gap(value: float, fmt) -> float:
     return 2.0 ** (math.floor(math.log2(value)) - fmt.mantissa_bits)
 
 
-class DotErrorExperiment:
+class DotErrorExperiment(Experiment):
     """Relative error of x · y per (storage, accumulator) pair as n grows.
 
     >>> result = DotErrorExperiment(sizes=[100, 1000]).run()        # doctest: +SKIP
@@ -93,7 +94,6 @@ class DotErrorExperiment:
             raise ValueError(f"sizes must be positive whole numbers, not {sizes!r}")
         self.seed = seed
         self.tier = device.tier()
-        self.last_result: dict | None = None
 
     def data(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """The float64 vectors used at size n (uniform in [0, 1), from the seed and n)."""
@@ -139,9 +139,6 @@ class DotErrorExperiment:
             "tier": self.tier,
         }
         return self.last_result
-
-    def _result(self) -> dict:
-        return self.last_result if self.last_result is not None else self.run()
 
     def explain(self) -> str:
         """What the errors say, in words, with the numbers worked out."""

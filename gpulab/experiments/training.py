@@ -29,6 +29,7 @@ import numpy as np
 
 from gpulab import device, hardware
 from gpulab.experiments.dashboard import Dashboard
+from gpulab.experiments.experiment import Experiment
 from gpulab.nn import cost
 from gpulab.nn import mixed_precision as mp
 from gpulab.nn.data import load_digits, spirals
@@ -241,7 +242,7 @@ def history_of_mixed(run: mp.MixedRun, n_train: int, n_parameters: int) -> Histo
                    records)
 
 
-class TrainingExperiment:
+class TrainingExperiment(Experiment):
     """One training run with the given settings, evaluated after every epoch.
 
     ``precision``: "fp32", or "bf16" / "fp16" storage with chapter 10's recipe (ReLU layers and
@@ -264,7 +265,6 @@ class TrainingExperiment:
         self.gpu = hardware.get_gpu(gpu)
         self.tier = device.tier()
         self.model: MLP | None = None
-        self.last_result: dict | None = None
 
     def _train(self, backend: str, epochs: int):
         model = MLP(self.widths, self.activation, backend, np.float32, self.seed)
@@ -335,9 +335,6 @@ class TrainingExperiment:
             "dataset": str(self.data), "model": repr(self.model),
         }
         return self.last_result
-
-    def _result(self) -> dict:
-        return self.last_result if self.last_result is not None else self.run()
 
     def explain(self) -> str:
         r = self._result()

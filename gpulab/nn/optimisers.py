@@ -33,7 +33,39 @@ def _fraction(name: str, value) -> float:
     return value
 
 
-class SGD:
+class Optimiser:
+    """What SGD and Adam do the same way: state tensors next to each parameter, on the model's
+    backend, made at the first step; one update per parameter tensor. A subclass validates its
+    settings, then calls ``super().__init__()``, and says how to make one parameter's state
+    (:meth:`new_state`) and to update it (:meth:`step` over :meth:`updates`)."""
+
+    name = ""
+
+    def __init__(self):
+        self.state: dict[str, object] = {}
+        self.steps = 0
+
+    def new_state(self, backend, param):
+        """One parameter's state, made on ``backend`` at the first step."""
+        raise NotImplementedError
+
+    def updates(self, model):
+        """(backend, parameter, gradient, state) of every parameter of ``model``, from its last
+        backward pass; the state is made at the first step."""
+        backend = model.backend
+        for name, param, grad in model.parameters():
+            if grad is None:
+                raise RuntimeError(f"{name} has no gradient: call model.backward() first")
+            if name not in self.state:
+                self.state[name] = self.new_state(backend, param)
+            yield backend, param, grad, self.state[name]
+
+    def step(self, model) -> None:
+        """Update every parameter of ``model`` from the gradients of its last backward pass."""
+        raise NotImplementedError
+
+
+class SGD(Optimiser):
     """Stochastic gradient descent with momentum: v = momentum v + g; p -= lr v."""
 
     name = "sgd"
@@ -42,19 +74,14 @@ class SGD:
         self.lr = _positive("lr", lr)
         self.momentum = _fraction("momentum", momentum)
         self.weight_decay = _positive("weight_decay", weight_decay, allow_zero=True)
-        self.state: dict[str, object] = {}
-        self.steps = 0
+        super().__init__()
+
+    def new_state(self, backend, param):
+        return backend.zeros_like(param)  # the velocity
 
     def step(self, model) -> None:
-        """Update every parameter of ``model`` from the gradients of its last backward pass."""
-        be = model.backend
-        for name, param, grad in model.parameters():
-            if grad is None:
-                raise RuntimeError(f"{name} has no gradient: call model.backward() first")
-            if name not in self.state:
-                self.state[name] = be.zeros_like(param)
-            be.sgd_momentum(param, grad, self.state[name], self.lr, self.momentum,
-                            self.weight_decay)
+        for be, param, grad, velocity in self.updates(model):
+            be.sgd_momentum(param, grad, velocity, self.lr, self.momentum, self.weight_decay)
         self.steps += 1
 
     def state_tensors(self) -> int:
@@ -65,7 +92,7 @@ class SGD:
         return f"SGD(lr={self.lr:g}, momentum={self.momentum:g})"
 
 
-class Adam:
+class Adam(Optimiser):
     """Adam: m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr m_hat / (sqrt(v_hat) + eps)."""
 
     name = "adam"
@@ -77,18 +104,14 @@ class Adam:
                                   _fraction("betas[1]", betas[1]))
         self.eps = _positive("eps", eps)
         self.weight_decay = _positive("weight_decay", weight_decay, allow_zero=True)
-        self.state: dict[str, tuple] = {}
-        self.steps = 0
+        super().__init__()
+
+    def new_state(self, backend, param):
+        return backend.zeros_like(param), backend.zeros_like(param)  # m and v
 
     def step(self, model) -> None:
-        be = model.backend
-        self.steps += 1
-        for name, param, grad in model.parameters():
-            if grad is None:
-                raise RuntimeError(f"{name} has no gradient: call model.backward() first")
-            if name not in self.state:
-                self.state[name] = (be.zeros_like(param), be.zeros_like(param))
-            m, v = self.state[name]
+        self.steps += 1  # Adam's bias correction counts this step
+        for be, param, grad, (m, v) in self.updates(model):
             be.adam(param, grad, m, v, self.steps, self.lr, self.beta1, self.beta2, self.eps,
                     self.weight_decay)
 
@@ -104,7 +127,7 @@ OPTIMISERS = {"sgd": SGD, "adam": Adam}
 
 def make_optimiser(optimiser="adam", **settings):
     """An optimiser from its name (``"sgd"`` or ``"adam"``) and settings, or the object."""
-    if isinstance(optimiser, (SGD, Adam)):
+    if isinstance(optimiser, Optimiser):
         if settings:
             raise ValueError("pass settings (lr=...) with an optimiser's name, not with an "
                              "optimiser object")
@@ -114,4 +137,4 @@ def make_optimiser(optimiser="adam", **settings):
     return OPTIMISERS[optimiser](**settings)
 
 
-__all__ = ["OPTIMISERS", "SGD", "Adam", "make_optimiser"]
+__all__ = ["OPTIMISERS", "SGD", "Adam", "Optimiser", "make_optimiser"]
