@@ -243,6 +243,18 @@ def comparison_table(title: str, run: GpuRun, rows) -> ComparisonTable:
                            tuple(Comparison(what, p, m) for what, p, m in rows))
 
 
+def series_comparison(name: str, title: str, rows_of,
+                      run: GpuRun | None = None) -> ComparisonTable | None:
+    """The table ``title`` of the recorded series ``name`` (of ``run``, else the latest run)
+    against gpulab's GPU model: ``rows_of(run, series)`` gives its rows ((what, predicted
+    seconds, measured seconds)). None where :func:`recorded_series` finds no such series."""
+    found = recorded_series(name, run)
+    if found is None:
+        return None
+    run, series = found
+    return comparison_table(title, run, list(rows_of(run, series)))
+
+
 def constants_table(run: GpuRun | None = None) -> ComparisonTable | None:
     """The model's launch overhead and host copy rates against the ones the run measured
     (a 1 GB copy from pageable and from pinned memory, and one empty-kernel launch), or None
@@ -291,5 +303,6 @@ __all__ = [
     "latest_gpu_run",
     "load_gpu_run",
     "model_constants",
+    "series_comparison",
     "recorded_series",
 ]

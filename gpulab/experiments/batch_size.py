@@ -334,20 +334,18 @@ def recorded_comparison(run=None):
     """The recorded run's training epochs (kernel backend, several batch sizes) against the
     step model of the same GPU (:mod:`gpulab.nn.cost`, an estimate), or None when no run
     ships."""
-    found = recorded_runs.recorded_series("training epoch", run)
-    if found is None:
-        return None
-    run, recorded = found
-    rows = []
-    for batch, data in sorted(recorded.items(), key=lambda item: int(item[0])):
-        measured = run.measurement(data)
-        predicted = cost.estimate_epoch_s(list(DIGITS["widths"]), int(batch), measured.n,
-                                          run.gpu_key)
-        rows.append((f"one epoch of {measured.n:,} digits, batch {int(batch)}", predicted,
-                     measured.median_s))
-    return recorded_runs.comparison_table(
+    def rows_of(run, recorded):
+        for batch, data in sorted(recorded.items(), key=lambda item: int(item[0])):
+            measured = run.measurement(data)
+            predicted = cost.estimate_epoch_s(list(DIGITS["widths"]), int(batch), measured.n,
+                                              run.gpu_key)
+            yield (f"one epoch of {measured.n:,} digits, batch {int(batch)}", predicted,
+                   measured.median_s)
+
+    return recorded_runs.series_comparison(
+        "training epoch",
         "Training epochs measured on a real GPU (gpulab kernels), against the step model",
-        run, rows)
+        rows_of, run)
 
 
 def _steady_samples_per_s(history) -> float:

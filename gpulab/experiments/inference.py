@@ -121,18 +121,15 @@ def recorded_comparison(widths, run=None):
     """The recorded run's inference latencies (kernels backend, per batch size) against this
     module's estimate for the same GPU (roofline + launches + two copy latencies, a best
     case): a :class:`~gpulab.recorded_runs.ComparisonTable`, or None when no run ships."""
-    found = recorded_runs.recorded_series("inference latency", run)
-    if found is None:
-        return None
-    run, rows = found
-    compared = []
-    for row in rows:
-        estimate = gpu_inference_estimate(widths, int(row["batch"]), run.gpu_key)
-        compared.append((f"batch {int(row['batch'])}", estimate.time_s + 2 * COPY_LATENCY_S,
-                         row["latency_s"]))
-    return recorded_runs.comparison_table(
-        "Inference latency measured on a real GPU, against the model", run,
-        compared)
+    def rows_of(run, recorded):
+        for row in recorded:
+            estimate = gpu_inference_estimate(widths, int(row["batch"]), run.gpu_key)
+            yield (f"batch {int(row['batch'])}", estimate.time_s + 2 * COPY_LATENCY_S,
+                   row["latency_s"])
+
+    return recorded_runs.series_comparison(
+        "inference latency", "Inference latency measured on a real GPU, against the model",
+        rows_of, run)
 
 
 def crossover(cpu_rows, gpu_rows) -> dict:

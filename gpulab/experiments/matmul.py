@@ -303,22 +303,18 @@ def recorded_comparison(run=None):
     ``matmul_register_blocked`` at the GPU tier's n) against the roofline model of the same GPU
     with this module's traffic model: a :class:`~gpulab.recorded_runs.ComparisonTable`, or
     None when no run ships."""
+    def rows_of(run, recorded):
+        spec = hardware.get_gpu(run.gpu_key)
+        for label, data in recorded.items():
+            measured = run.measurement(data)
+            name, _, tile = label.partition(" T=")
+            method = name.removeprefix("matmul_")
+            estimate = kernel_estimate(spec, method, measured.n, int(tile) if tile else None)
+            yield f"{label}, n = {measured.n:,}", estimate.gpu_s, measured.median_s
 
-    found = recorded_runs.recorded_series("matmul tiles", run)
-    if found is None:
-        return None
-    run, recorded = found
-    spec = hardware.get_gpu(run.gpu_key)
-    rows = []
-    for label, data in recorded.items():
-        measured = run.measurement(data)
-        name, _, tile = label.partition(" T=")
-        method = name.removeprefix("matmul_")
-        n = measured.n
-        estimate = kernel_estimate(spec, method, n, int(tile) if tile else None)
-        rows.append((f"{label}, n = {n:,}", estimate.gpu_s, measured.median_s))
-    return recorded_runs.comparison_table(
-        "Matrix products measured on a real GPU, against the model", run, rows)
+    return recorded_runs.series_comparison(
+        "matmul tiles", "Matrix products measured on a real GPU, against the model", rows_of,
+        run)
 
 
 TRAFFIC_KERNELS = (("naive", None), ("tiled", 16), ("register_blocked", None))  # (method, tile)

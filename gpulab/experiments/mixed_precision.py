@@ -188,20 +188,18 @@ def recorded_matmul_comparison(run=None):
     compute roof is the fp32 CUDA-core peak (not the tensor cores' per-format peaks), and its
     memory roof the bytes of A and B in their format plus C in fp32. A
     :class:`~gpulab.recorded_runs.ComparisonTable`, or None when no run ships."""
-    found = recorded_runs.recorded_series("narrow matmuls", run)
-    if found is None:
-        return None
-    run, recorded = found
-    rows = []
-    for data in recorded:
-        measured = run.measurement(data)
-        n, fmt = measured.n, measured.meta.get("format", "fp32")
-        traffic = n * n * (2 * ITEMSIZE.get(fmt, 4) + 4)
-        estimate = hardware.estimate_time(run.gpu_key, 2 * n**3, traffic, "fp32")
-        rows.append((f"{measured.name}, n = {n:,}", estimate.time_s, measured.median_s))
-    return recorded_runs.comparison_table(
+    def rows_of(run, recorded):
+        for data in recorded:
+            measured = run.measurement(data)
+            n, fmt = measured.n, measured.meta.get("format", "fp32")
+            traffic = n * n * (2 * ITEMSIZE.get(fmt, 4) + 4)
+            estimate = hardware.estimate_time(run.gpu_key, 2 * n**3, traffic, "fp32")
+            yield f"{measured.name}, n = {n:,}", estimate.time_s, measured.median_s
+
+    return recorded_runs.series_comparison(
+        "narrow matmuls",
         "Chapter 04's matmul kernels measured on a real GPU (CUDA cores), against the model",
-        run, rows)
+        rows_of, run)
 
 
 def _estimate_label(gpu, kinds) -> str:
