@@ -99,16 +99,6 @@ def _transpose_indices(method: str, rows: int, cols: int, tile: int) -> tuple[di
     return reads, writes
 
 
-def _writes_by_thread(watched: WatchedArray) -> dict:
-    """``{(block, thread): [flat elements written]}`` of a :class:`WatchedArray`."""
-    found: dict = {}
-    for element, writers in watched.plain_writers.items():
-        for writer in writers:
-            if writer is not None and isinstance(element, int):
-                found.setdefault(writer, []).append(element)
-    return {who: sorted(elements) for who, elements in found.items()}
-
-
 def transpose_access(method: str = "naive", shape=TRANSPOSE_SHAPE, tile: int = 16,
                      traced: bool | None = None) -> dict:
     """The warp requests of ``transpose_<method>`` on a float32 A of ``shape`` with ``tile`` x
@@ -133,7 +123,7 @@ def transpose_access(method: str = "naive", shape=TRANSPOSE_SHAPE, tile: int = 1
         launchable(kernel)[grid, (tile, tile)](A, out)
         if not np.array_equal(out.copy_to_host(), A.copy_to_host().T):
             raise RuntimeError(f"transpose_{method} did not transpose A")
-        reads, writes, source = A.reads, _writes_by_thread(out), "traced in the simulator"
+        reads, writes, source = A.reads, out.writes_by_thread(), "traced in the simulator"
     else:
         reads, writes = _transpose_indices(method, rows, cols, tile)
         source = "from the kernel's index arithmetic"

@@ -1,0 +1,161 @@
+"""A time limit for simulated kernels (:func:`limited`): a thread that makes more array
+accesses or passes more barriers than a budget, or a launch that runs longer than a wall-clock
+limit, stops with :class:`KernelDidNotFinishError` instead of hanging the caller.
+
+The instrumented arrays count their accesses here (:func:`count_access`); within
+:func:`limited` the simulator's own device arrays and barriers are counted too.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from gpulab.instruments.simulator import patched, running_thread
+
+
+class KernelDidNotFinishError(RuntimeError):
+    """A simulated kernel was stopped by :func:`limited`: a thread made more array accesses or
+    passed more barriers than its budget, or the launch ran past its wall-clock limit. Almost
+    always a loop that never ends (a grid-stride loop whose step is 0 for some thread, a halving
+    loop that never halves)."""
+
+
+@dataclass
+class Limits:
+    accesses_per_thread: int | None
+    barriers_per_thread: int | None
+    seconds: float | None
+    active: bool = True
+    timed_out: bool = False
+    tripped: bool = False  # a thread went past a budget: every thread of the launch stops
+    reason: str = ""  # why, for the threads stopped with it
+
+
+_LIMITS: Limits | None = None
+
+
+def count_access() -> None:
+    """Count one array access of the simulated thread running now against :func:`limited`'s
+    budget; raise :class:`KernelDidNotFinishError` past it. Free outside a limit or a kernel."""
+    _count("accesses_per_thread", "gpulab_accesses",
+           "made more than {budget} array accesses, many more than the arrays hold: a loop "
+           "that never ends?")
+
+
+def count_barrier() -> None:
+    """Count one barrier (``syncthreads``) of the simulated thread running now against
+    :func:`limited`'s budget."""
+    _count("barriers_per_thread", "gpulab_barriers",
+           "passed more than {budget} barriers (syncthreads): a loop that never ends?")
+
+
+def _count(budget_name: str, counter: str, past_budget: str) -> None:
+    """Add one to the running simulated thread's ``counter``; past the limit's ``budget_name``
+    stop every thread, saying "a thread " + ``past_budget`` (``{budget}`` filled in)."""
+    limits = _LIMITS
+    budget = None if limits is None else getattr(limits, budget_name)
+    if budget is None:
+        return
+    thread = running_thread()
+    if thread is None:
+        return
+    count = getattr(thread, counter, 0) + 1
+    setattr(thread, counter, count)
+    if limits.tripped:
+        raise KernelDidNotFinishError(f"stopped with another thread: {limits.reason}")
+    if count > budget:
+        limits.tripped = True
+        limits.reason = "a thread " + past_budget.format(budget=budget)
+        raise KernelDidNotFinishError(limits.reason.replace("a thread", "this thread", 1))
+
+
+def access_budget(*arrays, factor: int = 16, minimum: int = 2_000) -> int:
+    """A generous per-thread access budget for a launch on ``arrays`` (anything with ``size``;
+    others are ignored): ``factor`` times all their elements, at least ``minimum``. A thread
+    that needs more is looping."""
+    elements = sum(int(getattr(a, "size", 0) or 0) for a in arrays if hasattr(a, "shape"))
+    return max(minimum, factor * elements)
+
+
+def _stop_running_threads(limits: Limits, timed_out: bool = True) -> None:
+    """Raise KernelDidNotFinishError in every simulated thread still running code: the watchdog
+    (``timed_out``), and the clean-up after a budget stopped one thread, so that its
+    neighbours do not loop on in the background."""
+    if not limits.active:
+        return
+    limits.timed_out = limits.timed_out or timed_out
+    limits.tripped = True
+    for thread in threading.enumerate():
+        if (hasattr(thread, "syncthreads_event") and thread.is_alive()
+                and not getattr(thread, "syncthreads_blocked", False)):
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(thread.ident), ctypes.py_object(KernelDidNotFinishError))
+
+
+@contextmanager
+def limited(accesses_per_thread: int | None = None, barriers_per_thread: int | None = None,
+            seconds: float | None = None) -> Iterator[Limits]:
+    """Within this block, a simulated kernel that loops forever stops with
+    :class:`KernelDidNotFinishError` (raised by the launch, its message starting with the
+    simulator's ``tid=[...] ctaid=[...]``) instead of hanging:
+
+    - a thread that makes more than ``accesses_per_thread`` accesses to device arrays or
+      instrumented arrays (:func:`access_budget` is a generous choice), or passes more than
+      ``barriers_per_thread`` barriers, stops at once;
+    - after ``seconds`` of wall-clock time, every simulated thread still running Python code is
+      stopped (a loop that touches no array): the result's ``timed_out`` is then True.
+
+    None means no limit of that kind. Outside the simulator this does nothing (on a GPU the
+    caller must poll for completion itself).
+    """
+    global _LIMITS
+    limits = Limits(accesses_per_thread, barriers_per_thread, seconds)
+    try:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeWithinKernelCUDAArray
+        from numba.cuda.simulator.kernelapi import FakeCUDAModule
+    except ImportError:  # not the simulator: nothing to limit here
+        yield limits
+        return
+    previous = _LIMITS
+    patches = {
+        (FakeWithinKernelCUDAArray, "__getitem__"): _counting(
+            FakeWithinKernelCUDAArray.__getitem__),
+        (FakeWithinKernelCUDAArray, "__setitem__"): _counting(
+            FakeWithinKernelCUDAArray.__setitem__),
+    }
+    for name in ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or"):
+        patches[FakeCUDAModule, name] = _counting(getattr(FakeCUDAModule, name), count_barrier)
+    watchdog = None
+    with patched(patches):
+        _LIMITS = limits
+        if seconds is not None:
+            watchdog = threading.Timer(seconds, _stop_running_threads, (limits,))
+            watchdog.daemon = True
+            watchdog.start()
+        try:
+            yield limits
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            if limits.tripped:  # stop whatever of the stopped launch still runs
+                _stop_running_threads(limits, timed_out=False)
+            limits.active = False
+            _LIMITS = previous
+
+
+def _counting(method, count=count_access):
+    """``method``, calling ``count`` (:func:`count_access`, :func:`count_barrier`) first."""
+    def counted(self, *args):
+        count()
+        return method(self, *args)
+
+    counted.gpulab_original = method
+    return counted
+
+
+__all__ = ["KernelDidNotFinishError", "Limits", "access_budget", "count_access", "count_barrier",
+           "limited"]
