@@ -673,18 +673,22 @@ def lower_precision_verdict(headline: dict, underflow: dict, master: dict, fp8: 
     fp8_spread = 100 * (max(r.final_accuracy for r in fp8["runs"].values())
                         - min(r.final_accuracy for r in fp8["runs"].values()))
     unsafe = []
-    if s["fp16_no_scaling"].final_accuracy < s["fp32"].final_accuracy - 0.01:
-        unsafe.append(
-            f"fp16 without loss scaling, on gradients {power_of_two(underflow['loss_factor'])} "
-            f"times smaller, lost {percent(s['fp16_no_scaling'].flushed_fraction)} of its "
-            f"gradient values to zero and reached {percent(s['fp16_no_scaling'].final_accuracy)} "
-            f"against {percent(s['fp32'].final_accuracy)} in fp32")
-    if m["bf16_no_master"].final_accuracy < m["bf16"].final_accuracy - 0.01:
-        unsafe.append(
-            f"bf16 without fp32 master weights, at learning rate {low_lr:g}, lost "
-            f"{percent(m['bf16_no_master'].mean_updates_lost)} of Adam's updates per step and "
-            f"reached {percent(m['bf16_no_master'].final_accuracy)} against "
-            f"{percent(m['bf16'].final_accuracy)} with them")
+
+    def fell_behind(run, protected_run, recipe: str, lost: str, protected: str) -> None:
+        """Say how ``run`` fell behind ``protected_run`` if it ended more than a point lower."""
+        if run.final_accuracy < protected_run.final_accuracy - 0.01:
+            unsafe.append(f"{recipe} lost {lost} and reached {percent(run.final_accuracy)} "
+                          f"against {percent(protected_run.final_accuracy)} {protected}")
+
+    fell_behind(s["fp16_no_scaling"], s["fp32"],
+                f"fp16 without loss scaling, on gradients {power_of_two(underflow['loss_factor'])} "
+                "times smaller,",
+                f"{percent(s['fp16_no_scaling'].flushed_fraction)} of its gradient values to zero",
+                "in fp32")
+    fell_behind(m["bf16_no_master"], m["bf16"],
+                f"bf16 without fp32 master weights, at learning rate {low_lr:g},",
+                f"{percent(m['bf16_no_master'].mean_updates_lost)} of Adam's updates per step",
+                "with them")
     if unsafe:
         text = ("No. Lower precision is safe only with the parts that protect it. In this "
                 "chapter's runs, " + "; ".join(unsafe) + ". ")
