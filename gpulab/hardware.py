@@ -532,8 +532,8 @@ class GPUSpec:
         )
 
 
-def _spec(*, document, like=None, whitepaper=None, sparse_halved=(), flops_notes=None,
-          fp64_from_fp32=None, extra_sources=None, **fields):
+def _spec(*, document, like=None, whitepaper=None, sparse_halved=(), fp64_from_fp32=None,
+          extra_sources=None, **fields):
     """A GPUSpec whose every field cites ``document`` unless ``extra_sources`` says otherwise.
 
     - ``like``: a GPUSpec whose figures this GPU shares, all but those in ``fields`` (the H200
@@ -552,7 +552,7 @@ def _spec(*, document, like=None, whitepaper=None, sparse_halved=(), flops_notes
         shared = {name: getattr(like, name) for name in like.__dataclass_fields__
                   if name not in ("sources", "sm_count", "l2_bytes")}
         fields = {**shared, "peak_flops": dict(like.peak_flops), **fields}
-    flops_notes = dict(flops_notes or {})
+    flops_notes = {}
     if fp64_from_fp32 is not None:
         fields["peak_flops"] = {"fp64": fields["peak_flops"]["fp32"] / fp64_from_fp32,
                                 **fields["peak_flops"]}
@@ -687,11 +687,6 @@ L4 = _spec(
 
 T4 = _spec(
     document=_T4_DATASHEET, whitepaper=_TURING_WHITEPAPER,
-    flops_notes={
-        "fp16": f"{_T4_DATASHEET}: 'Mixed Precision (FP16/FP32) 65 TFLOPS' on the tensor "
-                "cores. Dense (Turing has no sparsity support).",
-        "int8": f"{_T4_DATASHEET}: 'INT8 130 TOPS'. Dense.",
-    },
     key="T4", name="NVIDIA T4 16GB",
     architecture="Turing", compute_capability=(7, 5), tdp_watts=70,
     memory_bytes=16 * GB, memory_type="GDDR6", memory_bandwidth_bytes_per_s=320 * GB,
@@ -702,16 +697,14 @@ T4 = _spec(
         "memory_bandwidth_bytes_per_s": f"{_T4_DATASHEET}: '320+ GB/s'",
         "host_link_bytes_per_s": f"{_T4_DATASHEET}: 'x16 PCIe Gen3', 'interconnect bandwidth "
                                  "32 GB/s' counting both directions: 16 GB/s each way",
+        "peak_flops.fp16": f"{_T4_DATASHEET}: 'Mixed Precision (FP16/FP32) 65 TFLOPS' on the "
+                           "tensor cores. Dense (Turing has no sparsity support).",
+        "peak_flops.int8": f"{_T4_DATASHEET}: 'INT8 130 TOPS'. Dense.",
     },
 )
 
 RTX_A6000 = _spec(
     document=_A6000_DATASHEET, whitepaper=_GA102_WHITEPAPER,
-    flops_notes={
-        "fp16": f"{_A6000_DATASHEET}: 'Tensor performance 309.7 TFLOPS' is with sparsity; "
-                "halved to the dense 154.85 TFLOPS (fp16/bf16 inputs on the tensor cores).",
-        "bf16": f"{_A6000_DATASHEET}: as fp16 (same tensor-core rate on GA102).",
-    },
     key="RTX-A6000", name="NVIDIA RTX A6000 48GB",
     architecture="Ampere", compute_capability=(8, 6), tdp_watts=300,
     memory_bytes=48 * GB, memory_type="GDDR6", memory_bandwidth_bytes_per_s=768 * GB,
@@ -722,6 +715,10 @@ RTX_A6000 = _spec(
     extra_sources={
         "nvlink_bytes_per_s": f"{_A6000_DATASHEET}; 112.5 GB/s counts both directions, and "
                               "joins only two cards",
+        "peak_flops.fp16": f"{_A6000_DATASHEET}: 'Tensor performance 309.7 TFLOPS' is with "
+                           "sparsity; halved to the dense 154.85 TFLOPS (fp16/bf16 inputs on "
+                           "the tensor cores).",
+        "peak_flops.bf16": f"{_A6000_DATASHEET}: as fp16 (same tensor-core rate on GA102).",
     },
 )
 
