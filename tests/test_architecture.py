@@ -10,7 +10,7 @@ never reach into another module's private names.
     published, recorded_runs
     kernels                                     Numba CUDA kernels
     device, toolkit, hardware, formats,         the ground floor
-    reference, instruments, lazy, documents
+    reference, instruments, lazy, documents, tables
 """
 
 import ast
@@ -23,7 +23,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpulab"
 
 LAYERS = [  # lowest first; a module may import from its own layer or any below it
     ("ground", ["gpulab.device", "gpulab.toolkit", "gpulab.hardware", "gpulab.formats",
-                "gpulab.reference", "gpulab.instruments", "gpulab.lazy", "gpulab.documents"]),
+                "gpulab.reference", "gpulab.instruments", "gpulab.lazy", "gpulab.documents",
+                "gpulab.tables"]),
     ("kernels", ["gpulab.kernels"]),
     ("services", ["gpulab.timing", "gpulab.plots", "gpulab.memory_model", "gpulab.ptx",
                   "gpulab.kernel_resources", "gpulab.recorded_runs", "gpulab.published"]),
