@@ -383,7 +383,7 @@ GUIDE = ROOT / "course" / "INSTRUCTORS.md"
 
 
 def test_the_guide_quotes_the_verdicts_the_checks_print():
-    from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED, CheckResult
+    from gpulab.exercises.results import FAILED, NOT_ATTEMPTED, PASSED, CheckResult
 
     guide = GUIDE.read_text(encoding="utf-8")
     printed = {str(CheckResult("exercise", status == PASSED, "why", status, hint="how")

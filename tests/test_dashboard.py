@@ -199,9 +199,9 @@ def test_a_dashboard_shows_gpulabs_versions_without_waiting_for_a_check():
 
 
 def test_the_cell_it_adds_runs_and_shows_the_versions(monkeypatch, capsys):
-    from gpulab.exercises import checks, reveal
+    from gpulab.exercises import results, reveal
 
-    monkeypatch.setattr(checks, "_PASSED_EXERCISES", set())
+    monkeypatch.setattr(results, "_PASSED_EXERCISES", set())
     monkeypatch.setattr(reveal, "_show_always", [False])
     exec(dashboard.SHOW_VERSIONS, {})
     assert reveal.compare_yours("multiply", "elementwise_multiply") is True

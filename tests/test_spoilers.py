@@ -317,9 +317,9 @@ def _cell_calling(notebook: dict, text: str) -> int:
 
 @pytest.fixture
 def no_check_passed(monkeypatch):
-    from gpulab.exercises import checks
+    from gpulab.exercises import results
 
-    monkeypatch.setattr(checks, "_PASSED_EXERCISES", set())
+    monkeypatch.setattr(results, "_PASSED_EXERCISES", set())
 
 
 def test_the_line_compare_yours_prints_before_a_pass_gives_nothing_away(no_check_passed,

@@ -1,12 +1,26 @@
 """Exercises: automatic checks with hints, and the learner notebooks generated from solutions.
 
-- :mod:`gpulab.exercises.checks` — everything the checks share: :class:`CheckResult`, the
-  learner's code (``start_kernel``, ``call_learner``), random 1-D and 2-D trials, padded
-  buffers and launches, diagnoses of common mistakes, the advice an error becomes.
+- One check is declared as data: :mod:`gpulab.exercises.spec` (a
+  :class:`~gpulab.exercises.spec.CheckSpec`: what the learner writes, the hint a stub gets, the
+  known mistakes),
+  :mod:`gpulab.exercises.mistakes` (a :class:`~gpulab.exercises.mistakes.Mistake` record and
+  ``diagnose``, which walks a check's mistakes in order) and :mod:`gpulab.exercises.trial` (one
+  :class:`~gpulab.exercises.trial.Trial` for any shape: a random problem, its block size drawn
+  too, repeatable from its seed).
+- What every check shares, one idea per module: :mod:`gpulab.exercises.results` (a
+  :class:`CheckResult`, the exceptions a check raises, ``run_check``, the advice an error
+  becomes), :mod:`gpulab.exercises.source_rules` (what the kernel's source says: the stub,
+  simulator-only code, barriers some threads skip, plain writes, hard-coded sizes),
+  :mod:`gpulab.exercises.running` (running the learner's code safely: padded buffers, launches
+  compiled for a real GPU and under a time limit, traces), :mod:`gpulab.exercises.outputs`
+  (comparing outputs and naming the mistake), :mod:`gpulab.exercises.host_code` (watching the
+  learner's host code: copies, launches, clocks), :mod:`gpulab.exercises.compiling` (compiling
+  a kernel for a real GPU as the ``ptx`` tier does) and :mod:`gpulab.exercises.learner_code`
+  (is the learner's code their own, is the check intact).
 - :mod:`gpulab.exercises.ch00` … :mod:`gpulab.exercises.ch12` — one module per chapter, holding
   only that chapter's checks (``ch01``: ``check_multiply``, ``check_dot_atomic``,
   ``check_block_sum``); notebooks import the module (``from gpulab.exercises import ch03``).
-  Chapter modules import from ``checks`` only, never from each other.
+  Chapter modules import from the shared modules only, never from each other.
 - :mod:`gpulab.exercises.reveal` — around an exercise: ``compare_yours`` shows gpulab's version
   only after the learner's check passed; ``try_it`` turns a failing try-it cell into a few lines.
 - :mod:`gpulab.exercises.release` — writes ``course/`` (learner versions) from ``solutions/``.
@@ -26,7 +40,7 @@ from __future__ import annotations
 from gpulab.lazy import exported_names, lazy_exports
 
 _MODULES = {
-    "checks": ("CheckResult",),
+    "results": ("CheckResult",),
     "reveal": ("compare_yours", "try_it"),
     "ch00": ("check_blocks_for", "check_first_launch", "check_launch_by_hand"),
     "ch01": ("check_multiply", "check_dot_atomic", "check_block_sum"),

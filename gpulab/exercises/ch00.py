@@ -1,7 +1,7 @@
 """Chapter 00's exercises: how many blocks, and a first kernel you launch yourself.
 
 Each check runs your code on random sizes, prints what it found and returns a
-:class:`~gpulab.exercises.checks.CheckResult`; a failure names its seed so that
+:class:`~gpulab.exercises.results.CheckResult`; a failure names its seed so that
 ``check_...(your_code, seed=1234)`` repeats it.
 
 - :func:`check_blocks_for` — ``blocks_for(n, threads_per_block)`` must return the number of
@@ -36,22 +36,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device
-from gpulab.exercises.checks import (
-    CheckFailedError,
-    CheckResult,
-    HostCodeWatch,
-    HostLaunch,
-    KernelSpy,
-    NotAttemptedError,
-    call_learner,
-    diagnose_vector,
-    draw_size,
-    run_elementwise,
-    watch_host_code,
-)
+from gpulab.exercises.host_code import HostCodeWatch, HostLaunch, KernelSpy, watch_host_code
 from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.outputs import diagnose_vector
+from gpulab.exercises.results import CheckFailedError, CheckResult, NotAttemptedError
+from gpulab.exercises.running import call_learner, run_elementwise
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
-from gpulab.exercises.trial import Trial
+from gpulab.exercises.trial import Trial, draw_size
 from gpulab.instruments import launchable
 
 # Threads per block a GPU accepts: 1024 on every compute capability the course names (CUDA C++

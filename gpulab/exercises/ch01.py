@@ -2,7 +2,7 @@
 
 Each check takes your ``@cuda.jit`` kernel (not launched), runs it on random data whose size is
 not a multiple of the block size, compares with :mod:`gpulab.reference`, prints what it found
-and returns a :class:`~gpulab.exercises.checks.CheckResult`::
+and returns a :class:`~gpulab.exercises.results.CheckResult`::
 
     from gpulab.exercises.ch01 import check_multiply
     check_multiply(multiply_kernel)
@@ -25,11 +25,11 @@ What the simulator can and cannot show
   often happen to run in step: the check reports what the number shows, and its message
   counts the kernel's ``syncthreads`` calls.
 - The block sum's method is checked, not only its total: once the total is right, the kernel
-  is traced on a small launch (:func:`gpulab.exercises.checks.trace_trial`) and must make at
+  is traced on a small launch (:func:`gpulab.exercises.running.trace_trial`) and must make at
   most one atomic per block, read x at most once per thread, and keep each thread's shared
   reads to a tree's ~2 log2(block) (one thread adding up the whole block reads every slot).
 - A kernel that never finishes (e.g. a halving loop without ``stride //= 2``) fails with a
-  message instead of hanging (:func:`gpulab.exercises.checks.launch`'s time limit).
+  message instead of hanging (:func:`gpulab.exercises.running.launch`'s time limit).
 """
 
 from __future__ import annotations
@@ -39,23 +39,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, reference
-from gpulab.exercises.checks import (
+from gpulab.exercises.mistakes import Mistake, diagnose
+from gpulab.exercises.outputs import diagnose_vector, matches
+from gpulab.exercises.results import (
     GLOBAL_INDEX_HINT,
     GUARD_HINT,
     READ_THE_ERROR_HINT,
     CheckFailedError,
     CheckResult,
-    KernelSource,
-    count_calls,
-    diagnose_vector,
-    launch,
-    matches,
-    padded,
-    plain_writes_to,
-    run_elementwise,
-    trace_trial,
 )
-from gpulab.exercises.mistakes import Mistake, diagnose
+from gpulab.exercises.running import launch, padded, run_elementwise, trace_trial
+from gpulab.exercises.source_rules import KernelSource, count_calls, plain_writes_to
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import WatchedArray, thread_label

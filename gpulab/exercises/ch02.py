@@ -3,7 +3,7 @@ when each thread loops.
 
 Each check takes your ``@cuda.jit`` kernel (not launched), runs it on random data whose size is
 not a multiple of the block size, compares with :mod:`gpulab.reference`, prints what it found
-and returns a :class:`~gpulab.exercises.checks.CheckResult`::
+and returns a :class:`~gpulab.exercises.results.CheckResult`::
 
     from gpulab.exercises.ch02 import check_saxpy
     check_saxpy(my_saxpy)
@@ -12,14 +12,14 @@ How the timing's host code is checked
 - :func:`check_time_saxpy` calls your ``time_saxpy(kernel, a, x, y, repeats)`` with a stand-in
   for gpulab's saxpy kernel that records every launch (its grid, and whether an argument was a
   NumPy array, which makes Numba copy it to the GPU and back on that launch), while
-  :func:`gpulab.exercises.checks.watch_host_code` records your copies, allocations,
+  :func:`gpulab.exercises.host_code.watch_host_code` records your copies, allocations,
   synchronisations and clock reads (however the clock was imported; CUDA events' records and
   waits too), in order. So it sees the hidden-copy trap, copies inside the timed loop, a clock
   stopped before the GPU finished, a CPU-time clock, and, from the clock reads' own values, a
   time that is the total or divided by the warm-ups too (:data:`TIMING_MISTAKES`).
 
 How the copy's stride and coalescing are checked
-- Your kernel is traced on a small launch (:func:`gpulab.exercises.checks.trace_trial`): the
+- Your kernel is traced on a small launch (:func:`gpulab.exercises.running.trace_trial`): the
   elements each thread read, in order, give its step, and elements read by two threads show a
   step that is not the grid's size (threads copying each other's elements). A loop that never
   ends (a step of 0) fails with a message instead of hanging.
@@ -40,24 +40,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, memory_model, reference
-from gpulab.exercises.checks import (
-    CheckFailedError,
-    CheckResult,
-    HostCodeWatch,
+from gpulab.exercises.host_code import HostCodeWatch, watch_host_code
+from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.outputs import diagnose_vector
+from gpulab.exercises.results import CheckFailedError, CheckResult, offer_trace
+from gpulab.exercises.running import (
     call_learner,
-    diagnose_vector,
-    draw_size,
     launch,
-    offer_trace,
     padded,
     read_back,
     run_elementwise,
     trace_trial,
-    watch_host_code,
 )
-from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
-from gpulab.exercises.trial import Trial
+from gpulab.exercises.trial import Trial, draw_size
 from gpulab.instruments import RecordingArray, thread_label
 
 GRID_STRIDE_HINT = (

@@ -4,7 +4,7 @@ Each check takes your ``@cuda.jit`` kernel ``kernel(A, B, C)`` (not launched), r
 2-D grid on random matrices whose sizes M, N, K differ from each other and are not multiples of
 the block's sides, compares C with :mod:`gpulab.reference` (within the rounding bound
 ``K * eps * (|A| @ |B|)`` of a float32 sum in any order), prints what it found and returns a
-:class:`~gpulab.exercises.checks.CheckResult`::
+:class:`~gpulab.exercises.results.CheckResult`::
 
     from gpulab.exercises.ch03 import check_matmul_naive
     check_matmul_naive(my_matmul)
@@ -19,7 +19,7 @@ write lands in padding the check inspects.
   mixes up x and y, fails; the sizes are such that swapping rows and columns leaves part of C
   unwritten.
 - :func:`check_matmul_tiled` judges the method as well as the answer. The kernel is traced on
-  a launch of 6 blocks of TILE x TILE threads (:func:`~gpulab.exercises.checks.
+  a launch of 6 blocks of TILE x TILE threads (:func:`~gpulab.exercises.running.
   trace_trial`): every thread must load at most about ``2 * ceil(K / TILE)`` values from global
   memory (the naive kernel loads 2K: a correct but untiled kernel is rejected) and pass two
   barriers per step. A wrong answer is diagnosed from what the trace shows: a missing barrier
@@ -38,20 +38,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, reference
-from gpulab.exercises.checks import (
-    BARRIER_HINT,
-    CheckFailedError,
-    CheckResult,
-    KernelError,
-    KernelSource,
-    launch,
-    offer_trace,
-    padded,
-    plain_writes_to,
-    read_back,
-    trace_trial,
-)
 from gpulab.exercises.mistakes import Mistake, diagnose
+from gpulab.exercises.results import CheckFailedError, CheckResult, KernelError, offer_trace
+from gpulab.exercises.running import launch, padded, read_back, trace_trial
+from gpulab.exercises.source_rules import BARRIER_HINT, KernelSource, plain_writes_to
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import Trial
 
@@ -851,7 +841,7 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
     (your ``TILE``), for the answer and for the method.
 
     The kernel runs on a launch of 6 blocks (on a GPU also on a large one) and is traced in
-    the simulator (:func:`~gpulab.exercises.checks.trace_trial`). It passes when C = A @ B, every
+    the simulator (:func:`~gpulab.exercises.running.trace_trial`). It passes when C = A @ B, every
     thread loads at most about one value of A and one of B per step along K (``2 *
     ceil(K / tile)`` in all; the naive kernel's 2K is rejected, with the counts) and passes the
     same barriers, two per step. Diagnoses, from what the result and the trace show: the stub;

@@ -2,7 +2,7 @@
 
 Each check runs your code on random data, compares with :mod:`gpulab.formats` /
 :mod:`gpulab.reference`, prints what it found and returns a
-:class:`~gpulab.exercises.checks.CheckResult`; a failure names its seed so that
+:class:`~gpulab.exercises.results.CheckResult`; a failure names its seed so that
 ``check_...(your_code, seed=1234)`` repeats it.
 
 - :func:`check_decode` — ``decode(sign, exponent, mantissa, exponent_bits, mantissa_bits)``
@@ -33,16 +33,10 @@ import ml_dtypes
 import numpy as np
 
 from gpulab import device, formats, reference
-from gpulab.exercises.checks import (
-    GLOBAL_INDEX_HINT,
-    GUARD_HINT,
-    CheckFailedError,
-    CheckResult,
-    KernelSource,
-    call_learner,
-    run_elementwise,
-)
 from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError, CheckResult
+from gpulab.exercises.running import call_learner, run_elementwise
+from gpulab.exercises.source_rules import KernelSource
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import Trial
 

@@ -16,7 +16,7 @@ kernel, and the numerically stable softmax with its cross-entropy loss.
 The kernel checks draw random shapes that are not multiples of the block, with more rows than
 columns or the other way round (so swapped indices show), and a block shape from a few (so a
 hard-coded block size shows); they reject a kernel that writes into one of its inputs. Each
-check prints a :class:`~gpulab.exercises.checks.CheckResult` and returns it; a failure names
+check prints a :class:`~gpulab.exercises.results.CheckResult` and returns it; a failure names
 the seed: ``check_bias_activation(kernel, seed=1234)`` repeats the trial.
 """
 
@@ -28,30 +28,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, reference
-from gpulab.exercises.checks import (
+from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.outputs import (
     ACTIVATIONS,
-    GLOBAL_INDEX_HINT,
     IDENTITY,
     PAD_VALUE,
     RELU,
     SAID,
     TANH,
+    changed_input_failure,
+    check_matrix_output,
+)
+from gpulab.exercises.results import (
+    GLOBAL_INDEX_HINT,
     CheckFailedError,
     CheckResult,
     KernelError,
-    KernelSource,
-    call_learner,
-    changed_input_failure,
-    check_matrix_output,
-    draw_size,
-    launch,
     offer_trace,
-    padded,
-    read_back,
 )
-from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.running import call_learner, launch, padded, read_back
+from gpulab.exercises.source_rules import KernelSource
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import BLOCK_CHOICES_2D, SIZE_RANGE_2D, Trial
+from gpulab.exercises.trial import BLOCK_CHOICES_2D, SIZE_RANGE_2D, Trial, draw_size
 from gpulab.kernels.dense import ACTIVATION_CODES
 
 # --- exercise 1: napkin math --------------------------------------------------------------------

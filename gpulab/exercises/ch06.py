@@ -36,34 +36,30 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, memory_model, reference
-from gpulab.exercises.checks import (
+from gpulab.exercises.mistakes import Mistake, diagnose
+from gpulab.exercises.outputs import (
     ACTIVATIONS,
-    GLOBAL_INDEX_HINT,
     IDENTITY,
     PAD_VALUE,
     RELU,
     SAID,
     TANH,
+    blame_hard_coded_block,
+    changed_input_failure,
+    coverage_failure,
+    run_2d,
+)
+from gpulab.exercises.results import (
+    GLOBAL_INDEX_HINT,
     CheckFailedError,
     CheckResult,
     KernelError,
-    KernelSource,
-    blame_hard_coded_block,
-    call_learner,
-    changed_input_failure,
-    count_calls,
-    coverage_failure,
-    draw_size,
-    launch,
     offer_trace,
-    padded,
-    read_back,
-    run_2d,
-    trace_trial,
 )
-from gpulab.exercises.mistakes import Mistake, diagnose
+from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
+from gpulab.exercises.source_rules import KernelSource, count_calls
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import BLOCK_CHOICES_2D, SIZE_RANGE_2D, Trial
+from gpulab.exercises.trial import BLOCK_CHOICES_2D, SIZE_RANGE_2D, Trial, draw_size
 from gpulab.instruments import RecordingArray, WatchedArray, poison_value
 from gpulab.kernels.dense import ACTIVATION_CODES
 

@@ -29,20 +29,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpulab import reference
-from gpulab.exercises.checks import (
+from gpulab.exercises.outputs import diagnose_matrix
+from gpulab.exercises.results import (
     GUARD_HINT,
     CheckFailedError,
     CheckResult,
     KernelError,
     NotAttemptedError,
-    call_learner,
-    diagnose_matrix,
-    kernel_source,
-    launch,
-    padded,
-    read_back,
-    start_kernel,
 )
+from gpulab.exercises.running import call_learner, launch, padded, read_back
+from gpulab.exercises.source_rules import kernel_source, start_kernel
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import Trial, default_threads_per_block
 

@@ -40,21 +40,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpulab import device, hardware, reference
-from gpulab.exercises.checks import (
+from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.results import (
     CheckFailedError,
     CheckResult,
     KernelError,
-    KernelSource,
-    call_learner,
     explain_exception,
-    hard_coded_block,
-    launch,
     offer_trace,
-    padded,
-    read_back,
-    trace_trial,
 )
-from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
+from gpulab.exercises.source_rules import KernelSource, hard_coded_block
 from gpulab.exercises.spec import CheckSpec, hard_coded_size
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import python_function, thread_label

@@ -37,24 +37,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpulab import device
-from gpulab.exercises.checks import (
+from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.results import (
     GLOBAL_INDEX_HINT,
     GUARD_HINT,
     READ_THE_ERROR_HINT,
     CheckFailedError,
     CheckResult,
     KernelError,
-    KernelSource,
-    call_learner,
     explain_exception,
-    launch,
     offer_trace,
-    padded,
-    plain_writes_to,
-    read_back,
-    trace_trial,
 )
-from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
+from gpulab.exercises.source_rules import KernelSource, plain_writes_to
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import python_function, thread_label

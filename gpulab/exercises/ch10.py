@@ -41,20 +41,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, formats
-from gpulab.exercises.checks import (
-    READ_THE_ERROR_HINT,
-    CheckFailedError,
-    CheckResult,
-    KernelSource,
-    call_learner,
-    count_calls,
-    launch,
-    offer_trace,
-    padded,
-    plain_writes_to,
-    trace_trial,
-)
 from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.results import READ_THE_ERROR_HINT, CheckFailedError, CheckResult, offer_trace
+from gpulab.exercises.running import call_learner, launch, padded, trace_trial
+from gpulab.exercises.source_rules import KernelSource, count_calls, plain_writes_to
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import WatchedArray, poison_value, python_function, thread_label

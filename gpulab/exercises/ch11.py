@@ -41,21 +41,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpulab.exercises.checks import (
+from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.outputs import elementwise_tolerance
+from gpulab.exercises.results import (
     READ_THE_ERROR_HINT,
     STUB_MESSAGE,
     CheckFailedError,
     CheckResult,
     KernelError,
     NotAttemptedError,
-    call_learner,
-    elementwise_tolerance,
     explain_exception,
-    launch,
-    padded,
-    read_back,
 )
-from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.running import call_learner, launch, padded, read_back
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import python_function

@@ -34,18 +34,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device
-from gpulab.exercises.checks import (
+from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.results import (
     GLOBAL_INDEX_HINT,
     GUARD_HINT,
     CheckFailedError,
     CheckResult,
     KernelError,
-    call_learner,
-    launch,
-    padded,
-    read_back,
 )
-from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.running import call_learner, launch, padded, read_back
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import python_function
@@ -453,7 +450,7 @@ def run_inference(kernel, trial: Trial, problem: InferenceProblem, scratch: floa
                   ) -> np.ndarray:
     """Launch ``kernel(X, W1, b1, W2, b2, logits, out)`` on the trial's grid: X and out padded
     (a thread past the end raises IndexError in the simulator, or writes into out's padding on
-    a GPU, which :func:`~gpulab.exercises.checks.read_back` sees), the logits scratch filled
+    a GPU, which :func:`~gpulab.exercises.running.read_back` sees), the logits scratch filled
     with ``scratch``. Returns out (int32, :data:`UNWRITTEN` where nothing was written)."""
     from numba import cuda
 
@@ -525,7 +522,7 @@ def served_by(kernel, model, threads_per_block: int | None = None):
     ``kernel`` once this very kernel (a cell run again makes a new one) has passed
     :func:`check_inference` in this session, with gpulab's ``fused_mlp_argmax`` otherwise (and
     says so)."""
-    from gpulab.exercises.checks import has_passed
+    from gpulab.exercises.results import has_passed
     from gpulab.serving.kernel_model import KernelModel
 
     if kernel is not None and python_function(kernel) in _INFERENCE_PASSED:

@@ -78,8 +78,8 @@ def numba_type(value) -> str:
 
 def recipe_of(kernel_source) -> dict | None:
     """The recipe (source and globals) to compile: of a kernel, its Python function, anything
-    with a ``.function`` (a :class:`~gpulab.exercises.checks.KernelSource`), or source text (then
-    only ``cuda``, ``np``, ``math`` and ``numba`` are known)."""
+    with a ``.function`` (a :class:`~gpulab.exercises.source_rules.KernelSource`), or source
+    text (then only ``cuda``, ``np``, ``math`` and ``numba`` are known)."""
     if isinstance(kernel_source, str):
         source = textwrap.dedent(kernel_source)
         definition = next(node for node in ast.parse(source).body

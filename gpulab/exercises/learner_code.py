@@ -19,9 +19,10 @@ from gpulab.instruments import launchable, python_function
 
 # The modules whose functions a check relies on to judge (numpy: only the names below).
 GUARDED_MODULES = (
-    "gpulab.reference", "gpulab.instruments", "gpulab.exercises.checks",
-    "gpulab.exercises.compiling", "gpulab.exercises.mistakes", "gpulab.exercises.trial",
-    "gpulab.exercises.spec", "gpulab.exercises.learner_code",
+    "gpulab.reference", "gpulab.instruments", "gpulab.exercises.results",
+    "gpulab.exercises.source_rules", "gpulab.exercises.running", "gpulab.exercises.outputs",
+    "gpulab.exercises.host_code", "gpulab.exercises.compiling", "gpulab.exercises.mistakes",
+    "gpulab.exercises.trial", "gpulab.exercises.spec", "gpulab.exercises.learner_code",
 )
 GUARDED_NUMPY = ("allclose", "isclose", "array_equal", "isnan", "isfinite", "abs", "flatnonzero")
 

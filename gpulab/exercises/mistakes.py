@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpulab.exercises.checks import CheckFailedError
+from gpulab.exercises.results import CheckFailedError
 
 RECOGNISED_FROM = ("outputs", "trace", "source", "host code")
 

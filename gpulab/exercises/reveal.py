@@ -22,7 +22,7 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-from gpulab.exercises.checks import CheckResult, has_passed
+from gpulab.exercises.results import CheckResult, has_passed
 from gpulab.instruments import simulator_thread
 from gpulab.kernels.registry import kernel_spec
 
@@ -73,7 +73,7 @@ def _source(thing) -> str:
 def compare_yours(exercise, *shown) -> bool:
     """Print the sources of ``shown`` (gpulab kernel names, or functions and classes) if the
     check of ``exercise`` (a :class:`~gpulab.exercises.spec.CheckSpec`, a
-    :class:`~gpulab.exercises.checks.CheckResult` or the exercise's name) has passed in this
+    :class:`~gpulab.exercises.results.CheckResult` or the exercise's name) has passed in this
     process; otherwise print one line that says how to see them now. Returns whether it showed
     them."""
     if not shown:

@@ -10,7 +10,7 @@ What every check gets from its spec, before and after its own body:
 - the check is intact: if a function the check relies on was replaced, before the check or by
   the learner's code while it ran (:func:`~gpulab.exercises.learner_code.replaced_parts`), the
   result is a failure that names it, never a pass;
-- the result is printed and returned with its seed (:func:`gpulab.exercises.checks.run_check`).
+- the result is printed and returned with its seed (:func:`gpulab.exercises.results.run_check`).
 
 A chapter module declares one spec per check and writes the body: draw a
 :class:`~gpulab.exercises.trial.Trial`, run the learner's code, gather evidence, and
@@ -25,16 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpulab.exercises import learner_code
-from gpulab.exercises.checks import (
-    CheckFailedError,
-    CheckResult,
-    KernelError,
-    KernelSource,
-    hard_coded_block,
-    run_check,
-    start_kernel,
-)
 from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.results import CheckFailedError, CheckResult, KernelError, run_check
+from gpulab.exercises.source_rules import KernelSource, hard_coded_block, start_kernel
 from gpulab.exercises.trial import Trial
 
 OWN_WORK_HINT = (
@@ -94,7 +87,7 @@ class CheckSpec:
         return run_check(self.exercise, guarded, seed, show)
 
     def start(self, kernel) -> KernelSource:
-        """The kernel's first steps (:func:`gpulab.exercises.checks.start_kernel`)."""
+        """The kernel's first steps (:func:`gpulab.exercises.source_rules.start_kernel`)."""
         return start_kernel(kernel, self.parameters, self.stub_hint)
 
     def reject(self, evidence) -> None:

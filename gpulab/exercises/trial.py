@@ -10,8 +10,9 @@ hard-coded size passes by luck).
 A 1-D trial has ``n``, ``threads_per_block`` and int ``blocks``/``threads``; a 2-D one (x along
 the columns) ``rows``, ``cols`` and ``(x, y)`` tuples, never square, and such that a kernel with
 rows and columns swapped misses part of the output. Both work with
-:func:`gpulab.exercises.checks.launch`, :func:`~gpulab.exercises.checks.run_elementwise`,
-:func:`~gpulab.exercises.checks.read_back` and the diagnoses there.
+:func:`gpulab.exercises.running.launch`, :func:`~gpulab.exercises.running.run_elementwise`,
+:func:`~gpulab.exercises.running.read_back` and the diagnoses of
+:mod:`gpulab.exercises.outputs`.
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ class Trial:
     @property
     def padding(self) -> int:
         """Elements of padding after each axis of an array
-        (:func:`gpulab.exercises.checks.padded`): as many as a block has threads along an
+        (:func:`gpulab.exercises.running.padded`): as many as a block has threads along an
         axis, so that every thread of the last, partial block that runs past the end lands in
         padding."""
         return max(self.block)

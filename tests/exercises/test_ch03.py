@@ -831,9 +831,9 @@ def test_the_untiled_hint_names_the_naive_kernels_loads():
 def small_gpu_runs(stand_in_gpu, monkeypatch):
     """The stand-in GPU (kernels run in the simulator, unpoisoned, as a GPU's fresh shared
     memory often holds zeros) with the tiled check's large GPU launch kept small."""
-    from gpulab.exercises import ch03, checks
+    from gpulab.exercises import ch03, running
 
-    monkeypatch.setattr(checks, "_wait_for_gpu", lambda seconds: None)
+    monkeypatch.setattr(running, "_wait_for_gpu", lambda seconds: None)
     draw = ch03.MatmulTrial.draw_tiled.__func__
 
     def draw_small(cls, check_name, seed, tile, dtype=np.float32, large=False):

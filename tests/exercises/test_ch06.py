@@ -10,7 +10,7 @@ import pytest
 from numba import cuda
 
 from gpulab.exercises import ch06
-from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED
+from gpulab.exercises.results import FAILED, NOT_ATTEMPTED, PASSED
 
 SEEDS = [3, 11, 12]
 IDENTITY, RELU, TANH = ch06.IDENTITY, ch06.RELU, ch06.TANH

@@ -10,7 +10,7 @@ from numba import cuda
 
 from gpulab import reference
 from gpulab.exercises import ch07
-from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED
+from gpulab.exercises.results import FAILED, NOT_ATTEMPTED, PASSED
 from gpulab.kernels import optim, softmax
 
 

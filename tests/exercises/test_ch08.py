@@ -8,7 +8,7 @@ import pytest
 
 from gpulab import hardware
 from gpulab.exercises import ch08
-from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED
+from gpulab.exercises.results import FAILED, NOT_ATTEMPTED, PASSED
 from gpulab.nn import cost
 
 

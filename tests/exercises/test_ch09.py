@@ -10,7 +10,7 @@ import pytest
 from numba import cuda
 
 from gpulab.exercises import ch09
-from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED
+from gpulab.exercises.results import FAILED, NOT_ATTEMPTED, PASSED
 from gpulab.kernels.accumulate import accumulate as gpulab_accumulate
 
 # --- exercise 1: activation bytes --------------------------------------------------------------

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gpulab.exercises import ch10
-from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED
+from gpulab.exercises.results import FAILED, NOT_ATTEMPTED, PASSED
 
 SEEDS = (0, 1, 2, 7, 12345)
 

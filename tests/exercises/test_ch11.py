@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gpulab.exercises import ch11
-from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED
+from gpulab.exercises.results import FAILED, NOT_ATTEMPTED, PASSED
 
 # --- ring all-reduce: right answers -------------------------------------------------------------
 

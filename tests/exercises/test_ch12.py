@@ -15,7 +15,7 @@ import pytest
 from numba import cuda
 
 from gpulab.exercises import ch12
-from gpulab.exercises.checks import FAILED, NOT_ATTEMPTED, PASSED
+from gpulab.exercises.results import FAILED, NOT_ATTEMPTED, PASSED
 
 SEEDS = (0, 1, 2, 3, 11)
 
@@ -421,10 +421,10 @@ def test_no_failure_message_contains_solution_code():
 
 
 def test_served_by_uses_yours_only_once_it_passed(monkeypatch, capsys):
-    from gpulab.exercises import checks
+    from gpulab.exercises import results
     from gpulab.nn.mlp import MLP
 
-    monkeypatch.setattr(checks, "_PASSED_EXERCISES", set())
+    monkeypatch.setattr(results, "_PASSED_EXERCISES", set())
     monkeypatch.setattr(ch12, "_INFERENCE_PASSED", weakref.WeakSet())
     model = MLP((6, 5, 3), seed=1)
     before = ch12.served_by(infer, model)

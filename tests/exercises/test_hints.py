@@ -17,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = ROOT / "gpulab" / "exercises"
-SHARED = ("checks.py", "spec.py", "mistakes.py", "trial.py", "learner_code.py", "compiling.py")
+SHARED = ("results.py", "source_rules.py", "running.py", "outputs.py", "host_code.py", "spec.py",
+          "mistakes.py", "trial.py", "learner_code.py", "compiling.py")
 # CheckSpec's descriptions for the instructors' tables, not shown to a learner.
 DESCRIPTIONS = {"title", "call", "holds", "also", "learner_writes"}
 SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)

@@ -4,8 +4,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from gpulab.exercises.checks import CheckFailedError
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
+from gpulab.exercises.results import CheckFailedError
 
 
 @dataclass

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from gpulab.exercises import ch01, checks
+from gpulab.exercises import ch01, results
 from gpulab.exercises.reveal import compare_yours, full_traceback, short_failure, try_it
 
 
@@ -30,7 +30,7 @@ def multiply(x, y, out):
 
 @pytest.fixture
 def nothing_passed(monkeypatch):
-    monkeypatch.setattr(checks, "_PASSED_EXERCISES", set())
+    monkeypatch.setattr(results, "_PASSED_EXERCISES", set())
 
 
 def test_compare_yours_before_the_check_passed_shows_how_not_what(nothing_passed, capsys):

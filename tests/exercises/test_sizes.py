@@ -6,7 +6,7 @@ that is not a multiple of 1) hangs a learner's notebook; these tests try many se
 import numpy as np
 import pytest
 
-from gpulab.exercises import ch06, checks
+from gpulab.exercises import ch06, trial
 from gpulab.exercises.ch03 import MatmulTrial
 
 
@@ -39,9 +39,9 @@ def test_the_tiled_check_refuses_tiles_it_cannot_test(tile):
 def test_sizes_for_any_block(block):
     rng = np.random.default_rng(0)
     for _ in range(300):
-        n = checks.draw_size(rng, block)
+        n = trial.draw_size(rng, block)
         assert block == 1 or n % block
-        side = checks.draw_size(rng, block, (2, 10), full_blocks=1)
+        side = trial.draw_size(rng, block, (2, 10), full_blocks=1)
         assert side > block or block == 1
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from numba import cuda
 
 from gpulab import reference
-from gpulab.exercises import checks
+from gpulab.exercises import outputs, results, running, source_rules
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.spec import CheckSpec, hard_coded_size, under_two_blocks
 from gpulab.exercises.trial import Trial
@@ -42,12 +42,12 @@ def test_gpulab_s_own_code_is_not_the_learner_s():
 
 def test_a_replaced_part_of_the_check_is_named(monkeypatch):
     def body(seed):
-        monkeypatch.setattr(checks, "matches", lambda *args: True)
+        monkeypatch.setattr(outputs, "matches", lambda *args: True)
         return "fine"
 
     result = SPEC.run(body, seed=1, show=False)
     assert result.status == "failed"
-    assert "replaced while the check ran your code: `gpulab.exercises.checks.matches`" in (
+    assert "replaced while the check ran your code: `gpulab.exercises.outputs.matches`" in (
         result.message)
 
 
@@ -72,7 +72,7 @@ def copy_anywhere(x, out):
 def run_copy(kernel):
     def run(trial):
         x = trial.uniform(0, 1)
-        failure = checks.diagnose_vector(x, checks.run_elementwise(kernel, trial, x), trial)
+        failure = outputs.diagnose_vector(x, running.run_elementwise(kernel, trial, x), trial)
         if failure:
             raise failure
         return trial.threads_per_block
@@ -81,14 +81,14 @@ def run_copy(kernel):
 
 def test_a_kernel_right_under_one_block_size_only_fails_and_is_named():
     trial = Trial.draw("check_demo", 1, block=64, size_range=(150, 250))
-    source = checks.kernel_source(copy_for_64, 2)
-    result = checks.run_check("demo", lambda seed: str(under_two_blocks(
+    source = source_rules.kernel_source(copy_for_64, 2)
+    result = results.run_check("demo", lambda seed: str(under_two_blocks(
         run_copy(copy_for_64), trial, source)), seed=1, show=False)
     assert "right with 64 threads per block but not with 32" in result.message
     assert "`i = cuda.blockIdx.x * 64 + cuda.threadIdx.x` hard-codes the block size" in (
         result.message)
     assert under_two_blocks(run_copy(copy_anywhere), trial,
-                            checks.kernel_source(copy_anywhere, 2)) == 64
+                            source_rules.kernel_source(copy_anywhere, 2)) == 64
 
 
 @cuda.jit
@@ -99,9 +99,9 @@ def fixed(x, out):
 
 
 def test_a_size_typed_into_the_kernel_is_found():
-    assert hard_coded_size(checks.kernel_source(fixed, 2)) == (
+    assert hard_coded_size(source_rules.kernel_source(fixed, 2)) == (
         "if i < 300 and cuda.threadIdx.x >= 0:")
-    assert hard_coded_size(checks.kernel_source(copy_anywhere, 2)) is None
+    assert hard_coded_size(source_rules.kernel_source(copy_anywhere, 2)) is None
 
 
 def test_gpulab_s_own_kernel_is_named():

@@ -9,8 +9,14 @@ import pytest
 from numba import cuda
 
 from gpulab import device
-from gpulab.exercises import checks
-from gpulab.exercises.trial import BLOCK_CHOICES, BLOCK_CHOICES_2D, Trial
+from gpulab.exercises import running
+from gpulab.exercises.trial import (
+    BLOCK_CHOICES,
+    BLOCK_CHOICES_2D,
+    Trial,
+    describe_launch,
+    draw_size,
+)
 
 TIER = "gpu" if device.tier() == "gpu" else "sim"
 
@@ -70,4 +76,32 @@ def double(x, out):
 def test_a_trial_launches_through_the_shared_machinery(block):
     trial = Trial.draw("check_demo", 2, block=block, size_range=(100, 200))
     x = trial.uniform(0, 1)
-    assert np.allclose(checks.run_elementwise(double, trial, x), 2 * x)
+    assert np.allclose(running.run_elementwise(double, trial, x), 2 * x)
+
+
+# --- sizes and launches -----------------------------------------------------------------------
+
+
+def test_sizes_are_never_a_multiple_of_the_block_size():
+    rng = np.random.default_rng(0)
+    for threads in (32, 64, 128):
+        sizes = [draw_size(rng, threads) for _ in range(300)]
+        assert all(n % threads for n in sizes)
+        assert min(sizes) > 2 * threads
+
+
+def test_draw_size_spans_the_full_blocks_asked_for():
+    rng = np.random.default_rng(1)
+    for block in (8, 16):
+        sizes = [draw_size(rng, block, (9, 40), full_blocks=1) for _ in range(200)]
+        assert all(n % block and n > block for n in sizes)
+
+
+def test_launches_are_described_in_one_way():
+    assert describe_launch(3, 64) == "3 blocks of 64 threads"
+    assert describe_launch((4, 2), (8, 8)) == "4 x 2 blocks of 8 x 8 threads"
+    trial = Trial.draw("check_demo", 5, np.float32, block=64)
+    assert f"{trial.blocks} blocks of 64 threads" in str(trial)
+    assert str(trial).endswith("repeat it with check_demo(kernel, seed=5)")
+    grid = Trial.draw("check_demo", 5, dims=2)
+    assert grid.launched in str(grid) and grid.threads == grid.block

@@ -1,0 +1,248 @@
+"""Watching the learner's host code (chapters 00 and 02): within :func:`watch_host_code`, the
+copies, allocations, launches (through a :class:`KernelSpy`), synchronisations, clock reads
+(:data:`WALL_CLOCKS`, :data:`CPU_CLOCKS`, however imported) and CUDA events of the learner's
+function are recorded, in order, in a :class:`HostCodeWatch` that a check reads: was the clock
+read after the GPU finished? were copies inside the timed loop? how many threads did a launch
+start (:class:`HostLaunch`)? Numba's own functions still do the work, so it behaves the same in
+both tiers.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpulab import device
+from gpulab.instruments import launchable
+
+
+@dataclass
+class HostLaunch:
+    """One launch the learner's host code made: its grid, and which arguments were NumPy
+    arrays (Numba copies each of those to the device before the launch and back after it)."""
+
+    blocks: object
+    threads: object
+    numpy_arguments: tuple[int, ...]
+    dtypes: tuple = ()  # each argument's dtype (None for a scalar without one)
+
+    @property
+    def total_threads(self) -> int:
+        def product(value) -> int:
+            return math.prod(value) if isinstance(value, tuple) else int(value)
+
+        return product(self.blocks) * product(self.threads)
+
+    @property
+    def threads_per_block(self) -> int:
+        return math.prod(self.threads) if isinstance(self.threads, tuple) else int(self.threads)
+
+
+@dataclass
+class HostCodeWatch:
+    """What :func:`watch_host_code` saw, in order: ``events`` holds ``(kind, detail)`` pairs,
+    kind one of ``"to_device"``, ``"allocate"`` (detail: the shape), ``"launch"`` (detail: a
+    :class:`HostLaunch`), ``"synchronize"``, ``"copy_to_host"`` (detail: the shape), ``"clock"``
+    (a wall-clock read: detail ``(name, seconds)``, or ``("event", None)`` for a CUDA event's
+    ``record()``), ``"cpu_clock"`` (``time.process_time`` and the like: CPU time, which stops
+    while the CPU waits for the GPU), ``"elapsed"`` (an event's ``elapsed_time``: detail the
+    seconds it gave). The copies
+    Numba makes itself for NumPy arguments are not events: they show in
+    :attr:`HostLaunch.numpy_arguments`."""
+
+    events: list = field(default_factory=list)
+    launching: bool = False
+
+    def count(self, kind: str) -> int:
+        return sum(1 for event, _ in self.events if event == kind)
+
+    @property
+    def launches(self) -> list[HostLaunch]:
+        return [detail for event, detail in self.events if event == "launch"]
+
+    def positions(self, kind: str) -> list[int]:
+        """Where in :attr:`events` the events of ``kind`` are."""
+        return [k for k, (event, _) in enumerate(self.events) if event == kind]
+
+    def after_last_launch(self, kind: str) -> bool:
+        """True when an event of ``kind`` follows the last launch."""
+        kinds = [event for event, _ in self.events]
+        if "launch" not in kinds:
+            return False
+        last = len(kinds) - 1 - kinds[::-1].index("launch")
+        return kind in kinds[last + 1:]
+
+    def spy(self, kernel) -> KernelSpy:
+        """A stand-in for ``kernel`` that records each launch, then launches the real kernel."""
+        return KernelSpy(launchable(kernel), self)
+
+
+class KernelSpy:
+    """``spy[blocks, threads](*args)`` records a :class:`HostLaunch` and launches the kernel it
+    stands for; any other attribute is the kernel's."""
+
+    def __init__(self, kernel, watch: HostCodeWatch):
+        self.kernel, self.watch = kernel, watch
+
+    def __getitem__(self, configuration):
+        configuration = configuration if isinstance(configuration, tuple) else (configuration,)
+
+        def launch(*args):
+            numpy_arguments = tuple(k for k, value in enumerate(args)
+                                    if isinstance(value, np.ndarray) and value.ndim > 0)
+            blocks, threads = (configuration + (None, None))[:2]
+            dtypes = tuple(getattr(value, "dtype", None) for value in args)
+            self.watch.events.append(("launch", HostLaunch(blocks, threads, numpy_arguments,
+                                                           dtypes)))
+            self.watch.launching = True
+            try:
+                return self.kernel[configuration](*args)
+            finally:
+                self.watch.launching = False
+
+        return launch
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+
+# The clocks of the `time` module a host-code check records: wall clocks (seconds; the _ns ones
+# in nanoseconds), and CPU-time clocks, which do not tick while the CPU waits for the GPU.
+WALL_CLOCKS = ("perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic",
+               "monotonic_ns")
+
+
+CPU_CLOCKS = ("process_time", "process_time_ns", "thread_time", "thread_time_ns")
+
+
+def _recorded_clock(watch: HostCodeWatch, name: str, original, owner_thread: int):
+    kind = "cpu_clock" if name in CPU_CLOCKS else "clock"
+
+    def recorded(*args, **kwargs):
+        value = original(*args, **kwargs)
+        if not watch.launching and threading.get_ident() == owner_thread:
+            seconds = value / 1e9 if name.endswith("_ns") else value
+            watch.events.append((kind, (name, float(seconds))))
+        return value
+
+    return recorded
+
+
+def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> None:
+    """Record CUDA events' ``record`` (a ``"clock"`` event), ``synchronize`` and
+    ``elapsed_time``. The simulator's events keep no time (``elapsed_time`` is -1): there it
+    gives the host time between the two records, as the simulator runs launches synchronously."""
+    import time
+
+    from numba import cuda
+
+    event_class = type(cuda.event())
+    host_clock = time.perf_counter  # called before the clocks are replaced by recording ones
+    recorded_at: dict[int, float] = {}
+    originals = {name: getattr(event_class, name)
+                 for name in ("record", "synchronize", "elapsed_time")}
+    mine = lambda: not watch.launching and threading.get_ident() == owner_thread  # noqa: E731
+
+    def record(self, *args, **kwargs):
+        if mine():
+            watch.events.append(("clock", ("event", None)))
+        recorded_at[id(self)] = host_clock()
+        return originals["record"](self, *args, **kwargs)
+
+    def synchronize(self, *args, **kwargs):
+        if mine():
+            watch.events.append(("synchronize", None))
+        return originals["synchronize"](self, *args, **kwargs)
+
+    def elapsed_time(self, other, *args, **kwargs):
+        ms = originals["elapsed_time"](self, other, *args, **kwargs)
+        if device.tier() == "sim" and id(self) in recorded_at and id(other) in recorded_at:
+            ms = (recorded_at[id(other)] - recorded_at[id(self)]) * 1e3
+        if mine():
+            watch.events.append(("elapsed", float(ms) / 1e3))
+        return ms
+
+    for name, replacement in (("record", record), ("synchronize", synchronize),
+                              ("elapsed_time", elapsed_time)):
+        patched.append((event_class, name, originals[name]))
+        setattr(event_class, name, replacement)
+
+
+@contextmanager
+def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
+    """Within this block, record what the learner's host code does: ``cuda.to_device``,
+    ``cuda.device_array`` / ``cuda.device_array_like``, ``cuda.synchronize``, device arrays'
+    ``copy_to_host``, clock reads (:data:`WALL_CLOCKS`, :data:`CPU_CLOCKS`, however imported:
+    ``from time import perf_counter`` is rebound in ``function``'s globals too), CUDA events'
+    records and waits, and every launch of one of ``kernels`` made through a global name of
+    ``function`` (bound to a :class:`KernelSpy` meanwhile). Only calls from the thread that
+    entered the block count, and none made by Numba during a launch. Everything is restored on
+    exit. Numba's own functions still do the work, so it behaves the same in both tiers."""
+    import time
+
+    from numba import cuda
+
+    watch = HostCodeWatch()
+    owner_thread = threading.get_ident()
+    patched: list[tuple[object, str, object]] = []
+
+    def patch(owner, name, kind, with_shape=True):
+        original = getattr(owner, name)
+
+        def recorded(*args, **kwargs):
+            if not watch.launching and threading.get_ident() == owner_thread:
+                detail = getattr(args[0], "shape", args[0]) if with_shape and args else None
+                watch.events.append((kind, detail))
+            return original(*args, **kwargs)
+
+        patched.append((owner, name, original))
+        setattr(owner, name, recorded)
+
+    array_type = type(cuda.device_array(1))
+    array_class = next(k for k in array_type.__mro__ if "copy_to_host" in vars(k))
+    namespace = getattr(function, "__globals__", {})
+    rebound: list[tuple[str, object]] = []
+    try:
+        patch(cuda, "to_device", "to_device")
+        patch(cuda, "device_array", "allocate")
+        patch(cuda, "device_array_like", "allocate")
+        patch(cuda, "synchronize", "synchronize", with_shape=False)
+        patch(array_class, "copy_to_host", "copy_to_host")  # args[0] is the device array
+        _patch_events(watch, owner_thread, patched)
+        clocks = {name: getattr(time, name) for name in WALL_CLOCKS + CPU_CLOCKS
+                  if hasattr(time, name)}
+        for name, original in clocks.items():
+            setattr(time, name, _recorded_clock(watch, name, original, owner_thread))
+            patched.append((time, name, original))
+        for name, value in list(namespace.items()):  # `from time import perf_counter as pc`
+            for clock, original in clocks.items():
+                if value is original:
+                    rebound.append((name, value))
+                    namespace[name] = getattr(time, clock)
+        targets = [launchable(kernel) for kernel in kernels]
+        for name, value in list(namespace.items()):
+            if any(value is kernel or value is target
+                   for kernel, target in zip(kernels, targets, strict=True)):
+                rebound.append((name, value))
+                namespace[name] = watch.spy(value)
+        yield watch
+    finally:
+        for name, value in rebound:
+            namespace[name] = value
+        for owner, name, original in reversed(patched):
+            setattr(owner, name, original)
+
+
+__all__ = [
+    "CPU_CLOCKS",
+    "WALL_CLOCKS",
+    "HostCodeWatch",
+    "HostLaunch",
+    "KernelSpy",
+    "watch_host_code",
+]

@@ -1,0 +1,335 @@
+"""Judging a kernel's output against the right one, and naming the mistake when it is wrong.
+Outputs start as NaN, so that "never written" and "written wrong" can be told apart.
+
+- 1-D: :func:`diagnose_vector` (nothing written, one position off, only the first block's
+  elements, the last block, the last element, a known wrong formula); :func:`matches` for a
+  single value.
+- 2-D (chapters 05-07): :func:`run_2d` launches a kernel with one thread per element;
+  :func:`coverage_failure` names a pattern of elements never written (rows and columns swapped,
+  the last row or column skipped); :func:`diagnose_matrix` the wrong values;
+  :func:`check_matrix_output` puts them together, with :func:`blame_hard_coded_block` and
+  :func:`changed_input_failure` (a kernel that wrote into an input). The activations the 2-D
+  exercises compute are :data:`ACTIVATIONS`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+
+from gpulab.exercises.results import (
+    GLOBAL_INDEX_HINT,
+    GRID_2D_HINT,
+    GUARD_2D_HINT,
+    CheckFailedError,
+    KernelError,
+)
+from gpulab.exercises.running import launch, padded, read_back
+from gpulab.exercises.source_rules import KernelSource, compares_with_shape, hard_coded_block
+from gpulab.exercises.trial import Trial
+from gpulab.kernels.dense import ACTIVATION_CODES
+
+# --- one thread per element, 1-D --------------------------------------------------------------
+
+
+def elementwise_tolerance(dtype) -> tuple[float, float]:
+    """(rtol, atol) for results that are one rounding away from the exact answer."""
+    eps = float(np.finfo(dtype).eps)
+    return 4 * eps, float(np.finfo(dtype).tiny)
+
+
+def _ranges(indices: np.ndarray) -> str:
+    """'3, 7..12, 40' for a sorted index array (at most a few pieces)."""
+    pieces, start = [], None
+    for k, i in enumerate(indices):
+        if start is None:
+            start = i
+        if k + 1 == len(indices) or indices[k + 1] != i + 1:
+            pieces.append(f"{start}" if start == i else f"{start}..{i}")
+            start = None
+    return ", ".join(pieces[:4]) + (", ..." if len(pieces) > 4 else "")
+
+
+def diagnose_vector(
+    expected: np.ndarray, got: np.ndarray, trial: Trial, unwritten_marker: float = np.nan,
+    patterns: dict[str, tuple[np.ndarray, str]] | None = None,
+) -> CheckFailedError | None:
+    """None when ``got`` matches ``expected``; otherwise a :class:`CheckFailedError` that says which
+    elements are wrong (first one, how many, expected vs got) and what the pattern suggests.
+
+    ``got`` must have started as ``unwritten_marker`` (NaN) everywhere, so that "never written"
+    and "written wrong" can be told apart. ``patterns`` maps a description to an array a common
+    mistake would produce, e.g. ``{"x[i] + y[i]": (x + y, hint)}``.
+    """
+    rtol, atol = elementwise_tolerance(trial.dtype)
+    bad = ~np.isclose(got, expected, rtol=rtol, atol=atol)
+    if not bad.any():
+        return None
+    n, tpb = trial.n, trial.threads_per_block
+    unwritten = np.isnan(got) if np.isnan(unwritten_marker) else got == unwritten_marker
+    bad_indices = np.flatnonzero(bad)
+    first = int(bad_indices[0])
+    last_block_start = (trial.blocks - 1) * tpb
+    where = np.arange(n)
+
+    if unwritten.all():
+        return CheckFailedError(
+            f"your kernel wrote nothing into out: all {n} elements still hold their starting "
+            f"value ({trial}).",
+            "each thread should write its own element of out; check that the guard lets the "
+            "threads inside the array in (the comparison's direction).",
+        )
+    written_bad = bad & ~unwritten
+    for shift in (1, -1):
+        inner = np.zeros(n, dtype=bool)
+        inner[max(shift, 0): n + min(shift, 0)] = True
+        shifted = np.roll(expected, shift)
+        check = inner & ~unwritten
+        if written_bad.any() and np.allclose(got[check], shifted[check], rtol=rtol, atol=atol):
+            first_written = int(np.flatnonzero(written_bad)[0])
+            return CheckFailedError(
+                f"out[{first_written}] = {got[first_written]:.6g} but should be "
+                f"{expected[first_written]:.6g}: every value is one position off "
+                f"({'out[i] got element i - 1' if shift == 1 else 'out[i] got element i + 1'}; "
+                f"{trial}).",
+                "out[i] must get element i of x and y: check for a stray `+ 1` or `- 1` in the "
+                "index, and let the guard be just `i < x.shape[0]`.",
+            )
+    if unwritten.any():
+        missing = np.flatnonzero(unwritten)
+        text = (
+            f"{missing.size} of {n} elements of out were never written "
+            f"(out[{_ranges(missing)}])"
+        )
+        if np.array_equal(missing, where[where >= tpb]):
+            return CheckFailedError(
+                f"{text}: only the first block's elements (out[0..{tpb - 1}]) were written, "
+                f"so every block worked on the same elements ({trial}).",
+                GLOBAL_INDEX_HINT,
+            )
+        if np.array_equal(missing, where[where >= last_block_start]):
+            return CheckFailedError(
+                f"{text}: every block except the last, partial one is right ({trial}).",
+                "the guard is too strict: it must stop only the threads whose index is n or "
+                "more (the last block still has real elements before n).",
+            )
+        if missing[-1] == n - 1 and missing.size <= 2:
+            return CheckFailedError(
+                f"{text}: the last element(s) were skipped ({trial}).",
+                "compare with `i < x.shape[0]`, not `i < x.shape[0] - 1`.",
+            )
+        return CheckFailedError(f"{text} ({trial}).", GLOBAL_INDEX_HINT)
+
+    text = (
+        f"{bad_indices.size} of {n} elements are wrong; the first is out[{first}]: "
+        f"expected {expected[first]:.6g}, got {got[first]:.6g}"
+    )
+    for description, (candidate, hint) in (patterns or {}).items():
+        if np.allclose(got, candidate, rtol=rtol, atol=atol):
+            return CheckFailedError(f"{text}. out looks like {description} ({trial}).", hint)
+    if bad_indices.min() >= last_block_start:
+        return CheckFailedError(
+            f"{text}: only the last, partial block is wrong ({trial}).",
+            "the last block is the only one where some threads have no element: check the guard "
+            "and how those threads index.",
+        )
+    return CheckFailedError(f"{text} ({trial}).", "compare your formula with the exercise's.")
+
+
+def matches(value: float, target, tolerance: float) -> bool:
+    """True when ``value`` is within ``tolerance`` of ``target`` (of any element, if an array)."""
+    if not np.isfinite(value):
+        return False
+    difference = np.abs(np.asarray(target, dtype=np.float64) - float(value))
+    return bool(np.any(difference <= tolerance))
+
+
+# --- what the 2-D kernel checks share (chapters 05, 06, 07) -----------------------------------
+
+
+# The activations the 2-D exercises handle (chapters 05 and 06).
+IDENTITY, RELU, TANH = (ACTIVATION_CODES[name] for name in ("identity", "relu", "tanh"))
+
+
+# As (code, reference name, how to say it):
+SAID = {"relu": "ReLU", "tanh": "tanh", "identity": "identity"}  # names as the text says them
+
+
+ACTIVATIONS = ((RELU, "relu", "ReLU"), (TANH, "tanh", "tanh"), (IDENTITY, "identity",
+                                                                  "identity"))
+
+
+PAD_VALUE = 100.0  # beyond the edges of the inputs (seen only by a kernel without guards)
+
+
+GENERIC_MATRIX_HINT = "compare your formula with the exercise's."  # diagnose_matrix's last word
+
+
+def diagnose_matrix(expected: np.ndarray, got: np.ndarray, trial: Trial,
+                    patterns: dict[str, tuple[np.ndarray, str]], rtol: float, atol: float,
+                    what: str = "out") -> None:
+    """Raise CheckFailedError unless ``got`` (from :func:`read_back`, NaN where never written)
+    holds ``expected``; the message says which part is wrong and, when ``got`` matches one of
+    ``patterns`` (``{description: (what a mistake gives, hint)}``), which mistake it is."""
+    unwritten = np.isnan(got)
+    if unwritten.all():
+        raise CheckFailedError(f"your kernel wrote nothing into {what} ({trial}).",
+                               "each thread should assign its own element, inside the guard.")
+    if unwritten.any():
+        rows_missing = np.flatnonzero(unwritten.any(axis=1))
+        cols_missing = np.flatnonzero(unwritten.any(axis=0))
+        if unwritten[:, trial.block[0]:].all() and unwritten[trial.block[1]:, :].all():
+            hint = ("only the first block's elements were written: each thread needs its "
+                    "global indices, not `cuda.threadIdx` alone. " + GRID_2D_HINT)
+        else:
+            hint = GUARD_2D_HINT + " " + GRID_2D_HINT
+        raise CheckFailedError(
+            f"{int(unwritten.sum())} of {got.size} elements of {what} were never written (rows "
+            f"{rows_missing[0]}..{rows_missing[-1]}, columns {cols_missing[0]}.."
+            f"{cols_missing[-1]}; {trial}).", hint)
+    bad = ~np.isclose(got, expected, rtol=rtol, atol=atol)
+    if not bad.any():
+        return
+    r, c = map(int, np.argwhere(bad)[0])
+    text = (f"{int(bad.sum())} of {got.size} elements are wrong; the first is {what}[{r}, {c}]: "
+            f"expected {expected[r, c]:.6g}, got {got[r, c]:.6g}")
+    for description, (candidate, hint) in patterns.items():
+        if np.allclose(got, candidate, rtol=rtol, atol=atol):
+            raise CheckFailedError(f"{text}. {what} looks like {description} ({trial}).", hint)
+    raise CheckFailedError(f"{text} ({trial}).", "compare your formula with the exercise's.")
+
+
+def blame_hard_coded_block(source: KernelSource, trial: Trial, error: Exception) -> None:
+    """If the kernel hard-codes the block size, make the failure ``error`` say so."""
+    line = hard_coded_block(source)
+    if line:
+        hint = (f"`{line}` hard-codes the block size, but this launch's blocks have "
+                f"{trial.block[0]} x {trial.block[1]} threads: use `cuda.grid(2)` (or "
+                "`cuda.blockDim.x` and `.y`) so that the kernel works for any block.")
+        if isinstance(error, KernelError):
+            error.index_hint = hint
+        else:
+            error.hint = hint
+
+
+def index_hint_2d(source: KernelSource, rows: int, cols: int, first: str = "Z") -> str:
+    """The hint for an index past an edge of a 2-D launch, from what the kernel's guard is."""
+    guards = compares_with_shape(source)
+    if source.tree is not None and not guards:
+        return "your kernel has no guard: " + GUARD_2D_HINT
+    if any(isinstance(op, (ast.LtE, ast.GtE)) for node in guards for op in node.ops):
+        return ("a guard with `<=` lets through the thread whose index equals the size, one "
+                f"past the end of {first}: the last valid index is one less than the size.")
+    return (f"{first} has {rows} rows and {cols} columns here. Check that the row index goes "
+            f"with `.shape[0]` and first in `{first}[r, c]`, the column index with `.shape[1]`, "
+            "and that the first value `cuda.grid(2)` gives (x) is the column; then "
+            + GUARD_2D_HINT)
+
+
+def coverage_failure(unwritten: np.ndarray, trial: Trial, what: str) -> CheckFailedError | None:
+    """A specific diagnosis when the elements never written form a known pattern: r and c
+    swapped, or the last row and column skipped; None otherwise."""
+    rows, cols = trial.rows, trial.cols
+    if not unwritten.any():
+        return None
+    grid_x = trial.blocks[0] * trial.block[0]
+    grid_y = trial.blocks[1] * trial.block[1]
+    r, c = np.indices((rows, cols))
+    if np.array_equal(unwritten, ~((r < grid_x) & (c < grid_y))):
+        return CheckFailedError(
+            f"{int(unwritten.sum())} of {unwritten.size} elements of {what} were never written, "
+            f"exactly those a kernel with rows and columns swapped misses: the grid has "
+            f"{grid_x} threads along x for the {cols} columns and {grid_y} along y for the "
+            f"{rows} rows ({trial}).",
+            "`cuda.grid(2)` returns x first, and x runs along the columns: the first value it "
+            "gives is the column index, the second the row index.")
+    edge = (r == rows - 1) | (c == cols - 1)
+    for skipped, words in ((edge, "the last row and the last column"),
+                           (r == rows - 1, "the last row"), (c == cols - 1, "the last column")):
+        if np.array_equal(unwritten, skipped):
+            return CheckFailedError(
+                f"{words} of {what} were never written ({trial}).",
+                f"the guard is one short: the last row's index is one less than {what}'s "
+                "number of rows, and it must still pass the guard (likewise for the columns).")
+    return None
+
+
+def run_2d(kernel, trial: Trial, source: KernelSource, inputs: dict, what: str = "out"
+           ) -> np.ndarray:
+    """Launch ``kernel(*inputs.values(), out)`` on the trial's grid and return ``out`` (NaN where
+    never written). Array inputs go in as views of padded buffers; the check fails if the kernel
+    wrote into an input (or its padding) or past the edges of ``out``."""
+    hint = index_hint_2d(source, trial.rows, trial.cols, next(iter(inputs)))
+    buffers, args = {}, []
+    for name, value in inputs.items():
+        if isinstance(value, np.ndarray):
+            d_all, d_view = padded(value, trial.padding, PAD_VALUE)
+            buffers[name] = (d_all, d_all.copy_to_host())
+            args.append(d_view)
+        else:
+            args.append(value)
+    d_out_all, d_out = padded(np.full(trial.extents, np.nan, trial.dtype), trial.padding,
+                              np.nan)
+    launch(kernel, trial, *args, d_out, index_hint=hint)
+    for name, (d_all, before) in buffers.items():
+        changed_input_failure(name, before, d_all.copy_to_host(), what, trial)
+    return read_back(d_out_all, trial.extents, trial, what=what, hint=hint)
+
+
+def check_matrix_output(kernel, trial: Trial, source: KernelSource, inputs: dict,
+                        expected: np.ndarray, patterns: dict, hint: str,
+                        what: str = "out") -> None:
+    """One trial of a 2-D kernel with one thread per element of ``what``: run it
+    (:func:`run_2d`), diagnose elements never written (:func:`coverage_failure`) and wrong
+    values against ``expected`` and the usual mistakes in ``patterns``
+    (:func:`diagnose_matrix`, to 1e-5 relative, 1e-6 absolute). A failure whose hint is only the
+    generic one gets the exercise's ``hint``, and says so if the kernel hard-codes the block
+    size (:func:`blame_hard_coded_block`)."""
+    try:
+        out = run_2d(kernel, trial, source, inputs, what=what)
+        failure = coverage_failure(np.isnan(out), trial, what)
+        if failure:
+            raise failure
+        diagnose_matrix(expected, out, trial, patterns, rtol=1e-5, atol=1e-6, what=what)
+    except (CheckFailedError, KernelError) as error:
+        if getattr(error, "hint", None) == GENERIC_MATRIX_HINT:
+            error.hint = hint
+        blame_hard_coded_block(source, trial, error)
+        raise
+
+
+def changed_input_failure(name: str, before: np.ndarray, after: np.ndarray, what: str,
+                          where) -> None:
+    """Raise CheckFailedError if the kernel changed the input ``name``."""
+    changed = ~((before == after) | (np.isnan(before) & np.isnan(after)))
+    if changed.any():
+        index = tuple(int(i) for i in np.argwhere(changed)[0])
+        at = ", ".join(map(str, index))
+        raise CheckFailedError(
+            f"your kernel wrote into its input {name}: {name}[{at}] was {before[index]:.6g} and "
+            f"is now {after[index]:.6g} ({where}).",
+            f"write the result into {what} only and leave {name} as it is: the layer still "
+            f"needs {name} afterwards (the backward pass reads it), and the caller's copy is "
+            "not yours to change.")
+
+
+__all__ = [
+    "ACTIVATIONS",
+    "GENERIC_MATRIX_HINT",
+    "IDENTITY",
+    "PAD_VALUE",
+    "RELU",
+    "SAID",
+    "TANH",
+    "blame_hard_coded_block",
+    "changed_input_failure",
+    "check_matrix_output",
+    "coverage_failure",
+    "diagnose_matrix",
+    "diagnose_vector",
+    "elementwise_tolerance",
+    "index_hint_2d",
+    "matches",
+    "run_2d",
+]

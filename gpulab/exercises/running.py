@@ -1,0 +1,257 @@
+"""Running the learner's code safely: whatever it does, the check gets a verdict, never a
+crash, a hang or memory corrupted outside the learner's arrays.
+
+- :func:`call_learner` calls a plain Python function: nothing passed or the stub is *not
+  attempted*, any exception a failure that names it.
+- :func:`launch` launches a kernel on a :class:`~gpulab.exercises.trial.Trial`'s grid. In the
+  simulator it first compiles the kernel for a real GPU (sm_75, as the ``ptx`` tier does, in a
+  child process: :func:`compile_for_gpu`), once per kernel source and argument types, every
+  kernel, whatever it imports (a global no GPU kernel can use, such as a list of device
+  functions, is a compile error); only where the CUDA toolkit wheels are missing (macOS) is that
+  step skipped, and the result's note says so. Shared memory starts poisoned, so a read before
+  the barrier that makes a slot written gives a wrong answer every time. A kernel that never
+  finishes (a grid-stride loop whose step is 0) fails instead of hanging: in the simulator each
+  thread gets a budget of array accesses and barriers (:func:`gpulab.instruments.limited`) and
+  the launch a wall-clock limit; on a GPU the launch is polled.
+- Inputs and outputs are views of larger buffers (:func:`padded`): a thread past the end raises
+  ``IndexError`` in the simulator, and on a GPU its write lands in padding that
+  :func:`read_back` inspects instead of in someone else's memory. :func:`run_elementwise` does
+  all of it for a kernel with one thread per element.
+- :func:`trace_trial` traces the learner's kernel (:func:`gpulab.instruments.trace_kernel`):
+  per-thread counts of global and shared reads and writes, atomics and barriers, for the checks
+  that judge the method.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+
+import numpy as np
+
+from gpulab import device
+from gpulab.exercises.compiling import COMPILE_FOR, compile_verdict, compiler_message, numba_type
+from gpulab.exercises.results import (
+    GUARD_2D_HINT,
+    GUARD_HINT,
+    READ_THE_ERROR_HINT,
+    STUB_MESSAGE,
+    TIME_LIMIT_S,
+    CheckFailedError,
+    KernelError,
+    NotAttemptedError,
+    add_note,
+    offer_trace,
+)
+from gpulab.exercises.trial import Trial
+from gpulab.instruments import (
+    KernelDidNotFinishError,
+    KernelTrace,
+    access_budget,
+    launchable,
+    limited,
+    poisoned_shared_memory,
+    trace_kernel,
+)
+
+# --- the learner's plain Python functions -----------------------------------------------------
+
+
+def call_learner(function, *args, stub_hint: str = "", call: str = "your function"):
+    """Call a learner's plain Python function with ``args``: nothing passed yet or the stub
+    becomes *not attempted*, any exception a failure that names it (``call`` says which call,
+    e.g. ``"decode(0, 3, 1, 5, 10) for fp16"``)."""
+    if function is None or function is Ellipsis:
+        raise NotAttemptedError(
+            "there is no function to check yet.",
+            stub_hint or "write the function in the cell above, run that cell, then pass it to "
+            "the check.")
+    if not callable(function):
+        raise CheckFailedError(
+            f"the check needs your function, not {type(function).__name__} {function!r:.40}.",
+            "pass the function itself, without calling it.")
+    try:
+        return function(*args)
+    except NotImplementedError:
+        raise NotAttemptedError(STUB_MESSAGE.format(what="function"), stub_hint) from None
+    except Exception as error:  # the learner's code: explain, don't crash
+        raise CheckFailedError(f"{call} stopped with {type(error).__name__}: {error}",
+                               READ_THE_ERROR_HINT) from None
+
+
+# --- compiling the learner's kernel for a real GPU (gpulab.exercises.compiling) ---------------
+
+
+def compile_for_gpu(kernel_source, arg_types) -> str | None:
+    """Compile a kernel for a real GPU the way the ``ptx`` tier does
+    (:func:`gpulab.exercises.compiling.compile_verdict`): None when it compiles, else the
+    compiler's text. Where it cannot be judged (no CUDA toolkit wheels, e.g. on macOS; no
+    source) it answers None and the check running now gets a note saying so."""
+    error, note = compile_verdict(kernel_source, arg_types)
+    if note:
+        add_note(note)
+    return error
+
+
+def _reject_what_would_not_compile(kernel, args) -> None:
+    """In the simulator, compile the kernel for a real GPU with the launch's argument types and
+    fail the check if it does not compile (:func:`compile_for_gpu`)."""
+    if device.tier() != "sim":
+        return  # on a GPU the launch compiles it for real
+    try:
+        types = [numba_type(value) for value in args]
+    except TypeError:
+        return
+    error = compile_for_gpu(kernel, types)
+    if error:
+        said, hint = compiler_message(error)
+        raise CheckFailedError(
+            "your kernel runs in the simulator, which executes it as plain Python, but it does "
+            f"not compile for a real GPU (sm_{COMPILE_FOR[0]}{COMPILE_FOR[1]}): {said}", hint)
+
+
+# --- device buffers and launches --------------------------------------------------------------
+
+
+def padded(values: np.ndarray, padding: int, fill):
+    """Copy ``values`` to the device with ``padding`` extra elements of ``fill`` after the end of
+    every axis; return ``(device buffer, device view of the values)``: the kernel gets the view.
+
+    In the simulator, touching the view past its end raises ``IndexError``; on a GPU the stray
+    access lands in the padding (not in another allocation), where :func:`read_back` sees it.
+    """
+    from numba import cuda
+
+    inside = tuple(slice(0, extent) for extent in values.shape)
+    buffer = np.full(tuple(extent + padding for extent in values.shape), fill,
+                     dtype=values.dtype)
+    buffer[inside] = values
+    d_buffer = cuda.to_device(buffer)
+    return d_buffer, d_buffer[inside]
+
+
+def read_back(d_buffer, shape: tuple[int, ...], where, fill=np.nan, what: str = "out",
+              hint: str = GUARD_HINT) -> np.ndarray:
+    """Copy a :func:`padded` buffer back and return its ``shape`` corner, the kernel's output;
+    raise :class:`CheckFailedError` if a thread changed the padding (still ``fill``), i.e.
+    wrote past the end. ``where`` (a trial, usually) ends the message."""
+    everything = d_buffer.copy_to_host()
+    inside = tuple(slice(0, extent) for extent in shape)
+    same = np.isnan(everything) if np.isnan(fill) else everything == fill
+    changed = ~same
+    changed[inside] = False
+    if changed.any():
+        first = tuple(int(i) for i in np.argwhere(changed)[0])
+        if len(shape) == 1:
+            raise CheckFailedError(
+                f"threads past the end wrote to {what}[{first[0]}] and beyond, outside the "
+                f"{shape[0]} elements of {what} ({where}).", hint)
+        raise CheckFailedError(
+            f"a thread wrote {what}[{', '.join(map(str, first))}], outside the "
+            f"{' x '.join(map(str, shape))} {what} ({where}).", hint)
+    return everything[inside]
+
+
+def run_elementwise(kernel, trial: Trial, *inputs, fill=0, what: str = "out",
+                    index_hint: str | None = None) -> np.ndarray:
+    """Launch a one-thread-per-element ``kernel(*inputs, out)`` on the trial's grid and return
+    ``out`` (of ``trial.extents``, NaN where never written).
+
+    Each array input goes in as a view of a buffer padded with ``fill``, scalars as they are;
+    ``out`` starts as NaN in a padded buffer, and a write into its padding fails the check
+    (:func:`read_back`) with ``index_hint``, as an ``IndexError`` past the end does; by default
+    :data:`GUARD_HINT`, or :data:`GUARD_2D_HINT` for a 2-D launch."""
+    if index_hint is None:
+        index_hint = GUARD_HINT if isinstance(trial.threads, int) else GUARD_2D_HINT
+    arrays = [padded(value, trial.padding, fill)[1] if isinstance(value, np.ndarray) else value
+              for value in inputs]
+    d_all, d_out = padded(np.full(trial.extents, np.nan, trial.dtype), trial.padding, np.nan)
+    launch(kernel, trial, *arrays, d_out, index_hint=index_hint)
+    return read_back(d_all, trial.extents, trial, what=what, hint=index_hint)
+
+
+def launch(kernel, trial: Trial, *args, index_hint: str = GUARD_HINT, blocks=None) -> None:
+    """Launch the learner's kernel on the trial's grid (``blocks`` blocks instead, if given) and
+    wait for it; anything it raises (or a compile error) becomes a :class:`KernelError` that
+    knows the trial, for :func:`gpulab.exercises.results.explain_exception`.
+
+    In the simulator the kernel is first compiled for a real GPU with these arguments' types
+    (once per kernel and types: :func:`compile_for_gpu`), and what would not compile fails the
+    check (:class:`CheckFailedError`) before anything runs. Shared memory starts poisoned
+    (:func:`gpulab.instruments.poisoned_shared_memory`), so reading a shared slot before a
+    barrier made it written gives a wrong answer every time, as it can on a GPU.
+
+    A kernel that does not finish fails instead of hanging: in the simulator each thread gets a
+    budget of array accesses and barriers (:func:`gpulab.instruments.limited`) and the launch a
+    wall-clock limit (:data:`TIME_LIMIT_S`); on a GPU the launch is polled up to its limit.
+    A failure after this point offers the learner a trace of the kernel (:func:`offer_trace`).
+    """
+    from numba import cuda
+
+    _reject_what_would_not_compile(kernel, args)
+    if isinstance(trial.threads, int):
+        offer_trace(kernel, 2, 8, note="with small NumPy arrays, e.g. 13 elements",
+                    default=True)
+    else:
+        offer_trace(kernel, (2, 2), (4, 4), note="with small NumPy arrays, e.g. 6 x 7",
+                    default=True)
+    grid = trial.blocks if blocks is None else blocks
+    try:
+        if device.tier() == "sim":
+            budget = access_budget(*args, factor=4, minimum=1_000)
+            barriers = 1_000 + sum(int(getattr(a, "size", 0) or 0) for a in args
+                                   if hasattr(a, "shape"))
+            with ExitStack() as stack:
+                stack.enter_context(poisoned_shared_memory())
+                stack.enter_context(limited(budget, barriers, TIME_LIMIT_S["sim"]))
+                launchable(kernel)[grid, trial.threads](*args)
+        else:
+            launchable(kernel)[grid, trial.threads](*args)
+            _wait_for_gpu(TIME_LIMIT_S["gpu"])
+        cuda.synchronize()
+    except Exception as exc:  # the learner's code: any error is something to explain
+        raise KernelError(exc, trial, index_hint) from exc
+
+
+def _wait_for_gpu(seconds: float) -> None:
+    """Wait for the GPU to finish what was launched, at most ``seconds``; then raise
+    :class:`~gpulab.instruments.KernelDidNotFinishError`."""
+    from numba import cuda
+
+    done = cuda.event()
+    done.record()
+    deadline = time.monotonic() + seconds
+    pause = 1e-4
+    while not done.query():
+        if time.monotonic() > deadline:
+            raise KernelDidNotFinishError(
+                f"it was still running after {seconds:g} s. The GPU is still busy with it: "
+                "restart the notebook's kernel (Kernel → Restart) before running more cells.")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+# --- tracing the learner's kernel -------------------------------------------------------------
+
+
+def trace_trial(kernel, trial, *args, blocks=None) -> KernelTrace:
+    """Trace the learner's kernel on the trial's launch (``blocks`` instead of the trial's, if
+    given) with ``args`` (NumPy or device arrays and scalars; arrays are copied), for checks
+    that judge the method: e.g. ``trace_trial(kernel, trial, A, B, C).max_per_thread(
+    "global_reads")`` for the tiled matmul's loads per thread, or ``.per_block("atomics")`` for
+    a block sum. Keep the trial small: every access is recorded. See
+    :class:`gpulab.instruments.KernelTrace`; ``.draw()`` works (gpulab.plots is loaded)."""
+    import gpulab.plots  # noqa: F401 - registers KernelTrace.draw
+
+    return trace_kernel(kernel, trial.blocks if blocks is None else blocks, trial.threads, *args)
+
+
+__all__ = [
+    "call_learner",
+    "compile_for_gpu",
+    "launch",
+    "padded",
+    "read_back",
+    "run_elementwise",
+    "trace_trial",
+]

@@ -1,0 +1,411 @@
+"""What the learner's kernel is and what its source says, read before (or besides) running
+it. :func:`kernel_source` checks that it is a ``@cuda.jit`` kernel with the exercise's number of
+arguments; :func:`start_kernel`, every kernel check's first steps, also rejects
+
+- the stub, as *not attempted* (:func:`raises_not_implemented`);
+- code only the simulator runs: it executes kernels as plain Python, so lists, NumPy array
+  creation and f-strings would run there (:func:`simulator_only_code`; the kernel is also
+  compiled for a real GPU, by :func:`gpulab.exercises.running.launch`);
+- a barrier some threads skip: ``cuda.syncthreads()`` inside a branch, or in a loop whose trip
+  count depends on the thread, is a deadlock or undefined behaviour on a GPU, but the simulator
+  lets the threads that skip it go (:func:`barrier_problems`).
+
+The method rules that read the source live here too: plain (non-atomic) writes to an output
+many threads update (:func:`plain_writes_to`: the simulator runs a block's threads one after
+another and hides most races), how often a function is called (:func:`count_calls`), a
+hard-coded block size (:func:`hard_coded_block`) and the guards (:func:`compares_with_shape`).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpulab import device
+from gpulab.exercises.compiling import ARRAY_FUNCTIONS, SIMULATOR_ONLY_HINT
+from gpulab.exercises.results import STUB_MESSAGE, CheckFailedError, NotAttemptedError
+from gpulab.instruments import is_device_function, python_function
+
+BARRIER_IN_BRANCH = (
+    "barrier inside a branch: on a GPU the threads that skip it never arrive — a deadlock or "
+    "undefined behaviour"
+)
+
+
+BARRIER_HINT = (
+    "put `cuda.syncthreads()` outside any `if`: every thread of the block must reach it. Let "
+    "the `if` guard only the memory accesses (threads past the end can write 0 to shared "
+    "memory), and put the barrier after it."
+)
+
+
+BARRIER_LOOP_HINT = (
+    "every thread must run a loop that holds a barrier the same number of times: take its bounds "
+    "from `cuda.blockDim`, the arguments or constants (the same for every thread of the block), "
+    "not from `cuda.threadIdx` or `cuda.grid`."
+)
+
+
+BARRIER_EXIT_HINT = (
+    "a thread that returns (or breaks out of the loop) early never arrives at the barrier the "
+    "others wait at: instead of leaving, let it skip only its memory accesses (or write 0 to "
+    "shared memory) and still reach every barrier."
+)
+
+
+# --- the kernel and its source ----------------------------------------------------------------
+
+
+@dataclass
+class KernelSource:
+    """The kernel's Python function and, when available, its parsed source."""
+
+    function: Callable
+    source: str | None
+    tree: ast.FunctionDef | None
+
+    @property
+    def parameters(self) -> list[str]:
+        try:
+            return list(inspect.signature(self.function).parameters)
+        except (TypeError, ValueError):
+            return []
+
+    def line(self, node: ast.AST) -> str:
+        lines = (self.source or "").splitlines()
+        number = getattr(node, "lineno", 0)
+        return lines[number - 1].strip() if 0 < number <= len(lines) else ""
+
+    def walk(self):
+        return ast.walk(self.tree) if self.tree is not None else iter(())
+
+
+def kernel_source(kernel, parameter_count: int) -> KernelSource:
+    """Check that ``kernel`` is a ``@cuda.jit`` kernel taking ``parameter_count`` arguments;
+    raise :class:`CheckFailedError` or :class:`NotAttemptedError` with an explanation otherwise."""
+    if kernel is None or kernel is Ellipsis:
+        raise NotAttemptedError(
+            "there is no kernel to check yet.",
+            "write the kernel in the cell above, run that cell, then pass the kernel to the check.",
+        )
+    function = python_function(kernel)
+    if function is None:
+        if inspect.isfunction(kernel):
+            raise CheckFailedError(
+                f"`{kernel.__name__}` is a plain Python function, not a CUDA kernel.",
+                "put `@cuda.jit` on the line above `def`, run the cell again, and pass the kernel.",
+            )
+        raise CheckFailedError(
+            f"the check needs your `@cuda.jit` kernel, but got {type(kernel).__name__} "
+            f"{kernel!r:.60}.",
+            "pass the kernel itself, without launching it: `check(my_kernel)`, "
+            "not `check(my_kernel[blocks, threads](...))`.",
+        )
+    if is_device_function(kernel):
+        raise CheckFailedError(
+            f"`{function.__name__}` is a device function (`@cuda.jit(device=True)`), which only "
+            "other kernels can call.",
+            "write it as a kernel: plain `@cuda.jit`, no return value, results written to `out`.",
+        )
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+        tree = next(
+            node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)
+        )
+    except (OSError, TypeError, SyntaxError, StopIteration):
+        source, tree = None, None
+    result = KernelSource(function, source, tree)
+    names = result.parameters
+    if names and len(names) != parameter_count:
+        raise CheckFailedError(
+            f"`{function.__name__}` takes {len(names)} argument(s) ({', '.join(names)}), but "
+            f"this exercise's kernel takes {parameter_count}.",
+            "keep the signature the exercise gives.",
+        )
+    return result
+
+
+def raises_not_implemented(kernel: KernelSource) -> bool:
+    """True when the kernel still contains ``raise NotImplementedError`` (the stub)."""
+    for node in kernel.walk():
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            target = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(target, ast.Name) and target.id == "NotImplementedError":
+                return True
+    return False
+
+
+_PYTHON_CONTAINERS = {"list", "dict", "set", "sorted", "str", "format"}
+
+
+def simulator_only_code(kernel: KernelSource) -> list[str]:
+    """Lines of the kernel that run in the simulator (plain Python) but cannot compile for a
+    GPU: Python lists/dicts/sets, NumPy array creation or reductions, string formatting."""
+    found: list[str] = []
+
+    def note(node, what):
+        found.append(f"`{kernel.line(node)}` {what}")
+
+    for node in kernel.walk():
+        if isinstance(node, (ast.List, ast.ListComp)):
+            note(node, "creates a Python list")
+        elif isinstance(node, (ast.Dict, ast.DictComp, ast.Set, ast.SetComp)):
+            note(node, "creates a Python dict or set")
+        elif isinstance(node, ast.JoinedStr):
+            note(node, "formats a string (f-string)")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id in ("np", "numpy")
+                and func.attr in ARRAY_FUNCTIONS
+            ):
+                note(node, f"calls np.{func.attr}, which needs NumPy arrays on the CPU")
+            elif isinstance(func, ast.Name) and func.id in _PYTHON_CONTAINERS:
+                note(node, f"calls {func.id}()")
+            elif (
+                isinstance(func, ast.Attribute)
+                and func.attr == "format"
+                and isinstance(func.value, ast.Constant)
+            ):
+                note(node, "formats a string (str.format)")
+    return list(dict.fromkeys(found))  # keep order, drop repeats
+
+
+# --- method rules read from the source --------------------------------------------------------
+
+
+def count_calls(kernel: KernelSource, name: str) -> int:
+    """How many call sites of ``cuda.<name>`` / ``<name>`` the kernel's source has."""
+    count = 0
+    for node in kernel.walk():
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            count += called == name
+    return count
+
+
+def plain_writes_to(kernel: KernelSource, parameter: str) -> list[str]:
+    """Source lines that write ``parameter[...]`` with a plain assignment (``=``, ``+=``), not
+    through an atomic: when many threads do that to one element, it is a data race."""
+    lines = []
+    for node in kernel.walk():
+        targets = (
+            node.targets if isinstance(node, ast.Assign)
+            else [node.target] if isinstance(node, ast.AugAssign)
+            else []
+        )
+        for target in targets:
+            if (
+                isinstance(target, ast.Subscript)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == parameter
+            ):
+                lines.append(kernel.line(node))
+    return lines
+
+
+def hard_coded_block(source: KernelSource) -> str | None:
+    """The first line that multiplies ``cuda.blockIdx`` by a number (a hard-coded block size)."""
+    for node in source.walk():
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            sides = (node.left, node.right)
+            if (any("blockIdx" in ast.dump(side) for side in sides)
+                    and any(isinstance(side, ast.Constant) for side in sides)):
+                return source.line(node)
+    return None
+
+
+def compares_with_shape(source: KernelSource) -> list[ast.Compare]:
+    """The comparisons in the kernel that involve an array's ``.shape``: its guards."""
+    return [node for node in source.walk() if isinstance(node, ast.Compare)
+            and any(isinstance(n, ast.Attribute) and n.attr == "shape" for n in ast.walk(node))]
+
+
+# --- barriers every thread reaches ------------------------------------------------------------
+
+
+_BARRIERS = {"syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or"}
+
+
+def _called_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Call):
+        func = node.func
+        return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return None
+
+
+def _assigned_names(target: ast.AST) -> set[str]:
+    """The variables an assignment target binds (``a``, ``a, b``), not those it only reads
+    (``out[i] = ...`` binds nothing)."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, ast.Tuple | ast.List):
+        return set().union(*(_assigned_names(item) for item in target.elts))
+    if isinstance(target, ast.Starred):
+        return _assigned_names(target.value)
+    return set()
+
+
+def thread_varying_names(tree: ast.AST) -> set[str]:
+    """Variables whose value can differ between the threads of one block: those computed from
+    ``cuda.threadIdx``, ``cuda.grid``, ``cuda.laneid`` or an atomic's return value, directly or
+    through other such variables. (``blockIdx``, ``blockDim`` and arguments are the same for
+    every thread of a block.)"""
+    varying: set[str] = set()
+
+    def varies(expression: ast.AST | None) -> bool:
+        for node in ast.walk(expression) if expression is not None else ():
+            if isinstance(node, ast.Attribute) and node.attr in ("threadIdx", "laneid"):
+                return True
+            if _called_name(node) in ("grid",) or (
+                    isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Attribute)
+                    and node.func.value.attr == "atomic"):
+                return True
+            if isinstance(node, ast.Name) and node.id in varying:
+                return True
+        return False
+
+    while True:
+        before = len(varying)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and varies(node.value):
+                for target in node.targets:
+                    varying |= _assigned_names(target)
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign) and varies(node.value):
+                varying |= _assigned_names(node.target)
+            elif isinstance(node, ast.For) and varies(node.iter):
+                varying |= _assigned_names(node.target)
+            elif isinstance(node, ast.NamedExpr) and varies(node.value):
+                varying |= _assigned_names(node.target)
+        if len(varying) == before:
+            return varying
+
+
+def barrier_problems(kernel: KernelSource) -> list[str]:
+    """Why some thread of a block might skip a barrier this kernel has, one sentence per
+    problem: a ``syncthreads`` inside an ``if`` (or ``else``), inside a loop whose trip count
+    depends on the thread, or after a ``return``/``break`` that only some threads take. On a
+    GPU the threads that skip it never arrive (a deadlock, or undefined behaviour); the
+    simulator lets them go. Barriers in loops with the same bounds for every thread
+    (``for k in range(steps)``, ``while stride > 0``) are fine."""
+    return [text for _, text in _barrier_findings(kernel)]
+
+
+def _barrier_findings(kernel: KernelSource) -> list[tuple[str, str]]:
+    """(hint, sentence) for each problem :func:`barrier_problems` names."""
+    if kernel.tree is None:
+        return []
+    parents = {child: node for node in ast.walk(kernel.tree)
+               for child in ast.iter_child_nodes(node)}
+    varying = thread_varying_names(kernel.tree)
+
+    def varies(expression: ast.AST) -> bool:
+        return any(
+            (isinstance(n, ast.Attribute) and n.attr in ("threadIdx", "laneid"))
+            or _called_name(n) == "grid" or (isinstance(n, ast.Name) and n.id in varying)
+            for n in ast.walk(expression))
+
+    def ancestors(node):
+        while node in parents:
+            child, node = node, parents[node]
+            yield child, node
+
+    barriers = [node for node in kernel.walk() if _called_name(node) in _BARRIERS]
+    if not barriers:
+        return []
+    problems: list[tuple[str, str]] = []
+    for barrier in barriers:
+        for child, node in ancestors(barrier):
+            if isinstance(node, ast.If) and child is not node.test:
+                problems.append((BARRIER_HINT, f"`{kernel.line(barrier)}` is inside "
+                                               f"`{kernel.line(node)}`"))
+                break
+            if isinstance(node, ast.IfExp | ast.BoolOp):
+                problems.append((BARRIER_HINT, f"`{kernel.line(barrier)}` is only reached by "
+                                               "some threads"))
+                break
+            if isinstance(node, ast.While | ast.For):
+                bounds = node.test if isinstance(node, ast.While) else node.iter
+                if child is not bounds and varies(bounds):
+                    problems.append((BARRIER_LOOP_HINT,
+                                     f"`{kernel.line(barrier)}` is inside `{kernel.line(node)}`, "
+                                     "whose number of iterations depends on the thread"))
+                    break
+    last_barrier = max(getattr(b, "lineno", 0) for b in barriers)
+    loops_with_barriers = {
+        node for barrier in barriers for _, node in ancestors(barrier)
+        if isinstance(node, ast.For | ast.While)}
+    for node in kernel.walk():
+        if not isinstance(node, ast.Return | ast.Break | ast.Continue):
+            continue
+        branch = next((parent for _, parent in ancestors(node) if isinstance(parent, ast.If)),
+                      None)
+        if branch is None or not varies(branch.test):
+            continue
+        if isinstance(node, ast.Return) and node.lineno < last_barrier:
+            problems.append((BARRIER_EXIT_HINT,
+                             f"`{kernel.line(node)}` under `{kernel.line(branch)}` lets some "
+                             "threads leave before a barrier that the others wait at"))
+        elif not isinstance(node, ast.Return):
+            loop = next((parent for _, parent in ancestors(node)
+                         if isinstance(parent, ast.For | ast.While)), None)
+            if loop in loops_with_barriers:
+                problems.append((BARRIER_EXIT_HINT,
+                                 f"`{kernel.line(node)}` under `{kernel.line(branch)}` makes "
+                                 "some threads skip a barrier in the loop"))
+    return list(dict.fromkeys(problems))
+
+
+# --- a kernel check's first steps -------------------------------------------------------------
+
+
+def start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
+    """Every kernel check's first steps: is it a ``@cuda.jit`` kernel with the right number of
+    arguments (:func:`kernel_source`), is it still the stub (*not attempted*, with
+    ``stub_hint``), is every barrier reached by every thread (:func:`barrier_problems`), and,
+    in the simulator, is it code a GPU could compile (:func:`simulator_only_code`; the kernel
+    is also compiled for a real GPU by :func:`gpulab.exercises.running.launch`)? Returns the
+    kernel's source for closer looks."""
+    source = kernel_source(kernel, parameter_count)
+    if raises_not_implemented(source):
+        raise NotAttemptedError(STUB_MESSAGE.format(what="kernel"), stub_hint)
+    if device.tier() == "sim":
+        problems = simulator_only_code(source)
+        if problems:
+            raise CheckFailedError(
+                "your kernel would run here, because the simulator executes it as plain Python, "
+                "but it would not compile for a real GPU: " + "; ".join(problems) + ".",
+                SIMULATOR_ONLY_HINT,
+            )
+    barriers = _barrier_findings(source)
+    if barriers:
+        raise CheckFailedError(
+            f"{BARRIER_IN_BRANCH}: " + "; ".join(text for _, text in barriers) + ".",
+            barriers[0][0])
+    return source
+
+
+__all__ = [
+    "BARRIER_EXIT_HINT",
+    "BARRIER_HINT",
+    "BARRIER_IN_BRANCH",
+    "BARRIER_LOOP_HINT",
+    "barrier_problems",
+    "compares_with_shape",
+    "count_calls",
+    "hard_coded_block",
+    "kernel_source",
+    "KernelSource",
+    "plain_writes_to",
+    "raises_not_implemented",
+    "simulator_only_code",
+    "start_kernel",
+    "thread_varying_names",
+]

@@ -1,0 +1,193 @@
+"""What the kernel's source says (gpulab.exercises.source_rules): a kernel check's first steps
+(the stub, simulator-only code) and barriers that every thread must reach."""
+
+import gpulab  # noqa: F401  (must come before numba: it chooses the simulator or the GPU)
+
+# isort: split
+import ast
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from gpulab import device
+from gpulab.exercises import compiling, results, source_rules
+
+SIM_ONLY = pytest.mark.skipif(device.tier() != "sim", reason="the simulator's behaviour")
+
+
+@cuda.jit
+def multiply(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit
+def multiply_stub(x, y, out):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+@cuda.jit
+def multiply_with_list(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        pair = [x[i], y[i]]
+        out[i] = pair[0] * pair[1]
+
+
+# --- a kernel check's first steps -------------------------------------------------------------
+
+
+def test_simulator_only_code_is_named():
+    @cuda.jit
+    def uses_numpy_and_fstrings(x, y, out):
+        i = cuda.grid(1)
+        scratch = np.zeros(4)
+        print(f"thread {i}")
+        out[i] = scratch[0]
+
+    source = source_rules.kernel_source(uses_numpy_and_fstrings, 3)
+    found = " ".join(source_rules.simulator_only_code(source))
+    assert "np.zeros" in found and "f-string" in found
+    assert source_rules.simulator_only_code(source_rules.kernel_source(multiply, 3)) == []
+
+
+def test_start_kernel_returns_the_source_of_a_right_kernel():
+    source = source_rules.start_kernel(multiply, 3, "stub hint")
+    assert source.parameters == ["x", "y", "out"] and "x[i] * y[i]" in source.source
+
+
+def test_start_kernel_says_not_attempted_for_the_stub():
+    with pytest.raises(results.NotAttemptedError) as stop:
+        source_rules.start_kernel(multiply_stub, 3, "write out[i] = x[i] * y[i]")
+    assert "NotImplementedError" in stop.value.message
+    assert stop.value.hint == "write out[i] = x[i] * y[i]"
+
+
+@SIM_ONLY
+def test_start_kernel_rejects_code_only_the_simulator_runs():
+    with pytest.raises(results.CheckFailedError) as failure:
+        source_rules.start_kernel(multiply_with_list, 3, "")
+    assert "would not compile" in failure.value.message and "list" in failure.value.message
+    assert failure.value.hint == compiling.SIMULATOR_ONLY_HINT
+
+
+def test_start_kernel_unwraps_a_launch_configuration():
+    assert source_rules.start_kernel(multiply[2, 32], 3, "").parameters == ["x", "y", "out"]
+
+
+# --- barriers every thread reaches ------------------------------------------------------------
+
+
+@cuda.jit
+def barrier_inside_the_guard(x, out):
+    shared = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        shared[t] = x[i]
+        cuda.syncthreads()
+        out[i] = shared[63 - t]
+
+
+@cuda.jit
+def barrier_in_the_else(x, out):
+    shared = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    if t >= x.shape[0]:
+        shared[t] = 0
+    else:
+        shared[t] = x[t]
+        cuda.syncthreads()
+    out[t] = shared[0]
+
+
+@cuda.jit
+def barrier_in_a_thread_dependent_loop(x, out):
+    shared = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    shared[t] = x[t]
+    stride = t + 1
+    while stride < 64:
+        shared[t] += shared[(t + stride) % 64]
+        cuda.syncthreads()
+        stride *= 2
+    out[t] = shared[t]
+
+
+@cuda.jit
+def barrier_after_an_early_return(x, out):
+    shared = cuda.shared.array(64, np.float32)
+    i = cuda.grid(1)
+    if i >= x.shape[0]:
+        return
+    shared[cuda.threadIdx.x] = x[i]
+    cuda.syncthreads()
+    out[i] = shared[0]
+
+
+@cuda.jit
+def barrier_skipped_by_break(x, out):
+    shared = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    for step in range(6):
+        if t > step:
+            break
+        shared[t] = x[t]
+        cuda.syncthreads()
+    out[t] = shared[0]
+
+
+@cuda.jit
+def tree_with_uniform_barriers(x, out):
+    shared = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    shared[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            shared[t] += shared[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    for _ in range(3):
+        cuda.syncthreads()
+    if t == 0:
+        cuda.atomic.add(out, 0, shared[0])
+
+
+@pytest.mark.parametrize(("kernel", "words", "hint"), [
+    (barrier_inside_the_guard, "inside `if i < x.shape[0]:`", source_rules.BARRIER_HINT),
+    (barrier_in_the_else, "inside `if t >= x.shape[0]:`", source_rules.BARRIER_HINT),
+    (barrier_in_a_thread_dependent_loop, "depends on the thread", source_rules.BARRIER_LOOP_HINT),
+    (barrier_after_an_early_return, "leave before a barrier", source_rules.BARRIER_EXIT_HINT),
+    (barrier_skipped_by_break, "skip a barrier in the loop", source_rules.BARRIER_EXIT_HINT),
+])
+def test_a_barrier_that_some_threads_skip_is_rejected(kernel, words, hint):
+    with pytest.raises(results.CheckFailedError) as failure:
+        source_rules.start_kernel(kernel, 2, "")
+    assert failure.value.message.startswith(source_rules.BARRIER_IN_BRANCH)
+    assert words in failure.value.message
+    assert failure.value.hint == hint
+
+
+def test_barriers_that_every_thread_reaches_are_accepted():
+    source = source_rules.kernel_source(tree_with_uniform_barriers, 2)
+    assert source_rules.barrier_problems(source) == []
+
+
+def test_no_gpulab_kernel_has_a_barrier_some_threads_skip():
+    import inspect
+    import textwrap
+
+    from gpulab.kernels.registry import DEVICE_FUNCTIONS, load_all
+
+    functions = [spec.python_function for spec in load_all().values()]
+    for function in [*functions, *DEVICE_FUNCTIONS.values()]:
+        source = textwrap.dedent(inspect.getsource(function))
+        tree = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef))
+        kernel = source_rules.KernelSource(function, source, tree)
+        assert source_rules.barrier_problems(kernel) == [], function.__name__
