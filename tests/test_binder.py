@@ -282,6 +282,23 @@ def _first_error(notebook: dict) -> str | None:
     return f"{len(errors)} cell(s) raised; the first:\n{traceback[-3000:]}"
 
 
+def _checks_that_passed_untouched(chapter: str, notebook: dict) -> list[str]:
+    """The graded check cells of the untouched learner notebook that did not say "not attempted
+    yet" or "not yet right": a check an untouched notebook passes gives points for nothing (the
+    blank submission of tests/test_nbgrader.py, read from this run for every chapter)."""
+    problems = []
+    for cell in notebook["cells"]:
+        grading = cell.get("metadata", {}).get("nbgrader", {})
+        if not grading.get("grade"):
+            continue
+        text = "".join("".join(output.get("text", "")) for output in cell.get("outputs", []))
+        if "PASSED" in text.replace("NOT ATTEMPTED", "") or not re.search(
+                r"NOT ATTEMPTED YET|NOT YET RIGHT", text):
+            problems.append(f"{chapter}: the untouched check cell {grading['grade_id']} did not "
+                            f"fail: {text.strip()[:300]!r}")
+    return problems
+
+
 @pytest.mark.binder
 @pytest.mark.notebook
 @pytest.mark.parametrize("chapter", [CHAPTER.removeprefix("course/")]
@@ -289,10 +306,12 @@ def _first_error(notebook: dict) -> str | None:
 def test_learner_notebook_runs_once_in_the_learners_environment(learner_environment, chapter,
                                                                 tmp_path):
     """The chapter's one execution in a make test (chapter 01 first): no cell raises (what
-    nbval checked), no answer is visible before its attempt (tests/test_spoilers.py's
-    comparison, on the sources and everything the cells showed), no output anywhere shows an
-    answer or what compare_yours keeps until a check passes, and the kernel's peak memory
-    stays under the margin, with the Binder environment's own Python."""
+    nbval checked), no check cell passes untouched (it would give points for nothing:
+    nbgrader's blank submission, read here for every chapter), no answer is visible before its
+    attempt (tests/test_spoilers.py's comparison, on the sources and everything the cells
+    showed), no output anywhere shows an answer or what compare_yours keeps until a check
+    passes, and the kernel's peak memory stays under the margin, with the Binder environment's
+    own Python."""
     where = learner_environment
     script = tmp_path / "execute.py"
     script.write_text(EXECUTE_SCRIPT.format(timeout=EXECUTE_TIMEOUT_S))
@@ -310,6 +329,7 @@ def test_learner_notebook_runs_once_in_the_learners_environment(learner_environm
     if error is not None:
         problems.append(f"{chapter} raised in the {'Binder' if where.binder else 'test'} "
                         f"environment: {error}")
+    problems += _checks_that_passed_untouched(chapter, notebook)
     problems += [f"answer visible before the attempt: {p}"
                  for p in SPOILERS.answers_visible_before_the_attempts(chapter, notebook)]
     problems += [f"answer shown while no check has passed: {p}"

@@ -3,9 +3,11 @@
 The run is the tests' fixture (tests/conftest.py, ``fixture_gpu_run``): the chapters are
 executed with ``$GPULAB_DATA_DIR`` pointing at a folder holding it, and must show its
 measurements with the ratio measured / predicted. Chapter 02 (bandwidth, launches and host
-copies, the bench) and chapter 12 (inference latency) are run whole; the other chapters'
-comparisons are the experiments' ``recorded_comparison`` functions, unit-tested in
-tests/experiments/ with the same fixture.
+copies, the bench) and chapter 12 (inference latency) run from their first cell to their last
+that reads a recorded run (the rest of the chapter runs in tests/test_nbgrader.py, without one:
+running it again here would only repeat that); the other chapters' comparisons are the
+experiments' ``recorded_comparison`` functions, unit-tested in tests/experiments/ with the same
+fixture.
 """
 
 import json
@@ -18,11 +20,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def reads_a_recorded_run(cell) -> bool:
+    return cell.cell_type == "code" and "recorded" in cell.source
+
+
 def run_chapter(chapter: str, data_dir: Path) -> str:
-    """Execute solutions/<chapter> with the fixture run in ``data_dir``; all its outputs."""
+    """Execute solutions/<chapter>, from its first cell to its last that reads a recorded run,
+    with the fixture run in ``data_dir``; all their outputs."""
     from nbclient import NotebookClient
 
     notebook = nbformat.read(ROOT / "solutions" / chapter, as_version=4)
+    last = max(i for i, cell in enumerate(notebook.cells) if reads_a_recorded_run(cell))
+    notebook.cells = notebook.cells[:last + 1]
     saved = {k: os.environ.get(k) for k in ("GPULAB_DATA_DIR", "GPULAB_DEVICE")}
     os.environ["GPULAB_DATA_DIR"] = str(data_dir)  # the kernel inherits the environment
     os.environ.setdefault("GPULAB_DEVICE", "sim")
