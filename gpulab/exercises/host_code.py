@@ -239,10 +239,5 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
 
 
 __all__ = [
-    "CPU_CLOCKS",
-    "WALL_CLOCKS",
-    "HostCodeWatch",
-    "HostLaunch",
-    "KernelSpy",
-    "watch_host_code",
+    "CPU_CLOCKS", "WALL_CLOCKS", "HostCodeWatch", "HostLaunch", "KernelSpy", "watch_host_code"
 ]

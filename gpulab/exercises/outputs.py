@@ -15,9 +15,12 @@ Outputs start as NaN, so that "never written" and "written wrong" can be told ap
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
+from gpulab.exercises.mistakes import Mistake, diagnose
 from gpulab.exercises.results import (
     GLOBAL_INDEX_HINT,
     GRID_2D_HINT,
@@ -51,90 +54,157 @@ def _ranges(indices: np.ndarray) -> str:
     return ", ".join(pieces[:4]) + (", ..." if len(pieces) > 4 else "")
 
 
+@dataclass
+class Elementwise:
+    """What :data:`ELEMENTWISE_MISTAKES` look at: the ``expected`` and ``got`` outputs of a 1-D
+    kernel with one thread per element (``got`` started as ``unwritten_marker``, NaN, so that
+    "never written" and "written wrong" can be told apart), its trial, and ``patterns``, what
+    known wrong formulas give (``{description: (array, hint)}``). Its properties are what the
+    mistakes are recognised by."""
+
+    expected: np.ndarray
+    got: np.ndarray
+    trial: Trial
+    unwritten_marker: float = np.nan
+    patterns: dict[str, tuple[np.ndarray, str]] = field(default_factory=dict)
+
+    @property
+    def where(self) -> Trial:
+        """What a failure's message ends with (:meth:`gpulab.exercises.mistakes.Mistake.
+        failure`): the trial, which says how to repeat it."""
+        return self.trial
+
+    @property
+    def tolerance(self) -> tuple[float, float]:
+        return elementwise_tolerance(self.trial.dtype)
+
+    @cached_property
+    def bad(self) -> np.ndarray:
+        rtol, atol = self.tolerance
+        return ~np.isclose(self.got, self.expected, rtol=rtol, atol=atol)
+
+    @cached_property
+    def unwritten(self) -> np.ndarray:
+        marker = self.unwritten_marker
+        return np.isnan(self.got) if np.isnan(marker) else self.got == marker
+
+    @cached_property
+    def missing(self) -> np.ndarray:
+        """Indices never written."""
+        return np.flatnonzero(self.unwritten)
+
+    @property
+    def last_block_start(self) -> int:
+        return (self.trial.blocks - 1) * self.trial.threads_per_block
+
+    @cached_property
+    def shift(self) -> int:
+        """1 when every written value is element i - 1's, -1 when i + 1's, else 0."""
+        rtol, atol = self.tolerance
+        written_bad = self.bad & ~self.unwritten
+        n = self.trial.n
+        for shift in (1, -1):
+            inner = np.zeros(n, dtype=bool)
+            inner[max(shift, 0): n + min(shift, 0)] = True
+            check = inner & ~self.unwritten
+            if written_bad.any() and np.allclose(self.got[check],
+                                                 np.roll(self.expected, shift)[check],
+                                                 rtol=rtol, atol=atol):
+                return shift
+        return 0
+
+    def missing_from(self, start: int) -> bool:
+        """True when exactly the elements from ``start`` on were never written."""
+        index = np.arange(self.trial.n)
+        return bool(np.array_equal(self.missing, index[index >= start]))
+
+    @property
+    def never_written(self) -> str:
+        missing = self.missing
+        return (f"{missing.size} of {self.trial.n} elements of out were never written "
+                f"(out[{_ranges(missing)}])")
+
+    @property
+    def wrong(self) -> str:
+        first = int(np.flatnonzero(self.bad)[0])
+        return (f"{int(self.bad.sum())} of {self.trial.n} elements are wrong; the first is "
+                f"out[{first}]: expected {self.expected[first]:.6g}, got {self.got[first]:.6g}")
+
+    @cached_property
+    def pattern(self) -> tuple[str, str] | None:
+        """(description, hint) of the first of ``patterns`` that ``got`` matches."""
+        rtol, atol = self.tolerance
+        for description, (candidate, hint) in self.patterns.items():
+            if np.allclose(self.got, candidate, rtol=rtol, atol=atol):
+                return description, hint
+        return None
+
+
+def _off_by_one(e: Elementwise) -> str:
+    first = int(np.flatnonzero(e.bad & ~e.unwritten)[0])
+    said = "out[i] got element i - 1" if e.shift == 1 else "out[i] got element i + 1"
+    return (f"out[{first}] = {e.got[first]:.6g} but should be {e.expected[first]:.6g}: every "
+            f"value is one position off, {said}")
+
+
+# The mistakes of a 1-D kernel with one thread per element, in the order they are tried (a
+# check asks :func:`diagnose_vector`, which gathers the :class:`Elementwise` evidence).
+ELEMENTWISE_MISTAKES = (
+    Mistake("nothing written", lambda e: e.unwritten.all(),
+            lambda e: (f"your kernel wrote nothing into out: all {e.trial.n} elements still hold "
+                       "their starting value"),
+            "each thread should write its own element of out; check that the guard lets the "
+            "threads inside the array in (the comparison's direction)."),
+    Mistake("an index one off", lambda e: e.shift, _off_by_one,
+            "out[i] must get element i of x and y: check for a stray `+ 1` or `- 1` in the "
+            "index, and let the guard be just `i < x.shape[0]`."),
+    Mistake("every block on the first block's elements",
+            lambda e: e.unwritten.any() and e.missing_from(e.trial.threads_per_block),
+            lambda e: (f"{e.never_written}: only the first block's elements "
+                       f"(out[0..{e.trial.threads_per_block - 1}]) were written, so every block "
+                       "worked on the same elements"),
+            GLOBAL_INDEX_HINT),
+    Mistake("the last, partial block skipped",
+            lambda e: e.unwritten.any() and e.missing_from(e.last_block_start),
+            lambda e: f"{e.never_written}: every block except the last, partial one is right",
+            "the guard is too strict: it must stop only the threads whose index is n or more "
+            "(the last block still has real elements before n)."),
+    Mistake("the last element skipped",
+            lambda e: (e.unwritten.any() and e.missing[-1] == e.trial.n - 1
+                       and e.missing.size <= 2),
+            lambda e: f"{e.never_written}: the last element(s) were skipped",
+            "compare with `i < x.shape[0]`, not `i < x.shape[0] - 1`."),
+    Mistake("elements never written", lambda e: e.unwritten.any(),
+            lambda e: e.never_written, GLOBAL_INDEX_HINT),
+    Mistake("a known wrong formula", lambda e: e.pattern,
+            lambda e: f"{e.wrong}. out looks like {e.pattern[0]}",
+            lambda e: e.pattern[1]),
+    Mistake("only the last, partial block wrong",
+            lambda e: np.flatnonzero(e.bad).min() >= e.last_block_start,
+            lambda e: f"{e.wrong}: only the last, partial block is wrong",
+            "the last block is the only one where some threads have no element: check the guard "
+            "and how those threads index."),
+    Mistake("wrong values", lambda e: True, lambda e: e.wrong,
+            "compare your formula with the exercise's."),
+)
+
+
 def diagnose_vector(
     expected: np.ndarray, got: np.ndarray, trial: Trial, unwritten_marker: float = np.nan,
     patterns: dict[str, tuple[np.ndarray, str]] | None = None,
 ) -> CheckFailedError | None:
-    """None when ``got`` matches ``expected``; otherwise a :class:`CheckFailedError` that says which
+    """None when ``got`` matches ``expected``; otherwise the failure of the first of
+    :data:`ELEMENTWISE_MISTAKES` seen (:func:`gpulab.exercises.mistakes.diagnose`): which
     elements are wrong (first one, how many, expected vs got) and what the pattern suggests.
 
     ``got`` must have started as ``unwritten_marker`` (NaN) everywhere, so that "never written"
     and "written wrong" can be told apart. ``patterns`` maps a description to an array a common
     mistake would produce, e.g. ``{"x[i] + y[i]": (x + y, hint)}``.
     """
-    rtol, atol = elementwise_tolerance(trial.dtype)
-    bad = ~np.isclose(got, expected, rtol=rtol, atol=atol)
-    if not bad.any():
+    evidence = Elementwise(expected, got, trial, unwritten_marker, patterns or {})
+    if not evidence.bad.any():
         return None
-    n, tpb = trial.n, trial.threads_per_block
-    unwritten = np.isnan(got) if np.isnan(unwritten_marker) else got == unwritten_marker
-    bad_indices = np.flatnonzero(bad)
-    first = int(bad_indices[0])
-    last_block_start = (trial.blocks - 1) * tpb
-    where = np.arange(n)
-
-    if unwritten.all():
-        return CheckFailedError(
-            f"your kernel wrote nothing into out: all {n} elements still hold their starting "
-            f"value ({trial}).",
-            "each thread should write its own element of out; check that the guard lets the "
-            "threads inside the array in (the comparison's direction).",
-        )
-    written_bad = bad & ~unwritten
-    for shift in (1, -1):
-        inner = np.zeros(n, dtype=bool)
-        inner[max(shift, 0): n + min(shift, 0)] = True
-        shifted = np.roll(expected, shift)
-        check = inner & ~unwritten
-        if written_bad.any() and np.allclose(got[check], shifted[check], rtol=rtol, atol=atol):
-            first_written = int(np.flatnonzero(written_bad)[0])
-            return CheckFailedError(
-                f"out[{first_written}] = {got[first_written]:.6g} but should be "
-                f"{expected[first_written]:.6g}: every value is one position off "
-                f"({'out[i] got element i - 1' if shift == 1 else 'out[i] got element i + 1'}; "
-                f"{trial}).",
-                "out[i] must get element i of x and y: check for a stray `+ 1` or `- 1` in the "
-                "index, and let the guard be just `i < x.shape[0]`.",
-            )
-    if unwritten.any():
-        missing = np.flatnonzero(unwritten)
-        text = (
-            f"{missing.size} of {n} elements of out were never written "
-            f"(out[{_ranges(missing)}])"
-        )
-        if np.array_equal(missing, where[where >= tpb]):
-            return CheckFailedError(
-                f"{text}: only the first block's elements (out[0..{tpb - 1}]) were written, "
-                f"so every block worked on the same elements ({trial}).",
-                GLOBAL_INDEX_HINT,
-            )
-        if np.array_equal(missing, where[where >= last_block_start]):
-            return CheckFailedError(
-                f"{text}: every block except the last, partial one is right ({trial}).",
-                "the guard is too strict: it must stop only the threads whose index is n or "
-                "more (the last block still has real elements before n).",
-            )
-        if missing[-1] == n - 1 and missing.size <= 2:
-            return CheckFailedError(
-                f"{text}: the last element(s) were skipped ({trial}).",
-                "compare with `i < x.shape[0]`, not `i < x.shape[0] - 1`.",
-            )
-        return CheckFailedError(f"{text} ({trial}).", GLOBAL_INDEX_HINT)
-
-    text = (
-        f"{bad_indices.size} of {n} elements are wrong; the first is out[{first}]: "
-        f"expected {expected[first]:.6g}, got {got[first]:.6g}"
-    )
-    for description, (candidate, hint) in (patterns or {}).items():
-        if np.allclose(got, candidate, rtol=rtol, atol=atol):
-            return CheckFailedError(f"{text}. out looks like {description} ({trial}).", hint)
-    if bad_indices.min() >= last_block_start:
-        return CheckFailedError(
-            f"{text}: only the last, partial block is wrong ({trial}).",
-            "the last block is the only one where some threads have no element: check the guard "
-            "and how those threads index.",
-        )
-    return CheckFailedError(f"{text} ({trial}).", "compare your formula with the exercise's.")
+    return diagnose(ELEMENTWISE_MISTAKES, evidence)
 
 
 def matches(value: float, target, tolerance: float) -> bool:
@@ -166,38 +236,91 @@ PAD_VALUE = 100.0  # beyond the edges of the inputs (seen only by a kernel witho
 GENERIC_MATRIX_HINT = "compare your formula with the exercise's."  # diagnose_matrix's last word
 
 
+@dataclass
+class MatrixOutput:
+    """What :data:`MATRIX_MISTAKES` look at: the ``expected`` and ``got`` outputs of a 2-D
+    kernel (``got`` NaN where never written), its trial, ``patterns`` (``{description: (what a
+    mistake gives, hint)}``), the tolerances and the output's name, ``what``."""
+
+    expected: np.ndarray
+    got: np.ndarray
+    trial: Trial
+    patterns: dict[str, tuple[np.ndarray, str]]
+    rtol: float
+    atol: float
+    what: str = "out"
+
+    @property
+    def where(self) -> Trial:
+        """What a failure's message ends with: the trial."""
+        return self.trial
+
+    @cached_property
+    def unwritten(self) -> np.ndarray:
+        return np.isnan(self.got)
+
+    @cached_property
+    def bad(self) -> np.ndarray:
+        return ~np.isclose(self.got, self.expected, rtol=self.rtol, atol=self.atol)
+
+    @property
+    def first_block_only(self) -> bool:
+        """True when only the first block's elements were written."""
+        x, y = self.trial.block[0], self.trial.block[1]
+        return bool(self.unwritten[:, x:].all() and self.unwritten[y:, :].all())
+
+    @property
+    def never_written(self) -> str:
+        rows = np.flatnonzero(self.unwritten.any(axis=1))
+        cols = np.flatnonzero(self.unwritten.any(axis=0))
+        return (f"{int(self.unwritten.sum())} of {self.got.size} elements of {self.what} were "
+                f"never written: rows {rows[0]}..{rows[-1]}, columns {cols[0]}..{cols[-1]}")
+
+    @property
+    def wrong(self) -> str:
+        r, c = map(int, np.argwhere(self.bad)[0])
+        return (f"{int(self.bad.sum())} of {self.got.size} elements are wrong; the first is "
+                f"{self.what}[{r}, {c}]: expected {self.expected[r, c]:.6g}, got "
+                f"{self.got[r, c]:.6g}")
+
+    @cached_property
+    def pattern(self) -> tuple[str, str] | None:
+        """(description, hint) of the first of ``patterns`` that ``got`` matches."""
+        for description, (candidate, hint) in self.patterns.items():
+            if np.allclose(self.got, candidate, rtol=self.rtol, atol=self.atol):
+                return description, hint
+        return None
+
+
+# The mistakes of a 2-D kernel with one thread per element, in the order they are tried
+# (:func:`diagnose_matrix` gathers the :class:`MatrixOutput` evidence).
+MATRIX_MISTAKES = (
+    Mistake("nothing written", lambda e: e.unwritten.all(),
+            lambda e: f"your kernel wrote nothing into {e.what}",
+            "each thread should assign its own element, inside the guard."),
+    Mistake("only the first block's elements written",
+            lambda e: e.unwritten.any() and e.first_block_only, lambda e: e.never_written,
+            "only the first block's elements were written: each thread needs its global "
+            "indices, not `cuda.threadIdx` alone. " + GRID_2D_HINT),
+    Mistake("elements never written", lambda e: e.unwritten.any(), lambda e: e.never_written,
+            GUARD_2D_HINT + " " + GRID_2D_HINT),
+    Mistake("a known wrong formula", lambda e: e.pattern,
+            lambda e: f"{e.wrong}. {e.what} looks like {e.pattern[0]}",
+            lambda e: e.pattern[1]),
+    Mistake("wrong values", lambda e: True, lambda e: e.wrong, GENERIC_MATRIX_HINT),
+)
+
+
 def diagnose_matrix(expected: np.ndarray, got: np.ndarray, trial: Trial,
                     patterns: dict[str, tuple[np.ndarray, str]], rtol: float, atol: float,
                     what: str = "out") -> None:
-    """Raise CheckFailedError unless ``got`` (from :func:`read_back`, NaN where never written)
-    holds ``expected``; the message says which part is wrong and, when ``got`` matches one of
-    ``patterns`` (``{description: (what a mistake gives, hint)}``), which mistake it is."""
-    unwritten = np.isnan(got)
-    if unwritten.all():
-        raise CheckFailedError(f"your kernel wrote nothing into {what} ({trial}).",
-                               "each thread should assign its own element, inside the guard.")
-    if unwritten.any():
-        rows_missing = np.flatnonzero(unwritten.any(axis=1))
-        cols_missing = np.flatnonzero(unwritten.any(axis=0))
-        if unwritten[:, trial.block[0]:].all() and unwritten[trial.block[1]:, :].all():
-            hint = ("only the first block's elements were written: each thread needs its "
-                    "global indices, not `cuda.threadIdx` alone. " + GRID_2D_HINT)
-        else:
-            hint = GUARD_2D_HINT + " " + GRID_2D_HINT
-        raise CheckFailedError(
-            f"{int(unwritten.sum())} of {got.size} elements of {what} were never written (rows "
-            f"{rows_missing[0]}..{rows_missing[-1]}, columns {cols_missing[0]}.."
-            f"{cols_missing[-1]}; {trial}).", hint)
-    bad = ~np.isclose(got, expected, rtol=rtol, atol=atol)
-    if not bad.any():
-        return
-    r, c = map(int, np.argwhere(bad)[0])
-    text = (f"{int(bad.sum())} of {got.size} elements are wrong; the first is {what}[{r}, {c}]: "
-            f"expected {expected[r, c]:.6g}, got {got[r, c]:.6g}")
-    for description, (candidate, hint) in patterns.items():
-        if np.allclose(got, candidate, rtol=rtol, atol=atol):
-            raise CheckFailedError(f"{text}. {what} looks like {description} ({trial}).", hint)
-    raise CheckFailedError(f"{text} ({trial}).", "compare your formula with the exercise's.")
+    """Raise CheckFailedError unless ``got`` (from :func:`~gpulab.exercises.running.read_back`,
+    NaN where never written) holds ``expected``: the failure of the first of
+    :data:`MATRIX_MISTAKES` seen, which says which part is wrong and, when ``got`` matches one
+    of ``patterns`` (``{description: (what a mistake gives, hint)}``), which mistake it is."""
+    evidence = MatrixOutput(expected, got, trial, patterns, rtol, atol, what)
+    if evidence.unwritten.any() or evidence.bad.any():
+        raise diagnose(MATRIX_MISTAKES, evidence)
 
 
 def blame_hard_coded_block(source: KernelSource, trial: Trial, error: Exception) -> None:
@@ -315,21 +438,9 @@ def changed_input_failure(name: str, before: np.ndarray, after: np.ndarray, what
 
 
 __all__ = [
-    "ACTIVATIONS",
-    "GENERIC_MATRIX_HINT",
-    "IDENTITY",
-    "PAD_VALUE",
-    "RELU",
-    "SAID",
-    "TANH",
-    "blame_hard_coded_block",
-    "changed_input_failure",
-    "check_matrix_output",
-    "coverage_failure",
-    "diagnose_matrix",
-    "diagnose_vector",
-    "elementwise_tolerance",
-    "index_hint_2d",
-    "matches",
-    "run_2d",
+    "ACTIVATIONS", "ELEMENTWISE_MISTAKES", "MATRIX_MISTAKES", "Elementwise", "MatrixOutput",
+    "GENERIC_MATRIX_HINT", "IDENTITY", "PAD_VALUE", "RELU", "SAID", "TANH",
+    "blame_hard_coded_block", "changed_input_failure", "check_matrix_output", "coverage_failure",
+    "diagnose_matrix", "diagnose_vector", "elementwise_tolerance", "index_hint_2d", "matches",
+    "run_2d"
 ]

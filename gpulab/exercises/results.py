@@ -358,28 +358,9 @@ def run_check(exercise: str, body: Callable[[int], str], seed: int | None = None
 
 
 __all__ = [
-    "DID_NOT_FINISH",
-    "DID_NOT_FINISH_HINT",
-    "FAILED",
-    "GLOBAL_INDEX_HINT",
-    "GRID_2D_HINT",
-    "GUARD_2D_HINT",
-    "GUARD_HINT",
-    "NOT_ATTEMPTED",
-    "PASSED",
-    "READ_THE_ERROR_HINT",
-    "STATUSES",
-    "STUB_MESSAGE",
-    "TIME_LIMIT_S",
-    "add_note",
-    "CheckFailedError",
-    "CheckResult",
-    "explain_exception",
-    "has_passed",
-    "KernelError",
-    "new_seed",
-    "NotAttemptedError",
-    "offer_trace",
-    "run_check",
-    "trace_call_text",
+    "DID_NOT_FINISH", "DID_NOT_FINISH_HINT", "FAILED", "GLOBAL_INDEX_HINT", "GRID_2D_HINT",
+    "GUARD_2D_HINT", "GUARD_HINT", "NOT_ATTEMPTED", "PASSED", "READ_THE_ERROR_HINT", "STATUSES",
+    "STUB_MESSAGE", "TIME_LIMIT_S", "add_note", "CheckFailedError", "CheckResult",
+    "explain_exception", "has_passed", "KernelError", "new_seed", "NotAttemptedError",
+    "offer_trace", "run_check", "trace_call_text"
 ]

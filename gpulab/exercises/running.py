@@ -247,11 +247,6 @@ def trace_trial(kernel, trial, *args, blocks=None) -> KernelTrace:
 
 
 __all__ = [
-    "call_learner",
-    "compile_for_gpu",
-    "launch",
-    "padded",
-    "read_back",
-    "run_elementwise",
-    "trace_trial",
+    "call_learner", "compile_for_gpu", "launch", "padded", "read_back", "run_elementwise",
+    "trace_trial"
 ]

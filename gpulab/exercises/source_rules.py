@@ -393,19 +393,8 @@ def start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
 
 
 __all__ = [
-    "BARRIER_EXIT_HINT",
-    "BARRIER_HINT",
-    "BARRIER_IN_BRANCH",
-    "BARRIER_LOOP_HINT",
-    "barrier_problems",
-    "compares_with_shape",
-    "count_calls",
-    "hard_coded_block",
-    "kernel_source",
-    "KernelSource",
-    "plain_writes_to",
-    "raises_not_implemented",
-    "simulator_only_code",
-    "start_kernel",
-    "thread_varying_names",
+    "BARRIER_EXIT_HINT", "BARRIER_HINT", "BARRIER_IN_BRANCH", "BARRIER_LOOP_HINT",
+    "barrier_problems", "compares_with_shape", "count_calls", "hard_coded_block", "kernel_source",
+    "KernelSource", "plain_writes_to", "raises_not_implemented", "simulator_only_code",
+    "start_kernel", "thread_varying_names"
 ]
