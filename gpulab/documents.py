@@ -30,6 +30,12 @@ def dated_name(kind: str, device_name: str, date: str) -> str:
     return f"{kind}_{slug}_{date[:10]}.json"
 
 
+def recorded_paths(directory, kind: str) -> list[Path]:
+    """The files of runs of ``kind`` in ``directory`` (named by :func:`dated_name`), sorted by
+    name."""
+    return sorted(Path(directory).glob(f"{kind}_*.json"))
+
+
 def write(path, document: dict, **json_options) -> Path:
     """Write ``document`` (which starts with a :func:`header`) to ``path`` as indented JSON,
     making its folder if needed; ``json_options`` go to :func:`json.dumps`."""
@@ -54,4 +60,4 @@ def read(path, file_format: str, what: str, version: int | None = None) -> dict:
     return document
 
 
-__all__ = ["dated_name", "header", "read", "write"]
+__all__ = ["dated_name", "header", "read", "recorded_paths", "write"]

@@ -272,7 +272,7 @@ def run_notebooks() -> str:
 
 
 def record_path(device_name: str, date: str, directory=bench_report.DATA_DIR) -> Path:
-    return Path(directory) / documents.dated_name("gpu_run", device_name, date)
+    return Path(directory) / documents.dated_name(recorded_runs.RUN_KIND, device_name, date)
 
 
 def run(steps=STEPS, quick: bool = False, directory=bench_report.DATA_DIR) -> dict:

@@ -27,17 +27,18 @@ missing something: a kernel that wastes bandwidth or FLOPs shows up far above 1.
 from __future__ import annotations
 
 import functools
-import html
 import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpulab import documents, hardware
+from gpulab.tables import Column, Table
 from gpulab.timing import Measurement
 
 FILE_FORMAT = "gpulab-gpu-run"
 FILE_FORMAT_VERSION = 1
+RUN_KIND = "gpu_run"  # the files are gpu_run_<device>_<date>.json (documents.dated_name)
 PACKAGE_DATA_DIR = Path(__file__).resolve().parent / "data"
 DATA_DIR_VARIABLE = "GPULAB_DATA_DIR"
 
@@ -139,7 +140,7 @@ def gpu_runs(directory=None) -> list[GpuRun]:
     """Every recorded run (``gpu_run_*.json``) in ``directory``, oldest first; [] if none.
     Quick smoke-test runs (``--quick``: small sizes) are left out."""
     directory = Path(directory) if directory is not None else data_dir()
-    runs = [load_gpu_run(p) for p in sorted(directory.glob("gpu_run_*.json"))]
+    runs = [load_gpu_run(p) for p in documents.recorded_paths(directory, RUN_KIND)]
     return sorted((r for r in runs if not r.record.get("quick")), key=lambda r: r.date)
 
 
@@ -207,28 +208,22 @@ class ComparisonTable:
     def median_ratio(self) -> float:
         return statistics.median(r.ratio for r in self.rows)
 
+    def table(self) -> Table:
+        """The rows as a :class:`~gpulab.tables.Table`: what, predicted, measured and their
+        ratio; the title above, where each side comes from beneath."""
+        return Table([Column("what"), Column("predicted", align="right"),
+                      Column("measured", align="right"),
+                      Column("measured/predicted", "×", "{:.2f}")],
+                     [[r.what, hardware.format_seconds(r.predicted_s),
+                       hardware.format_seconds(r.measured_s), r.ratio] for r in self.rows],
+                     title=self.title, notes=[f"predicted: {self.predicted_label}",
+                                              f"measured: {self.measured_label}"])
+
     def __str__(self) -> str:
-        width = max([len(r.what) for r in self.rows] + [4])
-        lines = [self.title,
-                 f"  predicted: {self.predicted_label}",
-                 f"  measured:  {self.measured_label}",
-                 f"  {'what':{width}s}  {'predicted':>10}  {'measured':>10}  measured/predicted"]
-        for r in self.rows:
-            lines.append(f"  {r.what:{width}s}  {hardware.format_seconds(r.predicted_s):>10}  "
-                         f"{hardware.format_seconds(r.measured_s):>10}  {r.ratio:8.2f}×")
-        return "\n".join(lines)
+        return str(self.table())
 
     def _repr_html_(self) -> str:
-        cells = "".join(
-            f"<tr><td>{html.escape(r.what)}</td>"
-            f"<td>{hardware.format_seconds(r.predicted_s)}</td>"
-            f"<td>{hardware.format_seconds(r.measured_s)}</td><td>{r.ratio:.2f}×</td></tr>"
-            for r in self.rows)
-        return (f"<p><b>{html.escape(self.title)}</b><br>predicted: "
-                f"{html.escape(self.predicted_label)}<br>measured: "
-                f"{html.escape(self.measured_label)}</p><table><tr><th>what</th>"
-                f"<th>predicted</th><th>measured</th><th>measured / predicted</th></tr>"
-                f"{cells}</table>")
+        return self.table()._repr_html_()
 
 
 def comparison_table(title: str, run: GpuRun, rows) -> ComparisonTable:
@@ -292,6 +287,7 @@ def describe(run: GpuRun | None) -> str:
 __all__ = [
     "DATA_DIR_VARIABLE",
     "FILE_FORMAT",
+    "RUN_KIND",
     "Comparison",
     "ComparisonTable",
     "GpuRun",

@@ -30,3 +30,11 @@ def test_the_reader_says_why_it_refuses_a_file(tmp_path):
 def test_a_recorded_file_is_named_by_kind_device_and_day():
     assert (documents.dated_name("gpu_run", "NVIDIA H100 80GB HBM3", "2026-12-01T10:00:00+00:00")
             == "gpu_run_nvidia-h100-80gb-hbm3_2026-12-01.json")
+
+
+def test_recorded_files_are_found_by_their_kind(tmp_path):
+    for name in ("gpu_run_b_2026-12-02.json", "gpu_run_a_2026-12-01.json", "bench_a.json",
+                 "gpu_run.json"):
+        (tmp_path / name).write_text("{}")
+    assert [p.name for p in documents.recorded_paths(tmp_path, "gpu_run")] == [
+        "gpu_run_a_2026-12-01.json", "gpu_run_b_2026-12-02.json"]

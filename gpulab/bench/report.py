@@ -17,10 +17,12 @@ from pathlib import Path
 from gpulab import documents, hardware
 from gpulab.hardware import format_rate, format_seconds
 from gpulab.recorded_runs import Comparison, ComparisonTable, data_dir
+from gpulab.tables import Column, Table
 from gpulab.timing import ORIGINS, Measurement
 
 FILE_FORMAT = "gpulab-bench"
 FILE_FORMAT_VERSION = 2  # 2: each row holds a timing.Measurement
+RUN_KIND = "bench"  # recorded runs are bench_<device>_<date>.json (documents.dated_name)
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
@@ -108,7 +110,7 @@ class BenchReport:
         return [r for r in self.rows if (kernel is None or r.kernel == kernel)
                 and (origin is None or r.origin == origin) and (role is None or r.role == role)]
 
-    def table(self) -> str:
+    def table(self) -> Table:
         return format_table(self)
 
     def roofline_points(self, size: str | None = None) -> list[dict]:
@@ -196,29 +198,21 @@ def table_cells(row: Row) -> list[str]:
             row.rate, _percentages(row), check]
 
 
-def format_table(report: BenchReport) -> str:
-    """The table ``gpulab bench`` prints, with a header saying where and when, and a legend
-    saying what each origin means."""
-    lines = [
+def format_table(report: BenchReport) -> Table:
+    """The table ``gpulab bench`` prints, with a title saying where and when, and a legend
+    beneath saying what each origin means."""
+    title = [
         f"gpulab bench — tier {report.tier}, {report.date}, gpulab {report.gpulab_version}",
         f"device: {report.device}",
     ]
     if report.tier != "gpu":
-        lines.append("No GPU in this process: simulator time is not GPU time. GPU figures are "
+        title.append("No GPU in this process: simulator time is not GPU time. GPU figures are "
                      f"estimates for the {_gpu_name(report.gpu_model)} by gpulab's GPU model; "
                      "each kernel was run in the simulator only to check its answer.")
     if report.copy_bytes_per_s:
-        lines.append(f"measured device-to-device copy bandwidth: "
+        title.append(f"measured device-to-device copy bandwidth: "
                      f"{format_rate(report.copy_bytes_per_s, 'B/s')} (read + write)")
-    cells = [list(TABLE_COLUMNS)] + [table_cells(row) for row in report.rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(TABLE_COLUMNS) - 1)]
-    lines.append("")
-    for index, row_cells in enumerate(cells):
-        text = "  ".join(c.ljust(w) for c, w in zip(row_cells, widths, strict=False))
-        lines.append(f"{text}  {row_cells[-1]}".rstrip())
-        if index == 0:
-            lines.append("-" * min(len(lines[-1]), 160))
-    lines += ["", "origin:"]
+    lines = ["origin:"]
     origins = {row.origin: row for row in report.rows}
     explanations = {
         "cpu": "measured on {device} with time.perf_counter: median of the repeats, range "
@@ -248,7 +242,8 @@ def format_table(report: BenchReport) -> str:
     lines += [f"note: {note}" for note in report.notes]
     if report.elapsed_s is not None:
         lines.append(f"run took {report.elapsed_s:.1f} s")
-    return "\n".join(lines)
+    return Table([Column(name, align="left") for name in TABLE_COLUMNS],
+                 [table_cells(row) for row in report.rows], title="\n".join(title), notes=lines)
 
 
 # --- JSON -------------------------------------------------------------------------------------
@@ -271,7 +266,7 @@ def recorded_runs(directory=None) -> list[BenchReport]:
     """The runs recorded in ``directory`` (``bench_*.json``; by default ``gpulab/data`` or
     ``$GPULAB_DATA_DIR``), oldest first; [] if none."""
     directory = Path(directory) if directory is not None else data_dir()
-    reports = [load_report(p) for p in sorted(directory.glob("bench_*.json"))]
+    reports = [load_report(p) for p in documents.recorded_paths(directory, RUN_KIND)]
     return sorted(reports, key=lambda r: r.date)
 
 
@@ -320,4 +315,4 @@ def describe_recorded_run(report: BenchReport | None) -> str:
 
 
 def record_path(report: BenchReport, directory=DATA_DIR) -> Path:
-    return Path(directory) / documents.dated_name("bench", report.device, report.date)
+    return Path(directory) / documents.dated_name(RUN_KIND, report.device, report.date)
