@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from gpulab.tables import Column, Table
+
 # ---------------------------------------------------------------------------------------------
 # Where the published values come from
 # ---------------------------------------------------------------------------------------------
@@ -245,21 +247,24 @@ def table(formats=FORMAT_NAMES) -> list[dict]:
     return [get_format(name).as_row() for name in formats]
 
 
-def format_table(formats=FORMAT_NAMES) -> str:
-    """The table as aligned text; the derived tf32 row is marked with a *."""
-    header = (f"{'format':10s} {'s':>2s} {'exp':>3s} {'man':>3s} {'max':>11s} "
-              f"{'min normal':>11s} {'min subnorm':>11s} {'epsilon':>9s} {'bytes':>5s}")
-    lines = [header]
+def format_table(formats=FORMAT_NAMES) -> Table:
+    """The table as a :class:`~gpulab.tables.Table`; the derived tf32 row is marked with a *."""
+    general = "{:.4g}"
+    columns = [Column("format"), Column("sign", "bits"), Column("exponent", "bits"),
+               Column("mantissa", "bits"), Column("max", number_format=general),
+               Column("min normal", number_format=general),
+               Column("min subnormal", number_format=general),
+               Column("epsilon", number_format="{:.3g}"), Column("bytes")]
+    rows = []
     for name in formats:
         f = get_format(name)
-        mark = "*" if f.derived else ""
-        lines.append(f"{f.name + mark:10s} {f.sign_bits:2d} {f.exponent_bits:3d} "
-                     f"{f.mantissa_bits:3d} {f.max_value:11.4g} {f.smallest_normal:11.4g} "
-                     f"{f.smallest_subnormal:11.4g} {f.epsilon:9.3g} {f.bytes_per_value:5g}")
-    if any(get_format(name).derived for name in formats):
-        lines.append("* derived: tf32 has no NumPy type; its limits follow from fp32's exponent "
-                     "range and a 10-bit mantissa.")
-    return "\n".join(lines)
+        rows.append([f.name + ("*" if f.derived else ""), f.sign_bits, f.exponent_bits,
+                     f.mantissa_bits, f.max_value, f.smallest_normal, f.smallest_subnormal,
+                     f.epsilon, f.bytes_per_value])
+    derived = any(get_format(name).derived for name in formats)
+    return Table(columns, rows, notes=[
+        "* derived: tf32 has no NumPy type; its limits follow from fp32's exponent range and a "
+        "10-bit mantissa." if derived else ""])
 
 
 # ---------------------------------------------------------------------------------------------

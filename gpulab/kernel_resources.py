@@ -30,6 +30,7 @@ from gpulab.hardware import (  # the SM limits are GPU constants: they live in h
     SMLimits,
     theoretical_occupancy,
 )
+from gpulab.tables import Column, Table
 
 
 class AssemblyError(RuntimeError):
@@ -200,21 +201,24 @@ def for_gpu(gpu) -> tuple[int, int]:
 
 
 def format_table(found: list[KernelResources], threads_per_block: int = 256,
-                 skipped: dict[str, str] | None = None) -> str:
-    """One line per kernel: registers, spills, shared memory, occupancy at that block size."""
-    lines = [f"{'kernel':31s} {'arch':6s} {'regs':>5s} {'spills':>14s} {'smem/block':>11s}  "
-             f"occupancy at {threads_per_block} threads/block"]
+                 skipped: dict[str, str] | None = None) -> Table:
+    """One row per kernel: registers, spills, shared memory, occupancy at that block size; a
+    kernel in ``skipped`` with why it was not assembled."""
+    rows = []
     for r in found:
-        cc = f"sm_{r.compute_capability[0]}{r.compute_capability[1]}"
-        spills = f"{r.spill_store_bytes}/{r.spill_load_bytes} B" if r.spills else "none"
         occupancy = r.occupancy(threads_per_block)
-        lines.append(f"{r.kernel:31s} {cc:6s} {r.registers:5d} {spills:>14s} "
-                     f"{r.shared_bytes:>9,} B  {occupancy.fraction:4.0%} ({occupancy.limited_by})")
-    for kernel, why in (skipped or {}).items():
-        lines.append(f"{kernel:31s} not assembled here: {why}")
-    lines.append("registers and spills from the assembler (ptxas via nvJitLink); occupancy is "
-                 "theoretical (" + SPECS_SOURCE.split(":")[0] + ")")
-    return "\n".join(lines)
+        rows.append([r.kernel, f"sm_{r.compute_capability[0]}{r.compute_capability[1]}",
+                     r.registers,
+                     f"{r.spill_store_bytes}/{r.spill_load_bytes} B" if r.spills else "none",
+                     r.shared_bytes, f"{occupancy.fraction:.0%} ({occupancy.limited_by})"])
+    rows += [[kernel, None, None, None, None, f"not assembled here: {why}"]
+             for kernel, why in (skipped or {}).items()]
+    return Table([Column("kernel"), Column("arch"), Column("registers", "per thread"),
+                  Column("spills", "store/load", align="right"),
+                  Column("shared memory", "B per block", "{:,}"),
+                  Column(f"occupancy at {threads_per_block} threads/block", align="left")], rows,
+                 notes=["registers and spills from the assembler (ptxas via nvJitLink); "
+                        "occupancy is theoretical (" + SPECS_SOURCE.split(":")[0] + ")"])
 
 
 __all__ = ["FILE_FORMAT", "SHIPPED_FILE", "SHIPPED_KERNELS", "SM_LIMITS", "SPECS_SOURCE",

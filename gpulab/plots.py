@@ -22,6 +22,7 @@ from matplotlib.patches import ConnectionPatch, Rectangle
 
 from gpulab.hardware import COURSE_GPU, format_rate
 from gpulab.kernels.launch import LaunchConfig
+from gpulab.tables import Column, Table
 
 BUSY_COLOUR = "#cfe2f3"
 IDLE_COLOUR = "#e6e6e6"
@@ -642,8 +643,8 @@ def memory_hierarchy(gpu=COURSE_GPU, memory_kind: str | None = None):
     return fig
 
 
-def gpu_table(gpus=None) -> str:
-    """The datasheet figures chapter 00 compares, one GPU a line: memory (nominal), its
+def gpu_table(gpus=None) -> Table:
+    """The datasheet figures chapter 00 compares, one GPU a row: memory (nominal), its
     bandwidth, the fp32 rate of the CUDA cores, and the dense FP16/BF16 and FP8 rates of the
     tensor cores ("—" where the GPU has none). From :data:`gpulab.hardware.GPUS`."""
     from gpulab import hardware
@@ -652,20 +653,17 @@ def gpu_table(gpus=None) -> str:
 
     def rate(spec, *formats):
         found = [spec.peak_flops[f] for f in formats if f in spec.peak_flops]
-        return format_rate(found[0], "FLOP/s") if found else "—"
+        return format_rate(found[0], "FLOP/s") if found else None
 
-    lines = [f"{'GPU':26s} {'memory':>8s} {'bandwidth':>10s} {'FP32':>13s} "
-             f"{'FP16/BF16':>13s} {'FP8':>13s}",
-             f"{'':26s} {'(nominal)':>8s} {'':>10s} {'CUDA cores':>13s} "
-             f"{'tensor cores':>13s} {'tensor cores':>13s}"]
-    for spec in specs:
-        lines.append(f"{spec.name:26s} {spec.memory_bytes / hardware.GB:5.0f} GB "
-                     f"{format_rate(spec.memory_bandwidth_bytes_per_s, 'B/s'):>10s} "
-                     f"{rate(spec, 'fp32'):>13s} {rate(spec, 'bf16', 'fp16'):>13s} "
-                     f"{rate(spec, 'fp8'):>13s}")
-    lines.append("Peak dense rates from each GPU's datasheet (gpulab.hardware.GPUS[key].sources);"
-                 " no sparsity.")
-    return "\n".join(lines)
+    return Table(
+        [Column("GPU"), Column("memory", "GB, nominal", "{:.0f}"), Column("bandwidth"),
+         Column("FP32", "CUDA cores"), Column("FP16/BF16", "tensor cores"),
+         Column("FP8", "tensor cores")],
+        [[spec.name, spec.memory_bytes / hardware.GB,
+          format_rate(spec.memory_bandwidth_bytes_per_s, "B/s"), rate(spec, "fp32"),
+          rate(spec, "bf16", "fp16"), rate(spec, "fp8")] for spec in specs],
+        notes=["Peak dense rates from each GPU's datasheet (gpulab.hardware.GPUS[key].sources);"
+               " no sparsity."])
 
 
 __all__ += ["NOT_PUBLISHED", "binary_size", "document_name", "gpu_diagram", "gpu_table",

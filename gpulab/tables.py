@@ -55,6 +55,11 @@ class Column:
         return (self.number_format or "{:g}").format(value)
 
 
+def _lines(text: str) -> str:
+    """``text`` escaped for HTML, its line breaks kept."""
+    return html.escape(text).replace("\n", "<br>")
+
+
 def _numeric(texts: list[str]) -> bool:
     filled = [t for t in texts if t.strip() not in PLACEHOLDERS]
     return bool(filled) and all(NUMBER_START.match(t.strip()) for t in filled)
@@ -100,6 +105,10 @@ class Table:
     def __repr__(self) -> str:
         return str(self)
 
+    def __contains__(self, text: str) -> bool:
+        """Whether the table's text (:meth:`__str__`) contains ``text``."""
+        return text in str(self)
+
     def _repr_html_(self) -> str:
         cells = self.cells()
         right = self._right_aligned(cells)
@@ -111,9 +120,8 @@ class Table:
         head = "".join(tag("th", c.heading, r) for c, r in zip(self.columns, right, strict=True))
         body = "".join("<tr>" + "".join(tag("td", t, r) for t, r in zip(row, right, strict=True))
                        + "</tr>" for row in cells)
-        title = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
-        notes = "".join(f'<p style="font-size: smaller">{html.escape(n)}</p>'
-                        for n in self.notes)
+        title = f"<caption>{_lines(self.title)}</caption>" if self.title else ""
+        notes = "".join(f'<p style="font-size: smaller">{_lines(n)}</p>' for n in self.notes)
         return (f"<table>{title}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
                 f"{notes}")
 

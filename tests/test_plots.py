@@ -283,7 +283,9 @@ def test_memory_hierarchy_draws_every_level_and_says_not_published():
 
 
 def test_gpu_table_has_every_gpu_and_its_datasheet_rates():
-    table = plots.gpu_table()
+    table = str(plots.gpu_table())
+    assert table.splitlines()[0].split("  ")[:2] == ["GPU", ""]
+    assert "memory (GB, nominal)" in table and "FP8 (tensor cores)" in table
     for spec in hardware.GPUS.values():
         assert spec.name in table
     h100 = next(line for line in table.splitlines() if line.startswith("NVIDIA H100"))

@@ -61,7 +61,7 @@ def test_constants_table_compares_model_and_measured(recorded_gpu_run):
     assert launch == pytest.approx(6e-6 / hardware.LAUNCH_OVERHEAD_S)
     pageable = next(r for w, r in ratios.items() if "pageable" in w)
     assert pageable == pytest.approx(hardware.get_gpu("H200").host_pageable_bytes_per_s / 6e9)
-    assert "<table>" in table._repr_html_() and "measured / predicted" in table._repr_html_()
+    assert "<table>" in table._repr_html_() and "measured/predicted (×)" in table._repr_html_()
 
 
 def test_quick_smoke_runs_are_not_shown_and_the_newest_run_wins(recorded_gpu_run, tmp_path):

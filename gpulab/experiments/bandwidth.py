@@ -40,6 +40,7 @@ from gpulab.bench.cases import (
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.experiments.experiment import Experiment
 from gpulab.hardware import format_seconds as _fmt
+from gpulab.tables import Column, Table
 
 KERNELS = MEMORY_KERNELS
 
@@ -260,18 +261,27 @@ class CopyCostTable:
     kernel: hardware.RooflineEstimate
     with_copies: dict
 
-    def __str__(self) -> str:
+    def table(self) -> Table:
+        """The times as a table: the kernel alone, then with its copies from each host memory
+        (their ratio to the kernel alone and the copy rate), the copy rates' sources beneath."""
         gpu, kernel = self.gpu, self.kernel
-        lines = [f"host link: {gpu.host_link}, {gpu.host_link_bytes_per_s / 1e9:g} GB/s each "
-                 "way, peak",
-                 f"{'kernel alone':27s}: {kernel.time_s * 1e6:8.0f} µs"]
-        for link, estimate in self.with_copies.items():
-            lines.append(f"incl. copies from {link:9s}: {estimate.time_s * 1e6:8.0f} µs   "
-                         f"({estimate.time_s / kernel.time_s:.0f}x the kernel; copies at "
-                         f"{hardware.link_bytes_per_s(gpu, link) / 1e9:.3g} GB/s)")
-        lines += [f"  {field}: {gpu.source(field).split('. ')[0]}." for field in COPY_RATE_FIELDS]
-        lines.append(f"(all {kernel.label})")
-        return "\n".join(lines)
+        rows = [["kernel alone", kernel.time_s * 1e6, None, None]]
+        rows += [[f"incl. copies from {link}", estimate.time_s * 1e6,
+                  estimate.time_s / kernel.time_s, hardware.link_bytes_per_s(gpu, link) / 1e9]
+                 for link, estimate in self.with_copies.items()]
+        return Table([Column(""), Column("time", "µs", "{:,.0f}"),
+                       Column("ratio to the kernel alone", "×", "{:.0f}"),
+                       Column("copies at", "GB/s", "{:.3g}")], rows,
+                      title=f"host link: {gpu.host_link}, {gpu.host_link_bytes_per_s / 1e9:g} GB/s "
+                            "each way, peak",
+                      notes=[*(f"  {field}: {gpu.source(field).split('. ')[0]}."
+                               for field in COPY_RATE_FIELDS), f"(all {kernel.label})"])
+
+    def __str__(self) -> str:
+        return str(self.table())
+
+    def _repr_html_(self) -> str:
+        return self.table()._repr_html_()
 
 
 def copy_cost_table(gpu, flops: float, bytes_moved: float, copy_bytes: float,
@@ -324,7 +334,7 @@ def time_saxpy_copies(x, y, out, a: float = 2.0) -> list[timing.Measurement]:
     ]
 
 
-def copy_timings_table(runs, copy_bytes: float, gpu=hardware.COURSE_GPU) -> str:
+def copy_timings_table(runs, copy_bytes: float, gpu=hardware.COURSE_GPU) -> Table:
     """:func:`time_saxpy_copies`' measurements as a table: each one's median and where it was
     measured; then the rates of the copies alone (``copy_bytes`` over the median of
     "copies only, pageable" and "copies only, pinned") next to the rates ``gpu``'s model
@@ -335,15 +345,16 @@ def copy_timings_table(runs, copy_bytes: float, gpu=hardware.COURSE_GPU) -> str:
     if missing:
         raise ValueError(f"no measurement named {', '.join(map(repr, missing))} among "
                          f"{', '.join(map(repr, by_name))}")
-    lines = [f"{m.name:30s} {m.median_s * 1e6:10.0f} µs   {m.label}" for m in runs]
     pageable, pinned = (by_name[name] for name in SAXPY_TIMINGS[2:])
     p, q = pageable.median_s, pinned.median_s
-    lines.append(f"copies: {copy_bytes / p / 1e9:.3g} GB/s from pageable memory, "
-                 f"{copy_bytes / q / 1e9:.3g} GB/s from pinned memory ({p / q:.1f}x), "
-                 f"{pinned.label}; the model assumed "
-                 f"{hardware.link_bytes_per_s(gpu, 'pageable') / 1e9:.3g} and "
-                 f"{hardware.link_bytes_per_s(gpu, 'pinned') / 1e9:.3g} GB/s for the {gpu.name}")
-    return "\n".join(lines)
+    return Table([Column("what was timed"), Column("median", "µs", "{:.0f}"),
+                  Column("measured")], [[m.name, m.median_s * 1e6, m.label] for m in runs],
+                 notes=[f"copies: {copy_bytes / p / 1e9:.3g} GB/s from pageable memory, "
+                        f"{copy_bytes / q / 1e9:.3g} GB/s from pinned memory ({p / q:.1f}x), "
+                        f"{pinned.label}; the model assumed "
+                        f"{hardware.link_bytes_per_s(gpu, 'pageable') / 1e9:.3g} and "
+                        f"{hardware.link_bytes_per_s(gpu, 'pinned') / 1e9:.3g} GB/s for the "
+                        f"{gpu.name}"])
 
 
 def stride_sweep(strides=(1, 2, 4, 8, 16, 32), n: int | None = None, dtype=np.float32,

@@ -43,6 +43,7 @@ from gpulab.nn.memory import BATCH_SIZES, largest_batch_within
 from gpulab.nn.recipes import DIGITS, digits_model, train_digits
 from gpulab.nn.trainer import Trainer
 from gpulab.plots import wrap_title
+from gpulab.tables import Column, Table
 
 
 def default_batch_sizes(tier: str | None = None) -> list[int]:
@@ -129,36 +130,38 @@ THROUGHPUT_BATCHES = (8, 256, 8192, 262144)
 
 
 def throughput_table(widths, predict=None, gpus=THROUGHPUT_GPUS,
-                     batches=THROUGHPUT_BATCHES) -> str:
+                     batches=THROUGHPUT_BATCHES) -> Table:
     """Samples per second of one training step, estimated by the step model
     (:func:`gpulab.nn.cost.estimate_step`, gpulab's GPU model) for each GPU and batch, next
     to ``predict(widths, batch, gpu)`` (your napkin, exercise 2) and its ratio to the model;
     "-" where ``predict`` is None or raises NotImplementedError. Then, per GPU, where the model
     levels off: 1 / (the time one more sample adds, from
-    :func:`gpulab.nn.cost.per_sample_seconds`), and which part of it is largest. Returns
-    text."""
+    :func:`gpulab.nn.cost.per_sample_seconds`), and which part of it is largest."""
     from gpulab.nn.cost import per_sample_seconds
 
     widths = list(widths)
-    lines = [f"{'GPU':>10} {'batch':>8} {'model samples/s':>16} {'yours':>14} {'ratio':>6}"]
+    rows = []
     for gpu in gpus:
         for batch in batches:
             model = cost.estimate_step(widths, batch, gpu).samples_per_s
-            mine = f"{'-':>14} {'-':>6}"
+            yours, ratio = "-", "-"
             if predict is not None:
                 try:
                     yours = predict(widths, batch, gpu)
-                    mine = f"{yours:14,.0f} {yours / model:6.2f}"
+                    ratio = yours / model
                 except NotImplementedError:
                     pass
-            lines.append(f"{gpu:>10} {batch:8,} {model:16,.0f} {mine}")
+            rows.append([gpu, batch, model, yours, ratio])
+    notes = []
     for gpu in gpus:
         parts = per_sample_seconds(widths, gpu)
         per_sample = max(parts["compute"], parts["memory"]) + parts["transfer"]
         largest = max(("compute", "memory", "transfer"), key=parts.get)
-        lines.append(f"{gpu}: levels off near {1 / per_sample:,.0f} samples/s (the model); one "
+        notes.append(f"{gpu}: levels off near {1 / per_sample:,.0f} samples/s (the model); one "
                      f"more sample adds {1e9 * per_sample:.1f} ns, most of it {largest}")
-    return "\n".join(lines)
+    return Table([Column("GPU", align="right"), Column("batch", number_format="{:,}"),
+                  Column("model", "samples/s", "{:,.0f}"), Column("yours", "samples/s", "{:,.0f}"),
+                  Column("ratio", "yours / model", "{:.2f}")], rows, notes=notes)
 
 
 MEMORY_BATCHES = (8, 32, 64, 512, 4096)
@@ -166,26 +169,26 @@ MEMORY_COLUMNS = ("parameters", "gradients", "optimiser state", "activations", "
 
 
 def memory_table(widths, batches=MEMORY_BATCHES, gpu=hardware.COURSE_GPU,
-                 optimiser: str = "adam") -> str:
+                 optimiser: str = "adam") -> Table:
     """What one training step needs, per batch size, counted by
     :func:`gpulab.nn.memory.mlp_training_memory` (the calculator chapter 09 checks against a
     real step, and the trainer's budget): parameters, gradients, optimiser state, activations
     (kept between the passes), workspace (the temporaries of the backward pass and the update,
     NumPy backend) and the total, in kB; then the largest batch's total as a share of ``gpu``'s
-    nominal memory (the datasheet's figure, :mod:`gpulab.hardware`). Returns text."""
+    nominal memory (the datasheet's figure, :mod:`gpulab.hardware`)."""
     spec = hardware.get_gpu(gpu)
     widths = list(widths)
-    lines = [f"{'batch':>6} " + " ".join(f"{kind:>16}" for kind in (*MEMORY_COLUMNS, "total"))]
+    rows = []
     for batch in batches:
         m = memory.mlp_training_memory(widths, batch, optimiser)
         parts = m.as_dict()
-        lines.append(f"{batch:6d} " + " ".join(f"{v / 1e3:13,.1f} kB" for v in
-                                               (*(parts[k] for k in MEMORY_COLUMNS), m.total)))
+        rows.append([batch, *(v / 1e3 for v in (*(parts[k] for k in MEMORY_COLUMNS), m.total))])
     m = memory.mlp_training_memory(widths, max(batches), optimiser)
-    lines.append(f"\nbatch {max(batches):,}: {m.total / 1e6:.2f} MB (counted by "
-                 f"gpulab.nn.memory), {100 * m.total / spec.memory_bytes:.3f} % of the "
-                 f"{spec.name}'s nominal {spec.memory_bytes / 1e9:.0f} GB")
-    return "\n".join(lines)
+    return Table([Column("batch"), *(Column(kind, "kB", "{:,.1f}")
+                                     for kind in (*MEMORY_COLUMNS, "total"))], rows,
+                 notes=[f"batch {max(batches):,}: {m.total / 1e6:.2f} MB (counted by "
+                        f"gpulab.nn.memory), {100 * m.total / spec.memory_bytes:.3f} % of the "
+                        f"{spec.name}'s nominal {spec.memory_bytes / 1e9:.0f} GB"])
 
 
 class BatchSizeExperiment(Experiment):
@@ -448,30 +451,33 @@ def evaluation_sweep(kernel=None, batches=EVALUATION_BATCHES, gpu=hardware.COURS
                                                  for kind in sorted(kinds)) + ")"}
 
 
-def evaluation_sweep_table(sweep: dict) -> str:
-    """The sweep as text: per batch, the launch's time and samples per second, measured here
+def evaluation_sweep_table(sweep: dict) -> Table:
+    """The sweep as a table: per batch, the launch's time and samples per second, measured here
     and estimated for the named GPU, and how many samples each thread of the grid handles."""
     blocks, threads = sweep["grid"]
     model_blocks, model_threads = sweep["model_grid"]
     grid, model_grid = blocks * threads, model_blocks * model_threads
-    lines = [f"one launch, the same grid at every batch: here {blocks} x {threads} = {grid} "
-             f"threads; on the {sweep['gpu']} {model_blocks} x {model_threads} = {model_grid:,} "
-             "(samples per thread: the most any thread takes)",
-             f"{'batch':>9} {'each thread: here':>17} {'GPU':>5} {'here ms':>9} "
-             f"{'here samples/s':>15} {'model µs':>9} {'model samples/s':>16} {'bound':>7}"]
     measured = list(sweep["measured_s"]) + [None] * (len(sweep["batches"])
                                                      - len(sweep["measured_s"]))
+    rows = []
     for batch, here, model, bound in zip(sweep["batches"], measured, sweep["modelled_s"],
                                          sweep["bounds"], strict=True):
-        here_text = (f"{-(-batch // grid):17,} {-(-batch // model_grid):5,} {here * 1e3:9.2f} "
-                     f"{batch / here:15,.0f}" if here is not None else
-                     f"{'-':>17} {-(-batch // model_grid):5,} {'-':>9} {'-':>15}")
-        lines.append(f"{batch:9,} {here_text} {model * 1e6:9.1f} "
-                     f"{batch / model:16,.0f} {bound:>7}")
-    lines.append(f"here: {sweep['measured_label']}, every batch's losses within "
-                 f"{sweep['largest_difference']:.1e} of NumPy's ('-': not run here, too many "
-                 f"samples for the simulator); model: {sweep['model_label']}")
-    return "\n".join(lines)
+        ran = here is not None
+        rows.append([batch, -(-batch // grid) if ran else "-", -(-batch // model_grid),
+                     here * 1e3 if ran else "-", batch / here if ran else "-", model * 1e6,
+                     batch / model, bound])
+    return Table(
+        [Column("batch", number_format="{:,}"),
+         Column("each thread: here", "samples", "{:,}"),
+         Column("each thread: GPU", "samples", "{:,}"), Column("here", "ms", "{:.2f}"),
+         Column("here", "samples/s", "{:,.0f}"), Column("model", "µs", "{:.1f}"),
+         Column("model", "samples/s", "{:,.0f}"), Column("bound", align="right")], rows,
+        title=f"one launch, the same grid at every batch: here {blocks} x {threads} = {grid} "
+              f"threads; on the {sweep['gpu']} {model_blocks} x {model_threads} = "
+              f"{model_grid:,} (samples per thread: the most any thread takes)",
+        notes=[f"here: {sweep['measured_label']}, every batch's losses within "
+               f"{sweep['largest_difference']:.1e} of NumPy's ('-': not run here, too many "
+               f"samples for the simulator); model: {sweep['model_label']}"])
 
 
 class BatchSizeDashboard(Dashboard):

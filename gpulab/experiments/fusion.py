@@ -35,6 +35,7 @@ from gpulab.bench import model_check
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.kernels import dense
 from gpulab.plots import wrap_title
+from gpulab.tables import Column, Table
 
 PRECISION_OF_DTYPE = {"float32": "fp32", "float64": "fp64"}
 CHECK_SHAPE = (13, 11)  # the simulator check: partial blocks in both directions
@@ -178,31 +179,36 @@ def compare(batch_size: int = 4096, width: int = 1024, activation: str = "relu",
 RIDGE_PRECISIONS = (("fp32", "CUDA cores"), ("bf16", "tensor cores"))
 
 
-def matmul_intensity_table(batch: int, n_in: int, n_out: int, gpu=hardware.COURSE_GPU) -> str:
+def matmul_intensity_table(batch: int, n_in: int, n_out: int, gpu=hardware.COURSE_GPU) -> Table:
     """A dense layer's matmul, (batch x n_in) @ (n_in x n_out), against ``gpu``'s ridge points.
 
     Reads the FLOPs (2 per multiply-add, counted), the least bytes any matmul moves (X and W
     read once, Z written once: :func:`gpulab.kernels.matmul.minimum_bytes`), and from
-    :mod:`gpulab.hardware` the GPU's dense peaks and memory bandwidth. Returns text: per
+    :mod:`gpulab.hardware` the GPU's dense peaks and memory bandwidth. Returns a table: per
     precision in :data:`RIDGE_PRECISIONS` (fp32 on the CUDA cores, bf16 on the tensor cores)
-    the FLOP per byte, the ridge point (peak / bandwidth) and whether the matmul is memory- or
-    compute-bound there; then the datasheet source of the tensor-core peak."""
+    the FLOPs, the bytes, their FLOP per byte, the peak, the bandwidth, the ridge point (peak /
+    bandwidth) and whether the matmul is memory- or compute-bound there; then the datasheet
+    source of the tensor-core peak."""
     from gpulab.kernels.matmul import minimum_bytes
 
     spec = hardware.get_gpu(gpu)
     flops = 2 * batch * n_in * n_out
-    lines = []
+    rows = []
     for precision, units in RIDGE_PRECISIONS:
         nbytes = minimum_bytes(batch, n_out, n_in,
                                int(formats.get_format(precision).bytes_per_value))
         intensity, ridge = flops / nbytes, hardware.ridge_point(spec, precision)
-        lines.append(f"{precision}: the matmul does {flops / 1e6:.2f} MFLOP on {nbytes / 1e3:.0f} "
-                     f"kB = {intensity:.0f} FLOP/byte; ridge point on the {units}: "
-                     f"{spec.peak_flops_for(precision) / 1e12:g} TFLOP/s / "
-                     f"{spec.memory_bandwidth_bytes_per_s / 1e12:g} TB/s = {ridge:.0f} FLOP/byte: "
-                     f"{'memory' if intensity < ridge else 'compute'}-bound")
-    lines.append(f"source: {spec.sources['peak_flops.bf16']}")
-    return "\n".join(lines)
+        rows.append([precision, flops / 1e6, nbytes / 1e3, intensity, units,
+                     spec.peak_flops_for(precision) / 1e12,
+                     spec.memory_bandwidth_bytes_per_s / 1e12, ridge,
+                     f"{'memory' if intensity < ridge else 'compute'}-bound"])
+    return Table([Column("precision"), Column("matmul", "MFLOP", "{:.2f}"),
+                  Column("bytes", "kB", "{:.0f}"), Column("intensity", "FLOP/byte", "{:.0f}"),
+                  Column("on the"), Column("peak", "TFLOP/s"),
+                  Column("bandwidth", "TB/s"), Column("ridge point", "FLOP/byte", "{:.0f}"),
+                  Column("bound")], rows,
+                 title=f"{batch} x {n_in} @ {n_in} x {n_out} on the {spec.name}",
+                 notes=[f"source: {spec.sources['peak_flops.bf16']}"])
 
 
 def bias_activation_estimates(batch: int, width: int, gpu=hardware.COURSE_GPU,

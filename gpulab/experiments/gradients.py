@@ -27,6 +27,7 @@ from gpulab.experiments.dashboard import Dashboard
 from gpulab.instruments import RecordingArray, WatchedArray, launchable
 from gpulab.nn import MLP, cost
 from gpulab.nn.gradcheck import eps_sweep, gradient_check
+from gpulab.tables import Column, Table
 
 WIDTHS = (5, 7, 4)
 BATCH = 4
@@ -55,18 +56,17 @@ def backward_ratio(widths, batch: int = 256, activation: str = "relu") -> float:
     return totals["backward"]["flops"] / totals["forward"]["flops"]
 
 
-def phase_table(widths, batch: int, activation: str = "relu", optimiser: str = "adam") -> str:
+def phase_table(widths, batch: int, activation: str = "relu", optimiser: str = "adam") -> Table:
     """:func:`phase_costs` as a table, and the backward / forward FLOP ratio under it."""
     totals = phase_costs(widths, batch, activation, optimiser)
-    lines = [f"one training step of {' -> '.join(map(str, widths))}, batch {batch}, "
-             f"{activation}, {optimiser} (counted by gpulab.nn.cost)",
-             f"{'phase':9s} {'FLOPs':>13s} {'bytes moved':>13s} {'launches':>9s}"]
-    for name, t in totals.items():
-        lines.append(f"{name:9s} {t['flops'] / 1e6:8.2f} MFLOP {t['bytes_moved'] / 1e3:10.0f} kB "
-                     f"{t['launches']:9d}")
     ratio = totals["backward"]["flops"] / totals["forward"]["flops"]
-    lines.append(f"backward / forward FLOPs: {ratio:.2f}")
-    return "\n".join(lines)
+    return Table([Column("phase"), Column("FLOPs", "MFLOP", "{:.2f}"),
+                  Column("bytes moved", "kB", "{:.0f}"), Column("launches")],
+                 [[name, t["flops"] / 1e6, t["bytes_moved"] / 1e3, t["launches"]]
+                  for name, t in totals.items()],
+                 title=f"one training step of {' -> '.join(map(str, widths))}, batch {batch}, "
+                       f"{activation}, {optimiser} (counted by gpulab.nn.cost)",
+                 notes=[f"backward / forward FLOPs: {ratio:.2f}"])
 
 
 # --- the transposes' memory requests -------------------------------------------------------------
@@ -131,21 +131,22 @@ def transpose_access(method: str = "naive", shape=TRANSPOSE_SHAPE, tile: int = 1
             "writes": memory_model.summarise(writes, 4, source)}
 
 
-def transpose_table(methods=TRANSPOSE_METHODS, shape=TRANSPOSE_SHAPE, tile: int = 16) -> str:
+def transpose_table(methods=TRANSPOSE_METHODS, shape=TRANSPOSE_SHAPE, tile: int = 16) -> Table:
     """Sectors per warp request and the share of fetched bytes used, for the reads of A and the
     writes of out of each transpose (:func:`transpose_access`)."""
-    lines = [f"A: {shape[0]} x {shape[1]} float32, blocks of {tile} x {tile} threads",
-             f"{'kernel':18s} {'access':14s} {'sectors/request':>16s} {'bytes used':>11s}"]
-    source = ""
+    rows, source = [], ""
     for method in methods:
         access = transpose_access(method, shape, tile)
         for what, summary in (("reads of A", access["reads"]), ("writes of out",
                                                                  access["writes"])):
-            lines.append(f"{'transpose_' + method:18s} {what:14s} "
-                         f"{summary.sectors_per_request:16.3g} {summary.efficiency:11.0%}")
+            rows.append(["transpose_" + method, what, summary.sectors_per_request,
+                         summary.efficiency])
             source = summary.source
-    lines.append(f"({source})")
-    return "\n".join(lines)
+    return Table([Column("kernel"), Column("access"),
+                  Column("sectors/request", number_format="{:.3g}"),
+                  Column("bytes used", number_format="{:.0%}")], rows,
+                 title=f"A: {shape[0]} x {shape[1]} float32, blocks of {tile} x {tile} threads",
+                 notes=[f"({source})"])
 
 
 # --- the step size of a numeric gradient ---------------------------------------------------------
@@ -159,18 +160,19 @@ def eps_prediction(dtype) -> dict:
     return {"unit_roundoff": u, "eps": u ** (1 / 3), "error": u ** (2 / 3)}
 
 
-def eps_table(sweep: dict) -> str:
+def eps_table(sweep: dict) -> Table:
     """The napkin's best eps and error next to the ones :func:`~gpulab.nn.gradcheck.eps_sweep`
     found, per dtype."""
-    lines = [f"{'':8s} {'best eps':>20s} {'lowest relative error':>26s}",
-             f"{'':8s} {'napkin':>9s} {'measured':>10s} {'napkin':>12s} {'measured':>13s}"]
+    rows = []
     for name in ("float64", "float32"):
         napkin = eps_prediction(np.dtype(name))
-        lines.append(f"{name:8s} {napkin['eps']:9.0e} {sweep['best'][name]:10.0e} "
-                     f"{napkin['error']:12.0e} {min(sweep[name]):13.1e}")
-    lines.append("(napkin: eps ≈ u^(1/3), error ≈ u^(2/3); measured: computed on this CPU for "
-                 f"the {sweep['activation']} MLP)")
-    return "\n".join(lines)
+        rows.append([name, napkin["eps"], sweep["best"][name], napkin["error"], min(sweep[name])])
+    return Table([Column("dtype"), Column("best eps: napkin", number_format="{:.0e}"),
+                  Column("measured", number_format="{:.0e}"),
+                  Column("lowest relative error: napkin", number_format="{:.0e}"),
+                  Column("measured", number_format="{:.1e}")], rows,
+                 notes=["(napkin: eps ≈ u^(1/3), error ≈ u^(2/3); measured: computed on this CPU "
+                        f"for the {sweep['activation']} MLP)"])
 
 
 def eps_plot(sweep: dict):

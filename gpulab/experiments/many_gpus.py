@@ -51,6 +51,7 @@ from gpulab.nn import memory
 from gpulab.nn.data import load_digits
 from gpulab.parallel import data_parallel, launch, links, scaling
 from gpulab.plots import wrap_title
+from gpulab.tables import Column, Table
 
 SWEEP_BYTES = (8, 64, 512, 4096, 32768, 262144, 1048576)
 TRAIN_SETTINGS = {"global_batch": 512, "epochs": 6}
@@ -162,28 +163,27 @@ class ManyGPUsExperiment(Experiment):
         r = self._result()
         return all(gap <= r["tolerance"] for gap, _ in r["equivalence"].values())
 
-    def equivalence_table(self) -> str:
+    def equivalence_table(self) -> Table:
+        """Per rank count: steps, the largest parameter difference from one process and where,
+        the final loss; the reference and the rounding allowed beneath."""
         r = self._result()
-        lines = [f"{'ranks':>5} {'steps':>6} {'largest |difference|':>21}  where      "
-                 f"{'final loss':>10}"]
-        for n, (gap, where) in sorted(r["equivalence"].items()):
-            t = r["training"][n]
-            lines.append(f"{n:5d} {t['steps']:6d} {gap:21.2e}  {where or '-':10s} "
-                         f"{t['losses'][-1]:10.5f}")
-        lines.append(f"reference: one process, global batch {r['settings']['global_batch']}, "
-                     f"{r['settings']['dtype']}; rounding allows up to {r['tolerance']:.1e}")
-        return "\n".join(lines)
+        rows = [[n, r["training"][n]["steps"], gap, where or "-", r["training"][n]["losses"][-1]]
+                for n, (gap, where) in sorted(r["equivalence"].items())]
+        return Table([Column("ranks"), Column("steps"),
+                      Column("largest |difference|", number_format="{:.2e}"),
+                      Column("where", align="left"), Column("final loss", number_format="{:.5f}")],
+                     rows, notes=[f"reference: one process, global batch "
+                                  f"{r['settings']['global_batch']}, {r['settings']['dtype']}; "
+                                  f"rounding allows up to {r['tolerance']:.1e}"])
 
-    def speed_table(self) -> str:
+    def speed_table(self) -> Table:
+        """Per rank count: the median step, its Allreduce, the speed-up over one rank."""
         r = self._result()
-        lines = [f"{'ranks':>5} {'step (median)':>14} {'of it: Allreduce':>17} "
-                 f"{'speed-up':>9}"]
-        for n in sorted(r["step_s"]):
-            lines.append(f"{n:5d} {r['step_s'][n] * 1e3:11.3f} ms "
-                         f"{r['communicate_s'][n] * 1e3:14.3f} ms "
-                         f"{r['speedup'].get(n, float('nan')):8.2f}×")
-        lines.append(r["label"])
-        return "\n".join(lines)
+        rows = [[n, r["step_s"][n] * 1e3, r["communicate_s"][n] * 1e3,
+                 r["speedup"].get(n, float("nan"))] for n in sorted(r["step_s"])]
+        return Table([Column("ranks"), Column("step (median)", "ms", "{:.3f}"),
+                      Column("of it: Allreduce", "ms", "{:.3f}"),
+                      Column("speed-up", "×", "{:.2f}")], rows, notes=[r["label"]])
 
     def explain(self) -> str:
         r = self._result()
@@ -347,49 +347,51 @@ def _fit_mark(fit: dict) -> str:
             else f"ZeRO-{fit['stage']}")
 
 
-def scaling_table(counts=(8, 72, 4608), workloads=("124m", "1.3b", "8b"), systems=None) -> str:
+def scaling_table(counts=(8, 72, 4608), workloads=("124m", "1.3b", "8b"), systems=None) -> Table:
     """Modelled efficiency without / with overlap for each system and workload at ``counts``
     GPUs, each marked with what it takes to fit the model states (:func:`model_state_fit`):
     nothing (plain data parallelism), a ZeRO stage that sends the same, or "no fit" (the
     efficiency is then left out: the modelled step is not one that could run)."""
     systems = list(scaling.SYSTEMS) if systems is None else list(systems)
     counts = tuple(int(n) for n in counts)
-    lines = [f"{'system':12s} {'model':>6s}" + "".join(f"{f'{n:,} GPUs':>14s} {'':7s}"
-                                                       for n in counts)
-             + "(efficiency without / with overlap, estimated)"]
-    too_big = {}
+    rows, too_big = [], {}
     for key in systems:
         system = scaling.get_system(key)
         for w in workloads:
             workload = scaling.get_workload(w)
-            cells = []
+            cells = [system.key, workload.key]
             for n in counts:
                 fit = model_state_fit(workload, system, n)
                 if fit["stage"] != 0:
                     too_big[(workload.key, system.key)] = fit
                 if fit["stage"] is None:
-                    cells.append(f"{'—':>14s} {_fit_mark(fit):7s}")
+                    cells += [None, _fit_mark(fit)]
                     continue
                 plain = scaling.data_parallel_step(workload, system, n).efficiency
                 overlapped = scaling.data_parallel_step(workload, system, n,
                                                         overlap=True).efficiency
-                cells.append(f"{f'{100 * plain:3.0f}/{100 * overlapped:3.0f} %':>14s} "
-                             f"{_fit_mark(fit):7s}")
-            lines.append((f"{system.key:12s} {workload.key:>6s}" + "".join(cells)).rstrip())
+                cells += [f"{100 * plain:.0f}/{100 * overlapped:.0f}", _fit_mark(fit)]
+            rows.append(cells)
+    notes = []
     if too_big:
-        lines.append("Model states per GPU (gpulab.nn.memory, mixed-precision Adam; activations "
+        notes.append("Model states per GPU (gpulab.nn.memory, mixed-precision Adam; activations "
                      "come on top, chapter 09):")
         for (w, key), fit in too_big.items():
             workload = scaling.get_workload(w)
-            lines.append(f"  {workload.key} on {key}: plain data parallelism keeps "
+            notes.append(f"  {workload.key} on {key}: plain data parallelism keeps "
                          f"{fit['plain_bytes'] / 1e9:.0f} GB on every GPU, more than the "
                          f"{fit['gpu']}'s {fit['memory_bytes'] / 1e9:g} GB (nominal)")
-        lines.append(textwrap.fill(
+        notes.append(textwrap.fill(
             "ZeRO-1, ZeRO-2: the first stage whose share fits; both send what plain data "
             "parallelism sends, so the modelled step holds (its efficiency still counts against "
             "one GPU's rate, though one GPU could not hold the model). no fit: not even "
             "ZeRO-2's share fits (ZeRO-3 sends 1.5 times as much; not modelled).", 100))
-    return "\n".join(lines)
+    columns = [Column("system"), Column("model", align="right")]
+    for n in counts:
+        columns += [Column(f"{n:,} GPUs", "%", align="right"),
+                    Column("to fit", align="left")]
+    return Table(columns, rows, title="Efficiency of data parallelism without / with overlap, "
+                 "estimated (gpulab.parallel.scaling)", notes=notes)
 
 
 def compute_and_links(workload, system, n_gpus: int, overlap: bool = False,

@@ -40,6 +40,7 @@ from gpulab.bench.cases import DEFAULT_TILE, matmul_case, run_and_check
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.experiments.experiment import Experiment
 from gpulab.hardware import format_seconds as _fmt
+from gpulab.tables import Column, Table
 
 PRECISION = "fp32"
 WARP_SIZE = 32  # threads of a warp, on every NVIDIA GPU so far
@@ -320,51 +321,53 @@ def recorded_comparison(run=None):
 TRAFFIC_KERNELS = (("naive", None), ("tiled", 16), ("register_blocked", None))  # (method, tile)
 
 
-def traffic_table(n: int, gpu=hardware.COURSE_GPU, kernels=TRAFFIC_KERNELS) -> str:
+def traffic_table(n: int, gpu=hardware.COURSE_GPU, kernels=TRAFFIC_KERNELS) -> Table:
     """For M = N = K = ``n``, one row per (method, tile) of ``kernels``: the device-memory bytes
     the kernel asks for (:func:`gpulab.kernels.matmul.traffic_bytes`, no cache helping), its
     FLOP per byte, and its GPU time, bound and waves by gpulab's GPU model of ``gpu`` in fp32
     (:func:`kernel_estimate`): a range for the naive kernel, whose traffic the caches decide.
-    A last line says the size and where the times come from. Returns the table as a string."""
+    A note beneath says the size and where the times come from."""
     from gpulab.kernels import matmul as mm
 
     if not kernels:
         raise ValueError("kernels must name at least one (method, tile)")
     gpu = hardware.get_gpu(gpu)
     flops = mm.flops(n, n, n)
-    lines = []
+    rows = []
     for method, tile in kernels:
         traffic = mm.traffic_bytes(n, n, n, method, tile)
         estimate = kernel_estimate(gpu, method, n, tile)
-        label = method + (f" T={tile}" if tile else "")
-        waves = f"  {estimate.fill.waves} wave(s), {estimate.fill.fill:.0%} busy" \
-            if estimate.fill else ""
-        lines.append(f"{label:18s} {traffic / 1e9:8.2f} GB  {flops / traffic:6.2f} FLOP/B  "
-                     f"{_range_text(estimate):>12s}  {estimate.bound}-bound{waves}")
-    lines.append(f"(n = {n}; GPU times {estimate.label})")
-    return "\n".join(lines)
+        waves = (f"{estimate.fill.waves} wave(s), {estimate.fill.fill:.0%} busy"
+                 if estimate.fill else "")
+        rows.append([method + (f" T={tile}" if tile else ""), traffic / 1e9, flops / traffic,
+                     _range_text(estimate), f"{estimate.bound}-bound", waves])
+    return Table([Column("kernel"), Column("traffic", "GB", "{:.2f}"),
+                  Column("intensity", "FLOP/B", "{:.2f}"), Column("GPU time", align="right"),
+                  Column("bound"), Column("waves")], rows,
+                 notes=[f"(n = {n}; GPU times {estimate.label})"])
 
 
-def published_series_table(gpu_key: str | None = None) -> str:
+def published_series_table(gpu_key: str | None = None) -> Table:
     """Every published matmul point (one series per GPU: naive to cuBLAS), next to the
     model's prediction for the same run and measured / predicted (:mod:`gpulab.bench.
     model_check`). Where the measured naive kernels beat the model's no-reuse end, the
     caches served the reuse the traffic model counts again."""
     rows = [r for r in model_check.check().rows if r.point.model_case["type"] == "matmul"
             and (gpu_key is None or r.point.gpu_key == gpu_key)]
-    lines = [f"{'GPU':10s} {'kernel (as published)':58s} {'measured':>13s} "
-             f"{'model':>22s} {'ratio':>6s}"]
+    cells = []
     for r in rows:
         p, pred = r.point, r.prediction
         model = (f"{pred.low:,.0f}..{pred.high:,.0f}" if pred.is_range else f"{pred.value:,.0f}")
-        lines.append(f"{p.gpu_key:10s} {p.what[:58]:58s} {p.value:>8,.0f} {p.unit:4s} "
-                     f"{model:>17s} {p.unit:4s} {r.ratio:6.2f}")
+        cells.append([p.gpu_key, p.what, f"{p.value:,.0f} {p.unit}", f"{model} {p.unit}",
+                      r.ratio])
     sources = sorted({r.point.source for r in rows})
-    lines.append("measured: " + "; ".join(f"{r.point.measured_by} ({r.point.source})"
-                                          for r in {r.point.source: r for r in rows}.values()))
-    lines.append(f"model: gpulab's GPU model of each GPU; ratio = measured / predicted, 1 inside "
-                 f"a range ({len(rows)} points, {len(sources)} source(s))")
-    return "\n".join(lines)
+    return Table([Column("GPU"), Column("kernel (as published)"), Column("measured"),
+                  Column("model"), Column("ratio", number_format="{:.2f}")], cells,
+                 notes=["measured: " + "; ".join(f"{r.point.measured_by} ({r.point.source})"
+                                                 for r in {r.point.source: r
+                                                           for r in rows}.values()),
+                        f"model: gpulab's GPU model of each GPU; ratio = measured / predicted, 1 "
+                        f"inside a range ({len(rows)} points, {len(sources)} source(s))"])
 
 
 def _span(values: list[int]) -> str:

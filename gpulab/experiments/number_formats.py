@@ -32,6 +32,7 @@ import numpy as np
 from gpulab import device, formats, hardware, timing
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.experiments.experiment import Experiment
+from gpulab.tables import Column, Table
 
 STORAGE_FORMATS = ("fp32", "fp16", "bf16", "fp8_e4m3")
 ACCUMULATORS = {"fp32": ("fp32",), "fp16": ("fp16", "fp32"), "bf16": ("bf16", "fp32"),
@@ -247,15 +248,15 @@ def matmul_error_rows(M: int, K: int, N: int, seed: int = MATMUL_SEED) -> list[d
              "label": run.label} for run in runs]
 
 
-def matmul_error_table(M: int, K: int, N: int, seed: int = MATMUL_SEED) -> str:
-    """:func:`matmul_error_rows` as text: a line per kernel with its input format, its
+def matmul_error_table(M: int, K: int, N: int, seed: int = MATMUL_SEED) -> Table:
+    """:func:`matmul_error_rows` as a table: a row per kernel with its input format, its
     accumulator, its largest error as a fraction of max|C|, and where it ran."""
-    lines = [f"C = A @ B, {M}x{K} times {K}x{N}, values from a standard normal distribution; "
-             "errors against float64 on this CPU"]
-    for row in matmul_error_rows(M, K, N, seed):
-        lines.append(f"{row['storage']:9s} in, {row['accumulator']} sums: largest error "
-                     f"{row['error']:.1e} of max|C| — {row['label']}")
-    return "\n".join(lines)
+    return Table([Column("inputs"), Column("sums"),
+                  Column("largest error", "of max|C|", "{:.1e}"), Column("where it ran")],
+                 [[row["storage"], row["accumulator"], row["error"], row["label"]]
+                  for row in matmul_error_rows(M, K, N, seed)],
+                 title=f"C = A @ B, {M}x{K} times {K}x{N}, values from a standard normal "
+                       "distribution; errors against float64 on this CPU")
 
 
 def underflow_rows(values, format_names=UNDERFLOW_FORMATS) -> list[dict]:
@@ -276,19 +277,21 @@ def underflow_rows(values, format_names=UNDERFLOW_FORMATS) -> list[dict]:
 
 
 def underflow_table(values, format_names=UNDERFLOW_FORMATS, loss_scale: float | None = 1024,
-                    scaled_format: str = "fp16") -> str:
-    """:func:`underflow_rows` as text, then (unless ``loss_scale`` is None) the fraction of
+                    scaled_format: str = "fp16") -> Table:
+    """:func:`underflow_rows` as a table, then (unless ``loss_scale`` is None) the fraction of
     ``values * loss_scale`` that ``scaled_format`` rounds to zero: what loss scaling saves."""
-    lines = ["fraction of gradients lost (rounded to 0) — computed on this CPU:"]
-    for row in underflow_rows(values, format_names):
-        lines.append(f"  {row['format']:9s} {row['zero']:6.1%} flushed to zero, "
-                     f"{row['subnormal']:6.1%} subnormal (fewer significant bits)")
+    notes = []
     if loss_scale is not None:
         scaled = underflow_rows(np.asarray(values, dtype=np.float64) * loss_scale,
                                 [scaled_format])[0]
-        lines.append(f"  {scaled['format']} after multiplying by {loss_scale:g} first: "
-                     f"{scaled['zero']:6.1%} flushed to zero")
-    return "\n".join(lines)
+        notes.append(f"{scaled['format']} after multiplying by {loss_scale:g} first: "
+                     f"{scaled['zero']:.1%} flushed to zero")
+    return Table([Column("format"), Column("flushed to zero", number_format="{:.1%}"),
+                  Column("subnormal (fewer significant bits)", number_format="{:.1%}")],
+                 [[row["format"], row["zero"], row["subnormal"]]
+                  for row in underflow_rows(values, format_names)],
+                 title="fraction of gradients lost (rounded to 0) — computed on this CPU:",
+                 notes=notes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,20 +320,21 @@ def memory_rows(parameters: float = 7e9, format_names=MEMORY_FORMATS,
     return rows
 
 
-def weights_table(parameters: float = 7e9, gpus=("L4", "A100-SXM", hardware.H100_SXM.key)) -> str:
-    """:func:`memory_rows` as a text table: GB of weights per format and, per GPU, whether
-    they fit in its **nominal** memory (the datasheet's figure; the driver makes a little less
+def weights_table(parameters: float = 7e9,
+                  gpus=("L4", "A100-SXM", hardware.H100_SXM.key)) -> Table:
+    """:func:`memory_rows` as a table: GB of weights per format and, per GPU, whether they fit
+    in its **nominal** memory (the datasheet's figure; the driver makes a little less
     available, and the CUDA context takes some of that)."""
-    rows = memory_rows(parameters, gpus=gpus)
     specs = [hardware.get_gpu(key) for key in gpus]
-    lines = [f"{parameters / 1e9:g} billion parameters, weights only (parameters x bits / 8):",
-             f"  {'format':22s} {'GB':>6s}   " + "  ".join(f"{key:>9s}" for key in gpus)]
-    for row in rows:
-        fits = "  ".join(f"{'fits' if row['fits'][key] else 'no':>9s}" for key in gpus)
-        lines.append(f"  {row['format']:22s} {row['gb']:6.3g}   {fits}")
-    lines.append("nominal GPU memory (datasheets): " + "; ".join(
-        f"{spec.key} {spec.memory_bytes / 1e9:g} GB" for spec in specs))
-    return "\n".join(lines)
+    return Table([Column("format"), Column("weights", "GB", "{:.3g}"),
+                  *(Column(key, align="right") for key in gpus)],
+                 [[row["format"], row["gb"], *("fits" if row["fits"][key] else "no"
+                                               for key in gpus)]
+                  for row in memory_rows(parameters, gpus=gpus)],
+                 title=f"{parameters / 1e9:g} billion parameters, weights only "
+                       "(parameters x bits / 8):",
+                 notes=["nominal GPU memory (datasheets): " + "; ".join(
+                     f"{spec.key} {spec.memory_bytes / 1e9:g} GB" for spec in specs)])
 
 
 def memory_plot(parameters: float = 7e9, gpus=("L4", "A100-SXM", hardware.H100_SXM.key), ax=None):
@@ -406,27 +410,28 @@ def speed_rows(gpu=hardware.COURSE_GPU, dot_n: int = 100_000_000, matmul_n: int 
     return rows
 
 
-def speed_table(gpu=hardware.COURSE_GPU, dot_n: int = 100_000_000, matmul_n: int = 8192) -> str:
-    """:func:`speed_rows` as a text table: per format its bytes per value, the datasheet's
-    dense peak and the units it is for, and the two estimated times ("none" where the
-    datasheet gives no rate for the format)."""
+def speed_table(gpu=hardware.COURSE_GPU, dot_n: int = 100_000_000, matmul_n: int = 8192) -> Table:
+    """:func:`speed_rows` as a table: per format its bytes per value, the datasheet's dense peak
+    and the units it is for, and the two estimated times ("none" where the datasheet gives no
+    rate for the format)."""
     rows = speed_rows(gpu, dot_n, matmul_n)
     kinds = dict.fromkeys(row[key] for key in ("dot_kind", "matmul_kind") for row in rows
                           if row[key])
     bands = ", ".join(f"{hardware.band_text(kind)} for {kind}" for kind in kinds)
-    lines = [f"{rows[0]['label']}"
-             + (f" (its promised bands: {bands}; gpulab model-check)" if bands else "") + ":",
-             f"  {'format':9s} {'B/value':>7s}   {'dense peak':>17s} {'of the':12s} "
-             f"{'dot, n=' + f'{dot_n:.0e}'.replace('e+0', 'e').replace('e+', 'e'):>12s} "
-             f"{'matmul ' + str(matmul_n) + '³':>14s}"]
+    cells = []
     for row in rows:
-        peak = (f"{row['peak_flops'] / 1e12:,.1f} TFLOP/s" if row["peak_flops"] else "none")
-        dot = f"{row['dot_s'] * 1e3:.3f} ms" if row["dot_s"] else "none"
-        matmul = f"{row['matmul_s'] * 1e3:.3f} ms" if row["matmul_s"] else "none"
-        units = row["units"] if row["peak_flops"] else ""
-        lines.append(f"  {row['format']:9s} {row['bytes_per_value']:7g}   {peak:>17s} "
-                     f"{units:12s} {dot:>12s} {matmul:>14s}")
-    return "\n".join(lines)
+        rated = row["peak_flops"] is not None
+        cells.append([row["format"], row["bytes_per_value"],
+                      row["peak_flops"] / 1e12 if rated else "none",
+                      row["units"] if rated else "",
+                      row["dot_s"] * 1e3 if row["dot_s"] else "none",
+                      row["matmul_s"] * 1e3 if row["matmul_s"] else "none"])
+    dot = f"dot, n={dot_n:.0e}".replace("e+0", "e").replace("e+", "e")
+    return Table([Column("format"), Column("B/value"),
+                  Column("dense peak", "TFLOP/s", "{:,.1f}"), Column("of the"),
+                  Column(dot, "ms", "{:.3f}"), Column(f"matmul {matmul_n}³", "ms", "{:.3f}")],
+                 cells, title=f"{rows[0]['label']}"
+                 + (f" (its promised bands: {bands}; gpulab model-check)" if bands else "") + ":")
 
 
 def measure_dot_kernels(n: int = 2**26) -> list[timing.Measurement]:

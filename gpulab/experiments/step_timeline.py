@@ -53,6 +53,7 @@ from gpulab.nn.mlp import MLP
 from gpulab.nn.recipes import DIGITS
 from gpulab.nn.trainer import Trainer
 from gpulab.plots import wrap_title
+from gpulab.tables import Column, Table
 
 PHASE_COLOURS = {"forward": "tab:blue", "loss": "tab:purple", "backward": "tab:orange",
                  "update": "tab:green"}
@@ -426,22 +427,20 @@ def draw_timelines(timelines, title: str | None = None):
     return fig
 
 
-def timelines_table(timelines) -> str:
+def timelines_table(timelines) -> Table:
     """The totals of each timeline, one row each, with where they come from underneath."""
     timelines = [timelines] if isinstance(timelines, StepTimeline) else list(timelines)
-    lines = [f"{'batch':>9} {'launches':>8} {'kernels':>12} {'gaps':>12} {'step':>12} "
-             f"{'in gaps':>8}"]
-    for t in timelines:
-        lines.append(f"{t.batch_size:9,} {t.launches:8d} {_us(t.kernels_s):>12} "
-                     f"{_us(t.gaps_s):>12} {_us(t.step_s):>12} {100 * t.gap_fraction:7.1f}%")
-    labels = dict.fromkeys(t.label for t in timelines)
-    lines.append("; ".join(labels))
+    rows = [[t.batch_size, t.launches, _us(t.kernels_s), _us(t.gaps_s), _us(t.step_s),
+             100 * t.gap_fraction] for t in timelines]
     copies = [t for t in timelines if t.copy_s is not None]
+    notes = ["; ".join(dict.fromkeys(t.label for t in timelines))]
     if copies:
-        lines.append("not drawn: the batch's copies between host and GPU, " + ", ".join(
+        notes.append("not drawn: the batch's copies between host and GPU, " + ", ".join(
             f"{_us(t.copy_s)} at batch {t.batch_size:,}" for t in copies)
             + " (pageable memory, gpulab.nn.cost)")
-    return "\n".join(lines)
+    return Table([Column("batch", number_format="{:,}"), Column("launches"), Column("kernels"),
+                  Column("gaps"), Column("step"), Column("in gaps", "%", "{:.1f}")],
+                 rows, notes=notes)
 
 
 def describe_gaps(small: StepTimeline, large: StepTimeline) -> str:
@@ -461,21 +460,21 @@ def describe_gaps(small: StepTimeline, large: StepTimeline) -> str:
     return f"{shares[0].upper()}{shares[1:]}. {verdict}"
 
 
-def step_estimates_table(widths, batch_sizes, gpu=hardware.COURSE_GPU) -> str:
+def step_estimates_table(widths, batch_sizes, gpu=hardware.COURSE_GPU) -> Table:
     """One training step at each batch size by gpulab's GPU model (:func:`gpulab.nn.cost.
     estimate_step`): step time, samples per second, the launches, the kernels' own work
     without their launches, the batch's host copy (pageable memory), and what bounds it."""
     spec = hardware.get_gpu(gpu)
-    lines = [f"{'batch':>9} {'step':>11} {'samples/s':>13} {'launches':>10} "
-             f"{'kernels alone':>14} {'copy':>11}  bound"]
+    rows = []
     for batch in batch_sizes:
         step = cost.estimate_step(list(widths), int(batch), spec)
         alone = step.gpu_s  # the kernels' own GPU time, without the waits for launches
-        lines.append(f"{batch:9,} {_us(step.time_s):>11} {step.samples_per_s:13,.0f} "
-                     f"{_us(step.launch_s):>10} {_us(alone):>14} {_us(step.transfer_s):>11}"
-                     f"  {step.bound()}")
-    lines.append(cost.estimate_step(list(widths), 1, spec).label)
-    return "\n".join(lines)
+        rows.append([batch, _us(step.time_s), step.samples_per_s, _us(step.launch_s),
+                     _us(alone), _us(step.transfer_s), step.bound()])
+    return Table([Column("batch", number_format="{:,}"), Column("step"),
+                  Column("samples/s", number_format="{:,.0f}"), Column("launches"),
+                  Column("kernels alone"), Column("copy"), Column("bound")], rows,
+                 notes=[cost.estimate_step(list(widths), 1, spec).label])
 
 
 __all__ = ["COST_NAME_OF_KERNEL", "PHASE_COLOURS", "RecordedLaunch", "StepTimeline",

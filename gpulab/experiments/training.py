@@ -36,6 +36,7 @@ from gpulab.nn.data import load_digits, spirals
 from gpulab.nn.mlp import MLP
 from gpulab.nn.recipes import DIGITS
 from gpulab.nn.trainer import EpochRecord, History, Trainer, check_kernel_step
+from gpulab.tables import Column, Table
 from gpulab.timing import cpu_device
 
 DATASETS = ("digits", "spirals")
@@ -171,10 +172,10 @@ def gpu_ratios(faster=hardware.COURSE_GPU, slower="T4") -> dict[str, float]:
     return ratios
 
 
-def ratios_table(faster=hardware.COURSE_GPU, slower="T4") -> str:
+def ratios_table(faster=hardware.COURSE_GPU, slower="T4") -> Table:
     """:func:`gpu_ratios` as a table, with each GPU's figure (datasheet peaks)."""
     a, b = hardware.get_gpu(faster), hardware.get_gpu(slower)
-    lines = [f"{'':18s} {a.name:>24s} {b.name:>24s} {'ratio':>7}"]
+    rows = []
     for what, ratio in gpu_ratios(faster, slower).items():
         if what == "memory bandwidth":
             va, vb = (hardware.format_rate(g.memory_bandwidth_bytes_per_s, "B/s") for g in (a, b))
@@ -182,10 +183,11 @@ def ratios_table(faster=hardware.COURSE_GPU, slower="T4") -> str:
         else:
             va, vb = (hardware.format_rate(g.peak_flops_for(what), "FLOP/s") for g in (a, b))
             name = f"{what} ({'CUDA cores' if what == 'fp32' else 'tensor cores'})"
-        lines.append(f"{name:18s} {va:>24s} {vb:>24s} {ratio:6.1f}x")
-    lines.append("datasheet peaks (dense), gpulab.hardware; a plain Numba kernel runs on the CUDA "
-                 "cores, so the fp32 row is the one gpulab's kernels can use")
-    return "\n".join(lines)
+        rows.append([name, va, vb, ratio])
+    return Table([Column(""), Column(a.name), Column(b.name), Column("ratio", "×", "{:.1f}")],
+                 rows, notes=["datasheet peaks (dense), gpulab.hardware; a plain Numba kernel "
+                              "runs on the CUDA cores, so the fp32 row is the one gpulab's "
+                              "kernels can use"])
 
 
 def epoch_times(history: History, n_train: int, gpus=(hardware.COURSE_GPU, "T4"),
@@ -202,9 +204,10 @@ def epoch_times(history: History, n_train: int, gpus=(hardware.COURSE_GPU, "T4")
     return times
 
 
-def times_table(times: dict) -> str:
-    """``{where: seconds}`` as lines "1.23 ms  where"."""
-    return "\n".join(f"{seconds * 1e3:9.2f} ms  {where}" for where, seconds in times.items())
+def times_table(times: dict) -> Table:
+    """``{where: seconds}`` as a table: each epoch time (ms) and where it came from."""
+    return Table([Column("epoch", "ms", "{:.2f}"), Column("where it comes from")],
+                 [[seconds * 1e3, where] for where, seconds in times.items()])
 
 
 # --- the precision choice: chapter 10's recipes ---------------------------------------------------

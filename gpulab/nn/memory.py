@@ -60,6 +60,7 @@ import numbers
 from dataclasses import dataclass, field
 
 from gpulab import hardware
+from gpulab.tables import Column, Table
 
 GIB = 2**30
 MIB = 2**20
@@ -827,28 +828,25 @@ def fit_table(purpose: str = "inference", models=None, gpus=None, batch_size: in
     return rows
 
 
-def format_fit_table(rows: list[dict], gpus=None) -> str:
-    """The rows of :func:`fit_table` as text: GB needed, then 'yes'/'no' per GPU; 'yes*' where
+def format_fit_table(rows: list[dict], gpus=None) -> Table:
+    """The rows of :func:`fit_table` as a table: GB needed, then 'yes'/'no' per GPU; 'yes*' where
     the bytes fit but the GPU has no arithmetic in the format (explained below the table)."""
     gpus = gpus or GPU_MEMORY
-    head = f"{'model':<20} {'needs':>9} " + " ".join(f"{key:>9}" for key in gpus)
-    sizes = f"{'':<20} {'':>9} " + " ".join(f"{g.gb:>6.0f} GB" for g in gpus.values())
-    lines = [head, sizes]
-    starred = set()
+    cells, starred = [], set()
     for row in rows:
         marks = []
         for key in gpus:
             mark = "yes" if row["fits"][key] else "no"
             if row["fits"][key] and not row.get("native", {}).get(key, True):
                 mark, _ = "yes*", starred.add(key)
-            marks.append(f"{mark:>9}")
-        lines.append(f"{row['model']:<20} {row['bytes'] / 1e9:6,.1f} GB {' '.join(marks)}")
-    if starred:
-        names = ", ".join(sorted(starred))
-        lines.append(f"* the bytes fit, but {names} has no arithmetic in this format (no such "
-                     "peak in gpulab.hardware): it would widen the values before every "
-                     "operation, or use another format")
-    return "\n".join(lines)
+            marks.append(mark)
+        cells.append([row["model"], row["bytes"] / 1e9, *marks])
+    note = (f"* the bytes fit, but {', '.join(sorted(starred))} has no arithmetic in this format "
+            "(no such peak in gpulab.hardware): it would widen the values before every "
+            "operation, or use another format") if starred else ""
+    return Table([Column("model"), Column("needs", "GB", "{:,.1f}"),
+                  *(Column(key, f"{g.gb:.0f} GB", align="right") for key, g in gpus.items())],
+                 cells, notes=[note])
 
 
 # --- running out ---------------------------------------------------------------------------------

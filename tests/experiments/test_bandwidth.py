@@ -119,10 +119,16 @@ def test_copy_cost_table_is_the_roofline_model_with_and_without_copies():
     for link in ("pageable", "pinned"):
         expected = hardware.estimate_time(h100, flops, nbytes, transfer_bytes=nbytes, link=link)
         assert table.with_copies[link].time_s == pytest.approx(expected.time_s)
-        assert (f"incl. copies from {link:9s}: {expected.time_s * 1e6:8.0f} µs   "
-                f"({expected.time_s / kernel.time_s:.0f}x the kernel; copies at "
-                f"{hardware.link_bytes_per_s(h100, link) / 1e9:.3g} GB/s)") in text
-    assert f"kernel alone               : {kernel.time_s * 1e6:8.0f} µs" in text
+        row = next(line for line in text.splitlines()
+                   if line.startswith(f"incl. copies from {link} "))
+        assert row.split()[-3:] == [f"{expected.time_s * 1e6:,.0f}",
+                                    f"{expected.time_s / kernel.time_s:.0f}",
+                                    f"{hardware.link_bytes_per_s(h100, link) / 1e9:.3g}"]
+    heading = text.splitlines()[1]
+    assert heading.split() == ["time", "(µs)", "ratio", "to", "the", "kernel", "alone", "(×)",
+                               "copies", "at", "(GB/s)"]
+    alone = next(line for line in text.splitlines() if line.startswith("kernel alone"))
+    assert alone.split()[2] == f"{kernel.time_s * 1e6:,.0f}"
     assert f"host link: {h100.host_link}, {h100.host_link_bytes_per_s / 1e9:g} GB/s" in text
     for field in ("host_link_bytes_per_s", "host_pageable_bytes_per_s", "host_pinned_bytes_per_s"):
         assert f"  {field}: {h100.source(field).split('. ')[0]}." in text
@@ -141,7 +147,7 @@ def fake_copy_runs(pageable_s: float, pinned_s: float) -> list:
 
 def test_copy_timings_table_gives_the_measured_rates_next_to_the_model():
     h100 = hardware.get_gpu("H100-SXM")
-    text = copy_timings_table(fake_copy_runs(0.1, 0.02), 1e9, h100)
+    text = str(copy_timings_table(fake_copy_runs(0.1, 0.02), 1e9, h100))
     for name in SAXPY_TIMINGS:
         assert name in text
     assert text.count("measured on Some GPU (CUDA events)") == 5
@@ -166,7 +172,7 @@ def test_time_saxpy_copies_on_the_stand_in_gpu(stand_in_gpu):
     runs = time_saxpy_copies(x, y, out)
     assert [m.name for m in runs] == list(SAXPY_TIMINGS)
     assert np.array_equal(out, np.float32(2) * x + y)  # the NumPy-array launch wrote it
-    text = copy_timings_table(runs, 3 * x.nbytes, "H100-SXM")
+    text = str(copy_timings_table(runs, 3 * x.nbytes, "H100-SXM"))
     assert text.count(f"measured on {stand_in_gpu} (CUDA events)") == 5
     assert "GB/s for the NVIDIA H100" in text
 

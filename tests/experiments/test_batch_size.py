@@ -125,14 +125,14 @@ def test_throughput_table_puts_a_prediction_next_to_the_model():
     def unwritten(w, batch, gpu):
         raise NotImplementedError
 
-    lines = throughput_table(widths, exact, gpus=("T4",), batches=(8, 4096)).splitlines()
+    lines = str(throughput_table(widths, exact, gpus=("T4",), batches=(8, 4096))).splitlines()
     model = cost.estimate_step(widths, 4096, "T4").samples_per_s
     assert lines[2].split() == ["T4", "4,096", f"{model:,.0f}", f"{model:,.0f}", "1.00"]
     parts = per_sample_seconds(widths, "T4")
     ceiling = 1 / (max(parts["compute"], parts["memory"]) + parts["transfer"])
     assert lines[3].startswith(f"T4: levels off near {ceiling:,.0f} samples/s (the model)")
     for predict in (None, unwritten):
-        row = throughput_table(widths, predict, gpus=("T4",), batches=(8,)).splitlines()[1]
+        row = str(throughput_table(widths, predict, gpus=("T4",), batches=(8,))).splitlines()[1]
         assert row.split()[-2:] == ["-", "-"]
 
 
@@ -141,10 +141,11 @@ def test_memory_table_counts_against_nominal_memory():
     from gpulab.experiments.batch_size import memory_table
 
     widths = list(DIGITS["widths"])
-    text = memory_table(widths, batches=(8, 4096), gpu="H100-SXM")
-    lines = text.splitlines()
+    table = memory_table(widths, batches=(8, 4096), gpu="H100-SXM")
+    lines = str(table).splitlines()
     m = memory.mlp_training_memory(widths, 4096, "adam")
-    assert lines[2].split()[0] == "4096" and lines[2].endswith(f"{m.total / 1e3:,.1f} kB")
+    assert lines[0].endswith("total (kB)")
+    assert lines[2].split()[0] == "4096" and lines[2].endswith(f"{m.total / 1e3:,.1f}")
     h100 = hardware.get_gpu("H100-SXM")
     assert lines[-1] == (f"batch 4,096: {m.total / 1e6:.2f} MB (counted by gpulab.nn.memory), "
                          f"{100 * m.total / h100.memory_bytes:.3f} % of the {h100.name}'s "
@@ -155,7 +156,8 @@ def test_chapters_08_and_09_print_the_same_bytes_for_the_same_step():
     from gpulab.experiments.batch_size import memory_table
 
     widths = list(DIGITS["widths"])
-    row = next(line for line in memory_table(widths).splitlines() if line.split()[:1] == ["32"])
+    row = next(line for line in str(memory_table(widths)).splitlines()
+               if line.split()[:1] == ["32"])
     ch09 = memory.mlp_training_memory(widths, 32, "adam")  # chapter 09's digits breakdown
     assert ch09.total == 428_320
-    assert row.endswith(f"{ch09.total / 1e3:,.1f} kB")
+    assert row.endswith(f"{ch09.total / 1e3:,.1f}")  # kB, as the heading says

@@ -101,22 +101,26 @@ def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
 
 
 def test_matmul_intensity_table_against_the_ridge_points():
+    from pytest import approx
+
     from gpulab import formats, hardware
     from gpulab.experiments.fusion import matmul_intensity_table
     from gpulab.kernels.matmul import minimum_bytes
 
     h100 = hardware.get_gpu("H100-SXM")
-    text = matmul_intensity_table(256, 64, 128, "H100-SXM")
-    fp32, bf16, source = text.splitlines()
-    for line, precision, units in ((fp32, "fp32", "CUDA cores"), (bf16, "bf16", "tensor cores")):
+    table = matmul_intensity_table(256, 64, 128, "H100-SXM")
+    fp32, bf16 = table.rows
+    for row, precision, units in ((fp32, "fp32", "CUDA cores"), (bf16, "bf16", "tensor cores")):
         nbytes = minimum_bytes(256, 128, 64, int(formats.get_format(precision).bytes_per_value))
-        assert f"{2 * 256 * 64 * 128 / nbytes:.0f} FLOP/byte;" in line
-        assert f"on the {units}: " in line
-        assert f"= {hardware.ridge_point(h100, precision):.0f} FLOP/byte" in line
-        assert line.endswith("memory-bound")
-    assert source == f"source: {h100.sources['peak_flops.bf16']}"
-    big = matmul_intensity_table(4096, 4096, 4096, "H100-SXM").splitlines()
-    assert big[0].endswith("compute-bound") and big[1].endswith("compute-bound")
+        assert row[0] == precision and row[4] == units
+        assert row[3] == approx(2 * 256 * 64 * 128 / nbytes)
+        assert row[7] == approx(hardware.ridge_point(h100, precision))
+        assert row[-1] == "memory-bound"
+    text = str(table)
+    assert "intensity (FLOP/byte)" in text and "ridge point (FLOP/byte)" in text
+    assert text.splitlines()[-1] == f"source: {h100.sources['peak_flops.bf16']}"
+    big = matmul_intensity_table(4096, 4096, 4096, "H100-SXM")
+    assert [row[-1] for row in big.rows] == ["compute-bound", "compute-bound"]
 
 
 def test_bias_activation_estimates_are_the_roofline_s():

@@ -148,20 +148,21 @@ def test_speed_table_says_which_units_each_peak_is_for():
         assert rows[name]["units"] == "tensor cores"
     assert widget.compute_units("fp64") == "CUDA cores"
     assert widget.compute_units("fp64_tensor") == "tensor cores"
-    text = widget.speed_table("H100-SXM", dot_n=10**8, matmul_n=8192)
+    text = str(widget.speed_table("H100-SXM", dot_n=10**8, matmul_n=8192))
     lines = text.splitlines()
     assert lines[0].startswith("estimated by gpulab's GPU model of the NVIDIA H100 SXM5 80GB")
     assert "±30 % for memory-bound, within 2× for compute-bound" in lines[0]
-    assert "dot, n=1e8" in lines[1] and "matmul 8192³" in lines[1]
+    assert "dot, n=1e8 (ms)" in lines[1] and "matmul 8192³ (ms)" in lines[1]
+    assert "dense peak (TFLOP/s)" in lines[1]
     fp32 = next(line for line in lines if line.strip().startswith("fp32"))
-    assert "67.0 TFLOP/s CUDA cores" in fp32
-    assert f"{rows['fp32']['matmul_s'] * 1e3:.3f} ms" in fp32
+    assert " 67.0  CUDA cores " in fp32
+    assert fp32.endswith(f" {rows['fp32']['matmul_s'] * 1e3:.3f}")
     fp4 = next(line for line in lines if line.strip().startswith("fp4_e2m1"))
     assert "none" in fp4 and "cores" not in fp4  # the H100 has no fp4 rate
 
 
 def test_weights_table_compares_with_nominal_memory():
-    text = widget.weights_table(7e9, gpus=("L4", "H100-SXM"))
+    text = str(widget.weights_table(7e9, gpus=("L4", "H100-SXM")))
     assert "nominal GPU memory (datasheets): L4 24 GB; H100-SXM 80 GB" in text
     fp32 = next(line for line in text.splitlines() if line.strip().startswith("fp32"))
     assert fp32.split()[1:] == ["28", "no", "fits"]
@@ -274,9 +275,10 @@ def test_matmul_error_rows_per_kernel():
         assert all("simulator" in r["label"] or "emulated with ml_dtypes" in r["label"]
                    for r in rows)
     assert widget.matmul_error_rows(4, 256, 4) == rows  # the same seed, the same numbers
-    text = widget.matmul_error_table(4, 256, 4)
+    table = widget.matmul_error_table(4, 256, 4)
+    text = str(table)
     assert "4x256 times 256x4" in text and "against float64 on this CPU" in text
-    assert len(text.splitlines()) == 5 and f"{errors[('fp16', 'fp16')]:.1e}" in text
+    assert len(table.rows) == 4 and f"{errors[('fp16', 'fp16')]:.1e}" in text
 
 
 def test_matmul_error_table_on_the_stand_in_gpu(stand_in_gpu, monkeypatch):
@@ -306,7 +308,8 @@ def test_underflow_rows_follow_each_format_s_smallest_numbers():
         half = formats.get_format(row["format"]).smallest_subnormal / 2
         expected = float(np.clip((np.log10(half) + 10) / 8, 0, 1))
         assert row["zero"] == pytest.approx(expected, abs=0.01), row
-    text = widget.underflow_table(values, loss_scale=1024)
+    text = str(widget.underflow_table(values, loss_scale=1024))
     assert "computed on this CPU" in text.splitlines()[0]
-    assert "fp16 after multiplying by 1024 first:   0.0% flushed to zero" in text
-    assert widget.underflow_table(values, loss_scale=None).count("\n") == 5
+    assert "fp16 after multiplying by 1024 first: 0.0% flushed to zero" in text
+    unscaled = widget.underflow_table(values, loss_scale=None)
+    assert len(unscaled.rows) == 5 and not unscaled.notes

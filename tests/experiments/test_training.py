@@ -86,10 +86,10 @@ def test_the_chapters_tables_say_where_their_numbers_come_from():
     ratios = gpu_ratios("H100-SXM", "T4")
     assert set(ratios) == {"fp32", "fp16", "memory bandwidth"}  # the T4 has no bf16 rate
     assert 8 < ratios["fp32"] < 9 and ratios["fp16"] > ratios["fp32"]
-    assert "CUDA cores" in ratios_table() and "tensor cores" in ratios_table()
+    assert "CUDA cores" in str(ratios_table()) and "tensor cores" in str(ratios_table())
     times = epoch_times(histories["batch 8"], data.n_train, widths=(2, 8, 3), batch_size=8)
     assert len(times) == 3 and any(k.startswith("estimated by gpulab's GPU model") for k in times)
-    assert "ms" in times_table(times)
+    assert "ms" in str(times_table(times))
 
 
 def test_training_dashboard_reports_a_failure_instead_of_raising(monkeypatch):
