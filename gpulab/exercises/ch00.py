@@ -39,7 +39,7 @@ from gpulab import device
 from gpulab.exercises.host_code import HostCodeWatch, HostLaunch, KernelSpy, watch_host_code
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.outputs import diagnose_vector
-from gpulab.exercises.results import CheckFailedError, CheckResult, NotAttemptedError
+from gpulab.exercises.results import CheckFailedError, NotAttemptedError
 from gpulab.exercises.running import call_learner, run_elementwise
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial, draw_size
@@ -97,10 +97,6 @@ class BlocksAnswer:
     @property
     def call(self) -> str:
         return f"blocks_for({self.n}, {self.threads})"
-
-    @property
-    def where(self) -> str:
-        return f"seed={self.seed}"
 
     @property
     def whole(self) -> bool:
@@ -182,20 +178,17 @@ BLOCKS_FOR = CheckSpec(
     also="an exception (named)")
 
 
-def check_blocks_for(function, seed: int | None = None, show: bool = True) -> CheckResult:
+@BLOCKS_FOR.check
+def check_blocks_for(function, seed: int | None = None) -> str:
     """Check ``function(n, threads_per_block)``: the number of blocks that gives each of n
     elements a thread, ``ceil(n / threads_per_block)``, as a whole number (``int``)."""
-
-    def body(seed: int) -> str:
-        cases = _block_cases(np.random.default_rng(seed))
-        for n, threads in cases:
-            got = call_learner(function, n, threads, stub_hint=BLOCKS_STUB_HINT,
-                               call=f"blocks_for({n}, {threads}) (seed={seed})")
-            BLOCKS_FOR.reject(BlocksAnswer(n, threads, got, seed))
-        return (f"all {len(cases)} cases right, from n = 1 to {max(n for n, _ in cases):,} "
-                f"(exact multiples of the block size included; seed={seed}).")
-
-    return BLOCKS_FOR.run(body, seed, show, learner=(function,))
+    cases = _block_cases(np.random.default_rng(seed))
+    for n, threads in cases:
+        got = call_learner(function, n, threads, stub_hint=BLOCKS_STUB_HINT,
+                           call=f"blocks_for({n}, {threads}) (seed={seed})")
+        BLOCKS_FOR.reject(BlocksAnswer(n, threads, got, seed))
+    return (f"all {len(cases)} cases right, from n = 1 to {max(n for n, _ in cases):,} "
+            f"(exact multiples of the block size included; seed={seed}).")
 
 
 # --- exercise 2: your first kernel, launched by hand ----------------------------------------------
@@ -415,35 +408,32 @@ def check_launch_by_hand(run, kernel, n: int, seed: int, call: str):
     return x, got, watch
 
 
-def check_first_launch(kernel, run, seed: int | None = None, show: bool = True) -> CheckResult:
+@HOST.check
+def check_first_launch(kernel, run, seed: int | None = None) -> str:
     """Check the kernel ``kernel(x, out)`` (``out[i] = x[i] + 1``, one thread per element,
     guarded) and the host function ``run(x)`` that launches it by hand and returns the result
     as a NumPy array (see the module docstring for what is checked and diagnosed)."""
-
-    def body(seed: int) -> str:
-        if run is None or run is Ellipsis:
-            raise NotAttemptedError("there is no host function to check yet.", HOST_STUB_HINT)
-        trial = _check_add_one_kernel(kernel, seed)
-        n = _host_size(np.random.default_rng([seed, 0]))
-        name = getattr(run, "__name__", "your function")
-        call = f"{name}(x) with n = {n}"
-        x, got, watch = check_launch_by_hand(run, kernel, n, seed, call)
-        launch = watch.launches[-1]
-        threads = launch.threads_per_block
-        as_launched = Trial("check_first_launch", seed, (n,), (threads,), np.dtype(np.float32),
-                            np.random.default_rng(seed))
-        failure = diagnose_vector(x + np.float32(1), got.astype(np.float32, copy=False),
-                                  as_launched)
-        if failure:
-            raise CheckFailedError(f"{call}: {failure.message}", failure.hint)
-        note = ("" if watch.after_last_launch("synchronize") else
-                " You did not call `cuda.synchronize()`: `copy_to_host` waited for the kernel "
-                "anyway, but when you time a kernel (chapter 02) you need it.")
-        return (f"the kernel is right ({trial.launched}, n={trial.n}), and your host code gave "
-                f"{n} right values: {_describe_events(watch)}; {launch.blocks} blocks of "
-                f"{launch.threads} threads for n = {n} (seed={seed}).{note}")
-
-    return HOST.run(body, seed, show, learner=(kernel, run))
+    if run is None or run is Ellipsis:
+        raise NotAttemptedError("there is no host function to check yet.", HOST_STUB_HINT)
+    trial = _check_add_one_kernel(kernel, seed)
+    n = _host_size(np.random.default_rng([seed, 0]))
+    name = getattr(run, "__name__", "your function")
+    call = f"{name}(x) with n = {n}"
+    x, got, watch = check_launch_by_hand(run, kernel, n, seed, call)
+    launch = watch.launches[-1]
+    threads = launch.threads_per_block
+    as_launched = Trial("check_first_launch", seed, (n,), (threads,), np.dtype(np.float32),
+                        np.random.default_rng(seed))
+    failure = diagnose_vector(x + np.float32(1), got.astype(np.float32, copy=False),
+                              as_launched)
+    if failure:
+        raise CheckFailedError(f"{call}: {failure.message}", failure.hint)
+    note = ("" if watch.after_last_launch("synchronize") else
+            " You did not call `cuda.synchronize()`: `copy_to_host` waited for the kernel "
+            "anyway, but when you time a kernel (chapter 02) you need it.")
+    return (f"the kernel is right ({trial.launched}, n={trial.n}), and your host code gave "
+            f"{n} right values: {_describe_events(watch)}; {launch.blocks} blocks of "
+            f"{launch.threads} threads for n = {n} (seed={seed}).{note}")
 
 
 __all__ = [

@@ -44,13 +44,11 @@ from gpulab.exercises.outputs import diagnose_vector, matches
 from gpulab.exercises.results import (
     GLOBAL_INDEX_HINT,
     GUARD_HINT,
-    READ_THE_ERROR_HINT,
     CheckFailedError,
-    CheckResult,
 )
-from gpulab.exercises.running import launch, padded, run_elementwise, trace_trial
+from gpulab.exercises.running import launch, padded, run_elementwise
 from gpulab.exercises.source_rules import KernelSource, count_calls, plain_writes_to
-from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.spec import CheckSpec, traced, under_two_blocks
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import WatchedArray, thread_label
 
@@ -140,13 +138,9 @@ MULTIPLY = CheckSpec(
          "skipped; off-by-one shift; `x + y`, `x * x` and similar; a hard-coded block size")
 
 
-def _draw(check_name: str, seed: int, threads_per_block: int | None, dtype, **sizes) -> Trial:
-    """The check's trial: the block size the caller gave, or one drawn from the seed."""
-    return Trial.draw(check_name, seed, dtype, block=threads_per_block, **sizes)
-
-
+@MULTIPLY.check
 def check_multiply(kernel, seed: int | None = None, threads_per_block: int | None = None,
-                   dtype=np.float32, show: bool = True) -> CheckResult:
+                   dtype=np.float32) -> str:
     """Check ``kernel(x, y, out)``, which must set ``out[i] = x[i] * y[i]`` with one thread per
     element and a bounds guard. Launched with ceil(n / threads_per_block) blocks, n random and
     not a multiple of threads_per_block; the block size is drawn too (unless given), and the
@@ -158,32 +152,28 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
     ``x + y`` or ``x * x`` instead of ``x * y``; a hard-coded block size (``blockIdx.x * 64``);
     simulator-only code (lists, ``np.zeros``); gpulab's own kernel.
     """
+    source = MULTIPLY.start(kernel)
 
-    def body(seed: int) -> str:
-        source = MULTIPLY.start(kernel)
+    def run(trial: Trial) -> Trial:
+        x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
+        out = run_elementwise(kernel, trial, x, y)
+        failure = diagnose_vector(
+            reference.multiply(x, y), out, trial,
+            patterns={
+                "x[i] + y[i]": (x + y, "the exercise multiplies the inputs; yours adds them."),
+                "x[i] * x[i]": (x * x, "the second factor should be y[i]."),
+                "y[i] * y[i]": (y * y, "the first factor should be x[i]."),
+                "a copy of x": (x, "multiply x[i] by y[i]."),
+                "a copy of y": (y, "multiply x[i] by y[i]."),
+            },
+        )
+        if failure:
+            raise failure
+        return trial
 
-        def run(trial: Trial) -> Trial:
-            x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
-            out = run_elementwise(kernel, trial, x, y)
-            failure = diagnose_vector(
-                reference.multiply(x, y), out, trial,
-                patterns={
-                    "x[i] + y[i]": (x + y, "the exercise multiplies the inputs; yours adds them."),
-                    "x[i] * x[i]": (x * x, "the second factor should be y[i]."),
-                    "y[i] * y[i]": (y * y, "the first factor should be x[i]."),
-                    "a copy of x": (x, "multiply x[i] by y[i]."),
-                    "a copy of y": (y, "multiply x[i] by y[i]."),
-                },
-            )
-            if failure:
-                raise failure
-            return trial
-
-        trial = _draw("check_multiply", seed, threads_per_block, dtype)
-        trial = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
-        return f"all {trial.n} elements are right ({trial.launched}, seed={trial.seed})."
-
-    return MULTIPLY.run(body, seed, show, learner=(kernel,))
+    trial = Trial.draw("check_multiply", seed, dtype, block=threads_per_block)
+    trial = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+    return f"all {trial.n} elements are right ({trial.launched}, seed={trial.seed})."
 
 
 # --- exercise 2: dot product with atomics ----------------------------------------------------
@@ -208,10 +198,6 @@ class Total:
 
     def near(self, value) -> bool:
         return matches(self.got, value, self.tolerance)
-
-    @property
-    def where(self) -> Trial:
-        return self.trial
 
     @property
     def summary(self) -> str:
@@ -276,8 +262,9 @@ DOT_ATOMIC = CheckSpec(
          "right (writes are recorded, and the source is read)")
 
 
+@DOT_ATOMIC.check
 def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | None = None,
-                     dtype=np.float32, show: bool = True) -> CheckResult:
+                     dtype=np.float32) -> str:
     """Check ``kernel(x, y, out)``, which must add x · y into ``out[0]`` (which starts at 0)
     with ``cuda.atomic.add``, one thread per element, guarded; the block size is drawn too
     (unless given), and the kernel is run again under another one.
@@ -290,23 +277,19 @@ def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | N
     partial block skipped; a hard-coded block size; a sum too small (lost updates) or too large
     (threads past the end). Values are positive, so lost updates always make the sum smaller.
     """
+    source = DOT_ATOMIC.start(kernel)
 
-    def body(seed: int) -> str:
-        source = DOT_ATOMIC.start(kernel)
+    def run(trial: Trial) -> float:
+        return _total_or_failure(
+            lambda t: _run_dot(source, kernel, t), trial,
+            "threads past the end must add nothing: the atomic belongs inside the guard, and "
+            "the guard must let every index below n through.",
+        )
 
-        def run(trial: Trial) -> float:
-            return _total_or_failure(
-                lambda t: _run_dot(source, kernel, t), trial,
-                "threads past the end must add nothing: the atomic belongs inside the guard, and "
-                "the guard must let every index below n through.",
-            )
-
-        trial = _draw("check_dot_atomic", seed, threads_per_block, dtype)
-        got = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
-        return (f"x · y = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
-                f"seed={trial.seed}).")
-
-    return DOT_ATOMIC.run(body, seed, show, learner=(kernel,))
+    trial = Trial.draw("check_dot_atomic", seed, dtype, block=threads_per_block)
+    got = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+    return (f"x · y = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
+            f"seed={trial.seed}).")
 
 
 def _not_specific(total: Total, too_small: tuple[str, str],
@@ -420,8 +403,9 @@ BLOCK_SUM = CheckSpec(
          "too small; a halving loop that never ends (fails with a message, not a hang)")
 
 
+@BLOCK_SUM.check(learners=("kernel",))
 def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None,
-                    dtype=np.float32, show: bool = True) -> CheckResult:
+                    dtype=np.float32) -> str:
     """Check ``kernel(x, out)``, the shared-memory tree reduction: each block sums its slice of
     x in a ``cuda.shared.array(THREADS, x.dtype)`` by halving, and thread 0 adds the block's
     total into ``out[0]`` (which starts at 0) with an atomic. ``threads_per_block`` must equal
@@ -436,43 +420,36 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
     after another, and from the source); only each block's first value (the tree never reached
     thread 0); nothing added; a right total summed without a tree (from the trace).
     """
-
-    def body(seed: int) -> str:
-        if threads_per_block < 2 or threads_per_block & (threads_per_block - 1):
-            raise CheckFailedError(
-                f"threads_per_block={threads_per_block} is not a power of two, but a tree "
-                "reduction halves the block at every step.",
-                "use THREADS = 64 (or 32, 128) and pass the same number as threads_per_block.",
-            )
-        source = BLOCK_SUM.start(kernel)
-        trial = _draw("check_block_sum", seed, threads_per_block, dtype,
-                      size_range=BLOCK_SUM_SIZE_RANGE.get(device.tier()))
-        few_barriers = source.tree is not None and count_calls(source, "syncthreads") < 2
-        got = _total_or_failure(
-            lambda t: _run_block_sum(source, kernel, t), trial,
-            "threads past the end must still fill their shared slot, with a value that adds "
-            "nothing: shared memory starts with leftover values.",
-            closer_look=not few_barriers,
+    if threads_per_block < 2 or threads_per_block & (threads_per_block - 1):
+        raise CheckFailedError(
+            f"threads_per_block={threads_per_block} is not a power of two, but a tree "
+            "reduction halves the block at every step.",
+            "use THREADS = 64 (or 32, 128) and pass the same number as threads_per_block.",
         )
-        method = _check_tree_method(kernel, seed, threads_per_block, dtype)
-        return (f"sum = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
-                f"seed={trial.seed}), and by a tree: {method}.")
-
-    return BLOCK_SUM.run(body, seed, show, learner=(kernel,))
+    source = BLOCK_SUM.start(kernel)
+    trial = Trial.draw("check_block_sum", seed, dtype, block=threads_per_block,
+                       size_range=BLOCK_SUM_SIZE_RANGE.get(device.tier()))
+    few_barriers = source.tree is not None and count_calls(source, "syncthreads") < 2
+    got = _total_or_failure(
+        lambda t: _run_block_sum(source, kernel, t), trial,
+        "threads past the end must still fill their shared slot, with a value that adds "
+        "nothing: shared memory starts with leftover values.",
+        closer_look=not few_barriers,
+    )
+    method = _check_tree_method(kernel, seed, threads_per_block, dtype)
+    return (f"sum = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
+            f"seed={trial.seed}), and by a tree: {method}.")
 
 
 def _check_tree_method(kernel, seed: int, threads_per_block: int, dtype) -> str:
     """Trace the block sum on a small launch and fail unless it sums like a tree: at most one
     atomic per block, x read at most once per thread, and no thread reading more shared slots
     than a tree's rounds need. Returns what the trace showed, for the pass message."""
-    trial = _draw("check_block_sum", seed, threads_per_block, dtype,
-                  size_range=(2 * threads_per_block + 1, 3 * threads_per_block))
+    trial = Trial.draw("check_block_sum", seed, dtype, block=threads_per_block,
+                       size_range=(2 * threads_per_block + 1, 3 * threads_per_block))
     x = trial.uniform(0.5, 1.5)
-    trace = trace_trial(kernel, trial, x, np.zeros(1, dtype=trial.dtype))
+    trace = traced(kernel, trial, x, np.zeros(1, dtype=trial.dtype))
     where = f"traced on {trial.launched}, n={trial.n}, seed={trial.seed}"
-    if trace.error:
-        raise CheckFailedError(f"your kernel stopped when traced ({where}): {trace.error}.",
-                               READ_THE_ERROR_HINT)
     rounds = int(np.log2(threads_per_block))
     atomics = trace.per_block("atomics")
     block, most = max(atomics.items(), key=lambda item: item[1])

@@ -40,10 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, memory_model, reference
+from gpulab.exercises.evidence import TracedWrites
 from gpulab.exercises.host_code import HostCodeWatch, watch_host_code
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.outputs import diagnose_vector
-from gpulab.exercises.results import CheckFailedError, CheckResult, offer_trace
+from gpulab.exercises.results import CheckFailedError, offer_trace
 from gpulab.exercises.running import (
     call_learner,
     launch,
@@ -79,26 +80,6 @@ SAXPY_STUB_HINT = (
 SAXPY_TRACE_THREADS, SAXPY_TRACE_SIZES = 32, (65, 95)
 
 
-@dataclass
-class Writes:
-    """Which threads wrote each element of out, traced on ``trial``'s launch."""
-
-    trial: Trial
-    writers: dict
-
-    @property
-    def where(self) -> str:
-        return f"traced on {self.trial.launched}, n={self.trial.n}, seed={self.trial.seed}"
-
-    @property
-    def shared(self) -> dict:
-        return {index: who for index, who in self.writers.items() if len(who) > 1}
-
-    def example(self) -> str:
-        index, who = min(self.shared.items())
-        return f"out[{index[0]}] by {thread_label(who[0])} and {thread_label(who[1])}"
-
-
 SAXPY_METHOD_MISTAKES = (
     Mistake("a loop that steps by less than the grid (`cuda.blockDim.x`): threads redo each "
             "other's elements",
@@ -119,8 +100,9 @@ SAXPY = CheckSpec(
          "shared one-thread-per-element rules)")
 
 
+@SAXPY.check
 def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None = None,
-                dtype=np.float32, show: bool = True) -> CheckResult:
+                dtype=np.float32) -> str:
     """Check ``kernel(a, x, y, out)``, which must set ``out[i] = a * x[i] + y[i]``, one thread
     per element, guarded. ``a`` is a random scalar (never 1, so forgetting it shows). The block
     size is drawn too (unless given), and the kernel runs again under another one; then its
@@ -132,42 +114,38 @@ def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None =
     a hard-coded block or problem size; a loop stepping by the block size (threads rewrite
     each other's elements, :data:`SAXPY_METHOD_MISTAKES`); simulator-only code.
     """
+    source = SAXPY.start(kernel)
 
-    def body(seed: int) -> str:
-        source = SAXPY.start(kernel)
+    def run(trial: Trial) -> tuple[Trial, float]:
+        a = trial.dtype.type(trial.rng.choice([-1, 1]) * trial.rng.uniform(1.5, 3.0))
+        x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
+        out = run_elementwise(kernel, trial, a, x, y)
+        failure = diagnose_vector(
+            reference.saxpy(a, x, y), out, trial,
+            patterns={
+                "x[i] + y[i] (a is missing)": (x + y, "x[i] is never multiplied by a."),
+                "a * x[i] (y is missing)": (a * x, "y[i] is never added."),
+                "a * y[i] + x[i] (x and y swapped)": (a * y + x, "a multiplies x, not y."),
+                "a * (x[i] + y[i])": (a * (x + y), "only x is scaled by a, not y."),
+                "x[i] * y[i] + a": (x * y + a, "saxpy is `a * x[i] + y[i]`."),
+            },
+        )
+        if failure:
+            raise failure
+        return trial, float(a)
 
-        def run(trial: Trial) -> tuple[Trial, float]:
-            a = trial.dtype.type(trial.rng.choice([-1, 1]) * trial.rng.uniform(1.5, 3.0))
-            x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
-            out = run_elementwise(kernel, trial, a, x, y)
-            failure = diagnose_vector(
-                reference.saxpy(a, x, y), out, trial,
-                patterns={
-                    "x[i] + y[i] (a is missing)": (x + y, "x[i] is never multiplied by a."),
-                    "a * x[i] (y is missing)": (a * x, "y[i] is never added."),
-                    "a * y[i] + x[i] (x and y swapped)": (a * y + x, "a multiplies x, not y."),
-                    "a * (x[i] + y[i])": (a * (x + y), "only x is scaled by a, not y."),
-                    "x[i] * y[i] + a": (x * y + a, "saxpy is `a * x[i] + y[i]`."),
-                },
-            )
-            if failure:
-                raise failure
-            return trial, float(a)
-
-        trial = Trial.draw("check_saxpy", seed, dtype, block=threads_per_block)
-        trial, a = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
-        traced = Trial.draw("check_saxpy", seed, dtype, block=SAXPY_TRACE_THREADS,
-                            size_range=SAXPY_TRACE_SIZES)
-        x, y = traced.uniform(-2, 2), traced.uniform(-2, 2)
-        trace = trace_trial(kernel, traced, traced.dtype.type(2), x, y,
-                            np.zeros(traced.n, traced.dtype))
-        if not trace.error:
-            out_name = trace.global_arrays[-1] if trace.global_arrays else "out"
-            SAXPY.reject(Writes(traced, trace.touched(out_name, "write")))
-        return (f"all {trial.n} elements of a*x + y are right (a = {a:.3g}, "
-                f"{trial.launched}, seed={trial.seed}), each written by one thread.")
-
-    return SAXPY.run(body, seed, show, learner=(kernel,))
+    trial = Trial.draw("check_saxpy", seed, dtype, block=threads_per_block)
+    trial, a = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+    traced = Trial.draw("check_saxpy", seed, dtype, block=SAXPY_TRACE_THREADS,
+                        size_range=SAXPY_TRACE_SIZES)
+    x, y = traced.uniform(-2, 2), traced.uniform(-2, 2)
+    trace = trace_trial(kernel, traced, traced.dtype.type(2), x, y,
+                        np.zeros(traced.n, traced.dtype))
+    if not trace.error:
+        out_name = trace.global_arrays[-1] if trace.global_arrays else "out"
+        SAXPY.reject(TracedWrites(traced, trace.touched(out_name, "write")))
+    return (f"all {trial.n} elements of a*x + y are right (a = {a:.3g}, "
+            f"{trial.launched}, seed={trial.seed}), each written by one thread.")
 
 
 # --- exercise 2: the host code that times saxpy --------------------------------------------------
@@ -450,7 +428,8 @@ def _describe_host_code(watch: HostCodeWatch, warm_up: int) -> str:
     return ", ".join(parts)
 
 
-def check_time_saxpy(function, seed: int | None = None, show: bool = True) -> CheckResult:
+@TIME_SAXPY.check
+def check_time_saxpy(function, seed: int | None = None) -> str:
     """Check the host function ``function(kernel, a, x, y, repeats) -> (out, seconds)``: it
     must copy x and y to the device once, allocate out there, launch ``kernel[blocks,
     threads](a, d_x, d_y, d_out)`` with enough blocks, time ``repeats`` launches (waiting for
@@ -470,39 +449,35 @@ def check_time_saxpy(function, seed: int | None = None, show: bool = True) -> Ch
     from gpulab.kernels import memory
 
     tier = "gpu" if device.tier() == "gpu" else "sim"
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        n = draw_size(rng, 2, TIME_SIZE_RANGE[tier])
-        n += 1 - n % 2  # odd: no power-of-two block size divides it
-        a = np.float32(rng.choice([-1, 1]) * rng.uniform(1.5, 3.0))
-        x = rng.uniform(-2, 2, n).astype(np.float32)
-        y = rng.uniform(-2, 2, n).astype(np.float32)
-        given_x, given_y = x.copy(), y.copy()
-        name = getattr(function, "__name__", "your function")
-        where = f"n={n}, repeats={TIMED_REPEATS}, seed={seed}"
-        call = f"{name}(kernel, a, x, y, {TIMED_REPEATS})"
-        started = time.perf_counter()
-        with watch_host_code(function) as watch:
-            returned = call_learner(function, watch.spy(memory.saxpy), a, given_x, given_y,
-                                    TIMED_REPEATS, stub_hint=TIME_STUB_HINT,
-                                    call=f"{call} ({where})")
-        timing = Timing(watch, returned, n, x, y, given_x, given_y, a, call, where,
-                        time.perf_counter() - started)
-        TIME_SAXPY.reject(timing)
-        label = ("simulator time: says nothing about a GPU" if tier == "sim"
-                 else f"measured on {device.PROBE.device_name or 'this GPU'}")
-        clock = "CUDA events" if timing.by_events else "the clock"
-        note = "" if timing.window is None or timing.warm_up else (
-            f" Note: no launch before you started {clock}, so the first timed launch may also "
-            "have compiled the kernel for these types, which takes far longer than a launch: "
-            "launch once before you start the clock.")
-        return (f"out is right (n={n}), and the time is {float(timing.seconds) * 1e3:.3g} ms "
-                f"per launch ({label}). Your host code: "
-                f"{_describe_host_code(watch, timing.warm_up)}, timed with {clock}; no NumPy "
-                f"array passed to a launch (seed={seed}).{note}")
-
-    return TIME_SAXPY.run(body, seed, show, learner=(function,))
+    rng = np.random.default_rng(seed)
+    n = draw_size(rng, 2, TIME_SIZE_RANGE[tier])
+    n += 1 - n % 2  # odd: no power-of-two block size divides it
+    a = np.float32(rng.choice([-1, 1]) * rng.uniform(1.5, 3.0))
+    x = rng.uniform(-2, 2, n).astype(np.float32)
+    y = rng.uniform(-2, 2, n).astype(np.float32)
+    given_x, given_y = x.copy(), y.copy()
+    name = getattr(function, "__name__", "your function")
+    where = f"n={n}, repeats={TIMED_REPEATS}, seed={seed}"
+    call = f"{name}(kernel, a, x, y, {TIMED_REPEATS})"
+    started = time.perf_counter()
+    with watch_host_code(function) as watch:
+        returned = call_learner(function, watch.spy(memory.saxpy), a, given_x, given_y,
+                                TIMED_REPEATS, stub_hint=TIME_STUB_HINT,
+                                call=f"{call} ({where})")
+    timing = Timing(watch, returned, n, x, y, given_x, given_y, a, call, where,
+                    time.perf_counter() - started)
+    TIME_SAXPY.reject(timing)
+    label = ("simulator time: says nothing about a GPU" if tier == "sim"
+             else f"measured on {device.PROBE.device_name or 'this GPU'}")
+    clock = "CUDA events" if timing.by_events else "the clock"
+    note = "" if timing.window is None or timing.warm_up else (
+        f" Note: no launch before you started {clock}, so the first timed launch may also "
+        "have compiled the kernel for these types, which takes far longer than a launch: "
+        "launch once before you start the clock.")
+    return (f"out is right (n={n}), and the time is {float(timing.seconds) * 1e3:.3g} ms "
+            f"per launch ({label}). Your host code: "
+            f"{_describe_host_code(watch, timing.warm_up)}, timed with {clock}; no NumPy "
+            f"array passed to a launch (seed={seed}).{note}")
 
 
 # --- exercise 3: a coalesced grid-stride copy ------------------------------------------------
@@ -623,8 +598,8 @@ def _stride_of(kernel, seed: int, dtype) -> None:
                        trace.touched(source, "read"), len(steps) + len(order)))
 
 
-def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32,
-                           show: bool = True) -> CheckResult:
+@COPY.check
+def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32) -> str:
     """Check ``kernel(x, out)``, which must copy x into out with a **fixed grid** smaller than
     x (each thread copies several elements) while keeping every warp's reads coalesced.
 
@@ -635,63 +610,59 @@ def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32,
     sectors per warp request are counted from the reads the kernel really made.
     """
     tier = "gpu" if device.tier() == "gpu" else "sim"
-
-    def body(seed: int) -> str:
-        COPY.start(kernel)
-        _stride_of(kernel, seed, dtype)
-        threads, blocks = COPY_THREADS[tier], COPY_BLOCKS[tier]
-        trial = Trial.draw("check_copy_grid_stride", seed, dtype, block=threads,
-                           size_range=COPY_SIZE_RANGE[tier])
-        grid_threads = threads * blocks
-        x = trial.uniform(-10, 10)
-        recorder = None
-        if tier == "sim":
-            recorder = RecordingArray(x)  # an IndexError past the end, like numpy
-            d_x = recorder
-        else:
-            _, d_x = padded(x, grid_threads, 0)
-        d_out_all, d_out = padded(np.full(trial.n, np.nan, dtype=trial.dtype), grid_threads,
-                                  np.nan)
-        launch(kernel, trial, d_x, d_out, blocks=blocks)
-        # The grid is fixed, not the trial's one thread per element: say what was launched.
-        launched = (f"{blocks} blocks of {threads} threads = {grid_threads} threads for "
-                    f"n={trial.n}, seed={trial.seed}")
-        out = read_back(d_out_all, (trial.n,), launched,
-                        hint="stop the loop at `x.shape[0]`: `range(cuda.grid(1), x.shape[0], "
-                        "cuda.gridsize(1))`.")
-        unwritten = np.isnan(out)
-        if unwritten.all():
-            raise CheckFailedError(f"your kernel wrote nothing into out ({launched}).",
-                                   GRID_STRIDE_HINT)
-        if unwritten.any() and not unwritten[:grid_threads].any():
-            raise CheckFailedError(
-                f"only out[0..{grid_threads - 1}] were copied, one element per thread: the grid "
-                f"has {grid_threads} threads for {trial.n} elements, so each thread must copy "
-                f"several ({launched}).", GRID_STRIDE_HINT)
-        failure = diagnose_vector(reference.copy(x), out, trial)
-        if failure:
-            raise CheckFailedError(failure.message.replace(str(trial), launched),
-                                   failure.hint or GRID_STRIDE_HINT)
-        if recorder is None:
-            return (f"all {trial.n} elements copied ({launched}). "
-                    "Coalescing is checked in the simulator tier, where reads can be recorded.")
-        access = memory_model.summarise(recorder.reads, trial.dtype.itemsize,
-                                        "traced in the simulator")
-        ideal = access.ideal_sectors_per_request
-        if access.sectors_per_request > SECTOR_SLACK * ideal:
-            worst = max(access.requests, key=lambda r: len(r.sectors))
-            raise CheckFailedError(
-                f"the copy is right, but its reads are not coalesced: a warp request touches "
-                f"{access.sectors_per_request:.3g} sectors of 32 bytes on average where "
-                f"{ideal:g} would do ({access.efficiency * 100:.3g}% of the bytes fetched are "
-                f"used). In one request of warp {worst.warp}, {_first_threads(worst)}: "
-                f"neighbouring threads read addresses far apart ({launched}).",
-                GRID_STRIDE_HINT)
-        return (f"all {trial.n} elements copied, and coalesced: "
-                f"{access.sectors_per_request:.3g} sectors per warp request (ideal {ideal:g}; "
-                f"{access.n_requests} requests traced in the simulator; {launched}).")
-
-    return COPY.run(body, seed, show, learner=(kernel,))
+    COPY.start(kernel)
+    _stride_of(kernel, seed, dtype)
+    threads, blocks = COPY_THREADS[tier], COPY_BLOCKS[tier]
+    trial = Trial.draw("check_copy_grid_stride", seed, dtype, block=threads,
+                       size_range=COPY_SIZE_RANGE[tier])
+    grid_threads = threads * blocks
+    x = trial.uniform(-10, 10)
+    recorder = None
+    if tier == "sim":
+        recorder = RecordingArray(x)  # an IndexError past the end, like numpy
+        d_x = recorder
+    else:
+        _, d_x = padded(x, grid_threads, 0)
+    d_out_all, d_out = padded(np.full(trial.n, np.nan, dtype=trial.dtype), grid_threads,
+                              np.nan)
+    launch(kernel, trial, d_x, d_out, blocks=blocks)
+    # The grid is fixed, not the trial's one thread per element: say what was launched.
+    launched = (f"{blocks} blocks of {threads} threads = {grid_threads} threads for "
+                f"n={trial.n}, seed={trial.seed}")
+    out = read_back(d_out_all, (trial.n,), launched,
+                    hint="stop the loop at `x.shape[0]`: `range(cuda.grid(1), x.shape[0], "
+                    "cuda.gridsize(1))`.")
+    unwritten = np.isnan(out)
+    if unwritten.all():
+        raise CheckFailedError(f"your kernel wrote nothing into out ({launched}).",
+                               GRID_STRIDE_HINT)
+    if unwritten.any() and not unwritten[:grid_threads].any():
+        raise CheckFailedError(
+            f"only out[0..{grid_threads - 1}] were copied, one element per thread: the grid "
+            f"has {grid_threads} threads for {trial.n} elements, so each thread must copy "
+            f"several ({launched}).", GRID_STRIDE_HINT)
+    failure = diagnose_vector(reference.copy(x), out, trial)
+    if failure:
+        raise CheckFailedError(failure.message.replace(str(trial), launched),
+                               failure.hint or GRID_STRIDE_HINT)
+    if recorder is None:
+        return (f"all {trial.n} elements copied ({launched}). "
+                "Coalescing is checked in the simulator tier, where reads can be recorded.")
+    access = memory_model.summarise(recorder.reads, trial.dtype.itemsize,
+                                    "traced in the simulator")
+    ideal = access.ideal_sectors_per_request
+    if access.sectors_per_request > SECTOR_SLACK * ideal:
+        worst = max(access.requests, key=lambda r: len(r.sectors))
+        raise CheckFailedError(
+            f"the copy is right, but its reads are not coalesced: a warp request touches "
+            f"{access.sectors_per_request:.3g} sectors of 32 bytes on average where "
+            f"{ideal:g} would do ({access.efficiency * 100:.3g}% of the bytes fetched are "
+            f"used). In one request of warp {worst.warp}, {_first_threads(worst)}: "
+            f"neighbouring threads read addresses far apart ({launched}).",
+            GRID_STRIDE_HINT)
+    return (f"all {trial.n} elements copied, and coalesced: "
+            f"{access.sectors_per_request:.3g} sectors per warp request (ideal {ideal:g}; "
+            f"{access.n_requests} requests traced in the simulator; {launched}).")
 
 
 __all__ = ["check_copy_grid_stride", "check_saxpy", "check_time_saxpy", "watch_host_code"]

@@ -39,7 +39,7 @@ import numpy as np
 
 from gpulab import device, reference
 from gpulab.exercises.mistakes import Mistake, diagnose
-from gpulab.exercises.results import CheckFailedError, CheckResult, KernelError, offer_trace
+from gpulab.exercises.results import CheckFailedError, KernelError, offer_trace
 from gpulab.exercises.running import launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import BARRIER_HINT, KernelSource, plain_writes_to
 from gpulab.exercises.spec import CheckSpec
@@ -183,10 +183,6 @@ class MatmulTrial(Trial):
         return self.shape[1]
 
     @property
-    def side(self) -> int:
-        return self.block[0]
-
-    @property
     def extents(self) -> tuple[int, ...]:
         return self.M, self.N, self.K
 
@@ -253,10 +249,6 @@ class Product:
     trial: MatmulTrial
     source: KernelSource | None = None
     suspects: bool = True
-
-    @property
-    def where(self) -> MatmulTrial:
-        return self.trial
 
     @property
     def wrong(self) -> np.ndarray:
@@ -420,8 +412,9 @@ NAIVE = CheckSpec(
          "other axis's `blockDim` (a block shape assumed, named with the line)")
 
 
-def check_matmul_naive(kernel, seed: int | None = None, block: tuple[int, int] | None = None,
-                       dtype=np.float32, show: bool = True) -> CheckResult:
+@NAIVE.check
+def check_matmul_naive(kernel, seed: int | None = None,
+                       block: tuple[int, int] | None = None, dtype=np.float32) -> str:
     """Check ``kernel(A, B, C)``: one thread per element of C computes a whole row-times-column
     sum. The block is not square: two launches, with blocks of e.g. 8 x 4 and 4 x 8 threads
     (``block=(x, y)`` for one launch with that block). Diagnoses:
@@ -429,30 +422,26 @@ def check_matmul_naive(kernel, seed: int | None = None, block: tuple[int, int] |
     one block written (a hard-coded block size, or threadIdx alone); rows and columns swapped;
     accumulating into C (NaN); the sum running over the wrong dimension or missing its last
     term; a single product instead of a sum; code a GPU can't compile."""
-
-    def body(seed: int) -> str:
-        source = NAIVE.start(kernel)
-        trial = MatmulTrial.draw("check_matmul_naive", seed, block, dtype)
-        trials = [trial]
-        if block is None:  # and the block turned on its side: x and y can't hide
-            trials.append(MatmulTrial.draw("check_matmul_naive", seed, trial.block[::-1], dtype))
-        for run in trials:
-            A, B, C = _run(kernel, run)
-            failure = _diagnose(A, B, C, run, INDEX_HINT, source)
-            if failure is not None:
-                assumed = _block_size_assumed(source, run)
-                if assumed:
-                    raise CheckFailedError(
-                        f"{failure.message} {assumed[0].upper()}{assumed[1:]}.",
-                        "the global index must come from the launch itself (the block's index "
-                        "times the block's size along the same axis, plus the thread's), never "
-                        "from a number or the other axis's size: the caller chooses the block.")
-                raise failure
-        return (f"C = A @ B for A {trial.M}x{trial.K}, B {trial.K}x{trial.N} ({trial.launched})"
-                + "".join(f" and A {run.M}x{run.K}, B {run.K}x{run.N} ({run.launched})"
-                          for run in trials[1:]) + f", seed={trial.seed}.")
-
-    return NAIVE.run(body, seed, show, learner=(kernel,))
+    source = NAIVE.start(kernel)
+    trial = MatmulTrial.draw("check_matmul_naive", seed, block, dtype)
+    trials = [trial]
+    if block is None:  # and the block turned on its side: x and y can't hide
+        trials.append(MatmulTrial.draw("check_matmul_naive", seed, trial.block[::-1], dtype))
+    for run in trials:
+        A, B, C = _run(kernel, run)
+        failure = _diagnose(A, B, C, run, INDEX_HINT, source)
+        if failure is not None:
+            assumed = _block_size_assumed(source, run)
+            if assumed:
+                raise CheckFailedError(
+                    f"{failure.message} {assumed[0].upper()}{assumed[1:]}.",
+                    "the global index must come from the launch itself (the block's index "
+                    "times the block's size along the same axis, plus the thread's), never "
+                    "from a number or the other axis's size: the caller chooses the block.")
+            raise failure
+    return (f"C = A @ B for A {trial.M}x{trial.K}, B {trial.K}x{trial.N} ({trial.launched})"
+            + "".join(f" and A {run.M}x{run.K}, B {run.K}x{run.N} ({run.launched})"
+                      for run in trials[1:]) + f", seed={trial.seed}.")
 
 
 # --- exercise 2: tiled matmul ----------------------------------------------------------------
@@ -647,10 +636,6 @@ class Tiling:
     right: bool
 
     @property
-    def where(self) -> MatmulTrial:
-        return self.trial
-
-    @property
     def loads(self) -> dict[str, int]:
         return {name: self.threads.max_loads(name) for name in self.threads.names[:2]}
 
@@ -835,8 +820,9 @@ TILED = CheckSpec(
          "with the line and whether a load, the write or a tile overran")
 
 
+@TILED.check(learners=("kernel",))
 def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
-                       dtype=np.float32, show: bool = True) -> CheckResult:
+                       dtype=np.float32) -> str:
     """Check ``kernel(A, B, C)``, the shared-memory tiled matmul with ``tile x tile`` blocks
     (your ``TILE``), for the answer and for the method.
 
@@ -856,85 +842,81 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
                          "block has at most 1024 threads, and with smaller tiles there are no "
                          "test sizes that are not multiples of the tile")
     tile = int(tile)
-
-    def body(seed: int) -> str:
-        source = TILED.start(kernel)
-        hard_coded = _hard_coded_tile(source, tile)
-        if hard_coded:
-            raise CheckFailedError(
-                f"`{hard_coded[0]}` has the tile's size written as the number {tile}: "
-                "change TILE and this line would be wrong (and on a GPU TILE is 16, in the "
-                "simulator 8).", HARD_CODED_HINT)
-        fixed = _hard_coded_steps(source)
-        if fixed:
-            raise CheckFailedError(
-                f"`{fixed}` ends at a fixed number: it is right only for the K it was written "
-                "for.", "the loop over the steps must cover all of K, whatever its size: read "
-                "it from A's shape.")
-        names = _names(source)
-        shared = _shared_names(source)
-        trial = MatmulTrial.draw_tiled("check_matmul_tiled", seed, tile, dtype)
-        runs = [trial]
-        if device.tier() == "gpu":  # a large launch on the GPU as well: the trace stays small
-            runs.append(MatmulTrial.draw_tiled("check_matmul_tiled", seed, tile, dtype,
-                                               large=True))
-        offer_trace(kernel, trial.blocks, trial.threads, *names,
-                    note=f"with A {trial.M} x {trial.K} and B {trial.K} x {trial.N}, NumPy "
-                         "arrays, and C = np.zeros((A.shape[0], B.shape[1]), np.float32)")
-        results = []
-        for run in runs:
-            A, B = run.operands()
-            try:
-                C = _launch(kernel, run, A, B)
-            except KernelError as error:
-                if isinstance(error.cause, IndexError):
-                    hint = _index_hint_for(error.cause, _learner_line(error.cause, source),
-                                           source, shared, tile)
-                    raise KernelError(error.cause, run, hint) from None
-                raise
-            results.append((A, B, C, run))
-        A, B, C, _ = results[0]
-        trace = trace_trial(kernel, trial, A, B, np.full((trial.M, trial.N), np.nan, dtype))
-        if trace.error:
-            raise CheckFailedError(
-                f"traced in the simulator, your kernel stopped: {trace.error} ({trial}).",
-                LOAD_GUARD_HINT + " " + TILE_INDEX_HINT)
-        threads = _Threads(trace, trial, names)
-        traced_C = trace.arrays.get(names[2])
-        if traced_C is not None:  # the simulator's run counts too: its shared memory starts
-            results.append((A, B, traced_C, trial))  # poisoned, a GPU's often with zeros
-        right = all(not _wrong(*result[:3]).any() for result in results)
-        for check in (lambda: diagnose(TILING_MISTAKES, Tiling(threads, trial, right)),
-                      lambda: _barrier_failure(trace, threads, source, trial, right)):
-            failure = check()
+    source = TILED.start(kernel)
+    hard_coded = _hard_coded_tile(source, tile)
+    if hard_coded:
+        raise CheckFailedError(
+            f"`{hard_coded[0]}` has the tile's size written as the number {tile}: "
+            "change TILE and this line would be wrong (and on a GPU TILE is 16, in the "
+            "simulator 8).", HARD_CODED_HINT)
+    fixed = _hard_coded_steps(source)
+    if fixed:
+        raise CheckFailedError(
+            f"`{fixed}` ends at a fixed number: it is right only for the K it was written "
+            "for.", "the loop over the steps must cover all of K, whatever its size: read "
+            "it from A's shape.")
+    names = _names(source)
+    shared = _shared_names(source)
+    trial = MatmulTrial.draw_tiled("check_matmul_tiled", seed, tile, dtype)
+    runs = [trial]
+    if device.tier() == "gpu":  # a large launch on the GPU as well: the trace stays small
+        runs.append(MatmulTrial.draw_tiled("check_matmul_tiled", seed, tile, dtype,
+                                           large=True))
+    offer_trace(kernel, trial.blocks, trial.threads, *names,
+                note=f"with A {trial.M} x {trial.K} and B {trial.K} x {trial.N}, NumPy "
+                     "arrays, and C = np.zeros((A.shape[0], B.shape[1]), np.float32)")
+    results = []
+    for run in runs:
+        A, B = run.operands()
+        try:
+            C = _launch(kernel, run, A, B)
+        except KernelError as error:
+            if isinstance(error.cause, IndexError):
+                hint = _index_hint_for(error.cause, _learner_line(error.cause, source),
+                                       source, shared, tile)
+                raise KernelError(error.cause, run, hint) from None
+            raise
+        results.append((A, B, C, run))
+    A, B, C, _ = results[0]
+    trace = trace_trial(kernel, trial, A, B, np.full((trial.M, trial.N), np.nan, dtype))
+    if trace.error:
+        raise CheckFailedError(
+            f"traced in the simulator, your kernel stopped: {trace.error} ({trial}).",
+            LOAD_GUARD_HINT + " " + TILE_INDEX_HINT)
+    threads = _Threads(trace, trial, names)
+    traced_C = trace.arrays.get(names[2])
+    if traced_C is not None:  # the simulator's run counts too: its shared memory starts
+        results.append((A, B, traced_C, trial))  # poisoned, a GPU's often with zeros
+    right = all(not _wrong(*result[:3]).any() for result in results)
+    for check in (lambda: diagnose(TILING_MISTAKES, Tiling(threads, trial, right)),
+                  lambda: _barrier_failure(trace, threads, source, trial, right)):
+        failure = check()
+        if failure is not None:
+            raise failure
+    if not right:
+        for A_run, B_run, C_run, run in results:
+            failure = _diagnose(A_run, B_run, C_run, run, TILE_INDEX_HINT, source,
+                                suspects=False)
+            if failure is not None and failure.specific:
+                raise failure
+        for diagnosis in (lambda: _sum_failure(A, B, C, threads, trial),
+                          lambda: _loads_failure(threads, trial),
+                          lambda: _stores_failure(threads, trial),
+                          lambda: _tile_reads_failure(threads, trial)):
+            failure = diagnosis()
             if failure is not None:
                 raise failure
-        if not right:
-            for A_run, B_run, C_run, run in results:
-                failure = _diagnose(A_run, B_run, C_run, run, TILE_INDEX_HINT, source,
-                                    suspects=False)
-                if failure is not None and failure.specific:
-                    raise failure
-            for diagnosis in (lambda: _sum_failure(A, B, C, threads, trial),
-                              lambda: _loads_failure(threads, trial),
-                              lambda: _stores_failure(threads, trial),
-                              lambda: _tile_reads_failure(threads, trial)):
-                failure = diagnosis()
-                if failure is not None:
-                    raise failure
-            raise next(f for f in (_diagnose(*result[:3], result[3], TILE_INDEX_HINT, source)
-                                   for result in results) if f is not None)
-        loads = threads.max_loads(names[0]) + threads.max_loads(names[1])
-        barriers = trace.max_per_thread("barriers")
-        return (f"C = A @ B for A {trial.M}x{trial.K}, B {trial.K}x{trial.N} with {tile} x "
-                f"{tile} tiles ({trial.launched}, {threads.steps} steps along K"
-                + "".join(f"; and on a {run.M}x{run.K} @ {run.K}x{run.N} problem"
-                          for run in runs[1:])
-                + f"). Each thread loaded at most {loads} values from global memory "
-                f"(2 x ceil(K / {tile}) = {2 * threads.steps}; the naive kernel loads 2K = "
-                f"{2 * trial.K}) and passed {barriers} barriers (seed={trial.seed}).")
-
-    return TILED.run(body, seed, show, learner=(kernel,))
+        raise next(f for f in (_diagnose(*result[:3], result[3], TILE_INDEX_HINT, source)
+                               for result in results) if f is not None)
+    loads = threads.max_loads(names[0]) + threads.max_loads(names[1])
+    barriers = trace.max_per_thread("barriers")
+    return (f"C = A @ B for A {trial.M}x{trial.K}, B {trial.K}x{trial.N} with {tile} x "
+            f"{tile} tiles ({trial.launched}, {threads.steps} steps along K"
+            + "".join(f"; and on a {run.M}x{run.K} @ {run.K}x{run.N} problem"
+                      for run in runs[1:])
+            + f"). Each thread loaded at most {loads} values from global memory "
+            f"(2 x ceil(K / {tile}) = {2 * threads.steps}; the naive kernel loads 2K = "
+            f"{2 * trial.K}) and passed {barriers} barriers (seed={trial.seed}).")
 
 
 __all__ = ["MatmulTrial", "check_matmul_naive", "check_matmul_tiled", "default_side"]

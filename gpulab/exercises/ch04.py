@@ -33,8 +33,9 @@ import ml_dtypes
 import numpy as np
 
 from gpulab import device, formats, reference
+from gpulab.exercises.evidence import is_number
 from gpulab.exercises.mistakes import Mistake
-from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError, CheckResult
+from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
 from gpulab.exercises.running import call_learner, run_elementwise
 from gpulab.exercises.source_rules import KernelSource
 from gpulab.exercises.spec import CheckSpec
@@ -118,10 +119,6 @@ class Decoded:
     seed: int
 
     @property
-    def where(self) -> str:
-        return f"seed={self.seed}"
-
-    @property
     def call(self) -> str:
         return (f"decode({self.sign}, {self.exponent}, {self.mantissa}, "
                 f"{self.fmt.exponent_bits}, {self.fmt.mantissa_bits}) for {self.fmt.name}")
@@ -129,11 +126,6 @@ class Decoded:
     @property
     def summary(self) -> str:
         return f"{self.call} should be {self.expected!r} but is {self.got!r}"
-
-    @property
-    def is_number(self) -> bool:
-        return not isinstance(self.got, bool) and isinstance(
-            self.got, (int, float, np.integer, np.floating))
 
     @property
     def bias(self) -> int:
@@ -160,10 +152,10 @@ class Decoded:
         return self.signed * 2.0**(self.exponent - self.bias) * (1 + self.fraction)
 
     def gave(self, value: float) -> bool:
-        return self.is_number and _same(float(self.got), value)
+        return is_number(self.got) and _same(float(self.got), value)
 
     def special(self) -> bool:
-        return self.is_number and not math.isfinite(float(self.got))
+        return is_number(self.got) and not math.isfinite(float(self.got))
 
     def wrong_bias(self) -> int | None:
         """The bias that gives ``got``, if one of the usual wrong ones does."""
@@ -176,7 +168,7 @@ class Decoded:
 
 
 def _not_a_number(did: str, kind, hint: str) -> Mistake:
-    return Mistake(did, lambda e: not e.is_number and kind(e.got),
+    return Mistake(did, lambda e: not is_number(e.got) and kind(e.got),
                    lambda e: (f"{e.call} returned {e.got!r:.60} (a {type(e.got).__name__}), not "
                               "a number"), hint)
 
@@ -265,7 +257,8 @@ def _same(got: float, expected: float) -> bool:
     return got == expected or math.isclose(got, expected, rel_tol=1e-12)
 
 
-def check_decode(decode, seed: int | None = None, show: bool = True) -> CheckResult:
+@DECODE.check
+def check_decode(decode, seed: int | None = None) -> str:
     """Check ``decode(sign, exponent, mantissa, exponent_bits, mantissa_bits) -> float``
     against ml_dtypes on random bit fields of fp16, bf16, fp8 (E4M3, E5M2) and fp4 (E2M1):
     normal numbers, then subnormals and zero, then the all-ones exponent field (inf and NaN
@@ -273,21 +266,17 @@ def check_decode(decode, seed: int | None = None, show: bool = True) -> CheckRes
     no special codes). The answer must be a number (a float or an int; a string "inf", a list
     or None are rejected), NaN exactly where the format has NaN. Diagnoses:
     :data:`DECODE_MISTAKES`, in order."""
-
-    def body(seed: int) -> str:
-        cases = _decode_cases(np.random.default_rng(seed))
-        for fmt, sign, exponent, mantissa, expected in cases:
-            answer = Decoded(fmt, sign, exponent, mantissa, None, expected, seed)
-            answer.got = call_learner(decode, sign, exponent, mantissa, fmt.exponent_bits,
-                                      fmt.mantissa_bits, stub_hint=DECODE_STUB_HINT,
-                                      call=f"{answer.call} (seed={seed})")
-            if not answer.gave(expected):
-                DECODE.reject(answer)
-        names = ", ".join(DECODE_FORMATS)  # not `formats`: that is the module
-        return (f"all {len(cases)} bit patterns decode right ({names}; subnormals, zero, "
-                f"infinities and NaN included; seed={seed}).")
-
-    return DECODE.run(body, seed, show, learner=(decode,))
+    cases = _decode_cases(np.random.default_rng(seed))
+    for fmt, sign, exponent, mantissa, expected in cases:
+        answer = Decoded(fmt, sign, exponent, mantissa, None, expected, seed)
+        answer.got = call_learner(decode, sign, exponent, mantissa, fmt.exponent_bits,
+                                  fmt.mantissa_bits, stub_hint=DECODE_STUB_HINT,
+                                  call=f"{answer.call} (seed={seed})")
+        if not answer.gave(expected):
+            DECODE.reject(answer)
+    names = ", ".join(DECODE_FORMATS)  # not `formats`: that is the module
+    return (f"all {len(cases)} bit patterns decode right ({names}; subnormals, zero, "
+            f"infinities and NaN included; seed={seed}).")
 
 
 # --- exercise 2: an fp32 accumulator --------------------------------------------------------
@@ -335,34 +324,30 @@ def _matvec_emulations(a: np.ndarray, x: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | None = None,
-                      show: bool = True) -> CheckResult:
+@MATVEC.check
+def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | None = None) -> str:
     """Check ``kernel(a, x, out)``: a is fp16 (rows x k), x fp16 (k), out fp32 (rows); one
     thread per row must set ``out[row] = sum_k a[row, k] * x[k]`` with an fp32 accumulator.
     Launched with ceil(rows / threads_per_block) blocks; rows and k are random, rows not a
     multiple of the block size; values in [0.5, 1), so the sums reach several hundred, where
     fp16 numbers are 0.25 to 0.5 apart."""
-
-    def body(seed: int) -> str:
-        source = MATVEC.start(kernel)
-        tier = device.tier()
-        # the simulator keeps 32 threads per block (each thread adds ~1,000 products there)
-        block = threads_per_block or (None if tier == "gpu" else 32)
-        trial = Trial.draw("check_matvec_fp32", seed, np.float32, block=block,
-                           size_range=MATVEC_ROWS[tier])
-        rows = trial.n
-        k = int(trial.rng.integers(*MATVEC_K[tier]))
-        a = trial.rng.uniform(0.5, 1.0, (rows, k)).astype(np.float16)
-        x = trial.rng.uniform(0.5, 1.0, k).astype(np.float16)
-        # fill=1: the rows of a past the end hold ones (on a GPU, an unguarded thread reads them)
-        got = run_elementwise(kernel, trial, a, x, fill=1, index_hint=GUARD_HINT + " Here the "
-                              "index is the row: compare it with out's length."
-                              ).astype(np.float64)
-        _diagnose_matvec(source, got, a, x, trial, k)
-        return (f"all {rows} rows right with an fp32 accumulator (k = {k} products per row, "
-                f"{trial.launched}, seed={seed}).")
-
-    return MATVEC.run(body, seed, show, learner=(kernel,))
+    source = MATVEC.start(kernel)
+    tier = device.tier()
+    # the simulator keeps 32 threads per block (each thread adds ~1,000 products there)
+    block = threads_per_block or (None if tier == "gpu" else 32)
+    trial = Trial.draw("check_matvec_fp32", seed, np.float32, block=block,
+                       size_range=MATVEC_ROWS[tier])
+    rows = trial.n
+    k = int(trial.rng.integers(*MATVEC_K[tier]))
+    a = trial.rng.uniform(0.5, 1.0, (rows, k)).astype(np.float16)
+    x = trial.rng.uniform(0.5, 1.0, k).astype(np.float16)
+    # fill=1: the rows of a past the end hold ones (on a GPU, an unguarded thread reads them)
+    got = run_elementwise(kernel, trial, a, x, fill=1, index_hint=GUARD_HINT + " Here the "
+                          "index is the row: compare it with out's length."
+                          ).astype(np.float64)
+    _diagnose_matvec(source, got, a, x, trial, k)
+    return (f"all {rows} rows right with an fp32 accumulator (k = {k} products per row, "
+            f"{trial.launched}, seed={seed}).")
 
 
 def _diagnose_matvec(source: KernelSource, got: np.ndarray, a: np.ndarray, x: np.ndarray,
@@ -485,7 +470,8 @@ def _quantise_trials(rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
             ("values near 1", rng.standard_normal(n[2]).astype(np.float32))]
 
 
-def check_quantise_fp8(quantise, seed: int | None = None, show: bool = True) -> CheckResult:
+@QUANTISE.check
+def check_quantise_fp8(quantise, seed: int | None = None) -> str:
     """Check ``quantise(x) -> (q, scale)`` on three float32 tensors of very different size and
     shape: activations with outliers of both signs (the largest magnitude negative), tiny
     gradients (around 1e-5), values near 1; random lengths and values.
@@ -498,22 +484,18 @@ def check_quantise_fp8(quantise, seed: int | None = None, show: bool = True) -> 
     subnormal range). A wrong scale is named when it came from max(x) instead of max|x|, from
     min(x), from the range max - min, from the standard deviation, from another format's
     largest value, or the wrong way round (448 / max|x|)."""
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        trials = _quantise_trials(rng)
-        answers = [_call_quantise(quantise, x, name, seed) for name, x in trials]
-        scales = [scale for _, scale in answers]
-        worst_relative = 0.0
-        for (name, x), (q, scale) in zip(trials, answers, strict=True):
-            _check_scale(x, scale, name, seed, trials, scales)
-            worst_relative = max(worst_relative, _check_quantised(x, q, scale, name, seed))
-        return (f"three tensors (max|x| from ~1e-5 to ~1e3, outliers of both signs) quantised "
-                f"with the whole E4M3 range; worst relative error of a normal value "
-                f"{worst_relative:.3f} (E4M3 rounds by at most {E4M3.unit_roundoff:g}; "
-                f"seed={seed}).")
-
-    return QUANTISE.run(body, seed, show, learner=(quantise,))
+    rng = np.random.default_rng(seed)
+    trials = _quantise_trials(rng)
+    answers = [_call_quantise(quantise, x, name, seed) for name, x in trials]
+    scales = [scale for _, scale in answers]
+    worst_relative = 0.0
+    for (name, x), (q, scale) in zip(trials, answers, strict=True):
+        _check_scale(x, scale, name, seed, trials, scales)
+        worst_relative = max(worst_relative, _check_quantised(x, q, scale, name, seed))
+    return (f"three tensors (max|x| from ~1e-5 to ~1e3, outliers of both signs) quantised "
+            f"with the whole E4M3 range; worst relative error of a normal value "
+            f"{worst_relative:.3f} (E4M3 rounds by at most {E4M3.unit_roundoff:g}; "
+            f"seed={seed}).")
 
 
 def _call_quantise(quantise, x: np.ndarray, name: str, seed: int):

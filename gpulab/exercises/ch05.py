@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, reference
+from gpulab.exercises.evidence import is_number
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.outputs import (
     ACTIVATIONS,
@@ -39,17 +40,11 @@ from gpulab.exercises.outputs import (
     changed_input_failure,
     check_matrix_output,
 )
-from gpulab.exercises.results import (
-    GLOBAL_INDEX_HINT,
-    CheckFailedError,
-    CheckResult,
-    KernelError,
-    offer_trace,
-)
+from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded, read_back
 from gpulab.exercises.source_rules import KernelSource
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import BLOCK_CHOICES_2D, SIZE_RANGE_2D, Trial, draw_size
+from gpulab.exercises.trial import Trial, draw_size
 from gpulab.kernels.dense import ACTIVATION_CODES
 
 # --- exercise 1: napkin math --------------------------------------------------------------------
@@ -73,10 +68,6 @@ class Traffic:
     seed: int
 
     @property
-    def where(self) -> str:
-        return f"seed={self.seed}"
-
-    @property
     def values(self) -> int:
         return 2 if self.fused else 4
 
@@ -95,10 +86,9 @@ def _traffic_mistake(did: str, value, hint: str) -> Mistake:
 
 
 TRAFFIC_MISTAKES = (
-    Mistake("not a number", lambda e: isinstance(e.got, bool) or not isinstance(
-        e.got, (int, float, np.integer, np.floating)),
-        lambda e: f"bytes_moved returned {e.got!r:.60}, not a number of bytes",
-        "return one number: the bytes moved."),
+    Mistake("not a number", lambda e: not is_number(e.got),
+            lambda e: f"bytes_moved returned {e.got!r:.60}, not a number of bytes",
+            "return one number: the bytes moved."),
     _traffic_mistake("b left out", lambda e: e.itemsize * e.values * e.M * e.N,
                      "b is missing: it is read too (N values, once)."),
     _traffic_mistake("values, not bytes", lambda e: e.values * e.M * e.N + e.N,
@@ -129,26 +119,23 @@ TRAFFIC = CheckSpec(
     also="an exception (named)")
 
 
-def check_traffic(function, seed: int | None = None, show: bool = True) -> CheckResult:
+@TRAFFIC.check
+def check_traffic(function, seed: int | None = None) -> str:
     """Check ``function(M, N, fused, itemsize)``: the bytes bias + activation move on an
     M x N matmul output, each value read or written once per pass (b counted once), as
     :func:`gpulab.kernels.dense.forward_traffic_bytes`."""
     from gpulab.kernels.dense import forward_traffic_bytes
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        cases = [(int(rng.integers(2, 5000)), int(rng.integers(2, 5000)), fused, itemsize)
-                 for fused in (True, False) for itemsize in (4, 8, 2)]
-        for M, N, fused, itemsize in cases:
-            got = call_learner(function, M, N, fused, itemsize, stub_hint=TRAFFIC_STUB_HINT)
-            want = forward_traffic_bytes(M, N, fused, itemsize)
-            answer = Traffic(M, N, fused, itemsize, got, want, seed)
-            if not TRAFFIC_MISTAKES[0].seen(answer) and got == want:
-                continue
-            TRAFFIC.reject(answer)
-        return f"all {len(cases)} cases right (seed={seed})."
-
-    return TRAFFIC.run(body, seed, show, learner=(function,))
+    rng = np.random.default_rng(seed)
+    cases = [(int(rng.integers(2, 5000)), int(rng.integers(2, 5000)), fused, itemsize)
+             for fused in (True, False) for itemsize in (4, 8, 2)]
+    for M, N, fused, itemsize in cases:
+        got = call_learner(function, M, N, fused, itemsize, stub_hint=TRAFFIC_STUB_HINT)
+        want = forward_traffic_bytes(M, N, fused, itemsize)
+        answer = Traffic(M, N, fused, itemsize, got, want, seed)
+        if not TRAFFIC_MISTAKES[0].seen(answer) and got == want:
+            continue
+        TRAFFIC.reject(answer)
+    return f"all {len(cases)} cases right (seed={seed})."
 
 
 # --- exercise 2: fused bias + activation --------------------------------------------------------
@@ -207,18 +194,9 @@ def draw_case(check_name: str, seed: int, dtype, case: int = 0) -> Case:
     """Random problem number ``case`` of a 2-D check: rows x cols, not multiples of the block,
     rows != cols, and such that a kernel with r and c swapped (``r, c = cuda.grid(2)``) misses
     part of the matrix. Cases 0, 1, 2 of one seed use the tier's three block shapes
-    (:data:`~gpulab.exercises.trial.BLOCK_CHOICES_2D`), so a hard-coded block size fails."""
-    tier = "gpu" if device.tier() == "gpu" else "sim"
-    shapes = BLOCK_CHOICES_2D[tier]
-    block = shapes[(seed + case) % len(shapes)]
-    rng = np.random.default_rng([seed, case])
-    while True:
-        rows = draw_size(rng, block[1], SIZE_RANGE_2D[tier], full_blocks=1)
-        cols = draw_size(rng, block[0], SIZE_RANGE_2D[tier], full_blocks=1)
-        grid_x = -(-cols // block[0]) * block[0]  # threads along x (columns)
-        grid_y = -(-rows // block[1]) * block[1]
-        if rows != cols and (rows > grid_x or cols > grid_y):
-            return Case(check_name, seed, (rows, cols), block, np.dtype(dtype), rng)
+    (:data:`~gpulab.exercises.trial.BLOCK_CHOICES_2D`), so a hard-coded block size fails: a
+    2-D :meth:`~gpulab.exercises.trial.Trial.draw`."""
+    return Case.draw(check_name, seed, dtype, dims=2, case=case)
 
 
 BIAS_ACTIVATION = CheckSpec(
@@ -233,8 +211,8 @@ BIAS_ACTIVATION = CheckSpec(
          "f, f missing or the wrong one for the code, a write into Z (the shared 2-D rules)")
 
 
-def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32,
-                          show: bool = True) -> CheckResult:
+@BIAS_ACTIVATION.check
+def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32) -> str:
     """Check ``kernel(Z, b, act, out)``: ``out[r, c] = f(Z[r, c] + b[c])`` with f chosen by
     ``act`` (1 ReLU, 3 tanh, 0 identity: each is tried), one thread per element, x along the
     columns, guarded; launched on a 2-D grid that overhangs both edges, with a random block
@@ -244,23 +222,19 @@ def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32,
     columns swapped; the last row or column skipped; nothing written; only the first block;
     the bias left out, indexed by row or added after the activation; the activation left out
     or the wrong one for the code; writing into Z; simulator-only code; gpulab's own kernel."""
-
-    def body(seed: int) -> str:
-        source = BIAS_ACTIVATION.start(kernel)
-        shapes = []
-        for case, (code, name, words) in enumerate(ACTIVATIONS):
-            trial = draw_case("check_bias_activation", seed, dtype, case)
-            trial.case = f"act = {code} ({words})"
-            Z = trial.normal(trial.rows, trial.cols)
-            b = trial.normal(trial.cols, scale=0.5)
-            check_matrix_output(kernel, trial, source, {"Z": Z, "b": b, "act": code},
-                                reference.bias_activation(Z, b, name),
-                                _forward_patterns(name, Z, b, trial.rows), BIAS_ACTIVATION_HINT)
-            shapes.append(f"{words} on {trial.rows} x {trial.cols} in blocks of "
-                          f"{trial.block[0]} x {trial.block[1]}")
-        return f"all right: {'; '.join(shapes)} (seed={seed})."
-
-    return BIAS_ACTIVATION.run(body, seed, show, learner=(kernel,))
+    source = BIAS_ACTIVATION.start(kernel)
+    shapes = []
+    for case, (code, name, words) in enumerate(ACTIVATIONS):
+        trial = draw_case("check_bias_activation", seed, dtype, case)
+        trial.case = f"act = {code} ({words})"
+        Z = trial.normal(trial.rows, trial.cols)
+        b = trial.normal(trial.cols, scale=0.5)
+        check_matrix_output(kernel, trial, source, {"Z": Z, "b": b, "act": code},
+                            reference.bias_activation(Z, b, name),
+                            _forward_patterns(name, Z, b, trial.rows), BIAS_ACTIVATION_HINT)
+        shapes.append(f"{words} on {trial.rows} x {trial.cols} in blocks of "
+                      f"{trial.block[0]} x {trial.block[1]}")
+    return f"all right: {'; '.join(shapes)} (seed={seed})."
 
 
 # --- exercise 3: stable softmax with cross-entropy ----------------------------------------------
@@ -359,10 +333,6 @@ class SoftmaxSource:
 
     source: KernelSource
     trial: SoftmaxTrial | None = None
-
-    @property
-    def where(self) -> str:
-        return str(self.trial) if self.trial is not None else ""
 
 
 SOFTMAX_SOURCE_MISTAKES = (
@@ -503,8 +473,8 @@ SOFTMAX = CheckSpec(
          "guard on the classes; rows never written; a write into logits")
 
 
-def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float32,
-                                show: bool = True) -> CheckResult:
+@SOFTMAX.check
+def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float32) -> str:
     """Check ``kernel(logits, labels, probs, losses)``: one thread per row (a 1-D grid over the
     rows, which are not a multiple of the block) writes the row's softmax and its loss
     ``-log softmax(logits[r])[labels[r]]``. Four launches: ordinary logits; logits near +1000
@@ -519,31 +489,27 @@ def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float3
     rows not normalised; the loss's sign, a missing m or label logit, the wrong class; writing
     into logits; simulator-only code; gpulab's own kernel."""
     threads = 128 if device.tier() == "gpu" else 32
-
-    def body(seed: int) -> str:
-        source = SOFTMAX.start(kernel)
-        SOFTMAX.reject(SoftmaxSource(source))
-        rng = np.random.default_rng(seed)
-        n = draw_size(rng, threads, (40, 100) if threads == 32 else (300, 3000))
-        trial = SoftmaxTrial("check_softmax_cross_entropy", seed, (n,), (threads,),
-                             np.dtype(dtype), rng, classes=int(rng.choice(CLASS_COUNTS)))
-        offer_trace(kernel, 2, 8, "logits", "labels", "probs", "losses",
-                    note="with NumPy arrays: logits of 13 x 4, labels of 13 int64, probs of "
-                         "13 x 4, losses of 13")
-        passed_high = False
-        for case, logits, labels in softmax_cases(trial):
-            trial.case = case
-            try:
-                _softmax_case(kernel, trial, case, logits, labels, passed_high)
-            except (CheckFailedError, KernelError):
-                SOFTMAX.reject(SoftmaxSource(source, trial))
-                raise
-            passed_high = passed_high or case == "logits near +1000"
-        return (f"probabilities and losses right for ordinary logits, logits near +1000 and "
-                f"-1000, and rows more than 1000 apart ({n} rows x {trial.classes} classes, "
-                f"{trial.launched}, seed={seed}).")
-
-    return SOFTMAX.run(body, seed, show, learner=(kernel,))
+    source = SOFTMAX.start(kernel)
+    SOFTMAX.reject(SoftmaxSource(source))
+    rng = np.random.default_rng(seed)
+    n = draw_size(rng, threads, (40, 100) if threads == 32 else (300, 3000))
+    trial = SoftmaxTrial("check_softmax_cross_entropy", seed, (n,), (threads,),
+                         np.dtype(dtype), rng, classes=int(rng.choice(CLASS_COUNTS)))
+    offer_trace(kernel, 2, 8, "logits", "labels", "probs", "losses",
+                note="with NumPy arrays: logits of 13 x 4, labels of 13 int64, probs of "
+                     "13 x 4, losses of 13")
+    passed_high = False
+    for case, logits, labels in softmax_cases(trial):
+        trial.case = case
+        try:
+            _softmax_case(kernel, trial, case, logits, labels, passed_high)
+        except (CheckFailedError, KernelError):
+            SOFTMAX.reject(SoftmaxSource(source, trial))
+            raise
+        passed_high = passed_high or case == "logits near +1000"
+    return (f"probabilities and losses right for ordinary logits, logits near +1000 and "
+            f"-1000, and rows more than 1000 apart ({n} rows x {trial.classes} classes, "
+            f"{trial.launched}, seed={seed}).")
 
 
 def _softmax_case(kernel, trial: SoftmaxTrial, case: str, logits, labels,

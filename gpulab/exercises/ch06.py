@@ -49,17 +49,11 @@ from gpulab.exercises.outputs import (
     coverage_failure,
     run_2d,
 )
-from gpulab.exercises.results import (
-    GLOBAL_INDEX_HINT,
-    CheckFailedError,
-    CheckResult,
-    KernelError,
-    offer_trace,
-)
+from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import KernelSource, count_calls
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import BLOCK_CHOICES_2D, SIZE_RANGE_2D, Trial, draw_size
+from gpulab.exercises.trial import Trial, draw_size
 from gpulab.instruments import RecordingArray, WatchedArray, poison_value
 from gpulab.kernels.dense import ACTIVATION_CODES
 
@@ -187,34 +181,31 @@ DENSE = CheckSpec(
     also="a stub; an exception in the function (named)")
 
 
-def check_dense_backward(function, seed: int | None = None, show: bool = True) -> CheckResult:
+@DENSE.check
+def check_dense_backward(function, seed: int | None = None) -> str:
     """Check ``function(X, W, dZ) -> (dW, db, dX)`` for a dense layer Z = X @ W + b, against
     :func:`gpulab.reference.dense_backward` (identity activation: dA = dZ), on random sizes
     (three different ones, so that a wrong transpose shows as a wrong shape). Diagnoses: the
     mistakes of :data:`DENSE_MISTAKES`, in order."""
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        batch, n_in, n_out = (int(n) for n in rng.choice(np.arange(3, 12), 3, replace=False))
-        X = rng.standard_normal((batch, n_in))
-        W = rng.standard_normal((n_in, n_out))
-        dZ = rng.standard_normal((batch, n_out))
-        result = call_learner(function, X, W, dZ, stub_hint=DENSE_BACKWARD_STUB_HINT)
-        want_dX, want_dW, want_db = reference.dense_backward(dZ, X, W, np.zeros_like(dZ),
-                                                             np.zeros(n_out), "identity")
-        want = {"dW": want_dW, "db": want_db, "dX": want_dX}
-        got, returned = None, f"a {type(result).__name__}"
-        if isinstance(result, (tuple, list)):
-            returned = f"{len(result)} value{'s' * (len(result) != 1)}"
-            if len(result) == 3:
-                got = {n: np.asarray(r, float) for n, r in zip(want, result, strict=True)}
-        sizes = f"batch {batch}, n_in {n_in}, n_out {n_out}; seed={seed}"
-        evidence = DenseGrads(got, want, batch, sizes, returned, dZ.sum(axis=1))
-        if got is None or evidence.first(lambda got, want: not _close(got, want)):
-            raise diagnose(DENSE.mistakes, evidence)
-        return f"dW, db and dX are right ({sizes})."
-
-    return DENSE.run(body, seed, show, learner=(function,))
+    rng = np.random.default_rng(seed)
+    batch, n_in, n_out = (int(n) for n in rng.choice(np.arange(3, 12), 3, replace=False))
+    X = rng.standard_normal((batch, n_in))
+    W = rng.standard_normal((n_in, n_out))
+    dZ = rng.standard_normal((batch, n_out))
+    result = call_learner(function, X, W, dZ, stub_hint=DENSE_BACKWARD_STUB_HINT)
+    want_dX, want_dW, want_db = reference.dense_backward(dZ, X, W, np.zeros_like(dZ),
+                                                         np.zeros(n_out), "identity")
+    want = {"dW": want_dW, "db": want_db, "dX": want_dX}
+    got, returned = None, f"a {type(result).__name__}"
+    if isinstance(result, (tuple, list)):
+        returned = f"{len(result)} value{'s' * (len(result) != 1)}"
+        if len(result) == 3:
+            got = {n: np.asarray(r, float) for n, r in zip(want, result, strict=True)}
+    sizes = f"batch {batch}, n_in {n_in}, n_out {n_out}; seed={seed}"
+    evidence = DenseGrads(got, want, batch, sizes, returned, dZ.sum(axis=1))
+    if got is None or evidence.first(lambda got, want: not _close(got, want)):
+        raise diagnose(DENSE.mistakes, evidence)
+    return f"dW, db and dX are right ({sizes})."
 
 
 # --- exercise 2: bias and activation backward ---------------------------------------------------
@@ -248,10 +239,6 @@ class Backward:
     Z: np.ndarray
     b: np.ndarray
     trial: Labelled
-
-    @property
-    def where(self) -> Labelled:
-        return self.trial
 
     @property
     def z(self) -> np.ndarray:
@@ -345,53 +332,42 @@ BACKWARD = CheckSpec(
 def _draw_case(check_name: str, seed: int, dtype, case: int) -> Labelled:
     """Problem number ``case`` of a check: the tier's block shape number ``seed + case`` (so the
     three cases of one seed use all three), rows != cols, not multiples of the block, and such
-    that a kernel with r and c swapped would miss part of the matrix."""
-    tier = _tier()
-    block = BLOCK_CHOICES_2D[tier][(seed + case) % len(BLOCK_CHOICES_2D[tier])]
-    rng = np.random.default_rng([seed, case])
-    while True:
-        rows = draw_size(rng, block[1], SIZE_RANGE_2D[tier], full_blocks=1)
-        cols = draw_size(rng, block[0], SIZE_RANGE_2D[tier], full_blocks=1)
-        grid_x, grid_y = -(-cols // block[0]) * block[0], -(-rows // block[1]) * block[1]
-        if rows != cols and (rows > grid_x or cols > grid_y):
-            return Labelled(check_name, seed, (rows, cols), block, np.dtype(dtype), rng)
+    that a kernel with r and c swapped would miss part of the matrix: a 2-D
+    :meth:`~gpulab.exercises.trial.Trial.draw`."""
+    return Labelled.draw(check_name, seed, dtype, dims=2, case=case)
 
 
-def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.float32,
-                                   show: bool = True) -> CheckResult:
+@BACKWARD.check
+def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.float32) -> str:
     """Check ``kernel(dA, Z, b, act, dZ)``: ``dZ = dA * f'(Z + b)`` with f chosen by ``act``
     (1 ReLU, 3 tanh, 0 identity: each is tried, each with its own block shape), one thread per
     element, x along the columns, guarded, on matrices with rows != cols. Diagnoses: the
     shared 2-D rules (guards, swapped indices, the last row or column, a hard-coded block,
     writes into an input), then :data:`BACKWARD_MISTAKES` in order."""
-
-    def body(seed: int) -> str:
-        source = BACKWARD.start(kernel)
-        shapes = []
-        for case, (code, name, words) in enumerate(ACTIVATIONS):
-            trial = _draw_case("check_bias_activation_backward", seed, dtype, case)
-            trial.case = f"act = {code} ({words})"
-            dA = trial.normal(trial.rows, trial.cols)
-            Z = trial.normal(trial.rows, trial.cols)
-            b = trial.normal(trial.cols, scale=0.7)
-            try:
-                out = run_2d(kernel, trial, source, {"dA": dA, "Z": Z, "b": b, "act": code},
-                             what="dZ")
-                failure = coverage_failure(np.isnan(out), trial, "dZ")
-                expected = reference.bias_activation_backward(dA, Z, b, name)
-                if failure is None and not np.allclose(out, expected, rtol=1e-5, atol=1e-6):
-                    failure = diagnose(BACKWARD.mistakes,
-                                       Backward(out, expected, name, dA, Z, b, trial))
-                if failure is not None:
-                    raise failure
-            except (CheckFailedError, KernelError) as error:
-                blame_hard_coded_block(source, trial, error)
-                raise
-            shapes.append(f"{words} on {trial.rows} x {trial.cols} in blocks of "
-                          f"{trial.block[0]} x {trial.block[1]}")
-        return f"all right: {'; '.join(shapes)} (seed={seed})."
-
-    return BACKWARD.run(body, seed, show, learner=(kernel,))
+    source = BACKWARD.start(kernel)
+    shapes = []
+    for case, (code, name, words) in enumerate(ACTIVATIONS):
+        trial = _draw_case("check_bias_activation_backward", seed, dtype, case)
+        trial.case = f"act = {code} ({words})"
+        dA = trial.normal(trial.rows, trial.cols)
+        Z = trial.normal(trial.rows, trial.cols)
+        b = trial.normal(trial.cols, scale=0.7)
+        try:
+            out = run_2d(kernel, trial, source, {"dA": dA, "Z": Z, "b": b, "act": code},
+                         what="dZ")
+            failure = coverage_failure(np.isnan(out), trial, "dZ")
+            expected = reference.bias_activation_backward(dA, Z, b, name)
+            if failure is None and not np.allclose(out, expected, rtol=1e-5, atol=1e-6):
+                failure = diagnose(BACKWARD.mistakes,
+                                   Backward(out, expected, name, dA, Z, b, trial))
+            if failure is not None:
+                raise failure
+        except (CheckFailedError, KernelError) as error:
+            blame_hard_coded_block(source, trial, error)
+            raise
+        shapes.append(f"{words} on {trial.rows} x {trial.cols} in blocks of "
+                      f"{trial.block[0]} x {trial.block[1]}")
+    return f"all right: {'; '.join(shapes)} (seed={seed})."
 
 
 # --- exercise 3: the bias gradient, a column reduction ------------------------------------------
@@ -454,10 +430,6 @@ class ColumnSums:
     source: KernelSource
     watched: WatchedArray | None
     writes: int = 0
-
-    @property
-    def where(self) -> Labelled:
-        return self.trial
 
     @property
     def rows(self) -> int:
@@ -596,8 +568,8 @@ BIAS_GRAD = CheckSpec(
     also="missing or `<=` guards (the line of the IndexError); a write into dZ")
 
 
-def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32,
-                    show: bool = True) -> CheckResult:
+@BIAS_GRAD.check
+def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
     """Check ``kernel(dZ, db)``: ``db[c] = sum over r of dZ[r, c]``, launched with one thread
     per column (``ceil(N / threads)`` blocks; the block size is drawn, the number of columns N
     is not a multiple of it, and the batch has fewer rows than there are columns). ``db`` starts
@@ -605,37 +577,33 @@ def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32,
     ``db[c]``. Diagnoses: :data:`BIAS_GRAD_MISTAKES` in order, from the outputs, the recorded
     writes (a race shows even when the simulator's sum is right), the source and a traced run
     that counts each thread's writes; a write into dZ; edges overrun."""
-
-    def body(seed: int) -> str:
-        source = BIAS_GRAD.start(kernel)
-        trial = Labelled.draw("check_bias_grad", seed, dtype, size_range=BIAS_GRAD_SIZES[_tier()])
-        cols, rows = trial.n, int(trial.rng.integers(5, 30))  # the batch: fewer rows than columns
-        trial.case = f"dZ of {rows} x {cols}"
-        dZ = trial.rng.standard_normal((rows, cols)).astype(dtype)
-        d_dZ_all, d_dZ = padded(dZ, trial.threads, PAD_VALUE)
-        before = d_dZ_all.copy_to_host()
-        watched = WatchedArray(np.full(cols, np.nan, dtype)) if _tier() == "sim" else None
-        if watched is None:
-            d_db_all, d_db = padded(np.full(cols, np.nan, dtype), trial.threads, np.nan)
-        offer_trace(kernel, 2, 8, "dZ", "db", note="with dZ a NumPy array of 5 x 13 and db of 13")
-        launch(kernel, trial, d_dZ, d_db if watched is None else watched,
-               index_hint=BIAS_GRAD_EDGE_HINT)
-        changed_input_failure("dZ", before, d_dZ_all.copy_to_host(), "db", trial)
-        db = (watched.copy_to_host() if watched is not None else
-              read_back(d_db_all, (cols,), trial, what="db", hint=BIAS_GRAD_EDGE_HINT))
-        evidence = ColumnSums(db.astype(np.float64), dZ, trial, source, watched)
+    source = BIAS_GRAD.start(kernel)
+    trial = Labelled.draw("check_bias_grad", seed, dtype, size_range=BIAS_GRAD_SIZES[_tier()])
+    cols, rows = trial.n, int(trial.rng.integers(5, 30))  # the batch: fewer rows than columns
+    trial.case = f"dZ of {rows} x {cols}"
+    dZ = trial.rng.standard_normal((rows, cols)).astype(dtype)
+    d_dZ_all, d_dZ = padded(dZ, trial.threads, PAD_VALUE)
+    before = d_dZ_all.copy_to_host()
+    watched = WatchedArray(np.full(cols, np.nan, dtype)) if _tier() == "sim" else None
+    if watched is None:
+        d_db_all, d_db = padded(np.full(cols, np.nan, dtype), trial.threads, np.nan)
+    offer_trace(kernel, 2, 8, "dZ", "db", note="with dZ a NumPy array of 5 x 13 and db of 13")
+    launch(kernel, trial, d_dZ, d_db if watched is None else watched,
+           index_hint=BIAS_GRAD_EDGE_HINT)
+    changed_input_failure("dZ", before, d_dZ_all.copy_to_host(), "db", trial)
+    db = (watched.copy_to_host() if watched is not None else
+          read_back(d_db_all, (cols,), trial, what="db", hint=BIAS_GRAD_EDGE_HINT))
+    evidence = ColumnSums(db.astype(np.float64), dZ, trial, source, watched)
+    failure = diagnose(BIAS_GRAD.mistakes, evidence)
+    if failure is None:  # the method: one write of db per thread, on a small traced launch
+        small = Labelled("check_bias_grad", seed, (13,), (8,), np.dtype(dtype), trial.rng)
+        traced = trace_trial(kernel, small, dZ[:5, :13].copy(), np.zeros(13, dtype))
+        evidence.writes = traced.max_per_thread("global_writes") if traced.error is None else 0
         failure = diagnose(BIAS_GRAD.mistakes, evidence)
-        if failure is None:  # the method: one write of db per thread, on a small traced launch
-            small = Labelled("check_bias_grad", seed, (13,), (8,), np.dtype(dtype), trial.rng)
-            traced = trace_trial(kernel, small, dZ[:5, :13].copy(), np.zeros(13, dtype))
-            evidence.writes = traced.max_per_thread("global_writes") if traced.error is None else 0
-            failure = diagnose(BIAS_GRAD.mistakes, evidence)
-        if failure is not None:
-            raise failure
-        return (f"all {cols} column sums right, one owner per column, one write each "
-                f"({trial}).")
-
-    return BIAS_GRAD.run(body, seed, show, learner=(kernel,))
+    if failure is not None:
+        raise failure
+    return (f"all {cols} column sums right, one owner per column, one write each "
+            f"({trial}).")
 
 
 # --- exercise 4: a tiled transpose through shared memory ----------------------------------------
@@ -726,10 +694,6 @@ class Transposed:
     tile: int
     reads: object = None
     writes: object = None
-
-    @property
-    def where(self) -> Labelled:
-        return self.trial
 
     @property
     def poisoned(self) -> np.ndarray:
@@ -840,8 +804,8 @@ TRANSPOSE = CheckSpec(
     also="a tile below 16; a barrier inside a branch (shared rule); a write into A")
 
 
-def check_transpose_tiled(kernel, tile: int = 16, seed: int | None = None, dtype=np.float32,
-                          show: bool = True) -> CheckResult:
+@TRANSPOSE.check(learners=("kernel",))
+def check_transpose_tiled(kernel, tile: int = 16, seed: int | None = None, dtype=np.float32) -> str:
     """Check ``kernel(A, out)``: ``out[c, r] = A[r, c]`` through a ``tile`` x ``tile`` tile in
     shared memory, launched as ``kernel[(ceil(cols / tile), ceil(rows / tile)), (tile, tile)]``
     on a random A (:func:`_transpose_shape`: a kernel with the block indices swapped always
@@ -855,53 +819,49 @@ def check_transpose_tiled(kernel, tile: int = 16, seed: int | None = None, dtype
     tile below 16, then :data:`TRANSPOSE_MISTAKES` in order; barriers in branches, writes into
     A and edges overrun by the shared rules."""
     tier = _tier()
-
-    def body(seed: int) -> str:
-        source = TRANSPOSE.start(kernel)
-        if tile not in (16, 32):
-            raise CheckFailedError(
-                f"TILE is {tile}: use 16 or 32. A warp is 32 threads, and with a tile narrower "
-                "than 16 each warp spans more rows of the tile than the check (or a GPU) can "
-                "coalesce.", "set TILE to 16 (or 32 on a GPU) and run the cells again.")
-        rng = np.random.default_rng(seed)
-        rows, cols = _transpose_shape(rng, tile)
-        trial = Labelled("check_transpose_tiled", seed, (rows, cols), (tile, tile),
-                         np.dtype(dtype), rng, case=f"TILE = {tile}", repeat_with=f"tile={tile}")
-        A = trial.normal(rows, cols)
-        offer_trace(kernel, (2, 2), (tile, tile), "A", "out",
-                    note=f"with A a NumPy array of {tile + 3} x {tile + 9} and out of "
-                         f"{tile + 9} x {tile + 3}")
-        if tier == "sim":
-            d_A = RecordingArray(A.copy())
-            d_out = WatchedArray(np.full((cols, rows), np.nan, dtype))
-        else:
-            d_A_all, d_A = padded(A, tile, PAD_VALUE)
-            d_out_all, d_out = padded(np.full((cols, rows), np.nan, dtype), tile, np.nan)
-        launch(kernel, trial, d_A, d_out, index_hint=TRANSPOSE_EDGE_HINT)
-        if tier == "sim":
-            changed_input_failure("A", A, d_A.copy_to_host(), "out", trial)
-            out = d_out.copy_to_host()
-        else:
-            changed_input_failure("A", padded(A, tile, PAD_VALUE)[0].copy_to_host(),
-                                  d_A_all.copy_to_host(), "out", trial)
-            out = read_back(d_out_all, (cols, rows), trial, hint=TRANSPOSE_EDGE_HINT)
-        evidence = Transposed(out, A, trial, source, tile)
-        if tier == "sim":
-            size = np.dtype(dtype).itemsize
-            evidence.reads = memory_model.summarise(d_A.reads, size, "traced in the simulator")
-            evidence.writes = memory_model.summarise(_writes_by_thread(d_out), size,
-                                                     "traced in the simulator")
-        failure = diagnose(TRANSPOSE.mistakes, evidence)
-        if failure is not None:
-            raise failure
-        if tier == "gpu":
-            return f"out = A^T for a {rows} x {cols} A, through shared memory ({trial})."
-        return (f"out = A^T for a {rows} x {cols} A, and coalesced: "
-                f"{evidence.reads.efficiency * 100:.3g} % of the bytes fetched for the reads of "
-                f"A and {evidence.writes.efficiency * 100:.3g} % for the writes of out are used "
-                f"(traced in the simulator; {trial.launched}, seed={seed}).")
-
-    return TRANSPOSE.run(body, seed, show, learner=(kernel,))
+    source = TRANSPOSE.start(kernel)
+    if tile not in (16, 32):
+        raise CheckFailedError(
+            f"TILE is {tile}: use 16 or 32. A warp is 32 threads, and with a tile narrower "
+            "than 16 each warp spans more rows of the tile than the check (or a GPU) can "
+            "coalesce.", "set TILE to 16 (or 32 on a GPU) and run the cells again.")
+    rng = np.random.default_rng(seed)
+    rows, cols = _transpose_shape(rng, tile)
+    trial = Labelled("check_transpose_tiled", seed, (rows, cols), (tile, tile),
+                     np.dtype(dtype), rng, case=f"TILE = {tile}", repeat_with=f"tile={tile}")
+    A = trial.normal(rows, cols)
+    offer_trace(kernel, (2, 2), (tile, tile), "A", "out",
+                note=f"with A a NumPy array of {tile + 3} x {tile + 9} and out of "
+                     f"{tile + 9} x {tile + 3}")
+    if tier == "sim":
+        d_A = RecordingArray(A.copy())
+        d_out = WatchedArray(np.full((cols, rows), np.nan, dtype))
+    else:
+        d_A_all, d_A = padded(A, tile, PAD_VALUE)
+        d_out_all, d_out = padded(np.full((cols, rows), np.nan, dtype), tile, np.nan)
+    launch(kernel, trial, d_A, d_out, index_hint=TRANSPOSE_EDGE_HINT)
+    if tier == "sim":
+        changed_input_failure("A", A, d_A.copy_to_host(), "out", trial)
+        out = d_out.copy_to_host()
+    else:
+        changed_input_failure("A", padded(A, tile, PAD_VALUE)[0].copy_to_host(),
+                              d_A_all.copy_to_host(), "out", trial)
+        out = read_back(d_out_all, (cols, rows), trial, hint=TRANSPOSE_EDGE_HINT)
+    evidence = Transposed(out, A, trial, source, tile)
+    if tier == "sim":
+        size = np.dtype(dtype).itemsize
+        evidence.reads = memory_model.summarise(d_A.reads, size, "traced in the simulator")
+        evidence.writes = memory_model.summarise(_writes_by_thread(d_out), size,
+                                                 "traced in the simulator")
+    failure = diagnose(TRANSPOSE.mistakes, evidence)
+    if failure is not None:
+        raise failure
+    if tier == "gpu":
+        return f"out = A^T for a {rows} x {cols} A, through shared memory ({trial})."
+    return (f"out = A^T for a {rows} x {cols} A, and coalesced: "
+            f"{evidence.reads.efficiency * 100:.3g} % of the bytes fetched for the reads of "
+            f"A and {evidence.writes.efficiency * 100:.3g} % for the writes of out are used "
+            f"(traced in the simulator; {trial.launched}, seed={seed}).")
 
 
 # --- exercise 5: numeric gradient -------------------------------------------------------------
@@ -995,30 +955,27 @@ NUMERIC = CheckSpec(
     also="a stub; an exception in the function (named)")
 
 
-def check_numeric_gradient(function, seed: int | None = None, show: bool = True) -> CheckResult:
+@NUMERIC.check
+def check_numeric_gradient(function, seed: int | None = None) -> str:
     """Check ``function(f, x, eps)``, which must return an array shaped like ``x`` holding
     (f(x + eps e_i) - f(x - eps e_i)) / (2 eps) for every entry i, and leave ``x`` as it found
     it. Tried on a quadratic-plus-cubic function of a random 2-D array. Diagnoses:
     :data:`NUMERIC_MISTAKES` in order."""
+    rng = np.random.default_rng(seed)
+    shape = (int(rng.integers(2, 5)), int(rng.integers(2, 6)))
+    x = rng.standard_normal(shape)
+    original = x.copy()
+    weights = rng.standard_normal(shape)
 
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        shape = (int(rng.integers(2, 5)), int(rng.integers(2, 6)))
-        x = rng.standard_normal(shape)
-        original = x.copy()
-        weights = rng.standard_normal(shape)
+    def f() -> float:
+        return float(np.sum(weights * x**2) + np.sum(x**3) / 3)
 
-        def f() -> float:
-            return float(np.sum(weights * x**2) + np.sum(x**3) / 3)
-
-        got = call_learner(function, f, x, 1e-5, stub_hint=NUMERIC_STUB_HINT)
-        evidence = NumericGrad(np.asarray(got, dtype=np.float64), original, weights, 1e-5,
-                               not np.array_equal(x, original))
-        if evidence.changed or not evidence.holds(evidence.exact):
-            raise diagnose(NUMERIC.mistakes, evidence)
-        return f"the numeric gradient matches the exact one for a {shape[0]} x {shape[1]} x."
-
-    return NUMERIC.run(body, seed, show, learner=(function,))
+    got = call_learner(function, f, x, 1e-5, stub_hint=NUMERIC_STUB_HINT)
+    evidence = NumericGrad(np.asarray(got, dtype=np.float64), original, weights, 1e-5,
+                           not np.array_equal(x, original))
+    if evidence.changed or not evidence.holds(evidence.exact):
+        raise diagnose(NUMERIC.mistakes, evidence)
+    return f"the numeric gradient matches the exact one for a {shape[0]} x {shape[1]} x."
 
 
 __all__ = ["BACKWARD", "BIAS_GRAD", "DENSE", "NUMERIC", "TRANSPOSE",

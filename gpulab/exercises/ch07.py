@@ -22,14 +22,13 @@ Sizes and values are random; a failure names the seed to repeat it.
 
 from __future__ import annotations
 
-import ast
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpulab import reference
-from gpulab.exercises.outputs import diagnose_matrix
+from gpulab.exercises.outputs import blame_hard_coded_block, diagnose_matrix
 from gpulab.exercises.results import (
     GUARD_HINT,
     CheckFailedError,
@@ -81,8 +80,8 @@ LOSS_GRADIENT = CheckSpec(
          "gpulab's own kernel")
 
 
-def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32,
-                        show: bool = True) -> CheckResult:
+@LOSS_GRADIENT.check
+def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32) -> str:
     """Check ``kernel(probs, labels, scale, dlogits)`` against
     :func:`gpulab.reference.softmax_cross_entropy_backward` with scale = 1 / batch, on two
     random batches of random probabilities (batch x classes, neither a multiple of the block,
@@ -92,18 +91,14 @@ def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32,
     swapped; a hard-coded block size; probs or labels changed; no normalisation (the summed
     loss's gradient); normalised twice; divided by the number of classes; the one-hot target
     missing, added, or subtracted everywhere; the sign reversed; simulator-only code."""
-
-    def body(seed: int) -> str:
-        start_kernel(kernel, 4, LOSS_GRADIENT_STUB_HINT)
-        trials = _loss_trials(seed, dtype)
-        for trial in trials:
-            _loss_gradient_trial(kernel, trial)
-        return ("every element of dlogits is right: "
-                + " and ".join(f"a batch of {t.rows} with {t.cols} classes on blocks of "
-                               f"{t.block[0]} x {t.block[1]}" for t in trials)
-                + f" (seed={seed}).")
-
-    return LOSS_GRADIENT.run(body, seed, show, learner=(kernel,))
+    start_kernel(kernel, 4, LOSS_GRADIENT_STUB_HINT)
+    trials = _loss_trials(seed, dtype)
+    for trial in trials:
+        _loss_gradient_trial(kernel, trial)
+    return ("every element of dlogits is right: "
+            + " and ".join(f"a batch of {t.rows} with {t.cols} classes on blocks of "
+                           f"{t.block[0]} x {t.block[1]}" for t in trials)
+            + f" (seed={seed}).")
 
 
 def _loss_gradient_trial(kernel, trial: Trial) -> None:
@@ -173,22 +168,9 @@ def _loss_gradient_trial(kernel, trial: Trial) -> None:
 
 
 def _blame_block(kernel, trial: Trial, error) -> None:
-    """If the kernel's source multiplies cuda.blockIdx by a number (a hard-coded block size),
-    make the failure's hint say so: this trial's blocks are another size."""
-    source = kernel_source(kernel, 4)
-    for node in source.walk():
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-            sides = (node.left, node.right)
-            if (any("blockIdx" in ast.dump(side) for side in sides)
-                    and any(isinstance(side, ast.Constant) for side in sides)):
-                hint = (f"`{source.line(node)}` hard-codes the block size, but these blocks "
-                        f"have {trial.block[0]} x {trial.block[1]} threads: use "
-                        "`cuda.grid(2)`, which works for any block.")
-                if isinstance(error, KernelError):
-                    error.index_hint = hint
-                else:
-                    error.hint = hint
-                return
+    """If the kernel hard-codes the block size, make the failure's hint say so: this trial's
+    blocks are another size."""
+    blame_hard_coded_block(kernel_source(kernel, 4), trial, error)
 
 
 # --- exercise 2: the Adam update ---------------------------------------------------------------
@@ -330,8 +312,9 @@ ADAM = CheckSpec(
          "of g²; a missing guard; the first block only; gpulab's own kernel")
 
 
+@ADAM.check
 def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = None,
-               dtype=np.float32, show: bool = True) -> CheckResult:
+               dtype=np.float32) -> str:
     """Check ``kernel(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
     weight_decay)``: three Adam steps in a row on the same param, m and v (starting at 0, as
     in training), with the corrections of steps 1, 2 and 3, random betas, a visible eps and a
@@ -343,77 +326,73 @@ def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = 
     (1 - beta) factors missing; += instead of -=; weight decay ignored or decoupled (AdamW);
     v averaging g instead of g * g (a square root of a negative); a missing guard; only the
     first block; simulator-only code."""
-
-    def body(seed: int) -> str:
-        start_kernel(kernel, 11, ADAM_STUB_HINT)
-        tpb = threads_per_block or default_threads_per_block()
-        trial = Trial.draw("check_adam", seed, dtype, block=tpb)
-        rng, t = trial.rng, trial.dtype.type
-        p0 = trial.uniform(-1, 1)
-        grads = [trial.uniform(-1, 1) for _ in range(ADAM_STEPS)]
-        lr, beta1, beta2 = t(rng.uniform(0.02, 0.1)), t(rng.uniform(0.7, 0.9)), \
-            t(rng.uniform(0.95, 0.995))
-        eps, weight_decay = t(10 ** rng.uniform(-3, -2)), t(rng.uniform(0.05, 0.2))
-        settings = (f"lr={float(lr):.3g}, beta1={float(beta1):.3g}, beta2={float(beta2):.3g}, "
-                    f"eps={float(eps):.2g}, weight_decay={float(weight_decay):.2g}")
-        # Padding: param, m and v start at 0 past the end and grad at 1, so an unguarded
-        # thread changes them there, which read_back reports.
-        d_p_all, d_p = padded(p0.copy(), tpb, 0)
-        d_m_all, d_m = padded(np.zeros(trial.n, trial.dtype), tpb, 0)
-        d_v_all, d_v = padded(np.zeros(trial.n, trial.dtype), tpb, 0)
-        for step, grad in enumerate(grads, start=1):
-            _, d_g = padded(grad, tpb, 1)
-            try:
-                launch(kernel, trial, d_p, d_g, d_m, d_v, lr, beta1, beta2, eps,
-                       t(1 - beta1**step), t(1 - beta2**step), weight_decay)
-            except KernelError as error:
-                if isinstance(error.cause, ValueError) and "math domain" in str(error.cause):
-                    raise CheckFailedError(
-                        f"your kernel took the square root of a negative number at step {step} "
-                        f"({trial}).",
-                        "v is the running average of g * g, never negative: v = beta2 * v + "
-                        "(1 - beta2) * g * g.") from None
-                raise
-        got = {what: read_back(buffer, (trial.n,), trial, fill=0, what=what, hint=GUARD_HINT)
-               for what, buffer in (("param", d_p_all), ("m", d_m_all), ("v", d_v_all))}
-        floats = [float(x) for x in (lr, beta1, beta2, eps, weight_decay)]
-        zeros = np.zeros(trial.n)
-        want_p, want_m, want_v = _adam_steps(p0, grads, zeros, zeros, *floats)  # as reference
-
-        def close(a, b) -> bool:
-            return bool(np.allclose(a, b, **ADAM_TOLERANCE))
-
-        where = f"{trial}; {settings}"
-        if np.isnan(got["param"]).any():
-            raise CheckFailedError(
-                f"param holds NaN after {ADAM_STEPS} steps ({where}).",
-                "NaN comes from a square root of a negative number (v must average g * g) or "
-                "from 0 / 0 (eps must be added to the square root).")
-        if close(got["param"], want_p):
-            for what, want in (("m", want_m), ("v", want_v)):
-                if not close(got[what], want):
-                    raise CheckFailedError(
-                        f"param is right after {ADAM_STEPS} steps, but {what} is not ({where}).",
-                        f"store the new running average in {what}[i], uncorrected.")
-            return (f"param, m and v are right after {ADAM_STEPS} steps ({trial.launched}, "
-                    f"n={trial.n}, seed={trial.seed}).")
-        moved = _moved_problem(p0, got["param"], trial)
-        if moved is not None:
-            raise moved
-        for mistake, (description, hint) in ADAM_MISTAKES.items():
-            if close(got["param"], _adam_steps(p0, grads, zeros, zeros, *floats, mistake)[0]):
+    start_kernel(kernel, 11, ADAM_STUB_HINT)
+    tpb = threads_per_block or default_threads_per_block()
+    trial = Trial.draw("check_adam", seed, dtype, block=tpb)
+    rng, t = trial.rng, trial.dtype.type
+    p0 = trial.uniform(-1, 1)
+    grads = [trial.uniform(-1, 1) for _ in range(ADAM_STEPS)]
+    lr, beta1, beta2 = t(rng.uniform(0.02, 0.1)), t(rng.uniform(0.7, 0.9)), \
+        t(rng.uniform(0.95, 0.995))
+    eps, weight_decay = t(10 ** rng.uniform(-3, -2)), t(rng.uniform(0.05, 0.2))
+    settings = (f"lr={float(lr):.3g}, beta1={float(beta1):.3g}, beta2={float(beta2):.3g}, "
+                f"eps={float(eps):.2g}, weight_decay={float(weight_decay):.2g}")
+    # Padding: param, m and v start at 0 past the end and grad at 1, so an unguarded
+    # thread changes them there, which read_back reports.
+    d_p_all, d_p = padded(p0.copy(), tpb, 0)
+    d_m_all, d_m = padded(np.zeros(trial.n, trial.dtype), tpb, 0)
+    d_v_all, d_v = padded(np.zeros(trial.n, trial.dtype), tpb, 0)
+    for step, grad in enumerate(grads, start=1):
+        _, d_g = padded(grad, tpb, 1)
+        try:
+            launch(kernel, trial, d_p, d_g, d_m, d_v, lr, beta1, beta2, eps,
+                   t(1 - beta1**step), t(1 - beta2**step), weight_decay)
+        except KernelError as error:
+            if isinstance(error.cause, ValueError) and "math domain" in str(error.cause):
                 raise CheckFailedError(
-                    f"param after {ADAM_STEPS} steps is what {description} gives ({where}).",
-                    hint)
-        bad = ~np.isclose(got["param"], want_p, **ADAM_TOLERANCE)
-        first = int(np.flatnonzero(bad)[0])
-        first_step = _first_wrong_step(kernel, trial, p0, grads, floats)
-        raise CheckFailedError(
-            f"{int(bad.sum())} of {trial.n} elements of param are wrong after {ADAM_STEPS} "
-            f"steps; the first is param[{first}]: expected {want_p[first]:.6g}, got "
-            f"{got['param'][first]:.6g}{first_step} ({where}).", ADAM_STUB_HINT)
+                    f"your kernel took the square root of a negative number at step {step} "
+                    f"({trial}).",
+                    "v is the running average of g * g, never negative: v = beta2 * v + "
+                    "(1 - beta2) * g * g.") from None
+            raise
+    got = {what: read_back(buffer, (trial.n,), trial, fill=0, what=what, hint=GUARD_HINT)
+           for what, buffer in (("param", d_p_all), ("m", d_m_all), ("v", d_v_all))}
+    floats = [float(x) for x in (lr, beta1, beta2, eps, weight_decay)]
+    zeros = np.zeros(trial.n)
+    want_p, want_m, want_v = _adam_steps(p0, grads, zeros, zeros, *floats)  # as reference
 
-    return ADAM.run(body, seed, show, learner=(kernel,))
+    def close(a, b) -> bool:
+        return bool(np.allclose(a, b, **ADAM_TOLERANCE))
+
+    where = f"{trial}; {settings}"
+    if np.isnan(got["param"]).any():
+        raise CheckFailedError(
+            f"param holds NaN after {ADAM_STEPS} steps ({where}).",
+            "NaN comes from a square root of a negative number (v must average g * g) or "
+            "from 0 / 0 (eps must be added to the square root).")
+    if close(got["param"], want_p):
+        for what, want in (("m", want_m), ("v", want_v)):
+            if not close(got[what], want):
+                raise CheckFailedError(
+                    f"param is right after {ADAM_STEPS} steps, but {what} is not ({where}).",
+                    f"store the new running average in {what}[i], uncorrected.")
+        return (f"param, m and v are right after {ADAM_STEPS} steps ({trial.launched}, "
+                f"n={trial.n}, seed={trial.seed}).")
+    moved = _moved_problem(p0, got["param"], trial)
+    if moved is not None:
+        raise moved
+    for mistake, (description, hint) in ADAM_MISTAKES.items():
+        if close(got["param"], _adam_steps(p0, grads, zeros, zeros, *floats, mistake)[0]):
+            raise CheckFailedError(
+                f"param after {ADAM_STEPS} steps is what {description} gives ({where}).",
+                hint)
+    bad = ~np.isclose(got["param"], want_p, **ADAM_TOLERANCE)
+    first = int(np.flatnonzero(bad)[0])
+    first_step = _first_wrong_step(kernel, trial, p0, grads, floats)
+    raise CheckFailedError(
+        f"{int(bad.sum())} of {trial.n} elements of param are wrong after {ADAM_STEPS} "
+        f"steps; the first is param[{first}]: expected {want_p[first]:.6g}, got "
+        f"{got['param'][first]:.6g}{first_step} ({where}).", ADAM_STUB_HINT)
 
 
 def _first_wrong_step(kernel, trial: Trial, p0, grads, floats) -> str:
@@ -519,7 +498,8 @@ MINIBATCHES = CheckSpec(
          "mask, indices out of range)")
 
 
-def check_minibatches(function, seed: int | None = None, show: bool = True) -> CheckResult:
+@MINIBATCHES.check
+def check_minibatches(function, seed: int | None = None) -> str:
     """Check ``function(n_samples, batch_size, rng)``: batches of ``batch_size`` whole-number
     indices (the last one may be smaller), every sample exactly once, shuffled by ``rng``
     across the whole epoch (two different generators give different orders; the same seed,
@@ -529,63 +509,59 @@ def check_minibatches(function, seed: int | None = None, show: bool = True) -> C
     floats, a mask, indices out of range); the last, partial batch dropped; a sample missing
     or repeated; batches of the wrong size; no shuffling; shuffling only inside each batch or
     only the order of the batches; shuffling that ignores ``rng``."""
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        batch_size = int(rng.integers(5, 40))
-        n = batch_size * int(rng.integers(3, 9)) + int(rng.integers(1, batch_size))
-        where = f"(n_samples={n}, batch_size={batch_size}, seed={seed})"
-        batches = _as_batches(call_learner(function, n, batch_size, np.random.default_rng(seed),
-                                           stub_hint=MINIBATCH_STUB_HINT), n, where)
-        everything = np.concatenate(batches) if batches else np.zeros(0, np.int64)
-        full, rest = divmod(n, batch_size)
-        if len(everything) == full * batch_size and rest:
-            raise CheckFailedError(f"{rest} samples are never used: the last, partial batch is "
-                                   f"missing {where}.",
-                                   "keep the remainder as a smaller last batch: every sample "
-                                   "must be seen once per epoch.")
-        counts = np.bincount(everything, minlength=n)
-        if len(everything) != n or np.any(counts != 1):
-            missing, repeated = int(np.sum(counts == 0)), int(np.sum(counts > 1))
-            hint = ("a sample that repeats was drawn with replacement (rng.integers, "
-                    "rng.choice): a shuffle of all the indices, a permutation, holds each "
-                    "exactly once."
-                    if repeated else MINIBATCH_STUB_HINT)
-            raise CheckFailedError(f"the batches hold {len(everything)} indices for {n} samples:"
-                                   f" {missing} samples missing, {repeated} repeated {where}.",
-                                   hint)
-        sizes = [len(b) for b in batches]
-        expected_sizes = [batch_size] * full + ([rest] if rest else [])
-        if sizes != expected_sizes:
-            if sorted(sizes) == sorted(expected_sizes) and _unmixed(batches):
-                raise _unmixed_failure(batches, batch_size, where)
-            shown = f"{sizes[:6]}{'...' if len(sizes) > 6 else ''}"
-            raise CheckFailedError(f"the batch sizes are {shown}: expected {full} batches of "
-                                   f"{batch_size} then one of {rest} {where}.",
-                                   "cut the shuffled order into consecutive slices of "
-                                   "batch_size: only the last one may be shorter.")
-        if np.array_equal(everything, np.arange(n)):
-            raise CheckFailedError(f"the samples come in their stored order {where}.",
-                                   "shuffle the indices with the generator you are given: "
-                                   "digits stored class by class would give batches of one "
-                                   "class each.")
-        if _unmixed(batches):
+    rng = np.random.default_rng(seed)
+    batch_size = int(rng.integers(5, 40))
+    n = batch_size * int(rng.integers(3, 9)) + int(rng.integers(1, batch_size))
+    where = f"(n_samples={n}, batch_size={batch_size}, seed={seed})"
+    batches = _as_batches(call_learner(function, n, batch_size, np.random.default_rng(seed),
+                                       stub_hint=MINIBATCH_STUB_HINT), n, where)
+    everything = np.concatenate(batches) if batches else np.zeros(0, np.int64)
+    full, rest = divmod(n, batch_size)
+    if len(everything) == full * batch_size and rest:
+        raise CheckFailedError(f"{rest} samples are never used: the last, partial batch is "
+                               f"missing {where}.",
+                               "keep the remainder as a smaller last batch: every sample "
+                               "must be seen once per epoch.")
+    counts = np.bincount(everything, minlength=n)
+    if len(everything) != n or np.any(counts != 1):
+        missing, repeated = int(np.sum(counts == 0)), int(np.sum(counts > 1))
+        hint = ("a sample that repeats was drawn with replacement (rng.integers, "
+                "rng.choice): a shuffle of all the indices, a permutation, holds each "
+                "exactly once."
+                if repeated else MINIBATCH_STUB_HINT)
+        raise CheckFailedError(f"the batches hold {len(everything)} indices for {n} samples:"
+                               f" {missing} samples missing, {repeated} repeated {where}.",
+                               hint)
+    sizes = [len(b) for b in batches]
+    expected_sizes = [batch_size] * full + ([rest] if rest else [])
+    if sizes != expected_sizes:
+        if sorted(sizes) == sorted(expected_sizes) and _unmixed(batches):
             raise _unmixed_failure(batches, batch_size, where)
-        again = _as_batches(call_learner(function, n, batch_size, np.random.default_rng(seed)),
-                            n, where)
-        other = _as_batches(call_learner(function, n, batch_size,
-                                         np.random.default_rng(seed + 1)), n, where)
-        if not np.array_equal(np.concatenate(again), everything):
-            raise CheckFailedError(f"the same seed gave a different order {where}.",
-                                   "shuffle with the rng you are given, not np.random: a "
-                                   "seed must repeat a run exactly.")
-        if np.array_equal(np.concatenate(other), everything):
-            raise CheckFailedError(f"two different generators gave the same order {where}.",
-                                   "use the rng argument to shuffle.")
-        return (f"{len(batches)} batches, every sample once, mixed across the epoch by rng "
-                f"{where}.")
-
-    return MINIBATCHES.run(body, seed, show, learner=(function,))
+        shown = f"{sizes[:6]}{'...' if len(sizes) > 6 else ''}"
+        raise CheckFailedError(f"the batch sizes are {shown}: expected {full} batches of "
+                               f"{batch_size} then one of {rest} {where}.",
+                               "cut the shuffled order into consecutive slices of "
+                               "batch_size: only the last one may be shorter.")
+    if np.array_equal(everything, np.arange(n)):
+        raise CheckFailedError(f"the samples come in their stored order {where}.",
+                               "shuffle the indices with the generator you are given: "
+                               "digits stored class by class would give batches of one "
+                               "class each.")
+    if _unmixed(batches):
+        raise _unmixed_failure(batches, batch_size, where)
+    again = _as_batches(call_learner(function, n, batch_size, np.random.default_rng(seed)),
+                        n, where)
+    other = _as_batches(call_learner(function, n, batch_size,
+                                     np.random.default_rng(seed + 1)), n, where)
+    if not np.array_equal(np.concatenate(again), everything):
+        raise CheckFailedError(f"the same seed gave a different order {where}.",
+                               "shuffle with the rng you are given, not np.random: a "
+                               "seed must repeat a run exactly.")
+    if np.array_equal(np.concatenate(other), everything):
+        raise CheckFailedError(f"two different generators gave the same order {where}.",
+                               "use the rng argument to shuffle.")
+    return (f"{len(batches)} batches, every sample once, mixed across the epoch by rng "
+            f"{where}.")
 
 
 # --- your kernels train the network --------------------------------------------------------------

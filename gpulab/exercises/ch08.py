@@ -32,22 +32,15 @@ from __future__ import annotations
 
 import ast
 import math
-import numbers
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpulab import device, hardware, reference
+from gpulab.exercises.evidence import is_number
 from gpulab.exercises.mistakes import Mistake, reject
-from gpulab.exercises.results import (
-    CheckFailedError,
-    CheckResult,
-    KernelError,
-    explain_exception,
-    offer_trace,
-)
+from gpulab.exercises.results import CheckFailedError, KernelError, explain_exception, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import KernelSource, hard_coded_block
 from gpulab.exercises.spec import CheckSpec, hard_coded_size
@@ -85,7 +78,7 @@ def a_number(got, what: str, where: str) -> float:
     or float, not a bool, an array, a string or None); otherwise a plain-words failure."""
     if isinstance(got, np.ndarray) and got.size == 1:
         got = got.item()
-    if isinstance(got, bool) or not isinstance(got, numbers.Real):
+    if not is_number(got):
         kind = "None (did you forget `return`?)" if got is None else \
             f"a {type(got).__name__} ({str(got)[:40]})"
         raise CheckFailedError(f"{what} must be a number; your function returned {kind} "
@@ -125,11 +118,6 @@ def within(got: float, want: float, factor: float = TOLERANCE) -> bool:
 def near(got: float, value: float | None) -> bool:
     """Is ``got`` this value, as a learner's own arithmetic (rounded up, or not) gives it?"""
     return value is not None and (within(got, value, NEAR) or abs(got - value) <= 1)
-
-
-def cost_launches(widths) -> int:
-    """Kernel launches of one training step (Adam), as the model counts them."""
-    return len(cost.step_kernels(widths, 1))
 
 
 @dataclass(frozen=True)
@@ -178,10 +166,6 @@ class Parts:
     def work(self) -> float:
         """Per sample, the kernels' work: compute and memory overlap, the larger counts."""
         return max(self.compute, self.memory)
-
-    @property
-    def largest(self) -> str:
-        return max(("compute", "memory", "transfer"), key=lambda part: getattr(self, part))
 
     def napkin_crossover(self) -> float:
         return self.launch / max(self.compute, self.memory, self.transfer)
@@ -383,7 +367,8 @@ def _shows_crossover(answer: WrongAnswer, parts: Parts) -> bool:
     return value is not None and not within(value, parts.napkin_crossover(), SHOWS)
 
 
-def check_launch_bound(function, seed: int | None = None, show: bool = True) -> CheckResult:
+@LAUNCH_BOUND.check
+def check_launch_bound(function, seed: int | None = None) -> str:
     """Check ``function(widths, gpu)`` (``gpu`` a key of :data:`gpulab.hardware.GPUS`, e.g.
     ``gpulab.hardware.COURSE_GPU``) on random MLPs and GPUs: the answer must be a number
     within a factor :data:`TOLERANCE` of :func:`model_crossover` (or of the per-sample napkin).
@@ -394,26 +379,22 @@ def check_launch_bound(function, seed: int | None = None, show: bool = True) -> 
     peak; compute, memory or the copy alone; a time or samples per second instead of a batch;
     not a number (None, an array, a string). Each is drawn a case where it is clearly
     wrong."""
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        cases = _drawn_cases(rng, CASES - 1, CROSSOVER_ANSWERS, _shows_crossover,
-                             lambda p: within(p.napkin_crossover(),
-                                              model_crossover(list(p.widths), p.gpu), AGREES))
-        got = []
-        for parts in cases:
-            call = f"first_batch_not_launch_bound({list(parts.widths)}, {parts.gpu!r})"
-            got.append(a_number(call_learner(function, list(parts.widths), parts.gpu,
-                                             stub_hint=LAUNCH_BOUND_STUB_HINT, call=call),
-                                "the batch size", f"({parts}; seed={seed})"))
-        evidence = Crossovers(seed, cases, got,
-                              [model_crossover(list(p.widths), p.gpu) for p in cases])
-        if evidence.wrong >= 0:
-            LAUNCH_BOUND.reject(evidence)
-        return (f"all {len(cases)} predictions within a factor {TOLERANCE} of the model "
-                f"(seed={seed}).")
-
-    return LAUNCH_BOUND.run(body, seed, show, learner=(function,))
+    rng = np.random.default_rng(seed)
+    cases = _drawn_cases(rng, CASES - 1, CROSSOVER_ANSWERS, _shows_crossover,
+                         lambda p: within(p.napkin_crossover(),
+                                          model_crossover(list(p.widths), p.gpu), AGREES))
+    got = []
+    for parts in cases:
+        call = f"first_batch_not_launch_bound({list(parts.widths)}, {parts.gpu!r})"
+        got.append(a_number(call_learner(function, list(parts.widths), parts.gpu,
+                                         stub_hint=LAUNCH_BOUND_STUB_HINT, call=call),
+                            "the batch size", f"({parts}; seed={seed})"))
+    evidence = Crossovers(seed, cases, got,
+                          [model_crossover(list(p.widths), p.gpu) for p in cases])
+    if evidence.wrong >= 0:
+        LAUNCH_BOUND.reject(evidence)
+    return (f"all {len(cases)} predictions within a factor {TOLERANCE} of the model "
+            f"(seed={seed}).")
 
 
 # --- exercise 2: samples per second ---------------------------------------------------------------
@@ -558,7 +539,8 @@ def _napkin_agrees(parts: Parts) -> bool:
         list(parts.widths), b, parts.gpu).samples_per_s, AGREES) for b in parts.batches())
 
 
-def check_throughput(function, seed: int | None = None, show: bool = True) -> CheckResult:
+@THROUGHPUT.check
+def check_throughput(function, seed: int | None = None) -> str:
     """Check ``function(widths, batch, gpu)``: samples per second within a factor
     :data:`TOLERANCE` of ``cost.estimate_step(widths, batch, gpu).samples_per_s`` for random
     MLPs and GPUs, at batches from 1 to a million.
@@ -569,30 +551,26 @@ def check_throughput(function, seed: int | None = None, show: bool = True) -> Ch
     bf16 peak; one launch per step; the step's time instead of samples per second; samples
     per millisecond or per microsecond; not a number. Each is drawn a case where it is
     clearly wrong."""
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        cases = _drawn_cases(rng, 3, THROUGHPUT_ANSWERS, _shows_throughput, _napkin_agrees)
-        got, want = [], []
-        for parts in cases:
-            widths = list(parts.widths)
-            got.append({})
-            for batch in parts.batches():
-                call = f"samples_per_second({widths}, {batch}, {parts.gpu!r})"
-                got[-1][batch] = a_number(
-                    call_learner(function, list(widths), batch, parts.gpu,
-                                 stub_hint=THROUGHPUT_STUB_HINT, call=call),
-                    "samples per second", f"({parts}, batch {plain(batch)}; seed={seed})")
-            want.append({b: cost.estimate_step(widths, b, parts.gpu).samples_per_s
-                         for b in got[-1]})
-        evidence = Throughputs(seed, cases, got, want)
-        if evidence.first[0] >= 0:
-            THROUGHPUT.reject(evidence)
-        checked = sum(len(g) for g in got)
-        return (f"all {checked} predictions within a factor {TOLERANCE} of the model, "
-                f"batches 1 to {plain(1 << 20)} (seed={seed}).")
-
-    return THROUGHPUT.run(body, seed, show, learner=(function,))
+    rng = np.random.default_rng(seed)
+    cases = _drawn_cases(rng, 3, THROUGHPUT_ANSWERS, _shows_throughput, _napkin_agrees)
+    got, want = [], []
+    for parts in cases:
+        widths = list(parts.widths)
+        got.append({})
+        for batch in parts.batches():
+            call = f"samples_per_second({widths}, {batch}, {parts.gpu!r})"
+            got[-1][batch] = a_number(
+                call_learner(function, list(widths), batch, parts.gpu,
+                             stub_hint=THROUGHPUT_STUB_HINT, call=call),
+                "samples per second", f"({parts}, batch {plain(batch)}; seed={seed})")
+        want.append({b: cost.estimate_step(widths, b, parts.gpu).samples_per_s
+                     for b in got[-1]})
+    evidence = Throughputs(seed, cases, got, want)
+    if evidence.first[0] >= 0:
+        THROUGHPUT.reject(evidence)
+    checked = sum(len(g) for g in got)
+    return (f"all {checked} predictions within a factor {TOLERANCE} of the model, "
+            f"batches 1 to {plain(1 << 20)} (seed={seed}).")
 
 
 # --- exercise 3: one launch for any batch ------------------------------------------------------
@@ -652,7 +630,6 @@ UNWRITTEN = -7  # correct's starting value (and its padding's): no thread wrote 
 EVALUATE_TRACE_BLOCKS, EVALUATE_TRACE_THREADS = 2, 32
 EVALUATE_TRACE_BATCH, EVALUATE_TRACE_CLASSES = (150, 230), 4
 
-_EVALUATE_PASSED: weakref.WeakSet = weakref.WeakSet()  # kernels whose check passed
 
 
 @dataclass
@@ -1161,8 +1138,9 @@ def _check_evaluate_method(kernel, seed: int, source: KernelSource) -> None:
                                                   batch, seed, order))
 
 
-def check_evaluate_batch(kernel, seed: int | None = None, threads_per_block: int | None = None,
-                         show: bool = True) -> CheckResult:
+@EVALUATE.check
+def check_evaluate_batch(kernel, seed: int | None = None,
+                         threads_per_block: int | None = None) -> str:
     """Check ``kernel(logits, labels, losses, correct)``: for every sample s (a row of
     ``logits``), ``losses[s]`` its cross-entropy loss and ``correct[s]`` 1 if its largest logit
     is its label's, else 0, with **one fixed grid** for any batch (a grid-stride loop over the
@@ -1182,44 +1160,32 @@ def check_evaluate_batch(kernel, seed: int | None = None, threads_per_block: int
     the wrong class; correct as the class or inverted; simulator-only code; a kernel that
     never finishes; gpulab's own kernel."""
     tier = "gpu" if device.tier() == "gpu" else "sim"
+    source = EVALUATE.start(kernel)
+    _check_evaluate_method(kernel, seed, source)
+    first = Trial.draw("check_evaluate_batch", seed, np.float32, block=threads_per_block,
+                       shape=(1,))
+    classes = int(first.rng.integers(*EVALUATE_CLASSES))
+    batches: list[int] = []
 
-    def body(seed: int) -> str:
-        source = EVALUATE.start(kernel)
-        _check_evaluate_method(kernel, seed, source)
-        first = Trial.draw("check_evaluate_batch", seed, np.float32, block=threads_per_block,
-                           shape=(1,))
-        classes = int(first.rng.integers(*EVALUATE_CLASSES))
-        batches: list[int] = []
+    def run(trial: Trial) -> Trial:
+        threads = trial.threads_per_block
+        grid = EVALUATE_BLOCKS[tier] * threads
+        rng = np.random.default_rng([seed, threads])
+        for batch in _batches(rng, threads, grid):
+            each = BatchTrial(trial.check_name, seed, (batch,), trial.block, trial.dtype,
+                              rng, EVALUATE_BLOCKS[tier])
+            reject(EVALUATE_MISTAKES, _launch_evaluate(kernel, each, source, classes))
+            batches.append(batch)
+        return trial
 
-        def run(trial: Trial) -> Trial:
-            threads = trial.threads_per_block
-            grid = EVALUATE_BLOCKS[tier] * threads
-            rng = np.random.default_rng([seed, threads])
-            for batch in _batches(rng, threads, grid):
-                each = BatchTrial(trial.check_name, seed, (batch,), trial.block, trial.dtype,
-                                  rng, EVALUATE_BLOCKS[tier])
-                reject(EVALUATE_MISTAKES, _launch_evaluate(kernel, each, source, classes))
-                batches.append(batch)
-            return trial
-
-        run(first)
-        if not threads_per_block:
-            _under_another_block(run, first, source)
-        _EVALUATE_PASSED.add(python_function(kernel))
-        sizes = ", ".join(map(str, batches))
-        return (f"every sample's loss and correct right for batches of {sizes} samples "
-                f"({classes} classes), all on one fixed grid of {EVALUATE_BLOCKS[tier]} blocks, "
-                "under two block sizes; traced: each thread steps by the grid's size "
-                f"(seed={seed}).")
-
-    return EVALUATE.run(body, seed, show, learner=(kernel,))
-
-
-def evaluate_passed(kernel) -> bool:
-    """Has ``kernel`` passed :func:`check_evaluate_batch` in this session (this very kernel: a
-    cell run again makes a new one)?"""
-    function = python_function(kernel) if kernel is not None else None
-    return function is not None and function in _EVALUATE_PASSED
+    run(first)
+    if not threads_per_block:
+        _under_another_block(run, first, source)
+    sizes = ", ".join(map(str, batches))
+    return (f"every sample's loss and correct right for batches of {sizes} samples "
+            f"({classes} classes), all on one fixed grid of {EVALUATE_BLOCKS[tier]} blocks, "
+            "under two block sizes; traced: each thread steps by the grid's size "
+            f"(seed={seed}).")
 
 
 def try_evaluate_batch(kernel) -> None:
@@ -1250,17 +1216,17 @@ def kernel_to_use(kernel) -> tuple[object, str]:
     line printed that says why."""
     from gpulab.kernels import evaluate
 
-    if kernel is not None and evaluate_passed(kernel):
+    if EVALUATE.passed(kernel):
         return kernel, f"your {python_function(kernel).__name__}"
-    print("your evaluate_batch has not passed check_evaluate_batch in this session (or its cell "
-          "was run again since), so gpulab's evaluate_batch runs instead.")
+    print(EVALUATE.unpassed_note(kernel, "gpulab's evaluate_batch runs") or
+          "no kernel given: gpulab's evaluate_batch runs instead.")
     return evaluate.evaluate_batch, "gpulab's evaluate_batch"
 
 
 __all__ = [
     "EVALUATE", "EVALUATE_METHOD_MISTAKES", "EVALUATE_MISTAKES", "BatchTrial", "Evaluated",
-    "check_evaluate_batch", "evaluate_passed", "kernel_to_use", "try_evaluate_batch",
+    "check_evaluate_batch", "kernel_to_use", "try_evaluate_batch",
     "CASES", "LAUNCH_BOUND", "LAUNCH_BOUND_MISTAKES", "THROUGHPUT", "THROUGHPUT_MISTAKES",
-    "TOLERANCE", "a_number", "check_launch_bound", "check_throughput", "cost_launches",
+    "TOLERANCE", "a_number", "check_launch_bound", "check_throughput",
     "model_crossover", "plain",
 ]

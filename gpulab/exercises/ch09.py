@@ -30,27 +30,20 @@ it.
 
 from __future__ import annotations
 
-import numbers
-import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpulab import device
+from gpulab.exercises.evidence import TracedWrites, is_number, is_whole
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import (
     GLOBAL_INDEX_HINT,
-    GUARD_HINT,
-    READ_THE_ERROR_HINT,
-    CheckFailedError,
-    CheckResult,
-    KernelError,
-    explain_exception,
     offer_trace,
 )
-from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
+from gpulab.exercises.running import call_learner, launch, padded, read_back
 from gpulab.exercises.source_rules import KernelSource, plain_writes_to
-from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.spec import CheckSpec, traced, try_launch, under_two_blocks
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import python_function, thread_label
 from gpulab.nn import memory
@@ -95,20 +88,12 @@ class Bytes:
         return self.values * self.itemsize
 
     @property
-    def number(self) -> bool:
-        return not isinstance(self.got, bool) and isinstance(self.got, numbers.Real)
-
-    @property
-    def whole(self) -> bool:
-        return self.number and np.isfinite(float(self.got)) and float(self.got) == int(self.got)
-
-    @property
     def summary(self) -> str:
         return f"expected {self.expected:,} bytes, got {int(self.got):,}"
 
     def is_(self, values: int, itemsize: int | None = None) -> bool:
         """Did the learner return ``values`` (for the batch) times ``itemsize`` bytes?"""
-        return self.whole and int(self.got) == values * (self.itemsize if itemsize is None
+        return is_whole(self.got) and int(self.got) == values * (self.itemsize if itemsize is None
                                                          else itemsize)
 
     def without(self, per_sample: int) -> bool:
@@ -129,10 +114,10 @@ def _one_layer(e: Bytes) -> bool:
 
 
 ACTIVATION_MISTAKES = (
-    Mistake("not a number", lambda e: not e.number,
+    Mistake("not a number", lambda e: not is_number(e.got),
             lambda e: f"you returned {e.got!r}: a number of bytes was expected",
             "return the number of bytes from the function, a whole number."),
-    Mistake("not a whole number (`/` somewhere)", lambda e: not e.whole,
+    Mistake("not a whole number (`/` somewhere)", lambda e: not is_whole(e.got),
             lambda e: f"you returned {e.got!r}: bytes come in whole numbers",
             "every count here is a whole number of values times a whole number of bytes: "
             "keep to whole numbers throughout (integer arithmetic, no true division)."),
@@ -196,8 +181,8 @@ ACTIVATION_BYTES = CheckSpec(
     also="an exception (named)")
 
 
-def check_activation_bytes(function, seed: int | None = None, show: bool = True
-                           ) -> CheckResult:
+@ACTIVATION_BYTES.check
+def check_activation_bytes(function, seed: int | None = None) -> str:
     """Check ``function(widths, batch_size, itemsize)`` on random networks of 1 to 4 hidden
     layers, random batch sizes and itemsizes 4, 2 and 8.
 
@@ -206,22 +191,18 @@ def check_activation_bytes(function, seed: int | None = None, show: bool = True
     instead of bytes; the input, the hidden outputs, the matmul outputs Z, the logits, the
     probabilities or the losses left out; the logits counted twice; one layer counted instead
     of every layer."""
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        cases = [(_random_widths(rng, hidden), int(rng.integers(2, 5000)), itemsize)
-                 for hidden, itemsize in ((2, 4), (1, 2), (3, 8), (4, 4), (2, 2))]
-        for widths, batch, itemsize in cases:
-            got = call_learner(function, list(widths), batch, itemsize,
-                               stub_hint=ACTIVATION_STUB_HINT,
-                               call=f"activation_bytes({widths}, {batch}, {itemsize})")
-            answer = Bytes(list(widths), batch, itemsize, got, seed)
-            if answer.whole and int(got) == answer.expected:
-                continue
-            ACTIVATION_BYTES.reject(answer)
-        return f"all {len(cases)} networks right (seed={seed})."
-
-    return ACTIVATION_BYTES.run(body, seed, show, learner=(function,))
+    rng = np.random.default_rng(seed)
+    cases = [(_random_widths(rng, hidden), int(rng.integers(2, 5000)), itemsize)
+             for hidden, itemsize in ((2, 4), (1, 2), (3, 8), (4, 4), (2, 2))]
+    for widths, batch, itemsize in cases:
+        got = call_learner(function, list(widths), batch, itemsize,
+                           stub_hint=ACTIVATION_STUB_HINT,
+                           call=f"activation_bytes({widths}, {batch}, {itemsize})")
+        answer = Bytes(list(widths), batch, itemsize, got, seed)
+        if is_whole(got) and int(got) == answer.expected:
+            continue
+        ACTIVATION_BYTES.reject(answer)
+    return f"all {len(cases)} networks right (seed={seed})."
 
 
 # --- exercise 2: gradient accumulation ---------------------------------------------------------
@@ -477,8 +458,8 @@ ACCUMULATED_GRADIENTS = CheckSpec(
 ACCUMULATION_CASES = ((3, (5, 8)), (5, (2, 2)), (2, (4, 7)))
 
 
-def check_accumulated_gradients(function, seed: int | None = None, show: bool = True
-                                ) -> CheckResult:
+@ACCUMULATED_GRADIENTS.check
+def check_accumulated_gradients(function, seed: int | None = None) -> str:
     """Check ``function(model, X, y, micro_batches)`` against the whole batch's gradients, on
     random float64 networks and batches whose size is not a multiple of ``micro_batches``, and
     whose micro-batch count and size differ by at least 2 (so that one used as the other
@@ -490,35 +471,31 @@ def check_accumulated_gradients(function, seed: int | None = None, show: bool = 
     large; the same samples every time; samples left out; the micro-batches' gradients summed
     without their weights; averaged with equal weights although the parts differ in size;
     divided by each part's size; only the last (or the first) micro-batch kept."""
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        cases = []
-        for k, (low, high) in ACCUMULATION_CASES:
-            widths = [int(rng.integers(4, 20)), int(rng.integers(3, 16)),
-                      int(rng.integers(2, 7))]
-            n = k * int(rng.integers(low, high + 1)) + int(rng.integers(1, k))  # not k * m
-            cases.append((widths, n, k))
-        for widths, n, k in cases:
-            X = rng.normal(0.0, 1.0, (n, widths[0]))
-            y = rng.integers(0, widths[-1], n)
-            reference = MLP(widths, dtype=np.float64, seed=seed)
-            model = reference.copy()
-            recorder = _Recorder(model)
-            model.loss, model.backward = recorder.loss, recorder.backward
-            before = model.state()
-            got = call_learner(function, model, X.copy(), y.copy(), k,
-                               stub_hint=ACCUMULATION_STUB_HINT,
-                               call=f"accumulated_gradients(model, X, y, {k})")
-            after = model.state()
-            changed = any(not np.array_equal(before[p], after[p]) for p in before)
-            want = _gradients(reference.copy(), X, y)
-            ACCUMULATED_GRADIENTS.reject(Accumulation(widths, X, y, k, seed, reference,
-                                                      recorder, got, want, changed))
-        return (f"all {len(cases)} batches give the whole batch's gradients, one micro-batch "
-                f"at a time (seed={seed}).")
-
-    return ACCUMULATED_GRADIENTS.run(body, seed, show, learner=(function,))
+    rng = np.random.default_rng(seed)
+    cases = []
+    for k, (low, high) in ACCUMULATION_CASES:
+        widths = [int(rng.integers(4, 20)), int(rng.integers(3, 16)),
+                  int(rng.integers(2, 7))]
+        n = k * int(rng.integers(low, high + 1)) + int(rng.integers(1, k))  # not k * m
+        cases.append((widths, n, k))
+    for widths, n, k in cases:
+        X = rng.normal(0.0, 1.0, (n, widths[0]))
+        y = rng.integers(0, widths[-1], n)
+        reference = MLP(widths, dtype=np.float64, seed=seed)
+        model = reference.copy()
+        recorder = _Recorder(model)
+        model.loss, model.backward = recorder.loss, recorder.backward
+        before = model.state()
+        got = call_learner(function, model, X.copy(), y.copy(), k,
+                           stub_hint=ACCUMULATION_STUB_HINT,
+                           call=f"accumulated_gradients(model, X, y, {k})")
+        after = model.state()
+        changed = any(not np.array_equal(before[p], after[p]) for p in before)
+        want = _gradients(reference.copy(), X, y)
+        ACCUMULATED_GRADIENTS.reject(Accumulation(widths, X, y, k, seed, reference,
+                                                  recorder, got, want, changed))
+    return (f"all {len(cases)} batches give the whole batch's gradients, one micro-batch "
+            f"at a time (seed={seed}).")
 
 
 # --- exercise 3: the accumulation kernel -------------------------------------------------------
@@ -545,8 +522,6 @@ SUM_SIZE_RANGE = {"sim": (150, 450), "gpu": (2_000, 20_000)}
 # The small launch the method is traced on (every access is recorded).
 SUM_TRACE_THREADS, SUM_TRACE_SIZES = 32, (65, 95)
 PAD_VALUE = 100.0  # past the end of grad_micro: seen only by a kernel without a guard
-
-_PASSED: weakref.WeakSet = weakref.WeakSet()  # the kernels whose check passed in this process
 
 
 def _micro_batches(rng: np.random.Generator) -> tuple[int, list[int]]:
@@ -586,10 +561,6 @@ class Sums:
             if not (np.abs(got - state) <= 1e-5 * scale).all():
                 return False
         return True
-
-    @property
-    def where(self) -> str:
-        return str(self.trial)
 
     @property
     def g(self) -> np.ndarray:
@@ -726,21 +697,11 @@ SUM_MISTAKES = (
 
 
 @dataclass
-class SumTrace:
+class SumTrace(TracedWrites):
     """The kernel traced on a small launch: which threads wrote each element of grad_sum, and
     the most elements any one thread read."""
 
-    trial: Trial
-    writers: dict
     reads: dict
-
-    @property
-    def where(self) -> str:
-        return f"traced on {self.trial.launched}, n={self.trial.n}, seed={self.trial.seed}"
-
-    @property
-    def shared(self) -> dict:
-        return {index: who for index, who in self.writers.items() if len(who) > 1}
 
     @property
     def busiest(self) -> tuple:
@@ -751,9 +712,8 @@ SUM_METHOD_MISTAKES = (
     Mistake("elements written by several threads (a loop stepping by less than the grid)",
             lambda e: bool(e.shared),
             lambda e: (f"grad_sum is right, but {len(e.shared)} of {e.trial.n} elements were "
-                       f"written by more than one thread, e.g. grad_sum"
-                       f"[{min(e.shared)[0]}] by {thread_label(e.shared[min(e.shared)][0])} and "
-                       f"{thread_label(e.shared[min(e.shared)][1])}"), ONCE_HINT,
+                       f"written by more than one thread, e.g. {e.example('grad_sum')}"),
+            ONCE_HINT,
             recognised_from="trace"),
     Mistake("one thread doing the work of many (a loop over the array in one thread)",
             lambda e: e.busiest[1] > 4,
@@ -800,8 +760,8 @@ def _run_sums(kernel, trial: Trial, source: KernelSource) -> Trial:
     return trial
 
 
-def check_accumulate(kernel, seed: int | None = None, threads_per_block: int | None = None,
-                     show: bool = True) -> CheckResult:
+@ACCUMULATE.check
+def check_accumulate(kernel, seed: int | None = None, threads_per_block: int | None = None) -> str:
     """Check ``kernel(grad_sum, grad_micro, weight)``, which must add ``weight *
     grad_micro[i]`` into ``grad_sum[i]`` in place, one thread per element, guarded. It is
     launched 3 or 4 times in a row on the same device buffer (from zeros), once per
@@ -817,45 +777,29 @@ def check_accumulate(kernel, seed: int | None = None, threads_per_block: int | N
     partial block or the last element skipped; one position off; a missing guard; a
     hard-coded block or problem size; elements written by several threads; one thread doing
     the whole array; simulator-only code; gpulab's own kernel."""
-
-    def body(seed: int) -> str:
-        source = ACCUMULATE.start(kernel)
-        trial = Trial.draw("check_accumulate", seed, np.float32, block=threads_per_block,
-                           size_range=SUM_SIZE_RANGE[device.tier()])
-        trial = (_run_sums(kernel, trial, source) if threads_per_block else
-                 under_two_blocks(lambda t: _run_sums(kernel, t, source), trial, source))
-        _check_sum_method(kernel, seed)
-        _PASSED.add(python_function(kernel))
-        return (f"grad_sum right after every launch ({trial.n} elements, {trial.launched}, "
-                f"seed={trial.seed}), in place, each element written by one thread.")
-
-    return ACCUMULATE.run(body, seed, show, learner=(kernel,))
+    source = ACCUMULATE.start(kernel)
+    trial = Trial.draw("check_accumulate", seed, np.float32, block=threads_per_block,
+                       size_range=SUM_SIZE_RANGE[device.tier()])
+    trial = (_run_sums(kernel, trial, source) if threads_per_block else
+             under_two_blocks(lambda t: _run_sums(kernel, t, source), trial, source))
+    _check_sum_method(kernel, seed)
+    return (f"grad_sum right after every launch ({trial.n} elements, {trial.launched}, "
+            f"seed={trial.seed}), in place, each element written by one thread.")
 
 
 def _check_sum_method(kernel, seed: int) -> None:
-    traced = Trial.draw("check_accumulate", seed, np.float32, block=SUM_TRACE_THREADS,
-                        size_range=SUM_TRACE_SIZES)
-    grad_sum, grad_micro = traced.normal(), traced.normal()
+    small = Trial.draw("check_accumulate", seed, np.float32, block=SUM_TRACE_THREADS,
+                       size_range=SUM_TRACE_SIZES)
+    grad_sum, grad_micro = small.normal(), small.normal()
     offer_trace(kernel, 2, 8, "grad_sum", "grad_micro", "weight",
                 note="with grad_sum and grad_micro of 13 elements and weight = np.float32(0.25)")
-    trace = trace_trial(kernel, traced, grad_sum, grad_micro, np.float32(0.25))
-    if trace.error:
-        raise CheckFailedError(f"your kernel stopped when traced (traced on {traced.launched}, "
-                               f"n={traced.n}, seed={seed}): {trace.error}.",
-                               READ_THE_ERROR_HINT)
+    trace = traced(kernel, small, grad_sum, grad_micro, np.float32(0.25))
     name = trace.global_arrays[0] if trace.global_arrays else "grad_sum"
     writers = trace.touched(name, "write")
     for index, who in trace.touched(name, "atomic").items():  # an atomic add is a write too
         writers.setdefault(index, []).extend(t for t in who if t not in writers[index])
     reads = {t: row["global_reads"] for t, row in trace.per_thread().items()}
-    reject(SUM_METHOD_MISTAKES, SumTrace(traced, writers, reads))
-
-
-def passed(kernel) -> bool:
-    """Has ``kernel`` passed :func:`check_accumulate` in this session (this very kernel: a
-    cell run again makes a new one)?"""
-    function = python_function(kernel) if kernel is not None else None
-    return function is not None and function in _PASSED
+    reject(SUM_METHOD_MISTAKES, SumTrace(small, writers, reads))
 
 
 def try_accumulate(kernel) -> None:
@@ -870,21 +814,8 @@ def try_accumulate(kernel) -> None:
     d_sum = cuda.to_device(np.zeros(10, np.float32))
     want = np.zeros(10, np.float32)
     for call, (grad, weight) in enumerate(zip(grads, weights, strict=True), start=1):
-        try:
-            launch(kernel, trial, d_sum, cuda.to_device(grad), weight)
-        except NotImplementedError:
-            print("not written yet")
-            return
-        except KernelError as error:
-            if isinstance(error.cause, NotImplementedError):
-                print("not written yet")
-                return
-            _, message, hint = explain_exception(error, trial, GUARD_HINT)
-            print(f"launch {call} stopped: {message}\nhint: {hint}\n(the check below says "
-                  "more; the full error: raise it again with your kernel launched by hand)")
-            return
-        except CheckFailedError as failure:
-            print(f"launch {call}: {failure.message}\nhint: {failure.hint}")
+        if not try_launch(kernel, trial, d_sum, cuda.to_device(grad), weight,
+                          label=f"launch {call}"):
             return
         want = (want + weight * grad).astype(np.float32)
         print(f"after launch {call} (weight {float(weight):.3f}): yours "
@@ -942,11 +873,8 @@ def accumulate_on_device(kernel=None, widths=(64, 16, 10), batch_size: int = 128
     GPU (already there)."""
     from gpulab.kernels import accumulate as kernels
 
-    note = ""
-    if kernel is not None and not passed(kernel):
-        note = ("your kernel has not passed check_accumulate in this session (or its cell was "
-                "run again since), so gpulab's accumulate ran instead.")
-        kernel = None
+    note = ACCUMULATE.unpassed_note(kernel, "gpulab's accumulate ran")
+    kernel = None if note else kernel
     whose = "gpulab's accumulate" if kernel is None else (
         f"your {getattr(python_function(kernel), '__name__', 'kernel')}")
     widths = [int(w) for w in widths]
@@ -974,5 +902,5 @@ __all__ = [
     "ACCUMULATE", "ACCUMULATED_GRADIENTS", "ACCUMULATION_MISTAKES", "ACTIVATION_BYTES",
     "ACTIVATION_MISTAKES", "SUM_METHOD_MISTAKES", "SUM_MISTAKES", "DeviceAccumulation",
     "accumulate_on_device", "check_accumulate", "check_accumulated_gradients",
-    "check_activation_bytes", "passed", "try_accumulate",
+    "check_activation_bytes", "try_accumulate",
 ]

@@ -35,17 +35,16 @@ from __future__ import annotations
 
 import ast
 import math
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpulab import device, formats
 from gpulab.exercises.mistakes import Mistake, reject
-from gpulab.exercises.results import READ_THE_ERROR_HINT, CheckFailedError, CheckResult, offer_trace
-from gpulab.exercises.running import call_learner, launch, padded, trace_trial
+from gpulab.exercises.results import CheckFailedError, offer_trace
+from gpulab.exercises.running import call_learner, launch, padded
 from gpulab.exercises.source_rules import KernelSource, count_calls, plain_writes_to
-from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.spec import CheckSpec, traced, under_two_blocks
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import WatchedArray, poison_value, python_function, thread_label
 from gpulab.nn.mixed_precision import LossScaler, scale_from_history
@@ -197,7 +196,8 @@ LOSS_SCALE = CheckSpec(
          "float count, a non-bool `take_step`, not three values")
 
 
-def check_loss_scale_update(update, seed: int | None = None, show: bool = True) -> CheckResult:
+@LOSS_SCALE.check
+def check_loss_scale_update(update, seed: int | None = None) -> str:
     """Check ``update(scale, clean_steps, found_inf, growth_interval) -> (scale, clean_steps,
     take_step)`` step by step along a sequence of clean and overflowing steps (random growth
     interval 3-8, random starting scale 2^10-2^20), fed at every step the state the reference
@@ -209,31 +209,27 @@ def check_loss_scale_update(update, seed: int | None = None, show: bool = True) 
     without resetting the count; skipping or halving on a clean step; growing every step (or
     before growth_interval clean steps); growing one step late; not resetting the count after a
     growth; not counting."""
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        interval = int(rng.integers(3, 9))
-        scale, clean = 2.0 ** int(rng.integers(10, 21)), 0
-        steps = _scaler_steps(rng, interval)
-        grown = backed_off = 0
-        for number, found_inf in enumerate(steps, start=1):
-            where = (f"step {number} (scale {scale:g}, clean_steps {clean}, found_inf "
-                     f"{found_inf}, growth_interval {interval}; seed={seed})")
-            result = call_learner(update, scale, clean, found_inf, interval,
-                                  stub_hint=SCALER_STUB_HINT,
-                                  call=f"update_loss_scale({scale:g}, {clean}, {found_inf}, "
-                                       f"{interval})")
-            got = _check_scaler_result(result, where)
-            want = _reference_step(scale, clean, found_inf, interval)
-            if got != want:
-                raise _diagnose_scaler((scale, clean, found_inf), got, want, interval, where)
-            grown += want[0] > scale
-            backed_off += want[0] < scale
-            scale, clean = want[0], want[1]
-        return (f"{len(steps)} steps right, growth_interval {interval}: {grown} growths, "
-                f"{backed_off} back-offs with the step skipped (seed={seed}).")
-
-    return LOSS_SCALE.run(body, seed, show, learner=(update,))
+    rng = np.random.default_rng(seed)
+    interval = int(rng.integers(3, 9))
+    scale, clean = 2.0 ** int(rng.integers(10, 21)), 0
+    steps = _scaler_steps(rng, interval)
+    grown = backed_off = 0
+    for number, found_inf in enumerate(steps, start=1):
+        where = (f"step {number} (scale {scale:g}, clean_steps {clean}, found_inf "
+                 f"{found_inf}, growth_interval {interval}; seed={seed})")
+        result = call_learner(update, scale, clean, found_inf, interval,
+                              stub_hint=SCALER_STUB_HINT,
+                              call=f"update_loss_scale({scale:g}, {clean}, {found_inf}, "
+                                   f"{interval})")
+        got = _check_scaler_result(result, where)
+        want = _reference_step(scale, clean, found_inf, interval)
+        if got != want:
+            raise _diagnose_scaler((scale, clean, found_inf), got, want, interval, where)
+        grown += want[0] > scale
+        backed_off += want[0] < scale
+        scale, clean = want[0], want[1]
+    return (f"{len(steps)} steps right, growth_interval {interval}: {grown} growths, "
+            f"{backed_off} back-offs with the step skipped (seed={seed}).")
 
 
 # --- exercise 2: a per-tensor FP8 scale from an amax history --------------------------------
@@ -382,32 +378,28 @@ DELAYED_SCALE = CheckSpec(
          "first or drops the newest; a list for an array; only the scale returned")
 
 
-def check_delayed_scale(delayed_scale, seed: int | None = None,
-                        show: bool = True) -> CheckResult:
+@DELAYED_SCALE.check
+def check_delayed_scale(delayed_scale, seed: int | None = None) -> str:
     """Check ``delayed_scale(amax_history, x, fp8_max, margin) -> (new_history, scale)`` on
     four random cases (see :func:`_delayed_trials`): the history must come back the same
     length, oldest first, with max|x| appended and the first entry dropped; the scale must be
     fp8_max / max(new history) / 2**margin (relative error 1e-9). The inputs are copies."""
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        trials = _delayed_trials(rng)
-        for number, (history, x, fp8_max, margin, what) in enumerate(trials, start=1):
-            where = (f"case {number} ({what}; history of {history.size}, fp8_max {fp8_max:g}, "
-                     f"margin {margin}; seed={seed})")
-            result = call_learner(delayed_scale, history.copy(), x.copy(), fp8_max, margin,
-                                  stub_hint=DELAYED_STUB_HINT,
-                                  call=f"delayed_scale(...) in {where}")
-            if not (isinstance(result, tuple) and len(result) == 2):
-                raise CheckFailedError(f"{where}: your function returned {result!r:.80}, not a "
-                                       "pair (new_history, scale).",
-                                       "return a pair: the new history first, then the scale.")
-            new_history = _check_history(result[0], history, x, where)
-            _check_scale(result[1], history, x, fp8_max, margin, where, new_history)
-        return (f"{len(trials)} cases right: old spikes kept the scale down, negative amaxes "
-                f"counted, margins 0-3, E4M3 and E5M2 (seed={seed}).")
-
-    return DELAYED_SCALE.run(body, seed, show, learner=(delayed_scale,))
+    rng = np.random.default_rng(seed)
+    trials = _delayed_trials(rng)
+    for number, (history, x, fp8_max, margin, what) in enumerate(trials, start=1):
+        where = (f"case {number} ({what}; history of {history.size}, fp8_max {fp8_max:g}, "
+                 f"margin {margin}; seed={seed})")
+        result = call_learner(delayed_scale, history.copy(), x.copy(), fp8_max, margin,
+                              stub_hint=DELAYED_STUB_HINT,
+                              call=f"delayed_scale(...) in {where}")
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise CheckFailedError(f"{where}: your function returned {result!r:.80}, not a "
+                                   "pair (new_history, scale).",
+                                   "return a pair: the new history first, then the scale.")
+        new_history = _check_history(result[0], history, x, where)
+        _check_scale(result[1], history, x, fp8_max, margin, where, new_history)
+    return (f"{len(trials)} cases right: old spikes kept the scale down, negative amaxes "
+            f"counted, margins 0-3, E4M3 and E5M2 (seed={seed}).")
 
 
 # --- exercise 3: amax and the inf/NaN count in one pass, as a kernel ---------------------------
@@ -469,7 +461,6 @@ AMAX_SIZES = {"sim": (400, 800), "gpu": (20_000, 60_000)}
 AMAX_TRACE_GRID, AMAX_TRACE_THREADS, AMAX_TRACE_SIZES = 2, 32, (150, 250)
 AMAX_PAD = 5.0e5  # after x's end, larger than any value of x: seen only by a kernel reading past it
 AMAX_POISON = float(poison_value(np.float32))  # what shared memory holds before it is written
-_AMAX_PASSED: weakref.WeakSet = weakref.WeakSet()  # the kernels whose check passed here
 
 
 @dataclass
@@ -938,10 +929,7 @@ def _check_amax_method(kernel, seed: int) -> str:
     offer_trace(kernel, 2, 8, "x", "out",
                 note="with x = np.float32 values, 40 of them, a few NaN and inf, and out = "
                      "np.zeros(2, np.float32)")
-    trace = trace_trial(kernel, trial, x, np.zeros(2, dtype=np.float32))
-    if trace.error:
-        raise CheckFailedError(f"your kernel stopped when traced ({trial}): {trace.error}.",
-                               READ_THE_ERROR_HINT)
+    trace = traced(kernel, trial, x, np.zeros(2, dtype=np.float32), where=str(trial))
     names = trace.global_arrays
     x_name = names[0] if names else "x"
     out_name = names[1] if len(names) > 1 else "out"
@@ -973,8 +961,9 @@ def _check_amax_method(kernel, seed: int) -> str:
             f"{trial.threads_per_block})")
 
 
-def check_amax_nonfinite(kernel, seed: int | None = None, threads_per_block: int | None = None,
-                         show: bool = True) -> CheckResult:
+@AMAX.check
+def check_amax_nonfinite(kernel, seed: int | None = None,
+                         threads_per_block: int | None = None) -> str:
     """Check ``kernel(x, out)``, the fused reduction mixed precision needs: ``out[0]`` = the
     largest magnitude of x with NaN values left out (an inf kept), ``out[1]`` += the number of
     inf and NaN values; out starts at [0, 0]. Launched on a fixed grid smaller than x (3 blocks
@@ -992,38 +981,26 @@ def check_amax_nonfinite(kernel, seed: int | None = None, threads_per_block: int
     tree's work; plus the stub, simulator-only code, a barrier in a branch, a time limit, a
     hard-coded block size and gpulab's own kernel."""
     tier = "gpu" if device.tier() == "gpu" else "sim"
-
-    def body(seed: int) -> str:
-        if threads_per_block is not None and (
-                threads_per_block < 2 or threads_per_block & (threads_per_block - 1)):
-            raise CheckFailedError(
-                f"threads_per_block={threads_per_block} is not a power of two, but the tree "
-                "halves the block at every round.", "leave threads_per_block out (the check "
-                                                    "draws one), or pass 32, 64 or 128.")
-        source = AMAX.start(kernel)
-        choices = AMAX_BLOCKS[tier]
-        block = threads_per_block or choices[int(np.random.default_rng(seed).integers(2))]
-        trial = GridTrial.draw("check_amax_nonfinite", seed, np.float32, block=block,
-                               size_range=AMAX_SIZES[tier])
-        trial.grid = AMAX_GRID[tier]
-        if threads_per_block:
-            _run_amax(kernel, trial, source)
-        else:
-            under_two_blocks(lambda t: _run_amax(kernel, t, source), trial, source)
-        method = _check_amax_method(kernel, seed)
-        _AMAX_PASSED.add(python_function(kernel))
-        return (f"amax and inf/NaN count right in all four cases ({trial}, and under "
-                f"{'the given block size' if threads_per_block else 'a second block size'}); "
-                f"by the method: {method}.")
-
-    return AMAX.run(body, seed, show, learner=(kernel,))
-
-
-def amax_passed(kernel) -> bool:
-    """Has ``kernel`` passed :func:`check_amax_nonfinite` in this session (this very kernel: a
-    cell run again makes a new one)?"""
-    function = python_function(kernel) if kernel is not None else None
-    return function is not None and function in _AMAX_PASSED
+    if threads_per_block is not None and (
+            threads_per_block < 2 or threads_per_block & (threads_per_block - 1)):
+        raise CheckFailedError(
+            f"threads_per_block={threads_per_block} is not a power of two, but the tree "
+            "halves the block at every round.", "leave threads_per_block out (the check "
+                                                "draws one), or pass 32, 64 or 128.")
+    source = AMAX.start(kernel)
+    choices = AMAX_BLOCKS[tier]
+    block = threads_per_block or choices[int(np.random.default_rng(seed).integers(2))]
+    trial = GridTrial.draw("check_amax_nonfinite", seed, np.float32, block=block,
+                           size_range=AMAX_SIZES[tier])
+    trial.grid = AMAX_GRID[tier]
+    if threads_per_block:
+        _run_amax(kernel, trial, source)
+    else:
+        under_two_blocks(lambda t: _run_amax(kernel, t, source), trial, source)
+    method = _check_amax_method(kernel, seed)
+    return (f"amax and inf/NaN count right in all four cases ({trial}, and under "
+            f"{'the given block size' if threads_per_block else 'a second block size'}); "
+            f"by the method: {method}.")
 
 
 # --- the chapter's recipes on your kernel --------------------------------------------------------
@@ -1083,11 +1060,8 @@ def recipes_on_kernel(kernel=None, data=None, fp16_steps: int = 8, fp8_steps: in
     from gpulab.nn.data import load_digits
     from gpulab.nn.mixed_precision import train_mixed
 
-    note = ""
-    if kernel is not None and not amax_passed(kernel):
-        note = ("your kernel has not passed check_amax_nonfinite in this session (or its cell "
-                "was run again since), so gpulab's amax_nonfinite ran instead.")
-        kernel = None
+    note = AMAX.unpassed_note(kernel, "gpulab's amax_nonfinite ran")
+    kernel = None if note else kernel
     whose = "gpulab's amax_nonfinite" if kernel is None else (
         f"your {getattr(python_function(kernel), '__name__', 'kernel')}")
     data = data or load_digits(seed=0)
@@ -1111,6 +1085,6 @@ def recipes_on_kernel(kernel=None, data=None, fp16_steps: int = 8, fp8_steps: in
 
 
 __all__ = ["AMAX", "AMAX_METHOD_MISTAKES", "AMAX_MISTAKES", "DELAYED_SCALE", "LOSS_SCALE",
-           "KernelRecipes", "amax_passed",
+           "KernelRecipes",
            "check_amax_nonfinite", "check_delayed_scale", "check_loss_scale_update",
            "recipes_on_kernel"]

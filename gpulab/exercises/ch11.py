@@ -36,26 +36,23 @@ passes, the chapter runs the same function on real MPI ranks
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpulab.exercises.evidence import is_number
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.outputs import elementwise_tolerance
 from gpulab.exercises.results import (
     READ_THE_ERROR_HINT,
     STUB_MESSAGE,
     CheckFailedError,
-    CheckResult,
     KernelError,
     NotAttemptedError,
-    explain_exception,
 )
 from gpulab.exercises.running import call_learner, launch, padded, read_back
-from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.spec import CheckSpec, try_launch, under_two_blocks
 from gpulab.exercises.trial import Trial
-from gpulab.instruments import python_function
 from gpulab.parallel import collectives, links, simulated
 
 # --- exercise 1: a ring all-reduce -------------------------------------------------------------
@@ -485,7 +482,8 @@ def _stub(outcome) -> bool:
     return any(isinstance(e, NotImplementedError) for e in outcome.errors)
 
 
-def check_ring_allreduce(function, seed: int | None = None, show: bool = True) -> CheckResult:
+@RING.check
+def check_ring_allreduce(function, seed: int | None = None) -> str:
     """Check ``function(comm, x)`` on rings of 3, 4, 2 and 5 ranks (threads), random float64
     vectors of random lengths that are not multiples of N.
 
@@ -497,25 +495,21 @@ def check_ring_allreduce(function, seed: int | None = None, show: bool = True) -
     mean; only the reduce-scatter; the remainder elements left out; wrong chunk indices; the
     whole vector sent instead of chunks; one message per element. A right ring written with
     ``Sendrecv``, ``Send``/``Recv`` by parity or ``Isend``/``Irecv`` and ``Wait`` passes."""
-
-    def body(seed: int) -> str:
-        if function is None or function is Ellipsis or not callable(function):
-            call_learner(function, stub_hint=RING_STUB_HINT)
-        rng = np.random.default_rng(seed)
-        described = []
-        for size, n in _ring_trials(rng):
-            xs = [rng.standard_normal(n) for _ in range(size)]
-            originals = [x.copy() for x in xs]
-            outcome = _run_ring(function, size, xs)
-            if _stub(outcome):
-                raise NotAttemptedError(STUB_MESSAGE.format(what="function"), RING_STUB_HINT)
-            RING.reject(RingRun(size, n, seed, originals, xs, outcome))
-            described.append(f"{size} ranks × {n} elements")
-        return (f"the mean on every rank, {', '.join(described)}; every message to the "
-                f"neighbour, each rank sent 2(N - 1) chunks, 2(N - 1)/N of the vector "
-                f"(seed={seed}).")
-
-    return RING.run(body, seed, show, learner=(function,))
+    if function is None or function is Ellipsis or not callable(function):
+        call_learner(function, stub_hint=RING_STUB_HINT)
+    rng = np.random.default_rng(seed)
+    described = []
+    for size, n in _ring_trials(rng):
+        xs = [rng.standard_normal(n) for _ in range(size)]
+        originals = [x.copy() for x in xs]
+        outcome = _run_ring(function, size, xs)
+        if _stub(outcome):
+            raise NotAttemptedError(STUB_MESSAGE.format(what="function"), RING_STUB_HINT)
+        RING.reject(RingRun(size, n, seed, originals, xs, outcome))
+        described.append(f"{size} ranks × {n} elements")
+    return (f"the mean on every rank, {', '.join(described)}; every message to the "
+            f"neighbour, each rank sent 2(N - 1) chunks, 2(N - 1)/N of the vector "
+            f"(seed={seed}).")
 
 
 def try_ring(function, ranks: int = 3, n: int = 7, seed: int = 0) -> None:
@@ -559,7 +553,6 @@ ADD_INDEX_HINT = (
     "0; its element of incoming has that index, and its element of data is `offset` further on."
 )
 PAD_VALUE = 1000.0  # in the padding after data and incoming (seen only by a kernel without a guard)
-_PASSED: weakref.WeakSet = weakref.WeakSet()  # the kernels whose check passed in this process
 
 
 @dataclass
@@ -738,8 +731,8 @@ def _launch_add(kernel, trial: Trial, before, incoming, offset, length) -> np.nd
                      hint=ADD_GUARD_HINT)
 
 
-def check_add_chunk(kernel, seed: int | None = None, threads_per_block: int | None = None,
-                    show: bool = True) -> CheckResult:
+@ADD_CHUNK.check
+def check_add_chunk(kernel, seed: int | None = None, threads_per_block: int | None = None) -> str:
     """Check ``kernel(data, incoming, offset, length)``, the ring's reduce step: it must set
     ``data[offset + i] += incoming[i]`` for every ``i < length`` and leave the rest of data
     alone. Launched with ceil(length / threads_per_block) blocks on float64 arrays; length is
@@ -750,29 +743,18 @@ def check_add_chunk(kernel, seed: int | None = None, threads_per_block: int | No
     subtracted; added twice; the offset ignored; the guard by the position in data; only the
     first block; elements outside the chunk changed; other wrong values; plus a missing guard,
     simulator-only code, a kernel that never finishes, a hard-coded block size."""
+    source = ADD_CHUNK.start(kernel)
 
-    def body(seed: int) -> str:
-        source = ADD_CHUNK.start(kernel)
+    def run(trial: Trial) -> Trial:
+        before, incoming, offset, length = _chunk_problem(trial)
+        got = _launch_add(kernel, trial, before, incoming, offset, length)
+        reject(ADD_CHUNK_MISTAKES, ChunkAdd(trial, before, incoming, offset, length, got))
+        return trial
 
-        def run(trial: Trial) -> Trial:
-            before, incoming, offset, length = _chunk_problem(trial)
-            got = _launch_add(kernel, trial, before, incoming, offset, length)
-            reject(ADD_CHUNK_MISTAKES, ChunkAdd(trial, before, incoming, offset, length, got))
-            return trial
-
-        trial = Trial.draw("check_add_chunk", seed, np.float64, block=threads_per_block)
-        trial = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
-        _PASSED.add(python_function(kernel))
-        return (f"a chunk of {trial.n} elements added in place, the rest of data untouched "
-                f"({trial.launched}, and under a second block size; seed={trial.seed}).")
-
-    return ADD_CHUNK.run(body, seed, show, learner=(kernel,))
-
-
-def passed(kernel) -> bool:
-    """Has ``kernel`` passed :func:`check_add_chunk` in this session (this very kernel)?"""
-    function = python_function(kernel) if kernel is not None else None
-    return function is not None and function in _PASSED
+    trial = Trial.draw("check_add_chunk", seed, np.float64, block=threads_per_block)
+    trial = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+    return (f"a chunk of {trial.n} elements added in place, the rest of data untouched "
+            f"({trial.launched}, and under a second block size; seed={trial.seed}).")
 
 
 def try_add_chunk(kernel) -> None:
@@ -785,21 +767,8 @@ def try_add_chunk(kernel) -> None:
     incoming = np.full(5, 0.5)
     trial = Trial.draw("try_add_chunk", 0, np.float64, block=4, shape=(5,))
     d_data = cuda.to_device(data)
-    try:
-        launch(kernel, trial, d_data, cuda.to_device(incoming), np.int64(3), np.int64(5),
-               index_hint=ADD_GUARD_HINT)
-    except NotImplementedError:
-        print("not written yet")
-        return
-    except KernelError as error:
-        if isinstance(error.cause, NotImplementedError):
-            print("not written yet")
-            return
-        _, message, hint = explain_exception(error, trial, ADD_GUARD_HINT)
-        print(f"your kernel stopped: {message}\nhint: {hint}\n(the check below says more)")
-        return
-    except CheckFailedError as failure:
-        print(f"{failure.message}\nhint: {failure.hint}")
+    if not try_launch(kernel, trial, d_data, cuda.to_device(incoming), np.int64(3),
+                      np.int64(5), index_hint=ADD_GUARD_HINT):
         return
     want = data.copy()
     want[3:8] += incoming
@@ -816,10 +785,10 @@ def run_ring_on_kernel(kernel=None, ranks: int = 4, n: int = 301, seed: int = 0)
     mean."""
     from gpulab.parallel import device_ring
 
-    if kernel is not None and not passed(kernel):
-        print("your add_chunk has not passed its check in this session: gpulab's add_chunk "
-              "runs the reduce steps below instead.")
-    mine = kernel is not None and passed(kernel)
+    note = ADD_CHUNK.unpassed_note(kernel, "gpulab's add_chunk runs the reduce steps below")
+    if note:
+        print(note)
+    mine = kernel is not None and not note
     whose = "your add_chunk" if mine else "gpulab's add_chunk"
     rng = np.random.default_rng(seed)
     xs = [rng.standard_normal(n) for _ in range(ranks)]
@@ -881,11 +850,6 @@ class TimeAnswer:
                 f"β = {self.beta / 1e9:.3g} GB/s, seed={self.seed}")
 
     @property
-    def number(self) -> bool:
-        return not isinstance(self.got, bool) and isinstance(
-            self.got, (int, float, np.integer, np.floating))
-
-    @property
     def want(self) -> float:
         return links.ring_allreduce_time(self.n_bytes, self.ranks, self.alpha, self.beta)
 
@@ -909,7 +873,7 @@ def _time_formula(formula, hint: str, did: str) -> Mistake:
 
 
 TIME_MISTAKES = (
-    Mistake("not a number", lambda a: not a.number,
+    Mistake("not a number", lambda a: not is_number(a.got),
             lambda a: f"expected a number of seconds, got {a.got!r}",
             "return the time as a float."),
     Mistake("a cost for one rank", lambda a: a.ranks == 1 and not a.right(),
@@ -947,7 +911,8 @@ TIME = CheckSpec(
     also="the stub; gpulab's own `links.ring_allreduce_time` refused; a patched check caught")
 
 
-def check_allreduce_time(function, seed: int | None = None, show: bool = True) -> CheckResult:
+@TIME.check
+def check_allreduce_time(function, seed: int | None = None) -> str:
     """Check ``function(n_bytes, n_ranks, alpha_s, beta_bytes_per_s)`` against
     :func:`gpulab.parallel.links.ring_allreduce_time` for 8, 3, 72, 2, 1024 and 1 ranks with
     random sizes, latencies and bandwidths.
@@ -955,19 +920,15 @@ def check_allreduce_time(function, seed: int | None = None, show: bool = True) -
     Diagnoses (:data:`TIME_MISTAKES`, in order): not a number; a cost for one rank; only the
     reduce-scatter half; the whole buffer sent at every step; N steps instead of N - 1; the
     latency paid once, or not at all; 2·n/β without (N - 1)/N; n·β; any other number."""
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        for n_bytes, ranks, alpha, beta in _time_cases(rng):
-            got = call_learner(function, n_bytes, ranks, alpha, beta, stub_hint=TIME_STUB_HINT,
-                               call=f"ring_allreduce_time({n_bytes:.4g}, {ranks}, {alpha:.3g}, "
-                                    f"{beta:.3g})")
-            TIME.reject(TimeAnswer(n_bytes, ranks, alpha, beta, got, seed))
-        return f"right for 8, 3, 72, 2, 1,024 and 1 ranks (seed={seed})."
-
-    return TIME.run(body, seed, show, learner=(function,))
+    rng = np.random.default_rng(seed)
+    for n_bytes, ranks, alpha, beta in _time_cases(rng):
+        got = call_learner(function, n_bytes, ranks, alpha, beta, stub_hint=TIME_STUB_HINT,
+                           call=f"ring_allreduce_time({n_bytes:.4g}, {ranks}, {alpha:.3g}, "
+                                f"{beta:.3g})")
+        TIME.reject(TimeAnswer(n_bytes, ranks, alpha, beta, got, seed))
+    return f"right for 8, 3, 72, 2, 1,024 and 1 ranks (seed={seed})."
 
 
 __all__ = ["ADD_CHUNK", "ADD_CHUNK_MISTAKES", "RING", "RING_MISTAKES", "TIME", "TIME_MISTAKES",
-           "check_add_chunk", "check_allreduce_time", "check_ring_allreduce", "passed",
+           "check_add_chunk", "check_allreduce_time", "check_ring_allreduce",
            "run_ring_on_kernel", "try_add_chunk", "try_ring"]

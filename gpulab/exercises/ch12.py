@@ -27,25 +27,17 @@ Values are random; a failure names the seed to repeat it.
 from __future__ import annotations
 
 import math
-import numbers
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpulab import device
+from gpulab.exercises.evidence import is_number
 from gpulab.exercises.mistakes import Mistake
-from gpulab.exercises.results import (
-    GLOBAL_INDEX_HINT,
-    GUARD_HINT,
-    CheckFailedError,
-    CheckResult,
-    KernelError,
-)
+from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError, KernelError
 from gpulab.exercises.running import call_learner, launch, padded, read_back
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial
-from gpulab.instruments import python_function
 
 # --- exercise 1: nearest-rank percentile ------------------------------------------------------
 
@@ -86,8 +78,7 @@ class Percentile:
 
 
 def _not_a_number(got) -> bool:
-    return isinstance(got, bool) or not isinstance(got, numbers.Real) or not math.isfinite(
-        float(got))
+    return not is_number(got) or not math.isfinite(float(got))
 
 
 PERCENTILE_MISTAKES = (
@@ -139,33 +130,30 @@ PERCENTILE = CheckSpec(
     also="a function that raises (named with the call)")
 
 
-def check_percentile(function, seed: int | None = None, show: bool = True) -> CheckResult:
+@PERCENTILE.check
+def check_percentile(function, seed: int | None = None) -> str:
     """Check ``function(latencies, q)`` on random skewed latency lists of random lengths (not
     multiples of 100) for q = 50, 90, 99 and a random q, including one list where q·n/100 is a
     whole number. Diagnoses (:data:`PERCENTILE_MISTAKES`, in order): no number returned, mean +
     2σ, the rank instead of the value, descending order, off-by-one ranks, interpolation,
     unsorted input, the mean and the maximum."""
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        cases = []
-        for q in (90, 50, 99, float(np.round(rng.uniform(60, 98), 1))):
-            n = int(rng.integers(7, 480))
-            if n % 100 == 0:
-                n += 3
-            cases.append((q, n))
-        cases.append((99, 200))  # q·n/100 whole: the rank is exactly 198
-        for q, n in cases:
-            values = [float(v) for v in np.round(rng.lognormal(0.5, 0.8, n), 4)]
-            got = call_learner(function, list(values), q, stub_hint=PERCENTILE_STUB_HINT,
-                               call=f"percentile(<{n} latencies>, {q})")
-            evidence = Percentile(got, values, q, f"{n} latencies, q = {q}, seed={seed}")
-            if not _not_a_number(got) and float(got) == nearest_rank(values, q):
-                continue
-            PERCENTILE.reject(evidence)
-        return f"all {len(cases)} lists right (seed={seed})."
-
-    return PERCENTILE.run(body, seed, show, learner=(function,))
+    rng = np.random.default_rng(seed)
+    cases = []
+    for q in (90, 50, 99, float(np.round(rng.uniform(60, 98), 1))):
+        n = int(rng.integers(7, 480))
+        if n % 100 == 0:
+            n += 3
+        cases.append((q, n))
+    cases.append((99, 200))  # q·n/100 whole: the rank is exactly 198
+    for q, n in cases:
+        values = [float(v) for v in np.round(rng.lognormal(0.5, 0.8, n), 4)]
+        got = call_learner(function, list(values), q, stub_hint=PERCENTILE_STUB_HINT,
+                           call=f"percentile(<{n} latencies>, {q})")
+        evidence = Percentile(got, values, q, f"{n} latencies, q = {q}, seed={seed}")
+        if not _not_a_number(got) and float(got) == nearest_rank(values, q):
+            continue
+        PERCENTILE.reject(evidence)
+    return f"all {len(cases)} lists right (seed={seed})."
 
 
 # --- exercise 2: a fused inference kernel, then served -------------------------------------------
@@ -179,7 +167,6 @@ INFER_STUB_HINT = (
 INFER_BATCH_RANGE = {"sim": (70, 200), "gpu": (3000, 9000)}
 INFER_WIDTHS = {"sim": ((5, 12), (9, 24), (4, 8)), "gpu": ((24, 90), (60, 200), (5, 16))}
 INFER_SQUARE = {"sim": (6, 10), "gpu": (12, 40)}
-_INFERENCE_PASSED: weakref.WeakSet = weakref.WeakSet()  # kernels whose check passed
 UNWRITTEN = -1  # out starts as this: a sample still holding it got no answer
 ALL_NEGATIVE_SHARE = 0.3  # of the samples whose logits are all below 0
 
@@ -464,8 +451,8 @@ def run_inference(kernel, trial: Trial, problem: InferenceProblem, scratch: floa
     return read_back(d_out_all, (batch,), trial, fill=UNWRITTEN, hint=GUARD_HINT)
 
 
-def check_inference(kernel, seed: int | None = None, threads_per_block: int | None = None,
-                    show: bool = True) -> CheckResult:
+@INFERENCE.check
+def check_inference(kernel, seed: int | None = None, threads_per_block: int | None = None) -> str:
     """Check ``kernel(X, W1, b1, W2, b2, logits, out)``: one thread per sample i of the batch X
     (float32, samples × inputs) writes to ``out[i]`` (int32) the first index of the largest of
     relu(X[i] @ W1 + b1) @ W2 + b2, using its row of the float32 ``logits`` scratch (which
@@ -481,40 +468,35 @@ def check_inference(kernel, seed: int | None = None, threads_per_block: int | No
     transposed, the last class never considered, the hidden loop counting the inputs; and,
     from the shared rules, the stub, a missing guard, simulator-only code, a hard-coded block
     size or batch, a kernel that never finishes, gpulab's own kernel."""
+    source = INFERENCE.start(kernel)
+    trial = Trial.draw("check_inference", seed, np.float32, block=threads_per_block,
+                       size_range=INFER_BATCH_RANGE["gpu" if device.tier() == "gpu"
+                                                    else "sim"])
+    problem_rng = np.random.default_rng([seed, 12])
+    problems = [inference_problem(problem_rng, trial.n, *_widths(problem_rng, square))
+                for square in (True, False)]
 
-    def body(seed: int) -> str:
-        source = INFERENCE.start(kernel)
-        trial = Trial.draw("check_inference", seed, np.float32, block=threads_per_block,
-                           size_range=INFER_BATCH_RANGE["gpu" if device.tier() == "gpu"
-                                                        else "sim"])
-        problem_rng = np.random.default_rng([seed, 12])
-        problems = [inference_problem(problem_rng, trial.n, *_widths(problem_rng, square))
-                    for square in (True, False)]
+    def run(trial: Trial) -> Trial:
+        for problem in problems:
+            got = run_inference(kernel, trial, problem)
+            evidence = Answers(got, problem, trial)
+            if not len(evidence.wrong):
+                continue
+            if not len(evidence.unwritten):
+                try:
+                    again = run_inference(kernel, trial, problem, scratch=0.0)
+                except (CheckFailedError, KernelError):
+                    again = None
+                evidence.scratch_zeroed = again is not None and not np.any(
+                    again != evidence.want)
+            INFERENCE.reject(evidence)
+        return trial
 
-        def run(trial: Trial) -> Trial:
-            for problem in problems:
-                got = run_inference(kernel, trial, problem)
-                evidence = Answers(got, problem, trial)
-                if not len(evidence.wrong):
-                    continue
-                if not len(evidence.unwritten):
-                    try:
-                        again = run_inference(kernel, trial, problem, scratch=0.0)
-                    except (CheckFailedError, KernelError):
-                        again = None
-                    evidence.scratch_zeroed = again is not None and not np.any(
-                        again != evidence.want)
-                INFERENCE.reject(evidence)
-            return trial
-
-        trial = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
-        _INFERENCE_PASSED.add(python_function(kernel))
-        widths = " and ".join(" → ".join(map(str, p.widths)) for p in problems)
-        ties = sum(len(Answers(p.classes(), p, trial).tie_samples) for p in problems)
-        return (f"all {trial.n} samples right on networks {widths} ({trial.launched}, "
-                f"{ties} exact ties resolved to the first class, seed={trial.seed}).")
-
-    return INFERENCE.run(body, seed, show, learner=(kernel,))
+    trial = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+    widths = " and ".join(" → ".join(map(str, p.widths)) for p in problems)
+    ties = sum(len(Answers(p.classes(), p, trial).tie_samples) for p in problems)
+    return (f"all {trial.n} samples right on networks {widths} ({trial.launched}, "
+            f"{ties} exact ties resolved to the first class, seed={trial.seed}).")
 
 
 def served_by(kernel, model, threads_per_block: int | None = None):
@@ -522,15 +504,12 @@ def served_by(kernel, model, threads_per_block: int | None = None):
     ``kernel`` once this very kernel (a cell run again makes a new one) has passed
     :func:`check_inference` in this session, with gpulab's ``fused_mlp_argmax`` otherwise (and
     says so)."""
-    from gpulab.exercises.results import has_passed
     from gpulab.serving.kernel_model import KernelModel
 
-    if kernel is not None and python_function(kernel) in _INFERENCE_PASSED:
+    if INFERENCE.passed(kernel):
         return KernelModel(model, kernel, "your kernel", threads_per_block)
-    again = " since you last changed it (run its check again)" if kernel is not None and \
-        has_passed(INFERENCE.exercise) else " in this session"
-    print(f"your inference kernel has not passed its check{again}: gpulab's "
-          "fused_mlp_argmax serves below instead.")
+    note = INFERENCE.unpassed_note(kernel, "gpulab's fused_mlp_argmax serves below")
+    print(note or "no kernel given: gpulab's fused_mlp_argmax serves below.")
     return KernelModel(model, None, None, threads_per_block)
 
 
@@ -707,32 +686,28 @@ JOULES = CheckSpec(
     also="a function that raises (named with the call)")
 
 
-def check_joules_per_thousand(function, seed: int | None = None, show: bool = True
-                              ) -> CheckResult:
+@JOULES.check
+def check_joules_per_thousand(function, seed: int | None = None) -> str:
     """Check ``function(times_s, watts, n_inferences)`` on random power traces (idle, busy,
     idle; uneven sampling with a long gap across one steep edge; noise) against the trapezoid
     rule within 1 %. Diagnoses (:data:`JOULES_MISTAKES`, in order): no number, watt-hours,
     per inference or per million, not dividing (or multiplying) by n, summing watts without
     time, a left or right Riemann sum, the samples' mean × the duration, idle power left out
     (subtracted, busy samples only, or otherwise), mean power × n."""
-
-    def body(seed: int) -> str:
-        rng = np.random.default_rng(seed)
-        for _trial in range(4):
-            times, watts, idle = power_trace(rng)
-            n = int(rng.integers(500, 50_000))
-            got = call_learner(function, list(times), list(watts), n,
-                               stub_hint=JOULES_STUB_HINT,
-                               call=f"joules_per_thousand(<{len(times)} samples>, ..., {n})")
-            evidence = Joules(got, np.asarray(times), np.asarray(watts), n, idle,
-                              f"{len(times)} samples over {times[-1]:.2f} s, {n} inferences, "
-                              f"seed={seed}")
-            if not _not_a_number(got) and evidence.near(evidence.want):
-                continue
-            JOULES.reject(evidence)
-        return f"all 4 power traces right (seed={seed})."
-
-    return JOULES.run(body, seed, show, learner=(function,))
+    rng = np.random.default_rng(seed)
+    for _trial in range(4):
+        times, watts, idle = power_trace(rng)
+        n = int(rng.integers(500, 50_000))
+        got = call_learner(function, list(times), list(watts), n,
+                           stub_hint=JOULES_STUB_HINT,
+                           call=f"joules_per_thousand(<{len(times)} samples>, ..., {n})")
+        evidence = Joules(got, np.asarray(times), np.asarray(watts), n, idle,
+                          f"{len(times)} samples over {times[-1]:.2f} s, {n} inferences, "
+                          f"seed={seed}")
+        if not _not_a_number(got) and evidence.near(evidence.want):
+            continue
+        JOULES.reject(evidence)
+    return f"all 4 power traces right (seed={seed})."
 
 
 __all__ = ["INFERENCE", "JOULES", "PERCENTILE", "check_inference", "check_joules_per_thousand",

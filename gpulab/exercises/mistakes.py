@@ -13,9 +13,9 @@ order matters: the most specific first, a catch-all last. For example::
         hint="round up: `(n + threads_per_block - 1) // threads_per_block`.")
 
 ``message`` and ``hint`` are text or functions of the evidence; :func:`diagnose` adds the
-evidence's ``where`` (the trial or the seed) to the message, so a failure says how to repeat
-it. ``recognised_from`` ("outputs", "trace", "source", "host code") is for the tables that
-describe each check (:meth:`gpulab.exercises.spec.CheckSpec.mistake_table`).
+evidence's ``where`` (or else its ``trial``, or else its ``seed``) to the message, so a failure
+says how to repeat it. ``recognised_from`` ("outputs", "trace", "source", "host code") is for
+the tables that describe each check (:meth:`gpulab.exercises.spec.CheckSpec.mistake_table`).
 """
 
 from __future__ import annotations
@@ -48,10 +48,11 @@ class Mistake:
 
     def failure(self, evidence) -> CheckFailedError:
         """The failure this mistake makes of ``evidence``: its message, then the evidence's
-        ``where`` in parentheses (when it has one), and its hint."""
+        ``where`` (or ``trial``, or ``seed=…``) in parentheses when it has one, and its hint."""
         message = self.message(evidence) if callable(self.message) else self.message
         hint = self.hint(evidence) if callable(self.hint) else self.hint
-        where = getattr(evidence, "where", "")
+        where = getattr(evidence, "where", None) or getattr(evidence, "trial", None) or (
+            f"seed={evidence.seed}" if getattr(evidence, "seed", None) is not None else "")
         return CheckFailedError(f"{message} ({where})." if where else f"{message}.", hint)
 
 

@@ -1,6 +1,7 @@
 """A check, declared: :class:`CheckSpec` says what the learner writes, what a stub gets told,
 and the known mistakes (:class:`~gpulab.exercises.mistakes.Mistake`) in the order the check
-tries them; :meth:`CheckSpec.run` runs a check's body around the steps every check shares.
+tries them; :meth:`CheckSpec.check` makes a check function of a body, which
+:meth:`CheckSpec.run` runs around the steps every check shares.
 
 What every check gets from its spec, before and after its own body:
 
@@ -10,25 +11,52 @@ What every check gets from its spec, before and after its own body:
 - the check is intact: if a function the check relies on was replaced, before the check or by
   the learner's code while it ran (:func:`~gpulab.exercises.learner_code.replaced_parts`), the
   result is a failure that names it, never a pass;
-- the result is printed and returned with its seed (:func:`gpulab.exercises.results.run_check`).
+- the result is printed and returned with its seed (:func:`gpulab.exercises.results.run_check`);
+- a pass is remembered for this very kernel or function (:meth:`CheckSpec.passed`: a cell run
+  again makes a new one), so that a chapter runs the learner's kernel only once it passed.
 
-A chapter module declares one spec per check and writes the body: draw a
-:class:`~gpulab.exercises.trial.Trial`, run the learner's code, gather evidence, and
-``spec.reject(evidence)``. :meth:`CheckSpec.mistake_table` describes the check for the
-instructors' tables.
+A chapter module declares one spec per check and writes the body as the check function::
+
+    @THING.check
+    def check_thing(kernel, seed=None, threads_per_block=None) -> str:
+        source = THING.start(kernel)                # compiled for a real GPU too
+        trial = Trial.draw("check_thing", seed, np.float32, block=threads_per_block)
+        ...                                         # run it (under_two_blocks), gather evidence
+        THING.reject(evidence)                      # the first known mistake seen, if any
+        return f"all {trial.n} elements right ({trial.launched}, seed={trial.seed})."
+
+``check_thing(kernel, seed=None, threads_per_block=None, show=True)`` then returns a
+:class:`~gpulab.exercises.results.CheckResult`. Shared steps: :func:`under_two_blocks`,
+:func:`traced` (a method trace), :func:`try_launch` (a try-it cell),
+:meth:`CheckSpec.unpassed_note` (why gpulab's kernel runs instead of the learner's).
+:meth:`CheckSpec.mistake_table` describes the check for the instructors' tables.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import inspect
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpulab.exercises import learner_code
 from gpulab.exercises.mistakes import Mistake, reject
-from gpulab.exercises.results import CheckFailedError, CheckResult, KernelError, run_check
+from gpulab.exercises.results import (
+    GUARD_HINT,
+    READ_THE_ERROR_HINT,
+    CheckFailedError,
+    CheckResult,
+    KernelError,
+    explain_exception,
+    has_passed,
+    run_check,
+)
+from gpulab.exercises.running import launch, trace_trial
 from gpulab.exercises.source_rules import KernelSource, hard_coded_block, start_kernel
 from gpulab.exercises.trial import Trial
+from gpulab.instruments import python_function
 
 OWN_WORK_HINT = (
     "write the exercise yourself: a check compares your code with gpulab's, so handing it "
@@ -84,7 +112,59 @@ class CheckSpec:
             self.refuse_replaced_parts("while the check ran your code")
             return message
 
-        return run_check(self.exercise, guarded, seed, show)
+        result = run_check(self.exercise, guarded, seed, show)
+        if result.passed:
+            passed = _PASSED_LEARNERS.setdefault(self.exercise, weakref.WeakSet())
+            for thing in learner:
+                if _own(thing) is not None:
+                    passed.add(_own(thing))
+        return result
+
+    def check(self, body: Callable[..., str] | None = None, *, learners: tuple[str, ...] = ()
+              ) -> Callable[..., CheckResult]:
+        """The check function of a ``body(learner..., seed=None, options...)`` that returns the
+        pass message (or raises): it takes the same arguments and ``show=True``, and runs the
+        body as :meth:`run` does, the parameters before ``seed`` (or those named ``learners``)
+        being the learner's code. As a decorator: ``@SPEC.check`` over ``def
+        check_thing(kernel, seed=None, ...) -> str``. ``help(check_thing)`` shows its real
+        signature."""
+        if body is None:
+            return functools.partial(self.check, learners=learners)
+        signature = inspect.signature(body)
+        names = list(signature.parameters)
+        learners = learners or tuple(names[:names.index("seed")])
+        signature = signature.replace(
+            parameters=[*signature.parameters.values(), inspect.Parameter(
+                "show", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=True,
+                annotation="bool")], return_annotation="CheckResult")
+
+        @functools.wraps(body)
+        def check(*args, **kwargs) -> CheckResult:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            given = dict(bound.arguments)
+            show = given.pop("show")
+            return self.run(lambda seed: body(**{**given, "seed": seed}), given["seed"], show,
+                            learner=tuple(given[name] for name in learners))
+
+        check.__signature__ = signature
+        return check
+
+    def passed(self, learner) -> bool:
+        """Has this very ``learner`` (a kernel or function: a cell run again makes a new one)
+        passed this check in this session?"""
+        return _own(learner) is not None and _own(learner) in _PASSED_LEARNERS.get(
+            self.exercise, ())
+
+    def unpassed_note(self, kernel, instead: str) -> str:
+        """Why gpulab's kernel takes the place of the learner's ``kernel``: "" when none was
+        given or this very kernel passed this check in this session; otherwise a line that says
+        so, ending with ``instead`` ("gpulab's accumulate ran")."""
+        if kernel is None or self.passed(kernel):
+            return ""
+        since = (" since you last changed it (run its check again)"
+                 if has_passed(self.exercise) else " in this session")
+        return f"your kernel has not passed its check{since}: {instead} instead."
 
     def start(self, kernel) -> KernelSource:
         """The kernel's first steps (:func:`gpulab.exercises.source_rules.start_kernel`)."""
@@ -129,6 +209,23 @@ class CheckSpec:
                           "|---|---|", *rows])
 
 
+# The learners' kernels and functions that passed each check (by exercise) in this process.
+_PASSED_LEARNERS: dict[str, weakref.WeakSet] = {}
+
+
+def _own(thing):
+    """What a learner's kernel or function is, for :meth:`CheckSpec.passed`: the Python
+    function a kernel was made from (a cell run again makes a new one), or the function."""
+    if thing is None or thing is Ellipsis:
+        return None
+    own = python_function(thing) or thing
+    try:
+        weakref.ref(own)
+    except TypeError:
+        return None
+    return own
+
+
 def under_two_blocks(run: Callable[[Trial], object], trial: Trial,
                      source: KernelSource | None) -> object:
     """``run(trial)``, then ``run`` on the same problem under another block size: a kernel right
@@ -162,6 +259,40 @@ def under_two_blocks(run: Callable[[Trial], object], trial: Trial,
     return results[0]
 
 
+def try_launch(kernel, trial: Trial, *args, label: str = "your kernel",
+               index_hint: str = GUARD_HINT) -> bool:
+    """Launch the learner's kernel for a try-it cell: True when it ran; otherwise print one short
+    paragraph (``not written yet`` for the stub; what stopped it and the hint, ``label`` saying
+    which launch) and return False."""
+    try:
+        launch(kernel, trial, *args, index_hint=index_hint)
+        return True
+    except NotImplementedError:
+        print("not written yet")
+    except KernelError as error:
+        if isinstance(error.cause, NotImplementedError):
+            print("not written yet")
+        else:
+            _, message, hint = explain_exception(error, trial, index_hint)
+            print(f"{label} stopped: {message}\nhint: {hint}\n(the check below says more; the "
+                  "full error: raise it again with your kernel launched by hand)")
+    except CheckFailedError as failure:
+        print(f"{label}: {failure.message}\nhint: {failure.hint}")
+    return False
+
+
+def traced(kernel, trial: Trial, *args, where: str = ""):
+    """The learner's kernel traced on ``trial``'s small launch
+    (:func:`~gpulab.exercises.running.trace_trial`), or a failure that says it stopped there
+    (``where``: by default the launch, n and the seed)."""
+    trace = trace_trial(kernel, trial, *args)
+    if trace.error:
+        where = where or f"traced on {trial.launched}, n={trial.n}, seed={trial.seed}"
+        raise CheckFailedError(f"your kernel stopped when traced ({where}): {trace.error}.",
+                               READ_THE_ERROR_HINT)
+    return trace
+
+
 def hard_coded_size(source: KernelSource) -> str | None:
     """The first line that compares a variable with a whole number bigger than 1 (``if i <
     300:``): a problem size typed into the kernel."""
@@ -178,4 +309,5 @@ def hard_coded_size(source: KernelSource) -> str | None:
 
 learner_code.remember_originals()
 
-__all__ = ["OWN_WORK_HINT", "REPLACED_HINT", "CheckSpec", "hard_coded_size", "under_two_blocks"]
+__all__ = ["OWN_WORK_HINT", "REPLACED_HINT", "CheckSpec", "hard_coded_size", "traced",
+           "try_launch", "under_two_blocks"]

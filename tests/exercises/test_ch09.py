@@ -513,7 +513,7 @@ def with_a_list(grad_sum, grad_micro, weight):  # runs in the simulator only
 def test_accumulate_accepts_right_kernels(kernel, seed):
     result = ch09.check_accumulate(kernel, seed=seed, show=False)
     assert result.status == PASSED, result
-    assert ch09.passed(kernel)
+    assert ch09.ACCUMULATE.passed(kernel)
 
 
 @pytest.mark.parametrize("kernel, words", [
@@ -541,7 +541,7 @@ def test_accumulate_names_the_mistake(kernel, words):
     result = ch09.check_accumulate(kernel, seed=11, show=False)
     assert result.status == FAILED, result
     assert words in result.message + result.hint, result
-    assert not ch09.passed(kernel)
+    assert not ch09.ACCUMULATE.passed(kernel)
 
 
 @pytest.mark.parametrize("check, stub", [

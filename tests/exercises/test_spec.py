@@ -109,3 +109,44 @@ def test_gpulab_s_own_kernel_is_named():
     result = spec.run(lambda seed: "fine", seed=1, show=False, learner=(elementwise_multiply,))
     assert "is gpulab's own `gpulab.kernels.elementwise.elementwise_multiply`" in result.message
     assert np.isfinite(result.seed)
+
+
+def test_a_body_becomes_the_check_function_with_its_signature():
+    import inspect
+
+    @SPEC.check(learners=("function",))
+    def check_demo(function, times: int = 2, seed: int | None = None) -> str:
+        return f"{function(times)} (seed={seed})"
+
+    def doubled(n):
+        return 2 * n
+
+    assert list(inspect.signature(check_demo).parameters) == ["function", "times", "seed", "show"]
+    result = check_demo(doubled, 3, seed=5, show=False)
+    assert result.passed and result.message == "6 (seed=5)"
+    assert SPEC.passed(doubled) and not SPEC.passed(lambda n: n)
+    assert SPEC.unpassed_note(doubled, "gpulab's demo runs") == ""
+    assert SPEC.unpassed_note(None, "gpulab's demo runs") == ""
+    note = SPEC.unpassed_note(lambda n: n, "gpulab's demo runs")
+    assert note == ("your kernel has not passed its check since you last changed it (run its "
+                    "check again): gpulab's demo runs instead.")
+
+
+def test_try_launch_says_what_stopped_the_kernel(capsys):
+    from gpulab.exercises.spec import try_launch
+
+    @cuda.jit
+    def stub(x, out):
+        raise NotImplementedError
+
+    @cuda.jit
+    def no_guard(x, out):
+        i = cuda.grid(1)
+        out[i] = x[i] + 1
+
+    trial = Trial.draw("try_it", 0, np.float32, block=8, shape=(10,))
+    x = np.arange(10, dtype=np.float32)
+    assert not try_launch(stub, trial, x, np.zeros(10, np.float32))
+    assert capsys.readouterr().out == "not written yet\n"
+    assert not try_launch(no_guard, trial, x, np.zeros(10, np.float32), label="launch 1")
+    assert capsys.readouterr().out.startswith("launch 1 stopped: ")

@@ -1,0 +1,21 @@
+"""What several checks gather the same way (gpulab.exercises.evidence)."""
+
+import numpy as np
+
+from gpulab.exercises.evidence import TracedWrites, is_number, is_whole
+from gpulab.exercises.trial import Trial
+
+
+def test_a_number_is_a_real_number_but_not_a_bool():
+    assert is_number(3) and is_number(2.5) and is_number(np.float32(1)) and is_number(np.int64(4))
+    assert not any(is_number(v) for v in (True, None, "3", np.ones(2), 1j))
+    assert is_whole(3) and is_whole(3.0) and is_whole(np.int32(7))
+    assert not any(is_whole(v) for v in (2.5, float("inf"), float("nan"), False))
+
+
+def test_traced_writes_name_an_element_two_threads_wrote():
+    trial = Trial.draw("check_demo", 1, np.float32, block=8, shape=(12,))
+    writes = TracedWrites(trial, {(3,): [(0, 3)], (5,): [(0, 5), (1, 5)]})
+    assert list(writes.shared) == [(5,)]
+    assert writes.example("y").startswith("y[5] by ")
+    assert writes.where.startswith("traced on ") and "seed=1" in writes.where
