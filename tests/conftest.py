@@ -5,6 +5,10 @@ probe names a GPU, and CUDA-event timing (:func:`gpulab.timing.time_gpu`) is rep
 ``time.perf_counter`` stand-in, while the kernels themselves run for real in the simulator. It
 runs every line of a GPU branch (device arrays, launches, copies, checks, labels) in CI; its
 times mean nothing and no test asserts a speed with it.
+
+The test files with a ``slow`` test run first: ``make test`` hands whole files to its workers
+(``--dist loadfile``) in the order they are collected, and a long file started last would keep
+one worker busy after the other has finished.
 """
 
 import os
@@ -16,6 +20,26 @@ import pytest  # noqa: E402
 
 import gpulab  # noqa: E402,F401  (must precede numba)
 from gpulab import device, timing  # noqa: E402
+
+# The longest test files of a make test, longest first (wall seconds on 2 busy cores, from
+# `--durations`): nbgrader's two classrooms (~330), the learner notebooks in the Binder
+# environment (~310), the macOS versions (~270) and the 13 Voila dashboards (~210).
+LONGEST_FILES = ("test_nbgrader.py", "test_binder.py", "test_macos_like_env.py", "test_voila.py")
+
+
+def pytest_collection_modifyitems(items):
+    """:data:`LONGEST_FILES` first, then the other files holding a slow test, then those
+    holding a notebook run; otherwise in the order collected (every worker sorts the same
+    collection the same way)."""
+    rank: dict = {}
+    for item in items:
+        file_rank = (LONGEST_FILES.index(item.path.name) if item.path.name in LONGEST_FILES
+                     else 10 if item.get_closest_marker("slow")
+                     else 11 if item.get_closest_marker("notebook") else 12)
+        rank[item.path] = min(rank.get(item.path, 12), file_rank)
+    order = {path: index for index, path in enumerate(dict.fromkeys(i.path for i in items))}
+    items.sort(key=lambda item: (rank[item.path], order[item.path]))
+
 
 STAND_IN_GPU_NAME = "NVIDIA H100 80GB HBM3"  # matched to the H100-SXM entry by name
 STAND_IN_SMS = 2  # few multiprocessors: launches sized from the SM count stay small
