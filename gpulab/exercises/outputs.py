@@ -60,19 +60,14 @@ class Elementwise:
     kernel with one thread per element (``got`` started as ``unwritten_marker``, NaN, so that
     "never written" and "written wrong" can be told apart), its trial, and ``patterns``, what
     known wrong formulas give (``{description: (array, hint)}``). Its properties are what the
-    mistakes are recognised by."""
+    mistakes are recognised by; a failure's message ends with the trial, which says how to
+    repeat it (:meth:`gpulab.exercises.mistakes.Mistake.failure`)."""
 
     expected: np.ndarray
     got: np.ndarray
     trial: Trial
     unwritten_marker: float = np.nan
     patterns: dict[str, tuple[np.ndarray, str]] = field(default_factory=dict)
-
-    @property
-    def where(self) -> Trial:
-        """What a failure's message ends with (:meth:`gpulab.exercises.mistakes.Mistake.
-        failure`): the trial, which says how to repeat it."""
-        return self.trial
 
     @property
     def tolerance(self) -> tuple[float, float]:
@@ -249,11 +244,6 @@ class MatrixOutput:
     rtol: float
     atol: float
     what: str = "out"
-
-    @property
-    def where(self) -> Trial:
-        """What a failure's message ends with: the trial."""
-        return self.trial
 
     @cached_property
     def unwritten(self) -> np.ndarray:
