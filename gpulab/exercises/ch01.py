@@ -269,14 +269,9 @@ def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | N
     with ``cuda.atomic.add``, one thread per element, guarded; the block size is drawn too
     (unless given), and the kernel is run again under another one.
 
-    Diagnoses (:data:`DOT_MISTAKES`, in order, then the race): the stub; a missing guard; a
-    plain ``out[0] += ...`` (a data race: detected in the simulator from the recorded writes,
-    since the number itself usually comes out right there, and in both tiers from the source);
-    ``out[0] = ...`` (only one product survives); nothing added; only the first block's
-    products, or every block adding the first block's (``threadIdx.x`` as the index); the last
-    partial block skipped; a hard-coded block size; a sum too small (lost updates) or too large
-    (threads past the end). Values are positive, so lost updates always make the sum smaller.
-    """
+    Diagnoses: :data:`DOT_MISTAKES` in order, then the race (a plain ``out[0] += ...``, found
+    from the recorded writes in the simulator and from the source in both tiers). Values are
+    positive, so lost updates always make the sum smaller."""
     source = DOT_ATOMIC.start(kernel)
 
     def run(trial: Trial) -> float:
@@ -411,15 +406,8 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
     total into ``out[0]`` (which starts at 0) with an atomic. ``threads_per_block`` must equal
     your ``THREADS`` and be a power of two.
 
-    Diagnoses (:data:`BLOCK_SUM_MISTAKES`, in order, then the race and the method): the stub; a
-    shared array smaller than the block; threads past the end reading x (IndexError) or leaving
-    their slot unset (right only when n is a multiple of the block size); missing
-    ``cuda.syncthreads()`` (threads read slots not yet written: a wrong sum, usually too small);
-    blocks writing ``out[0] = ...`` (only one block's total survives) or ``out[0] += ...`` (a
-    race between blocks: found from the recorded writes in the simulator, which runs blocks one
-    after another, and from the source); only each block's first value (the tree never reached
-    thread 0); nothing added; a right total summed without a tree (from the trace).
-    """
+    Diagnoses: :data:`BLOCK_SUM_MISTAKES` in order, then the race between blocks (from the
+    recorded writes and the source) and the method (from the trace)."""
     if threads_per_block < 2 or threads_per_block & (threads_per_block - 1):
         raise CheckFailedError(
             f"threads_per_block={threads_per_block} is not a power of two, but a tree "

@@ -439,13 +439,8 @@ def check_time_saxpy(function, seed: int | None = None) -> str:
     ``elapsed_time``) both work.
 
     Called with a stand-in for gpulab's saxpy kernel that records every launch, n random and
-    odd, ``repeats`` = 3. Diagnoses (:data:`TIMING_MISTAKES`, in order): the stub; NumPy
-    arrays passed to a launch (Numba's hidden copies, both ways, every launch); too few blocks;
-    more than 1024 threads per block; fewer launches than ``repeats``; a CPU-time clock;
-    copies or allocations inside the clock's window; no wait for the GPU before the clock
-    stops; the device array returned; not a pair; inputs changed; a time that is the total,
-    or divided by the warm-ups too, or not a positive number. A missing warm-up launch is a
-    note, not a failure."""
+    odd, ``repeats`` = 3. Diagnoses: :data:`TIMING_MISTAKES` in order. A missing warm-up launch
+    is a note, not a failure."""
     from gpulab.kernels import memory
 
     tier = "gpu" if device.tier() == "gpu" else "sim"

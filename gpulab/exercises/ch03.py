@@ -543,13 +543,8 @@ def _missing_barriers(source: KernelSource) -> list[str]:
     SYNC_AFTER_SUMS (both when the step's loop can't be found)."""
     shared = _shared_names(source)
 
-    def stores_tile(statement):
-        return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
-                   and isinstance(n.value, ast.Name) and n.value.id in shared
-                   for n in ast.walk(statement))
-
-    def reads_tile(statement):
-        return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load)
+    def uses_tile(statement, how) -> bool:  # how: ast.Store or ast.Load
+        return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, how)
                    and isinstance(n.value, ast.Name) and n.value.id in shared
                    for n in ast.walk(statement))
 
@@ -562,8 +557,9 @@ def _missing_barriers(source: KernelSource) -> list[str]:
         if not isinstance(loop, ast.For | ast.While):
             continue
         body = loop.body
-        stores = [i for i, s in enumerate(body) if stores_tile(s)]
-        reads = [i for i, s in enumerate(body) if reads_tile(s) and not stores_tile(s)]
+        stores = [i for i, s in enumerate(body) if uses_tile(s, ast.Store)]
+        reads = [i for i, s in enumerate(body)
+                 if uses_tile(s, ast.Load) and not uses_tile(s, ast.Store)]
         if not stores or not reads:
             continue
         barriers = [i for i, s in enumerate(body) if is_barrier(s)]

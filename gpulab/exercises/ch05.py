@@ -482,12 +482,8 @@ def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float3
     whose largest logit stands 1000-1500 above the rest, the label on one of the rest (its
     probability underflows to 0, so -log p is inf). The class count is drawn, never 10.
 
-    Diagnoses (:data:`SOFTMAX_SOURCE_MISTAKES`, then the values): the stub; a builtin ``max``
-    over a row slice; a hard-coded class count; no guard or one on the classes; rows skipped;
-    the unstable softmax (no max subtracted: overflow); m started from 0 (underflow near
-    -1000); a value other than the row's largest subtracted; the loss taken as -log p (log 0);
-    rows not normalised; the loss's sign, a missing m or label logit, the wrong class; writing
-    into logits; simulator-only code; gpulab's own kernel."""
+    Diagnoses: :data:`SOFTMAX_SOURCE_MISTAKES` in order, then from the values what the spec's
+    ``also`` lists (the unstable softmax first)."""
     threads = 128 if device.tier() == "gpu" else 32
     source = SOFTMAX.start(kernel)
     SOFTMAX.reject(SoftmaxSource(source))

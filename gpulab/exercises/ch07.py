@@ -320,12 +320,7 @@ def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = 
     in training), with the corrections of steps 1, 2 and 3, random betas, a visible eps and a
     non-zero weight decay, against :func:`gpulab.reference.adam_update`.
 
-    Diagnoses (:data:`ADAM_MISTAKES`): no bias correction; a correction stuck at step 1's
-    value (the step count ignored); corrections or betas swapped; param moved before m and v
-    are updated; m and v stored corrected, or not stored; eps inside the square root; the
-    (1 - beta) factors missing; += instead of -=; weight decay ignored or decoupled (AdamW);
-    v averaging g instead of g * g (a square root of a negative); a missing guard; only the
-    first block; simulator-only code."""
+    Diagnoses: :data:`ADAM_MISTAKES` in order."""
     start_kernel(kernel, 11, ADAM_STUB_HINT)
     tpb = threads_per_block or default_threads_per_block()
     trial = Trial.draw("check_adam", seed, dtype, block=tpb)

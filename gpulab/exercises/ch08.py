@@ -373,11 +373,7 @@ def check_launch_bound(function, seed: int | None = None) -> str:
     ``gpulab.hardware.COURSE_GPU``) on random MLPs and GPUs: the answer must be a number
     within a factor :data:`TOLERANCE` of :func:`model_crossover` (or of the per-sample napkin).
 
-    Diagnoses (:data:`LAUNCH_BOUND_MISTAKES`, in order): one launch instead of the step's; the
-    overhead in microseconds; the sum of the parts; compute + memory; the copy added to the
-    kernels' work; the forward FLOPs alone; the bf16 peak; the copy left out, or at the link's
-    peak; compute, memory or the copy alone; a time or samples per second instead of a batch;
-    not a number (None, an array, a string). Each is drawn a case where it is clearly
+    Diagnoses: :data:`LAUNCH_BOUND_MISTAKES` in order; each is drawn a case where it is clearly
     wrong."""
     rng = np.random.default_rng(seed)
     cases = _drawn_cases(rng, CASES - 1, CROSSOVER_ANSWERS, _shows_crossover,
@@ -545,12 +541,8 @@ def check_throughput(function, seed: int | None = None) -> str:
     :data:`TOLERANCE` of ``cost.estimate_step(widths, batch, gpu).samples_per_s`` for random
     MLPs and GPUs, at batches from 1 to a million.
 
-    Diagnoses (:data:`THROUGHPUT_MISTAKES`, in order): the launches left out; the launches
-    added to the kernels' work (they overlap); every part added; compute + memory; the copy
-    left out; the copy overlapping; the copy at the link's peak; the forward FLOPs alone; the
-    bf16 peak; one launch per step; the step's time instead of samples per second; samples
-    per millisecond or per microsecond; not a number. Each is drawn a case where it is
-    clearly wrong."""
+    Diagnoses: :data:`THROUGHPUT_MISTAKES` in order; each is drawn a case where it is clearly
+    wrong."""
     rng = np.random.default_rng(seed)
     cases = _drawn_cases(rng, 3, THROUGHPUT_ANSWERS, _shows_throughput, _napkin_agrees)
     got, want = [], []
@@ -1152,13 +1144,7 @@ def check_evaluate_batch(kernel, seed: int | None = None,
     fewer samples than one block, between one block and the grid, and 2-4 times the grid; 11-15
     classes, some rows near ±800; padded arrays; again under another block size.
 
-    Diagnoses (:data:`EVALUATE_MISTAKES`, :data:`EVALUATE_METHOD_MISTAKES`): the stub; one
-    sample per thread; a stride of the block's size, of the number of blocks, or larger than
-    the grid; every block starting at threadIdx.x; one thread doing the whole batch; a run of
-    consecutive samples per thread; a loop whose index is not used; the class count as the
-    batch; a hard-coded size; a missing guard; the unstable exp; the loss's sign, a missing m,
-    the wrong class; correct as the class or inverted; simulator-only code; a kernel that
-    never finishes; gpulab's own kernel."""
+    Diagnoses: :data:`EVALUATE_MISTAKES`, then :data:`EVALUATE_METHOD_MISTAKES`, in order."""
     tier = "gpu" if device.tier() == "gpu" else "sim"
     source = EVALUATE.start(kernel)
     _check_evaluate_method(kernel, seed, source)

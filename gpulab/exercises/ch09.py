@@ -186,11 +186,7 @@ def check_activation_bytes(function, seed: int | None = None) -> str:
     """Check ``function(widths, batch_size, itemsize)`` on random networks of 1 to 4 hidden
     layers, random batch sizes and itemsizes 4, 2 and 8.
 
-    Diagnoses (:data:`ACTIVATION_MISTAKES`, in order): the stub; a result that is not a whole
-    number; bits instead of bytes; 8 bytes per value; one sample instead of the batch; values
-    instead of bytes; the input, the hidden outputs, the matmul outputs Z, the logits, the
-    probabilities or the losses left out; the logits counted twice; one layer counted instead
-    of every layer."""
+    Diagnoses: :data:`ACTIVATION_MISTAKES` in order."""
     rng = np.random.default_rng(seed)
     cases = [(_random_widths(rng, hidden), int(rng.integers(2, 5000)), itemsize)
              for hidden, itemsize in ((2, 4), (1, 2), (3, 8), (4, 4), (2, 2))]
@@ -465,12 +461,7 @@ def check_accumulated_gradients(function, seed: int | None = None) -> str:
     whose micro-batch count and size differ by at least 2 (so that one used as the other
     shows). Every forward pass is recorded.
 
-    Diagnoses (:data:`ACCUMULATION_MISTAKES`, in order): the stub; a result that is not a dict
-    of the model's gradients; the model updated; the micro-batch count used as the size of a
-    part (or n / count as the number of parts); the whole batch in one forward pass; parts too
-    large; the same samples every time; samples left out; the micro-batches' gradients summed
-    without their weights; averaged with equal weights although the parts differ in size;
-    divided by each part's size; only the last (or the first) micro-batch kept."""
+    Diagnoses: :data:`ACCUMULATION_MISTAKES` in order."""
     rng = np.random.default_rng(seed)
     cases = []
     for k, (low, high) in ACCUMULATION_CASES:
@@ -771,12 +762,7 @@ def check_accumulate(kernel, seed: int | None = None, threads_per_block: int | N
     is traced on a small launch: each element written by one thread, no thread reading more
     than a few values.
 
-    Diagnoses (:data:`SUM_MISTAKES`, then :data:`SUM_METHOD_MISTAKES`): the stub; grad_micro
-    written; nothing added; the sum overwritten; the weight left out, divided by, or put on
-    the running sum; elements added twice in one launch; only the first block; the last,
-    partial block or the last element skipped; one position off; a missing guard; a
-    hard-coded block or problem size; elements written by several threads; one thread doing
-    the whole array; simulator-only code; gpulab's own kernel."""
+    Diagnoses: :data:`SUM_MISTAKES`, then :data:`SUM_METHOD_MISTAKES`, in order."""
     source = ACCUMULATE.start(kernel)
     trial = Trial.draw("check_accumulate", seed, np.float32, block=threads_per_block,
                        size_range=SUM_SIZE_RANGE[device.tier()])

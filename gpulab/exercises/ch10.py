@@ -971,15 +971,8 @@ def check_amax_nonfinite(kernel, seed: int | None = None,
     given) and then the other, on float32 x of a random size not a multiple of the block, in
     four cases (:func:`_amax_cases`). Then traced on a small launch for the method.
 
-    Diagnoses (:data:`AMAX_MISTAKES`, in order, then :data:`AMAX_METHOD_MISTAKES`): nothing
-    written; a missing barrier; reads past the end; NaN in the amax; max instead of max-abs;
-    no loop; every block starting at threadIdx.x; a step of one block; -inf, inf or NaN not
-    counted, NaN counted twice; the tree stopping early or never reaching slot 0; counts
-    max'ed or overwritten, amaxes overwritten or added; a plain write to out (a race, found
-    even when the simulator's answer is right); then atomics from every thread or per inf/NaN,
-    shared atomics, overlapping loops, two passes, a chunk per thread, one thread doing the
-    tree's work; plus the stub, simulator-only code, a barrier in a branch, a time limit, a
-    hard-coded block size and gpulab's own kernel."""
+    Diagnoses: :data:`AMAX_MISTAKES`, then :data:`AMAX_METHOD_MISTAKES`, in order (a plain write
+    to out is a race, found even when the simulator's answer is right)."""
     tier = "gpu" if device.tier() == "gpu" else "sim"
     if threads_per_block is not None and (
             threads_per_block < 2 or threads_per_block & (threads_per_block - 1)):

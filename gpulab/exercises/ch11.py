@@ -487,14 +487,8 @@ def check_ring_allreduce(function, seed: int | None = None) -> str:
     """Check ``function(comm, x)`` on rings of 3, 4, 2 and 5 ranks (threads), random float64
     vectors of random lengths that are not multiples of N.
 
-    Diagnoses (:data:`RING_MISTAKES`, in order): a deadlock (blocking sends in the same order
-    on every rank, or receives, or a request never completed); a message longer than its
-    buffer; collectives; a partner that does not exist; an exchange that is not a ring (a
-    gather to one rank, everyone with everyone, pairs that are not neighbours, messages both
-    ways round); nothing returned, another shape or dtype; x changed; the sum instead of the
-    mean; only the reduce-scatter; the remainder elements left out; wrong chunk indices; the
-    whole vector sent instead of chunks; one message per element. A right ring written with
-    ``Sendrecv``, ``Send``/``Recv`` by parity or ``Isend``/``Irecv`` and ``Wait`` passes."""
+    Diagnoses: :data:`RING_MISTAKES` in order. A right ring written with ``Sendrecv``,
+    ``Send``/``Recv`` by parity or ``Isend``/``Irecv`` and ``Wait`` passes."""
     if function is None or function is Ellipsis or not callable(function):
         call_learner(function, stub_hint=RING_STUB_HINT)
     rng = np.random.default_rng(seed)
@@ -739,10 +733,7 @@ def check_add_chunk(kernel, seed: int | None = None, threads_per_block: int | No
     random and not a multiple of the (drawn) block size, offset > 0, data goes on after the
     chunk, and both arrays are padded; then again under another block size.
 
-    Diagnoses (:data:`ADD_CHUNK_MISTAKES`, in order): nothing added; the chunk overwritten;
-    subtracted; added twice; the offset ignored; the guard by the position in data; only the
-    first block; elements outside the chunk changed; other wrong values; plus a missing guard,
-    simulator-only code, a kernel that never finishes, a hard-coded block size."""
+    Diagnoses: :data:`ADD_CHUNK_MISTAKES` in order."""
     source = ADD_CHUNK.start(kernel)
 
     def run(trial: Trial) -> Trial:
@@ -917,9 +908,7 @@ def check_allreduce_time(function, seed: int | None = None) -> str:
     :func:`gpulab.parallel.links.ring_allreduce_time` for 8, 3, 72, 2, 1024 and 1 ranks with
     random sizes, latencies and bandwidths.
 
-    Diagnoses (:data:`TIME_MISTAKES`, in order): not a number; a cost for one rank; only the
-    reduce-scatter half; the whole buffer sent at every step; N steps instead of N - 1; the
-    latency paid once, or not at all; 2·n/β without (N - 1)/N; n·β; any other number."""
+    Diagnoses: :data:`TIME_MISTAKES` in order."""
     rng = np.random.default_rng(seed)
     for n_bytes, ranks, alpha, beta in _time_cases(rng):
         got = call_learner(function, n_bytes, ranks, alpha, beta, stub_hint=TIME_STUB_HINT,

@@ -134,9 +134,7 @@ PERCENTILE = CheckSpec(
 def check_percentile(function, seed: int | None = None) -> str:
     """Check ``function(latencies, q)`` on random skewed latency lists of random lengths (not
     multiples of 100) for q = 50, 90, 99 and a random q, including one list where q·n/100 is a
-    whole number. Diagnoses (:data:`PERCENTILE_MISTAKES`, in order): no number returned, mean +
-    2σ, the rank instead of the value, descending order, off-by-one ranks, interpolation,
-    unsorted input, the mean and the maximum."""
+    whole number. Diagnoses: :data:`PERCENTILE_MISTAKES` in order."""
     rng = np.random.default_rng(seed)
     cases = []
     for q in (90, 50, 99, float(np.round(rng.uniform(60, 98), 1))):
@@ -461,13 +459,7 @@ def check_inference(kernel, seed: int | None = None, threads_per_block: int | No
     per block size: a square network (inputs = hidden = classes, so a transposed weight gives
     answers, not an IndexError) and a non-square one.
 
-    Diagnoses (:data:`INFER_MISTAKES`, in order): nothing written, only the first block,
-    the last block skipped, samples left unanswered, the scratch used before it is set, the
-    hidden ReLU forgotten, a bias forgotten (either or both), negative logits treated as 0,
-    the last index on a tie, argmin, the logit's value instead of its index, W1 or W2
-    transposed, the last class never considered, the hidden loop counting the inputs; and,
-    from the shared rules, the stub, a missing guard, simulator-only code, a hard-coded block
-    size or batch, a kernel that never finishes, gpulab's own kernel."""
+    Diagnoses: :data:`INFER_MISTAKES` in order."""
     source = INFERENCE.start(kernel)
     trial = Trial.draw("check_inference", seed, np.float32, block=threads_per_block,
                        size_range=INFER_BATCH_RANGE["gpu" if device.tier() == "gpu"
@@ -690,10 +682,7 @@ JOULES = CheckSpec(
 def check_joules_per_thousand(function, seed: int | None = None) -> str:
     """Check ``function(times_s, watts, n_inferences)`` on random power traces (idle, busy,
     idle; uneven sampling with a long gap across one steep edge; noise) against the trapezoid
-    rule within 1 %. Diagnoses (:data:`JOULES_MISTAKES`, in order): no number, watt-hours,
-    per inference or per million, not dividing (or multiplying) by n, summing watts without
-    time, a left or right Riemann sum, the samples' mean × the duration, idle power left out
-    (subtracted, busy samples only, or otherwise), mean power × n."""
+    rule within 1 %. Diagnoses: :data:`JOULES_MISTAKES` in order."""
     rng = np.random.default_rng(seed)
     for _trial in range(4):
         times, watts, idle = power_trace(rng)
