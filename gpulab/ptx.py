@@ -14,6 +14,7 @@ The toolkit wheels exist for Linux and Windows only. Where they are missing (alw
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -134,12 +135,18 @@ def compile_all(architectures=ARCHITECTURES) -> list[PtxResult]:
 
 
 def kernel_ptx(name: str, compute_capability=(8, 0), signature: str | None = None) -> str:
-    """The PTX of one gpulab kernel, for showing to a learner (``gpulab ptx NAME``)."""
+    """The PTX of one gpulab kernel, for showing to a learner (``gpulab ptx NAME``). Compiled
+    once per process for each kernel, signature and architecture (a compile starts a process of
+    its own; chapter 03 shows a kernel's PTX, then assembles the same PTX)."""
     from gpulab.kernels.registry import kernel_spec
 
     spec = kernel_spec(name)
-    signature = signature or spec.signatures[0]
-    (result,) = compile_requests([(name, signature, tuple(compute_capability))])
+    return _compiled_ptx(name, signature or spec.signatures[0], tuple(compute_capability))
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_ptx(name: str, signature: str, compute_capability: tuple[int, int]) -> str:
+    (result,) = compile_requests([(name, signature, compute_capability)])
     if not result.ok:
         raise RuntimeError(
             f"{name} did not compile for sm_{compute_capability[0]}{compute_capability[1]}: "
