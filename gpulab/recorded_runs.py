@@ -225,6 +225,9 @@ class ComparisonTable:
     def _repr_html_(self) -> str:
         return self.table()._repr_html_()
 
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython's text/plain: the text
+        printer.text(str(self))
+
 
 def comparison_table(title: str, run: GpuRun, rows) -> ComparisonTable:
     """A table of ``rows`` ((what, predicted seconds, measured seconds)) for ``run``; the

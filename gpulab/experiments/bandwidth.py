@@ -283,6 +283,9 @@ class CopyCostTable:
     def _repr_html_(self) -> str:
         return self.table()._repr_html_()
 
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython's text/plain: the text
+        printer.text(str(self))
+
 
 def copy_cost_table(gpu, flops: float, bytes_moved: float, copy_bytes: float,
                     links=COPY_LINKS, precision: str = "fp32") -> CopyCostTable:
