@@ -816,7 +816,18 @@ TILED = CheckSpec(
          "with the line and whether a load, the write or a tile overran")
 
 
-@TILED.check(learners=("kernel",))
+def _tile_given(given: dict) -> None:
+    """The tile the check runs with: the one given, or the default, as an int; ValueError for a
+    tile it cannot test."""
+    tile = given["tile"] or default_side()
+    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or not 3 <= tile <= 32:
+        raise ValueError(f"tile must be a whole number from 3 to 32, not {tile!r}: a tile x tile "
+                         "block has at most 1024 threads, and with smaller tiles there are no "
+                         "test sizes that are not multiples of the tile")
+    given["tile"] = int(tile)
+
+
+@TILED.check(learners=("kernel",), arguments=_tile_given)
 def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
                        dtype=np.float32) -> str:
     """Check ``kernel(A, B, C)``, the shared-memory tiled matmul with ``tile x tile`` blocks
@@ -832,12 +843,6 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
     zero-filled where they hang over an edge; a guard comparing with the wrong size; x and y
     swapped in the loads, in the stores or in the multiply-adds; the sum restarted at every
     step; and everything the naive check finds."""
-    tile = tile or default_side()
-    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or not 3 <= tile <= 32:
-        raise ValueError(f"tile must be a whole number from 3 to 32, not {tile!r}: a tile x tile "
-                         "block has at most 1024 threads, and with smaller tiles there are no "
-                         "test sizes that are not multiples of the tile")
-    tile = int(tile)
     source = TILED.start(kernel)
     hard_coded = _hard_coded_tile(source, tile)
     if hard_coded:

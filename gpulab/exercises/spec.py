@@ -34,7 +34,6 @@ A chapter module declares one spec per check and writes the body as the check fu
 
 from __future__ import annotations
 
-import ast
 import functools
 import inspect
 import weakref
@@ -54,7 +53,12 @@ from gpulab.exercises.results import (
     run_check,
 )
 from gpulab.exercises.running import launch, trace_trial
-from gpulab.exercises.source_rules import KernelSource, hard_coded_block, start_kernel
+from gpulab.exercises.source_rules import (
+    KernelSource,
+    hard_coded_block,
+    hard_coded_size,
+    start_kernel,
+)
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import python_function
 
@@ -120,16 +124,18 @@ class CheckSpec:
                     passed.add(_own(thing))
         return result
 
-    def check(self, body: Callable[..., str] | None = None, *, learners: tuple[str, ...] = ()
-              ) -> Callable[..., CheckResult]:
+    def check(self, body: Callable[..., str] | None = None, *, learners: tuple[str, ...] = (),
+              arguments: Callable[[dict], None] | None = None) -> Callable[..., CheckResult]:
         """The check function of a ``body(learner..., seed=None, options...)`` that returns the
         pass message (or raises): it takes the same arguments and ``show=True``, and runs the
         body as :meth:`run` does, the parameters before ``seed`` (or those named ``learners``)
-        being the learner's code. As a decorator: ``@SPEC.check`` over ``def
+        being the learner's code. ``arguments(given)``, if any, settles the caller's options
+        first (a dict of them, changed in place) and raises ValueError, to the caller, for ones
+        the check cannot run with. As a decorator: ``@SPEC.check`` over ``def
         check_thing(kernel, seed=None, ...) -> str``. ``help(check_thing)`` shows its real
         signature."""
         if body is None:
-            return functools.partial(self.check, learners=learners)
+            return functools.partial(self.check, learners=learners, arguments=arguments)
         signature = inspect.signature(body)
         names = list(signature.parameters)
         learners = learners or tuple(names[:names.index("seed")])
@@ -144,6 +150,8 @@ class CheckSpec:
             bound.apply_defaults()
             given = dict(bound.arguments)
             show = given.pop("show")
+            if arguments is not None:
+                arguments(given)
             return self.run(lambda seed: body(**{**given, "seed": seed}), given["seed"], show,
                             learner=tuple(given[name] for name in learners))
 
@@ -293,21 +301,7 @@ def traced(kernel, trial: Trial, *args, where: str = ""):
     return trace
 
 
-def hard_coded_size(source: KernelSource) -> str | None:
-    """The first line that compares a variable with a whole number bigger than 1 (``if i <
-    300:``): a problem size typed into the kernel."""
-    for node in source.walk():
-        if isinstance(node, ast.Compare) and any(
-                isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) for op in node.ops):
-            sides = [node.left, *node.comparators]
-            if (any(isinstance(side, ast.Name) for side in sides) and any(
-                    isinstance(side, ast.Constant) and isinstance(side.value, int)
-                    and not isinstance(side.value, bool) and side.value > 1 for side in sides)):
-                return source.line(node)
-    return None
-
-
 learner_code.remember_originals()
 
-__all__ = ["OWN_WORK_HINT", "REPLACED_HINT", "CheckSpec", "hard_coded_size", "traced",
-           "try_launch", "under_two_blocks"]
+__all__ = ["OWN_WORK_HINT", "REPLACED_HINT", "CheckSpec", "traced", "try_launch",
+           "under_two_blocks"]
