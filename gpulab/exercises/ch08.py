@@ -42,8 +42,8 @@ from gpulab.exercises.evidence import is_number
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import CheckFailedError, KernelError, explain_exception, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
-from gpulab.exercises.source_rules import KernelSource, hard_coded_block
-from gpulab.exercises.spec import CheckSpec, hard_coded_size
+from gpulab.exercises.source_rules import KernelSource, hard_coded_block, hard_coded_size
+from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import python_function, thread_label
 from gpulab.nn import cost

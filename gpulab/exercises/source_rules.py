@@ -13,7 +13,8 @@ arguments; :func:`start_kernel`, every kernel check's first steps, also rejects
 The method rules that read the source live here too: plain (non-atomic) writes to an output
 many threads update (:func:`plain_writes_to`: the simulator runs a block's threads one after
 another and hides most races), how often a function is called (:func:`count_calls`), a
-hard-coded block size (:func:`hard_coded_block`) and the guards (:func:`compares_with_shape`).
+hard-coded block size (:func:`hard_coded_block`) or problem size (:func:`hard_coded_size`) and
+the guards (:func:`compares_with_shape`).
 """
 
 from __future__ import annotations
@@ -221,6 +222,20 @@ def hard_coded_block(source: KernelSource) -> str | None:
     return None
 
 
+def hard_coded_size(source: KernelSource) -> str | None:
+    """The first line that compares a variable with a whole number bigger than 1 (``if i <
+    300:``): a problem size typed into the kernel."""
+    for node in source.walk():
+        if isinstance(node, ast.Compare) and any(
+                isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) for op in node.ops):
+            sides = [node.left, *node.comparators]
+            if (any(isinstance(side, ast.Name) for side in sides) and any(
+                    isinstance(side, ast.Constant) and isinstance(side.value, int)
+                    and not isinstance(side.value, bool) and side.value > 1 for side in sides)):
+                return source.line(node)
+    return None
+
+
 def compares_with_shape(source: KernelSource) -> list[ast.Compare]:
     """The comparisons in the kernel that involve an array's ``.shape``: its guards."""
     return [node for node in source.walk() if isinstance(node, ast.Compare)
@@ -394,7 +409,7 @@ def start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
 
 __all__ = [
     "BARRIER_EXIT_HINT", "BARRIER_HINT", "BARRIER_IN_BRANCH", "BARRIER_LOOP_HINT",
-    "barrier_problems", "compares_with_shape", "count_calls", "hard_coded_block", "kernel_source",
-    "KernelSource", "plain_writes_to", "raises_not_implemented", "simulator_only_code",
-    "start_kernel", "thread_varying_names"
+    "barrier_problems", "compares_with_shape", "count_calls", "hard_coded_block",
+    "hard_coded_size", "kernel_source", "KernelSource", "plain_writes_to",
+    "raises_not_implemented", "simulator_only_code", "start_kernel", "thread_varying_names"
 ]

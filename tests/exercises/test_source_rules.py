@@ -191,3 +191,26 @@ def test_no_gpulab_kernel_has_a_barrier_some_threads_skip():
         tree = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef))
         kernel = source_rules.KernelSource(function, source, tree)
         assert source_rules.barrier_problems(kernel) == [], function.__name__
+
+
+# --- a size typed into the kernel ---------------------------------------------------------------
+
+
+@cuda.jit
+def copy_guarded(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = x[i]
+
+
+@cuda.jit
+def fixed(x, out):
+    i = cuda.grid(1)
+    if i < 300 and cuda.threadIdx.x >= 0:
+        out[i] = x[i]
+
+
+def test_a_size_typed_into_the_kernel_is_found():
+    assert source_rules.hard_coded_size(source_rules.kernel_source(fixed, 2)) == (
+        "if i < 300 and cuda.threadIdx.x >= 0:")
+    assert source_rules.hard_coded_size(source_rules.kernel_source(copy_guarded, 2)) is None

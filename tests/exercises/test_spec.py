@@ -10,7 +10,7 @@ from numba import cuda
 from gpulab import reference
 from gpulab.exercises import outputs, results, running, source_rules
 from gpulab.exercises.mistakes import Mistake
-from gpulab.exercises.spec import CheckSpec, hard_coded_size, under_two_blocks
+from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial
 from gpulab.kernels.elementwise import elementwise_multiply
 
@@ -89,19 +89,6 @@ def test_a_kernel_right_under_one_block_size_only_fails_and_is_named():
         result.message)
     assert under_two_blocks(run_copy(copy_anywhere), trial,
                             source_rules.kernel_source(copy_anywhere, 2)) == 64
-
-
-@cuda.jit
-def fixed(x, out):
-    i = cuda.grid(1)
-    if i < 300 and cuda.threadIdx.x >= 0:
-        out[i] = x[i]
-
-
-def test_a_size_typed_into_the_kernel_is_found():
-    assert hard_coded_size(source_rules.kernel_source(fixed, 2)) == (
-        "if i < 300 and cuda.threadIdx.x >= 0:")
-    assert hard_coded_size(source_rules.kernel_source(copy_anywhere, 2)) is None
 
 
 def test_gpulab_s_own_kernel_is_named():
