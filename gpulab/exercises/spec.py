@@ -124,16 +124,18 @@ class CheckSpec:
                     passed.add(_own(thing))
         return result
 
-    def check(self, body: Callable[..., str] | None = None, *, learners: tuple[str, ...] = ()
-              ) -> Callable[..., CheckResult]:
+    def check(self, body: Callable[..., str] | None = None, *, learners: tuple[str, ...] = (),
+              arguments: Callable[[dict], None] | None = None) -> Callable[..., CheckResult]:
         """The check function of a ``body(learner..., seed=None, options...)`` that returns the
         pass message (or raises): it takes the same arguments and ``show=True``, and runs the
         body as :meth:`run` does, the parameters before ``seed`` (or those named ``learners``)
-        being the learner's code. As a decorator: ``@SPEC.check`` over ``def
+        being the learner's code. ``arguments(given)``, if any, settles the caller's options
+        first (a dict of them, changed in place) and raises ValueError, to the caller, for ones
+        the check cannot run with. As a decorator: ``@SPEC.check`` over ``def
         check_thing(kernel, seed=None, ...) -> str``. ``help(check_thing)`` shows its real
         signature."""
         if body is None:
-            return functools.partial(self.check, learners=learners)
+            return functools.partial(self.check, learners=learners, arguments=arguments)
         signature = inspect.signature(body)
         names = list(signature.parameters)
         learners = learners or tuple(names[:names.index("seed")])
@@ -148,6 +150,8 @@ class CheckSpec:
             bound.apply_defaults()
             given = dict(bound.arguments)
             show = given.pop("show")
+            if arguments is not None:
+                arguments(given)
             return self.run(lambda seed: body(**{**given, "seed": seed}), given["seed"], show,
                             learner=tuple(given[name] for name in learners))
 
