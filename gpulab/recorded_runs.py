@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpulab import documents, hardware
-from gpulab.tables import Column, Table
+from gpulab.tables import Column, ShownAsTable, Table
 from gpulab.timing import Measurement
 
 FILE_FORMAT = "gpulab-gpu-run"
@@ -192,8 +192,8 @@ class Comparison:
         return self.measured_s / self.predicted_s
 
 
-@dataclass(frozen=True)
-class ComparisonTable:
+@dataclass(frozen=True, repr=False)
+class ComparisonTable(ShownAsTable):
     """Predicted (gpulab's GPU model) against measured (a recorded run), row by row."""
 
     title: str
@@ -218,15 +218,6 @@ class ComparisonTable:
                        hardware.format_seconds(r.measured_s), r.ratio] for r in self.rows],
                      title=self.title, notes=[f"predicted: {self.predicted_label}",
                                               f"measured: {self.measured_label}"])
-
-    def __str__(self) -> str:
-        return str(self.table())
-
-    def _repr_html_(self) -> str:
-        return self.table()._repr_html_()
-
-    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython's text/plain: the text
-        printer.text(str(self))
 
 
 def comparison_table(title: str, run: GpuRun, rows) -> ComparisonTable:

@@ -126,4 +126,22 @@ class Table:
                 f"{notes}")
 
 
-__all__ = ["MISSING", "Column", "Table"]
+class ShownAsTable:
+    """A mixin for a result shown as its :meth:`table` (a :class:`Table`): its text in a
+    terminal, as its repr and in IPython's text/plain, the table's HTML in a notebook. (A
+    dataclass using it says ``repr=False``, or its generated repr would come first.)"""
+
+    def table(self) -> Table:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return str(self.table())
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        return self.table()._repr_html_()
+
+
+__all__ = ["MISSING", "Column", "ShownAsTable", "Table"]

@@ -54,3 +54,23 @@ def test_an_empty_table_has_its_headings():
 def test_a_row_of_the_wrong_length_is_refused():
     with pytest.raises(ValueError, match="2 cells in a table of 3 columns"):
         Table(["a", "b", "c"], [["1", "2"]])
+
+
+def test_a_result_shown_as_its_table():
+    from dataclasses import dataclass
+
+    from IPython.core.formatters import DisplayFormatter
+
+    from gpulab.tables import ShownAsTable
+
+    @dataclass(frozen=True, repr=False)
+    class Result(ShownAsTable):
+        cell: str
+
+        def table(self):
+            return Table(["x"], [[self.cell]], title="result")
+
+    result = Result("<b>")
+    assert str(result) == repr(result) == "result\nx\n<b>"
+    shown, _ = DisplayFormatter().format(result)  # what a notebook gets
+    assert shown["text/plain"] == str(result) and "&lt;b&gt;" in shown["text/html"]

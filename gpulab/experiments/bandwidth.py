@@ -40,7 +40,7 @@ from gpulab.bench.cases import (
 from gpulab.experiments.dashboard import Dashboard
 from gpulab.experiments.experiment import Experiment
 from gpulab.hardware import format_seconds as _fmt
-from gpulab.tables import Column, Table
+from gpulab.tables import Column, ShownAsTable, Table
 
 KERNELS = MEMORY_KERNELS
 
@@ -251,8 +251,8 @@ COPY_RATE_FIELDS = ("host_link_bytes_per_s", "host_pageable_bytes_per_s",
                     "host_pinned_bytes_per_s")
 
 
-@dataclass(frozen=True)
-class CopyCostTable:
+@dataclass(frozen=True, repr=False)
+class CopyCostTable(ShownAsTable):
     """A kernel's roofline estimate alone (``kernel``) and including its host↔device copies
     from each kind of host memory (``with_copies[link]``); printed as a table, with the
     sources of the host link's rates."""
@@ -276,15 +276,6 @@ class CopyCostTable:
                             "each way, peak",
                       notes=[*(f"  {field}: {gpu.source(field).split('. ')[0]}."
                                for field in COPY_RATE_FIELDS), f"(all {kernel.label})"])
-
-    def __str__(self) -> str:
-        return str(self.table())
-
-    def _repr_html_(self) -> str:
-        return self.table()._repr_html_()
-
-    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython's text/plain: the text
-        printer.text(str(self))
 
 
 def copy_cost_table(gpu, flops: float, bytes_moved: float, copy_bytes: float,
