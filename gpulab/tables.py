@@ -30,6 +30,7 @@ MISSING = "—"  # a cell with no value (None)
 GAP = "  "  # between two columns of the text
 NUMBER_START = re.compile(r"^[-+−~<>≈]?\s?[0-9.]")  # "3.2 ms", "-1", "≈ 4", ".5", "<1 %"
 PLACEHOLDERS = {"", "-", MISSING, "none", "n/a"}  # a numeric column's empty cells
+NUMBER_WORDS = {"nan", "inf", "-inf", "+inf"}  # floats that start with no digit
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ def _lines(text: str) -> str:
 
 def _numeric(texts: list[str]) -> bool:
     filled = [t for t in texts if t.strip() not in PLACEHOLDERS]
-    return bool(filled) and all(NUMBER_START.match(t.strip()) for t in filled)
+    return bool(filled) and all(NUMBER_START.match(t.strip()) or t.strip() in NUMBER_WORDS
+                                for t in filled)
 
 
 class Table:

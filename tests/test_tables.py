@@ -40,6 +40,7 @@ def test_html_escapes_every_text():
 def test_numeric_columns_are_right_aligned_in_html_too():
     html = Table(["what", "n"], [["x", "12"], ["y", "-"]])._repr_html_()
     assert '<td style="text-align: left">x</td><td style="text-align: right">12</td>' in html
+    assert str(Table(["x"], [[float("inf")], [-1.5]])).splitlines() == ["   x", " inf", "-1.5"]
     forced = Table([Column("n", align="left")], [["12"]])._repr_html_()
     assert '<td style="text-align: left">12</td>' in forced
 

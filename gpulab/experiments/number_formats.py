@@ -204,14 +204,12 @@ def fp8_overflow_rows(values=OVERFLOW_VALUES) -> list[dict]:
             for v, c, s, k in zip(x, cast, satfinite, kernel, strict=True)]
 
 
-def fp8_overflow_table(values=OVERFLOW_VALUES) -> str:
-    """:func:`fp8_overflow_rows` as a text table."""
-    lines = [f"{'x':>8s}  {'ml_dtypes cast':>14s}  {'__NV_SATFINITE':>14s}  "
-             f"{'course kernel':>13s}"]
-    for row in fp8_overflow_rows(values):
-        lines.append(f"{row['value']:8g}  {row['cast']:14g}  {row['satfinite']:14g}  "
-                     f"{row['kernel']:13g}")
-    return "\n".join(lines)
+def fp8_overflow_table(values=OVERFLOW_VALUES) -> Table:
+    """:func:`fp8_overflow_rows` as a table: each value, and what each conversion made of it."""
+    return Table([Column("x"), Column("ml_dtypes cast"), Column("__NV_SATFINITE"),
+                  Column("course kernel")],
+                 [[row["value"], row["cast"], row["satfinite"], row["kernel"]]
+                  for row in fp8_overflow_rows(values)])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -179,7 +179,7 @@ def test_fp8_overflow_three_conversions():
     for value, expected in ((470.0, 448), (-1000.0, -448), (np.inf, 448), (440.0, 448)):
         assert rows[value]["satfinite"] == expected
         assert rows[value]["kernel"] == expected
-    assert "__NV_SATFINITE" in widget.fp8_overflow_table([500.0]).splitlines()[0]
+    assert "__NV_SATFINITE" in str(widget.fp8_overflow_table([500.0])).splitlines()[0]
 
 
 @pytest.mark.skipif(not SIM, reason="the simulator tier never times the GPU")
