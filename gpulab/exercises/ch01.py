@@ -172,7 +172,7 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
         return trial
 
     trial = Trial.draw("check_multiply", seed, dtype, block=threads_per_block)
-    trial = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+    trial = under_two_blocks(run, trial, source, once=bool(threads_per_block))
     return f"all {trial.n} elements are right ({trial.launched}, seed={trial.seed})."
 
 
@@ -282,7 +282,7 @@ def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | N
         )
 
     trial = Trial.draw("check_dot_atomic", seed, dtype, block=threads_per_block)
-    got = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+    got = under_two_blocks(run, trial, source, once=bool(threads_per_block))
     return (f"x · y = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
             f"seed={trial.seed}).")
 

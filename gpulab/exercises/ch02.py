@@ -135,7 +135,7 @@ def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None =
         return trial, float(a)
 
     trial = Trial.draw("check_saxpy", seed, dtype, block=threads_per_block)
-    trial, a = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+    trial, a = under_two_blocks(run, trial, source, once=bool(threads_per_block))
     traced = Trial.draw("check_saxpy", seed, dtype, block=SAXPY_TRACE_THREADS,
                         size_range=SAXPY_TRACE_SIZES)
     x, y = traced.uniform(-2, 2), traced.uniform(-2, 2)

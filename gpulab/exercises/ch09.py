@@ -766,8 +766,8 @@ def check_accumulate(kernel, seed: int | None = None, threads_per_block: int | N
     source = ACCUMULATE.start(kernel)
     trial = Trial.draw("check_accumulate", seed, np.float32, block=threads_per_block,
                        size_range=SUM_SIZE_RANGE[device.tier()])
-    trial = (_run_sums(kernel, trial, source) if threads_per_block else
-             under_two_blocks(lambda t: _run_sums(kernel, t, source), trial, source))
+    trial = under_two_blocks(lambda t: _run_sums(kernel, t, source), trial, source,
+                             once=bool(threads_per_block))
     _check_sum_method(kernel, seed)
     return (f"grad_sum right after every launch ({trial.n} elements, {trial.launched}, "
             f"seed={trial.seed}), in place, each element written by one thread.")

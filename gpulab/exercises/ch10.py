@@ -986,10 +986,8 @@ def check_amax_nonfinite(kernel, seed: int | None = None,
     trial = GridTrial.draw("check_amax_nonfinite", seed, np.float32, block=block,
                            size_range=AMAX_SIZES[tier])
     trial.grid = AMAX_GRID[tier]
-    if threads_per_block:
-        _run_amax(kernel, trial, source)
-    else:
-        under_two_blocks(lambda t: _run_amax(kernel, t, source), trial, source)
+    under_two_blocks(lambda t: _run_amax(kernel, t, source), trial, source,
+                     once=bool(threads_per_block))
     method = _check_amax_method(kernel, seed)
     return (f"amax and inf/NaN count right in all four cases ({trial}, and under "
             f"{'the given block size' if threads_per_block else 'a second block size'}); "

@@ -743,7 +743,7 @@ def check_add_chunk(kernel, seed: int | None = None, threads_per_block: int | No
         return trial
 
     trial = Trial.draw("check_add_chunk", seed, np.float64, block=threads_per_block)
-    trial = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+    trial = under_two_blocks(run, trial, source, once=bool(threads_per_block))
     return (f"a chunk of {trial.n} elements added in place, the rest of data untouched "
             f"({trial.launched}, and under a second block size; seed={trial.seed}).")
 

@@ -484,7 +484,7 @@ def check_inference(kernel, seed: int | None = None, threads_per_block: int | No
             INFERENCE.reject(evidence)
         return trial
 
-    trial = run(trial) if threads_per_block else under_two_blocks(run, trial, source)
+    trial = under_two_blocks(run, trial, source, once=bool(threads_per_block))
     widths = " and ".join(" → ".join(map(str, p.widths)) for p in problems)
     ties = sum(len(Answers(p.classes(), p, trial).tie_samples) for p in problems)
     return (f"all {trial.n} samples right on networks {widths} ({trial.launched}, "

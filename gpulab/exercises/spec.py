@@ -235,10 +235,13 @@ def _own(thing):
 
 
 def under_two_blocks(run: Callable[[Trial], object], trial: Trial,
-                     source: KernelSource | None) -> object:
+                     source: KernelSource | None, once: bool = False) -> object:
     """``run(trial)``, then ``run`` on the same problem under another block size: a kernel right
     under one block size only (one that hard-codes it, ``blockIdx.x * 64``) fails, and the
-    message names the line when the source shows it. Returns the first run's result."""
+    message names the line when the source shows it. Returns the first run's result. ``once``
+    (the caller chose the block size): ``run(trial)`` alone."""
+    if once:
+        return run(trial)
     line = hard_coded_block(source) if source is not None else None
     said = f"`{line}` hard-codes the block size" if line else "the kernel depends on the block size"
     results = []

@@ -137,3 +137,11 @@ def test_try_launch_says_what_stopped_the_kernel(capsys):
     assert capsys.readouterr().out == "not written yet\n"
     assert not try_launch(no_guard, trial, x, np.zeros(10, np.float32), label="launch 1")
     assert capsys.readouterr().out.startswith("launch 1 stopped: ")
+
+
+def test_a_block_size_the_caller_chose_runs_once():
+    ran = []
+    trial = Trial.draw("check_demo", 2, np.float32, block=32)
+    assert under_two_blocks(lambda t: ran.append(t.threads_per_block) or "first", trial, None,
+                            once=True) == "first"
+    assert ran == [32]
