@@ -249,21 +249,21 @@ class StepTimeline:
                 f"{_us(self.kernels_s)}, gaps {_us(self.gaps_s)}, step {_us(self.step_s)}: "
                 f"{100 * self.gap_fraction:.1f}% of the step in gaps")
 
-    def table(self) -> str:
+    def table(self) -> Table:
         """Every launch: kernel, grid, block, what it computes, FLOPs, bytes, gap, kernel."""
-        head = (f"{'#':>3} {'kernel':31s} {'phase':9s} {'blocks':>11} {'threads':>9} "
-                f"{'FLOPs':>10} {'bytes':>10} {'gap µs':>8} {'kernel µs':>10}  what")
-        lines = [head]
-        for e in self.entries:
-            lines.append(
-                f"{e.index:3d} {e.kernel:31s} {e.phase:9s} {_dims(e.blocks):>11} "
-                f"{_dims(e.threads):>9} {e.flops:10,.0f} {e.bytes_moved:10,.0f} "
-                f"{e.gap_s * 1e6:8.2f} {e.kernel_s * 1e6:10.3f}  {e.shape}")
-        lines.append(f"{'':3} {'total':31s} {'':9s} {'':>11} {'':>9} {self.flops:10,.0f} "
-                     f"{sum(e.bytes_moved for e in self.entries):10,.0f} "
-                     f"{self.gaps_s * 1e6:8.2f} {self.kernels_s * 1e6:10.3f}")
-        lines.append(f"kernels: {self.kernel_label}; gaps: {self.gap_label}; {self.label}")
-        return "\n".join(lines)
+        rows = [[e.index, e.kernel, e.phase, _dims(e.blocks), _dims(e.threads), e.flops,
+                 e.bytes_moved, e.gap_s * 1e6, e.kernel_s * 1e6, e.shape] for e in self.entries]
+        rows.append([None, "total", "", "", "", self.flops,
+                     sum(e.bytes_moved for e in self.entries), self.gaps_s * 1e6,
+                     self.kernels_s * 1e6, ""])
+        return Table([Column("#"), Column("kernel"), Column("phase"),
+                      Column("blocks", align="right"), Column("threads", align="right"),
+                      Column("FLOPs", number_format="{:,.0f}"),
+                      Column("bytes", number_format="{:,.0f}"),
+                      Column("gap", "µs", "{:.2f}"), Column("kernel", "µs", "{:.3f}"),
+                      Column("what")], rows,
+                     notes=[f"kernels: {self.kernel_label}; gaps: {self.gap_label}; "
+                            f"{self.label}"])
 
     def draw(self, ax=None):
         """This timeline as one row of bars (see :func:`draw_timelines`)."""

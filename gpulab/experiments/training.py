@@ -117,17 +117,17 @@ def decision_regions(model, data, resolution: int = 200, ax=None):
 # --- tables the chapter prints ------------------------------------------------------------------
 
 
-def compare_runs(runs: dict) -> str:
-    """One line per run ({label: History}): the first epoch's training loss, the updates made,
+def compare_runs(runs: dict) -> Table:
+    """One row per run ({label: History}): the first epoch's training loss, the updates made,
     the training time and the held-out accuracy at the end; where the times were measured
     underneath."""
-    lines = [f"{'run':28s} {'epoch-1 loss':>12} {'updates':>8} {'seconds':>8} {'held-out':>9}"]
-    for label, history in runs.items():
-        lines.append(f"{label:28s} {history.records[0].train_loss:12.3f} "
-                     f"{sum(history.column('steps')):8d} {history.total_seconds:8.2f} "
-                     f"{100 * history.final.test_accuracy:8.1f}%")
-    lines.append("times: " + "; ".join(dict.fromkeys(h.timing for h in runs.values())))
-    return "\n".join(lines)
+    return Table([Column("run"), Column("epoch-1 loss", number_format="{:.3f}"),
+                  Column("updates"), Column("seconds", number_format="{:.2f}"),
+                  Column("held-out", "%", "{:.1f}")],
+                 [[label, history.records[0].train_loss, sum(history.column("steps")),
+                   history.total_seconds, 100 * history.final.test_accuracy]
+                  for label, history in runs.items()],
+                 notes=["times: " + "; ".join(dict.fromkeys(h.timing for h in runs.values()))])
 
 
 def _compared(value: float, other: float, less: str, more: str, same: str = "the same as") -> str:

@@ -123,7 +123,7 @@ def test_the_figure_and_tables_give_the_totals_and_their_origin():
     plt.close(fig)
     table = st.timelines_table([small, large])
     assert "in gaps" in table and "4,096" in table and "not drawn" in table
-    rows = small.table().splitlines()
+    rows = str(small.table()).splitlines()
     assert len(rows) == 19 + 3 and "matmul_naive" in rows[1] and "8x64 @ 64x128" in rows[1]
     with pytest.raises(ValueError, match="at least one"):
         st.draw_timelines([])
