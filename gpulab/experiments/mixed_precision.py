@@ -41,6 +41,7 @@ from gpulab.nn import mixed_precision as mp
 from gpulab.nn.data import load_digits
 from gpulab.nn.recipes import DIGITS
 from gpulab.plots import wrap_title
+from gpulab.tables import Column, Table
 
 EPOCHS = 4
 GROWTH_INTERVAL = 50  # the chapter's runs are 180 steps long; PyTorch's default is 2000
@@ -389,26 +390,29 @@ class MixedPrecisionExperiment(Experiment):
         }
         return self.last_result
 
-    def table(self) -> str:
+    def table(self) -> Table:
+        """Per recipe: held-out accuracy, bytes per parameter and activation bytes (measured),
+        and the estimated step times; where each comes from beneath."""
         r = self._result()
-        lines = [f"{'recipe':28s} {'accuracy':>9s} {'bytes/param':>11s} {'activations':>12s} "
-                 f"{'step, digits':>13s} {'step, large':>12s}"]
+        rows = []
         for row in r["rows"]:
             m = row["memory_measured"]
             per_param = (m["parameters"] + m["gradients"] + m["optimiser state"]
                          + m["master weights"]) / memory.mlp_parameters(self.widths)
-            lines.append(f"{row['title']:28s} {percent(row['accuracy']):>9s} {per_param:11.1f} "
-                         f"{m['activations']:10,d} B {row['estimate_small_s'] * 1e6:10.1f} µs "
-                         f"{row['estimate_large_s'] * 1e3:9.3f} ms")
-        lines.append(f"accuracy: held-out, after {r['epochs']} epochs from seed {r['seed']}, "
-                     f"{r['where']}")
-        lines.append("bytes/param and activations: measured (nbytes of the arrays a step keeps, "
-                     f"batch {self.batch_size})")
-        lines.append(f"steps: the matrix products of one training step, {r['estimate_label']}; "
-                     f"digits = {r['small']}, large = {r['large']}")
-        for m in r["gpu_measured"]:
-            lines.append(f"{m.name:28s} {m.median_s * 1e3:8.3f} ms  ({r['measured_label']})")
-        return "\n".join(lines)
+            rows.append([row["title"], percent(row["accuracy"]), per_param, m["activations"],
+                         row["estimate_small_s"] * 1e6, row["estimate_large_s"] * 1e3])
+        notes = [f"accuracy: held-out, after {r['epochs']} epochs from seed {r['seed']}, "
+                 f"{r['where']}",
+                 "bytes/param and activations: measured (nbytes of the arrays a step keeps, "
+                 f"batch {self.batch_size})",
+                 f"steps: the matrix products of one training step, {r['estimate_label']}; "
+                 f"digits = {r['small']}, large = {r['large']}"]
+        notes += [f"{m.name}: {m.median_s * 1e3:.3f} ms ({r['measured_label']})"
+                  for m in r["gpu_measured"]]
+        return Table([Column("recipe"), Column("accuracy"),
+                      Column("bytes/param", number_format="{:.1f}"),
+                      Column("activations", "B", "{:,}"), Column("step, digits", "µs", "{:.1f}"),
+                      Column("step, large", "ms", "{:.3f}")], rows, notes=notes)
 
     def explain(self) -> str:
         r = self._result()
