@@ -45,7 +45,7 @@ from gpulab.exercises.running import call_learner, launch, padded, read_back, tr
 from gpulab.exercises.source_rules import KernelSource, hard_coded_block, hard_coded_size
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import Trial
-from gpulab.instruments import python_function, thread_label
+from gpulab.instruments import thread_label
 from gpulab.nn import cost
 
 # A prediction within this factor of the model's answer is right: the napkin leaves out what a
@@ -1202,11 +1202,10 @@ def kernel_to_use(kernel) -> tuple[object, str]:
     line printed that says why."""
     from gpulab.kernels import evaluate
 
-    if EVALUATE.passed(kernel):
-        return kernel, f"your {python_function(kernel).__name__}"
-    print(EVALUATE.unpassed_note(kernel, "gpulab's evaluate_batch runs") or
-          "no kernel given: gpulab's evaluate_batch runs instead.")
-    return evaluate.evaluate_batch, "gpulab's evaluate_batch"
+    mine, whose, note = EVALUATE.yours_or_gpulabs(kernel, "evaluate_batch")
+    if mine is None:
+        print(note or "no kernel given: gpulab's evaluate_batch runs instead.")
+    return (evaluate.evaluate_batch if mine is None else mine), whose
 
 
 __all__ = [

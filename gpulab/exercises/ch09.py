@@ -45,7 +45,7 @@ from gpulab.exercises.running import call_learner, launch, padded, read_back
 from gpulab.exercises.source_rules import KernelSource, plain_writes_to
 from gpulab.exercises.spec import CheckSpec, traced, try_launch, under_two_blocks
 from gpulab.exercises.trial import Trial
-from gpulab.instruments import python_function, thread_label
+from gpulab.instruments import thread_label
 from gpulab.nn import memory
 from gpulab.nn.mlp import MLP
 
@@ -859,10 +859,7 @@ def accumulate_on_device(kernel=None, widths=(64, 16, 10), batch_size: int = 128
     GPU (already there)."""
     from gpulab.kernels import accumulate as kernels
 
-    note = ACCUMULATE.unpassed_note(kernel, "gpulab's accumulate ran")
-    kernel = None if note else kernel
-    whose = "gpulab's accumulate" if kernel is None else (
-        f"your {getattr(python_function(kernel), '__name__', 'kernel')}")
+    kernel, whose, note = ACCUMULATE.yours_or_gpulabs(kernel, "accumulate", "ran")
     widths = [int(w) for w in widths]
     rng = np.random.default_rng(seed)
     X = rng.normal(0.0, 1.0, (batch_size, widths[0])).astype(np.float32)

@@ -46,7 +46,7 @@ from gpulab.exercises.running import call_learner, launch, padded
 from gpulab.exercises.source_rules import KernelSource, count_calls, plain_writes_to
 from gpulab.exercises.spec import CheckSpec, traced, under_two_blocks
 from gpulab.exercises.trial import Trial
-from gpulab.instruments import WatchedArray, poison_value, python_function, thread_label
+from gpulab.instruments import WatchedArray, poison_value, thread_label
 from gpulab.nn.mixed_precision import LossScaler, scale_from_history
 from gpulab.nn.mixed_precision import amax as recorded_amax
 
@@ -1051,10 +1051,7 @@ def recipes_on_kernel(kernel=None, data=None, fp16_steps: int = 8, fp8_steps: in
     from gpulab.nn.data import load_digits
     from gpulab.nn.mixed_precision import train_mixed
 
-    note = AMAX.unpassed_note(kernel, "gpulab's amax_nonfinite ran")
-    kernel = None if note else kernel
-    whose = "gpulab's amax_nonfinite" if kernel is None else (
-        f"your {getattr(python_function(kernel), '__name__', 'kernel')}")
+    kernel, whose, note = AMAX.yours_or_gpulabs(kernel, "amax_nonfinite", "ran")
     data = data or load_digits(seed=0)
     launches = [0]
 

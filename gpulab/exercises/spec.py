@@ -174,6 +174,17 @@ class CheckSpec:
                  if has_passed(self.exercise) else " in this session")
         return f"your kernel has not passed its check{since}: {instead} instead."
 
+    def yours_or_gpulabs(self, kernel, gpulab_name: str, does: str = "runs"
+                         ) -> tuple[object, str, str]:
+        """(the kernel to run, whose it is, a note): ``kernel`` and "your <its name>" once this
+        very kernel passed this check in this session; otherwise None (gpulab's own runs),
+        "gpulab's <gpulab_name>" and why (:meth:`unpassed_note`, ending "gpulab's
+        <gpulab_name> <does> instead"; "" when no kernel was given)."""
+        note = self.unpassed_note(kernel, f"gpulab's {gpulab_name} {does}")
+        if kernel is None or note:
+            return None, f"gpulab's {gpulab_name}", note
+        return kernel, f"your {getattr(_own(kernel), '__name__', 'kernel')}", ""
+
     def start(self, kernel) -> KernelSource:
         """The kernel's first steps (:func:`gpulab.exercises.source_rules.start_kernel`)."""
         return start_kernel(kernel, self.parameters, self.stub_hint)

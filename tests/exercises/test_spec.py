@@ -145,3 +145,15 @@ def test_a_block_size_the_caller_chose_runs_once():
     assert under_two_blocks(lambda t: ran.append(t.threads_per_block) or "first", trial, None,
                             once=True) == "first"
     assert ran == [32]
+
+
+def test_yours_or_gpulab_s_kernel():
+    def mine(n):
+        return n
+
+    assert SPEC.yours_or_gpulabs(None, "demo") == (None, "gpulab's demo", "")
+    kernel, whose, note = SPEC.yours_or_gpulabs(mine, "demo", "ran")
+    assert kernel is None and whose == "gpulab's demo"
+    assert note.endswith("gpulab's demo ran instead.")
+    SPEC.check(lambda function, seed=None: "fine")(mine, show=False)
+    assert SPEC.yours_or_gpulabs(mine, "demo") == (mine, "your mine", "")
