@@ -572,6 +572,9 @@ THIS_CHAPTER = ("softmax_cross_entropy_backward", "adam_update")
 # gpulab's kernels and must match them to rounding; then your kernels train on alone.
 TRAINING = {"widths": (64, 16, 10), "steps": 16, "batch_size": 16, "lr": 3e-2, "seed": 0,
             "compared_steps": 2}
+# Steps of a run with none of the learner's kernels in it (all stubs or refused): enough to show
+# what the cell does, without the simulator's half a minute on gpulab's kernels alone.
+PREVIEW_STEPS = 4
 MIN_ACCURACY = 0.4  # held-out accuracy a run must reach: four times chance (10 classes)
 LOSS_WINDOW = 0.25  # "the loss fell": the mean of the last quarter of the steps' batch losses
 #                     is below the mean of the first quarter (one batch's loss is noisy)
@@ -692,8 +695,9 @@ class YourTraining:
                 f"{side.batch_size} digits ({samples:,} samples drawn from {self.n_train:,} "
                 f"training digits, {samples / self.n_train:.2f} epochs), Adam at lr "
                 f"{self.settings.get('lr', 0):g}, seed {side.seed}: {self.seconds:.1f} s in "
-                f"{where}, {self.seconds_per_step:.2f} s per step (the first "
-                f"{_steps(side.compared)} ran twice: yours and gpulab's)")
+                f"{where}, {self.seconds_per_step:.2f} s per step"
+                + (f" (the first {_steps(side.compared)} ran twice: yours and gpulab's)"
+                   if side.compared else ""))
 
     @property
     def seconds_per_step(self) -> float:
@@ -730,9 +734,10 @@ class YourTraining:
             lines.append(f"training stopped: {self.error}")
         if self.side_by_side is not None:
             side = self.side_by_side
-            lines.append(f"\nthe first {_steps(side.compared)} next to {side.reference_name} "
-                         "alone (same weights, same batches):")
-            lines.append(side.table())
+            if side.compared:
+                lines.append(f"\nthe first {_steps(side.compared)} next to "
+                             f"{side.reference_name} alone (same weights, same batches):")
+                lines.append(side.table())
             lines.append(f"\ntrained: {self.describe()}")
         if self.stopped:
             lines.append(f"stopped early: {self.stopped}")
@@ -819,7 +824,9 @@ def train_with_your_kernels(kernels: dict, data=None, show: bool = True,
     train on alone. After every step the held-out loss and accuracy are measured with the
     run's weights on NumPy (the same arithmetic; in the simulator, 359 digits through the
     kernels would cost more than the step). ``settings`` override :data:`TRAINING` (widths,
-    steps, batch_size, lr, seed, compared_steps).
+    steps, batch_size, lr, seed, compared_steps). With none of your kernels in the run (all
+    stubs or refused) and no ``steps`` given, it is a preview of :data:`PREVIEW_STEPS` steps
+    on gpulab's kernels, and its notes say so.
 
     Stops early at a step whose loss is not finite, or after a compared step that does not
     match gpulab's (what follows would train another network). Never raises for your
@@ -839,6 +846,11 @@ def train_with_your_kernels(kernels: dict, data=None, show: bool = True,
     run_settings = {**TRAINING, **settings}
     data = data or load_digits(seed=0)
     usable, origins, notes = your_kernels(kernels)
+    if not usable and "steps" not in settings:
+        run_settings.update(steps=PREVIEW_STEPS, compared_steps=0)
+        notes.append(f"none of your kernels is in this run yet, so it is a preview: "
+                     f"{PREVIEW_STEPS} steps on gpulab's kernels alone. With yours it trains "
+                     f"{TRAINING['steps']} steps.")
     run = YourTraining(usable, origins, notes, settings=run_settings, n_train=data.n_train,
                        n_test=data.n_test, tier=device.tier())
     widths = list(run_settings["widths"])

@@ -484,6 +484,16 @@ def test_training_with_stubs_falls_back_to_gpulab_and_is_not_attempted():
     assert ch07.check_training(run, show=False).status == NOT_ATTEMPTED
 
 
+def test_with_none_of_yours_the_run_is_a_short_preview_on_gpulabs_kernels():
+    run = ch07.train_with_your_kernels({"softmax_cross_entropy_backward": loss_gradient_stub,
+                                        "adam_update": None}, show=False)
+    assert run.yours == [] and run.steps == ch07.PREVIEW_STEPS < ch07.TRAINING["steps"]
+    assert any("preview" in note and f"trains {ch07.TRAINING['steps']} steps" in note
+               for note in run.notes)
+    assert "ran twice" not in run.report() and "next to" not in run.report()
+    assert ch07.check_training(run, show=False).status == NOT_ATTEMPTED
+
+
 def test_a_learner_bug_is_caught_step_for_step_and_blamed_on_the_update():
     run = ch07.train_with_your_kernels({"softmax_cross_entropy_backward": loss_gradient,
                                         "adam_update": adam_step_one}, show=False, **FAST)
