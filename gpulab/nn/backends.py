@@ -14,19 +14,22 @@ backend copies it with ``transpose_tiled`` and then calls the ordinary matmul ke
 
 **Your kernels in the network.** ``KernelBackend(kernels={"adam_update": my_adam, ...})`` (or
 ``get_backend("kernels", kernels={...})``) launches your ``@cuda.jit`` kernels in place of
-gpulab's, by the name of the gpulab kernel each replaces (:data:`OVERRIDABLE`), and gpulab's
-for the rest. Each must take the same parameters as gpulab's kernel (``gpulab.kernel_source``
-shows them); it is launched as :data:`OVERRIDE_LAUNCH` says, into a fresh output filled with
-NaN, so an element your kernel skips shows as NaN instead of as last step's value. A name
-gpulab does not know, something that is not a ``@cuda.jit`` kernel, a kernel with the wrong
-number of parameters or one that still raises ``NotImplementedError`` is refused at once with
-a :class:`KernelOverrideError` that says what to change; an error inside your kernel while the
+gpulab's, by the name of the gpulab kernel each replaces (:data:`OVERRIDABLE`; one table,
+:data:`REPLACEABLE`, says each one's parameters, launch and outputs), and gpulab's for the rest.
+Each must take the same parameters as gpulab's kernel (``gpulab.kernel_source`` shows them); it
+is launched as :data:`OVERRIDE_LAUNCH` says, into a fresh output filled with NaN, so an element
+your kernel skips shows as NaN instead of as last step's value. A name gpulab does not know,
+something that is not a ``@cuda.jit`` kernel, a kernel with the wrong number of parameters or
+one that still raises ``NotImplementedError`` is refused at once with a
+:class:`KernelOverrideError` that says what to change; an error inside your kernel while the
 network runs is re-raised as one that names it.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -122,41 +125,70 @@ def default_matmul() -> tuple[str, int | None]:
 
 # --- your kernels in place of gpulab's ----------------------------------------------------------
 
-# The kernels a KernelBackend launches that you may replace, by gpulab's name, with the
-# parameters yours must take (gpulab's own, in order).
-OVERRIDABLE: dict[str, tuple[str, ...]] = {
-    "matmul": ("A", "B", "C"),
-    "transpose": ("A", "out"),
-    "bias_activation": ("Z", "b", "act", "A"),
-    "bias_activation_backward": ("dA", "Z", "b", "act", "dZ"),
-    "bias_grad": ("dZ", "db"),
-    "softmax_cross_entropy": ("logits", "labels", "probs", "losses"),
-    "softmax_cross_entropy_backward": ("probs", "labels", "scale", "dlogits"),
-    "sgd_momentum_update": ("param", "grad", "velocity", "lr", "momentum", "weight_decay"),
-    "adam_update": ("param", "grad", "m", "v", "lr", "beta1", "beta2", "eps", "correction1",
-                    "correction2", "weight_decay"),
+@dataclass(frozen=True)
+class Replaceable:
+    """One kernel a :class:`KernelBackend` launches that yours may replace: what yours takes, how
+    it is launched, and the fresh outputs it writes."""
+
+    parameters: tuple[str, ...]  # gpulab's kernel's, in order: the inputs, then the outputs
+    launch: str  # how the backend launches it, in words (error messages, chapter 07)
+    blocks: str  # "matmul" or "transpose" (square tiles), "2d" (grid_2d), "1d" (flat)
+    over: str  # the parameter whose elements the threads cover
+    outputs: Callable[..., tuple] = lambda **inputs: ()  # their shapes, from the inputs by name
+    like: str = ""  # the parameter whose dtype the outputs take
+
+
+# The kernels a KernelBackend launches that you may replace, by gpulab's name. Written in place
+# (the optimiser updates) when a kernel has no outputs; else into fresh outputs, filled with NaN.
+REPLACEABLE: dict[str, Replaceable] = {
+    "matmul": Replaceable(
+        ("A", "B", "C"),
+        "one thread per element of C (M x N), square blocks of tile x tile threads, x along C's "
+        "columns; tile = KernelBackend(tile=...), else 16 on a GPU, 8 in the simulator, so a "
+        "tiled kernel's tile is cuda.blockDim.x",
+        "matmul", "C", lambda A, B: ((A.shape[0], B.shape[1]),), "A"),
+    "transpose": Replaceable(
+        ("A", "out"),
+        "one thread per element of A (M x N), out is N x M, square blocks (16 x 16 on a GPU, "
+        "8 x 8 in the simulator), x along A's columns",
+        "transpose", "A", lambda A: (A.shape[::-1],), "A"),
+    "bias_activation": Replaceable(
+        ("Z", "b", "act", "A"),
+        "one thread per element of Z, 2-D blocks (32 x 8 on a GPU, 8 x 8 in the simulator), x "
+        "along the columns; act is an activation code (gpulab.kernels.dense.ACTIVATION_CODES)",
+        "2d", "Z", lambda Z, **_: (Z.shape,), "Z"),
+    "bias_activation_backward": Replaceable(
+        ("dA", "Z", "b", "act", "dZ"),
+        "as bias_activation: one thread per element of Z",
+        "2d", "Z", lambda Z, **_: (Z.shape,), "Z"),
+    "bias_grad": Replaceable(
+        ("dZ", "db"),
+        "one thread per column of dZ, 1-D blocks (256 on a GPU, 32 in the simulator)",
+        "1d", "db", lambda dZ: ((dZ.shape[1],),), "dZ"),
+    "softmax_cross_entropy": Replaceable(
+        ("logits", "labels", "probs", "losses"),
+        "one thread per row (sample), 1-D blocks",
+        "1d", "losses", lambda logits, labels: (logits.shape, logits.shape[:1]), "logits"),
+    "softmax_cross_entropy_backward": Replaceable(
+        ("probs", "labels", "scale", "dlogits"),
+        "one thread per element of probs, 2-D blocks, x along the classes; scale = 1 / batch",
+        "2d", "probs", lambda probs, **_: (probs.shape,), "probs"),
+    "sgd_momentum_update": Replaceable(
+        ("param", "grad", "velocity", "lr", "momentum", "weight_decay"),
+        "one thread per element of the parameter, seen as a flat vector, 1-D blocks",
+        "1d", "param"),
+    "adam_update": Replaceable(
+        ("param", "grad", "m", "v", "lr", "beta1", "beta2", "eps", "correction1", "correction2",
+         "weight_decay"),
+        "one thread per element of the parameter, seen as a flat vector, 1-D blocks; "
+        "correction_k = 1 - beta_k ** step, computed on the host",
+        "1d", "param"),
 }
 
-# How the backend launches each of your kernels (the same grids as gpulab's own launches).
-OVERRIDE_LAUNCH: dict[str, str] = {
-    "matmul": "one thread per element of C (M x N), square blocks of tile x tile threads, x "
-              "along C's columns; tile = KernelBackend(tile=...), else 16 on a GPU, 8 in the "
-              "simulator, so a tiled kernel's tile is cuda.blockDim.x",
-    "transpose": "one thread per element of A (M x N), out is N x M, square blocks (16 x 16 on "
-                 "a GPU, 8 x 8 in the simulator), x along A's columns",
-    "bias_activation": "one thread per element of Z, 2-D blocks (32 x 8 on a GPU, 8 x 8 in the "
-                       "simulator), x along the columns; act is an activation code "
-                       "(gpulab.kernels.dense.ACTIVATION_CODES)",
-    "bias_activation_backward": "as bias_activation: one thread per element of Z",
-    "bias_grad": "one thread per column of dZ, 1-D blocks (256 on a GPU, 32 in the simulator)",
-    "softmax_cross_entropy": "one thread per row (sample), 1-D blocks",
-    "softmax_cross_entropy_backward": "one thread per element of probs, 2-D blocks, x along "
-                                      "the classes; scale = 1 / batch",
-    "sgd_momentum_update": "one thread per element of the parameter, seen as a flat vector, "
-                           "1-D blocks",
-    "adam_update": "one thread per element of the parameter, seen as a flat vector, 1-D "
-                   "blocks; correction_k = 1 - beta_k ** step, computed on the host",
-}
+# The parameters yours must take (gpulab's own, in order), and how the backend launches it (the
+# same grids as gpulab's own launches), by name.
+OVERRIDABLE: dict[str, tuple[str, ...]] = {name: k.parameters for name, k in REPLACEABLE.items()}
+OVERRIDE_LAUNCH: dict[str, str] = {name: k.launch for name, k in REPLACEABLE.items()}
 
 # gpulab's variants of a kernel that override one entry of OVERRIDABLE
 OVERRIDE_ALIASES = {"matmul_naive": "matmul", "matmul_tiled": "matmul",
@@ -310,54 +342,57 @@ class KernelBackend:
         cuda.synchronize()
 
     # your kernels
-    def _yours(self, name: str, blocks, threads, *args) -> None:
-        """Launch your kernel for ``name`` on ``blocks`` x ``threads`` and wait for it; an
-        error inside it becomes a KernelOverrideError that names it."""
+    def _yours(self, name: str, *inputs):
+        """Launch your kernel for ``name`` on ``inputs`` and fresh NaN-filled outputs, as
+        :data:`REPLACEABLE` says, and wait for it; an error inside it becomes a
+        KernelOverrideError that names it. Returns the output (several: a tuple; none: None)."""
         from numba import cuda
 
         from gpulab.instruments import launchable
 
-        kernel = self.overrides[name]
+        replaceable, kernel = REPLACEABLE[name], self.overrides[name]
+        named = dict(zip(replaceable.parameters[:len(inputs)], inputs, strict=True))
+        dtype = named[replaceable.like].dtype if replaceable.like else None
+        outputs = tuple(cuda.to_device(np.full(shape, np.nan, dtype=dtype))
+                        for shape in replaceable.outputs(**named))
+        named.update(zip(replaceable.parameters[len(inputs):], outputs, strict=True))
+        blocks, threads = self._grid(replaceable.blocks, named[replaceable.over].shape)
         try:
-            launchable(kernel)[blocks, threads](*args)
+            launchable(kernel)[blocks, threads](*inputs, *outputs)
             cuda.synchronize()
         except Exception as error:  # the learner's kernel: say whose it was
             raise KernelOverrideError(
                 f"your kernel {_kernel_name(kernel)!r}, launched for {name} "
-                f"({OVERRIDE_LAUNCH[name]}), stopped with {type(error).__name__}: {error}"
+                f"({replaceable.launch}), stopped with {type(error).__name__}: {error}"
             ) from error
+        return outputs[0] if len(outputs) == 1 else (outputs or None)
 
-    def _unwritten(self, shape, dtype):
-        """A fresh device array filled with NaN: what your kernel does not write stays NaN."""
-        from numba import cuda
+    def _grid(self, blocks: str, shape) -> tuple:
+        """(blocks, threads) of a launch of kind ``blocks`` (:class:`Replaceable`) over an array
+        of ``shape``: the same grids as gpulab's own launches."""
+        from gpulab.kernels import dense, matmul
 
-        return cuda.to_device(np.full(shape, np.nan, dtype=dtype))
+        if blocks == "2d":
+            return dense.grid_2d(*shape)
+        if blocks == "1d":
+            threads = dense.default_threads_1d()
+            return -(-int(np.prod(shape)) // threads), threads
+        side = (self.tile or matmul.default_tile() if blocks == "matmul"
+                else dense.default_transpose()[1])
+        M, N = shape
+        return (-(-N // side), -(-M // side)), (side, side)
 
     # the forward and backward pass
     def matmul(self, A, B):
         if "matmul" in self.overrides:
-            from gpulab.kernels.matmul import default_tile
-
-            A, B = self.asarray(A), self.asarray(B)
-            M, N = A.shape[0], B.shape[1]
-            C = self._unwritten((M, N), A.dtype)
-            side = self.tile or default_tile()
-            self._yours("matmul", (-(-N // side), -(-M // side)), (side, side), A, B, C)
-            return C
+            return self._yours("matmul", self.asarray(A), self.asarray(B))
         from gpulab.kernels.matmul import matmul
 
         return matmul(A, B, method=self.matmul_method, tile=self.tile)
 
     def transpose(self, A):
         if "transpose" in self.overrides:
-            from gpulab.kernels.dense import default_transpose
-
-            A = self.asarray(A)
-            M, N = A.shape
-            out = self._unwritten((N, M), A.dtype)
-            side = default_transpose()[1]
-            self._yours("transpose", (-(-N // side), -(-M // side)), (side, side), A, out)
-            return out
+            return self._yours("transpose", self.asarray(A))
         from gpulab.kernels.dense import transpose
 
         return transpose(A)
@@ -372,87 +407,52 @@ class KernelBackend:
 
     def bias_activation(self, Z, b, activation: str):
         if "bias_activation" in self.overrides:
-            from gpulab.kernels.dense import activation_code, grid_2d
+            from gpulab.kernels.dense import activation_code
 
-            Z, b = self.asarray(Z), self.asarray(b)
-            A = self._unwritten(Z.shape, Z.dtype)
-            self._yours("bias_activation", *grid_2d(*Z.shape), Z, b,
-                        activation_code(activation), A)
-            return A
+            return self._yours("bias_activation", self.asarray(Z), self.asarray(b),
+                               activation_code(activation))
         from gpulab.kernels.dense import run_bias_activation
 
         return run_bias_activation(Z, b, activation)
 
     def bias_activation_backward(self, dA, Z, b, activation: str):
         if "bias_activation_backward" in self.overrides:
-            from gpulab.kernels.dense import activation_code, grid_2d
+            from gpulab.kernels.dense import activation_code
 
-            dA, Z, b = self.asarray(dA), self.asarray(Z), self.asarray(b)
-            dZ = self._unwritten(Z.shape, Z.dtype)
-            self._yours("bias_activation_backward", *grid_2d(*Z.shape), dA, Z, b,
-                        activation_code(activation), dZ)
-            return dZ
+            return self._yours("bias_activation_backward", self.asarray(dA), self.asarray(Z),
+                               self.asarray(b), activation_code(activation))
         from gpulab.kernels.dense import run_bias_activation_backward
 
         return run_bias_activation_backward(dA, Z, b, activation)
 
     def bias_grad(self, dZ):
         if "bias_grad" in self.overrides:
-            from gpulab.kernels.dense import default_threads_1d
-
-            dZ = self.asarray(dZ)
-            db = self._unwritten((dZ.shape[1],), dZ.dtype)
-            threads = default_threads_1d()
-            self._yours("bias_grad", -(-dZ.shape[1] // threads), threads, dZ, db)
-            return db
+            return self._yours("bias_grad", self.asarray(dZ))
         from gpulab.kernels.dense import run_bias_grad
 
         return run_bias_grad(dZ)
 
     def softmax_cross_entropy(self, logits, labels):
         if "softmax_cross_entropy" in self.overrides:
-            from gpulab.kernels.dense import default_threads_1d
-
-            logits, labels = self.asarray(logits), self.labels(labels)
-            rows = logits.shape[0]
-            probs = self._unwritten(logits.shape, logits.dtype)
-            losses = self._unwritten((rows,), logits.dtype)
-            threads = default_threads_1d()
-            self._yours("softmax_cross_entropy", -(-rows // threads), threads, logits, labels,
-                        probs, losses)
-            return probs, losses
+            return self._yours("softmax_cross_entropy", self.asarray(logits), self.labels(labels))
         from gpulab.kernels.softmax import run_softmax_cross_entropy
 
         return run_softmax_cross_entropy(logits, labels)
 
     def softmax_cross_entropy_backward(self, probs, labels, scale: float):
         if "softmax_cross_entropy_backward" in self.overrides:
-            from gpulab.kernels.dense import grid_2d
-
-            probs, labels = self.asarray(probs), self.labels(labels)
-            dlogits = self._unwritten(probs.shape, probs.dtype)
-            self._yours("softmax_cross_entropy_backward", *grid_2d(*probs.shape), probs,
-                        labels, probs.dtype.type(scale), dlogits)
-            return dlogits
+            probs = self.asarray(probs)
+            return self._yours("softmax_cross_entropy_backward", probs, self.labels(labels),
+                               probs.dtype.type(scale))
         from gpulab.kernels.softmax import run_softmax_cross_entropy_backward
 
         return run_softmax_cross_entropy_backward(probs, labels, scale)
 
-    # optimiser updates, in place
-    def _flat_1d(self, *arrays):
-        """The arrays as flat vectors (views), and the (blocks, threads) of a 1-D launch over
-        them."""
-        from gpulab.kernels.dense import default_threads_1d
-
-        flat = [a.reshape(-1) if len(a.shape) > 1 else a for a in arrays]
-        threads = default_threads_1d()
-        return flat, (-(-flat[0].shape[0] // threads), threads)
-
+    # optimiser updates, in place (yours: on the arrays seen as flat vectors)
     def sgd_momentum(self, param, grad, velocity, lr, momentum, weight_decay) -> None:
         if "sgd_momentum_update" in self.overrides:
-            (p, g, vel), launch = self._flat_1d(param, grad, velocity)
-            t = p.dtype.type
-            self._yours("sgd_momentum_update", *launch, p, g, vel, t(lr), t(momentum),
+            t = param.dtype.type
+            self._yours("sgd_momentum_update", *_flat(param, grad, velocity), t(lr), t(momentum),
                         t(weight_decay))
             return
         from gpulab.kernels.optim import run_sgd_momentum_update
@@ -461,14 +461,18 @@ class KernelBackend:
 
     def adam(self, param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay) -> None:
         if "adam_update" in self.overrides:
-            (p, g, m_, v_), launch = self._flat_1d(param, grad, m, v)
-            t = p.dtype.type
-            self._yours("adam_update", *launch, p, g, m_, v_, t(lr), t(beta1), t(beta2),
+            t = param.dtype.type
+            self._yours("adam_update", *_flat(param, grad, m, v), t(lr), t(beta1), t(beta2),
                         t(eps), t(1 - beta1**step), t(1 - beta2**step), t(weight_decay))
             return
         from gpulab.kernels.optim import run_adam_update
 
         run_adam_update(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay)
+
+
+def _flat(*arrays) -> list:
+    """The arrays as flat vectors (views)."""
+    return [a.reshape(-1) if len(a.shape) > 1 else a for a in arrays]
 
 
 def get_backend(backend="numpy", kernels: dict | None = None):
@@ -493,6 +497,6 @@ def get_backend(backend="numpy", kernels: dict | None = None):
                      f"not {backend!r}")
 
 
-__all__ = ["BACKENDS", "OVERRIDABLE", "OVERRIDE_ALIASES", "OVERRIDE_LAUNCH", "KernelBackend",
-           "KernelOverrideError", "NumpyBackend", "check_override", "check_overrides",
-           "default_matmul", "get_backend"]
+__all__ = ["BACKENDS", "OVERRIDABLE", "OVERRIDE_ALIASES", "OVERRIDE_LAUNCH", "REPLACEABLE",
+           "KernelBackend", "KernelOverrideError", "NumpyBackend", "Replaceable",
+           "check_override", "check_overrides", "default_matmul", "get_backend"]
