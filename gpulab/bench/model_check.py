@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from gpulab import hardware, published
 from gpulab.kernels import matmul as mm
 from gpulab.parallel import links
+from gpulab.tables import Column, Table
 
 COLLECTIVE_LINK = {("A100-SXM", "nvlink"): "nvlink3", (hardware.H100_SXM.key, "nvlink"): "nvlink4",
                    ("H200", "nvlink"): "nvlink4", ("B200", "nvlink"): "nvlink5",
@@ -252,38 +253,42 @@ class ModelCheck:
         other GPUs are not counted)."""
         return sorted({r.point.gpu_key for r in self.rows if r.point.gpu_key})
 
-    def table(self) -> str:
-        """One line per point (GPU, what ran, measured, predicted, ratio, source), then the
-        summary per kind."""
-        lines = [f"{'kind':13s} {'GPU':10s} {'measured':>16s} {'predicted':>20s} {'ratio':>6s}  "
-                 "what ran; source"]
+    def table(self) -> Table:
+        """One row per point: kind, GPU, measured, predicted, ratio, what ran and its source;
+        how many points, and on which GPUs, underneath (the summary per kind:
+        :meth:`summary_table`)."""
+        rows = []
         for r in self.rows:
             p, pred = r.point, r.prediction
             predicted = (f"{_number(pred.low)}..{_number(pred.high)}" if pred.is_range
                          else _number(pred.value))
-            flag = "" if r.inside else "  OUTSIDE"
             mark = " (sets the model)" if p.calibrates else ""
             if p.not_modelled:
                 mark = f" (not held to the band: {p.not_modelled})"
-            lines.append(f"{p.kind:13s} {(p.gpu_key or 'host'):10s} {_number(p.value):>11s} "
-                         f"{p.unit:4s} {predicted:>20s} {r.ratio:6.2f}  {p.what}; {p.source}"
-                         f"{mark}{flag}")
-        lines.append("")
-        lines.append(f"{'kind':13s} {'points':>6s} {'median':>7s} {'worst':>7s}  band "
-                     "(measured / predicted)")
-        for kind, s in self.summary().items():
-            low, high = s["band"]
-            extra = (f"; {s['calibrating']} more set the model" if s["calibrating"] else "")
-            lines.append(f"{kind:13s} {s['points']:6d} {s['median']:7.2f} {s['worst']:7.2f}  "
-                         f"{low:.2f}..{high:.2f}, {s['outside']} outside{extra}")
+            rows.append([p.kind, p.gpu_key or "host", _number(p.value), predicted, p.unit,
+                         r.ratio, f"{p.what}; {p.source}{mark}", "" if r.inside else "OUTSIDE"])
         unbanded = sum(not r.held_to_band for r in self.rows)
-        if unbanded:
-            lines.append(f"{unbanded} point(s) listed but not held to a band: the model cannot "
-                         "know what they depend on (see each line)")
-        lines.append(f"{len(self.rows)} published points on {len(self.gpus)} GPUs "
-                     f"({', '.join(self.gpus)}); ratio = measured / predicted, for a range 1 "
-                     "inside it")
-        return "\n".join(lines)
+        return Table([Column("kind"), Column("GPU"), Column("measured"), Column("predicted"),
+                      Column("unit"), Column("ratio", number_format="{:.2f}"),
+                      Column("what ran; source"), Column("")], rows,
+                     notes=[f"{unbanded} point(s) listed but not held to a band: the model "
+                            "cannot know what they depend on (see each row)" if unbanded else "",
+                            f"{len(self.rows)} published points on {len(self.gpus)} GPUs "
+                            f"({', '.join(self.gpus)}); ratio = measured / predicted, for a "
+                            "range 1 inside it"])
+
+    def summary_table(self) -> Table:
+        """Per kind (:meth:`summary`): points, median and worst ratio, the promised band, how
+        many fall outside it, and how many more set the model."""
+        return Table([Column("kind"), Column("points"),
+                      Column("median ratio", number_format="{:.2f}"),
+                      Column("worst ratio", number_format="{:.2f}"), Column("band"),
+                      Column("outside"), Column("set the model")],
+                     [[kind, s["points"], s["median"], s["worst"],
+                       f"{s['band'][0]:.2f}..{s['band'][1]:.2f}", s["outside"],
+                       s["calibrating"] or None] for kind, s in self.summary().items()],
+                     title="per kind: ratio = measured / predicted (points that set the model "
+                           "left out)")
 
     def error_note(self, kind: str) -> str:
         """One sentence for a chapter: the model's measured error for ``kind``."""
@@ -347,10 +352,12 @@ def _gpu_phrase(gpu: str) -> str:
 
 
 def main(argv=None) -> int:
-    """``gpulab model-check``: print the table; exit status 1 when a point is outside its
+    """``gpulab model-check``: print the tables; exit status 1 when a point is outside its
     band."""
     result = check()
     print(result.table())
+    print()
+    print(result.summary_table())
     if result.outside:
         print(f"{len(result.outside)} point(s) outside the model's band: "
               + ", ".join(r.point.id for r in result.outside))

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpulab.nn.mlp import MLP
+from gpulab.tables import Column, ShownAsTable, Table
 
 TOLERANCE = 1e-6
 DEFAULT_EPS = 1e-6
@@ -88,8 +89,8 @@ class ParameterCheck:
         return float(self.errors[keep].max()) if keep.any() else 0.0
 
 
-@dataclass
-class GradientCheck:
+@dataclass(repr=False)
+class GradientCheck(ShownAsTable):
     """Per-parameter results of :func:`gradient_check`."""
 
     parameters: list[ParameterCheck]
@@ -105,20 +106,17 @@ class GradientCheck:
     def passed(self) -> bool:
         return self.max_error < self.tolerance
 
-    def table(self) -> str:
-        lines = [f"{'parameter':12s} {'layer':9s} {'entries':>7s} {'max rel. error':>15s}"]
-        for p in self.parameters:
-            kinks = f"  ({len(p.kinks)} at a ReLU kink, skipped)" if len(p.kinks) else ""
-            lines.append(f"{p.name:12s} {p.layer_activation:9s} {len(p.entries):7d} "
-                         f"{p.max_error:15.2e}{kinks}")
+    def table(self) -> Table:
+        """One row per parameter, the verdict underneath."""
         verdict = "passed" if self.passed else "FAILED"
-        lines.append(f"{verdict}: largest relative error {self.max_error:.2e} (tolerance "
-                     f"{self.tolerance:g}, eps {self.eps:g}, analytic gradients from "
-                     f"{self.backend})")
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.table()
+        return Table([Column("parameter"), Column("layer"), Column("entries"),
+                      Column("max rel. error", number_format="{:.2e}"), Column("")],
+                     [[p.name, p.layer_activation, len(p.entries), p.max_error,
+                       f"({len(p.kinks)} at a ReLU kink, skipped)" if len(p.kinks) else ""]
+                      for p in self.parameters],
+                     notes=[f"{verdict}: largest relative error {self.max_error:.2e} (tolerance "
+                            f"{self.tolerance:g}, eps {self.eps:g}, analytic gradients from "
+                            f"{self.backend})"])
 
 
 def _relu_signs(model: MLP, X: np.ndarray) -> np.ndarray:

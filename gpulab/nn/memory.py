@@ -60,7 +60,7 @@ import numbers
 from dataclasses import dataclass, field
 
 from gpulab import hardware
-from gpulab.tables import Column, Table
+from gpulab.tables import Column, ShownAsTable, Table
 
 GIB = 2**30
 MIB = 2**20
@@ -170,11 +170,11 @@ _FIELD_OF_KIND = dict(zip(KINDS, ("parameters", "gradients", "optimiser_state",
                                   "overhead"), strict=True))
 
 
-@dataclass(frozen=True)
-class MemoryBreakdown:
+@dataclass(frozen=True, repr=False)
+class MemoryBreakdown(ShownAsTable):
     """Bytes on the device by kind, for one model, batch, precision and optimiser.
 
-    ``print(breakdown)`` shows the table; ``breakdown.total`` is the sum;
+    ``print(breakdown)`` shows the table (a notebook: its HTML); ``breakdown.total`` is the sum;
     ``breakdown.as_dict()`` maps each kind (:data:`KINDS`) to its bytes."""
 
     model: str
@@ -222,24 +222,18 @@ class MemoryBreakdown:
     def replace(self, **changes) -> MemoryBreakdown:
         return dataclasses.replace(self, **changes)
 
-    def table(self) -> str:
+    def table(self) -> Table:
+        """One row per kind (bytes, the same in decimal units, share of the total), the total,
+        the notes underneath."""
         total = self.total
-        lines = [f"{self.purpose} memory of {self.model}, batch {self.batch_size}, "
-                 f"{self.precision}" + (f", {self.optimiser}" if self.optimiser else ""),
-                 f"  {'kind':<17} {'bytes':>16} {'':>10} {'share':>6}"]
-        for kind, value in self.as_dict().items():
-            if value == 0:
-                lines.append(f"  {kind:<17} {'-':>16}")
-                continue
-            lines.append(f"  {kind:<17} {value:16,.0f} {format_bytes(value):>10} "
-                         f"{100 * value / total:5.1f}%")
-        lines.append(f"  {'total':<17} {total:16,.0f} {format_bytes(total):>10} "
-                     f"({total / GIB:,.3g} GiB)")
-        lines += [f"  note: {note}" for note in self.notes]
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.table()
+        rows = [[kind, value, format_bytes(value), 100 * value / total] if value else
+                [kind, None, None, None] for kind, value in self.as_dict().items()]
+        rows.append(["total", total, f"{format_bytes(total)} ({total / GIB:,.3g} GiB)", None])
+        return Table([Column("kind"), Column("bytes", "B", "{:,.0f}"), Column("size"),
+                      Column("share", "%", "{:.1f}")], rows,
+                     title=f"{self.purpose} memory of {self.model}, batch {self.batch_size}, "
+                           f"{self.precision}" + (f", {self.optimiser}" if self.optimiser else ""),
+                     notes=[f"note: {note}" for note in self.notes])
 
 
 # --- the course's MLP ------------------------------------------------------------------------

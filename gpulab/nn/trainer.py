@@ -27,6 +27,7 @@ import numpy as np
 from gpulab.nn.data import Dataset, minibatch_indices
 from gpulab.nn.mlp import MLP, ShapeError
 from gpulab.nn.optimisers import make_optimiser
+from gpulab.tables import Column, Table
 
 
 class TrainingError(RuntimeError):
@@ -77,19 +78,17 @@ class History:
     def total_seconds(self) -> float:
         return sum(record.seconds for record in self.records)
 
-    def table(self) -> str:
-        """The records as a text table, with the timing's origin underneath."""
-        head = (f"{'epoch':>5} {'train loss':>10} {'train acc':>9} {'test loss':>9} "
-                f"{'test acc':>8} {'seconds':>8} {'samples/s':>10}")
-        lines = [head]
-        for r in self.records:
-            test_loss = f"{r.test_loss:9.4f}" if r.test_loss is not None else f"{'-':>9}"
-            test_acc = (f"{100 * r.test_accuracy:7.2f}%" if r.test_accuracy is not None
-                        else f"{'-':>8}")
-            lines.append(f"{r.epoch:5d} {r.train_loss:10.4f} {100 * r.train_accuracy:8.2f}% "
-                         f"{test_loss} {test_acc} {r.seconds:8.3f} {r.samples_per_s:10,.0f}")
-        lines.append(f"times: {self.timing}")
-        return "\n".join(lines)
+    def table(self) -> Table:
+        """One row per epoch, with the timing's origin underneath."""
+        return Table([Column("epoch"), Column("train loss", number_format="{:.4f}"),
+                      Column("train acc", "%", "{:.2f}"),
+                      Column("test loss", number_format="{:.4f}"),
+                      Column("test acc", "%", "{:.2f}"), Column("time", "s", "{:.3f}"),
+                      Column("throughput", "samples/s", "{:,.0f}")],
+                     [[r.epoch, r.train_loss, 100 * r.train_accuracy, r.test_loss,
+                       None if r.test_accuracy is None else 100 * r.test_accuracy, r.seconds,
+                       r.samples_per_s] for r in self.records],
+                     notes=[f"times: {self.timing}"])
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -421,15 +420,18 @@ class SideBySide:
         return self.compared > 0 and self.first_mismatch is None
 
     def table(self) -> str:
-        """The compared steps, one line each."""
-        lines = [f"{'step':>4} {'loss':>9} {'reference':>9} {'largest difference':>19}  where"]
-        for k in range(self.compared):
-            mark = "" if self.step_matches(k) else "   <- differs"
-            lines.append(f"{k + 1:4d} {self.losses[k]:9.5f} {self.reference_losses[k]:9.5f} "
-                         f"{self.differences[k]:19.2e}  {self.worst[k]}{mark}")
-        lines.append(f"reference: {self.reference_name}; rounding allows differences up to "
-                     f"{self.tolerance:.1e}")
-        return "\n".join(lines)
+        """The compared steps, one row each, as text (chapter 07's report joins it into its
+        lines)."""
+        return str(Table(
+            [Column("step"), Column("loss", number_format="{:.5f}"),
+             Column("reference", number_format="{:.5f}"),
+             Column("largest difference", number_format="{:.2e}"), Column("where"),
+             Column("")],
+            [[k + 1, self.losses[k], self.reference_losses[k], self.differences[k],
+              self.worst[k], "" if self.step_matches(k) else "<- differs"]
+             for k in range(self.compared)],
+            notes=[f"reference: {self.reference_name}; rounding allows differences up to "
+                   f"{self.tolerance:.1e}"]))
 
 
 def train_side_by_side(backend, X, y, widths, reference="kernels", steps: int = 4,

@@ -31,15 +31,16 @@ def test_the_bands_are_the_promised_ones():
 
 
 def test_the_table_names_gpu_what_measured_predicted_ratio_and_source():
-    table = RESULT.table()
+    table = str(RESULT.table())
     for row in RESULT.rows:
         line = next(line for line in table.splitlines() if row.point.source in line
                     and row.point.what in line)
         assert f"{row.ratio:.2f}" in line
         assert (row.point.gpu_key or "host") in line
-    for kind in RESULT.summary():
-        assert any(line.startswith(kind) and "median" not in line and "outside" in line
-                   for line in table.splitlines())
+    summary = str(RESULT.summary_table())
+    for kind, s in RESULT.summary().items():
+        assert any(line.startswith(kind) and f"{s['median']:.2f}" in line
+                   and f"{s['worst']:.2f}" in line for line in summary.splitlines())
     assert f"{len(RESULT.rows)} published points" in table
 
 
