@@ -37,7 +37,8 @@ Two engines compute the same steps:
   (arrays of float16, ml_dtypes.bfloat16, float8_e4m3fn, float8_e5m2), widened to fp32 to
   compute, and rounded back where a kernel would write it. The matrix products accumulate in
   fp32 (NumPy's BLAS: a different order of additions than the kernels; ``order="kernel"``
-  adds in the kernels' order, k = 0, 1, ..., bit for bit).
+  adds in the kernels' order, k = 0, 1, ..., bit for bit); everything else on the NumPy
+  backend (:class:`gpulab.nn.backends.NumpyBackend`).
 - ``"kernels"``: the matrix products on chapter 04's kernels
   (:mod:`gpulab.kernels.narrow_formats`: ``matmul_fp16_acc32``, ``matmul_bf16_acc32``,
   ``matmul_fp8_acc32``; chapter 03's for fp32), everything else on the kernel backend
@@ -48,6 +49,10 @@ Two engines compute the same steps:
   chapter 04's wrapper emulates them and says so. A backward product of E4M3 and E5M2 values
   runs on ``matmul_fp16_acc32``: every FP8 value is exactly an fp16 value, so the products and
   fp32 sums are the ones an FP8 tensor core computes.
+
+The network (:class:`MixedPrecisionMLP`) is chapter 07's :class:`gpulab.nn.mlp.MLP`, its layers
+and its forward and backward pass, with each layer's arithmetic done in the recipe's formats
+on an engine; the master weights, the loss scaling and the update are this module's.
 
 :func:`train_mixed` trains one recipe and returns a :class:`MixedRun`: held-out accuracy after
 every epoch, the loss scale and skipped steps, a histogram of every gradient value the
@@ -69,8 +74,10 @@ import ml_dtypes
 import numpy as np
 
 from gpulab import formats, hardware, reference
+from gpulab.nn.backends import get_backend
 from gpulab.nn.data import Dataset, load_digits, minibatch_indices
-from gpulab.nn.recipes import DIGITS, digits_model
+from gpulab.nn.mlp import MLP
+from gpulab.nn.recipes import DIGITS
 
 COMPUTE_FORMATS = ("fp32", "bf16", "fp16", "fp8")
 FP8_FORWARD = "fp8_e4m3"  # weights and activations (Transformer Engine's HYBRID format)
@@ -455,8 +462,9 @@ def estimate_step_matmuls(recipe, widths, batch_size: int, gpu=hardware.COURSE_G
 
 
 class EmulatedEngine:
-    """NumPy and ml_dtypes on this CPU. ``order="blas"``: products by NumPy's BLAS in fp32;
-    ``"kernel"``: added in the kernels' order (k = 0, 1, ...), bit for bit what they do."""
+    """NumPy and ml_dtypes on this CPU: the matrix products here (``order="blas"``: NumPy's
+    BLAS in fp32; ``"kernel"``: added in the kernels' order, k = 0, 1, ..., bit for bit what
+    they do), the rest on the NumPy backend (:class:`gpulab.nn.backends.NumpyBackend`)."""
 
     name = "emulated"
 
@@ -464,6 +472,7 @@ class EmulatedEngine:
         if order not in ("blas", "kernel"):
             raise ValueError(f"order must be 'blas' or 'kernel', not {order!r}")
         self.order = order
+        self.backend = get_backend("numpy")
 
     def describe(self, uses_bf16: bool = False) -> str:
         how = ("NumPy's BLAS, fp32 sums" if self.order == "blas"
@@ -481,25 +490,6 @@ class EmulatedEngine:
             c = c * np.float32(scale)
         return c
 
-    def bias_activation(self, Z, b, activation):
-        return reference.bias_activation(Z, b, activation)
-
-    def bias_activation_backward(self, dA, Z, b, activation):
-        return reference.bias_activation_backward(dA, Z, b, activation)
-
-    def bias_grad(self, dZ):
-        return reference.bias_grad(dZ)
-
-    def softmax_cross_entropy(self, logits, labels):
-        return reference.softmax_cross_entropy(logits, labels)
-
-    def softmax_cross_entropy_backward(self, probs, labels, scale):
-        return reference.softmax_cross_entropy_backward(probs, labels, scale)
-
-    def adam(self, param, grad, m, v, step, lr, eps=1e-8):
-        new_param, new_m, new_v = reference.adam_update(param, grad, m, v, step, lr, eps=eps)
-        m[...], v[...] = new_m, new_v
-        return new_param
 
 
 class KernelEngine:
@@ -508,8 +498,6 @@ class KernelEngine:
     name = "kernels"
 
     def __init__(self):
-        from gpulab.nn.backends import get_backend
-
         self.backend = get_backend("kernels")
 
     def describe(self, uses_bf16: bool = False) -> str:
@@ -544,30 +532,6 @@ class KernelEngine:
             c = c * np.float32(scale)
         return c
 
-    def bias_activation(self, Z, b, activation):
-        return self.backend.to_host(self.backend.bias_activation(Z, b, activation))
-
-    def bias_activation_backward(self, dA, Z, b, activation):
-        return self.backend.to_host(self.backend.bias_activation_backward(dA, Z, b, activation))
-
-    def bias_grad(self, dZ):
-        return self.backend.to_host(self.backend.bias_grad(dZ))
-
-    def softmax_cross_entropy(self, logits, labels):
-        probs, losses = self.backend.softmax_cross_entropy(logits, labels)
-        return self.backend.to_host(probs), self.backend.to_host(losses)
-
-    def softmax_cross_entropy_backward(self, probs, labels, scale):
-        return self.backend.to_host(
-            self.backend.softmax_cross_entropy_backward(probs, labels, scale))
-
-    def adam(self, param, grad, m, v, step, lr, eps=1e-8):
-        be = self.backend
-        d_param, d_grad, d_m, d_v = (be.asarray(np.ascontiguousarray(a, dtype=np.float32))
-                                     for a in (param, grad, m, v))
-        be.adam(d_param, d_grad, d_m, d_v, step, lr, 0.9, 0.999, eps, 0.0)
-        m[...], v[...] = be.to_host(d_m), be.to_host(d_v)
-        return be.to_host(d_param)
 
 
 def _launch_fp8_matmul(a_e4m3, b_e4m3, scale: float) -> np.ndarray:
@@ -700,17 +664,149 @@ class MixedRun:
 
 
 # ---------------------------------------------------------------------------------------------
-# The network
+# The network: chapter 07's MLP with its arithmetic in the recipe's formats
 # ---------------------------------------------------------------------------------------------
 
 
-class MixedPrecisionMLP:
-    """The digits MLP's parameters and one training step under a recipe, on an engine.
+@dataclass
+class _Pass:
+    """What every layer's arithmetic shares during one pass of a :class:`MixedPrecisionMLP`."""
 
-    Parameters come from :func:`gpulab.nn.recipes.digits_model` (the same initial weights as
-    chapter 07 for the same seed). With master weights, ``master`` holds them in fp32 and
-    ``weights`` the copies the products read (refreshed from the masters every step); without,
-    ``weights`` is all there is.
+    gradients: GradientRecord | None = None  # where the stored gradients are counted
+    record: bool = True  # fp8 casts record their amax (False: evaluation)
+    loss_scale: float = 1.0  # the loss scaler's scale times loss_factor
+
+
+def _store_gradient(g32, fmt: str, record: GradientRecord | None, keep: bool = False):
+    """A gradient stored in ``fmt``, counted in ``record``; widened again unless ``keep``."""
+    g32 = np.asarray(g32, dtype=np.float32)
+    stored = store(g32, fmt)
+    if record is not None:
+        record.add(g32, stored)
+    return stored if keep else widen(stored)
+
+
+def _param_format(layer_format: str) -> str:
+    """The format the products read a layer's W and b in (fp8 layers: bf16, cast to E4M3
+    every pass by the layer's delayed scaling)."""
+    return FP8_HIGH_PRECISION if layer_format == "fp8" else layer_format
+
+
+class _LayerArithmetic:
+    """What a :class:`gpulab.nn.layers.Dense` layer calls on its backend, for layer ``k`` of a
+    :class:`MixedPrecisionMLP`: values stored in the recipe's formats, widened to fp32 to
+    compute on the engine, rounded back where a kernel writes them (products and activations
+    in the storage format, the weights' gradients in the weights' format, the inputs' in the
+    storage format). An fp8 layer casts its input, weights and output gradient to FP8 with
+    their own :class:`DelayedScaling` and keeps the casts (``casts``) for the backward pass."""
+
+    def __init__(self, net: MixedPrecisionMLP, k: int):
+        self.engine, self.backend, self.step = net.engine, net.engine.backend, net.pass_state
+        self.fmt = net.formats[k]
+        self.out_format = "fp32" if self.fmt == "fp32" else net.recipe.storage
+        self.grad_format, self.param_format = net.grad_format, _param_format(self.fmt)
+        self.master, self.weight_name = net.master, f"layer{k}.W"
+        self.scaling = ({role: net.fp8[f"layer{k}.{role}"] for role in "xwg"}
+                        if self.fmt == "fp8" else {})
+        self.casts: dict[str, tuple[np.ndarray, float]] = {}  # role: (cast, 1 / its scale)
+
+    def asarray(self, value, dtype=None) -> np.ndarray:
+        """A parameter as this layer stores it (:meth:`gpulab.nn.mlp.MLP.load_state`)."""
+        return store(value, self.param_format)
+
+    def _cast(self, role: str, x) -> tuple[np.ndarray, float]:
+        self.casts[role] = self.scaling[role].cast(x, self.step.record)
+        return self.casts[role]
+
+    def matmul(self, X, W) -> np.ndarray:
+        """Z = X @ W with fp32 sums, written in the storage format. fp8: the E4M3 casts of the
+        input and of the fp32 master weights (the stored ones without masters)."""
+        if self.scaling:
+            x = self._cast("x", X)
+            w = self._cast("w", widen(W) if self.master is None
+                           else self.master[self.weight_name])
+            Z = self.engine.matmul(x[0], w[0], x[1] * w[1])
+        else:
+            Z = self.engine.matmul(store(X, self.fmt), W)
+        return store(Z, self.out_format)
+
+    def bias_activation(self, Z, b, activation: str) -> np.ndarray:
+        be = self.backend
+        return store(be.to_host(be.bias_activation(widen(Z), widen(b), activation)),
+                     self.out_format)
+
+    def bias_activation_backward(self, dA, Z, b, activation: str) -> np.ndarray:
+        be = self.backend
+        dZ = be.to_host(be.bias_activation_backward(dA, widen(Z), widen(b), activation))
+        return widen(store(dZ, self.grad_format))
+
+    def matmul_transposed_a(self, X, dZ) -> np.ndarray:
+        """dW = X^T @ dZ in the weights' format. fp8: the kept E4M3 input and the E5M2 cast of
+        dZ (kept for :meth:`matmul_transposed_b`, which Dense calls next)."""
+        if self.scaling:
+            x, g = self.casts["x"], self._cast("g", dZ)
+            dW = self.engine.matmul(np.ascontiguousarray(x[0].T), g[0], x[1] * g[1])
+        else:
+            dW = self.engine.matmul(np.ascontiguousarray(X.T), store(dZ, self.fmt))
+        return _store_gradient(dW, self.param_format, self.step.gradients, keep=True)
+
+    def bias_grad(self, dZ) -> np.ndarray:
+        return _store_gradient(self.backend.to_host(self.backend.bias_grad(dZ)),
+                               self.param_format, self.step.gradients, keep=True)
+
+    def matmul_transposed_b(self, dZ, W) -> np.ndarray:
+        """dX = dZ @ W^T, stored in the gradients' format and widened (fp8: the casts of dZ
+        and W this pass made)."""
+        if self.scaling:
+            g, w = self.casts["g"], self.casts["w"]
+            dX = self.engine.matmul(g[0], np.ascontiguousarray(w[0].T), g[1] * w[1])
+        else:
+            dX = self.engine.matmul(store(dZ, self.fmt), np.ascontiguousarray(W.T))
+        return _store_gradient(dX, self.grad_format, self.step.gradients)
+
+
+class _LossArithmetic:
+    """What :class:`gpulab.nn.mlp.MLP` and its loss call on the model's backend, for a
+    :class:`MixedPrecisionMLP`: the batch stored as the first layer reads it, softmax and the
+    loss in fp32 on the engine (as autocast runs them), and the loss's gradient multiplied by
+    the loss scale and stored in the gradients' format."""
+
+    def __init__(self, net: MixedPrecisionMLP):
+        self.backend, self.name, self.step = net.engine.backend, net.engine.name, net.pass_state
+        self.input_format = "fp32" if net.formats[0] == "fp8" else net.formats[0]
+        self.grad_format = net.grad_format
+
+    def asarray(self, X, dtype=None) -> np.ndarray:
+        return store(np.asarray(X, dtype=np.float32), self.input_format)
+
+    def to_host(self, array) -> np.ndarray:
+        return np.asarray(array)
+
+    def labels(self, labels) -> np.ndarray:
+        return np.ascontiguousarray(labels, dtype=np.int64)
+
+    def softmax_cross_entropy(self, logits, labels):
+        probs, losses = self.backend.softmax_cross_entropy(logits, labels)
+        return self.backend.to_host(probs), self.backend.to_host(losses)
+
+    def softmax_cross_entropy_backward(self, probs, labels, scale: float) -> np.ndarray:
+        d = self.backend.to_host(self.backend.softmax_cross_entropy_backward(probs, labels,
+                                                                             scale))
+        if self.step.loss_scale != 1.0:
+            d = d * np.float32(self.step.loss_scale)
+        return _store_gradient(d, self.grad_format, self.step.gradients)
+
+
+class MixedPrecisionMLP(MLP):
+    """Chapter 07's MLP (:class:`gpulab.nn.mlp.MLP`: the same layers, forward and backward
+    pass, and initial weights for the same seed) trained under a recipe on an engine.
+
+    What is its own: the arithmetic of every layer and of the loss in the recipe's formats
+    (the layers' backends are ``_LayerArithmetic``, the model's ``_LossArithmetic``, both on
+    the engine), the fp32 master weights, loss scaling and the Adam update. With master
+    weights, ``master`` holds the parameters in fp32 and the layers' W and b the copies the
+    products read (refreshed from the masters before every forward pass); without, the
+    layers' are all there is.
 
     ``tensor_stats`` (a :data:`TensorStats` function; default NumPy): where the step's inf/NaN
     check of the gradients (all of them as one array) and the fp8 casts' amaxes come from.
@@ -720,143 +816,65 @@ class MixedPrecisionMLP:
                  lr: float = DIGITS["lr"], loss_scaler: LossScaler | None = None,
                  loss_factor: float = 1.0, tensor_stats: TensorStats | None = None):
         self.recipe = get_recipe(recipe)
-        self.tensor_stats = tensor_stats
         if not (math.isfinite(loss_factor) and loss_factor > 0):
             raise ValueError(f"loss_factor must be a positive number, not {loss_factor!r}")
-        self.loss_factor = float(loss_factor)
-        self.widths = [int(w) for w in widths]
-        self.n_layers = len(self.widths) - 1
-        self.engine = get_engine(engine)
-        self.lr = float(lr)
-        self.step_count = 0
-        model = digits_model("numpy", seed=seed, widths=tuple(self.widths))
-        state = model.state()
-        self.names = [f"layer{k}.{p}" for k in range(self.n_layers) for p in ("W", "b")]
-        self.formats = [self.recipe.layer_format(k, self.n_layers) for k in range(self.n_layers)]
-        if self.recipe.master_weights or self.recipe.compute == "fp32":
-            self.master = {n: state[n].astype(np.float32) for n in self.names}
-        else:
-            self.master = None
-        self.weights = {n: self._stored_weight(n, state[n]) for n in self.names}
-        self.adam_state = {n: (np.zeros(state[n].shape, np.float32),
-                               np.zeros(state[n].shape, np.float32)) for n in self.names}
-        self.grads: dict[str, np.ndarray] = {}
-        self.saved: list[dict] = []
-        self.probs = self.losses = self.labels = None
+        super().__init__(widths, DIGITS["activation"], "numpy", np.float32, seed)
+        self.tensor_stats, self.loss_factor = tensor_stats, float(loss_factor)
+        self.engine, self.lr, self.step_count = get_engine(engine), float(lr), 0
+        self.formats = [self.recipe.layer_format(k, len(self.layers))
+                        for k in range(len(self.layers))]
+        self.grad_format = "fp32" if self.recipe.compute == "fp32" else self.recipe.storage
+        initial = {name: param.astype(np.float32) for name, param, _ in self.parameters()}
+        self.master = initial if self.recipe.master_weights or self.recipe.compute == "fp32" \
+            else None
+        self.adam_state = {n: (np.zeros(p.shape, np.float32), np.zeros(p.shape, np.float32))
+                           for n, p in initial.items()}
         self.scaler = loss_scaler if loss_scaler is not None else (
             LossScaler() if self.recipe.loss_scaling else None)
-        self.fp8 = {}
-        for k, fmt in enumerate(self.formats):
-            if fmt == "fp8":
-                for role, f in (("x", FP8_FORWARD), ("w", FP8_FORWARD), ("g", FP8_BACKWARD)):
-                    self.fp8[f"layer{k}.{role}"] = DelayedScaling(
-                        f, self.recipe.amax_history_len, self.recipe.margin, tensor_stats)
+        self.fp8 = {f"layer{k}.{role}": DelayedScaling(
+            f, self.recipe.amax_history_len, self.recipe.margin, tensor_stats)
+            for k, fmt in enumerate(self.formats) if fmt == "fp8"
+            for role, f in (("x", FP8_FORWARD), ("w", FP8_FORWARD), ("g", FP8_BACKWARD))}
+        self.pass_state = _Pass()
+        for k, layer in enumerate(self.layers):
+            layer.backend = _LayerArithmetic(self, k)
+        self.backend = self.loss_function.backend = _LossArithmetic(self)
+        self.load_state(initial)  # the stored copies
 
-    # -- formats ------------------------------------------------------------------------------
+    @property
+    def probs(self):
+        """The last training batch's softmax probabilities (fp32)."""
+        return self.loss_function.probs
 
-    def _layer(self, name: str) -> int:
-        return int(name[5:name.index(".")])
+    # -- forward and one training step --------------------------------------------------------
 
-    def _param_format(self, name: str) -> str:
-        """The format the products read layer k's weights in (fp8 layers: their bf16 bias;
-        the E4M3 weights are cast per step by the layer's DelayedScaling)."""
-        fmt = self.formats[self._layer(name)]
-        return FP8_HIGH_PRECISION if fmt == "fp8" else fmt
-
-    def _stored_weight(self, name: str, value) -> np.ndarray:
-        return store(value, self._param_format(name))
-
-    # -- forward ------------------------------------------------------------------------------
-
-    def forward(self, X, record: bool = True, keep: bool = True) -> np.ndarray:
-        """Logits (float32) of a batch. ``record``: fp8 casts record their amax (training);
-        ``keep``: keep what the backward pass needs."""
+    def forward(self, X, record: bool = True) -> np.ndarray:
+        """Logits (float32) of a batch. ``record``: fp8 casts record their amax (training)."""
         if self.master is not None and self.recipe.compute != "fp32":
-            for n in self.names:  # the per-step 16-bit copy of the fp32 master weights
-                self.weights[n] = self._stored_weight(n, self.master[n])
-        be = self.engine
-        A = np.asarray(X, dtype=np.float32)
-        saved = []
-        for k in range(self.n_layers):
-            fmt = self.formats[k]
-            W, b = self.weights[f"layer{k}.W"], self.weights[f"layer{k}.b"]
-            last = k == self.n_layers - 1
-            out_fmt = "fp32" if fmt == "fp32" else self.recipe.storage
-            if fmt == "fp8":
-                Xq, x_inv = self.fp8[f"layer{k}.x"].cast(A, record)
-                Wq, w_inv = self.fp8[f"layer{k}.w"].cast(widen(W) if self.master is None
-                                                         else self.master[f"layer{k}.W"], record)
-                Z = be.matmul(Xq, Wq, x_inv * w_inv)
-                layer = {"X": Xq, "x_inv": x_inv, "W": Wq, "w_inv": w_inv}
-            else:
-                Xs = store(A, fmt)
-                Z = be.matmul(Xs, W)
-                layer = {"X": Xs, "W": W}
-            Zs = store(Z, out_fmt)  # the product is written in the storage format
-            b32 = widen(b)
-            stored = store(be.bias_activation(widen(Zs), b32, "identity" if last else "relu"),
-                           out_fmt)
-            layer["Z"] = Zs
-            if last:
-                layer["logits"] = stored
-            A = widen(stored)
-            saved.append(layer)
-        if keep:
-            self.saved = saved
-        return A
-
-    # -- one training step ------------------------------------------------------------------
+            self.load_state(self.master)  # the per-step 16-bit copy of the fp32 master weights
+        self.pass_state.record = record
+        try:
+            return widen(super().forward(X))
+        finally:
+            self.pass_state.record = True
 
     def train_step(self, X, y, gradients: GradientRecord | None = None) -> tuple[float, bool,
                                                                                   float]:
-        """Forward, loss, backward, update on one batch. Returns (mean loss, step taken,
-        fraction of the updates too small to change the stored 16-bit weight)."""
-        be = self.engine
-        logits = self.forward(X)
-        y = np.asarray(y, dtype=np.int64)
-        probs, losses = be.softmax_cross_entropy(logits, y)
-        self.probs, self.losses, self.labels = probs, losses, y
-        loss = float(np.mean(losses, dtype=np.float64))
+        """Forward, loss, backward (:class:`gpulab.nn.mlp.MLP`'s, in the recipe's formats),
+        update on one batch. Returns (mean loss, step taken, fraction of the updates too small
+        to change the stored 16-bit weight)."""
         scale = self.scaler.scale if self.scaler is not None else 1.0
-        B = len(y)
-        # d(scale * loss)/dlogits, in fp32 like the loss; stored in 16 bits where it meets a
-        # 16-bit layer
-        d = be.softmax_cross_entropy_backward(probs, y, 1.0 / B)
-        if scale * self.loss_factor != 1.0:
-            d = d * np.float32(scale * self.loss_factor)
-        grad_fmt = "fp32" if self.recipe.compute == "fp32" else self.recipe.storage
-        dA = self._store_gradient(d, grad_fmt, gradients)
-        raw = {}
-        for k in range(self.n_layers - 1, -1, -1):
-            fmt, layer = self.formats[k], self.saved[k]
-            b32 = widen(self.weights[f"layer{k}.b"])
-            if k < self.n_layers - 1:
-                dZ = widen(store(be.bias_activation_backward(dA, widen(layer["Z"]), b32,
-                                                             "relu"), grad_fmt))
-            else:
-                dZ = dA
-            param_fmt = "fp32" if fmt == "fp32" else (FP8_HIGH_PRECISION if fmt == "fp8"
-                                                      else fmt)
-            raw[f"layer{k}.b"] = self._store_gradient(be.bias_grad(dZ), param_fmt, gradients,
-                                                      keep=True)
-            if fmt == "fp8":
-                dZq, g_inv = self.fp8[f"layer{k}.g"].cast(dZ)
-                dW = be.matmul(np.ascontiguousarray(layer["X"].T), dZq, layer["x_inv"] * g_inv)
-                dX = (be.matmul(dZq, np.ascontiguousarray(layer["W"].T), g_inv * layer["w_inv"])
-                      if k > 0 else None)
-            else:
-                dZs = store(dZ, fmt)
-                dW = be.matmul(np.ascontiguousarray(layer["X"].T), dZs)
-                dX = (be.matmul(dZs, np.ascontiguousarray(layer["W"].T)) if k > 0 else None)
-            raw[f"layer{k}.W"] = self._store_gradient(dW, param_fmt, gradients, keep=True)
-            if dX is not None:
-                dA = self._store_gradient(dX, grad_fmt, gradients)
-        self.grads = raw
+        self.pass_state.gradients, self.pass_state.loss_scale = gradients, scale * self.loss_factor
+        try:
+            loss = self.loss(X, y)
+            self.backward()
+        finally:
+            self.pass_state.gradients, self.pass_state.loss_scale = None, 1.0
+        grads = [grad for _, _, grad in self.parameters()]
         if self.tensor_stats is None:
-            found_inf = LossScaler.found_inf(raw.values())
+            found_inf = LossScaler.found_inf(grads)
         else:  # one pass over every gradient, as one array (GradScaler's fused check)
-            every = np.concatenate([widen(g).ravel() for g in raw.values()])
-            found_inf = self.tensor_stats(every)[1] > 0
+            found_inf = self.tensor_stats(np.concatenate([widen(g).ravel() for g in grads]))[1] > 0
         take = self.scaler.update(found_inf) if self.scaler is not None else not found_inf
         lost = 0.0
         if take:
@@ -866,41 +884,41 @@ class MixedPrecisionMLP:
             meta.update()
         return loss, take, lost
 
-    def _store_gradient(self, g32, fmt, gradients, keep: bool = False):
-        g32 = np.asarray(g32, dtype=np.float32)
-        stored = store(g32, fmt)
-        if gradients is not None:
-            gradients.add(g32, stored)
-        return stored if keep else widen(stored)
-
     def _update(self, scale: float) -> float:
         """Adam on the fp32 masters (or on the stored weights, widened, then rounded back).
         Returns the fraction of non-zero updates that leave the stored weight unchanged."""
-        lost = total = 0
-        for n in self.names:
-            g = widen(self.grads[n])
+        before, moved, new = {}, {}, {}
+        for n, stored, grad in self.parameters():
+            g = widen(grad)
             if scale != 1.0:
                 g = g / np.float32(scale)
-            m, v = self.adam_state[n]
-            current = self.master[n] if self.master is not None else widen(self.weights[n])
-            new = self.engine.adam(current, g, m, v, self.step_count, self.lr,
-                                   ADAM_EPS * self.loss_factor)
-            new = np.asarray(new, dtype=np.float32)
-            moved = new != current
-            stored_before = self.weights[n]
-            stored_after = self._stored_weight(n, new)
-            lost += int(np.sum(moved & (widen(stored_after) == widen(stored_before))))
-            total += int(np.sum(moved))
-            if self.master is not None:
-                self.master[n] = new
-            self.weights[n] = stored_after
+            current = self.master[n] if self.master is not None else widen(stored)
+            new[n] = self._adam(current, g, *self.adam_state[n])
+            before[n], moved[n] = stored, new[n] != current
+        if self.master is not None:
+            self.master.update(new)
+        self.load_state(new)
+        lost = sum(int(np.sum(moved[n] & (widen(after) == widen(before[n]))))
+                   for n, after, _ in self.parameters())
+        total = sum(int(np.sum(m)) for m in moved.values())
         return lost / total if total else 0.0
+
+    def _adam(self, param, grad, m, v) -> np.ndarray:
+        """One Adam step (PyTorch's defaults, epsilon times ``loss_factor``) on the engine's
+        backend: ``m`` and ``v`` updated, the new parameter returned (``param`` unchanged)."""
+        be = self.engine.backend
+        d_param, d_grad, d_m, d_v = (be.asarray(np.array(a, dtype=np.float32))
+                                     for a in (param, grad, m, v))
+        be.adam(d_param, d_grad, d_m, d_v, self.step_count, self.lr, 0.9, 0.999,
+                ADAM_EPS * self.loss_factor, 0.0)
+        m[...], v[...] = be.to_host(d_m), be.to_host(d_v)
+        return np.asarray(be.to_host(d_param), dtype=np.float32)
 
     # -- using it -----------------------------------------------------------------------------
 
     def evaluate(self, X, y) -> tuple[float, float]:
         """(mean loss, accuracy) on held-out data, forward in the recipe's formats."""
-        logits = self.forward(X, record=False, keep=False)
+        logits = self.forward(X, record=False)
         _, losses = reference.softmax_cross_entropy(logits, y)
         return (float(np.mean(losses, dtype=np.float64)),
                 float(np.mean(np.argmax(logits, axis=1) == np.asarray(y))))
@@ -908,33 +926,36 @@ class MixedPrecisionMLP:
     def state(self) -> dict[str, np.ndarray]:
         """The parameters the optimiser updates (fp32 masters, or the stored weights), as
         float32 copies."""
-        source = self.master if self.master is not None else self.weights
-        return {n: widen(source[n]).copy() for n in self.names}
+        if self.master is not None:
+            return {n: widen(p).copy() for n, p in self.master.items()}
+        return {n: widen(p).copy() for n, p, _ in self.parameters()}
 
     def memory_measured(self) -> dict[str, int]:
         """Bytes of the arrays this network holds after a training step, by kind (their
         ``nbytes``), named as chapter 09's calculator (:mod:`gpulab.nn.memory`) names them:
         parameters (the weights the products read: the 16-bit copies, plus the E4M3 casts
         of fp8 layers), gradients, master weights, optimiser state (Adam's m and v), and the
-        activations the backward pass keeps (every layer's input and output Z, the logits,
-        the probabilities, the per-sample losses and the labels)."""
-        parameters = sum(w.nbytes for w in self.weights.values())
-        parameters += sum(layer["W"].nbytes for k, layer in enumerate(self.saved)
-                          if self.formats[k] == "fp8")
-        kept = sum(layer["X"].nbytes + layer["Z"].nbytes + layer.get("logits", _EMPTY).nbytes
-                   for layer in self.saved)
-        kept += sum(np.asarray(a).nbytes for a in (self.probs, self.losses, self.labels)
-                    if a is not None)
+        activations the backward pass keeps (every layer's input, E4M3 in fp8 layers, and
+        output Z, the logits, the probabilities, the per-sample losses and the labels)."""
+        casts = [layer.backend.casts for layer in self.layers]
+        parameters = sum(p.nbytes for _, p, _ in self.parameters())
+        parameters += sum(c["w"][0].nbytes for c in casts if c)
+        kept = sum((c["x"][0] if c else layer.X).nbytes + layer.Z.nbytes
+                   for layer, c in zip(self.layers, casts, strict=True))
+        loss = self.loss_function
+        kept += sum(np.asarray(a).nbytes for a in (self.logits, loss.probs, loss.losses,
+                                                   loss.labels) if a is not None)
         fp32 = self.recipe.compute == "fp32"
         return {"parameters": parameters,
-                "gradients": sum(np.asarray(g).nbytes for g in self.grads.values()),
+                "gradients": sum(np.asarray(g).nbytes for _, _, g in self.parameters()),
                 "optimiser state": sum(m.nbytes + v.nbytes for m, v in self.adam_state.values()),
                 "master weights": 0 if (self.master is None or fp32) else
                 sum(a.nbytes for a in self.master.values()),
                 "activations": kept}
 
-
-_EMPTY = np.zeros(0, dtype=np.uint8)
+    def __repr__(self) -> str:
+        return (f"MixedPrecisionMLP({' -> '.join(map(str, self.widths))}, "
+                f"{self.recipe.title}, engine={self.engine.name!r})")
 
 
 # ---------------------------------------------------------------------------------------------

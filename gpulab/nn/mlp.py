@@ -162,7 +162,8 @@ class MLP:
                 if grad is not None}
 
     def load_state(self, state: dict) -> MLP:
-        """Set every parameter from ``state`` (as :meth:`state` returns); returns self."""
+        """Set every parameter from ``state`` (as :meth:`state` returns), as each layer's
+        backend stores it; returns self."""
         for layer_index, layer in enumerate(self.layers):
             for name in ("W", "b"):
                 key = f"layer{layer_index}.{name}"
@@ -173,7 +174,7 @@ class MLP:
                 if tuple(value.shape) != tuple(current.shape):
                     raise ShapeError(f"{key} has shape {value.shape}, the model's is "
                                      f"{tuple(current.shape)}")
-                setattr(layer, name, self.backend.asarray(value, self.dtype))
+                setattr(layer, name, layer.backend.asarray(value, self.dtype))
         return self
 
     def copy(self, backend=None, dtype=None) -> MLP:
