@@ -38,7 +38,7 @@ import numpy as np
 from gpulab import device
 from gpulab.exercises.host_code import HostCodeWatch, HostLaunch, KernelSpy, watch_host_code
 from gpulab.exercises.mistakes import Mistake
-from gpulab.exercises.outputs import diagnose_vector
+from gpulab.exercises.outputs import diagnose_vector, looks_like
 from gpulab.exercises.results import CheckFailedError, NotAttemptedError
 from gpulab.exercises.running import call_learner, run_elementwise
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
@@ -215,13 +215,26 @@ def _kernel_name(kernel) -> str:
     return getattr(function, "__name__", "your kernel")
 
 
+# What add_one's usual wrong formulas give, in the order they are tried (after the elements
+# never written: :func:`~gpulab.exercises.outputs.elementwise_mistakes`).
+ADD_ONE_MISTAKES = (
+    looks_like("a copy of x", lambda e: e.inputs["x"],
+               "each element must be one more than the input's."),
+    looks_like("x[i] - 1", lambda e: e.inputs["x"] - np.float32(1),
+               "the exercise adds one; your kernel subtracts."),
+    looks_like("x[i] + 2", lambda e: e.inputs["x"] + np.float32(2), "add 1, not 2."),
+    looks_like("2 * x[i]", lambda e: e.inputs["x"] * np.float32(2),
+               "the exercise adds one; your kernel doubles."),
+)
+
+
 ADD_ONE_KERNEL = CheckSpec(
-    "first_launch", "add_one(x, out)", ADD_ONE_STUB_HINT, parameters=2,
+    "first_launch", "add_one(x, out)", ADD_ONE_STUB_HINT, ADD_ONE_MISTAKES, parameters=2,
     title="2. the first launch: the kernel", call="check_first_launch(add_one, add_one_on_gpu)",
     holds="`out[i] = x[i] + 1`, one thread per element, guarded, checked like every kernel "
           "(random n not a multiple of the block, two block sizes, padding)",
     also="the shared one-thread-per-element rules: missing or `<=` guard, `threadIdx.x` alone, "
-         "a copy of x, `x - 1`, `2x`, a hard-coded block size, simulator-only code")
+         "a hard-coded block size, simulator-only code")
 
 
 def _check_add_one_kernel(kernel, seed: int) -> Trial:
@@ -233,15 +246,8 @@ def _check_add_one_kernel(kernel, seed: int) -> Trial:
     def run(trial: Trial) -> Trial:
         x = trial.uniform(-5, 5)
         out = run_elementwise(kernel, trial, x)
-        failure = diagnose_vector(
-            x + np.float32(1), out, trial,
-            patterns={
-                "a copy of x": (x, "each element must be one more than the input's."),
-                "x[i] - 1": (x - np.float32(1), "the exercise adds one; your kernel subtracts."),
-                "x[i] + 2": (x + np.float32(2), "add 1, not 2."),
-                "2 * x[i]": (x * np.float32(2), "the exercise adds one; your kernel doubles."),
-            },
-        )
+        failure = diagnose_vector(x + np.float32(1), out, trial, mistakes=ADD_ONE_MISTAKES,
+                                  inputs={"x": x})
         if failure:
             raise failure
         return trial

@@ -40,7 +40,7 @@ import numpy as np
 
 from gpulab import device, reference
 from gpulab.exercises.mistakes import Mistake, diagnose
-from gpulab.exercises.outputs import diagnose_vector, matches
+from gpulab.exercises.outputs import diagnose_vector, looks_like, matches
 from gpulab.exercises.results import (
     GLOBAL_INDEX_HINT,
     GUARD_HINT,
@@ -129,13 +129,27 @@ MULTIPLY_STUB_HINT = (
 )
 
 
+# What multiply's usual wrong formulas give, in the order they are tried (after the elements
+# never written: :func:`~gpulab.exercises.outputs.elementwise_mistakes`).
+MULTIPLY_MISTAKES = (
+    looks_like("x[i] + y[i]", lambda e: e.inputs["x"] + e.inputs["y"],
+               "the exercise multiplies the inputs; yours adds them."),
+    looks_like("x[i] * x[i]", lambda e: e.inputs["x"] * e.inputs["x"],
+               "the second factor should be y[i]."),
+    looks_like("y[i] * y[i]", lambda e: e.inputs["y"] * e.inputs["y"],
+               "the first factor should be x[i]."),
+    looks_like("a copy of x", lambda e: e.inputs["x"], "multiply x[i] by y[i]."),
+    looks_like("a copy of y", lambda e: e.inputs["y"], "multiply x[i] by y[i]."),
+)
+
+
 MULTIPLY = CheckSpec(
-    "multiply", "multiply(x, y, out)", MULTIPLY_STUB_HINT, parameters=3,
+    "multiply", "multiply(x, y, out)", MULTIPLY_STUB_HINT, MULTIPLY_MISTAKES, parameters=3,
     title="1. multiply", call="check_multiply(my_multiply)",
     holds="`out[i] = x[i] * y[i]`, one thread per element, guarded, under two block sizes",
     also="the shared one-thread-per-element rules: missing or `<=` guard; nothing written; "
          "`threadIdx.x` alone as the index (only the first block written); last partial block "
-         "skipped; off-by-one shift; `x + y`, `x * x` and similar; a hard-coded block size")
+         "skipped; off-by-one shift; a hard-coded block size")
 
 
 @MULTIPLY.check
@@ -157,16 +171,8 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
     def run(trial: Trial) -> Trial:
         x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
         out = run_elementwise(kernel, trial, x, y)
-        failure = diagnose_vector(
-            reference.multiply(x, y), out, trial,
-            patterns={
-                "x[i] + y[i]": (x + y, "the exercise multiplies the inputs; yours adds them."),
-                "x[i] * x[i]": (x * x, "the second factor should be y[i]."),
-                "y[i] * y[i]": (y * y, "the first factor should be x[i]."),
-                "a copy of x": (x, "multiply x[i] by y[i]."),
-                "a copy of y": (y, "multiply x[i] by y[i]."),
-            },
-        )
+        failure = diagnose_vector(reference.multiply(x, y), out, trial,
+                                  mistakes=MULTIPLY_MISTAKES, inputs={"x": x, "y": y})
         if failure:
             raise failure
         return trial

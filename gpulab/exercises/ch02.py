@@ -42,8 +42,8 @@ import numpy as np
 from gpulab import device, memory_model, reference
 from gpulab.exercises.evidence import TracedWrites
 from gpulab.exercises.host_code import HostCodeWatch, watch_host_code
-from gpulab.exercises.mistakes import Mistake
-from gpulab.exercises.outputs import diagnose_vector
+from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.outputs import diagnose_vector, looks_like
 from gpulab.exercises.results import CheckFailedError, offer_trace
 from gpulab.exercises.running import (
     call_learner,
@@ -92,12 +92,26 @@ SAXPY_METHOD_MISTAKES = (
             "whole grid, `cuda.gridsize(1)` (= `cuda.blockDim.x * cuda.gridDim.x`).",
             recognised_from="trace"),
 )
+# What saxpy's usual wrong formulas give, in the order they are tried (after the elements never
+# written: :func:`~gpulab.exercises.outputs.elementwise_mistakes`).
+SAXPY_OUTPUT_MISTAKES = (
+    looks_like("x[i] + y[i] (a is missing)", lambda e: e.inputs["x"] + e.inputs["y"],
+               "x[i] is never multiplied by a."),
+    looks_like("a * x[i] (y is missing)", lambda e: e.inputs["a"] * e.inputs["x"],
+               "y[i] is never added."),
+    looks_like("a * y[i] + x[i] (x and y swapped)",
+               lambda e: e.inputs["a"] * e.inputs["y"] + e.inputs["x"], "a multiplies x, not y."),
+    looks_like("a * (x[i] + y[i])", lambda e: e.inputs["a"] * (e.inputs["x"] + e.inputs["y"]),
+               "only x is scaled by a, not y."),
+    looks_like("x[i] * y[i] + a", lambda e: e.inputs["x"] * e.inputs["y"] + e.inputs["a"],
+               "saxpy is `a * x[i] + y[i]`."),
+)
 SAXPY = CheckSpec(
-    "saxpy", "saxpy(a, x, y, out)", SAXPY_STUB_HINT, SAXPY_METHOD_MISTAKES, parameters=4,
+    "saxpy", "saxpy(a, x, y, out)", SAXPY_STUB_HINT,
+    SAXPY_OUTPUT_MISTAKES + SAXPY_METHOD_MISTAKES, parameters=4,
     title="1. saxpy", call="check_saxpy(my_saxpy)",
     holds="`out[i] = a * x[i] + y[i]`, a random `a ≠ 1`, under two block sizes",
-    also="a forgotten `a` or `y`, x and y swapped, `a * (x + y)`, guards and indexing (the "
-         "shared one-thread-per-element rules)")
+    also="guards and indexing (the shared one-thread-per-element rules)")
 
 
 @SAXPY.check
@@ -120,16 +134,8 @@ def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None =
         a = trial.dtype.type(trial.rng.choice([-1, 1]) * trial.rng.uniform(1.5, 3.0))
         x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
         out = run_elementwise(kernel, trial, a, x, y)
-        failure = diagnose_vector(
-            reference.saxpy(a, x, y), out, trial,
-            patterns={
-                "x[i] + y[i] (a is missing)": (x + y, "x[i] is never multiplied by a."),
-                "a * x[i] (y is missing)": (a * x, "y[i] is never added."),
-                "a * y[i] + x[i] (x and y swapped)": (a * y + x, "a multiplies x, not y."),
-                "a * (x[i] + y[i])": (a * (x + y), "only x is scaled by a, not y."),
-                "x[i] * y[i] + a": (x * y + a, "saxpy is `a * x[i] + y[i]`."),
-            },
-        )
+        failure = diagnose_vector(reference.saxpy(a, x, y), out, trial,
+                                  mistakes=SAXPY_OUTPUT_MISTAKES, inputs={"a": a, "x": x, "y": y})
         if failure:
             raise failure
         return trial, float(a)
@@ -143,7 +149,7 @@ def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None =
                         np.zeros(traced.n, traced.dtype))
     if not trace.error:
         out_name = trace.global_arrays[-1] if trace.global_arrays else "out"
-        SAXPY.reject(TracedWrites(traced, trace.touched(out_name, "write")))
+        reject(SAXPY_METHOD_MISTAKES, TracedWrites(traced, trace.touched(out_name, "write")))
     return (f"all {trial.n} elements of a*x + y are right (a = {a:.3g}, "
             f"{trial.launched}, seed={trial.seed}), each written by one thread.")
 

@@ -2,8 +2,11 @@
 Outputs start as NaN, so that "never written" and "written wrong" can be told apart.
 
 - 1-D: :func:`diagnose_vector` (nothing written, one position off, only the first block's
-  elements, the last block, the last element, a known wrong formula); :func:`matches` for a
-  single value.
+  elements, the last block, the last element, then the check's own known wrong formulas);
+  :func:`matches` for a single value.
+- A known wrong formula is a :class:`~gpulab.exercises.mistakes.Mistake` made by
+  :func:`looks_like`: the output equals what that formula gives, computed from the evidence
+  (its ``inputs``, ``expected``, ``trial``). A check declares its own beside it, as data.
 - 2-D (chapters 05-07): :func:`run_2d` launches a kernel with one thread per element;
   :func:`coverage_failure` names a pattern of elements never written (rows and columns swapped,
   the last row or column skipped); :func:`diagnose_matrix` the wrong values;
@@ -15,8 +18,10 @@ Outputs start as NaN, so that "never written" and "written wrong" can be told ap
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -58,16 +63,18 @@ def _ranges(indices: np.ndarray) -> str:
 class Elementwise:
     """What :data:`ELEMENTWISE_MISTAKES` look at: the ``expected`` and ``got`` outputs of a 1-D
     kernel with one thread per element (``got`` started as ``unwritten_marker``, NaN, so that
-    "never written" and "written wrong" can be told apart), its trial, and ``patterns``, what
-    known wrong formulas give (``{description: (array, hint)}``). Its properties are what the
-    mistakes are recognised by; a failure's message ends with the trial, which says how to
-    repeat it (:meth:`gpulab.exercises.mistakes.Mistake.failure`)."""
+    "never written" and "written wrong" can be told apart), its trial, and the ``inputs`` the
+    kernel was given (by name: what a check's :func:`looks_like` mistakes compute their wrong
+    formulas from). Its properties are what the mistakes are recognised by; a failure's message
+    ends with the trial, which says how to repeat it
+    (:meth:`gpulab.exercises.mistakes.Mistake.failure`)."""
 
     expected: np.ndarray
     got: np.ndarray
     trial: Trial
     unwritten_marker: float = np.nan
-    patterns: dict[str, tuple[np.ndarray, str]] = field(default_factory=dict)
+    inputs: dict[str, Any] = field(default_factory=dict)
+    what = "out"
 
     @property
     def tolerance(self) -> tuple[float, float]:
@@ -125,14 +132,27 @@ class Elementwise:
         return (f"{int(self.bad.sum())} of {self.trial.n} elements are wrong; the first is "
                 f"out[{first}]: expected {self.expected[first]:.6g}, got {self.got[first]:.6g}")
 
-    @cached_property
-    def pattern(self) -> tuple[str, str] | None:
-        """(description, hint) of the first of ``patterns`` that ``got`` matches."""
+    def close_to(self, candidate) -> bool:
+        """True when ``got`` is ``candidate`` (what a known wrong formula gives; None: never)."""
         rtol, atol = self.tolerance
-        for description, (candidate, hint) in self.patterns.items():
-            if np.allclose(self.got, candidate, rtol=rtol, atol=atol):
-                return description, hint
-        return None
+        return candidate is not None and bool(np.allclose(self.got, candidate, rtol=rtol,
+                                                          atol=atol))
+
+
+def looks_like(did: str, value: Callable[[Any], Any], hint: str | Callable[[Any], str],
+               said: str | Callable[[Any], str] | None = None) -> Mistake:
+    """A known wrong formula as a :class:`~gpulab.exercises.mistakes.Mistake`: it is seen when
+    the output equals ``value(evidence)`` (within the evidence's tolerance; None: not this one),
+    and says which elements are wrong, then "out looks like <said>" (``said``: text or a function
+    of the evidence; ``did`` when not given), with ``hint``. For example::
+
+        looks_like("x[i] - 1", lambda e: e.inputs["x"] - np.float32(1),
+                   "the exercise adds one; your kernel subtracts.")
+    """
+    def message(e) -> str:
+        words = said(e) if callable(said) else (said or did)
+        return f"{e.wrong}. {e.what} looks like {words}"
+    return Mistake(did, lambda e: e.close_to(value(e)), message, hint)
 
 
 def _off_by_one(e: Elementwise) -> str:
@@ -143,8 +163,9 @@ def _off_by_one(e: Elementwise) -> str:
 
 
 # The mistakes of a 1-D kernel with one thread per element, in the order they are tried (a
-# check asks :func:`diagnose_vector`, which gathers the :class:`Elementwise` evidence).
-ELEMENTWISE_MISTAKES = (
+# check asks :func:`diagnose_vector`, which gathers the :class:`Elementwise` evidence): those
+# of elements never written, then the check's own known wrong formulas, then these.
+ELEMENTWISE_UNWRITTEN = (
     Mistake("nothing written", lambda e: e.unwritten.all(),
             lambda e: (f"your kernel wrote nothing into out: all {e.trial.n} elements still hold "
                        "their starting value"),
@@ -171,9 +192,8 @@ ELEMENTWISE_MISTAKES = (
             "compare with `i < x.shape[0]`, not `i < x.shape[0] - 1`."),
     Mistake("elements never written", lambda e: e.unwritten.any(),
             lambda e: e.never_written, GLOBAL_INDEX_HINT),
-    Mistake("a known wrong formula", lambda e: e.pattern,
-            lambda e: f"{e.wrong}. out looks like {e.pattern[0]}",
-            lambda e: e.pattern[1]),
+)
+ELEMENTWISE_WRONG = (
     Mistake("only the last, partial block wrong",
             lambda e: np.flatnonzero(e.bad).min() >= e.last_block_start,
             lambda e: f"{e.wrong}: only the last, partial block is wrong",
@@ -184,22 +204,31 @@ ELEMENTWISE_MISTAKES = (
 )
 
 
+def elementwise_mistakes(known: Iterable[Mistake] = ()) -> tuple[Mistake, ...]:
+    """A 1-D kernel's mistakes in the order they are tried, with a check's ``known`` wrong
+    formulas (:func:`looks_like`) after those of elements never written."""
+    return (*ELEMENTWISE_UNWRITTEN, *known, *ELEMENTWISE_WRONG)
+
+
+ELEMENTWISE_MISTAKES = elementwise_mistakes()
+
+
 def diagnose_vector(
     expected: np.ndarray, got: np.ndarray, trial: Trial, unwritten_marker: float = np.nan,
-    patterns: dict[str, tuple[np.ndarray, str]] | None = None,
+    mistakes: Iterable[Mistake] = (), inputs: dict[str, Any] | None = None,
 ) -> CheckFailedError | None:
     """None when ``got`` matches ``expected``; otherwise the failure of the first of
-    :data:`ELEMENTWISE_MISTAKES` seen (:func:`gpulab.exercises.mistakes.diagnose`): which
+    :func:`elementwise_mistakes` seen (:func:`gpulab.exercises.mistakes.diagnose`): which
     elements are wrong (first one, how many, expected vs got) and what the pattern suggests.
 
     ``got`` must have started as ``unwritten_marker`` (NaN) everywhere, so that "never written"
-    and "written wrong" can be told apart. ``patterns`` maps a description to an array a common
-    mistake would produce, e.g. ``{"x[i] + y[i]": (x + y, hint)}``.
+    and "written wrong" can be told apart. ``mistakes`` are the check's known wrong formulas
+    (:func:`looks_like`), computed from ``inputs`` (the kernel's, by name).
     """
-    evidence = Elementwise(expected, got, trial, unwritten_marker, patterns or {})
+    evidence = Elementwise(expected, got, trial, unwritten_marker, dict(inputs or {}))
     if not evidence.bad.any():
         return None
-    return diagnose(ELEMENTWISE_MISTAKES, evidence)
+    return diagnose(elementwise_mistakes(mistakes), evidence)
 
 
 def matches(value: float, target, tolerance: float) -> bool:
@@ -234,16 +263,17 @@ GENERIC_MATRIX_HINT = "compare your formula with the exercise's."  # diagnose_ma
 @dataclass
 class MatrixOutput:
     """What :data:`MATRIX_MISTAKES` look at: the ``expected`` and ``got`` outputs of a 2-D
-    kernel (``got`` NaN where never written), its trial, ``patterns`` (``{description: (what a
-    mistake gives, hint)}``), the tolerances and the output's name, ``what``."""
+    kernel (``got`` NaN where never written), its trial, the tolerances, the output's name,
+    ``what``, and the ``inputs`` the kernel was given (by name: what a check's
+    :func:`looks_like` mistakes compute their wrong formulas from)."""
 
     expected: np.ndarray
     got: np.ndarray
     trial: Trial
-    patterns: dict[str, tuple[np.ndarray, str]]
     rtol: float
     atol: float
     what: str = "out"
+    inputs: dict[str, Any] = field(default_factory=dict)
 
     @cached_property
     def unwritten(self) -> np.ndarray:
@@ -273,18 +303,16 @@ class MatrixOutput:
                 f"{self.what}[{r}, {c}]: expected {self.expected[r, c]:.6g}, got "
                 f"{self.got[r, c]:.6g}")
 
-    @cached_property
-    def pattern(self) -> tuple[str, str] | None:
-        """(description, hint) of the first of ``patterns`` that ``got`` matches."""
-        for description, (candidate, hint) in self.patterns.items():
-            if np.allclose(self.got, candidate, rtol=self.rtol, atol=self.atol):
-                return description, hint
-        return None
+    def close_to(self, candidate) -> bool:
+        """True when ``got`` is ``candidate`` (what a known wrong formula gives; None: never)."""
+        return candidate is not None and bool(np.allclose(self.got, candidate, rtol=self.rtol,
+                                                          atol=self.atol))
 
 
 # The mistakes of a 2-D kernel with one thread per element, in the order they are tried
-# (:func:`diagnose_matrix` gathers the :class:`MatrixOutput` evidence).
-MATRIX_MISTAKES = (
+# (:func:`diagnose_matrix` gathers the :class:`MatrixOutput` evidence): those of elements never
+# written, then the check's own known wrong formulas, then wrong values.
+MATRIX_UNWRITTEN = (
     Mistake("nothing written", lambda e: e.unwritten.all(),
             lambda e: f"your kernel wrote nothing into {e.what}",
             "each thread should assign its own element, inside the guard."),
@@ -294,23 +322,30 @@ MATRIX_MISTAKES = (
             "indices, not `cuda.threadIdx` alone. " + GRID_2D_HINT),
     Mistake("elements never written", lambda e: e.unwritten.any(), lambda e: e.never_written,
             GUARD_2D_HINT + " " + GRID_2D_HINT),
-    Mistake("a known wrong formula", lambda e: e.pattern,
-            lambda e: f"{e.wrong}. {e.what} looks like {e.pattern[0]}",
-            lambda e: e.pattern[1]),
-    Mistake("wrong values", lambda e: True, lambda e: e.wrong, GENERIC_MATRIX_HINT),
 )
+MATRIX_WRONG = Mistake("wrong values", lambda e: True, lambda e: e.wrong, GENERIC_MATRIX_HINT)
+
+
+def matrix_mistakes(known: Iterable[Mistake] = ()) -> tuple[Mistake, ...]:
+    """A 2-D kernel's mistakes in the order they are tried, with a check's ``known`` wrong
+    formulas (:func:`looks_like`) after those of elements never written."""
+    return (*MATRIX_UNWRITTEN, *known, MATRIX_WRONG)
+
+
+MATRIX_MISTAKES = matrix_mistakes()
 
 
 def diagnose_matrix(expected: np.ndarray, got: np.ndarray, trial: Trial,
-                    patterns: dict[str, tuple[np.ndarray, str]], rtol: float, atol: float,
-                    what: str = "out") -> None:
+                    mistakes: Iterable[Mistake], rtol: float, atol: float, what: str = "out",
+                    inputs: dict[str, Any] | None = None) -> None:
     """Raise CheckFailedError unless ``got`` (from :func:`~gpulab.exercises.running.read_back`,
     NaN where never written) holds ``expected``: the failure of the first of
-    :data:`MATRIX_MISTAKES` seen, which says which part is wrong and, when ``got`` matches one
-    of ``patterns`` (``{description: (what a mistake gives, hint)}``), which mistake it is."""
-    evidence = MatrixOutput(expected, got, trial, patterns, rtol, atol, what)
+    :func:`matrix_mistakes` seen, which says which part is wrong and, when ``got`` is what one
+    of the check's known wrong formulas (``mistakes``, computed from ``inputs``) gives, which
+    mistake it is."""
+    evidence = MatrixOutput(expected, got, trial, rtol, atol, what, dict(inputs or {}))
     if evidence.unwritten.any() or evidence.bad.any():
-        raise diagnose(MATRIX_MISTAKES, evidence)
+        raise diagnose(matrix_mistakes(mistakes), evidence)
 
 
 def blame_hard_coded_block(source: KernelSource, trial: Trial, error: Exception) -> None:
@@ -391,20 +426,21 @@ def run_2d(kernel, trial: Trial, source: KernelSource, inputs: dict, what: str =
 
 
 def check_matrix_output(kernel, trial: Trial, source: KernelSource, inputs: dict,
-                        expected: np.ndarray, patterns: dict, hint: str,
+                        expected: np.ndarray, mistakes: Iterable[Mistake], hint: str,
                         what: str = "out") -> None:
     """One trial of a 2-D kernel with one thread per element of ``what``: run it
     (:func:`run_2d`), diagnose elements never written (:func:`coverage_failure`) and wrong
-    values against ``expected`` and the usual mistakes in ``patterns``
-    (:func:`diagnose_matrix`, to 1e-5 relative, 1e-6 absolute). A failure whose hint is only the
-    generic one gets the exercise's ``hint``, and says so if the kernel hard-codes the block
-    size (:func:`blame_hard_coded_block`)."""
+    values against ``expected`` and the check's known wrong formulas, ``mistakes``, computed
+    from ``inputs`` (:func:`diagnose_matrix`, to 1e-5 relative, 1e-6 absolute). A failure whose
+    hint is only the generic one gets the exercise's ``hint``, and says so if the kernel
+    hard-codes the block size (:func:`blame_hard_coded_block`)."""
     try:
         out = run_2d(kernel, trial, source, inputs, what=what)
         failure = coverage_failure(np.isnan(out), trial, what)
         if failure:
             raise failure
-        diagnose_matrix(expected, out, trial, patterns, rtol=1e-5, atol=1e-6, what=what)
+        diagnose_matrix(expected, out, trial, mistakes, rtol=1e-5, atol=1e-6, what=what,
+                        inputs=inputs)
     except (CheckFailedError, KernelError) as error:
         if getattr(error, "hint", None) == GENERIC_MATRIX_HINT:
             error.hint = hint
@@ -428,9 +464,10 @@ def changed_input_failure(name: str, before: np.ndarray, after: np.ndarray, what
 
 
 __all__ = [
-    "ACTIVATIONS", "ELEMENTWISE_MISTAKES", "MATRIX_MISTAKES", "Elementwise", "MatrixOutput",
+    "ACTIVATIONS", "ELEMENTWISE_MISTAKES", "ELEMENTWISE_UNWRITTEN", "ELEMENTWISE_WRONG",
+    "MATRIX_MISTAKES", "MATRIX_UNWRITTEN", "MATRIX_WRONG", "Elementwise", "MatrixOutput",
     "GENERIC_MATRIX_HINT", "IDENTITY", "PAD_VALUE", "RELU", "SAID", "TANH",
     "blame_hard_coded_block", "changed_input_failure", "check_matrix_output", "coverage_failure",
-    "diagnose_matrix", "diagnose_vector", "elementwise_tolerance", "index_hint_2d", "matches",
-    "run_2d"
+    "diagnose_matrix", "diagnose_vector", "elementwise_mistakes", "elementwise_tolerance",
+    "index_hint_2d", "looks_like", "matches", "matrix_mistakes", "run_2d"
 ]

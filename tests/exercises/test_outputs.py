@@ -17,6 +17,9 @@ X = TRIAL.uniform(-1, 1)
 N, TPB = TRIAL.n, TRIAL.threads_per_block
 
 
+TWICE = outputs.looks_like("2 x", lambda e: 2 * e.inputs["x"], "halve it")
+
+
 def unwritten(start, stop=None):
     got = X.copy()
     got[start:stop] = np.nan
@@ -32,19 +35,27 @@ def unwritten(start, stop=None):
      "every block except the last"),
     (unwritten(-1), "the last element skipped", "the last element(s) were skipped"),
     (unwritten(5, 6), "elements never written", "were never written (out[5])"),
-    (2 * X, "a known wrong formula", "out looks like 2 x"),
+    (2 * X, "2 x", "out looks like 2 x"),
     (np.where(np.arange(N) >= N - 3, X + 1, X), "only the last, partial block wrong",
      "only the last, partial block is wrong"),
     (np.where(np.arange(N) == 7, X + 1, X), "wrong values", "the first is out[7]"),
 ])
 def test_each_elementwise_mistake_is_named(got, did, words):
-    failure = outputs.diagnose_vector(X, got, TRIAL, patterns={"2 x": (2 * X, "halve it")})
+    failure = outputs.diagnose_vector(X, got, TRIAL, mistakes=(TWICE,), inputs={"x": X})
     assert isinstance(failure, results.CheckFailedError)
     assert words in failure.message and failure.message.endswith(f"({TRIAL}).")
-    evidence = outputs.Elementwise(X, got, TRIAL, patterns={"2 x": (2 * X, "halve it")})
-    seen = next(m for m in outputs.ELEMENTWISE_MISTAKES if m.seen(evidence))
+    evidence = outputs.Elementwise(X, got, TRIAL, inputs={"x": X})
+    mistakes = outputs.elementwise_mistakes((TWICE,))
+    seen = next(m for m in mistakes if m.seen(evidence))
     assert seen.did == did
-    assert diagnose(outputs.ELEMENTWISE_MISTAKES, evidence).message == failure.message
+    assert diagnose(mistakes, evidence).message == failure.message
+
+
+def test_a_known_formula_comes_after_the_elements_never_written():
+    mistakes = outputs.elementwise_mistakes((TWICE,))
+    assert mistakes == (*outputs.ELEMENTWISE_UNWRITTEN, TWICE, *outputs.ELEMENTWISE_WRONG)
+    assert outputs.matrix_mistakes((TWICE,)) == (*outputs.MATRIX_UNWRITTEN, TWICE,
+                                                 outputs.MATRIX_WRONG)
 
 
 def test_a_right_output_has_no_failure():
@@ -55,10 +66,13 @@ GRID = Trial.draw("check_demo", 4, np.float32, dims=2)
 Z = GRID.normal()
 
 
+TWICE_Z = outputs.looks_like("Z twice", lambda e: 2 * e.inputs["Z"], "once")
+
+
 def matrix_failure(got):
     with pytest.raises(results.CheckFailedError) as failure:
-        outputs.diagnose_matrix(Z, got, GRID, {"Z twice": (2 * Z, "once")}, rtol=1e-5,
-                                atol=1e-6, what="out")
+        outputs.diagnose_matrix(Z, got, GRID, (TWICE_Z,), rtol=1e-5, atol=1e-6, what="out",
+                                inputs={"Z": Z})
     return failure.value
 
 
@@ -78,4 +92,4 @@ def test_each_matrix_mistake_is_named():
         failure = matrix_failure(got)
         assert words in failure.message and hint in failure.hint, failure.message
         assert failure.message.endswith(f"({GRID}).")
-    outputs.diagnose_matrix(Z, Z.copy(), GRID, {}, rtol=1e-5, atol=1e-6)  # right: no failure
+    outputs.diagnose_matrix(Z, Z.copy(), GRID, (), rtol=1e-5, atol=1e-6)  # right: no failure
