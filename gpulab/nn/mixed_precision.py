@@ -709,6 +709,7 @@ class _LayerArithmetic:
         self.scaling = ({role: net.fp8[f"layer{k}.{role}"] for role in "xwg"}
                         if self.fmt == "fp8" else {})
         self.casts: dict[str, tuple[np.ndarray, float]] = {}  # role: (cast, 1 / its scale)
+        self.cast_gradient = None  # the dZ that casts["g"] was cast from
 
     def asarray(self, value, dtype=None) -> np.ndarray:
         """A parameter as this layer stores it (:meth:`gpulab.nn.mlp.MLP.load_state`)."""
@@ -717,6 +718,13 @@ class _LayerArithmetic:
     def _cast(self, role: str, x) -> tuple[np.ndarray, float]:
         self.casts[role] = self.scaling[role].cast(x, self.step.record)
         return self.casts[role]
+
+    def _gradient_cast(self, dZ) -> tuple[np.ndarray, float]:
+        """The E5M2 cast of dZ, made once for both backward products."""
+        if self.cast_gradient is not dZ:
+            self.cast_gradient = dZ
+            self._cast("g", dZ)
+        return self.casts["g"]
 
     def matmul(self, X, W) -> np.ndarray:
         """Z = X @ W with fp32 sums, written in the storage format. fp8: the E4M3 casts of the
@@ -741,10 +749,10 @@ class _LayerArithmetic:
         return widen(store(dZ, self.grad_format))
 
     def matmul_transposed_a(self, X, dZ) -> np.ndarray:
-        """dW = X^T @ dZ in the weights' format. fp8: the kept E4M3 input and the E5M2 cast of
-        dZ (kept for :meth:`matmul_transposed_b`, which Dense calls next)."""
+        """dW = X^T @ dZ in the weights' format (fp8: the kept E4M3 input and the E5M2 cast of
+        dZ)."""
         if self.scaling:
-            x, g = self.casts["x"], self._cast("g", dZ)
+            x, g = self.casts["x"], self._gradient_cast(dZ)
             dW = self.engine.matmul(np.ascontiguousarray(x[0].T), g[0], x[1] * g[1])
         else:
             dW = self.engine.matmul(np.ascontiguousarray(X.T), store(dZ, self.fmt))
@@ -755,10 +763,10 @@ class _LayerArithmetic:
                                self.param_format, self.step.gradients, keep=True)
 
     def matmul_transposed_b(self, dZ, W) -> np.ndarray:
-        """dX = dZ @ W^T, stored in the gradients' format and widened (fp8: the casts of dZ
-        and W this pass made)."""
+        """dX = dZ @ W^T, stored in the gradients' format and widened (fp8: the E5M2 cast of
+        dZ and the kept E4M3 weights)."""
         if self.scaling:
-            g, w = self.casts["g"], self.casts["w"]
+            g, w = self._gradient_cast(dZ), self.casts["w"]
             dX = self.engine.matmul(g[0], np.ascontiguousarray(w[0].T), g[1] * w[1])
         else:
             dX = self.engine.matmul(store(dZ, self.fmt), np.ascontiguousarray(W.T))

@@ -13,7 +13,8 @@ from gpulab import formats, hardware
 from gpulab.nn import memory
 from gpulab.nn import mixed_precision as mp
 from gpulab.nn.data import load_digits
-from gpulab.nn.recipes import train_digits
+from gpulab.nn.mlp import MLP
+from gpulab.nn.recipes import digits_model, train_digits
 
 EPOCHS = 4  # the chapter's runs
 
@@ -317,6 +318,24 @@ def test_the_emulation_in_the_kernels_order_matches_blas_to_rounding(data):
         net.train_step(X, y)
         states.append(net.state())
     assert max(float(np.max(np.abs(states[0][k] - states[1][k]))) for k in states[0]) < 1e-6
+
+
+def test_the_network_is_chapter_07s_mlp_with_its_arithmetic_in_the_recipes_formats(data):
+    widths = (64, 32, 16, 10)
+    net = mp.MixedPrecisionMLP("fp8_keep_first", widths)
+    assert isinstance(net, MLP) and len(net.layers) == 3
+    initial = digits_model("numpy", seed=0, widths=widths).state()
+    assert all(np.array_equal(net.state()[k], initial[k]) for k in initial)  # fp32 masters
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    assert all(layer.W.dtype == bf16 for layer in net.layers)  # the copies the products read
+    with np.errstate(over="ignore", invalid="ignore"):
+        net.train_step(data.X_train[:16], data.y_train[:16])
+    assert net.layers[0].X.dtype == bf16  # the first layer reads the batch in bf16
+    assert all(layer.Z.dtype == bf16 for layer in net.layers)  # products stored in bf16
+    assert [layer.dW.dtype for layer in net.layers] == [bf16] * 3
+    assert set(net.fp8) == {f"layer{k}.{r}" for k in (1, 2) for r in "xwg"}
+    # one E5M2 cast of each fp8 layer's output gradient serves both backward products
+    assert all(len(net.fp8[f"layer{k}.g"].scales) == 1 for k in (1, 2))
 
 
 def test_bf16_products_are_labelled_emulated_in_the_simulator():
