@@ -39,13 +39,13 @@ from gpulab.exercises.outputs import (
     TANH,
     changed_input_failure,
     check_matrix_output,
+    looks_like,
 )
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded, read_back
 from gpulab.exercises.source_rules import KernelSource
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import Trial, draw_size
-from gpulab.kernels.dense import ACTIVATION_CODES
 
 # --- exercise 1: napkin math --------------------------------------------------------------------
 
@@ -153,31 +153,54 @@ BIAS_ACTIVATION_HINT = (
 )
 
 
-def _forward_patterns(name: str, Z, b, rows: int) -> dict:
-    """What the usual mistakes give for the activation ``name``: {description: (array, hint)}."""
-    b_by_row = np.resize(b, rows)[:, None]  # what b[r] would read (when it can)
-    f = {"relu": lambda z: np.maximum(z, 0), "tanh": np.tanh, "identity": lambda z: z}[name]
-    patterns = {
-        f"{name}(Z): the bias is missing": (f(Z), "the bias is missing: add the column's bias "
-                                                "before the activation."),
-        f"{name}(Z + b[r]): the bias indexed by row": (
-            f(Z + b_by_row), "there is one bias per output column: b[c]."),
-        f"{name}(Z) + b: the bias added after the activation": (
-            f(Z) + b, "the order is backwards: the activation applies to the biased value, so "
-                      "the bias comes first."),
-    }
-    if name != "identity":
-        patterns[f"Z + b: the {SAID[name]} is missing"] = (
-            Z + b, f"act = {ACTIVATION_CODES[name]} asks for {SAID[name]}: apply it to z = Z + b.")
-    for other in ("relu", "tanh", "identity"):
-        if other != name:
-            g = {"relu": lambda z: np.maximum(z, 0), "tanh": np.tanh,
-                 "identity": lambda z: z}[other]
-            patterns[f"{other}(Z + b), not {name}"] = (
-                g(Z + b), f"read the code in act: {ACTIVATION_CODES[name]} is {SAID[name]} here "
-                          f"({IDENTITY} identity, {RELU} ReLU, {TANH} tanh); compare act with "
-                          "IDENTITY, RELU and TANH.")
-    return patterns
+FUNCTIONS = {"relu": lambda z: np.maximum(z, 0), "tanh": np.tanh, "identity": lambda z: z}
+_NAMES = {code: name for code, name, _ in ACTIVATIONS}
+
+
+def _asked(e) -> str:
+    """The name of the activation the code in act asks for (relu, tanh, identity)."""
+    return _NAMES[e.inputs["act"]]
+
+
+def _f(e):
+    """The activation the code in act asks for, as a NumPy function."""
+    return FUNCTIONS[_asked(e)]
+
+
+def _another(other: str):
+    """The mistake of applying ``other`` where act's code asks for another activation."""
+    return looks_like(
+        f"{other}(Z + b) where act asks for another activation",
+        lambda e: (None if _asked(e) == other
+                   else FUNCTIONS[other](e.inputs["Z"] + e.inputs["b"])),
+        lambda e: (f"read the code in act: {e.inputs['act']} is {SAID[_asked(e)]} here "
+                   f"({IDENTITY} identity, {RELU} ReLU, {TANH} tanh); compare act with "
+                   "IDENTITY, RELU and TANH."),
+        said=lambda e: f"{other}(Z + b), not {_asked(e)}")
+
+
+# What the usual wrong forward formulas give, f being the activation act asks for, in the order
+# they are tried (after the elements never written: outputs.matrix_mistakes).
+BIAS_ACTIVATION_MISTAKES = (
+    looks_like("f(Z): the bias is missing", lambda e: _f(e)(e.inputs["Z"]),
+               "the bias is missing: add the column's bias before the activation.",
+               said=lambda e: f"{_asked(e)}(Z): the bias is missing"),
+    looks_like("f(Z + b[r]): the bias indexed by row",
+               lambda e: _f(e)(e.inputs["Z"] + np.resize(e.inputs["b"], e.trial.rows)[:, None]),
+               "there is one bias per output column: b[c].",
+               said=lambda e: f"{_asked(e)}(Z + b[r]): the bias indexed by row"),
+    looks_like("f(Z) + b: the bias added after the activation",
+               lambda e: _f(e)(e.inputs["Z"]) + e.inputs["b"],
+               "the order is backwards: the activation applies to the biased value, so the bias "
+               "comes first.",
+               said=lambda e: f"{_asked(e)}(Z) + b: the bias added after the activation"),
+    looks_like("Z + b: the activation f is missing",
+               lambda e: None if _asked(e) == "identity" else e.inputs["Z"] + e.inputs["b"],
+               lambda e: (f"act = {e.inputs['act']} asks for {SAID[_asked(e)]}: apply it to "
+                          "z = Z + b."),
+               said=lambda e: f"Z + b: the {SAID[_asked(e)]} is missing"),
+    *(_another(other) for other in FUNCTIONS),
+)
 
 
 @dataclass
@@ -201,14 +224,13 @@ def draw_case(check_name: str, seed: int, dtype, case: int = 0) -> Case:
 
 BIAS_ACTIVATION = CheckSpec(
     "bias_activation", "bias_activation(Z, b, act, out)", BIAS_ACTIVATION_STUB_HINT,
-    parameters=4, title="2. fused bias + activation",
+    BIAS_ACTIVATION_MISTAKES, parameters=4, title="2. fused bias + activation",
     call="check_bias_activation(my_bias_activation)",
     holds="`out = f(Z + b)` for act = ReLU, tanh and identity, each on its own random matrix "
           "(rows ≠ cols, not multiples of the block) and block shape (8×8, 16×4, 4×16 in the "
           "simulator), one thread per element",
     also="a missing or `<=` guard, the guard one short, rows and columns swapped, `threadIdx` "
-         "alone, a hard-coded block size, the bias left out or indexed by row or added after "
-         "f, f missing or the wrong one for the code, a write into Z (the shared 2-D rules)")
+         "alone, a hard-coded block size, a write into Z (the shared 2-D rules)")
 
 
 @BIAS_ACTIVATION.check
@@ -231,7 +253,7 @@ def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32) -> 
         b = trial.normal(trial.cols, scale=0.5)
         check_matrix_output(kernel, trial, source, {"Z": Z, "b": b, "act": code},
                             reference.bias_activation(Z, b, name),
-                            _forward_patterns(name, Z, b, trial.rows), BIAS_ACTIVATION_HINT)
+                            BIAS_ACTIVATION_MISTAKES, BIAS_ACTIVATION_HINT)
         shapes.append(f"{words} on {trial.rows} x {trial.cols} in blocks of "
                       f"{trial.block[0]} x {trial.block[1]}")
     return f"all right: {'; '.join(shapes)} (seed={seed})."

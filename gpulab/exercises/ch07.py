@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpulab import reference
-from gpulab.exercises.outputs import blame_hard_coded_block, diagnose_matrix
+from gpulab.exercises.outputs import blame_hard_coded_block, diagnose_matrix, looks_like
 from gpulab.exercises.results import (
     GUARD_HINT,
     CheckFailedError,
@@ -67,17 +67,44 @@ def _loss_trials(seed: int, dtype) -> list[Trial]:
             for case in range(2)]
 
 
+# What the usual wrong loss gradients give, in the order they are tried (after the elements never
+# written: outputs.matrix_mistakes).
+LOSS_GRADIENT_MISTAKES = (
+    looks_like("probs - onehot, not divided by the batch: the gradient of the SUMMED loss",
+               lambda e: e.inputs["p"] - e.inputs["onehot"], NORMALISATION_HINT),
+    looks_like("(probs - onehot) / batch / batch: divided by the batch twice",
+               lambda e: e.expected / e.inputs["p"].shape[0],
+               "divide once: `scale` already is 1 / batch, so don't divide by probs.shape[0] as "
+               "well."),
+    looks_like("(probs - onehot) / classes: divided by the number of classes",
+               lambda e: (e.inputs["p"] - e.inputs["onehot"]) / e.inputs["p"].shape[1],
+               NORMALISATION_HINT + " The batch is probs.shape[0] (rows), not the classes."),
+    looks_like("probs * scale: the one-hot target is missing",
+               lambda e: e.inputs["p"] * e.inputs["scale"],
+               "the target is 1 in the column of each row's label (0 in the others): subtract "
+               "it."),
+    looks_like("(probs + onehot) * scale: the target added",
+               lambda e: (e.inputs["p"] + e.inputs["onehot"]) * e.inputs["scale"],
+               "subtract the one-hot target: p - 1 in the label's column."),
+    looks_like("(onehot - probs) * scale: the sign reversed",
+               lambda e: (e.inputs["onehot"] - e.inputs["p"]) * e.inputs["scale"],
+               "the gradient is p - onehot (it points up the loss); the optimiser is what "
+               "subtracts it."),
+    looks_like("(probs - 1) * scale in every column",
+               lambda e: (e.inputs["p"] - 1) * e.inputs["scale"],
+               "the target is 1 only in the label's column (c == labels[r]), 0 in the others."),
+)
+
+
 LOSS_GRADIENT = CheckSpec(
     "loss_gradient", "my_loss_gradient(probs, labels, scale, dlogits)", LOSS_GRADIENT_STUB_HINT,
-    parameters=4, title="2. the loss gradient kernel",
+    LOSS_GRADIENT_MISTAKES, parameters=4, title="2. the loss gradient kernel",
     call="check_loss_gradient(my_loss_gradient)",
     holds="`(p − onehot) · scale` with scale = 1 / batch, as gpulab's "
           "`softmax_cross_entropy_backward(probs, labels, scale, dlogits)`, on two random "
           "batches (rows ≠ cols, neither a multiple of the block) and block shapes",
-    also="the wrong normalisation by batch size (none, twice, by the classes); the target "
-         "missing, added or in every column; the sign reversed; swapped rows and columns; a "
-         "hard-coded block size; a missing guard; a write into probs; simulator-only code; "
-         "gpulab's own kernel")
+    also="swapped rows and columns; a hard-coded block size; a missing guard; a write into "
+         "probs; simulator-only code; gpulab's own kernel")
 
 
 @LOSS_GRADIENT.check
@@ -140,28 +167,8 @@ def _loss_gradient_trial(kernel, trial: Trial) -> None:
     onehot[np.arange(batch), labels] = 1
     expected = (p - onehot) * float(scale)
     try:
-        diagnose_matrix(expected, got, trial, {
-            "probs - onehot, not divided by the batch: the gradient of the SUMMED loss": (
-                p - onehot, NORMALISATION_HINT),
-            "(probs - onehot) / batch / batch: divided by the batch twice": (
-                expected / batch, "divide once: `scale` already is 1 / batch, so don't divide "
-                                  "by probs.shape[0] as well."),
-            "(probs - onehot) / classes: divided by the number of classes": (
-                (p - onehot) / classes, NORMALISATION_HINT + " The batch is probs.shape[0] "
-                                                            "(rows), not the classes."),
-            "probs * scale: the one-hot target is missing": (
-                p * float(scale), "the target is 1 in the column of each row's label (0 in "
-                                  "the others): subtract it."),
-            "(probs + onehot) * scale: the target added": (
-                (p + onehot) * float(scale), "subtract the one-hot target: p - 1 in the "
-                                             "label's column."),
-            "(onehot - probs) * scale: the sign reversed": (
-                (onehot - p) * float(scale), "the gradient is p - onehot (it points up the "
-                                             "loss); the optimiser is what subtracts it."),
-            "(probs - 1) * scale in every column": (
-                (p - 1) * float(scale), "the target is 1 only in the label's column "
-                                        "(c == labels[r]), 0 in the others."),
-        }, rtol=1e-5, atol=1e-9, what="dlogits")
+        diagnose_matrix(expected, got, trial, LOSS_GRADIENT_MISTAKES, rtol=1e-5, atol=1e-9,
+                        what="dlogits", inputs={"p": p, "onehot": onehot, "scale": float(scale)})
     except CheckFailedError as failure:
         _blame_block(kernel, trial, failure)
         raise
