@@ -317,6 +317,86 @@ def _check_history(new_history, history: np.ndarray, x: np.ndarray, where: str) 
         f"{np.array2string(new_history, precision=4)}.", DELAYED_STUB_HINT)
 
 
+@dataclass
+class ScaleAnswer:
+    """A delayed scale ``got`` from the learner's function, with what it was computed from: the
+    ``history`` before this step, the right ``new_history``, x, fp8_max and the margin; ``at``
+    says which case (and seed) it was. The evidence :data:`SCALE_MISTAKES` are told from."""
+
+    got: float
+    history: np.ndarray
+    new_history: np.ndarray
+    x: np.ndarray
+    fp8_max: float
+    margin: int
+    at: str
+
+    @property
+    def want(self) -> float:
+        return scale_from_history(self.new_history, self.fp8_max, self.margin)
+
+    @property
+    def amax(self) -> float:
+        return recorded_amax(self.x)  # as DelayedScaling records it (Transformer Engine's)
+
+    @property
+    def history_max(self) -> float:
+        return float(np.max(self.new_history))
+
+    @property
+    def old_max(self) -> float:
+        return float(np.max(self.history))
+
+    @property
+    def summary(self) -> str:
+        return f"{self.at}: expected scale {self.want:.6g}, got {self.got:.6g}"
+
+    def gave(self, value: float) -> bool:
+        """True when the scale is ``value`` (a wrong formula's; not positive: never)."""
+        return value > 0 and math.isclose(self.got, value, rel_tol=1e-9)
+
+
+def _gave(formula):
+    return lambda e: e.gave(formula(e))
+
+
+# The wrong delayed scales learners compute, in the order they are tried.
+SCALE_MISTAKES = (
+    Mistake("the scale from this step's amax instead of the history's",
+            _gave(lambda e: e.fp8_max / e.amax / 2.0**e.margin),
+            lambda e: (f"{e.summary}: that is fp8_max / (this step's amax) / 2**margin; the "
+                       f"history's largest amax is {e.history_max:.4g}"), HISTORY_MAX_HINT),
+    Mistake("max instead of max-abs",
+            _gave(lambda e: e.fp8_max / float(np.max(e.x)) / 2.0**e.margin if np.max(e.x) > 0
+                  else -1),
+            lambda e: (f"{e.summary}: that is fp8_max / max(x); x's largest magnitude is "
+                       f"negative ({-e.amax:.4g})"), ABS_HINT),
+    Mistake("the margin forgotten", _gave(lambda e: e.fp8_max / e.history_max),
+            lambda e: (f"{e.summary}: that is fp8_max / max(history) without the margin "
+                       f"(margin {e.margin})"), MARGIN_HINT),
+    Mistake("the margin multiplied", _gave(lambda e: e.fp8_max / e.history_max * 2.0**e.margin),
+            lambda e: (f"{e.summary}: that multiplies by 2**margin; the margin makes the scale "
+                       "smaller (headroom), so divide by it"), MARGIN_HINT),
+    Mistake("the inverse scale (amax / fp8_max)",
+            _gave(lambda e: e.history_max / e.fp8_max * 2.0**e.margin),
+            lambda e: (f"{e.summary}: that is amax / fp8_max, the inverse: this scale multiplies "
+                       "x before the cast, so it maps the largest amax onto fp8_max: fp8_max / "
+                       "amax"), "scale = fp8_max / max(new_history) / 2**margin."),
+    Mistake("the scale from the history before this step's amax",
+            _gave(lambda e: e.fp8_max / e.old_max / 2.0**e.margin),
+            lambda e: (f"{e.summary}: that is the scale from the history *before* this step's "
+                       f"amax was recorded ({e.old_max:.4g}); this step's amax, {e.amax:.4g}, "
+                       "is larger"),
+            "compute the scale from the new history, after appending this step's amax."),
+    Mistake("448 hard-coded",
+            _gave(lambda e: E4M3.max_value / e.history_max / 2.0**e.margin
+                  if e.fp8_max != E4M3.max_value else -1),
+            lambda e: (f"{e.summary}: that uses 448 (E4M3's largest value), but this tensor's "
+                       f"format has fp8_max = {e.fp8_max:g}"), "use the fp8_max argument, not a "
+                                                              "constant."),
+)
+
+
 def _check_scale(scale, history: np.ndarray, x: np.ndarray, fp8_max: float, margin: int,
                  where: str, new_history: np.ndarray) -> None:
     if isinstance(scale, np.ndarray) and scale.ndim > 0:
@@ -326,56 +406,23 @@ def _check_scale(scale, history: np.ndarray, x: np.ndarray, fp8_max: float, marg
             scale, (int, float, np.integer, np.floating, np.ndarray)):
         raise CheckFailedError(f"{where}: the scale is {scale!r:.60} (a "
                                f"{type(scale).__name__}), not a number.", DELAYED_STUB_HINT)
-    got = float(scale)
-    amax = recorded_amax(x)  # as DelayedScaling records it (Transformer Engine's)
-    want = scale_from_history(new_history, fp8_max, margin)
-    if math.isclose(got, want, rel_tol=1e-9):
+    answer = ScaleAnswer(float(scale), history, new_history, x, fp8_max, margin, where)
+    if math.isclose(answer.got, answer.want, rel_tol=1e-9):
         return
-    summary = f"{where}: expected scale {want:.6g}, got {got:.6g}"
-    history_max = float(np.max(new_history))
-    old_max = float(np.max(history))
-    candidates = [
-        (fp8_max / amax / 2.0**margin,
-         f"{summary}: that is fp8_max / (this step's amax) / 2**margin; the history's largest "
-         f"amax is {history_max:.4g}.", HISTORY_MAX_HINT),
-        (fp8_max / float(np.max(x)) / 2.0**margin if np.max(x) > 0 else -1,
-         f"{summary}: that is fp8_max / max(x); x's largest magnitude is negative "
-         f"({-amax:.4g}).", ABS_HINT),
-        (fp8_max / history_max,
-         f"{summary}: that is fp8_max / max(history) without the margin (margin {margin}).",
-         MARGIN_HINT),
-        (fp8_max / history_max * 2.0**margin,
-         f"{summary}: that multiplies by 2**margin; the margin makes the scale smaller "
-         "(headroom), so divide by it.", MARGIN_HINT),
-        (history_max / fp8_max * 2.0**margin,
-         f"{summary}: that is amax / fp8_max, the inverse: this scale multiplies x before the "
-         "cast, so it maps the largest amax onto fp8_max: fp8_max / amax.",
-         "scale = fp8_max / max(new_history) / 2**margin."),
-        (fp8_max / old_max / 2.0**margin,
-         f"{summary}: that is the scale from the history *before* this step's amax was "
-         f"recorded ({old_max:.4g}); this step's amax, {amax:.4g}, is larger.",
-         "compute the scale from the new history, after appending this step's amax."),
-        (E4M3.max_value / history_max / 2.0**margin if fp8_max != E4M3.max_value else -1,
-         f"{summary}: that uses 448 (E4M3's largest value), but this tensor's format has "
-         f"fp8_max = {fp8_max:g}.", "use the fp8_max argument, not a constant."),
-    ]
-    for value, message, hint in candidates:
-        if value > 0 and math.isclose(got, value, rel_tol=1e-9):
-            raise CheckFailedError(message, hint)
-    raise CheckFailedError(f"{summary}.", DELAYED_STUB_HINT)
+    reject(SCALE_MISTAKES, answer)
+    raise CheckFailedError(f"{answer.summary}.", DELAYED_STUB_HINT)
 
 
 DELAYED_SCALE = CheckSpec(
     "delayed_scale", "delayed_scale(amax_history, x, fp8_max, margin)", DELAYED_STUB_HINT,
+    SCALE_MISTAKES,
     title="2. a delayed FP8 scale", call="check_delayed_scale(delayed_scale)",
     holds="Transformer Engine's delayed scaling for one tensor: the history, oldest first, with "
           "max|x| appended and the oldest dropped; scale = fp8_max / max(new history) / "
           "2^margin. Four cases: an old spike in the history, the largest magnitude negative, "
           "margins 0–3, E4M3 (448) and E5M2 (57344), a step whose amax is the largest ever",
-    also="the scale from this step's amax instead of the history's; max instead of max-abs; the "
-         "margin forgotten or multiplied; the inverse scale (amax / fp8_max); the scale from the "
-         "history before this step's amax; 448 hard-coded; a history that grows, puts the newest "
-         "first or drops the newest; a list for an array; only the scale returned")
+    also="max instead of max-abs in the history; a history that grows, puts the newest first "
+         "or drops the newest; a list for an array; only the scale returned")
 
 
 @DELAYED_SCALE.check
