@@ -34,7 +34,7 @@ import numpy as np
 
 from gpulab import device, formats, reference
 from gpulab.exercises.evidence import is_number
-from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
 from gpulab.exercises.running import call_learner, run_elementwise
 from gpulab.exercises.source_rules import KernelSource
@@ -426,19 +426,72 @@ FP8_VARIANTS = ("float8_e4m3", "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_
                 "float8_e5m2fnuz", "float8_e3m4", "float8_e8m0fnu")
 
 
+@dataclass
+class ScaleGuess:
+    """A wrong scale from the learner's quantiser with the tensor x (float64) it was for; ``at``
+    starts the message (which tensor, the seed, the scale against the right one). The evidence
+    :data:`SCALE_MISTAKES` are told from."""
+
+    scale: float
+    x: np.ndarray
+    at: str
+
+    @property
+    def amax(self) -> float:
+        return float(np.max(np.abs(self.x)))
+
+    @property
+    def largest(self) -> float:
+        return float(np.max(self.x))
+
+    @property
+    def smallest(self) -> float:
+        return float(np.min(self.x))
+
+    def gave(self, value: float) -> bool:
+        return _close(self.scale, value)
+
+
+# The wrong scales computed from the wrong statistic of x, in the order they are tried.
+SCALE_MISTAKES = (
+    Mistake("a scale from max(x) instead of max|x|",
+            lambda e: e.gave(e.largest / E4M3.max_value),
+            lambda e: (f"{e.at}. It is max(x) / 448: the largest value, {e.largest:.4g}, not "
+                       f"the largest magnitude, {e.amax:.4g} (x has negative values too), so "
+                       f"the values below -{e.largest:.4g} "
+                       f"{'overflow' if e.amax / e.scale > E4M3.max_value else 'lose range'}"),
+            SCALE_HINT),
+    Mistake("a scale from |min(x)|", lambda e: e.gave(abs(e.smallest) / E4M3.max_value),
+            lambda e: (f"{e.at}. It is |min(x)| / 448, but here the largest magnitude is "
+                       f"max(x) = {e.largest:.4g}"), SCALE_HINT),
+    Mistake("a scale from the range",
+            lambda e: e.gave((e.largest - e.smallest) / E4M3.max_value),
+            lambda e: (f"{e.at}. It is (max(x) - min(x)) / 448, the range: a symmetric format "
+                       "(as many negative values as positive ones) needs the largest "
+                       "magnitude"), SCALE_HINT),
+    Mistake("a scale from half the range",
+            lambda e: e.gave((e.largest - e.smallest) / (2 * E4M3.max_value)),
+            lambda e: (f"{e.at}. It is (max(x) - min(x)) / 896, half the range: with values of "
+                       "both signs the largest magnitude can be larger than that"), SCALE_HINT),
+    Mistake("the wrong way round (448 / max|x|)", lambda e: e.gave(E4M3.max_value / e.amax),
+            lambda e: (f"{e.at}. It is 448 / max|x|, the multiplier, the wrong way round: the "
+                       "check needs the scale such that x = q * scale"),
+            "return the scale as max|x| / 448 (and store x divided by it)."),
+)
+
+
 QUANTISE = CheckSpec(
-    "quantise_fp8", "quantise_e4m3(x) -> (q, scale)", QUANTISE_STUB_HINT,
+    "quantise_fp8", "quantise_e4m3(x) -> (q, scale)", QUANTISE_STUB_HINT, SCALE_MISTAKES,
     title="3. quantise to fp8", call="check_quantise_fp8(quantise_e4m3)",
     holds="on activations with outliers of both signs (the largest magnitude negative), tiny "
           "gradients and values near 1: `q` an `ml_dtypes.float8_e4m3fn` array shaped like x, "
           "`scale` one positive number equal to max|x| / 448 (or the power of two just above "
           "it), `q * scale` within E4M3's rounding of x",
     also="a list, a float32/float64/float16 array or another fp8 variant instead of "
-         "float8_e4m3fn; an array of scales; a float16 scale; a scale from max(x) instead of "
-         "max|x|, from |min(x)|, from the range, from the standard deviation or RMS (the same "
-         "multiple in every tensor), from another format's largest value (E5M2's 57 344, 240, "
-         "int8's 127 …), or the wrong way round (448 / max|x|); overflow to NaN; x multiplied "
-         "by the scale; not a pair")
+         "float8_e4m3fn; an array of scales; a float16 scale; a scale from the standard "
+         "deviation or RMS (the same multiple in every tensor) or from another format's largest "
+         "value (E5M2's 57 344, 240, int8's 127 …); overflow to NaN; x multiplied by the scale; "
+         "not a pair")
 
 
 def _activations_with_outliers(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -581,29 +634,7 @@ def _check_scale(x: np.ndarray, scale: float, name: str, seed: int, trials, scal
     ratio = amax / scale
     where = (f"for {name} (seed={seed}): your scale is {scale:.4g}, but max|x| / 448 = "
              f"{right:.4g}")
-    largest, smallest = float(np.max(x64)), float(np.min(x64))
-    named = [
-        (largest / E4M3.max_value,
-         f"{where}. It is max(x) / 448: the largest value, {largest:.4g}, not the largest "
-         f"magnitude, {amax:.4g} (x has negative values too), so the values below -{largest:.4g} "
-         f"{'overflow' if ratio > E4M3.max_value else 'lose range'}.", SCALE_HINT),
-        (abs(smallest) / E4M3.max_value,
-         f"{where}. It is |min(x)| / 448, but here the largest magnitude is max(x) = "
-         f"{largest:.4g}.", SCALE_HINT),
-        ((largest - smallest) / E4M3.max_value,
-         f"{where}. It is (max(x) - min(x)) / 448, the range: a symmetric format (as many "
-         "negative values as positive ones) needs the largest magnitude.", SCALE_HINT),
-        ((largest - smallest) / (2 * E4M3.max_value),
-         f"{where}. It is (max(x) - min(x)) / 896, half the range: with values of both signs "
-         "the largest magnitude can be larger than that.", SCALE_HINT),
-        (E4M3.max_value / amax,
-         f"{where}. It is 448 / max|x|, the multiplier, the wrong way round: the check needs "
-         "the scale such that x = q * scale.",
-         "return the scale as max|x| / 448 (and store x divided by it)."),
-    ]
-    for value, message, hint in named:
-        if _close(scale, value):
-            raise CheckFailedError(message, hint)
+    reject(SCALE_MISTAKES, ScaleGuess(scale, x64, where))
     for how, what in ((np.std, "standard deviation"),
                       (lambda v: np.sqrt(np.mean(v * v)), "root mean square")):
         ratios = _spread_ratios(trials, scales, how)
