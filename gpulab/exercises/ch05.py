@@ -29,7 +29,7 @@ import numpy as np
 
 from gpulab import device, reference
 from gpulab.exercises.evidence import is_number
-from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import (
     ACTIVATIONS,
     IDENTITY,
@@ -420,6 +420,53 @@ def _exception_failure(error: KernelError, case: str, trial) -> CheckFailedError
     return None
 
 
+@dataclass
+class Losses:
+    """Wrong ``losses`` from the softmax kernel (the probabilities were right), with the right
+    ones (``want``), the right probabilities, the logits and labels and the tolerance; ``at``
+    starts the message (which row, what it should be, the trial). The evidence
+    :data:`LOSS_MISTAKES` are told from."""
+
+    losses: np.ndarray
+    want: np.ndarray
+    want_p: np.ndarray
+    logits: np.ndarray
+    labels: np.ndarray
+    atol: float
+    at: str
+
+    def are(self, value) -> bool:
+        return bool(np.allclose(self.losses, value, rtol=1e-4, atol=self.atol))
+
+    @property
+    def m(self) -> np.ndarray:
+        return self.logits.max(axis=1).astype(np.float64)
+
+    @property
+    def z_label(self) -> np.ndarray:
+        return self.logits[np.arange(self.labels.size), self.labels].astype(np.float64)
+
+
+def _loss_mistake(did: str, value, hint: str) -> Mistake:
+    return Mistake(did, lambda e: e.are(value(e)), lambda e: f"{e.at}: {did}", hint)
+
+
+# The wrong losses of a kernel whose probabilities are right, in the order they are tried.
+LOSS_MISTAKES = (
+    _loss_mistake("the sign is wrong", lambda e: -e.want,
+                  "the loss is -log p[label]: a probability is at most 1, so its log is <= 0 "
+                  "and the loss >= 0."),
+    _loss_mistake("m is missing", lambda e: e.want - e.m,
+                  "after subtracting m, add it back: log(total) + m - z[label]."),
+    _loss_mistake("the label's logit is not subtracted", lambda e: e.want + e.z_label,
+                  "the loss ends by subtracting the logit of the row's label."),
+    _loss_mistake("it is -log p[0], the first class's, not the label's",
+                  lambda e: -np.log(np.maximum(e.want_p[:, 0].astype(np.float64), 1e-300)),
+                  "use the row's label: labels says which class is right for each row, not "
+                  "always the first."),
+)
+
+
 def _softmax_values_failure(case, logits, labels, probs, losses, trial, passed_high
                             ) -> CheckFailedError | None:
     """None if probs and losses are right; else what is wrong, by case."""
@@ -430,7 +477,6 @@ def _softmax_values_failure(case, logits, labels, probs, losses, trial, passed_h
     l_ok = np.isclose(losses, want_l, rtol=16 * eps, atol=loss_atol)
     if p_ok.all() and l_ok.all():
         return None
-    rows = np.arange(trial.n)
     finite = np.isfinite(probs).all() and np.isfinite(losses).all()
     if not finite and case != "ordinary logits":
         r = int(np.flatnonzero(~(np.isfinite(probs).all(axis=1) & np.isfinite(losses)))[0])
@@ -461,28 +507,14 @@ def _softmax_values_failure(case, logits, labels, probs, losses, trial, passed_h
         return CheckFailedError(message + ".", SOFTMAX_FORMULA_HINT)
     r = int(np.flatnonzero(~l_ok)[0])
     message = f"losses[{r}] should be {want_l[r]:.6g} but is {losses[r]:.6g} ({trial})"
-    m = logits.max(axis=1).astype(np.float64)
-    z_label = logits[rows, labels].astype(np.float64)
-    suspects = [
-        (-want_l, "the sign is wrong", "the loss is -log p[label]: a probability is at most 1, "
-         "so its log is <= 0 and the loss >= 0."),
-        (want_l - m, "m is missing", "after subtracting m, add it back: log(total) + m - "
-         "z[label]."),
-        (want_l + z_label, "the label's logit is not subtracted", "the loss ends by "
-         "subtracting the logit of the row's label."),
-        (-np.log(np.maximum(want_p[:, 0].astype(np.float64), 1e-300)),
-         "it is -log p[0], the first class's, not the label's", "use the row's label: "
-         "labels says which class is right for each row, not always the first."),
-    ]
-    for value, words, hint in suspects:
-        if np.allclose(losses, value, rtol=1e-4, atol=loss_atol):
-            return CheckFailedError(f"{message}: {words}.", hint)
-    return CheckFailedError(message + ".", SOFTMAX_FORMULA_HINT)
+    return diagnose(LOSS_MISTAKES, Losses(losses, want_l, want_p, logits, labels, loss_atol,
+                                          message)) or CheckFailedError(
+        message + ".", SOFTMAX_FORMULA_HINT)
 
 
 SOFTMAX = CheckSpec(
     "softmax_cross_entropy", "softmax_cross_entropy(logits, labels, probs, losses)",
-    SOFTMAX_STUB_HINT, SOFTMAX_SOURCE_MISTAKES, parameters=4,
+    SOFTMAX_STUB_HINT, SOFTMAX_SOURCE_MISTAKES + LOSS_MISTAKES, parameters=4,
     title="3. stable softmax with cross-entropy",
     call="check_softmax_cross_entropy(my_softmax_cross_entropy)",
     holds="one thread per row, on ordinary logits, logits near +1000 and −1000, and rows whose "
@@ -491,8 +523,8 @@ SOFTMAX = CheckSpec(
           "within float rounding; a one-pass (online) softmax is accepted",
     also="the unstable softmax (e^1000 overflows float32 and float64); the max started from 0; "
          "a value other than the row's max subtracted; the loss as −log p, which is log 0 when "
-         "p underflows; rows not normalised; the loss's sign, a missing m, the wrong class; a "
-         "guard on the classes; rows never written; a write into logits")
+         "p underflows; rows not normalised; a guard on the classes; rows never written; a "
+         "write into logits")
 
 
 @SOFTMAX.check
@@ -508,7 +540,7 @@ def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float3
     ``also`` lists (the unstable softmax first)."""
     threads = 128 if device.tier() == "gpu" else 32
     source = SOFTMAX.start(kernel)
-    SOFTMAX.reject(SoftmaxSource(source))
+    reject(SOFTMAX_SOURCE_MISTAKES, SoftmaxSource(source))
     rng = np.random.default_rng(seed)
     n = draw_size(rng, threads, (40, 100) if threads == 32 else (300, 3000))
     trial = SoftmaxTrial("check_softmax_cross_entropy", seed, (n,), (threads,),
@@ -522,7 +554,7 @@ def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float3
         try:
             _softmax_case(kernel, trial, case, logits, labels, passed_high)
         except (CheckFailedError, KernelError):
-            SOFTMAX.reject(SoftmaxSource(source, trial))
+            reject(SOFTMAX_SOURCE_MISTAKES, SoftmaxSource(source, trial))
             raise
         passed_high = passed_high or case == "logits near +1000"
     return (f"probabilities and losses right for ordinary logits, logits near +1000 and "
