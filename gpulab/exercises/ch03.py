@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -778,33 +779,56 @@ def _tile_reads_failure(threads: _Threads, trial: MatmulTrial) -> CheckFailedErr
     return None
 
 
-def _sum_failure(A, B, C, threads: _Threads, trial: MatmulTrial) -> CheckFailedError | None:
-    """The sum restarted at every step, or stopped before the end of K."""
-    T, steps = threads.T, threads.steps
-    bound = reference.matmul_tolerance(A, B) + 1e-6
-    last = (steps - 1) * T
-    suspects = [
-        (A[:, last:].astype(np.float64) @ B[last:],
-         f"C holds only the last step's sum (k = {last} .. {trial.K - 1}): the sum starts again "
-         "at every step", "start `acc` at 0 once, before the loop over the steps, and write C "
-         "after that loop."),
-    ]
-    for done in range(1, steps):
-        suspects.append((
-            A[:, :done * T].astype(np.float64) @ B[:done * T],
-            f"C holds the sum over k = 0 .. {done * T - 1} only: the loop over the steps stopped "
-            f"after {done} of the {steps} steps K = {trial.K} needs",
+@dataclass
+class StepSums:
+    """A tiled kernel's wrong C with A, B, its trial and the step count along K (T wide each):
+    the evidence :data:`STEP_SUM_MISTAKES` are told from."""
+
+    A: np.ndarray
+    B: np.ndarray
+    C: np.ndarray
+    trial: MatmulTrial
+    T: int
+    steps: int
+
+    def holds(self, start: int, stop: int) -> bool:
+        """True when C is A @ B summed over k = start .. stop - 1 only."""
+        partial = self.A[:, start:stop].astype(np.float64) @ self.B[start:stop]
+        bound = reference.matmul_tolerance(self.A, self.B) + 1e-6
+        return bool(np.all(np.abs(self.C - partial) <= bound))
+
+    @property
+    def last(self) -> int:
+        """Where the last step starts along K."""
+        return (self.steps - 1) * self.T
+
+    @cached_property
+    def stopped_after(self) -> int | None:
+        """The number of steps C's sum covers when the loop stopped early, else None."""
+        return next((done for done in range(1, self.steps)
+                     if self.holds(0, done * self.T)), None)
+
+
+# The sums a tiled kernel leaves in C when its loop over the steps goes wrong, in order.
+STEP_SUM_MISTAKES = (
+    Mistake("the sum restarted at every step", lambda e: e.holds(e.last, e.trial.K),
+            lambda e: (f"C holds only the last step's sum (k = {e.last} .. {e.trial.K - 1}): "
+                       "the sum starts again at every step"),
+            "start `acc` at 0 once, before the loop over the steps, and write C after that "
+            "loop."),
+    Mistake("the loop over the steps stopped early", lambda e: e.stopped_after is not None,
+            lambda e: (f"C holds the sum over k = 0 .. {e.stopped_after * e.T - 1} only: the "
+                       f"loop over the steps stopped after {e.stopped_after} of the {e.steps} "
+                       f"steps K = {e.trial.K} needs"),
             "the loop over the steps must cover all of K, whatever its size (read it from A's "
-            "shape), with C written after it."))
-    for candidate, message, hint in suspects:
-        if np.all(np.abs(C - candidate) <= bound):
-            return CheckFailedError(f"{message} ({trial}).", hint)
-    return None
+            "shape), with C written after it."),
+)
 
 
 TILED = CheckSpec(
-    "matmul_tiled", "matmul_tiled(A, B, C)", TILED_STUB_HINT, TILING_MISTAKES + MATMUL_MISTAKES,
-    parameters=3, title="2. tiled matmul", call="check_matmul_tiled(my_matmul_tiled, tile=TILE)",
+    "matmul_tiled", "matmul_tiled(A, B, C)", TILED_STUB_HINT,
+    TILING_MISTAKES + STEP_SUM_MISTAKES + MATMUL_MISTAKES, parameters=3,
+    title="2. tiled matmul", call="check_matmul_tiled(my_matmul_tiled, tile=TILE)",
     holds="the answer on 6 blocks of TILE × TILE (2 × 3 or 3 × 2; on a GPU also on tens of "
           "blocks), and the method, from a trace of the same launch: at most about one load of "
           "A and one of B per thread per step, 2·⌈K/TILE⌉ in all, and two barriers per step, "
@@ -900,7 +924,8 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
                                 suspects=False)
             if failure is not None and failure.specific:
                 raise failure
-        for diagnosis in (lambda: _sum_failure(A, B, C, threads, trial),
+        for diagnosis in (lambda: diagnose(STEP_SUM_MISTAKES,
+                                           StepSums(A, B, C, trial, threads.T, threads.steps)),
                           lambda: _loads_failure(threads, trial),
                           lambda: _stores_failure(threads, trial),
                           lambda: _tile_reads_failure(threads, trial)):
