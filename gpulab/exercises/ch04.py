@@ -27,7 +27,7 @@ Each check runs your code on random data, compares with :mod:`gpulab.formats` /
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
@@ -435,10 +435,27 @@ class ScaleGuess:
     scale: float
     x: np.ndarray
     at: str
+    trials: list = field(default_factory=list)  # every tensor (name, x) of the check
+    scales: list = field(default_factory=list)  # the learner's scale for each
 
     @property
     def amax(self) -> float:
         return float(np.max(np.abs(self.x)))
+
+    @property
+    def ratio(self) -> float:
+        """Where the scale maps max|x| (448 when right)."""
+        return self.amax / self.scale
+
+    def same_multiple(self, how) -> list[float] | None:
+        """The scale / how(x) of every tensor when it is the same in all of them, else None."""
+        ratios = _spread_ratios(self.trials, self.scales, how)
+        return ratios if max(ratios) <= min(ratios) * 1.005 else None
+
+    @property
+    def other_maximum(self) -> float | None:
+        """The other format's largest value the scale maps max|x| to, if any."""
+        return next((other for other in OTHER_MAXIMA if _close(self.ratio, other, 1e-4)), None)
 
     @property
     def largest(self) -> float:
@@ -452,7 +469,8 @@ class ScaleGuess:
         return _close(self.scale, value)
 
 
-# The wrong scales computed from the wrong statistic of x, in the order they are tried.
+# The wrong scales, in the order they are tried: from the wrong statistic of x, from another
+# format's largest value, then where the scale maps max|x| (the last one a catch-all).
 SCALE_MISTAKES = (
     Mistake("a scale from max(x) instead of max|x|",
             lambda e: e.gave(e.largest / E4M3.max_value),
@@ -477,6 +495,38 @@ SCALE_MISTAKES = (
             lambda e: (f"{e.at}. It is 448 / max|x|, the multiplier, the wrong way round: the "
                        "check needs the scale such that x = q * scale"),
             "return the scale as max|x| / 448 (and store x divided by it)."),
+    *(Mistake(f"a scale from the {what} (the same multiple in every tensor)",
+              lambda e, how=how: e.same_multiple(how) is not None,
+              lambda e, how=how, what=what: (
+                  f"{e.at}. In every tensor your scale is "
+                  f"{e.same_multiple(how)[0] * E4M3.max_value:.3g} x the {what} / 448: a {what} "
+                  "says how wide the bulk of the values is, not how far the largest goes. Here "
+                  f"max|x| is {e.amax / float(how(e.x)):.1f} {what}s: "
+                  + ("those outliers overflow" if e.ratio > E4M3.max_value else
+                     "part of E4M3's range is wasted")), SCALE_HINT)
+      for how, what in ((np.std, "standard deviation"),
+                        (lambda v: np.sqrt(np.mean(v * v)), "root mean square"))),
+    Mistake("a scale from another format's largest value (E5M2's 57 344, 240, int8's 127 …)",
+            lambda e: e.other_maximum is not None,
+            lambda e: (f"{e.at}. It maps max|x| to {e.other_maximum:g}, "
+                       f"{OTHER_MAXIMA[e.other_maximum]}; E4M3 (ml_dtypes.float8_e4m3fn) goes "
+                       "up to 448"), SCALE_HINT),
+    Mistake("max|x| mapped to 1", lambda e: _close(e.ratio, 1.0, 1e-4),
+            lambda e: (f"{e.at}. It maps max|x| to 1, so only E4M3's values up to 1 are used, "
+                       "less than half of its range (up to 448): small values lose precision or "
+                       "flush to zero"), SCALE_HINT),
+    Mistake("max|x| mapped beyond 448 (overflow)", lambda e: e.ratio > E4M3.max_value,
+            lambda e: (f"{e.at}. It maps max|x| to {e.ratio:.4g}, beyond E4M3's largest value, "
+                       "448: those values overflow (to NaN) or are clipped"), SCALE_HINT),
+    Mistake("max|x| mapped below 448", lambda e: True,
+            lambda e: (f"{e.at}. It maps max|x| to {e.ratio:.4g}, not to E4M3's largest value, "
+                       "448" + (", so less than half of E4M3's range is used: small values "
+                                "lose precision or flush to zero"
+                                if e.ratio < E4M3.max_value / 2 else
+                                ": the top of the range goes unused, and with it precision for "
+                                "the small values")),
+            lambda e: SCALE_HINT + (" (You may have computed 448 / max|x| and used it as a "
+                                    "divisor.)" if e.ratio < 1 else "")),
 )
 
 
@@ -488,10 +538,8 @@ QUANTISE = CheckSpec(
           "`scale` one positive number equal to max|x| / 448 (or the power of two just above "
           "it), `q * scale` within E4M3's rounding of x",
     also="a list, a float32/float64/float16 array or another fp8 variant instead of "
-         "float8_e4m3fn; an array of scales; a float16 scale; a scale from the standard "
-         "deviation or RMS (the same multiple in every tensor) or from another format's largest "
-         "value (E5M2's 57 344, 240, int8's 127 …); overflow to NaN; x multiplied by the scale; "
-         "not a pair")
+         "float8_e4m3fn; an array of scales; a float16 scale; overflow to NaN; x multiplied by "
+         "the scale; not a pair")
 
 
 def _activations_with_outliers(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -631,42 +679,9 @@ def _check_scale(x: np.ndarray, scale: float, name: str, seed: int, trials, scal
     if _close(scale, right) or (_is_power_of_two(scale) and right * (1 - 1e-6) <= scale
                                 < 2 * right):
         return
-    ratio = amax / scale
     where = (f"for {name} (seed={seed}): your scale is {scale:.4g}, but max|x| / 448 = "
              f"{right:.4g}")
-    reject(SCALE_MISTAKES, ScaleGuess(scale, x64, where))
-    for how, what in ((np.std, "standard deviation"),
-                      (lambda v: np.sqrt(np.mean(v * v)), "root mean square")):
-        ratios = _spread_ratios(trials, scales, how)
-        if max(ratios) <= min(ratios) * 1.005:
-            spread = float(how(x64))
-            raise CheckFailedError(
-                f"{where}. In every tensor your scale is {ratios[0] * E4M3.max_value:.3g} x "
-                f"the {what} / 448: a {what} says how wide the bulk of the values is, not how "
-                f"far the largest goes. Here max|x| is {amax / spread:.1f} {what}s: "
-                + ("those outliers overflow." if ratio > E4M3.max_value else
-                   "part of E4M3's range is wasted."), SCALE_HINT)
-    for other, what in OTHER_MAXIMA.items():
-        if _close(ratio, other, 1e-4):
-            raise CheckFailedError(
-                f"{where}. It maps max|x| to {other:g}, {what}; E4M3 "
-                "(ml_dtypes.float8_e4m3fn) goes up to 448.", SCALE_HINT)
-    if _close(ratio, 1.0, 1e-4):
-        raise CheckFailedError(
-            f"{where}. It maps max|x| to 1, so only E4M3's values up to 1 are used, less than "
-            "half of its range (up to 448): small values lose precision or flush to zero.",
-            SCALE_HINT)
-    if ratio > E4M3.max_value:
-        raise CheckFailedError(
-            f"{where}. It maps max|x| to {ratio:.4g}, beyond E4M3's largest value, 448: those "
-            "values overflow (to NaN) or are clipped.", SCALE_HINT)
-    raise CheckFailedError(
-        f"{where}. It maps max|x| to {ratio:.4g}, not to E4M3's largest value, 448"
-        + (", so less than half of E4M3's range is used: small values lose precision or "
-           "flush to zero." if ratio < E4M3.max_value / 2 else
-           ": the top of the range goes unused, and with it precision for the small values."),
-        SCALE_HINT + (" (You may have computed 448 / max|x| and used it as a divisor.)"
-                      if ratio < 1 else ""))
+    reject(SCALE_MISTAKES, ScaleGuess(scale, x64, where, trials, scales))
 
 
 def _check_quantised(x: np.ndarray, q: np.ndarray, scale: float, name: str, seed: int) -> float:
