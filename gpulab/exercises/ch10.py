@@ -280,6 +280,47 @@ def _delayed_trials(rng: np.random.Generator):
     return trials
 
 
+@dataclass
+class HistoryAnswer:
+    """A wrong new amax history ``got`` (the right shape), with the ``history`` before this step,
+    x, its recorded amax and the right new history ``want``; ``at`` says which case (and seed).
+    The evidence :data:`HISTORY_MISTAKES` are told from."""
+
+    got: np.ndarray
+    history: np.ndarray
+    x: np.ndarray
+    amax: float
+    want: np.ndarray
+    at: str
+
+    def is_(self, value: np.ndarray) -> bool:
+        return bool(np.allclose(self.got, value, rtol=1e-12, atol=0))
+
+
+# The wrong new histories, in the order they are tried (the last a catch-all).
+HISTORY_MISTAKES = (
+    Mistake("max instead of max-abs in the history",
+            lambda e: (math.isclose(e.got[-1], float(np.max(e.x)), rel_tol=1e-12)
+                       and float(np.max(e.x)) != e.amax),
+            lambda e: (f"{e.at}: the newest entry is max(x) = {e.got[-1]:.6g}, but the largest "
+                       f"magnitude is |min(x)| = {e.amax:.6g}"), ABS_HINT),
+    Mistake("a history that puts the newest first",
+            lambda e: e.is_(np.append(e.amax, e.history[:-1])),
+            lambda e: (f"{e.at}: the newest amax went first and the last entry was dropped; "
+                       "this exercise keeps the history oldest first, newest last"),
+            "drop history[0] (the oldest) and append the new amax at the end."),
+    Mistake("a history that drops the newest",
+            lambda e: e.is_(np.append(e.history[:-1], e.amax)),
+            lambda e: (f"{e.at}: the last entry (the newest before this step) was replaced; the "
+                       "oldest, history[0], should drop out"),
+            "keep history[1:] and append the new amax."),
+    Mistake("another history", lambda e: True,
+            lambda e: (f"{e.at}: expected the new history "
+                       f"{np.array2string(e.want, precision=4)}, got "
+                       f"{np.array2string(e.got, precision=4)}"), DELAYED_STUB_HINT),
+)
+
+
 def _check_history(new_history, history: np.ndarray, x: np.ndarray, where: str) -> np.ndarray:
     if not isinstance(new_history, np.ndarray):
         raise CheckFailedError(f"{where}: the new history is a {type(new_history).__name__}, "
@@ -298,23 +339,7 @@ def _check_history(new_history, history: np.ndarray, x: np.ndarray, where: str) 
                                f"the old one {history.shape}.", DELAYED_STUB_HINT)
     if np.allclose(new_history, want, rtol=1e-12, atol=0):
         return new_history
-    newest = new_history[-1]
-    if math.isclose(newest, float(np.max(x)), rel_tol=1e-12) and float(np.max(x)) != amax:
-        raise CheckFailedError(
-            f"{where}: the newest entry is max(x) = {newest:.6g}, but the largest magnitude "
-            f"is |min(x)| = {amax:.6g}.", ABS_HINT)
-    if np.allclose(new_history, np.append(amax, history[:-1]), rtol=1e-12, atol=0):
-        raise CheckFailedError(
-            f"{where}: the newest amax went first and the last entry was dropped; this "
-            "exercise keeps the history oldest first, newest last.",
-            "drop history[0] (the oldest) and append the new amax at the end.")
-    if np.allclose(new_history, np.append(history[:-1], amax), rtol=1e-12, atol=0):
-        raise CheckFailedError(
-            f"{where}: the last entry (the newest before this step) was replaced; the oldest, "
-            "history[0], should drop out.", "keep history[1:] and append the new amax.")
-    raise CheckFailedError(
-        f"{where}: expected the new history {np.array2string(want, precision=4)}, got "
-        f"{np.array2string(new_history, precision=4)}.", DELAYED_STUB_HINT)
+    reject(HISTORY_MISTAKES, HistoryAnswer(new_history, history, x, amax, want, where))
 
 
 @dataclass
@@ -415,14 +440,13 @@ def _check_scale(scale, history: np.ndarray, x: np.ndarray, fp8_max: float, marg
 
 DELAYED_SCALE = CheckSpec(
     "delayed_scale", "delayed_scale(amax_history, x, fp8_max, margin)", DELAYED_STUB_HINT,
-    SCALE_MISTAKES,
-    title="2. a delayed FP8 scale", call="check_delayed_scale(delayed_scale)",
+    HISTORY_MISTAKES[:-1] + SCALE_MISTAKES, title="2. a delayed FP8 scale",
+    call="check_delayed_scale(delayed_scale)",
     holds="Transformer Engine's delayed scaling for one tensor: the history, oldest first, with "
           "max|x| appended and the oldest dropped; scale = fp8_max / max(new history) / "
           "2^margin. Four cases: an old spike in the history, the largest magnitude negative, "
           "margins 0–3, E4M3 (448) and E5M2 (57344), a step whose amax is the largest ever",
-    also="max instead of max-abs in the history; a history that grows, puts the newest first "
-         "or drops the newest; a list for an array; only the scale returned")
+    also="a history that grows; a list for an array; only the scale returned")
 
 
 @DELAYED_SCALE.check
