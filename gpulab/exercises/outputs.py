@@ -375,32 +375,71 @@ def index_hint_2d(source: KernelSource, rows: int, cols: int, first: str = "Z") 
             + GUARD_2D_HINT)
 
 
+@dataclass
+class Coverage:
+    """Which elements of a 2-D kernel's output ``what`` were never written (``unwritten``), on
+    its trial's grid: the evidence :data:`COVERAGE_MISTAKES` are told from."""
+
+    unwritten: np.ndarray
+    trial: Trial
+    what: str
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """The threads along x and along y."""
+        return (self.trial.blocks[0] * self.trial.block[0],
+                self.trial.blocks[1] * self.trial.block[1])
+
+    def only(self, skipped: np.ndarray) -> bool:
+        return bool(np.array_equal(self.unwritten, skipped))
+
+    @property
+    def indices(self) -> np.ndarray:
+        """(r, c) of every element."""
+        return np.indices((self.trial.rows, self.trial.cols))
+
+
+def _swapped(e: Coverage) -> bool:
+    r, c = e.indices
+    return e.only(~((r < e.grid[0]) & (c < e.grid[1])))
+
+
+def _skipped(words: str, last_row: bool, last_column: bool) -> Mistake:
+    def seen(e: Coverage) -> bool:
+        r, c = e.indices
+        row, column = r == e.trial.rows - 1, c == e.trial.cols - 1
+        return e.only((row if last_row else False) | (column if last_column else False))
+    return Mistake(
+        f"{words} skipped (the guard one short)", seen,
+        lambda e: f"{words} of {e.what} were never written",
+        lambda e: (f"the guard is one short: the last row's index is one less than {e.what}'s "
+                   "number of rows, and it must still pass the guard (likewise for the "
+                   "columns)."))
+
+
+# Patterns of elements a 2-D kernel never wrote, in the order they are tried.
+COVERAGE_MISTAKES = (
+    Mistake("rows and columns swapped", _swapped,
+            lambda e: (f"{int(e.unwritten.sum())} of {e.unwritten.size} elements of {e.what} "
+                       "were never written, exactly those a kernel with rows and columns "
+                       f"swapped misses: the grid has {e.grid[0]} threads along x for the "
+                       f"{e.trial.cols} columns and {e.grid[1]} along y for the {e.trial.rows} "
+                       "rows"),
+            "`cuda.grid(2)` returns x first, and x runs along the columns: the first value it "
+            "gives is the column index, the second the row index."),
+    _skipped("the last row and the last column", True, True),
+    _skipped("the last row", True, False),
+    _skipped("the last column", False, True),
+)
+
+
 def coverage_failure(unwritten: np.ndarray, trial: Trial, what: str) -> CheckFailedError | None:
-    """A specific diagnosis when the elements never written form a known pattern: r and c
-    swapped, or the last row and column skipped; None otherwise."""
-    rows, cols = trial.rows, trial.cols
+    """A specific diagnosis when the elements never written form a known pattern
+    (:data:`COVERAGE_MISTAKES`: r and c swapped, or the last row and column skipped); None
+    otherwise."""
     if not unwritten.any():
         return None
-    grid_x = trial.blocks[0] * trial.block[0]
-    grid_y = trial.blocks[1] * trial.block[1]
-    r, c = np.indices((rows, cols))
-    if np.array_equal(unwritten, ~((r < grid_x) & (c < grid_y))):
-        return CheckFailedError(
-            f"{int(unwritten.sum())} of {unwritten.size} elements of {what} were never written, "
-            f"exactly those a kernel with rows and columns swapped misses: the grid has "
-            f"{grid_x} threads along x for the {cols} columns and {grid_y} along y for the "
-            f"{rows} rows ({trial}).",
-            "`cuda.grid(2)` returns x first, and x runs along the columns: the first value it "
-            "gives is the column index, the second the row index.")
-    edge = (r == rows - 1) | (c == cols - 1)
-    for skipped, words in ((edge, "the last row and the last column"),
-                           (r == rows - 1, "the last row"), (c == cols - 1, "the last column")):
-        if np.array_equal(unwritten, skipped):
-            return CheckFailedError(
-                f"{words} of {what} were never written ({trial}).",
-                f"the guard is one short: the last row's index is one less than {what}'s "
-                "number of rows, and it must still pass the guard (likewise for the columns).")
-    return None
+    return diagnose(COVERAGE_MISTAKES, Coverage(unwritten, trial, what))
 
 
 def run_2d(kernel, trial: Trial, source: KernelSource, inputs: dict, what: str = "out"
@@ -464,7 +503,8 @@ def changed_input_failure(name: str, before: np.ndarray, after: np.ndarray, what
 
 
 __all__ = [
-    "ACTIVATIONS", "ELEMENTWISE_MISTAKES", "ELEMENTWISE_UNWRITTEN", "ELEMENTWISE_WRONG",
+    "ACTIVATIONS", "COVERAGE_MISTAKES", "Coverage", "ELEMENTWISE_MISTAKES",
+    "ELEMENTWISE_UNWRITTEN", "ELEMENTWISE_WRONG",
     "MATRIX_MISTAKES", "MATRIX_UNWRITTEN", "MATRIX_WRONG", "Elementwise", "MatrixOutput",
     "GENERIC_MATRIX_HINT", "IDENTITY", "PAD_VALUE", "RELU", "SAID", "TANH",
     "blame_hard_coded_block", "changed_input_failure", "check_matrix_output", "coverage_failure",
