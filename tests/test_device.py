@@ -81,3 +81,12 @@ def test_numba_imported_but_not_numba_cuda_is_fine():
     result = _python("import numba, gpulab, numba.cuda as c; print(c.jit.__module__)",
                      GPULAB_DEVICE="sim")
     assert "simulator" in result.stdout, result.stderr
+
+
+@pytest.mark.parametrize(("tier", "expected_s"), [("sim", device.SIMULATOR_SWITCH_INTERVAL_S),
+                                                  ("ptx", 0.005)])
+def test_the_simulator_tier_shortens_the_thread_switch_interval(tier, expected_s):
+    """The simulator's polling loop holds the GIL a whole switch interval; the sim tier shortens
+    it, the other tiers leave CPython's default (5 ms) alone."""
+    result = _python("import sys, gpulab; print(sys.getswitchinterval())", GPULAB_DEVICE=tier)
+    assert float(result.stdout) == pytest.approx(expected_s), result.stderr
