@@ -8,6 +8,7 @@ import gpulab  # noqa: F401  (must come before numba: it chooses the simulator o
 
 import numpy as np
 import pytest
+from learner_kernels import copy_unguarded, multiply
 from numba import cuda
 
 from gpulab import device
@@ -15,19 +16,6 @@ from gpulab.exercises import compiling, results, running
 from gpulab.exercises.trial import Trial
 
 SIM_ONLY = pytest.mark.skipif(device.tier() != "sim", reason="the simulator's behaviour")
-
-
-@cuda.jit
-def multiply(x, y, out):
-    i = cuda.grid(1)
-    if i < x.shape[0]:
-        out[i] = x[i] * y[i]
-
-
-@cuda.jit
-def copy_unguarded(x, out):
-    i = cuda.grid(1)
-    out[i] = x[i]
 
 
 # --- the learner's functions and buffers ------------------------------------------------------
