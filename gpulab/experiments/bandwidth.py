@@ -493,11 +493,8 @@ class BandwidthDashboard(Dashboard):
             description="n", layout=widgets.Layout(width="500px"))
         self.gpu_dropdown = self._gpu_dropdown()
         self._add_parts()
-        self.widget = widgets.VBox([
-            widgets.HBox([self.kernel_dropdown, self.stride_slider]),
-            widgets.HBox([self.n_slider, self.gpu_dropdown]),
-            self.run_button, self.status, self.output, self.explanation,
-        ])
+        self._lay_out(widgets.HBox([self.kernel_dropdown, self.stride_slider]),
+                      widgets.HBox([self.n_slider, self.gpu_dropdown]), self.run_button)
 
     def make_experiment(self) -> BandwidthExperiment:
         return BandwidthExperiment(kernel=self.kernel_dropdown.value, n=self.n_slider.value,

@@ -513,11 +513,9 @@ class BatchSizeDashboard(Dashboard):
                                             style={"description_width": "initial"})
         self.gpu_dropdown = self._gpu_dropdown()
         self._add_parts()
-        self.widget = widgets.VBox([
-            widgets.HBox([self.batch_select,
-                          widgets.VBox([self.epochs_slider, self.lr_dropdown, self.gpu_dropdown,
-                                        self.run_button])]),
-            self.status, self.output, self.explanation])
+        self._lay_out(widgets.HBox([self.batch_select,
+                                    widgets.VBox([self.epochs_slider, self.lr_dropdown,
+                                                  self.gpu_dropdown, self.run_button])]))
 
     def make_experiment(self) -> BatchSizeExperiment:
         return BatchSizeExperiment(

@@ -385,11 +385,8 @@ class CrossoverDashboard(Dashboard):
             description="n from, to", style={"description_width": "initial"},
             layout=widgets.Layout(width="600px"))
         self._add_parts()
-        self.widget = widgets.VBox([
-            widgets.HBox([self.gpu_dropdown, self.dtype_toggle]),
-            widgets.HBox([self.transfer_checkbox, self.run_button]),
-            self.size_slider, self.status, self.output, self.explanation,
-        ])
+        self._lay_out(widgets.HBox([self.gpu_dropdown, self.dtype_toggle]),
+                      widgets.HBox([self.transfer_checkbox, self.run_button]), self.size_slider)
         # CSS classes the browser tests (tests/browser/) find the dashboard's parts by.
         for part, name in ((self.widget, "gpulab-crossover"),
                            (self.gpu_dropdown, "gpulab-crossover-gpu"),

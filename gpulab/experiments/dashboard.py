@@ -3,8 +3,8 @@ the controls describe, runs it, shows a failure instead of raising, draws the fi
 explanation.
 
 A dashboard subclasses :class:`Dashboard`, builds its controls in ``__init__`` (with
-:meth:`Dashboard._add_parts` for the Run button, status, plot and explanation) and fills in
-the hooks:
+:meth:`Dashboard._add_parts` for the Run button, status, plot and explanation, and
+:meth:`Dashboard._lay_out` to put its controls above them) and fills in the hooks:
 
 - :meth:`~Dashboard.make_experiment` — the experiment the controls describe (required);
 - :meth:`~Dashboard.make_figure` — the figure of a result (or override ``_draw``);
@@ -35,7 +35,8 @@ class Dashboard:
     """A Run button over an experiment: controls in, figure and explanation out.
 
     Subclasses set the widgets ``widget``, ``output``, ``explanation`` (and ``status`` when
-    ``reports_status``) and implement :meth:`make_experiment` and :meth:`make_figure`.
+    ``reports_status``) with :meth:`_add_parts` and :meth:`_lay_out`, and implement
+    :meth:`make_experiment` and :meth:`make_figure`.
     """
 
     #: The status while the experiment runs.
@@ -97,6 +98,15 @@ class Dashboard:
         self.output = widgets.Output()
         self.explanation = widgets.HTML()
         self.run_button.on_click(lambda _button: self.run())
+
+    def _lay_out(self, *controls) -> None:
+        """Set ``widget``: ``controls`` (widgets or rows of them, the Run button among them) one
+        under another, then the status line (only where the dashboard ``reports_status``), the
+        plot and the explanation. Call it after :meth:`_add_parts`."""
+        import ipywidgets as widgets
+
+        status = [self.status] if self.reports_status else []
+        self.widget = widgets.VBox([*controls, *status, self.output, self.explanation])
 
     # -- running ----------------------------------------------------------------------------------
 

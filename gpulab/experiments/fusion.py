@@ -410,10 +410,9 @@ class FusionDashboard(Dashboard):
         self.dtype_toggle = widgets.ToggleButtons(options=["float32", "float64"],
                                                   value="float32", description="dtype")
         self._add_parts()
-        self.widget = widgets.VBox([
+        self._lay_out(
             widgets.HBox([self.batch_dropdown, self.width_dropdown, self.activation_dropdown]),
-            widgets.HBox([self.gpu_dropdown, self.dtype_toggle, self.run_button]),
-            self.status, self.output, self.explanation])
+            widgets.HBox([self.gpu_dropdown, self.dtype_toggle, self.run_button]))
 
     def make_experiment(self) -> FusionExperiment:
         return FusionExperiment(

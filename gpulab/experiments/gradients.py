@@ -247,9 +247,8 @@ class GradientDashboard(Dashboard):
         self.backend_toggle = widgets.ToggleButtons(options=["numpy", "kernels"],
                                                     value="numpy", description="backward on")
         self._add_parts("Check")
-        self.widget = widgets.VBox([
-            widgets.HBox([self.activation_dropdown, self.backend_toggle, self.run_button]),
-            self.output, self.explanation])
+        self._lay_out(
+            widgets.HBox([self.activation_dropdown, self.backend_toggle, self.run_button]))
 
     def make_experiment(self) -> GradientExperiment:
         return GradientExperiment(self.activation_dropdown.value, self.backend_toggle.value)

@@ -407,9 +407,7 @@ class HelpersDashboard(Dashboard):
                                                 description="p helpers", style=style)
         self._add_parts("Run both")
         self.summary = self.explanation  # the rounds and what ran; a failure shows here too
-        self.widget = widgets.VBox([
-            widgets.HBox([self.questions_slider, self.helpers_slider, self.run_button]),
-            self.output, self.summary])
+        self._lay_out(widgets.HBox([self.questions_slider, self.helpers_slider, self.run_button]))
 
     def make_experiment(self) -> HelpersExperiment:
         return HelpersExperiment(self.questions_slider.value, self.helpers_slider.value)

@@ -603,9 +603,8 @@ class ScalingDashboard(Dashboard):
             options=[n for n in scaling.GPU_COUNTS if n >= 8], value=scaling.GPU_COUNTS[-1],
             description="up to GPUs", style={"description_width": "initial"})
         self._add_parts()
-        self.widget = widgets.VBox([self.system_dropdown, self.workload_select,
-                                    widgets.HBox([self.max_gpus, self.run_button]),
-                                    self.status, self.output, self.explanation])
+        self._lay_out(self.system_dropdown, self.workload_select,
+                      widgets.HBox([self.max_gpus, self.run_button]))
 
     def make_experiment(self) -> ScalingExperiment:
         counts = [n for n in scaling.GPU_COUNTS if n <= self.max_gpus.value]

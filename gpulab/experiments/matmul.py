@@ -556,10 +556,7 @@ class MatmulDashboard(Dashboard):
                                                    description="tile T")
         self.gpu_dropdown = self._gpu_dropdown()
         self._add_parts()
-        self.widget = widgets.VBox([
-            widgets.HBox([self.tile_slider, self.gpu_dropdown, self.run_button]),
-            self.status, self.output, self.explanation,
-        ])
+        self._lay_out(widgets.HBox([self.tile_slider, self.gpu_dropdown, self.run_button]))
         self.figures: list = []
 
     def make_experiment(self) -> MatmulExperiment:

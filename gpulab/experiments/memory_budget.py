@@ -529,13 +529,12 @@ class MemoryBudgetDashboard(Dashboard):
         self.attention = widgets.Dropdown(options=list(memory.ATTENTION), value="flash",
                                           description="attention scores", style=style)
         self._add_parts()
-        self.widget = widgets.VBox([
+        self._lay_out(
             self.purpose,
             widgets.HBox([widgets.VBox([self.weight_format, self.kv_cache, self.batch_size]),
                           widgets.VBox([self.precision, self.recompute, self.attention,
                                         self.zero_ranks]),
-                          self.run_button]),
-            self.status, self.output, self.explanation])
+                          self.run_button]))
 
     def make_experiment(self) -> ModelFitExperiment:
         return ModelFitExperiment(self.purpose.value, self.weight_format.value,

@@ -887,12 +887,10 @@ class MixedPrecisionDashboard(Dashboard):
         self.gpu_dropdown = self._gpu_dropdown(
             keep=lambda spec: "fp8" in spec.peak_flops and "bf16" in spec.peak_flops)
         self._add_parts()
-        self.widget = widgets.VBox([
-            widgets.HBox([self.recipe_select,
-                          widgets.VBox([self.epochs_slider, self.factor_dropdown,
-                                        self.lr_dropdown, self.growth_dropdown,
-                                        self.gpu_dropdown, self.run_button])]),
-            self.status, self.output, self.explanation])
+        self._lay_out(widgets.HBox([self.recipe_select,
+                                    widgets.VBox([self.epochs_slider, self.factor_dropdown,
+                                                  self.lr_dropdown, self.growth_dropdown,
+                                                  self.gpu_dropdown, self.run_button])]))
 
     def make_experiment(self) -> MixedPrecisionExperiment:
         return MixedPrecisionExperiment(

@@ -540,11 +540,8 @@ class PrecisionDashboard(Dashboard):
             style={"description_width": "initial"}, layout=widgets.Layout(width="500px"))
         self._add_parts()
         self.format_dropdown.observe(self._format_changed, names="value")
-        self.widget = widgets.VBox([
-            widgets.HBox([self.format_dropdown, self.accumulator_toggle]),
-            widgets.HBox([self.size_slider, self.run_button]),
-            self.status, self.output, self.explanation,
-        ])
+        self._lay_out(widgets.HBox([self.format_dropdown, self.accumulator_toggle]),
+                      widgets.HBox([self.size_slider, self.run_button]))
 
     def _format_changed(self, change) -> None:
         options = list(ACCUMULATORS[change["new"]])

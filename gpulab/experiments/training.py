@@ -419,13 +419,11 @@ class TrainingDashboard(Dashboard):
         self.epochs_slider = widgets.IntSlider(value=DIGITS["epochs"], min=1, max=60,
                                                description="epochs")
         self._add_parts("Train")
-        self.widget = widgets.VBox([
-            widgets.HBox([self.dataset_toggle, self.optimiser_toggle]),
-            self.precision_toggle,
-            widgets.HBox([self.hidden_dropdown, self.activation_dropdown]),
-            widgets.HBox([self.lr_dropdown, self.batch_dropdown]),
-            widgets.HBox([self.epochs_slider, self.run_button]),
-            self.status, self.output, self.explanation])
+        self._lay_out(widgets.HBox([self.dataset_toggle, self.optimiser_toggle]),
+                      self.precision_toggle,
+                      widgets.HBox([self.hidden_dropdown, self.activation_dropdown]),
+                      widgets.HBox([self.lr_dropdown, self.batch_dropdown]),
+                      widgets.HBox([self.epochs_slider, self.run_button]))
 
     def make_experiment(self) -> TrainingExperiment:
         return TrainingExperiment(
