@@ -1,6 +1,6 @@
 """Small kernels, written as a learner writes them, that several tests of gpulab.exercises
 run through the checks' shared steps (chapter 01's multiply, its stub, code only the simulator
-runs, an unguarded copy).
+runs, a copy with and without its guard).
 
 Not a test file: ``conftest.py`` in this folder loads it as the module ``learner_kernels``
 (tests/ is not a package, and pytest imports test files with ``--import-mode=importlib``), so
@@ -33,6 +33,13 @@ def multiply_with_list(x, y, out):  # runs in the simulator, would not compile f
     if i < x.shape[0]:
         pair = [x[i], y[i]]
         out[i] = pair[0] * pair[1]
+
+
+@cuda.jit
+def copy_guarded(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = x[i]
 
 
 @cuda.jit

@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from learner_kernels import copy_guarded as add_one_copies  # adds nothing
 from numba import cuda
 
 from gpulab.exercises import mistakes
@@ -123,13 +124,6 @@ def add_one_thread_index_only(x, out):
     i = cuda.threadIdx.x
     if i < x.shape[0]:
         out[i] = x[i] + 1
-
-
-@cuda.jit
-def add_one_copies(x, out):
-    i = cuda.grid(1)
-    if i < x.shape[0]:
-        out[i] = x[i]
 
 
 @cuda.jit

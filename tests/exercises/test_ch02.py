@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from learner_kernels import copy_guarded as copy_one_per_thread  # not grid-stride
 from numba import cuda
 
 from gpulab import device
@@ -111,13 +112,6 @@ def copy_in_chunks(x, out):  # right answer, uncoalesced reads
     g = cuda.grid(1)
     chunk = (x.shape[0] + cuda.gridsize(1) - 1) // cuda.gridsize(1)
     for i in range(g * chunk, min((g + 1) * chunk, x.shape[0])):
-        out[i] = x[i]
-
-
-@cuda.jit
-def copy_one_per_thread(x, out):
-    i = cuda.grid(1)
-    if i < x.shape[0]:
         out[i] = x[i]
 
 

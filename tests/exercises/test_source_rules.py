@@ -8,7 +8,7 @@ import ast
 
 import numpy as np
 import pytest
-from learner_kernels import multiply, multiply_stub, multiply_with_list
+from learner_kernels import copy_guarded, multiply, multiply_stub, multiply_with_list
 from numba import cuda
 
 from gpulab import device
@@ -174,13 +174,6 @@ def test_no_gpulab_kernel_has_a_barrier_some_threads_skip():
 
 
 # --- a size typed into the kernel ---------------------------------------------------------------
-
-
-@cuda.jit
-def copy_guarded(x, out):
-    i = cuda.grid(1)
-    if i < x.shape[0]:
-        out[i] = x[i]
 
 
 @cuda.jit

@@ -5,6 +5,7 @@ import gpulab  # noqa: F401  (must come before numba: it chooses the simulator o
 
 # isort: split
 import numpy as np
+from learner_kernels import copy_guarded
 from numba import cuda
 
 from gpulab import reference
@@ -62,13 +63,6 @@ def copy_for_64(x, out):
         out[i] = x[i]
 
 
-@cuda.jit
-def copy_anywhere(x, out):
-    i = cuda.grid(1)
-    if i < x.shape[0]:
-        out[i] = x[i]
-
-
 def run_copy(kernel):
     def run(trial):
         x = trial.uniform(0, 1)
@@ -87,8 +81,8 @@ def test_a_kernel_right_under_one_block_size_only_fails_and_is_named():
     assert "right with 64 threads per block but not with 32" in result.message
     assert "`i = cuda.blockIdx.x * 64 + cuda.threadIdx.x` hard-codes the block size" in (
         result.message)
-    assert under_two_blocks(run_copy(copy_anywhere), trial,
-                            source_rules.kernel_source(copy_anywhere, 2)) == 64
+    assert under_two_blocks(run_copy(copy_guarded), trial,
+                            source_rules.kernel_source(copy_guarded, 2)) == 64
 
 
 def test_gpulab_s_own_kernel_is_named():
