@@ -666,16 +666,6 @@ def _untransposed_tiles(A: np.ndarray, tile: int) -> np.ndarray:
     return out
 
 
-def _writes_by_thread(watched: WatchedArray) -> dict:
-    """{(block, thread): [flat elements written]}, for :func:`memory_model.summarise`."""
-    writes: dict = {}
-    for element, writers in watched.plain_writers.items():
-        for writer in writers:
-            if writer is not None and isinstance(element, int):
-                writes.setdefault(writer, []).append(element)
-    return {who: sorted(elements) for who, elements in writes.items()}
-
-
 def _uses_shared_memory(source: KernelSource) -> bool:
     return any(isinstance(node, ast.Attribute) and node.attr == "array"
                and isinstance(node.value, ast.Attribute) and node.value.attr == "shared"
@@ -851,7 +841,7 @@ def check_transpose_tiled(kernel, tile: int = 16, seed: int | None = None, dtype
     if tier == "sim":
         size = np.dtype(dtype).itemsize
         evidence.reads = memory_model.summarise(d_A.reads, size, "traced in the simulator")
-        evidence.writes = memory_model.summarise(_writes_by_thread(d_out), size,
+        evidence.writes = memory_model.summarise(d_out.writes_by_thread(), size,
                                                  "traced in the simulator")
     failure = diagnose(TRANSPOSE.mistakes, evidence)
     if failure is not None:

@@ -33,8 +33,9 @@ import nbformat
 SOLUTION_STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
 FIX_COMMAND = "make notebooks  (or: python -m gpulab.exercises.release)"
 
+# A marker line: its groups are the indent, BEGIN or END, and the region's kind.
 _CODE_MARKER = re.compile(r"^(\s*)#+\s*(BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$")
-_MARKDOWN_MARKER = re.compile(r"^\s*<!--\s*(BEGIN|END) SOLUTION\s*-->\s*$")
+_MARKDOWN_MARKER = re.compile(r"^(\s*)<!--\s*(BEGIN|END) (SOLUTION)\s*-->\s*$")
 _OUTPUT_METADATA = ("execution",)  # per-cell timings written by nbclient
 _NOTEBOOK_OUTPUT_METADATA = ("widgets",)  # saved widget state: an output
 
@@ -47,11 +48,15 @@ def _where(notebook: str, index: int, line: int) -> str:
     return f"{notebook}, cell {index}, line {line}"
 
 
-def _strip_code(source: str, notebook: str, index: int) -> tuple[str, bool]:
-    """The learner's version of a code cell's source, and whether any marker was found."""
+def _strip(source: str, notebook: str, index: int, marker_line: re.Pattern, spell,
+           stub: tuple[str, ...] = ()) -> tuple[str, bool]:
+    """The learner's version of a cell's source, and whether any marker was found: the lines
+    from a BEGIN marker (``marker_line`` matches one) to its END removed, a SOLUTION region
+    replaced by ``stub``, indented like its BEGIN. ``spell(edge, kind)`` writes a marker as the
+    cell spells it, for the errors."""
     lines, open_region, found = [], None, False  # open_region: (kind, line number)
     for number, line in enumerate(source.split("\n"), start=1):
-        marker = _CODE_MARKER.match(line)
+        marker = marker_line.match(line)
         if marker is None:
             if open_region is None:
                 lines.append(line)
@@ -61,60 +66,28 @@ def _strip_code(source: str, notebook: str, index: int) -> tuple[str, bool]:
         if edge == "BEGIN":
             if open_region is not None:
                 raise MarkerError(
-                    f"{_where(notebook, index, number)}: `### BEGIN {kind}` inside the "
-                    f"`### BEGIN {open_region[0]}` region opened on line {open_region[1]}; "
+                    f"{_where(notebook, index, number)}: `{spell('BEGIN', kind)}` inside the "
+                    f"`{spell('BEGIN', open_region[0])}` region opened on line {open_region[1]}; "
                     "markers cannot nest: close the first region before opening another"
                 )
             open_region = (kind, number)
             if kind == "SOLUTION":
-                lines.extend(indent + stub for stub in SOLUTION_STUB)
+                lines.extend(indent + stub_line for stub_line in stub)
         else:
             if open_region is None or open_region[0] != kind:
                 opened = (
-                    f"; the open region is `### BEGIN {open_region[0]}` from line "
+                    f"; the open region is `{spell('BEGIN', open_region[0])}` from line "
                     f"{open_region[1]}" if open_region else ""
                 )
                 raise MarkerError(
-                    f"{_where(notebook, index, number)}: `### END {kind}` without a matching "
-                    f"`### BEGIN {kind}`{opened}"
+                    f"{_where(notebook, index, number)}: `{spell('END', kind)}` without a "
+                    f"matching `{spell('BEGIN', kind)}`{opened}"
                 )
             open_region = None
     if open_region is not None:
         raise MarkerError(
-            f"{_where(notebook, index, open_region[1])}: `### BEGIN {open_region[0]}` is never "
-            f"closed: add `### END {open_region[0]}` in the same cell"
-        )
-    return "\n".join(lines), found
-
-
-def _strip_markdown(source: str, notebook: str, index: int) -> tuple[str, bool]:
-    """The learner's version of a Markdown cell: solution blocks removed."""
-    lines, opened_at, found = [], None, False
-    for number, line in enumerate(source.split("\n"), start=1):
-        marker = _MARKDOWN_MARKER.match(line)
-        if marker is None:
-            if opened_at is None:
-                lines.append(line)
-            continue
-        found = True
-        if marker.group(1) == "BEGIN":
-            if opened_at is not None:
-                raise MarkerError(
-                    f"{_where(notebook, index, number)}: `<!-- BEGIN SOLUTION -->` inside the "
-                    f"solution opened on line {opened_at}; solutions cannot nest"
-                )
-            opened_at = number
-        else:
-            if opened_at is None:
-                raise MarkerError(
-                    f"{_where(notebook, index, number)}: `<!-- END SOLUTION -->` without a "
-                    "matching `<!-- BEGIN SOLUTION -->`"
-                )
-            opened_at = None
-    if opened_at is not None:
-        raise MarkerError(
-            f"{_where(notebook, index, opened_at)}: `<!-- BEGIN SOLUTION -->` is never closed: "
-            "add `<!-- END SOLUTION -->` in the same cell"
+            f"{_where(notebook, index, open_region[1])}: `{spell('BEGIN', open_region[0])}` is "
+            f"never closed: add `{spell('END', open_region[0])}` in the same cell"
         )
     return "\n".join(lines), found
 
@@ -127,11 +100,14 @@ def learner_version(nb: nbformat.NotebookNode, name: str = "notebook") -> nbform
     for index, cell in enumerate(result.cells):
         found = False
         if cell.cell_type == "code":
-            cell.source, found = _strip_code(cell.source, name, index)
+            cell.source, found = _strip(cell.source, name, index, _CODE_MARKER,
+                                         lambda edge, kind: f"### {edge} {kind}",
+                                         SOLUTION_STUB)
             cell.outputs = []
             cell.execution_count = None
         elif cell.cell_type == "markdown":
-            cell.source, found = _strip_markdown(cell.source, name, index)
+            cell.source, found = _strip(cell.source, name, index, _MARKDOWN_MARKER,
+                                         lambda edge, _: f"<!-- {edge} SOLUTION -->")
         for key in _OUTPUT_METADATA:
             cell.metadata.pop(key, None)
         if found and not cell.source.strip():
