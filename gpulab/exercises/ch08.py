@@ -44,7 +44,7 @@ from gpulab.exercises.results import CheckFailedError, KernelError, explain_exce
 from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import KernelSource, hard_coded_block, hard_coded_size
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import Trial
+from gpulab.exercises.trial import FixedGridTrial, Trial
 from gpulab.instruments import thread_label
 from gpulab.nn import cost
 
@@ -624,24 +624,12 @@ EVALUATE_TRACE_BATCH, EVALUATE_TRACE_CLASSES = (150, 230), 4
 
 
 
-@dataclass
-class BatchTrial(Trial):
-    """A trial of the evaluation kernel: ``shape`` = (batch,), launched on a **fixed** grid of
-    ``grid_blocks`` blocks, whatever the batch."""
-
-    grid_blocks: int = 2
-
-    @property
-    def blocks(self) -> int:
-        return self.grid_blocks
-
-    @property
-    def grid(self) -> int:
-        return self.grid_blocks * self.threads_per_block
+class BatchTrial(FixedGridTrial):
+    """A trial of the evaluation kernel: ``shape`` = (batch,), on a fixed grid."""
 
     def __str__(self) -> str:
-        return (f"a batch of {self.n} samples, {self.launched} = a fixed grid of {self.grid} "
-                f"threads, {self.repeat}")
+        return (f"a batch of {self.n} samples, {self.launched} = a fixed grid of "
+                f"{self.grid_threads} threads, {self.repeat}")
 
 
 def _hard_coded_count(source: KernelSource | None) -> str | None:
@@ -693,7 +681,7 @@ class Evaluated:
 
     @property
     def grid(self) -> int:
-        return self.trial.grid
+        return self.trial.grid_threads
 
     @property
     def wide(self) -> np.ndarray:

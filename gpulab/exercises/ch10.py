@@ -45,7 +45,7 @@ from gpulab.exercises.results import CheckFailedError, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded
 from gpulab.exercises.source_rules import KernelSource, count_calls, plain_writes_to
 from gpulab.exercises.spec import CheckSpec, traced, under_two_blocks
-from gpulab.exercises.trial import Trial
+from gpulab.exercises.trial import FixedGridTrial
 from gpulab.instruments import WatchedArray, poison_value, thread_label
 from gpulab.nn.mixed_precision import LossScaler, scale_from_history
 from gpulab.nn.mixed_precision import amax as recorded_amax
@@ -534,32 +534,7 @@ AMAX_PAD = 5.0e5  # after x's end, larger than any value of x: seen only by a ke
 AMAX_POISON = float(poison_value(np.float32))  # what shared memory holds before it is written
 
 
-@dataclass
-class GridTrial(Trial):
-    """A :class:`~gpulab.exercises.trial.Trial` launched on a fixed grid of ``grid`` blocks,
-    whatever n is."""
-
-    grid: int = 1
-
-    @property
-    def blocks(self) -> int:
-        return self.grid
-
-    @property
-    def grid_threads(self) -> int:
-        return self.grid * self.threads_per_block
-
-    def with_block(self, block) -> GridTrial:
-        block = (block,) if isinstance(block, int) else tuple(block)
-        return GridTrial(self.check_name, self.seed, self.shape, block, self.dtype,
-                         np.random.default_rng(self.seed), self.grid)
-
-    def __str__(self) -> str:
-        return (f"n={self.n}, a fixed grid of {self.grid} blocks of {self.threads_per_block} "
-                f"threads = {self.grid_threads} threads, float32, {self.repeat}")
-
-
-def _amax_cases(trial: GridTrial) -> list[tuple[str, np.ndarray]]:
+def _amax_cases(trial: FixedGridTrial) -> list[tuple[str, np.ndarray]]:
     """The cases of one launch configuration, in the order they run: all finite (the largest
     magnitude negative, in the last block's elements); NaN among them (the largest magnitude in
     block 0's elements, a NaN the last element thread 0 of block 0 reads); NaN, +inf and -inf;
@@ -571,7 +546,7 @@ def _amax_cases(trial: GridTrial) -> list[tuple[str, np.ndarray]]:
     index = np.arange(n)
     owner = index % grid_threads
     block, thread = owner // threads, owner % threads
-    blocks = trial.grid
+    blocks = trial.grid_blocks
 
     def finite(largest_in: int) -> tuple[np.ndarray, int]:
         x = rng.standard_normal(n) * 10.0 ** rng.uniform(-1, 1)
@@ -620,7 +595,7 @@ class AmaxRun:
     """One launch of the learner's kernel on one case: x, what out held after it, and what the
     source and the simulator's record of writes said about out."""
 
-    trial: GridTrial
+    trial: FixedGridTrial
     case: str
     x: np.ndarray
     got: tuple[float, float]
@@ -681,7 +656,7 @@ class AmaxRun:
                 int(np.isneginf(self.x).sum()))
 
     def per_block(self) -> list[tuple[float, int]]:
-        return [self.stats(self.block == b) for b in range(self.trial.grid)]
+        return [self.stats(self.block == b) for b in range(self.trial.grid_blocks)]
 
     @property
     def largest_at(self) -> int:
@@ -712,7 +687,7 @@ class AmaxRun:
         """out[1] of a loop that steps by one block instead of the grid: element i is read by
         every block b <= i // blockDim."""
         times = np.minimum(np.arange(self.trial.n) // self.trial.threads_per_block,
-                           self.trial.grid - 1) + 1
+                           self.trial.grid_blocks - 1) + 1
         return int((times * ~np.isfinite(self.x)).sum())
 
     def one_block(self, which: int) -> int | None:
@@ -777,10 +752,10 @@ AMAX_MISTAKES = (
                        f"elements only, one per thread of the grid; the {e.trial.grid_threads} "
                        f"threads must cover all {e.trial.n}"), AMAX_STRIDE_HINT),
     Mistake("every block starts at `threadIdx.x` (all read block 0's elements)",
-            lambda e: e.trial.grid > 1 and e.amax == e.stats(e.block == 0)[0]
-            and e.count == e.trial.grid * e.stats(e.block == 0)[1] and not e.right,
+            lambda e: e.trial.grid_blocks > 1 and e.amax == e.stats(e.block == 0)[0]
+            and e.count == e.trial.grid_blocks * e.stats(e.block == 0)[1] and not e.right,
             lambda e: (f"{e.summary}: every block read the elements of block 0's threads "
-                       f"(each counted {e.trial.grid} times) and none of the others': the "
+                       f"(each counted {e.trial.grid_blocks} times) and none of the others': the "
                        "loop's start repeats in every block"), AMAX_STRIDE_HINT),
     Mistake("a loop stepping by one block, not the grid (elements read by several blocks)",
             lambda e: (e.amax == e.want[0] and e.count != e.want[1]
@@ -853,7 +828,7 @@ class AmaxTrace:
     """The kernel traced on a small launch: atomics per block and output, shared atomics, who
     read each element of x and in which order, shared reads per thread."""
 
-    trial: GridTrial
+    trial: FixedGridTrial
     atomics: dict  # (block, index of out) -> atomic updates
     shared_atomics: dict  # block -> atomics on shared slots
     bad_per_block: dict  # block -> inf/NaN values among its elements
@@ -958,7 +933,7 @@ AMAX = CheckSpec(
          "fits one block size only (run under two); gpulab's own `amax_nonfinite` refused")
 
 
-def _run_amax(kernel, trial: GridTrial, source: KernelSource) -> GridTrial:
+def _run_amax(kernel, trial: FixedGridTrial, source: KernelSource) -> FixedGridTrial:
     """Launch the kernel on each case of ``trial`` and reject the first wrong result; if every
     result was right, a plain write to out (a race the simulator's order of blocks hid)."""
     from numba import cuda
@@ -993,9 +968,9 @@ def _check_amax_method(kernel, seed: int) -> str:
     """Trace the kernel on a small launch (2 blocks of 32 threads, x of 150-250 values with NaN
     and inf) and reject a right result reached by the wrong method
     (:data:`AMAX_METHOD_MISTAKES`). Returns what the trace showed."""
-    trial = GridTrial.draw("check_amax_nonfinite", seed, np.float32, block=AMAX_TRACE_THREADS,
-                           size_range=AMAX_TRACE_SIZES)
-    trial.grid = AMAX_TRACE_GRID
+    trial = FixedGridTrial.draw("check_amax_nonfinite", seed, np.float32,
+                                block=AMAX_TRACE_THREADS, size_range=AMAX_TRACE_SIZES)
+    trial.grid_blocks = AMAX_TRACE_GRID
     x = _amax_cases(trial)[2][1]
     offer_trace(kernel, 2, 8, "x", "out",
                 note="with x = np.float32 values, 40 of them, a few NaN and inf, and out = "
@@ -1022,13 +997,13 @@ def _check_amax_method(kernel, seed: int) -> str:
     bad = ~np.isfinite(x)
     evidence = AmaxTrace(
         trial, atomics, shared_atomics,
-        {b: int(bad[owner_block == b].sum()) for b in range(trial.grid)},
+        {b: int(bad[owner_block == b].sum()) for b in range(trial.grid_blocks)},
         {index[0]: who for index, who in trace.touched(x_name, "read").items()}, orders,
         {t: row["shared_reads"] for t, row in trace.per_thread().items()})
     reject(AMAX_METHOD_MISTAKES, evidence)
     most = max(atomics.values(), default=0)
     return (f"at most {most} atomic per output per block, every element read once, by one "
-            f"thread, a step of {trial.grid_threads} (traced on {trial.grid} blocks of "
+            f"thread, a step of {trial.grid_threads} (traced on {trial.grid_blocks} blocks of "
             f"{trial.threads_per_block})")
 
 
@@ -1054,9 +1029,9 @@ def check_amax_nonfinite(kernel, seed: int | None = None,
     source = AMAX.start(kernel)
     choices = AMAX_BLOCKS[tier]
     block = threads_per_block or choices[int(np.random.default_rng(seed).integers(2))]
-    trial = GridTrial.draw("check_amax_nonfinite", seed, np.float32, block=block,
-                           size_range=AMAX_SIZES[tier])
-    trial.grid = AMAX_GRID[tier]
+    trial = FixedGridTrial.draw("check_amax_nonfinite", seed, np.float32, block=block,
+                                size_range=AMAX_SIZES[tier])
+    trial.grid_blocks = AMAX_GRID[tier]
     under_two_blocks(lambda t: _run_amax(kernel, t, source), trial, source,
                      once=bool(threads_per_block))
     method = _check_amax_method(kernel, seed)

@@ -210,5 +210,31 @@ class Trial:
         return f"{size}, {self.launched}, {self.dtype.name}, {self.repeat}"
 
 
-__all__ = ["BLOCK_CHOICES", "BLOCK_CHOICES_2D", "SIZE_RANGE", "SIZE_RANGE_2D", "Trial",
-           "default_threads_per_block", "describe_launch", "draw_size"]
+@dataclass
+class FixedGridTrial(Trial):
+    """A 1-D trial launched on a **fixed** grid of ``grid_blocks`` blocks, whatever n is: the
+    kernel's threads step through the array by the grid's size (a grid-stride loop)."""
+
+    grid_blocks: int = 1
+
+    @property
+    def blocks(self) -> int:
+        return self.grid_blocks
+
+    @property
+    def grid_threads(self) -> int:
+        return self.grid_blocks * self.threads_per_block
+
+    def with_block(self, block: int | tuple[int, ...]) -> FixedGridTrial:
+        """The same problem on the same number of blocks, of another size."""
+        block = (block,) if isinstance(block, int) else tuple(block)
+        return type(self)(self.check_name, self.seed, self.shape, block, self.dtype,
+                          np.random.default_rng(self.seed), self.grid_blocks)
+
+    def __str__(self) -> str:
+        return (f"n={self.n}, a fixed grid of {self.launched} = {self.grid_threads} threads, "
+                f"{self.dtype.name}, {self.repeat}")
+
+
+__all__ = ["BLOCK_CHOICES", "BLOCK_CHOICES_2D", "SIZE_RANGE", "SIZE_RANGE_2D", "FixedGridTrial",
+           "Trial", "default_threads_per_block", "describe_launch", "draw_size"]

@@ -13,6 +13,7 @@ from gpulab.exercises import running
 from gpulab.exercises.trial import (
     BLOCK_CHOICES,
     BLOCK_CHOICES_2D,
+    FixedGridTrial,
     Trial,
     describe_launch,
     draw_size,
@@ -48,6 +49,16 @@ def test_the_same_problem_under_another_block_has_the_same_data():
     assert other.shape == trial.shape
     assert np.array_equal(trial.with_block(other.block).uniform(0, 1), other.uniform(0, 1))
     assert min(BLOCK_CHOICES[TIER]) in (trial.threads_per_block, other.threads_per_block)
+
+
+def test_a_fixed_grid_trial_keeps_its_grid_under_another_block_size():
+    trial = FixedGridTrial.draw("check_demo", 7)
+    trial.grid_blocks = 3
+    other = trial.other_block()
+    assert type(other) is FixedGridTrial and trial.blocks == other.blocks == 3
+    assert other.grid_threads == 3 * other.threads_per_block
+    assert str(trial).startswith(f"n={trial.n}, a fixed grid of 3 blocks of {trial.threads} "
+                                 f"threads = {trial.grid_threads} threads, float32, seed=7")
 
 
 def test_a_given_block_and_shape_are_kept():
