@@ -35,14 +35,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpulab import device
 from gpulab.exercises.host_code import HostCodeWatch, HostLaunch, KernelSpy, watch_host_code
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.outputs import diagnose_vector, looks_like
 from gpulab.exercises.results import CheckFailedError, NotAttemptedError
 from gpulab.exercises.running import call_learner, run_elementwise
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
-from gpulab.exercises.trial import Trial, draw_size
+from gpulab.exercises.trial import Trial, draw_size, tier_key
 from gpulab.instruments import launchable
 
 # Threads per block a GPU accepts: 1024 on every compute capability the course names (CUDA C++
@@ -256,7 +255,7 @@ def _check_add_one_kernel(kernel, seed: int) -> Trial:
 
 
 def _host_size(rng: np.random.Generator) -> int:
-    n = draw_size(rng, 2, HOST_SIZE_RANGE["gpu" if device.tier() == "gpu" else "sim"])
+    n = draw_size(rng, 2, HOST_SIZE_RANGE[tier_key()])
     return n if n % 2 else n + 1
 
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, memory_model, reference
-from gpulab.exercises.evidence import TracedWrites
+from gpulab.exercises.evidence import GridStride, TracedWrites
 from gpulab.exercises.host_code import HostCodeWatch, watch_host_code
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.outputs import diagnose_vector, looks_like
@@ -54,8 +54,8 @@ from gpulab.exercises.running import (
     trace_trial,
 )
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
-from gpulab.exercises.trial import Trial, draw_size
-from gpulab.instruments import RecordingArray, thread_label
+from gpulab.exercises.trial import FixedGridTrial, Trial, draw_size, tier_key
+from gpulab.instruments import RecordingArray
 
 GRID_STRIDE_HINT = (
     "let each thread start at its global index and step by the number of threads in the "
@@ -449,7 +449,7 @@ def check_time_saxpy(function, seed: int | None = None) -> str:
     is a note, not a failure."""
     from gpulab.kernels import memory
 
-    tier = "gpu" if device.tier() == "gpu" else "sim"
+    tier = tier_key()
     rng = np.random.default_rng(seed)
     n = draw_size(rng, 2, TIME_SIZE_RANGE[tier])
     n += 1 - n % 2  # odd: no power-of-two block size divides it
@@ -504,29 +504,25 @@ def _first_threads(request: memory_model.WarpRequest, count: int = 4) -> str:
 
 
 @dataclass
-class Stride:
-    """How the copy's threads stepped, traced on a small fixed grid: each thread's most
-    common ``step`` between the elements it read, the grid's size, and who read what."""
+class Stride(GridStride):
+    """How the copy's threads stepped, traced on a small fixed grid: the elements of x each
+    thread read, in order, and who read each (``readers``)."""
 
-    trial: Trial
-    blocks: int
-    threads: int
-    step: int
     readers: dict
-    copies: int
 
     @property
-    def grid(self) -> int:
-        return self.blocks * self.threads
+    def touched(self) -> dict:
+        return self.readers
+
+    @property
+    def copies(self) -> int:
+        """The elements copied, counting each time."""
+        return sum(len(run) for run in self.order.values())
 
     @property
     def where(self) -> str:
         return (f"traced with {self.blocks} blocks of {self.threads} threads = {self.grid} "
                 f"threads for n={self.trial.n}, seed={self.trial.seed}")
-
-    @property
-    def shared(self) -> dict:
-        return {index: who for index, who in self.readers.items() if len(who) > 1}
 
     @property
     def step_text(self) -> str:
@@ -535,10 +531,8 @@ class Stride:
         return named.get(self.step, str(self.step))
 
     def overlap(self) -> str:
-        index, who = min(self.shared.items())
         return (f"{len(self.shared)} of {self.trial.n} elements were copied by more than one "
-                f"thread, e.g. x[{index[0]}] by {thread_label(who[0])} and "
-                f"{thread_label(who[1])}")
+                f"thread, e.g. {self.example('x[{}]')}")
 
 
 STRIDE_MISTAKES = (
@@ -573,12 +567,13 @@ COPY = CheckSpec(
 def _stride_of(kernel, seed: int, dtype) -> None:
     """Trace the copy on a small fixed grid and fail if its threads do not step by the grid's
     size (:data:`STRIDE_MISTAKES`): elements copied by two threads, or skipped."""
-    trial = Trial.draw("check_copy_grid_stride", seed, dtype, block=STRIDE_TRACE_THREADS,
-                       size_range=STRIDE_TRACE_SIZES)
-    blocks, threads = STRIDE_TRACE_BLOCKS, STRIDE_TRACE_THREADS
+    trial = FixedGridTrial.draw("check_copy_grid_stride", seed, dtype,
+                                block=STRIDE_TRACE_THREADS, size_range=STRIDE_TRACE_SIZES)
+    trial.grid_blocks = blocks = STRIDE_TRACE_BLOCKS
+    threads = STRIDE_TRACE_THREADS
     x = trial.uniform(-10, 10)
     out = np.full(trial.n, np.nan, dtype=trial.dtype)
-    trace = trace_trial(kernel, trial, x, out, blocks=blocks)
+    trace = trace_trial(kernel, trial, x, out)
     offer_trace(kernel, 2, 4, "x", "out", note="with x and out of 19 elements: 8 threads")
     if trace.error:
         if "did not finish" in trace.error or "must not be zero" in trace.error:
@@ -592,11 +587,10 @@ def _stride_of(kernel, seed: int, dtype) -> None:
     for access in trace.accesses:
         if access.array == source and access.kind == "read":
             order.setdefault(access.thread, []).append(access.index[0])
-    steps = [b - a for run in order.values() for a, b in zip(run, run[1:], strict=False)]
-    if not steps:
+    stride = Stride(trial, order, trace.touched(source, "read"))
+    if stride.step is None:
         return  # one element per thread: the full-size run says so
-    COPY.reject(Stride(trial, blocks, threads, max(set(steps), key=steps.count),
-                       trace.touched(source, "read"), len(steps) + len(order)))
+    COPY.reject(stride)
 
 
 @COPY.check
@@ -610,7 +604,7 @@ def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32) ->
     a right copy whose warps read scattered addresses (each thread a contiguous chunk): the
     sectors per warp request are counted from the reads the kernel really made.
     """
-    tier = "gpu" if device.tier() == "gpu" else "sim"
+    tier = tier_key()
     COPY.start(kernel)
     _stride_of(kernel, seed, dtype)
     threads, blocks = COPY_THREADS[tier], COPY_BLOCKS[tier]

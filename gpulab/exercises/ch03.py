@@ -44,7 +44,7 @@ from gpulab.exercises.results import CheckFailedError, KernelError, offer_trace
 from gpulab.exercises.running import launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import BARRIER_HINT, KernelSource, plain_writes_to
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import Trial
+from gpulab.exercises.trial import Trial, tier_key
 
 PAD_VALUE = 100.0  # beyond the edges of A and B (seen only by a kernel without guards, on a GPU)
 TILE = 8  # the tile of the tiled exercise in the simulator (16 on a GPU)
@@ -129,7 +129,7 @@ class MatmulTrial(Trial):
         blocks (simulator) or more (GPU) in each direction, and so that swapping rows and
         columns leaves part of C unwritten."""
         rng = np.random.default_rng(seed)
-        tier = "gpu" if device.tier() == "gpu" else "sim"
+        tier = tier_key()
         if block is None:
             choices = NAIVE_BLOCKS[tier]
             block = choices[int(rng.integers(len(choices)))]

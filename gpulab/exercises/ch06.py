@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpulab import device, memory_model, reference
+from gpulab import memory_model, reference
 from gpulab.exercises.mistakes import Mistake, diagnose
 from gpulab.exercises.outputs import (
     ACTIVATIONS,
@@ -53,13 +53,9 @@ from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, Kernel
 from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import KernelSource, count_calls
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import Trial, draw_size
+from gpulab.exercises.trial import Trial, draw_size, tier_key
 from gpulab.instruments import RecordingArray, WatchedArray, poison_value
 from gpulab.kernels.dense import ACTIVATION_CODES
-
-
-def _tier() -> str:
-    return "gpu" if device.tier() == "gpu" else "sim"
 
 
 def _close(got, want, rtol=1e-10, atol=1e-12) -> bool:
@@ -578,13 +574,13 @@ def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
     writes (a race shows even when the simulator's sum is right), the source and a traced run
     that counts each thread's writes; a write into dZ; edges overrun."""
     source = BIAS_GRAD.start(kernel)
-    trial = Labelled.draw("check_bias_grad", seed, dtype, size_range=BIAS_GRAD_SIZES[_tier()])
+    trial = Labelled.draw("check_bias_grad", seed, dtype, size_range=BIAS_GRAD_SIZES[tier_key()])
     cols, rows = trial.n, int(trial.rng.integers(5, 30))  # the batch: fewer rows than columns
     trial.case = f"dZ of {rows} x {cols}"
     dZ = trial.rng.standard_normal((rows, cols)).astype(dtype)
     d_dZ_all, d_dZ = padded(dZ, trial.threads, PAD_VALUE)
     before = d_dZ_all.copy_to_host()
-    watched = WatchedArray(np.full(cols, np.nan, dtype)) if _tier() == "sim" else None
+    watched = WatchedArray(np.full(cols, np.nan, dtype)) if tier_key() == "sim" else None
     if watched is None:
         d_db_all, d_db = padded(np.full(cols, np.nan, dtype), trial.threads, np.nan)
     offer_trace(kernel, 2, 8, "dZ", "db", note="with dZ a NumPy array of 5 x 13 and db of 13")
@@ -646,7 +642,7 @@ def _transpose_shape(rng: np.random.Generator, tile: int) -> tuple[int, int]:
     """rows != cols, neither a multiple of the tile, with partial edge tiles of different sizes
     (a store guarded with the load's bounds fails) and a different number of tiles down than
     across (a kernel with the block indices swapped leaves part of out unwritten)."""
-    low, high = TRANSPOSE_SIDES[_tier()]
+    low, high = TRANSPOSE_SIDES[tier_key()]
     low, high = max(low, tile + 1), max(high, 3 * tile - 1)
     while True:
         rows, cols = (draw_size(rng, tile, (low, high), full_blocks=1) for _ in range(2))
@@ -808,7 +804,7 @@ def check_transpose_tiled(kernel, tile: int = 16, seed: int | None = None, dtype
     a GPU, where accesses cannot be recorded, the kernel must use shared memory. Diagnoses: a
     tile below 16, then :data:`TRANSPOSE_MISTAKES` in order; barriers in branches, writes into
     A and edges overrun by the shared rules."""
-    tier = _tier()
+    tier = tier_key()
     source = TRANSPOSE.start(kernel)
     if tile not in (16, 32):
         raise CheckFailedError(

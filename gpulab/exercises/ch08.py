@@ -37,14 +37,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpulab import device, hardware, reference
-from gpulab.exercises.evidence import is_number
+from gpulab import hardware, reference
+from gpulab.exercises.evidence import GridStride, is_number
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import CheckFailedError, KernelError, explain_exception, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import KernelSource, hard_coded_block, hard_coded_size
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import FixedGridTrial, Trial
+from gpulab.exercises.trial import FixedGridTrial, Trial, tier_key
 from gpulab.instruments import thread_label
 from gpulab.nn import cost
 
@@ -884,54 +884,22 @@ EVALUATE_MISTAKES = (
 )
 
 
-@dataclass
-class SampleOwners:
+class SampleOwners(GridStride):
     """The kernel traced on a small fixed grid: which threads wrote each sample's loss, in the
-    order each thread wrote them."""
+    order each thread wrote them (``order``)."""
 
-    blocks: int
-    threads: int
-    batch: int
-    seed: int
-    order: dict  # thread -> [sample, ...] in the order it wrote losses
+    @property
+    def batch(self) -> int:
+        return self.trial.n
 
     @property
     def where(self) -> str:
         return (f"traced on {self.blocks} blocks of {self.threads} threads = {self.grid} "
-                f"threads, a batch of {self.batch}, seed={self.seed}")
-
-    @property
-    def grid(self) -> int:
-        return self.blocks * self.threads
-
-    @property
-    def writers(self) -> dict:
-        found: dict = {}
-        for thread, samples in self.order.items():
-            for s in samples:
-                if thread not in found.setdefault(s, []):
-                    found[s].append(thread)
-        return found
-
-    @property
-    def shared(self) -> dict:
-        return {s: who for s, who in self.writers.items() if len(who) > 1}
-
-    @property
-    def step(self) -> int | None:
-        """The most common step between the samples a thread wrote one after the other."""
-        steps = [b - a for run in self.order.values() for a, b in zip(run, run[1:],
-                                                                      strict=False)]
-        return max(set(steps), key=steps.count) if steps else None
-
-    @property
-    def busy(self) -> list:
-        return [t for t, samples in self.order.items() if samples]
+                f"threads, a batch of {self.batch}, seed={self.trial.seed}")
 
     def overlap(self) -> str:
-        s, who = min(self.shared.items())
         return (f"{len(self.shared)} of {self.batch} samples were handled by more than one "
-                f"thread, e.g. sample {s} by {thread_label(who[0])} and {thread_label(who[1])}")
+                f"thread, e.g. {self.example('sample {}')}")
 
     def longest_run(self) -> tuple:
         thread = max(self.order, key=lambda t: len(self.order[t]))
@@ -1114,8 +1082,7 @@ def _check_evaluate_method(kernel, seed: int, source: KernelSource) -> None:
             writes = order.setdefault(access.thread, [])
             if not writes or writes[-1] != access.index[0]:  # a sum kept in losses[s]: one
                 writes.append(access.index[0])                # sample, however many writes
-    reject(EVALUATE_METHOD_MISTAKES, SampleOwners(EVALUATE_TRACE_BLOCKS, EVALUATE_TRACE_THREADS,
-                                                  batch, seed, order))
+    reject(EVALUATE_METHOD_MISTAKES, SampleOwners(trial, order))
 
 
 @EVALUATE.check
@@ -1133,7 +1100,7 @@ def check_evaluate_batch(kernel, seed: int | None = None,
     classes, some rows near ±800; padded arrays; again under another block size.
 
     Diagnoses: :data:`EVALUATE_MISTAKES`, then :data:`EVALUATE_METHOD_MISTAKES`, in order."""
-    tier = "gpu" if device.tier() == "gpu" else "sim"
+    tier = tier_key()
     source = EVALUATE.start(kernel)
     _check_evaluate_method(kernel, seed, source)
     first = Trial.draw("check_evaluate_batch", seed, np.float32, block=threads_per_block,

@@ -45,7 +45,7 @@ from gpulab.exercises.results import CheckFailedError, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded
 from gpulab.exercises.source_rules import KernelSource, count_calls, plain_writes_to
 from gpulab.exercises.spec import CheckSpec, traced, under_two_blocks
-from gpulab.exercises.trial import FixedGridTrial
+from gpulab.exercises.trial import FixedGridTrial, tier_key
 from gpulab.instruments import WatchedArray, poison_value, thread_label
 from gpulab.nn.mixed_precision import LossScaler, scale_from_history
 from gpulab.nn.mixed_precision import amax as recorded_amax
@@ -1019,7 +1019,7 @@ def check_amax_nonfinite(kernel, seed: int | None = None,
 
     Diagnoses: :data:`AMAX_MISTAKES`, then :data:`AMAX_METHOD_MISTAKES`, in order (a plain write
     to out is a race, found even when the simulator's answer is right)."""
-    tier = "gpu" if device.tier() == "gpu" else "sim"
+    tier = tier_key()
     if threads_per_block is not None and (
             threads_per_block < 2 or threads_per_block & (threads_per_block - 1)):
         raise CheckFailedError(

@@ -37,7 +37,7 @@ from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError, KernelError
 from gpulab.exercises.running import call_learner, launch, padded, read_back
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
-from gpulab.exercises.trial import Trial
+from gpulab.exercises.trial import Trial, tier_key
 
 # --- exercise 1: nearest-rank percentile ------------------------------------------------------
 
@@ -421,7 +421,7 @@ INFERENCE = CheckSpec(
 
 
 def _widths(rng: np.random.Generator, square: bool) -> tuple[int, int, int]:
-    tier = "gpu" if device.tier() == "gpu" else "sim"
+    tier = tier_key()
     if square:
         k = int(rng.integers(*INFER_SQUARE[tier]))
         return k, k, k

@@ -1,6 +1,7 @@
 """What several checks gather the same way, as pieces of their evidence: whether a learner's
-function returned a number (:func:`is_number`, :func:`is_whole`), and which threads wrote each
-element of an output on a traced launch (:class:`TracedWrites`).
+function returned a number (:func:`is_number`, :func:`is_whole`), which threads wrote each
+element of an output on a traced launch (:class:`TracedWrites`), and how a grid-stride loop's
+threads stepped on a small fixed grid (:class:`GridStride`).
 
 A :class:`~gpulab.exercises.mistakes.Mistake` reads its evidence's ``where`` (or its ``trial``
 or ``seed``) to say how to repeat a failure; the pieces here give theirs.
@@ -12,7 +13,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from gpulab.exercises.trial import Trial
+from gpulab.exercises.trial import FixedGridTrial, Trial
 from gpulab.instruments import thread_label
 
 
@@ -41,13 +42,77 @@ class TracedWrites:
     @property
     def shared(self) -> dict:
         """The elements more than one thread wrote, with their threads."""
-        return {index: who for index, who in self.writers.items() if len(who) > 1}
+        return _by_several(self.writers)
 
     def example(self, name: str = "out") -> str:
         """The first element more than one thread wrote, and two of them: ``out[7] by block 1,
         thread 2 and block 0, thread 7``."""
-        index, who = min(self.shared.items())
-        return f"{name}[{index[0]}] by {thread_label(who[0])} and {thread_label(who[1])}"
+        return _first_of_several(self.shared, f"{name}[{{}}]")
 
 
-__all__ = ["TracedWrites", "is_number", "is_whole"]
+@dataclass
+class GridStride:
+    """A grid-stride loop traced on ``trial``'s small fixed grid: the elements each thread
+    touched, in order (``order``: thread → [element, ...])."""
+
+    trial: FixedGridTrial
+    order: dict
+
+    @property
+    def blocks(self) -> int:
+        return self.trial.grid_blocks
+
+    @property
+    def threads(self) -> int:
+        return self.trial.threads_per_block
+
+    @property
+    def grid(self) -> int:
+        return self.trial.grid_threads
+
+    @property
+    def step(self) -> int | None:
+        """The most common step between the elements a thread touched one after the other."""
+        steps = [b - a for run in self.order.values() for a, b in zip(run, run[1:],
+                                                                      strict=False)]
+        return max(set(steps), key=steps.count) if steps else None
+
+    @property
+    def touched(self) -> dict:
+        """The threads that touched each element (element → threads, in the order of
+        ``order``)."""
+        found: dict = {}
+        for thread, elements in self.order.items():
+            for element in elements:
+                if thread not in found.setdefault(element, []):
+                    found[element].append(thread)
+        return found
+
+    @property
+    def shared(self) -> dict:
+        """The elements more than one thread touched, with their threads."""
+        return _by_several(self.touched)
+
+    @property
+    def busy(self) -> list:
+        """The threads that touched any element."""
+        return [thread for thread, elements in self.order.items() if elements]
+
+    def example(self, element: str) -> str:
+        """The first element more than one thread touched, spelled by ``element`` (``"x[{}]"``,
+        ``"sample {}"``), and two of them: ``x[7] by block 1, thread 2 and block 0, thread
+        7``."""
+        return _first_of_several(self.shared, element)
+
+
+def _by_several(who: dict) -> dict:
+    return {index: threads for index, threads in who.items() if len(threads) > 1}
+
+
+def _first_of_several(shared: dict, element: str) -> str:
+    index, who = min(shared.items())
+    at = index[0] if isinstance(index, tuple) else index
+    return f"{element.format(at)} by {thread_label(who[0])} and {thread_label(who[1])}"
+
+
+__all__ = ["GridStride", "TracedWrites", "is_number", "is_whole"]

@@ -34,7 +34,9 @@ BLOCK_CHOICES_2D = {"sim": ((8, 8), (16, 4), (4, 16)), "gpu": ((16, 16), (32, 8)
 SIZE_RANGE_2D = {"sim": (9, 40), "gpu": (9, 300)}
 
 
-def _tier() -> str:
+def tier_key() -> str:
+    """The key of the checks' per-tier tables (sizes, block choices): "gpu" on a GPU, "sim"
+    otherwise (the simulator; the ptx tier runs no kernel)."""
     return "gpu" if device.tier() == "gpu" else "sim"
 
 
@@ -103,7 +105,7 @@ class Trial:
         case`` (so cases 0, 1, 2 of one seed use all three, and a hard-coded block fails), its
         data come from their own random stream, and it is never square and never a shape that
         a kernel with rows and columns swapped would cover."""
-        tier = _tier()
+        tier = tier_key()
         if dims == 1:
             if case:
                 raise ValueError("case numbers a 2-D check's problems; a 1-D trial has none")
@@ -138,7 +140,7 @@ class Trial:
         blocks smaller than a size a kernel hard-codes (it leaves gaps: elements no thread
         writes), or, if the kernel hard-codes the smallest, one has larger blocks (it then
         covers only part of the array)."""
-        choices = sorted(BLOCK_CHOICES[_tier()])
+        choices = sorted(BLOCK_CHOICES[tier_key()])
         return self.with_block(choices[1] if self.block[0] == choices[0] else choices[0])
 
     @property
@@ -237,4 +239,4 @@ class FixedGridTrial(Trial):
 
 
 __all__ = ["BLOCK_CHOICES", "BLOCK_CHOICES_2D", "SIZE_RANGE", "SIZE_RANGE_2D", "FixedGridTrial",
-           "Trial", "default_threads_per_block", "describe_launch", "draw_size"]
+           "Trial", "default_threads_per_block", "describe_launch", "draw_size", "tier_key"]

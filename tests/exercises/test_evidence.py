@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from gpulab.exercises.evidence import TracedWrites, is_number, is_whole
-from gpulab.exercises.trial import Trial
+from gpulab.exercises.evidence import GridStride, TracedWrites, is_number, is_whole
+from gpulab.exercises.trial import FixedGridTrial, Trial
 
 
 def test_a_number_is_a_real_number_but_not_a_bool():
@@ -19,3 +19,13 @@ def test_traced_writes_name_an_element_two_threads_wrote():
     assert list(writes.shared) == [(5,)]
     assert writes.example("y").startswith("y[5] by ")
     assert writes.where.startswith("traced on ") and "seed=1" in writes.where
+
+
+def test_a_grid_stride_trace_finds_its_step_and_the_elements_two_threads_touched():
+    trial = FixedGridTrial.draw("check_demo", 2, np.float32, block=4, shape=(20,))
+    trial.grid_blocks = 2
+    loop = GridStride(trial, {(0, 0): [0, 4, 8], (0, 1): [1, 5, 9], (1, 0): [4, 8], (1, 1): []})
+    assert (loop.blocks, loop.threads, loop.grid) == (2, 4, 8)
+    assert loop.step == 4  # the block's size: blocks 0 and 1 redo each other's elements
+    assert sorted(loop.shared) == [4, 8] and loop.busy == [(0, 0), (0, 1), (1, 0)]
+    assert loop.example("x[{}]").startswith("x[4] by ")
