@@ -45,7 +45,7 @@ from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, Kernel
 from gpulab.exercises.running import call_learner, launch, padded, read_back
 from gpulab.exercises.source_rules import KernelSource
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import Trial, draw_size
+from gpulab.exercises.trial import Trial, draw_case, draw_size
 
 # --- exercise 1: napkin math --------------------------------------------------------------------
 
@@ -201,25 +201,6 @@ BIAS_ACTIVATION_MISTAKES = (
                said=lambda e: f"Z + b: the {SAID[_asked(e)]} is missing"),
     *(_another(other) for other in FUNCTIONS),
 )
-
-
-@dataclass
-class Case(Trial):
-    """A 2-D :class:`~gpulab.exercises.trial.Trial` that says which case of the check it is."""
-
-    case: str = ""
-
-    def __str__(self) -> str:
-        return (f"{self.case}; " if self.case else "") + super().__str__()
-
-
-def draw_case(check_name: str, seed: int, dtype, case: int = 0) -> Case:
-    """Random problem number ``case`` of a 2-D check: rows x cols, not multiples of the block,
-    rows != cols, and such that a kernel with r and c swapped (``r, c = cuda.grid(2)``) misses
-    part of the matrix. Cases 0, 1, 2 of one seed use the tier's three block shapes
-    (:data:`~gpulab.exercises.trial.BLOCK_CHOICES_2D`), so a hard-coded block size fails: a
-    2-D :meth:`~gpulab.exercises.trial.Trial.draw`."""
-    return Case.draw(check_name, seed, dtype, dims=2, case=case)
 
 
 BIAS_ACTIVATION = CheckSpec(

@@ -53,7 +53,7 @@ from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, Kernel
 from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import KernelSource, count_calls
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import Trial, draw_size, tier_key
+from gpulab.exercises.trial import LabelledTrial, draw_case, draw_size, tier_key
 from gpulab.instruments import RecordingArray, WatchedArray, poison_value
 from gpulab.kernels.dense import ACTIVATION_CODES
 
@@ -61,25 +61,6 @@ from gpulab.kernels.dense import ACTIVATION_CODES
 def _close(got, want, rtol=1e-10, atol=1e-12) -> bool:
     got, want = np.asarray(got), np.asarray(want)
     return got.shape == want.shape and bool(np.allclose(got, want, rtol=rtol, atol=atol))
-
-
-@dataclass
-class Labelled(Trial):
-    """A :class:`~gpulab.exercises.trial.Trial` that also says which case of the check it is
-    (``case``, e.g. the activation) and what else its repeat call needs (``repeat_with``, e.g.
-    ``"tile=16"``)."""
-
-    case: str = ""
-    repeat_with: str = ""
-
-    @property
-    def repeat(self) -> str:
-        extra = f", {self.repeat_with}" if self.repeat_with else ""
-        return (f"seed={self.seed}; repeat it with {self.check_name}(kernel{extra}, "
-                f"seed={self.seed})")
-
-    def __str__(self) -> str:
-        return (f"{self.case}; " if self.case else "") + super().__str__()
 
 
 # --- exercise 1: a dense layer's backward pass, in NumPy ----------------------------------------
@@ -234,7 +215,7 @@ class Backward:
     dA: np.ndarray  # noqa: N815 - the chapter's name
     Z: np.ndarray
     b: np.ndarray
-    trial: Labelled
+    trial: LabelledTrial
 
     @property
     def z(self) -> np.ndarray:
@@ -325,14 +306,6 @@ BACKWARD = CheckSpec(
          "block size (shared 2-D rules); a write into dA, Z or b")
 
 
-def _draw_case(check_name: str, seed: int, dtype, case: int) -> Labelled:
-    """Problem number ``case`` of a check: the tier's block shape number ``seed + case`` (so the
-    three cases of one seed use all three), rows != cols, not multiples of the block, and such
-    that a kernel with r and c swapped would miss part of the matrix: a 2-D
-    :meth:`~gpulab.exercises.trial.Trial.draw`."""
-    return Labelled.draw(check_name, seed, dtype, dims=2, case=case)
-
-
 @BACKWARD.check
 def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.float32) -> str:
     """Check ``kernel(dA, Z, b, act, dZ)``: ``dZ = dA * f'(Z + b)`` with f chosen by ``act``
@@ -343,7 +316,7 @@ def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.flo
     source = BACKWARD.start(kernel)
     shapes = []
     for case, (code, name, words) in enumerate(ACTIVATIONS):
-        trial = _draw_case("check_bias_activation_backward", seed, dtype, case)
+        trial = draw_case("check_bias_activation_backward", seed, dtype, case)
         trial.case = f"act = {code} ({words})"
         dA = trial.normal(trial.rows, trial.cols)
         Z = trial.normal(trial.rows, trial.cols)
@@ -422,7 +395,7 @@ class ColumnSums:
 
     db: np.ndarray
     dZ: np.ndarray  # noqa: N815 - the chapter's name
-    trial: Labelled
+    trial: LabelledTrial
     source: KernelSource
     watched: WatchedArray | None
     writes: int = 0
@@ -574,7 +547,8 @@ def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
     writes (a race shows even when the simulator's sum is right), the source and a traced run
     that counts each thread's writes; a write into dZ; edges overrun."""
     source = BIAS_GRAD.start(kernel)
-    trial = Labelled.draw("check_bias_grad", seed, dtype, size_range=BIAS_GRAD_SIZES[tier_key()])
+    trial = LabelledTrial.draw("check_bias_grad", seed, dtype,
+                               size_range=BIAS_GRAD_SIZES[tier_key()])
     cols, rows = trial.n, int(trial.rng.integers(5, 30))  # the batch: fewer rows than columns
     trial.case = f"dZ of {rows} x {cols}"
     dZ = trial.rng.standard_normal((rows, cols)).astype(dtype)
@@ -592,7 +566,7 @@ def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
     evidence = ColumnSums(db.astype(np.float64), dZ, trial, source, watched)
     failure = diagnose(BIAS_GRAD.mistakes, evidence)
     if failure is None:  # the method: one write of db per thread, on a small traced launch
-        small = Labelled("check_bias_grad", seed, (13,), (8,), np.dtype(dtype), trial.rng)
+        small = LabelledTrial("check_bias_grad", seed, (13,), (8,), np.dtype(dtype), trial.rng)
         traced = trace_trial(kernel, small, dZ[:5, :13].copy(), np.zeros(13, dtype))
         evidence.writes = traced.max_per_thread("global_writes") if traced.error is None else 0
         failure = diagnose(BIAS_GRAD.mistakes, evidence)
@@ -675,7 +649,7 @@ class Transposed:
 
     out: np.ndarray
     A: np.ndarray
-    trial: Labelled
+    trial: LabelledTrial
     source: KernelSource
     tile: int
     reads: object = None
@@ -813,8 +787,8 @@ def check_transpose_tiled(kernel, tile: int = 16, seed: int | None = None, dtype
             "coalesce.", "set TILE to 16 (or 32 on a GPU) and run the cells again.")
     rng = np.random.default_rng(seed)
     rows, cols = _transpose_shape(rng, tile)
-    trial = Labelled("check_transpose_tiled", seed, (rows, cols), (tile, tile),
-                     np.dtype(dtype), rng, case=f"TILE = {tile}", repeat_with=f"tile={tile}")
+    trial = LabelledTrial("check_transpose_tiled", seed, (rows, cols), (tile, tile),
+                          np.dtype(dtype), rng, case=f"TILE = {tile}", repeat_with=f"tile={tile}")
     A = trial.normal(rows, cols)
     offer_trace(kernel, (2, 2), (tile, tile), "A", "out",
                 note=f"with A a NumPy array of {tile + 3} x {tile + 9} and out of "

@@ -12,7 +12,8 @@ the columns) ``rows``, ``cols`` and ``(x, y)`` tuples, never square, and such th
 rows and columns swapped misses part of the output. Both work with
 :func:`gpulab.exercises.running.launch`, :func:`~gpulab.exercises.running.run_elementwise`,
 :func:`~gpulab.exercises.running.read_back` and the diagnoses of
-:mod:`gpulab.exercises.outputs`.
+:mod:`gpulab.exercises.outputs`. :class:`LabelledTrial` also names its case (``act = 1 (ReLU)``)
+and :class:`FixedGridTrial` launches a fixed grid whatever n is (a grid-stride loop).
 """
 
 from __future__ import annotations
@@ -213,6 +214,32 @@ class Trial:
 
 
 @dataclass
+class LabelledTrial(Trial):
+    """A :class:`Trial` that also says which case of the check it is (``case``, e.g. the
+    activation) and what else its repeat call needs (``repeat_with``, e.g. ``"tile=16"``)."""
+
+    case: str = ""
+    repeat_with: str = ""
+
+    @property
+    def repeat(self) -> str:
+        extra = f", {self.repeat_with}" if self.repeat_with else ""
+        return (f"seed={self.seed}; repeat it with {self.check_name}(kernel{extra}, "
+                f"seed={self.seed})")
+
+    def __str__(self) -> str:
+        return (f"{self.case}; " if self.case else "") + super().__str__()
+
+
+def draw_case(check_name: str, seed: int, dtype, case: int = 0) -> LabelledTrial:
+    """Random problem number ``case`` of a 2-D check: rows x cols, not multiples of the block,
+    rows != cols, and such that a kernel with r and c swapped (``r, c = cuda.grid(2)``) misses
+    part of the matrix. Cases 0, 1, 2 of one seed use the tier's three block shapes
+    (:data:`BLOCK_CHOICES_2D`), so a hard-coded block size fails: a 2-D :meth:`Trial.draw`."""
+    return LabelledTrial.draw(check_name, seed, dtype, dims=2, case=case)
+
+
+@dataclass
 class FixedGridTrial(Trial):
     """A 1-D trial launched on a **fixed** grid of ``grid_blocks`` blocks, whatever n is: the
     kernel's threads step through the array by the grid's size (a grid-stride loop)."""
@@ -239,4 +266,5 @@ class FixedGridTrial(Trial):
 
 
 __all__ = ["BLOCK_CHOICES", "BLOCK_CHOICES_2D", "SIZE_RANGE", "SIZE_RANGE_2D", "FixedGridTrial",
-           "Trial", "default_threads_per_block", "describe_launch", "draw_size", "tier_key"]
+           "LabelledTrial", "Trial", "default_threads_per_block", "describe_launch", "draw_case",
+           "draw_size", "tier_key"]

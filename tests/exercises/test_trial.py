@@ -14,8 +14,10 @@ from gpulab.exercises.trial import (
     BLOCK_CHOICES,
     BLOCK_CHOICES_2D,
     FixedGridTrial,
+    LabelledTrial,
     Trial,
     describe_launch,
+    draw_case,
     draw_size,
 )
 
@@ -116,3 +118,12 @@ def test_launches_are_described_in_one_way():
     assert str(trial).endswith("repeat it with check_demo(kernel, seed=5)")
     grid = Trial.draw("check_demo", 5, dims=2)
     assert grid.launched in str(grid) and grid.threads == grid.block
+
+
+def test_a_labelled_trial_names_its_case_and_what_its_repeat_call_needs():
+    trial = draw_case("check_demo", 4, np.float32, case=1)
+    assert type(trial) is LabelledTrial and trial.block == BLOCK_CHOICES_2D[TIER][(4 + 1) % 3]
+    assert str(trial) == str(Trial.draw("check_demo", 4, np.float32, dims=2, case=1))
+    trial.case, trial.repeat_with = "act = 1 (ReLU)", "tile=16"
+    assert str(trial).startswith("act = 1 (ReLU); ")
+    assert str(trial).endswith("repeat it with check_demo(kernel, tile=16, seed=4)")
