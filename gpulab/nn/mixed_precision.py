@@ -854,6 +854,16 @@ class MixedPrecisionMLP(MLP):
         """The last training batch's softmax probabilities (fp32)."""
         return self.loss_function.probs
 
+    def copy(self, backend=None, dtype=None) -> MLP:
+        """The network as a plain :class:`~gpulab.nn.mlp.MLP` on ``backend`` (default NumPy)
+        in ``dtype`` (default float32): the fp32 master weights where the recipe keeps some,
+        otherwise the stored 16- or 8-bit weights, widened exactly. Without the recipe: e.g. to
+        evaluate the trained weights in full precision."""
+        weights = self.master if self.master is not None else self.state()
+        twin = MLP(self.widths, self.activation, backend or "numpy", dtype or np.float32,
+                   self.seed, self.checkpointing)
+        return twin.load_state({name: widen(value) for name, value in weights.items()})
+
     # -- forward and one training step --------------------------------------------------------
 
     def forward(self, X, record: bool = True) -> np.ndarray:

@@ -353,3 +353,16 @@ def test_e4m3_and_e5m2_values_are_exact_in_fp16():
         table = formats.decode_table(fmt)
         finite = table[np.isfinite(table)]
         assert np.array_equal(finite.astype(np.float16).astype(np.float32), finite)
+
+
+@pytest.mark.parametrize("recipe", ["fp16", "bf16", "fp8"])
+def test_copy_is_the_trained_network_as_a_plain_fp32_mlp(recipe):
+    data = load_digits(seed=0)
+    model = mp.MixedPrecisionMLP(recipe, widths=(64, 8, 10), seed=3)
+    model.train_step(data.X_train[:16], data.y_train[:16])
+    twin = model.copy()
+    assert type(twin) is MLP and twin.backend.name == "numpy" and twin.dtype == np.float32
+    weights = model.master if model.master is not None else model.state()
+    for name, value in twin.state().items():
+        np.testing.assert_array_equal(value, np.asarray(weights[name]).astype(np.float32))
+    assert twin.copy(dtype=np.float64).dtype == np.float64
