@@ -40,12 +40,13 @@ from gpulab.exercises.outputs import (
     changed_input_failure,
     check_matrix_output,
     looks_like,
+    per_activation,
 )
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded, read_back
 from gpulab.exercises.source_rules import KernelSource
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import Trial, draw_case, draw_size
+from gpulab.exercises.trial import LabelledTrial, Trial, draw_size
 
 # --- exercise 1: napkin math --------------------------------------------------------------------
 
@@ -226,18 +227,15 @@ def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32) -> 
     the bias left out, indexed by row or added after the activation; the activation left out
     or the wrong one for the code; writing into Z; simulator-only code; gpulab's own kernel."""
     source = BIAS_ACTIVATION.start(kernel)
-    shapes = []
-    for case, (code, name, words) in enumerate(ACTIVATIONS):
-        trial = draw_case("check_bias_activation", seed, dtype, case)
-        trial.case = f"act = {code} ({words})"
+
+    def run(trial: LabelledTrial, code: int, name: str) -> None:
         Z = trial.normal(trial.rows, trial.cols)
         b = trial.normal(trial.cols, scale=0.5)
         check_matrix_output(kernel, trial, source, {"Z": Z, "b": b, "act": code},
                             reference.bias_activation(Z, b, name),
                             BIAS_ACTIVATION_MISTAKES, BIAS_ACTIVATION_HINT)
-        shapes.append(f"{words} on {trial.rows} x {trial.cols} in blocks of "
-                      f"{trial.block[0]} x {trial.block[1]}")
-    return f"all right: {'; '.join(shapes)} (seed={seed})."
+
+    return per_activation("check_bias_activation", seed, dtype, run)
 
 
 # --- exercise 3: stable softmax with cross-entropy ----------------------------------------------

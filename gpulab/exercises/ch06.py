@@ -38,7 +38,6 @@ import numpy as np
 from gpulab import memory_model, reference
 from gpulab.exercises.mistakes import Mistake, diagnose
 from gpulab.exercises.outputs import (
-    ACTIVATIONS,
     IDENTITY,
     PAD_VALUE,
     RELU,
@@ -47,13 +46,14 @@ from gpulab.exercises.outputs import (
     blame_hard_coded_block,
     changed_input_failure,
     coverage_failure,
+    per_activation,
     run_2d,
 )
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import KernelSource, count_calls
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import LabelledTrial, draw_case, draw_size, tier_key
+from gpulab.exercises.trial import LabelledTrial, draw_size, tier_key
 from gpulab.instruments import RecordingArray, WatchedArray, poison_value
 from gpulab.kernels.dense import ACTIVATION_CODES
 
@@ -314,10 +314,8 @@ def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.flo
     shared 2-D rules (guards, swapped indices, the last row or column, a hard-coded block,
     writes into an input), then :data:`BACKWARD_MISTAKES` in order."""
     source = BACKWARD.start(kernel)
-    shapes = []
-    for case, (code, name, words) in enumerate(ACTIVATIONS):
-        trial = draw_case("check_bias_activation_backward", seed, dtype, case)
-        trial.case = f"act = {code} ({words})"
+
+    def run(trial: LabelledTrial, code: int, name: str) -> None:
         dA = trial.normal(trial.rows, trial.cols)
         Z = trial.normal(trial.rows, trial.cols)
         b = trial.normal(trial.cols, scale=0.7)
@@ -334,9 +332,8 @@ def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.flo
         except (CheckFailedError, KernelError) as error:
             blame_hard_coded_block(source, trial, error)
             raise
-        shapes.append(f"{words} on {trial.rows} x {trial.cols} in blocks of "
-                      f"{trial.block[0]} x {trial.block[1]}")
-    return f"all right: {'; '.join(shapes)} (seed={seed})."
+
+    return per_activation("check_bias_activation_backward", seed, dtype, run)
 
 
 # --- exercise 3: the bias gradient, a column reduction ------------------------------------------

@@ -35,7 +35,7 @@ from gpulab.exercises.results import (
 )
 from gpulab.exercises.running import launch, padded, read_back
 from gpulab.exercises.source_rules import KernelSource, compares_with_shape, hard_coded_block
-from gpulab.exercises.trial import Trial
+from gpulab.exercises.trial import LabelledTrial, Trial, draw_case
 from gpulab.kernels.dense import ACTIVATION_CODES
 
 # --- one thread per element, 1-D --------------------------------------------------------------
@@ -252,6 +252,22 @@ SAID = {"relu": "ReLU", "tanh": "tanh", "identity": "identity"}  # names as the 
 
 ACTIVATIONS = ((RELU, "relu", "ReLU"), (TANH, "tanh", "tanh"), (IDENTITY, "identity",
                                                                   "identity"))
+
+
+def per_activation(check_name: str, seed: int, dtype,
+                   run: Callable[[LabelledTrial, int, str], None]) -> str:
+    """Run a check's body ``run(trial, code, name)`` once per activation of
+    :data:`ACTIVATIONS` (its code for ``act``, its name for :mod:`gpulab.reference`), each on
+    its own 2-D case (:func:`~gpulab.exercises.trial.draw_case`: its own block shape), labelled
+    ``act = 1 (ReLU)``; the pass message names each case's shape and block."""
+    shapes = []
+    for case, (code, name, words) in enumerate(ACTIVATIONS):
+        trial = draw_case(check_name, seed, dtype, case)
+        trial.case = f"act = {code} ({words})"
+        run(trial, code, name)
+        shapes.append(f"{words} on {trial.rows} x {trial.cols} in blocks of "
+                      f"{trial.block[0]} x {trial.block[1]}")
+    return f"all right: {'; '.join(shapes)} (seed={seed})."
 
 
 PAD_VALUE = 100.0  # beyond the edges of the inputs (seen only by a kernel without guards)
@@ -509,5 +525,5 @@ __all__ = [
     "GENERIC_MATRIX_HINT", "IDENTITY", "PAD_VALUE", "RELU", "SAID", "TANH",
     "blame_hard_coded_block", "changed_input_failure", "check_matrix_output", "coverage_failure",
     "diagnose_matrix", "diagnose_vector", "elementwise_mistakes", "elementwise_tolerance",
-    "index_hint_2d", "looks_like", "matches", "matrix_mistakes", "run_2d"
+    "index_hint_2d", "looks_like", "matches", "matrix_mistakes", "per_activation", "run_2d"
 ]

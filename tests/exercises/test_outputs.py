@@ -93,3 +93,14 @@ def test_each_matrix_mistake_is_named():
         assert words in failure.message and hint in failure.hint, failure.message
         assert failure.message.endswith(f"({GRID}).")
     outputs.diagnose_matrix(Z, Z.copy(), GRID, (), rtol=1e-5, atol=1e-6)  # right: no failure
+
+
+def test_per_activation_runs_each_activation_on_its_own_labelled_case():
+    seen = []
+    said = outputs.per_activation("check_demo", 3, np.float32,
+                                  lambda trial, code, name: seen.append((str(trial), code, name)))
+    assert [(code, name) for _, code, name in seen] == [
+        (code, name) for code, name, _ in outputs.ACTIVATIONS]
+    assert seen[0][0].startswith(f"act = {outputs.RELU} (ReLU); ")
+    assert len({label.split("; ")[1] for label, _, _ in seen}) == 3  # three shapes and blocks
+    assert said.startswith("all right: ReLU on ") and said.endswith("(seed=3).")
