@@ -277,8 +277,7 @@ class Product:
     @property
     def extents(self) -> tuple[int, int]:
         """Threads across (x) and down (y) the grid."""
-        return (self.trial.blocks[0] * self.trial.block[0],
-                self.trial.blocks[1] * self.trial.block[1])
+        return self.trial.launch_threads
 
     @property
     def swapped(self) -> bool:

@@ -403,8 +403,7 @@ class Coverage:
     @property
     def grid(self) -> tuple[int, int]:
         """The threads along x and along y."""
-        return (self.trial.blocks[0] * self.trial.block[0],
-                self.trial.blocks[1] * self.trial.block[1])
+        return self.trial.launch_threads
 
     def only(self, skipped: np.ndarray) -> bool:
         return bool(np.array_equal(self.unwritten, skipped))

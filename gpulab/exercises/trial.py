@@ -179,6 +179,12 @@ class Trial:
         return self.shape
 
     @property
+    def launch_threads(self) -> tuple[int, ...]:
+        """The launch's threads along each axis, x first: blocks times threads per block."""
+        blocks = (self.blocks,) if isinstance(self.blocks, int) else self.blocks
+        return tuple(b * t for b, t in zip(blocks, self.block, strict=True))
+
+    @property
     def idle_threads(self) -> int:
         """Threads of the launch that have no element (the last, partial block's extra ones)."""
         blocks = self.blocks if isinstance(self.blocks, int) else int(np.prod(self.blocks))

@@ -127,3 +127,11 @@ def test_a_labelled_trial_names_its_case_and_what_its_repeat_call_needs():
     trial.case, trial.repeat_with = "act = 1 (ReLU)", "tile=16"
     assert str(trial).startswith("act = 1 (ReLU); ")
     assert str(trial).endswith("repeat it with check_demo(kernel, tile=16, seed=4)")
+
+
+def test_a_trial_says_its_launch_threads_along_each_axis():
+    one = Trial.draw("check_demo", 3)
+    assert one.launch_threads == (one.blocks * one.threads,)
+    two = Trial.draw("check_demo", 3, dims=2)
+    assert two.launch_threads == (two.blocks[0] * two.block[0], two.blocks[1] * two.block[1])
+    assert two.launch_threads[0] >= two.cols and two.launch_threads[1] >= two.rows
