@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, formats
+from gpulab.exercises.evidence import GridStride
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import CheckFailedError, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded
@@ -824,17 +825,20 @@ AMAX_MISTAKES = (
 
 
 @dataclass
-class AmaxTrace:
-    """The kernel traced on a small launch: atomics per block and output, shared atomics, who
-    read each element of x and in which order, shared reads per thread."""
+class AmaxTrace(GridStride):
+    """The kernel traced on a small launch: the elements of x each thread read (``order``,
+    repeats in a row removed), atomics per block and output, shared atomics, who read each
+    element of x, shared reads per thread."""
 
-    trial: FixedGridTrial
     atomics: dict  # (block, index of out) -> atomic updates
     shared_atomics: dict  # block -> atomics on shared slots
     bad_per_block: dict  # block -> inf/NaN values among its elements
     readers: dict  # element -> threads that read it
-    orders: dict  # thread -> the elements it read, in order, repeats in a row removed
     shared_reads: dict  # thread -> shared reads
+
+    @property
+    def touched(self) -> dict:
+        return self.readers
 
     @property
     def where(self) -> str:
@@ -843,14 +847,10 @@ class AmaxTrace:
     def busiest_output(self) -> tuple[tuple[int, int], int]:
         return max(self.atomics.items(), key=lambda item: item[1], default=((0, 0), 0))
 
-    @property
-    def shared(self) -> dict:
-        return {i: who for i, who in self.readers.items() if len(who) > 1}
-
     def reread(self) -> tuple | None:
         """(thread, element) of a thread that read an element again after others: a second
         pass."""
-        for thread, order in self.orders.items():
+        for thread, order in self.order.items():
             if len(set(order)) < len(order):
                 seen = set()
                 for i in order:
@@ -860,8 +860,8 @@ class AmaxTrace:
         return None
 
     def steps(self) -> set[int]:
-        return {b - a for order in self.orders.values() for a, b in zip(order, order[1:],
-                                                                          strict=False)}
+        return {b - a for order in self.order.values() for a, b in zip(order, order[1:],
+                                                                         strict=False)}
 
     @property
     def rounds(self) -> int:
@@ -892,9 +892,8 @@ AMAX_METHOD_MISTAKES = (
     Mistake("elements read by several threads (a step smaller than the grid)",
             lambda e: bool(e.shared),
             lambda e: (f"the result is right, but {len(e.shared)} of {e.trial.n} elements were "
-                       f"read by more than one thread, e.g. x[{min(e.shared)}] by "
-                       f"{thread_label(e.shared[min(e.shared)][0])} and "
-                       f"{thread_label(e.shared[min(e.shared)][1])}: the threads' loops overlap"),
+                       f"read by more than one thread, e.g. {e.example('x[{}]')}: the threads' "
+                       "loops overlap"),
             AMAX_STRIDE_HINT, "trace"),
     Mistake("two passes over x (one loop for the amax, another for the count)",
             lambda e: e.reread() is not None,
@@ -996,9 +995,9 @@ def _check_amax_method(kernel, seed: int) -> str:
     owner_block = (np.arange(trial.n) % trial.grid_threads) // trial.threads_per_block
     bad = ~np.isfinite(x)
     evidence = AmaxTrace(
-        trial, atomics, shared_atomics,
+        trial, orders, atomics, shared_atomics,
         {b: int(bad[owner_block == b].sum()) for b in range(trial.grid_blocks)},
-        {index[0]: who for index, who in trace.touched(x_name, "read").items()}, orders,
+        {index[0]: who for index, who in trace.touched(x_name, "read").items()},
         {t: row["shared_reads"] for t, row in trace.per_thread().items()})
     reject(AMAX_METHOD_MISTAKES, evidence)
     most = max(atomics.values(), default=0)
