@@ -20,8 +20,12 @@ Each check runs your code on random sizes, prints what it found and returns a
   synchronisations. Diagnoses (:data:`HOST_MISTAKES`, in order): nothing or the device array
   returned instead of a copy on the host, no launch at all, NumPy arrays passed to the launch
   (Numba then copies them both ways behind your back), more than 1024 threads per block, too
-  few blocks (``n // threads``), ``x.shape`` used as the number of blocks, whole blocks more
-  than needed, the input changed in place, float64 copies of the float32 input.
+  few blocks (``n // threads``: the kernel's output is read after the call, so this fails even
+  when the right values are returned), ``x.shape`` used as the number of blocks, whole blocks
+  more than needed, the input changed in place, float64 copies of the float32 input, and a
+  result that is not the copy back of the array the kernel wrote (values worked out again on
+  the host: copies back are tagged, so views, ``astype``, ``np.asarray`` and fresh copies of the
+  copy back, equal to it, pass).
 
 Both checks are declared as :class:`~gpulab.exercises.spec.CheckSpec` s, so they also refuse
 gpulab's own kernels or helpers in place of yours, and a check whose parts were replaced.
@@ -31,7 +35,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -55,9 +60,21 @@ BLOCKS_STUB_HINT = (
     "a thread: a whole number, rounded up. The hints above the cell go step by step."
 )
 ROUND_UP_HINT = (
-    "round up, not down: with `n // threads_per_block` the last `n % threads_per_block` "
-    "elements get no thread. `(n + threads_per_block - 1) // threads_per_block` rounds up "
-    "with whole numbers."
+    "round up, not down: dividing with `//` alone drops the last, partial block, and its "
+    "elements get no thread. A partial block needs a whole block of its own; work it out "
+    "with whole numbers only (no floats)."
+)
+EXTRA_BLOCK_HINT = (
+    "add a block for the last, partial block only: when n divides evenly there is no partial "
+    "block, and an extra block gets no element at all."
+)
+SHIFT_HINT = (
+    "divide by threads_per_block itself, not by a power of two near it: a shift divides only "
+    "by a power of two, and the function must work for every block size."
+)
+TOO_MANY_HINT = (
+    "round up to the next whole block only: the blocks must cover n, and one block fewer "
+    "must not cover it already."
 )
 
 
@@ -142,15 +159,14 @@ BLOCKS_MISTAKES = (
             _whole_but(lambda a, got: got == a.n // a.threads + 1 and a.n % a.threads == 0),
             lambda a: (f"{a.summary}: {a.n} is exactly {a.n // a.threads} blocks of {a.threads}, "
                        f"so block {int(a.got) - 1} would have no element at all"),
-            "`n // threads_per_block + 1` adds a block even when n divides evenly: "
-            "`(n + threads_per_block - 1) // threads_per_block` does not."),
+            "adding one block every time adds it even when n divides evenly: "
+            + EXTRA_BLOCK_HINT),
     Mistake("a shift (`>>`) that assumes the block size is a power of two",
             _whole_but(lambda a, got: a.shifted()),
             lambda a: (f"{a.summary}: that is n divided by a power of two near {a.threads}. A "
                        f"shift `>> k` divides by 2**k, right for 32, 64 or 128 threads per "
                        f"block, but {a.threads} is not a power of two"),
-            "divide by threads_per_block itself: `(n + threads_per_block - 1) // "
-            "threads_per_block` works for every block size."),
+            SHIFT_HINT),
     Mistake("the arguments swapped",
             _whole_but(lambda a, got: got == -(-a.threads // a.n)),
             lambda a: (f"{a.summary}: that is threads_per_block divided by n, the arguments the "
@@ -166,7 +182,7 @@ BLOCKS_MISTAKES = (
             lambda a: (f"{a.summary}: {a.got} blocks of {a.threads} threads are "
                        f"{int(a.got) * a.threads - a.n} threads more than {a.n} elements need; "
                        "one block fewer would still cover them"),
-            ROUND_UP_HINT),
+            TOO_MANY_HINT),
 )
 BLOCKS_FOR = CheckSpec(
     "blocks_for", "blocks_for(n, threads_per_block) -> int", BLOCKS_STUB_HINT, BLOCKS_MISTAKES,
@@ -259,16 +275,147 @@ def _host_size(rng: np.random.Generator) -> int:
     return n if n % 2 else n + 1
 
 
+# Each watched step, in the singular and the plural.
+_STEP_NAMES = {
+    "to_device": ("copy to the device", "copies to the device"),
+    "allocate": ("allocation on the device", "allocations on the device"),
+    "launch": ("launch", "launches"),
+    "synchronize": ("synchronize", "synchronizes"),
+    "copy_to_host": ("copy back", "copies back"),
+}
+
+
 def _describe_events(watch: HostCodeWatch) -> str:
-    names = {"to_device": "copy to the device", "allocate": "allocation on the device",
-             "launch": "launch", "synchronize": "synchronize", "copy_to_host": "copy back"}
     steps = []
-    for kind in ("to_device", "allocate", "launch", "synchronize", "copy_to_host"):
+    for kind, (one, many) in _STEP_NAMES.items():
         count = watch.count(kind)
         if count:
-            steps.append(f"{count} {names[kind]}" + ("s" if count > 1 and kind != "synchronize"
-                                                     else ""))
+            steps.append(f"{count} {one if count == 1 else many}")
     return ", ".join(steps) or "no copies, allocations or launches"
+
+
+class _CopiedBack(np.ndarray):
+    """A copy back (``copy_to_host``) of a device array a launch of the kernel was given to
+    write: NumPy keeps the class through views, ``astype`` and arithmetic, so the check can tell
+    a returned array that came from the device from one computed again on the host. Each array
+    made from one is kept in :data:`_MADE_FROM_COPIES` while the check watches (then in
+    :attr:`Provenance.made`), so a plain view of it (``np.asarray``) is recognised too."""
+
+    def __array_finalize__(self, obj):
+        _MADE_FROM_COPIES.append(self)
+
+
+# The arrays made from a tagged copy back while a host function runs (moved to the
+# Provenance, and emptied, when it returns).
+_MADE_FROM_COPIES: list[np.ndarray] = []
+
+
+@dataclass
+class Provenance:
+    """Where the learner's host function got its result: each launch's arguments, in order,
+    and what each ``copy_to_host`` gave back (``(device array, host array, tagged)``)."""
+
+    launched: list = field(default_factory=list)
+    copies: list = field(default_factory=list)
+    made: list = field(default_factory=list)  # arrays made from a tagged copy back
+
+    def written(self) -> set[int]:
+        """The ids of the device arrays a launch was given after its input (the outputs)."""
+        return {id(arg) for args in self.launched for arg in args[1:]
+                if hasattr(arg, "copy_to_host")}
+
+    def came_back(self, got) -> bool:
+        """Is ``got`` (made from) a copy back of an array the kernel wrote, or a fresh copy of
+        one (``np.array(copy)``, ``copy.copy()``: the same values, so a right answer)?"""
+        if not isinstance(got, np.ndarray):
+            return False
+        hosts = [host for _, host, tagged in self.copies if tagged] + self.made
+        return isinstance(got, _CopiedBack) or any(
+            np.shares_memory(got, host)
+            or (got.shape == host.shape and np.array_equal(got, host)) for host in hosts)
+
+
+class _LaunchRecorder:
+    """Stands for a kernel inside a :class:`KernelSpy`: records each launch's arguments."""
+
+    def __init__(self, kernel, launched: list):
+        self.kernel, self.launched = kernel, launched
+
+    def __getitem__(self, configuration):
+        launch = self.kernel[configuration]
+
+        def recorded(*args):
+            self.launched.append(args)
+            return launch(*args)
+
+        return recorded
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+
+def _device_array_class() -> type:
+    """The class whose ``copy_to_host`` Numba's device arrays use (the simulator's or the GPU's);
+    called before the watch starts, which would count the allocation."""
+    from numba import cuda
+
+    array_type = type(cuda.device_array(1))
+    return next(k for k in array_type.__mro__ if "copy_to_host" in vars(k))
+
+
+@contextmanager
+def _watch_provenance(run, watch: HostCodeWatch, array_class: type):
+    """Within :func:`watch_host_code`: record the arguments of the launches its spies see, and
+    the copies back, tagging (:class:`_CopiedBack`) those of an array a launch wrote."""
+    seen = Provenance()
+    spies = [value for value in getattr(run, "__globals__", {}).values()
+             if isinstance(value, KernelSpy) and value.watch is watch]
+    originals = [spy.kernel for spy in spies]
+    copy_to_host = vars(array_class)["copy_to_host"]
+
+    def recorded_copy(device_array, *args, **kwargs):
+        host = copy_to_host(device_array, *args, **kwargs)
+        if watch.launching or not isinstance(host, np.ndarray):
+            return host
+        tagged = id(device_array) in seen.written()
+        seen.copies.append((device_array, host, tagged))
+        return host.view(_CopiedBack) if tagged else host
+
+    _MADE_FROM_COPIES.clear()
+    try:
+        for spy in spies:
+            spy.kernel = _LaunchRecorder(spy.kernel, seen.launched)
+        array_class.copy_to_host = recorded_copy
+        yield seen
+    finally:
+        array_class.copy_to_host = copy_to_host
+        for spy, kernel in zip(spies, originals, strict=True):
+            spy.kernel = kernel
+        seen.made = list(_MADE_FROM_COPIES)
+        _MADE_FROM_COPIES.clear()
+
+
+def _biggest_launch(watch: HostCodeWatch) -> int:
+    """The number of the launch with the most threads (0 when its grid can't be counted)."""
+    launches = watch.launches
+    try:
+        return max(range(len(launches)), key=lambda k: launches[k].total_threads)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _kernel_output(seen: Provenance, launch_number: int) -> np.ndarray | None:
+    """What the launch number ``launch_number`` left in its output (its second argument), read
+    after the host function returned; None when that cannot be told."""
+    if launch_number >= len(seen.launched) or len(seen.launched[launch_number]) < 2:
+        return None
+    out = seen.launched[launch_number][1]
+    if not hasattr(out, "copy_to_host"):
+        return None
+    try:
+        return np.asarray(out.copy_to_host())
+    except Exception:  # noqa: BLE001 - not readable: the check goes by what was returned
+        return None
 
 
 @dataclass
@@ -283,6 +430,8 @@ class HostRun:
     watch: HostCodeWatch
     changed_input: bool
     where: str
+    from_device: bool = True  # the result is (made from) a copy back of the kernel's output
+    kernel_output: np.ndarray | None = None  # what the biggest launch left in its output
 
     @property
     def n(self) -> int:
@@ -300,6 +449,18 @@ class HostRun:
     def right_values(self) -> bool:
         return (isinstance(self.got, np.ndarray) and self.got.shape == self.x.shape
                 and bool(np.allclose(self.got, self.x + np.float32(1))))
+
+    @property
+    def kernel_covered(self) -> bool:
+        """Did the kernel write every element (x + 1) into its output? When its output could
+        not be read: were the right values returned, copied back from the device?"""
+        if self.kernel_output is None or self.kernel_output.shape != self.x.shape:
+            return self.right_values and self.from_device
+        return bool(np.allclose(self.kernel_output, self.x + np.float32(1)))
+
+    @property
+    def copied_back(self) -> bool:
+        return self.watch.count("copy_to_host") > 0
 
     def launched_with(self, predicate) -> HostLaunch | None:
         return next((launch for launch in self.launches if predicate(launch)), None)
@@ -344,10 +505,13 @@ HOST_MISTAKES = (
                        f"{MAX_THREADS_PER_BLOCK} threads"),
             "use 128 or 256 threads per block.", "host code"),
     Mistake("too few blocks (`n // threads`)",
-            lambda h: h.biggest.total_threads < h.n and not h.right_values,
+            lambda h: h.biggest.total_threads < h.n and not h.kernel_covered,
             lambda h: (f"{h.call} launched {h.biggest.blocks} block(s) of {h.biggest.threads} "
                        f"threads = {h.biggest.total_threads} threads for n = {h.n} elements: the "
-                       f"last {h.n - h.biggest.total_threads} elements got no thread"),
+                       f"launch covered only {h.biggest.total_threads} of them, so the last "
+                       f"{h.n - h.biggest.total_threads} elements got no thread"
+                       + ("; the right values it returned did not come from the GPU"
+                          if h.right_values else "")),
             "the number of blocks must be rounded up, as in exercise 1.", "host code"),
     Mistake("the array's shape (n) used as the number of blocks",
             lambda h: _as_int(h.biggest.blocks) == h.n and h.biggest.threads_per_block > 1,
@@ -386,6 +550,19 @@ HOST_MISTAKES = (
                        "twice the bytes, and a GPU does float64 arithmetic many times slower"),
             "copy x as it is: `cuda.to_device(x)` and `cuda.device_array_like(d_x)` keep its "
             "dtype (no `astype`, no `np.array(x, dtype=float)`).", "host code"),
+    Mistake("returned values computed on the host, not the kernel's output copied back",
+            lambda h: not h.from_device,
+            lambda h: (f"{h.call} "
+                       + ("never copied anything back from the device"
+                          if not h.copied_back else
+                          f"copied back from the device, but returned another array, not the "
+                          f"copy of the output `{h.name}` wrote (nor a view of it)")
+                       + (": its values are right, but as far as the check can see they were "
+                          "worked out on the host, so they did not come from the GPU"
+                          if h.right_values else
+                          ": the array it returned did not come from the GPU")),
+            "return the copy back of the kernel's output itself: the result must be what the "
+            "kernel computed on the GPU, not values worked out again on the host.", "host code"),
 )
 HOST = CheckSpec(
     "first_launch", "add_one_on_gpu(x) -> numpy array", HOST_STUB_HINT, HOST_MISTAKES,
@@ -394,8 +571,9 @@ HOST = CheckSpec(
     holds="run on another random, odd n while its host code is watched "
           "(`ch00.watch_host_code`: copies, allocations, launches with their grid, "
           "`synchronize`, copies back), it must copy x in, launch `add_one` with device arrays "
-          "and enough blocks, and return a NumPy array with x + 1",
-    also="a missing `cuda.synchronize()` passes with a note (the copy back waits anyway)")
+          "and enough blocks, and return the copy back of the array the kernel wrote, x + 1",
+    also="a missing `cuda.synchronize()` passes with a note (the copy back waits anyway); a "
+         "launch too small for n fails even when the values returned are right")
 
 
 def check_launch_by_hand(run, kernel, n: int, seed: int, call: str):
@@ -406,10 +584,16 @@ def check_launch_by_hand(run, kernel, n: int, seed: int, call: str):
     x = rng.uniform(-5, 5, n).astype(np.float32)
     given = x.copy()
     where = f"n={n}, seed={seed}"
-    with watch_host_code(run, [kernel]) as watch:
+    array_class = _device_array_class()
+    with watch_host_code(run, [kernel]) as watch, \
+            _watch_provenance(run, watch, array_class) as seen:
         got = call_learner(run, given, stub_hint=HOST_STUB_HINT, call=f"{call} ({where})")
+    from_device = seen.came_back(got)
+    if isinstance(got, _CopiedBack):  # the caller gets a plain NumPy array
+        got = got.view(np.ndarray)
     HOST.reject(HostRun(call, _kernel_name(kernel), x, got, watch,
-                        not np.array_equal(given, x), where))
+                        not np.array_equal(given, x), where, from_device=from_device,
+                        kernel_output=_kernel_output(seen, _biggest_launch(watch))))
     return x, got, watch
 
 

@@ -15,8 +15,9 @@ How the timing's host code is checked
   :func:`gpulab.exercises.host_code.watch_host_code` records your copies, allocations,
   synchronisations and clock reads (however the clock was imported; CUDA events' records and
   waits too), in order. So it sees the hidden-copy trap, copies inside the timed loop, a clock
-  stopped before the GPU finished, a CPU-time clock, and, from the clock reads' own values, a
-  time that is the total or divided by the warm-ups too (:data:`TIMING_MISTAKES`).
+  stopped before the GPU finished, a CPU-time clock, no clock read at all, and, from the clock
+  reads' own values, a time that is the total or divided by the warm-ups too
+  (:data:`TIMING_MISTAKES`).
 
 How the copy's stride and coalescing are checked
 - Your kernel is traced on a small launch (:func:`gpulab.exercises.running.trace_trial`): the
@@ -352,6 +353,14 @@ TIMING_MISTAKES = (
                            d[0] for k, d in e.watch.events if k == "cpu_clock"))),
             "use a wall clock, `time.perf_counter()` (or CUDA events).",
             recognised_from="host code"),
+    Mistake("no clock read (the time not measured)",
+            lambda e: not e.watch.count("clock") and not e.watch.count("cpu_clock"),
+            lambda e: (f"{e.call} read no clock and recorded no CUDA event: no "
+                       "`time.perf_counter` or other clock of `time` or `timeit`, no "
+                       "`record()`, so the time it returned was not measured"),
+            "read a wall clock (or record a CUDA event) before the timed launches, and again "
+            "after waiting for the GPU.",
+            recognised_from="host code"),
     Mistake("copies or allocations inside the timed loop", lambda e: e.moved,
             lambda e: (f"between your two clock reads your code made {_listed_moves(e)} as well "
                        f"as the {e.inside().count('launch')} launches: your time includes "
@@ -441,8 +450,9 @@ def check_time_saxpy(function, seed: int | None = None) -> str:
     threads](a, d_x, d_y, d_out)`` with enough blocks, time ``repeats`` launches (waiting for
     the GPU before the clock stops) and return ``out`` copied back as a NumPy array and the
     seconds per launch. A wall clock however imported (``time.perf_counter``, ``from time
-    import perf_counter``) or CUDA events (``cuda.event()``, ``record``, ``synchronize``,
-    ``elapsed_time``) both work.
+    import perf_counter``, ``timeit.default_timer``, ``time.clock_gettime`` of a wall clock) or
+    CUDA events (``cuda.event()`` or ``cuda.event(timing=True)``, ``record``, ``synchronize``,
+    ``elapsed_time`` or ``cuda.event_elapsed_time``) both work, in the simulator too.
 
     Called with a stand-in for gpulab's saxpy kernel that records every launch, n random and
     odd, ``repeats`` = 3. Diagnoses: :data:`TIMING_MISTAKES` in order. A missing warm-up launch

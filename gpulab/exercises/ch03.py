@@ -127,7 +127,9 @@ class MatmulTrial(Trial):
         """The naive check's trial: a block (x, y) that is not square (drawn when not given),
         M, N, K different from each other, M not a multiple of y and N not of x, spanning 2-3
         blocks (simulator) or more (GPU) in each direction, and so that swapping rows and
-        columns leaves part of C unwritten."""
+        columns leaves part of C unwritten. The grid is never square in blocks either (2 x 3 or
+        3 x 2 in the simulator), so a kernel that takes the row's block from blockIdx.x and the
+        column's from blockIdx.y leaves part of C unwritten too."""
         rng = np.random.default_rng(seed)
         tier = tier_key()
         if block is None:
@@ -141,7 +143,9 @@ class MatmulTrial(Trial):
             N = int(rng.integers(blocks_low * bx + 1, blocks_high * bx))
             K = int(rng.integers(*k_range))
             covered_if_swapped = (-(-N // bx) * bx >= M) and (-(-M // by) * by >= N)
-            if (M % by and N % bx and len({M, N, K}) == 3 and not covered_if_swapped):
+            square_grid = -(-N // bx) == -(-M // by)  # swapped blockIdx.x/.y would cover C
+            if (M % by and N % bx and len({M, N, K}) == 3 and not covered_if_swapped
+                    and not square_grid):
                 break
         else:  # pragma: no cover - the ranges above always have solutions
             raise RuntimeError(f"no test shape found for block {block}; please report this")
@@ -369,13 +373,34 @@ def _diagnose(A, B, C, trial: MatmulTrial, wrong_hint: str,
 # --- exercise 1: naive matmul ----------------------------------------------------------------
 
 
+def _axis_of(node, name):
+    return (node.attr if isinstance(node, ast.Attribute) and node.attr in "xyz"
+            and isinstance(node.value, ast.Attribute) and node.value.attr == name else None)
+
+
+def _block_indices_swapped(source: KernelSource, trial: MatmulTrial) -> str | None:
+    """In words, when one line multiplies blockIdx.x by blockDim.y and another blockIdx.y by
+    blockDim.x: the row's block taken from blockIdx.x and the column's from blockIdx.y."""
+    lines = {}
+    for node in source.walk():
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            for left, right in ((node.left, node.right), (node.right, node.left)):
+                axis, other = _axis_of(left, "blockIdx"), _axis_of(right, "blockDim")
+                if axis in ("x", "y") and other in ("x", "y") and axis != other:
+                    lines.setdefault(axis, source.line(node))
+    if set(lines) != {"x", "y"}:
+        return None
+    across, down = trial.blocks
+    return (f"`{lines['x']}` and `{lines['y']}` swap the block indices: blockIdx.x counts the "
+            f"blocks along x, across C's columns, and blockIdx.y the blocks along y, down its "
+            f"rows. This grid has {across} blocks across but {down} down, so the kernel's "
+            f"blocks of rows and of columns don't line up with C's")
+
+
 def _block_size_assumed(source: KernelSource, trial: MatmulTrial) -> str | None:
     """What the kernel assumes about the block's shape, in words, when a line multiplies
     ``blockIdx`` by a number or by ``blockDim`` of the other axis; None otherwise."""
-    def axis_of(node, name):
-        return (node.attr if isinstance(node, ast.Attribute) and node.attr in "xyz"
-                and isinstance(node.value, ast.Attribute) and node.value.attr == name else None)
-
+    axis_of = _axis_of
     bx, by = trial.block
     for node in source.walk():
         if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
@@ -406,10 +431,11 @@ NAIVE = CheckSpec(
     "matmul_naive", "matmul_naive(A, B, C)", NAIVE_STUB_HINT, MATMUL_MISTAKES, parameters=3,
     title="1. naive matmul", call="check_matmul_naive(my_matmul)",
     holds="C = A @ B within the float32 rounding bound, one thread per element of C, on two "
-          "launches whose blocks are not square (8 × 4 then 4 × 8 in the simulator), M ≠ N ≠ K "
-          "not multiples of the block's sides",
+          "launches whose blocks are not square (8 × 4 then 4 × 8 in the simulator), on grids "
+          "that are not square in blocks either, M ≠ N ≠ K not multiples of the block's sides",
     also="missing guards (the line of the IndexError); `blockIdx` times a number or times the "
-         "other axis's `blockDim` (a block shape assumed, named with the line)")
+         "other axis's `blockDim` (a block shape assumed, named with the line); blockIdx.x and "
+         "blockIdx.y swapped (both lines named)")
 
 
 @NAIVE.check
@@ -431,6 +457,13 @@ def check_matmul_naive(kernel, seed: int | None = None,
         A, B, C = _run(kernel, run)
         failure = _diagnose(A, B, C, run, INDEX_HINT, source)
         if failure is not None:
+            swapped = _block_indices_swapped(source, run)
+            if swapped:
+                raise CheckFailedError(
+                    f"{failure.message} {swapped}.",
+                    "a block's rows come from the block index along y and its columns from "
+                    "the one along x, each times the block's size along that same axis, plus "
+                    "the thread's index along it.")
             assumed = _block_size_assumed(source, run)
             if assumed:
                 raise CheckFailedError(

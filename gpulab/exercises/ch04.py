@@ -13,9 +13,9 @@ Each check runs your code on random data, compares with :mod:`gpulab.formats` /
   given IEEE's special codes, E4M3's NaN code decoded as 480, an answer that is not a number.
 - :func:`check_matvec_fp32` — a kernel ``(a, x, out)``, one thread per row, must compute
   ``out[row] = a[row, :] · x`` from fp16 inputs with an fp32 accumulator. Diagnoses: the
-  stub, a missing guard, rows never written, the sums kept in fp16 (including the simulator's
-  trap: a plain ``acc = 0.0`` takes float16's type there), products rounded to fp16 before
-  they are added.
+  stub, a missing guard, rows never written, a hard-coded block size (two launches, with
+  block sizes drawn), the sums kept in fp16 (including the simulator's trap: a plain
+  ``acc = 0.0`` takes float16's type there), products rounded to fp16 before they are added.
 - :func:`check_quantise_fp8` — a host function ``quantise(x) -> (q, scale)`` must store x in
   FP8 E4M3 with the per-tensor scale max|x| / 448, for tensors of very different magnitudes,
   one with outliers of both signs. Diagnoses: the wrong types (a list, a float32 or float64
@@ -38,8 +38,8 @@ from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
 from gpulab.exercises.running import call_learner, run_elementwise
 from gpulab.exercises.source_rules import KernelSource
-from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import Trial
+from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.trial import Trial, draw_size, tier_key
 
 # --- exercise 1: decode the bits ------------------------------------------------------------
 
@@ -299,6 +299,22 @@ FP16_PRODUCT_HINT = (
 # Rows are threads; k is each thread's chain of additions. Sizes per tier.
 MATVEC_ROWS = {"sim": (40, 100), "gpu": (2_000, 20_000)}
 MATVEC_K = {"sim": (900, 1_400), "gpu": (2_000, 4_000)}
+# The two block sizes of the check's launches, one pair drawn per seed: the second twice the
+# first, and more than two blocks of the larger, so a kernel that hard-codes any block size L
+# fails on every seed: with blocks smaller than L it leaves rows between blocks unwritten, and
+# with blocks at least twice L it never reaches the last rows.
+MATVEC_BLOCKS = {"sim": ((8, 16), (12, 24), (16, 32)),
+                 "gpu": ((64, 128), (96, 192), (128, 256))}
+
+
+@dataclass
+class _TwoBlockTrial(Trial):
+    """A trial whose :meth:`other_block` is the other size of its drawn pair."""
+
+    other: int = 0
+
+    def other_block(self) -> Trial:
+        return self.with_block(self.other)
 
 
 MATVEC = CheckSpec(
@@ -306,9 +322,10 @@ MATVEC = CheckSpec(
     title="2. accumulate in fp32", call="check_matvec_fp32(matvec_fp32)",
     holds="an fp16 matrix-vector product, one thread per row, within fp32's rounding bound "
           "(Higham's γ_(k+1)), on random rows not a multiple of the block and ~1,000 products "
-          "per row",
+          "per row, under two block sizes (one twice the other, drawn)",
     also="the sums kept in fp16 (including the simulator's `0.0` trap); products rounded to "
-         "fp16 first; guards; rows never written; `threadIdx` alone; a wrong sum")
+         "fp16 first; guards; rows never written; `threadIdx` alone; a hard-coded block size "
+         "(the line named); a wrong sum")
 
 
 def _matvec_emulations(a: np.ndarray, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -324,30 +341,55 @@ def _matvec_emulations(a: np.ndarray, x: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
+def _matvec_trial(seed: int, threads_per_block: int | None) -> Trial:
+    """Rows not a multiple of either block size, more than two blocks of the larger: under
+    ``threads_per_block`` alone when given, otherwise under a pair drawn from
+    :data:`MATVEC_BLOCKS`, in a drawn order."""
+    tier = device.tier()
+    rng = np.random.default_rng([seed, 4])
+    if threads_per_block:
+        sizes = (threads_per_block,)
+    else:
+        pairs = MATVEC_BLOCKS[tier_key()]
+        sizes = pairs[int(rng.integers(len(pairs)))]
+        sizes = sizes[::-1] if rng.integers(2) else sizes
+    while True:
+        rows = draw_size(rng, max(sizes), MATVEC_ROWS[tier])
+        if all(rows % size for size in sizes):
+            break
+    return _TwoBlockTrial("check_matvec_fp32", seed, (rows,), (sizes[0],),
+                          np.dtype(np.float32), rng, sizes[-1])
+
+
 @MATVEC.check
 def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | None = None) -> str:
     """Check ``kernel(a, x, out)``: a is fp16 (rows x k), x fp16 (k), out fp32 (rows); one
     thread per row must set ``out[row] = sum_k a[row, k] * x[k]`` with an fp32 accumulator.
-    Launched with ceil(rows / threads_per_block) blocks; rows and k are random, rows not a
-    multiple of the block size; values in [0.5, 1), so the sums reach several hundred, where
-    fp16 numbers are 0.25 to 0.5 apart."""
+    Launched with ceil(rows / threads_per_block) blocks, under two block sizes (a drawn pair of
+    :data:`MATVEC_BLOCKS`, one twice the other; ``threads_per_block`` for one launch with that
+    size), so that a kernel that hard-codes the block size fails; rows and k are random, rows
+    not a multiple of either block size; values in [0.5, 1), so the sums reach several hundred,
+    where fp16 numbers are 0.25 to 0.5 apart."""
     source = MATVEC.start(kernel)
-    tier = device.tier()
-    # the simulator keeps 32 threads per block (each thread adds ~1,000 products there)
-    block = threads_per_block or (None if tier == "gpu" else 32)
-    trial = Trial.draw("check_matvec_fp32", seed, np.float32, block=block,
-                       size_range=MATVEC_ROWS[tier])
+    trial = _matvec_trial(seed, threads_per_block)
     rows = trial.n
-    k = int(trial.rng.integers(*MATVEC_K[tier]))
+    k = int(trial.rng.integers(*MATVEC_K[device.tier()]))
     a = trial.rng.uniform(0.5, 1.0, (rows, k)).astype(np.float16)
     x = trial.rng.uniform(0.5, 1.0, k).astype(np.float16)
-    # fill=1: the rows of a past the end hold ones (on a GPU, an unguarded thread reads them)
-    got = run_elementwise(kernel, trial, a, x, fill=1, index_hint=GUARD_HINT + " Here the "
-                          "index is the row: compare it with out's length."
-                          ).astype(np.float64)
-    _diagnose_matvec(source, got, a, x, trial, k)
+
+    def run(each: Trial) -> Trial:
+        # fill=1: the rows of a past the end hold ones (on a GPU, an unguarded thread reads them)
+        got = run_elementwise(kernel, each, a, x, fill=1, index_hint=GUARD_HINT + " Here the "
+                              "index is the row: compare it with out's length."
+                              ).astype(np.float64)
+        _diagnose_matvec(source, got, a, x, each, k)
+        return each
+
+    runs = [under_two_blocks(run, trial, source, once=bool(threads_per_block))]
+    if not threads_per_block:
+        runs.append(trial.other_block())
     return (f"all {rows} rows right with an fp32 accumulator (k = {k} products per row, "
-            f"{trial.launched}, seed={seed}).")
+            + " and ".join(each.launched for each in runs) + f", seed={seed}).")
 
 
 def _diagnose_matvec(source: KernelSource, got: np.ndarray, a: np.ndarray, x: np.ndarray,
@@ -359,7 +401,7 @@ def _diagnose_matvec(source: KernelSource, got: np.ndarray, a: np.ndarray, x: np
                                "each thread writes its row's sum into out at its own row.")
     if unwritten.any():
         missing = np.flatnonzero(unwritten)
-        if missing[0] == tpb and np.all(missing == np.arange(tpb, rows)):
+        if missing.size == rows - tpb and missing[0] == tpb:
             raise CheckFailedError(f"only the first block's rows were written; rows {tpb} to "
                                    f"{rows - 1} were not ({trial}).", GLOBAL_INDEX_HINT)
         raise CheckFailedError(f"{missing.size} of {rows} rows were never written, the first "

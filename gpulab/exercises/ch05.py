@@ -298,33 +298,118 @@ class SoftmaxTrial(Trial):
                 f"{self.dtype.name}, {self.repeat}")
 
 
+# How many dimensions each of the kernel's parameters has, by position: logits, labels, probs,
+# losses.
+_PARAMETER_DIMS = (2, 1, 2, 1)
+
+
+def _dims(node: ast.AST, arrays: dict[str, int]) -> int:
+    """How many dimensions the expression ``node`` has, when it is one of the kernel's arrays, a
+    name bound to one, a subscript of one (``logits[r]``, ``row[:]``) or a local or shared
+    array; 0 otherwise (a number, a tuple, anything the rule cannot tell)."""
+    if isinstance(node, ast.Name):
+        return arrays.get(node.id, 0)
+    if isinstance(node, ast.Subscript):
+        dims = _dims(node.value, arrays)
+        if not dims:
+            return 0
+        index = node.slice
+        parts = index.elts if isinstance(index, ast.Tuple) else [index]
+        fixed = sum(not isinstance(part, ast.Slice) for part in parts)
+        return max(dims - fixed, 0)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "array"):
+        return 1  # cuda.local.array(...), cuda.shared.array(...)
+    return 0
+
+
+def _array_names(source: KernelSource) -> dict[str, int]:
+    """The kernel's names that hold an array (its parameters, and every name bound to one of
+    them or to a row or slice of one), with their number of dimensions."""
+    arrays = {name: dims for name, dims in zip(source.parameters, _PARAMETER_DIMS, strict=False)}
+    if not source.parameters:
+        arrays["logits"] = 2
+    changed = True
+    while changed:
+        changed = False
+        for node in source.walk():
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                dims = _dims(node.value, arrays)
+                for target in targets:
+                    if dims and isinstance(target, ast.Name) and target.id not in arrays:
+                        arrays[target.id] = dims
+                        changed = True
+    return arrays
+
+
 def _whole_row_reductions(source: KernelSource) -> list[str]:
-    """Lines that hand a whole row of logits (a slice, ``logits[r, :]``, or ``logits[r]``) to
-    Python's builtin ``max``, ``min`` or ``sum``."""
-    logits = source.parameters[0] if source.parameters else "logits"
+    """Lines that hand a whole row of logits (a slice, ``logits[r, :]``, or ``logits[r]``), a
+    name bound to one, or any other array to Python's builtin ``max``, ``min`` or ``sum`` with
+    that one argument (``max(m, x)`` over numbers and ``max((a, b))`` stay allowed)."""
+    arrays = _array_names(source)
     found = []
     for node in source.walk():
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id in ("max", "min", "sum") and len(node.args) == 1
-                and isinstance(node.args[0], ast.Subscript)
-                and isinstance(node.args[0].value, ast.Name)
-                and node.args[0].value.id == logits):
-            index = node.args[0].slice
-            parts = index.elts if isinstance(index, ast.Tuple) else [index]
-            if len(parts) < 2 or any(isinstance(part, ast.Slice) for part in parts):
-                found.append(source.line(node))
+                and _dims(node.args[0], arrays)):
+            found.append(source.line(node))
     return found
 
 
+def _constant_count(node: ast.AST) -> bool:
+    """True when ``node`` is a whole number above 1 (not a bool)."""
+    return (isinstance(node, ast.Constant) and isinstance(node.value, int)
+            and not isinstance(node.value, bool) and node.value > 1)
+
+
+def _constant_names(source: KernelSource) -> set[str]:
+    """The names that hold a whole number above 1 typed in: bound only to such constants in
+    the kernel (``C = 10``), or, never bound in the kernel, a module global of the kernel's
+    function holding one (``NUM_CLASSES = 10``)."""
+    bound: dict[str, list[ast.AST | None]] = {}
+    for node in source.walk():
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        value = node.value if isinstance(target, ast.Name) else None
+                        bound.setdefault(name.id, []).append(value)
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign) and isinstance(node.target,
+                                                                            ast.Name):
+            value = node.value if isinstance(node, ast.AnnAssign) else None
+            bound.setdefault(node.target.id, []).append(value)
+        elif isinstance(node, ast.For | ast.comprehension):
+            for name in ast.walk(node.target):
+                if isinstance(name, ast.Name):
+                    bound.setdefault(name.id, []).append(None)
+        elif isinstance(node, ast.NamedExpr):
+            bound.setdefault(node.target.id, []).append(None)
+    names = {name for name, values in bound.items()
+             if all(value is not None and _constant_count(value) for value in values)}
+    parameters = set(source.parameters)
+    module = getattr(source.function, "__globals__", {}) or {}
+    for node in source.walk():
+        if (isinstance(node, ast.Name) and node.id not in bound and node.id not in parameters
+                and _constant_count(ast.Constant(module.get(node.id)))):
+            names.add(node.id)
+    return names
+
+
 def _hard_coded_classes(source: KernelSource) -> str | None:
-    """The first ``range(...)`` whose end is a whole number above 1: a class count typed in."""
+    """The first ``range(...)`` whose end is a whole number above 1, or a name holding one (in
+    the kernel or a module global): a class count typed in."""
+    names = None
     for node in source.walk():
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id == "range" and node.args):
             end = node.args[0] if len(node.args) == 1 else node.args[1]
-            if (isinstance(end, ast.Constant) and isinstance(end.value, int)
-                    and not isinstance(end.value, bool) and end.value > 1):
+            if _constant_count(end):
                 return source.line(node)
+            if isinstance(end, ast.Name):
+                names = _constant_names(source) if names is None else names
+                if end.id in names:
+                    return source.line(node)
     return None
 
 

@@ -4,7 +4,8 @@ kernels train the network.
 - :func:`check_loss_gradient` takes your ``@cuda.jit`` kernel ``(probs, labels, scale,
   dlogits)``: the gradient of the mean softmax cross-entropy loss with respect to the logits,
   ``dlogits[r, c] = (probs[r, c] - (1 if c == labels[r] else 0)) * scale`` with scale = 1 /
-  batch; one thread per element, x along the classes, guarded.
+  batch (on the check's second batch a loss scale times 1 / batch, so that a kernel that
+  ignores ``scale`` shows); one thread per element, x along the classes, guarded.
 - :func:`check_adam` takes your ``@cuda.jit`` kernel ``(param, grad, m, v, lr, beta1, beta2,
   eps, correction1, correction2, weight_decay)``: one Adam step per element, as
   ``torch.optim.Adam`` and :func:`gpulab.reference.adam_update` (the host passes the bias
@@ -59,6 +60,26 @@ NORMALISATION_HINT = (
 )
 
 
+# The loss scales the check's second batch multiplies into scale (powers of 2, as the dynamic
+# loss scaler of chapter 10 keeps): scale = S / batch there, not 1 / batch, so a kernel that
+# ignores scale and divides by the batch itself fails.
+LOSS_SCALES = (8, 64, 256, 1024)
+SCALE_IGNORED_HINT = (
+    "use the `scale` argument as the host passes it: the trainer sets it to 1 / batch, and "
+    "with loss scaling (chapter 10) the loss is multiplied by a loss scale S first, so scale "
+    "is S / batch. A kernel that divides by the batch size it reads from the arrays gets only "
+    "the plain 1 / batch right: the factor must come from `scale` alone."
+)
+
+
+def _loss_scale(trial: Trial, case: int) -> int:
+    """The loss scale S of case ``case`` (scale = S / batch): 1 for the first batch, a power of
+    2 other than the batch size for the second."""
+    if case == 0:
+        return 1
+    return int(trial.rng.choice([s for s in LOSS_SCALES if s != trial.rows]))
+
+
 def _loss_trials(seed: int, dtype) -> list[Trial]:
     """Two random batches x classes (:meth:`~gpulab.exercises.trial.Trial.draw`: sides not
     multiples of the block, rows != cols, two block shapes, and a grid that a kernel with r
@@ -72,6 +93,13 @@ def _loss_trials(seed: int, dtype) -> list[Trial]:
 LOSS_GRADIENT_MISTAKES = (
     looks_like("probs - onehot, not divided by the batch: the gradient of the SUMMED loss",
                lambda e: e.inputs["p"] - e.inputs["onehot"], NORMALISATION_HINT),
+    looks_like("(probs - onehot) / batch: `scale` ignored, divided by the batch instead",
+               lambda e: (None if e.inputs["loss_scale"] == 1
+                          else (e.inputs["p"] - e.inputs["onehot"]) / e.inputs["p"].shape[0]),
+               SCALE_IGNORED_HINT,
+               said=lambda e: (f"(probs - onehot) / batch: your kernel ignored `scale`, which "
+                               f"is {e.inputs['loss_scale']} / batch on this batch (a loss "
+                               "scale times 1 / batch), and divided by the batch instead")),
     looks_like("(probs - onehot) / batch / batch: divided by the batch twice",
                lambda e: e.expected / e.inputs["p"].shape[0],
                "divide once: `scale` already is 1 / batch, so don't divide by probs.shape[0] as "
@@ -100,9 +128,10 @@ LOSS_GRADIENT = CheckSpec(
     "loss_gradient", "my_loss_gradient(probs, labels, scale, dlogits)", LOSS_GRADIENT_STUB_HINT,
     LOSS_GRADIENT_MISTAKES, parameters=4, title="2. the loss gradient kernel",
     call="check_loss_gradient(my_loss_gradient)",
-    holds="`(p − onehot) · scale` with scale = 1 / batch, as gpulab's "
-          "`softmax_cross_entropy_backward(probs, labels, scale, dlogits)`, on two random "
-          "batches (rows ≠ cols, neither a multiple of the block) and block shapes",
+    holds="`(p − onehot) · scale` with scale = 1 / batch, then a loss scale (8–1024) times "
+          "1 / batch, as gpulab's `softmax_cross_entropy_backward(probs, labels, scale, "
+          "dlogits)`, on two random batches (rows ≠ cols, neither a multiple of the block) and "
+          "block shapes",
     also="swapped rows and columns; a hard-coded block size; a missing guard; a write into "
          "probs; simulator-only code; gpulab's own kernel")
 
@@ -110,30 +139,33 @@ LOSS_GRADIENT = CheckSpec(
 @LOSS_GRADIENT.check
 def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32) -> str:
     """Check ``kernel(probs, labels, scale, dlogits)`` against
-    :func:`gpulab.reference.softmax_cross_entropy_backward` with scale = 1 / batch, on two
-    random batches of random probabilities (batch x classes, neither a multiple of the block,
-    batch != classes), launched with two block shapes.
+    :func:`gpulab.reference.softmax_cross_entropy_backward` on two random batches of random
+    probabilities (batch x classes, neither a multiple of the block, batch != classes),
+    launched with two block shapes: the first with scale = 1 / batch, the second with a loss
+    scale S times 1 / batch (S from :data:`LOSS_SCALES`, never the batch size).
 
     Diagnoses: the stub; writes past the edges; nothing or part written; rows and columns
     swapped; a hard-coded block size; probs or labels changed; no normalisation (the summed
-    loss's gradient); normalised twice; divided by the number of classes; the one-hot target
-    missing, added, or subtracted everywhere; the sign reversed; simulator-only code."""
+    loss's gradient); scale ignored and the batch divided by instead; normalised twice; divided
+    by the number of classes; the one-hot target missing, added, or subtracted everywhere; the
+    sign reversed; simulator-only code."""
     start_kernel(kernel, 4, LOSS_GRADIENT_STUB_HINT)
     trials = _loss_trials(seed, dtype)
-    for trial in trials:
-        _loss_gradient_trial(kernel, trial)
+    for case, trial in enumerate(trials):
+        _loss_gradient_trial(kernel, trial, _loss_scale(trial, case))
     return ("every element of dlogits is right: "
             + " and ".join(f"a batch of {t.rows} with {t.cols} classes on blocks of "
                            f"{t.block[0]} x {t.block[1]}" for t in trials)
+            + ", scale = 1 / batch, then a loss scale times 1 / batch"
             + f" (seed={seed}).")
 
 
-def _loss_gradient_trial(kernel, trial: Trial) -> None:
+def _loss_gradient_trial(kernel, trial: Trial, loss_scale: int = 1) -> None:
     batch, classes = trial.rows, trial.cols
     probs = reference.softmax(trial.normal(batch, classes, scale=2.0).astype(np.float64))
     probs = probs.astype(trial.dtype)
     labels = trial.rng.integers(0, classes, batch).astype(np.int64)
-    scale = trial.dtype.type(1 / batch)
+    scale = trial.dtype.type(loss_scale / batch)
     d_probs_all, d_probs = padded(probs, trial.padding, 0)
     d_labels_all, d_labels = padded(labels, trial.padding, 0)
     before = d_probs_all.copy_to_host(), d_labels_all.copy_to_host()
@@ -168,7 +200,8 @@ def _loss_gradient_trial(kernel, trial: Trial) -> None:
     expected = (p - onehot) * float(scale)
     try:
         diagnose_matrix(expected, got, trial, LOSS_GRADIENT_MISTAKES, rtol=1e-5, atol=1e-9,
-                        what="dlogits", inputs={"p": p, "onehot": onehot, "scale": float(scale)})
+                        what="dlogits", inputs={"p": p, "onehot": onehot, "scale": float(scale),
+                                                   "loss_scale": loss_scale})
     except CheckFailedError as failure:
         _blame_block(kernel, trial, failure)
         raise
@@ -488,6 +521,48 @@ def _unmixed_failure(batches: list[np.ndarray], batch_size: int,
                             MIX_HINT)
 
 
+# "Not a random draw": at least this share of the steps from one sample of the epoch's order to
+# the next go the same distance (mod n_samples). A rotation of the stored order, or a fixed
+# stride from a random start, steps the same everywhere; an interleave (every k-th sample from
+# offset 0, then from offset 1, ...), all but k - 1 times. A random permutation of 16 or more
+# samples (the check's fewest) repeats its most common step a handful of times: 12 of 15 steps
+# the same has odds far below 1 in 10^6.
+SAME_STEP_SHARE = 0.75
+
+
+def _same_step(order: np.ndarray, n: int) -> tuple[int, int, int] | None:
+    """(the step, how many of the order's steps go it, how many steps): when at least
+    :data:`SAME_STEP_SHARE` of the steps from one index of the epoch's order to the next are
+    the same (mod n), as in a rotation or a fixed stride; None for a random order."""
+    if order.size < 3:
+        return None
+    steps = np.diff(order) % n
+    values, counts = np.unique(steps, return_counts=True)
+    top = int(np.argmax(counts))
+    if counts[top] >= SAME_STEP_SHARE * steps.size:
+        return int(values[top]), int(counts[top]), int(steps.size)
+    return None
+
+
+def _same_step_failure(step: int, count: int, steps: int, n: int,
+                       where: str) -> CheckFailedError:
+    if step in (1, n - 1):
+        kind = "a rotation of the stored order (forwards or backwards) from a random start"
+    else:
+        kind = "a fixed stride through the stored order from a random start"
+    if count == steps:
+        every = "every step from one index of it to the next goes"
+    else:
+        every = f"{count} of the {steps} steps from one index of it to the next go"
+        kind = "nearly " + kind
+    return CheckFailedError(
+        f"the epoch's order is not a random draw: {every} the same distance, {step} (mod "
+        f"n_samples), so the order is {kind}, fixed but for where it starts {where}.",
+        "the generator must decide every position of the order, not only an offset or a "
+        "step: a shuffle of all the indices lets any sample follow any other. With only a "
+        "start drawn, every epoch repeats the same pattern of neighbours.")
+
+
 MINIBATCHES = CheckSpec(
     "minibatches", "minibatches(n_samples, batch_size, rng) -> list of index arrays",
     MINIBATCH_STUB_HINT, title="1. the mini-batches of an epoch",
@@ -495,9 +570,10 @@ MINIBATCHES = CheckSpec(
     holds="every sample exactly once per epoch, shuffled by the given generator across the "
           "whole epoch, the last (partial) batch kept",
     also="shuffling only inside each batch or only the order of the batches (every batch still "
-         "neighbouring samples); drawing with replacement; the partial batch dropped; no or "
-         "unseeded shuffling; a result of the wrong type (None, one flat array, floats, a "
-         "mask, indices out of range)")
+         "neighbouring samples); a rotation or a fixed stride of the stored order from a random "
+         "start (the same step between neighbours of the order); drawing with replacement; the "
+         "partial batch dropped; no or unseeded shuffling; a result of the wrong type (None, "
+         "one flat array, floats, a mask, indices out of range)")
 
 
 @MINIBATCHES.check
@@ -510,7 +586,9 @@ def check_minibatches(function, seed: int | None = None) -> str:
     Diagnoses: the stub; a result that is not a list of index arrays (None, one flat array,
     floats, a mask, indices out of range); the last, partial batch dropped; a sample missing
     or repeated; batches of the wrong size; no shuffling; shuffling only inside each batch or
-    only the order of the batches; shuffling that ignores ``rng``."""
+    only the order of the batches; a rotation or fixed stride of the stored order (the same
+    step, mod n, between neighbours of the order: :func:`_same_step`); shuffling that ignores
+    ``rng``."""
     rng = np.random.default_rng(seed)
     batch_size = int(rng.integers(5, 40))
     n = batch_size * int(rng.integers(3, 9)) + int(rng.integers(1, batch_size))
@@ -551,6 +629,9 @@ def check_minibatches(function, seed: int | None = None) -> str:
                                "class each.")
     if _unmixed(batches):
         raise _unmixed_failure(batches, batch_size, where)
+    same = _same_step(everything, n)
+    if same is not None:
+        raise _same_step_failure(*same, n, where)
     again = _as_batches(call_learner(function, n, batch_size, np.random.default_rng(seed)),
                         n, where)
     other = _as_batches(call_learner(function, n, batch_size,

@@ -624,6 +624,18 @@ def _first_block_only(e: Sums) -> bool:
     return e.missing_from(e.trial.threads_per_block) and e.trial.blocks > 1
 
 
+def _added_again(e: Sums) -> str:
+    """How many elements got the micro-batch's gradient more than once in the launch, and the
+    most times any one got it."""
+    times = np.round(e.times_added)
+    again, most = int((times >= 2).sum()), int(times.max())
+    if most == 2:
+        return (f"{again} element{'s' if again != 1 else ''} got this micro-batch's gradient "
+                "twice in one launch")
+    return (f"{again} element{'s' if again != 1 else ''} got this micro-batch's gradient 2 or "
+            f"more times in one launch (up to {most} times)")
+
+
 SUM_MISTAKES = (
     Mistake("grad_micro written (the arguments the wrong way round)",
             lambda e: e.micro_changed or e.micro_writes,
@@ -662,9 +674,7 @@ SUM_MISTAKES = (
                        f"(grad_sum[0..{e.trial.threads_per_block - 1}]) were updated"),
             GLOBAL_INDEX_HINT),
     Mistake("some elements added twice or more in one launch", lambda e: e.added_twice(),
-            lambda e: (f"{e.said}: {int((np.round(e.times_added) >= 2).sum())} elements got "
-                       f"this micro-batch's gradient {int(np.round(e.times_added).max())} "
-                       "times or more in one launch"), ONCE_HINT),
+            lambda e: f"{e.said}: {_added_again(e)}", ONCE_HINT),
     Mistake("the last, partial block skipped",
             lambda e: e.missing_from((e.trial.blocks - 1) * e.trial.threads_per_block),
             lambda e: f"{e.said}: the last, partial block updated nothing",

@@ -35,7 +35,13 @@ passes, the chapter runs the same function on real MPI ranks
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
+import inspect
 import math
+import sys
+import types
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -270,9 +276,23 @@ class RingRun:
         return next((r for r, sent in enumerate(self.partners)
                      if {(r + 1) % self.size, (r - 1) % self.size} <= sent), 0)
 
+    def runs_each_way(self) -> bool:
+        """Every rank sent N - 1 messages to one neighbour, then N - 1 to its other neighbour
+        (a ring's phase each way round): on 3 ranks those two are everyone, but the order of
+        the messages tells a bidirectional ring from an everyone-to-everyone exchange."""
+        for rank in range(self.size):
+            sent = [d for s, d in self.outcome.routes if s == rank]
+            half = self.size - 1
+            if (len(sent) != 2 * half or len(set(sent[:half])) != 1
+                    or len(set(sent[half:])) != 1 or sent[0] == sent[-1]
+                    or {sent[0], sent[-1]} != {(rank + 1) % self.size, (rank - 1) % self.size}):
+                return False
+        return True
+
     def everyone(self) -> bool:
         others = [set(range(self.size)) - {r} for r in range(self.size)]
-        return self.size >= 3 and all(o <= p for o, p in zip(others, self.partners, strict=True))
+        return (self.size >= 3 and all(o <= p for o, p in zip(others, self.partners, strict=True))
+                and not self.runs_each_way())
 
     def root(self) -> int | None:
         """With N >= 3: a rank that received from every other rank while some rank did not."""
@@ -459,7 +479,9 @@ RING = CheckSpec(
           "same way round, and each rank sends at most 2(N − 1)·⌈n/N⌉ values in 2(N − 1) "
           "messages",
     also="the stub; gpulab's own ring (`collectives.ring_allreduce_mean`) refused; a patched "
-         "check caught; a deadlock stopped at once and named, never a hang")
+         "check caught; a deadlock stopped at once and named, never a hang; mpi4py's "
+         "`MPI.Request.Waitall`/`Waitany`/`Testall` accepted on the simulated requests; a "
+         "bidirectional ring named as one even on 3 ranks")
 
 
 def _ring_trials(rng: np.random.Generator) -> list[tuple[int, int]]:
@@ -473,9 +495,164 @@ def _ring_trials(rng: np.random.Generator) -> list[tuple[int, int]]:
     return trials
 
 
+# --- mpi4py's own names on the simulated ranks ---------------------------------------------------
+
+
+def _requests_class(undefined: int) -> type:
+    """``MPI.Request`` as the learner's ring sees it during the check: mpi4py's class methods
+    (``Waitall``, ``Waitany``, ``Waitsome``, ``Testall``) on the simulated ranks' requests.
+    mpi4py's own refuse those requests (they are not MPI handles), and its class is immutable,
+    so the check lends the learner's code this one instead (:func:`_mpi4py_on_simulated_ranks`).
+    """
+
+    def active(requests) -> list:
+        # A completed request is inactive for MPI (mpi4py sets it to REQUEST_NULL in place).
+        return [(i, r) for i, r in enumerate(requests)
+                if r is not None and not getattr(r, "_done", False)]
+
+    class Request(simulated.Request):
+        @staticmethod
+        def Waitall(requests, statuses=None) -> bool:
+            for request in requests:
+                if request is not None:
+                    request.Wait()
+            return True
+
+        @staticmethod
+        def waitall(requests, statuses=None) -> list:
+            return [None if request is None else request.wait() for request in requests]
+
+        @staticmethod
+        def Testall(requests, statuses=None) -> bool:
+            return simulated.Request.Testall([r for r in requests if r is not None])
+
+        testall = Testall
+
+        @staticmethod
+        def Waitany(requests, status=None) -> int:
+            pending = active(requests)
+            if not pending:
+                return undefined
+            done = next((i for i, request in pending if request.Test()), None)
+            if done is None:
+                done, request = pending[0]
+                request.Wait()
+            return done
+
+        @staticmethod
+        def waitany(requests, status=None) -> tuple:
+            index = Request.Waitany(requests)
+            return index, (None if index == undefined else requests[index].wait())
+
+        @staticmethod
+        def Waitsome(requests, statuses=None) -> list | None:
+            pending = active(requests)
+            if not pending:
+                return None
+            done = [i for i, request in pending if request.Test()]
+            if not done:
+                pending[0][1].Wait()
+                done = [pending[0][0]]
+            return done
+
+    return Request
+
+
+class _SimulatedMPI(types.ModuleType):
+    """``mpi4py.MPI`` while the check runs the learner's ring: the real module, but with
+    :func:`_requests_class`'s ``Request`` and the simulated ranks' ``ANY_SOURCE``/``ANY_TAG``."""
+
+    def __init__(self, real: types.ModuleType):
+        super().__init__(real.__name__, real.__doc__)
+        self._real = real
+        self.Request = _requests_class(getattr(real, "UNDEFINED", -32766))
+        self.ANY_SOURCE = simulated.ANY_SOURCE
+        self.ANY_TAG = simulated.ANY_TAG
+
+    def __getattr__(self, name: str):
+        return getattr(self._real, name)
+
+
+def _code_objects(code: types.CodeType):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _learner_functions(function) -> list[types.FunctionType]:
+    """``function`` and the functions it reaches: helpers it names in its own module, and
+    functions held in its closure."""
+    found: list[types.FunctionType] = []
+    todo = [function]
+    while todo and len(found) < 200:
+        item = todo.pop()
+        while isinstance(item, functools.partial):
+            item = item.func
+        item = getattr(item, "__func__", item)
+        if not isinstance(item, types.FunctionType):
+            item = type(item).__call__ if callable(item) else None
+        if not isinstance(item, types.FunctionType):
+            continue
+        item = inspect.unwrap(item)
+        if not isinstance(item, types.FunctionType) or any(item is f for f in found):
+            continue
+        found.append(item)
+        names = {n for code in _code_objects(item.__code__) for n in code.co_names}
+        todo.extend(value for name in names
+                    if isinstance(value := item.__globals__.get(name), types.FunctionType)
+                    and value.__globals__ is item.__globals__)
+        todo.extend(cell.cell_contents for cell in item.__closure__ or ()
+                    if isinstance(getattr(cell, "cell_contents", None), types.FunctionType))
+    return found
+
+
+@contextlib.contextmanager
+def _mpi4py_on_simulated_ranks(function):
+    """While the learner's ring runs on the simulated ranks, ``mpi4py.MPI`` (imported in the
+    function, or a name in its module) is :class:`_SimulatedMPI`: a right ring that waits with
+    ``MPI.Request.Waitall(requests)``, as mpi4py's documentation writes it, runs here as it
+    does on real MPI ranks. Everything is put back afterwards. mpi4py is imported only when it
+    already was or when the learner's code imports it."""
+    functions = _learner_functions(function)
+    names = {n for f in functions for code in _code_objects(f.__code__) for n in code.co_names}
+    real = sys.modules.get("mpi4py.MPI")
+    if real is None and any(name.split(".")[0] == "mpi4py" for name in names):
+        try:
+            real = importlib.import_module("mpi4py.MPI")
+        except Exception:  # noqa: BLE001 - not installed or broken: the learner's import says so
+            real = None
+    package = sys.modules.get("mpi4py")
+    if real is None or package is None:
+        yield
+        return
+    shim = _SimulatedMPI(real)
+    lent = {real: shim, real.Request: shim.Request}
+    swapped = []  # (namespace, name, original)
+    namespaces = [sys.modules, vars(package)]
+    for f in functions:
+        if not any(f.__globals__ is n for n in namespaces):
+            namespaces.append(f.__globals__)
+    try:
+        for namespace in namespaces:
+            keys = ("mpi4py.MPI",) if namespace is sys.modules else (
+                ("MPI",) if namespace is vars(package) else sorted(names))
+            for key in keys:
+                original = namespace.get(key)
+                if any(original is thing for thing in lent):  # identity: globals hold arrays
+                    namespace[key] = lent[original]
+                    swapped.append((namespace, key, original))
+        yield
+    finally:
+        for namespace, key, original in reversed(swapped):
+            if namespace.get(key) is lent[original]:
+                namespace[key] = original
+
+
 def _run_ring(function, size: int, xs):
-    return simulated.run_ranks(size, lambda comm, x: function(comm, x),
-                               [(x,) for x in xs], allow_collectives=False, timeout_s=10.0)
+    with _mpi4py_on_simulated_ranks(function):
+        return simulated.run_ranks(size, lambda comm, x: function(comm, x),
+                                   [(x,) for x in xs], allow_collectives=False, timeout_s=10.0)
 
 
 def _stub(outcome) -> bool:
@@ -488,7 +665,8 @@ def check_ring_allreduce(function, seed: int | None = None) -> str:
     vectors of random lengths that are not multiples of N.
 
     Diagnoses: :data:`RING_MISTAKES` in order. A right ring written with ``Sendrecv``,
-    ``Send``/``Recv`` by parity or ``Isend``/``Irecv`` and ``Wait`` passes."""
+    ``Send``/``Recv`` by parity or ``Isend``/``Irecv`` and ``Wait`` (or mpi4py's
+    ``MPI.Request.Waitall``, see :func:`_mpi4py_on_simulated_ranks`) passes."""
     if function is None or function is Ellipsis or not callable(function):
         call_learner(function, stub_hint=RING_STUB_HINT)
     rng = np.random.default_rng(seed)

@@ -19,7 +19,8 @@ chapter's requests, and joules per thousand inferences.
   rule, or anything within 1 % of it), per thousand inferences, in joules. The traces are
   sampled unevenly (sparsely when idle, densely when busy, with a long gap across one of the
   steep edges), so holding each sample's power until the next one (a left or right Riemann
-  sum) or averaging the samples misses by more than the tolerance.
+  sum) or averaging the samples misses by more than the tolerance; the first and the last
+  stretch (idle) each hold 3-6 % of the energy, so a sum that skips one of them misses too.
 
 Values are random; a failure names the seed to repeat it.
 """
@@ -513,6 +514,12 @@ JOULES_STUB_HINT = ("integrate power over time: each stretch between two neighbo
 JOULES_TOLERANCE = 0.01  # relative, against the trapezoid rule
 # The power traces are drawn so that every mistake below misses by at least this much.
 JOULES_MARGIN = 0.04
+# A diagnosis that names another way of adding up the samples (a Riemann sum, an interval
+# skipped) claims it only when the answer is that sum, up to rounding: any other wrong estimate
+# (Simpson's rule, say) gets the general message.
+EXACT_TOLERANCE = 1e-6
+# The share of the trace's energy in its first stretch and in its last (both idle).
+END_SHARE = (0.03, 0.06)
 
 
 def power_trace(rng: np.random.Generator) -> tuple[list[float], list[float], float]:
@@ -521,7 +528,9 @@ def power_trace(rng: np.random.Generator) -> tuple[list[float], list[float], flo
     The sampling is uneven: sparse when idle (20-50 ms), dense when busy (4-12 ms), and one of
     the two steep edges falls in a long gap (0.15-0.35 s without a sample), the other in a
     short one; so holding each sample's power until the next (a left or right Riemann sum) or
-    averaging the samples misses the trapezoid rule by several per cent."""
+    averaging the samples misses the trapezoid rule by several per cent. The first and the
+    last stretch are longer idle gaps holding 3-6 % of the energy each (:data:`END_SHARE`), so
+    a sum that skips either of them misses by more than the tolerance too."""
     while True:
         times, watts, idle = _draw_power_trace(rng)
         t, w = np.asarray(times), np.asarray(watts)
@@ -543,14 +552,21 @@ def _draw_power_trace(rng: np.random.Generator) -> tuple[list[float], list[float
     rise_long = bool(rng.integers(2))
     gaps[idle_before] = long_gap if rise_long else short_gap  # gap before the first busy sample
     gaps[idle_before + busy_n] = short_gap if rise_long else long_gap  # before the first idle
-    times = np.cumsum(gaps)
-    times -= times[0]
     idle = float(rng.uniform(40, 100))
     busy = float(rng.uniform(250, 650))
     watts = np.full(n, idle)
     watts[idle_before:idle_before + busy_n] = busy
-    watts = watts + rng.normal(0, 3, n)
-    return [float(t) for t in np.round(times, 6)], [float(w) for w in np.round(watts, 3)], idle
+    watts = np.round(watts + rng.normal(0, 3, n), 3)
+    # gaps[k] is the stretch before sample k (gaps[0] does not count): size the first stretch
+    # and the last so that each holds its drawn share of the whole trace's energy.
+    first, last = rng.uniform(*END_SHARE, 2)
+    middle = float(np.sum(gaps[2:-1] * (watts[1:-2] + watts[2:-1]) / 2))
+    whole = middle / (1 - first - last)
+    gaps[1] = first * whole / ((watts[0] + watts[1]) / 2)
+    gaps[-1] = last * whole / ((watts[-2] + watts[-1]) / 2)
+    times = np.cumsum(gaps)
+    times -= times[0]
+    return [float(t) for t in np.round(times, 6)], [float(w) for w in watts], idle
 
 
 def trapezoid(times, watts) -> float:
@@ -586,6 +602,36 @@ class Joules:
 
     def near(self, value) -> bool:
         return math.isclose(float(self.got), float(value), rel_tol=JOULES_TOLERANCE)
+
+    def is_sum(self, joules: float) -> bool:
+        """The answer is ``joules`` per thousand up to rounding (not merely within 1 %)."""
+        return math.isclose(float(self.got), self.per_k(joules), rel_tol=EXACT_TOLERANCE)
+
+    @property
+    def stretches(self) -> np.ndarray:
+        """The energy of each stretch between neighbouring samples (the trapezoid rule)."""
+        return np.diff(self.times) * (self.watts[1:] + self.watts[:-1]) / 2
+
+    @property
+    def skipped_end(self) -> str | None:
+        """Which stretch at an end of the trace the answer leaves out ("first", "last",
+        "first and the last"), or None."""
+        first, last = self.stretches[0], self.stretches[-1]
+        for which, missing in (("first", first), ("last", last),
+                               ("first and the last", first + last)):
+            if self.is_sum(self.total - missing):
+                return which
+        return None
+
+    def skipped_message(self) -> str:
+        which = self.skipped_end
+        t = self.times
+        where = {"first": f"from {t[0]:.3g} s to {t[1]:.3g} s",
+                 "last": f"from {t[-2]:.3g} s to {t[-1]:.3g} s"}.get(which, "at both ends")
+        plural = "s" if which == "first and the last" else ""
+        share = 1 - float(self.got) / self.want
+        return (f"{self.summary}: an interval is missing: the sum skips the {which} "
+                f"interval{plural} between two samples ({where}), {share:.0%} of the energy")
 
     @property
     def summary(self) -> str:
@@ -640,16 +686,21 @@ JOULES_MISTAKES = (
             lambda e: f"{e.summary}: that adds up watts without time",
             "each power counts for the time between samples (W × s = J)."),
     Mistake("a left Riemann sum (each sample's power held until the next)",
-            lambda e: e.near(e.per_k(e.left)),
+            lambda e: e.is_sum(e.left),
             lambda e: (f"{e.summary}: that holds each sample's power until the next sample (a "
                        f"left Riemann sum), {e.off_by(e.left)} off here"), RIEMANN_HINT),
     Mistake("a right Riemann sum (each sample's power held since the last)",
-            lambda e: e.near(e.per_k(e.right)),
+            lambda e: e.is_sum(e.right),
             lambda e: (f"{e.summary}: that holds each sample's power back to the previous "
                        f"sample (a right Riemann sum), {e.off_by(e.right)} off here"),
             RIEMANN_HINT),
+    Mistake("the first or the last interval skipped (a loop that starts or stops one early)",
+            lambda e: e.skipped_end is not None, lambda e: e.skipped_message(),
+            "a loop over the stretches must visit every pair of neighbouring samples, from the "
+            "first sample to the last: check where the loop starts and where it stops (an "
+            "off-by-one?)."),
     Mistake("the mean of the samples × the duration",
-            lambda e: e.near(e.per_k(np.mean(e.watts) * e.duration)),
+            lambda e: e.is_sum(np.mean(e.watts) * e.duration),
             lambda e: (f"{e.summary}: that is the samples' mean power × the duration, but the "
                        "samples are uneven (dense when busy, sparse when idle), so the mean "
                        "over-counts the busy stretch"),
@@ -674,8 +725,12 @@ JOULES = CheckSpec(
     title="3. joules per thousand", call="check_joules_per_thousand(joules_per_thousand)",
     holds="within 1 % of the trapezoid rule over the whole trace (idle included) per thousand "
           "inferences, on traces sampled unevenly (sparse idle, dense busy, a long gap across "
-          "one steep edge) so that left/right Riemann sums and the samples' mean miss by > 4 %",
-    also="a function that raises (named with the call)")
+          "one steep edge) so that left/right Riemann sums and the samples' mean miss by > 4 %, "
+          "and the first and the last stretch each hold 3–6 % of the energy (so a loop that "
+          "skips one misses)",
+    also="a function that raises (named with the call); a Riemann sum or a skipped interval "
+         "named only when the answer is exactly that sum (Simpson's rule gets the general "
+         "message)")
 
 
 @JOULES.check

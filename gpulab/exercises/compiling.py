@@ -266,6 +266,8 @@ _COMPILER_HINTS = (
         f"NumPy's `{found.group(1)}` (`np.{found.group(1)}`, or `from numpy import "
         f"{found.group(1)}`) does not compile in a GPU kernel: use the math module's, "
         f"`math.{found.group(1)}(...)`.")),
+    (r"IMPORT_NAME|IMPORT_FROM", "an `import` inside a kernel does not compile for a GPU: "
+     "import at the top of the cell, outside the kernel, and use the name inside."),
     (r"yield|generator", "generator expressions such as `sum(x[j] for j in ...)` don't compile "
      "for a GPU: write the loop out with an accumulator."),
     (r"mod\(Literal\[str\]|Function\(<class 'str'>\)|format|unicode_type",

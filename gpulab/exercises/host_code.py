@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -113,6 +114,8 @@ class KernelSpy:
 
 # The clocks of the `time` module a host-code check records: wall clocks (seconds; the _ns ones
 # in nanoseconds), and CPU-time clocks, which do not tick while the CPU waits for the GPU.
+# `timeit.default_timer` is `time.perf_counter`; `time.clock_gettime(clock_id)` (and its _ns
+# twin) is a wall clock or a CPU-time one depending on the clock id (:data:`CPU_CLOCK_IDS`).
 WALL_CLOCKS = ("perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic",
                "monotonic_ns")
 
@@ -120,14 +123,34 @@ WALL_CLOCKS = ("perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic"
 CPU_CLOCKS = ("process_time", "process_time_ns", "thread_time", "thread_time_ns")
 
 
-def _recorded_clock(watch: HostCodeWatch, name: str, original, owner_thread: int):
-    kind = "cpu_clock" if name in CPU_CLOCKS else "clock"
+GETTIME_CLOCKS = ("clock_gettime", "clock_gettime_ns")
 
+
+CPU_CLOCK_IDS = ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID")
+
+
+_MISSING = object()  # an attribute the watch added, to be deleted again on exit
+
+
+def _clock_id_name(clock_id) -> str:
+    import time
+
+    return next((name for name in dir(time)
+                 if name.startswith("CLOCK_") and getattr(time, name) == clock_id),
+                str(clock_id))
+
+
+def _recorded_clock(watch: HostCodeWatch, name: str, original, owner_thread: int):
     def recorded(*args, **kwargs):
         value = original(*args, **kwargs)
         if not watch.launching and threading.get_ident() == owner_thread:
+            kind, read = "cpu_clock" if name in CPU_CLOCKS else "clock", name
+            if name in GETTIME_CLOCKS:
+                clock_id = _clock_id_name(args[0] if args else kwargs.get("clk_id"))
+                kind = "cpu_clock" if clock_id in CPU_CLOCK_IDS else "clock"
+                read = f"{name}({clock_id})"
             seconds = value / 1e9 if name.endswith("_ns") else value
-            watch.events.append((kind, (name, float(seconds))))
+            watch.events.append((kind, (read, float(seconds))))
         return value
 
     return recorded
@@ -172,17 +195,54 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
         patched.append((event_class, name, originals[name]))
         setattr(event_class, name, replacement)
 
+    # Numba's `cuda.event(timing=True)` and `cuda.event_elapsed_time(start, stop)`: the
+    # simulator's `Event()` takes no argument and it has no `event_elapsed_time`; the real one
+    # calls the driver directly, past the `elapsed_time` recorded above.
+    original_event = cuda.event
+    simulated = "simulator" in getattr(original_event, "__module__", "")
+
+    def event(*args, **kwargs):
+        return original_event() if simulated else original_event(*args, **kwargs)
+
+    def event_elapsed_time(start, stop):
+        return start.elapsed_time(stop)
+
+    for name, replacement in (("event", event), ("event_elapsed_time", event_elapsed_time)):
+        patched.append((cuda, name, getattr(cuda, name, _MISSING)))
+        setattr(cuda, name, replacement)
+
+
+def _patch_timeit(clocks: dict, patched: list) -> None:
+    """``timeit.default_timer`` (``time.perf_counter``) reads the recording clock, as a module
+    attribute and as the default timer of ``timeit.timeit``, ``timeit.repeat`` and
+    ``timeit.Timer`` (bound when :mod:`timeit` was first imported)."""
+    import time
+    import timeit
+
+    recording = {id(original): getattr(time, name) for name, original in clocks.items()}
+    if id(timeit.default_timer) in recording:
+        patched.append((timeit, "default_timer", timeit.default_timer))
+        timeit.default_timer = recording[id(timeit.default_timer)]
+    for function in (timeit.Timer.__init__, timeit.timeit, timeit.repeat):
+        defaults = function.__defaults__ or ()
+        if any(id(value) in recording for value in defaults):
+            patched.append((function, "__defaults__", defaults))
+            function.__defaults__ = tuple(recording.get(id(value), value) for value in defaults)
+
 
 @contextmanager
 def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
     """Within this block, record what the learner's host code does: ``cuda.to_device``,
     ``cuda.device_array`` / ``cuda.device_array_like``, ``cuda.synchronize``, device arrays'
-    ``copy_to_host``, clock reads (:data:`WALL_CLOCKS`, :data:`CPU_CLOCKS`, however imported:
-    ``from time import perf_counter`` is rebound in ``function``'s globals too), CUDA events'
-    records and waits, and every launch of one of ``kernels`` made through a global name of
-    ``function`` (bound to a :class:`KernelSpy` meanwhile). Only calls from the thread that
-    entered the block count, and none made by Numba during a launch. Everything is restored on
-    exit. Numba's own functions still do the work, so it behaves the same in both tiers."""
+    ``copy_to_host``, clock reads (:data:`WALL_CLOCKS`, :data:`CPU_CLOCKS`,
+    :data:`GETTIME_CLOCKS`, ``timeit.default_timer`` and ``timeit.timeit``'s timer, however
+    imported: ``from time import perf_counter`` is rebound in ``function``'s globals too, as are
+    names imported from ``numba.cuda``), CUDA events' records and waits (``cuda.event(timing=
+    True)`` and ``cuda.event_elapsed_time`` work in the simulator too), and every launch of one
+    of ``kernels`` made through a global name of ``function`` (bound to a :class:`KernelSpy`
+    meanwhile). Only calls from the thread that entered the block count, and none made by Numba
+    during a launch. Everything is restored on exit. Numba's own functions still do the work, so
+    it behaves the same in both tiers."""
     import time
 
     from numba import cuda
@@ -214,16 +274,20 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
         patch(cuda, "synchronize", "synchronize", with_shape=False)
         patch(array_class, "copy_to_host", "copy_to_host")  # args[0] is the device array
         _patch_events(watch, owner_thread, patched)
-        clocks = {name: getattr(time, name) for name in WALL_CLOCKS + CPU_CLOCKS
-                  if hasattr(time, name)}
+        clocks = {name: getattr(time, name)
+                  for name in WALL_CLOCKS + CPU_CLOCKS + GETTIME_CLOCKS if hasattr(time, name)}
         for name, original in clocks.items():
             setattr(time, name, _recorded_clock(watch, name, original, owner_thread))
             patched.append((time, name, original))
-        for name, value in list(namespace.items()):  # `from time import perf_counter as pc`
-            for clock, original in clocks.items():
-                if value is original:
-                    rebound.append((name, value))
-                    namespace[name] = getattr(time, clock)
+        _patch_timeit(clocks, patched)
+        # Names imported from `time`, `timeit` or `numba.cuda` are rebound to the recording
+        # ones: `from time import perf_counter as pc`, `from numba.cuda import synchronize`.
+        replaced = {id(original): getattr(owner, name) for owner, name, original in patched
+                    if isinstance(owner, types.ModuleType) and original is not _MISSING}
+        for name, value in list(namespace.items()):
+            if id(value) in replaced:
+                rebound.append((name, value))
+                namespace[name] = replaced[id(value)]
         targets = [launchable(kernel) for kernel in kernels]
         for name, value in list(namespace.items()):
             if any(value is kernel or value is target
@@ -235,9 +299,13 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
         for name, value in rebound:
             namespace[name] = value
         for owner, name, original in reversed(patched):
-            setattr(owner, name, original)
+            if original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
 
 
 __all__ = [
-    "CPU_CLOCKS", "WALL_CLOCKS", "HostCodeWatch", "HostLaunch", "KernelSpy", "watch_host_code"
+    "CPU_CLOCKS", "CPU_CLOCK_IDS", "GETTIME_CLOCKS", "WALL_CLOCKS", "HostCodeWatch", "HostLaunch",
+    "KernelSpy", "watch_host_code"
 ]

@@ -2,10 +2,13 @@
 
 Two ways to pass a check without doing the exercise: hand it gpulab's own kernel or reference
 (or a function that only calls them), or replace a part of the check (``gpulab.reference.dot =
-...``, ``np.allclose = lambda *a, **k: True``) so that it compares with what you want.
-:func:`gpulab_things_used` finds the first, from the globals a function or kernel uses (and
-those of the functions it calls); :func:`replaced_parts` finds the second, by comparing the
-public functions of the modules a check relies on with what they were when first remembered.
+...``, ``np.allclose = lambda *a, **k: True``, ``CheckSpec.reject = ...``) so that it compares
+with what you want. :func:`gpulab_things_used` finds the first, from the globals a function or
+kernel uses, the gpulab modules it imports in its body (``from gpulab import reference`` inside
+the function, ``sys.modules["gpulab...."]``), and those of the functions it calls;
+:func:`replaced_parts` finds the second, by comparing the public functions of the modules a
+check relies on (every ``gpulab.exercises`` module, the chapters' included) and the methods of
+the classes they define with what they were when first remembered.
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ import types
 
 from gpulab.instruments import launchable, python_function
 
-# The modules whose functions a check relies on to judge (numpy: only the names below).
-GUARDED_MODULES = (
-    "gpulab.reference", "gpulab.instruments", "gpulab.exercises.results",
-    "gpulab.exercises.source_rules", "gpulab.exercises.running", "gpulab.exercises.outputs",
-    "gpulab.exercises.host_code", "gpulab.exercises.compiling", "gpulab.exercises.mistakes",
-    "gpulab.exercises.trial", "gpulab.exercises.spec", "gpulab.exercises.learner_code",
-)
+# The modules whose functions (and classes' methods) a check relies on to judge: these, and
+# every module of the package below (the chapters' checks included) once imported; numpy: only
+# the names below.
+GUARDED_MODULES = ("gpulab.reference", "gpulab.instruments", "gpulab.nn.cost",
+                   "gpulab.parallel.links", "gpulab.parallel.collectives",
+                   "gpulab.serving.energy", "gpulab.serving.loadtest")
+GUARDED_PACKAGE = "gpulab.exercises."
 GUARDED_NUMPY = ("allclose", "isclose", "array_equal", "isnan", "isfinite", "abs", "flatnonzero")
 
 
@@ -41,6 +44,36 @@ def _is_gpulab(thing) -> bool:
     function = _function_of(thing) if callable(thing) else None
     module = getattr(function or thing, "__module__", None) if callable(thing) else None
     return isinstance(module, str) and module.startswith("gpulab.")
+
+
+def _is_gpulab_name(name: object) -> bool:
+    return isinstance(name, str) and (name == "gpulab" or name.startswith("gpulab."))
+
+
+def _gpulab_imported(function: types.FunctionType) -> list[str]:
+    """The gpulab modules (and names from them) ``function`` imports in its own body, or reaches
+    by name (``sys.modules["gpulab.kernels.launch"]``, ``importlib.import_module(...)``); not
+    the checks' own modules (``gpulab.exercises``): what a function does with those is
+    :func:`replaced_parts`' to tell."""
+    found = []
+
+    def collect(code: types.CodeType) -> None:
+        previous = None
+        for instruction in dis.get_instructions(code):
+            if instruction.opname == "IMPORT_NAME" and _is_gpulab_name(instruction.argval):
+                fromlist = previous.argval if previous is not None else None
+                names = fromlist if isinstance(fromlist, tuple) else ()
+                found.extend([f"{instruction.argval}.{name}" for name in names]
+                             or [instruction.argval])
+            elif instruction.opname == "LOAD_CONST" and _is_gpulab_name(instruction.argval):
+                found.append(instruction.argval)
+            previous = instruction
+        for constant in code.co_consts:
+            if isinstance(constant, types.CodeType):
+                collect(constant)
+
+    collect(function.__code__)
+    return [name for name in found if not name.startswith(GUARDED_PACKAGE)]
 
 
 def _globals_used(function: types.FunctionType) -> dict[str, object]:
@@ -87,6 +120,9 @@ def gpulab_things_used(thing, allowed: tuple[str, ...] = ()) -> list[str]:
         if function is None or id(function) in seen:
             return
         seen.add(id(function))
+        for module in _gpulab_imported(function):
+            if not any(module == a or module.startswith(a + ".") for a in allowed):
+                found.append(f"{module} (imported in `{function.__name__}`)")
         for global_name, value in _globals_used(function).items():
             visit(value, global_name)
 
@@ -95,13 +131,23 @@ def gpulab_things_used(thing, allowed: tuple[str, ...] = ()) -> list[str]:
 
 
 def _guarded_functions() -> dict[str, object]:
+    """``{"gpulab.reference.dot": function, "gpulab.exercises.spec.CheckSpec.reject": ...}``:
+    the public callables of the guarded modules, and the plain functions (methods) of the
+    classes each defines."""
     parts = {}
-    for module_name in GUARDED_MODULES:
+    names = [*GUARDED_MODULES, *(name for name in list(sys.modules)
+                                 if name.startswith(GUARDED_PACKAGE))]
+    for module_name in names:
         module = sys.modules.get(module_name)
         for name, value in vars(module).items() if module is not None else ():
-            if (callable(value) and not name.startswith("_")
-                    and not isinstance(value, types.ModuleType)):
-                parts[f"{module_name}.{name}"] = value
+            if (not callable(value) or name.startswith("_")
+                    or isinstance(value, types.ModuleType)):
+                continue
+            parts[f"{module_name}.{name}"] = value
+            if isinstance(value, type) and value.__module__ == module_name:
+                for attribute, method in vars(value).items():
+                    if isinstance(method, types.FunctionType) and not attribute.startswith("__"):
+                        parts[f"{module_name}.{name}.{attribute}"] = method
     numpy = sys.modules.get("numpy")
     for name in GUARDED_NUMPY:
         parts[f"numpy.{name}"] = getattr(numpy, name, None)
@@ -125,5 +171,5 @@ def replaced_parts() -> list[str]:
     return [name for name, original in _ORIGINALS.items() if now.get(name) is not original]
 
 
-__all__ = ["GUARDED_MODULES", "GUARDED_NUMPY", "gpulab_things_used", "remember_originals",
-           "replaced_parts"]
+__all__ = ["GUARDED_MODULES", "GUARDED_NUMPY", "GUARDED_PACKAGE", "gpulab_things_used",
+           "remember_originals", "replaced_parts"]

@@ -486,3 +486,115 @@ def test_every_host_mistake_is_described_for_the_instructors():
         assert table.count("\n| ") == len(spec.mistakes) + 1  # the header and one row each
     assert "| a shift (`>>`) that assumes the block size is a power of two | outputs |" in (
         BLOCKS_FOR.mistake_table())
+
+
+# --- the answer must come from the GPU; hints that describe, never give, the answer ------------
+
+
+def on_gpu_token_launch(x):  # one block for show, the answer worked out on the host
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[1, 32](d_x, d_out)
+    cuda.synchronize()
+    return x + np.float32(1)
+
+
+def on_gpu_fresh_copy_of_the_copy_back(x):  # a right answer: the same values, a new array
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[(x.shape[0] + 127) // 128, 128](d_x, d_out)
+    cuda.synchronize()
+    return np.array(d_out.copy_to_host())
+
+
+def on_gpu_never_copies_back(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[(x.shape[0] + 127) // 128, 128](d_x, d_out)
+    cuda.synchronize()
+    return x + 1
+
+
+def on_gpu_copies_back_the_input(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[(x.shape[0] + 127) // 128, 128](d_x, d_out)
+    cuda.synchronize()
+    return d_x.copy_to_host() + np.float32(1)
+
+
+@pytest.mark.parametrize(("run", "words"), [
+    (on_gpu_token_launch, ["1 block(s) of 32 threads = 32 threads", "covered only 32",
+                           "did not come from the gpu", "rounded up"]),
+    (on_gpu_never_copies_back, ["never copied anything back", "did not come from the gpu"]),
+    (on_gpu_copies_back_the_input, ["returned another array", "the output `add_one` wrote"]),
+])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_an_answer_that_did_not_come_from_the_gpu_fails(run, words, seed):
+    result = check_first_launch(add_one, run, seed=seed, show=False)
+    text = str(result).lower()
+    assert result.status == "failed", text
+    for word in words:
+        assert word.lower() in text, f"{word!r} missing from:\n{text}"
+
+
+def on_gpu_after_a_warm_up(x):  # a small launch first (it compiles), then the real one
+    d_warm_x = cuda.to_device(x[:32])
+    d_warm_out = cuda.device_array_like(d_warm_x)
+    add_one[1, 32](d_warm_x, d_warm_out)
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    threads = 128
+    add_one[-(-x.shape[0] // threads), threads](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_copy_back_cast(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[(x.shape[0] + 255) // 256, 256](d_x, d_out)
+    cuda.synchronize()
+    return np.asarray(d_out.copy_to_host().astype(np.float32))
+
+
+def on_gpu_copy_back_then_view(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[math.ceil(x.shape[0] / 64), 64](d_x, d_out)
+    result = d_out.copy_to_host()
+    return result[:]
+
+
+@pytest.mark.parametrize("run", [on_gpu_after_a_warm_up, on_gpu_copy_back_cast,
+                                 on_gpu_copy_back_then_view, on_gpu_fresh_copy_of_the_copy_back])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_more_first_launches_written_differently_pass(run, seed):
+    result = check_first_launch(add_one, run, seed=seed, show=False)
+    assert result.passed, str(result)
+
+
+def test_the_pass_message_counts_in_the_plural():
+    result = check_first_launch(add_one, on_gpu_after_a_warm_up, seed=2, show=False)
+    assert result.passed, str(result)
+    assert ("2 copies to the device, 2 allocations on the device, 2 launches, 1 synchronize, "
+            "1 copy back") in result.message
+
+
+@pytest.mark.parametrize("function", [blocks_round_down, blocks_plus_one, blocks_shift_log2,
+                                      blocks_shift_bit_length, blocks_int_plus_one, blocks_floor,
+                                      blocks_swapped, blocks_float, blocks_true_division])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_blocks_for_hints_never_give_the_answer(function, seed):
+    result = check_blocks_for(function, seed=seed, show=False)
+    assert result.status == "failed", str(result)
+    for answer in ("- 1", "-1)", "+ 1", "+1", "-(-", "ceil", ">>", "threads_per_block -"):
+        assert answer not in result.hint, f"{answer!r} in the hint: {result.hint}"
+
+
+def test_no_blocks_for_hint_gives_the_answer():
+    from gpulab.exercises.ch00 import BLOCKS_MISTAKES
+
+    for mistake in BLOCKS_MISTAKES:
+        hint = mistake.hint if isinstance(mistake.hint, str) else ""
+        assert "threads_per_block - 1" not in hint and "- 1)" not in hint, hint

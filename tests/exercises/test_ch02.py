@@ -672,3 +672,149 @@ def copy_index_by_hand(x, out):  # right, start and step written out
 def test_copy_right_answers_written_differently_pass(kernel):
     result = check_copy_grid_stride(kernel, seed=3, show=False)
     assert result.passed, str(result)
+
+
+# --- the timing's clocks however reached, and CUDA events however written ----------------------
+
+def _prepared(kernel, x, y, threads=256):
+    """The copies, the allocation and a warm-up launch, waited for: (d_x, d_y, d_out, blocks)."""
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], threads)
+    kernel[blocks, threads](x.dtype.type(1), d_x, d_y, d_out)
+    cuda.synchronize()
+    return d_x, d_y, d_out, blocks
+
+
+def time_fake_seconds(kernel, a, x, y, repeats=5):  # no clock read: the time is made up
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host(), 1e-5
+
+
+def time_timeit_copies_in_loop(kernel, a, x, y, repeats=5):  # `timeit.default_timer`, module
+    import timeit
+
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    start = timeit.default_timer()
+    for _ in range(repeats):
+        d_x = cuda.to_device(x)
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    seconds = (timeit.default_timer() - start) / repeats
+    cuda.synchronize()
+    return d_out.copy_to_host(), seconds
+
+
+def time_timeit_no_synchronize(kernel, a, x, y, repeats=5):
+    import timeit
+
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    start = timeit.default_timer()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    seconds = (timeit.default_timer() - start) / repeats
+    cuda.synchronize()
+    return d_out.copy_to_host(), seconds
+
+
+def time_clock_gettime_cpu(kernel, a, x, y, repeats=5):  # a CPU-time clock by its id
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    start = time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID) - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def time_event_elapsed_divides_by_warm_ups_too(kernel, a, x, y, repeats=5):
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    start, stop = cuda.event(), cuda.event()
+    start.record()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    stop.record()
+    stop.synchronize()
+    return d_out.copy_to_host(), cuda.event_elapsed_time(start, stop) / 1e3 / (repeats + 1)
+
+
+@pytest.mark.skipif(not hasattr(time, "CLOCK_PROCESS_CPUTIME_ID"), reason="no clock_gettime")
+@pytest.mark.parametrize("function, words, hint", [
+    (time_fake_seconds, ["read no clock", "no CUDA event", "not measured"], "wall clock"),
+    (time_timeit_copies_in_loop, ["3 copies to the device", "host link"],
+     "before the first clock read"),
+    (time_timeit_no_synchronize, ["without waiting for the GPU"], "cuda.synchronize()"),
+    (time_clock_gettime_cpu, ["`clock_gettime(CLOCK_PROCESS_CPUTIME_ID)`", "stands still"],
+     "wall clock"),
+    (time_event_elapsed_divides_by_warm_ups_too, ["span 3 launches", "divided by 4"],
+     "`repeats`"),
+])
+def test_timing_mistakes_are_named_however_the_clock_is_reached(function, words, hint):
+    result = check_time_saxpy(function, seed=4, show=False)
+    assert result.status == "failed", str(result)
+    for word in words:
+        assert word in result.message, f"{word!r} missing from {result.message}"
+    assert hint in result.hint, result.hint
+
+
+def time_events_with_timing(kernel, a, x, y, repeats=5):  # right: `cuda.event(timing=True)`
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    start = cuda.event(timing=True)
+    stop = cuda.event(timing=True)
+    start.record()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    stop.record()
+    stop.synchronize()
+    return d_out.copy_to_host(), start.elapsed_time(stop) * 1e-3 / repeats
+
+
+def time_event_elapsed_time(kernel, a, x, y, repeats=5):  # right: `cuda.event_elapsed_time`
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    start, stop = cuda.event(), cuda.event()
+    start.record()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    stop.record()
+    stop.synchronize()
+    return d_out.copy_to_host(), cuda.event_elapsed_time(start, stop) / 1e3 / repeats
+
+
+def time_clock_gettime_monotonic(kernel, a, x, y, repeats=5):  # right: a wall clock by its id
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    start = time.clock_gettime(time.CLOCK_MONOTONIC)
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.clock_gettime(time.CLOCK_MONOTONIC) - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def time_timeit_timeit(kernel, a, x, y, repeats=5):  # right: `timeit.timeit`, waiting each time
+    import timeit
+
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    total = timeit.timeit(lambda: (kernel[blocks, 256](a, d_x, d_y, d_out), cuda.synchronize()),
+                          number=repeats)
+    return d_out.copy_to_host(), total / repeats
+
+
+@pytest.mark.skipif(not hasattr(time, "CLOCK_MONOTONIC"), reason="no clock_gettime")
+@pytest.mark.parametrize("function, clock", [(time_events_with_timing, "CUDA events"),
+                                             (time_event_elapsed_time, "CUDA events"),
+                                             (time_clock_gettime_monotonic, "the clock"),
+                                             (time_timeit_timeit, "the clock")])
+def test_timing_clocks_and_events_written_differently_pass(function, clock):
+    import timeit
+
+    result = check_time_saxpy(function, seed=2, show=False)
+    assert result.passed, str(result)
+    assert f"timed with {clock}" in result.message and "Note:" not in result.message
+    # everything the check patched is restored
+    assert timeit.default_timer is time.perf_counter
+    assert timeit.Timer.__init__.__defaults__[2] is time.perf_counter
+    assert "built-in" in repr(time.time) and "built-in" in repr(time.clock_gettime)
+    if SIM:
+        assert not hasattr(cuda, "event_elapsed_time")

@@ -897,3 +897,75 @@ def test_swapped_block_indices_fail():  # on every seed: the grid is never squar
         result = check_matmul_tiled(tiled_block_indices_swapped, tile=TILE, seed=seed, show=False)
         assert result.status == "failed", (seed, str(result))
         assert "never written" in result.message or "swapped" in result.message, str(result)
+
+
+# --- the naive check's grid is never square in blocks: swapped block indices fail -------------
+
+
+@cuda.jit
+def naive_block_indices_swapped(A, B, C):  # thread indices right, block indices swapped
+    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    col = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = C.dtype.type(0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_block_indices_swapped_by_name(A, B, C):  # the same, through local names
+    block_row, block_col = cuda.blockIdx.x, cuda.blockIdx.y
+    rows_per_block, cols_per_block = cuda.blockDim.y, cuda.blockDim.x
+    row = block_row * rows_per_block + cuda.threadIdx.y
+    col = block_col * cols_per_block + cuda.threadIdx.x
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = C.dtype.type(0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_index_by_local_names(A, B, C):  # right, each index through a local name
+    block_row, block_col = cuda.blockIdx.y, cuda.blockIdx.x
+    rows_per_block, cols_per_block = cuda.blockDim.y, cuda.blockDim.x
+    row = block_row * rows_per_block + cuda.threadIdx.y
+    col = block_col * cols_per_block + cuda.threadIdx.x
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = np.float32(0.0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+def test_naive_grids_are_never_square_in_blocks():
+    for seed in range(60):
+        trial = MatmulTrial.draw("t", seed)
+        for each in (trial, MatmulTrial.draw("t", seed, trial.block[::-1])):
+            bx, by = each.block
+            assert bx != by and each.blocks[0] != each.blocks[1], (seed, each)
+            assert each.M % by and each.N % bx
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6, 7, 8])
+def test_swapped_block_indices_fail_on_every_seed(seed):
+    result = check_matmul_naive(naive_block_indices_swapped, seed=seed, show=False)
+    assert result.status == "failed", str(result)
+    for word in ("never written", "swap the block indices", "blockIdx.x counts the blocks "
+                 "along x", "blocks across but"):
+        assert word in result.message, f"{word!r} missing from {result}"
+    assert "along y" in result.hint and "same axis" in result.hint
+
+
+@pytest.mark.parametrize("seed", [1, 4, 7])
+def test_swapped_block_indices_through_names_fail_too(seed):
+    result = check_matmul_naive(naive_block_indices_swapped_by_name, seed=seed, show=False)
+    assert result.status == "failed", str(result)
+    assert "never written" in result.message, str(result)
+
+
+@pytest.mark.parametrize("seed", [1, 4, 7])
+def test_naive_index_through_local_names_passes(seed):
+    result = check_matmul_naive(naive_index_by_local_names, seed=seed, show=False)
+    assert result.passed, str(result)

@@ -576,3 +576,93 @@ def test_the_outlier_trial_really_has_outliers_of_both_signs(seed):
 def test_a_check_prints_its_result(capsys):
     ch04.check_decode(decode_stub, seed=1)
     assert "NOT ATTEMPTED" in capsys.readouterr().out
+
+
+# --- matvec under two drawn block sizes: a hard-coded one fails on every seed ----------------
+
+
+@cuda.jit
+def matvec_block_of_32(a, x, out):
+    row = cuda.blockIdx.x * 32 + cuda.threadIdx.x
+    if row < out.shape[0]:
+        acc = np.float32(0)
+        for k in range(x.shape[0]):
+            acc += np.float32(a[row, k]) * np.float32(x[k])
+        out[row] = acc
+
+
+@cuda.jit
+def matvec_block_of_16(a, x, out):
+    row = cuda.threadIdx.x + 16 * cuda.blockIdx.x
+    if row < out.shape[0]:
+        acc = np.float32(0)
+        for k in range(x.shape[0]):
+            acc += np.float32(a[row, k]) * np.float32(x[k])
+        out[row] = acc
+
+
+@cuda.jit
+def matvec_block_of_8(a, x, out):
+    row = cuda.blockIdx.x * 8 + cuda.threadIdx.x
+    if row < out.shape[0]:
+        acc = np.float32(0)
+        for k in range(x.shape[0]):
+            acc += np.float32(a[row, k]) * np.float32(x[k])
+        out[row] = acc
+
+
+@cuda.jit
+def matvec_index_spelled_out(a, x, out):  # right: the index written out, a while loop
+    row = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if row >= out.shape[0]:
+        return
+    acc = np.float32(0.0)
+    k = 0
+    while k < x.shape[0]:
+        acc += np.float32(a[row, k]) * np.float32(x[k])
+        k += 1
+    out[row] = acc
+
+
+@pytest.mark.parametrize("kernel", [matvec_block_of_32, matvec_block_of_16, matvec_block_of_8])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
+def test_a_hard_coded_block_size_fails_on_every_seed(kernel, seed):
+    result = ch04.check_matvec_fp32(kernel, seed=seed, show=False)
+    assert result.status == "failed", str(result)
+    assert "hard-codes the block size" in result.message, str(result)
+    assert "threads per block" in result.message and "never a number" in result.hint
+
+
+def _rows_written(literal: int, threads: int, rows: int) -> set[int]:
+    """The rows `row = blockIdx.x * literal + threadIdx.x` writes on a one-row-per-thread grid."""
+    blocks = -(-rows // threads)
+    return {b * literal + t for b in range(blocks) for t in range(threads)
+            if b * literal + t < rows}
+
+
+def test_the_matvec_launches_leave_no_hard_coded_block_size_a_way_through():
+    seen = set()
+    for seed in range(40):
+        trial = ch04._matvec_trial(seed, None)
+        sizes = (trial.threads_per_block, trial.other_block().threads_per_block)
+        seen.update(sizes)
+        assert max(sizes) == 2 * min(sizes), sizes
+        assert trial.n > 2 * max(sizes) and all(trial.n % size for size in sizes)
+        for literal in (4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512):
+            assert any(len(_rows_written(literal, size, trial.n)) < trial.n for size in sizes), (
+                seed, literal, sizes, trial.n)
+    assert len(seen) > 3  # drawn, not one fixed pair
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_matvec_right_answers_pass_under_both_block_sizes(seed):
+    for kernel in (matvec_right, matvec_index_spelled_out):
+        result = ch04.check_matvec_fp32(kernel, seed=seed, show=False)
+        assert result.passed, str(result)
+        assert result.message.count(" threads") == 2, result.message  # both launches named
+
+
+def test_matvec_with_a_chosen_block_size_launches_once():
+    result = ch04.check_matvec_fp32(matvec_right, seed=4, threads_per_block=32, show=False)
+    assert result.passed, str(result)
+    assert "of 32 threads" in result.message and " and " not in result.message.split("(")[1]

@@ -586,7 +586,107 @@ def softmax_with_an_if_max(logits, labels, probs, losses):
     losses[r] = log_total + m - z_label
 
 
-@pytest.mark.parametrize("kernel", [online_softmax, softmax_with_an_if_max])
+@cuda.jit
+def builtin_max_of_a_named_row(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        row = logits[r]
+        m = max(row)
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def builtin_max_of_a_named_slice_of_an_alias(z, y, p, loss):
+    r = cuda.grid(1)
+    if r < z.shape[0]:
+        scores = z
+        row = scores[r, :]
+        m = max(row[:])
+        total = 0.0
+        for c in range(z.shape[1]):
+            total += math.exp(z[r, c] - m)
+        for c in range(z.shape[1]):
+            p[r, c] = math.exp(z[r, c] - m) / total
+        loss[r] = math.log(total) + m - z[r, y[r]]
+
+
+@cuda.jit
+def builtin_min_of_a_named_row(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        row = logits[r, :]
+        low = min(row)
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]] + 0.0 * low
+
+
+NUM_CLASSES = 10
+
+
+@cuda.jit
+def ten_classes_through_a_global(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, NUM_CLASSES):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(NUM_CLASSES):
+            total += math.exp(logits[r, c] - m)
+        for c in range(NUM_CLASSES):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def ten_classes_through_a_local_name(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    C = 10
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, C):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(C):
+            total += math.exp(logits[r, c] - m)
+        for c in range(C):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def softmax_with_named_counts_and_a_tuple_max(logits, labels, probs, losses):
+    """Right, written differently: the row count and the class count in names, the max of a
+    tuple literal, a module global (NUM_CLASSES) read but not used as a loop's end."""
+    rows = logits.shape[0]
+    C = logits.shape[1]
+    r = cuda.grid(1)
+    if r < rows:
+        m = logits[r, 0]
+        for c in range(1, C):
+            m = max((m, logits[r, c]))
+        total = 0.0
+        for c in range(C):
+            total += math.exp(logits[r, c] - m)
+        for c in range(C):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]] + 0 * NUM_CLASSES
+
+
+@pytest.mark.parametrize("kernel", [online_softmax, softmax_with_an_if_max,
+                                    softmax_with_named_counts_and_a_tuple_max])
 def test_softmax_accepts_right_kernels_written_differently(kernel):
     for seed in (5, 6):
         result = ch05.check_softmax_cross_entropy(kernel, seed=seed, show=False)
@@ -622,15 +722,20 @@ def test_softmax_passes_the_stable_kernel(seed):
     (softmax_no_guard, FAILED, "the guard must let through only"),
     (builtin_max_of_row, FAILED, "builtin function"),
     (builtin_max_of_row_index, FAILED, "builtin function"),
+    (builtin_max_of_a_named_row, FAILED, "builtin function"),
+    (builtin_max_of_a_named_slice_of_an_alias, FAILED, "builtin function"),
+    (builtin_min_of_a_named_row, FAILED, "builtin function"),
     (ten_classes, FAILED, "never uses the digits"),
     (ten_classes_with_guard, FAILED, "fixed number of classes"),
+    (ten_classes_through_a_global, FAILED, "fixed number of classes"),
+    (ten_classes_through_a_local_name, FAILED, "fixed number of classes"),
     (loss_negated, FAILED, "the sign is wrong"),
     (loss_without_label_logit, FAILED, "label's logit is not subtracted"),
     (exp_in_place, FAILED, "wrote into its input logits"),
     (labels_ignored, FAILED, "use the row's label"),
 ])
 def test_softmax_names_the_mistake(kernel, status, words):
-    for seed in (5, 6):
+    for seed in (5, 6, 7):
         result = ch05.check_softmax_cross_entropy(kernel, seed=seed, show=False)
         assert result.status == status, result
         assert words in result.message + result.hint, result
@@ -640,3 +745,12 @@ def test_the_unstable_softmax_fails_on_large_logits_in_float64_too():
     result = ch05.check_softmax_cross_entropy(unstable, seed=1, dtype="float64", show=False)
     assert result.status == FAILED and "1000" in result.message, result
     assert ch05.check_softmax_cross_entropy(softmax, seed=1, dtype="float64", show=False).passed
+
+
+@pytest.mark.parametrize("kernel", [ten_classes_through_a_global, ten_classes_through_a_local_name])
+def test_softmax_names_a_class_count_in_a_name_not_the_rows_never_written(kernel):
+    for seed in (1, 2, 3):
+        result = ch05.check_softmax_cross_entropy(kernel, seed=seed, show=False)
+        assert result.status == FAILED, result
+        assert "fixed number of classes" in result.message, result
+        assert "never written" not in result.message + result.hint, result

@@ -31,7 +31,7 @@ def loss_gradient(probs, labels, scale, dlogits):
 
 
 @cuda.jit
-def loss_gradient_divides(probs, labels, scale, dlogits):  # 1 / batch from the shape: fine
+def loss_gradient_divides(probs, labels, scale, dlogits):  # scale ignored, 1 / batch instead
     c, r = cuda.grid(2)
     if r < probs.shape[0] and c < probs.shape[1]:
         target = 1.0 if c == labels[r] else 0.0
@@ -118,6 +118,27 @@ def loss_gradient_in_place(probs, labels, scale, dlogits):
 
 
 @cuda.jit
+def loss_gradient_divides_by_the_output_s_rows(probs, labels, scale, dlogits):
+    c, r = cuda.grid(2)
+    if r < dlogits.shape[0] and c < dlogits.shape[1]:
+        g = probs[r, c]
+        if c == labels[r]:
+            g -= 1.0
+        dlogits[r, c] = g * (1.0 / dlogits.shape[0])
+
+
+@cuda.jit
+def loss_gradient_written_differently(p, y, s, g):
+    col, row = cuda.grid(2)
+    if row >= p.shape[0] or col >= p.shape[1]:
+        return
+    v = s * p[row, col]
+    if col == y[row]:
+        v -= s
+    g[row, col] = v
+
+
+@cuda.jit
 def loss_gradient_stub(probs, labels, scale, dlogits):
     raise NotImplementedError()
 
@@ -129,7 +150,6 @@ def test_loss_gradient_passes_over_seeds(seed):
 
 
 @pytest.mark.parametrize("kernel, status, words", [
-    (loss_gradient_divides, PASSED, "right"),
     (loss_gradient_summed, FAILED, "SUMMED loss"),
     (loss_gradient_twice, FAILED, "divided by the batch twice"),
     (loss_gradient_by_classes, FAILED, "number of classes"),
@@ -144,6 +164,34 @@ def test_loss_gradient_passes_over_seeds(seed):
 ])
 def test_loss_gradient_diagnoses(kernel, status, words):
     assert_result(ch07.check_loss_gradient(kernel, seed=5, show=False), status, words)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 5])
+@pytest.mark.parametrize("kernel", [loss_gradient_divides,
+                                    loss_gradient_divides_by_the_output_s_rows])
+def test_loss_gradient_names_scale_ignored_for_the_batch(kernel, seed):
+    """The check's second batch passes a loss scale times 1 / batch: a kernel that divides by
+    the batch itself instead of using scale fails, and the message says so."""
+    result = ch07.check_loss_gradient(kernel, seed=seed, show=False)
+    assert_result(result, FAILED, "ignored `scale`")
+    assert "divided by the batch instead" in result.message, result
+    assert "loss scale" in result.message + result.hint, result
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 5])
+def test_loss_gradient_accepts_a_right_kernel_written_differently(seed):
+    assert_result(ch07.check_loss_gradient(loss_gradient_written_differently, seed=seed,
+                                           show=False), PASSED, "loss scale times 1 / batch")
+
+
+def test_loss_gradient_s_loss_scale_is_never_1_over_the_batch():
+    """The second batch's scale is S / batch with S > 1 and S != batch: ignoring scale for
+    1 / batch, or for 1, always shows."""
+    for seed in range(40):
+        trial = ch07._loss_trials(seed, np.float32)[1]
+        loss_scale = ch07._loss_scale(trial, 1)
+        assert loss_scale > 1 and loss_scale != trial.rows
+        assert ch07._loss_scale(trial, 0) == 1
 
 
 def test_gpulabs_own_kernels_are_refused():
@@ -378,6 +426,73 @@ def between_batches(n, batch_size, rng):
 
 def both_but_separately(n, batch_size, rng):
     return [rng.permutation(b) for b in between_batches(n, batch_size, rng)]
+
+
+def rotated(n, batch_size, rng):
+    order = np.roll(np.arange(n), int(rng.integers(1, n)))
+    return [order[s:s + batch_size] for s in range(0, n, batch_size)]
+
+
+def rotated_backwards(n, batch_size, rng):
+    order = np.roll(np.arange(n)[::-1], int(rng.integers(1, n)))
+    return [order[s:s + batch_size] for s in range(0, n, batch_size)]
+
+
+def strided(n, batch_size, rng):
+    step = int(rng.integers(2, n))
+    while math.gcd(step, n) != 1:
+        step = int(rng.integers(2, n))
+    order = (int(rng.integers(n)) + step * np.arange(n)) % n
+    return [order[s:s + batch_size] for s in range(0, n, batch_size)]
+
+
+def interleaved(n, batch_size, rng):
+    k = -(-n // batch_size)
+    order = np.roll(np.concatenate([np.arange(j, n, k) for j in range(k)]),
+                    int(rng.integers(n)))
+    return [order[s:s + batch_size] for s in range(0, n, batch_size)]
+
+
+def shuffled_in_place(n, batch_size, rng):
+    order = np.arange(n)
+    rng.shuffle(order)
+    batches, start = [], 0
+    while start < n:
+        batches.append(order[start:start + batch_size])
+        start += batch_size
+    return batches
+
+
+def split_permutation(n, batch_size, rng):
+    return np.split(rng.permutation(n), list(range(batch_size, n, batch_size)))
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("function, words", [
+    (rotated, "a rotation of the stored order"),
+    (rotated_backwards, "a rotation of the stored order"),
+    (strided, "a fixed stride"),
+    (interleaved, "a fixed stride"),
+])
+def test_minibatches_names_a_rotation_or_a_stride(function, words, seed):
+    result = ch07.check_minibatches(function, seed=seed, show=False)
+    assert_result(result, FAILED, "not a random draw")
+    assert words in result.message, result
+    assert "permutation" not in result.message + result.hint, result
+
+
+@pytest.mark.parametrize("function", [minibatches, shuffled_in_place, split_permutation])
+def test_minibatches_real_shuffles_never_look_like_a_stride(function):
+    for seed in range(200):
+        result = ch07.check_minibatches(function, seed=seed, show=False)
+        assert result.passed, result
+
+
+def test_the_same_step_rule_spares_random_permutations():
+    rng = np.random.default_rng(0)
+    for n in (16, 17, 40, 200):
+        for _ in range(2000):
+            assert ch07._same_step(rng.permutation(n), n) is None
 
 
 @pytest.mark.parametrize("seed", range(20))

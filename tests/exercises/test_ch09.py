@@ -282,10 +282,11 @@ def whole_batch(model, X, y, micro_batches):
 
 
 def updates_the_model(model, X, y, micro_batches):
-    from gpulab.nn.optimisers import SGD
-
+    """Takes a step of plain SGD itself (an optimiser imported from gpulab would be refused as
+    gpulab's own code first)."""
     grads = accumulated_gradients(model, X, y, micro_batches)
-    SGD(lr=0.1).step(model)
+    for _, param, grad in model.parameters():
+        param -= 0.1 * grad
     return grads
 
 
@@ -529,7 +530,7 @@ def test_accumulate_accepts_right_kernels(kernel, seed):
     (off_by_one, "neighbour"),
     (writes_micro, "writes grad_micro"),
     (scales_micro_in_place, "must only read it"),
-    (block_stride, "times or more in one launch"),
+    (block_stride, "2 or more times in one launch (up to"),
     (hard_coded_block, "hard-codes the block size"),
     (hard_coded_size, "fixed number"),
     (one_thread_does_all, "one thread worked through the array"),
@@ -587,3 +588,36 @@ def test_the_demo_runs_your_kernel_only_after_its_check(capsys):
     assert run.whose.startswith("your") and run.matches and not run.note
     assert run.buffers == 4 and run.launches == 16
     assert "updated in place" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_accumulate_counts_the_elements_added_again_rightly(seed):
+    """With a stride of one block, elements get the gradient 2, 3, ... times: the message says
+    how many got it 2 or more times and the most, never "N times or more" with N the most."""
+    result = ch09.check_accumulate(block_stride, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert "2 or more times in one launch (up to" in result.message, result
+    assert "times or more" not in result.message, result
+
+
+def _sums_added(times):
+    from types import SimpleNamespace
+
+    n = len(times)
+    trial = SimpleNamespace(n=n, dtype=np.dtype(np.float32), threads_per_block=32, blocks=1)
+    g = np.linspace(1, 2, n, dtype=np.float32)
+    w = np.float32(0.5)
+    got = (w * g * np.asarray(times, np.float32)).astype(np.float32)
+    return ch09.Sums(trial, 1, 3, got, np.zeros(n, np.float32), g[None, :],
+                     np.array([w], np.float32))
+
+
+def test_the_added_again_message_states_the_count_and_the_most():
+    evidence = _sums_added([1, 2, 2, 3, 5, 1, 1, 1, 1, 1])
+    assert evidence.added_twice()
+    text = ch09._added_again(evidence)
+    assert text.startswith("4 elements got this micro-batch's gradient 2 or more times"), text
+    assert "(up to 5 times)" in text, text
+    evidence = _sums_added([1, 2, 1, 2, 2, 1])
+    assert ch09._added_again(evidence) == ("3 elements got this micro-batch's gradient twice "
+                                           "in one launch")

@@ -32,9 +32,8 @@ def ring_allreduce_mean(comm, x):
 
 
 def ring_with_irecv_isend_waitall(comm, x):
-    """Irecv posted, then Isend, then Waitall on both (the usual MPI idiom)."""
-    from gpulab.parallel.simulated import Request
-
+    """Irecv posted, then Isend, then Waitall on both (the usual MPI idiom), from the
+    requests' own class (no import)."""
     rank, size = comm.Get_rank(), comm.Get_size()
     data = x.copy()
     chunks = np.array_split(np.arange(len(x)), size)
@@ -45,7 +44,7 @@ def ring_with_irecv_isend_waitall(comm, x):
             incoming = np.empty(len(recv))
             requests = [comm.Irecv(incoming, source=left),
                         comm.Isend(np.ascontiguousarray(data[send]), dest=right)]
-            Request.Waitall(requests)
+            type(requests[0]).Waitall(requests)
             if phase == 0:
                 data[recv] += incoming
             else:
@@ -143,6 +142,91 @@ def ring_with_isend(comm, x):
 def test_right_rings_pass(function, seed):
     result = ch11.check_ring_allreduce(function, seed=seed, show=False)
     assert result.status == PASSED, result
+
+
+# --- right rings that wait with mpi4py's own MPI.Request class methods -------------------------
+
+MPI = None  # the tests below put mpi4py's MPI here, as a notebook's `from mpi4py import MPI` does
+
+
+def _ring_with(comm, x, wait):
+    """The ring with Irecv and Isend at every step, then ``wait(requests)``."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = np.array(x, dtype=np.float64)
+    chunks = np.array_split(np.arange(data.size), size)
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for phase in range(2):
+        for s in range(size - 1):
+            send, recv = chunks[(rank - s + phase) % size], chunks[(rank - s - 1 + phase) % size]
+            incoming = np.empty(len(recv))
+            wait([comm.Isend(np.ascontiguousarray(data[send]), dest=right),
+                  comm.Irecv(incoming, source=left)])
+            data[recv] = data[recv] + incoming if phase == 0 else incoming
+    return data / size
+
+
+def ring_mpi4py_waitall_imported_inside(comm, x):
+    """`from mpi4py import MPI` in the function, then MPI.Request.Waitall, as mpi4py's docs."""
+    from mpi4py import MPI
+
+    return _ring_with(comm, x, MPI.Request.Waitall)
+
+
+def ring_mpi4py_waitall_module_import(comm, x):
+    """MPI imported at the top of the notebook (this module's MPI), buffers as [x, MPI.DOUBLE]."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = np.array(x, dtype=np.float64)
+    chunks = np.array_split(np.arange(data.size), size)
+    for phase in range(2):
+        for s in range(size - 1):
+            send, recv = chunks[(rank - s + phase) % size], chunks[(rank - s - 1 + phase) % size]
+            incoming = np.empty(len(recv))
+            requests = [comm.Irecv([incoming, MPI.DOUBLE], source=MPI.ANY_SOURCE),
+                        comm.Isend([np.ascontiguousarray(data[send]), MPI.DOUBLE],
+                                   dest=(rank + 1) % size)]
+            MPI.Request.Waitall(requests)
+            data[recv] = data[recv] + incoming if phase == 0 else incoming
+    return data / size
+
+
+def ring_mpi4py_waitany(comm, x):
+    """MPI.Request.Waitany until both requests are done; then Testall (already true)."""
+    from mpi4py import MPI
+
+    def wait(requests):
+        done = {MPI.Request.Waitany(requests) for _ in requests}
+        assert done == {0, 1}, done
+        assert MPI.Request.Testall(requests)
+
+    return _ring_with(comm, x, wait)
+
+
+@pytest.fixture
+def mpi(monkeypatch):
+    real = pytest.importorskip("mpi4py.MPI")
+    monkeypatch.setitem(globals(), "MPI", real)
+    return real
+
+
+@pytest.mark.parametrize("function", [ring_mpi4py_waitall_imported_inside,
+                                      ring_mpi4py_waitall_module_import, ring_mpi4py_waitany])
+@pytest.mark.parametrize("seed", [0, 1, 5])
+def test_right_rings_waiting_with_mpi4py_pass_and_mpi4py_is_put_back(mpi, function, seed):
+    import sys
+
+    import mpi4py
+
+    result = ch11.check_ring_allreduce(function, seed=seed, show=False)
+    assert result.status == PASSED, (result.message, result.hint)
+    assert sys.modules["mpi4py.MPI"] is mpi and mpi4py.MPI is mpi and MPI is mpi
+    assert "Cannot convert" in _mpi4py_refuses(mpi)
+
+
+def _mpi4py_refuses(mpi) -> str:
+    """What the real MPI.Request.Waitall says about a simulated request, after the check."""
+    outcome = ch11.simulated.run_ranks(1, lambda comm: mpi.Request.Waitall(
+        [comm.Irecv(np.empty(1), source=0), comm.Isend(np.zeros(1), dest=0)]))
+    return str(outcome.first_error()[1])
 
 
 # --- ring all-reduce: wrong answers -------------------------------------------------------------
@@ -326,6 +410,50 @@ def pairs_xor_one_then_ring(comm, x):
         comm.Sendrecv(data, dest=partner, recvbuf=incoming, source=partner)
         data[recv] = incoming[recv]
     return data / size
+
+
+def bidirectional_ring(comm, x, gather_to_the_left=True):
+    """The reduce-scatter to the right, then the all-gather back to the left (or the other way
+    round): right answer and bytes, every message to a neighbour, but both ways round."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = np.array(x, dtype=np.float64)
+    chunks = np.array_split(np.arange(data.size), size)
+    one, other = ((rank + 1) % size, (rank - 1) % size)[::1 if gather_to_the_left else -1]
+    sign = 1 if gather_to_the_left else -1
+    for s in range(size - 1):
+        send, recv = chunks[(rank - sign * s) % size], chunks[(rank - sign * (s + 1)) % size]
+        incoming = np.empty(len(recv))
+        comm.Sendrecv(np.ascontiguousarray(data[send]), dest=one, recvbuf=incoming, source=other)
+        data[recv] += incoming
+    for s in range(size - 1):  # this rank's finished chunk is rank + sign; pass it back
+        send, recv = chunks[(rank + sign * (1 + s)) % size], chunks[(rank + sign * (2 + s)) % size]
+        incoming = np.empty(len(recv))
+        comm.Sendrecv(np.ascontiguousarray(data[send]), dest=other, recvbuf=incoming, source=one)
+        data[recv] = incoming
+    return data / size
+
+
+def bidirectional_ring_gathering_right(comm, x):
+    return bidirectional_ring(comm, x, gather_to_the_left=False)
+
+
+@pytest.mark.parametrize("function", [bidirectional_ring, bidirectional_ring_gathering_right])
+@pytest.mark.parametrize("seed", [0, 1, 2, 5])
+def test_a_bidirectional_ring_is_named_as_such_on_three_ranks(function, seed):
+    """On 3 ranks (the first trial) the two neighbours are all the others, but a phase each
+    way round is the direction mistake, not an everyone-to-everyone exchange."""
+    result = ch11.check_ring_allreduce(function, seed=seed, show=False)
+    assert result.status == FAILED, result
+    said = f"{result.message} {result.hint}"
+    assert "both ways round" in said and "one way round" in said, said
+    assert "everyone" not in said and "3 ranks" in said, said
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_everyone_to_everyone_is_still_named_on_three_ranks(seed):
+    result = ch11.check_ring_allreduce(everyone_to_everyone, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert "everyone-to-everyone" in result.message and "3 ranks" in result.message, result
 
 
 def gather_on_rank_zero(comm, x):

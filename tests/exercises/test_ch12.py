@@ -208,8 +208,35 @@ def mean_times_n(times_s, watts, n_inferences):
     return float(np.mean(watts)) * n_inferences
 
 
+def joules_nearest_sample(times_s, watts, n_inferences):  # right: each sample's power over the
+    t, w = np.asarray(times_s), np.asarray(watts)            # half-gaps on both of its sides
+    edges = np.concatenate([[t[0]], (t[:-1] + t[1:]) / 2, [t[-1]]])
+    return float(np.sum(w * np.diff(edges))) / n_inferences * 1000
+
+
+def loop_skipping_the_first(times_s, watts, n_inferences):  # range(1, ...) one too late
+    total = 0.0
+    for i in range(1, len(times_s) - 1):
+        total += (times_s[i + 1] - times_s[i]) * (watts[i] + watts[i + 1]) / 2
+    return total / n_inferences * 1000
+
+
+def loop_skipping_the_last(times_s, watts, n_inferences):  # stops one stretch early
+    total = 0.0
+    for i in range(len(times_s) - 2):
+        total += (times_s[i + 1] - times_s[i]) * (watts[i] + watts[i + 1]) / 2
+    return total / n_inferences * 1000
+
+
+def simpson(times_s, watts, n_inferences):  # another rule: not the trapezoid, not a Riemann sum
+    from scipy.integrate import simpson
+
+    return float(simpson(watts, x=times_s)) * 1000 / n_inferences
+
+
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("right", [joules_per_thousand, joules_numpy, joules_loop])
+@pytest.mark.parametrize("right", [joules_per_thousand, joules_numpy, joules_loop,
+                                   joules_nearest_sample])
 def test_joules_accepts_right_answers(seed, right):
     result = ch12.check_joules_per_thousand(right, seed=seed, show=False)
     assert result.status == PASSED, result.message
@@ -238,6 +265,46 @@ def test_power_traces_separate_the_riemann_sums_from_the_trapezoid():
         for other in (np.sum(np.diff(t) * w[:-1]), np.sum(np.diff(t) * w[1:]),
                       np.mean(w) * (t[-1] - t[0])):
             assert abs(other - exact) / exact > ch12.JOULES_MARGIN
+
+
+@pytest.mark.parametrize("wrong, which", [(loop_skipping_the_first, "first"),
+                                          (loop_skipping_the_last, "last")])
+def test_a_loop_that_skips_an_end_interval_fails_on_every_seed_named(wrong, which):
+    for seed in range(15):
+        result = ch12.check_joules_per_thousand(wrong, seed=seed, show=False)
+        assert result.status == FAILED, (wrong.__name__, seed)
+        assert "an interval is missing" in result.message, (seed, said(result))
+        assert f"skips the {which} interval" in result.message, (seed, said(result))
+        assert "off-by-one" in result.hint, (seed, said(result))
+
+
+def test_simpsons_rule_fails_without_being_called_a_riemann_sum():
+    pytest.importorskip("scipy.integrate")
+    for seed in range(15):
+        result = ch12.check_joules_per_thousand(simpson, seed=seed, show=False)
+        assert result.status == FAILED, seed
+        assert "Riemann" not in said(result) and "interval is missing" not in said(result), (
+            seed, said(result))
+
+
+def test_a_riemann_sum_is_named_only_when_the_answer_is_that_sum():
+    times, watts, idle = ch12.power_trace(np.random.default_rng(4))
+    t, w = np.asarray(times), np.asarray(watts)
+    left = float(np.sum(np.diff(t) * w[:-1]))  # per thousand of 1000 inferences
+    for got, named in ((left, True), (left * 1.005, False), (left * 0.995, False)):
+        evidence = ch12.Joules(got, t, w, 1000, idle, "test")
+        mistake = next(m for m in ch12.JOULES_MISTAKES if m.seen(evidence))
+        assert ("left Riemann" in mistake.did) is named, (got, mistake.did)
+
+
+def test_power_traces_hold_enough_energy_in_the_first_and_last_stretch():
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        times, watts, _ = ch12.power_trace(rng)
+        t, w = np.asarray(times), np.asarray(watts)
+        stretches = np.diff(t) * (w[1:] + w[:-1]) / 2
+        for end in (stretches[0], stretches[-1]):
+            assert end / stretches.sum() > 2.5 * ch12.JOULES_TOLERANCE
 
 
 def test_joules_stub_is_not_attempted():

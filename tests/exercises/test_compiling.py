@@ -103,3 +103,11 @@ def test_without_the_toolkit_the_step_is_skipped_with_a_note(monkeypatch):
     monkeypatch.setattr(compiling.toolkit, "installed_version", lambda: None)
     error, note = compiling.compile_verdict(root_from_math, TYPES)
     assert error is None and "CUDA toolkit wheels are not installed" in note
+
+
+def test_an_import_inside_a_kernel_gets_its_own_hint():
+    error = ("UnsupportedBytecodeError: Use of unsupported opcode (IMPORT_NAME) found\n\n"
+             'File "kernels.py", line 6:\n    def multiply(x, y, out):\n        import math\n')
+    message, advice = compiling.compiler_message(error)
+    assert "IMPORT_NAME" in message
+    assert "`import` inside a kernel" in advice and "f-string" not in advice

@@ -52,3 +52,76 @@ def test_a_replaced_function_is_named_until_it_is_put_back(monkeypatch):
     assert learner_code.replaced_parts() == ["numpy.allclose"]
     monkeypatch.undo()
     assert learner_code.replaced_parts() == []
+
+
+def imports_gpulab_in_its_body(x):
+    from gpulab import reference as ref
+
+    return ref.dot(x, x)
+
+
+def imports_a_gpulab_module_in_its_body(n, batch_size, rng):
+    import gpulab.nn.data as data
+
+    return list(data.minibatch_indices(n, batch_size, rng))
+
+
+def reaches_gpulab_by_name(n, threads):
+    import sys
+
+    return sys.modules["gpulab.kernels.launch"].one_thread_per_element(n, threads)
+
+
+def calls_a_helper_that_imports(x):
+    return imports_gpulab_in_its_body(x)
+
+
+def imports_only_numpy_in_its_body(x):
+    import numpy
+
+    return float(numpy.sum(x))
+
+
+def test_gpulab_imported_inside_the_function_is_found():
+    assert learner_code.gpulab_things_used(imports_gpulab_in_its_body) == [
+        "gpulab.reference (imported in `imports_gpulab_in_its_body`)"]
+    assert learner_code.gpulab_things_used(imports_a_gpulab_module_in_its_body) == [
+        "gpulab.nn.data (imported in `imports_a_gpulab_module_in_its_body`)"]
+    assert learner_code.gpulab_things_used(reaches_gpulab_by_name) == [
+        "gpulab.kernels.launch (imported in `reaches_gpulab_by_name`)"]
+    assert learner_code.gpulab_things_used(calls_a_helper_that_imports) == [
+        "gpulab.reference (imported in `imports_gpulab_in_its_body`)"]
+    assert learner_code.gpulab_things_used(imports_only_numpy_in_its_body) == []
+    assert learner_code.gpulab_things_used(imports_gpulab_in_its_body,
+                                           allowed=("gpulab.reference",)) == []
+
+
+def test_a_check_refuses_a_function_that_imports_gpulab_in_its_body():
+    from gpulab.exercises import ch07
+
+    result = ch07.check_minibatches(imports_a_gpulab_module_in_its_body, seed=1, show=False)
+    assert not result.passed
+    assert "gpulab's own `gpulab.nn.data (imported in" in result.message
+
+
+def test_a_replaced_chapter_function_or_method_is_named(monkeypatch):
+    from gpulab.exercises import ch02, spec
+
+    learner_code.remember_originals()
+    monkeypatch.setattr(ch02, "diagnose_vector", lambda *args, **kwargs: None)
+    monkeypatch.setattr(spec.CheckSpec, "reject", lambda self, evidence: None)
+    assert set(learner_code.replaced_parts()) == {
+        "gpulab.exercises.ch02.diagnose_vector", "gpulab.exercises.spec.CheckSpec.reject"}
+    monkeypatch.undo()
+    assert learner_code.replaced_parts() == []
+
+
+def test_a_check_whose_chapter_was_patched_says_so(monkeypatch):
+    from gpulab.exercises import ch00
+
+    learner_code.remember_originals()
+    monkeypatch.setattr(ch00, "call_learner", lambda function, n, threads, **kwargs: 1)
+    result = ch00.check_blocks_for(lambda n, threads_per_block: 1, seed=1, show=False)
+    assert not result.passed
+    assert "part of the check was replaced before the check" in result.message
+    assert "`gpulab.exercises.ch00.call_learner`" in result.message
