@@ -23,9 +23,8 @@ Each check runs your code on random sizes, prints what it found and returns a
   few blocks (``n // threads``: the kernel's output is read after the call, so this fails even
   when the right values are returned), ``x.shape`` used as the number of blocks, whole blocks
   more than needed, the input changed in place, float64 copies of the float32 input, and a
-  result that is not the copy back of the array the kernel wrote (values worked out again on
-  the host: copies back are tagged, so views, ``astype``, ``np.asarray`` and fresh copies of the
-  copy back, equal to it, pass).
+  result that is neither the copy back of the array the kernel wrote nor equal to it (values
+  worked out again on the host).
 
 Both checks are declared as :class:`~gpulab.exercises.spec.CheckSpec` s, so they also refuse
 gpulab's own kernels or helpers in place of yours, and a check whose parts were replaced.
@@ -35,8 +34,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -294,122 +292,28 @@ def _describe_events(watch: HostCodeWatch) -> str:
     return ", ".join(steps) or "no copies, allocations or launches"
 
 
-class _CopiedBack(np.ndarray):
-    """A copy back (``copy_to_host``) of a device array a launch of the kernel was given to
-    write: NumPy keeps the class through views, ``astype`` and arithmetic, so the check can tell
-    a returned array that came from the device from one computed again on the host. Each array
-    made from one is kept in :data:`_MADE_FROM_COPIES` while the check watches (then in
-    :attr:`Provenance.made`), so a plain view of it (``np.asarray``) is recognised too."""
-
-    def __array_finalize__(self, obj):
-        _MADE_FROM_COPIES.append(self)
-
-
-# The arrays made from a tagged copy back while a host function runs (moved to the
-# Provenance, and emptied, when it returns).
-_MADE_FROM_COPIES: list[np.ndarray] = []
+def _came_back(watch: HostCodeWatch, got) -> bool:
+    """Is ``got`` a copy back (``copy_to_host``) of a device array a launch was given to write
+    (an argument after its input), a view of one, or an array equal to one (``astype``,
+    ``np.array(copy)``: the same values, so a right answer)?"""
+    if not isinstance(got, np.ndarray):
+        return False
+    written = {id(argument) for launch in watch.launches for argument in launch.arguments[1:]
+               if hasattr(argument, "copy_to_host")}
+    return any(np.shares_memory(got, host) or (got.shape == host.shape
+                                                and np.array_equal(got, host))
+               for device_array, host in watch.copies_back
+               if id(device_array) in written and isinstance(host, np.ndarray))
 
 
-@dataclass
-class Provenance:
-    """Where the learner's host function got its result: each launch's arguments, in order,
-    and what each ``copy_to_host`` gave back (``(device array, host array, tagged)``)."""
-
-    launched: list = field(default_factory=list)
-    copies: list = field(default_factory=list)
-    made: list = field(default_factory=list)  # arrays made from a tagged copy back
-
-    def written(self) -> set[int]:
-        """The ids of the device arrays a launch was given after its input (the outputs)."""
-        return {id(arg) for args in self.launched for arg in args[1:]
-                if hasattr(arg, "copy_to_host")}
-
-    def came_back(self, got) -> bool:
-        """Is ``got`` (made from) a copy back of an array the kernel wrote, or a fresh copy of
-        one (``np.array(copy)``, ``copy.copy()``: the same values, so a right answer)?"""
-        if not isinstance(got, np.ndarray):
-            return False
-        hosts = [host for _, host, tagged in self.copies if tagged] + self.made
-        return isinstance(got, _CopiedBack) or any(
-            np.shares_memory(got, host)
-            or (got.shape == host.shape and np.array_equal(got, host)) for host in hosts)
-
-
-class _LaunchRecorder:
-    """Stands for a kernel inside a :class:`KernelSpy`: records each launch's arguments."""
-
-    def __init__(self, kernel, launched: list):
-        self.kernel, self.launched = kernel, launched
-
-    def __getitem__(self, configuration):
-        launch = self.kernel[configuration]
-
-        def recorded(*args):
-            self.launched.append(args)
-            return launch(*args)
-
-        return recorded
-
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
-
-
-def _device_array_class() -> type:
-    """The class whose ``copy_to_host`` Numba's device arrays use (the simulator's or the GPU's);
-    called before the watch starts, which would count the allocation."""
-    from numba import cuda
-
-    array_type = type(cuda.device_array(1))
-    return next(k for k in array_type.__mro__ if "copy_to_host" in vars(k))
-
-
-@contextmanager
-def _watch_provenance(run, watch: HostCodeWatch, array_class: type):
-    """Within :func:`watch_host_code`: record the arguments of the launches its spies see, and
-    the copies back, tagging (:class:`_CopiedBack`) those of an array a launch wrote."""
-    seen = Provenance()
-    spies = [value for value in getattr(run, "__globals__", {}).values()
-             if isinstance(value, KernelSpy) and value.watch is watch]
-    originals = [spy.kernel for spy in spies]
-    copy_to_host = vars(array_class)["copy_to_host"]
-
-    def recorded_copy(device_array, *args, **kwargs):
-        host = copy_to_host(device_array, *args, **kwargs)
-        if watch.launching or not isinstance(host, np.ndarray):
-            return host
-        tagged = id(device_array) in seen.written()
-        seen.copies.append((device_array, host, tagged))
-        return host.view(_CopiedBack) if tagged else host
-
-    _MADE_FROM_COPIES.clear()
-    try:
-        for spy in spies:
-            spy.kernel = _LaunchRecorder(spy.kernel, seen.launched)
-        array_class.copy_to_host = recorded_copy
-        yield seen
-    finally:
-        array_class.copy_to_host = copy_to_host
-        for spy, kernel in zip(spies, originals, strict=True):
-            spy.kernel = kernel
-        seen.made = list(_MADE_FROM_COPIES)
-        _MADE_FROM_COPIES.clear()
-
-
-def _biggest_launch(watch: HostCodeWatch) -> int:
-    """The number of the launch with the most threads (0 when its grid can't be counted)."""
-    launches = watch.launches
-    try:
-        return max(range(len(launches)), key=lambda k: launches[k].total_threads)
-    except (TypeError, ValueError):
-        return 0
-
-
-def _kernel_output(seen: Provenance, launch_number: int) -> np.ndarray | None:
-    """What the launch number ``launch_number`` left in its output (its second argument), read
+def _kernel_output(watch: HostCodeWatch) -> np.ndarray | None:
+    """What the launch with the most threads left in its output (its second argument), read
     after the host function returned; None when that cannot be told."""
-    if launch_number >= len(seen.launched) or len(seen.launched[launch_number]) < 2:
+    try:
+        launch = max(watch.launches, key=lambda launch: launch.total_threads)
+    except (TypeError, ValueError):  # no launch, or a grid that can't be counted
         return None
-    out = seen.launched[launch_number][1]
+    out = launch.arguments[1] if len(launch.arguments) > 1 else None
     if not hasattr(out, "copy_to_host"):
         return None
     try:
@@ -584,16 +488,11 @@ def check_launch_by_hand(run, kernel, n: int, seed: int, call: str):
     x = rng.uniform(-5, 5, n).astype(np.float32)
     given = x.copy()
     where = f"n={n}, seed={seed}"
-    array_class = _device_array_class()
-    with watch_host_code(run, [kernel]) as watch, \
-            _watch_provenance(run, watch, array_class) as seen:
+    with watch_host_code(run, [kernel]) as watch:
         got = call_learner(run, given, stub_hint=HOST_STUB_HINT, call=f"{call} ({where})")
-    from_device = seen.came_back(got)
-    if isinstance(got, _CopiedBack):  # the caller gets a plain NumPy array
-        got = got.view(np.ndarray)
     HOST.reject(HostRun(call, _kernel_name(kernel), x, got, watch,
-                        not np.array_equal(given, x), where, from_device=from_device,
-                        kernel_output=_kernel_output(seen, _biggest_launch(watch))))
+                        not np.array_equal(given, x), where,
+                        from_device=_came_back(watch, got), kernel_output=_kernel_output(watch)))
     return x, got, watch
 
 

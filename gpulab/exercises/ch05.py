@@ -44,7 +44,7 @@ from gpulab.exercises.outputs import (
 )
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded, read_back
-from gpulab.exercises.source_rules import KernelSource
+from gpulab.exercises.source_rules import KernelSource, is_typed_in_count, typed_in_count_names
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import LabelledTrial, Trial, draw_size
 
@@ -357,45 +357,6 @@ def _whole_row_reductions(source: KernelSource) -> list[str]:
     return found
 
 
-def _constant_count(node: ast.AST) -> bool:
-    """True when ``node`` is a whole number above 1 (not a bool)."""
-    return (isinstance(node, ast.Constant) and isinstance(node.value, int)
-            and not isinstance(node.value, bool) and node.value > 1)
-
-
-def _constant_names(source: KernelSource) -> set[str]:
-    """The names that hold a whole number above 1 typed in: bound only to such constants in
-    the kernel (``C = 10``), or, never bound in the kernel, a module global of the kernel's
-    function holding one (``NUM_CLASSES = 10``)."""
-    bound: dict[str, list[ast.AST | None]] = {}
-    for node in source.walk():
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        value = node.value if isinstance(target, ast.Name) else None
-                        bound.setdefault(name.id, []).append(value)
-        elif isinstance(node, ast.AnnAssign | ast.AugAssign) and isinstance(node.target,
-                                                                            ast.Name):
-            value = node.value if isinstance(node, ast.AnnAssign) else None
-            bound.setdefault(node.target.id, []).append(value)
-        elif isinstance(node, ast.For | ast.comprehension):
-            for name in ast.walk(node.target):
-                if isinstance(name, ast.Name):
-                    bound.setdefault(name.id, []).append(None)
-        elif isinstance(node, ast.NamedExpr):
-            bound.setdefault(node.target.id, []).append(None)
-    names = {name for name, values in bound.items()
-             if all(value is not None and _constant_count(value) for value in values)}
-    parameters = set(source.parameters)
-    module = getattr(source.function, "__globals__", {}) or {}
-    for node in source.walk():
-        if (isinstance(node, ast.Name) and node.id not in bound and node.id not in parameters
-                and _constant_count(ast.Constant(module.get(node.id)))):
-            names.add(node.id)
-    return names
-
-
 def _hard_coded_classes(source: KernelSource) -> str | None:
     """The first ``range(...)`` whose end is a whole number above 1, or a name holding one (in
     the kernel or a module global): a class count typed in."""
@@ -404,10 +365,10 @@ def _hard_coded_classes(source: KernelSource) -> str | None:
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id == "range" and node.args):
             end = node.args[0] if len(node.args) == 1 else node.args[1]
-            if _constant_count(end):
+            if is_typed_in_count(end):
                 return source.line(node)
             if isinstance(end, ast.Name):
-                names = _constant_names(source) if names is None else names
+                names = typed_in_count_names(source) if names is None else names
                 if end.id in names:
                     return source.line(node)
     return None

@@ -498,81 +498,6 @@ def _ring_trials(rng: np.random.Generator) -> list[tuple[int, int]]:
 # --- mpi4py's own names on the simulated ranks ---------------------------------------------------
 
 
-def _requests_class(undefined: int) -> type:
-    """``MPI.Request`` as the learner's ring sees it during the check: mpi4py's class methods
-    (``Waitall``, ``Waitany``, ``Waitsome``, ``Testall``) on the simulated ranks' requests.
-    mpi4py's own refuse those requests (they are not MPI handles), and its class is immutable,
-    so the check lends the learner's code this one instead (:func:`_mpi4py_on_simulated_ranks`).
-    """
-
-    def active(requests) -> list:
-        # A completed request is inactive for MPI (mpi4py sets it to REQUEST_NULL in place).
-        return [(i, r) for i, r in enumerate(requests)
-                if r is not None and not getattr(r, "_done", False)]
-
-    class Request(simulated.Request):
-        @staticmethod
-        def Waitall(requests, statuses=None) -> bool:
-            for request in requests:
-                if request is not None:
-                    request.Wait()
-            return True
-
-        @staticmethod
-        def waitall(requests, statuses=None) -> list:
-            return [None if request is None else request.wait() for request in requests]
-
-        @staticmethod
-        def Testall(requests, statuses=None) -> bool:
-            return simulated.Request.Testall([r for r in requests if r is not None])
-
-        testall = Testall
-
-        @staticmethod
-        def Waitany(requests, status=None) -> int:
-            pending = active(requests)
-            if not pending:
-                return undefined
-            done = next((i for i, request in pending if request.Test()), None)
-            if done is None:
-                done, request = pending[0]
-                request.Wait()
-            return done
-
-        @staticmethod
-        def waitany(requests, status=None) -> tuple:
-            index = Request.Waitany(requests)
-            return index, (None if index == undefined else requests[index].wait())
-
-        @staticmethod
-        def Waitsome(requests, statuses=None) -> list | None:
-            pending = active(requests)
-            if not pending:
-                return None
-            done = [i for i, request in pending if request.Test()]
-            if not done:
-                pending[0][1].Wait()
-                done = [pending[0][0]]
-            return done
-
-    return Request
-
-
-class _SimulatedMPI(types.ModuleType):
-    """``mpi4py.MPI`` while the check runs the learner's ring: the real module, but with
-    :func:`_requests_class`'s ``Request`` and the simulated ranks' ``ANY_SOURCE``/``ANY_TAG``."""
-
-    def __init__(self, real: types.ModuleType):
-        super().__init__(real.__name__, real.__doc__)
-        self._real = real
-        self.Request = _requests_class(getattr(real, "UNDEFINED", -32766))
-        self.ANY_SOURCE = simulated.ANY_SOURCE
-        self.ANY_TAG = simulated.ANY_TAG
-
-    def __getattr__(self, name: str):
-        return getattr(self._real, name)
-
-
 def _code_objects(code: types.CodeType):
     yield code
     for const in code.co_consts:
@@ -610,10 +535,10 @@ def _learner_functions(function) -> list[types.FunctionType]:
 @contextlib.contextmanager
 def _mpi4py_on_simulated_ranks(function):
     """While the learner's ring runs on the simulated ranks, ``mpi4py.MPI`` (imported in the
-    function, or a name in its module) is :class:`_SimulatedMPI`: a right ring that waits with
-    ``MPI.Request.Waitall(requests)``, as mpi4py's documentation writes it, runs here as it
-    does on real MPI ranks. Everything is put back afterwards. mpi4py is imported only when it
-    already was or when the learner's code imports it."""
+    function, or a name in its module) is :class:`gpulab.parallel.simulated.StandInMPI`: a
+    right ring that waits with ``MPI.Request.Waitall(requests)``, as mpi4py's documentation
+    writes it, runs here as it does on real MPI ranks. Everything is put back afterwards.
+    mpi4py is imported only when it already was or when the learner's code imports it."""
     functions = _learner_functions(function)
     names = {n for f in functions for code in _code_objects(f.__code__) for n in code.co_names}
     real = sys.modules.get("mpi4py.MPI")
@@ -626,7 +551,7 @@ def _mpi4py_on_simulated_ranks(function):
     if real is None or package is None:
         yield
         return
-    shim = _SimulatedMPI(real)
+    shim = simulated.StandInMPI(real)
     lent = {real: shim, real.Request: shim.Request}
     swapped = []  # (namespace, name, original)
     namespaces = [sys.modules, vars(package)]

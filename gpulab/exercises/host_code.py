@@ -31,6 +31,7 @@ class HostLaunch:
     threads: object
     numpy_arguments: tuple[int, ...]
     dtypes: tuple = ()  # each argument's dtype (None for a scalar without one)
+    arguments: tuple = field(default=(), repr=False)  # the arguments themselves
 
     @property
     def total_threads(self) -> int:
@@ -54,10 +55,12 @@ class HostCodeWatch:
     while the CPU waits for the GPU), ``"elapsed"`` (an event's ``elapsed_time``: detail the
     seconds it gave). The copies
     Numba makes itself for NumPy arguments are not events: they show in
-    :attr:`HostLaunch.numpy_arguments`."""
+    :attr:`HostLaunch.numpy_arguments`. ``copies_back`` holds each ``copy_to_host``'s
+    ``(device array, host array)``."""
 
     events: list = field(default_factory=list)
     launching: bool = False
+    copies_back: list = field(default_factory=list)
 
     def count(self, kind: str) -> int:
         return sum(1 for event, _ in self.events if event == kind)
@@ -99,7 +102,7 @@ class KernelSpy:
             blocks, threads = (configuration + (None, None))[:2]
             dtypes = tuple(getattr(value, "dtype", None) for value in args)
             self.watch.events.append(("launch", HostLaunch(blocks, threads, numpy_arguments,
-                                                           dtypes)))
+                                                           dtypes, args)))
             self.watch.launching = True
             try:
                 return self.kernel[configuration](*args)
@@ -255,10 +258,14 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
         original = getattr(owner, name)
 
         def recorded(*args, **kwargs):
-            if not watch.launching and threading.get_ident() == owner_thread:
+            counted = not watch.launching and threading.get_ident() == owner_thread
+            if counted:
                 detail = getattr(args[0], "shape", args[0]) if with_shape and args else None
                 watch.events.append((kind, detail))
-            return original(*args, **kwargs)
+            result = original(*args, **kwargs)
+            if counted and kind == "copy_to_host":
+                watch.copies_back.append((args[0], result))
+            return result
 
         patched.append((owner, name, original))
         setattr(owner, name, recorded)

@@ -211,13 +211,52 @@ def plain_writes_to(kernel: KernelSource, parameter: str) -> list[str]:
     return lines
 
 
+def is_typed_in_count(node: ast.AST) -> bool:
+    """True when ``node`` is a whole number above 1 written in the source (not a bool)."""
+    return (isinstance(node, ast.Constant) and isinstance(node.value, int)
+            and not isinstance(node.value, bool) and node.value > 1)
+
+
+def typed_in_count_names(source: KernelSource) -> set[str]:
+    """The names that hold a whole number above 1 typed in: bound in the kernel only to such
+    numbers (``C = 10``), or never bound in the kernel and a module global of the kernel's
+    function holding one (``NUM_CLASSES = 10``)."""
+    bound: dict[str, list[ast.AST | None]] = {}
+    for node in source.walk():
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                value = node.value if isinstance(target, ast.Name) else None
+                for name in _assigned_names(target):
+                    bound.setdefault(name, []).append(value)
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
+            value = node.value if isinstance(node, ast.AnnAssign) else None
+            for name in _assigned_names(node.target):
+                bound.setdefault(name, []).append(value)
+        elif isinstance(node, ast.For | ast.comprehension):
+            for name in _assigned_names(node.target):
+                bound.setdefault(name, []).append(None)
+    names = {name for name, values in bound.items()
+             if all(value is not None and is_typed_in_count(value) for value in values)}
+    module = getattr(source.function, "__globals__", {}) or {}
+    return names | {node.id for node in source.walk()
+                    if isinstance(node, ast.Name) and node.id not in bound
+                    and node.id not in source.parameters
+                    and is_typed_in_count(ast.Constant(module.get(node.id)))}
+
+
 def hard_coded_block(source: KernelSource) -> str | None:
-    """The first line that multiplies ``cuda.blockIdx`` by a number (a hard-coded block size)."""
+    """The first line that multiplies ``cuda.blockIdx`` by a number, or by a name holding a
+    typed-in one (``BS = 64``, :func:`typed_in_count_names`): a hard-coded block size."""
+    names = None
     for node in source.walk():
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             sides = (node.left, node.right)
-            if (any("blockIdx" in ast.dump(side) for side in sides)
-                    and any(isinstance(side, ast.Constant) for side in sides)):
+            if not any("blockIdx" in ast.dump(side) for side in sides):
+                continue
+            if any(isinstance(side, ast.Constant) for side in sides):
+                return source.line(node)
+            names = typed_in_count_names(source) if names is None else names
+            if any(isinstance(side, ast.Name) and side.id in names for side in sides):
                 return source.line(node)
     return None
 
@@ -410,6 +449,7 @@ def start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
 __all__ = [
     "BARRIER_EXIT_HINT", "BARRIER_HINT", "BARRIER_IN_BRANCH", "BARRIER_LOOP_HINT",
     "barrier_problems", "compares_with_shape", "count_calls", "hard_coded_block",
+    "is_typed_in_count", "typed_in_count_names",
     "hard_coded_size", "kernel_source", "KernelSource", "plain_writes_to",
     "raises_not_implemented", "simulator_only_code", "start_kernel", "thread_varying_names"
 ]

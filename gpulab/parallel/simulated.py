@@ -7,7 +7,8 @@ ring all-reduce exercise is checked, and how the chapter still runs where no MPI
 - point to point, on NumPy buffers: ``Send(buf, dest, tag=0)``, ``Recv(buf, source, tag)``,
   ``Sendrecv(sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG)``,
   ``Isend`` / ``Irecv`` (returning a :class:`Request` with ``Wait()`` and ``Test()``;
-  ``Request.Waitall(requests)``, as mpi4py's ``MPI.Request.Waitall``); on Python objects:
+  ``Request.Waitall``/``Waitany``/``Waitsome``/``Testall``, as mpi4py's ``MPI.Request``'s,
+  and :class:`StandInMPI`, mpi4py's ``MPI`` with these requests); on Python objects:
   ``send``, ``recv``, ``sendrecv``;
 - ``Get_rank()``, ``Get_size()``, ``rank``, ``size``;
 - collectives (``Allreduce``, ``allreduce``, ``allgather``, ``bcast``, ``gather``, ``Barrier``)
@@ -44,12 +45,14 @@ import copy
 import pickle
 import threading
 import time
+import types
 from dataclasses import dataclass, field
 
 import numpy as np
 
 ANY_SOURCE = -1
 ANY_TAG = -1
+UNDEFINED = -32766  # what Waitany returns when no request is active (mpi4py's MPI.UNDEFINED)
 COLLECTIVES = ("Allreduce", "allreduce", "Allgather", "allgather", "Bcast", "bcast", "Gather",
                "gather", "Reduce", "reduce", "Reduce_scatter", "Barrier", "barrier", "Alltoall",
                "alltoall", "Scatter", "scatter")
@@ -145,19 +148,76 @@ class Request:
 
     test = Test
 
+    # mpi4py's class methods on lists of requests. A completed request is inactive for MPI
+    # (mpi4py sets it to REQUEST_NULL in place), and None entries are skipped as MPI skips
+    # REQUEST_NULL.
+    @staticmethod
+    def _active(requests) -> list[tuple[int, Request]]:
+        return [(i, r) for i, r in enumerate(requests) if r is not None and not r._done]
+
     @staticmethod
     def Waitall(requests, statuses=None) -> bool:
         for request in requests:
-            request.Wait()
+            if request is not None:
+                request.Wait()
         return True
 
     @staticmethod
     def waitall(requests, statuses=None) -> list:
-        return [request.wait() for request in requests]
+        return [None if request is None else request.wait() for request in requests]
 
     @staticmethod
     def Testall(requests, statuses=None) -> bool:
-        return all([request.Test() for request in requests])
+        return all([request.Test() for request in requests if request is not None])
+
+    testall = Testall
+
+    @staticmethod
+    def Waitany(requests, status=None) -> int:
+        """The index of a request that finished (one ready now, else the first pending one,
+        waited for); :data:`UNDEFINED` when none is active."""
+        pending = Request._active(requests)
+        if not pending:
+            return UNDEFINED
+        done = next((i for i, request in pending if request.Test()), None)
+        if done is None:
+            done, request = pending[0]
+            request.Wait()
+        return done
+
+    @staticmethod
+    def waitany(requests, status=None) -> tuple:
+        index = Request.Waitany(requests)
+        return index, (None if index == UNDEFINED else requests[index].wait())
+
+    @staticmethod
+    def Waitsome(requests, statuses=None) -> list | None:
+        pending = Request._active(requests)
+        if not pending:
+            return None
+        done = [i for i, request in pending if request.Test()]
+        if not done:
+            pending[0][1].Wait()
+            done = [pending[0][0]]
+        return done
+
+
+class StandInMPI(types.ModuleType):
+    """mpi4py's ``MPI`` module as code running on these ranks sees it: the real module (its
+    datatypes, constants, ...), but with :class:`Request` and this module's ``ANY_SOURCE`` and
+    ``ANY_TAG``, so that ``MPI.Request.Waitall(requests)``, as mpi4py's documentation writes
+    it, works on the simulated requests (mpi4py's own refuse them, and its class is immutable).
+    """
+
+    def __init__(self, real: types.ModuleType):
+        super().__init__(real.__name__, real.__doc__)
+        self._real = real
+        self.Request = Request
+        self.ANY_SOURCE = ANY_SOURCE
+        self.ANY_TAG = ANY_TAG
+
+    def __getattr__(self, name: str):
+        return getattr(self._real, name)
 
 
 @dataclass
@@ -641,4 +701,4 @@ def run_ranks(size: int, function, args=None, allow_collectives: bool = True,
 __all__ = ["ANY_SOURCE", "ANY_TAG", "COLLECTIVES", "CollectiveNotAllowedError", "Comm",
            "CommError", "DeadlockError", "RankResults", "RanksDidNotFinishError", "Request",
            "RequestsNotCompletedError",
-           "TruncationError", "World", "WorldAbortedError", "run_ranks"]
+           "StandInMPI", "TruncationError", "UNDEFINED", "World", "WorldAbortedError", "run_ranks"]

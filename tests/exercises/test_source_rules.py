@@ -187,3 +187,40 @@ def test_a_size_typed_into_the_kernel_is_found():
     assert source_rules.hard_coded_size(source_rules.kernel_source(fixed, 2)) == (
         "if i < 300 and cuda.threadIdx.x >= 0:")
     assert source_rules.hard_coded_size(source_rules.kernel_source(copy_guarded, 2)) is None
+
+
+BLOCK = 64  # a typed-in block size, as a module global
+NOT_A_COUNT = 1.5
+
+
+@cuda.jit
+def block_from_a_global(x, out):
+    i = cuda.blockIdx.x * BLOCK + cuda.threadIdx.x
+    if i < out.shape[0]:
+        out[i] = x[i]
+
+
+@cuda.jit
+def block_from_a_local(x, out):
+    size = 128
+    i = size * cuda.blockIdx.x + cuda.threadIdx.x
+    if i < out.shape[0]:
+        out[i] = x[i]
+
+
+@cuda.jit
+def block_from_blockdim(x, out):
+    size = cuda.blockDim.x
+    i = cuda.blockIdx.x * size + cuda.threadIdx.x
+    if i < out.shape[0]:
+        out[i] = x[i] * NOT_A_COUNT
+
+
+def test_a_block_size_typed_in_through_a_name_is_hard_coded():
+    assert source_rules.hard_coded_block(source_rules.kernel_source(block_from_a_global, 2)) == (
+        "i = cuda.blockIdx.x * BLOCK + cuda.threadIdx.x")
+    assert source_rules.hard_coded_block(source_rules.kernel_source(block_from_a_local, 2)) == (
+        "i = size * cuda.blockIdx.x + cuda.threadIdx.x")
+    assert source_rules.hard_coded_block(source_rules.kernel_source(block_from_blockdim, 2)) is None
+    names = source_rules.typed_in_count_names(source_rules.kernel_source(block_from_blockdim, 2))
+    assert names == set()

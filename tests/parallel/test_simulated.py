@@ -142,3 +142,24 @@ def test_a_rank_that_never_returns_is_reported():
 
     result = run_ranks(2, body, timeout_s=0.5)
     assert "did not finish" in str(result.failure)
+
+
+def test_requests_wait_as_mpi4py_s_class_methods_do():
+    from gpulab.parallel import simulated
+
+    def ring_step(comm, x):
+        right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+        got = np.empty_like(x)
+        requests = [comm.Irecv(got, source=left), None, comm.Isend(x, dest=right)]
+        first = simulated.Request.Waitany(requests)
+        assert first in (0, 2)
+        assert simulated.Request.Waitsome(requests) in (None, [0], [2])
+        simulated.Request.Waitall(requests)
+        assert simulated.Request.Testall(requests)
+        assert simulated.Request.Waitany(requests) == simulated.UNDEFINED  # none active
+        return got
+
+    results = simulated.run_ranks(3, ring_step, [(np.full(4, float(r)),) for r in range(3)],
+                                  allow_collectives=False, timeout_s=10.0)
+    assert results.ok, results.errors
+    assert [float(v[0]) for v in results.returns] == [2.0, 0.0, 1.0]
