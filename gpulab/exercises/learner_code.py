@@ -65,7 +65,9 @@ def _gpulab_imported(function: types.FunctionType) -> list[str]:
                 names = fromlist if isinstance(fromlist, tuple) else ()
                 found.extend([f"{instruction.argval}.{name}" for name in names]
                              or [instruction.argval])
-            elif instruction.opname == "LOAD_CONST" and _is_gpulab_name(instruction.argval):
+            elif (instruction.opname == "LOAD_CONST" and isinstance(instruction.argval, str)
+                  and instruction.argval.startswith("gpulab.")
+                  and instruction.argval in sys.modules):  # a module's name, not any text
                 found.append(instruction.argval)
             previous = instruction
         for constant in code.co_consts:

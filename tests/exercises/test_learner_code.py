@@ -125,3 +125,12 @@ def test_a_check_whose_chapter_was_patched_says_so(monkeypatch):
     assert not result.passed
     assert "part of the check was replaced before the check" in result.message
     assert "`gpulab.exercises.ch00.call_learner`" in result.message
+
+
+def prints_the_word_gpulab(x):
+    print("gpulab", "gpulab.is a word here")
+    return float(np.sum(x))
+
+
+def test_text_that_only_mentions_gpulab_is_not_a_use_of_it():
+    assert learner_code.gpulab_things_used(prints_the_word_gpulab) == []
