@@ -22,10 +22,20 @@ batch.
 
 The first two are predictions from a few numbers per step (launches, FLOPs, bytes, bytes
 copied) and the GPU's datasheet (``gpulab.hardware``), so they are judged within a tolerance,
-not exactly: :data:`TOLERANCE`. Networks, GPUs and batches are random; besides a few drawn as
-before, the check draws cases where each known mistake (:data:`LAUNCH_BOUND_MISTAKES`,
-:data:`THROUGHPUT_MISTAKES`) gives an answer clearly outside the tolerance, and a mistake is
-named only when it explains the answers in every case. A failure names the seed.
+not exactly: within :data:`TOLERANCE` of the model's answer, or of the per-sample napkin the
+notebook teaches (:class:`Parts`), is right. The two differ where kernels of both kinds matter:
+the model adds each kernel's larger part, the napkin takes the larger of the step's totals.
+Networks, GPUs and batches are random; besides a few drawn as before, the check draws, afresh
+for each known mistake (:data:`LAUNCH_BOUND_MISTAKES`, :data:`THROUGHPUT_MISTAKES`), a case
+where its answer is clearly outside the tolerance of both, where the napkin agrees with the
+model, and where it differs from every mistake listed before it. A mistake is named only when
+it explains the answers in every case. A failure names the seed.
+
+Adding compute and memory (instead of the larger) is caught by exercise 1 but not by exercise
+2: a step's kernels run one after another, each the larger of its own two parts, so the model's
+time lies between the napkin's larger part and the sum. Over 20,000 drawn cases, wherever the
+sum differed from the napkin and the napkin agreed with the model, the sum was at most 1.39
+times off the model: never clearly outside the tolerance of both.
 """
 
 from __future__ import annotations
@@ -53,13 +63,15 @@ from gpulab.nn import cost
 # answer by up to ~25 % for the networks drawn here.
 TOLERANCE = 1.3
 WIDTH_RANGE = (16, 257)  # the networks drawn at random
-WIDE_RANGE = (16, 1025)  # ... and those drawn so that a mistake shows
+WIDE_RANGE = (16, 8193)  # ... and those drawn so that a mistake shows
 CASES = 6
-# A case shows a mistake when the mistake's answer is this factor away from the napkin's (and
-# so, the napkin being within ~25 % of the model, well outside TOLERANCE of the model's).
+# A case shows a mistake when, for some batch, the mistake's answer is this factor away from the
+# napkin's, the napkin agrees with the model, the answer is more than TOLERANCE (times NEAR, a
+# learner's rounding) away from the model's, and it differs from every mistake listed before it
+# (so that the first mistake that explains every case is it).
 SHOWS = 1.7
-AGREES = 1.15  # ... and on which the napkin is this close to the model
-CANDIDATES = 400  # cases drawn, at most, to find one that shows each mistake
+AGREES = 1.15  # ... where the napkin is this close to the model (so the right answer is clear)
+CANDIDATES = 400  # cases drawn, at most, to find one that shows a mistake (afresh for each)
 NEAR = 1.05  # an answer this close to a mistake's (or within 1 of it) is that mistake
 
 
@@ -199,23 +211,40 @@ def _random_case(rng: np.random.Generator, sizes=WIDTH_RANGE) -> Parts:
             return parts
 
 
-def _drawn_cases(rng: np.random.Generator, random_cases: int, answers, shows: Callable,
-                 agrees: Callable) -> list[Parts]:
+def _drawn_cases(rng: np.random.Generator, random_cases: int, answers,
+                 shows: Callable) -> list[Parts]:
     """The digits network on the course GPU, ``random_cases`` random ones, then, for each of
-    the wrong ``answers`` that ``shows(answer, parts)`` says none of them shows, the first of
-    up to :data:`CANDIDATES` wider random cases that shows it and on which the per-sample
-    napkin ``agrees`` with the model (one case may show several)."""
+    the wrong ``answers`` that ``shows(answer, parts, earlier_answers)`` says none of them
+    shows, the first of up to :data:`CANDIDATES` wider random cases, drawn afresh for each
+    answer, that shows it (one case may show several)."""
     cases = [Parts.of([64, 128, 10], hardware.COURSE_GPU)]
     cases += [_random_case(rng) for _ in range(random_cases)]
-    candidates = (_random_case(rng, WIDE_RANGE) for _ in range(CANDIDATES))
-    for mistake in answers:
-        if any(shows(mistake, case) for case in cases):
+    for k, answer in enumerate(answers):
+        if any(shows(answer, case, answers[:k]) for case in cases):
             continue
-        for candidate in candidates:
-            if shows(mistake, candidate) and agrees(candidate):
+        for _ in range(CANDIDATES):
+            candidate = _random_case(rng, WIDE_RANGE)
+            if shows(answer, candidate, answers[:k]):
                 cases.append(candidate)
                 break
     return cases
+
+
+def _clearly_off(value: float | None, napkin: float, model: Callable[[], float]) -> bool:
+    """Is ``value`` clearly wrong where the right answer is clear: :data:`SHOWS` away from the
+    napkin's, which is within :data:`AGREES` of the ``model``'s (computed only if needed), and
+    outside the tolerance (with a learner's rounding) of the model's too?"""
+    if value is None or within(value, napkin, SHOWS):
+        return False
+    want = model()
+    return within(napkin, want, AGREES) and not within(value, want, TOLERANCE * NEAR)
+
+
+def _differs(value: float | None, others) -> bool:
+    """Does ``value`` tell itself apart from each of the ``others``? One whose value is None
+    here (the bf16 peak on a GPU without one) is not told apart: a mistake that does not
+    apply to a case is not refuted by it."""
+    return value is not None and all(o is not None and not near(value, o) for o in others)
 
 
 @dataclass(frozen=True)
@@ -357,14 +386,17 @@ LAUNCH_BOUND = CheckSpec(
     holds=f"within a factor {TOLERANCE} of the roofline model's batch at which "
           "`cost.estimate_step(...).bound()` stops being `\"launch\"` (or of the per-sample "
           "napkin), for the digits network on an H100, five random small networks and GPUs, "
-          "and wider ones drawn so that each known mistake is clearly outside the tolerance",
+          "and wider ones drawn so that each known mistake is clearly outside the tolerance "
+          "of both where the napkin agrees with the model",
     also="a result that is not a positive number (None, an array, a string); numbers are "
          "printed plainly; a mistake is named only when it explains every case")
 
 
-def _shows_crossover(answer: WrongAnswer, parts: Parts) -> bool:
+def _shows_crossover(answer: WrongAnswer, parts: Parts, earlier=()) -> bool:
     value = answer.value(parts)
-    return value is not None and not within(value, parts.napkin_crossover(), SHOWS)
+    return (_differs(value, [e.value(parts) for e in earlier])
+            and _clearly_off(value, parts.napkin_crossover(),
+                             lambda: model_crossover(list(parts.widths), parts.gpu)))
 
 
 @LAUNCH_BOUND.check
@@ -376,9 +408,7 @@ def check_launch_bound(function, seed: int | None = None) -> str:
     Diagnoses: :data:`LAUNCH_BOUND_MISTAKES` in order; each is drawn a case where it is clearly
     wrong."""
     rng = np.random.default_rng(seed)
-    cases = _drawn_cases(rng, CASES - 1, CROSSOVER_ANSWERS, _shows_crossover,
-                         lambda p: within(p.napkin_crossover(),
-                                          model_crossover(list(p.widths), p.gpu), AGREES))
+    cases = _drawn_cases(rng, CASES - 1, CROSSOVER_ANSWERS, _shows_crossover)
     got = []
     for parts in cases:
         call = f"first_batch_not_launch_bound({list(parts.widths)}, {parts.gpu!r})"
@@ -389,8 +419,8 @@ def check_launch_bound(function, seed: int | None = None) -> str:
                           [model_crossover(list(p.widths), p.gpu) for p in cases])
     if evidence.wrong >= 0:
         LAUNCH_BOUND.reject(evidence)
-    return (f"all {len(cases)} predictions within a factor {TOLERANCE} of the model "
-            f"(seed={seed}).")
+    return (f"all {len(cases)} predictions within a factor {TOLERANCE} of the model (or the "
+            f"napkin) (seed={seed}).")
 
 
 # --- exercise 2: samples per second ---------------------------------------------------------------
@@ -477,8 +507,10 @@ class Throughputs:
     first: tuple[int, int] = field(init=False, default=(-1, 0))
 
     def __post_init__(self):
-        for k, (got, want) in enumerate(zip(self.got, self.want, strict=True)):
-            wrong = [b for b in got if not within(got[b], want[b])]
+        for k, (parts, got, want) in enumerate(zip(self.cases, self.got, self.want,
+                                                   strict=True)):
+            wrong = [b for b in got if not within(got[b], want[b])
+                     and not within(got[b], parts.napkin_throughput(b))]
             if wrong:
                 self.first = (k, wrong[0])
                 return
@@ -515,36 +547,35 @@ THROUGHPUT = CheckSpec(
     THROUGHPUT_MISTAKES, allowed_gpulab=("gpulab",), title="2. samples per second",
     call="check_throughput(samples_per_second)",
     holds=f"within a factor {TOLERANCE} of the model's `cost.estimate_step(...).samples_per_s` "
-          "at batches from 1 to a million, for the digits network on an H100, random small "
-          "networks and GPUs, and wider ones drawn so that each known mistake is clearly "
-          "outside the tolerance",
+          "(or of the per-sample napkin) at batches from 1 to a million, for the digits "
+          "network on an H100, random small networks and GPUs, and wider ones drawn so that "
+          "each known mistake is clearly outside the tolerance of both at a batch where the "
+          "napkin agrees with the model",
     also="a result that is not a positive number; a mistake is named only when it explains "
          "every case and batch")
 
 
-def _shows_throughput(answer: WrongAnswer, parts: Parts) -> bool:
-    for batch in parts.batches():
-        value = answer.value(parts, batch)
-        if value is not None and not within(value, parts.napkin_throughput(batch), SHOWS):
-            return True
-    return False
+def _shows_throughput(answer: WrongAnswer, parts: Parts, earlier=()) -> bool:
+    """Is there a batch at which ``answer`` is clearly off and told apart from ``earlier``?"""
+    def model(batch: int) -> Callable[[], float]:
+        return lambda: cost.estimate_step(list(parts.widths), batch, parts.gpu).samples_per_s
 
-
-def _napkin_agrees(parts: Parts) -> bool:
-    return all(within(parts.napkin_throughput(b), cost.estimate_step(
-        list(parts.widths), b, parts.gpu).samples_per_s, AGREES) for b in parts.batches())
+    return any(_differs(answer.value(parts, b), [e.value(parts, b) for e in earlier])
+               and _clearly_off(answer.value(parts, b), parts.napkin_throughput(b), model(b))
+               for b in parts.batches())
 
 
 @THROUGHPUT.check
 def check_throughput(function, seed: int | None = None) -> str:
     """Check ``function(widths, batch, gpu)``: samples per second within a factor
-    :data:`TOLERANCE` of ``cost.estimate_step(widths, batch, gpu).samples_per_s`` for random
-    MLPs and GPUs, at batches from 1 to a million.
+    :data:`TOLERANCE` of ``cost.estimate_step(widths, batch, gpu).samples_per_s`` (or of the
+    per-sample napkin, :meth:`Parts.napkin_throughput`) for random MLPs and GPUs, at batches
+    from 1 to a million.
 
     Diagnoses: :data:`THROUGHPUT_MISTAKES` in order; each is drawn a case where it is clearly
     wrong."""
     rng = np.random.default_rng(seed)
-    cases = _drawn_cases(rng, 3, THROUGHPUT_ANSWERS, _shows_throughput, _napkin_agrees)
+    cases = _drawn_cases(rng, 3, THROUGHPUT_ANSWERS, _shows_throughput)
     got, want = [], []
     for parts in cases:
         widths = list(parts.widths)
@@ -561,7 +592,8 @@ def check_throughput(function, seed: int | None = None) -> str:
     if evidence.first[0] >= 0:
         THROUGHPUT.reject(evidence)
     checked = sum(len(g) for g in got)
-    return (f"all {checked} predictions within a factor {TOLERANCE} of the model, "
+    return (f"all {checked} predictions within a factor {TOLERANCE} of the model (or the "
+            f"napkin), "
             f"batches 1 to {plain(1 << 20)} (seed={seed}).")
 
 

@@ -194,6 +194,86 @@ def test_throughput_diagnoses(function, words):
     assert_result(ch08.check_throughput(function, seed=6, show=False), FAILED, words)
 
 
+def forward_flops_only(widths, gpu):
+    """The forward pass's FLOPs alone: a learner who counts only the kernels of phase
+    "forward"."""
+    spec = hardware.get_gpu(gpu)
+    one, two = ([k for k in cost.step_kernels(widths, b) if k.phase == "forward"] for b in (1, 2))
+    launches, _, memory, copy = parts(widths, gpu)
+    compute = (sum(k.flops for k in two) - sum(k.flops for k in one)) / spec.peak_flops_for("fp32")
+    return launches, compute, memory, copy
+
+
+def bf16_peak(widths, gpu):
+    """The parts with the bf16 peak where the GPU has one (the learner's code falls back to fp32
+    where it does not)."""
+    spec = hardware.get_gpu(gpu)
+    launches, compute, memory, copy = parts(widths, gpu)
+    try:
+        compute *= spec.peak_flops_for("fp32") / spec.peak_flops_for("bf16")
+    except (KeyError, ValueError):
+        pass
+    return launches, compute, memory, copy
+
+
+def crossover_from(parts_of):
+    def first_batch(widths, gpu):
+        launches, compute, memory, copy = parts_of(widths, gpu)
+        return math.ceil(launches / max(compute, memory, copy))
+    return first_batch
+
+
+def throughput_from(parts_of):
+    def samples_per_second(widths, batch, gpu):
+        launches, compute, memory, copy = parts_of(widths, gpu)
+        return batch / (max(launches, batch * max(compute, memory)) + batch * copy)
+    return samples_per_second
+
+
+def throughput_all_added(widths, batch, gpu):
+    launches, compute, memory, copy = parts(widths, gpu)
+    return batch / (launches + batch * (compute + memory + copy))
+
+
+SEEDS = [0, 3, 7, 11, 19]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("function, words", [
+    (crossover_from(forward_flops_only), "the forward pass's FLOPs alone"),
+    (crossover_from(bf16_peak), "the bf16 peak for an fp32 model"),
+    (lambda w, g: parts(w, g)[0] / (parts(w, g)[1] + parts(w, g)[2] + parts(w, g)[3]),
+     "the sum of all three parts instead of the largest"),
+    (lambda w, g: parts(w, g)[0] / max(parts(w, g)[1] + parts(w, g)[2], parts(w, g)[3]),
+     "compute + memory instead of the larger"),
+])
+def test_launch_bound_names_the_issue_s_mistakes_on_every_seed(function, words, seed):
+    # Each is drawn a case where the napkin agrees with the model and the mistake is clearly off
+    # both, told apart from the mistakes listed before it (the bf16 peak from the copy alone).
+    assert_result(ch08.check_launch_bound(function, seed=seed, show=False), FAILED, words)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("function, words", [
+    (throughput_from(forward_flops_only), "the forward pass's FLOPs alone"),
+    (throughput_from(bf16_peak), "the bf16 peak for an fp32 model"),
+    (throughput_added, "the launches and the kernels' work added"),
+    (throughput_all_added, "every part added"),
+    (throughput_max, "the copy overlapping"),
+])
+def test_throughput_names_the_issue_s_mistakes_on_every_seed(function, words, seed):
+    assert_result(ch08.check_throughput(function, seed=seed, show=False), FAILED, words)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_napkin_is_right_even_where_the_model_adds_each_kernels_larger_part(seed):
+    # The drawn wide networks include ones where the napkin is over 1.3 times off the model at
+    # some batch (kernels of both kinds matter); the notebook's formula is still right there.
+    assert_result(ch08.check_throughput(throughput, seed=seed, show=False), PASSED,
+                  "or the napkin")
+    assert_result(ch08.check_launch_bound(napkin, seed=seed, show=False), PASSED, "or the napkin")
+
+
 def test_throughput_names_launches_added_to_work_where_it_matters():
     # On networks whose per-sample copy outweighs their kernels' work, the launches overlap a
     # small share of the step and adding them is within the tolerance; seed 3 draws one whose
