@@ -258,6 +258,15 @@ class WrongAnswer:
     hint: str
 
 
+# What the napkin is made from (the kernels' counts, the GPU's datasheet), and the model itself,
+# which the checks compare with: a function that returns the model's answer has not done the
+# exercise.
+NAPKIN_MODULES = ("gpulab.hardware", "gpulab.nn.cost")
+THE_MODEL = ("gpulab.nn.cost.estimate_step", "gpulab.nn.cost.estimate_epoch_s",
+             "gpulab.nn.cost.per_sample_seconds", "gpulab.hardware.estimate_time",
+             "gpulab.hardware.stream_timeline")
+
+
 # --- exercise 1: where a step stops being launch-bound ------------------------------------------
 
 LAUNCH_BOUND_STUB_HINT = (
@@ -380,7 +389,8 @@ LAUNCH_BOUND_MISTAKES = tuple(_named(a, "crossover") for a in CROSSOVER_ANSWERS)
 )
 LAUNCH_BOUND = CheckSpec(
     "launch_bound", "first_batch_not_launch_bound(widths, gpu) -> number",
-    LAUNCH_BOUND_STUB_HINT, LAUNCH_BOUND_MISTAKES, allowed_gpulab=("gpulab",),
+    LAUNCH_BOUND_STUB_HINT, LAUNCH_BOUND_MISTAKES, allowed_gpulab=NAPKIN_MODULES,
+    refused_gpulab=THE_MODEL,
     title="1. where a step stops being launch-bound",
     call="check_launch_bound(first_batch_not_launch_bound)",
     holds=f"within a factor {TOLERANCE} of the roofline model's batch at which "
@@ -388,8 +398,9 @@ LAUNCH_BOUND = CheckSpec(
           "napkin), for the digits network on an H100, five random small networks and GPUs, "
           "and wider ones drawn so that each known mistake is clearly outside the tolerance "
           "of both where the napkin agrees with the model",
-    also="a result that is not a positive number (None, an array, a string); numbers are "
-         "printed plainly; a mistake is named only when it explains every case")
+    also="a result that is not a positive number (None, an array, a string); an answer that "
+         "asks the model itself (`THE_MODEL`); numbers are printed plainly; a mistake is named "
+         "only when it explains every case")
 
 
 def _shows_crossover(answer: WrongAnswer, parts: Parts, earlier=()) -> bool:
@@ -544,15 +555,16 @@ THROUGHPUT_MISTAKES = tuple(_named(a, "throughput") for a in THROUGHPUT_ANSWERS)
 )
 THROUGHPUT = CheckSpec(
     "throughput", "samples_per_second(widths, batch, gpu) -> number", THROUGHPUT_STUB_HINT,
-    THROUGHPUT_MISTAKES, allowed_gpulab=("gpulab",), title="2. samples per second",
+    THROUGHPUT_MISTAKES, allowed_gpulab=NAPKIN_MODULES,
+    refused_gpulab=THE_MODEL, title="2. samples per second",
     call="check_throughput(samples_per_second)",
     holds=f"within a factor {TOLERANCE} of the model's `cost.estimate_step(...).samples_per_s` "
           "(or of the per-sample napkin) at batches from 1 to a million, for the digits "
           "network on an H100, random small networks and GPUs, and wider ones drawn so that "
           "each known mistake is clearly outside the tolerance of both at a batch where the "
           "napkin agrees with the model",
-    also="a result that is not a positive number; a mistake is named only when it explains "
-         "every case and batch")
+    also="a result that is not a positive number; an answer that asks the model itself "
+         "(`THE_MODEL`); a mistake is named only when it explains every case and batch")
 
 
 def _shows_throughput(answer: WrongAnswer, parts: Parts, earlier=()) -> bool:

@@ -101,34 +101,70 @@ def _globals_used(function: types.FunctionType) -> dict[str, object]:
     return {name: scope[name] for name in sorted(names) if name in scope}
 
 
-def gpulab_things_used(thing, allowed: tuple[str, ...] = ()) -> list[str]:
+def _attributes_read(function: types.FunctionType) -> set[str]:
+    """The attribute names ``function`` reads (``cost.estimate_step`` reads "estimate_step")."""
+    names: set[str] = set()
+
+    def collect(code: types.CodeType) -> None:
+        names.update(i.argval for i in dis.get_instructions(code)
+                     if i.opname in ("LOAD_ATTR", "LOAD_METHOD"))
+        for constant in code.co_consts:
+            if isinstance(constant, types.CodeType):
+                collect(constant)
+
+    collect(function.__code__)
+    return names
+
+
+def _is_within(module: str, prefixes: tuple[str, ...]) -> bool:
+    """Is ``module`` one of the ``prefixes`` (or below one), or a package above one (``gpulab``
+    above ``gpulab.nn.cost``: what it reaches through it is checked by name)?"""
+    return any(module == a or module.startswith(a + ".") or a.startswith(module + ".")
+               for a in prefixes)
+
+
+def gpulab_things_used(thing, allowed: tuple[str, ...] = (),
+                       refused: tuple[str, ...] = ()) -> list[str]:
     """What of gpulab's own the learner's ``thing`` (a kernel or a function) is or uses:
     ``["gpulab.reference (as `reference`)"]``, ``["gpulab.kernels.elementwise.multiply"]`` when
     it *is* gpulab's; empty for the learner's own work. Functions the learner wrote and
-    ``thing`` calls are looked into too. ``allowed``: gpulab modules it may use."""
+    ``thing`` calls are looked into too. ``allowed``: gpulab modules it may use; ``refused``:
+    names in them it may not (``"gpulab.nn.cost.estimate_step"``: the model a check compares
+    with), whether reached as a global or as an attribute read in the function's code."""
     found: list[str] = []
     seen: set[int] = set()
 
-    def visit(item, name: str | None) -> None:
+    def refused_through(module: str, where: str, attributes: set[str]) -> list[str]:
+        return [f"{r} ({where})" for r in refused
+                if r.rsplit(".", 1)[0].startswith(module) and r.rsplit(".", 1)[1] in attributes]
+
+    def visit(item, name: str | None, attributes: set[str]) -> None:
         if _is_gpulab(item):
-            module = item.__name__ if isinstance(item, types.ModuleType) else (
+            is_module = isinstance(item, types.ModuleType)
+            module = item.__name__ if is_module else (
                 getattr(_function_of(item) or item, "__module__", "gpulab"))
-            if not any(module == a or module.startswith(a + ".") for a in allowed):
-                label = (module if isinstance(item, types.ModuleType) else
-                         f"{module}.{getattr(_function_of(item) or item, '__name__', name)}")
+            label = (module if is_module else
+                     f"{module}.{getattr(_function_of(item) or item, '__name__', name)}")
+            if not _is_within(module, allowed) or label in refused:
                 found.append(label + (f" (as `{name}`)" if name else ""))
+            elif is_module:
+                found.extend(refused_through(module, f"through `{name or module}`", attributes))
             return
         function = _function_of(item) if callable(item) else None
         if function is None or id(function) in seen:
             return
         seen.add(id(function))
+        read = _attributes_read(function)
         for module in _gpulab_imported(function):
-            if not any(module == a or module.startswith(a + ".") for a in allowed):
+            if not _is_within(module, allowed) or module in refused:
                 found.append(f"{module} (imported in `{function.__name__}`)")
+            else:
+                found.extend(refused_through(module, f"through {module} imported in "
+                                                     f"`{function.__name__}`", read))
         for global_name, value in _globals_used(function).items():
-            visit(value, global_name)
+            visit(value, global_name, read)
 
-    visit(thing, None)
+    visit(thing, None, set())
     return list(dict.fromkeys(found))
 
 

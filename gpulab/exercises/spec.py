@@ -80,7 +80,8 @@ class CheckSpec:
     writes (``learner_writes``, e.g. ``"blocks_for(n, threads_per_block) -> int"``), the
     kernel's number of ``parameters`` (None for a plain function), the ``stub_hint`` a stub
     gets, and its known ``mistakes``, tried in order (:func:`~gpulab.exercises.mistakes.
-    diagnose`). ``allowed_gpulab``: gpulab modules the learner's code may use.
+    diagnose`). ``allowed_gpulab``: gpulab modules the learner's code may use;
+    ``refused_gpulab``: names in them it may not (what the check compares with).
 
     For the instructors' guide (:mod:`gpulab.exercises.instructors` writes its per-exercise
     tables from these): ``title`` (as the notebook numbers it, ``"1. multiply"``), ``call`` (the
@@ -94,6 +95,7 @@ class CheckSpec:
     mistakes: tuple[Mistake, ...] = ()
     parameters: int | None = None
     allowed_gpulab: tuple[str, ...] = ()
+    refused_gpulab: tuple[str, ...] = ()
     title: str = ""
     call: str = ""
     holds: str = ""
@@ -196,7 +198,8 @@ class CheckSpec:
     def refuse_gpulab_own(self, thing) -> None:
         if thing is None or thing is Ellipsis:
             return
-        used = learner_code.gpulab_things_used(thing, self.allowed_gpulab)
+        used = learner_code.gpulab_things_used(thing, self.allowed_gpulab,
+                                                 self.refused_gpulab)
         if used:
             name = getattr(thing, "__name__", None) or getattr(
                 getattr(thing, "py_func", None), "__name__", "your code")

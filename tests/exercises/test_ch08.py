@@ -38,8 +38,35 @@ def napkin(widths, gpu):
     return math.ceil(launches / max(compute, memory, copy))
 
 
+def by_own_search(widths, gpu):
+    """Right, written differently: double, then bisect, until the largest part catches up."""
+    launches, compute, memory, copy = parts(widths, gpu)
+    low, high = 0, 1
+    while high * max(compute, memory, copy) < launches:
+        low, high = high, 2 * high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if middle * max(compute, memory, copy) < launches else (low,
+                                                                                        middle)
+    return high
+
+
+def with_step_flops(widths, gpu):
+    """Right, written differently: the FLOPs from cost.step_flops, the copy rate from
+    hardware.link_bytes_per_s, the per-sample parts from a batch of 100."""
+    spec = hardware.get_gpu(gpu)
+    kernels = cost.step_kernels(widths, 100)
+    compute = (cost.step_flops(widths, 100) - cost.step_flops(widths, 1)) / 99
+    memory = (sum(k.bytes_moved for k in kernels)
+              - sum(k.bytes_moved for k in cost.step_kernels(widths, 1))) / 99
+    copy = cost.step_transfer_bytes(widths, 1) / hardware.link_bytes_per_s(gpu, "pageable")
+    per_sample = max(compute / spec.peak_flops_for("fp32"),
+                     memory / spec.memory_bandwidth_bytes_per_s, copy)
+    return len(kernels) * hardware.LAUNCH_OVERHEAD_S / per_sample
+
+
 def with_constant_parts(widths, gpu):
-    """Exact: every part is a + b * batch; the first batch where one exceeds the launches."""
+    """The model's own estimate, parts fitted as a + b * batch: it calls the model."""
     spec = hardware.get_gpu(gpu)
     est1, est2 = cost.estimate_step(widths, 1, spec), cost.estimate_step(widths, 2, spec)
     launches = est1.launch_s
@@ -54,6 +81,7 @@ def with_constant_parts(widths, gpu):
 
 
 def by_search(widths, gpu):
+    """Asks the model itself at each batch."""
     batch = 1
     while cost.estimate_step(widths, batch, gpu).bound() == "launch":
         batch += 1 if batch < 64 else batch // 64
@@ -86,7 +114,7 @@ def without_copy(widths, gpu):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
-@pytest.mark.parametrize("function", [napkin, with_constant_parts, by_search])
+@pytest.mark.parametrize("function", [napkin, by_own_search, with_step_flops])
 def test_launch_bound_accepts_right_answers_over_seeds(function, seed):
     assert_result(ch08.check_launch_bound(function, seed=seed, show=False), PASSED,
                   "predictions within a factor")
@@ -109,11 +137,53 @@ def test_launch_bound_accepts_numpy_numbers_and_prints_them_plainly():
     (lambda w, g: "1024", "must be a number"),
     (lambda w, g: [napkin(w, g)], "must be a number"),
     (lambda w, g: -napkin(w, g), "positive, finite"),
-    (lambda w, g: cost.estimate_step(w, napkin(w, g), g).samples_per_s, "samples per second"),
-    (lambda w, g: cost.estimate_step(w, 1, g).launch_s, "a time"),
+    (lambda w, g: throughput(w, napkin(w, g), g), "samples per second"),
+    (lambda w, g: parts(w, g)[0], "a time"),
 ])
 def test_launch_bound_diagnoses(function, words):
     assert_result(ch08.check_launch_bound(function, seed=5, show=False), FAILED, words)
+
+
+def model_samples_per_second(widths, batch, gpu):
+    return cost.estimate_step(widths, batch, gpu).samples_per_s
+
+
+def model_through_the_package(widths, batch, gpu):
+    import gpulab
+    return gpulab.nn.cost.estimate_step(widths, batch, gpu).samples_per_s
+
+
+def per_sample_from_the_model(widths, batch, gpu):
+    from gpulab.nn.cost import per_sample_seconds
+    part = per_sample_seconds(widths, gpu)
+    return batch / (max(part["launch"], batch * max(part["compute"], part["memory"]))
+                    + batch * part["transfer"])
+
+
+def kernels_timed_by_the_roofline(widths, batch, gpu):
+    times = [hardware.estimate_time(gpu, k.flops, k.bytes_moved).gpu_s
+             for k in cost.step_kernels(widths, batch)]
+    return batch / sum(times)
+
+
+@pytest.mark.parametrize("function, used", [
+    (with_constant_parts, "gpulab.nn.cost.estimate_step"),
+    (by_search, "gpulab.nn.cost.estimate_step"),
+])
+def test_launch_bound_refuses_an_answer_that_asks_the_model(function, used):
+    assert_result(ch08.check_launch_bound(function, seed=1, show=False), FAILED, used)
+
+
+@pytest.mark.parametrize("function, used", [
+    (model_samples_per_second, "gpulab.nn.cost.estimate_step"),
+    (model_through_the_package, "gpulab.nn.cost.estimate_step"),
+    (per_sample_from_the_model, "gpulab.nn.cost.per_sample_seconds"),
+    (kernels_timed_by_the_roofline, "gpulab.hardware.estimate_time"),
+])
+def test_throughput_refuses_an_answer_that_asks_the_model(function, used):
+    result = ch08.check_throughput(function, seed=1, show=False)
+    assert_result(result, FAILED, used)
+    assert "comparing gpulab with itself" in result.message
 
 
 def test_the_model_crossover_is_where_the_bound_changes():
@@ -171,7 +241,6 @@ def step_time(widths, batch, gpu):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("function", [
     throughput,
-    lambda w, b, g: cost.estimate_step(w, b, g).samples_per_s,
     # per sample: the launches' share or the work, whichever is larger, then the copy
     lambda w, b, g: 1 / (max(parts(w, g)[0] / b, max(parts(w, g)[1:3])) + parts(w, g)[3]),
 ])

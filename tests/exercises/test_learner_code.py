@@ -134,3 +134,28 @@ def prints_the_word_gpulab(x):
 
 def test_text_that_only_mentions_gpulab_is_not_a_use_of_it():
     assert learner_code.gpulab_things_used(prints_the_word_gpulab) == []
+
+
+def test_a_refused_name_in_an_allowed_module_is_found_however_it_is_reached():
+    from gpulab.nn import cost
+
+    def through_the_module(widths):
+        return cost.estimate_step(widths, 1).time_s
+
+    def by_its_own_name(widths):
+        return estimate_step(widths, 1).time_s
+
+    def through_the_package(widths):
+        import gpulab as package
+        return package.nn.cost.estimate_step(widths, 1).time_s
+
+    def only_the_counts(widths):
+        return len(cost.step_kernels(widths, 1))
+
+    estimate_step = cost.estimate_step
+    allowed, refused = ("gpulab.nn.cost",), ("gpulab.nn.cost.estimate_step",)
+    for function in (through_the_module, by_its_own_name, through_the_package):
+        used = learner_code.gpulab_things_used(function, allowed, refused)
+        assert used and used[0].startswith("gpulab.nn.cost.estimate_step"), (function, used)
+    assert learner_code.gpulab_things_used(only_the_counts, allowed, refused) == []
+    assert learner_code.gpulab_things_used(through_the_module, allowed) == []
