@@ -20,6 +20,7 @@ import numpy as np
 
 from gpulab import device
 from gpulab.instruments import launchable
+from gpulab.instruments.simulator import events_as_on_a_gpu
 
 
 @dataclass
@@ -132,6 +133,9 @@ GETTIME_CLOCKS = ("clock_gettime", "clock_gettime_ns")
 CPU_CLOCK_IDS = ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID")
 
 
+if device.tier() == "sim":
+    events_as_on_a_gpu()  # a learner's timing written for a GPU runs in a try-it cell too
+
 _MISSING = object()  # an attribute the watch added, to be deleted again on exit
 
 
@@ -161,15 +165,13 @@ def _recorded_clock(watch: HostCodeWatch, name: str, original, owner_thread: int
 
 def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> None:
     """Record CUDA events' ``record`` (a ``"clock"`` event), ``synchronize`` and
-    ``elapsed_time``. The simulator's events keep no time (``elapsed_time`` is -1): there it
-    gives the host time between the two records, as the simulator runs launches synchronously."""
-    import time
-
+    ``elapsed_time``. In the simulator the events are those of
+    :func:`~gpulab.instruments.simulator.events_as_on_a_gpu` (``cuda.event(timing=True)``, the
+    host time between two records)."""
     from numba import cuda
 
+    events_as_on_a_gpu()
     event_class = type(cuda.event())
-    host_clock = time.perf_counter  # called before the clocks are replaced by recording ones
-    recorded_at: dict[int, float] = {}
     originals = {name: getattr(event_class, name)
                  for name in ("record", "synchronize", "elapsed_time")}
     mine = lambda: not watch.launching and threading.get_ident() == owner_thread  # noqa: E731
@@ -177,7 +179,6 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
     def record(self, *args, **kwargs):
         if mine():
             watch.events.append(("clock", ("event", None)))
-        recorded_at[id(self)] = host_clock()
         return originals["record"](self, *args, **kwargs)
 
     def synchronize(self, *args, **kwargs):
@@ -187,8 +188,6 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
 
     def elapsed_time(self, other, *args, **kwargs):
         ms = originals["elapsed_time"](self, other, *args, **kwargs)
-        if device.tier() == "sim" and id(self) in recorded_at and id(other) in recorded_at:
-            ms = (recorded_at[id(other)] - recorded_at[id(self)]) * 1e3
         if mine():
             watch.events.append(("elapsed", float(ms) / 1e3))
         return ms
@@ -197,22 +196,6 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
                               ("elapsed_time", elapsed_time)):
         patched.append((event_class, name, originals[name]))
         setattr(event_class, name, replacement)
-
-    # Numba's `cuda.event(timing=True)` and `cuda.event_elapsed_time(start, stop)`: the
-    # simulator's `Event()` takes no argument and it has no `event_elapsed_time`; the real one
-    # calls the driver directly, past the `elapsed_time` recorded above.
-    original_event = cuda.event
-    simulated = "simulator" in getattr(original_event, "__module__", "")
-
-    def event(*args, **kwargs):
-        return original_event() if simulated else original_event(*args, **kwargs)
-
-    def event_elapsed_time(start, stop):
-        return start.elapsed_time(stop)
-
-    for name, replacement in (("event", event), ("event_elapsed_time", event_elapsed_time)):
-        patched.append((cuda, name, getattr(cuda, name, _MISSING)))
-        setattr(cuda, name, replacement)
 
 
 def _patch_timeit(clocks: dict, patched: list) -> None:

@@ -11,12 +11,15 @@ simulated thread it runs in:
   :func:`running_thread` is the simulator's thread object itself.
 - :func:`simulator_thread` — the thread named at the start of a simulator's error message.
 - :func:`patched` — set class attributes of the simulator for a block, then put them back.
+- :func:`events_as_on_a_gpu` — the simulator's CUDA events with the real target's host API, so
+  that a learner's timing written for a GPU runs in the simulator too.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -94,5 +97,40 @@ def patched(patches: dict) -> Iterator[None]:
             setattr(owner, name, value)
 
 
-__all__ = ["dim3", "linear_index", "patched", "running_thread", "simulated_thread",
+def events_as_on_a_gpu() -> None:
+    """Give the simulator's CUDA events what the real target has and the simulator lacks:
+    ``cuda.event(timing=True)`` (its ``Event()`` takes no argument), ``cuda.event_elapsed_time(
+    start, stop)`` (missing), and an ``elapsed_time`` in milliseconds (its own returns -1): the
+    host time between the two records. The simulator runs launches synchronously, so that is
+    the simulated work's time on this CPU, which says nothing about a GPU. Nothing changes on a
+    GPU; a second call changes nothing."""
+    from numba import cuda
+
+    if "simulator" not in getattr(cuda.event, "__module__", "") or hasattr(cuda.event, "mended"):
+        return
+    simulated, host_clock = cuda.event, time.perf_counter  # the clock as it is now, not as a
+    # check that records the learner's clock reads may replace it later
+
+    class Event(simulated):
+        recorded_s: float | None = None
+
+        def record(self, stream=0):
+            self.recorded_s = host_clock()
+            return super().record(stream)
+
+        def elapsed_time(self, event) -> float:
+            if self.recorded_s is None or event.recorded_s is None:
+                raise ValueError("elapsed_time needs both events recorded (event.record())")
+            return (event.recorded_s - self.recorded_s) * 1e3
+
+    def event(timing: bool = True) -> Event:
+        return Event()
+
+    event.mended = True
+    cuda.event = event
+    cuda.event_elapsed_time = lambda start, stop: start.elapsed_time(stop)
+
+
+__all__ = ["dim3", "events_as_on_a_gpu", "linear_index", "patched", "running_thread",
+           "simulated_thread",
            "simulator_thread"]

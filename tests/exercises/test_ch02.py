@@ -816,5 +816,14 @@ def test_timing_clocks_and_events_written_differently_pass(function, clock):
     assert timeit.default_timer is time.perf_counter
     assert timeit.Timer.__init__.__defaults__[2] is time.perf_counter
     assert "built-in" in repr(time.time) and "built-in" in repr(time.clock_gettime)
-    if SIM:
-        assert not hasattr(cuda, "event_elapsed_time")
+
+
+@pytest.mark.parametrize("function", [time_events_with_timing, time_event_elapsed_time])
+def test_a_timing_with_cuda_events_runs_outside_the_check_too(function):
+    # A try-it cell calls the learner's function itself: in the simulator, cuda.event(timing=True)
+    # and cuda.event_elapsed_time must work there as on a GPU (the simulator's own Event() takes
+    # no argument, and it has no event_elapsed_time).
+    x = np.arange(5, dtype=np.float32)
+    out, seconds = function(gpulab_memory.saxpy, np.float32(2), x, np.ones_like(x), repeats=2)
+    np.testing.assert_allclose(out, 2 * x + 1)
+    assert seconds > 0

@@ -42,3 +42,19 @@ def test_outside_a_kernel_no_thread_is_running():
     assert simulated_thread() is None
     recorder = RecordingArray(np.arange(4))
     assert recorder[2] == 2 and recorder.reads == {}
+
+
+@SIM_ONLY
+def test_events_take_the_gpu_api_and_time_the_host_between_records():
+    from gpulab.instruments.simulator import events_as_on_a_gpu
+
+    events_as_on_a_gpu()
+    events_as_on_a_gpu()  # a second call changes nothing
+    start, stop = cuda.event(timing=True), cuda.event()
+    start.record()
+    read_own_slot[1, 4](np.zeros(4, dtype=np.int64), np.arange(4.0))
+    stop.record()
+    stop.synchronize()
+    assert cuda.event_elapsed_time(start, stop) == start.elapsed_time(stop) > 0
+    with pytest.raises(ValueError, match="both events recorded"):
+        cuda.event().elapsed_time(stop)
