@@ -5,10 +5,12 @@ solutions/, ``generate_assignment``, learners' submissions, ``autograde``, ``exp
 - ``full`` submits the released notebook with every solution filled in, as a learner would
   (the released cells, nbgrader's checksums and metadata kept): every point.
 - ``partial`` is ``full`` with one plausible mistake in one exercise (``MISTAKES``): that
-  exercise's check, and only it, scores 0. It is handed in for four chapters of different kinds
-  (a kernel, a host-side function, minibatches that a later training run uses, the loss
-  scaler): each is a second run of the whole solution, and whether each check rejects its
-  wrong answers is what tests/exercises/ tests, check by check.
+  exercise's check, and only it, scores 0. It is handed in for three chapters of different
+  kinds (a kernel, a host-side function, the loss scaler that later cells use): each is a second
+  run of the whole solution, so it is kept to chapters that run in seconds, and whether each
+  check rejects its wrong answers is what tests/exercises/ tests, check by check. (Chapter 07's
+  minibatches are no longer handed in wrong: no later cell calls ``minibatches``, and the
+  chapter's solution is the course's longest run, a training run on the learner's kernels.)
 - ``blank`` submits the released notebook untouched: no point. It is handed in for
   ``BLANK_CHAPTERS`` only, to check nbgrader's side (the hidden asserts raise, so the checks
   score 0, and nothing else raises). That no check of any chapter passes on the untouched
@@ -58,7 +60,7 @@ pytestmark = [
                        reason="nbgrader (Python >= 3.11, the dev extra) is not installed"),
 ]
 
-# The partial submissions, one plausible mistake in each of four chapters: (solution cell's
+# The partial submissions, one plausible mistake in each of three chapters: (solution cell's
 # grade id, the line(s) of the solution, the mistake that replaces them, the check cell that
 # must then score 0).
 MISTAKES = {
@@ -67,8 +69,6 @@ MISTAKES = {
                        "    cuda.atomic.add(out, 0, partial[0])", "ch01-exercise3-check"),
     "04_precision": ("ch04-exercise1-solution", "magnitude = 2.0 ** (1 - bias) * fraction",
                      "magnitude = 2.0 ** (-bias) * fraction", "ch04-exercise1-check"),
-    "07_training": ("ch07-exercise1-solution", "order = rng.permutation(n_samples)",
-                    "order = np.arange(n_samples)", "ch07-exercise1-check"),
     "10_mixed_precision": ("ch10-exercise1-solution", "return scale * 2.0, 0, True",
                            "return scale * 2.0, clean_steps, True", "ch10-exercise1-check"),
 }
