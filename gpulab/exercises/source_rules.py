@@ -246,10 +246,14 @@ def typed_in_count_names(source: KernelSource) -> set[str]:
 
 def hard_coded_block(source: KernelSource) -> str | None:
     """The first line that multiplies ``cuda.blockIdx`` by a number, or by a name holding a
-    typed-in one (``BS = 64``, :func:`typed_in_count_names`): a hard-coded block size."""
+    typed-in one (``BS = 64``, :func:`typed_in_count_names`), or shifts it left by one
+    (``blockIdx.x << 6``, 64 threads assumed): a hard-coded block size."""
     names = None
     for node in source.walk():
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        shifted = isinstance(node, ast.BinOp) and isinstance(node.op, ast.LShift)
+        if shifted and "blockIdx" not in ast.dump(node.left):
+            continue  # the block index must be what is shifted
+        if isinstance(node, ast.BinOp) and (shifted or isinstance(node.op, ast.Mult)):
             sides = (node.left, node.right)
             if not any("blockIdx" in ast.dump(side) for side in sides):
                 continue

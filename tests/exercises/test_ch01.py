@@ -580,6 +580,13 @@ def test_the_package_ships_no_solution_kernels():
 
 
 @cuda.jit
+def multiply_block_as_a_shift(x, y, out):
+    i = (cuda.blockIdx.x << 6) + cuda.threadIdx.x
+    if i < x.shape[0]:
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit
 def multiply_block_of_64(x, y, out):
     i = cuda.blockIdx.x * 64 + cuda.threadIdx.x
     if i < x.shape[0]:
@@ -705,6 +712,7 @@ MORE_MULTIPLY_CASES = [
     (multiply_spelled_out, "passed", ["elements are right"]),
     (multiply_block_of_64, "failed", ["hard-codes the block size", "cuda.blockidx.x * 64",
                                       "never a number"]),
+    (multiply_block_as_a_shift, "failed", ["hard-codes the block size", "<< 6"]),
     (multiply_hard_coded_n, "failed", ["`if i < 300:` compares with a fixed number",
                                        "read from the array's shape"]),
     (multiply_with_numpy_import, "failed", ["does not compile for a real gpu",

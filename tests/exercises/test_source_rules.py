@@ -216,6 +216,27 @@ def block_from_blockdim(x, out):
         out[i] = x[i] * NOT_A_COUNT
 
 
+@cuda.jit
+def block_by_a_shift(x, out):
+    i = (cuda.blockIdx.x << 6) + cuda.threadIdx.x  # 64 threads a block, assumed
+    if i < out.shape[0]:
+        out[i] = x[i]
+
+
+@cuda.jit
+def shift_of_the_thread_index(x, out):  # not a block size: a stride of 2 within the block
+    i = cuda.blockIdx.x * cuda.blockDim.x + (cuda.threadIdx.x << 1)
+    if i < out.shape[0]:
+        out[i] = x[i]
+
+
+def test_a_block_size_typed_in_as_a_shift_is_hard_coded():
+    assert source_rules.hard_coded_block(source_rules.kernel_source(block_by_a_shift, 2)) == (
+        "i = (cuda.blockIdx.x << 6) + cuda.threadIdx.x  # 64 threads a block, assumed")
+    assert source_rules.hard_coded_block(
+        source_rules.kernel_source(shift_of_the_thread_index, 2)) is None
+
+
 def test_a_block_size_typed_in_through_a_name_is_hard_coded():
     assert source_rules.hard_coded_block(source_rules.kernel_source(block_from_a_global, 2)) == (
         "i = cuda.blockIdx.x * BLOCK + cuda.threadIdx.x")
