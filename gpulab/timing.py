@@ -272,9 +272,12 @@ def time_gpu(launch, repeats: int = 20, warmup: int = 2, name: str | None = None
         stop.record()
         stop.synchronize()
         elapsed_ms = start.elapsed_time(stop)
-        if not elapsed_ms >= 0:
+        simulated = any("simulator" in cls.__module__ for cls in type(start).__mro__)
+        if simulated or not elapsed_ms >= 0:
             raise RuntimeError(
-                f"CUDA events returned {elapsed_ms!r} ms; events only time work on a real GPU"
+                f"CUDA events returned {elapsed_ms!r} ms"
+                + (" from Numba's simulator" if simulated else "")
+                + "; events only time work on a real GPU"
             )
         times_s.append(elapsed_ms / 1e3)
     return Measurement(

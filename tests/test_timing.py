@@ -172,8 +172,15 @@ def test_time_gpu_rejects_the_simulators_meaningless_event_time(monkeypatch):
     monkeypatch.setattr(device, "tier", lambda: "gpu")  # but numba.cuda is the simulator
     with pytest.raises(SimulatorTimingError, match="simulator time is not GPU time"):
         time_gpu(lambda: None, repeats=1, warmup=0)
-    monkeypatch.setattr(device, "numba_cuda_mode", lambda: "gpu")  # and if it got past that,
-    with pytest.raises(RuntimeError, match="CUDA events returned -1"):  # the events say so
+    # And if it got past that, the events say so: numba's own (-1 ms) or, once given the GPU's
+    # API (gpulab.instruments.simulator.events_as_on_a_gpu), the simulator's host time.
+    monkeypatch.setattr(device, "numba_cuda_mode", lambda: "gpu")
+    with pytest.raises(RuntimeError, match="events only time work on a real GPU"):
+        time_gpu(lambda: None, repeats=1, warmup=0)
+    from gpulab.instruments.simulator import events_as_on_a_gpu
+
+    events_as_on_a_gpu()
+    with pytest.raises(RuntimeError, match="from Numba's simulator"):
         time_gpu(lambda: None, repeats=1, warmup=0)
 
 
