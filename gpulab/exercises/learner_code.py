@@ -80,16 +80,7 @@ def _gpulab_imported(function: types.FunctionType) -> list[str]:
 
 def _globals_used(function: types.FunctionType) -> dict[str, object]:
     """The globals (and closure variables) ``function`` reads, with their values."""
-    names = set()
-
-    def collect(code: types.CodeType) -> None:
-        names.update(i.argval for i in dis.get_instructions(code)
-                     if i.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
-        for constant in code.co_consts:
-            if isinstance(constant, types.CodeType):
-                collect(constant)
-
-    collect(function.__code__)
+    names = _names_loaded(function.__code__, ("LOAD_GLOBAL", "LOAD_NAME"))
     scope = dict(function.__globals__)
     if function.__closure__:
         for name, cell in zip(function.__code__.co_freevars, function.__closure__, strict=True):
@@ -101,19 +92,18 @@ def _globals_used(function: types.FunctionType) -> dict[str, object]:
     return {name: scope[name] for name in sorted(names) if name in scope}
 
 
+def _names_loaded(code: types.CodeType, opnames: tuple[str, ...]) -> set[str]:
+    """The names the instructions ``opnames`` load in ``code`` and the code nested in it."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in opnames}
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _names_loaded(constant, opnames)
+    return names
+
+
 def _attributes_read(function: types.FunctionType) -> set[str]:
     """The attribute names ``function`` reads (``cost.estimate_step`` reads "estimate_step")."""
-    names: set[str] = set()
-
-    def collect(code: types.CodeType) -> None:
-        names.update(i.argval for i in dis.get_instructions(code)
-                     if i.opname in ("LOAD_ATTR", "LOAD_METHOD"))
-        for constant in code.co_consts:
-            if isinstance(constant, types.CodeType):
-                collect(constant)
-
-    collect(function.__code__)
-    return names
+    return _names_loaded(function.__code__, ("LOAD_ATTR", "LOAD_METHOD"))
 
 
 def _is_within(module: str, prefixes: tuple[str, ...]) -> bool:
