@@ -170,8 +170,7 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
     host time between two records)."""
     from numba import cuda
 
-    events_as_on_a_gpu()
-    event_class = type(cuda.event())
+    event_class = type(cuda.event())  # in the simulator, mended at this module's import
     originals = {name: getattr(event_class, name)
                  for name in ("record", "synchronize", "elapsed_time")}
     mine = lambda: not watch.launching and threading.get_ident() == owner_thread  # noqa: E731

@@ -108,8 +108,9 @@ def events_as_on_a_gpu() -> None:
 
     if "simulator" not in getattr(cuda.event, "__module__", "") or hasattr(cuda.event, "mended"):
         return
-    simulated, host_clock = cuda.event, time.perf_counter  # the clock as it is now, not as a
-    # check that records the learner's clock reads may replace it later
+    # The clock as it is now: a check that records the learner's clock reads replaces
+    # time.perf_counter later, and an event's record is not a clock read of the learner's.
+    simulated, host_clock = cuda.event, time.perf_counter
 
     class Event(simulated):
         recorded_s: float | None = None
