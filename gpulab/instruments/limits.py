@@ -36,6 +36,10 @@ class Limits:
 
 
 _LIMITS: Limits | None = None
+# Held while stopping threads and while a limit ends: a watchdog still raising into a stale list
+# of threads would otherwise reach the next launch's new threads (thread ids are reused), and a
+# thread stopped before its run() starts dies silently, its work missing from a later result.
+_STOPPING = threading.RLock()
 
 
 def count_access() -> None:
@@ -85,15 +89,16 @@ def _stop_running_threads(limits: Limits, timed_out: bool = True) -> None:
     """Raise KernelDidNotFinishError in every simulated thread still running code: the watchdog
     (``timed_out``), and the clean-up after a budget stopped one thread, so that its
     neighbours do not loop on in the background."""
-    if not limits.active:
-        return
-    limits.timed_out = limits.timed_out or timed_out
-    limits.tripped = True
-    for thread in threading.enumerate():
-        if (hasattr(thread, "syncthreads_event") and thread.is_alive()
-                and not getattr(thread, "syncthreads_blocked", False)):
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(thread.ident), ctypes.py_object(KernelDidNotFinishError))
+    with _STOPPING:
+        if not limits.active:
+            return
+        limits.timed_out = limits.timed_out or timed_out
+        limits.tripped = True
+        for thread in threading.enumerate():
+            if (hasattr(thread, "syncthreads_event") and thread.is_alive()
+                    and not getattr(thread, "syncthreads_blocked", False)):
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(thread.ident), ctypes.py_object(KernelDidNotFinishError))
 
 
 @contextmanager
@@ -141,9 +146,10 @@ def limited(accesses_per_thread: int | None = None, barriers_per_thread: int | N
         finally:
             if watchdog is not None:
                 watchdog.cancel()
-            if limits.tripped:  # stop whatever of the stopped launch still runs
-                _stop_running_threads(limits, timed_out=False)
-            limits.active = False
+            with _STOPPING:  # a watchdog already stopping threads finishes first
+                if limits.tripped:  # stop whatever of the stopped launch still runs
+                    _stop_running_threads(limits, timed_out=False)
+                limits.active = False
             _LIMITS = previous
 
 

@@ -57,8 +57,9 @@ def test_serving_sweep_reaches_past_capacity_and_its_sentences_follow_its_rows(t
             r["multiple"] * capacity["throughput_per_s"])
         assert f"n = {r['completed']}" in r["p99_rule"] and 0 < r["model_share"] < 1
     low0, high0, low20, high20 = rows
-    assert low20["mean_batch"] > low0["mean_batch"]  # a window gathers bigger batches
-    assert low20["p50_ms"] > low0["p50_ms"]  # and every request waits for it
+    # What a window does to batches and waiting is measured, not asserted: on a loaded machine
+    # (CI's 2 cores, two workers) even 1/4 of capacity can queue into batches of 6 without a
+    # window. The sentence must say what was measured.
     lines = inf.serving_lines(rows, capacity)
     assert lines[0].startswith(f"Capacity: {capacity['throughput_per_s']:.0f} answers/s")
     assert f"{high20['rejected']} of 120 got 503" in lines[2]
@@ -67,6 +68,8 @@ def test_serving_sweep_reaches_past_capacity_and_its_sentences_follow_its_rows(t
     raised = high20["throughput_per_s"] > 1.05 * high0["throughput_per_s"]
     assert ("did not raise" in lines[3]) != raised
     assert "costs waiting" in lines[4] and "Lost: 0, wrong: 0" in lines[5]
+    assert ("(more than without)" in lines[4]) == (low20["p50_ms"] > low0["p50_ms"])
+    assert f"batches of {low20['mean_batch']:.1f} vs {low0['mean_batch']:.1f} rows" in lines[4]
     inf.serving_plot(rows)
 
 
