@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpulab import device
 from gpulab.instruments import launchable
-from gpulab.instruments.simulator import events_as_on_a_gpu
 
 
 @dataclass
@@ -132,10 +130,6 @@ GETTIME_CLOCKS = ("clock_gettime", "clock_gettime_ns")
 
 CPU_CLOCK_IDS = ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID")
 
-
-if device.tier() == "sim":
-    events_as_on_a_gpu()  # a learner's timing written for a GPU runs in a try-it cell too
-
 _MISSING = object()  # an attribute the watch added, to be deleted again on exit
 
 
@@ -170,7 +164,7 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
     host time between two records)."""
     from numba import cuda
 
-    event_class = type(cuda.event())  # in the simulator, mended at this module's import
+    event_class = type(cuda.event())  # in the simulator, mended when gpulab.exercises is imported
     originals = {name: getattr(event_class, name)
                  for name in ("record", "synchronize", "elapsed_time")}
     mine = lambda: not watch.launching and threading.get_ident() == owner_thread  # noqa: E731

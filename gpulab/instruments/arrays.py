@@ -30,7 +30,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from gpulab.instruments.limits import count_access
-from gpulab.instruments.simulator import patched, simulated_thread
+from gpulab.instruments.simulator import patched, shared_array_maker, simulated_thread
 
 
 def element_index(index, shape: tuple[int, ...]) -> int | None:
@@ -174,35 +174,16 @@ def poison_value(dtype):
 
 
 def shared_array_patch(make: Callable) -> Callable:
-    """A stand-in for the simulator's ``FakeCUDAShared.array``: one array per
-    ``cuda.shared.array`` line per launch, as the simulator makes, but filled with
-    :func:`poison_value` and made under a lock, so that every thread of the block gets the same
-    one (the simulator's own get-or-create can hand two threads two arrays if Python switches
-    threads in between). ``make(shared, values, caller_frame)`` gives what the kernel gets."""
-    from numba.cuda.simulator import kernelapi
-    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+    """A stand-in for the simulator's ``FakeCUDAShared.array`` that fills each new shared array
+    with :func:`poison_value` before ``make(shared, values, caller_frame)`` gives what the
+    kernel gets; made once per line and launch, under a lock, by
+    :func:`~gpulab.instruments.simulator.shared_array_maker`."""
+    def poisoned(shared, values, caller):
+        if poison_value(values.dtype) is not None:
+            values.fill(poison_value(values.dtype))
+        return make(shared, values, caller)
 
-    original = FakeCUDAShared.array
-    lock = threading.Lock()
-
-    def array(self, shape, dtype, alignment=None):
-        if shape == 0 or alignment is not None:  # dynamic shared memory, or the simulator's
-            return original(self, shape, dtype, alignment)  # "alignment unsupported" error
-        caller = sys._getframe(1)
-        key = (caller.f_code.co_filename, caller.f_lineno)  # as the simulator keys them
-        with lock:
-            found = self._allocations.get(key)
-            if found is None:
-                if isinstance(dtype, kernelapi.types.Type):
-                    dtype = kernelapi.numpy_support.as_dtype(dtype)
-                values = np.empty(shape, dtype)
-                if poison_value(values.dtype) is not None:
-                    values.fill(poison_value(values.dtype))
-                found = make(self, values, caller)
-                self._allocations[key] = found
-        return found
-
-    return array
+    return shared_array_maker(poisoned)
 
 
 @contextmanager

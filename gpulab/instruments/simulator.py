@@ -11,17 +11,27 @@ simulated thread it runs in:
   :func:`running_thread` is the simulator's thread object itself.
 - :func:`simulator_thread` — the thread named at the start of a simulator's error message.
 - :func:`patched` — set class attributes of the simulator for a block, then put them back.
+- :func:`shared_array_maker` and :func:`shared_arrays_made_once` — ``cuda.shared.array`` made
+  under a lock, so that every thread of a block gets the same array (the simulator's own
+  get-or-create can hand two threads two arrays).
 - :func:`events_as_on_a_gpu` — the simulator's CUDA events with the real target's host API, so
   that a learner's timing written for a GPU runs in the simulator too.
+- :func:`launches_one_at_a_time` — a launch from a second host thread (a server's model
+  thread, the ranks of a simulated ring) waits for the running one instead of failing.
+- :func:`mend` — these mends, once, in the simulator tier (gpulab's kernels and the exercise
+  checks call it when they are imported).
 """
 
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+import numpy as np
 
 
 def dim3(value) -> tuple[int, int, int] | None:
@@ -97,6 +107,104 @@ def patched(patches: dict) -> Iterator[None]:
             setattr(owner, name, value)
 
 
+# Held while a shared array is looked up and, if missing, made and stored: see shared_array_maker.
+_SHARED_ALLOCATION = threading.Lock()
+
+
+def shared_array_maker(make: Callable) -> Callable:
+    """A stand-in for the simulator's ``FakeCUDAShared.array``: one array per
+    ``cuda.shared.array`` line per launch, as the simulator makes, but looked up and made under
+    a lock. ``make(shared, values, caller_frame)`` gives what the kernel gets, from ``values``
+    (``np.empty``, as the simulator starts them).
+
+    Why the lock: the simulator looks the line up in a dict and, when it is missing, makes the
+    array and stores it. Its threads are Python threads, so another thread of the block can run
+    between the lookup and the store; the two then hold two different arrays, and a barrier
+    later one of them reads slots nobody wrote (``np.empty``'s leftovers). Measured on 2 busy
+    cores (three processes, each calling ``gpulab.kernels.dot.dot(x, y, "grid_stride")`` on
+    random float32 vectors of 1..5000 elements for 200-240 s, ``/tmp`` script in issue 22's
+    note): 10 wrong results in 10,775 launches without the lock, some of them 1e19 or 5e36;
+    0 in 11,011 with it.
+    """
+    from numba.cuda.simulator import kernelapi
+
+    original = kernelapi.FakeCUDAShared.array
+
+    def array(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:  # dynamic shared memory, or the simulator's
+            return original(self, shape, dtype, alignment)  # "alignment unsupported" error
+        caller = sys._getframe(1)
+        key = (caller.f_code.co_filename, caller.f_lineno)  # as the simulator keys them
+        with _SHARED_ALLOCATION:
+            found = self._allocations.get(key)
+            if found is None:
+                if isinstance(dtype, kernelapi.types.Type):
+                    dtype = kernelapi.numpy_support.as_dtype(dtype)
+                found = make(self, np.empty(shape, dtype), caller)
+                self._allocations[key] = found
+        return found
+
+    array.made_once = True
+    array.original = original  # what it replaced (for tests)
+    return array
+
+
+def shared_arrays_made_once() -> None:
+    """Replace the simulator's ``FakeCUDAShared.array`` by :func:`shared_array_maker`'s,
+    which gives the kernel the array as the simulator makes it. A second call changes
+    nothing; nothing changes outside the simulator."""
+    try:
+        from numba.cuda.simulator.kernelapi import FakeCUDAShared
+    except ImportError:  # not the simulator
+        return
+    if not getattr(FakeCUDAShared.array, "made_once", False):
+        FakeCUDAShared.array = shared_array_maker(lambda shared, values, caller: values)
+
+
+# Held by a launch from a host thread for as long as the simulator runs it.
+_LAUNCH = threading.RLock()
+
+
+def launches_one_at_a_time() -> None:
+    """Make a launch from a host thread wait while another host thread's launch runs.
+
+    The simulator runs one launch at a time (its kernel context is one global, "concurrent
+    simulated kernel not supported"): a launch made while another runs is taken for a device
+    function called from inside it, and fails in the caller's thread (``AttributeError``). On a
+    GPU, launches from two host threads queue on the device. Calls made by simulated threads
+    (device functions) pass straight through. A second call changes nothing; nothing changes
+    outside the simulator."""
+    try:
+        from numba.cuda.simulator.kernel import FakeCUDAKernel
+    except ImportError:  # not the simulator
+        return
+    launch = FakeCUDAKernel.__call__
+    if getattr(launch, "one_at_a_time", False):
+        return
+
+    def __call__(self, *args):
+        if self._device or running_thread() is not None:  # a device function, in a kernel
+            return launch(self, *args)
+        with _LAUNCH:
+            return launch(self, *args)
+
+    __call__.one_at_a_time = True
+    __call__.original = launch  # what it replaced (for tests)
+    FakeCUDAKernel.__call__ = __call__
+
+
+def mend() -> None:
+    """In the simulator tier, :func:`shared_arrays_made_once`, :func:`launches_one_at_a_time`
+    and :func:`events_as_on_a_gpu`; nothing on a GPU or in the ptx tier. Called when gpulab's
+    kernels and the exercise checks are imported; a second call changes nothing."""
+    from gpulab import device
+
+    if device.tier() == "sim":
+        shared_arrays_made_once()
+        launches_one_at_a_time()
+        events_as_on_a_gpu()
+
+
 def events_as_on_a_gpu() -> None:
     """Give the simulator's CUDA events what the real target has and the simulator lacks:
     ``cuda.event(timing=True)`` (its ``Event()`` takes no argument), ``cuda.event_elapsed_time(
@@ -132,6 +240,7 @@ def events_as_on_a_gpu() -> None:
     cuda.event_elapsed_time = lambda start, stop: start.elapsed_time(stop)
 
 
-__all__ = ["dim3", "events_as_on_a_gpu", "linear_index", "patched", "running_thread",
-           "simulated_thread",
+__all__ = ["dim3", "events_as_on_a_gpu", "launches_one_at_a_time", "linear_index", "mend",
+           "patched", "running_thread",
+           "shared_array_maker", "shared_arrays_made_once", "simulated_thread",
            "simulator_thread"]

@@ -22,6 +22,10 @@ from dataclasses import dataclass
 
 from numba import cuda
 
+from gpulab.instruments.simulator import mend
+
+mend()  # in the simulator, every thread of a block gets the same shared array (see there)
+
 FLOAT_DTYPES = ("float32", "float64")
 
 

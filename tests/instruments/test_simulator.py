@@ -58,3 +58,134 @@ def test_events_take_the_gpu_api_and_time_the_host_between_records():
     assert cuda.event_elapsed_time(start, stop) == start.elapsed_time(stop) > 0
     with pytest.raises(ValueError, match="both events recorded"):
         cuda.event().elapsed_time(stop)
+
+
+@cuda.jit
+def sum_of_shared_slots(out):
+    """Each thread writes t + 1 into its slot of one shared array; thread 0 sums them."""
+    slots = cuda.shared.array(8, np.float32)
+    t = cuda.threadIdx.x
+    slots[t] = t + 1
+    cuda.syncthreads()
+    if t == 0:
+        total = np.float32(0)
+        for i in range(8):
+            total += slots[i]
+        out[0] = total
+
+
+class SlowLookups(dict):
+    """The simulator's table of shared arrays, with a lookup that lets the other threads run
+    before it answers (as Python may switch threads anywhere): what makes the race certain."""
+
+    stores = 0
+
+    def get(self, key, default=None):
+        import time
+
+        found = super().get(key, default)
+        time.sleep(0.002)  # gives up the GIL
+        return found
+
+    def __setitem__(self, key, value):
+        type(self).stores += 1
+        super().__setitem__(key, value)
+
+
+def run_with_slow_lookups(shared_array):
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+
+    from gpulab.instruments.simulator import patched
+
+    original_init = FakeCUDAShared.__init__
+
+    def init(self, *args):
+        original_init(self, *args)
+        self._allocations = SlowLookups()
+
+    SlowLookups.stores = 0
+    out = np.zeros(1, np.float32)
+    with patched({(FakeCUDAShared, "__init__"): init, (FakeCUDAShared, "array"): shared_array}):
+        sum_of_shared_slots[1, 8](out)
+    return float(out[0]), SlowLookups.stores
+
+
+@SIM_ONLY
+def test_every_thread_of_a_block_gets_the_same_shared_array_whenever_python_switches():
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+
+    from gpulab.instruments.simulator import mend
+
+    mend()  # as importing gpulab's kernels or exercises does
+    mend()  # a second call changes nothing
+    mended = FakeCUDAShared.array
+    assert mended.original is not mended and not hasattr(mended.original, "made_once")
+    assert mended.made_once
+    assert run_with_slow_lookups(mended) == (36.0, 1)  # one array, every slot written
+    # The control: the simulator's own get-or-create, with the same switch, makes one array
+    # per thread, and thread 0 sums slots nobody wrote into its own.
+    total, stores = run_with_slow_lookups(mended.original)
+    assert stores > 1
+    assert FakeCUDAShared.array is mended  # the simulator is left mended
+
+
+@SIM_ONLY
+@pytest.mark.parametrize("module", ["gpulab.kernels.dot", "gpulab.exercises"])
+def test_importing_gpulabs_kernels_or_exercises_mends_the_simulator(module):
+    import subprocess
+    import sys
+
+    probe = (f"import gpulab, {module}; from numba import cuda; "
+             "from numba.cuda.simulator.kernelapi import FakeCUDAShared; "
+             "print(FakeCUDAShared.array.made_once, cuda.event.mended)")
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           timeout=120, check=True)
+    assert shown.stdout.split() == ["True", "True"]
+
+
+@cuda.jit
+def fill_when_told(out, started, go):
+    """Say the launch has started, wait for ``go``, then write 1 into out (one thread)."""
+    started.set()
+    go.wait(5)
+    out[0] = 1
+
+
+def launch_while_another_thread_launches(launch_second) -> tuple:
+    """Start fill_when_told in a host thread, and once it runs, call ``launch_second()`` in this
+    one; return what each gave."""
+    import threading
+
+    started, go = threading.Event(), threading.Event()
+    first_out = np.zeros(1, np.float32)
+    first = threading.Thread(target=lambda: fill_when_told[1, 1](first_out, started, go))
+    first.start()
+    assert started.wait(10)
+    threading.Timer(0.2, go.set).start()  # the first launch goes on while the second waits
+    try:
+        second = launch_second()
+    finally:
+        go.set()
+        first.join(10)
+    return float(first_out[0]), second
+
+
+@SIM_ONLY
+def test_a_second_host_threads_launch_waits_for_the_running_one():
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    from gpulab.instruments.simulator import mend, patched
+
+    mend()
+
+    def sum_of_slots():
+        out = np.zeros(1, np.float32)
+        sum_of_shared_slots[1, 8](out)
+        return float(out[0])
+
+    assert launch_while_another_thread_launches(sum_of_slots) == (1.0, 36.0)
+    # The control: the simulator's own launch, made during another, is taken for a device
+    # function called from inside it and fails.
+    with patched({(FakeCUDAKernel, "__call__"): FakeCUDAKernel.__call__.original}):
+        with pytest.raises(AttributeError):
+            launch_while_another_thread_launches(sum_of_slots)
