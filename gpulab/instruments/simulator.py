@@ -122,8 +122,8 @@ def shared_array_maker(make: Callable) -> Callable:
     between the lookup and the store; the two then hold two different arrays, and a barrier
     later one of them reads slots nobody wrote (``np.empty``'s leftovers). Measured on 2 busy
     cores (three processes, each calling ``gpulab.kernels.dot.dot(x, y, "grid_stride")`` on
-    random float32 vectors of 1..5000 elements for 200-240 s, ``/tmp`` script in issue 22's
-    note): 10 wrong results in 10,775 launches without the lock, some of them 1e19 or 5e36;
+    random float32 vectors of 1..5000 elements for 200-240 s; the loop is in issue 22's note):
+    10 wrong results in 10,775 launches without the lock, some of them 1e19 or 5e36;
     0 in 11,011 with it.
     """
     from numba.cuda.simulator import kernelapi
@@ -182,15 +182,15 @@ def launches_one_at_a_time() -> None:
     if getattr(launch, "one_at_a_time", False):
         return
 
-    def __call__(self, *args):
+    def launch_in_turn(self, *args):
         if self._device or running_thread() is not None:  # a device function, in a kernel
             return launch(self, *args)
         with _LAUNCH:
             return launch(self, *args)
 
-    __call__.one_at_a_time = True
-    __call__.original = launch  # what it replaced (for tests)
-    FakeCUDAKernel.__call__ = __call__
+    launch_in_turn.one_at_a_time = True
+    launch_in_turn.original = launch  # what it replaced (for tests)
+    FakeCUDAKernel.__call__ = launch_in_turn
 
 
 def mend() -> None:
