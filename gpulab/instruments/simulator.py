@@ -172,8 +172,9 @@ def launches_one_at_a_time() -> None:
     simulated kernel not supported"): a launch made while another runs is taken for a device
     function called from inside it, and fails in the caller's thread (``AttributeError``). On a
     GPU, launches from two host threads queue on the device. Calls made by simulated threads
-    (device functions) pass straight through. A second call changes nothing; nothing changes
-    outside the simulator."""
+    (device functions) pass straight through. A launch that fails returns once the threads it
+    started have ended (:func:`_let_stopped_threads_end`). A second call changes nothing;
+    nothing changes outside the simulator."""
     try:
         from numba.cuda.simulator.kernel import FakeCUDAKernel
     except ImportError:  # not the simulator
@@ -186,11 +187,33 @@ def launches_one_at_a_time() -> None:
         if self._device or running_thread() is not None:  # a device function, in a kernel
             return launch(self, *args)
         with _LAUNCH:
-            return launch(self, *args)
+            try:
+                return launch(self, *args)
+            except BaseException:
+                _let_stopped_threads_end()
+                raise
 
     launch_in_turn.one_at_a_time = True
     launch_in_turn.original = launch  # what it replaced (for tests)
     FakeCUDAKernel.__call__ = launch_in_turn
+
+
+STOPPED_THREADS_WAIT_S = 1.0
+
+
+def _let_stopped_threads_end(seconds: float = STOPPED_THREADS_WAIT_S) -> None:
+    """Wait up to ``seconds`` for the simulated threads still alive to end.
+
+    The simulator raises a block's first exception at once and tells the block's other threads
+    to stop at their next barrier, without waiting for them. Until they get there they run on,
+    and once the next launch of a kernel of the same module has begun they run inside it: their
+    ``cuda`` is then that launch's, and a ``cuda.shared.array`` line gives them its shared array
+    to write into. A thread that loops without a barrier is left to :func:`~gpulab.
+    instruments.limits.limited`, after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    for thread in threading.enumerate():
+        if hasattr(thread, "syncthreads_event") and thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def mend() -> None:

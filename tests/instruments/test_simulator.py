@@ -189,3 +189,35 @@ def test_a_second_host_threads_launch_waits_for_the_running_one():
     with patched({(FakeCUDAKernel, "__call__"): FakeCUDAKernel.__call__.original}):
         with pytest.raises(AttributeError):
             launch_while_another_thread_launches(sum_of_slots)
+
+
+@cuda.jit
+def fail_in_thread_0(out, ended):
+    """Thread 0 indexes past the end at once; thread 1 takes a while, then says it ended."""
+    t = cuda.threadIdx.x
+    if t == 0:
+        out[5] = 1
+    else:
+        import time
+
+        time.sleep(0.3)
+        ended.append(t)
+
+
+@SIM_ONLY
+def test_a_failed_launch_returns_once_its_threads_have_ended():
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    from gpulab.instruments.simulator import mend, patched
+
+    mend()
+    ended = []
+    with pytest.raises(IndexError):
+        fail_in_thread_0[1, 2](np.zeros(2, np.float32), ended)
+    assert ended == [1]  # thread 1 did not run on into whatever comes next
+    # The control: the simulator's own launch raises while thread 1 still runs.
+    ended = []
+    with patched({(FakeCUDAKernel, "__call__"): FakeCUDAKernel.__call__.original}):
+        with pytest.raises(IndexError):
+            fail_in_thread_0[1, 2](np.zeros(2, np.float32), ended)
+    assert ended == []
