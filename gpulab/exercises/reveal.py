@@ -9,7 +9,8 @@
 - :func:`try_it` wraps a try-it cell: an unwritten stub prints "not written yet"; any other
   error prints a short paragraph (what went wrong in plain words, the line of the learner's code
   it happened in, the thread in the simulator) instead of the simulator's 60-line traceback;
-  :func:`full_traceback` prints the whole traceback of the last one.
+  :func:`full_traceback` prints the whole traceback of the last one. In the simulator a kernel
+  that never finishes is stopped after a time limit, so "Run All" goes on to the check.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import linecache
 import sys
 import sysconfig
 import traceback
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from gpulab.exercises.results import CheckResult, has_passed
-from gpulab.instruments import simulator_thread
+from gpulab import device
+from gpulab.exercises.results import TIME_LIMIT_S, CheckResult, has_passed
+from gpulab.instruments import KernelDidNotFinishError, limited, simulator_thread
 from gpulab.kernels.registry import kernel_spec
 
 NOT_WRITTEN = "not written yet"
@@ -131,18 +133,28 @@ def short_failure(error: BaseException) -> str:
     if isinstance(error, IndexError):
         lines.append("  An index past the end of an array: is every thread's index guarded "
                      "against the array's length?")
+    if isinstance(error, KernelDidNotFinishError):
+        lines.append("  The kernel was stopped: it ran past the time limit. A loop that never "
+                     "ends? (a step that is 0 for some thread, a halving that never halves)")
     lines.append("  The check below tells you more; the whole traceback: "
                  "gpulab.exercises.reveal.full_traceback()")
     return "\n".join(lines)
 
 
 @contextmanager
-def try_it(not_written: str = NOT_WRITTEN):
+def try_it(not_written: str = NOT_WRITTEN, seconds: float = TIME_LIMIT_S["sim"]):
     """Run a try-it cell's body: a stub's NotImplementedError prints ``not_written``; any other
-    exception prints :func:`short_failure` (at most 6 lines) and is kept for
-    :func:`full_traceback`. The cell itself does not fail, so "Run All" goes on to the check."""
+    exception prints :func:`short_failure` (at most 7 lines) and is kept for
+    :func:`full_traceback`. The cell itself does not fail, so "Run All" goes on to the check.
+
+    In the simulator the body runs under :func:`~gpulab.instruments.limited`'s wall-clock limit
+    of ``seconds`` (the checks' own): a kernel still running then is stopped with
+    :class:`~gpulab.instruments.KernelDidNotFinishError` instead of hanging the notebook. A
+    try-it cell's inputs are small; its launches take a few seconds at most."""
+    limit = limited(seconds=seconds) if device.tier() == "sim" else nullcontext()
     try:
-        yield
+        with limit:
+            yield
     except NotImplementedError:
         print(not_written)
     except Exception as error:  # the learner's code failed: tell it briefly

@@ -9,6 +9,7 @@ import pytest
 from learner_kernels import multiply
 from numba import cuda
 
+from gpulab import device
 from gpulab.exercises import ch01, results
 from gpulab.exercises.reveal import compare_yours, full_traceback, short_failure, try_it
 
@@ -107,3 +108,25 @@ def test_full_traceback_is_one_call_away(capsys):
 def test_short_failure_cuts_a_long_message():
     text = short_failure(ValueError("x" * 1000 + "\nsecond line"))
     assert len(text.splitlines()[0]) < 260 and "second line" not in text
+
+
+@pytest.mark.skipif(device.tier() != "sim", reason="the time limit is the simulator's")
+def test_try_it_stops_a_kernel_that_never_finishes(capsys):
+    import threading
+    import time
+
+    cell = notebook_cell(
+        "@cuda.jit\n"
+        "def my_spin(out):\n"
+        "    i = cuda.grid(1)\n"
+        "    while i < out.shape[0]:\n"
+        "        out[i] = 1\n")
+    started = time.monotonic()
+    with try_it(seconds=1.0):
+        cell["my_spin"][1, 4](np.zeros(4))
+    assert time.monotonic() - started < 15
+    out = capsys.readouterr().out
+    assert out.startswith("Your code stopped with KernelDidNotFinishError"), out
+    assert "time limit" in out and "never ends" in out
+    assert not [t for t in threading.enumerate() if hasattr(t, "syncthreads_event")
+                and t.is_alive()]  # no simulated thread spins on in the background
