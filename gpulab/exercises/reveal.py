@@ -141,14 +141,19 @@ def short_failure(error: BaseException) -> str:
     return "\n".join(lines)
 
 
+# A try-it cell's whole body is timed, a first compile for a real GPU (up to the compiler's
+# 120 s) included: five times the checks' limit for a launch, to stop a hang, never a slow cell.
+TRY_IT_LIMIT_S = 5 * TIME_LIMIT_S["sim"]
+
+
 @contextmanager
-def try_it(not_written: str = NOT_WRITTEN, seconds: float = TIME_LIMIT_S["sim"]):
+def try_it(not_written: str = NOT_WRITTEN, seconds: float = TRY_IT_LIMIT_S):
     """Run a try-it cell's body: a stub's NotImplementedError prints ``not_written``; any other
     exception prints :func:`short_failure` (at most 7 lines) and is kept for
     :func:`full_traceback`. The cell itself does not fail, so "Run All" goes on to the check.
 
     In the simulator the body runs under :func:`~gpulab.instruments.limited`'s wall-clock limit
-    of ``seconds`` (the checks' own): a kernel still running then is stopped with
+    of ``seconds`` (:data:`TRY_IT_LIMIT_S`): a kernel still running then is stopped with
     :class:`~gpulab.instruments.KernelDidNotFinishError` instead of hanging the notebook. A
     try-it cell's inputs are small; its launches take a few seconds at most."""
     limit = limited(seconds=seconds) if device.tier() == "sim" else nullcontext()
@@ -171,5 +176,5 @@ def full_traceback() -> None:
     traceback.print_exception(type(error), error, error.__traceback__, file=sys.stdout)
 
 
-__all__ = ["NOT_WRITTEN", "compare_yours", "full_traceback", "short_failure",
+__all__ = ["NOT_WRITTEN", "TRY_IT_LIMIT_S", "compare_yours", "full_traceback", "short_failure",
            "show_gpulabs_versions", "try_it"]

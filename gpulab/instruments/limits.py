@@ -126,14 +126,19 @@ def limited(accesses_per_thread: int | None = None, barriers_per_thread: int | N
         yield limits
         return
     previous = _LIMITS
+    # Within an outer limit, count on its originals: an access is counted once, by this one.
+    def uncounted(method):
+        return getattr(method, "gpulab_original", method)
+
     patches = {
         (FakeWithinKernelCUDAArray, "__getitem__"): _counting(
-            FakeWithinKernelCUDAArray.__getitem__),
+            uncounted(FakeWithinKernelCUDAArray.__getitem__)),
         (FakeWithinKernelCUDAArray, "__setitem__"): _counting(
-            FakeWithinKernelCUDAArray.__setitem__),
+            uncounted(FakeWithinKernelCUDAArray.__setitem__)),
     }
     for name in ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or"):
-        patches[FakeCUDAModule, name] = _counting(getattr(FakeCUDAModule, name), count_barrier)
+        patches[FakeCUDAModule, name] = _counting(uncounted(getattr(FakeCUDAModule, name)),
+                                                  count_barrier)
     watchdog = None
     with patched(patches):
         _LIMITS = limits

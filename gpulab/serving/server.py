@@ -251,10 +251,11 @@ class InferenceServer:
     def _close_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
-        if self._executor is not None:  # the batch running now ends before stop() returns, so
-            # no model work (a kernel launch) outlives the server; queued ones are cancelled
-            self._executor.shutdown(wait=True, cancel_futures=True)
         self._loop.close()
+        if self._executor is not None:  # queued batches are cancelled; the running one is not
+            # waited for (a kernel that never finishes would hang stop()). In the simulator a
+            # launch of its that outlives the server waits its turn (instruments.simulator).
+            self._executor.shutdown(wait=False, cancel_futures=True)
         self._thread = self._loop = self._executor = None
 
     def __enter__(self) -> InferenceServer:

@@ -93,3 +93,23 @@ def test_a_kernel_that_finishes_is_not_disturbed_by_the_limit():
         copy_no_guard[2, 32](x, out)
     assert not limits.tripped and not limits.timed_out
     np.testing.assert_array_equal(out, x)
+
+
+@cuda.jit
+def four_accesses(x, out):
+    """Each thread reads x twice and writes out twice: four array accesses."""
+    i = cuda.grid(1)
+    out[i] = x[i]
+    out[i] = out[i] + x[i]
+
+
+@SIM_ONLY
+def test_a_limit_inside_another_counts_each_access_once():
+    x, out = np.ones(4, np.float32), np.zeros(4, np.float32)
+    with instruments.limited(accesses_per_thread=10**6, seconds=60):
+        with instruments.limited(accesses_per_thread=5):
+            four_accesses[1, 4](x, out)  # 4 accesses: within 5, counted once
+        with pytest.raises(instruments.KernelDidNotFinishError):
+            with instruments.limited(accesses_per_thread=3):
+                four_accesses[1, 4](x, out)
+    assert list(out) == [2.0] * 4

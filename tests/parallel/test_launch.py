@@ -100,3 +100,30 @@ def test_worker_helpers(capsys):
     assert worker.assign_device(3, "numpy") == "this CPU (NumPy backend)"
     assert worker.main(["only-one-argument"]) == 2
     assert "usage" in capsys.readouterr().err
+
+
+def test_a_launcher_that_fails_to_start_is_tried_once_more(monkeypatch):
+    status = launch.MPIStatus(True, "/x/mpiexec", "mpiexec (Open MPI) 5.0.11", "")
+    tries = []
+
+    class Finished:
+        def __init__(self, returncode):
+            self.returncode = returncode
+
+    def run_job(command, folder, env, timeout_s):
+        tries.append(command)
+        if len(tries) == 1:  # Open MPI's own startup failure: no rank ran
+            return Finished(213), f"---\nThe {launch.STARTUP_FAILURE}. We cannot\ncontinue.\n"
+        (folder / "out.json").write_text('{"phases": {}}', encoding="utf-8")
+        return Finished(0), ""
+
+    monkeypatch.setattr(launch, "_run_job", run_job)
+    results, run = launch.run_mpi({"phases": []}, 2, status=status)
+    assert len(tries) == 2 and results == {"phases": {}}
+    # A job that ran and failed is not run again: its error comes back.
+    tries.clear()
+    monkeypatch.setattr(launch, "_run_job",
+                        lambda *args: (tries.append(1), (Finished(1), "a rank failed"))[1])
+    with pytest.raises(launch.MPIRunError, match="a rank failed"):
+        launch.run_mpi({"phases": []}, 2, status=status)
+    assert len(tries) == 1
