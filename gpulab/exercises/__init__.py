@@ -40,9 +40,10 @@ from __future__ import annotations
 from gpulab.instruments.simulator import mend
 from gpulab.lazy import exported_names, lazy_exports
 
-# In the simulator: every thread of a block gets the same shared array, and a learner's timing
-# written for a GPU (CUDA events) runs in a try-it cell too. Before any check is imported, so
-# before a check replaces the clocks.
+# In the simulator (gpulab.instruments.simulator.mend): one shared array per block, launches
+# from several host threads in turn, and CUDA events with the GPU's API for a learner's timing.
+# Before any check is imported, so before a check replaces the clocks. It imports numba's
+# simulator (about a second), in the sim tier only.
 mend()
 
 _MODULES = {
