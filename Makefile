@@ -26,9 +26,15 @@ PYTEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) +
 
 .PHONY: lab instructor test install install-lab notebooks lint clean gpu-check instructor-files
 
-# $(call make_venv,FOLDER,EXTRA): FOLDER holds gpulab with EXTRA, plus the CUDA 12 or 13 toolkit
-# wheels that match the driver (cu13 when there is none); none on macOS, where no NVIDIA GPU or
-# toolkit wheel exists (the reason is printed).
+# $(call make_venv,FOLDER,EXTRA,INSTALLER): FOLDER holds gpulab with EXTRA, plus the CUDA 12 or 13
+# toolkit wheels that match the driver (cu13 when there is none); none on macOS, where no NVIDIA
+# GPU or toolkit wheel exists (the reason is printed). INSTALLER installs into FOLDER: pip for
+# the learner's environment (what Binder and a learner's own pip run), uv for the developer's,
+# whose dev extra holds uv anyway: the same packages and bytecode, in 19 s instead of pip's 40 s
+# (warm caches, 2 cores), on the path of every `make test` from a clean clone.
+PIP_INSTALLER = $(1)/bin/python -m pip install --quiet
+UV_INSTALLER = $(1)/bin/python -m pip install --quiet uv && \
+	$(1)/bin/python -m uv pip install --quiet --python $(1)/bin/python --compile-bytecode
 define make_venv
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { \
 	  echo "gpulab needs Python 3.10 or newer; $(PYTHON) is $$($(PYTHON) -V 2>&1)." \
@@ -38,15 +44,15 @@ define make_venv
 	$(1)/bin/python -m pip install --quiet --upgrade pip
 	extra=$$($(PYTHON) -m gpulab.toolkit --constraints $(1)/cuda-constraints.txt) && \
 	extras=$$(if [ "$$extra" = none ]; then echo $(2); else echo "$$extra,$(2)"; fi) && \
-	$(1)/bin/python -m pip install --quiet -c $(1)/cuda-constraints.txt -e ".[$$extras]"
+	$(call $(3),$(1)) -c $(1)/cuda-constraints.txt -e ".[$$extras]"
 	touch $(1)/.installed
 endef
 
 $(STAMP): pyproject.toml gpulab/toolkit.py
-	$(call make_venv,$(VENV),dev)
+	$(call make_venv,$(VENV),dev,UV_INSTALLER)
 
 $(LAB_STAMP): pyproject.toml gpulab/toolkit.py
-	$(call make_venv,$(LAB_VENV),lab)
+	$(call make_venv,$(LAB_VENV),lab,PIP_INSTALLER)
 
 install: $(STAMP)
 

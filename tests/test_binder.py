@@ -5,8 +5,9 @@ mybinder.org builds the repository with repo2docker: a Python from ``binder/runt
 ``pip install -r binder/requirements.txt`` from the repository root, then ``binder/postBuild``
 if there is one, and every command run through ``binder/start`` if there is one. The module's
 fixture does the same in a fresh virtual environment (no system site-packages, nothing from this
-checkout's .venv); the slow test checks what it installed and runs ``gpulab doctor`` there (so
-versions that drifted on PyPI are named).
+checkout's .venv), with uv installing the requirements file in pip's place (a tenth of the time;
+pip's install of the same extras is ``make lab``'s); the slow test checks what it installed
+and runs ``gpulab doctor`` there (so versions that drifted on PyPI are named).
 
 Binder's is the learner's environment (``make lab``'s .venv-lab is the same ``lab`` extra), so
 each learner notebook (``course/NN_*.ipynb``) is executed here once, chapter 01 first, headless
@@ -95,6 +96,16 @@ def _runtime_python() -> tuple[str, str]:
         return found, f"Python {wanted} ({found}), as binder/runtime.txt asks"
     return sys.executable, (f"binder/runtime.txt asks for Python {wanted}, not found here: "
                             f"using Python {sys.version_info.major}.{sys.version_info.minor}")
+
+
+def _installer(venv_python: str) -> list[str]:
+    """The install command for the new environment: uv's (the dev extra holds it), else pip."""
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return [venv_python, "-m", "pip", "install"]
+    # --compile-bytecode: the .pyc files pip writes, so the size measured is the same
+    return [find_uv_bin(), "pip", "install", "--python", venv_python, "--compile-bytecode"]
 
 
 def _pypi_reachable() -> tuple[bool, str]:
@@ -210,12 +221,13 @@ def learner_environment(tmp_path_factory) -> LearnerEnvironment:
         start = repository / "binder" / "start"
         return ["bash", str(start)] if start.exists() else []
 
-    # repo2docker: pip install -r binder/requirements.txt, from the repository's root.
+    # repo2docker: pip install -r binder/requirements.txt, from the repository's root. uv
+    # installs the same file here (the newest versions it allows, as pip picks them) in about
+    # 5 s against pip's 43 s (2 cores); pip's own install of the same extras is `make lab`'s.
     # nbclient and ipykernel run the notebook headless here (JupyterLab brings them on Binder).
     try:
-        _run([venv_python, "-m", "pip", "install", "-r", "binder/requirements.txt",
-              "nbclient", "ipykernel"], cwd=repo, env=env, timeout=INSTALL_TIMEOUT_S,
-             what="pip install")
+        _run([*_installer(venv_python), "-r", "binder/requirements.txt", "nbclient",
+              "ipykernel"], cwd=repo, env=env, timeout=INSTALL_TIMEOUT_S, what="pip install")
     except pytest.skip.Exception as unreachable:
         # No Binder environment: the learner notebooks still run once, in this environment,
         # so that their errors and spoilers are still checked; the install test skips.
@@ -237,7 +249,7 @@ def learner_environment(tmp_path_factory) -> LearnerEnvironment:
                             capture_output=True, text=True, timeout=300, check=False)
     return LearnerEnvironment(
         venv_python, env, repo, through_start(repo), True,
-        f"{python_note}; pip install took {installed_s:.0f} s, {measured_gib:.2f} GiB",
+        f"{python_note}; the install took {installed_s:.0f} s, {measured_gib:.2f} GiB",
         {"freeze": freeze, "measured_gib": measured_gib, "doctor": doctor})
 
 

@@ -64,7 +64,8 @@ def _requirement_name(requirement: str) -> str:
 
 def make_in_copy(tmp_path: Path, *targets: str, extra: str = "cu12") -> list[str]:
     """Run ``make TARGET`` for each target in a copy of the Makefile with a fake Python; the
-    ``pip install -e`` lines it ran, as 'VENV .[extras]'."""
+    ``pip install -e`` (or ``uv pip install -e``) lines it ran, as 'VENV .[extras] by pip' (or
+    'by uv')."""
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     for name in ("Makefile", "pyproject.toml", "gpulab/toolkit.py"):
@@ -83,19 +84,22 @@ def make_in_copy(tmp_path: Path, *targets: str, extra: str = "cu12") -> list[str
     for line in log.read_text().splitlines() if log.exists() else []:
         program, _, arguments = line.partition(" ")
         words = arguments.split()
-        if words[:3] == ["-m", "pip", "install"] and "-e" in words:
+        if words[:3] in (["-m", "pip", "install"], ["-m", "uv", "pip"]) and "-e" in words:
             venv = Path(program).parents[1].name
-            installs.append(f"{venv} {words[words.index('-e') + 1]}")
+            installs.append(f"{venv} {words[words.index('-e') + 1]} by {words[1]}")
     return installs
 
 
 @pytest.mark.parametrize("extra, cuda", [("cu12", "cu12,"), ("none", "")])
 def test_make_lab_installs_the_lab_extra_only_in_its_own_environment(tmp_path, extra, cuda):
-    assert make_in_copy(tmp_path, "install-lab", extra=extra) == [f".venv-lab .[{cuda}lab]"]
+    # pip, as Binder and a learner's own pip install it
+    assert make_in_copy(tmp_path, "install-lab", extra=extra) == [
+        f".venv-lab .[{cuda}lab] by pip"]
 
 
 def test_make_test_installs_the_dev_extra_in_dot_venv(tmp_path):
-    assert make_in_copy(tmp_path, "install") == [".venv .[cu12,dev]"]
+    # uv, which the dev extra holds: the same install in half pip's time
+    assert make_in_copy(tmp_path, "install") == [".venv .[cu12,dev] by uv"]
 
 
 @pytest.mark.parametrize("order", [("install", "install-lab"), ("install-lab", "install")])
@@ -103,7 +107,7 @@ def test_either_order_makes_both_environments_once(tmp_path, order):
     """``make lab`` after ``make test`` (or the other way round) makes the other environment,
     and a second run of either installs nothing."""
     installs = make_in_copy(tmp_path, *order, *order)
-    assert sorted(installs) == [".venv .[cu12,dev]", ".venv-lab .[cu12,lab]"]
+    assert sorted(installs) == [".venv .[cu12,dev] by uv", ".venv-lab .[cu12,lab] by pip"]
     assert (tmp_path / ".venv" / ".installed").is_file()
     assert (tmp_path / ".venv-lab" / ".installed").is_file()
 

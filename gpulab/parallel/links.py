@@ -103,22 +103,26 @@ def _link(key, name, alpha_us, alpha_kind, beta_gb, scope, beta_source) -> Link:
                  "beta_bytes_per_s": beta_source})
 
 
+def _nvswitch_link(generation: int, gpu_key: str, *more_sources: str) -> Link:
+    """NVLink ``generation`` through the NVSwitches of an 8-GPU server of ``gpu_key``: β is
+    half the GPU's NVLink figure in :mod:`gpulab.hardware`, which counts both directions."""
+    gpu = hardware.get_gpu(gpu_key)
+    each_way_gb = gpu.nvlink_bytes_per_s_per_direction / GB
+    return _link(f"nvlink{generation}",
+                 f"NVLink {generation} through NVSwitch ({gpu_key.split('-')[0]})", 0.6,
+                 "NVLink", each_way_gb, "inside an 8-GPU server",
+                 "; ".join([gpu.source("nvlink_bytes_per_s"), *more_sources,
+                            f"halved: {each_way_gb:g} GB/s each way"]))
+
+
 LINKS: dict[str, Link] = {link.key: link for link in (
     _link("pcie4", "PCIe 4.0 x16", 1.0, "PCI", 32, "inside a server, through the host's PCIe",
           f"{_PCISIG}; as {hardware.get_gpu('A100-SXM').source('host_link_bytes_per_s')}"),
     _link("pcie5", "PCIe 5.0 x16", 1.0, "PCI", 64, "inside a server, through the host's PCIe",
           f"{_PCISIG}; as {hardware.H100_SXM.source('host_link_bytes_per_s')}"),
-    _link("nvlink3", "NVLink 3 through NVSwitch (A100)", 0.6, "NVLink", 300,
-          "inside an 8-GPU server",
-          f"{hardware.get_gpu('A100-SXM').source('nvlink_bytes_per_s')}; halved: 300 GB/s "
-          "each way"),
-    _link("nvlink4", "NVLink 4 through NVSwitch (H100)", 0.6, "NVLink", 450,
-          "inside an 8-GPU server",
-          f"{hardware.H100_SXM.source('nvlink_bytes_per_s')}; {_NVLINK_PAGE}; "
-          "halved: 450 GB/s each way"),
-    _link("nvlink5", "NVLink 5 through NVSwitch (B200)", 0.6, "NVLink", 900,
-          "inside an 8-GPU server",
-          f"{hardware.get_gpu('B200').source('nvlink_bytes_per_s')}; halved: 900 GB/s each way"),
+    _nvswitch_link(3, "A100-SXM"),
+    _nvswitch_link(4, hardware.H100_SXM.key, _NVLINK_PAGE),
+    _nvswitch_link(5, "B200"),
     _link("nvl72", "NVLink 5 across a GB200 NVL72 rack", 0.6, "NVLink", 900,
           "a rack of 72 GPUs, through NVLink Switch trays",
           f"{_NVL72_PAGE}; {_NVLINK_PAGE}; 1.8 TB/s per GPU halved: 900 GB/s each way. NCCL "
