@@ -1,6 +1,8 @@
 """Which simulated thread is running: CUDA's linear indices in 1-D, 2-D and 3-D grids, and
 none outside a kernel."""
 
+import threading
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -79,12 +81,16 @@ class SlowLookups(dict):
     before it answers (as Python may switch threads anywhere): what makes the race certain."""
 
     stores = 0
+    arrived = 0
+    everyone = threading.Condition()
 
     def get(self, key, default=None):
-        import time
-
         found = super().get(key, default)
-        time.sleep(0.002)  # gives up the GIL
+        cls = type(self)
+        with cls.everyone:  # wait (up to 0.3 s) until the block's 8 threads have all looked
+            cls.arrived += 1
+            cls.everyone.notify_all()
+            cls.everyone.wait_for(lambda: cls.arrived >= 8, timeout=0.3)
         return found
 
     def __setitem__(self, key, value):
@@ -103,7 +109,7 @@ def run_with_slow_lookups(shared_array):
         original_init(self, *args)
         self._allocations = SlowLookups()
 
-    SlowLookups.stores = 0
+    SlowLookups.stores = SlowLookups.arrived = 0
     out = np.zeros(1, np.float32)
     with patched({(FakeCUDAShared, "__init__"): init, (FakeCUDAShared, "array"): shared_array}):
         sum_of_shared_slots[1, 8](out)

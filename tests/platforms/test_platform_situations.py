@@ -102,7 +102,8 @@ def test_make_install_uses_the_extra_the_toolkit_chose(tmp_path, extra, installs
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     pip_install = [line for line in log.read_text().splitlines()
-                   if line.startswith("-m pip install") and "-e" in line.split()]
+                   if line.startswith(("-m pip install", "-m uv pip install"))
+                   and "-e" in line.split()]
     assert pip_install and pip_install[-1].endswith(f"-e {installs}"), log.read_text()
 
 
