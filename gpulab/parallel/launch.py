@@ -44,7 +44,9 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -281,15 +283,18 @@ def _run_job(command: list[str], folder: Path, env: dict, timeout_s: float
              ) -> tuple[subprocess.Popen, str]:
     """Run mpiexec ``command`` in ``folder``; returns (the finished process, its stderr).
     A timeout or an interrupt stops the job's whole process group first."""
-    # stdin from /dev/null: mpiexec forwards its stdin to rank 0, and a notebook kernel's
-    # stdin is not for the ranks. Its own session (process group): one signal stops all.
-    process = subprocess.Popen(_supervised(command, folder), stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=env, cwd=str(folder),
-                               start_new_session=os.name != "nt")
-    _RUNNING.add(process)
+    process = None
     try:
-        stdout, stderr = process.communicate(timeout=timeout_s)
+        with _interrupts_held():  # an interrupt while starting is raised once ``process`` is set
+            # stdin from /dev/null: mpiexec forwards its stdin to rank 0, and a notebook
+            # kernel's stdin is not for the ranks. Its own session (process group): one signal
+            # stops all.
+            process = subprocess.Popen(_supervised(command, folder), stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True, env=env, cwd=str(folder),
+                                       start_new_session=os.name != "nt")
+            _RUNNING.add(process)
+        stdout, stderr = _communicate(process, timeout_s)
     except subprocess.TimeoutExpired:
         _stop(process)
         stdout, stderr = process.communicate()
@@ -297,11 +302,51 @@ def _run_job(command: list[str], folder: Path, env: dict, timeout_s: float
                           f"(a rank waiting for a message that never comes?)\n"
                           f"{_tail(stderr)}") from None
     except BaseException:  # an interrupt (the notebook's stop button) or any other error
-        _stop(process)
+        if process is not None:
+            _stop(process)
         raise
     finally:
         _RUNNING.discard(process)
     return process, stderr
+
+
+WAIT_SLICE_S = 0.25
+
+
+def _communicate(process: subprocess.Popen, timeout_s: float) -> tuple[str, str]:
+    """``process.communicate(timeout=timeout_s)`` in slices of WAIT_SLICE_S. A SIGINT that
+    the OS hands to another thread of the process (a Jupyter kernel has several) only marks a
+    KeyboardInterrupt pending for the main thread, which would sit in one long wait until the
+    job's output or the timeout; between slices it is raised. No output is lost on a retry
+    (the subprocess documentation's promise for TimeoutExpired)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return process.communicate(timeout=max(0.0, min(WAIT_SLICE_S,
+                                                            deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+
+
+@contextmanager
+def _interrupts_held():
+    """Hold SIGINT while the job starts and deliver it, to whatever handler was there, on
+    leaving: an interrupt inside ``Popen`` would otherwise leave a started job with no handle
+    to stop it. Only the main thread can set handlers (Python runs them there), and a handler
+    set outside Python (``getsignal`` gives None) cannot be put back, so then nothing is held."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is None):
+        yield
+        return
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            signal.raise_signal(signal.SIGINT)  # Python's default handler: KeyboardInterrupt
 
 
 def _stop(process: subprocess.Popen) -> None:

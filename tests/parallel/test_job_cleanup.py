@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -130,3 +131,62 @@ def test_a_stale_folder_is_removed_by_the_next_run(tmp_path):
     (alive / launch.LAUNCHER_PID_FILE).write_text(str(os.getpid()))
     assert launch.remove_stale_folders(tmp_path) == [stale]
     assert not stale.exists() and alive.exists()
+
+
+def run_python(code: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout_s)
+
+
+def test_an_interrupt_received_by_another_thread_stops_the_wait_within_a_second():
+    # A Jupyter kernel has several threads; the OS may hand SIGINT to any of them, and then
+    # only a KeyboardInterrupt pending for the main thread is marked: a single long wait would
+    # not see it until the job ends (the CI failure of 2026-12-05: all 6 processes left).
+    result = run_python(
+        "import signal, subprocess, threading, time\n"
+        "from gpulab.parallel import launch\n"
+        "def other_thread():\n"
+        "    time.sleep(0.5)\n"
+        "    signal.pthread_kill(threading.get_ident(), signal.SIGINT)\n"
+        "threading.Thread(target=other_thread).start()\n"
+        "job = subprocess.Popen(['sleep', '30'], stdout=subprocess.PIPE, "
+        "stderr=subprocess.PIPE, text=True)\n"
+        "start = time.monotonic()\n"
+        "try:\n"
+        "    launch._communicate(job, 60)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted after', time.monotonic() - start)\n"
+        "job.kill()\n")
+    assert result.returncode == 0, result.stderr
+    seconds = float(result.stdout.split()[-1])
+    assert 0.4 < seconds < 5, result.stdout  # the signal came at 0.5 s; the job sleeps 30 s
+
+
+def test_the_sliced_wait_still_times_out_and_keeps_the_output():
+    job = subprocess.Popen([sys.executable, "-c", "print('early', flush=True); "
+                            "import time; time.sleep(30)"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    start = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        launch._communicate(job, 1.0)
+    assert 1.0 <= time.monotonic() - start < 5
+    job.kill()
+    assert job.communicate()[0] == "early\n"  # nothing read in a slice was lost
+
+
+def test_an_interrupt_while_the_job_starts_is_held_then_delivered():
+    # an interrupt inside Popen would leave a started job with no handle to stop it
+    result = run_python(
+        "import os, signal\n"
+        "from gpulab.parallel import launch\n"
+        "reached = False\n"
+        "try:\n"
+        "    with launch._interrupts_held():\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        reached = True\n"
+        "except KeyboardInterrupt:\n"
+        "    print('delivered after the block:', reached)\n"
+        "print('handler back:', signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["delivered after the block: True",
+                                             "handler back: True"]
