@@ -42,6 +42,7 @@ import numpy as np
 
 from gpulab import device, memory_model, reference
 from gpulab.exercises.evidence import GridStride, TracedWrites
+from gpulab.exercises.grid_stride import grid_stride_mistakes
 from gpulab.exercises.host_code import HostCodeWatch, watch_host_code
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.outputs import diagnose_vector, looks_like
@@ -519,50 +520,14 @@ class Stride(GridStride):
     thread read, in order, and who read each (``readers``)."""
 
     readers: dict
+    ITEM, SPELLED, DONE = "element", "x[{}]", "copied"
 
     @property
     def touched(self) -> dict:
         return self.readers
 
-    @property
-    def copies(self) -> int:
-        """The elements copied, counting each time."""
-        return sum(len(run) for run in self.order.values())
 
-    @property
-    def where(self) -> str:
-        return (f"traced with {self.blocks} blocks of {self.threads} threads = {self.grid} "
-                f"threads for n={self.trial.n}, seed={self.trial.seed}")
-
-    @property
-    def step_text(self) -> str:
-        named = {self.threads: "the block size, `cuda.blockDim.x`",
-                 self.blocks: "the number of blocks, `cuda.gridDim.x`", 1: "1"}
-        return named.get(self.step, str(self.step))
-
-    def overlap(self) -> str:
-        return (f"{len(self.shared)} of {self.trial.n} elements were copied by more than one "
-                f"thread, e.g. {self.example('x[{}]')}")
-
-
-STRIDE_MISTAKES = (
-    Mistake("the right step, but every block starts at `threadIdx.x`",
-            lambda e: e.shared and e.step == e.grid,
-            lambda e: (f"{e.overlap()}: the step is right ({e.grid}, the whole grid), but "
-                       "threads of different blocks start at the same element"),
-            "start at the thread's global index `cuda.grid(1)`, not `cuda.threadIdx.x`, which "
-            "repeats in every block. " + STRIDE_HINT, recognised_from="trace"),
-    Mistake("a step smaller than the grid (`cuda.blockDim.x`, `cuda.gridDim.x`)",
-            lambda e: e.shared,
-            lambda e: (f"{e.overlap()}: each thread steps by {e.step_text}, but the grid has "
-                       f"{e.grid} threads, so the threads overlap and copy each other's "
-                       f"elements. The result is right, but the work is done {e.copies} times "
-                       f"instead of {e.trial.n}"), STRIDE_HINT, recognised_from="trace"),
-    Mistake("a step larger than the grid", lambda e: e.step > e.grid,
-            lambda e: (f"each thread steps by {e.step}, more than the {e.grid} threads of the "
-                       f"grid, so {e.trial.n - len(e.readers)} elements between them were "
-                       "never copied"), STRIDE_HINT, recognised_from="trace"),
-)
+STRIDE_MISTAKES = grid_stride_mistakes(STRIDE_HINT)  # coalescing: the full-size run's warps
 COPY = CheckSpec(
     "copy_grid_stride", "copy_grid_stride(x, out)", COPY_STUB_HINT, STRIDE_MISTAKES,
     parameters=2, title="3. grid-stride copy", call="check_copy_grid_stride(my_copy)",

@@ -49,13 +49,13 @@ import numpy as np
 
 from gpulab import hardware, reference
 from gpulab.exercises.evidence import GridStride, is_number
+from gpulab.exercises.grid_stride import grid_stride_mistakes
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import CheckFailedError, KernelError, explain_exception, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import KernelSource, hard_coded_block, hard_coded_size
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import FixedGridTrial, Trial, tier_key
-from gpulab.instruments import thread_label
 from gpulab.nn import cost
 
 # A prediction within this factor of the model's answer is right: the napkin leaves out what a
@@ -932,67 +932,10 @@ class SampleOwners(GridStride):
     """The kernel traced on a small fixed grid: which threads wrote each sample's loss, in the
     order each thread wrote them (``order``)."""
 
-    @property
-    def batch(self) -> int:
-        return self.trial.n
-
-    @property
-    def where(self) -> str:
-        return (f"traced on {self.blocks} blocks of {self.threads} threads = {self.grid} "
-                f"threads, a batch of {self.batch}, seed={self.trial.seed}")
-
-    def overlap(self) -> str:
-        return (f"{len(self.shared)} of {self.batch} samples were handled by more than one "
-                f"thread, e.g. {self.example('sample {}')}")
-
-    def longest_run(self) -> tuple:
-        thread = max(self.order, key=lambda t: len(self.order[t]))
-        samples = self.order[thread]
-        return thread, samples[0], samples[-1]
+    ITEM, SPELLED, DONE = "sample", "sample {}", "handled"
 
 
-EVALUATE_METHOD_MISTAKES = (
-    Mistake("every block starts at `threadIdx.x` (blocks redo each other's samples)",
-            lambda e: e.shared and e.step == e.grid,
-            lambda e: (f"{e.overlap()}: the step is the grid's size, but threads of different "
-                       "blocks start at the same sample"),
-            "start at the thread's global index (`cuda.grid(1)`), not `cuda.threadIdx.x`, "
-            "which repeats in every block; " + STEP_BY_GRID_HINT, recognised_from="trace"),
-    Mistake("a stride of blockDim (one block's threads) instead of the grid's size",
-            lambda e: e.shared and e.step == e.threads,
-            lambda e: (f"{e.overlap()}: each thread stepped by the block's size "
-                       f"(`cuda.blockDim.x` = {e.threads}), but the grid has {e.grid} threads, "
-                       "so the blocks redo each other's samples. The results are right, the "
-                       "work is done several times over"), STEP_BY_GRID_HINT,
-            recognised_from="trace"),
-    Mistake("a stride of gridDim.x (the number of blocks) instead of the grid's size",
-            lambda e: e.shared and e.step == e.blocks,
-            lambda e: (f"{e.overlap()}: each thread stepped by the number of blocks "
-                       f"(`cuda.gridDim.x` = {e.blocks}), not by the grid's {e.grid} threads, "
-                       "so the threads redo each other's samples. The results are right, the "
-                       "work is done many times over"), STEP_BY_GRID_HINT,
-            recognised_from="trace"),
-    Mistake("samples handled by several threads (a step smaller than the grid)",
-            lambda e: bool(e.shared),
-            lambda e: (f"{e.overlap()}: each thread stepped by {e.step}, less than the grid's "
-                       f"{e.grid} threads"), STEP_BY_GRID_HINT, recognised_from="trace"),
-    Mistake("one thread handles the whole batch",
-            lambda e: len(e.busy) == 1 and e.batch > 1,
-            lambda e: (f"{thread_label(e.busy[0])} handled all {e.batch} samples while the "
-                       f"other {e.grid - 1} threads did nothing"), STEP_BY_GRID_HINT,
-            recognised_from="trace"),
-    Mistake("the same sample again at every step (the loop's index not used)",
-            lambda e: e.step == 0,
-            "the threads wrote the same sample's loss again at every step of their loop "
-            "instead of moving on", MANY_PER_THREAD_HINT, recognised_from="trace"),
-    Mistake("a run of consecutive samples per thread (stride 1): right, but not coalesced",
-            lambda e: e.step == 1,
-            lambda e: (f"the results are right, but each thread walked its own run of "
-                       f"consecutive samples ({thread_label(e.longest_run()[0])}: samples "
-                       f"{e.longest_run()[1]}..{e.longest_run()[2]}), so at every step "
-                       "neighbouring threads read rows a whole run apart"), COALESCED_HINT,
-            recognised_from="trace"),
-)
+EVALUATE_METHOD_MISTAKES = grid_stride_mistakes(STEP_BY_GRID_HINT, COALESCED_HINT)
 EVALUATE = CheckSpec(
     "evaluate_batch", "evaluate_batch(logits, labels, losses, correct)", EVALUATE_STUB_HINT,
     EVALUATE_MISTAKES + EVALUATE_METHOD_MISTAKES, parameters=4,

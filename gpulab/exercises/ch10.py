@@ -41,6 +41,7 @@ import numpy as np
 
 from gpulab import device, formats
 from gpulab.exercises.evidence import GridStride
+from gpulab.exercises.grid_stride import grid_stride_mistakes
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import CheckFailedError, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded
@@ -835,6 +836,7 @@ class AmaxTrace(GridStride):
     bad_per_block: dict  # block -> inf/NaN values among its elements
     readers: dict  # element -> threads that read it
     shared_reads: dict  # thread -> shared reads
+    ITEM, SPELLED, DONE = "element", "x[{}]", "read"
 
     @property
     def touched(self) -> dict:
@@ -858,10 +860,6 @@ class AmaxTrace(GridStride):
                         return thread, i
                     seen.add(i)
         return None
-
-    def steps(self) -> set[int]:
-        return {b - a for order in self.order.values() for a, b in zip(order, order[1:],
-                                                                         strict=False)}
 
     @property
     def rounds(self) -> int:
@@ -889,12 +887,7 @@ AMAX_METHOD_MISTAKES = (
                        f"{max(e.shared_atomics.values())} atomic updates of shared slots: its "
                        "threads queued on the same slots one at a time; this exercise asks for "
                        "the halving tree"), AMAX_TREE_HINT, "trace"),
-    Mistake("elements read by several threads (a step smaller than the grid)",
-            lambda e: bool(e.shared),
-            lambda e: (f"the result is right, but {len(e.shared)} of {e.trial.n} elements were "
-                       f"read by more than one thread, e.g. {e.example('x[{}]')}: the threads' "
-                       "loops overlap"),
-            AMAX_STRIDE_HINT, "trace"),
+    *grid_stride_mistakes(AMAX_STRIDE_HINT, AMAX_STRIDE_HINT),
     Mistake("two passes over x (one loop for the amax, another for the count)",
             lambda e: e.reread() is not None,
             lambda e: (f"the result is right, but {thread_label(e.reread()[0])} read "
@@ -902,13 +895,6 @@ AMAX_METHOD_MISTAKES = (
                        "x, where one pass can find both (that is the point of fusing them)"),
             "keep both running results, the largest magnitude and the count, in the same loop: "
             "each element is read once and tested for both.", "trace"),
-    Mistake("a step other than the grid (each thread a chunk of neighbours)",
-            lambda e: bool(e.steps()) and e.steps() != {e.trial.grid_threads},
-            lambda e: (f"the result is right, but the threads step through x by "
-                       f"{', '.join(map(str, sorted(e.steps())))} elements, not by the grid's "
-                       f"{e.trial.grid_threads} threads: neighbouring threads of a warp then "
-                       "read addresses far apart (chapter 02: uncoalesced)"),
-            AMAX_STRIDE_HINT, "trace"),
     Mistake("one thread combining the block's slots one by one",
             lambda e: e.most_shared_reads()[1] > 6 * e.rounds + 6,
             lambda e: (f"the result is right, but {thread_label(e.most_shared_reads()[0])} read "

@@ -53,10 +53,15 @@ class TracedWrites:
 @dataclass
 class GridStride:
     """A grid-stride loop traced on ``trial``'s small fixed grid: the elements each thread
-    touched, in order (``order``: thread → [element, ...])."""
+    touched, in order (``order``: thread → [element, ...]). ``ITEM``, ``SPELLED`` and ``DONE``
+    word the messages of :mod:`gpulab.exercises.grid_stride` for one exercise: "element",
+    "x[{}]", "copied"."""
 
     trial: FixedGridTrial
     order: dict
+    ITEM = "element"
+    SPELLED = "x[{}]"
+    DONE = "touched"
 
     @property
     def blocks(self) -> int:
@@ -69,6 +74,11 @@ class GridStride:
     @property
     def grid(self) -> int:
         return self.trial.grid_threads
+
+    @property
+    def where(self) -> str:
+        return (f"traced on {self.blocks} blocks of {self.threads} threads = {self.grid} "
+                f"threads, n={self.trial.n}, seed={self.trial.seed}")
 
     @property
     def step(self) -> int | None:
@@ -98,11 +108,28 @@ class GridStride:
         """The threads that touched any element."""
         return [thread for thread, elements in self.order.items() if elements]
 
-    def example(self, element: str) -> str:
-        """The first element more than one thread touched, spelled by ``element`` (``"x[{}]"``,
-        ``"sample {}"``), and two of them: ``x[7] by block 1, thread 2 and block 0, thread
-        7``."""
-        return _first_of_several(self.shared, element)
+    @property
+    def work(self) -> int:
+        """The elements touched, counting each time."""
+        return sum(len(run) for run in self.order.values())
+
+    def example(self, element: str | None = None) -> str:
+        """The first element more than one thread touched, spelled by ``element`` (default
+        ``SPELLED``: ``"x[{}]"``, ``"sample {}"``), and two of them: ``x[7] by block 1, thread
+        2 and block 0, thread 7``."""
+        return _first_of_several(self.shared, element or self.SPELLED)
+
+    def overlap(self) -> str:
+        """``3 of 19 elements were copied by more than one thread, e.g. x[7] by ...``"""
+        return (f"{len(self.shared)} of {self.trial.n} {self.ITEM}s were {self.DONE} by more "
+                f"than one thread, e.g. {self.example()}")
+
+    def longest_run(self) -> str:
+        """The thread that touched the most and its first and last: ``block 0, thread 1:
+        samples 3..9``."""
+        thread = max(self.order, key=lambda t: len(self.order[t]))
+        run = self.order[thread]
+        return f"{thread_label(thread)}: {self.ITEM}s {run[0]}..{run[-1]}"
 
 
 def _by_several(who: dict) -> dict:

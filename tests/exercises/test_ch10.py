@@ -740,6 +740,56 @@ def two_passes(x, out):
         cuda.atomic.add(out, 1, bad[0])
 
 
+@cuda.jit(device=True)
+def halve_into_out(largest, bad, out):
+    """The block's tree and thread 0's two atomics, as a device function."""
+    t = cuda.threadIdx.x
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def chunk_per_thread(x, out):  # right result; each thread a run of neighbours: uncoalesced
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    mine = 0.0
+    count = 0.0
+    chunk = (x.shape[0] + cuda.gridsize(1) - 1) // cuda.gridsize(1)
+    for i in range(cuda.grid(1) * chunk, min((cuda.grid(1) + 1) * chunk, x.shape[0])):
+        v = abs(x[i])
+        if not math.isfinite(v):
+            count += 1
+        if not math.isnan(v):
+            mine = max(mine, v)
+    largest[cuda.threadIdx.x] = mine
+    bad[cuda.threadIdx.x] = count
+    halve_into_out(largest, bad, out)
+
+
+@cuda.jit
+def one_thread_reads_all(x, out):  # right result; the grid's first thread does all the work
+    if cuda.grid(1) == 0:
+        mine = 0.0
+        count = 0.0
+        for i in range(x.shape[0]):
+            v = abs(x[i])
+            if not math.isfinite(v):
+                count += 1
+            if not math.isnan(v):
+                mine = max(mine, v)
+        cuda.atomic.max(out, 0, mine)
+        cuda.atomic.add(out, 1, count)
+
+
 @cuda.jit
 def halving_stops_early(x, out):
     largest = cuda.shared.array(SLOTS, x.dtype)
@@ -938,6 +988,8 @@ def test_right_amax_kernels_pass(kernel, seed):
     (atomics_from_every_thread, "about one per thread"),
     (global_counter, "a counter in global memory"),
     (two_passes, "two passes over x"),
+    (chunk_per_thread, "its own run of consecutive elements"),
+    (one_thread_reads_all, "threads did nothing"),
     (halving_stops_early, "the halving stopped before its last round"),
     (amaxes_added, "sum of the blocks' amaxes"),
     (counts_maxed, "largest of the blocks' counts"),

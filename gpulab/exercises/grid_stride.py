@@ -1,0 +1,87 @@
+"""The grid-stride loop's method rules, one set for every exercise whose kernel walks data
+longer than its grid (chapter 02's copy, 08's evaluation, 10's amax): traced on a small fixed
+grid (:class:`gpulab.exercises.evidence.GridStride`), every thread starts at its global index,
+``cuda.grid(1)``, and steps by the grid's size, ``cuda.gridsize(1)``, so that each element is
+taken by exactly one thread and a warp's threads take neighbouring elements at every step.
+
+The rules come in the order a check walks them; the usual wrong steps (the block's size, the
+number of blocks) are named before the general case. A right result reached this way still
+fails: the work is done several times over, or the reads are not coalesced.
+"""
+
+from __future__ import annotations
+
+from gpulab.exercises.mistakes import Mistake
+from gpulab.instruments import thread_label
+
+START_AT_THE_GLOBAL_INDEX = ("start at the thread's global index, `cuda.grid(1)`, not "
+                             "`cuda.threadIdx.x`, which repeats in every block; ")
+
+
+def _stepped_by(what: str):
+    return lambda e: (f"{e.overlap()}: each thread steps by {what(e)}, but the grid has "
+                      f"{e.grid} threads, so the threads redo each other's {e.ITEM}s. The "
+                      f"result is right, but the work is done {e.work} times instead of "
+                      f"{e.trial.n}")
+
+
+def step_past_the_grid(hint: str) -> Mistake:
+    """A step larger than the grid: the elements between are skipped, so the result is wrong.
+    Chapter 02's rule; the other checks leave it to their outputs' rules, which come after the
+    source rules that name a hard-coded block size (it too gives such a step)."""
+    return Mistake("a step larger than the grid (elements skipped)",
+                   lambda e: e.step is not None and e.step > e.grid,
+                   lambda e: (f"each thread steps by {e.step}, more than the {e.grid} threads "
+                              f"of the grid, so {e.trial.n - len(e.touched)} {e.ITEM}s between "
+                              f"them were never {e.DONE}"), hint, recognised_from="trace")
+
+
+def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[Mistake, ...]:
+    """The rules, each ending on ``hint`` (how the loop should step): threads that overlap,
+    the usual wrong steps named first. With ``coalesced_hint``, then one thread doing all the
+    work, the same element again at every step, and a run of consecutive elements per thread
+    (not coalesced); without it (chapter 02, where a full-size run's warp requests judge
+    coalescing), then :func:`step_past_the_grid`."""
+    rules = (
+        Mistake("every block starts at `threadIdx.x` (the blocks redo each other's work)",
+                lambda e: e.shared and e.step == e.grid,
+                lambda e: (f"{e.overlap()}: the step is right ({e.grid}, the whole grid), but "
+                           f"threads of different blocks start at the same {e.ITEM}"),
+                START_AT_THE_GLOBAL_INDEX + hint, recognised_from="trace"),
+        Mistake("a step of the block's size, `cuda.blockDim.x`, not the grid's",
+                lambda e: e.shared and e.step == e.threads,
+                _stepped_by(lambda e: f"the block size, `cuda.blockDim.x` = {e.threads}"),
+                hint, recognised_from="trace"),
+        Mistake("a step of the number of blocks, `cuda.gridDim.x`, not the grid's size",
+                lambda e: e.shared and e.step == e.blocks,
+                _stepped_by(lambda e: f"the number of blocks, `cuda.gridDim.x` = {e.blocks}"),
+                hint, recognised_from="trace"),
+        Mistake("another step smaller than the grid (threads overlap)",
+                lambda e: bool(e.shared), _stepped_by(lambda e: e.step), hint,
+                recognised_from="trace"),
+    )
+    if coalesced_hint is None:
+        return rules + (step_past_the_grid(hint),)
+    return rules + (
+        Mistake("one thread does all the work",
+                lambda e: len(e.busy) == 1 and e.trial.n > 1,
+                lambda e: (f"the result is right, but {thread_label(e.busy[0])} {e.DONE} all "
+                           f"{e.trial.n} {e.ITEM}s while the other {e.grid - 1} threads "
+                           "did nothing"), hint,
+                recognised_from="trace"),
+        Mistake("the same element again at every step (the loop's index not used)",
+                lambda e: e.step == 0,
+                lambda e: (f"the threads {e.DONE} the same {e.ITEM} again at every step "
+                           "of their loop instead of moving on"), hint,
+                recognised_from="trace"),
+        Mistake("a run of consecutive elements per thread: right, but not coalesced",
+                lambda e: e.step is not None and 0 < e.step < e.grid,
+                lambda e: (f"the result is right, but each thread {e.DONE} its own run of "
+                           f"consecutive {e.ITEM}s ({e.longest_run()}), so at every step the "
+                           "threads of a warp read addresses a whole run apart: not coalesced "
+                           "(chapter 02)"),
+                coalesced_hint, recognised_from="trace"),
+    )
+
+
+__all__ = ["START_AT_THE_GLOBAL_INDEX", "grid_stride_mistakes", "step_past_the_grid"]
