@@ -56,7 +56,7 @@ from gpulab.exercises.running import (
     trace_trial,
 )
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
-from gpulab.exercises.trial import FixedGridTrial, Trial, draw_size, tier_key
+from gpulab.exercises.trial import Trial, draw_size, tier_key
 from gpulab.instruments import RecordingArray
 
 GRID_STRIDE_HINT = (
@@ -542,7 +542,7 @@ COPY = CheckSpec(
 def _stride_of(kernel, seed: int, dtype) -> None:
     """Trace the copy on a small fixed grid and fail if its threads do not step by the grid's
     size (:data:`STRIDE_MISTAKES`): elements copied by two threads, or skipped."""
-    trial = FixedGridTrial.draw("check_copy_grid_stride", seed, dtype,
+    trial = Trial.draw("check_copy_grid_stride", seed, dtype,
                                 block=STRIDE_TRACE_THREADS, size_range=STRIDE_TRACE_SIZES)
     trial.grid_blocks = blocks = STRIDE_TRACE_BLOCKS
     threads = STRIDE_TRACE_THREADS

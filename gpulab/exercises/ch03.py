@@ -112,112 +112,92 @@ NAIVE_BLOCKS = {"sim": ((8, 4), (4, 8), (16, 4), (4, 16)),
 # blocks as columns, and at least two each way (with a single row of blocks, a kernel with rows
 # and columns swapped writes exactly the first block's elements: the two mistakes look alike).
 TILED_GRIDS = ((2, 3), (3, 2))
+# Tiles along M, N and K of the tiled check's large launch (on a GPU): tens of blocks.
+LARGE_TILED_BLOCKS = (5, 30)
 
 
-@dataclass
-class MatmulTrial(Trial):
-    """A random M x K @ K x N problem: a 2-D :class:`~gpulab.exercises.trial.Trial` whose
-    ``shape`` is C's (M, N), launched with ``block = (x, y)`` threads per block, and ``K``."""
-
-    K: int
-
-    @classmethod
-    def draw(cls, check_name: str, seed: int, block: tuple[int, int] | None = None,
-             dtype=np.float32, shape: tuple[int, int, int] | None = None) -> MatmulTrial:
-        """The naive check's trial: a block (x, y) that is not square (drawn when not given),
-        M, N, K different from each other, M not a multiple of y and N not of x, spanning 2-3
-        blocks (simulator) or more (GPU) in each direction, and so that swapping rows and
-        columns leaves part of C unwritten. The grid is never square in blocks either (2 x 3 or
-        3 x 2 in the simulator), so a kernel that takes the row's block from blockIdx.x and the
-        column's from blockIdx.y leaves part of C unwritten too."""
-        rng = np.random.default_rng(seed)
-        tier = tier_key()
-        if block is None:
-            choices = NAIVE_BLOCKS[tier]
-            block = choices[int(rng.integers(len(choices)))]
-        bx, by = block
-        blocks_low, blocks_high = (1, 3) if tier == "sim" else (5, 30)
-        k_range = (9, 40) if tier == "sim" else (100, 600)
-        for _ in range(100_000):
-            M = int(rng.integers(blocks_low * by + 1, blocks_high * by))
-            N = int(rng.integers(blocks_low * bx + 1, blocks_high * bx))
-            K = int(rng.integers(*k_range))
-            covered_if_swapped = (-(-N // bx) * bx >= M) and (-(-M // by) * by >= N)
-            square_grid = -(-N // bx) == -(-M // by)  # swapped blockIdx.x/.y would cover C
-            if (M % by and N % bx and len({M, N, K}) == 3 and not covered_if_swapped
-                    and not square_grid):
-                break
-        else:  # pragma: no cover - the ranges above always have solutions
-            raise RuntimeError(f"no test shape found for block {block}; please report this")
-        M, N, K = shape or (M, N, K)
-        return cls(check_name, seed, (M, N), tuple(block), np.dtype(dtype), rng, K)
-
-    @classmethod
-    def draw_tiled(cls, check_name: str, seed: int, tile: int, dtype=np.float32,
-                   large: bool = False) -> MatmulTrial:
-        """The tiled check's trial: tile x tile blocks; M, N, K different, none a multiple of
-        the tile; K spans 2 or 3 steps. Small (6 blocks, so that tracing it stays quick),
-        or with ``large`` tens of blocks (the GPU's run)."""
-        rng = np.random.default_rng(seed)
-        for _ in range(100_000):
-            if large:
-                M, N, K = (int(v) for v in rng.integers(5 * tile + 1, 30 * tile, size=3))
-            else:
-                rows, cols = TILED_GRIDS[int(rng.integers(len(TILED_GRIDS)))]
-
-                def extent(blocks):
-                    low = (blocks - 1) * tile + 1 if blocks > 1 else tile // 2 + 1
-                    return int(rng.integers(low, blocks * tile))
-
-                M, N = extent(rows), extent(cols)
-                K = int(rng.integers(tile + 1, 3 * tile))
-            dims = (M, N, K)
-            if (tile == 1 or all(d % tile for d in dims)) and len(set(dims)) == 3 and \
-                    -(-M // tile) != -(-N // tile):
-                break
-        else:  # pragma: no cover
-            raise RuntimeError(f"no test shape found for tile {tile}; please report this")
-        return cls(check_name, seed, (M, N), (tile, tile), np.dtype(dtype), rng, K)
-
-    @property
-    def M(self) -> int:
-        return self.shape[0]
-
-    @property
-    def N(self) -> int:
-        return self.shape[1]
-
-    @property
-    def extents(self) -> tuple[int, ...]:
-        return self.M, self.N, self.K
-
-    def matrix(self, rows: int, cols: int) -> np.ndarray:
-        return self.rng.uniform(-1, 1, (rows, cols)).astype(self.dtype)
-
-    def operands(self) -> tuple[np.ndarray, np.ndarray]:
-        """Fresh random A (M x K) and B (K x N)."""
-        return self.matrix(self.M, self.K), self.matrix(self.K, self.N)
-
-    def __str__(self) -> str:
-        return (f"A {self.M}x{self.K} @ B {self.K}x{self.N}, {self.launched}, {self.dtype.name}, "
-                f"{self.repeat}")
+def draw_naive(check_name: str, seed: int, block: tuple[int, int] | None = None,
+               dtype=np.float32, shape: tuple[int, int, int] | None = None) -> Trial:
+    """The naive check's trial, C's (M, N) as its shape and K as ``inner``: a block (x, y)
+    that is not square (drawn when not given), M, N, K different from each other, M not a
+    multiple of y and N not of x, spanning 2-3 blocks (simulator) or more (GPU) in each
+    direction, and so that swapping rows and columns leaves part of C unwritten. The grid is
+    never square in blocks either (2 x 3 or 3 x 2 in the simulator), so a kernel that takes
+    the row's block from blockIdx.x and the column's from blockIdx.y leaves part of C
+    unwritten too."""
+    rng = np.random.default_rng(seed)
+    tier = tier_key()
+    if block is None:
+        choices = NAIVE_BLOCKS[tier]
+        block = choices[int(rng.integers(len(choices)))]
+    bx, by = block
+    blocks_low, blocks_high = (1, 3) if tier == "sim" else (5, 30)
+    k_range = (9, 40) if tier == "sim" else (100, 600)
+    for _ in range(100_000):
+        M = int(rng.integers(blocks_low * by + 1, blocks_high * by))
+        N = int(rng.integers(blocks_low * bx + 1, blocks_high * bx))
+        K = int(rng.integers(*k_range))
+        covered_if_swapped = (-(-N // bx) * bx >= M) and (-(-M // by) * by >= N)
+        square_grid = -(-N // bx) == -(-M // by)  # swapped blockIdx.x/.y would cover C
+        if (M % by and N % bx and len({M, N, K}) == 3 and not covered_if_swapped
+                and not square_grid):
+            break
+    else:  # pragma: no cover - the ranges above always have solutions
+        raise RuntimeError(f"no test shape found for block {block}; please report this")
+    M, N, K = shape or (M, N, K)
+    return Trial(check_name, seed, (M, N), tuple(block), np.dtype(dtype), rng, inner=K)
 
 
-def _launch(kernel, trial: MatmulTrial, A: np.ndarray, B: np.ndarray,
+def draw_tiled(check_name: str, seed: int, tile: int, dtype=np.float32,
+               large: bool = False) -> Trial:
+    """The tiled check's trial: tile x tile blocks; M, N, K different, none a multiple of
+    the tile; K spans 2 or 3 steps. Small (6 blocks, so that tracing it stays quick),
+    or with ``large`` tens of blocks (the GPU's run)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(100_000):
+        if large:
+            low, high = LARGE_TILED_BLOCKS
+            M, N, K = (int(v) for v in rng.integers(low * tile + 1, high * tile, size=3))
+        else:
+            rows, cols = TILED_GRIDS[int(rng.integers(len(TILED_GRIDS)))]
+
+            def extent(blocks):
+                low = (blocks - 1) * tile + 1 if blocks > 1 else tile // 2 + 1
+                return int(rng.integers(low, blocks * tile))
+
+            M, N = extent(rows), extent(cols)
+            K = int(rng.integers(tile + 1, 3 * tile))
+        dims = (M, N, K)
+        if (tile == 1 or all(d % tile for d in dims)) and len(set(dims)) == 3 and \
+                -(-M // tile) != -(-N // tile):
+            break
+    else:  # pragma: no cover
+        raise RuntimeError(f"no test shape found for tile {tile}; please report this")
+    return Trial(check_name, seed, (M, N), (tile, tile), np.dtype(dtype), rng, inner=K)
+
+
+def operands(trial: Trial) -> tuple[np.ndarray, np.ndarray]:
+    """Fresh random A (M x K) and B (K x N) of a matmul trial (C is M x N, K is ``inner``)."""
+    M, N, K = trial.extents
+    return (trial.rng.uniform(-1, 1, (M, K)).astype(trial.dtype),
+            trial.rng.uniform(-1, 1, (K, N)).astype(trial.dtype))
+
+
+def _launch(kernel, trial: Trial, A: np.ndarray, B: np.ndarray,
             index_hint: str = EDGE_HINT) -> np.ndarray:
     """Launch on A, B, each a view of a buffer padded with PAD_VALUE; return C as written, NaN
     where never written."""
     pad = max(trial.block)
     _, d_A = padded(A, pad, PAD_VALUE)
     _, d_B = padded(B, pad, PAD_VALUE)
-    d_C_all, d_C = padded(np.full((trial.M, trial.N), np.nan, trial.dtype), pad, np.nan)
+    d_C_all, d_C = padded(np.full((trial.rows, trial.cols), np.nan, trial.dtype), pad, np.nan)
     launch(kernel, trial, d_A, d_B, d_C, index_hint=index_hint)
-    return read_back(d_C_all, (trial.M, trial.N), trial, what="C", hint=WRITE_GUARD_HINT)
+    return read_back(d_C_all, (trial.rows, trial.cols), trial, what="C", hint=WRITE_GUARD_HINT)
 
 
-def _run(kernel, trial: MatmulTrial, index_hint: str = EDGE_HINT):
+def _run(kernel, trial: Trial, index_hint: str = EDGE_HINT):
     """Launch on fresh random A, B; return (A, B, C as written)."""
-    A, B = trial.operands()
+    A, B = operands(trial)
     return A, B, _launch(kernel, trial, A, B, index_hint)
 
 
@@ -251,7 +231,7 @@ class Product:
     A: np.ndarray
     B: np.ndarray
     C: np.ndarray
-    trial: MatmulTrial
+    trial: Trial
     source: KernelSource | None = None
     suspects: bool = True
 
@@ -265,7 +245,7 @@ class Product:
 
     @property
     def summary(self) -> str:
-        return f"{int(self.wrong.sum())} of {self.trial.M * self.trial.N} elements of C are wrong"
+        return f"{int(self.wrong.sum())} of {self.trial.n} elements of C are wrong"
 
     @property
     def never_written(self) -> str:
@@ -274,7 +254,7 @@ class Product:
 
     @property
     def corner_only(self) -> bool:
-        (bx, by), (M, N) = self.trial.block, (self.trial.M, self.trial.N)
+        (bx, by), (M, N) = self.trial.block, (self.trial.rows, self.trial.cols)
         return (not self.unwritten[:by, :bx].any()
                 and self.unwritten.sum() == M * N - min(by, M) * min(bx, N))
 
@@ -321,34 +301,37 @@ MATMUL_MISTAKES = (
                        f"{e.trial.block[1]} corner was written"), INDEX_HINT),
     Mistake("rows and columns swapped (x used as the row)",
             lambda e: e.unwritten.any() and e.swapped,
-            lambda e: (f"{e.summary}: {e.never_written}. Exactly C[0:{min(e.trial.M, e.extents[0])}"
-                       f", 0:{min(e.trial.N, e.extents[1])}] was written: the grid's x index "
+            lambda e: (f"{e.summary}: {e.never_written}. Exactly "
+                       f"C[0:{min(e.trial.rows, e.extents[0])}, "
+                       f"0:{min(e.trial.cols, e.extents[1])}] was written: the grid's x index "
                        f"({e.extents[0]} threads across) was used as the row and its y index "
                        f"({e.extents[1]} threads down) as the column, so rows and columns are "
-                       f"swapped (C is {e.trial.M} x {e.trial.N})"), INDEX_HINT),
+                       f"swapped (C is {e.trial.rows} x {e.trial.cols})"), INDEX_HINT),
     Mistake("part of C never written", lambda e: e.unwritten.any(),
             lambda e: f"{e.summary}: {e.never_written}", INDEX_HINT),
     Mistake("the sum missing its last k (`range(K - 1)`)",
-            lambda e: e.suspects and e.holds(e.partial_sum(e.trial.K - 1)),
+            lambda e: e.suspects and e.holds(e.partial_sum(e.trial.inner - 1)),
             lambda e: (f"{e.summary}: C holds the sum for k = 0 .. K-2: the last k is "
                        "missing"), "loop over `range(A.shape[1])`."),
     Mistake("a single product written, not the sum",
-            lambda e: e.suspects and e.holds(e.partial_sum(e.trial.K, e.trial.K - 1)),
+            lambda e: e.suspects and e.holds(e.partial_sum(e.trial.inner, e.trial.inner - 1)),
             lambda e: (f"{e.summary}: C holds A[row, k] * B[k, col] for a single k, not their "
                        "sum"), "the loop must add up the products over every k, not replace "
                        "the running value with each one."),
     Mistake("the sum over B's columns (N), not over K",
-            lambda e: e.suspects and e.trial.N < e.trial.K and e.holds(e.partial_sum(e.trial.N)),
+            lambda e: (e.suspects and e.trial.cols < e.trial.inner
+                       and e.holds(e.partial_sum(e.trial.cols))),
             lambda e: (f"{e.summary}: the sum stops at k = N - 1: the loop runs over B's "
                        "columns, not over K"), "loop over `range(A.shape[1])` (K)."),
     Mistake("the sum over A's rows (M), not over K",
-            lambda e: e.suspects and e.trial.M < e.trial.K and e.holds(e.partial_sum(e.trial.M)),
+            lambda e: (e.suspects and e.trial.rows < e.trial.inner
+                       and e.holds(e.partial_sum(e.trial.rows))),
             lambda e: (f"{e.summary}: the sum stops at k = M - 1: the loop runs over A's rows, "
                        "not over K"), "loop over `range(A.shape[1])` (K)."),
 )
 
 
-def _diagnose(A, B, C, trial: MatmulTrial, wrong_hint: str,
+def _diagnose(A, B, C, trial: Trial, wrong_hint: str,
               source: KernelSource | None = None, suspects: bool = True
               ) -> CheckFailedError | None:
     """None when C = A @ B to rounding; otherwise the first of :data:`MATMUL_MISTAKES` seen
@@ -378,7 +361,7 @@ def _axis_of(node, name):
             and isinstance(node.value, ast.Attribute) and node.value.attr == name else None)
 
 
-def _block_indices_swapped(source: KernelSource, trial: MatmulTrial) -> str | None:
+def _block_indices_swapped(source: KernelSource, trial: Trial) -> str | None:
     """In words, when one line multiplies blockIdx.x by blockDim.y and another blockIdx.y by
     blockDim.x: the row's block taken from blockIdx.x and the column's from blockIdx.y."""
     lines = {}
@@ -397,7 +380,7 @@ def _block_indices_swapped(source: KernelSource, trial: MatmulTrial) -> str | No
             f"blocks of rows and of columns don't line up with C's")
 
 
-def _block_size_assumed(source: KernelSource, trial: MatmulTrial) -> str | None:
+def _block_size_assumed(source: KernelSource, trial: Trial) -> str | None:
     """What the kernel assumes about the block's shape, in words, when a line multiplies
     ``blockIdx`` by a number or by ``blockDim`` of the other axis; None otherwise."""
     axis_of = _axis_of
@@ -449,10 +432,10 @@ def check_matmul_naive(kernel, seed: int | None = None,
     accumulating into C (NaN); the sum running over the wrong dimension or missing its last
     term; a single product instead of a sum; code a GPU can't compile."""
     source = NAIVE.start(kernel)
-    trial = MatmulTrial.draw("check_matmul_naive", seed, block, dtype)
+    trial = draw_naive("check_matmul_naive", seed, block, dtype)
     trials = [trial]
     if block is None:  # and the block turned on its side: x and y can't hide
-        trials.append(MatmulTrial.draw("check_matmul_naive", seed, trial.block[::-1], dtype))
+        trials.append(draw_naive("check_matmul_naive", seed, trial.block[::-1], dtype))
     for run in trials:
         A, B, C = _run(kernel, run)
         failure = _diagnose(A, B, C, run, INDEX_HINT, source)
@@ -472,8 +455,8 @@ def check_matmul_naive(kernel, seed: int | None = None,
                     "times the block's size along the same axis, plus the thread's), never "
                     "from a number or the other axis's size: the caller chooses the block.")
             raise failure
-    return (f"C = A @ B for A {trial.M}x{trial.K}, B {trial.K}x{trial.N} ({trial.launched})"
-            + "".join(f" and A {run.M}x{run.K}, B {run.K}x{run.N} ({run.launched})"
+    return (f"C = A @ B for {trial.size} ({trial.launched})"
+            + "".join(f" and {run.size} ({run.launched})"
                       for run in trials[1:]) + f", seed={trial.seed}.")
 
 
@@ -609,11 +592,11 @@ class _Threads:
     """What each thread of a traced tiled launch did, sorted by kind, with what it should have
     done; threads are ((block x, block y), (thread x, thread y)) as the trace names them."""
 
-    def __init__(self, trace, trial: MatmulTrial, names: tuple[str, str, str]):
+    def __init__(self, trace, trial: Trial, names: tuple[str, str, str]):
         self.trace, self.trial, self.names = trace, trial, names
         self.T = trial.block[0]
-        self.steps = -(-trial.K // self.T)
-        shapes = {names[0]: (trial.M, trial.K), names[1]: (trial.K, trial.N)}
+        self.steps = -(-trial.inner // self.T)
+        shapes = {names[0]: (trial.rows, trial.inner), names[1]: (trial.inner, trial.cols)}
         self.global_reads = {name: {} for name in names[:2]}
         self.shared_writes: dict = {}
         self.shared_reads: dict = {}
@@ -641,7 +624,7 @@ class _Threads:
 
     def expected_loads(self, thread, name) -> list[tuple[int, int]]:
         row, col, tx, ty = self.position(thread)
-        M, N, K, T = self.trial.M, self.trial.N, self.trial.K, self.T
+        M, N, K, T = self.trial.rows, self.trial.cols, self.trial.inner, self.T
         if name == self.names[0]:
             return [(row, s * T + tx) for s in range(self.steps) if row < M and s * T + tx < K]
         return [(s * T + ty, col) for s in range(self.steps) if s * T + ty < K and col < N]
@@ -661,7 +644,7 @@ class Tiling:
     ``right``: the evidence :data:`TILING_MISTAKES` (the method) are told from."""
 
     threads: _Threads
-    trial: MatmulTrial
+    trial: Trial
     right: bool
 
     @property
@@ -680,11 +663,11 @@ def _untiled_message(e: Tiling) -> str:
     start = "correct, but each" if e.right else "each"
     if len(heavy) == 2:
         what = (f"{start} thread read up to {loads[a] + loads[b]} values from global memory "
-                f"({loads[a]} of {a}, {loads[b]} of {b}; 2K = {2 * e.trial.K}): that's the naive "
-                "kernel")
+                f"({loads[a]} of {a}, {loads[b]} of {b}; 2K = {2 * e.trial.inner}): that's the "
+                "naive kernel")
     else:
         what = (f"{start} thread read up to {loads[heavy[0]]} values of {heavy[0]} straight "
-                f"from global memory (K = {e.trial.K}): only "
+                f"from global memory (K = {e.trial.inner}): only "
                 f"{(set((a, b)) - set(heavy)).pop()} goes through a tile")
     T = e.threads.T
     return (f"{what}. With {T} x {T} tiles a thread loads one value of each per step along K: "
@@ -698,7 +681,7 @@ TILING_MISTAKES = (
 )
 
 
-def _barrier_failure(trace, threads: _Threads, source: KernelSource, trial: MatmulTrial,
+def _barrier_failure(trace, threads: _Threads, source: KernelSource, trial: Trial,
                      right: bool) -> CheckFailedError | None:
     counts = sorted(set(trace.barrier_counts.get(t, 0) for t in trace.threads))
     # the steps the kernel took (one load of A and one of B per step), if fewer than K needs:
@@ -728,7 +711,7 @@ def _barrier_failure(trace, threads: _Threads, source: KernelSource, trial: Matm
     return CheckFailedError(f"{said} ({trial})", "; and ".join(missing) + ".")
 
 
-def _loads_failure(threads: _Threads, trial: MatmulTrial) -> CheckFailedError | None:
+def _loads_failure(threads: _Threads, trial: Trial) -> CheckFailedError | None:
     """The first thread whose loads from A or B are not the tiled kernel's."""
     for name in threads.names[:2]:
         matrix = "A" if name == threads.names[0] else "B"
@@ -747,16 +730,16 @@ def _loads_failure(threads: _Threads, trial: MatmulTrial) -> CheckFailedError | 
                 i, j = missing[0]
                 return CheckFailedError(
                     f"{who} never loaded {name}[{i}, {j}], which lies inside {matrix} "
-                    f"({trial.M if matrix == 'A' else trial.K} x "
-                    f"{trial.K if matrix == 'A' else trial.N}): a guard compares with the wrong "
-                    f"size ({trial}).", LOAD_GUARD_HINT)
+                    f"({trial.rows if matrix == 'A' else trial.inner} x "
+                    f"{trial.inner if matrix == 'A' else trial.cols}): a guard compares with the "
+                    f"wrong size ({trial}).", LOAD_GUARD_HINT)
             return CheckFailedError(
                 f"{who} loaded {shown}; in a tiled matmul, at the steps k0 = 0, {threads.T}, "
                 f"..., it loads {should} ({trial}).", LOADS_HINT)
     return None
 
 
-def _stores_failure(threads: _Threads, trial: MatmulTrial) -> CheckFailedError | None:
+def _stores_failure(threads: _Threads, trial: Trial) -> CheckFailedError | None:
     """Threads that store nothing into a tile at some step (no zero fill), or store at another
     slot than their own [ty, tx]."""
     steps = threads.steps
@@ -787,7 +770,7 @@ def _stores_failure(threads: _Threads, trial: MatmulTrial) -> CheckFailedError |
     return None
 
 
-def _tile_reads_failure(threads: _Threads, trial: MatmulTrial) -> CheckFailedError | None:
+def _tile_reads_failure(threads: _Threads, trial: Trial) -> CheckFailedError | None:
     """A thread whose multiply-adds read the wrong slots of A's or B's tile."""
     a = threads.names[0]
     for array, readers in threads.shared_reads.items():
@@ -819,7 +802,7 @@ class StepSums:
     A: np.ndarray
     B: np.ndarray
     C: np.ndarray
-    trial: MatmulTrial
+    trial: Trial
     T: int
     steps: int
 
@@ -843,15 +826,15 @@ class StepSums:
 
 # The sums a tiled kernel leaves in C when its loop over the steps goes wrong, in order.
 STEP_SUM_MISTAKES = (
-    Mistake("the sum restarted at every step", lambda e: e.holds(e.last, e.trial.K),
-            lambda e: (f"C holds only the last step's sum (k = {e.last} .. {e.trial.K - 1}): "
+    Mistake("the sum restarted at every step", lambda e: e.holds(e.last, e.trial.inner),
+            lambda e: (f"C holds only the last step's sum (k = {e.last} .. {e.trial.inner - 1}): "
                        "the sum starts again at every step"),
             "start `acc` at 0 once, before the loop over the steps, and write C after that "
             "loop."),
     Mistake("the loop over the steps stopped early", lambda e: e.stopped_after is not None,
             lambda e: (f"C holds the sum over k = 0 .. {e.stopped_after * e.T - 1} only: the "
                        f"loop over the steps stopped after {e.stopped_after} of the {e.steps} "
-                       f"steps K = {e.trial.K} needs"),
+                       f"steps K = {e.trial.inner} needs"),
             "the loop over the steps must cover all of K, whatever its size (read it from A's "
             "shape), with C written after it."),
 )
@@ -914,17 +897,17 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
             "it from A's shape.")
     names = _names(source)
     shared = _shared_names(source)
-    trial = MatmulTrial.draw_tiled("check_matmul_tiled", seed, tile, dtype)
+    trial = draw_tiled("check_matmul_tiled", seed, tile, dtype)
     runs = [trial]
     if device.tier() == "gpu":  # a large launch on the GPU as well: the trace stays small
-        runs.append(MatmulTrial.draw_tiled("check_matmul_tiled", seed, tile, dtype,
+        runs.append(draw_tiled("check_matmul_tiled", seed, tile, dtype,
                                            large=True))
     offer_trace(kernel, trial.blocks, trial.threads, *names,
-                note=f"with A {trial.M} x {trial.K} and B {trial.K} x {trial.N}, NumPy "
+                note=f"with {trial.size}, NumPy "
                      "arrays, and C = np.zeros((A.shape[0], B.shape[1]), np.float32)")
     results = []
     for run in runs:
-        A, B = run.operands()
+        A, B = operands(run)
         try:
             C = _launch(kernel, run, A, B)
         except KernelError as error:
@@ -935,7 +918,7 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
             raise
         results.append((A, B, C, run))
     A, B, C, _ = results[0]
-    trace = trace_trial(kernel, trial, A, B, np.full((trial.M, trial.N), np.nan, dtype))
+    trace = trace_trial(kernel, trial, A, B, np.full((trial.rows, trial.cols), np.nan, dtype))
     if trace.error:
         raise CheckFailedError(
             f"traced in the simulator, your kernel stopped: {trace.error} ({trial}).",
@@ -968,13 +951,14 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
                                for result in results) if f is not None)
     loads = threads.max_loads(names[0]) + threads.max_loads(names[1])
     barriers = trace.max_per_thread("barriers")
-    return (f"C = A @ B for A {trial.M}x{trial.K}, B {trial.K}x{trial.N} with {tile} x "
+    return (f"C = A @ B for {trial.size} with {tile} x "
             f"{tile} tiles ({trial.launched}, {threads.steps} steps along K"
-            + "".join(f"; and on a {run.M}x{run.K} @ {run.K}x{run.N} problem"
+            + "".join(f"; and on a {run.size} problem"
                       for run in runs[1:])
             + f"). Each thread loaded at most {loads} values from global memory "
             f"(2 x ceil(K / {tile}) = {2 * threads.steps}; the naive kernel loads 2K = "
-            f"{2 * trial.K}) and passed {barriers} barriers (seed={trial.seed}).")
+            f"{2 * trial.inner}) and passed {barriers} barriers (seed={trial.seed}).")
 
 
-__all__ = ["MatmulTrial", "check_matmul_naive", "check_matmul_tiled", "default_side"]
+__all__ = ["check_matmul_naive", "check_matmul_tiled", "default_side", "draw_naive", "draw_tiled",
+           "operands"]

@@ -307,16 +307,6 @@ MATVEC_BLOCKS = {"sim": ((8, 16), (12, 24), (16, 32)),
                  "gpu": ((64, 128), (96, 192), (128, 256))}
 
 
-@dataclass
-class _TwoBlockTrial(Trial):
-    """A trial whose :meth:`other_block` is the other size of its drawn pair."""
-
-    other: int = 0
-
-    def other_block(self) -> Trial:
-        return self.with_block(self.other)
-
-
 MATVEC = CheckSpec(
     "matvec_fp32", "matvec_fp32(a, x, out)", MATVEC_STUB_HINT, parameters=3,
     title="2. accumulate in fp32", call="check_matvec_fp32(matvec_fp32)",
@@ -357,8 +347,8 @@ def _matvec_trial(seed: int, threads_per_block: int | None) -> Trial:
         rows = draw_size(rng, max(sizes), MATVEC_ROWS[tier])
         if all(rows % size for size in sizes):
             break
-    return _TwoBlockTrial("check_matvec_fp32", seed, (rows,), (sizes[0],),
-                          np.dtype(np.float32), rng, sizes[-1])
+    return Trial("check_matvec_fp32", seed, (rows,), (sizes[0],), np.dtype(np.float32), rng,
+                 other_size=sizes[-1])
 
 
 @MATVEC.check

@@ -46,7 +46,7 @@ from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, Kernel
 from gpulab.exercises.running import call_learner, launch, padded, read_back
 from gpulab.exercises.source_rules import KernelSource, is_typed_in_count, typed_in_count_names
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import LabelledTrial, Trial, draw_size
+from gpulab.exercises.trial import Trial, draw_size
 
 # --- exercise 1: napkin math --------------------------------------------------------------------
 
@@ -228,7 +228,7 @@ def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32) -> 
     or the wrong one for the code; writing into Z; simulator-only code; gpulab's own kernel."""
     source = BIAS_ACTIVATION.start(kernel)
 
-    def run(trial: LabelledTrial, code: int, name: str) -> None:
+    def run(trial: Trial, code: int, name: str) -> None:
         Z = trial.normal(trial.rows, trial.cols)
         b = trial.normal(trial.cols, scale=0.5)
         check_matrix_output(kernel, trial, source, {"Z": Z, "b": b, "act": code},
@@ -279,23 +279,6 @@ ROWS_HINT = (
     "row is inside logits (its number of rows, compared with `<`, not `<=`), and the loops "
     "over a row must stop at its number of classes, read from the array."
 )
-
-
-@dataclass
-class SoftmaxTrial(Trial):
-    """A batch of ``n`` rows (the 1-D trial's shape) of ``classes`` logits, one thread per row,
-    and which case it is."""
-
-    classes: int = 0
-    case: str = ""
-
-    @property
-    def extents(self) -> tuple[int, ...]:
-        return self.n, self.classes
-
-    def __str__(self) -> str:
-        return (f"{self.case}: {self.n} rows x {self.classes} classes, {self.launched}, "
-                f"{self.dtype.name}, {self.repeat}")
 
 
 # How many dimensions each of the kernel's parameters has, by position: logits, labels, probs,
@@ -379,7 +362,7 @@ class SoftmaxSource:
     """The softmax kernel's source and, after a failed launch, the trial it failed on."""
 
     source: KernelSource
-    trial: SoftmaxTrial | None = None
+    trial: Trial | None = None
 
 
 SOFTMAX_SOURCE_MISTAKES = (
@@ -395,18 +378,18 @@ SOFTMAX_SOURCE_MISTAKES = (
     Mistake("the class count hard-coded (`range(10)`)",
             lambda e: e.trial is not None and _hard_coded_classes(e.source),
             lambda e: (f"`{_hard_coded_classes(e.source)}` loops over a fixed number of "
-                       f"classes, but these rows have {e.trial.classes} (the check never uses "
+                       f"classes, but these rows have {e.trial.inner} (the check never uses "
                        "the digits' 10): a kernel must work for any number of classes"),
             "read the number of classes from the logits array's shape, as you read the number "
             "of rows.", "source"),
 )
 
 
-def softmax_cases(trial: SoftmaxTrial) -> list[tuple[str, np.ndarray, np.ndarray]]:
+def softmax_cases(trial: Trial) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(case, logits, labels): ordinary logits, logits near +1000, near -1000, and rows whose
     largest logit (never in column 0) stands 1000-1500 above the rest, with the label on one of
     the rest, so that its probability underflows to 0."""
-    rng, n, C, dtype = trial.rng, trial.n, trial.classes, trial.dtype
+    rng, n, C, dtype = trial.rng, trial.n, trial.inner, trial.dtype
     labels = rng.integers(0, C, n).astype(np.int64)
     # Gaps past 709.8, where exp overflows float64: the simulator runs math.exp in float64
     # whatever the arrays' dtype, and a GPU's float32 exp overflows much earlier (88.7).
@@ -568,8 +551,8 @@ def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float3
     reject(SOFTMAX_SOURCE_MISTAKES, SoftmaxSource(source))
     rng = np.random.default_rng(seed)
     n = draw_size(rng, threads, (40, 100) if threads == 32 else (300, 3000))
-    trial = SoftmaxTrial("check_softmax_cross_entropy", seed, (n,), (threads,),
-                         np.dtype(dtype), rng, classes=int(rng.choice(CLASS_COUNTS)))
+    trial = Trial("check_softmax_cross_entropy", seed, (n,), (threads,), np.dtype(dtype), rng,
+                  inner=int(rng.choice(CLASS_COUNTS)))  # classes per row
     offer_trace(kernel, 2, 8, "logits", "labels", "probs", "losses",
                 note="with NumPy arrays: logits of 13 x 4, labels of 13 int64, probs of "
                      "13 x 4, losses of 13")
@@ -583,11 +566,11 @@ def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float3
             raise
         passed_high = passed_high or case == "logits near +1000"
     return (f"probabilities and losses right for ordinary logits, logits near +1000 and "
-            f"-1000, and rows more than 1000 apart ({n} rows x {trial.classes} classes, "
+            f"-1000, and rows more than 1000 apart ({n} rows x {trial.inner} classes, "
             f"{trial.launched}, seed={seed}).")
 
 
-def _softmax_case(kernel, trial: SoftmaxTrial, case: str, logits, labels,
+def _softmax_case(kernel, trial: Trial, case: str, logits, labels,
                   passed_high: bool) -> None:
     """Launch one case and fail with what went wrong, if anything."""
     n, threads = trial.n, trial.threads_per_block
@@ -614,7 +597,7 @@ def _softmax_case(kernel, trial: SoftmaxTrial, case: str, logits, labels,
         missing = np.flatnonzero(unwritten)
         text = (f"rows {missing[0]}..{missing[-1]} ({missing.size} of {n}) of probs or "
                 f"losses were never written ({trial}).")
-        C = trial.classes
+        C = trial.inner
         if np.array_equal(missing, np.arange(C, n)):
             raise CheckFailedError(text, f"only the first {C} rows, as many as there are "
                                    "classes: the guard compares the row with the number of "

@@ -53,7 +53,7 @@ from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, Kernel
 from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import KernelSource, count_calls
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import LabelledTrial, draw_size, tier_key
+from gpulab.exercises.trial import Trial, draw_size, tier_key
 from gpulab.instruments import RecordingArray, WatchedArray, poison_value
 from gpulab.kernels.dense import ACTIVATION_CODES
 
@@ -215,7 +215,7 @@ class Backward:
     dA: np.ndarray  # noqa: N815 - the chapter's name
     Z: np.ndarray
     b: np.ndarray
-    trial: LabelledTrial
+    trial: Trial
 
     @property
     def z(self) -> np.ndarray:
@@ -315,7 +315,7 @@ def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.flo
     writes into an input), then :data:`BACKWARD_MISTAKES` in order."""
     source = BACKWARD.start(kernel)
 
-    def run(trial: LabelledTrial, code: int, name: str) -> None:
+    def run(trial: Trial, code: int, name: str) -> None:
         dA = trial.normal(trial.rows, trial.cols)
         Z = trial.normal(trial.rows, trial.cols)
         b = trial.normal(trial.cols, scale=0.7)
@@ -392,7 +392,7 @@ class ColumnSums:
 
     db: np.ndarray
     dZ: np.ndarray  # noqa: N815 - the chapter's name
-    trial: LabelledTrial
+    trial: Trial
     source: KernelSource
     watched: WatchedArray | None
     writes: int = 0
@@ -544,7 +544,7 @@ def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
     writes (a race shows even when the simulator's sum is right), the source and a traced run
     that counts each thread's writes; a write into dZ; edges overrun."""
     source = BIAS_GRAD.start(kernel)
-    trial = LabelledTrial.draw("check_bias_grad", seed, dtype,
+    trial = Trial.draw("check_bias_grad", seed, dtype,
                                size_range=BIAS_GRAD_SIZES[tier_key()])
     cols, rows = trial.n, int(trial.rng.integers(5, 30))  # the batch: fewer rows than columns
     trial.case = f"dZ of {rows} x {cols}"
@@ -563,7 +563,7 @@ def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
     evidence = ColumnSums(db.astype(np.float64), dZ, trial, source, watched)
     failure = diagnose(BIAS_GRAD.mistakes, evidence)
     if failure is None:  # the method: one write of db per thread, on a small traced launch
-        small = LabelledTrial("check_bias_grad", seed, (13,), (8,), np.dtype(dtype), trial.rng)
+        small = Trial("check_bias_grad", seed, (13,), (8,), np.dtype(dtype), trial.rng)
         traced = trace_trial(kernel, small, dZ[:5, :13].copy(), np.zeros(13, dtype))
         evidence.writes = traced.max_per_thread("global_writes") if traced.error is None else 0
         failure = diagnose(BIAS_GRAD.mistakes, evidence)
@@ -646,7 +646,7 @@ class Transposed:
 
     out: np.ndarray
     A: np.ndarray
-    trial: LabelledTrial
+    trial: Trial
     source: KernelSource
     tile: int
     reads: object = None
@@ -784,7 +784,7 @@ def check_transpose_tiled(kernel, tile: int = 16, seed: int | None = None, dtype
             "coalesce.", "set TILE to 16 (or 32 on a GPU) and run the cells again.")
     rng = np.random.default_rng(seed)
     rows, cols = _transpose_shape(rng, tile)
-    trial = LabelledTrial("check_transpose_tiled", seed, (rows, cols), (tile, tile),
+    trial = Trial("check_transpose_tiled", seed, (rows, cols), (tile, tile),
                           np.dtype(dtype), rng, case=f"TILE = {tile}", repeat_with=f"tile={tile}")
     A = trial.normal(rows, cols)
     offer_trace(kernel, (2, 2), (tile, tile), "A", "out",

@@ -55,7 +55,7 @@ from gpulab.exercises.results import CheckFailedError, KernelError, explain_exce
 from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import KernelSource, hard_coded_block, hard_coded_size
 from gpulab.exercises.spec import CheckSpec
-from gpulab.exercises.trial import FixedGridTrial, Trial, tier_key
+from gpulab.exercises.trial import Trial, tier_key
 from gpulab.nn import cost
 
 # A prediction within this factor of the model's answer is right: the napkin leaves out what a
@@ -668,14 +668,6 @@ EVALUATE_TRACE_BATCH, EVALUATE_TRACE_CLASSES = (150, 230), 4
 
 
 
-class BatchTrial(FixedGridTrial):
-    """A trial of the evaluation kernel: ``shape`` = (batch,), on a fixed grid."""
-
-    def __str__(self) -> str:
-        return (f"a batch of {self.n} samples, {self.launched} = a fixed grid of "
-                f"{self.grid_threads} threads, {self.repeat}")
-
-
 def _hard_coded_count(source: KernelSource | None) -> str | None:
     """The first line that types a count into the kernel: a whole number > 1 in a call to
     ``range`` or in a comparison (``range(first, 1000, step)``, ``if s < 300``)."""
@@ -707,7 +699,7 @@ class Evaluated:
     """One launch of the learner's kernel on a batch: what it wrote (``losses``, NaN where
     never written; ``correct``, :data:`UNWRITTEN` where never written) and the right answer."""
 
-    trial: BatchTrial
+    trial: Trial
     classes: int
     logits: np.ndarray
     labels: np.ndarray
@@ -981,7 +973,7 @@ def _batch_problem(rng: np.random.Generator, batch: int, classes: int):
     return logits, rng.integers(0, classes, batch).astype(np.int64)
 
 
-def _launch_evaluate(kernel, trial: BatchTrial, source: KernelSource, classes: int
+def _launch_evaluate(kernel, trial: Trial, source: KernelSource, classes: int
                      ) -> Evaluated:
     logits, labels = _batch_problem(trial.rng, trial.n, classes)
     _, d_logits = padded(logits, trial.padding, np.float32(0))
@@ -1000,7 +992,7 @@ def _launch_evaluate(kernel, trial: BatchTrial, source: KernelSource, classes: i
     return Evaluated(trial, classes, logits, labels, losses, correct, source)
 
 
-def _explain_evaluate_error(error: KernelError, trial: BatchTrial, source: KernelSource,
+def _explain_evaluate_error(error: KernelError, trial: Trial, source: KernelSource,
                             classes: int) -> None:
     """Name what an error in the learner's kernel means here, or raise it as it is."""
     cause = error.cause
@@ -1054,7 +1046,7 @@ def _check_evaluate_method(kernel, seed: int, source: KernelSource) -> None:
     logits, labels = _batch_problem(rng, batch, EVALUATE_TRACE_CLASSES)
     losses = np.full(batch, np.nan, np.float32)
     correct = np.full(batch, UNWRITTEN, np.int32)
-    trial = BatchTrial("check_evaluate_batch", seed, (batch,), (EVALUATE_TRACE_THREADS,),
+    trial = Trial("check_evaluate_batch", seed, (batch,), (EVALUATE_TRACE_THREADS,),
                        np.dtype(np.float32), rng, EVALUATE_TRACE_BLOCKS)
     trace = trace_trial(kernel, trial, logits, labels, losses, correct)
     offer_trace(kernel, 2, 4, "logits", "labels", "losses", "correct",
@@ -1100,7 +1092,7 @@ def check_evaluate_batch(kernel, seed: int | None = None,
         grid = EVALUATE_BLOCKS[tier] * threads
         rng = np.random.default_rng([seed, threads])
         for batch in _batches(rng, threads, grid):
-            each = BatchTrial(trial.check_name, seed, (batch,), trial.block, trial.dtype,
+            each = Trial(trial.check_name, seed, (batch,), trial.block, trial.dtype,
                               rng, EVALUATE_BLOCKS[tier])
             reject(EVALUATE_MISTAKES, _launch_evaluate(kernel, each, source, classes))
             batches.append(batch)
@@ -1151,7 +1143,7 @@ def kernel_to_use(kernel) -> tuple[object, str]:
 
 
 __all__ = [
-    "EVALUATE", "EVALUATE_METHOD_MISTAKES", "EVALUATE_MISTAKES", "BatchTrial", "Evaluated",
+    "EVALUATE", "EVALUATE_METHOD_MISTAKES", "EVALUATE_MISTAKES", "Evaluated",
     "check_evaluate_batch", "kernel_to_use", "try_evaluate_batch",
     "CASES", "LAUNCH_BOUND", "LAUNCH_BOUND_MISTAKES", "THROUGHPUT", "THROUGHPUT_MISTAKES",
     "TOLERANCE", "a_number", "check_launch_bound", "check_throughput",

@@ -47,7 +47,7 @@ from gpulab.exercises.results import CheckFailedError, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded
 from gpulab.exercises.source_rules import KernelSource, count_calls, plain_writes_to
 from gpulab.exercises.spec import CheckSpec, traced, under_two_blocks
-from gpulab.exercises.trial import FixedGridTrial, tier_key
+from gpulab.exercises.trial import Trial, tier_key
 from gpulab.instruments import WatchedArray, poison_value, thread_label
 from gpulab.nn.mixed_precision import LossScaler, scale_from_history
 from gpulab.nn.mixed_precision import amax as recorded_amax
@@ -536,7 +536,7 @@ AMAX_PAD = 5.0e5  # after x's end, larger than any value of x: seen only by a ke
 AMAX_POISON = float(poison_value(np.float32))  # what shared memory holds before it is written
 
 
-def _amax_cases(trial: FixedGridTrial) -> list[tuple[str, np.ndarray]]:
+def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
     """The cases of one launch configuration, in the order they run: all finite (the largest
     magnitude negative, in the last block's elements); NaN among them (the largest magnitude in
     block 0's elements, a NaN the last element thread 0 of block 0 reads); NaN, +inf and -inf;
@@ -597,7 +597,7 @@ class AmaxRun:
     """One launch of the learner's kernel on one case: x, what out held after it, and what the
     source and the simulator's record of writes said about out."""
 
-    trial: FixedGridTrial
+    trial: Trial
     case: str
     x: np.ndarray
     got: tuple[float, float]
@@ -918,7 +918,7 @@ AMAX = CheckSpec(
          "fits one block size only (run under two); gpulab's own `amax_nonfinite` refused")
 
 
-def _run_amax(kernel, trial: FixedGridTrial, source: KernelSource) -> FixedGridTrial:
+def _run_amax(kernel, trial: Trial, source: KernelSource) -> Trial:
     """Launch the kernel on each case of ``trial`` and reject the first wrong result; if every
     result was right, a plain write to out (a race the simulator's order of blocks hid)."""
     from numba import cuda
@@ -953,7 +953,7 @@ def _check_amax_method(kernel, seed: int) -> str:
     """Trace the kernel on a small launch (2 blocks of 32 threads, x of 150-250 values with NaN
     and inf) and reject a right result reached by the wrong method
     (:data:`AMAX_METHOD_MISTAKES`). Returns what the trace showed."""
-    trial = FixedGridTrial.draw("check_amax_nonfinite", seed, np.float32,
+    trial = Trial.draw("check_amax_nonfinite", seed, np.float32,
                                 block=AMAX_TRACE_THREADS, size_range=AMAX_TRACE_SIZES)
     trial.grid_blocks = AMAX_TRACE_GRID
     x = _amax_cases(trial)[2][1]
@@ -1014,7 +1014,7 @@ def check_amax_nonfinite(kernel, seed: int | None = None,
     source = AMAX.start(kernel)
     choices = AMAX_BLOCKS[tier]
     block = threads_per_block or choices[int(np.random.default_rng(seed).integers(2))]
-    trial = FixedGridTrial.draw("check_amax_nonfinite", seed, np.float32, block=block,
+    trial = Trial.draw("check_amax_nonfinite", seed, np.float32, block=block,
                                 size_range=AMAX_SIZES[tier])
     trial.grid_blocks = AMAX_GRID[tier]
     under_two_blocks(lambda t: _run_amax(kernel, t, source), trial, source,

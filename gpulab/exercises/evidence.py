@@ -13,7 +13,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from gpulab.exercises.trial import FixedGridTrial, Trial
+from gpulab.exercises.trial import Trial
 from gpulab.instruments import thread_label
 
 
@@ -57,7 +57,7 @@ class GridStride:
     word the messages of :mod:`gpulab.exercises.grid_stride` for one exercise: "element",
     "x[{}]", "copied"."""
 
-    trial: FixedGridTrial
+    trial: Trial  # on a fixed grid (``grid_blocks``)
     order: dict
     ITEM = "element"
     SPELLED = "x[{}]"

@@ -35,7 +35,7 @@ from gpulab.exercises.results import (
 )
 from gpulab.exercises.running import launch, padded, read_back
 from gpulab.exercises.source_rules import KernelSource, compares_with_shape, hard_coded_block
-from gpulab.exercises.trial import LabelledTrial, Trial, draw_case
+from gpulab.exercises.trial import Trial, draw_case
 from gpulab.kernels.dense import ACTIVATION_CODES
 
 # --- one thread per element, 1-D --------------------------------------------------------------
@@ -255,7 +255,7 @@ ACTIVATIONS = ((RELU, "relu", "ReLU"), (TANH, "tanh", "tanh"), (IDENTITY, "ident
 
 
 def per_activation(check_name: str, seed: int, dtype,
-                   run: Callable[[LabelledTrial, int, str], None]) -> str:
+                   run: Callable[[Trial, int, str], None]) -> str:
     """Run a check's body ``run(trial, code, name)`` once per activation of
     :data:`ACTIVATIONS` (its code for ``act``, its name for :mod:`gpulab.reference`), each on
     its own 2-D case (:func:`~gpulab.exercises.trial.draw_case`: its own block shape), labelled

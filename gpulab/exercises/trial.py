@@ -12,13 +12,17 @@ the columns) ``rows``, ``cols`` and ``(x, y)`` tuples, never square, and such th
 rows and columns swapped misses part of the output. Both work with
 :func:`gpulab.exercises.running.launch`, :func:`~gpulab.exercises.running.run_elementwise`,
 :func:`~gpulab.exercises.running.read_back` and the diagnoses of
-:mod:`gpulab.exercises.outputs`. :class:`LabelledTrial` also names its case (``act = 1 (ReLU)``)
-and :class:`FixedGridTrial` launches a fixed grid whatever n is (a grid-stride loop).
+:mod:`gpulab.exercises.outputs`. The same class covers the other shapes a check needs, by its
+optional fields: ``grid_blocks`` launches a fixed grid whatever n is (a grid-stride loop),
+``inner`` is the length of the axis a kernel sums over (a matmul's K, a softmax row's classes),
+``case`` names which of a check's problems it is (``act = 1 (ReLU)``), ``repeat_with`` what
+else its repeat call needs (``tile=16``), and ``other_size`` the block size of
+:meth:`Trial.other_block` when the check drew a pair.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -83,8 +87,11 @@ def _swap_shows(rows: int, cols: int, block: tuple[int, ...]) -> bool:
 @dataclass
 class Trial:
     """One random problem: ``shape`` (the arrays' extents), ``block`` (threads per block along
-    x, y), the element dtype, the seed and the random generator its data come from.
-    ``str(trial)`` says what it was and how to repeat it."""
+    x, y), the element dtype, the seed and the random generator its data come from; and, where
+    a check needs them, ``grid_blocks`` (a fixed grid of that many blocks, whatever n),
+    ``inner`` (the length of the summed axis, not in ``shape``), ``case``, ``repeat_with`` and
+    ``other_size`` (see the module's docstring). ``str(trial)`` says what it was and how to
+    repeat it."""
 
     check_name: str
     seed: int
@@ -92,6 +99,11 @@ class Trial:
     block: tuple[int, ...]
     dtype: np.dtype
     rng: np.random.Generator = field(repr=False, compare=False)
+    grid_blocks: int | None = None
+    inner: int = 0
+    case: str = ""
+    repeat_with: str = ""
+    other_size: int = 0
 
     @classmethod
     def draw(cls, check_name: str, seed: int, dtype=np.float32, *, dims: int = 1,
@@ -130,17 +142,19 @@ class Trial:
         return cls(check_name, seed, tuple(shape), block, np.dtype(dtype), rng)
 
     def with_block(self, block: int | tuple[int, ...]) -> Trial:
-        """The same problem (shape, dtype, seed: the same data) under another block size."""
+        """The same problem (shape, dtype, seed: the same data; the same fixed grid, if any)
+        under another block size."""
         block = (block,) if isinstance(block, int) else tuple(block)
-        return Trial(self.check_name, self.seed, self.shape, block, self.dtype,
-                     np.random.default_rng(self.seed))
+        return replace(self, block=block, rng=np.random.default_rng(self.seed))
 
     def other_block(self) -> Trial:
-        """The same problem under another block size of :data:`BLOCK_CHOICES` (1-D): the
-        smallest, or the next when this one is the smallest. So one of the two launches has
-        blocks smaller than a size a kernel hard-codes (it leaves gaps: elements no thread
-        writes), or, if the kernel hard-codes the smallest, one has larger blocks (it then
-        covers only part of the array)."""
+        """The same problem under another block size: ``other_size`` when the check drew a
+        pair, else the smallest of :data:`BLOCK_CHOICES` (1-D), or the next when this one is
+        the smallest. So one of the two launches has blocks smaller than a size a kernel
+        hard-codes (it leaves gaps: elements no thread writes), or, if the kernel hard-codes
+        the smallest, one has larger blocks (it then covers only part of the array)."""
+        if self.other_size:
+            return self.with_block(self.other_size)
         choices = sorted(BLOCK_CHOICES[tier_key()])
         return self.with_block(choices[1] if self.block[0] == choices[0] else choices[0])
 
@@ -168,15 +182,24 @@ class Trial:
 
     @property
     def blocks(self) -> int | tuple[int, ...]:
-        """The launch's blocks: an int for 1-D, ``(x, y)`` for 2-D (x along the columns)."""
+        """The launch's blocks: an int for 1-D (``grid_blocks`` on a fixed grid), ``(x, y)``
+        for 2-D (x along the columns)."""
+        if self.grid_blocks is not None:
+            return self.grid_blocks
         if len(self.shape) == 1:
             return -(-self.shape[0] // self.block[0])
         return -(-self.cols // self.block[0]), -(-self.rows // self.block[1])
 
     @property
+    def grid_threads(self) -> int:
+        """All the launch's threads (of a 1-D launch: blocks times threads per block)."""
+        return int(np.prod(self.launch_threads))
+
+    @property
     def extents(self) -> tuple[int, ...]:
-        """The lengths of the axes of the arrays the kernel gets."""
-        return self.shape
+        """The lengths of the axes of the arrays the kernel gets: ``shape``, then ``inner``
+        when there is one (a matmul's (M, N, K); a softmax's (rows, classes))."""
+        return self.shape + ((self.inner,) if self.inner else ())
 
     @property
     def launch_threads(self) -> tuple[int, ...]:
@@ -204,7 +227,9 @@ class Trial:
 
     @property
     def repeat(self) -> str:
-        return f"seed={self.seed}; repeat it with {self.check_name}(kernel, seed={self.seed})"
+        extra = f", {self.repeat_with}" if self.repeat_with else ""
+        return (f"seed={self.seed}; repeat it with {self.check_name}(kernel{extra}, "
+                f"seed={self.seed})")
 
     def uniform(self, low: float, high: float) -> np.ndarray:
         """Random values in [low, high) of the trial's shape and dtype."""
@@ -214,63 +239,30 @@ class Trial:
         """Normal random values (of ``shape``, default the trial's) times ``scale``."""
         return (self.rng.standard_normal(shape or self.shape) * scale).astype(self.dtype)
 
-    def __str__(self) -> str:
-        size = f"n={self.n}" if len(self.shape) == 1 else " x ".join(map(str, self.shape))
-        return f"{size}, {self.launched}, {self.dtype.name}, {self.repeat}"
-
-
-@dataclass
-class LabelledTrial(Trial):
-    """A :class:`Trial` that also says which case of the check it is (``case``, e.g. the
-    activation) and what else its repeat call needs (``repeat_with``, e.g. ``"tile=16"``)."""
-
-    case: str = ""
-    repeat_with: str = ""
-
     @property
-    def repeat(self) -> str:
-        extra = f", {self.repeat_with}" if self.repeat_with else ""
-        return (f"seed={self.seed}; repeat it with {self.check_name}(kernel{extra}, "
-                f"seed={self.seed})")
+    def size(self) -> str:
+        """The problem's size in words: ``n=517``; ``23 x 31``; ``517 rows x 12 columns`` (rows of
+        ``inner``); ``A 23x17 @ B 17x31`` (a product summed over ``inner``)."""
+        if len(self.shape) == 1:
+            return f"{self.n} rows x {self.inner} columns" if self.inner else f"n={self.n}"
+        if self.inner:
+            return f"A {self.rows}x{self.inner} @ B {self.inner}x{self.cols}"
+        return " x ".join(map(str, self.shape))
 
     def __str__(self) -> str:
-        return (f"{self.case}; " if self.case else "") + super().__str__()
+        launch = (f"a fixed grid of {self.launched} = {self.grid_threads} threads"
+                  if self.grid_blocks is not None else self.launched)
+        case = f"{self.case}; " if self.case else ""
+        return f"{case}{self.size}, {launch}, {self.dtype.name}, {self.repeat}"
 
 
-def draw_case(check_name: str, seed: int, dtype, case: int = 0) -> LabelledTrial:
+def draw_case(check_name: str, seed: int, dtype, case: int = 0) -> Trial:
     """Random problem number ``case`` of a 2-D check: rows x cols, not multiples of the block,
     rows != cols, and such that a kernel with r and c swapped (``r, c = cuda.grid(2)``) misses
     part of the matrix. Cases 0, 1, 2 of one seed use the tier's three block shapes
     (:data:`BLOCK_CHOICES_2D`), so a hard-coded block size fails: a 2-D :meth:`Trial.draw`."""
-    return LabelledTrial.draw(check_name, seed, dtype, dims=2, case=case)
+    return Trial.draw(check_name, seed, dtype, dims=2, case=case)
 
 
-@dataclass
-class FixedGridTrial(Trial):
-    """A 1-D trial launched on a **fixed** grid of ``grid_blocks`` blocks, whatever n is: the
-    kernel's threads step through the array by the grid's size (a grid-stride loop)."""
-
-    grid_blocks: int = 1
-
-    @property
-    def blocks(self) -> int:
-        return self.grid_blocks
-
-    @property
-    def grid_threads(self) -> int:
-        return self.grid_blocks * self.threads_per_block
-
-    def with_block(self, block: int | tuple[int, ...]) -> FixedGridTrial:
-        """The same problem on the same number of blocks, of another size."""
-        block = (block,) if isinstance(block, int) else tuple(block)
-        return type(self)(self.check_name, self.seed, self.shape, block, self.dtype,
-                          np.random.default_rng(self.seed), self.grid_blocks)
-
-    def __str__(self) -> str:
-        return (f"n={self.n}, a fixed grid of {self.launched} = {self.grid_threads} threads, "
-                f"{self.dtype.name}, {self.repeat}")
-
-
-__all__ = ["BLOCK_CHOICES", "BLOCK_CHOICES_2D", "SIZE_RANGE", "SIZE_RANGE_2D", "FixedGridTrial",
-           "LabelledTrial", "Trial", "default_threads_per_block", "describe_launch", "draw_case",
-           "draw_size", "tier_key"]
+__all__ = ["BLOCK_CHOICES", "BLOCK_CHOICES_2D", "SIZE_RANGE", "SIZE_RANGE_2D", "Trial",
+           "default_threads_per_block", "describe_launch", "draw_case", "draw_size", "tier_key"]

@@ -12,9 +12,10 @@ from numba import cuda
 from gpulab import device
 from gpulab.exercises.ch03 import (
     NAIVE_BLOCKS,
-    MatmulTrial,
     check_matmul_naive,
     check_matmul_tiled,
+    draw_naive,
+    draw_tiled,
 )
 
 SIM = device.tier() == "sim"
@@ -145,23 +146,23 @@ def test_naive_kernels_that_assume_a_block_shape_fail(kernel):
 
 def test_naive_trial_sizes_are_awkward():
     for seed in range(30):
-        trial = MatmulTrial.draw("t", seed)
+        trial = draw_naive("t", seed)
         bx, by = trial.block
         assert bx != by  # the block is never square: x and y can't be confused unnoticed
-        assert trial.M % by and trial.N % bx and len({trial.M, trial.N, trial.K}) == 3
+        assert trial.rows % by and trial.cols % bx and len(set(trial.extents)) == 3
         # with rows and columns swapped, part of C is not covered by the grid
-        assert trial.blocks[0] * bx < trial.M or trial.blocks[1] * by < trial.N
+        assert trial.blocks[0] * bx < trial.rows or trial.blocks[1] * by < trial.cols
 
 
 def test_tiled_trial_sizes_are_awkward_and_small():
     for seed in range(30):
-        trial = MatmulTrial.draw_tiled("t", seed, TILE)
-        dims = (trial.M, trial.N, trial.K)
+        trial = draw_tiled("t", seed, TILE)
+        dims = (trial.rows, trial.cols, trial.inner)
         assert all(d % TILE for d in dims) and len(set(dims)) == 3
         assert trial.blocks[0] != trial.blocks[1]  # swapping rows and columns shows
         assert sorted(trial.blocks) == [2, 3]  # quick to trace; a swap can't pass for
         # "only the first block written"
-        assert 2 <= -(-trial.K // TILE) <= 3
+        assert 2 <= -(-trial.inner // TILE) <= 3
 
 
 # --- more wrong-but-plausible naive answers, and right ones written differently (issue 22) --
@@ -255,8 +256,8 @@ def test_more_naive_mistakes_are_named(kernel, words):
 
 def test_a_sum_over_the_wrong_dimension_is_named():
     for seed in range(40):
-        trial = MatmulTrial.draw("t", seed)
-        if trial.N < trial.K:
+        trial = draw_naive("t", seed)
+        if trial.cols < trial.inner:
             break
     result = check_matmul_naive(naive_loops_over_columns, seed=seed, show=False)
     assert result.status == "failed" and "runs over B's columns" in result.message, str(result)
@@ -822,7 +823,7 @@ def test_a_loop_one_step_short_is_named():
 
 def test_the_untiled_hint_names_the_naive_kernels_loads():
     result = check_matmul_tiled(tiled_naive_in_disguise, tile=TILE, seed=3, show=False)
-    K = MatmulTrial.draw_tiled("t", 3, TILE).K
+    K = draw_tiled("t", 3, TILE).inner
     assert f"2K = {2 * K}): that's the naive kernel" in result.message
     assert f"2 x ceil(K / {TILE}) = {2 * -(-K // TILE)}" in result.message
 
@@ -834,15 +835,7 @@ def small_gpu_runs(stand_in_gpu, monkeypatch):
     from gpulab.exercises import ch03, running
 
     monkeypatch.setattr(running, "_wait_for_gpu", lambda seconds: None)
-    draw = ch03.MatmulTrial.draw_tiled.__func__
-
-    def draw_small(cls, check_name, seed, tile, dtype=np.float32, large=False):
-        trial = draw(cls, check_name, seed, tile, dtype)
-        if large:  # one more block each way: still quick in the simulator
-            trial.shape = (trial.M + tile, trial.N + tile)
-        return trial
-
-    monkeypatch.setattr(ch03.MatmulTrial, "draw_tiled", classmethod(draw_small))
+    monkeypatch.setattr(ch03, "LARGE_TILED_BLOCKS", (2, 4))  # still quick in the simulator
 
 
 def test_the_gpu_branch_checks_two_launches_and_the_trace(small_gpu_runs):
@@ -941,11 +934,11 @@ def naive_index_by_local_names(A, B, C):  # right, each index through a local na
 
 def test_naive_grids_are_never_square_in_blocks():
     for seed in range(60):
-        trial = MatmulTrial.draw("t", seed)
-        for each in (trial, MatmulTrial.draw("t", seed, trial.block[::-1])):
+        trial = draw_naive("t", seed)
+        for each in (trial, draw_naive("t", seed, trial.block[::-1])):
             bx, by = each.block
             assert bx != by and each.blocks[0] != each.blocks[1], (seed, each)
-            assert each.M % by and each.N % bx
+            assert each.rows % by and each.cols % bx
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6, 7, 8])

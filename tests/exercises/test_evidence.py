@@ -3,7 +3,7 @@
 import numpy as np
 
 from gpulab.exercises.evidence import GridStride, TracedWrites, is_number, is_whole
-from gpulab.exercises.trial import FixedGridTrial, Trial
+from gpulab.exercises.trial import Trial
 
 
 def test_a_number_is_a_real_number_but_not_a_bool():
@@ -22,7 +22,7 @@ def test_traced_writes_name_an_element_two_threads_wrote():
 
 
 def test_a_grid_stride_trace_finds_its_step_and_the_elements_two_threads_touched():
-    trial = FixedGridTrial.draw("check_demo", 2, np.float32, block=4, shape=(20,))
+    trial = Trial.draw("check_demo", 2, np.float32, block=4, shape=(20,))
     trial.grid_blocks = 2
     loop = GridStride(trial, {(0, 0): [0, 4, 8], (0, 1): [1, 5, 9], (1, 0): [4, 8], (1, 1): []})
     assert (loop.blocks, loop.threads, loop.grid) == (2, 4, 8)

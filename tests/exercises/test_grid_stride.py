@@ -9,7 +9,7 @@ import pytest
 from gpulab.exercises.evidence import GridStride
 from gpulab.exercises.grid_stride import grid_stride_mistakes
 from gpulab.exercises.mistakes import diagnose
-from gpulab.exercises.trial import FixedGridTrial
+from gpulab.exercises.trial import Trial
 
 N, BLOCKS, THREADS = 20, 2, 4
 GRID = BLOCKS * THREADS
@@ -17,7 +17,7 @@ THREAD_IDS = [(b, t) for b in range(BLOCKS) for t in range(THREADS)]
 
 
 def trace(start, step, end=N) -> GridStride:
-    trial = FixedGridTrial.draw("check_demo", 3, np.float32, block=THREADS, shape=(N,))
+    trial = Trial.draw("check_demo", 3, np.float32, block=THREADS, shape=(N,))
     trial.grid_blocks = BLOCKS
     assert trial.n == N
     order = {(b, t): list(range(start(b, t), end, step)) if step else [start(b, t)] * 3

@@ -13,8 +13,6 @@ from gpulab.exercises import running
 from gpulab.exercises.trial import (
     BLOCK_CHOICES,
     BLOCK_CHOICES_2D,
-    FixedGridTrial,
-    LabelledTrial,
     Trial,
     describe_launch,
     draw_case,
@@ -54,10 +52,10 @@ def test_the_same_problem_under_another_block_has_the_same_data():
 
 
 def test_a_fixed_grid_trial_keeps_its_grid_under_another_block_size():
-    trial = FixedGridTrial.draw("check_demo", 7)
+    trial = Trial.draw("check_demo", 7)
     trial.grid_blocks = 3
     other = trial.other_block()
-    assert type(other) is FixedGridTrial and trial.blocks == other.blocks == 3
+    assert trial.blocks == other.blocks == other.grid_blocks == 3
     assert other.grid_threads == 3 * other.threads_per_block
     assert str(trial).startswith(f"n={trial.n}, a fixed grid of 3 blocks of {trial.threads} "
                                  f"threads = {trial.grid_threads} threads, float32, seed=7")
@@ -122,7 +120,7 @@ def test_launches_are_described_in_one_way():
 
 def test_a_labelled_trial_names_its_case_and_what_its_repeat_call_needs():
     trial = draw_case("check_demo", 4, np.float32, case=1)
-    assert type(trial) is LabelledTrial and trial.block == BLOCK_CHOICES_2D[TIER][(4 + 1) % 3]
+    assert trial.block == BLOCK_CHOICES_2D[TIER][(4 + 1) % 3]
     assert str(trial) == str(Trial.draw("check_demo", 4, np.float32, dims=2, case=1))
     trial.case, trial.repeat_with = "act = 1 (ReLU)", "tile=16"
     assert str(trial).startswith("act = 1 (ReLU); ")
@@ -135,3 +133,20 @@ def test_a_trial_says_its_launch_threads_along_each_axis():
     two = Trial.draw("check_demo", 3, dims=2)
     assert two.launch_threads == (two.blocks[0] * two.block[0], two.blocks[1] * two.block[1])
     assert two.launch_threads[0] >= two.cols and two.launch_threads[1] >= two.rows
+
+
+def test_one_trial_class_covers_rows_products_pairs_and_fixed_grids():
+    rng = np.random.default_rng(1)
+    rows = Trial("check_demo", 1, (57,), (32,), np.dtype(np.float32), rng, inner=12)
+    assert rows.extents == (57, 12) and str(rows).startswith("57 rows x 12 columns, 2 blocks")
+    product = Trial("check_demo", 1, (23, 31), (8, 4), np.dtype(np.float32), rng, inner=17)
+    assert product.extents == (23, 31, 17) and str(product).startswith("A 23x17 @ B 17x31, ")
+    pair = Trial("check_demo", 1, (301,), (32,), np.dtype(np.float32), rng, other_size=64)
+    assert pair.other_block().block == (64,) and pair.other_block().shape == (301,)
+    fixed = Trial("check_demo", 1, (301,), (32,), np.dtype(np.float32), rng, grid_blocks=3,
+                  case="case b", repeat_with="tile=8")
+    assert fixed.blocks == 3 and fixed.grid_threads == 96
+    assert str(fixed) == ("case b; n=301, a fixed grid of 3 blocks of 32 threads = 96 threads, "
+                          "float32, seed=1; repeat it with check_demo(kernel, tile=8, seed=1)")
+    moved = fixed.with_block(64)
+    assert (moved.blocks, moved.grid_threads, moved.case) == (3, 192, "case b")
