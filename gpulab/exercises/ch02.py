@@ -542,8 +542,8 @@ COPY = CheckSpec(
 def _stride_of(kernel, seed: int, dtype) -> None:
     """Trace the copy on a small fixed grid and fail if its threads do not step by the grid's
     size (:data:`STRIDE_MISTAKES`): elements copied by two threads, or skipped."""
-    trial = Trial.draw("check_copy_grid_stride", seed, dtype,
-                                block=STRIDE_TRACE_THREADS, size_range=STRIDE_TRACE_SIZES)
+    trial = Trial.draw("check_copy_grid_stride", seed, dtype, block=STRIDE_TRACE_THREADS,
+                       size_range=STRIDE_TRACE_SIZES)
     trial.grid_blocks = blocks = STRIDE_TRACE_BLOCKS
     threads = STRIDE_TRACE_THREADS
     x = trial.uniform(-10, 10)

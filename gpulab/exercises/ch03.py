@@ -455,7 +455,7 @@ def check_matmul_naive(kernel, seed: int | None = None,
                     "times the block's size along the same axis, plus the thread's), never "
                     "from a number or the other axis's size: the caller chooses the block.")
             raise failure
-    return (f"C = A @ B for {trial.size} ({trial.launched})"
+    return (f"C = A @ B right for {trial.size} ({trial.launched})"
             + "".join(f" and {run.size} ({run.launched})"
                       for run in trials[1:]) + f", seed={trial.seed}.")
 
@@ -900,11 +900,10 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
     trial = draw_tiled("check_matmul_tiled", seed, tile, dtype)
     runs = [trial]
     if device.tier() == "gpu":  # a large launch on the GPU as well: the trace stays small
-        runs.append(draw_tiled("check_matmul_tiled", seed, tile, dtype,
-                                           large=True))
+        runs.append(draw_tiled("check_matmul_tiled", seed, tile, dtype, large=True))
     offer_trace(kernel, trial.blocks, trial.threads, *names,
-                note=f"with {trial.size}, NumPy "
-                     "arrays, and C = np.zeros((A.shape[0], B.shape[1]), np.float32)")
+                note=f"with {trial.size} (NumPy arrays), and "
+                     "C = np.zeros((A.shape[0], B.shape[1]), np.float32)")
     results = []
     for run in runs:
         A, B = operands(run)
@@ -951,9 +950,9 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
                                for result in results) if f is not None)
     loads = threads.max_loads(names[0]) + threads.max_loads(names[1])
     barriers = trace.max_per_thread("barriers")
-    return (f"C = A @ B for {trial.size} with {tile} x "
+    return (f"C = A @ B right for {trial.size} with {tile} x "
             f"{tile} tiles ({trial.launched}, {threads.steps} steps along K"
-            + "".join(f"; and on a {run.size} problem"
+            + "".join(f"; and for {run.size}"
                       for run in runs[1:])
             + f"). Each thread loaded at most {loads} values from global memory "
             f"(2 x ceil(K / {tile}) = {2 * threads.steps}; the naive kernel loads 2K = "

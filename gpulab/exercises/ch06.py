@@ -544,8 +544,7 @@ def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
     writes (a race shows even when the simulator's sum is right), the source and a traced run
     that counts each thread's writes; a write into dZ; edges overrun."""
     source = BIAS_GRAD.start(kernel)
-    trial = Trial.draw("check_bias_grad", seed, dtype,
-                               size_range=BIAS_GRAD_SIZES[tier_key()])
+    trial = Trial.draw("check_bias_grad", seed, dtype, size_range=BIAS_GRAD_SIZES[tier_key()])
     cols, rows = trial.n, int(trial.rng.integers(5, 30))  # the batch: fewer rows than columns
     trial.case = f"dZ of {rows} x {cols}"
     dZ = trial.rng.standard_normal((rows, cols)).astype(dtype)
@@ -784,8 +783,8 @@ def check_transpose_tiled(kernel, tile: int = 16, seed: int | None = None, dtype
             "coalesce.", "set TILE to 16 (or 32 on a GPU) and run the cells again.")
     rng = np.random.default_rng(seed)
     rows, cols = _transpose_shape(rng, tile)
-    trial = Trial("check_transpose_tiled", seed, (rows, cols), (tile, tile),
-                          np.dtype(dtype), rng, case=f"TILE = {tile}", repeat_with=f"tile={tile}")
+    trial = Trial("check_transpose_tiled", seed, (rows, cols), (tile, tile), np.dtype(dtype),
+                  rng, case=f"TILE = {tile}", repeat_with=f"tile={tile}")
     A = trial.normal(rows, cols)
     offer_trace(kernel, (2, 2), (tile, tile), "A", "out",
                 note=f"with A a NumPy array of {tile + 3} x {tile + 9} and out of "

@@ -1047,7 +1047,7 @@ def _check_evaluate_method(kernel, seed: int, source: KernelSource) -> None:
     losses = np.full(batch, np.nan, np.float32)
     correct = np.full(batch, UNWRITTEN, np.int32)
     trial = Trial("check_evaluate_batch", seed, (batch,), (EVALUATE_TRACE_THREADS,),
-                       np.dtype(np.float32), rng, EVALUATE_TRACE_BLOCKS)
+                  np.dtype(np.float32), rng, EVALUATE_TRACE_BLOCKS)
     trace = trace_trial(kernel, trial, logits, labels, losses, correct)
     offer_trace(kernel, 2, 4, "logits", "labels", "losses", "correct",
                 note="with 19 rows of 3 logits: 8 threads for 19 samples")
@@ -1092,8 +1092,8 @@ def check_evaluate_batch(kernel, seed: int | None = None,
         grid = EVALUATE_BLOCKS[tier] * threads
         rng = np.random.default_rng([seed, threads])
         for batch in _batches(rng, threads, grid):
-            each = Trial(trial.check_name, seed, (batch,), trial.block, trial.dtype,
-                              rng, EVALUATE_BLOCKS[tier])
+            each = Trial(trial.check_name, seed, (batch,), trial.block, trial.dtype, rng,
+                         EVALUATE_BLOCKS[tier])
             reject(EVALUATE_MISTAKES, _launch_evaluate(kernel, each, source, classes))
             batches.append(batch)
         return trial

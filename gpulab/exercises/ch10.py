@@ -953,8 +953,8 @@ def _check_amax_method(kernel, seed: int) -> str:
     """Trace the kernel on a small launch (2 blocks of 32 threads, x of 150-250 values with NaN
     and inf) and reject a right result reached by the wrong method
     (:data:`AMAX_METHOD_MISTAKES`). Returns what the trace showed."""
-    trial = Trial.draw("check_amax_nonfinite", seed, np.float32,
-                                block=AMAX_TRACE_THREADS, size_range=AMAX_TRACE_SIZES)
+    trial = Trial.draw("check_amax_nonfinite", seed, np.float32, block=AMAX_TRACE_THREADS,
+                       size_range=AMAX_TRACE_SIZES)
     trial.grid_blocks = AMAX_TRACE_GRID
     x = _amax_cases(trial)[2][1]
     offer_trace(kernel, 2, 8, "x", "out",
@@ -1015,7 +1015,7 @@ def check_amax_nonfinite(kernel, seed: int | None = None,
     choices = AMAX_BLOCKS[tier]
     block = threads_per_block or choices[int(np.random.default_rng(seed).integers(2))]
     trial = Trial.draw("check_amax_nonfinite", seed, np.float32, block=block,
-                                size_range=AMAX_SIZES[tier])
+                       size_range=AMAX_SIZES[tier])
     trial.grid_blocks = AMAX_GRID[tier]
     under_two_blocks(lambda t: _run_amax(kernel, t, source), trial, source,
                      once=bool(threads_per_block))

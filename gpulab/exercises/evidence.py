@@ -54,8 +54,8 @@ class TracedWrites:
 class GridStride:
     """A grid-stride loop traced on ``trial``'s small fixed grid: the elements each thread
     touched, in order (``order``: thread → [element, ...]). ``ITEM``, ``SPELLED`` and ``DONE``
-    word the messages of :mod:`gpulab.exercises.grid_stride` for one exercise: "element",
-    "x[{}]", "copied"."""
+    word the messages of :mod:`gpulab.exercises.grid_stride` for one exercise (ch02's copy:
+    "element", "x[{}]", "copied"; the default verb is "touched")."""
 
     trial: Trial  # on a fixed grid (``grid_blocks``)
     order: dict

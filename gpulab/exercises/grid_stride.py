@@ -20,9 +20,8 @@ START_AT_THE_GLOBAL_INDEX = ("start at the thread's global index, `cuda.grid(1)`
 
 def _stepped_by(what: str):
     return lambda e: (f"{e.overlap()}: each thread steps by {what(e)}, but the grid has "
-                      f"{e.grid} threads, so the threads redo each other's {e.ITEM}s. The "
-                      f"result is right, but the work is done {e.work} times instead of "
-                      f"{e.trial.n}")
+                      f"{e.grid} threads, so the threads redo each other's {e.ITEM}s: the "
+                      f"work is done {e.work} times instead of {e.trial.n}")
 
 
 def step_past_the_grid(hint: str) -> Mistake:
@@ -39,9 +38,11 @@ def step_past_the_grid(hint: str) -> Mistake:
 def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[Mistake, ...]:
     """The rules, each ending on ``hint`` (how the loop should step): threads that overlap,
     the usual wrong steps named first. With ``coalesced_hint``, then one thread doing all the
-    work, the same element again at every step, and a run of consecutive elements per thread
-    (not coalesced); without it (chapter 02, where a full-size run's warp requests judge
-    coalescing), then :func:`step_past_the_grid`."""
+    work and a run of consecutive elements per thread (not coalesced; other steps that overlap
+    nothing, such as a block's chunk walked by its threads, stay coalesced and pass); without
+    it (chapter 02, where a full-size run's warp requests judge coalescing), then
+    :func:`step_past_the_grid`. Threads that overlap without a loop (no step) are left to the
+    outputs' rules: one element per thread."""
     rules = (
         Mistake("every block starts at `threadIdx.x` (the blocks redo each other's work)",
                 lambda e: e.shared and e.step == e.grid,
@@ -57,7 +58,8 @@ def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[
                 _stepped_by(lambda e: f"the number of blocks, `cuda.gridDim.x` = {e.blocks}"),
                 hint, recognised_from="trace"),
         Mistake("another step smaller than the grid (threads overlap)",
-                lambda e: bool(e.shared), _stepped_by(lambda e: e.step), hint,
+                lambda e: bool(e.shared) and e.step is not None,
+                _stepped_by(lambda e: e.step), hint,
                 recognised_from="trace"),
     )
     if coalesced_hint is None:
@@ -65,18 +67,12 @@ def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[
     return rules + (
         Mistake("one thread does all the work",
                 lambda e: len(e.busy) == 1 and e.trial.n > 1,
-                lambda e: (f"the result is right, but {thread_label(e.busy[0])} {e.DONE} all "
-                           f"{e.trial.n} {e.ITEM}s while the other {e.grid - 1} threads "
-                           "did nothing"), hint,
+                lambda e: (f"{thread_label(e.busy[0])} {e.DONE} all {e.trial.n} {e.ITEM}s "
+                           f"while the other {e.grid - 1} threads did nothing"), hint,
                 recognised_from="trace"),
-        Mistake("the same element again at every step (the loop's index not used)",
-                lambda e: e.step == 0,
-                lambda e: (f"the threads {e.DONE} the same {e.ITEM} again at every step "
-                           "of their loop instead of moving on"), hint,
-                recognised_from="trace"),
-        Mistake("a run of consecutive elements per thread: right, but not coalesced",
-                lambda e: e.step is not None and 0 < e.step < e.grid,
-                lambda e: (f"the result is right, but each thread {e.DONE} its own run of "
+        Mistake("a run of consecutive elements per thread (a step of 1): not coalesced",
+                lambda e: e.step == 1 and e.grid > 1,
+                lambda e: (f"each thread {e.DONE} its own run of "
                            f"consecutive {e.ITEM}s ({e.longest_run()}), so at every step the "
                            "threads of a warp read addresses a whole run apart: not coalesced "
                            "(chapter 02)"),

@@ -346,7 +346,8 @@ def _interrupts_held():
     finally:
         signal.signal(signal.SIGINT, previous)
         if received:
-            signal.raise_signal(signal.SIGINT)  # Python's default handler: KeyboardInterrupt
+            signal.raise_signal(signal.SIGINT)  # as it would have been: KeyboardInterrupt
+            # under Python's default handler (a notebook's), ignored under SIG_IGN
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -572,6 +572,10 @@ WRONG_KERNELS = {
     "stride twice the grid": (_evaluation(step="2 * cuda.gridsize(1)"), "more than the grid's"),
     "every block from threadIdx": (_evaluation(start="cuda.threadIdx.x"),
                                    "start at the same sample"),
+    # no loop, so the trace has no step: the outputs say it, not "steps by None"
+    "threadIdx, no loop": (_evaluation(start="cuda.threadIdx.x",
+                                       end="min(cuda.threadIdx.x + 1, logits.shape[0])"),
+                           "as if every block started at the same sample"),
     "hard-coded batch": (_evaluation(end="1000"), "uses a fixed number"),
     "hard-coded classes": (_evaluation(classes="10"), "uses a fixed number"),
     "hard-coded block": (_evaluation(start="cuda.blockIdx.x * 64 + cuda.threadIdx.x",

@@ -42,8 +42,6 @@ CASES = {  # trace -> (words of the message, words of did)
     "one thread": (GridStride(RIGHT.trial, {(0, 0): list(range(N)),
                                             **{k: [] for k in THREAD_IDS[1:]}}),
                    "block 0, thread 0 touched all 20 elements", "one thread"),
-    "the same element": (trace(lambda b, t: b * THREADS + t, 0), "same element again",
-                         "same element"),
     "a chunk per thread": (GridStride(RIGHT.trial, {(b, t): list(range(chunks(b, t),
                                                                       min(chunks(b, t) + 3, N)))
                                                     for b, t in THREAD_IDS}),
@@ -78,3 +76,19 @@ def test_without_the_coalesced_hint_a_step_past_the_grid_is_named_and_runs_are_l
     assert diagnose(rules, CASES["a chunk per thread"][0]) is None  # the warps judge it there
     with_runs = grid_stride_mistakes("step by the grid", "stay coalesced")
     assert diagnose(with_runs, past) is None  # left to the outputs' rules there
+
+
+def test_a_blocks_chunk_walked_by_its_threads_is_coalesced_and_passes():
+    # block b takes elements [10 b, 10 b + 10), its 4 threads stepping by 4 inside: at every
+    # step a warp's threads read neighbours, no element twice (a right answer written otherwise)
+    chunked = GridStride(RIGHT.trial, {(b, t): list(range(10 * b + t, 10 * b + 10, THREADS))
+                                       for b, t in THREAD_IDS})
+    assert chunked.step == THREADS and not chunked.shared
+    assert diagnose(grid_stride_mistakes("hint", "coalesced"), chunked) is None
+
+
+def test_threads_that_overlap_without_a_loop_are_left_to_the_outputs():
+    # every block from threadIdx.x with no loop: blocks share elements, but there is no step
+    no_loop = GridStride(RIGHT.trial, {(b, t): [t] for b, t in THREAD_IDS})
+    assert no_loop.shared and no_loop.step is None
+    assert diagnose(grid_stride_mistakes("hint", "coalesced"), no_loop) is None
