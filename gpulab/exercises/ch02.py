@@ -514,17 +514,11 @@ def _first_threads(request: memory_model.WarpRequest, count: int = 4) -> str:
 
 
 
-@dataclass
 class Stride(GridStride):
     """How the copy's threads stepped, traced on a small fixed grid: the elements of x each
-    thread read, in order, and who read each (``readers``)."""
+    thread read, in order."""
 
-    readers: dict
     ITEM, SPELLED, DONE = "element", "x[{}]", "copied"
-
-    @property
-    def touched(self) -> dict:
-        return self.readers
 
 
 STRIDE_MISTAKES = grid_stride_mistakes(STRIDE_HINT)  # coalescing: the full-size run's warps
@@ -562,7 +556,7 @@ def _stride_of(kernel, seed: int, dtype) -> None:
     for access in trace.accesses:
         if access.array == source and access.kind == "read":
             order.setdefault(access.thread, []).append(access.index[0])
-    stride = Stride(trial, order, trace.touched(source, "read"))
+    stride = Stride(trial, order)
     if stride.step is None:
         return  # one element per thread: the full-size run says so
     COPY.reject(stride)

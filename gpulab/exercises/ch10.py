@@ -828,19 +828,14 @@ AMAX_MISTAKES = (
 @dataclass
 class AmaxTrace(GridStride):
     """The kernel traced on a small launch: the elements of x each thread read (``order``,
-    repeats in a row removed), atomics per block and output, shared atomics, who read each
-    element of x, shared reads per thread."""
+    repeats in a row removed), atomics per block and output, shared atomics, shared reads per
+    thread; who read each element is derived from ``order`` (:class:`GridStride`)."""
 
     atomics: dict  # (block, index of out) -> atomic updates
     shared_atomics: dict  # block -> atomics on shared slots
     bad_per_block: dict  # block -> inf/NaN values among its elements
-    readers: dict  # element -> threads that read it
     shared_reads: dict  # thread -> shared reads
     ITEM, SPELLED, DONE = "element", "x[{}]", "read"
-
-    @property
-    def touched(self) -> dict:
-        return self.readers
 
     @property
     def where(self) -> str:
@@ -983,7 +978,6 @@ def _check_amax_method(kernel, seed: int) -> str:
     evidence = AmaxTrace(
         trial, orders, atomics, shared_atomics,
         {b: int(bad[owner_block == b].sum()) for b in range(trial.grid_blocks)},
-        {index[0]: who for index, who in trace.touched(x_name, "read").items()},
         {t: row["shared_reads"] for t, row in trace.per_thread().items()})
     reject(AMAX_METHOD_MISTAKES, evidence)
     most = max(atomics.values(), default=0)
