@@ -86,7 +86,7 @@ SOLUTIONS_BY_NBVAL = $(if $(wildcard $(BIN)/nbgrader),,solutions)
 test: instructor-files $(STAMP)
 	$(BIN)/ruff check gpulab tests
 	$(BIN)/python -m gpulab.exercises.release --check
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --timeout=900 --nbval-lax --nbval-cell-timeout=300 --durations=15 tests $(SOLUTIONS_BY_NBVAL)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --timeout=900 --nbval-lax --nbval-cell-timeout=300 --durations=15 tests $(SOLUTIONS_BY_NBVAL)
 
 # On a machine with an NVIDIA GPU: every kernel against NumPy at GPU sizes, the bench and the
 # chapters' GPU series recorded in gpulab/data/, every notebook in the gpu tier (~8 min on an

@@ -7,7 +7,8 @@ runs every line of a GPU branch (device arrays, launches, copies, checks, labels
 times mean nothing and no test asserts a speed with it.
 
 The test files with a ``slow`` test run first: ``make test`` hands whole files to its workers
-(``--dist loadfile``) in the order they are collected, and a long file started last would keep
+(``--dist loadfile``) in the order they are collected (``--no-loadscope-reorder``: otherwise
+xdist re-sorts the files by their number of tests), and a long file started last would keep
 one worker busy after the other has finished.
 """
 

@@ -128,6 +128,19 @@ def test_the_targets_run_jupyterlab_from_the_right_environment():
     assert ".venv/.installed" in commands("test") and ".venv-lab" not in commands("test")
 
 
+def test_make_test_hands_out_the_longest_files_first():
+    """tests/conftest.py puts the longest files first and ``--dist loadfile`` hands whole files
+    to the workers in that order; but xdist (3.6+) re-sorts the files by how many tests each
+    holds unless told not to, which put the macOS versions' one 2.5-minute test last, running
+    alone on one core at the end of the run."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    dry_run = subprocess.run(["make", "-n", "-W", "pyproject.toml", "test"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    pytest_command, = (line for line in dry_run.splitlines() if " -m pytest " in line)
+    assert "--dist loadfile" in pytest_command and "--no-loadscope-reorder" in pytest_command
+
+
 def test_git_ignores_both_environments():
     ignored = (ROOT / ".gitignore").read_text().split()
     assert ".venv/" in ignored and ".venv-lab/" in ignored
