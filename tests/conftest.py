@@ -23,12 +23,12 @@ import gpulab  # noqa: E402,F401  (must precede numba)
 from gpulab import device, timing  # noqa: E402
 
 # The longest test files of a make test, first (wall seconds on 2 busy cores, from
-# `--durations`): nbgrader's classrooms (~175), the learner notebooks in the Binder
-# environment (~240), the platforms' requirements resolved from PyPI (~80, mostly waiting on
-# the network, so it runs while the others compute), the macOS versions (~135) and the 13
-# Voila dashboards (~150).
+# `--durations`): nbgrader's classrooms (~245), the learner notebooks in the Binder
+# environment (~330), the platforms' requirements resolved from PyPI (~100, mostly waiting on
+# the network, so it runs while the others compute) and the 13 Voila dashboards, served from
+# the versions macOS gets (~180).
 LONGEST_FILES = ("test_nbgrader.py", "test_binder.py", "test_dependency_resolution.py",
-                 "test_macos_like_env.py", "test_voila.py")
+                 "test_voila.py")
 
 
 def pytest_collection_modifyitems(items):

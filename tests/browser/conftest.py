@@ -3,6 +3,8 @@
 A session fixture serves a *copy* of ``course/`` (so nothing a browser does can save outputs
 into the repository) with JupyterLab on a free 127.0.0.1 port behind a random token. The Voila
 server extension, installed with voila, serves the same files at ``/voila/render/...``.
+``jupyter_server`` runs in this environment (.venv); ``start_course_server`` starts one from
+another environment (test_voila.py's dashboards: the versions a Mac gets).
 
 The server runs with the course's dashboard configuration, as ``make lab`` and ``binder/start``
 set it: ``JUPYTER_CONFIG_PATH=dashboards/config`` (Voila's ``voila.json``, which picks the
@@ -129,8 +131,8 @@ def _write_settings(settings_dir: Path) -> None:
         path.write_text(json.dumps(values))
 
 
-def _server_environment(home: Path) -> dict:
-    env = dict(os.environ)
+def _server_environment(home: Path, base: dict | None) -> dict:
+    env = dict(os.environ if base is None else base)
     # The kernel must draw inline: tests/conftest.py sets MPLBACKEND=Agg for pytest itself.
     env.pop("MPLBACKEND", None)
     env.update(
@@ -155,10 +157,12 @@ def chromium() -> Path:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
-def jupyter_server(chromium, tmp_path_factory):
-    """JupyterLab (with Voila's server extension) serving a copy of course/."""
-    home = tmp_path_factory.mktemp("jupyter")
+def serve_course(home: Path, python: str = sys.executable,
+                 environment: dict | None = None) -> JupyterServer:
+    """Start JupyterLab (with Voila's server extension) from ``python``'s environment, serving a
+    copy of course/ under ``home``, and wait until it answers. ``environment``: the process
+    environment to start it with (default: this process's); the dashboards' settings are added.
+    Stop it with :func:`stop_server`."""
     root = home / "served"
     shutil.copytree(ROOT / "course", root / "course",
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
@@ -167,7 +171,7 @@ def jupyter_server(chromium, tmp_path_factory):
     port, token = _free_port(), secrets.token_hex(16)
     url = f"http://127.0.0.1:{port}"
     command = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+        python, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
         f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={home / 'ws'}",
         "--ServerApp.port_retries=0",
@@ -177,7 +181,7 @@ def jupyter_server(chromium, tmp_path_factory):
     log_path = home / "jupyter.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                   env=_server_environment(home), cwd=root,
+                                   env=_server_environment(home, environment), cwd=root,
                                    start_new_session=True)
     server = JupyterServer(url, token, root, log_path, process)
     deadline = time.monotonic() + SERVER_START_S
@@ -187,8 +191,34 @@ def jupyter_server(chromium, tmp_path_factory):
             pytest.fail(f"JupyterLab did not start on {url} within {SERVER_START_S} s "
                         f"(exit status {process.poll()}). Its log:\n{server.log_tail()}")
         time.sleep(0.25)
+    return server
+
+
+def stop_server(server: JupyterServer) -> None:
+    _stop(server.process)
+
+
+@pytest.fixture(scope="session")
+def start_course_server(chromium, tmp_path_factory):
+    """``start_course_server(python, environment)``: :func:`serve_course` from another
+    environment (its interpreter and process environment); stopped when the session ends."""
+    started: list[JupyterServer] = []
+
+    def start(python: str, environment: dict) -> JupyterServer:
+        started.append(serve_course(tmp_path_factory.mktemp("jupyter"), python, environment))
+        return started[-1]
+
+    yield start
+    for server in started:
+        stop_server(server)
+
+
+@pytest.fixture(scope="session")
+def jupyter_server(chromium, tmp_path_factory):
+    """JupyterLab, from this environment (.venv), serving a copy of course/."""
+    server = serve_course(tmp_path_factory.mktemp("jupyter"))
     yield server
-    _stop(process)
+    stop_server(server)
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -5,16 +5,24 @@ serves the outputs only. The dashboards use the course's Voila template
 (``dashboards/data/voila/templates/gpulab``, see ``gpulab.dashboard``): the exercises are left
 out, since nobody can write code in a dashboard, and nothing is loaded from a third-party host.
 
-For each of the 13 chapters, one Voila server (the session's JupyterLab) renders the page and
-the test checks: no exercise stub, check or hint, no "not attempted" or "not written yet"
-message, no Python error (on the page or in the server's log), no widget error, no JavaScript
-error, and no request to a host other than 127.0.0.1 / localhost. Chapter 01's test also drives
-its CPU-vs-GPU dashboard: Run, pressed after a change of controls, draws a new plot.
-Screenshots go to artifacts/screenshots/; each test prints its chapter's render time.
+The server (JupyterLab with Voila's extension) runs in the versions a Mac gets, in a fresh
+environment (``tests/platforms/macos_env.py``: numba-cuda 0.20.1, numba < 0.66, and the ``lab``
+extra, as ``make lab`` installs them on a Mac). Each chapter runs once per environment in a
+``make test``: the solutions in ``.venv`` (nbgrader's round trip), the learner notebooks in
+Binder's environment (tests/test_binder.py), and the dashboards here, with the Mac's versions;
+tests/platforms/test_macos_like_env.py checks the rest of that environment.
+
+For each of the 13 chapters, one Voila server renders the page and the test checks: no exercise
+stub, check or hint, no "not attempted" or "not written yet" message, no Python error (on the
+page or in the server's log), no widget error, no JavaScript error, and no request to a host
+other than 127.0.0.1 / localhost. Chapter 01's test also drives its CPU-vs-GPU dashboard: Run,
+pressed after a change of controls, draws a new plot. Screenshots go to artifacts/screenshots/;
+each test prints its chapter's render time.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from pathlib import Path
 from urllib.parse import urlparse
@@ -22,9 +30,14 @@ from urllib.parse import urlparse
 import nbformat
 import pytest
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.platforms, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
+# tests/ is not a package: the Mac environment's builder is loaded from its file.
+_SPEC = importlib.util.spec_from_file_location("macos_env",
+                                               ROOT / "tests" / "platforms" / "macos_env.py")
+macos_env = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(macos_env)
 CHAPTERS = sorted(path.name for path in (ROOT / "course").glob("[0-9][0-9]_*.ipynb"))
 CROSSOVER_CHAPTER = "01_dot_product.ipynb"
 RENDER_TIMEOUT_MS = 300_000  # Voila executes the whole chapter before the page is complete
@@ -39,6 +52,16 @@ NOT_ON_THE_PAGE = (
 # ... and not in any cell's output (the chapters' prose says "not written yet" once, rightly).
 NOT_IN_AN_OUTPUT = ("not written yet", "your kernel", "yours:")
 SERVER_ERRORS = ("Error at server while executing cell", "Traceback (most recent call last)")
+
+
+@pytest.fixture(scope="module")
+def dashboard_server(start_course_server, tmp_path_factory):
+    """JupyterLab with Voila, serving a copy of course/ from the versions a Mac gets."""
+    mac = macos_env.build(tmp_path_factory.mktemp("macos"))
+    print(f"dashboards served with the macOS versions: numba-cuda {mac.version('numba-cuda')}, "
+          f"numba {mac.version('numba')}, voila {mac.version('voila')}, "
+          f"installed in {mac.installed_s:.0f} s")
+    return start_course_server(mac.python, mac.env)
 
 
 def open_dashboard(page, server, notebook: str) -> float:
@@ -95,25 +118,25 @@ def test_the_course_has_13_chapters_to_render():
 
 
 @pytest.mark.parametrize("notebook", [name for name in CHAPTERS if name != CROSSOVER_CHAPTER])
-def test_chapter_as_a_voila_dashboard(notebook, jupyter_server, page, screenshots):
-    log_offset = _log_size(jupyter_server)
-    render_s = open_dashboard(page, jupyter_server, f"course/{notebook}")
+def test_chapter_as_a_voila_dashboard(notebook, dashboard_server, page, screenshots):
+    log_offset = _log_size(dashboard_server)
+    render_s = open_dashboard(page, dashboard_server, f"course/{notebook}")
     screenshots.save(page, "page")
     assert page.locator(".jp-MarkdownCell").count() >= 5, "the chapter's text is missing"
-    assert_a_clean_dashboard(page, jupyter_server, log_offset)
+    assert_a_clean_dashboard(page, dashboard_server, log_offset)
     print(f"Voila: {notebook} rendered in {render_s:.1f} s, {len(page.requests)} requests, "
           "all to 127.0.0.1")
 
 
-def test_math_is_typeset_by_the_mathjax_served_with_voila(jupyter_server, page):
+def test_math_is_typeset_by_the_mathjax_served_with_voila(dashboard_server, page):
     """No chapter has $…$ math today; one that gets some must not fetch MathJax from a CDN."""
     probe = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("Bandwidth: $t = \\alpha + n \\beta$, and $$E = P t$$"),
         nbformat.v4.new_code_cell("print('ran')")])
     probe.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                     "language": "python"}
-    nbformat.write(probe, jupyter_server.root / "math_probe.ipynb")
-    open_dashboard(page, jupyter_server, "math_probe.ipynb")
+    nbformat.write(probe, dashboard_server.root / "math_probe.ipynb")
+    open_dashboard(page, dashboard_server, "math_probe.ipynb")
     page.locator("mjx-container").first.wait_for(state="attached", timeout=30_000)
     assert page.locator("mjx-container").count() == 2, "MathJax did not typeset both formulas"
     assert "ran" in page.locator(".jp-OutputArea-output").all_inner_texts()[0]
@@ -123,9 +146,9 @@ def test_math_is_typeset_by_the_mathjax_served_with_voila(jupyter_server, page):
     assert not page.errors, page.errors
 
 
-def test_chapter01_as_a_voila_dashboard(jupyter_server, page, screenshots, crossover_board):
-    log_offset = _log_size(jupyter_server)
-    render_s = open_dashboard(page, jupyter_server, f"course/{CROSSOVER_CHAPTER}")
+def test_chapter01_as_a_voila_dashboard(dashboard_server, page, screenshots, crossover_board):
+    log_offset = _log_size(dashboard_server)
+    render_s = open_dashboard(page, dashboard_server, f"course/{CROSSOVER_CHAPTER}")
     board = crossover_board(page)
     board.wait_rendered(timeout_ms=RENDER_TIMEOUT_MS)
 
@@ -139,7 +162,7 @@ def test_chapter01_as_a_voila_dashboard(jupyter_server, page, screenshots, cross
     sizes = page.locator(".jp-OutputArea-output img").evaluate_all(
         "imgs => imgs.map(i => [i.naturalWidth, i.naturalHeight])")
     assert len(sizes) >= 3 and all(w > 100 and h > 100 for w, h in sizes), sizes
-    assert_a_clean_dashboard(page, jupyter_server, log_offset)
+    assert_a_clean_dashboard(page, dashboard_server, log_offset)
     # The Run button's icon comes from the Font Awesome bundled with Voila, not from a CDN.
     icon_font_loaded = page.evaluate(
         """() => [...document.fonts].some(f => f.family.includes('Font Awesome')
