@@ -6,14 +6,15 @@ probe names a GPU, and CUDA-event timing (:func:`gpulab.timing.time_gpu`) is rep
 runs every line of a GPU branch (device arrays, launches, copies, checks, labels) in CI; its
 times mean nothing and no test asserts a speed with it.
 
-The test files with a ``slow`` test run first: ``make test`` hands whole files to its workers
+The longest test files run first: ``make test`` hands whole files to its workers
 (``--dist loadfile``) in the order they are collected (``--no-loadscope-reorder``: otherwise
 xdist re-sorts the files by their number of tests), and a long file started last would keep
-one worker busy after the other has finished.
+one worker busy after the others have finished.
 """
 
 import os
 import time
+from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -22,27 +23,41 @@ import pytest  # noqa: E402
 import gpulab  # noqa: E402,F401  (must precede numba)
 from gpulab import device, timing  # noqa: E402
 
-# The longest test files of a make test, first (wall seconds on 2 busy cores, from
-# `--durations`): nbgrader's classrooms (~245), the learner notebooks in the Binder
-# environment (~330), the platforms' requirements resolved from PyPI (~100, mostly waiting on
-# the network, so it runs while the others compute) and the 13 Voila dashboards, served from
-# the versions macOS gets (~180).
-LONGEST_FILES = ("test_nbgrader.py", "test_binder.py", "test_dependency_resolution.py",
-                 "test_voila.py")
+# The longest test files, in test-seconds (the sum of their tests' durations, 3 workers on 2
+# busy cores, `pytest --durations=0` in a make test, 2026-12-05): started longest first, so
+# that the run does not end with one worker on a long file while the others wait. The
+# requirements resolved from PyPI mostly wait on the network, beside the others' computing.
+FILE_SECONDS = {
+    "test_binder.py": 255, "browser/test_voila.py": 225, "test_nbgrader.py": 215,
+    "platforms/test_dependency_resolution.py": 79, "exercises/test_ch07.py": 62,
+    "platforms/test_macos_like_env.py": 51, "exercises/test_ch12.py": 37,
+    "exercises/test_ch03.py": 34, "exercises/test_ch02.py": 33,
+    "exercises/test_nbgrader_cells.py": 32, "exercises/test_ch06.py": 31,
+    "test_gpu_check.py": 29, "test_ptx.py": 25, "exercises/test_ch08.py": 25,
+    "browser/test_jupyterlab.py": 24, "exercises/test_ch01.py": 23,
+    "exercises/test_ch10.py": 21, "exercises/test_ch00.py": 21, "exercises/test_ch04.py": 21,
+    "exercises/test_ch05.py": 20, "test_kernel_resources.py": 16,
+    "test_recorded_chapters.py": 15, "test_timing.py": 14, "bench/test_suite.py": 13,
+}
+UNLISTED_SLOW_S, UNLISTED_NOTEBOOK_S = 60, 20  # a file not listed yet, by its markers
+TESTS = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items):
-    """:data:`LONGEST_FILES` first, then the other files holding a slow test, then those
-    holding a notebook run; otherwise in the order collected (every worker sorts the same
-    collection the same way)."""
-    rank: dict = {}
+    """The files longest first (:data:`FILE_SECONDS`; a file not listed there counts by its
+    markers: one holding a slow test as :data:`UNLISTED_SLOW_S`, a notebook run as
+    :data:`UNLISTED_NOTEBOOK_S`, else 0); otherwise in the order collected. Every worker
+    sorts the same collection the same way."""
+    seconds: dict = {}
     for item in items:
-        file_rank = (LONGEST_FILES.index(item.path.name) if item.path.name in LONGEST_FILES
-                     else 10 if item.get_closest_marker("slow")
-                     else 11 if item.get_closest_marker("notebook") else 12)
-        rank[item.path] = min(rank.get(item.path, 12), file_rank)
+        name = item.path.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) \
+            else item.path.name
+        guess = (FILE_SECONDS[name] if name in FILE_SECONDS
+                 else UNLISTED_SLOW_S if item.get_closest_marker("slow")
+                 else UNLISTED_NOTEBOOK_S if item.get_closest_marker("notebook") else 0)
+        seconds[item.path] = max(seconds.get(item.path, 0), guess)
     order = {path: index for index, path in enumerate(dict.fromkeys(i.path for i in items))}
-    items.sort(key=lambda item: (rank[item.path], order[item.path]))
+    items.sort(key=lambda item: (-seconds[item.path], order[item.path]))
 
 
 STAND_IN_GPU_NAME = "NVIDIA H100 80GB HBM3"  # matched to the H100-SXM entry by name

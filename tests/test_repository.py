@@ -98,3 +98,13 @@ def test_exercises_are_nbgrader_solution_and_check_cells(path):
         assert "### BEGIN HIDDEN TESTS" in check.source and "check_" in check.source
         grade_ids += [cell.metadata["nbgrader"]["grade_id"], meta["grade_id"]]
     assert len(grade_ids) == len(set(grade_ids)), "grade ids must be unique"
+
+
+def test_the_longest_files_named_for_scheduling_exist():
+    """tests/conftest.py starts the files it lists as longest first: a renamed or removed file
+    would silently lose its place at the front."""
+    listed = re.search(r"FILE_SECONDS = \{(.*?)\n\}", (ROOT / "tests" / "conftest.py").read_text(),
+                       re.DOTALL).group(1)
+    names = re.findall(r'"([\w/]+\.py)"', listed)
+    assert len(names) >= 10, names
+    assert [name for name in names if not (ROOT / "tests" / name).is_file()] == []
