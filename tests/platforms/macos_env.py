@@ -21,6 +21,8 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +52,16 @@ class MacEnvironment:
 
     def version(self, package: str) -> str:
         return self.pins.get(package, "")
+
+
+def pypi_reachable() -> tuple[bool, str]:
+    """Whether PyPI answers from here (what resolving for a Mac needs), and what it said."""
+    url = "https://pypi.org/simple/pip/"
+    try:
+        with urllib.request.urlopen(url, timeout=15) as response:
+            return response.status == 200, f"{url} answered {response.status}"
+    except (urllib.error.URLError, OSError) as error:
+        return False, f"{url} unreachable ({error})"
 
 
 def uv() -> str:

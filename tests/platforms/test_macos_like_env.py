@@ -68,6 +68,9 @@ print(json.dumps({
 
 @pytest.fixture(scope="module")
 def mac(tmp_path_factory):
+    reachable, why = macos_env.pypi_reachable()
+    if not reachable:
+        pytest.skip(f"resolving for a Mac needs PyPI: {why}")
     return macos_env.build(tmp_path_factory.mktemp("macos"))
 
 
