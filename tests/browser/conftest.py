@@ -96,6 +96,7 @@ class JupyterServer:
     root: Path
     log_path: Path
     process: subprocess.Popen
+    numba_cuda: str | None = None  # the numba-cuda its kernels must report, where one is wanted
 
     def lab_url(self, notebook: str, workspace: str) -> str:
         """The notebook in a fresh workspace, so Run All acts on it and nothing else."""

@@ -66,7 +66,9 @@ def dashboard_server(start_course_server, tmp_path_factory, request):
     print(f"dashboards served with the macOS versions: numba-cuda {mac.version('numba-cuda')}, "
           f"numba {mac.version('numba')}, voila {mac.version('voila')}, "
           f"installed in {mac.installed_s:.0f} s")
-    return start_course_server(mac.python, mac.env)
+    server = start_course_server(mac.python, mac.env)
+    server.numba_cuda = mac.version("numba-cuda")
+    return server
 
 
 def open_dashboard(page, server, notebook: str) -> float:
@@ -162,6 +164,9 @@ def test_chapter01_as_a_voila_dashboard(dashboard_server, page, screenshots, cro
     assert "import gpulab  # first" not in text, "Voila shows the notebook's code cells"
     assert "def my_multiply(" not in text, "Voila shows the exercise stubs' code"
     assert "The dot product" in text, "the chapter's text is missing"
+    if dashboard_server.numba_cuda:  # gpulab.info(), printed by the first cell, names it
+        assert f"numba-cuda {dashboard_server.numba_cuda}" in text, \
+            "the dashboard's kernel did not run in the environment with the Mac's versions"
     # The kernels the learner writes elsewhere are still explained and shown, from gpulab.
     assert "cuda.atomic.add" in text and "def dot_shared_tree" in text, "gpulab's kernels"
     sizes = page.locator(".jp-OutputArea-output img").evaluate_all(
