@@ -80,8 +80,9 @@ instructor: instructor-files $(STAMP)
 # trip (tests/test_nbgrader.py: the full submission must raise nowhere and get every point);
 # where nbgrader is not installed (Python 3.10) nbval runs them instead. Each learner notebook
 # (course/) runs once, in the learner's (Binder's) environment, in tests/test_binder.py, whose
-# checks (errors, spoilers, memory) read that run; and each chapter's dashboard once, in Voila
-# served from the versions a Mac gets (tests/browser/test_voila.py).
+# checks (errors, spoilers, memory) read that run; and each chapter's dashboard (the chapter
+# without its exercise cells) once, in Voila served from the versions a Mac gets
+# (tests/browser/test_voila.py).
 SOLUTIONS_BY_NBVAL = $(if $(wildcard $(BIN)/nbgrader),,solutions)
 
 test: instructor-files $(STAMP)

@@ -45,16 +45,17 @@ TESTS = Path(__file__).resolve().parent
 
 def pytest_collection_modifyitems(items):
     """The files longest first (:data:`FILE_SECONDS`; a file not listed there counts by its
-    markers: one holding a slow test as :data:`UNLISTED_SLOW_S`, a notebook run as
-    :data:`UNLISTED_NOTEBOOK_S`, else 0); otherwise in the order collected. Every worker
-    sorts the same collection the same way."""
+    markers: one holding a slow test as :data:`UNLISTED_SLOW_S`, a notebook run or a notebook
+    itself (nbval) as :data:`UNLISTED_NOTEBOOK_S`, else 0); otherwise in the order collected.
+    Every worker sorts the same collection the same way."""
     seconds: dict = {}
     for item in items:
-        name = item.path.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) \
-            else item.path.name
+        path = item.path.resolve()
+        name = path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else path.name
         guess = (FILE_SECONDS[name] if name in FILE_SECONDS
                  else UNLISTED_SLOW_S if item.get_closest_marker("slow")
-                 else UNLISTED_NOTEBOOK_S if item.get_closest_marker("notebook") else 0)
+                 else UNLISTED_NOTEBOOK_S if item.get_closest_marker("notebook")
+                 or path.suffix == ".ipynb" else 0)  # nbval's solutions/ on Python 3.10
         seconds[item.path] = max(seconds.get(item.path, 0), guess)
     order = {path: index for index, path in enumerate(dict.fromkeys(i.path for i in items))}
     items.sort(key=lambda item: (-seconds[item.path], order[item.path]))

@@ -108,6 +108,10 @@ class JupyterServer:
     def log_tail(self, characters: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-characters:]
 
+    def stop(self) -> None:
+        """Stop the server and its kernels (again: nothing)."""
+        _stop(self.process)
+
 
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -163,7 +167,7 @@ def serve_course(home: Path, python: str = sys.executable,
     """Start JupyterLab (with Voila's server extension) from ``python``'s environment, serving a
     copy of course/ under ``home``, and wait until it answers. ``environment``: the process
     environment to start it with (default: this process's); the dashboards' settings are added.
-    Stop it with :func:`stop_server`."""
+    Stop it with its ``stop()``."""
     root = home / "served"
     shutil.copytree(ROOT / "course", root / "course",
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
@@ -195,10 +199,6 @@ def serve_course(home: Path, python: str = sys.executable,
     return server
 
 
-def stop_server(server: JupyterServer) -> None:
-    _stop(server.process)
-
-
 @pytest.fixture(scope="session")
 def start_course_server(chromium, tmp_path_factory):
     """``start_course_server(python, environment)``: :func:`serve_course` from another
@@ -210,8 +210,8 @@ def start_course_server(chromium, tmp_path_factory):
         return started[-1]
 
     yield start
-    for server in started:
-        stop_server(server)
+    for server in started:  # those their tests did not stop
+        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -219,7 +219,7 @@ def jupyter_server(chromium, tmp_path_factory):
     """JupyterLab, from this environment (.venv), serving a copy of course/."""
     server = serve_course(tmp_path_factory.mktemp("jupyter"))
     yield server
-    stop_server(server)
+    server.stop()
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -9,8 +9,10 @@ The server (JupyterLab with Voila's extension) runs in the versions a Mac gets, 
 environment (``tests/platforms/macos_env.py``: numba-cuda 0.20.1, numba < 0.66, and the ``lab``
 extra, as ``make lab`` installs them on a Mac). Each chapter runs once per environment in a
 ``make test``: the solutions in ``.venv`` (nbgrader's round trip), the learner notebooks in
-Binder's environment (tests/test_binder.py), and the dashboards here, with the Mac's versions;
-tests/platforms/test_macos_like_env.py checks the rest of that environment.
+Binder's environment (tests/test_binder.py), and the dashboards here, with the Mac's versions:
+each chapter without its exercise cells (the stubs, and their checks saying "not attempted",
+which is all an untouched learner notebook ran of them; no check judges a kernel with the Mac's
+versions). tests/platforms/test_macos_like_env.py checks the rest of that environment.
 
 For each of the 13 chapters, one Voila server renders the page and the test checks: no exercise
 stub, check or hint, no "not attempted" or "not written yet" message, no Python error (on the
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import time
+import warnings
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -56,19 +59,23 @@ SERVER_ERRORS = ("Error at server while executing cell", "Traceback (most recent
 
 @pytest.fixture(scope="module")
 def dashboard_server(start_course_server, tmp_path_factory, request):
-    """JupyterLab with Voila, serving a copy of course/ from the versions a Mac gets; where
-    PyPI cannot be reached to resolve them, this environment's server instead, and says so."""
+    """JupyterLab with Voila, serving a copy of course/ (with this checkout's dashboards/
+    configuration) from the versions a Mac gets; stopped after this module. Where PyPI cannot
+    be reached to resolve them, this environment's server instead, with a warning."""
     reachable, why = macos_env.pypi_reachable()
     if not reachable:
-        print(f"dashboards served from this environment, not the Mac's versions: {why}")
-        return request.getfixturevalue("jupyter_server")
+        warnings.warn(f"the Voila dashboards are served from this environment, not with the "
+                      f"versions a Mac gets: resolving those needs PyPI ({why})", stacklevel=1)
+        yield request.getfixturevalue("jupyter_server")
+        return
     mac = macos_env.build(tmp_path_factory.mktemp("macos"))
     print(f"dashboards served with the macOS versions: numba-cuda {mac.version('numba-cuda')}, "
           f"numba {mac.version('numba')}, voila {mac.version('voila')}, "
           f"installed in {mac.installed_s:.0f} s")
     server = start_course_server(mac.python, mac.env)
     server.numba_cuda = mac.version("numba-cuda")
-    return server
+    yield server
+    server.stop()
 
 
 def open_dashboard(page, server, notebook: str) -> float:
@@ -167,6 +174,7 @@ def test_chapter01_as_a_voila_dashboard(dashboard_server, page, screenshots, cro
     if dashboard_server.numba_cuda:  # gpulab.info(), printed by the first cell, names it
         assert f"numba-cuda {dashboard_server.numba_cuda}" in text, \
             "the dashboard's kernel did not run in the environment with the Mac's versions"
+    assert "gpulab tier : sim" in text, "chapter 01 did not run in the simulator tier"
     # The kernels the learner writes elsewhere are still explained and shown, from gpulab.
     assert "cuda.atomic.add" in text and "def dot_shared_tree" in text, "gpulab's kernels"
     sizes = page.locator(".jp-OutputArea-output img").evaluate_all(

@@ -3,16 +3,17 @@
 A Mac gets numba-cuda 0.20.1 (the last release with a macOS wheel: pure Python, without
 cuda-bindings or any CUDA toolkit wheel) and numba below 0.66 (see pyproject.toml). :func:`build`
 asks uv what a Mac (arm64, this test's Python version) would install for gpulab with the ``lab``
-extra (JupyterLab and Voila, as ``make lab`` installs them on a Mac) and the runner tools
+extra (JupyterLab and Voila, as ``make lab`` installs them on a Mac), plus the runner tools
 (pytest, nbclient, ipykernel, with the dev extra's lower bounds), and installs exactly those
 versions into a new virtual environment (no system site-packages, nothing from .venv), then
 gpulab itself from a clean copy of the repository.
 
 Two test files use it, each loading this file by its path (tests/ is not a package):
 ``tests/platforms/test_macos_like_env.py`` (what a Mac has, the doctor, the simulator kernel
-tests) and ``tests/browser/test_voila.py``, whose dashboards are served from this environment,
-so that every chapter runs once with the Mac's versions (as the dashboard) and not a second time
-in ``.venv``.
+tests) and ``tests/browser/test_voila.py``, whose dashboards are served from this environment:
+each chapter without its exercise cells runs once with the Mac's versions, and the dashboards
+are not run a second time in ``.venv``. Each file builds its own (they run on different xdist
+workers); both resolve within seconds of each other, from uv's cache once the first has.
 """
 
 import os
@@ -75,18 +76,27 @@ def uv() -> str:
     return uv_module.find_uv_bin()
 
 
+# Settings of the test process that must not reach the Mac's environment: its interpreter and
+# packages, Jupyter's paths (a user kernelspec could win over the environment's own), numba's
+# and CUDA's (a GPU machine's toolkit, which a Mac never has), gpulab's and pytest's.
+NOT_PASSED_ON = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "MPLBACKEND", "LD_LIBRARY_PATH")
+NOT_PASSED_ON_PREFIXES = ("JUPYTER_", "NUMBA_", "CUDA_", "GPULAB_", "PYTEST_")
+
+
 def clean_environment(venv: Path, home: Path) -> dict[str, str]:
-    """Only the new environment on PATH, no settings from the test process or this checkout."""
+    """Only the new environment on PATH (and no other virtual environment's programs), no
+    settings from the test process or this checkout."""
     env = {key: value for key, value in os.environ.items()
-           if key not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "MPLBACKEND",
-                          "JUPYTER_PATH", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
-                          "JUPYTER_CONFIG_PATH", "NUMBA_ENABLE_CUDASIM",
-                          "NUMBA_CUDA_USE_NVIDIA_BINDING", "GPULAB_DEVICE", "PYTEST_ADDOPTS",
-                          "PYTEST_XDIST_WORKER"}}
+           if key not in NOT_PASSED_ON and not key.startswith(NOT_PASSED_ON_PREFIXES)}
+    others = {str(Path(sys.prefix) / "bin"), str(Path(os.environ.get("VIRTUAL_ENV", sys.prefix))
+                                                  / "bin")}
+    path = [entry for entry in os.environ.get("PATH", "").split(os.pathsep)
+            if entry and entry not in others]
     env.update(
-        PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        PATH=os.pathsep.join([str(venv / "bin"), *path]),
         VIRTUAL_ENV=str(venv),
         JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_DATA_DIR=str(home / "data"),
         JUPYTER_RUNTIME_DIR=str(home / "runtime"),
         IPYTHONDIR=str(home / "ipython"),
         GPULAB_DEVICE="sim",  # a Mac has no GPU; on a CI machine with one, emulate that

@@ -9,9 +9,11 @@ virtual environment here. In it, this test
 - asks for PTX and expects the plain "needs the CUDA toolkit wheels" error, not a traceback;
 - runs the simulator-tier kernel tests (``tests/kernels``, without the ptx and gpu ones).
 
-Every chapter runs in the same versions too, once: ``tests/browser/test_voila.py`` serves the
-dashboards from an environment :mod:`macos_env` builds the same way (as ``make lab`` on a Mac
-would serve them), so a chapter is not executed a second time for the Mac here.
+Every chapter runs in the same versions too, once, without its exercise cells:
+``tests/browser/test_voila.py`` serves the dashboards from an environment :mod:`macos_env`
+builds the same way (as ``make lab`` on a Mac would serve them), so a chapter is not executed a
+second time for the Mac here. The exercise cells (stubs, and checks that say "not attempted"
+of them) are what a dashboard leaves out.
 """
 
 from __future__ import annotations
