@@ -8,7 +8,9 @@ extra (JupyterLab and Voila, as ``make lab`` installs them on a Mac), plus the r
 versions into a new virtual environment (no system site-packages, nothing from .venv), then
 gpulab itself from a clean copy of the repository.
 
-Two test files use it, each loading this file by its path (tests/ is not a package):
+Its :func:`uv` and :func:`pypi_reachable` serve ``test_dependency_resolution.py`` too.
+Two test files build the environment, each loading this file by its path (tests/ is not a
+package):
 ``tests/platforms/test_macos_like_env.py`` (what a Mac has, the doctor, the simulator kernel
 tests) and ``tests/browser/test_voila.py``, whose dashboards are served from this environment:
 each chapter without its exercise cells runs once with the Mac's versions, and the dashboards

@@ -22,17 +22,22 @@ All cases are resolved at once, in parallel, by one module fixture; each case is
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
-import shutil
 import subprocess
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# tests/ is not a package: the platform tests' shared helpers (finding uv, asking PyPI) are
+# loaded from their file.
+_SPEC = importlib.util.spec_from_file_location("macos_env",
+                                               Path(__file__).with_name("macos_env.py"))
+macos_env = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(macos_env)
 
 pytestmark = [pytest.mark.platforms, pytest.mark.slow]
 
@@ -90,17 +95,6 @@ CASES = [Case(platform, python, extras) for platform in PLATFORMS
          for python in SUPPORTED_PYTHONS for extras in EXTRAS[platform]]
 
 
-def _uv() -> str:
-    try:
-        import uv
-    except ImportError:
-        found = shutil.which("uv")
-        if found is None:
-            pytest.fail("uv is not installed: it is in the dev extra (pip install -e '.[dev]')")
-        return found
-    return uv.find_uv_bin()
-
-
 def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -131,7 +125,7 @@ def resolve_all(cases: list[Case]) -> dict[str, Resolution]:
     which refreshes uv's cache of the package indexes. Round 2 resolves the other cases from
     that cache (``--offline``) and asks PyPI again for any case the cache could not settle,
     so a failure is always PyPI's answer, never a stale cache's."""
-    uv = _uv()
+    uv = macos_env.uv()
     first = {}
     for case in cases:  # the last supported Python with cu13 (or none, on a Mac) wins
         if (case.platform, case.python) not in UNSUPPORTED and case.extras[0] != "cu12":
@@ -151,20 +145,11 @@ def resolve_all(cases: list[Case]) -> dict[str, Resolution]:
     return results
 
 
-def _pypi_reachable() -> tuple[bool, str]:
-    url = "https://pypi.org/simple/numba-cuda/"
-    try:
-        with urllib.request.urlopen(url, timeout=15) as response:
-            return response.status == 200, f"{url} answered {response.status}"
-    except (urllib.error.URLError, OSError) as error:
-        return False, f"{url} unreachable ({error})"
-
-
 @pytest.fixture(scope="module")
 def resolutions() -> dict[str, Resolution]:
     results = resolve_all(CASES)
     if all(result.returncode != 0 for result in results.values()):
-        reachable, why = _pypi_reachable()
+        reachable, why = macos_env.pypi_reachable()
         if not reachable:
             pytest.skip(f"no case resolved and PyPI is not reachable from here ({why})")
     return results
