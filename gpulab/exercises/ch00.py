@@ -4,30 +4,16 @@ Each check runs your code on random sizes, prints what it found and returns a
 :class:`~gpulab.exercises.results.CheckResult`; a failure names its seed so that
 ``check_...(your_code, seed=1234)`` repeats it.
 
-- :func:`check_blocks_for` — ``blocks_for(n, threads_per_block)`` must return the number of
-  blocks a one-thread-per-element launch needs: n divided by the block size, rounded **up**.
-  Diagnoses (:data:`BLOCKS_MISTAKES`, in order): a float instead of a whole number, rounding
-  down (the last elements get no thread), one block too many when n is a multiple of the block
-  size, a shift that assumes the block size is a power of two (96 and 192 are always asked),
-  the arguments swapped, too few or too many blocks.
-- :func:`check_first_launch` — a kernel ``add_one(x, out)`` (``out[i] = x[i] + 1``, one thread
-  per element, guarded) and the host function that launches it by hand,
-  ``add_one_on_gpu(x) -> numpy array``: copy x to the device, allocate out there, choose
-  threads and blocks, launch, synchronise, copy out back. The kernel is checked like every
-  kernel of the course (a drawn block size, random n not a multiple of it, padding that catches
-  a missing guard, then again under another block size, so a hard-coded one fails); the host
-  function is run while :func:`watch_host_code` records its copies, allocations, launches and
-  synchronisations. Diagnoses (:data:`HOST_MISTAKES`, in order): nothing or the device array
-  returned instead of a copy on the host, no launch at all, NumPy arrays passed to the launch
-  (Numba then copies them both ways behind your back), more than 1024 threads per block, too
-  few blocks (``n // threads``: the kernel's output is read after the call, so this fails even
-  when the right values are returned), ``x.shape`` used as the number of blocks, whole blocks
-  more than needed, the input changed in place, float64 copies of the float32 input, and a
-  result that is neither the copy back of the array the kernel wrote nor equal to it (values
-  worked out again on the host).
+- :func:`check_blocks_for`: exercise 1, ``blocks_for(n, threads_per_block)``.
+- :func:`check_first_launch`: exercise 2, the kernel ``add_one(x, out)`` and the host function
+  that launches it by hand, ``add_one_on_gpu(x) -> numpy array`` (copy x in, allocate out,
+  choose the grid, launch, synchronise, copy out back); :func:`watch_host_code` records what
+  the host function does.
 
-Both checks are declared as :class:`~gpulab.exercises.spec.CheckSpec` s, so they also refuse
-gpulab's own kernels or helpers in place of yours, and a check whose parts were replaced.
+Both checks are declared as :class:`~gpulab.exercises.spec.CheckSpec` s (:data:`BLOCKS_FOR`,
+:data:`ADD_ONE_KERNEL`, :data:`HOST`): what must hold for a pass and what each diagnoses is
+said there, once, and ``help(check_...)`` shows it. They also refuse gpulab's own kernels or
+helpers in place of yours, and a check whose parts were replaced.
 """
 
 from __future__ import annotations
@@ -186,15 +172,17 @@ BLOCKS_FOR = CheckSpec(
     "blocks_for", "blocks_for(n, threads_per_block) -> int", BLOCKS_STUB_HINT, BLOCKS_MISTAKES,
     title="1. how many blocks?", call="check_blocks_for(blocks_for)",
     holds="`blocks_for(n, threads_per_block)` = n / threads_per_block rounded up, an `int`, on "
-          "15 random cases from n = 1 to a billion, exact multiples of the block and block "
+          "19 random cases from n = 1 to a billion, exact multiples of the block and block "
           "sizes that are not powers of two included",
     also="an exception (named)")
 
 
 @BLOCKS_FOR.check
 def check_blocks_for(function, seed: int | None = None) -> str:
-    """Check ``function(n, threads_per_block)``: the number of blocks that gives each of n
-    elements a thread, ``ceil(n / threads_per_block)``, as a whole number (``int``)."""
+    """Called on 19 cases drawn from the seed (:func:`_block_cases`: six block sizes from 32
+    to 1024, each with a partial last block and an exact multiple; n below one block, n = 1,
+    n = 1,000,000,007; 96 and 192 threads per block, a partial and an exact multiple each), in
+    a shuffled order; the first wrong answer fails."""
     cases = _block_cases(np.random.default_rng(seed))
     for n, threads in cases:
         got = call_learner(function, n, threads, stub_hint=BLOCKS_STUB_HINT,
@@ -498,9 +486,10 @@ def check_launch_by_hand(run, kernel, n: int, seed: int, call: str):
 
 @HOST.check
 def check_first_launch(kernel, run, seed: int | None = None) -> str:
-    """Check the kernel ``kernel(x, out)`` (``out[i] = x[i] + 1``, one thread per element,
-    guarded) and the host function ``run(x)`` that launches it by hand and returns the result
-    as a NumPy array (see the module docstring for what is checked and diagnosed)."""
+    """The kernel first (:func:`_check_add_one_kernel`), then the host function, on an odd n
+    (:data:`HOST_SIZE_RANGE`: 201 to 599 in the simulator, up to 999,999 on a GPU) and x
+    uniform in [-5, 5), float32, inside :func:`watch_host_code`; after its mistakes, what it
+    returned is compared with x + 1 element by element under the block size it launched."""
     if run is None or run is Ellipsis:
         raise NotAttemptedError("there is no host function to check yet.", HOST_STUB_HINT)
     trial = _check_add_one_kernel(kernel, seed)
@@ -522,6 +511,9 @@ def check_first_launch(kernel, run, seed: int | None = None) -> str:
     return (f"the kernel is right ({trial.launched}, n={trial.n}), and your host code gave "
             f"{n} right values: {_describe_events(watch)}; {launch.blocks} blocks of "
             f"{launch.threads} threads for n = {n} (seed={seed}).{note}")
+
+
+check_first_launch.__doc__ = ADD_ONE_KERNEL.described() + "\n\n" + check_first_launch.__doc__
 
 
 __all__ = [

@@ -9,6 +9,14 @@ and returns a :class:`~gpulab.exercises.results.CheckResult`::
 
 A failure names the seed: ``check_multiply(multiply_kernel, seed=1234)`` repeats that trial.
 
+- :func:`check_multiply`: exercise 1, ``multiply(x, y, out)``.
+- :func:`check_dot_atomic`: exercise 2, ``dot_atomic(x, y, out)``.
+- :func:`check_block_sum`: exercise 3, ``block_sum(x, out)``, called with ``threads_per_block``
+  equal to the kernel's ``THREADS``.
+
+What must hold for a pass and what each check diagnoses is said once, in its spec
+(:data:`MULTIPLY`, :data:`DOT_ATOMIC`, :data:`BLOCK_SUM`), which ``help(check_...)`` shows.
+
 What the simulator can and cannot show
 - A missing guard is caught in both tiers: the simulator raises ``IndexError`` at the first
   access past the end; on a GPU the stray write lands in padding the check inspects.
@@ -25,9 +33,8 @@ What the simulator can and cannot show
   often happen to run in step: the check reports what the number shows, and its message
   counts the kernel's ``syncthreads`` calls.
 - The block sum's method is checked, not only its total: once the total is right, the kernel
-  is traced on a small launch (:func:`gpulab.exercises.running.trace_trial`) and must make at
-  most one atomic per block, read x at most once per thread, and keep each thread's shared
-  reads to a tree's ~2 log2(block) (one thread adding up the whole block reads every slot).
+  is traced on a small launch (:func:`gpulab.exercises.running.trace_trial`), in both tiers,
+  since a total cannot tell a tree from one thread adding up the whole block.
 - A kernel that never finishes (e.g. a halving loop without ``stride //= 2``) fails with a
   message instead of hanging (:func:`gpulab.exercises.running.launch`'s time limit).
 """
@@ -147,25 +154,20 @@ MULTIPLY = CheckSpec(
     "multiply", "multiply(x, y, out)", MULTIPLY_STUB_HINT, MULTIPLY_MISTAKES, parameters=3,
     title="1. multiply", call="check_multiply(my_multiply)",
     holds="`out[i] = x[i] * y[i]`, one thread per element, guarded, under two block sizes",
-    also="the shared one-thread-per-element rules: missing or `<=` guard; nothing written; "
+    also="the stub; the shared one-thread-per-element rules: missing or `<=` guard "
+         "(IndexError in the simulator, writes into padding on a GPU); nothing written; "
          "`threadIdx.x` alone as the index (only the first block written); last partial block "
-         "skipped; off-by-one shift; a hard-coded block size")
+         "skipped; off-by-one shift; a hard-coded block size; simulator-only code (lists, "
+         "`np.zeros`); gpulab's own kernel")
 
 
 @MULTIPLY.check
 def check_multiply(kernel, seed: int | None = None, threads_per_block: int | None = None,
                    dtype=np.float32) -> str:
-    """Check ``kernel(x, y, out)``, which must set ``out[i] = x[i] * y[i]`` with one thread per
-    element and a bounds guard. Launched with ceil(n / threads_per_block) blocks, n random and
-    not a multiple of threads_per_block; the block size is drawn too (unless given), and the
-    kernel is run again under another one.
-
-    Diagnoses: the stub; a missing or ``<=`` guard (IndexError in the simulator, writes into
-    padding on a GPU); nothing written; only the first block written (``threadIdx.x`` alone as
-    the index); the last partial block skipped (guard too strict); values one position off;
-    ``x + y`` or ``x * x`` instead of ``x * y``; a hard-coded block size (``blockIdx.x * 64``);
-    simulator-only code (lists, ``np.zeros``); gpulab's own kernel.
-    """
+    """Launched with ceil(n / threads_per_block) blocks, n random and not a multiple of
+    threads_per_block, x and y uniform in [-2, 2); the block size is drawn too and the kernel
+    is run again under another one, unless ``threads_per_block`` is given (then that one
+    alone)."""
     source = MULTIPLY.start(kernel)
 
     def run(trial: Trial) -> Trial:
@@ -263,7 +265,8 @@ DOT_MISTAKES = (
 DOT_ATOMIC = CheckSpec(
     "dot_atomic", "dot_atomic(x, y, out)", DOT_STUB_HINT, DOT_MISTAKES, parameters=3,
     title="2. dot with atomics", call="check_dot_atomic(my_dot_atomic)",
-    holds="x · y added into `out[0]` with an atomic add",
+    holds="x · y added into `out[0]` with an atomic add, one thread per element, guarded, "
+          "under two block sizes",
     also="a plain `out[0] += …` race, caught even when the simulator's total happens to be "
          "right (writes are recorded, and the source is read)")
 
@@ -271,13 +274,13 @@ DOT_ATOMIC = CheckSpec(
 @DOT_ATOMIC.check
 def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | None = None,
                      dtype=np.float32) -> str:
-    """Check ``kernel(x, y, out)``, which must add x · y into ``out[0]`` (which starts at 0)
-    with ``cuda.atomic.add``, one thread per element, guarded; the block size is drawn too
-    (unless given), and the kernel is run again under another one.
-
-    Diagnoses: :data:`DOT_MISTAKES` in order, then the race (a plain ``out[0] += ...``, found
-    from the recorded writes in the simulator and from the source in both tiers). Values are
-    positive, so lost updates always make the sum smaller."""
+    """x and y uniform in [0.1, 1), padded with :data:`PAD_VALUE` past the end; the values are
+    positive, so lost updates always make the sum smaller. ``out[0]`` starts at 0. The block
+    size is drawn too and the kernel is run again under another one, unless
+    ``threads_per_block`` is given (then that one alone). A wrong total no mistake explains is
+    searched for the race first, then gets a closer look (:func:`_total_or_failure`: run again
+    with n a multiple of the block size, to tell whether only the last, partial block goes
+    wrong)."""
     source = DOT_ATOMIC.start(kernel)
 
     def run(trial: Trial) -> float:
@@ -398,7 +401,9 @@ BLOCK_SUM = CheckSpec(
     holds="the total, then the **method** from a trace of a small launch: at most one atomic "
           "per block, x read at most once per thread, at most ~2·log₂(block) shared reads per "
           "thread",
-    also="a right total by the wrong method (one atomic per thread, one thread adding up its "
+    also="a `threads_per_block` that is not a power of two; a race between blocks (a plain "
+         "write to `out[0]`: recorded in the simulator, read in the source); a right total "
+         "by the wrong method (one atomic per thread, one thread adding up its "
          "block); a barrier inside a branch; a missing barrier (saying how many the kernel "
          "has); the first stride the whole block; idle threads not writing 0; a shared array "
          "too small; a halving loop that never ends (fails with a message, not a hang)")
@@ -407,13 +412,12 @@ BLOCK_SUM = CheckSpec(
 @BLOCK_SUM.check(learners=("kernel",))
 def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None,
                     dtype=np.float32) -> str:
-    """Check ``kernel(x, out)``, the shared-memory tree reduction: each block sums its slice of
-    x in a ``cuda.shared.array(THREADS, x.dtype)`` by halving, and thread 0 adds the block's
-    total into ``out[0]`` (which starts at 0) with an atomic. ``threads_per_block`` must equal
-    your ``THREADS`` and be a power of two.
-
-    Diagnoses: :data:`BLOCK_SUM_MISTAKES` in order, then the race between blocks (from the
-    recorded writes and the source) and the method (from the trace)."""
+    """``threads_per_block`` must equal the kernel's ``THREADS`` (its
+    ``cuda.shared.array(THREADS, x.dtype)``) and be a power of two. x uniform in [0.5, 1.5),
+    padded with :data:`PAD_VALUE`, ``out[0]`` starting at 0; fewer blocks in the simulator
+    (:data:`BLOCK_SUM_SIZE_RANGE`). The total's closer look (:func:`_total_or_failure`) is
+    skipped when the kernel has fewer than two ``syncthreads`` calls; once the total is right,
+    the method is traced (:func:`_check_tree_method`)."""
     if threads_per_block < 2 or threads_per_block & (threads_per_block - 1):
         raise CheckFailedError(
             f"threads_per_block={threads_per_block} is not a power of two, but a tree "
@@ -436,9 +440,10 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
 
 
 def _check_tree_method(kernel, seed: int, threads_per_block: int, dtype) -> str:
-    """Trace the block sum on a small launch and fail unless it sums like a tree: at most one
-    atomic per block, x read at most once per thread, and no thread reading more shared slots
-    than a tree's rounds need. Returns what the trace showed, for the pass message."""
+    """Trace the block sum on a small launch (n from two blocks and one element to three
+    blocks) and fail unless it sums like a tree: at most one atomic per block, at most 2
+    global reads per thread, and at most 2·log₂(block) + 3 shared reads per thread (a tree's
+    rounds, with some slack). Returns what the trace showed, for the pass message."""
     trial = Trial.draw("check_block_sum", seed, dtype, block=threads_per_block,
                        size_range=(2 * threads_per_block + 1, 3 * threads_per_block))
     x = trial.uniform(0.5, 1.5)

@@ -8,28 +8,34 @@ and returns a :class:`~gpulab.exercises.results.CheckResult`::
     from gpulab.exercises.ch02 import check_saxpy
     check_saxpy(my_saxpy)
 
-How the timing's host code is checked
-- :func:`check_time_saxpy` calls your ``time_saxpy(kernel, a, x, y, repeats)`` with a stand-in
-  for gpulab's saxpy kernel that records every launch (its grid, and whether an argument was a
-  NumPy array, which makes Numba copy it to the GPU and back on that launch), while
+- :func:`check_saxpy`: exercise 1, ``saxpy(a, x, y, out)``.
+- :func:`check_time_saxpy`: exercise 2, the host code
+  ``time_saxpy(kernel, a, x, y, repeats) -> (out, seconds)``.
+- :func:`check_copy_grid_stride`: exercise 3, ``copy_grid_stride(x, out)``, launched with a
+  fixed grid smaller than x.
+
+What must hold for a pass and what each check diagnoses is said once, in its spec
+(:data:`SAXPY`, :data:`TIME_SAXPY`, :data:`COPY`), which ``help(check_...)`` shows.
+
+How the timing's host code is seen
+- :func:`check_time_saxpy` calls your ``time_saxpy`` with a stand-in for gpulab's saxpy kernel
+  that records every launch (its grid, and whether an argument was a NumPy array, which makes
+  Numba copy it to the GPU and back on that launch), while
   :func:`gpulab.exercises.host_code.watch_host_code` records your copies, allocations,
   synchronisations and clock reads (however the clock was imported; CUDA events' records and
-  waits too), in order. So it sees the hidden-copy trap, copies inside the timed loop, a clock
-  stopped before the GPU finished, a CPU-time clock, no clock read at all, and, from the clock
-  reads' own values, a time that is the total or divided by the warm-ups too
-  (:data:`TIMING_MISTAKES`).
+  waits too), in order. Where each step falls between the clock reads, and what the time was
+  divided by (from the clock reads' own values), are told from that record.
 
 How the copy's stride and coalescing are checked
 - Your kernel is traced on a small launch (:func:`gpulab.exercises.running.trace_trial`): the
   elements each thread read, in order, give its step, and elements read by two threads show a
-  step that is not the grid's size (threads copying each other's elements). A loop that never
-  ends (a step of 0) fails with a message instead of hanging.
+  step that is not the grid's size (threads copying each other's elements).
 - In the simulator, x is a :class:`~gpulab.instruments.RecordingArray`: every element your
   kernel reads is recorded with the simulated thread that read it, in order, and
   :mod:`gpulab.memory_model` groups the reads into warp requests and counts 32-byte sectors —
   as Nsight Compute's "sectors per request" does on a GPU. A correct copy that gives each
-  thread a contiguous chunk of x reads addresses ``chunk * 4`` bytes apart across a warp, needs
-  several times the sectors, and fails with that explanation.
+  thread a contiguous chunk of x reads addresses ``chunk * 4`` bytes apart across a warp, so
+  it needs several times the sectors of a coalesced one.
 - On a GPU the addresses cannot be recorded from Python, so only the answer is checked there.
 """
 
@@ -112,24 +118,22 @@ SAXPY = CheckSpec(
     "saxpy", "saxpy(a, x, y, out)", SAXPY_STUB_HINT,
     SAXPY_OUTPUT_MISTAKES + SAXPY_METHOD_MISTAKES, parameters=4,
     title="1. saxpy", call="check_saxpy(my_saxpy)",
-    holds="`out[i] = a * x[i] + y[i]`, a random `a ≠ 1`, under two block sizes",
-    also="guards and indexing (the shared one-thread-per-element rules)")
+    holds="`out[i] = a * x[i] + y[i]`, a random `a ≠ 1`, under two block sizes; traced on a "
+          "small launch, each element written by one thread",
+    also="the stub; guards and indexing (the shared one-thread-per-element rules: a missing "
+         "or `<=` guard, nothing written, `threadIdx.x` alone as the index, the last partial "
+         "block skipped, a shift by one); a hard-coded block or problem size; simulator-only "
+         "code")
 
 
 @SAXPY.check
 def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None = None,
                 dtype=np.float32) -> str:
-    """Check ``kernel(a, x, y, out)``, which must set ``out[i] = a * x[i] + y[i]``, one thread
-    per element, guarded. ``a`` is a random scalar (never 1, so forgetting it shows). The block
-    size is drawn too (unless given), and the kernel runs again under another one; then its
-    writes are traced on a small launch: every element written by one thread.
-
-    Diagnoses: the stub; a missing or ``<=`` guard; nothing written; only the first block
-    (``threadIdx.x`` alone as the index); the last, partial block skipped; a shift by one;
-    ``x + y`` (forgot a), ``a * x`` (forgot y), ``a * y + x`` (swapped), ``a * (x + y)``;
-    a hard-coded block or problem size; a loop stepping by the block size (threads rewrite
-    each other's elements, :data:`SAXPY_METHOD_MISTAKES`); simulator-only code.
-    """
+    """``a`` is drawn with 1.5 ≤ |a| < 3 (never 1, so forgetting it shows), x and y uniform in
+    [-2, 2). The block size is drawn too and the kernel runs again under another one, unless
+    ``threads_per_block`` is given (then that one alone); then its writes are traced on a small
+    launch (:data:`SAXPY_TRACE_THREADS` threads per block, n in :data:`SAXPY_TRACE_SIZES`),
+    and if that trace stops, the full-size runs alone count."""
     source = SAXPY.start(kernel)
 
     def run(trial: Trial) -> tuple[Trial, float]:
@@ -446,18 +450,15 @@ def _describe_host_code(watch: HostCodeWatch, warm_up: int) -> str:
 
 @TIME_SAXPY.check
 def check_time_saxpy(function, seed: int | None = None) -> str:
-    """Check the host function ``function(kernel, a, x, y, repeats) -> (out, seconds)``: it
-    must copy x and y to the device once, allocate out there, launch ``kernel[blocks,
-    threads](a, d_x, d_y, d_out)`` with enough blocks, time ``repeats`` launches (waiting for
-    the GPU before the clock stops) and return ``out`` copied back as a NumPy array and the
-    seconds per launch. A wall clock however imported (``time.perf_counter``, ``from time
-    import perf_counter``, ``timeit.default_timer``, ``time.clock_gettime`` of a wall clock) or
-    CUDA events (``cuda.event()`` or ``cuda.event(timing=True)``, ``record``, ``synchronize``,
-    ``elapsed_time`` or ``cuda.event_elapsed_time``) both work, in the simulator too.
-
-    Called with a stand-in for gpulab's saxpy kernel that records every launch, n random and
-    odd, ``repeats`` = 3. Diagnoses: :data:`TIMING_MISTAKES` in order. A missing warm-up launch
-    is a note, not a failure."""
+    """Called as ``function(kernel, a, x, y, 3)`` with a stand-in for gpulab's saxpy kernel
+    (``kernel[blocks, threads](a, d_x, d_y, d_out)``) that records every launch, n random and
+    odd (:data:`TIME_SIZE_RANGE`), ``repeats`` = :data:`TIMED_REPEATS`. A wall clock however
+    imported (``time.perf_counter``, ``from time import perf_counter``,
+    ``timeit.default_timer``, ``time.clock_gettime`` of a wall clock) or CUDA events
+    (``cuda.event()`` or ``cuda.event(timing=True)``, ``record``, ``synchronize``,
+    ``elapsed_time`` or ``cuda.event_elapsed_time``) both work, in the simulator too. The
+    timed window is the clock read (or event record) just before the last launch and the first
+    one after it."""
     from gpulab.kernels import memory
 
     tier = tier_key()
@@ -529,8 +530,9 @@ COPY = CheckSpec(
           "every thread steps by the grid's size and no element is copied twice; in the "
           "simulator the reads of a full-size run are grouped into warp requests and must stay "
           "coalesced",
-    also="a step of 0 (fails instead of hanging); one element per thread; reads or writes past "
-         "the end; a right copy whose warps read scattered addresses (a chunk per thread)")
+    also="the stub; a step of 0 (fails instead of hanging); one element per thread; reads or "
+         "writes past the end; nothing written; elements missing or wrong; a right copy whose "
+         "warps read scattered addresses (a chunk per thread)")
 
 
 def _stride_of(kernel, seed: int, dtype) -> None:
@@ -564,15 +566,12 @@ def _stride_of(kernel, seed: int, dtype) -> None:
 
 @COPY.check
 def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32) -> str:
-    """Check ``kernel(x, out)``, which must copy x into out with a **fixed grid** smaller than
-    x (each thread copies several elements) while keeping every warp's reads coalesced.
-
-    Launched with a few blocks (2 of 64 threads in the simulator), n random and larger than the
-    grid. Diagnoses: the stub; reads or writes past the end; one element per thread with no
-    loop (only the first elements copied); elements missing or wrong; and, in the simulator,
-    a right copy whose warps read scattered addresses (each thread a contiguous chunk): the
-    sectors per warp request are counted from the reads the kernel really made.
-    """
+    """First traced on :data:`STRIDE_TRACE_BLOCKS` blocks of :data:`STRIDE_TRACE_THREADS`
+    threads (:func:`_stride_of`); then launched on a fixed grid (2 blocks of 64 threads in the
+    simulator, 8 of 128 on a GPU: :data:`COPY_BLOCKS`, :data:`COPY_THREADS`), n random and
+    larger than the grid (:data:`COPY_SIZE_RANGE`), x uniform in [-10, 10), out padded. In the
+    simulator the sectors per warp request are counted from the reads the kernel really made,
+    and more than :data:`SECTOR_SLACK` times the ideal fails."""
     tier = tier_key()
     COPY.start(kernel)
     _stride_of(kernel, seed, dtype)

@@ -14,19 +14,14 @@ columns of C, the y index along its rows (``col, row = cuda.grid(2)``). A, B and
 larger buffers: a thread past an edge raises ``IndexError`` in the simulator, and on a GPU its
 write lands in padding the check inspects.
 
-- :func:`check_matmul_naive` launches twice, with a block that is not square (8 x 4, 4 x 16,
-  ...) and the same block turned on its side: a kernel that hard-codes the block's size, or
-  mixes up x and y, fails; the sizes are such that swapping rows and columns leaves part of C
-  unwritten.
-- :func:`check_matmul_tiled` judges the method as well as the answer. The kernel is traced on
-  a launch of 6 blocks of TILE x TILE threads (:func:`~gpulab.exercises.running.
-  trace_trial`): every thread must load at most about ``2 * ceil(K / TILE)`` values from global
-  memory (the naive kernel loads 2K: a correct but untiled kernel is rejected) and pass two
-  barriers per step. A wrong answer is diagnosed from what the trace shows: a missing barrier
-  (which one), threads that store nothing in the tile where it hangs over an edge (no zero
-  fill), a guard that compares with the wrong size, x and y swapped in the loads, the stores
-  or the multiply-adds, the sum restarted at every step; the tile's size written as a number
-  is rejected before anything runs.
+- :func:`check_matmul_naive`: exercise 1, ``matmul_naive(A, B, C)``, one thread per element
+  of C.
+- :func:`check_matmul_tiled`: exercise 2, ``matmul_tiled(A, B, C)`` with shared-memory tiles of
+  ``TILE x TILE``, judged on the method (from a trace,
+  :func:`~gpulab.exercises.running.trace_trial`) as well as the answer.
+
+What must hold for a pass and what each check diagnoses is said once, in its spec
+(:data:`NAIVE`, :data:`TILED`), which ``help(check_...)`` shows.
 """
 
 from __future__ import annotations
@@ -414,23 +409,22 @@ NAIVE = CheckSpec(
     "matmul_naive", "matmul_naive(A, B, C)", NAIVE_STUB_HINT, MATMUL_MISTAKES, parameters=3,
     title="1. naive matmul", call="check_matmul_naive(my_matmul)",
     holds="C = A @ B within the float32 rounding bound, one thread per element of C, on two "
-          "launches whose blocks are not square (8 × 4 then 4 × 8 in the simulator), on grids "
+          "launches whose blocks are not square (e.g. 8 × 4 then 4 × 8 in the simulator), on grids "
           "that are not square in blocks either, M ≠ N ≠ K not multiples of the block's sides",
-    also="missing guards (the line of the IndexError); `blockIdx` times a number or times the "
-         "other axis's `blockDim` (a block shape assumed, named with the line); blockIdx.x and "
-         "blockIdx.y swapped (both lines named)")
+    also="the stub; missing guards (the line of the IndexError in the simulator, writes "
+         "outside C on a GPU); `blockIdx` times a number or times the other axis's `blockDim` "
+         "(a block shape assumed, named with the line); blockIdx.x and blockIdx.y swapped (both "
+         "lines named); simulator-only code")
 
 
 @NAIVE.check
 def check_matmul_naive(kernel, seed: int | None = None,
                        block: tuple[int, int] | None = None, dtype=np.float32) -> str:
-    """Check ``kernel(A, B, C)``: one thread per element of C computes a whole row-times-column
-    sum. The block is not square: two launches, with blocks of e.g. 8 x 4 and 4 x 8 threads
-    (``block=(x, y)`` for one launch with that block). Diagnoses:
-    the stub; missing guards (IndexError, or writes outside C on a GPU); nothing written; only
-    one block written (a hard-coded block size, or threadIdx alone); rows and columns swapped;
-    accumulating into C (NaN); the sum running over the wrong dimension or missing its last
-    term; a single product instead of a sum; code a GPU can't compile."""
+    """Two launches: a block that is not square (:data:`NAIVE_BLOCKS`), then the same block
+    turned on its side, each on its own sizes (:func:`draw_naive`); ``block=(x, y)`` runs one
+    launch with that block. When C is wrong, the source is read for swapped block indices, then
+    for an assumed block shape, which the failure then names with their lines; otherwise the
+    failure is the first of :data:`MATMUL_MISTAKES` seen, or which elements are wrong."""
     source = NAIVE.start(kernel)
     trial = draw_naive("check_matmul_naive", seed, block, dtype)
     trials = [trial]
@@ -848,11 +842,11 @@ TILED = CheckSpec(
           "blocks), and the method, from a trace of the same launch: at most about one load of "
           "A and one of B per thread per step, 2·⌈K/TILE⌉ in all, and two barriers per step, "
           "the same in every thread",
-    also="the tile's size written as a number; the loop over the steps ending at a number; a "
-         "barrier inside a branch; a missing barrier, saying which, also when the simulator's "
-         "answer happens to be right; no zero fill at the edge; a load guard with the wrong "
-         "bound; x and y swapped in the loads, the stores or the multiply-adds; an IndexError, "
-         "with the line and whether a load, the write or a tile overran")
+    also="the stub; the tile's size written as a number; the loop over the steps ending at a "
+         "number; a barrier inside a branch; a missing barrier, saying which, also when the "
+         "simulator's answer happens to be right; no zero fill at the edge; a load guard with "
+         "the wrong bound; x and y swapped in the loads, the stores or the multiply-adds; an "
+         "IndexError, with the line and whether a load, the write or a tile overran")
 
 
 def _tile_given(given: dict) -> None:
@@ -869,19 +863,16 @@ def _tile_given(given: dict) -> None:
 @TILED.check(learners=("kernel",), arguments=_tile_given)
 def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
                        dtype=np.float32) -> str:
-    """Check ``kernel(A, B, C)``, the shared-memory tiled matmul with ``tile x tile`` blocks
-    (your ``TILE``), for the answer and for the method.
-
-    The kernel runs on a launch of 6 blocks (on a GPU also on a large one) and is traced in
-    the simulator (:func:`~gpulab.exercises.running.trace_trial`). It passes when C = A @ B, every
-    thread loads at most about one value of A and one of B per step along K (``2 *
-    ceil(K / tile)`` in all; the naive kernel's 2K is rejected, with the counts) and passes the
-    same barriers, two per step. Diagnoses, from what the result and the trace show: the stub;
-    the tile's size written as a number; a barrier inside a branch; an index past an edge (the
-    line says whether a load, the write or a tile); a missing barrier (which one); tiles not
-    zero-filled where they hang over an edge; a guard comparing with the wrong size; x and y
-    swapped in the loads, in the stores or in the multiply-adds; the sum restarted at every
-    step; and everything the naive check finds."""
+    """``tile`` is the kernel's ``TILE`` (by default 8 in the simulator, 16 on a GPU: from 3 to
+    32). The source is read first: a tile's size written as a number, or a loop over the steps
+    ending at a number, fails before anything runs. Then the kernel runs on 6 blocks
+    (:func:`draw_tiled`; on a GPU also on tens of blocks, :data:`LARGE_TILED_BLOCKS`) and is
+    traced in the simulator on the small launch, whose C counts too (the simulator's shared
+    memory starts poisoned, a GPU's often with zeros). The trace's loads and barriers are
+    judged even when C is right; a wrong C is then told from, in order,
+    :data:`MATMUL_MISTAKES` (without the naive kernel's wrong sums),
+    :data:`STEP_SUM_MISTAKES`, each thread's loads, its stores into the tiles and its reads of
+    them."""
     source = TILED.start(kernel)
     hard_coded = _hard_coded_tile(source, tile)
     if hard_coded:

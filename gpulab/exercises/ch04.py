@@ -5,23 +5,10 @@ Each check runs your code on random data, compares with :mod:`gpulab.formats` /
 :class:`~gpulab.exercises.results.CheckResult`; a failure names its seed so that
 ``check_...(your_code, seed=1234)`` repeats it.
 
-- :func:`check_decode` — ``decode(sign, exponent, mantissa, exponent_bits, mantissa_bits)``
-  must give the value of those bit fields in fp16, bf16, fp8 and fp4: normal, subnormal and
-  the all-ones exponent field (inf and NaN where the format has them). Diagnoses: subnormals
-  decoded like normal numbers, the bias off by one, the implicit leading 1 forgotten, the sign
-  ignored, the all-ones exponent decoded as a number, inf and NaN confused, E4M3 or E2M1
-  given IEEE's special codes, E4M3's NaN code decoded as 480, an answer that is not a number.
-- :func:`check_matvec_fp32` — a kernel ``(a, x, out)``, one thread per row, must compute
-  ``out[row] = a[row, :] · x`` from fp16 inputs with an fp32 accumulator. Diagnoses: the
-  stub, a missing guard, rows never written, a hard-coded block size (two launches, with
-  block sizes drawn), the sums kept in fp16 (including the simulator's trap: a plain
-  ``acc = 0.0`` takes float16's type there), products rounded to fp16 before they are added.
-- :func:`check_quantise_fp8` — a host function ``quantise(x) -> (q, scale)`` must store x in
-  FP8 E4M3 with the per-tensor scale max|x| / 448, for tensors of very different magnitudes,
-  one with outliers of both signs. Diagnoses: the wrong types (a list, a float32 or float64
-  array, another fp8 variant, an array of scales), a scale from max(x) instead of max|x|, from
-  min(x), the range or the standard deviation, from another format's largest value, the wrong
-  way round; overflow to NaN; values multiplied by the scale instead of divided.
+- :func:`check_decode`: exercise 1, ``decode(sign, exponent, mantissa, exponent_bits,
+  mantissa_bits) -> float``.
+- :func:`check_matvec_fp32`: exercise 2, the kernel ``matvec_fp32(a, x, out)``.
+- :func:`check_quantise_fp8`: exercise 3, the host function ``quantise_e4m3(x) -> (q, scale)``.
 """
 
 from __future__ import annotations
@@ -259,13 +246,9 @@ def _same(got: float, expected: float) -> bool:
 
 @DECODE.check
 def check_decode(decode, seed: int | None = None) -> str:
-    """Check ``decode(sign, exponent, mantissa, exponent_bits, mantissa_bits) -> float``
-    against ml_dtypes on random bit fields of fp16, bf16, fp8 (E4M3, E5M2) and fp4 (E2M1):
-    normal numbers, then subnormals and zero, then the all-ones exponent field (inf and NaN
-    in fp16, bf16 and E5M2; E4M3's single NaN code and its numbers up to 448; E2M1, which has
-    no special codes). The answer must be a number (a float or an int; a string "inf", a list
-    or None are rejected), NaN exactly where the format has NaN. Diagnoses:
-    :data:`DECODE_MISTAKES`, in order."""
+    """The codes are tried in three groups, in this order (:func:`_decode_cases`): normal
+    numbers, then subnormals and zero, then the all-ones exponent field; the first code that
+    decodes wrong fails. A float or an int counts as a number."""
     cases = _decode_cases(np.random.default_rng(seed))
     for fmt, sign, exponent, mantissa, expected in cases:
         answer = Decoded(fmt, sign, exponent, mantissa, None, expected, seed)
@@ -313,9 +296,10 @@ MATVEC = CheckSpec(
     holds="an fp16 matrix-vector product, one thread per row, within fp32's rounding bound "
           "(Higham's γ_(k+1)), on random rows not a multiple of the block and ~1,000 products "
           "per row, under two block sizes (one twice the other, drawn)",
-    also="the sums kept in fp16 (including the simulator's `0.0` trap); products rounded to "
-         "fp16 first; guards; rows never written; `threadIdx` alone; a hard-coded block size "
-         "(the line named); a wrong sum")
+    also="a stub; the sums kept in fp16 (including the simulator's trap: a plain `acc = 0.0` "
+         "takes float16's type there); products rounded to fp16 first; guards; rows never "
+         "written; `threadIdx` alone (only the first block's rows written); a hard-coded block "
+         "size (the line named); a wrong sum")
 
 
 def _matvec_emulations(a: np.ndarray, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -353,13 +337,12 @@ def _matvec_trial(seed: int, threads_per_block: int | None) -> Trial:
 
 @MATVEC.check
 def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | None = None) -> str:
-    """Check ``kernel(a, x, out)``: a is fp16 (rows x k), x fp16 (k), out fp32 (rows); one
-    thread per row must set ``out[row] = sum_k a[row, k] * x[k]`` with an fp32 accumulator.
-    Launched with ceil(rows / threads_per_block) blocks, under two block sizes (a drawn pair of
-    :data:`MATVEC_BLOCKS`, one twice the other; ``threads_per_block`` for one launch with that
-    size), so that a kernel that hard-codes the block size fails; rows and k are random, rows
-    not a multiple of either block size; values in [0.5, 1), so the sums reach several hundred,
-    where fp16 numbers are 0.25 to 0.5 apart."""
+    """a is fp16 (rows x k), x fp16 (k), out fp32 (rows), with ``out[row] = sum_k a[row, k] *
+    x[k]``. Launched with ceil(rows / threads_per_block) blocks, under two block sizes (a drawn
+    pair of :data:`MATVEC_BLOCKS`, one twice the other; ``threads_per_block`` for one launch
+    with that size), so that a kernel that hard-codes the block size fails; rows and k are
+    random, rows not a multiple of either block size; values in [0.5, 1), so the sums reach
+    several hundred, where fp16 numbers are 0.25 to 0.5 apart."""
     source = MATVEC.start(kernel)
     trial = _matvec_trial(seed, threads_per_block)
     rows = trial.n
@@ -605,18 +588,11 @@ def _quantise_trials(rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
 
 @QUANTISE.check
 def check_quantise_fp8(quantise, seed: int | None = None) -> str:
-    """Check ``quantise(x) -> (q, scale)`` on three float32 tensors of very different size and
-    shape: activations with outliers of both signs (the largest magnitude negative), tiny
-    gradients (around 1e-5), values near 1; random lengths and values.
-
-    ``q`` must be a NumPy array of dtype ``ml_dtypes.float8_e4m3fn`` shaped like x (a list, a
-    float32/float64 array or another fp8 variant is rejected, saying which), ``scale`` one
-    positive finite number (not an array of them); ``scale`` must be ``max|x| / 448``, or the
-    power of two just above it; every element of ``q * scale`` must be within E4M3's rounding
-    of x (relative error <= 2^-4 for normal values, absolute error <= scale * 2^-10 in the
-    subnormal range). A wrong scale is named when it came from max(x) instead of max|x|, from
-    min(x), from the range max - min, from the standard deviation, from another format's
-    largest value, or the wrong way round (448 / max|x|)."""
+    """Three float32 tensors of random lengths and values (:func:`_quantise_trials`; the
+    activations around 1e2 to 1e3, the gradients around 1e-5). What comes back is checked for
+    every tensor first (a pair, then q's type, dtype and shape, then the scale's type), then
+    each tensor's scale, then its stored values. E4M3's rounding: a relative error <= 2^-4 for
+    normal values, an absolute error <= scale * 2^-10 in the subnormal range."""
     rng = np.random.default_rng(seed)
     trials = _quantise_trials(rng)
     answers = [_call_quantise(quantise, x, name, seed) for name, x in trials]

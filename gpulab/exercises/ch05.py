@@ -1,17 +1,12 @@
 """Chapter 05's exercises: the napkin math of a layer's traffic, a fused bias + activation
 kernel, and the numerically stable softmax with its cross-entropy loss.
 
-- :func:`check_traffic` takes your function ``bytes_moved(M, N, fused, itemsize)``.
-- :func:`check_bias_activation` takes your ``@cuda.jit`` kernel ``(Z, b, act, out)`` with
-  gpulab's signature (``gpulab.kernels.dense.bias_activation``): ``out[r, c] = f(Z[r, c] +
-  b[c])`` for the activation code ``act`` (0 identity, 1 ReLU, 3 tanh), one thread per element
-  of a 2-D grid, x along the columns, guarded in both directions.
-- :func:`check_softmax_cross_entropy` takes your ``@cuda.jit`` kernel ``(logits, labels,
-  probs, losses)`` with gpulab's signature (``gpulab.kernels.softmax.softmax_cross_entropy``):
-  one thread per row writes the row's softmax into ``probs`` and its cross-entropy loss
-  ``-log probs[r, labels[r]]`` into ``losses``. The check feeds it ordinary logits, then logits
-  near +1000 and -1000, then rows whose logits lie over 1000 apart: only the stable version
-  (subtract the row's largest logit before ``exp``; the loss from the log-sum-exp) survives.
+- :func:`check_traffic`: exercise 1, ``bytes_moved(M, N, fused, itemsize)``.
+- :func:`check_bias_activation`: exercise 2, the kernel ``bias_activation(Z, b, act, out)``,
+  with gpulab's signature (``gpulab.kernels.dense.bias_activation``).
+- :func:`check_softmax_cross_entropy`: exercise 3, the kernel ``softmax_cross_entropy(logits,
+  labels, probs, losses)``, with gpulab's signature
+  (``gpulab.kernels.softmax.softmax_cross_entropy``).
 
 The kernel checks draw random shapes that are not multiples of the block, with more rows than
 columns or the other way round (so swapped indices show), and a block shape from a few (so a
@@ -122,9 +117,9 @@ TRAFFIC = CheckSpec(
 
 @TRAFFIC.check
 def check_traffic(function, seed: int | None = None) -> str:
-    """Check ``function(M, N, fused, itemsize)``: the bytes bias + activation move on an
-    M x N matmul output, each value read or written once per pass (b counted once), as
-    :func:`gpulab.kernels.dense.forward_traffic_bytes`."""
+    """Six cases, fused then unfused, each with itemsize 4, 8 and 2, M and N random in 2..4999,
+    compared with :func:`gpulab.kernels.dense.forward_traffic_bytes`; the first wrong one
+    fails."""
     from gpulab.kernels.dense import forward_traffic_bytes
     rng = np.random.default_rng(seed)
     cases = [(int(rng.integers(2, 5000)), int(rng.integers(2, 5000)), fused, itemsize)
@@ -208,24 +203,22 @@ BIAS_ACTIVATION = CheckSpec(
     "bias_activation", "bias_activation(Z, b, act, out)", BIAS_ACTIVATION_STUB_HINT,
     BIAS_ACTIVATION_MISTAKES, parameters=4, title="2. fused bias + activation",
     call="check_bias_activation(my_bias_activation)",
-    holds="`out = f(Z + b)` for act = ReLU, tanh and identity, each on its own random matrix "
-          "(rows ≠ cols, not multiples of the block) and block shape (8×8, 16×4, 4×16 in the "
-          "simulator), one thread per element",
-    also="a missing or `<=` guard, the guard one short, rows and columns swapped, `threadIdx` "
-         "alone, a hard-coded block size, a write into Z (the shared 2-D rules)")
+    holds="`out = f(Z + b)` for act = 1 (ReLU), 3 (tanh) and 0 (identity), each on its own "
+          "random matrix (rows ≠ cols, not multiples of the block) and block shape (8×8, 16×4, "
+          "4×16 in the simulator), one thread per element, x along the columns",
+    also="a stub; nothing written; a missing or `<=` guard, the guard one short (the last row "
+         "or column skipped), rows and columns swapped, `threadIdx` alone (only the first "
+         "block written), a hard-coded block size, a write into Z (the shared 2-D rules); "
+         "simulator-only code; gpulab's own kernel")
 
 
 @BIAS_ACTIVATION.check
 def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32) -> str:
-    """Check ``kernel(Z, b, act, out)``: ``out[r, c] = f(Z[r, c] + b[c])`` with f chosen by
-    ``act`` (1 ReLU, 3 tanh, 0 identity: each is tried), one thread per element, x along the
-    columns, guarded; launched on a 2-D grid that overhangs both edges, with a random block
-    shape, on a matrix with rows != cols.
-
-    Diagnoses: the stub; writes past the edges (no guard, ``<=``, swapped indices); rows and
-    columns swapped; the last row or column skipped; nothing written; only the first block;
-    the bias left out, indexed by row or added after the activation; the activation left out
-    or the wrong one for the code; writing into Z; simulator-only code; gpulab's own kernel."""
+    """One launch per activation, in the order ReLU, tanh, identity, each on a 2-D grid that
+    overhangs both edges of its matrix (:func:`~gpulab.exercises.outputs.per_activation`).
+    The inputs are padded with 100 beyond their edges and out starts as NaN; a value is right
+    within 1e-5 relative, 1e-6 absolute. The elements never written are looked at before the
+    values (:func:`~gpulab.exercises.outputs.check_matrix_output`)."""
     source = BIAS_ACTIVATION.start(kernel)
 
     def run(trial: Trial, code: int, name: str) -> None:
@@ -525,10 +518,11 @@ SOFTMAX = CheckSpec(
     SOFTMAX_STUB_HINT, SOFTMAX_SOURCE_MISTAKES + LOSS_MISTAKES, parameters=4,
     title="3. stable softmax with cross-entropy",
     call="check_softmax_cross_entropy(my_softmax_cross_entropy)",
-    holds="one thread per row, on ordinary logits, logits near +1000 and −1000, and rows whose "
-          "largest logit is 1000–1500 above the rest (the label on one of the rest), with a "
-          "class count drawn from 11–15 (never the digits' 10): probabilities and losses "
-          "within float rounding; a one-pass (online) softmax is accepted",
+    holds="one thread per row writes the row's softmax into `probs` and its loss "
+          "−log probs[r, labels[r]] into `losses`, on ordinary logits, logits near +1000 and "
+          "−1000, and rows whose largest logit is 1000–1500 above the rest (the label on one of "
+          "the rest), with a class count drawn from 11–15 (never the digits' 10): probabilities "
+          "and losses within float rounding; a one-pass (online) softmax is accepted",
     also="the unstable softmax (e^1000 overflows float32 and float64); the max started from 0; "
          "a value other than the row's max subtracted; the loss as −log p, which is log 0 when "
          "p underflows; rows not normalised; a guard on the classes; rows never written; a "
@@ -537,15 +531,16 @@ SOFTMAX = CheckSpec(
 
 @SOFTMAX.check
 def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float32) -> str:
-    """Check ``kernel(logits, labels, probs, losses)``: one thread per row (a 1-D grid over the
-    rows, which are not a multiple of the block) writes the row's softmax and its loss
-    ``-log softmax(logits[r])[labels[r]]``. Four launches: ordinary logits; logits near +1000
-    (exp(1000) overflows float32 and float64); near -1000 (every exp(z) underflows to 0); rows
-    whose largest logit stands 1000-1500 above the rest, the label on one of the rest (its
-    probability underflows to 0, so -log p is inf). The class count is drawn, never 10.
-
-    Diagnoses: :data:`SOFTMAX_SOURCE_MISTAKES` in order, then from the values what the spec's
-    ``also`` lists (the unstable softmax first)."""
+    """A 1-D grid over the rows (blocks of 32 threads in the simulator, 128 on a GPU; the rows
+    not a multiple of the block). Four launches, in this order (:func:`softmax_cases`):
+    ordinary logits; logits near +1000 (exp(1000) overflows float32 and float64); near -1000
+    (every exp(z) underflows to 0); rows whose largest logit stands 1000-1500 above the rest,
+    the label on one of the rest (its probability underflows to 0, so -log p is inf). Only the
+    stable version (subtract the row's largest logit before ``exp``; the loss from the
+    log-sum-exp) survives all four. The source is read before the first launch (a builtin
+    reduction over a row) and again after a failed one (a class count typed in). What a failed
+    launch means depends on its case: exp overflowing near +1000 is the unstable softmax; a sum
+    of 0 near -1000, once +1000 passed, is the max started from 0."""
     threads = 128 if device.tier() == "gpu" else 32
     source = SOFTMAX.start(kernel)
     reject(SOFTMAX_SOURCE_MISTAKES, SoftmaxSource(source))

@@ -2,27 +2,16 @@
 spec.CheckSpec` whose known mistakes (:class:`~gpulab.exercises.mistakes.Mistake`) are tried in
 order on the evidence the check gathers.
 
-- :func:`check_dense_backward` takes your NumPy ``dense_backward(X, W, dZ)`` returning
-  ``(dW, db, dX)``.
-- :func:`check_bias_activation_backward` takes your ``@cuda.jit`` kernel ``(dA, Z, b, act, dZ)``
-  with gpulab's signature (``gpulab.kernels.dense.bias_activation_backward``): ``dZ[r, c] =
-  dA[r, c] * f'(Z[r, c] + b[c])`` for the activation code ``act`` (0 identity, 1 ReLU, 3 tanh),
-  one thread per element of a 2-D grid, x along the columns, guarded.
-- :func:`check_bias_grad` takes your ``@cuda.jit`` kernel ``(dZ, db)`` with gpulab's signature
-  (``gpulab.kernels.dense.bias_grad``): ``db[c]`` = the sum of column c of dZ, launched with
-  one thread per column. The method is checked: every column has one owner that sums in a
-  register and writes ``db[c]`` once (in the simulator every write is recorded, so a race
-  shows even when the sum happens to come out right, and a traced run counts each thread's
-  writes).
-- :func:`check_transpose_tiled` takes your ``@cuda.jit`` kernel ``(A, out)`` with gpulab's
-  signature (``gpulab.kernels.dense.transpose_tiled``): ``out = A^T`` through a TILE x TILE
-  tile in shared memory, launched with blocks of TILE x TILE threads, x along A's columns. In
-  the simulator every read of A and write of out is grouped into warp requests
-  (:mod:`gpulab.memory_model`): a transpose that is right but writes (or reads) with a stride
-  fails, as the naive one does. A has a different number of tiles down than across, so a
-  kernel with the block indices swapped always fails.
-- :func:`check_numeric_gradient` takes your ``numeric_gradient(f, x, eps)``: the central
-  difference of ``f`` with respect to every entry of the array ``x``.
+- :func:`check_dense_backward`: exercise 1, the NumPy function ``dense_backward(X, W, dZ) ->
+  (dW, db, dX)``.
+- :func:`check_bias_activation_backward`: exercise 2, the kernel ``bias_activation_backward(dA,
+  Z, b, act, dZ)``, with gpulab's signature (``gpulab.kernels.dense.bias_activation_backward``).
+- :func:`check_bias_grad`: exercise 3, the kernel ``bias_grad(dZ, db)``, with gpulab's
+  signature (``gpulab.kernels.dense.bias_grad``); the method is checked, not only the sums.
+- :func:`check_transpose_tiled`: exercise 4, the kernel ``transpose_tiled(A, out)``, with
+  gpulab's signature (``gpulab.kernels.dense.transpose_tiled``); in the simulator its accesses
+  are grouped into warp requests by :mod:`gpulab.memory_model`.
+- :func:`check_numeric_gradient`: exercise 5, ``numeric_gradient(f, x, eps)``.
 
 Sizes and values are random (the kernel checks draw shapes with rows != cols that are not
 multiples of the block, and several block shapes); a failure names the seed to repeat it.
@@ -160,10 +149,9 @@ DENSE = CheckSpec(
 
 @DENSE.check
 def check_dense_backward(function, seed: int | None = None) -> str:
-    """Check ``function(X, W, dZ) -> (dW, db, dX)`` for a dense layer Z = X @ W + b, against
-    :func:`gpulab.reference.dense_backward` (identity activation: dA = dZ), on random sizes
-    (three different ones, so that a wrong transpose shows as a wrong shape). Diagnoses: the
-    mistakes of :data:`DENSE_MISTAKES`, in order."""
+    """Compared with :func:`gpulab.reference.dense_backward` (identity activation: dA = dZ),
+    on random sizes from 3 to 11 (three different ones, so that a wrong transpose shows as a
+    wrong shape)."""
     rng = np.random.default_rng(seed)
     batch, n_in, n_out = (int(n) for n in rng.choice(np.arange(3, 12), 3, replace=False))
     X = rng.standard_normal((batch, n_in))
@@ -299,20 +287,22 @@ BACKWARD = CheckSpec(
     "bias_activation_backward", "bias_activation_backward(dA, Z, b, act, dZ)", BACKWARD_STUB_HINT,
     BACKWARD_MISTAKES, parameters=5, title="2. bias and activation backward",
     call="check_bias_activation_backward(my_bias_activation_backward)",
-    holds="dZ = dA · f′(Z + b) to 1e-5 for act = ReLU, tanh and identity, each on its own "
-          "random matrix (rows ≠ cols, not multiples of the block) and block shape (8×8, 16×4, "
-          "4×16 in the simulator); `>=` for ReLU is accepted",
-    also="missing or `<=` guards, the guard one short, rows and columns swapped, a hard-coded "
-         "block size (shared 2-D rules); a write into dA, Z or b")
+    holds="dZ = dA · f′(Z + b) to 1e-5 for act = 1 (ReLU), 3 (tanh) and 0 (identity), each on "
+          "its own random matrix (rows ≠ cols, not multiples of the block) and block shape "
+          "(8×8, 16×4, 4×16 in the simulator), one thread per element, x along the columns; "
+          "`>=` for ReLU is accepted",
+    also="missing or `<=` guards, the guard one short (the last row or column skipped), rows "
+         "and columns swapped, a hard-coded block size (shared 2-D rules); a write into dA, Z "
+         "or b")
 
 
 @BACKWARD.check
 def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.float32) -> str:
-    """Check ``kernel(dA, Z, b, act, dZ)``: ``dZ = dA * f'(Z + b)`` with f chosen by ``act``
-    (1 ReLU, 3 tanh, 0 identity: each is tried, each with its own block shape), one thread per
-    element, x along the columns, guarded, on matrices with rows != cols. Diagnoses: the
-    shared 2-D rules (guards, swapped indices, the last row or column, a hard-coded block,
-    writes into an input), then :data:`BACKWARD_MISTAKES` in order."""
+    """One launch per activation, in the order ReLU, tanh, identity
+    (:func:`~gpulab.exercises.outputs.per_activation`). The shared 2-D rules (an index past an
+    edge, a write into an input, the patterns of elements never written) are tried before
+    :data:`BACKWARD_MISTAKES`; any failure names a hard-coded block size if the source has
+    one."""
     source = BACKWARD.start(kernel)
 
     def run(trial: Trial, code: int, name: str) -> None:
@@ -536,13 +526,11 @@ BIAS_GRAD = CheckSpec(
 
 @BIAS_GRAD.check
 def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
-    """Check ``kernel(dZ, db)``: ``db[c] = sum over r of dZ[r, c]``, launched with one thread
-    per column (``ceil(N / threads)`` blocks; the block size is drawn, the number of columns N
-    is not a multiple of it, and the batch has fewer rows than there are columns). ``db`` starts
-    as NaN, as fresh device memory holds whatever was there, so the kernel must set every
-    ``db[c]``. Diagnoses: :data:`BIAS_GRAD_MISTAKES` in order, from the outputs, the recorded
-    writes (a race shows even when the simulator's sum is right), the source and a traced run
-    that counts each thread's writes; a write into dZ; edges overrun."""
+    """Launched with ``ceil(N / threads)`` blocks for dZ's N columns, and 5 to 29 rows.
+    ``db`` starts as NaN, as fresh device memory holds whatever was there, so the kernel must
+    set every ``db[c]``. The mistakes are told from the outputs, the writes the simulator
+    records (a race shows even when the simulator's sum is right) and the source; once those
+    pass, a traced run (a 5 x 13 dZ, 2 blocks of 8 threads) counts each thread's writes."""
     source = BIAS_GRAD.start(kernel)
     trial = Trial.draw("check_bias_grad", seed, dtype, size_range=BIAS_GRAD_SIZES[tier_key()])
     cols, rows = trial.n, int(trial.rng.integers(5, 30))  # the batch: fewer rows than columns
@@ -757,23 +745,21 @@ TRANSPOSE = CheckSpec(
           "simulator every read of A and write of out is grouped into warp requests, and "
           "strided reads or writes fail even when out is right (at least 45 % of the fetched "
           "bytes used)",
-    also="a tile below 16; a barrier inside a branch (shared rule); a write into A")
+    also="a tile below 16; a barrier inside a branch (shared rule); an index past an edge of A "
+         "or out (the guards); a write into A")
 
 
 @TRANSPOSE.check(learners=("kernel",))
 def check_transpose_tiled(kernel, tile: int = 16, seed: int | None = None, dtype=np.float32) -> str:
-    """Check ``kernel(A, out)``: ``out[c, r] = A[r, c]`` through a ``tile`` x ``tile`` tile in
-    shared memory, launched as ``kernel[(ceil(cols / tile), ceil(rows / tile)), (tile, tile)]``
-    on a random A (:func:`_transpose_shape`: a kernel with the block indices swapped always
-    fails).
+    """Launched as ``kernel[(ceil(cols / tile), ceil(rows / tile)), (tile, tile)]``, x along
+    A's columns, on a random A (:func:`_transpose_shape`: a kernel with the block indices
+    swapped always fails).
 
     In the simulator every read of A and write of out is recorded and grouped into warp
-    requests of 32 threads: if less than 45 % of the bytes fetched for either are used, the
-    access is strided and the check fails even though out is right (the naive transpose's
-    writes use about a quarter; a tiled one's about two thirds or more with 16 x 16 tiles). On
-    a GPU, where accesses cannot be recorded, the kernel must use shared memory. Diagnoses: a
-    tile below 16, then :data:`TRANSPOSE_MISTAKES` in order; barriers in branches, writes into
-    A and edges overrun by the shared rules."""
+    requests of 32 threads (:data:`COALESCED_SHARE`: the naive transpose's writes use about a
+    quarter of the bytes fetched; a tiled one's about two thirds or more with 16 x 16 tiles).
+    On a GPU, where accesses cannot be recorded, the source is read for shared memory
+    instead."""
     tier = tier_key()
     source = TRANSPOSE.start(kernel)
     if tile not in (16, 32):
@@ -913,10 +899,8 @@ NUMERIC = CheckSpec(
 
 @NUMERIC.check
 def check_numeric_gradient(function, seed: int | None = None) -> str:
-    """Check ``function(f, x, eps)``, which must return an array shaped like ``x`` holding
-    (f(x + eps e_i) - f(x - eps e_i)) / (2 eps) for every entry i, and leave ``x`` as it found
-    it. Tried on a quadratic-plus-cubic function of a random 2-D array. Diagnoses:
-    :data:`NUMERIC_MISTAKES` in order."""
+    """Tried with eps = 1e-5 on f = sum(w x^2) + sum(x^3) / 3 of a random 2-D x (2 to 4 by 2
+    to 5), against the exact derivative."""
     rng = np.random.default_rng(seed)
     shape = (int(rng.integers(2, 5)), int(rng.integers(2, 6)))
     x = rng.standard_normal(shape)

@@ -1,22 +1,15 @@
 """Chapter 07's exercises: the training loop's own kernels, and its mini-batches; then your
 kernels train the network.
 
-- :func:`check_loss_gradient` takes your ``@cuda.jit`` kernel ``(probs, labels, scale,
-  dlogits)``: the gradient of the mean softmax cross-entropy loss with respect to the logits,
-  ``dlogits[r, c] = (probs[r, c] - (1 if c == labels[r] else 0)) * scale`` with scale = 1 /
-  batch (on the check's second batch a loss scale times 1 / batch, so that a kernel that
-  ignores ``scale`` shows); one thread per element, x along the classes, guarded.
-- :func:`check_adam` takes your ``@cuda.jit`` kernel ``(param, grad, m, v, lr, beta1, beta2,
-  eps, correction1, correction2, weight_decay)``: one Adam step per element, as
-  ``torch.optim.Adam`` and :func:`gpulab.reference.adam_update` (the host passes the bias
-  corrections ``1 - beta ** step``), run three steps in a row.
-- :func:`check_minibatches` takes your ``minibatches(n_samples, batch_size, rng)``: a list of
-  index arrays that, together, hold every sample exactly once, shuffled by ``rng`` so that
-  every batch mixes samples from all over the stored order.
+- :func:`check_minibatches`: exercise 1, ``minibatches(n_samples, batch_size, rng)``.
+- :func:`check_loss_gradient`: exercise 2, the kernel ``(probs, labels, scale, dlogits)``, the
+  gradient of the mean softmax cross-entropy loss with respect to the logits.
+- :func:`check_adam`: exercise 3, the kernel ``(param, grad, m, v, lr, beta1, beta2, eps,
+  correction1, correction2, weight_decay)``, one Adam step per element.
 - :func:`train_with_your_kernels` trains the digits network with your kernels in place of
   gpulab's (:class:`gpulab.nn.backends.KernelBackend` ``kernels=``): its first steps next to
   gpulab's own kernels, compared step for step, then long enough for the loss to fall and the
-  held-out accuracy to rise; :func:`check_training` judges that run.
+  held-out accuracy to rise; :func:`check_training` (exercise 4) judges that run.
 
 Sizes and values are random; a failure names the seed to repeat it.
 """
@@ -130,25 +123,20 @@ LOSS_GRADIENT = CheckSpec(
     call="check_loss_gradient(my_loss_gradient)",
     holds="`(p − onehot) · scale` with scale = 1 / batch, then a loss scale (8–1024) times "
           "1 / batch, as gpulab's `softmax_cross_entropy_backward(probs, labels, scale, "
-          "dlogits)`, on two random batches (rows ≠ cols, neither a multiple of the block) and "
-          "block shapes",
-    also="swapped rows and columns; a hard-coded block size; a missing guard; a write into "
-         "probs; simulator-only code; gpulab's own kernel")
+          "dlogits)`, one thread per element of a 2-D grid whose x runs along the classes, on "
+          "two random batches (rows ≠ cols, neither a multiple of the block) and block shapes",
+    also="the stub; swapped rows and columns; a hard-coded block size; a missing guard; a "
+         "write into probs or labels; nothing, or only part (such as the first block's "
+         "elements), of dlogits written; simulator-only code; gpulab's own kernel")
 
 
 @LOSS_GRADIENT.check
 def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32) -> str:
-    """Check ``kernel(probs, labels, scale, dlogits)`` against
-    :func:`gpulab.reference.softmax_cross_entropy_backward` on two random batches of random
-    probabilities (batch x classes, neither a multiple of the block, batch != classes),
-    launched with two block shapes: the first with scale = 1 / batch, the second with a loss
-    scale S times 1 / batch (S from :data:`LOSS_SCALES`, never the batch size).
-
-    Diagnoses: the stub; writes past the edges; nothing or part written; rows and columns
-    swapped; a hard-coded block size; probs or labels changed; no normalisation (the summed
-    loss's gradient); scale ignored and the batch divided by instead; normalised twice; divided
-    by the number of classes; the one-hot target missing, added, or subtracted everywhere; the
-    sign reversed; simulator-only code."""
+    """Compared with :func:`gpulab.reference.softmax_cross_entropy_backward` on two batches
+    of random probabilities (softmaxes of random logits), each launched with its own block
+    shape: the first with scale = 1 / batch, the second with a loss scale S times 1 / batch (S
+    from :data:`LOSS_SCALES`, never the batch size). The inputs are padded and dlogits starts
+    as NaN, so that elements never written, and writes past the edges, show."""
     start_kernel(kernel, 4, LOSS_GRADIENT_STUB_HINT)
     trials = _loss_trials(seed, dtype)
     for case, trial in enumerate(trials):
@@ -343,24 +331,30 @@ ADAM = CheckSpec(
     "adam", "my_adam(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2, "
     "weight_decay)", ADAM_STUB_HINT, parameters=11, title="3. the Adam update kernel",
     call="check_adam(my_adam)",
-    holds="three Adam steps in a row from m = v = 0, as gpulab's `adam_update`, with random "
-          "betas, a visible ε and weight decay, on sizes that are not a multiple of the block",
-    also="a missing bias correction; a correction stuck at step 1 (the step count ignored); "
-         "param moved with the old m and v (wrong order); m and v stored corrected or not "
-         "stored; ε inside the square root; corrections or betas swapped; the (1 − β) factors "
-         "missing; `+=`; weight decay ignored or decoupled as in AdamW; v averaging g instead "
-         "of g²; a missing guard; the first block only; gpulab's own kernel")
+    holds="three Adam steps in a row on the same param, m and v from m = v = 0, with the "
+          "corrections `1 − β^step` of steps 1, 2 and 3 (the host passes them), as gpulab's "
+          "`adam_update` and `torch.optim.Adam`, with random betas, a visible ε and weight "
+          "decay, on sizes that are not a multiple of the block",
+    also="the stub; simulator-only code; v averaging g instead of g² (a square root of a "
+         "negative number); a missing guard; NaN in param (a negative square root, or 0 / 0 "
+         "without ε); param right but m or v not the raw "
+         "running averages; param never moved, or only the first block's elements, or all but "
+         "the last, partial block's; then, in this order (`ADAM_MISTAKES`): a missing bias "
+         "correction; a correction stuck at step 1 (the step count ignored); corrections "
+         "swapped; betas swapped; param moved with the old m and v (wrong order), or with the "
+         "new m but the old v; m and v stored corrected; m and v not stored; ε inside the "
+         "square root; the (1 − β) factors missing; `+=`; weight decay ignored, or decoupled "
+         "as in AdamW; otherwise the first step that goes wrong; gpulab's own kernel")
 
 
 @ADAM.check
 def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = None,
                dtype=np.float32) -> str:
-    """Check ``kernel(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
-    weight_decay)``: three Adam steps in a row on the same param, m and v (starting at 0, as
-    in training), with the corrections of steps 1, 2 and 3, random betas, a visible eps and a
-    non-zero weight decay, against :func:`gpulab.reference.adam_update`.
-
-    Diagnoses: :data:`ADAM_MISTAKES` in order."""
+    """lr, the betas, eps (10^-3 to 10^-2) and the weight decay are drawn; param, m and v are
+    padded with 0 and grad with 1, so that an unguarded thread shows. The result is compared
+    with the check's own float64 model of Adam (the same as the reference), within
+    :data:`ADAM_TOLERANCE`; each of :data:`ADAM_MISTAKES` is that model with one mistake. A
+    kernel that matches none is run again step by step to find the first wrong step."""
     start_kernel(kernel, 11, ADAM_STUB_HINT)
     tpb = threads_per_block or default_threads_per_block()
     trial = Trial.draw("check_adam", seed, dtype, block=tpb)
@@ -567,28 +561,24 @@ MINIBATCHES = CheckSpec(
     "minibatches", "minibatches(n_samples, batch_size, rng) -> list of index arrays",
     MINIBATCH_STUB_HINT, title="1. the mini-batches of an epoch",
     call="check_minibatches(minibatches)",
-    holds="every sample exactly once per epoch, shuffled by the given generator across the "
-          "whole epoch, the last (partial) batch kept",
-    also="shuffling only inside each batch or only the order of the batches (every batch still "
-         "neighbouring samples); a rotation or a fixed stride of the stored order from a random "
-         "start (the same step between neighbours of the order); drawing with replacement; the "
-         "partial batch dropped; no or unseeded shuffling; a result of the wrong type (None, "
-         "one flat array, floats, a mask, indices out of range)")
+    holds="batches of batch_size whole-number indices, the last (partial) batch kept, every "
+          "sample exactly once per epoch, shuffled by the given generator across the whole "
+          "epoch (every batch mixes samples from all over the stored order; the same seed "
+          "gives the same order, another seed another)",
+    also="the stub; a result of the wrong type (None, one flat array, floats, a mask, indices "
+         "out of range); the partial batch dropped; samples missing or repeated (drawing with "
+         "replacement); batches of the wrong size; no shuffling; shuffling only inside each "
+         "batch or only the order of the batches (every batch still neighbouring samples); a "
+         "rotation or a fixed stride of the stored order from a random start (the same step "
+         "between neighbours of the order); shuffling that ignores the given generator")
 
 
 @MINIBATCHES.check
 def check_minibatches(function, seed: int | None = None) -> str:
-    """Check ``function(n_samples, batch_size, rng)``: batches of ``batch_size`` whole-number
-    indices (the last one may be smaller), every sample exactly once, shuffled by ``rng``
-    across the whole epoch (two different generators give different orders; the same seed,
-    the same order; every batch mixes samples from all over the stored order).
-
-    Diagnoses: the stub; a result that is not a list of index arrays (None, one flat array,
-    floats, a mask, indices out of range); the last, partial batch dropped; a sample missing
-    or repeated; batches of the wrong size; no shuffling; shuffling only inside each batch or
-    only the order of the batches; a rotation or fixed stride of the stored order (the same
-    step, mod n, between neighbours of the order: :func:`_same_step`); shuffling that ignores
-    ``rng``."""
+    """batch_size is drawn from 5 to 39 and n_samples is 3 to 8 batches plus a partial one.
+    The function is called with the seed's generator, again with a new one of the same seed,
+    then with the next seed's. A rotation or a fixed stride is told by the step, mod n, between
+    neighbours of the order (:func:`_same_step`)."""
     rng = np.random.default_rng(seed)
     batch_size = int(rng.integers(5, 40))
     n = batch_size * int(rng.integers(3, 9)) + int(rng.integers(1, batch_size))
@@ -994,22 +984,20 @@ TRAINING_CHECK = CheckSpec(
     title="4. your kernels train the network", call="check_training(run)",
     holds="the learner's loss-gradient and Adam kernels (and any chapter 05–06 kernels pasted "
           "in) train 64 → 16 → 10 for 16 steps of 16 digits, the first 2 equal to gpulab's "
-          "kernels' run to float32 rounding, then alone: the batch loss and the held-out loss "
-          "fall and the held-out accuracy reaches 40 % (chance: 10 %)",
-    also="a mismatch names the first step and parameter and blames the forward kernels when "
-         "the loss differs, the backward or update kernels otherwise; a loss that became "
-         "inf/NaN names the step and the learner's kernels; a kernel that crashed is named")
+          "kernels' run to float32 rounding, then alone: the loss stays finite, the batch loss "
+          "(the mean of the last quarter of the steps below that of the first) and the "
+          "held-out loss fall and the held-out accuracy reaches 40 % (chance: 10 %)",
+    also="gpulab's kernels in place of this chapter's two (not attempted); a kernel that "
+         "crashed is named; a mismatch names the first step and parameter and blames the "
+         "forward kernels when the loss differs, the backward or update kernels otherwise; a "
+         "loss that became inf/NaN names the step and the learner's kernels")
 
 
 def check_training(run, show: bool = True) -> CheckResult:
-    """Judge a :func:`train_with_your_kernels` run: this chapter's two kernels
-    (:data:`THIS_CHAPTER`) ran as yours, every compared step matched gpulab's kernels to
-    rounding, the loss stayed finite and fell (the batch loss's last quarter of the steps
-    below its first, and the held-out loss), and the held-out accuracy reached
-    :data:`MIN_ACCURACY`, four times chance. A mismatch names the first step and parameter
-    that differ and which of your kernels can cause it (the loss of that step differs: a
-    forward kernel; the loss agrees but the parameters do not: a backward or update kernel);
-    a loss that is not finite names the step and your kernels in the run."""
+    """Judges ``run``, what :func:`train_with_your_kernels` returned; it trains nothing
+    itself. This chapter's kernels are :data:`THIS_CHAPTER`; the loss means are over
+    :data:`LOSS_WINDOW` of the steps; the bar is :data:`MIN_ACCURACY`. A compared step's loss
+    differs when it is not within 1e-5 relative (1e-6 absolute) of gpulab's."""
 
     def body(seed: int) -> str:
         if not isinstance(run, YourTraining):
@@ -1078,6 +1066,9 @@ def check_training(run, show: bool = True) -> CheckResult:
                 f"{100 * acc_after:.1f}% (loss {before:.3f} -> {after:.3f}).")
 
     return TRAINING_CHECK.run(body, 0, show)
+
+
+check_training.__doc__ = TRAINING_CHECK.described(check_training.__doc__)
 
 
 __all__ = [

@@ -2,23 +2,16 @@
 training step (:func:`gpulab.nn.cost.estimate_step`), and a kernel whose one launch handles any
 batch.
 
-- :func:`check_launch_bound` takes your ``first_batch_not_launch_bound(widths, gpu)``: the
-  smallest batch size at which one training step of an MLP with these widths, on the named
-  GPU, is no longer **launch-bound** (its kernels' launches no longer the largest part of its
-  time). Checked against the model's answer (the smallest batch where
-  ``estimate_step(...).bound()`` is not ``"launch"``).
-- :func:`check_throughput` takes your ``samples_per_second(widths, batch, gpu)``: the training
-  samples one step gets through per second at that batch, checked against the model's
-  ``estimate_step(...).samples_per_s`` from a batch of 1 to a million.
-- :func:`check_evaluate_batch` takes your ``@cuda.jit`` kernel ``evaluate_batch(logits,
-  labels, losses, correct)``: each sample's cross-entropy loss and whether its prediction is
-  right, with a **fixed grid** that does not depend on the batch: each thread steps through the
-  samples by the grid's size (a grid-stride loop over the batch), so one launch handles a batch
-  of 8 or of 65,536. Diagnoses: :data:`EVALUATE_MISTAKES`, then, from a trace,
-  :data:`EVALUATE_METHOD_MISTAKES`. Once it passes, :func:`kernel_to_use` hands it to the
-  chapter: the batch sweep's held-out evaluation
-  (:class:`gpulab.experiments.batch_size.BatchSizeExperiment`) and the timing of one launch
-  over batch sizes (:func:`gpulab.experiments.batch_size.evaluation_sweep`) run on it.
+- :func:`check_launch_bound`: exercise 1, ``first_batch_not_launch_bound(widths, gpu)``, the
+  smallest batch at which a training step is no longer **launch-bound** (its kernels'
+  launches no longer the largest part of its time).
+- :func:`check_throughput`: exercise 2, ``samples_per_second(widths, batch, gpu)``.
+- :func:`check_evaluate_batch`: exercise 3, the kernel ``evaluate_batch(logits, labels,
+  losses, correct)``, whose one launch of a **fixed grid** handles a batch of 8 or of 65,536.
+  Once it passes, :func:`kernel_to_use` hands it to the chapter: the batch sweep's held-out
+  evaluation (:class:`gpulab.experiments.batch_size.BatchSizeExperiment`) and the timing of
+  one launch over batch sizes (:func:`gpulab.experiments.batch_size.evaluation_sweep`) run on
+  it.
 
 The first two are predictions from a few numbers per step (launches, FLOPs, bytes, bytes
 copied) and the GPU's datasheet (``gpulab.hardware``), so they are judged within a tolerance,
@@ -412,12 +405,10 @@ def _shows_crossover(answer: WrongAnswer, parts: Parts, earlier=()) -> bool:
 
 @LAUNCH_BOUND.check
 def check_launch_bound(function, seed: int | None = None) -> str:
-    """Check ``function(widths, gpu)`` (``gpu`` a key of :data:`gpulab.hardware.GPUS`, e.g.
-    ``gpulab.hardware.COURSE_GPU``) on random MLPs and GPUs: the answer must be a number
-    within a factor :data:`TOLERANCE` of :func:`model_crossover` (or of the per-sample napkin).
-
-    Diagnoses: :data:`LAUNCH_BOUND_MISTAKES` in order; each is drawn a case where it is clearly
-    wrong."""
+    """``gpu`` is a key of :data:`gpulab.hardware.GPUS`, e.g. ``gpulab.hardware.COURSE_GPU``.
+    The cases (:func:`_drawn_cases`): the digits network on the course GPU, ``CASES - 1``
+    random ones, then one for each of :data:`CROSSOVER_ANSWERS` that none of them shows. The
+    model's answer is :func:`model_crossover`, the napkin's :meth:`Parts.napkin_crossover`."""
     rng = np.random.default_rng(seed)
     cases = _drawn_cases(rng, CASES - 1, CROSSOVER_ANSWERS, _shows_crossover)
     got = []
@@ -579,13 +570,10 @@ def _shows_throughput(answer: WrongAnswer, parts: Parts, earlier=()) -> bool:
 
 @THROUGHPUT.check
 def check_throughput(function, seed: int | None = None) -> str:
-    """Check ``function(widths, batch, gpu)``: samples per second within a factor
-    :data:`TOLERANCE` of ``cost.estimate_step(widths, batch, gpu).samples_per_s`` (or of the
-    per-sample napkin, :meth:`Parts.napkin_throughput`) for random MLPs and GPUs, at batches
-    from 1 to a million.
-
-    Diagnoses: :data:`THROUGHPUT_MISTAKES` in order; each is drawn a case where it is clearly
-    wrong."""
+    """The cases (:func:`_drawn_cases`): the digits network on the course GPU, three random
+    ones, then one for each of :data:`THROUGHPUT_ANSWERS` that none of them shows; each at the
+    batches of :meth:`Parts.batches`. The napkin's answer is
+    :meth:`Parts.napkin_throughput`."""
     rng = np.random.default_rng(seed)
     cases = _drawn_cases(rng, 3, THROUGHPUT_ANSWERS, _shows_throughput)
     got, want = [], []
@@ -932,7 +920,8 @@ EVALUATE = CheckSpec(
     "evaluate_batch", "evaluate_batch(logits, labels, losses, correct)", EVALUATE_STUB_HINT,
     EVALUATE_MISTAKES + EVALUATE_METHOD_MISTAKES, parameters=4,
     title="3. one launch for any batch", call="check_evaluate_batch(evaluate_batch)",
-    holds="each sample's cross-entropy loss (from the log-sum-exp) and 0/1 correct, for "
+    holds="each sample's cross-entropy loss (from the log-sum-exp) and correct (1 when its "
+          "largest logit is its label's, else 0), for "
           "batches smaller than one block, between one block and the grid, and 2-4 times the "
           "grid (never a multiple of the block), 11-15 classes, some rows near ±800, all on "
           "the same fixed grid (2 blocks in the simulator) under two block sizes; traced: "
@@ -1067,18 +1056,11 @@ def _check_evaluate_method(kernel, seed: int, source: KernelSource) -> None:
 @EVALUATE.check
 def check_evaluate_batch(kernel, seed: int | None = None,
                          threads_per_block: int | None = None) -> str:
-    """Check ``kernel(logits, labels, losses, correct)``: for every sample s (a row of
-    ``logits``), ``losses[s]`` its cross-entropy loss and ``correct[s]`` 1 if its largest logit
-    is its label's, else 0, with **one fixed grid** for any batch (a grid-stride loop over the
-    samples).
-
-    First traced on a small launch (2 blocks of 32 threads, 150-230 samples): every sample
-    handled by one thread, each thread stepping by the grid's size. Then launched on the same
-    fixed grid (:data:`EVALUATE_BLOCKS` blocks of the drawn block size) with three batches:
-    fewer samples than one block, between one block and the grid, and 2-4 times the grid; 11-15
-    classes, some rows near ±800; padded arrays; again under another block size.
-
-    Diagnoses: :data:`EVALUATE_MISTAKES`, then :data:`EVALUATE_METHOD_MISTAKES`, in order."""
+    """First traced on a small launch (2 blocks of 32 threads, 150-229 samples of 4 classes),
+    so a mistake of :data:`EVALUATE_METHOD_MISTAKES` fails the check before the launches look
+    for :data:`EVALUATE_MISTAKES`. Then launched on one fixed grid (:data:`EVALUATE_BLOCKS`
+    blocks of the drawn block size) with three batches, on padded arrays; then all again
+    under another block size, unless ``threads_per_block`` is given."""
     tier = tier_key()
     source = EVALUATE.start(kernel)
     _check_evaluate_method(kernel, seed, source)

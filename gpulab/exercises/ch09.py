@@ -1,28 +1,13 @@
 """Chapter 09's exercises: the activation memory of the MLP, gradient accumulation, and the
 kernel that accumulates on the device.
 
-- :func:`check_activation_bytes` takes your ``activation_bytes(widths, batch_size,
-  itemsize)``: the bytes of the values the course's MLP keeps for its backward pass — the
-  input batch, every layer's matmul output Z, every hidden layer's output A, the logits, the
-  probabilities and one loss per sample — each ``itemsize`` bytes (labels not counted), as
-  :func:`gpulab.nn.memory.mlp_activation_values` counts them. Its mistakes:
-  :data:`ACTIVATION_MISTAKES`.
-- :func:`check_accumulated_gradients` takes your ``accumulated_gradients(model, X, y,
-  micro_batches)``: the gradients of the mean loss over the whole batch, computed by running
-  ``micro_batches`` smaller forward and backward passes (never the whole batch at once) and
-  combining their gradients, each weighted by its micro-batch's share of the samples. It
-  returns ``{"layer0.W": ..., ...}`` as ``model.gradients()`` does and must not update the
-  model. The check records every forward pass (its samples), so the micro-batch count used as
-  the micro-batch size (or the other way round) is named even when the weights make the sum
-  right: the batches are drawn so that the count and the size differ by at least 2. Its
-  mistakes: :data:`ACCUMULATION_MISTAKES`.
-- :func:`check_accumulate` takes your kernel ``accumulate(grad_sum, grad_micro, weight)``:
-  ``grad_sum[i] += weight * grad_micro[i]``, in place, one thread per element. It is launched
-  several times in a row on the same device buffer, as the micro-batches of one batch come,
-  with the micro-batches' unequal weights; then traced on a small launch (each element written
-  by one thread, no thread doing the work of many). Its mistakes: :data:`SUM_MISTAKES`,
-  :data:`SUM_METHOD_MISTAKES`. Once it passes, :func:`accumulate_on_device` runs the chapter's
-  micro-batches with it (:func:`gpulab.kernels.accumulate.accumulate_gradients`).
+- :func:`check_activation_bytes`: exercise 1, ``activation_bytes(widths, batch_size,
+  itemsize)``, the bytes the course's MLP keeps for its backward pass.
+- :func:`check_accumulated_gradients`: exercise 2, ``accumulated_gradients(model, X, y,
+  micro_batches)``, the whole batch's gradients, one micro-batch at a time.
+- :func:`check_accumulate`: exercise 3, the kernel ``accumulate(grad_sum, grad_micro,
+  weight)``. Once it passes, :func:`accumulate_on_device` runs the chapter's micro-batches
+  with it (:func:`gpulab.kernels.accumulate.accumulate_gradients`).
 
 Widths, batches, sizes, block sizes and values are random; a failure names the seed to repeat
 it.
@@ -176,17 +161,16 @@ ACTIVATION_BYTES = CheckSpec(
     ACTIVATION_STUB_HINT, ACTIVATION_MISTAKES,
     title="1. activation bytes", call="check_activation_bytes(activation_bytes)",
     holds="the bytes of the values the MLP keeps for its backward pass (input, every Z, every "
-          "hidden A, logits, probabilities, losses) on networks of 1–4 hidden layers, random "
-          "batches, itemsizes 4, 2 and 8",
+          "hidden A, logits, probabilities, one loss per sample; labels not counted), as "
+          "`memory.mlp_activation_values` counts them, on networks of 1–4 hidden layers, "
+          "random batches, itemsizes 4, 2 and 8",
     also="an exception (named)")
 
 
 @ACTIVATION_BYTES.check
 def check_activation_bytes(function, seed: int | None = None) -> str:
-    """Check ``function(widths, batch_size, itemsize)`` on random networks of 1 to 4 hidden
-    layers, random batch sizes and itemsizes 4, 2 and 8.
-
-    Diagnoses: :data:`ACTIVATION_MISTAKES` in order."""
+    """Five cases, as (hidden layers, itemsize): (2, 4), (1, 2), (3, 8), (4, 4), (2, 2); batch
+    sizes from 2 to 4,999; the first case with a wrong answer is judged."""
     rng = np.random.default_rng(seed)
     cases = [(_random_widths(rng, hidden), int(rng.integers(2, 5000)), itemsize)
              for hidden, itemsize in ((2, 4), (1, 2), (3, 8), (4, 4), (2, 2))]
@@ -444,10 +428,11 @@ ACCUMULATED_GRADIENTS = CheckSpec(
     ACCUMULATION_STUB_HINT, ACCUMULATION_MISTAKES,
     title="2. gradient accumulation",
     call="check_accumulated_gradients(accumulated_gradients)",
-    holds="the whole batch's gradients from at most `micro_batches` forward and backward "
-          "passes, each on at most n / micro_batches samples (rounded up), every sample once, "
-          "the model not updated; batches not a multiple of the count, and drawn so that the "
-          "count and the size of a part differ by at least 2",
+    holds="the whole batch's gradients (a dict like `model.gradients()`) from at most "
+          "`micro_batches` forward and backward passes, each on at most n / micro_batches "
+          "samples (rounded up), every sample once, the model not updated; batches not a "
+          "multiple of the count, and drawn so that the count and the size of a part differ by "
+          "at least 2",
     also="an exception (named)")
 
 # (micro_batches, the range of samples per part): n / k differs from k by at least 2, both ways.
@@ -456,12 +441,10 @@ ACCUMULATION_CASES = ((3, (5, 8)), (5, (2, 2)), (2, (4, 7)))
 
 @ACCUMULATED_GRADIENTS.check
 def check_accumulated_gradients(function, seed: int | None = None) -> str:
-    """Check ``function(model, X, y, micro_batches)`` against the whole batch's gradients, on
-    random float64 networks and batches whose size is not a multiple of ``micro_batches``, and
-    whose micro-batch count and size differ by at least 2 (so that one used as the other
-    shows). Every forward pass is recorded.
-
-    Diagnoses: :data:`ACCUMULATION_MISTAKES` in order."""
+    """Three random float64 networks and batches (:data:`ACCUMULATION_CASES`). The model's
+    ``loss`` and ``backward`` are wrapped to record every forward pass (its samples) and count
+    the backward passes, so the micro-batch count used as the micro-batch size (or the other
+    way round) is named even when the weights make the sum right."""
     rng = np.random.default_rng(seed)
     cases = []
     for k, (low, high) in ACCUMULATION_CASES:
@@ -729,7 +712,8 @@ ACCUMULATE = CheckSpec(
     title="3. the accumulation kernel", call="check_accumulate(my_accumulate)",
     holds="`grad_sum[i] += weight * grad_micro[i]`, in place on the same device buffer over 3 "
           "or 4 launches in a row (the micro-batches of one batch, unequal weights), grad_micro "
-          "left as it is, under two block sizes; traced: each element written by one thread",
+          "left as it is, under two block sizes; traced: each element written by one thread, "
+          "no thread reading more than 4 values",
     also="the shared one-thread-per-element rules: missing guard (an index error, or writes "
          "into padding on a GPU); a hard-coded block or problem size; simulator-only code; a "
          "kernel that never finishes")
@@ -763,16 +747,12 @@ def _run_sums(kernel, trial: Trial, source: KernelSource) -> Trial:
 
 @ACCUMULATE.check
 def check_accumulate(kernel, seed: int | None = None, threads_per_block: int | None = None) -> str:
-    """Check ``kernel(grad_sum, grad_micro, weight)``, which must add ``weight *
-    grad_micro[i]`` into ``grad_sum[i]`` in place, one thread per element, guarded. It is
-    launched 3 or 4 times in a row on the same device buffer (from zeros), once per
-    micro-batch of a random batch, with the micro-batches' unequal weights (size / batch
-    size), on float32 arrays of a random size that is not a multiple of the block; the block
-    size is drawn too (unless given), and it all runs again under another one. Then the kernel
-    is traced on a small launch: each element written by one thread, no thread reading more
-    than a few values.
-
-    Diagnoses: :data:`SUM_MISTAKES`, then :data:`SUM_METHOD_MISTAKES`, in order."""
+    """The launches start from zeros, the weights are each micro-batch's size over the
+    batch's, the float32 arrays have :data:`SUM_SIZE_RANGE` elements (never a multiple of the
+    block) and are padded; the block size is drawn (unless given), and it all runs again under
+    another one. grad_sum is read back after every launch and the first wrong launch is
+    judged. Then the kernel is traced on a small launch (:data:`SUM_TRACE_THREADS` threads per
+    block, :data:`SUM_TRACE_SIZES` elements)."""
     source = ACCUMULATE.start(kernel)
     trial = Trial.draw("check_accumulate", seed, np.float32, block=threads_per_block,
                        size_range=SUM_SIZE_RANGE[device.tier()])

@@ -1,34 +1,16 @@
 """Chapter 10's exercises: the two rules that keep narrow formats safe, and the kernel they
 need.
 
-- :func:`check_loss_scale_update` takes your ``update_loss_scale(scale, clean_steps, found_inf,
-  growth_interval) -> (scale, clean_steps, take_step)``: one step of dynamic loss scaling as
-  PyTorch's ``GradScaler`` does it (halve the scale, reset the count and skip the step on an
-  inf/NaN gradient; count a clean step and double the scale when the count reaches
-  ``growth_interval``, starting the count again). The check walks a long sequence of steps
-  from a random starting scale with a random growth interval, built so that every rule is
-  exercised (a growth, an overflow in the middle of a count, two overflows in a row, a growth
-  right after a back-off), and compares every step with
-  :class:`gpulab.nn.mixed_precision.LossScaler`.
-- :func:`check_delayed_scale` takes your ``delayed_scale(amax_history, x, fp8_max, margin) ->
-  (new_history, scale)``: Transformer Engine's delayed scaling for one tensor. Record max|x| as
-  the newest entry of the history (the oldest, first entry drops out; the newest goes last),
-  and return scale = fp8_max / max(new history) / 2^margin. The check uses random histories
-  with an old spike, tensors whose largest magnitude is negative, margins 0 to 3, both FP8
-  formats' largest values, and a step whose amax is the largest ever.
+- :func:`check_loss_scale_update`: exercise 1, ``update_loss_scale(scale, clean_steps,
+  found_inf, growth_interval) -> (scale, clean_steps, take_step)``: one step of dynamic loss
+  scaling.
+- :func:`check_delayed_scale`: exercise 2, ``delayed_scale(amax_history, x, fp8_max, margin) ->
+  (new_history, scale)``: delayed scaling for one tensor.
+- :func:`check_amax_nonfinite`: exercise 3, the kernel ``amax_nonfinite(x, out)``: the one pass
+  over a tensor that both need (the scaler's inf/NaN check, delayed scaling's amax). Once it
+  passes, :func:`recipes_on_kernel` runs the chapter's fp16 and fp8 recipes with it.
 
-- :func:`check_amax_nonfinite` takes your kernel ``amax_nonfinite(x, out)``: the one pass
-  over a tensor that both need (the scaler's inf/NaN check, delayed scaling's amax): out[0] =
-  max|x| with NaN left out (inf kept), out[1] += the number of inf and NaN values, on a fixed
-  grid smaller than x (a grid-stride loop), a halving tree per block, one atomic per output per
-  block. Its mistakes: :data:`AMAX_MISTAKES` (from the outputs and the source), then
-  :data:`AMAX_METHOD_MISTAKES` (from a trace). Once it passes, :func:`recipes_on_kernel` runs
-  the chapter's fp16 and fp8 recipes with it.
-
-A failure names the mistake (the usual ones: not skipping on overflow, growing every step or
-one step late, backing off without resetting the count; the last amax instead of the history's
-largest, max instead of max-abs, a forgotten or inverted margin, the scale from the history
-before this step's amax) and the seed to repeat it.
+A failure names the mistake and the seed to repeat it.
 """
 
 from __future__ import annotations
@@ -190,27 +172,21 @@ LOSS_SCALE = CheckSpec(
     call="check_loss_scale_update(update_loss_scale)",
     holds="`(scale, clean_steps, take_step)` after one step, as PyTorch's `GradScaler`: on "
           "inf/NaN halve, reset the count, skip; else count, and at `growth_interval` double and "
-          "reset. Checked step by step along 40–60 steps (random interval 3–8, random start "
+          "reset. Checked step by step along 29–67 steps (random interval 3–8, random start "
           "2¹⁰–2²⁰) built to hit every rule, against `gpulab.nn.mixed_precision.LossScaler`",
-    also="the step taken on overflow; no back-off or doubling on overflow; back-off without "
-         "resetting the count; growing every step or before the interval; growing one step late "
-         "(`>` for `==`); no reset after a growth; a clean step skipped, halved or not counted; a "
-         "float count, a non-bool `take_step`, not three values")
+    also="the stub; the step taken on overflow; no back-off or doubling on overflow; back-off "
+         "without resetting the count; growing every step or before the interval; growing one "
+         "step late (`>` for `==`); no reset after a growth; a clean step skipped, halved or not "
+         "counted; a count that is not an int (a float named as such), a non-bool `take_step`, "
+         "not three values")
 
 
 @LOSS_SCALE.check
 def check_loss_scale_update(update, seed: int | None = None) -> str:
-    """Check ``update(scale, clean_steps, found_inf, growth_interval) -> (scale, clean_steps,
-    take_step)`` step by step along a sequence of clean and overflowing steps (random growth
-    interval 3-8, random starting scale 2^10-2^20), fed at every step the state the reference
-    (:class:`gpulab.nn.mixed_precision.LossScaler`) is in, so that one mistake is reported where
-    it happens.
-
-    Diagnoses: the stub; not three values, a count that is not an int, a take_step that is not a
-    bool; not skipping the step on overflow; not halving (or doubling) on overflow; backing off
-    without resetting the count; skipping or halving on a clean step; growing every step (or
-    before growth_interval clean steps); growing one step late; not resetting the count after a
-    growth; not counting."""
+    """The steps (:func:`_scaler_steps`): a growth, an overflow in the middle of a count, two
+    overflows in a row, a growth right after a back-off, then a random tail. At every step the
+    function is fed the state the reference is in, so that a mistake is reported where it
+    happens."""
     rng = np.random.default_rng(seed)
     interval = int(rng.integers(3, 9))
     scale, clean = 2.0 ** int(rng.integers(10, 21)), 0
@@ -453,10 +429,8 @@ DELAYED_SCALE = CheckSpec(
 
 @DELAYED_SCALE.check
 def check_delayed_scale(delayed_scale, seed: int | None = None) -> str:
-    """Check ``delayed_scale(amax_history, x, fp8_max, margin) -> (new_history, scale)`` on
-    four random cases (see :func:`_delayed_trials`): the history must come back the same
-    length, oldest first, with max|x| appended and the first entry dropped; the scale must be
-    fp8_max / max(new history) / 2**margin (relative error 1e-9). The inputs are copies."""
+    """Four random cases (:func:`_delayed_trials`), each given copies of the history and x; the
+    new history is compared within a relative 1e-12, the scale within a relative 1e-9."""
     rng = np.random.default_rng(seed)
     trials = _delayed_trials(rng)
     for number, (history, x, fp8_max, margin, what) in enumerate(trials, start=1):
@@ -989,15 +963,15 @@ def _check_amax_method(kernel, seed: int) -> str:
 @AMAX.check
 def check_amax_nonfinite(kernel, seed: int | None = None,
                          threads_per_block: int | None = None) -> str:
-    """Check ``kernel(x, out)``, the fused reduction mixed precision needs: ``out[0]`` = the
-    largest magnitude of x with NaN values left out (an inf kept), ``out[1]`` += the number of
-    inf and NaN values; out starts at [0, 0]. Launched on a fixed grid smaller than x (3 blocks
-    in the simulator, 24 on a GPU) with a block size drawn from two powers of two (unless
-    given) and then the other, on float32 x of a random size not a multiple of the block, in
-    four cases (:func:`_amax_cases`). Then traced on a small launch for the method.
-
-    Diagnoses: :data:`AMAX_MISTAKES`, then :data:`AMAX_METHOD_MISTAKES`, in order (a plain write
-    to out is a race, found even when the simulator's answer is right)."""
+    """out starts at [0, 0]. Launched on a fixed grid (3 blocks in the simulator, 24 on a GPU)
+    with a block size drawn from two powers of two (32 or 64 in the simulator, 128 or 256 on a
+    GPU; a given one must be a power of two, as the tree halves it), then under the other, on
+    each of the four cases (:func:`_amax_cases`), x padded past its end with a value larger than
+    any in it. Then traced on a small launch (2 blocks of 32 threads, 150-250 values) for the
+    method (:func:`_check_amax_method`). The outputs and the source are judged first
+    (:data:`AMAX_MISTAKES`), then the trace (:data:`AMAX_METHOD_MISTAKES`); a plain write to out
+    is a race, found from the source and the simulator's record of writes even when the
+    simulator's answer is right."""
     tier = tier_key()
     if threads_per_block is not None and (
             threads_per_block < 2 or threads_per_block & (threads_per_block - 1)):

@@ -1,30 +1,15 @@
 """Chapter 11's exercises: a ring all-reduce from point-to-point messages, its reduce step as a
 kernel, and its cost.
 
-- :func:`check_ring_allreduce` takes your ``ring_allreduce(comm, x)``: every rank passes its
-  own vector ``x``; every rank must get back the element-wise **mean** over the ranks, by a
-  ring of messages (reduce-scatter, then all-gather), without changing ``x``. It runs your
-  function on 2 to 5 ranks simulated as threads (:mod:`gpulab.parallel.simulated`: mpi4py's
-  ``Send``/``Recv``/``Sendrecv``/``Isend``/``Irecv``, no collectives), on random vectors whose
-  length is not a multiple of the number of ranks. ``Send`` there waits for the receiver (MPI
-  allows it to), ``Irecv`` posts its receive at once (as MPI does), and a deadlock stops every
-  rank at once with a message instead of hanging. Every message's sender and receiver is
-  recorded: in a ring each goes to the neighbour, the same way round (to the right, or every
-  one to the left), so an exchange with other partners (every rank with every other, pairs as
-  in recursive halving, one rank gathering everything) fails even when its answer and its
-  bytes are right. The bytes every rank sends are counted: a ring sends 2(N - 1)/N of the
-  vector. Diagnoses: :data:`RING_MISTAKES`, in order.
-- :func:`check_add_chunk` takes your kernel ``add_chunk(data, incoming, offset, length)``, the
-  ring's reduce step on the device: ``data[offset + i] += incoming[i]`` for ``i < length``, one
-  thread per element of the chunk, the rest of ``data`` untouched. It runs like every kernel
-  check of the course: a drawn block size, a chunk length that is not a multiple of it, an
-  offset > 0 and elements after the chunk, padding that catches a missing guard, a second block
-  size, the compile-for-GPU step and a time limit. Diagnoses: :data:`ADD_CHUNK_MISTAKES`.
-  :func:`run_ring_on_kernel` then runs a ring all-reduce whose every reduce step launches your
-  kernel on each rank (gpulab's own, with a note, until yours has passed).
-- :func:`check_allreduce_time` takes your ``ring_allreduce_time(n_bytes, n_ranks, alpha_s,
-  beta_bytes_per_s)``: the α–β model of a ring all-reduce,
-  :func:`gpulab.parallel.links.ring_allreduce_time`. Diagnoses: :data:`TIME_MISTAKES`.
+- :func:`check_ring_allreduce`: exercise 1, ``ring_allreduce(comm, x)``, the mean of x over
+  the ranks by a ring of messages (reduce-scatter, then all-gather), run on ranks simulated as
+  threads (:mod:`gpulab.parallel.simulated`).
+- :func:`check_add_chunk`: exercise 2, the kernel ``add_chunk(data, incoming, offset, length)``,
+  the ring's reduce step on the device. :func:`run_ring_on_kernel` then runs a ring all-reduce
+  whose every reduce step launches your kernel on each rank (gpulab's own, with a note, until
+  yours has passed).
+- :func:`check_allreduce_time`: exercise 3, ``ring_allreduce_time(n_bytes, n_ranks, alpha_s,
+  beta_bytes_per_s)``, the α–β model of a ring all-reduce.
 
 Why threads and not MPI for the check: a check must finish, every time, in a second, and say
 what went wrong. Under MPI a deadlock hangs until a time-out, small blocking sends do not
@@ -586,12 +571,12 @@ def _stub(outcome) -> bool:
 
 @RING.check
 def check_ring_allreduce(function, seed: int | None = None) -> str:
-    """Check ``function(comm, x)`` on rings of 3, 4, 2 and 5 ranks (threads), random float64
-    vectors of random lengths that are not multiples of N.
-
-    Diagnoses: :data:`RING_MISTAKES` in order. A right ring written with ``Sendrecv``,
-    ``Send``/``Recv`` by parity or ``Isend``/``Irecv`` and ``Wait`` (or mpi4py's
-    ``MPI.Request.Waitall``, see :func:`_mpi4py_on_simulated_ranks`) passes."""
+    """Each ring (:func:`_ring_trials`) gives every rank its own random vector of N + 1 to 159
+    elements (:func:`gpulab.parallel.simulated.run_ranks`, a 10 s limit). Every message's sender,
+    receiver and size is recorded, so that an exchange with other partners fails even when its
+    answer and its bytes are right. A right ring written with ``Sendrecv``, ``Send``/``Recv`` by
+    parity or ``Isend``/``Irecv`` and ``Wait`` (or mpi4py's ``MPI.Request.Waitall``, see
+    :func:`_mpi4py_on_simulated_ranks`) passes."""
     if function is None or function is Ellipsis or not callable(function):
         call_learner(function, stub_hint=RING_STUB_HINT)
     rng = np.random.default_rng(seed)
@@ -830,13 +815,9 @@ def _launch_add(kernel, trial: Trial, before, incoming, offset, length) -> np.nd
 
 @ADD_CHUNK.check
 def check_add_chunk(kernel, seed: int | None = None, threads_per_block: int | None = None) -> str:
-    """Check ``kernel(data, incoming, offset, length)``, the ring's reduce step: it must set
-    ``data[offset + i] += incoming[i]`` for every ``i < length`` and leave the rest of data
-    alone. Launched with ceil(length / threads_per_block) blocks on float64 arrays; length is
-    random and not a multiple of the (drawn) block size, offset > 0, data goes on after the
-    chunk, and both arrays are padded; then again under another block size.
-
-    Diagnoses: :data:`ADD_CHUNK_MISTAKES` in order."""
+    """Launched with ceil(length / threads_per_block) blocks: length random and not a multiple
+    of the (drawn) block size, offset > 0, data going on after the chunk, both arrays padded;
+    then again under another block size."""
     source = ADD_CHUNK.start(kernel)
 
     def run(trial: Trial) -> Trial:
@@ -1007,11 +988,9 @@ TIME = CheckSpec(
 
 @TIME.check
 def check_allreduce_time(function, seed: int | None = None) -> str:
-    """Check ``function(n_bytes, n_ranks, alpha_s, beta_bytes_per_s)`` against
-    :func:`gpulab.parallel.links.ring_allreduce_time` for 8, 3, 72, 2, 1024 and 1 ranks with
-    random sizes, latencies and bandwidths.
-
-    Diagnoses: :data:`TIME_MISTAKES` in order."""
+    """Compared with :func:`gpulab.parallel.links.ring_allreduce_time` within a relative 1e-9,
+    on sizes of 10^3 to 10^10 bytes, α of 0.1 to 10 µs and β of 1 to 1,000 GB/s (drawn on a log
+    scale)."""
     rng = np.random.default_rng(seed)
     for n_bytes, ranks, alpha, beta in _time_cases(rng):
         got = call_learner(function, n_bytes, ranks, alpha, beta, stub_hint=TIME_STUB_HINT,

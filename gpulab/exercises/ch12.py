@@ -1,26 +1,16 @@
 """Chapter 12's exercises: a latency percentile, a fused inference kernel that then serves the
 chapter's requests, and joules per thousand inferences.
 
-- :func:`check_percentile` takes your ``percentile(latencies, q)``: the **nearest-rank**
-  percentile — sort the values, take the ceil(q/100 · n)-th smallest (counting from 1). It is
-  always one of the measured values.
-- :func:`check_inference` takes your ``@cuda.jit`` kernel ``infer(X, W1, b1, W2, b2, logits,
-  out)``: one thread per sample computes the two-layer network's forward pass (dense + bias +
-  ReLU, then dense + bias) and writes the index of the largest logit (the first one on a tie)
-  to ``out[i]``; ``logits`` is a scratch row per sample, holding leftovers at the start. The
-  batch and the widths are random (the batch never a multiple of the block, the block size
-  drawn too), one problem is square (so a transposed weight shows in the answers), two classes
-  share their weights (so ties happen), and some samples have only negative logits. Then
-  :func:`served_by` gives the chapter's server a
-  :class:`~gpulab.serving.kernel_model.KernelModel` on it, and the load test runs on it.
-- :func:`check_joules_per_thousand` takes your ``joules_per_thousand(times_s, watts,
-  n_inferences)``: the board's energy over the whole trace of power samples (watts at the given
-  times, idle stretches included: the board draws them too), integrated over time (the trapezoid
-  rule, or anything within 1 % of it), per thousand inferences, in joules. The traces are
-  sampled unevenly (sparsely when idle, densely when busy, with a long gap across one of the
-  steep edges), so holding each sample's power until the next one (a left or right Riemann
-  sum) or averaging the samples misses by more than the tolerance; the first and the last
-  stretch (idle) each hold 3-6 % of the energy, so a sum that skips one of them misses too.
+- :func:`check_percentile`: exercise 1, ``percentile(latencies, q)``, the **nearest-rank**
+  percentile, always one of the measured values.
+- :func:`check_inference`: exercise 2, the ``@cuda.jit`` kernel ``infer(X, W1, b1, W2, b2,
+  logits, out)``: one thread per sample runs the two-layer network's forward pass (dense +
+  bias + ReLU, then dense + bias) and writes its class. Then :func:`served_by` gives the
+  chapter's server a :class:`~gpulab.serving.kernel_model.KernelModel` on it, and the load
+  test runs on it.
+- :func:`check_joules_per_thousand`: exercise 3, ``joules_per_thousand(times_s, watts,
+  n_inferences)``, the board's energy per thousand inferences, in joules, idle stretches
+  included (the board draws them too).
 
 Values are random; a failure names the seed to repeat it.
 """
@@ -133,9 +123,9 @@ PERCENTILE = CheckSpec(
 
 @PERCENTILE.check
 def check_percentile(function, seed: int | None = None) -> str:
-    """Check ``function(latencies, q)`` on random skewed latency lists of random lengths (not
-    multiples of 100) for q = 50, 90, 99 and a random q, including one list where q·n/100 is a
-    whole number. Diagnoses: :data:`PERCENTILE_MISTAKES` in order."""
+    """Lognormal lists of 7 to 479 values (never a multiple of 100) for q = 90, 50, 99 and a
+    random q of 60 to 98, then 200 values at q = 99 (rank 198 exactly); an answer must be the
+    nearest-rank value exactly."""
     rng = np.random.default_rng(seed)
     cases = []
     for q in (90, 50, 99, float(np.round(rng.uniform(60, 98), 1))):
@@ -452,15 +442,14 @@ def run_inference(kernel, trial: Trial, problem: InferenceProblem, scratch: floa
 
 @INFERENCE.check
 def check_inference(kernel, seed: int | None = None, threads_per_block: int | None = None) -> str:
-    """Check ``kernel(X, W1, b1, W2, b2, logits, out)``: one thread per sample i of the batch X
-    (float32, samples × inputs) writes to ``out[i]`` (int32) the first index of the largest of
-    relu(X[i] @ W1 + b1) @ W2 + b2, using its row of the float32 ``logits`` scratch (which
-    holds leftovers) as it likes. Random batch (never a multiple of the block) and widths; the
-    block size drawn too (unless given), and the kernel run again under another. Two problems
-    per block size: a square network (inputs = hidden = classes, so a transposed weight gives
-    answers, not an IndexError) and a non-square one.
-
-    Diagnoses: :data:`INFER_MISTAKES` in order."""
+    """X is float32 (samples × inputs), out int32 (starting at :data:`UNWRITTEN`), and the
+    float32 ``logits`` scratch starts as NaN, for the kernel to use as it likes. Random batch
+    (never a multiple of the block) and widths; the block size drawn too (unless given), and the
+    kernel run again under another. Two problems per block size (:func:`inference_problem`): a
+    square network (inputs = hidden = classes, so a transposed weight gives answers, not an
+    IndexError) and a non-square one, each with two classes sharing their weights (exact ties)
+    and about 30 % of samples with only negative logits. A wrong answer with every sample
+    written is run again with a zeroed scratch, to tell a scratch used before it is set."""
     source = INFERENCE.start(kernel)
     trial = Trial.draw("check_inference", seed, np.float32, block=threads_per_block,
                        size_range=INFER_BATCH_RANGE["gpu" if device.tier() == "gpu"
@@ -735,9 +724,8 @@ JOULES = CheckSpec(
 
 @JOULES.check
 def check_joules_per_thousand(function, seed: int | None = None) -> str:
-    """Check ``function(times_s, watts, n_inferences)`` on random power traces (idle, busy,
-    idle; uneven sampling with a long gap across one steep edge; noise) against the trapezoid
-    rule within 1 %. Diagnoses: :data:`JOULES_MISTAKES` in order."""
+    """Four random power traces (:func:`power_trace`: idle, busy, idle, with noise), each with
+    500 to 50,000 inferences, compared with :func:`trapezoid`."""
     rng = np.random.default_rng(seed)
     for _trial in range(4):
         times, watts, idle = power_trace(rng)

@@ -135,7 +135,7 @@ class CheckSpec:
         first (a dict of them, changed in place) and raises ValueError, to the caller, for ones
         the check cannot run with. As a decorator: ``@SPEC.check`` over ``def
         check_thing(kernel, seed=None, ...) -> str``. ``help(check_thing)`` shows its real
-        signature."""
+        signature and the spec's description (:meth:`described`), the body's docstring last."""
         if body is None:
             return functools.partial(self.check, learners=learners, arguments=arguments)
         signature = inspect.signature(body)
@@ -158,7 +158,20 @@ class CheckSpec:
                             learner=tuple(given[name] for name in learners))
 
         check.__signature__ = signature
+        check.__doc__ = self.described(body.__doc__)
         return check
+
+    def described(self, how: str | None = None) -> str:
+        """The check described from the spec, the one place it is described: what the learner
+        writes, what must hold for a pass (``holds``), what it diagnoses (:meth:`diagnoses`:
+        the known mistakes in the order :meth:`reject` tries them, then ``also``, which a body
+        may look at first), then ``how`` the check does it, if given (the body's own
+        docstring). A check function's ``help()`` shows this."""
+        parts = [f"{self.title or self.exercise}: checks ``{self.learner_writes}``.",
+                 f"Passes when: {self.holds}." if self.holds else "",
+                 f"Diagnoses: {self.diagnoses()}." if self.diagnoses() else "",
+                 inspect.cleandoc(how) if how else ""]
+        return "\n\n".join(part for part in parts if part)
 
     def passed(self, learner) -> bool:
         """Has this very ``learner`` (a kernel or function: a cell run again makes a new one)

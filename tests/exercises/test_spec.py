@@ -113,6 +113,42 @@ def test_a_body_becomes_the_check_function_with_its_signature():
                     "check again): gpulab's demo runs instead.")
 
 
+def test_a_check_function_is_described_by_its_spec_first():
+    spec = CheckSpec("demo", "demo(x) -> int", "write demo.", SPEC.mistakes, title="1. demo",
+                     holds="demo(x) is 2x", also="an exception (named)")
+
+    @spec.check
+    def check_demo(function, seed: int | None = None) -> str:
+        """Tried on 3 random x."""
+        return "fine"
+
+    assert check_demo.__doc__ == ("1. demo: checks ``demo(x) -> int``.\n\n"
+                                  "Passes when: demo(x) is 2x.\n\n"
+                                  "Diagnoses: returned one; an exception (named).\n\n"
+                                  "Tried on 3 random x.")
+
+
+def test_every_check_is_described_in_one_place():
+    """Each chapter's check functions show their spec's description, and a body's own
+    docstring says how the check works, not a second list of what it diagnoses."""
+    from gpulab.exercises import instructors
+
+    for chapter in instructors.CHAPTERS:
+        module = __import__(f"gpulab.exercises.{chapter}", fromlist=["_"])
+        specs = instructors.specs(chapter)
+        checks = [value for name, value in vars(module).items()
+                  if name.startswith("check_") and callable(value)]
+        for spec in specs:
+            assert any(spec.described() in (check.__doc__ or "") for check in checks), (
+                f"{chapter}: no check function is described by {spec.exercise!r}")
+        for check in checks:
+            how = check.__doc__ or ""
+            for spec in specs:
+                how = how.replace(spec.described(), "")
+            assert "Diagnoses:" not in how and "Diagnoses " not in how, (
+                f"{chapter}.{check.__name__} lists what it diagnoses a second time")
+
+
 def test_try_launch_says_what_stopped_the_kernel(capsys):
     from gpulab.exercises.spec import try_launch
 
