@@ -13,6 +13,7 @@ Each check runs your code on random data, compares with :mod:`gpulab.formats` /
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -24,7 +25,6 @@ from gpulab.exercises.evidence import is_number
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
 from gpulab.exercises.running import call_learner, run_elementwise
-from gpulab.exercises.source_rules import KernelSource
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 
@@ -290,16 +290,133 @@ MATVEC_BLOCKS = {"sim": ((8, 16), (12, 24), (16, 32)),
                  "gpu": ((64, 128), (96, 192), (128, 256))}
 
 
+@dataclass
+class MatvecSums:
+    """What the learner's ``matvec_fp32`` wrote to ``out`` (``got``, float64, NaN where never
+    written) for ``a`` (rows x k) and ``x`` under ``trial``: the evidence
+    :data:`MATVEC_MISTAKES` are told from."""
+
+    got: np.ndarray
+    a: np.ndarray
+    x: np.ndarray
+    trial: Trial
+    k: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.trial}, k={self.k}"
+
+    @property
+    def unwritten(self) -> np.ndarray:
+        return np.isnan(self.got)
+
+    @property
+    def missing(self) -> np.ndarray:
+        return np.flatnonzero(self.unwritten)
+
+    @property
+    def first_block_only(self) -> bool:
+        """Only the first block's rows were written (``threadIdx`` alone as the row)."""
+        rows, tpb = self.trial.n, self.trial.threads_per_block
+        return self.missing.size == rows - tpb and self.missing[0] == tpb
+
+    @functools.cached_property
+    def emulated(self) -> dict[str, np.ndarray]:
+        return _matvec_emulations(self.a, self.x)
+
+    @functools.cached_property
+    def exact(self) -> np.ndarray:
+        return self.a.astype(np.float64) @ self.x.astype(np.float64)
+
+    @functools.cached_property
+    def bound(self) -> np.ndarray:
+        """fp32's rounding bound for each row: Higham's gamma_(k+1) times sum |a| |x|."""
+        magnitude = np.abs(self.a.astype(np.float64)) @ np.abs(self.x.astype(np.float64))
+        u32 = formats.get_format("fp32").unit_roundoff
+        return (self.k + 1) * u32 / (1 - (self.k + 1) * u32) * magnitude
+
+    @property
+    def error(self) -> np.ndarray:
+        return np.abs(self.got - self.exact)
+
+    @property
+    def worst(self) -> int:
+        return int(np.argmax(self.error / self.bound))
+
+    @property
+    def within_bound(self) -> bool:
+        return bool(np.all(self.error <= self.bound))
+
+    @property
+    def fp16_products(self) -> bool:
+        """Exactly what fp32 sums of products rounded to fp16 give (and not what fp32 gives)."""
+        got = self.got.astype(np.float32)
+        return (np.array_equal(got, self.emulated["fp16 products"])
+                and not np.array_equal(got, self.emulated["fp32"]))
+
+    @property
+    def fp16_sized_error(self) -> bool:
+        """The outputs are fp16 sums, or the errors are as large as fp16 sums' (typically)."""
+        fp16_error = np.abs(self.emulated["fp16"] - self.exact)
+        return bool(np.allclose(self.got, self.emulated["fp16"], rtol=2e-3, atol=0)
+                    or np.median(self.error) > 0.3 * np.median(fp16_error))
+
+    @property
+    def right(self) -> bool:
+        return not self.unwritten.any() and self.within_bound and not self.fp16_products
+
+    @property
+    def summary(self) -> str:
+        w = self.worst
+        return (f"out[{w}] = {self.got[w]:.7g}, but the exact sum is {self.exact[w]:.7g} "
+                f"(off by {self.error[w]:.3g}; an fp32 accumulator stays within "
+                f"{self.bound[w]:.2g})")
+
+    @property
+    def median_spacing(self) -> str:
+        """Near the median sum: the sum, and fp16's spacing there."""
+        median = float(np.median(self.exact))
+        return (f"Near {median:.0f}, fp16 numbers are "
+                f"{2.0 ** (math.floor(math.log2(median)) - 10):g} apart")
+
+
+# In the order they are tried: rows never written (none, the first block's only, some), then
+# sums within fp32's bound but from fp16 products, sums with fp16-sized errors, any other sum.
+MATVEC_MISTAKES = (
+    Mistake("no row written", lambda e: e.unwritten.all(), "no row of out was written",
+            "each thread writes its row's sum into out at its own row."),
+    Mistake("`threadIdx` alone (only the first block's rows written)",
+            lambda e: e.unwritten.any() and e.first_block_only,
+            lambda e: (f"only the first block's rows were written; rows "
+                       f"{e.trial.threads_per_block} to {e.trial.n - 1} were not"),
+            GLOBAL_INDEX_HINT),
+    Mistake("rows never written (a guard one short)", lambda e: e.unwritten.any(),
+            lambda e: (f"{e.missing.size} of {e.trial.n} rows were never written, the first "
+                       f"is out[{e.missing[0]}]"),
+            "one thread per row, from the global index, and a guard that lets every row below "
+            "out's length through (not one short)."),
+    Mistake("products rounded to fp16 first (sums in fp32)",
+            lambda e: e.within_bound and e.fp16_products,
+            lambda e: (f"the sums are kept in fp32, but every product was rounded to fp16 "
+                       f"first: out[{e.worst}] = {e.got[e.worst]:.7g}, exactly what fp16 "
+                       "products give"), FP16_PRODUCT_HINT),
+    Mistake("the sums kept in fp16 (including the simulator's trap: a plain `acc = 0.0` takes "
+            "float16's type there)",
+            lambda e: not e.within_bound and e.fp16_sized_error,
+            lambda e: (f"{e.summary}: the error is as large as summing in fp16 gives. "
+                       f"{e.median_spacing}, so each product of about 0.56 is rounded "
+                       "heavily"), FP16_ACCUMULATOR_HINT),
+    Mistake("a wrong sum", lambda e: True, lambda e: e.summary,
+            "each row is the dot product of its row of a with x: every product, each once, and "
+            "nothing else."),
+)
 MATVEC = CheckSpec(
-    "matvec_fp32", "matvec_fp32(a, x, out)", MATVEC_STUB_HINT, parameters=3,
+    "matvec_fp32", "matvec_fp32(a, x, out)", MATVEC_STUB_HINT, MATVEC_MISTAKES, parameters=3,
     title="2. accumulate in fp32", call="check_matvec_fp32(matvec_fp32)",
     holds="an fp16 matrix-vector product, one thread per row, within fp32's rounding bound "
           "(Higham's γ_(k+1)), on random rows not a multiple of the block and ~1,000 products "
           "per row, under two block sizes (one twice the other, drawn)",
-    also="a stub; the sums kept in fp16 (including the simulator's trap: a plain `acc = 0.0` "
-         "takes float16's type there); products rounded to fp16 first; guards; rows never "
-         "written; `threadIdx` alone (only the first block's rows written); a hard-coded block "
-         "size (the line named); a wrong sum")
+    also="a stub; guards; a hard-coded block size (the line named)")
 
 
 def _matvec_emulations(a: np.ndarray, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -355,7 +472,9 @@ def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | 
         got = run_elementwise(kernel, each, a, x, fill=1, index_hint=GUARD_HINT + " Here the "
                               "index is the row: compare it with out's length."
                               ).astype(np.float64)
-        _diagnose_matvec(source, got, a, x, each, k)
+        answer = MatvecSums(got, a, x, each, k)
+        if not answer.right:
+            MATVEC.reject(answer)
         return each
 
     runs = [under_two_blocks(run, trial, source, once=bool(threads_per_block))]
@@ -363,55 +482,6 @@ def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | 
         runs.append(trial.other_block())
     return (f"all {rows} rows right with an fp32 accumulator (k = {k} products per row, "
             + " and ".join(each.launched for each in runs) + f", seed={seed}).")
-
-
-def _diagnose_matvec(source: KernelSource, got: np.ndarray, a: np.ndarray, x: np.ndarray,
-                     trial: Trial, k: int) -> None:
-    rows, tpb = trial.n, trial.threads_per_block
-    unwritten = np.isnan(got)
-    if unwritten.all():
-        raise CheckFailedError(f"no row of out was written ({trial}, k={k}).",
-                               "each thread writes its row's sum into out at its own row.")
-    if unwritten.any():
-        missing = np.flatnonzero(unwritten)
-        if missing.size == rows - tpb and missing[0] == tpb:
-            raise CheckFailedError(f"only the first block's rows were written; rows {tpb} to "
-                                   f"{rows - 1} were not ({trial}).", GLOBAL_INDEX_HINT)
-        raise CheckFailedError(f"{missing.size} of {rows} rows were never written, the first "
-                               f"is out[{missing[0]}] ({trial}).",
-                               "one thread per row, from the global index, and a guard "
-                               "that lets every row below out's length through (not one "
-                               "short).")
-    emulated = _matvec_emulations(a, x)
-    a64, x64 = a.astype(np.float64), x.astype(np.float64)
-    exact = a64 @ x64
-    magnitude = np.abs(a64) @ np.abs(x64)
-    u32 = formats.get_format("fp32").unit_roundoff
-    bound = (k + 1) * u32 / (1 - (k + 1) * u32) * magnitude  # Higham's gamma_(k+1)
-    error = np.abs(got - exact)
-    worst = int(np.argmax(error / bound))
-    if np.all(error <= bound):
-        if np.array_equal(got.astype(np.float32), emulated["fp16 products"]) and \
-                not np.array_equal(got.astype(np.float32), emulated["fp32"]):
-            raise CheckFailedError(
-                f"the sums are kept in fp32, but every product was rounded to fp16 first: "
-                f"out[{worst}] = {got[worst]:.7g}, exactly what fp16 products give ({trial}, "
-                f"k={k}).", FP16_PRODUCT_HINT)
-        return
-    summary = (f"out[{worst}] = {got[worst]:.7g}, but the exact sum is {exact[worst]:.7g} "
-               f"(off by {error[worst]:.3g}; an fp32 accumulator stays within "
-               f"{bound[worst]:.2g})")
-    fp16_error = np.abs(emulated["fp16"] - exact)
-    if np.allclose(got, emulated["fp16"], rtol=2e-3, atol=0) or \
-            (np.median(error) > 0.3 * np.median(fp16_error)):
-        raise CheckFailedError(
-            f"{summary}: the error is as large as summing in fp16 gives. Near "
-            f"{float(np.median(exact)):.0f}, fp16 numbers are "
-            f"{2.0 ** (math.floor(math.log2(float(np.median(exact)))) - 10):g} apart, so each "
-            f"product of about 0.56 is rounded heavily ({trial}, k={k}).", FP16_ACCUMULATOR_HINT)
-    raise CheckFailedError(f"{summary} ({trial}, k={k}).",
-                           "each row is the dot product of its row of a with x: every "
-                           "product, each once, and nothing else.")
 
 
 # --- exercise 3: quantise to fp8 with a per-tensor scale ------------------------------------

@@ -401,42 +401,169 @@ def softmax_cases(trial: Trial) -> list[tuple[str, np.ndarray, np.ndarray]]:
     ]
 
 
-def _exception_failure(error: KernelError, case: str, trial) -> CheckFailedError | None:
-    """What an arithmetic exception in the simulator (which runs the kernel as Python) means
-    for each case; on a GPU the same mistakes give inf or NaN instead."""
-    cause, text = error.cause, str(error.cause)
-    if isinstance(cause, OverflowError) or "math range error" in text:
-        hint = OVERFLOW_HINT if case == "logits near +1000" else LARGEST_HINT
-        return CheckFailedError(f"exp overflowed ({trial}): OverflowError in the simulator, inf "
-                                "(then NaN) on a GPU.", hint)
-    if isinstance(cause, ZeroDivisionError) or (isinstance(cause, ValueError)
-                                                and "domain" in text):
-        if case == "logits near -1000":
-            return CheckFailedError(
-                f"every exp underflowed to 0, so a row's sum was 0 ({trial}): "
-                f"{type(cause).__name__} in the simulator, NaN or inf on a GPU.", None)
-        if case.startswith("rows whose") and isinstance(cause, ValueError):
-            return CheckFailedError(f"log(0): a probability underflowed to 0 and its log is "
-                                    f"-inf ({trial}).", LOG_P_HINT)
-    return None
+@dataclass
+class Crash:
+    """An arithmetic exception (``cause``) a launch raised in the simulator, which runs the kernel
+    as Python (on a GPU the same mistakes give inf or NaN instead), with its ``case``, the trial
+    and whether the case near +1000 had passed: the evidence :data:`CRASH_MISTAKES` are told
+    from."""
+
+    cause: BaseException
+    case: str
+    trial: Trial
+    passed_high: bool
+
+    @property
+    def where(self) -> str:
+        return str(self.trial)
+
+    @property
+    def overflowed(self) -> bool:
+        return isinstance(self.cause, OverflowError) or "math range error" in str(self.cause)
+
+    @property
+    def domain_error(self) -> bool:
+        return isinstance(self.cause, ValueError) and "domain" in str(self.cause)
+
+
+# What an arithmetic exception in the simulator means for each case, in the order they are
+# tried; any other exception is the launch's own failure.
+CRASH_MISTAKES = (
+    Mistake("the unstable softmax, no max subtracted: exp overflows near +1000 (an "
+            "OverflowError in the simulator)",
+            lambda e: e.overflowed and e.case == "logits near +1000",
+            "exp overflowed: OverflowError in the simulator, inf (then NaN) on a GPU",
+            OVERFLOW_HINT),
+    Mistake("a value other than the row's max subtracted: exp overflows (an OverflowError in "
+            "the simulator)", lambda e: e.overflowed,
+            "exp overflowed: OverflowError in the simulator, inf (then NaN) on a GPU",
+            LARGEST_HINT),
+    Mistake("the max started from 0: near -1000 every exp underflows and a row's sum is 0 (a "
+            "ZeroDivisionError in the simulator)",
+            lambda e: ((isinstance(e.cause, ZeroDivisionError) or e.domain_error)
+                       and e.case == "logits near -1000"),
+            lambda e: (f"every exp underflowed to 0, so a row's sum was 0: "
+                       f"{type(e.cause).__name__} in the simulator, NaN or inf on a GPU"),
+            lambda e: MAX_START_HINT if e.passed_high else OVERFLOW_HINT),
+    Mistake("the loss as -log p, which is log 0 when p underflows (a ValueError in the "
+            "simulator)", lambda e: e.domain_error and e.case.startswith("rows whose"),
+            "log(0): a probability underflowed to 0 and its log is -inf", LOG_P_HINT),
+)
 
 
 @dataclass
-class Losses:
-    """Wrong ``losses`` from the softmax kernel (the probabilities were right), with the right
-    ones (``want``), the right probabilities, the logits and labels and the tolerance; ``at``
-    starts the message (which row, what it should be, the trial). The evidence
-    :data:`LOSS_MISTAKES` are told from."""
+class Unwritten:
+    """The rows of ``probs`` or ``losses`` a kernel left unwritten (``missing``, still NaN) on
+    the ordinary logits, with its ``losses`` and the trial: the evidence
+    :data:`UNWRITTEN_MISTAKES` are told from."""
 
+    missing: np.ndarray
     losses: np.ndarray
-    want: np.ndarray
-    want_p: np.ndarray
+    trial: Trial
+
+    @property
+    def where(self) -> str:
+        return str(self.trial)
+
+    @property
+    def n(self) -> int:
+        return self.trial.n
+
+    def only_the_first(self, rows: int) -> bool:
+        """Are the rows missing exactly those from ``rows`` on?"""
+        return np.array_equal(self.missing, np.arange(rows, self.n))
+
+    @property
+    def text(self) -> str:
+        return (f"rows {self.missing[0]}..{self.missing[-1]} ({self.missing.size} of {self.n}) "
+                "of probs or losses were never written")
+
+
+# Rows never written, in the order they are tried: the most specific first, any other last.
+UNWRITTEN_MISTAKES = (
+    Mistake("a guard on the classes, not the rows (only the first C rows written)",
+            lambda e: e.only_the_first(e.trial.inner), lambda e: e.text,
+            lambda e: (f"only the first {e.trial.inner} rows, as many as there are classes: "
+                       "the guard compares the row with the number of classes, not the number "
+                       "of rows.")),
+    Mistake("`threadIdx.x` alone as the row (only the first block's rows written)",
+            lambda e: e.only_the_first(e.trial.threads_per_block), lambda e: e.text,
+            GLOBAL_INDEX_HINT),
+    Mistake("the guard one short (the last row never written)",
+            lambda e: np.array_equal(e.missing, [e.n - 1]), lambda e: e.text,
+            "the guard skips the last row: it is one short."),
+    Mistake("losses never written", lambda e: np.isnan(e.losses).all(), lambda e: e.text,
+            "write each row's loss into losses, at the row's index."),
+    Mistake("other rows never written", lambda e: e.missing.size > 0, lambda e: e.text,
+            "one thread per row, from the global index, and every thread inside the guard "
+            "writes its whole row."),
+)
+
+
+@dataclass
+class SoftmaxValues:
+    """What a kernel wrote for one case (``probs``, ``losses``) with the case's logits and
+    labels, the trial and whether the case near +1000 had passed; the right values
+    (``want_p``, ``want``) and what is right within float rounding (``p_ok``, ``l_ok``) follow.
+    The evidence :data:`VALUE_MISTAKES` are told from."""
+
+    case: str
     logits: np.ndarray
     labels: np.ndarray
-    atol: float
-    at: str
+    probs: np.ndarray
+    losses: np.ndarray
+    trial: Trial
+    passed_high: bool = False
+
+    def __post_init__(self):
+        self.want_p, self.want = reference.softmax_cross_entropy(self.logits, self.labels)
+        eps = float(np.finfo(self.trial.dtype).eps)
+        self.p_ok = np.isclose(self.probs, self.want_p, rtol=64 * eps, atol=8 * eps)
+        self.atol = 16 * eps * (1 + float(np.abs(self.logits).max()))
+        self.l_ok = np.isclose(self.losses, self.want, rtol=16 * eps, atol=self.atol)
+
+    @property
+    def where(self) -> str:
+        return str(self.trial)
+
+    @property
+    def right(self) -> bool:
+        return bool(self.p_ok.all() and self.l_ok.all())
+
+    @property
+    def not_finite(self) -> bool:
+        """A probability or a loss is inf or NaN, in a case other than the ordinary logits."""
+        finite = np.isfinite(self.probs).all() and np.isfinite(self.losses).all()
+        return bool(not finite and self.case != "ordinary logits")
+
+    @property
+    def which_not_finite(self) -> str:
+        finite = np.isfinite(self.probs).all(axis=1) & np.isfinite(self.losses)
+        r = int(np.flatnonzero(~finite)[0])
+        return (f"row {r} gave probs {self.probs[r, :3]}... and loss {self.losses[r]:.6g}: not "
+                "finite")
+
+    @property
+    def probs_wrong(self) -> bool:
+        return not self.p_ok.all()
+
+    @property
+    def probs_at(self) -> str:
+        r = int(np.flatnonzero(~self.p_ok.all(axis=1))[0])
+        return (f"probs[{r}] should be {np.array2string(self.want_p[r], precision=4)} but is "
+                f"{np.array2string(self.probs[r], precision=4)}")
+
+    def probs_are(self, value) -> bool:
+        return bool(np.allclose(self.probs, value, rtol=1e-4, atol=1e-6))
+
+    @property
+    def at(self) -> str:
+        """The first wrong loss: which row, what it should be and what it is."""
+        r = int(np.flatnonzero(~self.l_ok)[0])
+        return f"losses[{r}] should be {self.want[r]:.6g} but is {self.losses[r]:.6g}"
 
     def are(self, value) -> bool:
+        """Are the losses ``value``?"""
         return bool(np.allclose(self.losses, value, rtol=1e-4, atol=self.atol))
 
     @property
@@ -446,6 +573,46 @@ class Losses:
     @property
     def z_label(self) -> np.ndarray:
         return self.logits[np.arange(self.labels.size), self.labels].astype(np.float64)
+
+
+def _not_finite_mistake(did: str, seen, message: str, hint) -> Mistake:
+    return Mistake(did, lambda e: e.not_finite and seen(e),
+                   lambda e: f"{message}: {e.which_not_finite}", hint)
+
+
+# A row that is not finite, in a case other than the ordinary logits: what a GPU gives where
+# the simulator raises (:data:`CRASH_MISTAKES`), in the order they are tried.
+NOT_FINITE_MISTAKES = (
+    _not_finite_mistake("the unstable softmax, no max subtracted: a row not finite near +1000 "
+                        "(inf on a GPU)", lambda e: e.case == "logits near +1000",
+                        "exp overflowed to inf", OVERFLOW_HINT),
+    _not_finite_mistake("the max started from 0: a row not finite near -1000 (a sum of 0 on "
+                        "a GPU)", lambda e: e.case == "logits near -1000",
+                        "every exp underflowed to 0 and the sum was 0",
+                        lambda e: MAX_START_HINT if e.passed_high else OVERFLOW_HINT),
+    _not_finite_mistake("the loss as -log p: a loss not finite, the probabilities right "
+                        "(log 0 on a GPU)", lambda e: e.p_ok.all(),
+                        "the probabilities are right but a loss is not finite", LOG_P_HINT),
+    _not_finite_mistake("a value other than the row's max subtracted: a row not finite (inf "
+                        "on a GPU)", lambda e: True, "exp overflowed to inf", LARGEST_HINT),
+)
+
+# Wrong probabilities, in the order they are tried.
+PROBS_MISTAKES = (
+    Mistake("rows not normalised (exp(z - m), or exp(z), not divided by the row's total)",
+            lambda e: e.probs_wrong and (
+                e.probs_are(np.exp(e.logits.astype(np.float64)
+                                   - e.logits.max(axis=1, keepdims=True)))
+                or e.probs_are(np.exp(e.logits.astype(np.float64)))),
+            lambda e: f"{e.probs_at}: the rows do not add up to 1",
+            "a probability is the row's exp(z - m) divided by the row's total of them."),
+    Mistake("probabilities that add up to 1 but are off",
+            lambda e: e.probs_wrong and np.allclose(e.probs.sum(axis=1), 1, atol=1e-4),
+            lambda e: f"{e.probs_at}: each row adds up to 1, but the values are off",
+            SOFTMAX_FORMULA_HINT),
+    Mistake("other wrong probabilities", lambda e: e.probs_wrong, lambda e: e.probs_at,
+            SOFTMAX_FORMULA_HINT),
+)
 
 
 def _loss_mistake(did: str, value, hint: str) -> Mistake:
@@ -465,57 +632,20 @@ LOSS_MISTAKES = (
                   lambda e: -np.log(np.maximum(e.want_p[:, 0].astype(np.float64), 1e-300)),
                   "use the row's label: labels says which class is right for each row, not "
                   "always the first."),
+    Mistake("other wrong losses", lambda e: not e.l_ok.all(), lambda e: e.at,
+            SOFTMAX_FORMULA_HINT),
 )
 
-
-def _softmax_values_failure(case, logits, labels, probs, losses, trial, passed_high
-                            ) -> CheckFailedError | None:
-    """None if probs and losses are right; else what is wrong, by case."""
-    want_p, want_l = reference.softmax_cross_entropy(logits, labels)
-    eps = float(np.finfo(trial.dtype).eps)
-    p_ok = np.isclose(probs, want_p, rtol=64 * eps, atol=8 * eps)
-    loss_atol = 16 * eps * (1 + float(np.abs(logits).max()))
-    l_ok = np.isclose(losses, want_l, rtol=16 * eps, atol=loss_atol)
-    if p_ok.all() and l_ok.all():
-        return None
-    finite = np.isfinite(probs).all() and np.isfinite(losses).all()
-    if not finite and case != "ordinary logits":
-        r = int(np.flatnonzero(~(np.isfinite(probs).all(axis=1) & np.isfinite(losses)))[0])
-        what = (f"row {r} gave probs {probs[r, :3]}... and loss {losses[r]:.6g}: not finite "
-                f"({trial}).")
-        if case == "logits near +1000":
-            return CheckFailedError("exp overflowed to inf: " + what, OVERFLOW_HINT)
-        if case == "logits near -1000":
-            return CheckFailedError("every exp underflowed to 0 and the sum was 0: " + what,
-                                    MAX_START_HINT if passed_high else OVERFLOW_HINT)
-        if p_ok.all():
-            return CheckFailedError("the probabilities are right but a loss is not finite: "
-                                    + what, LOG_P_HINT)
-        return CheckFailedError("exp overflowed to inf: " + what, LARGEST_HINT)
-    if not p_ok.all():
-        r = int(np.flatnonzero(~p_ok.all(axis=1))[0])
-        message = (f"probs[{r}] should be {np.array2string(want_p[r], precision=4)} but is "
-                   f"{np.array2string(probs[r], precision=4)} ({trial})")
-        shifted = np.exp(logits.astype(np.float64) - logits.max(axis=1, keepdims=True))
-        if np.allclose(probs, shifted, rtol=1e-4, atol=1e-6) or np.allclose(
-                probs, np.exp(logits.astype(np.float64)), rtol=1e-4, atol=1e-6):
-            return CheckFailedError(message + ": the rows do not add up to 1.",
-                                    "a probability is the row's exp(z - m) divided by the "
-                                    "row's total of them.")
-        if np.allclose(probs.sum(axis=1), 1, atol=1e-4):
-            return CheckFailedError(message + ": each row adds up to 1, but the values are "
-                                    "off.", SOFTMAX_FORMULA_HINT)
-        return CheckFailedError(message + ".", SOFTMAX_FORMULA_HINT)
-    r = int(np.flatnonzero(~l_ok)[0])
-    message = f"losses[{r}] should be {want_l[r]:.6g} but is {losses[r]:.6g} ({trial})"
-    return diagnose(LOSS_MISTAKES, Losses(losses, want_l, want_p, logits, labels, loss_atol,
-                                          message)) or CheckFailedError(
-        message + ".", SOFTMAX_FORMULA_HINT)
+# Wrong values (:class:`SoftmaxValues`), in the order they are tried: rows not finite, then
+# wrong probabilities, then wrong losses (the probabilities right).
+VALUE_MISTAKES = NOT_FINITE_MISTAKES + PROBS_MISTAKES + LOSS_MISTAKES
 
 
 SOFTMAX = CheckSpec(
     "softmax_cross_entropy", "softmax_cross_entropy(logits, labels, probs, losses)",
-    SOFTMAX_STUB_HINT, SOFTMAX_SOURCE_MISTAKES + LOSS_MISTAKES, parameters=4,
+    SOFTMAX_STUB_HINT,
+    SOFTMAX_SOURCE_MISTAKES + CRASH_MISTAKES + UNWRITTEN_MISTAKES + VALUE_MISTAKES,
+    parameters=4,
     title="3. stable softmax with cross-entropy",
     call="check_softmax_cross_entropy(my_softmax_cross_entropy)",
     holds="one thread per row writes the row's softmax into `probs` and its loss "
@@ -523,10 +653,8 @@ SOFTMAX = CheckSpec(
           "−1000, and rows whose largest logit is 1000–1500 above the rest (the label on one of "
           "the rest), with a class count drawn from 11–15 (never the digits' 10): probabilities "
           "and losses within float rounding; a one-pass (online) softmax is accepted",
-    also="the unstable softmax (e^1000 overflows float32 and float64); the max started from 0; "
-         "a value other than the row's max subtracted; the loss as −log p, which is log 0 when "
-         "p underflows; rows not normalised; a guard on the classes; rows never written; a "
-         "write into logits")
+    also="the stub; a thread past an edge (a missing or `<=` guard, loops past a row's "
+         "classes: IndexError in the simulator); a write into logits")
 
 
 @SOFTMAX.check
@@ -577,38 +705,20 @@ def _softmax_case(kernel, trial: Trial, case: str, logits, labels,
     try:
         launch(kernel, trial, d_logits, d_labels, d_probs, d_losses, index_hint=ROWS_HINT)
     except KernelError as error:
-        failure = _exception_failure(error, case, trial)
+        failure = diagnose(CRASH_MISTAKES, Crash(error.cause, case, trial, passed_high))
         if failure is None:
             raise
-        if failure.hint is None:
-            failure.hint = MAX_START_HINT if passed_high else OVERFLOW_HINT
         raise failure from None
     changed_input_failure("logits", before, d_logits_all.copy_to_host(), "probs and losses",
                           trial)
     probs = read_back(d_probs_all, logits.shape, trial, what="probs", hint=ROWS_HINT)
     losses = read_back(d_losses_all, (n,), trial, what="losses", hint=ROWS_HINT)
     unwritten = np.isnan(probs).any(axis=1) | np.isnan(losses)
-    if case == "ordinary logits" and unwritten.any():
-        missing = np.flatnonzero(unwritten)
-        text = (f"rows {missing[0]}..{missing[-1]} ({missing.size} of {n}) of probs or "
-                f"losses were never written ({trial}).")
-        C = trial.inner
-        if np.array_equal(missing, np.arange(C, n)):
-            raise CheckFailedError(text, f"only the first {C} rows, as many as there are "
-                                   "classes: the guard compares the row with the number of "
-                                   "classes, not the number of rows.")
-        if np.array_equal(missing, np.arange(threads, n)):
-            raise CheckFailedError(text, GLOBAL_INDEX_HINT)
-        if np.array_equal(missing, [n - 1]):
-            raise CheckFailedError(text, "the guard skips the last row: it is one short.")
-        if np.isnan(losses).all():
-            raise CheckFailedError(text, "write each row's loss into losses, at the row's "
-                                   "index.")
-        raise CheckFailedError(text, "one thread per row, from the global index, and every "
-                               "thread inside the guard writes its whole row.")
-    failure = _softmax_values_failure(case, logits, labels, probs, losses, trial, passed_high)
-    if failure:
-        raise failure
+    if case == "ordinary logits":
+        reject(UNWRITTEN_MISTAKES, Unwritten(np.flatnonzero(unwritten), losses, trial))
+    values = SoftmaxValues(case, logits, labels, probs, losses, trial, passed_high)
+    if not values.right:
+        reject(VALUE_MISTAKES, values)
 
 
 __all__ = ["check_bias_activation", "check_softmax_cross_entropy", "check_traffic"]

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from gpulab import reference
+from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import blame_hard_coded_block, diagnose_matrix, looks_like
 from gpulab.exercises.results import (
     GUARD_HINT,
@@ -215,7 +217,9 @@ ADAM_TOLERANCE = {"rtol": 2e-5, "atol": 2e-6}  # float32 arithmetic in any sensi
 
 def _adam_steps(p, grads, m, v, lr, beta1, beta2, eps, weight_decay, mistake=None):
     """(param, m, v) after one Adam step per gradient in ``grads`` (steps 1, 2, ...), in float64,
-    done right or with one named ``mistake``: what the check compares a kernel with."""
+    done right or with one ``mistake`` (its name, or one of :data:`ADAM_MISTAKES`): what the
+    check compares a kernel with."""
+    mistake = _ADAM_MODEL_NAMES.get(mistake, mistake)
     p, m, v = (np.array(a, dtype=np.float64) for a in (p, m, v))
     for step, g in enumerate(grads, start=1):
         g = np.asarray(g, dtype=np.float64)
@@ -251,100 +255,202 @@ def _adam_steps(p, grads, m, v, lr, beta1, beta2, eps, weight_decay, mistake=Non
     return p, m, v
 
 
-ADAM_MISTAKES = {
-    "no_correction": (
-        "Adam without the bias correction (m and v used as they are)",
-        "divide by the corrections: m_hat = m[i] / correction1, v_hat = v[i] / correction2. "
-        "m and v start at 0, so for the first steps they are too small; the corrections undo "
-        "that."),
-    "step_one_correction": (
-        "a bias correction that stays at step 1's value (1 - beta1, 1 - beta2) every step",
-        "the correction depends on the step count: use the correction1 and correction2 the "
-        "host passes, 1 - beta ** step for THIS step, not 1 - beta1 written into the kernel."),
-    "swapped_corrections": (
-        "m divided by correction2 and v by correction1",
-        "m goes with beta1 and correction1; v with beta2 and correction2."),
-    "swapped_betas": (
-        "m averaged with beta2 and v with beta1",
-        "m = beta1 * m + (1 - beta1) * g; v = beta2 * v + (1 - beta2) * g * g."),
-    "old_state": (
-        "param moved with last step's m and v (updated after the move)",
-        "update in this order: first the new m and v from this step's g, then param with "
-        "them. On the first step the old m and v are 0 and param would not move at all."),
-    "old_v": (
-        "param moved with the new m but last step's v",
-        "compute the new v before moving param, and use it."),
-    "stored_corrected": (
-        "m and v stored bias-corrected (m[i] = m_hat)",
-        "store the raw running averages in m[i] and v[i]; the corrected m_hat and v_hat are "
-        "only for this step's move (the next step divides by a different correction)."),
-    "unstored": (
-        "m and v never written back",
-        "store the new running averages: `m[i] = ...` and `v[i] = ...`, so that the next step "
-        "continues from them."),
-    "eps_inside": (
-        "eps inside the square root: sqrt(v_hat + eps)",
-        "eps belongs outside the square root, as in the table above and torch.optim.Adam: it "
-        "only keeps the division safe where v_hat is 0."),
-    "no_one_minus": (
-        "running averages without the (1 - beta) factors",
-        "m = beta1 * m + (1 - beta1) * g: a weighted average, whose weights add up to 1."),
-    "plus": (
-        "param moved up the gradient (+= instead of -=)",
-        "subtract the step: param[i] -= ... (down the gradient, to lower the loss)."),
-    "no_weight_decay": (
-        "Adam with weight_decay ignored",
-        "torch.optim.Adam adds the L2 term, weight_decay times the parameter, to the gradient "
-        "before m and v see it (the training recipe uses 0; this check does not)."),
-    "decoupled_weight_decay": (
-        "AdamW's decoupled weight decay (param shrunk separately)",
-        "this exercise is torch.optim.Adam, not AdamW: the weight decay joins the gradient "
-        "before m and v are updated, instead of shrinking param separately."),
-}
+def _model_mistake(name: str, did: str, hint: str) -> Mistake:
+    """The mistake of a param that the check's model of Adam with mistake ``name`` gives
+    (:func:`_adam_steps`), described as ``did``."""
+    return Mistake(did, lambda e: e.wrong and e.gives(name),
+                   lambda e: f"param after {ADAM_STEPS} steps is what {did} gives", hint)
 
 
-def _moved_problem(start: np.ndarray, got: np.ndarray, trial: Trial) -> CheckFailedError | None:
-    """A failure when some elements of param never moved (a correct Adam step moves all of
-    them here: every gradient is non-zero), saying which part of the vector they are."""
-    still = got == start
-    if not still.any():
-        return None
-    n, tpb = trial.n, trial.threads_per_block
-    where = np.arange(n)
-    if still.all():
-        return CheckFailedError(f"param did not change at all after {ADAM_STEPS} steps ({trial}).",
-                                "each thread should move its own param[i]: param[i] -= ...")
-    if np.array_equal(where[still], where[where >= tpb]):
-        return CheckFailedError(
-            f"only the first block's elements moved (param[0..{tpb - 1}]) ({trial}).",
+# The check's model of Adam with one mistake each: (its name in _adam_steps, what the learner
+# did, the hint), in the order the check tries them.
+_ADAM_MODELS = (
+    ("no_correction",
+     "Adam without the bias correction (m and v used as they are)",
+     "divide by the corrections: m_hat = m[i] / correction1, v_hat = v[i] / correction2. "
+     "m and v start at 0, so for the first steps they are too small; the corrections undo "
+     "that."),
+    ("step_one_correction",
+     "a bias correction that stays at step 1's value (1 - beta1, 1 - beta2) every step",
+     "the correction depends on the step count: use the correction1 and correction2 the "
+     "host passes, 1 - beta ** step for THIS step, not 1 - beta1 written into the kernel."),
+    ("swapped_corrections",
+     "m divided by correction2 and v by correction1",
+     "m goes with beta1 and correction1; v with beta2 and correction2."),
+    ("swapped_betas",
+     "m averaged with beta2 and v with beta1",
+     "m = beta1 * m + (1 - beta1) * g; v = beta2 * v + (1 - beta2) * g * g."),
+    ("old_state",
+     "param moved with last step's m and v (updated after the move)",
+     "update in this order: first the new m and v from this step's g, then param with "
+     "them. On the first step the old m and v are 0 and param would not move at all."),
+    ("old_v",
+     "param moved with the new m but last step's v",
+     "compute the new v before moving param, and use it."),
+    ("stored_corrected",
+     "m and v stored bias-corrected (m[i] = m_hat)",
+     "store the raw running averages in m[i] and v[i]; the corrected m_hat and v_hat are "
+     "only for this step's move (the next step divides by a different correction)."),
+    ("unstored",
+     "m and v never written back",
+     "store the new running averages: `m[i] = ...` and `v[i] = ...`, so that the next step "
+     "continues from them."),
+    ("eps_inside",
+     "eps inside the square root: sqrt(v_hat + eps)",
+     "eps belongs outside the square root, as in the table above and torch.optim.Adam: it "
+     "only keeps the division safe where v_hat is 0."),
+    ("no_one_minus",
+     "running averages without the (1 - beta) factors",
+     "m = beta1 * m + (1 - beta1) * g: a weighted average, whose weights add up to 1."),
+    ("plus",
+     "param moved up the gradient (+= instead of -=)",
+     "subtract the step: param[i] -= ... (down the gradient, to lower the loss)."),
+    ("no_weight_decay",
+     "Adam with weight_decay ignored",
+     "torch.optim.Adam adds the L2 term, weight_decay times the parameter, to the gradient "
+     "before m and v see it (the training recipe uses 0; this check does not)."),
+    ("decoupled_weight_decay",
+     "AdamW's decoupled weight decay (param shrunk separately)",
+     "this exercise is torch.optim.Adam, not AdamW: the weight decay joins the gradient "
+     "before m and v are updated, instead of shrinking param separately."),
+)
+ADAM_MISTAKES = tuple(_model_mistake(*model) for model in _ADAM_MODELS)
+# Each of ADAM_MISTAKES's name in _adam_steps, which takes either.
+_ADAM_MODEL_NAMES = {mistake: model[0]
+                     for mistake, model in zip(ADAM_MISTAKES, _ADAM_MODELS, strict=True)}
+
+
+@dataclass
+class AdamRun:
+    """What ``check_adam`` saw, for the mistakes below: the kernel, its trial, the settings
+    (lr, beta1, beta2, eps, weight_decay), the starting param and each step's gradient; then
+    the step at which the kernel took the square root of a negative number, if it did, or
+    else param, m and v read back after all the steps (``got``)."""
+
+    kernel: object
+    trial: Trial
+    settings: tuple[float, ...]
+    p0: np.ndarray
+    grads: list[np.ndarray]
+    negative_root_step: int | None = None
+    got: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        lr, beta1, beta2, eps, weight_decay = self.settings
+        return (f"{self.trial}; lr={lr:.3g}, beta1={beta1:.3g}, beta2={beta2:.3g}, "
+                f"eps={eps:.2g}, weight_decay={weight_decay:.2g}")
+
+    def model(self, mistake=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(param, m, v) of the check's model, right or with one ``mistake``."""
+        zeros = np.zeros(self.trial.n)
+        return _adam_steps(self.p0, self.grads, zeros, zeros, *self.settings, mistake)
+
+    @cached_property
+    def want(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.model()  # as the reference
+
+    def close(self, what: str, want: np.ndarray) -> bool:
+        return bool(np.allclose(self.got[what], want, **ADAM_TOLERANCE))
+
+    def gives(self, mistake) -> bool:
+        """Is param what the model with ``mistake`` gives?"""
+        return self.close("param", self.model(mistake)[0])
+
+    @cached_property
+    def wrong(self) -> bool:
+        """Is param wrong?"""
+        return not self.close("param", self.want[0])
+
+    @property
+    def wrong_state(self) -> str | None:
+        """"m" or "v", the first of the two that is wrong, or None."""
+        return next((what for what, want in zip(("m", "v"), self.want[1:], strict=True)
+                     if not self.close(what, want)), None)
+
+    @cached_property
+    def still(self) -> np.ndarray:
+        """Which elements of a wrong param never moved (a correct Adam step moves all of them
+        here: every gradient is non-zero)."""
+        return (self.got["param"] == self.p0) if self.wrong else np.zeros(self.trial.n, bool)
+
+    def only_still_from(self, first: int) -> bool:
+        """Are the elements that never moved exactly those from ``first`` on?"""
+        index = np.arange(self.trial.n)
+        return bool(self.still.any()) and np.array_equal(index[self.still],
+                                                         index[index >= first])
+
+    def said_wrong(self) -> str:
+        """How many elements of param are wrong, the first, and the first wrong step (the
+        kernel run again step by step)."""
+        want_p, got_p = self.want[0], self.got["param"]
+        bad = ~np.isclose(got_p, want_p, **ADAM_TOLERANCE)
+        first = int(np.flatnonzero(bad)[0])
+        first_step = _first_wrong_step(self.kernel, self.trial, self.p0, self.grads,
+                                       list(self.settings))
+        return (f"{int(bad.sum())} of {self.trial.n} elements of param are wrong after "
+                f"{ADAM_STEPS} steps; the first is param[{first}]: expected {want_p[first]:.6g}, "
+                f"got {got_p[first]:.6g}{first_step}")
+
+
+# While the kernel runs: the simulator's math.sqrt refuses a negative number.
+ADAM_LAUNCH_MISTAKES = (
+    Mistake("v averaging g instead of g² (a square root of a negative number)",
+            lambda e: e.negative_root_step is not None,
+            lambda e: (f"your kernel took the square root of a negative number at step "
+                       f"{e.negative_root_step}"),
+            "v is the running average of g * g, never negative: v = beta2 * v + "
+            "(1 - beta2) * g * g."),
+)
+# Then, in this order, before ADAM_MISTAKES: param, m and v after all the steps.
+ADAM_RESULT_MISTAKES = (
+    Mistake("NaN in param (a negative square root, or 0 / 0 without ε)",
+            lambda e: np.isnan(e.got["param"]).any(),
+            f"param holds NaN after {ADAM_STEPS} steps",
+            "NaN comes from a square root of a negative number (v must average g * g) or "
+            "from 0 / 0 (eps must be added to the square root)."),
+    Mistake("param right but m or v not the raw running averages",
+            lambda e: not e.wrong and e.wrong_state is not None,
+            lambda e: f"param is right after {ADAM_STEPS} steps, but {e.wrong_state} is not",
+            lambda e: f"store the new running average in {e.wrong_state}[i], uncorrected."),
+    Mistake("param never moved",
+            lambda e: e.still.all(),
+            f"param did not change at all after {ADAM_STEPS} steps",
+            "each thread should move its own param[i]: param[i] -= ..."),
+    Mistake("only the first block's elements moved",
+            lambda e: e.only_still_from(e.trial.threads_per_block),
+            lambda e: (f"only the first block's elements moved "
+                       f"(param[0..{e.trial.threads_per_block - 1}])"),
             "each thread needs its global index (its block and its thread together), not "
-            "`cuda.threadIdx.x` alone, which repeats in every block.")
-    if np.array_equal(where[still], where[where >= (trial.blocks - 1) * tpb]):
-        return CheckFailedError(f"the last, partial block's elements never moved ({trial}).",
-                                "the guard should stop only the threads past the "
-                                "parameter's last element.")
-    return CheckFailedError(f"{int(still.sum())} of {n} elements of param never moved "
-                            f"({trial}).", ADAM_STUB_HINT)
+            "`cuda.threadIdx.x` alone, which repeats in every block."),
+    Mistake("all but the last, partial block's elements moved",
+            lambda e: e.only_still_from((e.trial.blocks - 1) * e.trial.threads_per_block),
+            "the last, partial block's elements never moved",
+            "the guard should stop only the threads past the parameter's last element."),
+    Mistake("some elements of param never moved",
+            lambda e: e.still.any(),
+            lambda e: f"{int(e.still.sum())} of {e.trial.n} elements of param never moved",
+            ADAM_STUB_HINT),
+)
+# After ADAM_MISTAKES, the catch-all.
+ADAM_OTHER_MISTAKES = (
+    Mistake("any other wrong param (its first wrong element, and the first step that goes "
+            "wrong)", lambda e: e.wrong,
+            lambda e: e.said_wrong(), ADAM_STUB_HINT),
+)
 
 
 ADAM = CheckSpec(
     "adam", "my_adam(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2, "
-    "weight_decay)", ADAM_STUB_HINT, parameters=11, title="3. the Adam update kernel",
+    "weight_decay)", ADAM_STUB_HINT,
+    ADAM_LAUNCH_MISTAKES + ADAM_RESULT_MISTAKES + ADAM_MISTAKES + ADAM_OTHER_MISTAKES,
+    parameters=11, title="3. the Adam update kernel",
     call="check_adam(my_adam)",
     holds="three Adam steps in a row on the same param, m and v from m = v = 0, with the "
           "corrections `1 − β^step` of steps 1, 2 and 3 (the host passes them), as gpulab's "
           "`adam_update` and `torch.optim.Adam`, with random betas, a visible ε and weight "
           "decay, on sizes that are not a multiple of the block",
-    also="the stub; simulator-only code; v averaging g instead of g² (a square root of a "
-         "negative number); a missing guard; NaN in param (a negative square root, or 0 / 0 "
-         "without ε); param right but m or v not the raw "
-         "running averages; param never moved, or only the first block's elements, or all but "
-         "the last, partial block's; then, in this order (`ADAM_MISTAKES`): a missing bias "
-         "correction; a correction stuck at step 1 (the step count ignored); corrections "
-         "swapped; betas swapped; param moved with the old m and v (wrong order), or with the "
-         "new m but the old v; m and v stored corrected; m and v not stored; ε inside the "
-         "square root; the (1 − β) factors missing; `+=`; weight decay ignored, or decoupled "
-         "as in AdamW; otherwise the first step that goes wrong; gpulab's own kernel")
+    also="the stub; simulator-only code; a missing guard; gpulab's own kernel")
 
 
 @ADAM.check
@@ -364,8 +470,8 @@ def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = 
     lr, beta1, beta2 = t(rng.uniform(0.02, 0.1)), t(rng.uniform(0.7, 0.9)), \
         t(rng.uniform(0.95, 0.995))
     eps, weight_decay = t(10 ** rng.uniform(-3, -2)), t(rng.uniform(0.05, 0.2))
-    settings = (f"lr={float(lr):.3g}, beta1={float(beta1):.3g}, beta2={float(beta2):.3g}, "
-                f"eps={float(eps):.2g}, weight_decay={float(weight_decay):.2g}")
+    run = AdamRun(kernel, trial, tuple(float(x) for x in (lr, beta1, beta2, eps, weight_decay)),
+                  p0, grads)
     # Padding: param, m and v start at 0 past the end and grad at 1, so an unguarded
     # thread changes them there, which read_back reports.
     d_p_all, d_p = padded(p0.copy(), tpb, 0)
@@ -378,50 +484,16 @@ def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = 
                    t(1 - beta1**step), t(1 - beta2**step), weight_decay)
         except KernelError as error:
             if isinstance(error.cause, ValueError) and "math domain" in str(error.cause):
-                raise CheckFailedError(
-                    f"your kernel took the square root of a negative number at step {step} "
-                    f"({trial}).",
-                    "v is the running average of g * g, never negative: v = beta2 * v + "
-                    "(1 - beta2) * g * g.") from None
+                run.negative_root_step = step
+                failure = diagnose(ADAM_LAUNCH_MISTAKES, run)
+                if failure is not None:
+                    raise failure from None
             raise
-    got = {what: read_back(buffer, (trial.n,), trial, fill=0, what=what, hint=GUARD_HINT)
-           for what, buffer in (("param", d_p_all), ("m", d_m_all), ("v", d_v_all))}
-    floats = [float(x) for x in (lr, beta1, beta2, eps, weight_decay)]
-    zeros = np.zeros(trial.n)
-    want_p, want_m, want_v = _adam_steps(p0, grads, zeros, zeros, *floats)  # as reference
-
-    def close(a, b) -> bool:
-        return bool(np.allclose(a, b, **ADAM_TOLERANCE))
-
-    where = f"{trial}; {settings}"
-    if np.isnan(got["param"]).any():
-        raise CheckFailedError(
-            f"param holds NaN after {ADAM_STEPS} steps ({where}).",
-            "NaN comes from a square root of a negative number (v must average g * g) or "
-            "from 0 / 0 (eps must be added to the square root).")
-    if close(got["param"], want_p):
-        for what, want in (("m", want_m), ("v", want_v)):
-            if not close(got[what], want):
-                raise CheckFailedError(
-                    f"param is right after {ADAM_STEPS} steps, but {what} is not ({where}).",
-                    f"store the new running average in {what}[i], uncorrected.")
-        return (f"param, m and v are right after {ADAM_STEPS} steps ({trial.launched}, "
-                f"n={trial.n}, seed={trial.seed}).")
-    moved = _moved_problem(p0, got["param"], trial)
-    if moved is not None:
-        raise moved
-    for mistake, (description, hint) in ADAM_MISTAKES.items():
-        if close(got["param"], _adam_steps(p0, grads, zeros, zeros, *floats, mistake)[0]):
-            raise CheckFailedError(
-                f"param after {ADAM_STEPS} steps is what {description} gives ({where}).",
-                hint)
-    bad = ~np.isclose(got["param"], want_p, **ADAM_TOLERANCE)
-    first = int(np.flatnonzero(bad)[0])
-    first_step = _first_wrong_step(kernel, trial, p0, grads, floats)
-    raise CheckFailedError(
-        f"{int(bad.sum())} of {trial.n} elements of param are wrong after {ADAM_STEPS} "
-        f"steps; the first is param[{first}]: expected {want_p[first]:.6g}, got "
-        f"{got['param'][first]:.6g}{first_step} ({where}).", ADAM_STUB_HINT)
+    run.got = {what: read_back(buffer, (trial.n,), trial, fill=0, what=what, hint=GUARD_HINT)
+               for what, buffer in (("param", d_p_all), ("m", d_m_all), ("v", d_v_all))}
+    ADAM.reject(run)
+    return (f"param, m and v are right after {ADAM_STEPS} steps ({trial.launched}, "
+            f"n={trial.n}, seed={trial.seed}).")
 
 
 def _first_wrong_step(kernel, trial: Trial, p0, grads, floats) -> str:
@@ -502,19 +574,6 @@ def _unmixed(batches: list[np.ndarray]) -> bool:
     return bool(sized) and all(int(b.max() - b.min()) < 2 * b.size for b in sized)
 
 
-def _unmixed_failure(batches: list[np.ndarray], batch_size: int,
-                     where: str) -> CheckFailedError:
-    """The failure for batches of neighbouring samples: shuffled only inside each batch, or
-    only the order of the stored order's slices."""
-    in_order = all(b.min() == k * batch_size for k, b in enumerate(batches))
-    what = ("the samples are shuffled only inside each batch: the batches still come in the "
-            "stored order" if in_order else
-            "only the order of the batches is shuffled: each batch is a slice of the stored "
-            "order")
-    return CheckFailedError(f"{what}, so each batch holds neighbouring samples only {where}.",
-                            MIX_HINT)
-
-
 # "Not a random draw": at least this share of the steps from one sample of the epoch's order to
 # the next go the same distance (mod n_samples). A rotation of the stored order, or a fixed
 # stride from a random start, steps the same everywhere; an interleave (every k-th sample from
@@ -538,9 +597,95 @@ def _same_step(order: np.ndarray, n: int) -> tuple[int, int, int] | None:
     return None
 
 
-def _same_step_failure(step: int, count: int, steps: int, n: int,
-                       where: str) -> CheckFailedError:
-    if step in (1, n - 1):
+def _joined(batches: list[np.ndarray]) -> np.ndarray:
+    """The batches' indices one batch after the other: the epoch's order."""
+    return np.concatenate(batches) if batches else np.zeros(0, np.int64)
+
+
+@dataclass
+class Minibatches:
+    """What a learner's ``minibatches(n, batch_size, rng)`` returned (as :func:`_as_batches`
+    reads it): ``batches`` for the seed's generator, then, once those hold every sample once
+    in a random order, ``again`` for a new generator of the same seed and ``other`` for the
+    next seed's: the evidence the mini-batch check's mistakes are told from."""
+
+    n: int
+    batch_size: int
+    seed: int
+    batches: list[np.ndarray] = field(default_factory=list)
+    again: list[np.ndarray] | None = None
+    other: list[np.ndarray] | None = None
+
+    @property
+    def where(self) -> str:
+        return f"n_samples={self.n}, batch_size={self.batch_size}, seed={self.seed}"
+
+    @property
+    def order(self) -> np.ndarray:
+        return _joined(self.batches)
+
+    @property
+    def full(self) -> int:
+        """How many full batches an epoch has."""
+        return self.n // self.batch_size
+
+    @property
+    def rest(self) -> int:
+        """The size of the last, partial batch (0: none)."""
+        return self.n % self.batch_size
+
+    @property
+    def partial_dropped(self) -> bool:
+        return bool(self.rest) and len(self.order) == self.full * self.batch_size
+
+    @property
+    def counts(self) -> np.ndarray:
+        """How many times each sample is in the batches."""
+        return np.bincount(self.order, minlength=self.n)
+
+    @property
+    def each_once(self) -> bool:
+        return len(self.order) == self.n and not np.any(self.counts != 1)
+
+    @property
+    def holds(self) -> str:
+        return (f"the batches hold {len(self.order)} indices for {self.n} samples: "
+                f"{int(np.sum(self.counts == 0))} samples missing, "
+                f"{int(np.sum(self.counts > 1))} repeated")
+
+    @property
+    def sizes(self) -> list[int]:
+        return [len(b) for b in self.batches]
+
+    @property
+    def expected_sizes(self) -> list[int]:
+        return [self.batch_size] * self.full + ([self.rest] if self.rest else [])
+
+    @property
+    def sizes_right(self) -> bool:
+        return self.sizes == self.expected_sizes
+
+    @property
+    def unmixed(self) -> bool:
+        """Batches of neighbouring samples (:func:`_unmixed`), of the right sizes in any
+        order: shuffled only inside each batch, or only the order of the stored order's
+        slices."""
+        return sorted(self.sizes) == sorted(self.expected_sizes) and _unmixed(self.batches)
+
+    @property
+    def slices_in_order(self) -> bool:
+        """Every batch starts where the stored order's slice of its place does."""
+        return all(b.min() == k * self.batch_size for k, b in enumerate(self.batches))
+
+    @property
+    def same_step(self) -> tuple[int, int, int] | None:
+        return _same_step(self.order, self.n)
+
+
+def _not_a_random_draw(e: Minibatches) -> str:
+    """What a rotation or a fixed stride of the stored order (:func:`_same_step`) is told."""
+    step, count, steps = e.same_step
+    if step in (1, e.n - 1):
         kind = "a rotation of the stored order (forwards or backwards) from a random start"
     else:
         kind = "a fixed stride through the stored order from a random start"
@@ -549,91 +694,95 @@ def _same_step_failure(step: int, count: int, steps: int, n: int,
     else:
         every = f"{count} of the {steps} steps from one index of it to the next go"
         kind = "nearly " + kind
-    return CheckFailedError(
-        f"the epoch's order is not a random draw: {every} the same distance, {step} (mod "
-        f"n_samples), so the order is {kind}, fixed but for where it starts {where}.",
-        "the generator must decide every position of the order, not only an offset or a "
-        "step: a shuffle of all the indices lets any sample follow any other. With only a "
-        "start drawn, every epoch repeats the same pattern of neighbours.")
+    return (f"the epoch's order is not a random draw: {every} the same distance, {step} (mod "
+            f"n_samples), so the order is {kind}, fixed but for where it starts")
+
+
+# What the usual wrong mini-batches give, in the order they are tried, on the batches of the
+# seed's generator (after the result is read as batches of indices: :func:`_as_batches`).
+MINIBATCH_MISTAKES = (
+    Mistake("the partial batch dropped", lambda e: e.partial_dropped,
+            lambda e: f"{e.rest} samples are never used: the last, partial batch is missing",
+            "keep the remainder as a smaller last batch: every sample must be seen once per "
+            "epoch."),
+    Mistake("samples repeated (drawing with replacement)",
+            lambda e: not e.each_once and np.any(e.counts > 1), lambda e: e.holds,
+            "a sample that repeats was drawn with replacement (rng.integers, rng.choice): a "
+            "shuffle of all the indices, a permutation, holds each exactly once."),
+    Mistake("samples missing", lambda e: not e.each_once, lambda e: e.holds,
+            MINIBATCH_STUB_HINT),
+    Mistake("no shuffling (the stored order)",
+            lambda e: e.sizes_right and np.array_equal(e.order, np.arange(e.n)),
+            "the samples come in their stored order",
+            "shuffle the indices with the generator you are given: digits stored class by "
+            "class would give batches of one class each."),
+    Mistake("shuffling only inside each batch (every batch still neighbouring samples)",
+            lambda e: e.unmixed and e.slices_in_order,
+            "the samples are shuffled only inside each batch: the batches still come in the "
+            "stored order, so each batch holds neighbouring samples only", MIX_HINT),
+    Mistake("shuffling only the order of the batches (every batch still neighbouring samples)",
+            lambda e: e.unmixed,
+            "only the order of the batches is shuffled: each batch is a slice of the stored "
+            "order, so each batch holds neighbouring samples only", MIX_HINT),
+    Mistake("batches of the wrong size", lambda e: not e.sizes_right,
+            lambda e: (f"the batch sizes are {e.sizes[:6]}{'...' if len(e.sizes) > 6 else ''}"
+                       f": expected {e.full} batches of {e.batch_size} then one of {e.rest}"),
+            "cut the shuffled order into consecutive slices of batch_size: only the last one "
+            "may be shorter."),
+    Mistake("a rotation or a fixed stride of the stored order from a random start (the same "
+            "step between neighbours of the order)", lambda e: e.same_step is not None,
+            _not_a_random_draw,
+            "the generator must decide every position of the order, not only an offset or a "
+            "step: a shuffle of all the indices lets any sample follow any other. With only a "
+            "start drawn, every epoch repeats the same pattern of neighbours."),
+)
+# Then, on the batches of a new generator of the same seed and of the next seed's.
+MINIBATCH_SEED_MISTAKES = (
+    Mistake("shuffling with np.random, not the given generator (the same seed gives another "
+            "order)",
+            lambda e: e.again is not None and not np.array_equal(_joined(e.again), e.order),
+            "the same seed gave a different order",
+            "shuffle with the rng you are given, not np.random: a seed must repeat a run "
+            "exactly."),
+    Mistake("shuffling with a generator of its own (another seed gives the same order)",
+            lambda e: e.other is not None and np.array_equal(_joined(e.other), e.order),
+            "two different generators gave the same order", "use the rng argument to shuffle."),
+)
 
 
 MINIBATCHES = CheckSpec(
     "minibatches", "minibatches(n_samples, batch_size, rng) -> list of index arrays",
-    MINIBATCH_STUB_HINT, title="1. the mini-batches of an epoch",
-    call="check_minibatches(minibatches)",
+    MINIBATCH_STUB_HINT, MINIBATCH_MISTAKES + MINIBATCH_SEED_MISTAKES,
+    title="1. the mini-batches of an epoch", call="check_minibatches(minibatches)",
     holds="batches of batch_size whole-number indices, the last (partial) batch kept, every "
           "sample exactly once per epoch, shuffled by the given generator across the whole "
           "epoch (every batch mixes samples from all over the stored order; the same seed "
           "gives the same order, another seed another)",
     also="the stub; a result of the wrong type (None, one flat array, floats, a mask, indices "
-         "out of range); the partial batch dropped; samples missing or repeated (drawing with "
-         "replacement); batches of the wrong size; no shuffling; shuffling only inside each "
-         "batch or only the order of the batches (every batch still neighbouring samples); a "
-         "rotation or a fixed stride of the stored order from a random start (the same step "
-         "between neighbours of the order); shuffling that ignores the given generator")
+         "out of range)")
 
 
 @MINIBATCHES.check
 def check_minibatches(function, seed: int | None = None) -> str:
     """batch_size is drawn from 5 to 39 and n_samples is 3 to 8 batches plus a partial one.
-    The function is called with the seed's generator, again with a new one of the same seed,
-    then with the next seed's. A rotation or a fixed stride is told by the step, mod n, between
-    neighbours of the order (:func:`_same_step`)."""
+    The function is called with the seed's generator (:data:`MINIBATCH_MISTAKES` on its
+    batches), then again with a new one of the same seed and with the next seed's
+    (:data:`MINIBATCH_SEED_MISTAKES`). A rotation or a fixed stride is told by the step, mod
+    n, between neighbours of the order (:func:`_same_step`)."""
     rng = np.random.default_rng(seed)
     batch_size = int(rng.integers(5, 40))
     n = batch_size * int(rng.integers(3, 9)) + int(rng.integers(1, batch_size))
-    where = f"(n_samples={n}, batch_size={batch_size}, seed={seed})"
-    batches = _as_batches(call_learner(function, n, batch_size, np.random.default_rng(seed),
-                                       stub_hint=MINIBATCH_STUB_HINT), n, where)
-    everything = np.concatenate(batches) if batches else np.zeros(0, np.int64)
-    full, rest = divmod(n, batch_size)
-    if len(everything) == full * batch_size and rest:
-        raise CheckFailedError(f"{rest} samples are never used: the last, partial batch is "
-                               f"missing {where}.",
-                               "keep the remainder as a smaller last batch: every sample "
-                               "must be seen once per epoch.")
-    counts = np.bincount(everything, minlength=n)
-    if len(everything) != n or np.any(counts != 1):
-        missing, repeated = int(np.sum(counts == 0)), int(np.sum(counts > 1))
-        hint = ("a sample that repeats was drawn with replacement (rng.integers, "
-                "rng.choice): a shuffle of all the indices, a permutation, holds each "
-                "exactly once."
-                if repeated else MINIBATCH_STUB_HINT)
-        raise CheckFailedError(f"the batches hold {len(everything)} indices for {n} samples:"
-                               f" {missing} samples missing, {repeated} repeated {where}.",
-                               hint)
-    sizes = [len(b) for b in batches]
-    expected_sizes = [batch_size] * full + ([rest] if rest else [])
-    if sizes != expected_sizes:
-        if sorted(sizes) == sorted(expected_sizes) and _unmixed(batches):
-            raise _unmixed_failure(batches, batch_size, where)
-        shown = f"{sizes[:6]}{'...' if len(sizes) > 6 else ''}"
-        raise CheckFailedError(f"the batch sizes are {shown}: expected {full} batches of "
-                               f"{batch_size} then one of {rest} {where}.",
-                               "cut the shuffled order into consecutive slices of "
-                               "batch_size: only the last one may be shorter.")
-    if np.array_equal(everything, np.arange(n)):
-        raise CheckFailedError(f"the samples come in their stored order {where}.",
-                               "shuffle the indices with the generator you are given: "
-                               "digits stored class by class would give batches of one "
-                               "class each.")
-    if _unmixed(batches):
-        raise _unmixed_failure(batches, batch_size, where)
-    same = _same_step(everything, n)
-    if same is not None:
-        raise _same_step_failure(*same, n, where)
-    again = _as_batches(call_learner(function, n, batch_size, np.random.default_rng(seed)),
-                        n, where)
-    other = _as_batches(call_learner(function, n, batch_size,
-                                     np.random.default_rng(seed + 1)), n, where)
-    if not np.array_equal(np.concatenate(again), everything):
-        raise CheckFailedError(f"the same seed gave a different order {where}.",
-                               "shuffle with the rng you are given, not np.random: a "
-                               "seed must repeat a run exactly.")
-    if np.array_equal(np.concatenate(other), everything):
-        raise CheckFailedError(f"two different generators gave the same order {where}.",
-                               "use the rng argument to shuffle.")
-    return (f"{len(batches)} batches, every sample once, mixed across the epoch by rng "
+    case = Minibatches(n, batch_size, seed)
+    where = f"({case.where})"
+    case.batches = _as_batches(call_learner(function, n, batch_size, np.random.default_rng(seed),
+                                            stub_hint=MINIBATCH_STUB_HINT), n, where)
+    reject(MINIBATCH_MISTAKES, case)
+    case.again = _as_batches(call_learner(function, n, batch_size, np.random.default_rng(seed)),
+                             n, where)
+    case.other = _as_batches(call_learner(function, n, batch_size,
+                                          np.random.default_rng(seed + 1)), n, where)
+    reject(MINIBATCH_SEED_MISTAKES, case)
+    return (f"{len(case.batches)} batches, every sample once, mixed across the epoch by rng "
             f"{where}.")
 
 
@@ -979,25 +1128,122 @@ def train_with_your_kernels(kernels: dict, data=None, show: bool = True,
 FORWARD_KERNELS = ("matmul", "bias_activation", "softmax_cross_entropy")
 
 
+@dataclass
+class TrainedRun:
+    """A run of :func:`train_with_your_kernels` with this chapter's kernels in it, none of
+    which crashed: the evidence the training check's mistakes are told from. The run is the
+    case (check_training trains nothing) and its failures name the step, so ``where`` is
+    empty."""
+
+    run: YourTraining
+
+    @property
+    def where(self) -> str:
+        return ""
+
+    @property
+    def side(self):
+        return self.run.side_by_side
+
+    @property
+    def yours(self) -> str:
+        return ", ".join(self.run.kernels)
+
+    @property
+    def step(self) -> int | None:
+        """The first compared step after which the run differs from gpulab's kernels'."""
+        return self.side.first_mismatch
+
+    @property
+    def loss_differs(self) -> bool:
+        """The loss of the first mismatched step differs from gpulab's: the forward pass."""
+        k = self.step - 1
+        return not math.isclose(self.side.losses[k], self.side.reference_losses[k],
+                                rel_tol=1e-5, abs_tol=1e-6)
+
+    def suspects(self, forward: bool) -> str:
+        """A hint naming the learner's forward (or else backward and update) kernels."""
+        named = [n for n in self.run.kernels if (n in FORWARD_KERNELS) == forward]
+        return (f"suspect {', '.join(named) or self.yours}: run its chapter's check again "
+                "(every element, several seeds), and compare with gpulab.kernel_source(name).")
+
+    @property
+    def first_not_finite(self) -> int:
+        return next(k + 1 for k, loss in enumerate(self.run.losses) if not math.isfinite(loss))
+
+    @property
+    def matched(self) -> str:
+        return f"the first {_steps(self.side.compared)} matched gpulab's kernels"
+
+
+def _forward_differs(e: TrainedRun) -> str:
+    k = e.step - 1
+    return (f"the loss of step {e.step} is {e.side.losses[k]:.6g}, gpulab's "
+            f"{e.side.reference_losses[k]:.6g}: the forward pass differs. Your kernels in this "
+            f"run: {e.yours}")
+
+
+def _update_differs(e: TrainedRun) -> str:
+    k = e.step - 1
+    return (f"after step {e.step}, {e.side.worst[k]} differs from gpulab's by "
+            f"{e.side.differences[k]:.3g} (rounding allows {e.side.tolerance:.1e}): the backward "
+            f"pass or the update differs. Your kernels in this run: {e.yours}")
+
+
+def _did_not_fall(e: TrainedRun) -> str:
+    (first, last), (before, after) = e.run.loss_first_last, e.run.held_out_loss
+    return (f"{e.matched}, but over {_steps(e.run.steps)} the loss did not fall: batch loss "
+            f"{first:.3f} (first {_steps(e.run.loss_window)}) -> {last:.3f} (last "
+            f"{e.run.loss_window}), held-out loss {before:.3f} -> {after:.3f}")
+
+
+# What check_training tells from a run, in the order it is tried (after a result that is not a
+# run, gpulab's kernels in place of this chapter's, and a kernel that crashed).
+TRAINING_MISTAKES = (
+    Mistake("a compared step's loss differs from gpulab's (the forward kernels blamed)",
+            lambda e: not e.run.matches and e.loss_differs, _forward_differs,
+            lambda e: e.suspects(forward=True)),
+    Mistake("a compared step's weights differ from gpulab's (the backward or update kernels "
+            "blamed)", lambda e: not e.run.matches, _update_differs,
+            lambda e: e.suspects(forward=False)),
+    Mistake("a loss that became inf/NaN (the run diverged)", lambda e: not e.run.finite,
+            lambda e: (f"{e.matched}, but the loss of step {e.first_not_finite} is "
+                       f"{e.run.losses[e.first_not_finite - 1]}: the run diverged with your "
+                       f"kernels ({e.yours})"),
+            "a step that moves the weights too far makes the loss overflow: try a smaller "
+            "learning rate (lr=...); if the same settings train on gpulab's kernels alone "
+            "(pass {}), suspect adam_update, the kernel that moves the weights."),
+    Mistake("a loss that did not fall (too few steps, or too large a learning rate)",
+            lambda e: not e.run.loss_fell, _did_not_fall,
+            f"train longer (steps=..., the chapter's run takes {TRAINING['steps']}) or with a "
+            "smaller learning rate (lr=...)."),
+    Mistake(f"a held-out accuracy under {100 * MIN_ACCURACY:.0f} % (too few steps)",
+            lambda e: not e.run.above_chance,
+            lambda e: (f"the loss fell, but after {_steps(e.run.steps)} the held-out accuracy "
+                       f"is {100 * e.run.held_out_accuracy[1]:.1f}%, under the "
+                       f"{100 * MIN_ACCURACY:.0f}% this check asks (four times chance)"),
+            f"train longer: steps=... (the chapter's run takes {TRAINING['steps']})."),
+)
+
+
 TRAINING_CHECK = CheckSpec(
     "your kernels train the network", "the run of train_with_your_kernels(...)", "",
-    title="4. your kernels train the network", call="check_training(run)",
+    TRAINING_MISTAKES, title="4. your kernels train the network", call="check_training(run)",
     holds="the learner's loss-gradient and Adam kernels (and any chapter 05–06 kernels pasted "
           "in) train 64 → 16 → 10 for 16 steps of 16 digits, the first 2 equal to gpulab's "
           "kernels' run to float32 rounding, then alone: the loss stays finite, the batch loss "
           "(the mean of the last quarter of the steps below that of the first) and the "
           "held-out loss fall and the held-out accuracy reaches 40 % (chance: 10 %)",
-    also="gpulab's kernels in place of this chapter's two (not attempted); a kernel that "
-         "crashed is named; a mismatch names the first step and parameter and blames the "
-         "forward kernels when the loss differs, the backward or update kernels otherwise; a "
-         "loss that became inf/NaN names the step and the learner's kernels")
+    also="something other than the run of train_with_your_kernels; gpulab's kernels in place "
+         "of this chapter's two (not attempted); a kernel that crashed is named")
 
 
 def check_training(run, show: bool = True) -> CheckResult:
     """Judges ``run``, what :func:`train_with_your_kernels` returned; it trains nothing
-    itself. This chapter's kernels are :data:`THIS_CHAPTER`; the loss means are over
-    :data:`LOSS_WINDOW` of the steps; the bar is :data:`MIN_ACCURACY`. A compared step's loss
-    differs when it is not within 1e-5 relative (1e-6 absolute) of gpulab's."""
+    itself (:data:`TRAINING_MISTAKES`, a :class:`TrainedRun`). This chapter's kernels are
+    :data:`THIS_CHAPTER`; the loss means are over :data:`LOSS_WINDOW` of the steps; the bar is
+    :data:`MIN_ACCURACY`. A compared step's loss differs when it is not within 1e-5 relative
+    (1e-6 absolute) of gpulab's."""
 
     def body(seed: int) -> str:
         if not isinstance(run, YourTraining):
@@ -1015,55 +1261,16 @@ def check_training(run, show: bool = True) -> CheckResult:
             raise CheckFailedError(f"training stopped: {run.error}",
                                    "run that kernel's own check again: it shows the mistake "
                                    "on a smaller problem.")
+        TRAINING_CHECK.reject(TrainedRun(run))
         side = run.side_by_side
-        yours = ", ".join(run.kernels)
-        if not side.matches:
-            step = side.first_mismatch
-            k = step - 1
-            if not math.isclose(side.losses[k], side.reference_losses[k], rel_tol=1e-5,
-                                abs_tol=1e-6):
-                suspects = [n for n in run.kernels if n in FORWARD_KERNELS]
-                where = (f"the loss of step {step} is {side.losses[k]:.6g}, gpulab's "
-                         f"{side.reference_losses[k]:.6g}: the forward pass differs")
-            else:
-                suspects = [n for n in run.kernels if n not in FORWARD_KERNELS]
-                where = (f"after step {step}, {side.worst[k]} differs from gpulab's by "
-                         f"{side.differences[k]:.3g} (rounding allows {side.tolerance:.1e})"
-                         f": the backward pass or the update differs")
-            raise CheckFailedError(
-                f"{where}. Your kernels in this run: {yours}.",
-                f"suspect {', '.join(suspects) or yours}: run its chapter's check again "
-                "(every element, several seeds), and compare with gpulab.kernel_source(name).")
-        if not run.finite:
-            step = next(k + 1 for k, loss in enumerate(run.losses) if not math.isfinite(loss))
-            raise CheckFailedError(
-                f"the first {_steps(side.compared)} matched gpulab's kernels, but the loss of "
-                f"step {step} is {run.losses[step - 1]}: the run diverged with your kernels "
-                f"({yours}).",
-                "a step that moves the weights too far makes the loss overflow: try a smaller "
-                "learning rate (lr=...); if the same settings train on gpulab's kernels alone "
-                "(pass {}), suspect adam_update, the kernel that moves the weights.")
         first, last = run.loss_first_last
         before, after = run.held_out_loss
         acc_before, acc_after = run.held_out_accuracy
-        if not run.loss_fell:
-            raise CheckFailedError(
-                f"the first {_steps(side.compared)} matched gpulab's kernels, but over "
-                f"{_steps(run.steps)} the loss did not fall: batch loss {first:.3f} (first "
-                f"{_steps(run.loss_window)}) -> {last:.3f} (last {run.loss_window}), held-out "
-                f"loss {before:.3f} -> {after:.3f}.",
-                f"train longer (steps=..., the chapter's run takes {TRAINING['steps']}) or with "
-                "a smaller learning rate (lr=...).")
-        if not run.above_chance:
-            raise CheckFailedError(
-                f"the loss fell, but after {_steps(run.steps)} the held-out accuracy is "
-                f"{100 * acc_after:.1f}%, under the {100 * MIN_ACCURACY:.0f}% this check asks "
-                "(four times chance).",
-                f"train longer: steps=... (the chapter's run takes {TRAINING['steps']}).")
-        return (f"the first {_steps(side.compared)} with your {yours} matched gpulab's kernels to "
-                f"rounding; over {_steps(run.steps)} the batch loss fell from {first:.3f} to "
-                f"{last:.3f} and the held-out accuracy rose from {100 * acc_before:.1f}% to "
-                f"{100 * acc_after:.1f}% (loss {before:.3f} -> {after:.3f}).")
+        return (f"the first {_steps(side.compared)} with your {', '.join(run.kernels)} matched "
+                f"gpulab's kernels to rounding; over {_steps(run.steps)} the batch loss fell "
+                f"from {first:.3f} to {last:.3f} and the held-out accuracy rose from "
+                f"{100 * acc_before:.1f}% to {100 * acc_after:.1f}% (loss {before:.3f} -> "
+                f"{after:.3f}).")
 
     return TRAINING_CHECK.run(body, 0, show)
 
@@ -1072,8 +1279,11 @@ check_training.__doc__ = TRAINING_CHECK.described(check_training.__doc__)
 
 
 __all__ = [
-    "ADAM", "ADAM_MISTAKES", "LOSS_GRADIENT", "MINIBATCHES", "MIN_ACCURACY", "THIS_CHAPTER",
-    "TRAINING", "TRAINING_CHECK", "YourTraining", "check_adam",
+    "ADAM", "ADAM_LAUNCH_MISTAKES", "ADAM_MISTAKES", "ADAM_OTHER_MISTAKES",
+    "ADAM_RESULT_MISTAKES", "AdamRun", "LOSS_GRADIENT", "MINIBATCHES", "MIN_ACCURACY",
+    "THIS_CHAPTER",
+    "MINIBATCH_MISTAKES", "MINIBATCH_SEED_MISTAKES", "TRAINING", "TRAINING_CHECK",
+    "TRAINING_MISTAKES", "YourTraining", "check_adam",
     "check_loss_gradient", "check_minibatches", "check_training", "train_with_your_kernels",
     "your_kernels",
 ]

@@ -111,74 +111,118 @@ def _check_scaler_result(result, where: str):
     return float(scale), clean, bool(take)
 
 
-def _diagnose_scaler(state, got, want, interval: int, where: str) -> CheckFailedError:
-    scale, clean, found_inf = state
-    g_scale, g_clean, g_take = got
-    w_scale, w_clean, w_take = want
-    summary = (f"{where}: expected (scale {w_scale:g}, clean_steps {w_clean}, take_step "
-               f"{w_take}), got ({g_scale:g}, {g_clean}, {g_take})")
-    if found_inf:
-        if g_take:
-            return CheckFailedError(f"{summary}: the step was taken although a gradient was "
-                                    "inf or NaN.", SKIP_HINT)
-        if g_scale == scale * GROWTH:
-            return CheckFailedError(f"{summary}: the scale doubled on an overflow; it must be "
-                                    "halved.", "on inf/NaN, multiply the scale by 0.5: a "
-                                               "smaller scale keeps the gradients in range.")
-        if g_scale == scale:
-            return CheckFailedError(f"{summary}: the scale stayed the same on an overflow, so "
-                                    "the next step overflows again.",
-                                    "on inf/NaN, multiply the scale by 0.5.")
-        if g_scale == w_scale and g_clean != 0:
-            return CheckFailedError(f"{summary}: the scale backed off, but the count of clean "
-                                    f"steps was not reset (it was {clean}).",
-                                    RESET_ON_BACKOFF_HINT)
-    else:
-        if not g_take:
-            return CheckFailedError(f"{summary}: a clean step (no inf or NaN) was skipped.",
-                                    "take every step whose gradients are finite: "
-                                    "take_step is True there.")
-        if g_scale == scale * BACKOFF:
-            return CheckFailedError(f"{summary}: the scale was halved on a clean step.",
-                                    "halve only on an overflow (found_inf True).")
-        grows = w_scale == scale * GROWTH
-        if not grows and g_scale == scale * GROWTH:
-            if clean + 1 < interval:
-                message = (f"{summary}: the scale doubled after only {clean + 1} clean step(s); "
-                           f"it should wait for growth_interval = {interval}.")
-                if clean == 0:
-                    message += " Growing on every clean step overflows within a few steps."
-                return CheckFailedError(message, COUNT_HINT)
-            return CheckFailedError(f"{summary}: the scale doubled again although the count "
-                                    "had just been reset by a growth.", RESET_ON_GROWTH_HINT)
-        if grows and g_scale == scale:
-            if g_clean == clean + 1:
-                return CheckFailedError(
-                    f"{summary}: this is the {interval}th clean step in a row, so the scale "
-                    "should double now; yours waits (an off-by-one: growing when the count "
-                    f"exceeds {interval} instead of when it reaches it?).", COUNT_HINT)
-            return CheckFailedError(f"{summary}: the scale never grows.", COUNT_HINT)
-        if grows and g_scale == w_scale and g_clean != 0:
-            return CheckFailedError(f"{summary}: the scale grew, but the count was not reset.",
-                                    RESET_ON_GROWTH_HINT)
-        if g_clean == clean and not grows:
-            return CheckFailedError(f"{summary}: the clean step was not counted.", COUNT_HINT)
-    return CheckFailedError(f"{summary}.", SCALER_STUB_HINT)
+@dataclass
+class ScalerStep:
+    """One step of the scaler where the learner's ``got`` (scale, clean_steps, take_step) is not
+    the reference's ``want``: the state it was fed (``scale``, ``clean`` steps, ``found_inf``,
+    the growth ``interval``), the step's ``number`` and the ``seed``. The evidence
+    :data:`SCALER_MISTAKES` are told from."""
+
+    scale: float
+    clean: int
+    found_inf: bool
+    interval: int
+    got: tuple
+    want: tuple
+    number: int
+    seed: int | None
+
+    @property
+    def where(self) -> str:
+        return (f"step {self.number}: scale {self.scale:g}, clean_steps {self.clean}, found_inf "
+                f"{self.found_inf}, growth_interval {self.interval}; seed={self.seed}")
+
+    @property
+    def summary(self) -> str:
+        (w_scale, w_clean, w_take), (g_scale, g_clean, g_take) = self.want, self.got
+        return (f"expected (scale {w_scale:g}, clean_steps {w_clean}, take_step {w_take}), got "
+                f"({g_scale:g}, {g_clean}, {g_take})")
+
+    @property
+    def grows(self) -> bool:
+        """Does the reference double the scale on this step?"""
+        return self.want[0] == self.scale * GROWTH
+
+    def gave_scale(self, factor: float) -> bool:
+        """Is the learner's scale the scale it was fed times ``factor``?"""
+        return self.got[0] == self.scale * factor
+
+
+def _clean(seen):
+    """``seen`` on a clean step (found_inf False) only."""
+    return lambda e: not e.found_inf and seen(e)
+
+
+def _overflow(seen):
+    """``seen`` on an overflow (found_inf True) only."""
+    return lambda e: e.found_inf and seen(e)
+
+
+def _too_early(e: ScalerStep) -> bool:
+    return not e.grows and e.gave_scale(GROWTH) and e.clean + 1 < e.interval
+
+
+# The wrong steps, in the order they are tried (the last a catch-all): an overflow's first,
+# then a clean step's.
+SCALER_MISTAKES = (
+    Mistake("the step taken on an overflow", _overflow(lambda e: e.got[2]),
+            lambda e: f"{e.summary}: the step was taken although a gradient was inf or NaN",
+            SKIP_HINT),
+    Mistake("doubling on an overflow", _overflow(lambda e: e.gave_scale(GROWTH)),
+            lambda e: f"{e.summary}: the scale doubled on an overflow; it must be halved",
+            "on inf/NaN, multiply the scale by 0.5: a smaller scale keeps the gradients in "
+            "range."),
+    Mistake("no back-off on an overflow", _overflow(lambda e: e.gave_scale(1)),
+            lambda e: (f"{e.summary}: the scale stayed the same on an overflow, so the next "
+                       "step overflows again"), "on inf/NaN, multiply the scale by 0.5."),
+    Mistake("back-off without resetting the count",
+            _overflow(lambda e: e.got[0] == e.want[0] and e.got[1] != 0),
+            lambda e: (f"{e.summary}: the scale backed off, but the count of clean steps was "
+                       f"not reset (it was {e.clean})"), RESET_ON_BACKOFF_HINT),
+    Mistake("a clean step skipped", _clean(lambda e: not e.got[2]),
+            lambda e: f"{e.summary}: a clean step (no inf or NaN) was skipped",
+            "take every step whose gradients are finite: take_step is True there."),
+    Mistake("a clean step halved", _clean(lambda e: e.gave_scale(BACKOFF)),
+            lambda e: f"{e.summary}: the scale was halved on a clean step",
+            "halve only on an overflow (found_inf True)."),
+    Mistake("growing on every clean step", _clean(lambda e: _too_early(e) and e.clean == 0),
+            lambda e: (f"{e.summary}: the scale doubled after only 1 clean step(s); it should "
+                       f"wait for growth_interval = {e.interval}; growing on every clean step "
+                       "overflows within a few steps"), COUNT_HINT),
+    Mistake("growing before growth_interval clean steps", _clean(_too_early),
+            lambda e: (f"{e.summary}: the scale doubled after only {e.clean + 1} clean step(s); "
+                       f"it should wait for growth_interval = {e.interval}"), COUNT_HINT),
+    Mistake("doubling again after a growth (the count not reset)",
+            _clean(lambda e: not e.grows and e.gave_scale(GROWTH)),
+            lambda e: (f"{e.summary}: the scale doubled again although the count had just been "
+                       "reset by a growth"), RESET_ON_GROWTH_HINT),
+    Mistake("growing one step late (`>` for `==`)",
+            _clean(lambda e: e.grows and e.gave_scale(1) and e.got[1] == e.clean + 1),
+            lambda e: (f"{e.summary}: this is the {e.interval}th clean step in a row, so the "
+                       "scale should double now; yours waits (an off-by-one: growing when the "
+                       f"count exceeds {e.interval} instead of when it reaches it?)"), COUNT_HINT),
+    Mistake("never growing", _clean(lambda e: e.grows and e.gave_scale(1)),
+            lambda e: f"{e.summary}: the scale never grows", COUNT_HINT),
+    Mistake("no reset after a growth",
+            _clean(lambda e: e.grows and e.got[0] == e.want[0] and e.got[1] != 0),
+            lambda e: f"{e.summary}: the scale grew, but the count was not reset",
+            RESET_ON_GROWTH_HINT),
+    Mistake("a clean step not counted", _clean(lambda e: e.got[1] == e.clean and not e.grows),
+            lambda e: f"{e.summary}: the clean step was not counted", COUNT_HINT),
+    Mistake("another result", lambda e: True, lambda e: e.summary, SCALER_STUB_HINT),
+)
 
 
 LOSS_SCALE = CheckSpec(
     "loss_scale_update", "update_loss_scale(scale, clean_steps, found_inf, growth_interval)",
-    SCALER_STUB_HINT, title="1. the loss scaler's update rule",
+    SCALER_STUB_HINT, SCALER_MISTAKES, title="1. the loss scaler's update rule",
     call="check_loss_scale_update(update_loss_scale)",
     holds="`(scale, clean_steps, take_step)` after one step, as PyTorch's `GradScaler`: on "
           "inf/NaN halve, reset the count, skip; else count, and at `growth_interval` double and "
           "reset. Checked step by step along 29–67 steps (random interval 3–8, random start "
           "2¹⁰–2²⁰) built to hit every rule, against `gpulab.nn.mixed_precision.LossScaler`",
-    also="the stub; the step taken on overflow; no back-off or doubling on overflow; back-off "
-         "without resetting the count; growing every step or before the interval; growing one "
-         "step late (`>` for `==`); no reset after a growth; a clean step skipped, halved or not "
-         "counted; a count that is not an int (a float named as such), a non-bool `take_step`, "
-         "not three values")
+    also="the stub; a scale that is not a positive, finite number; a count that is not an int "
+         "(a float named as such), a non-bool `take_step`, not three values")
 
 
 @LOSS_SCALE.check
@@ -202,7 +246,8 @@ def check_loss_scale_update(update, seed: int | None = None) -> str:
         got = _check_scaler_result(result, where)
         want = _reference_step(scale, clean, found_inf, interval)
         if got != want:
-            raise _diagnose_scaler((scale, clean, found_inf), got, want, interval, where)
+            LOSS_SCALE.reject(ScalerStep(scale, clean, found_inf, interval, got, want, number,
+                                         seed))
         grown += want[0] > scale
         backed_off += want[0] < scale
         scale, clean = want[0], want[1]

@@ -379,6 +379,14 @@ def test_check_matvec_names_the_simulator_trap():
     assert "np.float32(0)" not in result.hint  # the mistake named, not the fix written
 
 
+def test_the_matvec_spec_lists_its_mistakes_in_the_order_they_are_tried():
+    assert ch04.MATVEC.mistakes == ch04.MATVEC_MISTAKES
+    rows = ch04.MATVEC.mistake_table().splitlines()[4:]
+    assert len(rows) == len(ch04.MATVEC_MISTAKES) == 6
+    assert rows[0].startswith("| no row written") and rows[-1] == "| a wrong sum | outputs |"
+    assert "fp16 first" in rows[3] and "kept in fp16" in rows[4]
+
+
 def quantise_right(x):
     scale = float(np.max(np.abs(x))) / 448
     return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale

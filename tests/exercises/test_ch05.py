@@ -5,11 +5,14 @@ say "not attempted", and no check may raise."""
 
 import math
 
+import numpy as np
 import pytest
 from numba import cuda
 
 from gpulab.exercises import ch05
+from gpulab.exercises.mistakes import diagnose
 from gpulab.exercises.results import FAILED, NOT_ATTEMPTED, PASSED
+from gpulab.exercises.trial import Trial
 
 SEEDS = [3, 11, 12]
 IDENTITY, RELU, TANH = ch05.IDENTITY, ch05.RELU, ch05.TANH
@@ -754,3 +757,33 @@ def test_softmax_names_a_class_count_in_a_name_not_the_rows_never_written(kernel
         assert result.status == FAILED, result
         assert "fixed number of classes" in result.message, result
         assert "never written" not in result.message + result.hint, result
+
+
+def test_softmax_spec_lists_the_mistakes_it_diagnoses_in_the_order_they_are_tried():
+    spec = ch05.SOFTMAX
+    assert spec.mistakes == (ch05.SOFTMAX_SOURCE_MISTAKES + ch05.CRASH_MISTAKES
+                             + ch05.UNWRITTEN_MISTAKES + ch05.VALUE_MISTAKES)
+    table = spec.mistake_table()
+    for words in ("the unstable softmax", "the max started from 0",
+                  "a value other than the row's max subtracted", "the loss as -log p",
+                  "a guard on the classes", "losses never written", "rows not normalised",
+                  "the sign is wrong"):
+        assert words in table, words
+    assert "the max started from 0" not in spec.also
+
+
+@pytest.mark.parametrize("missing, losses_written, words", [
+    (range(13, 70), True, "as many as there are classes"),
+    (range(32, 70), True, "each thread must handle its own element"),
+    ([69], True, "it is one short"),
+    (range(70), False, "write each row's loss"),
+    (range(1, 70, 2), True, "one thread per row, from the global index"),
+])
+def test_softmax_names_how_rows_went_unwritten(missing, losses_written, words):
+    trial = Trial("check_softmax_cross_entropy", 1, (70,), (32,), np.dtype("float32"),
+                  np.random.default_rng(1), inner=13)
+    losses = np.zeros(70) if losses_written else np.full(70, np.nan)
+    failure = diagnose(ch05.UNWRITTEN_MISTAKES,
+                       ch05.Unwritten(np.array(missing), losses, trial))
+    assert failure is not None and words in failure.hint, failure
+    assert "never written" in str(failure) and "seed=1" in str(failure), failure

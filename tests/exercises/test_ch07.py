@@ -406,6 +406,17 @@ def test_the_checks_model_of_adam_is_the_reference():
         assert not np.allclose(wrong, want_p, **ch07.ADAM_TOLERANCE), mistake
 
 
+def test_the_adam_spec_lists_its_mistakes_in_the_order_they_are_tried():
+    assert ch07.ADAM.mistakes == (ch07.ADAM_LAUNCH_MISTAKES + ch07.ADAM_RESULT_MISTAKES
+                                  + ch07.ADAM_MISTAKES + ch07.ADAM_OTHER_MISTAKES)
+    rows = ch07.ADAM.mistake_table().splitlines()[4:]
+    assert len(rows) == len(ch07.ADAM.mistakes) == 21
+    assert "square root of a negative number" in rows[0] and rows[1].startswith("| NaN in param")
+    assert "without the bias correction" in rows[7] and "AdamW" in rows[-2]
+    assert rows[-1].startswith("| any other wrong param")
+    assert "weight_decay ignored" in ch07.check_adam.__doc__
+
+
 # --- exercise 3: mini-batches -------------------------------------------------------------------
 
 
@@ -538,6 +549,17 @@ def test_minibatch_stub_is_not_attempted():
         raise NotImplementedError()
 
     assert ch07.check_minibatches(stub, show=False).status == NOT_ATTEMPTED
+
+
+def test_the_minibatch_mistakes_are_the_specs_and_its_table():
+    assert ch07.MINIBATCHES.mistakes == ch07.MINIBATCH_MISTAKES + ch07.MINIBATCH_SEED_MISTAKES
+    table = ch07.MINIBATCHES.mistake_table()
+    for did in ("the partial batch dropped", "drawing with replacement", "no shuffling",
+                "only inside each batch", "only the order of the batches", "wrong size",
+                "a fixed stride", "np.random", "a generator of its own"):
+        assert did in table, did
+    assert table.count("\n| ") == len(ch07.MINIBATCHES.mistakes) + 1
+    assert "no shuffling" not in ch07.MINIBATCHES.also  # said once, by its mistake
 
 
 # --- your kernels train the network ---------------------------------------------------------------
@@ -716,3 +738,12 @@ def test_a_run_that_fell_and_learned_passes():
     assert result.passed, result
     assert "rose from 10.0% to 70.0%" in result.message
     assert run.loss_first_last == (2.3, 1.2)
+
+
+def test_the_training_mistakes_are_the_specs_and_its_table():
+    assert ch07.TRAINING_CHECK.mistakes == ch07.TRAINING_MISTAKES
+    table = ch07.TRAINING_CHECK.mistake_table()
+    for did in ("forward kernels blamed", "backward or update kernels blamed", "inf/NaN",
+                "did not fall", "held-out accuracy under 40 %"):
+        assert did in table, did
+    assert "Diagnoses: a compared step's loss" in ch07.check_training.__doc__

@@ -120,6 +120,17 @@ def test_loss_scale_update_names_the_mistake(function, words, seed):
     assert f"seed={seed}" in result.message
 
 
+
+def test_loss_scale_spec_lists_its_mistakes_in_order():
+    table = ch10.LOSS_SCALE.mistake_table()
+    assert ch10.LOSS_SCALE.mistakes == ch10.SCALER_MISTAKES
+    dids = [m.did for m in ch10.SCALER_MISTAKES]
+    assert dids[0] == "the step taken on an overflow" and dids[-1] == "another result"
+    assert dids.index("growing on every clean step") < dids.index(
+        "growing before growth_interval clean steps")
+    assert all(f"| {did} |" in table for did in dids)
+    assert "never growing" in ch10.check_loss_scale_update.__doc__
+
 # --- exercise 2: a delayed FP8 scale from an amax history ------------------------------------
 
 
