@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, reference
-from gpulab.exercises.mistakes import Mistake, diagnose
+from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import diagnose_vector, looks_like, matches
 from gpulab.exercises.results import (
     GLOBAL_INDEX_HINT,
@@ -100,31 +100,65 @@ def _describe_threads(threads: list[tuple[int, int]]) -> str:
     return " and ".join(f"thread {t} of block {b}" for b, t in threads)
 
 
-def _check_race(source: KernelSource, out, got: float, right: bool, runs: str) -> None:
-    """Fail if ``out[0]`` was updated without an atomic: seen in the simulator's record of
-    writes, or in the source (both tiers). ``runs``: what the simulator runs one after another
-    (threads, or blocks) and so hides the race."""
+@dataclass
+class Race:
+    """How ``out[0]`` was updated: the simulator's record of plain (non-atomic) writes by
+    different threads (``race``: element, some writers, how many; None when there is none or
+    on a GPU), the source's plain writes to it (``lines``), the total ``got`` and whether it
+    is ``right``, what the simulator runs one after another (``runs``: threads, or blocks)
+    and the trial: the evidence a race is told from."""
+
+    name: str
+    race: tuple | None
+    lines: list
+    got: float
+    right: bool
+    runs: str
+    trial: Trial
+
+    @property
+    def where(self) -> str:
+        return str(self.trial)
+
+    @property
+    def outcome(self) -> str:
+        if self.right:
+            return (f"The simulator runs {self.runs} one after another, so the total happened to "
+                    f"come out right here; on a GPU, {self.runs} that read {self.name}[0] at the "
+                    "same time each add to the same old value and overwrite each other's "
+                    "result, so additions are lost")
+        return (f"That is why the total is wrong ({self.name}[0] = {self.got:.6g}): updates "
+                "overwrote each other")
+
+
+def _recorded_race(e: Race) -> str:
+    element, writers, count = e.race
+    return (f"{count} threads wrote {e.name}[{element}] without an atomic "
+            f"(e.g. {_describe_threads(writers)}): a data race. {e.outcome}")
+
+
+# A plain `out[0] += ...` (tried after the total's own mistakes, when none explains it):
+# recorded by the simulator's WatchedArray, else read in the source (both tiers).
+RACE_MISTAKES = (
+    Mistake("a plain `out[0] += …` race, recorded in the simulator even when its total "
+            "happens to be right", lambda e: e.race is not None, _recorded_race, ATOMIC_HINT,
+            recognised_from="trace"),
+    Mistake("a plain write to `out[0]` (a race), read in the source", lambda e: bool(e.lines),
+            lambda e: (f"threads update {e.name} with a plain write (`{e.lines[0]}`), not an "
+                       f"atomic: a data race. {e.outcome}"), ATOMIC_HINT,
+            recognised_from="source"),
+)
+
+
+def _check_race(source: KernelSource, out, got: float, right: bool, runs: str,
+                trial: Trial) -> None:
+    """Fail if ``out[0]`` was updated without an atomic (:data:`RACE_MISTAKES`): seen in the
+    simulator's record of writes, or in the source (both tiers). ``runs``: what the simulator
+    runs one after another (threads, or blocks) and so hides the race."""
     name = source.parameters[-1] if source.parameters else "out"
-    lines = plain_writes_to(source, name)
     race = out.race() if isinstance(out, WatchedArray) else None
-    if race is None and not lines:
-        return
-    outcome = (
-        f"The simulator runs {runs} one after another, so the total happened to come out right "
-        f"here; on a GPU, {runs} that read {name}[0] at the same time each add to the same old "
-        "value and overwrite each other's result, so additions are lost."
-        if right else
-        f"That is why the total is wrong ({name}[0] = {got:.6g}): updates overwrote each other."
-    )
-    if race is not None:
-        element, writers, count = race
-        what = (
-            f"{count} threads wrote {name}[{element}] without an atomic "
-            f"(e.g. {_describe_threads(writers)})"
-        )
-    else:
-        what = f"threads update {name} with a plain write (`{lines[0]}`), not an atomic"
-    raise CheckFailedError(f"{what}: a data race. {outcome}", ATOMIC_HINT)
+    reject(RACE_MISTAKES, Race(name, race, plain_writes_to(source, name), got, right, runs,
+                               trial))
 
 
 # --- exercise 1: multiply -------------------------------------------------------------------
@@ -262,13 +296,46 @@ DOT_MISTAKES = (
             "multiply, don't add: `x[i] * y[i]`."),
     NOT_A_NUMBER,
 )
+@dataclass
+class WholeBlocks:
+    """The closer look at a total that is only "too small" or "wrong" (``first``, not
+    specific): the kernel run again on ``trial``, with n a multiple of the block size, and the
+    failure it gave ``again`` (None: that run was right)."""
+
+    first: CheckFailedError
+    trial: Trial
+    again: CheckFailedError | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.trial.launched}, seed={self.trial.seed}"
+
+
+def _only_partial_block(e: WholeBlocks) -> str:
+    return (f"{e.first.message} With n = {e.trial.n}, a multiple of the block size, the answer "
+            "is right: only the last, partial block goes wrong")
+
+
+def _partial_block_mistakes(did: str, hint: str) -> tuple[Mistake, ...]:
+    """The closer look's mistake: right with whole blocks, so the threads past the end (or
+    the last block's) go wrong; ``hint`` says what they must do in this exercise."""
+    return (Mistake(did, lambda e: e.again is None, _only_partial_block, hint),)
+
+
+DOT_PARTIAL_BLOCK_MISTAKES = _partial_block_mistakes(
+    "threads past the end adding (only the last, partial block wrong)",
+    "threads past the end must add nothing: the atomic belongs inside the guard, and the guard "
+    "must let every index below n through.")
+
+
 DOT_ATOMIC = CheckSpec(
-    "dot_atomic", "dot_atomic(x, y, out)", DOT_STUB_HINT, DOT_MISTAKES, parameters=3,
+    "dot_atomic", "dot_atomic(x, y, out)", DOT_STUB_HINT,
+    DOT_MISTAKES + RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES, parameters=3,
     title="2. dot with atomics", call="check_dot_atomic(my_dot_atomic)",
     holds="x · y added into `out[0]` with an atomic add, one thread per element, guarded, "
           "under two block sizes",
-    also="a plain `out[0] += …` race, caught even when the simulator's total happens to be "
-         "right (writes are recorded, and the source is read)")
+    also="a sum too small (updates lost) or too large that no mistake explains; the shared "
+         "rules: a hard-coded block size, simulator-only code, gpulab's own kernel")
 
 
 @DOT_ATOMIC.check
@@ -284,11 +351,8 @@ def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | N
     source = DOT_ATOMIC.start(kernel)
 
     def run(trial: Trial) -> float:
-        return _total_or_failure(
-            lambda t: _run_dot(source, kernel, t), trial,
-            "threads past the end must add nothing: the atomic belongs inside the guard, and "
-            "the guard must let every index below n through.",
-        )
+        return _total_or_failure(lambda t: _run_dot(source, kernel, t), trial,
+                                 DOT_PARTIAL_BLOCK_MISTAKES)
 
     trial = Trial.draw("check_dot_atomic", seed, dtype, block=threads_per_block)
     got = under_two_blocks(run, trial, source, once=bool(threads_per_block))
@@ -326,16 +390,16 @@ def _run_dot(source: KernelSource, kernel, trial: Trial):
                    "each product should be added exactly once: check the index and the guard."),
     )
     if failure is None or not failure.specific:
-        _check_race(source, out, float(got), total.near(expected), "threads")
+        _check_race(source, out, float(got), total.near(expected), "threads", trial)
     return got, expected, failure
 
 
-def _total_or_failure(run, trial: Trial, partial_block_hint: str,
+def _total_or_failure(run, trial: Trial, partial_block_mistakes: tuple[Mistake, ...],
                       closer_look: bool = True) -> float:
     """``run(trial)`` gives (got, expected, failure): return ``got`` if there is no failure,
     else raise it. A failure that is not specific (just "too small" or "wrong") gets a closer
     look first: run again with n a multiple of the block size, and if that passes, the fault is
-    in how the threads past the end behave, which the message then says."""
+    in how the threads past the end behave, which ``partial_block_mistakes`` then say."""
     got, _, failure = run(trial)
     if failure is not None and not failure.specific and closer_look:
         whole_blocks = Trial.draw(trial.check_name, trial.seed, trial.dtype, block=trial.block,
@@ -344,12 +408,8 @@ def _total_or_failure(run, trial: Trial, partial_block_hint: str,
             again = run(whole_blocks)[2]
         except Exception:  # the closer look is only a diagnosis: keep the first failure
             again = failure
-        if again is None:
-            failure = CheckFailedError(
-                f"{failure.message} With n = {whole_blocks.n}, a multiple of the block size, "
-                "the answer is right: only the last, partial block goes wrong.",
-                partial_block_hint,
-            )
+        failure = diagnose(partial_block_mistakes,
+                           WholeBlocks(failure, whole_blocks, again)) or failure
     if failure is not None:
         raise failure
     return got
@@ -395,18 +455,109 @@ BLOCK_SUM_MISTAKES = (
                        "values beyond x"), BLOCK_SUM_GUARD_HINT),
     NOT_A_NUMBER,
 )
+BLOCK_SUM_PARTIAL_BLOCK_MISTAKES = _partial_block_mistakes(
+    "idle threads not writing 0 (only the last, partial block wrong)",
+    "threads past the end must still fill their shared slot, with a value that adds nothing: "
+    "shared memory starts with leftover values.")
+@dataclass
+class TreeTrace:
+    """The block sum traced on a small launch (``trial``): the evidence its method's mistakes
+    are told from, once the total is right."""
+
+    trial: Trial
+    trace: object
+
+    @property
+    def where(self) -> str:
+        return f"traced on {self.trial.launched}, n={self.trial.n}, seed={self.trial.seed}"
+
+    @property
+    def rounds(self) -> int:
+        return int(np.log2(self.trial.threads_per_block))
+
+    @property
+    def atomics(self) -> dict:
+        return self.trace.per_block("atomics")
+
+    @property
+    def busiest_block(self) -> tuple:
+        """(block, its atomic adds) for the block that made the most."""
+        return max(self.atomics.items(), key=lambda item: item[1])
+
+    @property
+    def atomics_into(self) -> str:
+        """Where the busiest block's atomic adds went: mostly a shared slot, or out[0]."""
+        block, most = self.busiest_block
+        shared = sum(1 for a in self.trace.accesses if a.kind == "atomic"
+                     and a.space == "shared" and a.thread[0] == block)
+        return "a shared slot" if shared > most // 2 else "out[0]"
+
+    @property
+    def x_name(self) -> str:
+        return self.trace.global_arrays[0] if self.trace.global_arrays else "x"
+
+    def busiest(self, key: str) -> tuple:
+        """(thread, count) for the thread with the most ``key`` (global_reads, shared_reads)."""
+        counts = {t: row[key] for t, row in self.trace.per_thread().items()}
+        return max(counts.items(), key=lambda item: item[1])
+
+    @property
+    def global_reads(self) -> tuple:
+        return self.busiest("global_reads")
+
+    @property
+    def shared_reads(self) -> tuple:
+        return self.busiest("shared_reads")
+
+
+def _one_atomic_per_thread(e: TreeTrace) -> str:
+    block, most = e.busiest_block
+    return (f"the total is right, but block {block} made {most} atomic adds (into "
+            f"{e.atomics_into}): one per thread, so its {e.trial.threads_per_block} additions "
+            "still wait for each other one at a time, as in exercise 2. A tree needs one atomic "
+            "per block")
+
+
+def _serial_global(e: TreeTrace) -> str:
+    reader, reads = e.global_reads
+    return (f"the total is right, but {thread_label(reader)} read {reads} values of {e.x_name} "
+            f"from global memory: one thread added up the block one value after another "
+            f"({reads} steps) while the others waited; the tree takes {e.rounds} rounds")
+
+
+def _serial_shared(e: TreeTrace) -> str:
+    reader, reads = e.shared_reads
+    return (f"the total is right, but {thread_label(reader)} read {reads} shared slots: one "
+            f"thread added up the block's {e.trial.threads_per_block} values one after "
+            f"another, while a tree needs {e.rounds} rounds of at most 2 reads per thread")
+
+
+# A right total by the wrong method, from a trace of a small launch (tried once the total is
+# right): not a tree.
+TREE_METHOD_MISTAKES = (
+    Mistake("a right total by one atomic add per thread (into out[0] or a shared slot)",
+            lambda e: e.busiest_block[1] > 1, _one_atomic_per_thread, TREE_HINT,
+            recognised_from="trace"),
+    Mistake("a right total by one thread reading its block's x one value after another",
+            lambda e: e.global_reads[1] > 2, _serial_global, TREE_HINT,
+            recognised_from="trace"),
+    Mistake("a right total by one thread adding up its block's shared slots one after another",
+            lambda e: e.shared_reads[1] > 2 * e.rounds + 3, _serial_shared, TREE_HINT,
+            recognised_from="trace"),
+)
 BLOCK_SUM = CheckSpec(
-    "block_sum", "block_sum(x, out)", BLOCK_SUM_STUB_HINT, BLOCK_SUM_MISTAKES, parameters=2,
+    "block_sum", "block_sum(x, out)", BLOCK_SUM_STUB_HINT,
+    BLOCK_SUM_MISTAKES + RACE_MISTAKES + BLOCK_SUM_PARTIAL_BLOCK_MISTAKES + TREE_METHOD_MISTAKES,
+    parameters=2,
     title="3. block sum", call="check_block_sum(my_block_sum, threads_per_block=THREADS)",
     holds="the total, then the **method** from a trace of a small launch: at most one atomic "
           "per block, x read at most once per thread, at most ~2·log₂(block) shared reads per "
           "thread",
-    also="a `threads_per_block` that is not a power of two; a race between blocks (a plain "
-         "write to `out[0]`: recorded in the simulator, read in the source); a right total "
-         "by the wrong method (one atomic per thread, one thread adding up its "
-         "block); a barrier inside a branch; a missing barrier (saying how many the kernel "
-         "has); the first stride the whole block; idle threads not writing 0; a shared array "
-         "too small; a halving loop that never ends (fails with a message, not a hang)")
+    also="a `threads_per_block` that is not a power of two; a barrier inside a branch; a "
+         "missing barrier (a sum too small or wrong that no mistake explains, saying how many "
+         "`cuda.syncthreads()` calls the kernel has); the first stride the whole block; a "
+         "shared array too small; a halving loop that never ends (fails with a message, not a "
+         "hang)")
 
 
 @BLOCK_SUM.check(learners=("kernel",))
@@ -429,9 +580,7 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
                        size_range=BLOCK_SUM_SIZE_RANGE.get(device.tier()))
     few_barriers = source.tree is not None and count_calls(source, "syncthreads") < 2
     got = _total_or_failure(
-        lambda t: _run_block_sum(source, kernel, t), trial,
-        "threads past the end must still fill their shared slot, with a value that adds "
-        "nothing: shared memory starts with leftover values.",
+        lambda t: _run_block_sum(source, kernel, t), trial, BLOCK_SUM_PARTIAL_BLOCK_MISTAKES,
         closer_look=not few_barriers,
     )
     method = _check_tree_method(kernel, seed, threads_per_block, dtype)
@@ -441,45 +590,19 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
 
 def _check_tree_method(kernel, seed: int, threads_per_block: int, dtype) -> str:
     """Trace the block sum on a small launch (n from two blocks and one element to three
-    blocks) and fail unless it sums like a tree: at most one atomic per block, at most 2
-    global reads per thread, and at most 2·log₂(block) + 3 shared reads per thread (a tree's
-    rounds, with some slack). Returns what the trace showed, for the pass message."""
+    blocks) and fail unless it sums like a tree (:data:`TREE_METHOD_MISTAKES`): at most one
+    atomic per block, at most 2 global reads per thread, and at most 2·log₂(block) + 3 shared
+    reads per thread (a tree's rounds, with some slack). Returns what the trace showed, for
+    the pass message."""
     trial = Trial.draw("check_block_sum", seed, dtype, block=threads_per_block,
                        size_range=(2 * threads_per_block + 1, 3 * threads_per_block))
     x = trial.uniform(0.5, 1.5)
-    trace = traced(kernel, trial, x, np.zeros(1, dtype=trial.dtype))
-    where = f"traced on {trial.launched}, n={trial.n}, seed={trial.seed}"
-    rounds = int(np.log2(threads_per_block))
-    atomics = trace.per_block("atomics")
-    block, most = max(atomics.items(), key=lambda item: item[1])
-    if most > 1:
-        shared_atomics = sum(1 for a in trace.accesses if a.kind == "atomic"
-                             and a.space == "shared" and a.thread[0] == block)
-        into = "a shared slot" if shared_atomics > most // 2 else "out[0]"
-        raise CheckFailedError(
-            f"the total is right, but block {block} made {most} atomic adds (into {into}): "
-            f"one per thread, so its {threads_per_block} additions still wait for each other "
-            f"one at a time, as in exercise 2. A tree needs one atomic per block ({where}).",
-            TREE_HINT)
-    x_name = trace.global_arrays[0] if trace.global_arrays else "x"
-    global_reads = {t: row["global_reads"] for t, row in trace.per_thread().items()}
-    reader, reads = max(global_reads.items(), key=lambda item: item[1])
-    if reads > 2:
-        raise CheckFailedError(
-            f"the total is right, but {thread_label(reader)} read {reads} values of {x_name} "
-            f"from global memory: one thread added up the block one value after another "
-            f"({reads} steps) while the others waited; the tree takes {rounds} rounds "
-            f"({where}).", TREE_HINT)
-    shared_reads = {t: row["shared_reads"] for t, row in trace.per_thread().items()}
-    reader, reads = max(shared_reads.items(), key=lambda item: item[1])
-    if reads > 2 * rounds + 3:
-        raise CheckFailedError(
-            f"the total is right, but {thread_label(reader)} read {reads} shared slots: one "
-            f"thread added up the block's {threads_per_block} values one after another, while "
-            f"a tree needs {rounds} rounds of at most 2 reads per thread ({where}).", TREE_HINT)
-    barriers = trace.max_per_thread("barriers")
-    return (f"{max(atomics.values())} atomic per block, at most {reads} shared reads and "
-            f"{barriers} barriers per thread ({trial.launched} traced)")
+    evidence = TreeTrace(trial, traced(kernel, trial, x, np.zeros(1, dtype=trial.dtype)))
+    reject(TREE_METHOD_MISTAKES, evidence)
+    barriers = evidence.trace.max_per_thread("barriers")
+    return (f"{max(evidence.atomics.values())} atomic per block, at most "
+            f"{evidence.shared_reads[1]} shared reads and {barriers} barriers per thread "
+            f"({trial.launched} traced)")
 
 
 def _run_block_sum(source: KernelSource, kernel, trial: Trial):
@@ -507,7 +630,7 @@ def _run_block_sum(source: KernelSource, kernel, trial: Trial):
                    "leftover values." + barrier_text, SYNCTHREADS_HINT),
     )
     if failure is None or not failure.specific:
-        _check_race(source, out, float(got), total.near(expected), "blocks")
+        _check_race(source, out, float(got), total.near(expected), "blocks", trial)
     return got, expected, failure
 
 

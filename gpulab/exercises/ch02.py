@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -514,25 +515,115 @@ def _first_threads(request: memory_model.WarpRequest, count: int = 4) -> str:
                      for t, i in enumerate(request.element_indices[:count]))
 
 
-
+@dataclass
 class Stride(GridStride):
     """How the copy's threads stepped, traced on a small fixed grid: the elements of x each
-    thread read, in order."""
+    thread read, in order, and the trace's ``error`` (None when it ran to the end)."""
 
+    error: str | None = None
     ITEM, SPELLED, DONE = "element", "x[{}]", "copied"
 
+    @property
+    def never_ends(self) -> bool:
+        """The loop stepped by 0: the trace never finished, or ``range`` refused a step of 0."""
+        return bool(self.error) and ("did not finish" in self.error
+                                     or "must not be zero" in self.error)
 
-STRIDE_MISTAKES = grid_stride_mistakes(STRIDE_HINT)  # coalescing: the full-size run's warps
+
+# The copy's method, traced on a small fixed grid (:func:`_stride_of`), in the order tried: a
+# loop that never ends, then how the threads stepped (coalescing: the full-size run's warps).
+STRIDE_MISTAKES = (
+    Mistake("a step of 0 (the loop never ends; fails instead of hanging)",
+            lambda e: e.never_ends,
+            lambda e: (f"your kernel's loop steps by 0, so it never ends (on a GPU it would "
+                       f"hang): {e.error}"), STRIDE_HINT, recognised_from="trace"),
+) + grid_stride_mistakes(STRIDE_HINT)
+
+
+@dataclass
+class Copied:
+    """The full-size run of the copy on its fixed grid: x, what came back in ``out`` (NaN where
+    never written), the ``trial`` (its size and seed), the grid's ``grid_threads``, ``launched``
+    (what was launched, which says how to repeat it) and, in the simulator, the ``recorder``
+    of x's reads."""
+
+    x: np.ndarray
+    out: np.ndarray
+    trial: Trial
+    grid_threads: int
+    launched: str
+    recorder: RecordingArray | None = None
+
+    @property
+    def where(self) -> str:
+        return self.launched
+
+    @cached_property
+    def unwritten(self) -> np.ndarray:
+        return np.isnan(self.out)
+
+    @cached_property
+    def wrong(self) -> CheckFailedError | None:
+        """What the elementwise rules of :func:`gpulab.exercises.outputs.diagnose_vector` say
+        of out (elements missing or wrong), or None when it is right."""
+        return diagnose_vector(reference.copy(self.x), self.out, self.trial)
+
+    def wrong_message(self) -> str:
+        """:attr:`wrong`'s message, told of the fixed grid that was launched, not the trial's
+        one thread per element (its "(trial)." ending is this evidence's :attr:`where`)."""
+        return self.wrong.message.removesuffix(f" ({self.trial}).").replace(str(self.trial),
+                                                                            self.launched)
+
+    @cached_property
+    def access(self) -> memory_model.AccessSummary | None:
+        """The reads of x grouped into warp requests (in the simulator; None on a GPU)."""
+        if self.recorder is None:
+            return None
+        return memory_model.summarise(self.recorder.reads, self.trial.dtype.itemsize,
+                                      "traced in the simulator")
+
+    @property
+    def not_coalesced(self) -> bool:
+        access = self.access
+        return access is not None and (access.sectors_per_request
+                                       > SECTOR_SLACK * access.ideal_sectors_per_request)
+
+
+def _not_coalesced(e: Copied) -> str:
+    access = e.access
+    worst = max(access.requests, key=lambda r: len(r.sectors))
+    return (f"the copy is right, but its reads are not coalesced: a warp request touches "
+            f"{access.sectors_per_request:.3g} sectors of 32 bytes on average where "
+            f"{access.ideal_sectors_per_request:g} would do ({access.efficiency * 100:.3g}% of "
+            f"the bytes fetched are used). In one request of warp {worst.warp}, "
+            f"{_first_threads(worst)}: neighbouring threads read addresses far apart")
+
+
+# The full-size run's outputs, then (in the simulator) its warp requests, in the order tried.
+COPY_MISTAKES = (
+    Mistake("nothing written", lambda e: e.unwritten.all(),
+            "your kernel wrote nothing into out", GRID_STRIDE_HINT),
+    Mistake("one element per thread (only out[0..grid - 1] copied)",
+            lambda e: e.unwritten.any() and not e.unwritten[:e.grid_threads].any(),
+            lambda e: (f"only out[0..{e.grid_threads - 1}] were copied, one element per "
+                       f"thread: the grid has {e.grid_threads} threads for {e.trial.n} "
+                       "elements, so each thread must copy several"), GRID_STRIDE_HINT),
+    Mistake("elements missing or wrong (the elementwise rules)",
+            lambda e: e.wrong is not None, lambda e: e.wrong_message(),
+            lambda e: e.wrong.hint or GRID_STRIDE_HINT),
+    Mistake("a right copy whose warps read scattered addresses (a chunk per thread)",
+            lambda e: e.not_coalesced, _not_coalesced, GRID_STRIDE_HINT,
+            recognised_from="trace"),
+)
 COPY = CheckSpec(
-    "copy_grid_stride", "copy_grid_stride(x, out)", COPY_STUB_HINT, STRIDE_MISTAKES,
+    "copy_grid_stride", "copy_grid_stride(x, out)", COPY_STUB_HINT,
+    STRIDE_MISTAKES + COPY_MISTAKES,
     parameters=2, title="3. grid-stride copy", call="check_copy_grid_stride(my_copy)",
     holds="a fixed grid smaller than the data copies all of it; traced on a small launch, "
           "every thread steps by the grid's size and no element is copied twice; in the "
           "simulator the reads of a full-size run are grouped into warp requests and must stay "
           "coalesced",
-    also="the stub; a step of 0 (fails instead of hanging); one element per thread; reads or "
-         "writes past the end; nothing written; elements missing or wrong; a right copy whose "
-         "warps read scattered addresses (a chunk per thread)")
+    also="the stub; reads or writes past the end")
 
 
 def _stride_of(kernel, seed: int, dtype) -> None:
@@ -540,28 +631,22 @@ def _stride_of(kernel, seed: int, dtype) -> None:
     size (:data:`STRIDE_MISTAKES`): elements copied by two threads, or skipped."""
     trial = Trial.draw("check_copy_grid_stride", seed, dtype, block=STRIDE_TRACE_THREADS,
                        size_range=STRIDE_TRACE_SIZES)
-    trial.grid_blocks = blocks = STRIDE_TRACE_BLOCKS
-    threads = STRIDE_TRACE_THREADS
+    trial.grid_blocks = STRIDE_TRACE_BLOCKS
     x = trial.uniform(-10, 10)
     out = np.full(trial.n, np.nan, dtype=trial.dtype)
     trace = trace_trial(kernel, trial, x, out)
     offer_trace(kernel, 2, 4, "x", "out", note="with x and out of 19 elements: 8 threads")
-    if trace.error:
-        if "did not finish" in trace.error or "must not be zero" in trace.error:
-            raise CheckFailedError(
-                f"your kernel's loop steps by 0, so it never ends: {trace.error} (traced with "
-                f"{blocks} blocks of {threads} threads, n={trial.n}, seed={trial.seed}). On a "
-                "GPU it would hang.", STRIDE_HINT)
-        return  # the full-size run below explains other errors
-    source = trace.global_arrays[0] if len(trace.global_arrays) >= 2 else None
     order: dict = {}
-    for access in trace.accesses:
-        if access.array == source and access.kind == "read":
-            order.setdefault(access.thread, []).append(access.index[0])
-    stride = Stride(trial, order)
-    if stride.step is None:
-        return  # one element per thread: the full-size run says so
-    COPY.reject(stride)
+    if not trace.error:
+        source = trace.global_arrays[0] if len(trace.global_arrays) >= 2 else None
+        for access in trace.accesses:
+            if access.array == source and access.kind == "read":
+                order.setdefault(access.thread, []).append(access.index[0])
+    stride = Stride(trial, order, trace.error)
+    if not stride.never_ends and (trace.error or stride.step is None):
+        # Other errors, and one element per thread: the full-size run below says so.
+        return
+    reject(STRIDE_MISTAKES, stride)
 
 
 @COPY.check
@@ -595,36 +680,15 @@ def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32) ->
     out = read_back(d_out_all, (trial.n,), launched,
                     hint="stop the loop at `x.shape[0]`: `range(cuda.grid(1), x.shape[0], "
                     "cuda.gridsize(1))`.")
-    unwritten = np.isnan(out)
-    if unwritten.all():
-        raise CheckFailedError(f"your kernel wrote nothing into out ({launched}).",
-                               GRID_STRIDE_HINT)
-    if unwritten.any() and not unwritten[:grid_threads].any():
-        raise CheckFailedError(
-            f"only out[0..{grid_threads - 1}] were copied, one element per thread: the grid "
-            f"has {grid_threads} threads for {trial.n} elements, so each thread must copy "
-            f"several ({launched}).", GRID_STRIDE_HINT)
-    failure = diagnose_vector(reference.copy(x), out, trial)
-    if failure:
-        raise CheckFailedError(failure.message.replace(str(trial), launched),
-                               failure.hint or GRID_STRIDE_HINT)
-    if recorder is None:
+    copied = Copied(x, out, trial, grid_threads, launched, recorder)
+    reject(COPY_MISTAKES, copied)
+    access = copied.access
+    if access is None:
         return (f"all {trial.n} elements copied ({launched}). "
                 "Coalescing is checked in the simulator tier, where reads can be recorded.")
-    access = memory_model.summarise(recorder.reads, trial.dtype.itemsize,
-                                    "traced in the simulator")
-    ideal = access.ideal_sectors_per_request
-    if access.sectors_per_request > SECTOR_SLACK * ideal:
-        worst = max(access.requests, key=lambda r: len(r.sectors))
-        raise CheckFailedError(
-            f"the copy is right, but its reads are not coalesced: a warp request touches "
-            f"{access.sectors_per_request:.3g} sectors of 32 bytes on average where "
-            f"{ideal:g} would do ({access.efficiency * 100:.3g}% of the bytes fetched are "
-            f"used). In one request of warp {worst.warp}, {_first_threads(worst)}: "
-            f"neighbouring threads read addresses far apart ({launched}).",
-            GRID_STRIDE_HINT)
     return (f"all {trial.n} elements copied, and coalesced: "
-            f"{access.sectors_per_request:.3g} sectors per warp request (ideal {ideal:g}; "
+            f"{access.sectors_per_request:.3g} sectors per warp request "
+            f"(ideal {access.ideal_sectors_per_request:g}; "
             f"{access.n_requests} requests traced in the simulator; {launched}).")
 
 

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
 from gpulab import device, reference
-from gpulab.exercises.mistakes import Mistake, diagnose
+from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.results import CheckFailedError, KernelError, offer_trace
 from gpulab.exercises.running import launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import BARRIER_HINT, KernelSource, plain_writes_to
@@ -400,21 +401,63 @@ def _block_size_assumed(source: KernelSource, trial: Trial) -> str | None:
     return None
 
 
+@dataclass
+class NaiveSource:
+    """A naive kernel's wrong C, as :func:`_diagnose` told it (``failure``), with its source
+    and trial: the evidence :data:`NAIVE_SOURCE_MISTAKES` are told from (the source says why
+    the elements are wrong)."""
+
+    source: KernelSource
+    trial: Trial
+    failure: CheckFailedError
+
+    @property
+    def where(self) -> str:
+        return str(self.trial)
+
+    @property
+    def found(self) -> str:
+        """What the outputs showed, without the trial that ends it."""
+        return self.failure.message.removesuffix(f" ({self.trial}).").removesuffix(".")
+
+    @cached_property
+    def swapped(self) -> str | None:
+        return _block_indices_swapped(self.source, self.trial)
+
+    @cached_property
+    def assumed(self) -> str | None:
+        return _block_size_assumed(self.source, self.trial)
+
+
+# Read from the source once C is wrong, before MATMUL_MISTAKES: why the elements are wrong.
+NAIVE_SOURCE_MISTAKES = (
+    Mistake("blockIdx.x and blockIdx.y swapped (both lines named)", lambda e: e.swapped,
+            lambda e: f"{e.found}. {e.swapped}",
+            "a block's rows come from the block index along y and its columns from the one "
+            "along x, each times the block's size along that same axis, plus the thread's "
+            "index along it.", recognised_from="source"),
+    Mistake("a block shape assumed: `blockIdx` times a number or times the other axis's "
+            "`blockDim` (named with the line)", lambda e: e.assumed,
+            lambda e: f"{e.found}. {e.assumed[0].upper()}{e.assumed[1:]}",
+            "the global index must come from the launch itself (the block's index times the "
+            "block's size along the same axis, plus the thread's), never from a number or the "
+            "other axis's size: the caller chooses the block.", recognised_from="source"),
+)
+
 NAIVE_STUB_HINT = (
     "one thread per element of C: find this thread's row and column, let only threads inside C "
     "work, add up the products of row `row` of A and column `col` of B, and write the sum. The "
     "hints above the cell go step by step."
 )
 NAIVE = CheckSpec(
-    "matmul_naive", "matmul_naive(A, B, C)", NAIVE_STUB_HINT, MATMUL_MISTAKES, parameters=3,
+    "matmul_naive", "matmul_naive(A, B, C)", NAIVE_STUB_HINT,
+    NAIVE_SOURCE_MISTAKES + MATMUL_MISTAKES, parameters=3,
     title="1. naive matmul", call="check_matmul_naive(my_matmul)",
     holds="C = A @ B within the float32 rounding bound, one thread per element of C, on two "
           "launches whose blocks are not square (e.g. 8 × 4 then 4 × 8 in the simulator), on grids "
           "that are not square in blocks either, M ≠ N ≠ K not multiples of the block's sides",
     also="the stub; missing guards (the line of the IndexError in the simulator, writes "
-         "outside C on a GPU); `blockIdx` times a number or times the other axis's `blockDim` "
-         "(a block shape assumed, named with the line); blockIdx.x and blockIdx.y swapped (both "
-         "lines named); simulator-only code")
+         "outside C on a GPU); simulator-only code")
 
 
 @NAIVE.check
@@ -423,8 +466,9 @@ def check_matmul_naive(kernel, seed: int | None = None,
     """Two launches: a block that is not square (:data:`NAIVE_BLOCKS`), then the same block
     turned on its side, each on its own sizes (:func:`draw_naive`); ``block=(x, y)`` runs one
     launch with that block. When C is wrong, the source is read for swapped block indices, then
-    for an assumed block shape, which the failure then names with their lines; otherwise the
-    failure is the first of :data:`MATMUL_MISTAKES` seen, or which elements are wrong."""
+    for an assumed block shape (:data:`NAIVE_SOURCE_MISTAKES`), which the failure then names
+    with their lines after what C showed; otherwise the failure is the first of
+    :data:`MATMUL_MISTAKES` seen, or which elements are wrong."""
     source = NAIVE.start(kernel)
     trial = draw_naive("check_matmul_naive", seed, block, dtype)
     trials = [trial]
@@ -434,20 +478,7 @@ def check_matmul_naive(kernel, seed: int | None = None,
         A, B, C = _run(kernel, run)
         failure = _diagnose(A, B, C, run, INDEX_HINT, source)
         if failure is not None:
-            swapped = _block_indices_swapped(source, run)
-            if swapped:
-                raise CheckFailedError(
-                    f"{failure.message} {swapped}.",
-                    "a block's rows come from the block index along y and its columns from "
-                    "the one along x, each times the block's size along that same axis, plus "
-                    "the thread's index along it.")
-            assumed = _block_size_assumed(source, run)
-            if assumed:
-                raise CheckFailedError(
-                    f"{failure.message} {assumed[0].upper()}{assumed[1:]}.",
-                    "the global index must come from the launch itself (the block's index "
-                    "times the block's size along the same axis, plus the thread's), never "
-                    "from a number or the other axis's size: the caller chooses the block.")
+            reject(NAIVE_SOURCE_MISTAKES, NaiveSource(source, run, failure))
             raise failure
     return (f"C = A @ B right for {trial.size} ({trial.launched})"
             + "".join(f" and {run.size} ({run.launched})"
@@ -496,6 +527,42 @@ def _hard_coded_steps(source: KernelSource) -> str | None:
         if steps_loop and not shapes and not (names & local):
             return source.line(loop)
     return None
+
+
+@dataclass
+class TiledSource:
+    """The tiled kernel's source and the ``tile`` it is checked with: the evidence
+    :data:`TILED_SOURCE_MISTAKES` are told from, before anything runs."""
+
+    source: KernelSource
+    tile: int
+
+    @property
+    def where(self) -> str:
+        """Nothing to repeat: read from the source, these fail whatever the seed."""
+        return ""
+
+    @cached_property
+    def hard_coded(self) -> list[str]:
+        return _hard_coded_tile(self.source, self.tile)
+
+    @cached_property
+    def fixed_steps(self) -> str | None:
+        return _hard_coded_steps(self.source)
+
+
+# Read from the source before anything runs, in order.
+TILED_SOURCE_MISTAKES = (
+    Mistake("the tile's size written as a number", lambda e: e.hard_coded,
+            lambda e: (f"`{e.hard_coded[0]}` has the tile's size written as the number {e.tile}: "
+                       "change TILE and this line would be wrong (and on a GPU TILE is 16, in "
+                       "the simulator 8)"), HARD_CODED_HINT, recognised_from="source"),
+    Mistake("the loop over the steps ending at a number", lambda e: e.fixed_steps,
+            lambda e: (f"`{e.fixed_steps}` ends at a fixed number: it is right only for the K it "
+                       "was written for"),
+            "the loop over the steps must cover all of K, whatever its size: read it from A's "
+            "shape.", recognised_from="source"),
+)
 
 
 def _learner_line(cause: BaseException, source: KernelSource) -> str:
@@ -634,12 +701,18 @@ class _Threads:
 
 @dataclass
 class Tiling:
-    """What the traced tiled launch's threads loaded (``threads``), and whether C came out
-    ``right``: the evidence :data:`TILING_MISTAKES` (the method) are told from."""
+    """What the traced tiled launch's threads did (``threads``, its trace among them), whether
+    C came out ``right``, and the kernel's ``source``: the evidence :data:`TILING_MISTAKES`,
+    :data:`BARRIER_MISTAKES` and :data:`TILE_ACCESS_MISTAKES` (the method) are told from."""
 
     threads: _Threads
     trial: Trial
     right: bool
+    source: KernelSource | None = None
+
+    @property
+    def where(self) -> str:
+        return str(self.trial)
 
     @property
     def loads(self) -> dict[str, int]:
@@ -650,6 +723,84 @@ class Tiling:
         """A and/or B when a thread loaded more of it than one value per step (and slack)."""
         allowed = self.threads.steps + max(1, self.threads.steps // 2)
         return [name for name, count in self.loads.items() if count > allowed]
+
+    @cached_property
+    def barriers(self) -> list[int]:
+        """The different numbers of barriers the threads passed, sorted."""
+        trace = self.threads.trace
+        return sorted(set(trace.barrier_counts.get(t, 0) for t in trace.threads))
+
+    @property
+    def steps_taken(self) -> int:
+        """The steps the kernel took (one load of A and one of B per step), if fewer than K
+        needs: a loop that stops early is the sum's mistake, not the barriers'."""
+        threads = self.threads
+        return max(1, min(threads.steps, max(threads.max_loads(name)
+                                             for name in threads.names[:2])))
+
+    @property
+    def too_few_barriers(self) -> bool:
+        """Every thread passed the same barriers, fewer than two per step."""
+        return len(self.barriers) == 1 and self.barriers[0] < 2 * self.steps_taken
+
+    @cached_property
+    def missing_barriers(self) -> list[str]:
+        """Which of the step's two barriers the source lacks (:func:`_missing_barriers`)."""
+        return _missing_barriers(self.source)
+
+    @cached_property
+    def wrong_load(self) -> tuple | None:
+        """(A's or B's name, the thread, the loads it should make, those it made) of the first
+        thread whose loads from A or B are not the tiled kernel's; None when all are."""
+        threads = self.threads
+        for name in threads.names[:2]:
+            for thread in threads.trace.threads:
+                expected = threads.expected_loads(thread, name)
+                got = threads.global_reads[name].get(thread, [])
+                if sorted(set(got)) != sorted(expected):
+                    return name, thread, expected, got
+        return None
+
+    @property
+    def load_skipped(self) -> bool:
+        """The first wrong thread only skipped loads (none extra): a guard's bound."""
+        if self.wrong_load is None:
+            return False
+        _, _, expected, got = self.wrong_load
+        return bool(set(expected) - set(got)) and not set(got) - set(expected)
+
+    @cached_property
+    def wrong_store(self) -> tuple | None:
+        """The first wrong store into a tile, array by array: ("nothing", the array, the
+        threads that stored nothing at some step) or ("slots", the array, a thread that stored
+        at another slot than its own [ty, tx]); None when all are right."""
+        threads = self.threads
+        for array, writers in threads.shared_writes.items():
+            short = [t for t in threads.trace.threads if len(writers.get(t, [])) < threads.steps]
+            if short:
+                return "nothing", array, short
+            for thread, indices in writers.items():
+                _, _, tx, ty = threads.position(thread)
+                if set(indices) != {(ty, tx)}:
+                    return "slots", array, thread
+        return None
+
+    @cached_property
+    def wrong_reads(self) -> tuple | None:
+        """(the tile, the thread) of the first thread whose multiply-adds read the wrong slots
+        of A's or B's tile; None when all read theirs."""
+        threads = self.threads
+        for array, readers in threads.shared_reads.items():
+            if array not in threads.tile_of:
+                continue
+            holds_a = threads.tile_of[array] == threads.names[0]
+            for thread, indices in readers.items():
+                _, _, tx, ty = threads.position(thread)
+                expected = ({(ty, k) for k in range(threads.T)} if holds_a
+                            else {(k, tx) for k in range(threads.T)})
+                if set(indices) != expected:
+                    return array, thread
+        return None
 
 
 def _untiled_message(e: Tiling) -> str:
@@ -675,117 +826,126 @@ TILING_MISTAKES = (
 )
 
 
-def _barrier_failure(trace, threads: _Threads, source: KernelSource, trial: Trial,
-                     right: bool) -> CheckFailedError | None:
-    counts = sorted(set(trace.barrier_counts.get(t, 0) for t in trace.threads))
-    # the steps the kernel took (one load of A and one of B per step), if fewer than K needs:
-    # a loop that stops early is the sum's mistake, not the barriers'
-    steps = max(1, min(threads.steps, max(threads.max_loads(name)
-                                          for name in threads.names[:2])))
-    if len(counts) > 1:
-        return CheckFailedError(
-            f"not every thread passed the same barriers: from {counts[0]} to {counts[-1]} per "
-            f"thread ({trial}). On a GPU the threads that skip one never arrive.", BARRIER_HINT)
-    if counts[0] >= 2 * steps:
-        return None
-    missing = _missing_barriers(source)
-    result = ("The answer is right here only because the simulator happened to run the threads "
-              "in a lucky order: on a GPU the warps run at the same time, and" if right else
-              "That is why C is wrong:")
-    said = (f"each thread passed {counts[0]} barrier(s) (`cuda.syncthreads()`) in "
-            f"{steps} steps along K; a tiled matmul needs two per step. {result} ")
-    if missing == [SYNC_AFTER_LOADS]:
-        said += "threads read tile slots that others have not stored yet."
-    elif missing == [SYNC_AFTER_SUMS]:
-        said += ("a fast thread stores the next step's values into a tile that slower threads "
-                 "are still reading.")
-    else:
-        said += ("threads read tile slots that others have not stored yet, and overwrite slots "
-                 "others still read.")
-    return CheckFailedError(f"{said} ({trial})", "; and ".join(missing) + ".")
+def _too_few_barriers_message(consequence: str) -> Callable[[Tiling], str]:
+    def message(e: Tiling) -> str:
+        result = ("The answer is right here only because the simulator happened to run the "
+                  "threads in a lucky order: on a GPU the warps run at the same time, and"
+                  if e.right else "That is why C is wrong:")
+        return (f"each thread passed {e.barriers[0]} barrier(s) (`cuda.syncthreads()`) in "
+                f"{e.steps_taken} steps along K; a tiled matmul needs two per step. {result} "
+                f"{consequence}")
+    return message
 
 
-def _loads_failure(threads: _Threads, trial: Trial) -> CheckFailedError | None:
-    """The first thread whose loads from A or B are not the tiled kernel's."""
-    for name in threads.names[:2]:
-        matrix = "A" if name == threads.names[0] else "B"
-        for thread in threads.trace.threads:
-            expected = threads.expected_loads(thread, name)
-            got = threads.global_reads[name].get(thread, [])
-            if sorted(set(got)) == sorted(expected):
-                continue
-            row, col, tx, ty = threads.position(thread)
-            who = f"{threads.label(thread)} (row {row}, column {col})"
-            missing = sorted(set(expected) - set(got))
-            extra = sorted(set(got) - set(expected))
-            shown = ", ".join(f"{name}[{i}, {j}]" for i, j in (extra or got)[:3])
-            should = ", ".join(f"{name}[{i}, {j}]" for i, j in expected[:3]) or "nothing"
-            if missing and not extra:
-                i, j = missing[0]
-                return CheckFailedError(
-                    f"{who} never loaded {name}[{i}, {j}], which lies inside {matrix} "
-                    f"({trial.rows if matrix == 'A' else trial.inner} x "
-                    f"{trial.inner if matrix == 'A' else trial.cols}): a guard compares with the "
-                    f"wrong size ({trial}).", LOAD_GUARD_HINT)
-            return CheckFailedError(
-                f"{who} loaded {shown}; in a tiled matmul, at the steps k0 = 0, {threads.T}, "
-                f"..., it loads {should} ({trial}).", LOADS_HINT)
-    return None
+def _missing_barriers_hint(e: Tiling) -> str:
+    return "; and ".join(e.missing_barriers) + "."
 
 
-def _stores_failure(threads: _Threads, trial: Trial) -> CheckFailedError | None:
-    """Threads that store nothing into a tile at some step (no zero fill), or store at another
-    slot than their own [ty, tx]."""
-    steps = threads.steps
-    for array, writers in threads.shared_writes.items():
-        tile = array.split(":", 1)[-1]
-        short = [t for t in threads.trace.threads if len(writers.get(t, [])) < steps]
-        if short:
-            thread = short[0]
-            row, col, tx, ty = threads.position(thread)
-            source = threads.tile_of.get(array)
-            outside = (f" (its element of {source} lies outside {source} at some step)"
-                       if source else "")
-            return CheckFailedError(
-                f"{len(short)} thread(s) stored nothing into {tile} at one step or more, e.g. "
-                f"{threads.label(thread)}{outside}: it stored {len(writers.get(thread, []))} "
-                f"value(s) in {steps} steps. That slot keeps what it held before (here, the "
-                "large value the check fills shared memory with; on a GPU, the previous step's "
-                f"value), and the multiply-adds use it ({trial}).", ZERO_FILL_HINT)
-        for thread, indices in writers.items():
-            _, _, tx, ty = threads.position(thread)
-            if set(indices) != {(ty, tx)}:
-                slots = ", ".join(f"{tile}[{i}, {j}]" for i, j in sorted(set(indices))[:3])
-                swapped = set(indices) == {(tx, ty)}
-                return CheckFailedError(
-                    f"{threads.label(thread)} stored into {slots}; each thread stores into its "
-                    f"own slot, {tile}[ty, tx] = {tile}[{ty}, {tx}]"
-                    f"{' (x and y are swapped)' if swapped else ''} ({trial}).", TILE_INDEX_HINT)
-    return None
+# The barriers, judged from the trace even when C is right (after TILING_MISTAKES), in order.
+BARRIER_MISTAKES = (
+    Mistake("threads passing different numbers of barriers", lambda e: len(e.barriers) > 1,
+            lambda e: (f"not every thread passed the same barriers: from {e.barriers[0]} to "
+                       f"{e.barriers[-1]} per thread. On a GPU the threads that skip one never "
+                       "arrive"), BARRIER_HINT, recognised_from="trace"),
+    Mistake("no barrier after the loads (also when the simulator's answer happens to be right)",
+            lambda e: e.too_few_barriers and e.missing_barriers == [SYNC_AFTER_LOADS],
+            _too_few_barriers_message("threads read tile slots that others have not stored "
+                                      "yet"), _missing_barriers_hint, recognised_from="trace"),
+    Mistake("no barrier after the multiply-adds (also when the simulator's answer happens to "
+            "be right)",
+            lambda e: e.too_few_barriers and e.missing_barriers == [SYNC_AFTER_SUMS],
+            _too_few_barriers_message("a fast thread stores the next step's values into a tile "
+                                      "that slower threads are still reading"),
+            _missing_barriers_hint, recognised_from="trace"),
+    Mistake("too few barriers: neither of the step's two, or not at every step (also when the "
+            "simulator's answer happens to be right)", lambda e: e.too_few_barriers,
+            _too_few_barriers_message("threads read tile slots that others have not stored "
+                                      "yet, and overwrite slots others still read"),
+            _missing_barriers_hint, recognised_from="trace"),
+)
 
 
-def _tile_reads_failure(threads: _Threads, trial: Trial) -> CheckFailedError | None:
-    """A thread whose multiply-adds read the wrong slots of A's or B's tile."""
-    a = threads.names[0]
-    for array, readers in threads.shared_reads.items():
-        tile = array.split(":", 1)[-1]
-        holds_a = threads.tile_of.get(array) == a
-        if array not in threads.tile_of:
-            continue
-        for thread, indices in readers.items():
-            _, _, tx, ty = threads.position(thread)
-            expected = ({(ty, k) for k in range(threads.T)} if holds_a
-                        else {(k, tx) for k in range(threads.T)})
-            if set(indices) != expected:
-                want = f"{tile}[{ty}, k]" if holds_a else f"{tile}[k, {tx}]"
-                slots = ", ".join(f"{tile}[{i}, {j}]" for i, j in sorted(set(indices))[:3])
-                return CheckFailedError(
-                    f"{threads.label(thread)} multiplied {slots}, ...; its row of C needs "
-                    f"{want} for k in range({threads.T}) ({'a row' if holds_a else 'a column'} "
-                    f"of the tile; {trial}).",
-                    "in the multiply-adds, the thread's y index picks the row of A's tile and its "
-                    "x index the column of B's tile.")
-    return None
+def _who(threads: _Threads, thread) -> str:
+    row, col, _, _ = threads.position(thread)
+    return f"{threads.label(thread)} (row {row}, column {col})"
+
+
+def _skipped_load_message(e: Tiling) -> str:
+    name, thread, expected, got = e.wrong_load
+    matrix = "A" if name == e.threads.names[0] else "B"
+    i, j = sorted(set(expected) - set(got))[0]
+    return (f"{_who(e.threads, thread)} never loaded {name}[{i}, {j}], which lies inside "
+            f"{matrix} ({e.trial.rows if matrix == 'A' else e.trial.inner} x "
+            f"{e.trial.inner if matrix == 'A' else e.trial.cols}): a guard compares with the "
+            "wrong size")
+
+
+def _wrong_loads_message(e: Tiling) -> str:
+    name, thread, expected, got = e.wrong_load
+    extra = sorted(set(got) - set(expected))
+    shown = ", ".join(f"{name}[{i}, {j}]" for i, j in (extra or got)[:3])
+    should = ", ".join(f"{name}[{i}, {j}]" for i, j in expected[:3]) or "nothing"
+    return (f"{_who(e.threads, thread)} loaded {shown}; in a tiled matmul, at the steps k0 = 0, "
+            f"{e.threads.T}, ..., it loads {should}")
+
+
+def _nothing_stored_message(e: Tiling) -> str:
+    _, array, short = e.wrong_store
+    threads, thread = e.threads, short[0]
+    source = threads.tile_of.get(array)
+    outside = (f" (its element of {source} lies outside {source} at some step)"
+               if source else "")
+    return (f"{len(short)} thread(s) stored nothing into {array.split(':', 1)[-1]} at one step "
+            f"or more, e.g. {threads.label(thread)}{outside}: it stored "
+            f"{len(threads.shared_writes[array].get(thread, []))} value(s) in {threads.steps} "
+            "steps. That slot keeps what it held before (here, the large value the check fills "
+            "shared memory with; on a GPU, the previous step's value), and the multiply-adds "
+            "use it")
+
+
+def _wrong_slots_message(e: Tiling) -> str:
+    _, array, thread = e.wrong_store
+    tile, indices = array.split(":", 1)[-1], e.threads.shared_writes[array][thread]
+    _, _, tx, ty = e.threads.position(thread)
+    slots = ", ".join(f"{tile}[{i}, {j}]" for i, j in sorted(set(indices))[:3])
+    swapped = set(indices) == {(tx, ty)}
+    return (f"{e.threads.label(thread)} stored into {slots}; each thread stores into its own "
+            f"slot, {tile}[ty, tx] = {tile}[{ty}, {tx}]"
+            f"{' (x and y are swapped)' if swapped else ''}")
+
+
+def _wrong_reads_message(e: Tiling) -> str:
+    array, thread = e.wrong_reads
+    threads, tile = e.threads, array.split(":", 1)[-1]
+    holds_a = threads.tile_of.get(array) == threads.names[0]
+    _, _, tx, ty = threads.position(thread)
+    want = f"{tile}[{ty}, k]" if holds_a else f"{tile}[k, {tx}]"
+    slots = ", ".join(f"{tile}[{i}, {j}]"
+                      for i, j in sorted(set(threads.shared_reads[array][thread]))[:3])
+    return (f"{threads.label(thread)} multiplied {slots}, ...; its row of C needs {want} for k "
+            f"in range({threads.T}) ({'a row' if holds_a else 'a column'} of the tile)")
+
+
+# Each thread's loads, its stores into the tiles and its reads of them, from the trace: tried
+# when C is wrong and neither MATMUL_MISTAKES nor STEP_SUM_MISTAKES say why, in order.
+TILE_ACCESS_MISTAKES = (
+    Mistake("a load guard with the wrong bound (a thread skips an element inside A or B)",
+            lambda e: e.load_skipped, _skipped_load_message, LOAD_GUARD_HINT,
+            recognised_from="trace"),
+    Mistake("loads of the wrong elements of A or B (x and y swapped in the loads)",
+            lambda e: e.wrong_load is not None, _wrong_loads_message, LOADS_HINT,
+            recognised_from="trace"),
+    Mistake("no zero fill at the edge (a thread stores nothing into a tile at some step)",
+            lambda e: e.wrong_store is not None and e.wrong_store[0] == "nothing",
+            _nothing_stored_message, ZERO_FILL_HINT, recognised_from="trace"),
+    Mistake("stores into the wrong slots of a tile (x and y swapped in the stores)",
+            lambda e: e.wrong_store is not None, _wrong_slots_message, TILE_INDEX_HINT,
+            recognised_from="trace"),
+    Mistake("multiply-adds reading the wrong slots of a tile (x and y swapped in them)",
+            lambda e: e.wrong_reads is not None, _wrong_reads_message,
+            "in the multiply-adds, the thread's y index picks the row of A's tile and its x "
+            "index the column of B's tile.", recognised_from="trace"),
+)
 
 
 @dataclass
@@ -836,17 +996,15 @@ STEP_SUM_MISTAKES = (
 
 TILED = CheckSpec(
     "matmul_tiled", "matmul_tiled(A, B, C)", TILED_STUB_HINT,
-    TILING_MISTAKES + STEP_SUM_MISTAKES + MATMUL_MISTAKES, parameters=3,
+    TILED_SOURCE_MISTAKES + TILING_MISTAKES + BARRIER_MISTAKES + MATMUL_MISTAKES
+    + STEP_SUM_MISTAKES + TILE_ACCESS_MISTAKES, parameters=3,
     title="2. tiled matmul", call="check_matmul_tiled(my_matmul_tiled, tile=TILE)",
     holds="the answer on 6 blocks of TILE × TILE (2 × 3 or 3 × 2; on a GPU also on tens of "
           "blocks), and the method, from a trace of the same launch: at most about one load of "
           "A and one of B per thread per step, 2·⌈K/TILE⌉ in all, and two barriers per step, "
           "the same in every thread",
-    also="the stub; the tile's size written as a number; the loop over the steps ending at a "
-         "number; a barrier inside a branch; a missing barrier, saying which, also when the "
-         "simulator's answer happens to be right; no zero fill at the edge; a load guard with "
-         "the wrong bound; x and y swapped in the loads, the stores or the multiply-adds; an "
-         "IndexError, with the line and whether a load, the write or a tile overran")
+    also="the stub; a barrier inside a branch; an IndexError, with the line and whether a "
+         "load, the write or a tile overran")
 
 
 def _tile_given(given: dict) -> None:
@@ -865,27 +1023,17 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
                        dtype=np.float32) -> str:
     """``tile`` is the kernel's ``TILE`` (by default 8 in the simulator, 16 on a GPU: from 3 to
     32). The source is read first: a tile's size written as a number, or a loop over the steps
-    ending at a number, fails before anything runs. Then the kernel runs on 6 blocks
-    (:func:`draw_tiled`; on a GPU also on tens of blocks, :data:`LARGE_TILED_BLOCKS`) and is
-    traced in the simulator on the small launch, whose C counts too (the simulator's shared
-    memory starts poisoned, a GPU's often with zeros). The trace's loads and barriers are
-    judged even when C is right; a wrong C is then told from, in order,
+    ending at a number (:data:`TILED_SOURCE_MISTAKES`), fails before anything runs. Then the
+    kernel runs on 6 blocks (:func:`draw_tiled`; on a GPU also on tens of blocks,
+    :data:`LARGE_TILED_BLOCKS`) and is traced in the simulator on the small launch, whose C
+    counts too (the simulator's shared memory starts poisoned, a GPU's often with zeros). The
+    trace's loads and barriers are judged even when C is right (:data:`TILING_MISTAKES`,
+    :data:`BARRIER_MISTAKES`); a wrong C is then told from, in order,
     :data:`MATMUL_MISTAKES` (without the naive kernel's wrong sums),
-    :data:`STEP_SUM_MISTAKES`, each thread's loads, its stores into the tiles and its reads of
-    them."""
+    :data:`STEP_SUM_MISTAKES`, then each thread's loads, its stores into the tiles and its
+    reads of them (:data:`TILE_ACCESS_MISTAKES`), or else which elements are wrong."""
     source = TILED.start(kernel)
-    hard_coded = _hard_coded_tile(source, tile)
-    if hard_coded:
-        raise CheckFailedError(
-            f"`{hard_coded[0]}` has the tile's size written as the number {tile}: "
-            "change TILE and this line would be wrong (and on a GPU TILE is 16, in the "
-            "simulator 8).", HARD_CODED_HINT)
-    fixed = _hard_coded_steps(source)
-    if fixed:
-        raise CheckFailedError(
-            f"`{fixed}` ends at a fixed number: it is right only for the K it was written "
-            "for.", "the loop over the steps must cover all of K, whatever its size: read "
-            "it from A's shape.")
+    reject(TILED_SOURCE_MISTAKES, TiledSource(source, tile))
     names = _names(source)
     shared = _shared_names(source)
     trial = draw_tiled("check_matmul_tiled", seed, tile, dtype)
@@ -918,25 +1066,16 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
     if traced_C is not None:  # the simulator's run counts too: its shared memory starts
         results.append((A, B, traced_C, trial))  # poisoned, a GPU's often with zeros
     right = all(not _wrong(*result[:3]).any() for result in results)
-    for check in (lambda: diagnose(TILING_MISTAKES, Tiling(threads, trial, right)),
-                  lambda: _barrier_failure(trace, threads, source, trial, right)):
-        failure = check()
-        if failure is not None:
-            raise failure
+    tiling = Tiling(threads, trial, right, source)
+    reject(TILING_MISTAKES + BARRIER_MISTAKES, tiling)
     if not right:
         for A_run, B_run, C_run, run in results:
             failure = _diagnose(A_run, B_run, C_run, run, TILE_INDEX_HINT, source,
                                 suspects=False)
             if failure is not None and failure.specific:
                 raise failure
-        for diagnosis in (lambda: diagnose(STEP_SUM_MISTAKES,
-                                           StepSums(A, B, C, trial, threads.T, threads.steps)),
-                          lambda: _loads_failure(threads, trial),
-                          lambda: _stores_failure(threads, trial),
-                          lambda: _tile_reads_failure(threads, trial)):
-            failure = diagnosis()
-            if failure is not None:
-                raise failure
+        reject(STEP_SUM_MISTAKES, StepSums(A, B, C, trial, threads.T, threads.steps))
+        reject(TILE_ACCESS_MISTAKES, tiling)
         raise next(f for f in (_diagnose(*result[:3], result[3], TILE_INDEX_HINT, source)
                                for result in results) if f is not None)
     loads = threads.max_loads(names[0]) + threads.max_loads(names[1])

@@ -43,7 +43,7 @@ import numpy as np
 from gpulab import hardware, reference
 from gpulab.exercises.evidence import GridStride, is_number
 from gpulab.exercises.grid_stride import grid_stride_mistakes
-from gpulab.exercises.mistakes import Mistake, reject
+from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.results import CheckFailedError, KernelError, explain_exception, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import KernelSource, hard_coded_block, hard_coded_size
@@ -908,6 +908,98 @@ EVALUATE_MISTAKES = (
 )
 
 
+@dataclass
+class EvaluateCrash:
+    """An exception (``cause``) a launch of the learner's kernel raised in the simulator, which
+    runs the kernel as Python, with what :func:`~gpulab.exercises.results.explain_exception`
+    ``said`` of it (without the trial), the trial, the number of classes and the kernel's
+    source: the evidence :data:`EVALUATE_CRASH_MISTAKES` are told from."""
+
+    cause: BaseException
+    said: str
+    trial: Trial
+    classes: int
+    source: KernelSource | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.classes} classes, {self.trial}"
+
+    @property
+    def n(self) -> int:
+        return self.trial.n
+
+    @property
+    def overflowed(self) -> bool:
+        """exp overflowed (OverflowError), or the log of a sum that underflowed to 0."""
+        return isinstance(self.cause, OverflowError) or (
+            isinstance(self.cause, ValueError) and "math domain" in str(self.cause))
+
+    @property
+    def past_the_end(self) -> bool:
+        return isinstance(self.cause, IndexError)
+
+
+# What an exception in the simulator means here, in the order they are tried; any other
+# exception is the launch's own failure.
+EVALUATE_CRASH_MISTAKES = (
+    Mistake("exp of the raw logits overflowed: the row's largest logit not subtracted first "
+            "(an OverflowError, or a log of 0, in the simulator)", lambda e: e.overflowed,
+            lambda e: (f"{e.said}, on a row whose logits are near ±{BIG_LOGIT:g}: exp of the "
+                       f"raw logits overflowed (e^{BIG_LOGIT:g}), or their sum was 0 "
+                       f"(e^-{BIG_LOGIT:g}) and its log undefined: the row's largest logit "
+                       "was not subtracted first"), LOSS_HINT),
+    Mistake("a hard-coded batch or class count that runs past the batch's end (an IndexError "
+            "in the simulator)",
+            lambda e: e.past_the_end and _hard_coded_count(e.source) is not None,
+            lambda e: (f"`{_hard_coded_count(e.source)}` uses a fixed number, but this batch has "
+                       f"{e.n} samples of {e.classes} classes"), SHAPES_HINT,
+            recognised_from="source"),
+    Mistake("a missing guard: a thread past the batch's last sample (an IndexError in the "
+            "simulator)", lambda e: e.past_the_end,
+            lambda e: ("a thread went past the batch's last sample: the loop over the samples "
+                       "is not stopped at the batch's end (a missing guard). "
+                       f"{e.said[0].upper()}{e.said[1:]}"), EVALUATE_GUARD_HINT),
+)
+
+
+@dataclass
+class OneBlockSizeOnly:
+    """The check's batches right with ``right`` threads per block but not with ``wrong``: the
+    ``failure`` there, and the kernel's source: the evidence :data:`EVALUATE_BLOCK_MISTAKES` are
+    told from. Its ``where`` is empty: the failure under the other block size names its case."""
+
+    right: int
+    wrong: int
+    failure: CheckFailedError
+    source: KernelSource | None = None
+    where: str = ""
+
+    @property
+    def line(self) -> str | None:
+        """The source's line that hard-codes the block size, if any."""
+        return hard_coded_block(self.source) if self.source is not None else None
+
+    def said(self) -> str:
+        line = self.line
+        named = (f": `{line}` hard-codes the block size" if line
+                 and "hard-codes the block size" not in self.failure.message else "")
+        detail = self.failure.message
+        detail = detail[:-1] if detail.endswith(".") else detail  # the failure adds it back
+        return (f"your kernel is right with {self.right} threads per block but not with "
+                f"{self.wrong}{named}. With {self.wrong}: {detail}")
+
+
+# A kernel right under the first block size but not under the other, in the order tried.
+EVALUATE_BLOCK_MISTAKES = (
+    Mistake("right under one block size only: the block size typed into the kernel",
+            lambda e: e.line is not None, OneBlockSizeOnly.said, BLOCK_HINT,
+            recognised_from="source"),
+    Mistake("right under one block size only (any other reason)", lambda e: True,
+            OneBlockSizeOnly.said, lambda e: e.failure.hint),
+)
+
+
 class SampleOwners(GridStride):
     """The kernel traced on a small fixed grid: which threads wrote each sample's loss, in the
     order each thread wrote them (``order``)."""
@@ -918,7 +1010,8 @@ class SampleOwners(GridStride):
 EVALUATE_METHOD_MISTAKES = grid_stride_mistakes(STEP_BY_GRID_HINT, COALESCED_HINT)
 EVALUATE = CheckSpec(
     "evaluate_batch", "evaluate_batch(logits, labels, losses, correct)", EVALUATE_STUB_HINT,
-    EVALUATE_MISTAKES + EVALUATE_METHOD_MISTAKES, parameters=4,
+    EVALUATE_CRASH_MISTAKES + EVALUATE_MISTAKES + EVALUATE_BLOCK_MISTAKES
+    + EVALUATE_METHOD_MISTAKES, parameters=4,
     title="3. one launch for any batch", call="check_evaluate_batch(evaluate_batch)",
     holds="each sample's cross-entropy loss (from the log-sum-exp) and correct (1 when its "
           "largest logit is its label's, else 0), for "
@@ -926,10 +1019,9 @@ EVALUATE = CheckSpec(
           "grid (never a multiple of the block), 11-15 classes, some rows near ±800, all on "
           "the same fixed grid (2 blocks in the simulator) under two block sizes; traced: "
           "every sample handled by one thread, each thread stepping by the grid's size",
-    also="a missing guard (a thread past the batch's end: an IndexError in the simulator, the "
-         "padding on a GPU); the unstable exp (an overflow in the simulator); simulator-only "
-         "code (compiled for a real GPU); a kernel that never finishes (the time limit); a "
-         "hard-coded block size; gpulab's own kernel refused")
+    also="a thread past the batch's end on a GPU (the padding written); simulator-only code "
+         "(compiled for a real GPU); a kernel that never finishes (the time limit); gpulab's "
+         "own kernel refused")
 
 
 def _batches(rng: np.random.Generator, threads: int, grid: int) -> list[int]:
@@ -983,46 +1075,27 @@ def _launch_evaluate(kernel, trial: Trial, source: KernelSource, classes: int
 
 def _explain_evaluate_error(error: KernelError, trial: Trial, source: KernelSource,
                             classes: int) -> None:
-    """Name what an error in the learner's kernel means here, or raise it as it is."""
-    cause = error.cause
-    where = f"{classes} classes, {trial}"
+    """Name what an error in the learner's kernel means here (:data:`EVALUATE_CRASH_MISTAKES`),
+    or raise it as it is."""
     _, said, _ = explain_exception(error, trial, EVALUATE_GUARD_HINT)
     said = said.replace(f" ({trial}).", "")
-    if isinstance(cause, OverflowError) or (isinstance(cause, ValueError)
-                                            and "math domain" in str(cause)):
-        raise CheckFailedError(
-            f"{said}, on a row whose logits are near ±{BIG_LOGIT:g}: exp of the raw logits "
-            f"overflowed (e^{BIG_LOGIT:g}), or their sum was 0 (e^-{BIG_LOGIT:g}) and its log "
-            f"undefined: the row's largest logit was not subtracted first ({where}).",
-            LOSS_HINT) from None
-    if isinstance(cause, IndexError):
-        line = _hard_coded_count(source)
-        if line is not None:
-            raise CheckFailedError(
-                f"`{line}` uses a fixed number, but this batch has {trial.n} samples of "
-                f"{classes} classes ({where}).", SHAPES_HINT) from None
-        raise CheckFailedError(
-            f"a thread went past the batch's last sample: the loop over the samples is not "
-            f"stopped at the batch's end (a missing guard). {said[0].upper()}{said[1:]} "
-            f"({where}).", EVALUATE_GUARD_HINT) from None
-    raise error
+    failure = diagnose(EVALUATE_CRASH_MISTAKES,
+                       EvaluateCrash(error.cause, said, trial, classes, source))
+    if failure is None:
+        raise error
+    raise failure from None
 
 
 def _under_another_block(run, trial: Trial, source: KernelSource) -> None:
     """``run`` the check's batches again under another block size; a failure there (right
-    under the first only) says so, and names a hard-coded block size when the source shows
-    one."""
+    under the first only) says so (:data:`EVALUATE_BLOCK_MISTAKES`), and names a hard-coded
+    block size when the source shows one."""
     other = trial.other_block()
     try:
         run(other)
     except CheckFailedError as failure:
-        line = hard_coded_block(source)
-        said = (f": `{line}` hard-codes the block size" if line
-                and "hard-codes the block size" not in failure.message else "")
-        raise CheckFailedError(
-            f"your kernel is right with {trial.threads_per_block} threads per block but not "
-            f"with {other.threads_per_block}{said}. With {other.threads_per_block}: "
-            f"{failure.message}", BLOCK_HINT if line else failure.hint) from None
+        raise diagnose(EVALUATE_BLOCK_MISTAKES, OneBlockSizeOnly(
+            trial.threads_per_block, other.threads_per_block, failure, source)) from None
 
 
 def _check_evaluate_method(kernel, seed: int, source: KernelSource) -> None:
@@ -1058,9 +1131,11 @@ def check_evaluate_batch(kernel, seed: int | None = None,
                          threads_per_block: int | None = None) -> str:
     """First traced on a small launch (2 blocks of 32 threads, 150-229 samples of 4 classes),
     so a mistake of :data:`EVALUATE_METHOD_MISTAKES` fails the check before the launches look
-    for :data:`EVALUATE_MISTAKES`. Then launched on one fixed grid (:data:`EVALUATE_BLOCKS`
-    blocks of the drawn block size) with three batches, on padded arrays; then all again
-    under another block size, unless ``threads_per_block`` is given."""
+    for :data:`EVALUATE_CRASH_MISTAKES` (an exception in the simulator) and
+    :data:`EVALUATE_MISTAKES` (the outputs). Then launched on one fixed grid
+    (:data:`EVALUATE_BLOCKS` blocks of the drawn block size) with three batches, on padded
+    arrays; then all again under another block size, unless ``threads_per_block`` is given
+    (a failure only there: :data:`EVALUATE_BLOCK_MISTAKES`)."""
     tier = tier_key()
     source = EVALUATE.start(kernel)
     _check_evaluate_method(kernel, seed, source)
@@ -1125,7 +1200,8 @@ def kernel_to_use(kernel) -> tuple[object, str]:
 
 
 __all__ = [
-    "EVALUATE", "EVALUATE_METHOD_MISTAKES", "EVALUATE_MISTAKES", "Evaluated",
+    "EVALUATE", "EVALUATE_BLOCK_MISTAKES", "EVALUATE_CRASH_MISTAKES", "EVALUATE_METHOD_MISTAKES",
+    "EVALUATE_MISTAKES", "EvaluateCrash", "Evaluated", "OneBlockSizeOnly",
     "check_evaluate_batch", "kernel_to_use", "try_evaluate_batch",
     "CASES", "LAUNCH_BOUND", "LAUNCH_BOUND_MISTAKES", "THROUGHPUT", "THROUGHPUT_MISTAKES",
     "TOLERANCE", "a_number", "check_launch_bound", "check_throughput",

@@ -770,3 +770,24 @@ def test_a_replaced_reference_is_told_not_trusted(monkeypatch):
 def test_a_hard_coded_block_size_fails_whatever_the_seed(seed):
     assert_verdict(check_multiply(multiply_block_of_64, seed=seed, show=False), "failed",
                    ["hard-codes the block size"])
+
+
+def test_the_race_the_partial_block_and_the_method_are_mistakes_in_the_specs():
+    from gpulab.exercises.ch01 import (
+        BLOCK_SUM,
+        BLOCK_SUM_PARTIAL_BLOCK_MISTAKES,
+        DOT_ATOMIC,
+        DOT_PARTIAL_BLOCK_MISTAKES,
+        RACE_MISTAKES,
+        TREE_METHOD_MISTAKES,
+    )
+
+    assert DOT_ATOMIC.mistakes[-3:] == RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES
+    assert BLOCK_SUM.mistakes[-6:] == (RACE_MISTAKES + BLOCK_SUM_PARTIAL_BLOCK_MISTAKES
+                                       + TREE_METHOD_MISTAKES)
+    table = BLOCK_SUM.mistake_table()
+    assert "| a right total by one atomic add per thread (into out[0] or a shared slot) | trace |" \
+        in table
+    assert "read in the source | source |" in table
+    assert "idle threads not writing 0 (only the last, partial block wrong) | outputs |" in table
+    assert "race" not in DOT_ATOMIC.also and "wrong method" not in BLOCK_SUM.also

@@ -214,6 +214,41 @@ def test_a_wrong_stride_fails_and_names_the_step(kernel, words, hint):
     assert "seed=6" in result.message
 
 
+@cuda.jit
+def copy_doubled(x, out):  # grid-stride, but the wrong value
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        out[i] = 2 * x[i]
+
+
+@cuda.jit
+def copy_guard_reversed(x, out):  # writes nothing
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        if i > x.shape[0]:
+            out[i] = x[i]
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (copy_doubled, ["elements are wrong", "threads for n="]),
+    (copy_guard_reversed, ["wrote nothing into out", "threads for n="]),
+])
+def test_a_wrong_copy_names_the_fixed_grid_it_ran_on(kernel, words):
+    result = check_copy_grid_stride(kernel, seed=7, show=False)
+    assert result.status == "failed", str(result)
+    for word in words:
+        assert word in result.message, f"{word!r} missing from {result.message}"
+    assert result.message.endswith("seed=7).")
+
+
+def test_the_copy_spec_lists_its_mistakes_in_the_order_tried():
+    from gpulab.exercises.ch02 import COPY, COPY_MISTAKES, STRIDE_MISTAKES
+
+    assert COPY.mistakes == STRIDE_MISTAKES + COPY_MISTAKES
+    rows = COPY.mistake_table().splitlines()[4:]
+    assert [row.split(" | ")[0].removeprefix("| ") for row in rows] == [
+        mistake.did for mistake in COPY.mistakes]
+    assert rows[0].startswith("| a step of 0") and "one element per thread" not in COPY.also
+
+
 # --- chapter 02, exercise 2: the host code that times saxpy ------------------------------------
 
 def blocks_for(n, threads):

@@ -283,6 +283,34 @@ def test_the_mistake_table_lists_the_naive_checks_rules():
     assert all(mistake.did in table for mistake in MATMUL_MISTAKES)
 
 
+def test_the_mistake_tables_list_the_source_and_trace_diagnoses():
+    """The swapped block indices, the assumed block shape and the tiled check's source and
+    trace diagnoses are Mistake records, listed in the order the checks try them."""
+    from gpulab.exercises.ch03 import (
+        BARRIER_MISTAKES,
+        MATMUL_MISTAKES,
+        NAIVE,
+        NAIVE_SOURCE_MISTAKES,
+        STEP_SUM_MISTAKES,
+        TILE_ACCESS_MISTAKES,
+        TILED,
+        TILED_SOURCE_MISTAKES,
+        TILING_MISTAKES,
+    )
+
+    assert NAIVE.mistakes == NAIVE_SOURCE_MISTAKES + MATMUL_MISTAKES
+    assert TILED.mistakes == (TILED_SOURCE_MISTAKES + TILING_MISTAKES + BARRIER_MISTAKES
+                              + MATMUL_MISTAKES + STEP_SUM_MISTAKES + TILE_ACCESS_MISTAKES)
+    assert len(BARRIER_MISTAKES) == 4 and len(TILE_ACCESS_MISTAKES) == 5
+    table = TILED.mistake_table()
+    for mistake in TILED_SOURCE_MISTAKES + BARRIER_MISTAKES + TILE_ACCESS_MISTAKES:
+        assert f"| {mistake.did} | {mistake.recognised_from} |" in table
+    assert "| the tile's size written as a number | source |" in table
+    assert "| a load guard with the wrong bound" in table
+    assert "blockIdx.x and blockIdx.y swapped" in NAIVE.mistake_table()
+    assert "x and y swapped" not in TILED.also and "block shape" not in NAIVE.also
+
+
 # --- chapter 03, exercise 2: tiled matmul -------------------------------------------------------
 # Wrong kernels as learners write them: each differs from the solution in one mistake.
 

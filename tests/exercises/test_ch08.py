@@ -631,6 +631,28 @@ def test_wrong_evaluation_kernels_fail_and_say_why(name):
     assert words in result.message + " " + result.hint, (result.message, result.hint)
 
 
+def test_the_evaluation_spec_lists_the_crash_and_block_size_mistakes_in_the_order_tried():
+    table = ch08.EVALUATE.mistake_table()
+    rows = [m.did for m in ch08.EVALUATE.mistakes]
+    assert rows[:len(ch08.EVALUATE_CRASH_MISTAKES)] == [
+        m.did for m in ch08.EVALUATE_CRASH_MISTAKES]
+    for mistake in ch08.EVALUATE_CRASH_MISTAKES + ch08.EVALUATE_BLOCK_MISTAKES:
+        assert mistake in ch08.EVALUATE.mistakes and mistake.did in table
+    assert "missing guard" in table and "right under one block size only" in table
+    assert "unstable exp" not in ch08.EVALUATE.also
+
+
+def test_a_failure_under_the_other_block_size_only_is_said_once_with_its_case():
+    from gpulab.exercises.mistakes import diagnose
+    from gpulab.exercises.results import CheckFailedError
+
+    inner = CheckFailedError("3 of 40 losses are wrong (11 classes, n=40, seed=3).", "its hint")
+    failure = diagnose(ch08.EVALUATE_BLOCK_MISTAKES, ch08.OneBlockSizeOnly(128, 32, inner))
+    assert failure.message == ("your kernel is right with 128 threads per block but not with 32. "
+                               "With 32: 3 of 40 losses are wrong (11 classes, n=40, seed=3).")
+    assert failure.hint == "its hint"
+
+
 def test_gpulab_own_evaluation_kernel_is_refused_and_the_stub_not_attempted():
     from gpulab.kernels import evaluate
 
