@@ -296,6 +296,8 @@ DOT_MISTAKES = (
             "multiply, don't add: `x[i] * y[i]`."),
     NOT_A_NUMBER,
 )
+
+
 @dataclass
 class WholeBlocks:
     """The closer look at a total that is only "too small" or "wrong" (``first``, not
@@ -459,6 +461,8 @@ BLOCK_SUM_PARTIAL_BLOCK_MISTAKES = _partial_block_mistakes(
     "idle threads not writing 0 (only the last, partial block wrong)",
     "threads past the end must still fill their shared slot, with a value that adds nothing: "
     "shared memory starts with leftover values.")
+
+
 @dataclass
 class TreeTrace:
     """The block sum traced on a small launch (``trial``): the evidence its method's mistakes

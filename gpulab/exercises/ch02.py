@@ -604,7 +604,8 @@ COPY_MISTAKES = (
     Mistake("nothing written", lambda e: e.unwritten.all(),
             "your kernel wrote nothing into out", GRID_STRIDE_HINT),
     Mistake("one element per thread (only out[0..grid - 1] copied)",
-            lambda e: e.unwritten.any() and not e.unwritten[:e.grid_threads].any(),
+            lambda e: (e.unwritten[e.grid_threads:].all() and e.unwritten.any()
+                       and not e.unwritten[:e.grid_threads].any()),
             lambda e: (f"only out[0..{e.grid_threads - 1}] were copied, one element per "
                        f"thread: the grid has {e.grid_threads} threads for {e.trial.n} "
                        "elements, so each thread must copy several"), GRID_STRIDE_HINT),

@@ -227,9 +227,16 @@ def copy_guard_reversed(x, out):  # writes nothing
             out[i] = x[i]
 
 
+@cuda.jit
+def copy_one_short(x, out):  # grid-stride, but the loop stops before the last element
+    for i in range(cuda.grid(1), x.shape[0] - 1, cuda.gridsize(1)):
+        out[i] = x[i]
+
+
 @pytest.mark.parametrize("kernel, words", [
     (copy_doubled, ["elements are wrong", "threads for n="]),
     (copy_guard_reversed, ["wrote nothing into out", "threads for n="]),
+    (copy_one_short, ["last element", "threads for n="]),
 ])
 def test_a_wrong_copy_names_the_fixed_grid_it_ran_on(kernel, words):
     result = check_copy_grid_stride(kernel, seed=7, show=False)
