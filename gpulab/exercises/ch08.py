@@ -683,17 +683,12 @@ def _unused_loop_index(source: KernelSource | None) -> str | None:
 
 
 @dataclass
-class Evaluated:
-    """One launch of the learner's kernel on a batch: what it wrote (``losses``, NaN where
-    never written; ``correct``, :data:`UNWRITTEN` where never written) and the right answer."""
+class BatchCase:
+    """A batch the learner's kernel ran on: its ``trial`` (the launch, n samples, the seed)
+    and the number of ``classes``; what the evaluation's evidence records share."""
 
     trial: Trial
     classes: int
-    logits: np.ndarray
-    labels: np.ndarray
-    losses: np.ndarray
-    correct: np.ndarray
-    source: KernelSource | None = None
 
     @property
     def where(self) -> str:
@@ -702,6 +697,18 @@ class Evaluated:
     @property
     def n(self) -> int:
         return self.trial.n
+
+
+@dataclass
+class Evaluated(BatchCase):
+    """One launch of the learner's kernel on a batch: what it wrote (``losses``, NaN where
+    never written; ``correct``, :data:`UNWRITTEN` where never written) and the right answer."""
+
+    logits: np.ndarray
+    labels: np.ndarray
+    losses: np.ndarray
+    correct: np.ndarray
+    source: KernelSource | None = None
 
     @property
     def grid(self) -> int:
@@ -909,25 +916,15 @@ EVALUATE_MISTAKES = (
 
 
 @dataclass
-class EvaluateCrash:
+class EvaluateCrash(BatchCase):
     """An exception (``cause``) a launch of the learner's kernel raised in the simulator, which
     runs the kernel as Python, with what :func:`~gpulab.exercises.results.explain_exception`
-    ``said`` of it (without the trial), the trial, the number of classes and the kernel's
-    source: the evidence :data:`EVALUATE_CRASH_MISTAKES` are told from."""
+    ``said`` of it (without the trial), and the kernel's source: the evidence
+    :data:`EVALUATE_CRASH_MISTAKES` are told from."""
 
     cause: BaseException
     said: str
-    trial: Trial
-    classes: int
     source: KernelSource | None = None
-
-    @property
-    def where(self) -> str:
-        return f"{self.classes} classes, {self.trial}"
-
-    @property
-    def n(self) -> int:
-        return self.trial.n
 
     @property
     def overflowed(self) -> bool:
@@ -1080,7 +1077,7 @@ def _explain_evaluate_error(error: KernelError, trial: Trial, source: KernelSour
     _, said, _ = explain_exception(error, trial, EVALUATE_GUARD_HINT)
     said = said.replace(f" ({trial}).", "")
     failure = diagnose(EVALUATE_CRASH_MISTAKES,
-                       EvaluateCrash(error.cause, said, trial, classes, source))
+                       EvaluateCrash(trial, classes, error.cause, said, source))
     if failure is None:
         raise error
     raise failure from None
