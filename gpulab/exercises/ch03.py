@@ -923,7 +923,7 @@ def _wrong_reads_message(e: Tiling) -> str:
     slots = ", ".join(f"{tile}[{i}, {j}]"
                       for i, j in sorted(set(threads.shared_reads[array][thread]))[:3])
     return (f"{threads.label(thread)} multiplied {slots}, ...; its row of C needs {want} for k "
-            f"in range({threads.T}) ({'a row' if holds_a else 'a column'} of the tile)")
+            f"in range({threads.T}), {'a row' if holds_a else 'a column'} of the tile")
 
 
 # Each thread's loads, its stores into the tiles and its reads of them, from the trace: tried

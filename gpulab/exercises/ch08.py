@@ -1007,8 +1007,8 @@ class SampleOwners(GridStride):
 EVALUATE_METHOD_MISTAKES = grid_stride_mistakes(STEP_BY_GRID_HINT, COALESCED_HINT)
 EVALUATE = CheckSpec(
     "evaluate_batch", "evaluate_batch(logits, labels, losses, correct)", EVALUATE_STUB_HINT,
-    EVALUATE_CRASH_MISTAKES + EVALUATE_MISTAKES + EVALUATE_BLOCK_MISTAKES
-    + EVALUATE_METHOD_MISTAKES, parameters=4,
+    EVALUATE_METHOD_MISTAKES + EVALUATE_CRASH_MISTAKES + EVALUATE_MISTAKES
+    + EVALUATE_BLOCK_MISTAKES, parameters=4,  # the trace runs before the launches
     title="3. one launch for any batch", call="check_evaluate_batch(evaluate_batch)",
     holds="each sample's cross-entropy loss (from the log-sum-exp) and correct (1 when its "
           "largest logit is its label's, else 0), for "

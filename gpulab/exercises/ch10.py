@@ -209,7 +209,9 @@ SCALER_MISTAKES = (
             RESET_ON_GROWTH_HINT),
     Mistake("a clean step not counted", _clean(lambda e: e.got[1] == e.clean and not e.grows),
             lambda e: f"{e.summary}: the clean step was not counted", COUNT_HINT),
-    Mistake("another result", lambda e: True, lambda e: e.summary, SCALER_STUB_HINT),
+    Mistake("another result", lambda e: True,
+            lambda e: f"{e.summary}: a result none of the scaler's rules gives",
+            SCALER_STUB_HINT),
 )
 
 
