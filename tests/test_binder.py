@@ -32,14 +32,18 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from gpulab import device
+
+# tests/ is not a package: the PyPI probe the platform tests share is loaded from its file.
+_SPEC = importlib.util.spec_from_file_location(
+    "macos_env", Path(__file__).parent / "platforms" / "macos_env.py")
+macos_env = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(macos_env)
 
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = ROOT / "binder"
@@ -108,15 +112,6 @@ def _installer(venv_python: str) -> list[str]:
     return [find_uv_bin(), "pip", "install", "--python", venv_python, "--compile-bytecode"]
 
 
-def _pypi_reachable() -> tuple[bool, str]:
-    url = "https://pypi.org/simple/pip/"
-    try:
-        with urllib.request.urlopen(url, timeout=15) as response:
-            return response.status == 200, f"{url} answered {response.status}"
-    except (urllib.error.URLError, OSError) as error:
-        return False, f"{url} unreachable ({error})"
-
-
 def _clean_environment(venv: Path, home: Path) -> dict:
     """Only the new environment on PATH, no settings from the test process or this checkout."""
     env = {key: value for key, value in os.environ.items()
@@ -142,7 +137,7 @@ def _run(command, *, cwd: Path, env: dict, timeout: float, what: str) -> str:
     if completed.returncode != 0:
         output = (completed.stdout + completed.stderr)[-4000:]
         if what == "pip install":
-            reachable, why = _pypi_reachable()
+            reachable, why = macos_env.pypi_reachable()
             if not reachable:
                 pytest.skip(f"pip could not install binder/requirements.txt and PyPI is not "
                             f"reachable from here ({why}); pip said:\n{output}")
