@@ -368,9 +368,9 @@ class MatvecSums:
     @property
     def summary(self) -> str:
         w = self.worst
-        return (f"out[{w}] = {self.got[w]:.7g}, but the exact sum is {self.exact[w]:.7g} "
-                f"(off by {self.error[w]:.3g}; an fp32 accumulator stays within "
-                f"{self.bound[w]:.2g})")
+        return (f"out[{w}] = {self.got[w]:.7g}, but the exact sum is {self.exact[w]:.7g}: "
+                f"off by {self.error[w]:.3g}, where an fp32 accumulator stays within "
+                f"{self.bound[w]:.2g}")
 
     @property
     def median_spacing(self) -> str:

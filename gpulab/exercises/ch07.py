@@ -419,8 +419,8 @@ ADAM_RESULT_MISTAKES = (
             "each thread should move its own param[i]: param[i] -= ..."),
     Mistake("only the first block's elements moved",
             lambda e: e.only_still_from(e.trial.threads_per_block),
-            lambda e: (f"only the first block's elements moved "
-                       f"(param[0..{e.trial.threads_per_block - 1}])"),
+            lambda e: (f"only param[0..{e.trial.threads_per_block - 1}], the first block's "
+                       "elements, moved"),
             "each thread needs its global index (its block and its thread together), not "
             "`cuda.threadIdx.x` alone, which repeats in every block."),
     Mistake("all but the last, partial block's elements moved",
