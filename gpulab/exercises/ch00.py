@@ -10,10 +10,8 @@ Each check runs your code on random sizes, prints what it found and returns a
   choose the grid, launch, synchronise, copy out back); :func:`watch_host_code` records what
   the host function does.
 
-Both checks are declared as :class:`~gpulab.exercises.spec.CheckSpec` s (:data:`BLOCKS_FOR`,
-:data:`ADD_ONE_KERNEL`, :data:`HOST`): what must hold for a pass and what each diagnoses is
-said there, once, and ``help(check_...)`` shows it. They also refuse gpulab's own kernels or
-helpers in place of yours, and a check whose parts were replaced.
+What must hold for a pass and what each check diagnoses is said once, in its spec
+(:data:`BLOCKS_FOR`, :data:`ADD_ONE_KERNEL`, :data:`HOST`), which ``help(check_...)`` shows.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -32,10 +31,7 @@ from gpulab.exercises.running import call_learner, run_elementwise
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 from gpulab.instruments import launchable
-
-# Threads per block a GPU accepts: 1024 on every compute capability the course names (CUDA C++
-# Programming Guide, "Compute Capabilities": maximum number of threads per block).
-MAX_THREADS_PER_BLOCK = 1024
+from gpulab.kernels.launch import MAX_THREADS_PER_BLOCK
 
 # --- exercise 1: how many blocks? --------------------------------------------------------------
 
@@ -47,18 +43,6 @@ ROUND_UP_HINT = (
     "round up, not down: dividing with `//` alone drops the last, partial block, and its "
     "elements get no thread. A partial block needs a whole block of its own; work it out "
     "with whole numbers only (no floats)."
-)
-EXTRA_BLOCK_HINT = (
-    "add a block for the last, partial block only: when n divides evenly there is no partial "
-    "block, and an extra block gets no element at all."
-)
-SHIFT_HINT = (
-    "divide by threads_per_block itself, not by a power of two near it: a shift divides only "
-    "by a power of two, and the function must work for every block size."
-)
-TOO_MANY_HINT = (
-    "round up to the next whole block only: the blocks must cover n, and one block fewer "
-    "must not cover it already."
 )
 
 
@@ -143,14 +127,16 @@ BLOCKS_MISTAKES = (
             _whole_but(lambda a, got: got == a.n // a.threads + 1 and a.n % a.threads == 0),
             lambda a: (f"{a.summary}: {a.n} is exactly {a.n // a.threads} blocks of {a.threads}, "
                        f"so block {int(a.got) - 1} would have no element at all"),
-            "adding one block every time adds it even when n divides evenly: "
-            + EXTRA_BLOCK_HINT),
+            "adding one block every time adds it even when n divides evenly: add a block for the "
+            "last, partial block only: when n divides evenly there is no partial block, and an "
+            "extra block gets no element at all."),
     Mistake("a shift (`>>`) that assumes the block size is a power of two",
             _whole_but(lambda a, got: a.shifted()),
             lambda a: (f"{a.summary}: that is n divided by a power of two near {a.threads}. A "
                        f"shift `>> k` divides by 2**k, right for 32, 64 or 128 threads per "
                        f"block, but {a.threads} is not a power of two"),
-            SHIFT_HINT),
+            "divide by threads_per_block itself, not by a power of two near it: a shift divides "
+            "only by a power of two, and the function must work for every block size."),
     Mistake("the arguments swapped",
             _whole_but(lambda a, got: got == -(-a.threads // a.n)),
             lambda a: (f"{a.summary}: that is threads_per_block divided by n, the arguments the "
@@ -166,7 +152,8 @@ BLOCKS_MISTAKES = (
             lambda a: (f"{a.summary}: {a.got} blocks of {a.threads} threads are "
                        f"{int(a.got) * a.threads - a.n} threads more than {a.n} elements need; "
                        "one block fewer would still cover them"),
-            TOO_MANY_HINT),
+            "round up to the next whole block only: the blocks must cover n, and one block fewer "
+            "must not cover it already."),
 )
 BLOCKS_FOR = CheckSpec(
     "blocks_for", "blocks_for(n, threads_per_block) -> int", BLOCKS_STUB_HINT, BLOCKS_MISTAKES,
@@ -179,10 +166,8 @@ BLOCKS_FOR = CheckSpec(
 
 @BLOCKS_FOR.check
 def check_blocks_for(function, seed: int | None = None) -> str:
-    """Called on 19 cases drawn from the seed (:func:`_block_cases`: six block sizes from 32
-    to 1024, each with a partial last block and an exact multiple; n below one block, n = 1,
-    n = 1,000,000,007; 96 and 192 threads per block, a partial and an exact multiple each), in
-    a shuffled order; the first wrong answer fails."""
+    """Called on the 19 cases :func:`_block_cases` draws from the seed, in a shuffled order;
+    the first wrong answer fails."""
     cases = _block_cases(np.random.default_rng(seed))
     for n, threads in cases:
         got = call_learner(function, n, threads, stub_hint=BLOCKS_STUB_HINT,
@@ -203,17 +188,8 @@ HOST_STUB_HINT = (
     "do the five steps of section 5 in order (copy in, allocate, choose the grid, launch and "
     "wait, copy back) and return the result as a NumPy array."
 )
-COPY_IN_HINT = (
-    "revisit section 5's first two steps: the launch must be given arrays that already live "
-    "on the device (the input copied there, the output allocated there), not NumPy arrays."
-)
 # Host-function sizes: odd, so no power-of-two block size divides them.
 HOST_SIZE_RANGE = {"sim": (201, 601), "gpu": (100_001, 1_000_001)}
-
-
-def _kernel_name(kernel) -> str:
-    function = getattr(launchable(kernel), "py_func", None)
-    return getattr(function, "__name__", "your kernel")
 
 
 # What add_one's usual wrong formulas give, in the order they are tried (after the elements
@@ -239,26 +215,19 @@ ADD_ONE_KERNEL = CheckSpec(
 
 
 def _check_add_one_kernel(kernel, seed: int) -> Trial:
-    """The kernel, like every kernel of the course: a drawn block size and a random n not a
-    multiple of it, padding that catches a missing guard, then the same under another block
-    size."""
+    """The kernel, checked like every kernel of the course (:data:`ADD_ONE_KERNEL`); returns
+    the first trial."""
     source = ADD_ONE_KERNEL.start(kernel)
 
     def run(trial: Trial) -> Trial:
         x = trial.uniform(-5, 5)
         out = run_elementwise(kernel, trial, x)
-        failure = diagnose_vector(x + np.float32(1), out, trial, mistakes=ADD_ONE_MISTAKES,
-                                  inputs={"x": x})
-        if failure:
+        if failure := diagnose_vector(x + np.float32(1), out, trial, mistakes=ADD_ONE_MISTAKES,
+                                      inputs={"x": x}):
             raise failure
         return trial
 
     return under_two_blocks(run, Trial.draw("check_first_launch", seed, np.float32), source)
-
-
-def _host_size(rng: np.random.Generator) -> int:
-    n = draw_size(rng, 2, HOST_SIZE_RANGE[tier_key()])
-    return n if n % 2 else n + 1
 
 
 # Each watched step, in the singular and the plural.
@@ -272,42 +241,9 @@ _STEP_NAMES = {
 
 
 def _describe_events(watch: HostCodeWatch) -> str:
-    steps = []
-    for kind, (one, many) in _STEP_NAMES.items():
-        count = watch.count(kind)
-        if count:
-            steps.append(f"{count} {one if count == 1 else many}")
-    return ", ".join(steps) or "no copies, allocations or launches"
-
-
-def _came_back(watch: HostCodeWatch, got) -> bool:
-    """Is ``got`` a copy back (``copy_to_host``) of a device array a launch was given to write
-    (an argument after its input), a view of one, or an array equal to one (``astype``,
-    ``np.array(copy)``: the same values, so a right answer)?"""
-    if not isinstance(got, np.ndarray):
-        return False
-    written = {id(argument) for launch in watch.launches for argument in launch.arguments[1:]
-               if hasattr(argument, "copy_to_host")}
-    return any(np.shares_memory(got, host) or (got.shape == host.shape
-                                                and np.array_equal(got, host))
-               for device_array, host in watch.copies_back
-               if id(device_array) in written and isinstance(host, np.ndarray))
-
-
-def _kernel_output(watch: HostCodeWatch) -> np.ndarray | None:
-    """What the launch with the most threads left in its output (its second argument), read
-    after the host function returned; None when that cannot be told."""
-    try:
-        launch = max(watch.launches, key=lambda launch: launch.total_threads)
-    except (TypeError, ValueError):  # no launch, or a grid that can't be counted
-        return None
-    out = launch.arguments[1] if len(launch.arguments) > 1 else None
-    if not hasattr(out, "copy_to_host"):
-        return None
-    try:
-        return np.asarray(out.copy_to_host())
-    except Exception:  # noqa: BLE001 - not readable: the check goes by what was returned
-        return None
+    return ", ".join(f"{count} {one if count == 1 else many}"
+                     for kind, (one, many) in _STEP_NAMES.items()
+                     if (count := watch.count(kind))) or "no copies, allocations or launches"
 
 
 @dataclass
@@ -322,8 +258,30 @@ class HostRun:
     watch: HostCodeWatch
     changed_input: bool
     where: str
-    from_device: bool = True  # the result is (made from) a copy back of the kernel's output
-    kernel_output: np.ndarray | None = None  # what the biggest launch left in its output
+
+    @cached_property
+    def from_device(self) -> bool:
+        """Is ``got`` a copy back (``copy_to_host``) of a device array a launch was given to
+        write (an argument after its input), a view of one, or an array equal to one
+        (``astype``, ``np.array(copy)``: the same values, so a right answer)?"""
+        if not isinstance(self.got, np.ndarray):
+            return False
+        written = {id(argument) for launch in self.launches
+                   for argument in launch.arguments[1:] if hasattr(argument, "copy_to_host")}
+        return any(np.shares_memory(self.got, host)
+                   or (self.got.shape == host.shape and np.array_equal(self.got, host))
+                   for device_array, host in self.watch.copies_back
+                   if id(device_array) in written and isinstance(host, np.ndarray))
+
+    @cached_property
+    def kernel_output(self) -> np.ndarray | None:
+        """What the launch with the most threads left in its output (its second argument);
+        None when that cannot be told."""
+        try:  # no launch, a grid that can't be counted, an output not readable: None
+            out = self.biggest.arguments[1] if len(self.biggest.arguments) > 1 else None
+            return np.asarray(out.copy_to_host()) if hasattr(out, "copy_to_host") else None
+        except Exception:  # noqa: BLE001 - the check then goes by what was returned
+            return None
 
     @property
     def n(self) -> int:
@@ -349,10 +307,6 @@ class HostRun:
         if self.kernel_output is None or self.kernel_output.shape != self.x.shape:
             return self.right_values and self.from_device
         return bool(np.allclose(self.kernel_output, self.x + np.float32(1)))
-
-    @property
-    def copied_back(self) -> bool:
-        return self.watch.count("copy_to_host") > 0
 
     def launched_with(self, predicate) -> HostLaunch | None:
         return next((launch for launch in self.launches if predicate(launch)), None)
@@ -388,7 +342,9 @@ HOST_MISTAKES = (
                        + "): Numba then copies each of them to the GPU before the launch and "
                        "back after it, hidden from you — the copies this exercise asks you to "
                        "write"),
-            COPY_IN_HINT, "host code"),
+            "revisit section 5's first two steps: the launch must be given arrays that already "
+            "live on the device (the input copied there, the output allocated there), not NumPy "
+            "arrays.", "host code"),
     Mistake("more than 1024 threads per block",
             lambda h: h.launched_with(
                 lambda launch: launch.threads_per_block > MAX_THREADS_PER_BLOCK),
@@ -446,7 +402,7 @@ HOST_MISTAKES = (
             lambda h: not h.from_device,
             lambda h: (f"{h.call} "
                        + ("never copied anything back from the device"
-                          if not h.copied_back else
+                          if not h.watch.count("copy_to_host") else
                           f"copied back from the device, but returned another array, not the "
                           f"copy of the output `{h.name}` wrote (nor a view of it)")
                        + (": its values are right, but as far as the check can see they were "
@@ -478,9 +434,8 @@ def check_launch_by_hand(run, kernel, n: int, seed: int, call: str):
     where = f"n={n}, seed={seed}"
     with watch_host_code(run, [kernel]) as watch:
         got = call_learner(run, given, stub_hint=HOST_STUB_HINT, call=f"{call} ({where})")
-    HOST.reject(HostRun(call, _kernel_name(kernel), x, got, watch,
-                        not np.array_equal(given, x), where,
-                        from_device=_came_back(watch, got), kernel_output=_kernel_output(watch)))
+    name = getattr(getattr(launchable(kernel), "py_func", None), "__name__", "your kernel")
+    HOST.reject(HostRun(call, name, x, got, watch, not np.array_equal(given, x), where))
     return x, got, watch
 
 
@@ -493,17 +448,15 @@ def check_first_launch(kernel, run, seed: int | None = None) -> str:
     if run is None or run is Ellipsis:
         raise NotAttemptedError("there is no host function to check yet.", HOST_STUB_HINT)
     trial = _check_add_one_kernel(kernel, seed)
-    n = _host_size(np.random.default_rng([seed, 0]))
-    name = getattr(run, "__name__", "your function")
-    call = f"{name}(x) with n = {n}"
+    n = draw_size(np.random.default_rng([seed, 0]), 2, HOST_SIZE_RANGE[tier_key()])
+    n += 1 - n % 2
+    call = f"{getattr(run, '__name__', 'your function')}(x) with n = {n}"
     x, got, watch = check_launch_by_hand(run, kernel, n, seed, call)
     launch = watch.launches[-1]
-    threads = launch.threads_per_block
-    as_launched = Trial("check_first_launch", seed, (n,), (threads,), np.dtype(np.float32),
-                        np.random.default_rng(seed))
-    failure = diagnose_vector(x + np.float32(1), got.astype(np.float32, copy=False),
-                              as_launched)
-    if failure:
+    as_launched = Trial("check_first_launch", seed, (n,), (launch.threads_per_block,),
+                        np.dtype(np.float32), np.random.default_rng(seed))
+    if failure := diagnose_vector(x + np.float32(1), got.astype(np.float32, copy=False),
+                                  as_launched):
         raise CheckFailedError(f"{call}: {failure.message}", failure.hint)
     note = ("" if watch.after_last_launch("synchronize") else
             " You did not call `cuda.synchronize()`: `copy_to_host` waited for the kernel "

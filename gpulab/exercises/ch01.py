@@ -17,26 +17,19 @@ A failure names the seed: ``check_multiply(multiply_kernel, seed=1234)`` repeats
 What must hold for a pass and what each check diagnoses is said once, in its spec
 (:data:`MULTIPLY`, :data:`DOT_ATOMIC`, :data:`BLOCK_SUM`), which ``help(check_...)`` shows.
 
-What the simulator can and cannot show
-- A missing guard is caught in both tiers: the simulator raises ``IndexError`` at the first
-  access past the end; on a GPU the stray write lands in padding the check inspects.
+What the simulator hides, and how the checks see it anyway
 - A racy ``out[0] += ...`` usually gives the right number in the simulator, which runs threads
-  one after another. The check catches it anyway: in the simulator ``out`` is a
-  :class:`~gpulab.instruments.WatchedArray` that records plain (non-atomic) writes by
-  different threads, and in both tiers the kernel's source is searched for plain writes to
-  ``out``.
-- A missing ``cuda.syncthreads()`` in the block sum makes threads read shared slots before
-  they are written, so the sum is wrong; this is caught from the number alone. In the
-  simulator such a slot holds poison (:func:`gpulab.instruments.poisoned_shared_memory`) or
-  the previous block's values, every time, not only when memory happens to hold something
-  else. On a GPU the same mistake can go unseen at 64 threads per block, where the two warps
-  often happen to run in step: the check reports what the number shows, and its message
-  counts the kernel's ``syncthreads`` calls.
-- The block sum's method is checked, not only its total: once the total is right, the kernel
-  is traced on a small launch (:func:`gpulab.exercises.running.trace_trial`), in both tiers,
-  since a total cannot tell a tree from one thread adding up the whole block.
-- A kernel that never finishes (e.g. a halving loop without ``stride //= 2``) fails with a
-  message instead of hanging (:func:`gpulab.exercises.running.launch`'s time limit).
+  one after another; there ``out`` is a :class:`~gpulab.instruments.WatchedArray` that records
+  plain (non-atomic) writes by different threads, and in both tiers the kernel's source is
+  searched for plain writes to ``out``.
+- A missing ``cuda.syncthreads()`` in the block sum is caught from the number alone: in the
+  simulator a slot read before it is written holds poison
+  (:func:`gpulab.instruments.poisoned_shared_memory`) or the previous block's values, every
+  time. On a GPU it can go unseen at 64 threads per block, where the two warps often happen to
+  run in step: the check reports what the number shows, and its message counts the kernel's
+  ``syncthreads`` calls.
+- A total cannot tell a tree from one thread adding up the whole block: once the block sum's
+  total is right, the kernel is traced on a small launch, in both tiers.
 """
 
 from __future__ import annotations
@@ -46,13 +39,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, reference
+from gpulab.exercises.evidence import TracedWrites
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import diagnose_vector, looks_like, matches
-from gpulab.exercises.results import (
-    GLOBAL_INDEX_HINT,
-    GUARD_HINT,
-    CheckFailedError,
-)
+from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
 from gpulab.exercises.running import launch, padded, run_elementwise
 from gpulab.exercises.source_rules import KernelSource, count_calls, plain_writes_to
 from gpulab.exercises.spec import CheckSpec, traced, under_two_blocks
@@ -87,19 +77,6 @@ TREE_HINT = (
 )
 
 
-def _output(trial: Trial):
-    """out = [0] for the reductions: watched in the simulator, a device array on a GPU."""
-    from numba import cuda
-
-    zeros = np.zeros(1, dtype=trial.dtype)
-    return WatchedArray(zeros) if device.tier() == "sim" else cuda.to_device(zeros)
-
-
-def _describe_threads(threads: list[tuple[int, int]]) -> str:
-    """'thread 3 of block 0 and thread 5 of block 1' from a WatchedArray's (block, thread)."""
-    return " and ".join(f"thread {t} of block {b}" for b, t in threads)
-
-
 @dataclass
 class Race:
     """How ``out[0]`` was updated: the simulator's record of plain (non-atomic) writes by
@@ -117,10 +94,6 @@ class Race:
     trial: Trial
 
     @property
-    def where(self) -> str:
-        return str(self.trial)
-
-    @property
     def outcome(self) -> str:
         if self.right:
             return (f"The simulator runs {self.runs} one after another, so the total happened to "
@@ -132,9 +105,10 @@ class Race:
 
 
 def _recorded_race(e: Race) -> str:
-    element, writers, count = e.race
-    return (f"{count} threads wrote {e.name}[{element}] without an atomic "
-            f"(e.g. {_describe_threads(writers)}): a data race. {e.outcome}")
+    element, writers, count = e.race  # writers: (block, thread) pairs
+    said = " and ".join(f"thread {t} of block {b}" for b, t in writers)
+    return (f"{count} threads wrote {e.name}[{element}] without an atomic (e.g. {said}): a data "
+            f"race. {e.outcome}")
 
 
 # A plain `out[0] += ...` (tried after the total's own mistakes, when none explains it):
@@ -152,9 +126,8 @@ RACE_MISTAKES = (
 
 def _check_race(source: KernelSource, out, got: float, right: bool, runs: str,
                 trial: Trial) -> None:
-    """Fail if ``out[0]`` was updated without an atomic (:data:`RACE_MISTAKES`): seen in the
-    simulator's record of writes, or in the source (both tiers). ``runs``: what the simulator
-    runs one after another (threads, or blocks) and so hides the race."""
+    """Fail if ``out[0]`` was updated without an atomic (:data:`RACE_MISTAKES`); ``runs``: what
+    the simulator runs one after another (threads, or blocks) and so hides the race."""
     name = source.parameters[-1] if source.parameters else "out"
     race = out.race() if isinstance(out, WatchedArray) else None
     reject(RACE_MISTAKES, Race(name, race, plain_writes_to(source, name), got, right, runs,
@@ -207,9 +180,8 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
     def run(trial: Trial) -> Trial:
         x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
         out = run_elementwise(kernel, trial, x, y)
-        failure = diagnose_vector(reference.multiply(x, y), out, trial,
-                                  mistakes=MULTIPLY_MISTAKES, inputs={"x": x, "y": y})
-        if failure:
+        if failure := diagnose_vector(reference.multiply(x, y), out, trial,
+                                      mistakes=MULTIPLY_MISTAKES, inputs={"x": x, "y": y}):
             raise failure
         return trial
 
@@ -352,62 +324,65 @@ def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | N
     wrong)."""
     source = DOT_ATOMIC.start(kernel)
 
-    def run(trial: Trial) -> float:
-        return _total_or_failure(lambda t: _run_dot(source, kernel, t), trial,
-                                 DOT_PARTIAL_BLOCK_MISTAKES)
+    def run(each: Trial):
+        x, y = each.uniform(0.1, 1.0), each.uniform(0.1, 1.0)
+        return _run_total(
+            source, kernel, each, (x, y), DOT_MISTAKES, "threads",
+            too_small=("the sum is too small, as if some products were lost or skipped",
+                       "if threads update out[0] without an atomic, updates are lost: "
+                       + ATOMIC_HINT),
+            otherwise=("the sum is too large", "each product should be added exactly once: "
+                       "check the index and the guard."))
 
     trial = Trial.draw("check_dot_atomic", seed, dtype, block=threads_per_block)
-    got = under_two_blocks(run, trial, source, once=bool(threads_per_block))
+    got = under_two_blocks(lambda t: _total_or_failure(run, t, DOT_PARTIAL_BLOCK_MISTAKES),
+                           trial, source, once=bool(threads_per_block))
     return (f"x · y = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
             f"seed={trial.seed}).")
 
 
-def _not_specific(total: Total, too_small: tuple[str, str],
-                  otherwise: tuple[str, str]) -> CheckFailedError | None:
-    """None when the total is right; else "too small" or "wrong" (``specific=False``: the
-    check looks closer, :func:`_total_or_failure`)."""
-    if total.near(total.expected):
-        return None
-    message, hint = too_small if total.got < total.expected else otherwise
-    return CheckFailedError(f"{total.summary}: {message} ({total.trial}).", hint,
-                            specific=False)
+def _run_total(source: KernelSource, kernel, trial: Trial, inputs: tuple, mistakes,
+               runs: str, too_small: tuple[str, str], otherwise: tuple[str, str],
+               index_hint: str = GUARD_HINT):
+    """Launch the reduction ``kernel(*inputs, out)`` (the inputs padded with :data:`PAD_VALUE`,
+    ``out[0]`` starting at 0) and judge its total, x · y (or the sum of x): return (got,
+    failure or None). A wrong total none of ``mistakes`` explains fails as
+    ``too_small`` or ``otherwise`` (message, hint) with ``specific=False``, which
+    :func:`_total_or_failure` looks at closer; such a failure, or none, is first searched for
+    a race (:func:`_check_race`)."""
+    from numba import cuda
 
-
-def _run_dot(source: KernelSource, kernel, trial: Trial):
-    x, y = trial.uniform(0.1, 1.0), trial.uniform(0.1, 1.0)
-    _, d_x = padded(x, trial.threads_per_block, PAD_VALUE)
-    _, d_y = padded(y, trial.threads_per_block, PAD_VALUE)
-    out = _output(trial)
-    launch(kernel, trial, d_x, d_y, out)
+    zeros = np.zeros(1, dtype=trial.dtype)  # watched in the simulator, a device array on a GPU
+    out = WatchedArray(zeros) if device.tier() == "sim" else cuda.to_device(zeros)
+    launch(kernel, trial, *(padded(value, trial.threads_per_block, PAD_VALUE)[1]
+                            for value in inputs), out, index_hint=index_hint)
     got = out.copy_to_host()[0]
+    x, y = inputs[0], (inputs[1] if len(inputs) > 1 else np.ones_like(inputs[0]))
     expected, tolerance = reference.dot(x, y), reference.dot_tolerance(x, y)
-    total = Total(got, expected, tolerance, trial, x, y)
-    failure = None if total.near(expected) else diagnose(DOT_MISTAKES, total)
-    failure = failure or _not_specific(
-        total,
-        too_small=("the sum is too small, as if some products were lost or skipped",
-                   "if threads update out[0] without an atomic, updates are lost: "
-                   + ATOMIC_HINT),
-        otherwise=("the sum is too large",
-                   "each product should be added exactly once: check the index and the guard."),
-    )
+    total = Total(got, expected, tolerance, trial, *inputs)
+    right = total.near(expected)
+    failure = None if right else diagnose(mistakes, total)
+    if not right and failure is None:
+        message, hint = too_small if got < expected else otherwise
+        failure = CheckFailedError(f"{total.summary}: {message} ({trial}).", hint,
+                                   specific=False)
     if failure is None or not failure.specific:
-        _check_race(source, out, float(got), total.near(expected), "threads", trial)
-    return got, expected, failure
+        _check_race(source, out, float(got), right, runs, trial)
+    return got, failure
 
 
 def _total_or_failure(run, trial: Trial, partial_block_mistakes: tuple[Mistake, ...],
                       closer_look: bool = True) -> float:
-    """``run(trial)`` gives (got, expected, failure): return ``got`` if there is no failure,
+    """``run(trial)`` gives (got, failure): return ``got`` if there is no failure,
     else raise it. A failure that is not specific (just "too small" or "wrong") gets a closer
     look first: run again with n a multiple of the block size, and if that passes, the fault is
     in how the threads past the end behave, which ``partial_block_mistakes`` then say."""
-    got, _, failure = run(trial)
+    got, failure = run(trial)
     if failure is not None and not failure.specific and closer_look:
         whole_blocks = Trial.draw(trial.check_name, trial.seed, trial.dtype, block=trial.block,
                                   shape=((trial.blocks - 1) * trial.threads_per_block,))
         try:
-            again = run(whole_blocks)[2]
+            again = run(whole_blocks)[1]
         except Exception:  # the closer look is only a diagnosis: keep the first failure
             again = failure
         failure = diagnose(partial_block_mistakes,
@@ -470,10 +445,7 @@ class TreeTrace:
 
     trial: Trial
     trace: object
-
-    @property
-    def where(self) -> str:
-        return f"traced on {self.trial.launched}, n={self.trial.n}, seed={self.trial.seed}"
+    where = TracedWrites.where
 
     @property
     def rounds(self) -> int:
@@ -495,10 +467,6 @@ class TreeTrace:
         shared = sum(1 for a in self.trace.accesses if a.kind == "atomic"
                      and a.space == "shared" and a.thread[0] == block)
         return "a shared slot" if shared > most // 2 else "out[0]"
-
-    @property
-    def x_name(self) -> str:
-        return self.trace.global_arrays[0] if self.trace.global_arrays else "x"
 
     def busiest(self, key: str) -> tuple:
         """(thread, count) for the thread with the most ``key`` (global_reads, shared_reads)."""
@@ -524,7 +492,8 @@ def _one_atomic_per_thread(e: TreeTrace) -> str:
 
 def _serial_global(e: TreeTrace) -> str:
     reader, reads = e.global_reads
-    return (f"the total is right, but {thread_label(reader)} read {reads} values of {e.x_name} "
+    x = e.trace.global_arrays[0] if e.trace.global_arrays else "x"
+    return (f"the total is right, but {thread_label(reader)} read {reads} values of {x} "
             f"from global memory: one thread added up the block one value after another "
             f"({reads} steps) while the others waited; the tree takes {e.rounds} rounds")
 
@@ -582,11 +551,23 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
     source = BLOCK_SUM.start(kernel)
     trial = Trial.draw("check_block_sum", seed, dtype, block=threads_per_block,
                        size_range=BLOCK_SUM_SIZE_RANGE.get(device.tier()))
-    few_barriers = source.tree is not None and count_calls(source, "syncthreads") < 2
-    got = _total_or_failure(
-        lambda t: _run_block_sum(source, kernel, t), trial, BLOCK_SUM_PARTIAL_BLOCK_MISTAKES,
-        closer_look=not few_barriers,
-    )
+    barriers = count_calls(source, "syncthreads")
+    few_barriers = source.tree is not None and barriers < 2
+    said = (f" Your kernel has {barriers} `cuda.syncthreads()` call(s); it needs one after "
+            "filling shared memory and one in the halving loop." if few_barriers else "")
+
+    def run(each: Trial):
+        return _run_total(
+            source, kernel, each, (each.uniform(0.5, 1.5),), BLOCK_SUM_MISTAKES, "blocks",
+            too_small=("the sum is too small: some values were lost on the way up the tree, "
+                       "which happens when a thread reads a shared slot before another thread "
+                       "has written it." + said, SYNCTHREADS_HINT),
+            otherwise=("the sum is wrong: some slots were read before they were written, or "
+                       "hold leftover values." + said, SYNCTHREADS_HINT),
+            index_hint=BLOCK_SUM_INDEX_HINT)
+
+    got = _total_or_failure(run, trial, BLOCK_SUM_PARTIAL_BLOCK_MISTAKES,
+                            closer_look=not few_barriers)
     method = _check_tree_method(kernel, seed, threads_per_block, dtype)
     return (f"sum = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
             f"seed={trial.seed}), and by a tree: {method}.")
@@ -607,35 +588,6 @@ def _check_tree_method(kernel, seed: int, threads_per_block: int, dtype) -> str:
     return (f"{max(evidence.atomics.values())} atomic per block, at most "
             f"{evidence.shared_reads[1]} shared reads and {barriers} barriers per thread "
             f"({trial.launched} traced)")
-
-
-def _run_block_sum(source: KernelSource, kernel, trial: Trial):
-    x = trial.uniform(0.5, 1.5)
-    _, d_x = padded(x, trial.threads_per_block, PAD_VALUE)
-    out = _output(trial)
-    launch(kernel, trial, d_x, out, index_hint=BLOCK_SUM_INDEX_HINT)
-    got = out.copy_to_host()[0]
-    ones = np.ones_like(x)
-    expected, tolerance = reference.dot(x, ones), reference.dot_tolerance(x, ones)
-    total = Total(got, expected, tolerance, trial, x)
-    barriers = count_calls(source, "syncthreads")
-    barrier_text = (
-        f" Your kernel has {barriers} `cuda.syncthreads()` call(s); it needs one after filling "
-        "shared memory and one in the halving loop." if source.tree is not None and barriers < 2
-        else ""
-    )
-    failure = None if total.near(expected) else diagnose(BLOCK_SUM_MISTAKES, total)
-    failure = failure or _not_specific(
-        total,
-        too_small=("the sum is too small: some values were lost on the way up the tree, which "
-                   "happens when a thread reads a shared slot before another thread has written "
-                   "it." + barrier_text, SYNCTHREADS_HINT),
-        otherwise=("the sum is wrong: some slots were read before they were written, or hold "
-                   "leftover values." + barrier_text, SYNCTHREADS_HINT),
-    )
-    if failure is None or not failure.specific:
-        _check_race(source, out, float(got), total.near(expected), "blocks", trial)
-    return got, expected, failure
 
 
 __all__ = ["check_block_sum", "check_dot_atomic", "check_multiply"]

@@ -17,26 +17,20 @@ and returns a :class:`~gpulab.exercises.results.CheckResult`::
 What must hold for a pass and what each check diagnoses is said once, in its spec
 (:data:`SAXPY`, :data:`TIME_SAXPY`, :data:`COPY`), which ``help(check_...)`` shows.
 
-How the timing's host code is seen
-- :func:`check_time_saxpy` calls your ``time_saxpy`` with a stand-in for gpulab's saxpy kernel
-  that records every launch (its grid, and whether an argument was a NumPy array, which makes
-  Numba copy it to the GPU and back on that launch), while
-  :func:`gpulab.exercises.host_code.watch_host_code` records your copies, allocations,
-  synchronisations and clock reads (however the clock was imported; CUDA events' records and
-  waits too), in order. Where each step falls between the clock reads, and what the time was
-  divided by (from the clock reads' own values), are told from that record.
+How the timing's host code is seen: :func:`gpulab.exercises.host_code.watch_host_code` records
+your copies, allocations, launches (through a stand-in for gpulab's saxpy kernel),
+synchronisations, clock reads and CUDA events, in order; where each step falls between the
+clock reads, and what the time was divided by (from the clock reads' own values), are told
+from that record.
 
-How the copy's stride and coalescing are checked
-- Your kernel is traced on a small launch (:func:`gpulab.exercises.running.trace_trial`): the
-  elements each thread read, in order, give its step, and elements read by two threads show a
-  step that is not the grid's size (threads copying each other's elements).
-- In the simulator, x is a :class:`~gpulab.instruments.RecordingArray`: every element your
-  kernel reads is recorded with the simulated thread that read it, in order, and
-  :mod:`gpulab.memory_model` groups the reads into warp requests and counts 32-byte sectors —
-  as Nsight Compute's "sectors per request" does on a GPU. A correct copy that gives each
-  thread a contiguous chunk of x reads addresses ``chunk * 4`` bytes apart across a warp, so
-  it needs several times the sectors of a coalesced one.
-- On a GPU the addresses cannot be recorded from Python, so only the answer is checked there.
+How the copy's stride and coalescing are checked: a trace of a small launch
+(:func:`gpulab.exercises.running.trace_trial`) gives the elements each thread read, in order,
+hence its step. In the simulator x is a :class:`~gpulab.instruments.RecordingArray`, and
+:mod:`gpulab.memory_model` groups the reads of the full-size run into warp requests and counts
+32-byte sectors, as Nsight Compute's "sectors per request" does: a right copy that gives each
+thread a contiguous chunk of x reads addresses ``chunk * 4`` bytes apart across a warp, so it
+needs several times the sectors of a coalesced one. On a GPU the addresses cannot be recorded
+from Python, so only the answer is checked there.
 """
 
 from __future__ import annotations
@@ -141,9 +135,9 @@ def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None =
         a = trial.dtype.type(trial.rng.choice([-1, 1]) * trial.rng.uniform(1.5, 3.0))
         x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
         out = run_elementwise(kernel, trial, a, x, y)
-        failure = diagnose_vector(reference.saxpy(a, x, y), out, trial,
-                                  mistakes=SAXPY_OUTPUT_MISTAKES, inputs={"a": a, "x": x, "y": y})
-        if failure:
+        if failure := diagnose_vector(reference.saxpy(a, x, y), out, trial,
+                                      mistakes=SAXPY_OUTPUT_MISTAKES,
+                                      inputs={"a": a, "x": x, "y": y}):
             raise failure
         return trial, float(a)
 
@@ -438,11 +432,8 @@ TIME_SAXPY = CheckSpec(
 
 
 def _describe_host_code(watch: HostCodeWatch, warm_up: int) -> str:
-    parts = []
-    for kind, (one, many) in MOVES.items():
-        count = watch.count(kind)
-        if count:
-            parts.append(f"{count} {one if count == 1 else many}")
+    parts = [f"{count} {one if count == 1 else many}" for kind, (one, many) in MOVES.items()
+             if (count := watch.count(kind))]
     launches = len(watch.launches)
     parts.append(f"{launches} launch" + ("es" if launches > 1 else "")
                  + (f" ({warm_up} to warm up)" if warm_up else ""))
@@ -510,11 +501,6 @@ STRIDE_HINT = (
 STRIDE_TRACE_BLOCKS, STRIDE_TRACE_THREADS, STRIDE_TRACE_SIZES = 2, 32, (150, 250)
 
 
-def _first_threads(request: memory_model.WarpRequest, count: int = 4) -> str:
-    return ", ".join(f"thread {t} reads x[{i}]"
-                     for t, i in enumerate(request.element_indices[:count]))
-
-
 @dataclass
 class Stride(GridStride):
     """How the copy's threads stepped, traced on a small fixed grid: the elements of x each
@@ -543,7 +529,7 @@ STRIDE_MISTAKES = (
 @dataclass
 class Copied:
     """The full-size run of the copy on its fixed grid: x, what came back in ``out`` (NaN where
-    never written), the ``trial`` (its size and seed), the grid's ``grid_threads``, ``launched``
+    never written), the ``trial`` (its size and seed), the grid's ``grid_threads``, ``where``
     (what was launched, which says how to repeat it) and, in the simulator, the ``recorder``
     of x's reads."""
 
@@ -551,12 +537,8 @@ class Copied:
     out: np.ndarray
     trial: Trial
     grid_threads: int
-    launched: str
+    where: str
     recorder: RecordingArray | None = None
-
-    @property
-    def where(self) -> str:
-        return self.launched
 
     @cached_property
     def unwritten(self) -> np.ndarray:
@@ -572,7 +554,7 @@ class Copied:
         """:attr:`wrong`'s message, told of the fixed grid that was launched, not the trial's
         one thread per element (its "(trial)." ending is this evidence's :attr:`where`)."""
         return self.wrong.message.removesuffix(f" ({self.trial}).").replace(str(self.trial),
-                                                                            self.launched)
+                                                                            self.where)
 
     @cached_property
     def access(self) -> memory_model.AccessSummary | None:
@@ -592,11 +574,12 @@ class Copied:
 def _not_coalesced(e: Copied) -> str:
     access = e.access
     worst = max(access.requests, key=lambda r: len(r.sectors))
+    reads = ", ".join(f"thread {t} reads x[{i}]" for t, i in enumerate(worst.element_indices[:4]))
     return (f"the copy is right, but its reads are not coalesced: a warp request touches "
             f"{access.sectors_per_request:.3g} sectors of 32 bytes on average where "
             f"{access.ideal_sectors_per_request:g} would do ({access.efficiency * 100:.3g}% of "
             f"the bytes fetched are used). In one request of warp {worst.warp}, "
-            f"{_first_threads(worst)}: neighbouring threads read addresses far apart")
+            f"{reads}: neighbouring threads read addresses far apart")
 
 
 # The full-size run's outputs, then (in the simulator) its warp requests, in the order tried.
@@ -666,12 +649,8 @@ def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32) ->
                        size_range=COPY_SIZE_RANGE[tier])
     grid_threads = threads * blocks
     x = trial.uniform(-10, 10)
-    recorder = None
-    if tier == "sim":
-        recorder = RecordingArray(x)  # an IndexError past the end, like numpy
-        d_x = recorder
-    else:
-        _, d_x = padded(x, grid_threads, 0)
+    recorder = RecordingArray(x) if tier == "sim" else None  # an IndexError past the end
+    d_x = recorder if recorder is not None else padded(x, grid_threads, 0)[1]
     d_out_all, d_out = padded(np.full(trial.n, np.nan, dtype=trial.dtype), grid_threads,
                               np.nan)
     launch(kernel, trial, d_x, d_out, blocks=blocks)

@@ -14,14 +14,9 @@ columns of C, the y index along its rows (``col, row = cuda.grid(2)``). A, B and
 larger buffers: a thread past an edge raises ``IndexError`` in the simulator, and on a GPU its
 write lands in padding the check inspects.
 
-- :func:`check_matmul_naive`: exercise 1, ``matmul_naive(A, B, C)``, one thread per element
-  of C.
-- :func:`check_matmul_tiled`: exercise 2, ``matmul_tiled(A, B, C)`` with shared-memory tiles of
-  ``TILE x TILE``, judged on the method (from a trace,
-  :func:`~gpulab.exercises.running.trace_trial`) as well as the answer.
-
 What must hold for a pass and what each check diagnoses is said once, in its spec
-(:data:`NAIVE`, :data:`TILED`), which ``help(check_...)`` shows.
+(:data:`NAIVE` for :func:`check_matmul_naive`, :data:`TILED` for :func:`check_matmul_tiled`,
+which also judges the method from a trace), which ``help(check_...)`` shows.
 """
 
 from __future__ import annotations
@@ -113,7 +108,7 @@ LARGE_TILED_BLOCKS = (5, 30)
 
 
 def draw_naive(check_name: str, seed: int, block: tuple[int, int] | None = None,
-               dtype=np.float32, shape: tuple[int, int, int] | None = None) -> Trial:
+               dtype=np.float32) -> Trial:
     """The naive check's trial, C's (M, N) as its shape and K as ``inner``: a block (x, y)
     that is not square (drawn when not given), M, N, K different from each other, M not a
     multiple of y and N not of x, spanning 2-3 blocks (simulator) or more (GPU) in each
@@ -140,7 +135,6 @@ def draw_naive(check_name: str, seed: int, block: tuple[int, int] | None = None,
             break
     else:  # pragma: no cover - the ranges above always have solutions
         raise RuntimeError(f"no test shape found for block {block}; please report this")
-    M, N, K = shape or (M, N, K)
     return Trial(check_name, seed, (M, N), tuple(block), np.dtype(dtype), rng, inner=K)
 
 
@@ -179,27 +173,14 @@ def operands(trial: Trial) -> tuple[np.ndarray, np.ndarray]:
             trial.rng.uniform(-1, 1, (K, N)).astype(trial.dtype))
 
 
-def _launch(kernel, trial: Trial, A: np.ndarray, B: np.ndarray,
-            index_hint: str = EDGE_HINT) -> np.ndarray:
-    """Launch on A, B, each a view of a buffer padded with PAD_VALUE; return C as written, NaN
-    where never written."""
-    pad = max(trial.block)
-    _, d_A = padded(A, pad, PAD_VALUE)
-    _, d_B = padded(B, pad, PAD_VALUE)
-    d_C_all, d_C = padded(np.full((trial.rows, trial.cols), np.nan, trial.dtype), pad, np.nan)
-    launch(kernel, trial, d_A, d_B, d_C, index_hint=index_hint)
-    return read_back(d_C_all, (trial.rows, trial.cols), trial, what="C", hint=WRITE_GUARD_HINT)
-
-
-def _run(kernel, trial: Trial, index_hint: str = EDGE_HINT):
-    """Launch on fresh random A, B; return (A, B, C as written)."""
+def _run(kernel, trial: Trial) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Launch on fresh random A, B, each a view of a buffer padded with PAD_VALUE; return (A, B,
+    C as written, NaN where never written)."""
     A, B = operands(trial)
-    return A, B, _launch(kernel, trial, A, B, index_hint)
-
-
-def _cells(mask: np.ndarray, limit: int = 3) -> str:
-    cells = [f"C[{r}, {c}]" for r, c in np.argwhere(mask)[:limit]]
-    return ", ".join(cells) + (", ..." if mask.sum() > limit else "")
+    d_C_all, d_C = padded(np.full(trial.shape, np.nan, trial.dtype), trial.padding, np.nan)
+    launch(kernel, trial, padded(A, trial.padding, PAD_VALUE)[1],
+           padded(B, trial.padding, PAD_VALUE)[1], d_C, index_hint=EDGE_HINT)
+    return A, B, read_back(d_C_all, trial.shape, trial, what="C", hint=WRITE_GUARD_HINT)
 
 
 def _names(source: KernelSource) -> tuple[str, str, str]:
@@ -207,21 +188,11 @@ def _names(source: KernelSource) -> tuple[str, str, str]:
     return tuple(names) if len(names) == 3 else ("A", "B", "C")
 
 
-def _accumulates_in_output(source: KernelSource) -> bool:
-    """True when the kernel adds into C directly (``C[row, col] += ...``)."""
-    return any("+=" in line for line in plain_writes_to(source, _names(source)[2]))
-
-
-def _wrong(A, B, C) -> np.ndarray:
-    """Where C is not A @ B to float32 rounding (NaN counts as wrong)."""
-    return np.isnan(C) | ~(np.abs(C - reference.matmul_exact(A, B))
-                           <= reference.matmul_tolerance(A, B))
-
-
 @dataclass
 class Product:
     """C as the kernel wrote it (NaN where never written) against A @ B, with the trial and
-    the kernel's source: the evidence :data:`MATMUL_MISTAKES` are told from. ``suspects``: try
+    the kernel's source: the evidence :data:`MATMUL_MISTAKES` and, for a tiled kernel (tiles
+    as wide as the trial's block), :data:`STEP_SUM_MISTAKES` are told from. ``suspects``: try
     the naive kernel's usual wrong sums too."""
 
     A: np.ndarray
@@ -233,7 +204,9 @@ class Product:
 
     @property
     def wrong(self) -> np.ndarray:
-        return _wrong(self.A, self.B, self.C)
+        """Where C is not A @ B to float32 rounding (NaN counts as wrong)."""
+        return np.isnan(self.C) | ~(np.abs(self.C - reference.matmul_exact(self.A, self.B))
+                                    <= reference.matmul_tolerance(self.A, self.B))
 
     @property
     def unwritten(self) -> np.ndarray:
@@ -245,8 +218,9 @@ class Product:
 
     @property
     def never_written(self) -> str:
-        return (f"{int(self.unwritten.sum())} were never written (e.g. "
-                f"{_cells(self.unwritten)})")
+        cells = ", ".join(f"C[{r}, {c}]" for r, c in np.argwhere(self.unwritten)[:3])
+        more = ", ..." if self.unwritten.sum() > 3 else ""
+        return f"{int(self.unwritten.sum())} were never written (e.g. {cells}{more})"
 
     @property
     def corner_only(self) -> bool:
@@ -267,17 +241,37 @@ class Product:
         cover[:x_extent, :y_extent] = True
         return bool(np.array_equal(self.unwritten, ~cover))
 
-    def partial_sum(self, stop: int, start: int = 0) -> np.ndarray:
-        """What C would be with the sum over k = start .. stop - 1 only."""
-        return self.A[:, start:stop].astype(np.float64) @ self.B[start:stop]
-
-    def holds(self, candidate: np.ndarray) -> bool:
+    def holds(self, stop: int, start: int = 0) -> bool:
+        """True when C is A @ B summed over k = start .. stop - 1 only."""
+        partial = self.A[:, start:stop].astype(np.float64) @ self.B[start:stop]
         bound = reference.matmul_tolerance(self.A, self.B) + 1e-6
-        return bool(np.all(np.abs(self.C - candidate) <= bound))
+        return bool(np.all(np.abs(self.C - partial) <= bound))
+
+    @property
+    def T(self) -> int:
+        """A tiled kernel's tile (the trial's block is T x T)."""
+        return self.trial.block[0]
+
+    @property
+    def steps(self) -> int:
+        """A tiled kernel's steps along K."""
+        return -(-self.trial.inner // self.T)
+
+    @property
+    def last(self) -> int:
+        """Where a tiled kernel's last step starts along K."""
+        return (self.steps - 1) * self.T
+
+    @cached_property
+    def stopped_after(self) -> int | None:
+        """The number of steps C's sum covers when the loop stopped early, else None."""
+        return next((done for done in range(1, self.steps) if self.holds(done * self.T)), None)
 
 
 def _accumulates_nan(e: Product) -> bool:
-    return e.source is not None and _accumulates_in_output(e.source) and e.unwritten.any()
+    """C is NaN somewhere and the kernel adds into C directly (``C[row, col] += ...``)."""
+    return e.source is not None and e.unwritten.any() and any(
+        "+=" in line for line in plain_writes_to(e.source, _names(e.source)[2]))
 
 
 MATMUL_MISTAKES = (
@@ -306,22 +300,22 @@ MATMUL_MISTAKES = (
     Mistake("part of C never written", lambda e: e.unwritten.any(),
             lambda e: f"{e.summary}: {e.never_written}", INDEX_HINT),
     Mistake("the sum missing its last k (`range(K - 1)`)",
-            lambda e: e.suspects and e.holds(e.partial_sum(e.trial.inner - 1)),
+            lambda e: e.suspects and e.holds(e.trial.inner - 1),
             lambda e: (f"{e.summary}: C holds the sum for k = 0 .. K-2: the last k is "
                        "missing"), "loop over `range(A.shape[1])`."),
     Mistake("a single product written, not the sum",
-            lambda e: e.suspects and e.holds(e.partial_sum(e.trial.inner, e.trial.inner - 1)),
+            lambda e: e.suspects and e.holds(e.trial.inner, e.trial.inner - 1),
             lambda e: (f"{e.summary}: C holds A[row, k] * B[k, col] for a single k, not their "
                        "sum"), "the loop must add up the products over every k, not replace "
                        "the running value with each one."),
     Mistake("the sum over B's columns (N), not over K",
             lambda e: (e.suspects and e.trial.cols < e.trial.inner
-                       and e.holds(e.partial_sum(e.trial.cols))),
+                       and e.holds(e.trial.cols)),
             lambda e: (f"{e.summary}: the sum stops at k = N - 1: the loop runs over B's "
                        "columns, not over K"), "loop over `range(A.shape[1])` (K)."),
     Mistake("the sum over A's rows (M), not over K",
             lambda e: (e.suspects and e.trial.rows < e.trial.inner
-                       and e.holds(e.partial_sum(e.trial.rows))),
+                       and e.holds(e.trial.rows)),
             lambda e: (f"{e.summary}: the sum stops at k = M - 1: the loop runs over A's rows, "
                        "not over K"), "loop over `range(A.shape[1])` (K)."),
 )
@@ -338,15 +332,14 @@ def _diagnose(A, B, C, trial: Trial, wrong_hint: str,
     if not wrong.any():
         return None
     failure = diagnose(MATMUL_MISTAKES, product)
-    if failure is not None:
-        return failure
-    first = tuple(np.argwhere(wrong)[0])
-    expected = reference.matmul_exact(A, B)
-    detail = (f"the first is C[{first[0]}, {first[1]}]: expected {expected[first]:.6g}, got "
-              f"{C[first]:.6g}")
-    every = ", all of them" if wrong.all() else ""
-    return CheckFailedError(f"{product.summary}{every}; {detail} ({trial}).", wrong_hint,
-                            specific=False)
+    if failure is None:
+        r, c = np.argwhere(wrong)[0]
+        every = ", all of them" if wrong.all() else ""
+        failure = CheckFailedError(
+            f"{product.summary}{every}; the first is C[{r}, {c}]: expected "
+            f"{reference.matmul_exact(A, B)[r, c]:.6g}, got {C[r, c]:.6g} ({trial}).",
+            wrong_hint, specific=False)
+    return failure
 
 
 # --- exercise 1: naive matmul ----------------------------------------------------------------
@@ -357,48 +350,14 @@ def _axis_of(node, name):
             and isinstance(node.value, ast.Attribute) and node.value.attr == name else None)
 
 
-def _block_indices_swapped(source: KernelSource, trial: Trial) -> str | None:
-    """In words, when one line multiplies blockIdx.x by blockDim.y and another blockIdx.y by
-    blockDim.x: the row's block taken from blockIdx.x and the column's from blockIdx.y."""
-    lines = {}
+def _block_products(source: KernelSource):
+    """(the product, the axis of its ``blockIdx``, the other factor) for each product of
+    ``blockIdx`` by something, in the source's order."""
     for node in source.walk():
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             for left, right in ((node.left, node.right), (node.right, node.left)):
-                axis, other = _axis_of(left, "blockIdx"), _axis_of(right, "blockDim")
-                if axis in ("x", "y") and other in ("x", "y") and axis != other:
-                    lines.setdefault(axis, source.line(node))
-    if set(lines) != {"x", "y"}:
-        return None
-    across, down = trial.blocks
-    return (f"`{lines['x']}` and `{lines['y']}` swap the block indices: blockIdx.x counts the "
-            f"blocks along x, across C's columns, and blockIdx.y the blocks along y, down its "
-            f"rows. This grid has {across} blocks across but {down} down, so the kernel's "
-            f"blocks of rows and of columns don't line up with C's")
-
-
-def _block_size_assumed(source: KernelSource, trial: Trial) -> str | None:
-    """What the kernel assumes about the block's shape, in words, when a line multiplies
-    ``blockIdx`` by a number or by ``blockDim`` of the other axis; None otherwise."""
-    axis_of = _axis_of
-    bx, by = trial.block
-    for node in source.walk():
-        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
-            continue
-        for left, right in ((node.left, node.right), (node.right, node.left)):
-            axis = axis_of(left, "blockIdx")
-            if axis is None:
-                continue
-            if isinstance(right, ast.Constant) and type(right.value) is int:
-                size = bx if axis == "x" else by
-                return (f"`{source.line(node)}` multiplies blockIdx.{axis} by the number "
-                        f"{right.value}, but this launch's blocks have {size} threads along "
-                        f"{axis} ({bx} x {by})")
-            other = axis_of(right, "blockDim")
-            if other is not None and other != axis:
-                return (f"`{source.line(node)}` multiplies blockIdx.{axis} by blockDim.{other}: "
-                        f"the blocks here are {bx} x {by}, not square, so a block's "
-                        f"{'rows' if axis == 'y' else 'columns'} start at the wrong place")
-    return None
+                if _axis_of(left, "blockIdx") is not None:
+                    yield node, _axis_of(left, "blockIdx"), right
 
 
 @dataclass
@@ -422,11 +381,39 @@ class NaiveSource:
 
     @cached_property
     def swapped(self) -> str | None:
-        return _block_indices_swapped(self.source, self.trial)
+        """In words, when one line multiplies blockIdx.x by blockDim.y and another blockIdx.y
+        by blockDim.x: the row's block taken from blockIdx.x and the column's from
+        blockIdx.y."""
+        lines = {}
+        for node, axis, right in _block_products(self.source):
+            other = _axis_of(right, "blockDim")
+            if axis in ("x", "y") and other in ("x", "y") and axis != other:
+                lines.setdefault(axis, self.source.line(node))
+        if set(lines) != {"x", "y"}:
+            return None
+        across, down = self.trial.blocks
+        return (f"`{lines['x']}` and `{lines['y']}` swap the block indices: blockIdx.x counts "
+                f"the blocks along x, across C's columns, and blockIdx.y the blocks along y, "
+                f"down its rows. This grid has {across} blocks across but {down} down, so the "
+                f"kernel's blocks of rows and of columns don't line up with C's")
 
     @cached_property
     def assumed(self) -> str | None:
-        return _block_size_assumed(self.source, self.trial)
+        """What the kernel assumes about the block's shape, in words, when a line multiplies
+        ``blockIdx`` by a number or by ``blockDim`` of the other axis; None otherwise."""
+        bx, by = self.trial.block
+        for node, axis, right in _block_products(self.source):
+            if isinstance(right, ast.Constant) and type(right.value) is int:
+                return (f"`{self.source.line(node)}` multiplies blockIdx.{axis} by the number "
+                        f"{right.value}, but this launch's blocks have "
+                        f"{bx if axis == 'x' else by} threads along {axis} ({bx} x {by})")
+            other = _axis_of(right, "blockDim")
+            if other is not None and other != axis:
+                return (f"`{self.source.line(node)}` multiplies blockIdx.{axis} by "
+                        f"blockDim.{other}: the blocks here are {bx} x {by}, not square, so a "
+                        f"block's {'rows' if axis == 'y' else 'columns'} start at the wrong "
+                        "place")
+        return None
 
 
 # Read from the source once C is wrong, before MATMUL_MISTAKES: why the elements are wrong.
@@ -475,14 +462,13 @@ def check_matmul_naive(kernel, seed: int | None = None,
     if block is None:  # and the block turned on its side: x and y can't hide
         trials.append(draw_naive("check_matmul_naive", seed, trial.block[::-1], dtype))
     for run in trials:
-        A, B, C = _run(kernel, run)
-        failure = _diagnose(A, B, C, run, INDEX_HINT, source)
+        failure = _diagnose(*_run(kernel, run), run, INDEX_HINT, source)
         if failure is not None:
             reject(NAIVE_SOURCE_MISTAKES, NaiveSource(source, run, failure))
             raise failure
     return (f"C = A @ B right for {trial.size} ({trial.launched})"
-            + "".join(f" and {run.size} ({run.launched})"
-                      for run in trials[1:]) + f", seed={trial.seed}.")
+            + "".join(f" and {run.size} ({run.launched})" for run in trials[1:])
+            + f", seed={trial.seed}.")
 
 
 # --- exercise 2: tiled matmul ----------------------------------------------------------------
@@ -495,38 +481,23 @@ TILED_STUB_HINT = (
 )
 
 
-def _hard_coded_tile(source: KernelSource, tile: int) -> list[str]:
-    """Lines of the kernel that write the tile's size as a number."""
-    if tile < 4:
-        return []
-    return list(dict.fromkeys(
-        source.line(node) for node in source.walk()
-        if isinstance(node, ast.Constant) and type(node.value) is int and node.value == tile))
+def _shared_names(source: KernelSource) -> set[str]:
+    """Names the kernel binds to ``cuda.shared.array(...)``."""
+    names = set()
+    for node in source.walk():
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            if isinstance(func, ast.Attribute) and func.attr == "array" and \
+                    isinstance(func.value, ast.Attribute) and func.value.attr == "shared":
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
 
 
-def _hard_coded_steps(source: KernelSource) -> str | None:
-    """The line of a loop over the steps along K (a loop whose body has a barrier or stores
-    into a shared array) that ends at a fixed number instead of at ``A.shape[1]``."""
-    if source.tree is None:
-        return None
-    shared = _shared_names(source)
-    local = set(source.parameters) | {
-        n.id for n in source.walk() if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    for loop in source.walk():
-        if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
-                and getattr(loop.iter.func, "id", "") == "range" and loop.iter.args):
-            continue
-        inside = list(ast.walk(ast.Module(body=loop.body, type_ignores=[])))
-        steps_loop = any(isinstance(n, ast.Call) and getattr(n.func, "attr", "") ==
-                         "syncthreads" for n in inside) or any(
-            isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
-            and isinstance(n.value, ast.Name) and n.value.id in shared for n in inside)
-        stop = loop.iter.args[1] if len(loop.iter.args) > 1 else loop.iter.args[0]
-        names = {n.id for n in ast.walk(stop) if isinstance(n, ast.Name)}
-        shapes = any(isinstance(n, ast.Attribute) and n.attr == "shape" for n in ast.walk(stop))
-        if steps_loop and not shapes and not (names & local):
-            return source.line(loop)
-    return None
+def _uses_tile(statement: ast.AST, shared: set[str], how: type) -> bool:
+    """True when ``statement`` stores into (``how``: ast.Store) or reads (ast.Load) a tile."""
+    return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, how)
+               and isinstance(n.value, ast.Name) and n.value.id in shared
+               for n in ast.walk(statement))
 
 
 @dataclass
@@ -544,11 +515,40 @@ class TiledSource:
 
     @cached_property
     def hard_coded(self) -> list[str]:
-        return _hard_coded_tile(self.source, self.tile)
+        """Lines of the kernel that write the tile's size as a number."""
+        if self.tile < 4:
+            return []
+        return list(dict.fromkeys(
+            self.source.line(node) for node in self.source.walk()
+            if isinstance(node, ast.Constant) and type(node.value) is int
+            and node.value == self.tile))
 
     @cached_property
     def fixed_steps(self) -> str | None:
-        return _hard_coded_steps(self.source)
+        """The line of a loop over the steps along K (a loop whose body has a barrier or
+        stores into a shared array) that ends at a fixed number instead of at
+        ``A.shape[1]``."""
+        source = self.source
+        if source.tree is None:
+            return None
+        shared = _shared_names(source)
+        local = set(source.parameters) | {n.id for n in source.walk() if isinstance(n, ast.Name)
+                                          and isinstance(n.ctx, ast.Store)}
+        for loop in source.walk():
+            if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
+                    and getattr(loop.iter.func, "id", "") == "range" and loop.iter.args):
+                continue
+            steps_loop = any(
+                isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "syncthreads"
+                for statement in loop.body for n in ast.walk(statement)
+            ) or any(_uses_tile(statement, shared, ast.Store) for statement in loop.body)
+            stop = loop.iter.args[1] if len(loop.iter.args) > 1 else loop.iter.args[0]
+            names = {n.id for n in ast.walk(stop) if isinstance(n, ast.Name)}
+            shapes = any(isinstance(n, ast.Attribute) and n.attr == "shape"
+                         for n in ast.walk(stop))
+            if steps_loop and not shapes and not (names & local):
+                return source.line(loop)
+        return None
 
 
 # Read from the source before anything runs, in order.
@@ -580,11 +580,11 @@ def _learner_line(cause: BaseException, source: KernelSource) -> str:
     return line
 
 
-def _index_hint_for(error: IndexError, line: str, source: KernelSource, shared: set[str],
-                    tile: int) -> str:
-    """The hint for an IndexError raised on ``line``: which array it indexed (and the size of
-    the axis it overran) says which guard or index is wrong."""
+def _index_hint_for(error: IndexError, source: KernelSource, tile: int) -> str:
+    """The hint for an IndexError: which array its line indexed (and the size of the axis it
+    overran) says which guard or index is wrong."""
     a, b, c = _names(source)
+    line, shared = _learner_line(error, source), _shared_names(source)
 
     def indexes(name):
         return re.search(rf"\b{re.escape(name)}\s*\[", line) is not None
@@ -601,52 +601,6 @@ def _index_hint_for(error: IndexError, line: str, source: KernelSource, shared: 
     if indexes(a) or indexes(b):
         return f"`{line}` read outside A or B: {LOAD_GUARD_HINT}"
     return f"`{line}` went past the end of an array: {LOAD_GUARD_HINT}"
-
-
-def _shared_names(source: KernelSource) -> set[str]:
-    """Names the kernel binds to ``cuda.shared.array(...)``."""
-    names = set()
-    for node in source.walk():
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            func = node.value.func
-            if isinstance(func, ast.Attribute) and func.attr == "array" and \
-                    isinstance(func.value, ast.Attribute) and func.value.attr == "shared":
-                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-    return names
-
-
-def _missing_barriers(source: KernelSource) -> list[str]:
-    """Which of the step's two barriers the source lacks: SYNC_AFTER_LOADS and/or
-    SYNC_AFTER_SUMS (both when the step's loop can't be found)."""
-    shared = _shared_names(source)
-
-    def uses_tile(statement, how) -> bool:  # how: ast.Store or ast.Load
-        return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, how)
-                   and isinstance(n.value, ast.Name) and n.value.id in shared
-                   for n in ast.walk(statement))
-
-    def is_barrier(statement):
-        return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and \
-            getattr(statement.value.func, "attr", getattr(statement.value.func, "id", "")) \
-            == "syncthreads"
-
-    for loop in source.walk():
-        if not isinstance(loop, ast.For | ast.While):
-            continue
-        body = loop.body
-        stores = [i for i, s in enumerate(body) if uses_tile(s, ast.Store)]
-        reads = [i for i, s in enumerate(body)
-                 if uses_tile(s, ast.Load) and not uses_tile(s, ast.Store)]
-        if not stores or not reads:
-            continue
-        barriers = [i for i, s in enumerate(body) if is_barrier(s)]
-        missing = []
-        if not any(max(stores) < i < min(reads) for i in barriers):
-            missing.append(SYNC_AFTER_LOADS)
-        if not any(i > max(reads) or i < min(stores) for i in barriers):
-            missing.append(SYNC_AFTER_SUMS)
-        return missing
-    return [SYNC_AFTER_LOADS, SYNC_AFTER_SUMS]
 
 
 class _Threads:
@@ -734,9 +688,7 @@ class Tiling:
     def steps_taken(self) -> int:
         """The steps the kernel took (one load of A and one of B per step), if fewer than K
         needs: a loop that stops early is the sum's mistake, not the barriers'."""
-        threads = self.threads
-        return max(1, min(threads.steps, max(threads.max_loads(name)
-                                             for name in threads.names[:2])))
+        return max(1, min(self.threads.steps, max(self.loads.values())))
 
     @property
     def too_few_barriers(self) -> bool:
@@ -745,8 +697,32 @@ class Tiling:
 
     @cached_property
     def missing_barriers(self) -> list[str]:
-        """Which of the step's two barriers the source lacks (:func:`_missing_barriers`)."""
-        return _missing_barriers(self.source)
+        """Which of the step's two barriers the source lacks: SYNC_AFTER_LOADS and/or
+        SYNC_AFTER_SUMS (both when the step's loop can't be found)."""
+        shared = _shared_names(self.source)
+
+        def is_barrier(statement):
+            return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
+                and getattr(statement.value.func, "attr",
+                            getattr(statement.value.func, "id", "")) == "syncthreads"
+
+        for loop in self.source.walk():
+            if not isinstance(loop, ast.For | ast.While):
+                continue
+            body = loop.body
+            stores = [i for i, s in enumerate(body) if _uses_tile(s, shared, ast.Store)]
+            reads = [i for i, s in enumerate(body)
+                     if _uses_tile(s, shared, ast.Load) and not _uses_tile(s, shared, ast.Store)]
+            if not stores or not reads:
+                continue
+            barriers = [i for i, s in enumerate(body) if is_barrier(s)]
+            missing = []
+            if not any(max(stores) < i < min(reads) for i in barriers):
+                missing.append(SYNC_AFTER_LOADS)
+            if not any(i > max(reads) or i < min(stores) for i in barriers):
+                missing.append(SYNC_AFTER_SUMS)
+            return missing
+        return [SYNC_AFTER_LOADS, SYNC_AFTER_SUMS]
 
     @cached_property
     def wrong_load(self) -> tuple | None:
@@ -948,39 +924,10 @@ TILE_ACCESS_MISTAKES = (
 )
 
 
-@dataclass
-class StepSums:
-    """A tiled kernel's wrong C with A, B, its trial and the step count along K (T wide each):
-    the evidence :data:`STEP_SUM_MISTAKES` are told from."""
-
-    A: np.ndarray
-    B: np.ndarray
-    C: np.ndarray
-    trial: Trial
-    T: int
-    steps: int
-
-    def holds(self, start: int, stop: int) -> bool:
-        """True when C is A @ B summed over k = start .. stop - 1 only."""
-        partial = self.A[:, start:stop].astype(np.float64) @ self.B[start:stop]
-        bound = reference.matmul_tolerance(self.A, self.B) + 1e-6
-        return bool(np.all(np.abs(self.C - partial) <= bound))
-
-    @property
-    def last(self) -> int:
-        """Where the last step starts along K."""
-        return (self.steps - 1) * self.T
-
-    @cached_property
-    def stopped_after(self) -> int | None:
-        """The number of steps C's sum covers when the loop stopped early, else None."""
-        return next((done for done in range(1, self.steps)
-                     if self.holds(0, done * self.T)), None)
-
-
-# The sums a tiled kernel leaves in C when its loop over the steps goes wrong, in order.
+# The sums a tiled kernel leaves in C when its loop over the steps goes wrong, in order (told
+# from a :class:`Product`).
 STEP_SUM_MISTAKES = (
-    Mistake("the sum restarted at every step", lambda e: e.holds(e.last, e.trial.inner),
+    Mistake("the sum restarted at every step", lambda e: e.holds(e.trial.inner, e.last),
             lambda e: (f"C holds only the last step's sum (k = {e.last} .. {e.trial.inner - 1}): "
                        "the sum starts again at every step"),
             "start `acc` at 0 once, before the loop over the steps, and write C after that "
@@ -1022,20 +969,16 @@ def _tile_given(given: dict) -> None:
 def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
                        dtype=np.float32) -> str:
     """``tile`` is the kernel's ``TILE`` (by default 8 in the simulator, 16 on a GPU: from 3 to
-    32). The source is read first: a tile's size written as a number, or a loop over the steps
-    ending at a number (:data:`TILED_SOURCE_MISTAKES`), fails before anything runs. Then the
-    kernel runs on 6 blocks (:func:`draw_tiled`; on a GPU also on tens of blocks,
-    :data:`LARGE_TILED_BLOCKS`) and is traced in the simulator on the small launch, whose C
-    counts too (the simulator's shared memory starts poisoned, a GPU's often with zeros). The
-    trace's loads and barriers are judged even when C is right (:data:`TILING_MISTAKES`,
-    :data:`BARRIER_MISTAKES`); a wrong C is then told from, in order,
-    :data:`MATMUL_MISTAKES` (without the naive kernel's wrong sums),
-    :data:`STEP_SUM_MISTAKES`, then each thread's loads, its stores into the tiles and its
-    reads of them (:data:`TILE_ACCESS_MISTAKES`), or else which elements are wrong."""
+    32). The source is read before anything runs. Then the kernel runs on 6 blocks
+    (:func:`draw_tiled`; on a GPU also on tens of blocks, :data:`LARGE_TILED_BLOCKS`) and is
+    traced in the simulator on the small launch, whose C counts too (the simulator's shared
+    memory starts poisoned, a GPU's often with zeros). The trace's loads and barriers are
+    judged even when C is right; a wrong C is told from the mistakes in the spec's order
+    (:data:`MATMUL_MISTAKES` without the naive kernel's wrong sums), or else which elements
+    are wrong."""
     source = TILED.start(kernel)
     reject(TILED_SOURCE_MISTAKES, TiledSource(source, tile))
     names = _names(source)
-    shared = _shared_names(source)
     trial = draw_tiled("check_matmul_tiled", seed, tile, dtype)
     runs = [trial]
     if device.tier() == "gpu":  # a large launch on the GPU as well: the trace stays small
@@ -1045,16 +988,13 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
                      "C = np.zeros((A.shape[0], B.shape[1]), np.float32)")
     results = []
     for run in runs:
-        A, B = operands(run)
         try:
-            C = _launch(kernel, run, A, B)
+            results.append((*_run(kernel, run), run))
         except KernelError as error:
             if isinstance(error.cause, IndexError):
-                hint = _index_hint_for(error.cause, _learner_line(error.cause, source),
-                                       source, shared, tile)
+                hint = _index_hint_for(error.cause, source, tile)
                 raise KernelError(error.cause, run, hint) from None
             raise
-        results.append((A, B, C, run))
     A, B, C, _ = results[0]
     trace = trace_trial(kernel, trial, A, B, np.full((trial.rows, trial.cols), np.nan, dtype))
     if trace.error:
@@ -1065,25 +1005,22 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
     traced_C = trace.arrays.get(names[2])
     if traced_C is not None:  # the simulator's run counts too: its shared memory starts
         results.append((A, B, traced_C, trial))  # poisoned, a GPU's often with zeros
-    right = all(not _wrong(*result[:3]).any() for result in results)
+    right = not any(Product(*result).wrong.any() for result in results)
     tiling = Tiling(threads, trial, right, source)
     reject(TILING_MISTAKES + BARRIER_MISTAKES, tiling)
     if not right:
-        for A_run, B_run, C_run, run in results:
-            failure = _diagnose(A_run, B_run, C_run, run, TILE_INDEX_HINT, source,
-                                suspects=False)
+        for result in results:
+            failure = _diagnose(*result, TILE_INDEX_HINT, source, suspects=False)
             if failure is not None and failure.specific:
                 raise failure
-        reject(STEP_SUM_MISTAKES, StepSums(A, B, C, trial, threads.T, threads.steps))
+        reject(STEP_SUM_MISTAKES, Product(A, B, C, trial))
         reject(TILE_ACCESS_MISTAKES, tiling)
-        raise next(f for f in (_diagnose(*result[:3], result[3], TILE_INDEX_HINT, source)
-                               for result in results) if f is not None)
+        raise next(f for f in (_diagnose(*result, TILE_INDEX_HINT, source) for result in results)
+                   if f is not None)
     loads = threads.max_loads(names[0]) + threads.max_loads(names[1])
     barriers = trace.max_per_thread("barriers")
-    return (f"C = A @ B right for {trial.size} with {tile} x "
-            f"{tile} tiles ({trial.launched}, {threads.steps} steps along K"
-            + "".join(f"; and for {run.size}"
-                      for run in runs[1:])
+    return (f"C = A @ B right for {trial.size} with {tile} x {tile} tiles ({trial.launched}, "
+            f"{threads.steps} steps along K" + "".join(f"; and for {run.size}" for run in runs[1:])
             + f"). Each thread loaded at most {loads} values from global memory "
             f"(2 x ceil(K / {tile}) = {2 * threads.steps}; the naive kernel loads 2K = "
             f"{2 * trial.inner}) and passed {barriers} barriers (seed={trial.seed}).")

@@ -1,9 +1,5 @@
-"""Chapter 04's exercises: decode a format's bits, accumulate in fp32, quantise to fp8.
-
-Each check runs your code on random data, compares with :mod:`gpulab.formats` /
-:mod:`gpulab.reference`, prints what it found and returns a
-:class:`~gpulab.exercises.results.CheckResult`; a failure names its seed so that
-``check_...(your_code, seed=1234)`` repeats it.
+"""Chapter 04's exercises: decode a format's bits, accumulate in fp32, quantise to fp8, each
+checked on random data against :mod:`gpulab.formats` / :mod:`gpulab.reference`.
 
 - :func:`check_decode`: exercise 1, ``decode(sign, exponent, mantissa, exponent_bits,
   mantissa_bits) -> float``.
@@ -15,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
@@ -51,11 +47,6 @@ E2M1_HINT = (
 )
 
 
-def _ieee_specials(exponent_bits: int) -> bool:
-    """True when the all-ones exponent field means inf/NaN (fp16, bf16, E5M2)."""
-    return exponent_bits >= 5
-
-
 def _code_value(fmt, sign: int, exponent: int, mantissa: int) -> float:
     """The value of the fields, from ml_dtypes (the yardstick)."""
     code = (sign << (fmt.exponent_bits + fmt.mantissa_bits)) | (exponent << fmt.mantissa_bits) \
@@ -80,7 +71,7 @@ def _decode_cases(rng: np.random.Generator, per_format: int = 10) -> list[tuple]
         subnormal += [(fmt, 0, 0, 0), (fmt, 1, 0, 1), (fmt, 0, 0, mantissas - 1)]
         subnormal += [(fmt, int(rng.integers(0, 2)), 0, int(rng.integers(1, mantissas)))
                       for _ in range(2)]
-        if _ieee_specials(fmt.exponent_bits):
+        if fmt.exponent_bits >= 5:  # IEEE's inf and NaN (fp16, bf16, E5M2)
             top_binade += [(fmt, 0, top, 0), (fmt, 1, top, 0),
                            (fmt, int(rng.integers(0, 2)), top, int(rng.integers(1, mantissas)))]
         elif name == "fp8_e4m3":
@@ -105,38 +96,20 @@ class Decoded:
     expected: float
     seed: int
 
-    @property
-    def call(self) -> str:
-        return (f"decode({self.sign}, {self.exponent}, {self.mantissa}, "
-                f"{self.fmt.exponent_bits}, {self.fmt.mantissa_bits}) for {self.fmt.name}")
+    def __post_init__(self):
+        fmt = self.fmt
+        self.call = (f"decode({self.sign}, {self.exponent}, {self.mantissa}, "
+                     f"{fmt.exponent_bits}, {fmt.mantissa_bits}) for {fmt.name}")
+        self.bias = fmt.exponent_bias
+        self.fraction = self.mantissa / 2**fmt.mantissa_bits
+        self.signed = -1.0 if self.sign else 1.0
+        self.all_ones = self.exponent == (1 << fmt.exponent_bits) - 1
+        self.ieee_top = self.all_ones and fmt.exponent_bits >= 5  # inf and NaN there
+        self.normal_rule = self.signed * 2.0**(self.exponent - self.bias) * (1 + self.fraction)
 
     @property
     def summary(self) -> str:
         return f"{self.call} should be {self.expected!r} but is {self.got!r}"
-
-    @property
-    def bias(self) -> int:
-        return self.fmt.exponent_bias
-
-    @property
-    def fraction(self) -> float:
-        return self.mantissa / 2**self.fmt.mantissa_bits
-
-    @property
-    def signed(self) -> float:
-        return -1.0 if self.sign else 1.0
-
-    @property
-    def all_ones(self) -> bool:
-        return self.exponent == (1 << self.fmt.exponent_bits) - 1
-
-    @property
-    def ieee_top(self) -> bool:
-        return self.all_ones and _ieee_specials(self.fmt.exponent_bits)
-
-    @property
-    def normal_rule(self) -> float:
-        return self.signed * 2.0**(self.exponent - self.bias) * (1 + self.fraction)
 
     def gave(self, value: float) -> bool:
         return is_number(self.got) and _same(float(self.got), value)
@@ -302,17 +275,17 @@ class MatvecSums:
     trial: Trial
     k: int
 
-    @property
-    def where(self) -> str:
-        return f"{self.trial}, k={self.k}"
-
-    @property
-    def unwritten(self) -> np.ndarray:
-        return np.isnan(self.got)
-
-    @property
-    def missing(self) -> np.ndarray:
-        return np.flatnonzero(self.unwritten)
+    def __post_init__(self):
+        self.where = f"{self.trial}, k={self.k}"
+        self.unwritten = np.isnan(self.got)
+        self.missing = np.flatnonzero(self.unwritten)
+        a, x = self.a.astype(np.float64), self.x.astype(np.float64)
+        self.exact = a @ x
+        u32 = formats.get_format("fp32").unit_roundoff  # fp32's bound: Higham's gamma_(k+1)
+        self.bound = (self.k + 1) * u32 / (1 - (self.k + 1) * u32) * (np.abs(a) @ np.abs(x))
+        self.error = np.abs(self.got - self.exact)
+        self.worst = int(np.argmax(self.error / self.bound))
+        self.within_bound = bool(np.all(self.error <= self.bound))
 
     @property
     def first_block_only(self) -> bool:
@@ -322,30 +295,16 @@ class MatvecSums:
 
     @functools.cached_property
     def emulated(self) -> dict[str, np.ndarray]:
-        return _matvec_emulations(self.a, self.x)
-
-    @functools.cached_property
-    def exact(self) -> np.ndarray:
-        return self.a.astype(np.float64) @ self.x.astype(np.float64)
-
-    @functools.cached_property
-    def bound(self) -> np.ndarray:
-        """fp32's rounding bound for each row: Higham's gamma_(k+1) times sum |a| |x|."""
-        magnitude = np.abs(self.a.astype(np.float64)) @ np.abs(self.x.astype(np.float64))
-        u32 = formats.get_format("fp32").unit_roundoff
-        return (self.k + 1) * u32 / (1 - (self.k + 1) * u32) * magnitude
-
-    @property
-    def error(self) -> np.ndarray:
-        return np.abs(self.got - self.exact)
-
-    @property
-    def worst(self) -> int:
-        return int(np.argmax(self.error / self.bound))
-
-    @property
-    def within_bound(self) -> bool:
-        return bool(np.all(self.error <= self.bound))
+        """What a one-thread-per-row kernel computes with each accumulator, in row order."""
+        column = self.x.reshape(-1, 1)
+        fp16_products = np.zeros(self.a.shape[0], dtype=np.float32)
+        for k in range(self.a.shape[1]):
+            fp16_products = fp16_products + (self.a[:, k] * self.x[k]).astype(np.float32)
+        return {
+            "fp32": reference.matmul_in_format(self.a, column, "fp32")[:, 0],
+            "fp16": reference.matmul_in_format(self.a, column, "fp16")[:, 0].astype(np.float32),
+            "fp16 products": fp16_products,
+        }
 
     @property
     def fp16_products(self) -> bool:
@@ -419,19 +378,6 @@ MATVEC = CheckSpec(
     also="a stub; guards; a hard-coded block size (the line named)")
 
 
-def _matvec_emulations(a: np.ndarray, x: np.ndarray) -> dict[str, np.ndarray]:
-    """What a one-thread-per-row kernel computes with each accumulator, in row order."""
-    column = x.reshape(-1, 1)
-    fp16_products = np.zeros(a.shape[0], dtype=np.float32)
-    for k in range(a.shape[1]):
-        fp16_products = fp16_products + (a[:, k] * x[k]).astype(np.float32)
-    return {
-        "fp32": reference.matmul_in_format(a, column, "fp32")[:, 0],
-        "fp16": reference.matmul_in_format(a, column, "fp16")[:, 0].astype(np.float32),
-        "fp16 products": fp16_products,
-    }
-
-
 def _matvec_trial(seed: int, threads_per_block: int | None) -> Trial:
     """Rows not a multiple of either block size, more than two blocks of the larger: under
     ``threads_per_block`` alone when given, otherwise under a pair drawn from
@@ -454,12 +400,10 @@ def _matvec_trial(seed: int, threads_per_block: int | None) -> Trial:
 
 @MATVEC.check
 def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | None = None) -> str:
-    """a is fp16 (rows x k), x fp16 (k), out fp32 (rows), with ``out[row] = sum_k a[row, k] *
-    x[k]``. Launched with ceil(rows / threads_per_block) blocks, under two block sizes (a drawn
-    pair of :data:`MATVEC_BLOCKS`, one twice the other; ``threads_per_block`` for one launch
-    with that size), so that a kernel that hard-codes the block size fails; rows and k are
-    random, rows not a multiple of either block size; values in [0.5, 1), so the sums reach
-    several hundred, where fp16 numbers are 0.25 to 0.5 apart."""
+    """a is fp16 (rows x k), x fp16 (k), out fp32 (rows), one row per thread; the pair of block
+    sizes is drawn from :data:`MATVEC_BLOCKS` (``threads_per_block``: one launch with that
+    size). Values in [0.5, 1), so the sums reach several hundred, where fp16 numbers are 0.25
+    to 0.5 apart."""
     source = MATVEC.start(kernel)
     trial = _matvec_trial(seed, threads_per_block)
     rows = trial.n
@@ -520,35 +464,22 @@ class ScaleGuess:
     scale: float
     x: np.ndarray
     at: str
-    trials: list = field(default_factory=list)  # every tensor (name, x) of the check
-    scales: list = field(default_factory=list)  # the learner's scale for each
+    trials: list  # every tensor (name, x) of the check
+    scales: list  # the learner's scale for each
 
-    @property
-    def amax(self) -> float:
-        return float(np.max(np.abs(self.x)))
-
-    @property
-    def ratio(self) -> float:
-        """Where the scale maps max|x| (448 when right)."""
-        return self.amax / self.scale
+    def __post_init__(self):
+        self.amax = float(np.max(np.abs(self.x)))
+        self.largest, self.smallest = float(np.max(self.x)), float(np.min(self.x))
+        self.ratio = self.amax / self.scale  # where the scale maps max|x| (448 when right)
+        # the other format's largest value the scale maps max|x| to, if any
+        self.other_maximum = next((other for other in OTHER_MAXIMA
+                                   if _close(self.ratio, other, 1e-4)), None)
 
     def same_multiple(self, how) -> list[float] | None:
         """The scale / how(x) of every tensor when it is the same in all of them, else None."""
-        ratios = _spread_ratios(self.trials, self.scales, how)
+        ratios = [scale / float(how(x.astype(np.float64)))
+                  for (_, x), scale in zip(self.trials, self.scales, strict=True)]
         return ratios if max(ratios) <= min(ratios) * 1.005 else None
-
-    @property
-    def other_maximum(self) -> float | None:
-        """The other format's largest value the scale maps max|x| to, if any."""
-        return next((other for other in OTHER_MAXIMA if _close(self.ratio, other, 1e-4)), None)
-
-    @property
-    def largest(self) -> float:
-        return float(np.max(self.x))
-
-    @property
-    def smallest(self) -> float:
-        return float(np.min(self.x))
 
     def gave(self, value: float) -> bool:
         return _close(self.scale, value)
@@ -669,8 +600,9 @@ def check_quantise_fp8(quantise, seed: int | None = None) -> str:
     scales = [scale for _, scale in answers]
     worst_relative = 0.0
     for (name, x), (q, scale) in zip(trials, answers, strict=True):
-        _check_scale(x, scale, name, seed, trials, scales)
-        worst_relative = max(worst_relative, _check_quantised(x, q, scale, name, seed))
+        x64 = x.astype(np.float64)
+        _check_scale(x64, scale, name, seed, trials, scales)
+        worst_relative = max(worst_relative, _check_quantised(x64, q, scale, name, seed))
     return (f"three tensors (max|x| from ~1e-5 to ~1e3, outliers of both signs) quantised "
             f"with the whole E4M3 range; worst relative error of a normal value "
             f"{worst_relative:.3f} (E4M3 rounds by at most {E4M3.unit_roundoff:g}; "
@@ -686,11 +618,6 @@ def _call_quantise(quantise, x: np.ndarray, name: str, seed: int):
                                "(q, scale).",
                                "return both: the quantised array, then the scale, as one pair.")
     q, scale = result
-    _check_q_type(q, x)
-    return q, _check_scale_type(scale)
-
-
-def _check_q_type(q, x: np.ndarray) -> None:
     if not isinstance(q, np.ndarray):
         raise CheckFailedError(
             f"q is a {type(q).__name__}, not a NumPy array: it must be stored in 1 byte per "
@@ -711,9 +638,6 @@ def _check_q_type(q, x: np.ndarray) -> None:
     if q.shape != x.shape:
         raise CheckFailedError(f"q has shape {q.shape}, but x has {x.shape}.",
                                "quantise every element of x, keeping its shape.")
-
-
-def _check_scale_type(scale) -> float:
     if isinstance(scale, np.ndarray) and scale.ndim > 0:
         raise CheckFailedError(
             f"scale is an array of shape {scale.shape}: a per-tensor scale is one number for "
@@ -732,39 +656,28 @@ def _check_scale_type(scale) -> float:
     if not (math.isfinite(value) and value > 0):
         raise CheckFailedError(f"scale is {value!r}; it must be a positive, finite number.",
                                SCALE_HINT)
-    return value
+    return q, value
 
 
 def _close(a: float, b: float, rel: float = 1e-5) -> bool:
     return b > 0 and abs(a - b) <= rel * b
 
 
-def _is_power_of_two(value: float) -> bool:
-    return value > 0 and math.frexp(value)[0] == 0.5
-
-
-def _spread_ratios(trials, scales, how) -> list[float]:
-    return [scale / float(how(x.astype(np.float64)))
-            for (_, x), scale in zip(trials, scales, strict=True)]
-
-
-def _check_scale(x: np.ndarray, scale: float, name: str, seed: int, trials, scales) -> None:
+def _check_scale(x64: np.ndarray, scale: float, name: str, seed: int, trials, scales) -> None:
     """Fail unless ``scale`` is max|x| / 448 (or the power of two just above it); name where a
     wrong scale came from when one of the usual mistakes gives it."""
-    x64 = x.astype(np.float64)
-    amax = float(np.max(np.abs(x64)))
-    right = amax / E4M3.max_value
-    if _close(scale, right) or (_is_power_of_two(scale) and right * (1 - 1e-6) <= scale
-                                < 2 * right):
+    right = float(np.max(np.abs(x64))) / E4M3.max_value
+    power_of_two = scale > 0 and math.frexp(scale)[0] == 0.5
+    if _close(scale, right) or (power_of_two and right * (1 - 1e-6) <= scale < 2 * right):
         return
     where = (f"for {name} (seed={seed}): your scale is {scale:.4g}, but max|x| / 448 = "
              f"{right:.4g}")
     reject(SCALE_MISTAKES, ScaleGuess(scale, x64, where, trials, scales))
 
 
-def _check_quantised(x: np.ndarray, q: np.ndarray, scale: float, name: str, seed: int) -> float:
+def _check_quantised(x64: np.ndarray, q: np.ndarray, scale: float, name: str, seed: int
+                     ) -> float:
     """The scale is right: check the stored values; return the worst relative error."""
-    x64 = x.astype(np.float64)
     amax = float(np.max(np.abs(x64)))
     back = q.astype(np.float64) * scale
     where = f"for {name} (max|x| = {amax:.3g}, seed={seed})"

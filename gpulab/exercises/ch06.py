@@ -1,17 +1,9 @@
-"""Chapter 06's exercises: the chain rule as code. Each check is a :class:`~gpulab.exercises.
-spec.CheckSpec` whose known mistakes (:class:`~gpulab.exercises.mistakes.Mistake`) are tried in
-order on the evidence the check gathers.
-
-- :func:`check_dense_backward`: exercise 1, the NumPy function ``dense_backward(X, W, dZ) ->
-  (dW, db, dX)``.
-- :func:`check_bias_activation_backward`: exercise 2, the kernel ``bias_activation_backward(dA,
-  Z, b, act, dZ)``, with gpulab's signature (``gpulab.kernels.dense.bias_activation_backward``).
-- :func:`check_bias_grad`: exercise 3, the kernel ``bias_grad(dZ, db)``, with gpulab's
-  signature (``gpulab.kernels.dense.bias_grad``); the method is checked, not only the sums.
-- :func:`check_transpose_tiled`: exercise 4, the kernel ``transpose_tiled(A, out)``, with
-  gpulab's signature (``gpulab.kernels.dense.transpose_tiled``); in the simulator its accesses
-  are grouped into warp requests by :mod:`gpulab.memory_model`.
-- :func:`check_numeric_gradient`: exercise 5, ``numeric_gradient(f, x, eps)``.
+"""Chapter 06's exercises: the chain rule as code. Each check is described once, by its
+:class:`~gpulab.exercises.spec.CheckSpec` (:data:`DENSE`, :data:`BACKWARD`, :data:`BIAS_GRAD`,
+:data:`TRANSPOSE`, :data:`NUMERIC`), which ``help(check_...)`` shows. The three kernels have
+gpulab's signatures (``gpulab.kernels.dense.bias_activation_backward``,
+``gpulab.kernels.dense.bias_grad``, ``gpulab.kernels.dense.transpose_tiled``); in the simulator
+the transpose's accesses are grouped into warp requests by :mod:`gpulab.memory_model`.
 
 Sizes and values are random (the kernel checks draw shapes with rows != cols that are not
 multiples of the block, and several block shapes); a failure names the seed to repeat it.
@@ -32,6 +24,7 @@ from gpulab.exercises.outputs import (
     RELU,
     SAID,
     TANH,
+    MatrixOutput,
     blame_hard_coded_block,
     changed_input_failure,
     coverage_failure,
@@ -193,37 +186,29 @@ F_PRIME = {"relu": "1 where z > 0 and 0 elsewhere", "tanh": "1 - tanh(z)^2", "id
 
 
 @dataclass
-class Backward:
-    """dZ as the kernel wrote it (``out``, NaN where never written) for the activation ``name``
-    against the right one, with the inputs."""
+class Backward(MatrixOutput):
+    """dZ as the kernel wrote it (``got``) for the activation ``name`` against the right one,
+    with the ``inputs`` dA, Z, b (to 1e-5 relative, 1e-6 absolute)."""
 
-    out: np.ndarray
-    expected: np.ndarray
-    name: str
-    dA: np.ndarray  # noqa: N815 - the chapter's name
-    Z: np.ndarray
-    b: np.ndarray
-    trial: Trial
+    name: str = "identity"
+
+    @property
+    def dA(self) -> np.ndarray:
+        return self.inputs["dA"]
+
+    @property
+    def Z(self) -> np.ndarray:
+        return self.inputs["Z"]
 
     @property
     def z(self) -> np.ndarray:
-        return self.Z + self.b
-
-    def looks_like(self, candidate) -> bool:
-        return bool(np.allclose(self.out, candidate, rtol=1e-5, atol=1e-6))
-
-    @property
-    def summary(self) -> str:
-        bad = ~np.isclose(self.out, self.expected, rtol=1e-5, atol=1e-6)
-        r, c = map(int, np.argwhere(bad)[0])
-        return (f"{int(bad.sum())} of {self.out.size} elements are wrong; the first is dZ[{r}, "
-                f"{c}]: expected {self.expected[r, c]:.6g}, got {self.out[r, c]:.6g}")
+        return self.Z + self.inputs["b"]
 
     @property
     def other(self) -> str | None:
         """The other activation whose derivative dZ holds, if any."""
         return next((o for o in DERIVATIVES if o != self.name
-                     and self.looks_like(self.dA * DERIVATIVES[o](self.z))), None)
+                     and self.close_to(self.dA * DERIVATIVES[o](self.z))), None)
 
 
 def _activated(name: str):
@@ -231,57 +216,54 @@ def _activated(name: str):
 
 
 BACKWARD_MISTAKES = (
-    Mistake("nothing written", lambda e: np.isnan(e.out).all(), "your kernel wrote nothing into dZ",
+    Mistake("nothing written", lambda e: e.unwritten.all(), "your kernel wrote nothing into dZ",
             "each thread assigns its own element of dZ, inside the guard."),
-    Mistake("only the first block written (`threadIdx` alone)",
-            lambda e: (np.isnan(e.out[:, e.trial.block[0]:]).all()
-                       and np.isnan(e.out[e.trial.block[1]:, :]).all()),
+    Mistake("only the first block written (`threadIdx` alone)", lambda e: e.first_block_only,
             lambda e: f"only the first block's {e.trial.block[0]} x {e.trial.block[1]} elements "
                       "of dZ were written", GLOBAL_INDEX_HINT),
-    Mistake("part of dZ never written", lambda e: np.isnan(e.out).any(),
-            lambda e: f"{int(np.isnan(e.out).sum())} of {e.out.size} elements of dZ were never "
+    Mistake("part of dZ never written", lambda e: e.unwritten.any(),
+            lambda e: f"{int(e.unwritten.sum())} of {e.got.size} elements of dZ were never "
                       "written",
             "every element needs a thread: the grid's x index runs along the columns, y along "
             "the rows, and the guard compares each with its own size."),
     Mistake("the activation's derivative missing (dA passed through)",
-            lambda e: e.name != "identity" and e.looks_like(e.dA),
-            lambda e: f"{e.summary}. dZ looks like dA: the {SAID[e.name]}'s derivative is missing",
+            lambda e: e.name != "identity" and e.close_to(e.dA),
+            lambda e: f"{e.wrong}. dZ looks like dA: the {SAID[e.name]}'s derivative is missing",
             lambda e: f"the chain rule multiplies dA by the activation's derivative, and for "
                       f"{SAID[e.name]} f'(z) is {F_PRIME[e.name]}."),
     Mistake("f'(z) without dA (the mask or slope alone)",
-            lambda e: e.name != "identity" and e.looks_like(DERIVATIVES[e.name](e.z)),
-            lambda e: f"{e.summary}. dZ looks like f'(Z + b) without dA: the mask or slope alone",
+            lambda e: e.name != "identity" and e.close_to(DERIVATIVES[e.name](e.z)),
+            lambda e: f"{e.wrong}. dZ looks like f'(Z + b) without dA: the mask or slope alone",
             "the chain rule multiplies: f'(z) alone forgets the gradient that came from above "
             "(dA)."),
-    Mistake("the bias left out of z", lambda e: e.name != "identity" and e.looks_like(
+    Mistake("the bias left out of z", lambda e: e.name != "identity" and e.close_to(
                 e.dA * DERIVATIVES[e.name](e.Z)),
-            lambda e: f"{e.summary}. dZ looks like dA * f'(Z): the bias is left out of z",
+            lambda e: f"{e.wrong}. dZ looks like dA * f'(Z): the bias is left out of z",
             "the activation's input was Z plus this column's bias: the derivative is taken at "
             "that sum, not at Z."),
-    Mistake("f instead of f'", lambda e: e.name != "identity" and e.looks_like(
+    Mistake("f instead of f'", lambda e: e.name != "identity" and e.close_to(
                 e.dA * _activated(e.name)(e.z)),
-            lambda e: f"{e.summary}. dZ looks like dA * {e.name}(Z + b): f instead of f'",
+            lambda e: f"{e.wrong}. dZ looks like dA * {e.name}(Z + b): f instead of f'",
             lambda e: f"multiply by the derivative f'(z), not by f(z) itself: for "
                       f"{SAID[e.name]} f'(z) is {F_PRIME[e.name]}."),
-    Mistake("ReLU tested on dA instead of z", lambda e: e.name == "relu" and e.looks_like(
+    Mistake("ReLU tested on dA instead of z", lambda e: e.name == "relu" and e.close_to(
                 np.maximum(e.dA, 0)),
-            lambda e: f"{e.summary}. dZ looks like dA where dA > 0",
+            lambda e: f"{e.wrong}. dZ looks like dA where dA > 0",
             "ReLU's test is on the forward input z = Z + b, not on the gradient dA."),
-    Mistake("tanh' as 1 - z^2", lambda e: e.name == "tanh" and e.looks_like(
+    Mistake("tanh' as 1 - z^2", lambda e: e.name == "tanh" and e.close_to(
                 e.dA * (1 - e.z * e.z)),
-            lambda e: f"{e.summary}. dZ looks like dA * (1 - z^2): tanh is not applied",
+            lambda e: f"{e.wrong}. dZ looks like dA * (1 - z^2): tanh is not applied",
             "the derivative of tanh is 1 - tanh(z)^2: square tanh(z), not z."),
-    Mistake("tanh' without the square", lambda e: e.name == "tanh" and e.looks_like(
+    Mistake("tanh' without the square", lambda e: e.name == "tanh" and e.close_to(
                 e.dA * (1 - np.tanh(e.z))),
-            lambda e: f"{e.summary}. dZ looks like dA * (1 - tanh(z)): the square is missing",
+            lambda e: f"{e.wrong}. dZ looks like dA * (1 - tanh(z)): the square is missing",
             "the derivative of tanh is 1 - tanh(z)^2: the square is part of it."),
     Mistake("the wrong activation for the code", lambda e: e.other is not None,
-            lambda e: f"{e.summary}. dZ looks like dA * {e.other}'(Z + b), not {e.name}'",
+            lambda e: f"{e.wrong}. dZ looks like dA * {e.other}'(Z + b), not {e.name}'",
             lambda e: f"read the code in act: {ACTIVATION_CODES[e.name]} is {SAID[e.name]} "
                       f"here ({IDENTITY} identity, {RELU} ReLU, {TANH} tanh); compare act with "
                       "IDENTITY, RELU and TANH."),
-    Mistake("wrong values", lambda e: True, lambda e: e.summary,
-            BACKWARD_HINT),
+    Mistake("wrong values", lambda e: True, lambda e: e.wrong, BACKWARD_HINT),
 )
 BACKWARD = CheckSpec(
     "bias_activation_backward", "bias_activation_backward(dA, Z, b, act, dZ)", BACKWARD_STUB_HINT,
@@ -309,14 +291,14 @@ def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.flo
         dA = trial.normal(trial.rows, trial.cols)
         Z = trial.normal(trial.rows, trial.cols)
         b = trial.normal(trial.cols, scale=0.7)
+        inputs = {"dA": dA, "Z": Z, "b": b, "act": code}
         try:
-            out = run_2d(kernel, trial, source, {"dA": dA, "Z": Z, "b": b, "act": code},
-                         what="dZ")
+            out = run_2d(kernel, trial, source, inputs, what="dZ")
             failure = coverage_failure(np.isnan(out), trial, "dZ")
-            expected = reference.bias_activation_backward(dA, Z, b, name)
-            if failure is None and not np.allclose(out, expected, rtol=1e-5, atol=1e-6):
-                failure = diagnose(BACKWARD.mistakes,
-                                   Backward(out, expected, name, dA, Z, b, trial))
+            evidence = Backward(reference.bias_activation_backward(dA, Z, b, name), out, trial,
+                                1e-5, 1e-6, "dZ", inputs, name)
+            if failure is None and evidence.bad.any():
+                failure = diagnose(BACKWARD.mistakes, evidence)
             if failure is not None:
                 raise failure
         except (CheckFailedError, KernelError) as error:
@@ -536,26 +518,25 @@ def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
     cols, rows = trial.n, int(trial.rng.integers(5, 30))  # the batch: fewer rows than columns
     trial.case = f"dZ of {rows} x {cols}"
     dZ = trial.rng.standard_normal((rows, cols)).astype(dtype)
-    d_dZ_all, d_dZ = padded(dZ, trial.threads, PAD_VALUE)
+    d_dZ_all, d_dZ = padded(dZ, trial.padding, PAD_VALUE)
     before = d_dZ_all.copy_to_host()
-    watched = WatchedArray(np.full(cols, np.nan, dtype)) if tier_key() == "sim" else None
-    if watched is None:
-        d_db_all, d_db = padded(np.full(cols, np.nan, dtype), trial.threads, np.nan)
+    if tier_key() == "sim":
+        watched = d_db = WatchedArray(np.full(cols, np.nan, dtype))
+    else:
+        watched = None
+        d_db_all, d_db = padded(np.full(cols, np.nan, dtype), trial.padding, np.nan)
     offer_trace(kernel, 2, 8, "dZ", "db", note="with dZ a NumPy array of 5 x 13 and db of 13")
-    launch(kernel, trial, d_dZ, d_db if watched is None else watched,
-           index_hint=BIAS_GRAD_EDGE_HINT)
+    launch(kernel, trial, d_dZ, d_db, index_hint=BIAS_GRAD_EDGE_HINT)
     changed_input_failure("dZ", before, d_dZ_all.copy_to_host(), "db", trial)
     db = (watched.copy_to_host() if watched is not None else
           read_back(d_db_all, (cols,), trial, what="db", hint=BIAS_GRAD_EDGE_HINT))
     evidence = ColumnSums(db.astype(np.float64), dZ, trial, source, watched)
-    failure = diagnose(BIAS_GRAD.mistakes, evidence)
-    if failure is None:  # the method: one write of db per thread, on a small traced launch
-        small = Trial("check_bias_grad", seed, (13,), (8,), np.dtype(dtype), trial.rng)
-        traced = trace_trial(kernel, small, dZ[:5, :13].copy(), np.zeros(13, dtype))
-        evidence.writes = traced.max_per_thread("global_writes") if traced.error is None else 0
-        failure = diagnose(BIAS_GRAD.mistakes, evidence)
-    if failure is not None:
-        raise failure
+    BIAS_GRAD.reject(evidence)
+    # the method: one write of db per thread, on a small traced launch
+    small = Trial("check_bias_grad", seed, (13,), (8,), np.dtype(dtype), trial.rng)
+    traced = trace_trial(kernel, small, dZ[:5, :13].copy(), np.zeros(13, dtype))
+    evidence.writes = traced.max_per_thread("global_writes") if traced.error is None else 0
+    BIAS_GRAD.reject(evidence)
     return (f"all {cols} column sums right, one owner per column, one write each "
             f"({trial}).")
 
@@ -608,18 +589,6 @@ def _transpose_shape(rng: np.random.Generator, tile: int) -> tuple[int, int]:
             return rows, cols
 
 
-def _untransposed_tiles(A: np.ndarray, tile: int) -> np.ndarray:
-    """What a kernel that loads and stores the tile with the same indices writes: every tile in
-    its transposed place, but its content not transposed (NaN where that would fall outside)."""
-    rows, cols = A.shape
-    p, q = np.indices((cols, rows))
-    r, c = q - q % tile + p % tile, p - p % tile + q % tile  # the element of A it holds
-    inside = (r < rows) & (c < cols)
-    out = np.full((cols, rows), np.nan)
-    out[inside] = A[r[inside], c[inside]]
-    return out
-
-
 def _uses_shared_memory(source: KernelSource) -> bool:
     return any(isinstance(node, ast.Attribute) and node.attr == "array"
                and isinstance(node.value, ast.Attribute) and node.value.attr == "shared"
@@ -649,10 +618,6 @@ class Transposed:
         return np.isnan(self.out)
 
     @property
-    def barriers(self) -> int:
-        return count_calls(self.source, "syncthreads")
-
-    @property
     def swapped_blocks(self) -> bool:
         """Exactly the part of out a kernel with blockIdx.x and blockIdx.y exchanged misses."""
         across, down = self.trial.blocks
@@ -673,9 +638,13 @@ class Transposed:
 
     @property
     def not_transposed(self) -> bool:
-        same = _untransposed_tiles(self.A, self.tile)
-        known = ~np.isnan(same)
-        return bool(np.array_equal(self.out[known], same[known]))
+        """out is what a kernel that loads and stores the tile with the same indices writes:
+        every tile in its transposed place, but its content not transposed."""
+        (rows, cols), t = self.A.shape, self.tile
+        p, q = np.indices((cols, rows))
+        r, c = q - q % t + p % t, p - p % t + q % t  # the element of A out[p, q] then holds
+        inside = (r < rows) & (c < cols)
+        return bool(np.array_equal(self.out[inside], self.A[r[inside], c[inside]]))
 
     @property
     def poisoned_text(self) -> str:
@@ -700,8 +669,8 @@ TRANSPOSE_MISTAKES = (
     Mistake("nothing written", lambda e: e.unwritten.all(), "your kernel wrote nothing into out",
             TRANSPOSE_HINT),
     Mistake("a missing barrier (a tile slot read before it was written)",
-            lambda e: e.poisoned.any() and e.barriers == 0, lambda e: e.poisoned_text,
-            BARRIER_MISSING_HINT),
+            lambda e: e.poisoned.any() and count_calls(e.source, "syncthreads") == 0,
+            lambda e: e.poisoned_text, BARRIER_MISSING_HINT),
     Mistake("a tile slot read that no thread filled (the guards)", lambda e: e.poisoned.any(),
             lambda e: e.poisoned_text, TRANSPOSE_EDGE_HINT),
     Mistake("the block indices swapped (blockIdx.x as the tile's row)",
@@ -776,28 +745,22 @@ def check_transpose_tiled(kernel, tile: int = 16, seed: int | None = None, dtype
                 note=f"with A a NumPy array of {tile + 3} x {tile + 9} and out of "
                      f"{tile + 9} x {tile + 3}")
     if tier == "sim":
-        d_A = RecordingArray(A.copy())
+        d_A_all = d_A = RecordingArray(A.copy())
         d_out = WatchedArray(np.full((cols, rows), np.nan, dtype))
     else:
         d_A_all, d_A = padded(A, tile, PAD_VALUE)
         d_out_all, d_out = padded(np.full((cols, rows), np.nan, dtype), tile, np.nan)
+    before = d_A_all.copy_to_host()
     launch(kernel, trial, d_A, d_out, index_hint=TRANSPOSE_EDGE_HINT)
-    if tier == "sim":
-        changed_input_failure("A", A, d_A.copy_to_host(), "out", trial)
-        out = d_out.copy_to_host()
+    changed_input_failure("A", before, d_A_all.copy_to_host(), "out", trial)
+    if tier == "sim":  # the reads' and the writes' warp requests
+        out, size = d_out.copy_to_host(), np.dtype(dtype).itemsize
+        requests = [memory_model.summarise(recorded, size, "traced in the simulator")
+                    for recorded in (d_A.reads, d_out.writes_by_thread())]
     else:
-        changed_input_failure("A", padded(A, tile, PAD_VALUE)[0].copy_to_host(),
-                              d_A_all.copy_to_host(), "out", trial)
-        out = read_back(d_out_all, (cols, rows), trial, hint=TRANSPOSE_EDGE_HINT)
-    evidence = Transposed(out, A, trial, source, tile)
-    if tier == "sim":
-        size = np.dtype(dtype).itemsize
-        evidence.reads = memory_model.summarise(d_A.reads, size, "traced in the simulator")
-        evidence.writes = memory_model.summarise(d_out.writes_by_thread(), size,
-                                                 "traced in the simulator")
-    failure = diagnose(TRANSPOSE.mistakes, evidence)
-    if failure is not None:
-        raise failure
+        out, requests = read_back(d_out_all, (cols, rows), trial, hint=TRANSPOSE_EDGE_HINT), []
+    evidence = Transposed(out, A, trial, source, tile, *requests)
+    TRANSPOSE.reject(evidence)
     if tier == "gpu":
         return f"out = A^T for a {rows} x {cols} A, through shared memory ({trial})."
     return (f"out = A^T for a {rows} x {cols} A, and coalesced: "

@@ -24,7 +24,13 @@ import numpy as np
 
 from gpulab import reference
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
-from gpulab.exercises.outputs import blame_hard_coded_block, diagnose_matrix, looks_like
+from gpulab.exercises.outputs import (
+    COVERAGE_MISTAKES,
+    Coverage,
+    blame_hard_coded_block,
+    diagnose_matrix,
+    looks_like,
+)
 from gpulab.exercises.results import (
     GUARD_HINT,
     CheckFailedError,
@@ -33,7 +39,6 @@ from gpulab.exercises.results import (
     NotAttemptedError,
 )
 from gpulab.exercises.running import call_learner, launch, padded, read_back
-from gpulab.exercises.source_rules import kernel_source, start_kernel
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import Trial, default_threads_per_block
 
@@ -134,15 +139,14 @@ LOSS_GRADIENT = CheckSpec(
 
 @LOSS_GRADIENT.check
 def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32) -> str:
-    """Compared with :func:`gpulab.reference.softmax_cross_entropy_backward` on two batches
-    of random probabilities (softmaxes of random logits), each launched with its own block
-    shape: the first with scale = 1 / batch, the second with a loss scale S times 1 / batch (S
-    from :data:`LOSS_SCALES`, never the batch size). The inputs are padded and dlogits starts
-    as NaN, so that elements never written, and writes past the edges, show."""
-    start_kernel(kernel, 4, LOSS_GRADIENT_STUB_HINT)
+    """Compared with :func:`gpulab.reference.softmax_cross_entropy_backward` (1e-5 relative,
+    1e-9 absolute) on softmaxes of random logits, the second batch's loss scale S from
+    :data:`LOSS_SCALES`. The inputs are padded with 0 and dlogits starts as NaN, so that
+    elements never written, and writes past the edges, show."""
+    source = LOSS_GRADIENT.start(kernel)
     trials = _loss_trials(seed, dtype)
     for case, trial in enumerate(trials):
-        _loss_gradient_trial(kernel, trial, _loss_scale(trial, case))
+        _loss_gradient_trial(kernel, trial, source, _loss_scale(trial, case))
     return ("every element of dlogits is right: "
             + " and ".join(f"a batch of {t.rows} with {t.cols} classes on blocks of "
                            f"{t.block[0]} x {t.block[1]}" for t in trials)
@@ -150,7 +154,11 @@ def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32) -> st
             + f" (seed={seed}).")
 
 
-def _loss_gradient_trial(kernel, trial: Trial, loss_scale: int = 1) -> None:
+# Told by the elements never written (outputs.Coverage); said here in the exercise's words.
+_SWAPPED = next(m for m in COVERAGE_MISTAKES if m.did == "rows and columns swapped")
+
+
+def _loss_gradient_trial(kernel, trial: Trial, source, loss_scale: int = 1) -> None:
     batch, classes = trial.rows, trial.cols
     probs = reference.softmax(trial.normal(batch, classes, scale=2.0).astype(np.float64))
     probs = probs.astype(trial.dtype)
@@ -164,7 +172,7 @@ def _loss_gradient_trial(kernel, trial: Trial, loss_scale: int = 1) -> None:
     try:
         launch(kernel, trial, d_probs, d_labels, scale, d_out, index_hint=LOSS_GUARD_HINT)
     except KernelError as error:
-        _blame_block(kernel, trial, error)
+        blame_hard_coded_block(source, trial, error)
         raise
     for name, buffer, old in (("probs", d_probs_all, before[0]),
                               ("labels", d_labels_all, before[1])):
@@ -174,16 +182,12 @@ def _loss_gradient_trial(kernel, trial: Trial, loss_scale: int = 1) -> None:
                 "write the gradient into dlogits only: the trainer still reads probs afterwards "
                 "(the batch's accuracy).")
     got = read_back(d_out_all, (batch, classes), trial, what="dlogits", hint=LOSS_GUARD_HINT)
-    unwritten = np.isnan(got)
-    if unwritten.any():
-        along_x, along_y = trial.blocks[0] * trial.block[0], trial.blocks[1] * trial.block[1]
-        r, c = np.indices((batch, classes))
-        if np.array_equal(unwritten, ~((r < along_x) & (c < along_y))):
-            raise CheckFailedError(
-                f"{int(unwritten.sum())} of {got.size} elements of dlogits were never written, "
-                f"exactly those a kernel with rows and columns swapped misses ({trial}).",
-                "`cuda.grid(2)` returns x first, and x runs along the classes: its first "
-                "value is the column, its second the row.")
+    if _SWAPPED.seen(Coverage(np.isnan(got), trial, "dlogits")):
+        raise CheckFailedError(
+            f"{int(np.isnan(got).sum())} of {got.size} elements of dlogits were never written, "
+            f"exactly those a kernel with rows and columns swapped misses ({trial}).",
+            "`cuda.grid(2)` returns x first, and x runs along the classes: its first "
+            "value is the column, its second the row.")
     p = probs.astype(np.float64)
     onehot = np.zeros_like(p)
     onehot[np.arange(batch), labels] = 1
@@ -193,14 +197,8 @@ def _loss_gradient_trial(kernel, trial: Trial, loss_scale: int = 1) -> None:
                         what="dlogits", inputs={"p": p, "onehot": onehot, "scale": float(scale),
                                                    "loss_scale": loss_scale})
     except CheckFailedError as failure:
-        _blame_block(kernel, trial, failure)
+        blame_hard_coded_block(source, trial, failure)
         raise
-
-
-def _blame_block(kernel, trial: Trial, error) -> None:
-    """If the kernel hard-codes the block size, make the failure's hint say so: this trial's
-    blocks are another size."""
-    blame_hard_coded_block(kernel_source(kernel, 4), trial, error)
 
 
 # --- exercise 2: the Adam update ---------------------------------------------------------------
@@ -461,9 +459,9 @@ def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = 
     with the check's own float64 model of Adam (the same as the reference), within
     :data:`ADAM_TOLERANCE`; each of :data:`ADAM_MISTAKES` is that model with one mistake. A
     kernel that matches none is run again step by step to find the first wrong step."""
-    start_kernel(kernel, 11, ADAM_STUB_HINT)
-    tpb = threads_per_block or default_threads_per_block()
-    trial = Trial.draw("check_adam", seed, dtype, block=tpb)
+    ADAM.start(kernel)
+    trial = Trial.draw("check_adam", seed, dtype,
+                       block=threads_per_block or default_threads_per_block())
     rng, t = trial.rng, trial.dtype.type
     p0 = trial.uniform(-1, 1)
     grads = [trial.uniform(-1, 1) for _ in range(ADAM_STEPS)]
@@ -472,16 +470,10 @@ def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = 
     eps, weight_decay = t(10 ** rng.uniform(-3, -2)), t(rng.uniform(0.05, 0.2))
     run = AdamRun(kernel, trial, tuple(float(x) for x in (lr, beta1, beta2, eps, weight_decay)),
                   p0, grads)
-    # Padding: param, m and v start at 0 past the end and grad at 1, so an unguarded
-    # thread changes them there, which read_back reports.
-    d_p_all, d_p = padded(p0.copy(), tpb, 0)
-    d_m_all, d_m = padded(np.zeros(trial.n, trial.dtype), tpb, 0)
-    d_v_all, d_v = padded(np.zeros(trial.n, trial.dtype), tpb, 0)
+    buffers = _adam_buffers(trial, p0)
     for step, grad in enumerate(grads, start=1):
-        _, d_g = padded(grad, tpb, 1)
         try:
-            launch(kernel, trial, d_p, d_g, d_m, d_v, lr, beta1, beta2, eps,
-                   t(1 - beta1**step), t(1 - beta2**step), weight_decay)
+            _adam_launch(kernel, trial, buffers, grad, step, lr, beta1, beta2, eps, weight_decay)
         except KernelError as error:
             if isinstance(error.cause, ValueError) and "math domain" in str(error.cause):
                 run.negative_root_step = step
@@ -489,28 +481,39 @@ def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = 
                 if failure is not None:
                     raise failure from None
             raise
-    run.got = {what: read_back(buffer, (trial.n,), trial, fill=0, what=what, hint=GUARD_HINT)
-               for what, buffer in (("param", d_p_all), ("m", d_m_all), ("v", d_v_all))}
+    run.got = {what: read_back(d_all, (trial.n,), trial, fill=0, what=what, hint=GUARD_HINT)
+               for what, (d_all, _) in zip(("param", "m", "v"), buffers, strict=True)}
     ADAM.reject(run)
     return (f"param, m and v are right after {ADAM_STEPS} steps ({trial.launched}, "
             f"n={trial.n}, seed={trial.seed}).")
 
 
+def _adam_buffers(trial: Trial, p0) -> list:
+    """(buffer, view) of param = p0, m = 0 and v = 0, each padded with 0: an unguarded thread
+    changes the padding, which read_back reports."""
+    zeros = np.zeros(trial.n, trial.dtype)
+    return [padded(values, trial.threads_per_block, 0) for values in (p0, zeros, zeros)]
+
+
+def _adam_launch(kernel, trial: Trial, buffers, grad, step: int, lr, beta1, beta2, eps,
+                 weight_decay) -> None:
+    """Launch step ``step`` on ``buffers`` (:func:`_adam_buffers`), grad padded with 1; the
+    corrections ``1 - beta ** step`` are computed in the betas' own type."""
+    t = trial.dtype.type
+    (_, d_p), (_, d_m), (_, d_v) = buffers
+    launch(kernel, trial, d_p, padded(grad, trial.threads_per_block, 1)[1], d_m, d_v, t(lr),
+           t(beta1), t(beta2), t(eps), t(1 - beta1**step), t(1 - beta2**step), t(weight_decay))
+
+
 def _first_wrong_step(kernel, trial: Trial, p0, grads, floats) -> str:
     """'; already wrong after step 1' or '; right until step 1, wrong from step 2': where a
     kernel that matches no known mistake goes wrong, found by running the steps one by one."""
-    t = trial.dtype.type
-    lr, beta1, beta2, eps, weight_decay = floats
-    _, d_p = padded(p0.copy(), trial.threads_per_block, 0)
-    _, d_m = padded(np.zeros(trial.n, trial.dtype), trial.threads_per_block, 0)
-    _, d_v = padded(np.zeros(trial.n, trial.dtype), trial.threads_per_block, 0)
+    buffers = _adam_buffers(trial, p0)
     zeros = np.zeros(trial.n)
     for step, grad in enumerate(grads, start=1):
-        _, d_g = padded(grad, trial.threads_per_block, 1)
-        launch(kernel, trial, d_p, d_g, d_m, d_v, t(lr), t(beta1), t(beta2), t(eps),
-               t(1 - beta1**step), t(1 - beta2**step), t(weight_decay))
+        _adam_launch(kernel, trial, buffers, grad, step, *floats)
         want = _adam_steps(p0, grads[:step], zeros, zeros, *floats)[0]
-        if not np.allclose(d_p.copy_to_host(), want, **ADAM_TOLERANCE):
+        if not np.allclose(buffers[0][1].copy_to_host(), want, **ADAM_TOLERANCE):
             return ("; already wrong after step 1" if step == 1
                     else f"; right until step {step - 1}, wrong from step {step}")
     return ""
@@ -564,14 +567,6 @@ def _as_batches(batches, n: int, where: str) -> list[np.ndarray]:
                 f", outside 0..{n - 1} {where}.", MINIBATCH_STUB_HINT)
         result.append(array.astype(np.int64))
     return result
-
-
-def _unmixed(batches: list[np.ndarray]) -> bool:
-    """True when every batch of 2 or more holds neighbouring samples only (its indices span
-    less than twice its size): with data stored class by class, every batch one or two
-    classes. A real shuffle of 3 or more batches essentially never does that."""
-    sized = [b for b in batches if b.size >= 2]
-    return bool(sized) and all(int(b.max() - b.min()) < 2 * b.size for b in sized)
 
 
 # "Not a random draw": at least this share of the steps from one sample of the epoch's order to
@@ -635,10 +630,6 @@ class Minibatches:
         return self.n % self.batch_size
 
     @property
-    def partial_dropped(self) -> bool:
-        return bool(self.rest) and len(self.order) == self.full * self.batch_size
-
-    @property
     def counts(self) -> np.ndarray:
         """How many times each sample is in the batches."""
         return np.bincount(self.order, minlength=self.n)
@@ -667,15 +658,14 @@ class Minibatches:
 
     @property
     def unmixed(self) -> bool:
-        """Batches of neighbouring samples (:func:`_unmixed`), of the right sizes in any
-        order: shuffled only inside each batch, or only the order of the stored order's
-        slices."""
-        return sorted(self.sizes) == sorted(self.expected_sizes) and _unmixed(self.batches)
-
-    @property
-    def slices_in_order(self) -> bool:
-        """Every batch starts where the stored order's slice of its place does."""
-        return all(b.min() == k * self.batch_size for k, b in enumerate(self.batches))
+        """Batches of the right sizes in any order, each of 2 or more holding neighbouring
+        samples only (its indices span less than twice its size): with data stored class by
+        class, every batch one or two classes. A real shuffle of 3 or more batches essentially
+        never does that; shuffling only inside each batch, or only the order of the stored
+        order's slices, always does."""
+        sized = [b for b in self.batches if b.size >= 2]
+        return (sorted(self.sizes) == sorted(self.expected_sizes) and bool(sized)
+                and all(int(b.max() - b.min()) < 2 * b.size for b in sized))
 
     @property
     def same_step(self) -> tuple[int, int, int] | None:
@@ -701,7 +691,8 @@ def _not_a_random_draw(e: Minibatches) -> str:
 # What the usual wrong mini-batches give, in the order they are tried, on the batches of the
 # seed's generator (after the result is read as batches of indices: :func:`_as_batches`).
 MINIBATCH_MISTAKES = (
-    Mistake("the partial batch dropped", lambda e: e.partial_dropped,
+    Mistake("the partial batch dropped",
+            lambda e: bool(e.rest) and len(e.order) == e.full * e.batch_size,
             lambda e: f"{e.rest} samples are never used: the last, partial batch is missing",
             "keep the remainder as a smaller last batch: every sample must be seen once per "
             "epoch."),
@@ -717,7 +708,8 @@ MINIBATCH_MISTAKES = (
             "shuffle the indices with the generator you are given: digits stored class by "
             "class would give batches of one class each."),
     Mistake("shuffling only inside each batch (every batch still neighbouring samples)",
-            lambda e: e.unmixed and e.slices_in_order,
+            lambda e: e.unmixed and all(b.min() == k * e.batch_size  # slices in order
+                                        for k, b in enumerate(e.batches)),
             "the samples are shuffled only inside each batch: the batches still come in the "
             "stored order, so each batch holds neighbouring samples only", MIX_HINT),
     Mistake("shuffling only the order of the batches (every batch still neighbouring samples)",
@@ -1131,15 +1123,11 @@ FORWARD_KERNELS = ("matmul", "bias_activation", "softmax_cross_entropy")
 @dataclass
 class TrainedRun:
     """A run of :func:`train_with_your_kernels` with this chapter's kernels in it, none of
-    which crashed: the evidence the training check's mistakes are told from. The run is the
-    case (check_training trains nothing) and its failures name the step, so ``where`` is
-    empty."""
+    which crashed: the evidence the training check's mistakes are told from. It has no
+    ``where``: the run is the case (check_training trains nothing) and its failures name the
+    step."""
 
     run: YourTraining
-
-    @property
-    def where(self) -> str:
-        return ""
 
     @property
     def side(self):

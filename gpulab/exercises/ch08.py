@@ -188,17 +188,14 @@ class Parts:
         return f"widths {list(self.widths)}, {self.gpu}"
 
 
-def _random_widths(rng: np.random.Generator, sizes: tuple[int, int]) -> list[int]:
-    low, high = np.log(sizes[0]), np.log(sizes[1])
-    return [int(np.exp(rng.uniform(low, high))) for _ in range(int(rng.integers(2, 6)))]
-
-
 def _random_case(rng: np.random.Generator, sizes=WIDTH_RANGE) -> Parts:
     """A small MLP on a random GPU that is launch-bound for the first few batch sizes (so that
-    the question has an answer above 1)."""
+    the question has an answer above 1); the wide ones' widths are drawn log-uniform."""
+    low, high = np.log(sizes[0]), np.log(sizes[1])
     while True:
         widths = ([int(w) for w in rng.integers(*sizes, size=int(rng.integers(2, 5)))]
-                  if sizes == WIDTH_RANGE else _random_widths(rng, sizes))
+                  if sizes == WIDTH_RANGE else
+                  [int(np.exp(rng.uniform(low, high))) for _ in range(int(rng.integers(2, 6)))])
         parts = Parts.of(widths, str(rng.choice(list(hardware.GPUS))))
         if parts.napkin_crossover() >= 6:
             return parts
@@ -326,27 +323,20 @@ CROSSOVER_ANSWERS = (
 @dataclass
 class Crossovers:
     """Exercise 1's evidence: the learner's answer (``got``) and the model's (``want``) for
-    every case."""
+    every case, and the first ``case`` the answer is wrong in (its index ``wrong``; -1 if
+    none)."""
 
     seed: int
     cases: list[Parts]
     got: list[float]
     want: list[int]
 
-    @property
-    def wrong(self) -> int:
-        """The first case the answer is wrong in (-1 if none)."""
-        return next((k for k, (p, g, w) in enumerate(zip(self.cases, self.got, self.want,
-                                                         strict=True))
-                     if not within(g, w) and not within(g, p.napkin_crossover())), -1)
-
-    @property
-    def case(self) -> Parts:
-        return self.cases[self.wrong]
-
-    @property
-    def where(self) -> str:
-        return f"{self.case}; seed={self.seed}"
+    def __post_init__(self):
+        self.wrong = next((k for k, (p, g, w) in enumerate(zip(self.cases, self.got, self.want,
+                                                               strict=True))
+                           if not within(g, w) and not within(g, p.napkin_crossover())), -1)
+        self.case = self.cases[self.wrong]
+        self.where = f"{self.case}; seed={self.seed}"
 
     def explained_by(self, answer: WrongAnswer) -> bool:
         values = [answer.value(p) for p in self.cases]
@@ -360,13 +350,13 @@ class Crossovers:
                 f"{plain(self.got[k])}")
 
 
-def _named(answer: WrongAnswer, evidence_type: str) -> Mistake:
+def _named(answer: WrongAnswer) -> Mistake:
     return Mistake(answer.did, lambda e: e.explained_by(answer),
                    lambda e: f"{e.said()}, which is what {answer.did} gives, in every case drawn",
                    answer.hint)
 
 
-LAUNCH_BOUND_MISTAKES = tuple(_named(a, "crossover") for a in CROSSOVER_ANSWERS) + (
+LAUNCH_BOUND_MISTAKES = tuple(map(_named, CROSSOVER_ANSWERS)) + (
     Mistake("a time (or a share of one) instead of a batch size",
             lambda e: e.got[e.wrong] < 1,
             lambda e: f"{e.said()}: less than one sample",
@@ -506,7 +496,7 @@ class Throughputs:
     cases: list[Parts]
     got: list[dict]
     want: list[dict]
-    first: tuple[int, int] = field(init=False, default=(-1, 0))
+    first: tuple[int, int] = field(init=False, default=(-1, 0))  # (case, batch) first wrong
 
     def __post_init__(self):
         for k, (parts, got, want) in enumerate(zip(self.cases, self.got, self.want,
@@ -515,12 +505,9 @@ class Throughputs:
                      and not within(got[b], parts.napkin_throughput(b))]
             if wrong:
                 self.first = (k, wrong[0])
-                return
-
-    @property
-    def where(self) -> str:
+                break
         k, batch = self.first
-        return f"{self.cases[k]}, batch {plain(batch)}; seed={self.seed}"
+        self.where = f"{self.cases[k]}, batch {plain(batch)}; seed={self.seed}"
 
     def explained_by(self, answer: WrongAnswer) -> bool:
         defined = False
@@ -540,7 +527,7 @@ class Throughputs:
                 f"{plain(self.got[k][batch])}")
 
 
-THROUGHPUT_MISTAKES = tuple(_named(a, "throughput") for a in THROUGHPUT_ANSWERS) + (
+THROUGHPUT_MISTAKES = tuple(map(_named, THROUGHPUT_ANSWERS)) + (
     Mistake("another answer", lambda e: True,
             lambda e: f"{e.said()} (more than a factor {TOLERANCE} away)", THROUGHPUT_STUB_HINT),
 )
@@ -593,8 +580,7 @@ def check_throughput(function, seed: int | None = None) -> str:
         THROUGHPUT.reject(evidence)
     checked = sum(len(g) for g in got)
     return (f"all {checked} predictions within a factor {TOLERANCE} of the model (or the "
-            f"napkin), "
-            f"batches 1 to {plain(1 << 20)} (seed={seed}).")
+            f"napkin), batches 1 to {plain(1 << 20)} (seed={seed}).")
 
 
 # --- exercise 3: one launch for any batch ------------------------------------------------------
@@ -655,7 +641,6 @@ EVALUATE_TRACE_BLOCKS, EVALUATE_TRACE_THREADS = 2, 32
 EVALUATE_TRACE_BATCH, EVALUATE_TRACE_CLASSES = (150, 230), 4
 
 
-
 def _hard_coded_count(source: KernelSource | None) -> str | None:
     """The first line that types a count into the kernel: a whole number > 1 in a call to
     ``range`` or in a comparison (``range(first, 1000, step)``, ``if s < 300``)."""
@@ -690,13 +675,9 @@ class BatchCase:
     trial: Trial
     classes: int
 
-    @property
-    def where(self) -> str:
-        return f"{self.classes} classes, {self.trial}"
-
-    @property
-    def n(self) -> int:
-        return self.trial.n
+    def __post_init__(self):
+        self.where = f"{self.classes} classes, {self.trial}"
+        self.n = self.trial.n
 
 
 @dataclass
@@ -710,74 +691,42 @@ class Evaluated(BatchCase):
     correct: np.ndarray
     source: KernelSource | None = None
 
-    @property
-    def grid(self) -> int:
-        return self.trial.grid_threads
-
-    @property
-    def wide(self) -> np.ndarray:
-        return self.logits.astype(np.float64)
-
-    @property
-    def row_max(self) -> np.ndarray:
-        return self.wide.max(axis=1)
-
-    @property
-    def log_sum_exp(self) -> np.ndarray:
-        """log(sum exp(z - m)) per row (without m added back)."""
-        return np.log(np.exp(self.wide - self.row_max[:, None]).sum(axis=1))
+    def __post_init__(self):
+        super().__post_init__()
+        self.grid = self.trial.grid_threads
+        self.wide = self.logits.astype(np.float64)
+        self.row_max = self.wide.max(axis=1)
+        self.big_rows = np.abs(self.row_max) > BIG_LOGIT / 2
+        # log(sum exp(z - m)) per row (without m added back)
+        self.log_sum_exp = np.log(np.exp(self.wide - self.row_max[:, None]).sum(axis=1))
+        self.want_losses = self.loss_with(self.wide[np.arange(self.n), self.labels])
+        self.predicted = np.argmax(self.logits, axis=1)
+        self.want_correct = (self.predicted == self.labels).astype(np.int32)
+        self.unhandled = np.isnan(self.losses) & (self.correct == UNWRITTEN)
+        self.bad_losses = ~self.same(self.want_losses)
+        self.bad_correct = self.correct != self.want_correct
+        self.wrong = bool(self.bad_losses.any() or self.bad_correct.any())
 
     def loss_with(self, logit_of: np.ndarray) -> np.ndarray:
         """The loss if the logit subtracted were ``logit_of`` (one per row)."""
         return self.log_sum_exp + self.row_max - logit_of
 
-    @property
-    def want_losses(self) -> np.ndarray:
-        return self.loss_with(self.wide[np.arange(self.n), self.labels])
-
-    @property
-    def predicted(self) -> np.ndarray:
-        return np.argmax(self.logits, axis=1)
-
-    @property
-    def want_correct(self) -> np.ndarray:
-        return (self.predicted == self.labels).astype(np.int32)
-
-    def close(self, values, mask=None, row_max=None) -> bool:
-        """Are the losses written ``values`` (to float32 rounding of the scale of the rows
+    def same(self, values, row_max=None) -> np.ndarray:
+        """Which losses written are ``values`` (to float32 rounding of the scale of the rows
         they come from: ``row_max``, by default each sample's own)?"""
         row_max = self.row_max if row_max is None else row_max
         tolerance = 32 * float(np.finfo(np.float32).eps) * (np.abs(row_max) + np.abs(values)
                                                             + 1)
         with np.errstate(invalid="ignore"):
-            same = np.abs(self.losses - values) <= tolerance
-        return bool(same.all() if mask is None else same[mask].all())
+            return np.abs(self.losses - values) <= tolerance
 
-    @property
-    def unhandled(self) -> np.ndarray:
-        return np.isnan(self.losses) & (self.correct == UNWRITTEN)
+    def close(self, values, mask=None, row_max=None) -> bool:
+        """Are all the losses written (those of ``mask``) ``values`` (:meth:`same`)?"""
+        same = self.same(values, row_max)
+        return bool(same.all() if mask is None else same[mask].all())
 
     def handled_exactly(self, handled: np.ndarray) -> bool:
         return bool(self.unhandled.any()) and np.array_equal(~self.unhandled, handled)
-
-    def bad_losses(self) -> np.ndarray:
-        want = self.want_losses
-        tolerance = 32 * float(np.finfo(np.float32).eps) * (np.abs(self.row_max) + np.abs(want)
-                                                            + 1)
-        with np.errstate(invalid="ignore"):
-            return ~(np.abs(self.losses - want) <= tolerance)
-
-    @property
-    def bad_correct(self) -> np.ndarray:
-        return self.correct != self.want_correct
-
-    @property
-    def wrong(self) -> bool:
-        return bool(self.bad_losses().any() or self.bad_correct.any())
-
-    @property
-    def big_rows(self) -> np.ndarray:
-        return np.abs(self.row_max) > BIG_LOGIT / 2
 
     def step_larger_than_grid(self) -> int | None:
         """The step P > grid if exactly the samples s with s mod P < grid were handled."""
@@ -805,7 +754,7 @@ class Evaluated(BatchCase):
         return shown + (", ..." if len(missing) > count else "")
 
     def said_losses(self) -> str:
-        bad = np.flatnonzero(self.bad_losses())
+        bad = np.flatnonzero(self.bad_losses)
         s = int(bad[0])
         return (f"{len(bad)} of {self.n} losses are wrong; the first is losses[{s}]: expected "
                 f"{self.want_losses[s]:.6g}, got {self.losses[s]:.6g}")
@@ -900,7 +849,7 @@ EVALUATE_MISTAKES = (
     Mistake("the loss of class 0, not the label's", lambda e: e.close(e.loss_with(e.wide[:, 0])),
             "the losses are those of class 0, whatever the label",
             "the loss measures how unlikely the *label* is: labels[s] picks its column."),
-    Mistake("any other wrong losses", lambda e: bool(e.bad_losses().any()),
+    Mistake("any other wrong losses", lambda e: bool(e.bad_losses.any()),
             lambda e: e.said_losses(), LOSS_HINT),
     Mistake("correct holds the predicted class, not 1 or 0",
             lambda e: np.array_equal(e.correct, e.predicted),
@@ -1053,6 +1002,8 @@ def _batch_problem(rng: np.random.Generator, batch: int, classes: int):
 
 def _launch_evaluate(kernel, trial: Trial, source: KernelSource, classes: int
                      ) -> Evaluated:
+    """One launch on padded arrays; an error in the simulator is named
+    (:data:`EVALUATE_CRASH_MISTAKES`) or raised as it is."""
     logits, labels = _batch_problem(trial.rng, trial.n, classes)
     _, d_logits = padded(logits, trial.padding, np.float32(0))
     _, d_labels = padded(labels, trial.padding, np.int64(0))
@@ -1063,36 +1014,16 @@ def _launch_evaluate(kernel, trial: Trial, source: KernelSource, classes: int
         launch(kernel, trial, d_logits, d_labels, d_losses, d_correct,
                index_hint=EVALUATE_GUARD_HINT)
     except KernelError as error:
-        _explain_evaluate_error(error, trial, source, classes)
+        _, said, _ = explain_exception(error, trial, EVALUATE_GUARD_HINT)
+        failure = diagnose(EVALUATE_CRASH_MISTAKES, EvaluateCrash(
+            trial, classes, error.cause, said.replace(f" ({trial}).", ""), source))
+        if failure is None:
+            raise
+        raise failure from None
     losses = read_back(d_losses_all, (trial.n,), trial, what="losses", hint=EVALUATE_GUARD_HINT)
     correct = read_back(d_correct_all, (trial.n,), trial, fill=UNWRITTEN, what="correct",
                         hint=EVALUATE_GUARD_HINT)
     return Evaluated(trial, classes, logits, labels, losses, correct, source)
-
-
-def _explain_evaluate_error(error: KernelError, trial: Trial, source: KernelSource,
-                            classes: int) -> None:
-    """Name what an error in the learner's kernel means here (:data:`EVALUATE_CRASH_MISTAKES`),
-    or raise it as it is."""
-    _, said, _ = explain_exception(error, trial, EVALUATE_GUARD_HINT)
-    said = said.replace(f" ({trial}).", "")
-    failure = diagnose(EVALUATE_CRASH_MISTAKES,
-                       EvaluateCrash(trial, classes, error.cause, said, source))
-    if failure is None:
-        raise error
-    raise failure from None
-
-
-def _under_another_block(run, trial: Trial, source: KernelSource) -> None:
-    """``run`` the check's batches again under another block size; a failure there (right
-    under the first only) says so (:data:`EVALUATE_BLOCK_MISTAKES`), and names a hard-coded
-    block size when the source shows one."""
-    other = trial.other_block()
-    try:
-        run(other)
-    except CheckFailedError as failure:
-        raise diagnose(EVALUATE_BLOCK_MISTAKES, OneBlockSizeOnly(
-            trial.threads_per_block, other.threads_per_block, failure, source)) from None
 
 
 def _check_evaluate_method(kernel, seed: int, source: KernelSource) -> None:
@@ -1141,7 +1072,7 @@ def check_evaluate_batch(kernel, seed: int | None = None,
     classes = int(first.rng.integers(*EVALUATE_CLASSES))
     batches: list[int] = []
 
-    def run(trial: Trial) -> Trial:
+    def run(trial: Trial) -> None:
         threads = trial.threads_per_block
         grid = EVALUATE_BLOCKS[tier] * threads
         rng = np.random.default_rng([seed, threads])
@@ -1150,11 +1081,15 @@ def check_evaluate_batch(kernel, seed: int | None = None,
                          EVALUATE_BLOCKS[tier])
             reject(EVALUATE_MISTAKES, _launch_evaluate(kernel, each, source, classes))
             batches.append(batch)
-        return trial
 
     run(first)
     if not threads_per_block:
-        _under_another_block(run, first, source)
+        other = first.other_block()
+        try:
+            run(other)
+        except CheckFailedError as failure:
+            raise diagnose(EVALUATE_BLOCK_MISTAKES, OneBlockSizeOnly(
+                first.threads_per_block, other.threads_per_block, failure, source)) from None
     sizes = ", ".join(map(str, batches))
     return (f"every sample's loss and correct right for batches of {sizes} samples "
             f"({classes} classes), all on one fixed grid of {EVALUATE_BLOCKS[tier]} blocks, "

@@ -8,13 +8,11 @@ kernel that accumulates on the device.
 - :func:`check_accumulate`: exercise 3, the kernel ``accumulate(grad_sum, grad_micro,
   weight)``. Once it passes, :func:`accumulate_on_device` runs the chapter's micro-batches
   with it (:func:`gpulab.kernels.accumulate.accumulate_gradients`).
-
-Widths, batches, sizes, block sizes and values are random; a failure names the seed to repeat
-it.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,10 +20,8 @@ import numpy as np
 from gpulab import device
 from gpulab.exercises.evidence import TracedWrites, is_number, is_whole
 from gpulab.exercises.mistakes import Mistake, reject
-from gpulab.exercises.results import (
-    GLOBAL_INDEX_HINT,
-    offer_trace,
-)
+from gpulab.exercises.outputs import PAD_VALUE
+from gpulab.exercises.results import GLOBAL_INDEX_HINT, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded, read_back
 from gpulab.exercises.source_rules import KernelSource, plain_writes_to
 from gpulab.exercises.spec import CheckSpec, traced, try_launch, under_two_blocks
@@ -58,19 +54,12 @@ class Bytes:
     got: object
     seed: int
 
-    @property
-    def where(self) -> str:
-        return (f"widths {self.widths}, batch {self.batch}, itemsize {self.itemsize}, "
-                f"seed={self.seed}")
-
-    @property
-    def values(self) -> int:
-        """The values kept, for the whole batch."""
-        return memory.mlp_activation_values(self.widths, self.batch)
-
-    @property
-    def expected(self) -> int:
-        return self.values * self.itemsize
+    def __post_init__(self):
+        self.where = (f"widths {self.widths}, batch {self.batch}, itemsize {self.itemsize}, "
+                      f"seed={self.seed}")
+        self.values = memory.mlp_activation_values(self.widths, self.batch)  # the whole batch's
+        self.expected = self.values * self.itemsize
+        self.hidden = self.widths[1:-1]
 
     @property
     def summary(self) -> str:
@@ -85,17 +74,10 @@ class Bytes:
         """The right count less ``per_sample`` values for every sample (and not the right one)."""
         return per_sample > 0 and self.is_(self.values - self.batch * per_sample)
 
-    @property
-    def hidden(self) -> list[int]:
-        return self.widths[1:-1]
-
-
-def _one_layer(e: Bytes) -> bool:
-    """Z and A counted for the first hidden layer only, in a network with several."""
-    if len(e.hidden) < 2:
-        return False
-    per_sample = e.widths[0] + 2 * e.widths[1] + 2 * e.widths[-1] + 1
-    return e.is_(e.batch * per_sample)
+    def one_layer(self) -> bool:
+        """Z and A counted for the first hidden layer only, in a network with several."""
+        per_sample = self.widths[0] + 2 * self.widths[1] + 2 * self.widths[-1] + 1
+        return len(self.hidden) >= 2 and self.is_(self.batch * per_sample)
 
 
 ACTIVATION_MISTAKES = (
@@ -148,7 +130,7 @@ ACTIVATION_MISTAKES = (
     Mistake("the logits counted twice", lambda e: e.is_(e.values + e.batch * e.widths[-1]),
             lambda e: f"{e.summary}: the logits are counted twice",
             "the last layer's output is the logits: count it once."),
-    Mistake("one hidden layer counted instead of every layer", _one_layer,
+    Mistake("one hidden layer counted instead of every layer", Bytes.one_layer,
             lambda e: f"{e.summary}: that counts Z and A of one hidden layer only",
             "count a Z for every layer and an A for every hidden layer, whatever the depth "
             "(the check draws one to four hidden layers)."),
@@ -179,9 +161,8 @@ def check_activation_bytes(function, seed: int | None = None) -> str:
                            stub_hint=ACTIVATION_STUB_HINT,
                            call=f"activation_bytes({widths}, {batch}, {itemsize})")
         answer = Bytes(list(widths), batch, itemsize, got, seed)
-        if is_whole(got) and int(got) == answer.expected:
-            continue
-        ACTIVATION_BYTES.reject(answer)
+        if not (is_whole(got) and int(got) == answer.expected):
+            ACTIVATION_BYTES.reject(answer)
     return f"all {len(cases)} networks right (seed={seed})."
 
 
@@ -209,25 +190,21 @@ def _gradients(model: MLP, X, y) -> dict[str, np.ndarray]:
     return model.gradients()
 
 
-def _combine(parts: list[dict[str, np.ndarray]], weights) -> dict[str, np.ndarray]:
-    return {name: sum(w * p[name] for w, p in zip(weights, parts, strict=True))
-            for name in parts[0]}
-
-
 def _close(got: dict, want: dict, scale: float) -> bool:
     return all(np.allclose(got[name], want[name], rtol=1e-7, atol=1e-9 * scale)
                for name in want)
 
 
 class _Recorder:
-    """Wraps a model's ``loss`` and ``backward`` to record every forward pass (its samples) and
-    count the backward passes."""
+    """Wraps a model's ``loss`` and ``backward`` (in place) to record every forward pass (its
+    samples) and count the backward passes."""
 
     def __init__(self, model: MLP):
         self.inputs: list[np.ndarray] = []
         self.labels: list[np.ndarray] = []
         self.backwards = 0
         self.model_loss, self.model_backward = model.loss, model.backward
+        model.loss, model.backward = self.loss, self.backward
 
     def loss(self, X, y):
         self.inputs.append(np.array(X, copy=True))
@@ -237,10 +214,6 @@ class _Recorder:
     def backward(self, *args, **kwargs):
         self.backwards += 1
         return self.model_backward(*args, **kwargs)
-
-    @property
-    def sizes(self) -> list[int]:
-        return [int(x.shape[0]) if x.ndim else 1 for x in self.inputs]
 
 
 @dataclass
@@ -258,60 +231,38 @@ class Accumulation:
     got: object
     want: dict
     changed: bool = False
-    _part_gradients: list | None = field(default=None, repr=False)
 
-    @property
-    def n(self) -> int:
-        return len(self.y)
-
-    @property
-    def where(self) -> str:
-        return f"widths {self.widths}, {self.n} samples, {self.k} micro-batches, seed={self.seed}"
-
-    @property
-    def size(self) -> int:
-        """The largest part of a right split: n / k rounded up."""
-        return -(-self.n // self.k)
-
-    @property
-    def sizes(self) -> list[int]:
-        return self.recorder.sizes
-
-    @property
-    def passes(self) -> int:
-        return len(self.sizes)
-
-    @property
-    def keys_right(self) -> bool:
-        return isinstance(self.got, dict) and set(self.got) == set(self.want)
+    def __post_init__(self):
+        self.n = len(self.y)
+        self.where = (f"widths {self.widths}, {self.n} samples, {self.k} micro-batches, "
+                      f"seed={self.seed}")
+        self.size = -(-self.n // self.k)  # the largest part of a right split
+        self.sizes = [int(x.shape[0]) if x.ndim else 1 for x in self.recorder.inputs]
+        self.passes = len(self.sizes)
+        self.parts = ", ".join(map(str, self.sizes))
+        self.samples_seen = sum(self.sizes)
+        self.keys_right = isinstance(self.got, dict) and set(self.got) == set(self.want)
+        self.scale = max(float(np.max(np.abs(g))) for g in self.want.values())
 
     @property
     def shapes_wrong(self) -> list[str]:
         return [name for name in self.want if np.shape(self.got[name]) != self.want[name].shape]
 
     @property
-    def split_right(self) -> bool:
-        """At most k forward passes, none larger than a right micro-batch."""
-        return 0 < self.passes <= self.k and max(self.sizes) <= self.size
-
-    @property
     def parts_of_k(self) -> bool:
         """Parts of about k samples each (the last may be smaller), though the split is not
-        right: k used as the size of a part (or n / k as the number of parts)."""
-        return (not self.split_right and self.passes != self.k and self.passes > 1
+        right (at most k passes, none larger than a right micro-batch): k used as the size of
+        a part (or n / k as the number of parts)."""
+        split_right = 0 < self.passes <= self.k and max(self.sizes) <= self.size
+        return (not split_right and self.passes != self.k and self.passes > 1
                 and all(self.k - 1 <= s <= self.k + 1 for s in self.sizes[:-1])
                 and self.sizes[-1] <= self.k + 1)
 
-    def _rows(self, arrays: list[np.ndarray]) -> list[bytes]:
-        return sorted(np.ascontiguousarray(row).tobytes() for a in arrays for row in a)
-
-    @property
-    def samples_seen(self) -> int:
-        return sum(self.sizes)
-
     @property
     def each_sample_once(self) -> bool:
-        return self._rows(self.recorder.inputs) == self._rows([self.X])
+        def rows(arrays):
+            return sorted(np.ascontiguousarray(row).tobytes() for a in arrays for row in a)
+        return rows(self.recorder.inputs) == rows([self.X])
 
     @property
     def same_samples(self) -> bool:
@@ -319,23 +270,21 @@ class Accumulation:
         return len(inputs) > 1 and all(
             x.shape == inputs[0].shape and np.array_equal(x, inputs[0]) for x in inputs[1:])
 
-    @property
-    def scale(self) -> float:
-        return max(float(np.max(np.abs(g))) for g in self.want.values())
-
-    @property
+    @functools.cached_property
     def part_gradients(self) -> list[dict]:
         """The gradients of each forward pass the learner ran, from the same weights."""
-        if self._part_gradients is None:
-            self._part_gradients = [_gradients(self.reference.copy(), x, y) for x, y in
-                                    zip(self.recorder.inputs, self.recorder.labels, strict=True)]
-        return self._part_gradients
+        return [_gradients(self.reference.copy(), x, y)
+                for x, y in zip(self.recorder.inputs, self.recorder.labels, strict=True)]
 
     def weighted(self, weights) -> bool:
         """Are the learner's gradients, though wrong, the parts' gradients with these
         weights?"""
-        return self.keys_right and not self.right and _close(
-            self.floats, _combine(self.part_gradients, weights), self.scale)
+        if not self.keys_right or self.right:
+            return False
+        parts = self.part_gradients
+        combined = {name: sum(w * p[name] for w, p in zip(weights, parts, strict=True))
+                    for name in parts[0]}
+        return _close(self.floats, combined, self.scale)
 
     @property
     def right(self) -> bool:
@@ -344,10 +293,6 @@ class Accumulation:
     @property
     def floats(self) -> dict:
         return {name: np.asarray(value, dtype=np.float64) for name, value in self.got.items()}
-
-    @property
-    def parts(self) -> str:
-        return ", ".join(map(str, self.sizes))
 
 
 ACCUMULATION_MISTAKES = (
@@ -458,7 +403,6 @@ def check_accumulated_gradients(function, seed: int | None = None) -> str:
         reference = MLP(widths, dtype=np.float64, seed=seed)
         model = reference.copy()
         recorder = _Recorder(model)
-        model.loss, model.backward = recorder.loss, recorder.backward
         before = model.state()
         got = call_learner(function, model, X.copy(), y.copy(), k,
                            stub_hint=ACCUMULATION_STUB_HINT,
@@ -495,76 +439,45 @@ ONCE_HINT = (
 SUM_SIZE_RANGE = {"sim": (150, 450), "gpu": (2_000, 20_000)}
 # The small launch the method is traced on (every access is recorded).
 SUM_TRACE_THREADS, SUM_TRACE_SIZES = 32, (65, 95)
-PAD_VALUE = 100.0  # past the end of grad_micro: seen only by a kernel without a guard
-
-
-def _micro_batches(rng: np.random.Generator) -> tuple[int, list[int]]:
-    """A batch size and its micro-batches' sizes (3 or 4 parts, not all equal)."""
-    k = int(rng.integers(3, 5))
-    batch = k * int(rng.integers(8, 60)) + int(rng.integers(1, k))
-    return batch, [len(p) for p in np.array_split(np.arange(batch), k)]
 
 
 @dataclass
 class Sums:
     """The running sum after launch ``call`` (1-based) of ``calls`` of the accumulation
     kernel: ``got``, the right sum before it (``before``), the micro-batches' gradients and
-    weights so far (this launch's last), and whether the launch changed grad_micro."""
+    weights (``g`` and ``w``: this launch's, number ``call``), whether the launch changed
+    grad_micro, and grad_sum after every launch (``history``)."""
 
     trial: Trial
     call: int
     calls: int
     got: np.ndarray
     before: np.ndarray
-    grads: np.ndarray  # (micro-batches so far, n)
-    weights: np.ndarray  # float32, one per micro-batch so far
+    grads: np.ndarray  # (micro-batches, n)
+    weights: np.ndarray  # float32, one per micro-batch
     micro_changed: bool = False
     micro_writes: list[str] = field(default_factory=list)  # source lines that write grad_micro
-    history: list = field(default_factory=list)  # grad_sum after every launch, all of them
-    all_grads: np.ndarray | None = None  # every micro-batch's gradient, and weight
-    all_weights: np.ndarray | None = None
+    history: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.g, self.w = self.grads[self.call - 1], self.weights[self.call - 1]
+        self.eps = float(np.finfo(self.trial.dtype).eps)
+        self.expected = (self.before + self.w * self.g).astype(self.trial.dtype)
+        self.tolerance = 4 * self.eps * (np.abs(self.before) + np.abs(self.w * self.g)) + 1e-30
+        self.bad = np.abs(self.got - self.expected) > self.tolerance
+        self.unchanged = (self.got == self.before) & self.bad
+        self.missing = np.flatnonzero(self.unchanged)
 
     def follows(self, update) -> bool:
         """Do the sums after every launch follow ``sum = update(sum, grad, weight)`` from
         zeros (a wrong formula, told apart over the launches in a row)?"""
         state = np.zeros(self.trial.n, np.float64)
-        for got, grad, weight in zip(self.history, self.all_grads, self.all_weights,
-                                     strict=False):
+        for got, grad, weight in zip(self.history, self.grads, self.weights, strict=False):
             state = update(state, grad.astype(np.float64), float(weight))
             scale = np.abs(state) + np.abs(grad) + 1e-6
             if not (np.abs(got - state) <= 1e-5 * scale).all():
                 return False
         return True
-
-    @property
-    def g(self) -> np.ndarray:
-        return self.grads[-1]
-
-    @property
-    def w(self):
-        return self.weights[-1]
-
-    @property
-    def expected(self) -> np.ndarray:
-        return (self.before + self.w * self.g).astype(self.trial.dtype)
-
-    @property
-    def tolerance(self) -> np.ndarray:
-        eps = float(np.finfo(self.trial.dtype).eps)
-        return 4 * eps * (np.abs(self.before) + np.abs(self.w * self.g)) + 1e-30
-
-    def near(self, value, mask=None) -> bool:
-        close = np.abs(self.got - value) <= np.maximum(self.tolerance, 8 * float(np.finfo(
-            self.trial.dtype).eps) * np.abs(value))
-        return bool(close.all() if mask is None else close[mask].all())
-
-    @property
-    def bad(self) -> np.ndarray:
-        return np.abs(self.got - self.expected) > self.tolerance
-
-    @property
-    def unchanged(self) -> np.ndarray:
-        return (self.got == self.before) & self.bad
 
     @property
     def said(self) -> str:
@@ -585,26 +498,19 @@ class Sums:
         whole = np.abs(times - np.round(times)) < 1e-3
         return bool(whole.all() and (np.round(times) >= 2).any())
 
-    @property
-    def missing(self) -> np.ndarray:
-        return np.flatnonzero(self.unchanged)
-
     def missing_from(self, start: int) -> bool:
         index = np.arange(self.trial.n)
         return self.unchanged.any() and np.array_equal(self.missing, index[index >= start])
 
     def shifted(self) -> bool:
+        """Every element but the first (or last) got its neighbour's gradient."""
         for shift in (1, -1):
-            moved = self.before + self.w * np.roll(self.g, shift)
-            inner = np.ones(self.trial.n, bool)
-            inner[0 if shift == 1 else -1] = False
-            if self.near(moved.astype(self.trial.dtype), inner):
+            moved = (self.before + self.w * np.roll(self.g, shift)).astype(self.trial.dtype)
+            close = np.abs(self.got - moved) <= np.maximum(self.tolerance,
+                                                           8 * self.eps * np.abs(moved))
+            if close[1:].all() if shift == 1 else close[:-1].all():
                 return True
         return False
-
-
-def _first_block_only(e: Sums) -> bool:
-    return e.missing_from(e.trial.threads_per_block) and e.trial.blocks > 1
 
 
 def _added_again(e: Sums) -> str:
@@ -652,7 +558,7 @@ SUM_MISTAKES = (
             lambda e: (f"{e.said}: the weight multiplied the running sum instead of the "
                        "micro-batch's gradient"), WEIGHT_ON_MICRO_HINT),
     Mistake("`threadIdx.x` alone as the index (only the first block's elements)",
-            _first_block_only,
+            lambda e: e.missing_from(e.trial.threads_per_block) and e.trial.blocks > 1,
             lambda e: (f"{e.said}: only the first block's elements "
                        f"(grad_sum[0..{e.trial.threads_per_block - 1}]) were updated"),
             GLOBAL_INDEX_HINT),
@@ -723,13 +629,15 @@ def _run_sums(kernel, trial: Trial, source: KernelSource) -> Trial:
     """Launch the kernel once per micro-batch of a random batch, on one device buffer, then
     reject the first launch that left a wrong sum (or changed grad_micro), with every
     launch's sum as evidence."""
-    batch, sizes = _micro_batches(trial.rng)
+    k = int(trial.rng.integers(3, 5))  # micro-batches of a batch, not all of the same size
+    batch = k * int(trial.rng.integers(8, 60)) + int(trial.rng.integers(1, k))
+    sizes = [len(p) for p in np.array_split(np.arange(batch), k)]
     weights = np.array([s / batch for s in sizes], dtype=trial.dtype)
     grads = np.stack([trial.normal() for _ in sizes])
     d_all, d_sum = padded(np.zeros(trial.n, trial.dtype), trial.padding, np.nan)
     history, changed = [], []
     for grad, weight in zip(grads, weights, strict=True):
-        d_micro_all, d_micro = padded(grad, trial.padding, PAD_VALUE)
+        d_micro_all, d_micro = padded(grad, trial.padding, PAD_VALUE)  # seen only unguarded
         launch(kernel, trial, d_sum, d_micro, weight)
         history.append(read_back(d_all, (trial.n,), trial, what="grad_sum"))
         changed.append(not np.array_equal(d_micro_all.copy_to_host()[:trial.n], grad))
@@ -737,8 +645,8 @@ def _run_sums(kernel, trial: Trial, source: KernelSource) -> Trial:
     micro_writes = plain_writes_to(source, names[1]) if len(names) > 1 else []
     total = np.zeros(trial.n, trial.dtype)
     for call, got in enumerate(history, start=1):
-        evidence = Sums(trial, call, len(sizes), got, total, grads[:call], weights[:call],
-                        changed[call - 1], micro_writes, history, grads, weights)
+        evidence = Sums(trial, call, len(sizes), got, total, grads, weights,
+                        changed[call - 1], micro_writes, history)
         if evidence.micro_changed or evidence.micro_writes or evidence.bad.any():
             reject(SUM_MISTAKES, evidence)
         total = got
@@ -758,12 +666,6 @@ def check_accumulate(kernel, seed: int | None = None, threads_per_block: int | N
                        size_range=SUM_SIZE_RANGE[device.tier()])
     trial = under_two_blocks(lambda t: _run_sums(kernel, t, source), trial, source,
                              once=bool(threads_per_block))
-    _check_sum_method(kernel, seed)
-    return (f"grad_sum right after every launch ({trial.n} elements, {trial.launched}, "
-            f"seed={trial.seed}), in place, each element written by one thread.")
-
-
-def _check_sum_method(kernel, seed: int) -> None:
     small = Trial.draw("check_accumulate", seed, np.float32, block=SUM_TRACE_THREADS,
                        size_range=SUM_TRACE_SIZES)
     grad_sum, grad_micro = small.normal(), small.normal()
@@ -776,6 +678,8 @@ def _check_sum_method(kernel, seed: int) -> None:
         writers.setdefault(index, []).extend(t for t in who if t not in writers[index])
     reads = {t: row["global_reads"] for t, row in trace.per_thread().items()}
     reject(SUM_METHOD_MISTAKES, SumTrace(small, writers, reads))
+    return (f"grad_sum right after every launch ({trial.n} elements, {trial.launched}, "
+            f"seed={trial.seed}), in place, each element written by one thread.")
 
 
 def try_accumulate(kernel) -> None:
@@ -860,12 +764,12 @@ def accumulate_on_device(kernel=None, widths=(64, 16, 10), batch_size: int = 128
     whole = MLP(widths, "relu", "numpy", seed=seed)
     want = _gradients(whole, X, y)
     got = {name: d.copy_to_host() for name, d in sums.items()}
+    parts = len(kernels.micro_batch_parts(batch_size, micro_batches))
     run = DeviceAccumulation(
-        whose, widths, batch_size, len(kernels.micro_batch_parts(batch_size, micro_batches)),
+        whose, widths, batch_size, parts,
         max(float(np.max(np.abs(got[name] - want[name]))) for name in want),
         max(float(np.max(np.abs(g))) for g in want.values()), len(sums),
-        sum(int(d.size) * d.dtype.itemsize for d in sums.values()),
-        len(sums) * len(kernels.micro_batch_parts(batch_size, micro_batches)), note)
+        sum(int(d.size) * d.dtype.itemsize for d in sums.values()), len(sums) * parts, note)
     if show:
         print(run.report())
     return run

@@ -79,17 +79,6 @@ def _scaler_steps(rng: np.random.Generator, interval: int) -> list[bool]:
     return [bool(s) for s in steps]
 
 
-def _as_count(value, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, (float, np.floating)) and float(value).is_integer():
-            raise CheckFailedError(
-                f"{what} is {value!r}, a float: a count of steps is a whole number.",
-                "keep the count an int: `clean_steps + 1` and `0`, not `1.0` or a division.")
-        raise CheckFailedError(f"{what} is {value!r:.60} (a {type(value).__name__}), not a whole "
-                               "number.", "return the count of clean steps as an int.")
-    return int(value)
-
-
 def _check_scaler_result(result, where: str):
     if not (isinstance(result, tuple) and len(result) == 3):
         raise CheckFailedError(
@@ -103,12 +92,19 @@ def _check_scaler_result(result, where: str):
     if not (math.isfinite(float(scale)) and float(scale) > 0):
         raise CheckFailedError(f"{where}: the scale became {scale!r}; a loss scale is a "
                                "positive, finite number.", SCALER_STUB_HINT)
-    clean = _as_count(clean, f"{where}: the count of clean steps")
+    if isinstance(clean, bool) or not isinstance(clean, (int, np.integer)):
+        what = f"{where}: the count of clean steps"
+        if isinstance(clean, (float, np.floating)) and float(clean).is_integer():
+            raise CheckFailedError(
+                f"{what} is {clean!r}, a float: a count of steps is a whole number.",
+                "keep the count an int: `clean_steps + 1` and `0`, not `1.0` or a division.")
+        raise CheckFailedError(f"{what} is {clean!r:.60} (a {type(clean).__name__}), not a whole "
+                               "number.", "return the count of clean steps as an int.")
     if not isinstance(take, (bool, np.bool_)):
         raise CheckFailedError(
             f"{where}: take_step is {take!r:.40} (a {type(take).__name__}); return True or "
             "False.", "take_step says whether the optimiser applies this step: a bool.")
-    return float(scale), clean, bool(take)
+    return float(scale), int(clean), bool(take)
 
 
 @dataclass
@@ -229,10 +225,8 @@ LOSS_SCALE = CheckSpec(
 
 @LOSS_SCALE.check
 def check_loss_scale_update(update, seed: int | None = None) -> str:
-    """The steps (:func:`_scaler_steps`): a growth, an overflow in the middle of a count, two
-    overflows in a row, a growth right after a back-off, then a random tail. At every step the
-    function is fed the state the reference is in, so that a mistake is reported where it
-    happens."""
+    """Along the steps of :func:`_scaler_steps`, the function is fed at every step the state the
+    reference is in, so that a mistake is reported where it happens."""
     rng = np.random.default_rng(seed)
     interval = int(rng.integers(3, 9))
     scale, clean = 2.0 ** int(rng.integers(10, 21)), 0
@@ -723,13 +717,12 @@ class AmaxRun:
         return values.index(got)
 
     def race_text(self) -> str:
-        name = "out"
         if self.race is not None:
             element, writers, count = self.race
             who = " and ".join(f"thread {t} of block {b}" for b, t in writers)
-            what = (f"{count} threads wrote {name}[{element}] without an atomic (e.g. {who})")
+            what = f"{count} threads wrote out[{element}] without an atomic (e.g. {who})"
         else:
-            what = f"threads update {name} with a plain write (`{self.plain_writes[0]}`)"
+            what = f"threads update out with a plain write (`{self.plain_writes[0]}`)"
         outcome = ("The simulator runs the blocks one after another, so the result happened to "
                    "come out right here; on a GPU, blocks that read out at the same time "
                    "overwrite each other's update." if self.right else
@@ -869,12 +862,11 @@ class AmaxTrace(GridStride):
         """(thread, element) of a thread that read an element again after others: a second
         pass."""
         for thread, order in self.order.items():
-            if len(set(order)) < len(order):
-                seen = set()
-                for i in order:
-                    if i in seen:
-                        return thread, i
-                    seen.add(i)
+            seen = set()
+            for i in order:
+                if i in seen:
+                    return thread, i
+                seen.add(i)
         return None
 
     @property
@@ -1010,14 +1002,11 @@ def _check_amax_method(kernel, seed: int) -> str:
 @AMAX.check
 def check_amax_nonfinite(kernel, seed: int | None = None,
                          threads_per_block: int | None = None) -> str:
-    """out starts at [0, 0]. Launched on a fixed grid (3 blocks in the simulator, 24 on a GPU)
-    with a block size drawn from two powers of two (32 or 64 in the simulator, 128 or 256 on a
-    GPU; a given one must be a power of two, as the tree halves it), then under the other, on
-    each of the four cases (:func:`_amax_cases`), x padded past its end with a value larger than
-    any in it. Then traced on a small launch (2 blocks of 32 threads, 150-250 values) for the
-    method (:func:`_check_amax_method`). The outputs and the source are judged first
-    (:data:`AMAX_MISTAKES`), then the trace (:data:`AMAX_METHOD_MISTAKES`); a plain write to out
-    is a race, found from the source and the simulator's record of writes even when the
+    """out starts at [0, 0]. Launched on a fixed grid (:data:`AMAX_GRID`) with a block size drawn
+    from the tier's two (:data:`AMAX_BLOCKS`; a given one must be a power of two, as the tree
+    halves it), then under the other, on each case of :func:`_amax_cases`, x padded past its end
+    with :data:`AMAX_PAD`; then traced for the method (:func:`_check_amax_method`). A plain write
+    to out is a race, found from the source and the simulator's record of writes even when the
     simulator's answer is right."""
     tier = tier_key()
     if threads_per_block is not None and (
@@ -1081,8 +1070,7 @@ class KernelRecipes:
         ]
         return "\n".join(lines)
 
-    def __str__(self) -> str:
-        return self.report()
+    __str__ = report
 
 
 def recipes_on_kernel(kernel=None, data=None, fp16_steps: int = 8, fp8_steps: int = 3,

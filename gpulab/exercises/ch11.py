@@ -27,7 +27,7 @@ import inspect
 import math
 import sys
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -310,12 +310,9 @@ class RingRun:
         return bool(self.n % self.size) and all(_close(o[:tail], self.want[:tail])
                                                 for o in self.outs)
 
-    @property
-    def wrong_rank(self) -> int:
-        return next(r for r, o in enumerate(self.outs) if not _close(o, self.want))
-
     def wrong_summary(self) -> str:
-        rank, want = self.wrong_rank, self.want
+        want = self.want
+        rank = next(r for r, o in enumerate(self.outs) if not _close(o, want))
         out = self.outs[rank]
         wrong = np.flatnonzero(~np.isclose(out, want, rtol=TOLERANCE, atol=TOLERANCE))
         span = f"{wrong[0]}..{wrong[-1]}" if len(wrong) > 1 else f"{wrong[0]}"
@@ -347,19 +344,19 @@ def _wrong_values(r: RingRun) -> bool:
     return not all(_close(o, r.want) for o in r.outs)
 
 
+def _deadlock(did: str, seen, hint: str) -> Mistake:
+    return Mistake(did, seen, lambda r: f"the ranks deadlocked: {r.error_text}", hint, "trace")
+
+
 RING_MISTAKES = (
-    Mistake("blocking sends first on every rank: a deadlock",
-            lambda r: r.deadlocked_in("Send", "send"),
-            lambda r: f"the ranks deadlocked: {r.error_text}", DEADLOCK_SEND_HINT, "trace"),
-    Mistake("receives first on every rank: a deadlock",
-            lambda r: r.deadlocked_in("Recv", "recv"),
-            lambda r: f"the ranks deadlocked: {r.error_text}", DEADLOCK_RECV_HINT, "trace"),
-    Mistake("an Isend waited for before the receive is posted, on every rank: a deadlock",
-            lambda r: r.deadlocked_in("Isend"),
-            lambda r: f"the ranks deadlocked: {r.error_text}", ISEND_WAIT_HINT, "trace"),
-    Mistake("any other deadlock (a request never waited for, a message to the wrong rank)",
-            lambda r: r.raised(simulated.DeadlockError),
-            lambda r: f"the ranks deadlocked: {r.error_text}", DEADLOCK_HINT, "trace"),
+    _deadlock("blocking sends first on every rank: a deadlock",
+              lambda r: r.deadlocked_in("Send", "send"), DEADLOCK_SEND_HINT),
+    _deadlock("receives first on every rank: a deadlock",
+              lambda r: r.deadlocked_in("Recv", "recv"), DEADLOCK_RECV_HINT),
+    _deadlock("an Isend waited for before the receive is posted, on every rank: a deadlock",
+              lambda r: r.deadlocked_in("Isend"), ISEND_WAIT_HINT),
+    _deadlock("any other deadlock (a request never waited for, a message to the wrong rank)",
+              lambda r: r.raised(simulated.DeadlockError), DEADLOCK_HINT),
     Mistake("a rank that never finishes",
             lambda r: r.raised(simulated.RanksDidNotFinishError),
             lambda r: f"your function did not finish: {r.error_text}", NOT_FINISHED_HINT,
@@ -647,7 +644,6 @@ class ChunkAdd:
     offset: int
     length: int
     got: np.ndarray
-    tolerance: tuple[float, float] = field(default=(0.0, 0.0))
 
     @property
     def where(self) -> str:
@@ -786,16 +782,6 @@ ADD_CHUNK = CheckSpec(
          "refused")
 
 
-def _chunk_problem(trial: Trial):
-    rng = trial.rng
-    length = trial.n
-    offset = int(rng.integers(1, length))
-    after = int(rng.integers(1, length))
-    before = rng.standard_normal(offset + length + after)
-    incoming = rng.standard_normal(length)
-    return before, incoming, offset, length
-
-
 def _launch_add(kernel, trial: Trial, before, incoming, offset, length) -> np.ndarray:
     d_all, d_data = padded(before, trial.padding, PAD_VALUE)
     _, d_incoming = padded(incoming, trial.padding, PAD_VALUE)
@@ -821,7 +807,10 @@ def check_add_chunk(kernel, seed: int | None = None, threads_per_block: int | No
     source = ADD_CHUNK.start(kernel)
 
     def run(trial: Trial) -> Trial:
-        before, incoming, offset, length = _chunk_problem(trial)
+        rng, length = trial.rng, trial.n
+        offset, after = int(rng.integers(1, length)), int(rng.integers(1, length))
+        before = rng.standard_normal(offset + length + after)
+        incoming = rng.standard_normal(length)
         got = _launch_add(kernel, trial, before, incoming, offset, length)
         reject(ADD_CHUNK_MISTAKES, ChunkAdd(trial, before, incoming, offset, length, got))
         return trial
@@ -896,16 +885,6 @@ TIME_WRONG_HINT = (
     "each; every message costs α plus its bytes over β. Check your formula against the napkin "
     "answer (8 MB on 4 ranks is 6 messages of 2 MB)."
 )
-
-
-def _time_cases(rng: np.random.Generator) -> list[tuple[float, int, float, float]]:
-    cases = []
-    for ranks in (8, 3, 72, 2, 1024, 1):
-        n_bytes = float(10 ** rng.uniform(3, 10))
-        alpha = float(10 ** rng.uniform(-7, -5))
-        beta = float(10 ** rng.uniform(9, 12))
-        cases.append((n_bytes, ranks, alpha, beta))
-    return cases
 
 
 @dataclass
@@ -992,7 +971,9 @@ def check_allreduce_time(function, seed: int | None = None) -> str:
     on sizes of 10^3 to 10^10 bytes, α of 0.1 to 10 µs and β of 1 to 1,000 GB/s (drawn on a log
     scale)."""
     rng = np.random.default_rng(seed)
-    for n_bytes, ranks, alpha, beta in _time_cases(rng):
+    for ranks in (8, 3, 72, 2, 1024, 1):
+        n_bytes, alpha, beta = (float(10 ** rng.uniform(*span))
+                                for span in ((3, 10), (-7, -5), (9, 12)))
         got = call_learner(function, n_bytes, ranks, alpha, beta, stub_hint=TIME_STUB_HINT,
                            call=f"ring_allreduce_time({n_bytes:.4g}, {ranks}, {alpha:.3g}, "
                                 f"{beta:.3g})")

@@ -22,10 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpulab import device
 from gpulab.exercises.evidence import is_number
 from gpulab.exercises.mistakes import Mistake
-from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError, KernelError
+from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError
 from gpulab.exercises.running import call_learner, launch, padded, read_back
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial, tier_key
@@ -138,10 +137,8 @@ def check_percentile(function, seed: int | None = None) -> str:
         values = [float(v) for v in np.round(rng.lognormal(0.5, 0.8, n), 4)]
         got = call_learner(function, list(values), q, stub_hint=PERCENTILE_STUB_HINT,
                            call=f"percentile(<{n} latencies>, {q})")
-        evidence = Percentile(got, values, q, f"{n} latencies, q = {q}, seed={seed}")
-        if not _not_a_number(got) and float(got) == nearest_rank(values, q):
-            continue
-        PERCENTILE.reject(evidence)
+        if _not_a_number(got) or float(got) != nearest_rank(values, q):
+            PERCENTILE.reject(Percentile(got, values, q, f"{n} latencies, q = {q}, seed={seed}"))
     return f"all {len(cases)} lists right (seed={seed})."
 
 
@@ -282,22 +279,11 @@ class Answers:
         return (f"{len(self.wrong)} of {len(self.got)} samples got the wrong class (e.g. sample "
                 f"{i}: {int(self.got[i])}, expected {int(self.want[i])})")
 
-    @property
-    def tie_samples(self) -> np.ndarray:
-        return np.flatnonzero(self.want == self.problem.tie[0])
-
-    @property
-    def negative_samples(self) -> np.ndarray:
-        return np.flatnonzero(self.problem.logits().max(axis=1) < 0)
 
 
 def _last_on_ties(e: Answers) -> np.ndarray:
     z = e.problem.logits()
     return z.shape[1] - 1 - np.argmax(z[:, ::-1], axis=1)
-
-
-def _zero_floor(e: Answers) -> np.ndarray:
-    return np.argmax(np.maximum(e.problem.logits(), 0.0), axis=1)
 
 
 def _hidden_cut(e: Answers) -> np.ndarray | None:
@@ -306,10 +292,6 @@ def _hidden_cut(e: Answers) -> np.ndarray | None:
         return None
     p = e.problem
     return np.argmax(p.logits(W1=p.W1[:, :n_in], b1=p.b1[:n_in], W2=p.W2[:n_in]), axis=1)
-
-
-def _max_value(e: Answers) -> np.ndarray:
-    return np.trunc(e.problem.logits().max(axis=1)).astype(np.int64)
 
 
 INFER_MISTAKES = (
@@ -355,10 +337,10 @@ INFER_MISTAKES = (
             lambda e: f"{e.summary}: those are the classes without the output bias b2",
             "each logit starts from its bias; the hidden units add to it."),
     Mistake("negative logits treated as 0 (a ReLU on the output, or a maximum that starts at 0)",
-            lambda e: e.like(_zero_floor(e)),
+            lambda e: e.like(np.argmax(np.maximum(e.problem.logits(), 0.0), axis=1)),
             lambda e: (f"{e.summary}: on samples whose logits are all negative (e.g. "
-                       f"{e.samples(e.negative_samples)}) your kernel answered class 0, as if "
-                       "negative logits were 0"),
+                       f"{e.samples(np.flatnonzero(e.problem.logits().max(axis=1) < 0))}) your "
+                       "kernel answered class 0, as if negative logits were 0"),
             "the output layer has no ReLU, and the largest logit may be negative: start the "
             "search from the first logit itself, not from 0."),
     Mistake("the last index on a tie", lambda e: e.like(_last_on_ties(e)),
@@ -370,7 +352,8 @@ INFER_MISTAKES = (
             lambda e: e.like(np.argmin(e.problem.logits(), axis=1)),
             lambda e: f"{e.summary}: those are the classes of the smallest logits",
             "keep the class whose logit is the largest so far."),
-    Mistake("the largest logit's value, not its index", lambda e: e.like(_max_value(e)),
+    Mistake("the largest logit's value, not its index",
+            lambda e: e.like(np.trunc(e.problem.logits().max(axis=1)).astype(np.int64)),
             lambda e: f"{e.summary}: those are the largest logits' values (cut to integers), "
                       "not their classes",
             "out holds the class: the index of the largest logit, not the logit."),
@@ -437,23 +420,19 @@ def run_inference(kernel, trial: Trial, problem: InferenceProblem, scratch: floa
     d_logits = cuda.to_device(np.full((batch, n_classes), scratch, np.float32))
     d_out_all, d_out = padded(np.full(batch, UNWRITTEN, np.int32), trial.padding, UNWRITTEN)
     launch(kernel, trial, d_X, d_W1, d_b1, d_W2, d_b2, d_logits, d_out)
-    return read_back(d_out_all, (batch,), trial, fill=UNWRITTEN, hint=GUARD_HINT)
+    return read_back(d_out_all, (batch,), trial, fill=UNWRITTEN)
 
 
 @INFERENCE.check
 def check_inference(kernel, seed: int | None = None, threads_per_block: int | None = None) -> str:
     """X is float32 (samples × inputs), out int32 (starting at :data:`UNWRITTEN`), and the
-    float32 ``logits`` scratch starts as NaN, for the kernel to use as it likes. Random batch
-    (never a multiple of the block) and widths; the block size drawn too (unless given), and the
-    kernel run again under another. Two problems per block size (:func:`inference_problem`): a
-    square network (inputs = hidden = classes, so a transposed weight gives answers, not an
-    IndexError) and a non-square one, each with two classes sharing their weights (exact ties)
-    and about 30 % of samples with only negative logits. A wrong answer with every sample
+    float32 ``logits`` scratch starts as NaN, for the kernel to use as it likes; random batch and
+    widths. The square network (inputs = hidden = classes) makes a transposed weight give
+    answers, not an IndexError (:func:`inference_problem`). A wrong answer with every sample
     written is run again with a zeroed scratch, to tell a scratch used before it is set."""
     source = INFERENCE.start(kernel)
     trial = Trial.draw("check_inference", seed, np.float32, block=threads_per_block,
-                       size_range=INFER_BATCH_RANGE["gpu" if device.tier() == "gpu"
-                                                    else "sim"])
+                       size_range=INFER_BATCH_RANGE[tier_key()])
     problem_rng = np.random.default_rng([seed, 12])
     problems = [inference_problem(problem_rng, trial.n, *_widths(problem_rng, square))
                 for square in (True, False)]
@@ -476,7 +455,7 @@ def check_inference(kernel, seed: int | None = None, threads_per_block: int | No
 
     trial = under_two_blocks(run, trial, source, once=bool(threads_per_block))
     widths = " and ".join(" → ".join(map(str, p.widths)) for p in problems)
-    ties = sum(len(Answers(p.classes(), p, trial).tie_samples) for p in problems)
+    ties = sum(int(np.sum(p.classes() == p.tie[0])) for p in problems)
     return (f"all {trial.n} samples right on networks {widths} ({trial.launched}, "
             f"{ties} exact ties resolved to the first class, seed={trial.seed}).")
 
@@ -576,7 +555,7 @@ class Joules:
 
     @property
     def total(self) -> float:
-        return trapezoid(self.times, self.watts)
+        return float(np.sum(self.stretches))
 
     @property
     def want(self) -> float:
@@ -736,9 +715,8 @@ def check_joules_per_thousand(function, seed: int | None = None) -> str:
         evidence = Joules(got, np.asarray(times), np.asarray(watts), n, idle,
                           f"{len(times)} samples over {times[-1]:.2f} s, {n} inferences, "
                           f"seed={seed}")
-        if not _not_a_number(got) and evidence.near(evidence.want):
-            continue
-        JOULES.reject(evidence)
+        if _not_a_number(got) or not evidence.near(evidence.want):
+            JOULES.reject(evidence)
     return f"all 4 power traces right (seed={seed})."
 
 

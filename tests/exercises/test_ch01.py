@@ -791,3 +791,15 @@ def test_the_race_the_partial_block_and_the_method_are_mistakes_in_the_specs():
     assert "read in the source | source |" in table
     assert "idle threads not writing 0 (only the last, partial block wrong) | outputs |" in table
     assert "race" not in DOT_ATOMIC.also and "wrong method" not in BLOCK_SUM.also
+
+
+def test_a_race_and_a_wrong_method_say_how_to_repeat_them():
+    race = check_dot_atomic(dot_racy, seed=4, show=False)
+    assert_verdict(race, "failed", ["data race"])
+    assert "repeat it with check_dot_atomic(kernel, seed=4))." in race.message
+    method = check_block_sum(block_sum_atomic_per_thread, threads_per_block=THREADS, seed=7,
+                             show=False)
+    assert_verdict(method, "failed", ["one per thread"])
+    assert "(traced on " in method.message
+    assert f"blocks of {THREADS} threads, n=" in method.message
+    assert method.message.endswith("seed=7).")

@@ -931,3 +931,26 @@ def test_gpulab_own_kernels_and_reference_are_refused():
 
     result = ch06.check_dense_backward(calls_reference, show=False)
     assert result.status == FAILED and "gpulab's own" in result.message, result
+
+
+@pytest.fixture
+def small_gpu_runs(stand_in_gpu, monkeypatch):
+    """The stand-in GPU (kernels run in the simulator, on padded device arrays as on a GPU, no
+    accesses recorded) with the GPU's sizes kept small."""
+    from gpulab.exercises import running
+
+    monkeypatch.setattr(running, "_wait_for_gpu", lambda seconds: None)
+    monkeypatch.setattr(ch06, "TRANSPOSE_SIDES", {"sim": (17, 44), "gpu": (33, 80)})
+    monkeypatch.setattr(ch06, "BIAS_GRAD_SIZES", {"sim": (40, 100), "gpu": (300, 700)})
+
+
+def test_the_gpu_branches_pad_read_back_and_watch_the_inputs(small_gpu_runs):
+    assert ch06.check_bias_grad(bias_grad, seed=3, show=False).passed
+    result = ch06.check_bias_grad(bias_grad_in_place, seed=3, show=False)
+    assert result.status == FAILED and "wrote into its input dZ" in result.message, result
+    result = ch06.check_transpose_tiled(transpose_tiled, tile=TILE, seed=3, show=False)
+    assert result.passed and "through shared memory" in result.message, result
+    result = ch06.check_transpose_tiled(transpose_into_A, tile=TILE, seed=3, show=False)
+    assert result.status == FAILED and "wrote into its input A" in result.message, result
+    result = ch06.check_transpose_tiled(transpose_naive, tile=TILE, seed=3, show=False)
+    assert result.status == FAILED and "uses no shared memory" in result.message, result
