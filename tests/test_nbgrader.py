@@ -5,21 +5,19 @@ solutions/, ``generate_assignment``, learners' submissions, ``autograde``, ``exp
 - ``full`` submits the released notebook with every solution filled in, as a learner would
   (the released cells, nbgrader's checksums and metadata kept): every point.
 - ``partial`` is ``full`` with one plausible mistake in one exercise (``MISTAKES``): that
-  exercise's check, and only it, scores 0. It is handed in for three chapters of different
-  kinds (a kernel, a host-side function, the loss scaler that later cells use): each is a second
-  run of the whole solution, so it is kept to chapters that run in seconds, and whether each
-  check rejects its wrong answers is what tests/exercises/ tests, check by check. (Chapter 07's
-  minibatches are no longer handed in wrong: no later cell calls ``minibatches``, and the
-  chapter's solution is the course's longest run, a training run on the learner's kernels.)
+  exercise's check, and only it, scores 0. It is handed in for two chapters: a kernel (ch01)
+  and the loss scaler that later cells use (ch10), so a wrong answer that later cells build on
+  costs its own point only. Each is a second run of a whole chapter, so it is kept to these two;
+  whether each check rejects its wrong answers is what tests/exercises/ tests, check by check.
 - ``blank`` submits the released notebook untouched: no point. It is handed in for
   ``BLANK_CHAPTERS`` only, to check nbgrader's side (the hidden asserts raise, so the checks
   score 0, and nothing else raises). That no check of any chapter passes on the untouched
   notebook is read from the learner notebook's one run in tests/test_binder.py, so the learner
   version is not executed twice in a ``make test``.
 
-The chapters are shared between two course folders (``COURSES``), each graded by its own
-nbgrader, at the same time: one classroom of 13 chapters would be the longest test of a
-``make test`` (about 10 minutes on one core) while the other worker waits. nbgrader runs with
+One course folder holds all 13 chapters, as an instructor's does (two folders graded at once
+cost nbgrader's fixed steps twice, about 13 CPU-seconds, and a ``make test`` on 2 cores is
+bound by its CPU time, not by its longest test). nbgrader runs with
 the environment's programs *not* on PATH, as an instructor who did not activate ``.venv`` runs
 it, and must print no warning: a warning such as "Attribute 'checksum' for cell ... has changed"
 means a submission or a cell's metadata differs from what nbgrader released.
@@ -30,12 +28,10 @@ import importlib.util
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import sysconfig
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -48,9 +44,6 @@ INSTRUCTORS = ROOT / "course" / "INSTRUCTORS.md"
 CHAPTERS = [path.stem for path in grading.chapters()]
 STUDENTS = ("full", "blank", "partial")
 BLANK_CHAPTERS = ("00_welcome",)  # the blank submission: nbgrader's side, on one chapter
-# Two course folders graded at once, the chapters dealt between them in turn (the slow ones,
-# 07-12, fall to both).
-COURSES = (CHAPTERS[0::2], CHAPTERS[1::2])
 COURSE_PLACEHOLDER = "~/grading"  # the course folder in INSTRUCTORS.md's commands
 SUBMITTED_AT = "2026-11-30 12:00:00.000000 UTC"  # timestamp.txt, as nbgrader collect writes it
 
@@ -60,15 +53,13 @@ pytestmark = [
                        reason="nbgrader (Python >= 3.11, the dev extra) is not installed"),
 ]
 
-# The partial submissions, one plausible mistake in each of three chapters: (solution cell's
+# The partial submissions, one plausible mistake in each of two chapters: (solution cell's
 # grade id, the line(s) of the solution, the mistake that replaces them, the check cell that
 # must then score 0).
 MISTAKES = {
     "01_dot_product": ("ch01-exercise3-solution",
                        "    if t == 0:\n        cuda.atomic.add(out, 0, partial[0])",
                        "    cuda.atomic.add(out, 0, partial[0])", "ch01-exercise3-check"),
-    "04_precision": ("ch04-exercise1-solution", "magnitude = 2.0 ** (1 - bias) * fraction",
-                     "magnitude = 2.0 ** (-bias) * fraction", "ch04-exercise1-check"),
     "10_mixed_precision": ("ch10-exercise1-solution", "return scale * 2.0, 0, True",
                            "return scale * 2.0, clean_steps, True", "ch10-exercise1-check"),
 }
@@ -131,8 +122,8 @@ class Classroom:
     """The round trip's results: nbgrader's output per command, the exported grades, each
     graded cell's score, and the released notebooks."""
 
-    def __init__(self, course: Path, chapters: list[str]):
-        self.course, self.chapters = course, chapters
+    def __init__(self, course: Path):
+        self.course, self.chapters = course, CHAPTERS
         self.logs: dict[str, str] = {}
         self.seconds: dict[str, float] = {}
 
@@ -147,10 +138,6 @@ class Classroom:
         self.seconds[name] = time.perf_counter() - start
         self.logs[name] = result.stdout + result.stderr
         assert result.returncode == 0, f"{command} failed:\n{self.logs[name]}"
-        if name == "init":  # this folder grades its share of the chapters
-            for source in (self.course / "source").iterdir():
-                if source.name not in self.chapters:
-                    shutil.rmtree(source)
 
     def hand_in(self) -> None:
         for chapter in self.chapters:
@@ -189,19 +176,8 @@ class Classroom:
             return {grade.name: float(grade.score) for grade in notebook.grades}
 
 
-class Classrooms:
-    """The course folders (:data:`COURSES`), each chapter's answers read from the one that
-    graded it."""
-
-    def __init__(self, rooms: list[Classroom]):
-        self.rooms = rooms
-
-    def of(self, chapter: str) -> Classroom:
-        return next(room for room in self.rooms if chapter in room.chapters)
-
-
 def grade(room: Classroom, commands: list[str], steps: list[str]) -> Classroom:
-    """Run INSTRUCTORS.md's commands on one course folder, handing in before ``autograde``."""
+    """Run INSTRUCTORS.md's commands on the course folder, handing in before ``autograde``."""
     for command, step in zip(commands, steps, strict=True):
         if step == "autograde":
             room.hand_in()
@@ -216,16 +192,12 @@ def grade(room: Classroom, commands: list[str], steps: list[str]) -> Classroom:
 
 
 @pytest.fixture(scope="module")
-def classroom(tmp_path_factory) -> Classrooms:
+def classroom(tmp_path_factory) -> Classroom:
     commands = documented_commands()
     steps = [step_of(command) for command in commands]
     assert steps == ["init", "generate_assignment", "autograde", "export"], commands
-    assert sorted(c for chapters in COURSES for c in chapters) == CHAPTERS
-    rooms = [Classroom(tmp_path_factory.mktemp(f"classroom{i}") / "grading", list(chapters))
-             for i, chapters in enumerate(COURSES)]
-    with ThreadPoolExecutor(len(rooms)) as pool:
-        graded = list(pool.map(lambda room: grade(room, commands, steps), rooms))
-    return Classrooms(graded)
+    room = Classroom(tmp_path_factory.mktemp("classroom") / "grading")
+    return grade(room, commands, steps)
 
 
 def test_instructors_grade_every_chapter_with_these_commands():
@@ -235,17 +207,16 @@ def test_instructors_grade_every_chapter_with_these_commands():
 
 
 def test_nbgrader_prints_no_warning(classroom):
-    for room in classroom.rooms:
-        for step, log in room.logs.items():
-            noisy = [line for line in log.splitlines()
-                     if re.search(r"warn|error|checksum|has changed", line, flags=re.IGNORECASE)]
-            assert not noisy, f"nbgrader {step} warned:\n" + "\n".join(noisy)
+    for step, log in classroom.logs.items():
+        noisy = [line for line in log.splitlines()
+                 if re.search(r"warn|error|checksum|has changed", line, flags=re.IGNORECASE)]
+        assert not noisy, f"nbgrader {step} warned:\n" + "\n".join(noisy)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_nbgrader_releases_the_learner_notebook(classroom, chapter):
     """generate_assignment's code cells are course/'s (the release tool's), cell for cell."""
-    room = classroom.of(chapter)
+    room = classroom
     released = nbformat.read(room.course / "release" / chapter / f"{chapter}.ipynb", 4)
     ours = nbformat.read(ROOT / "course" / f"{chapter}.ipynb", as_version=4)
     code = [[c.source for c in nb.cells if c.cell_type == "code"] for nb in (released, ours)]
@@ -256,7 +227,7 @@ def test_nbgrader_releases_the_learner_notebook(classroom, chapter):
 def test_the_notebooks_run_top_to_bottom(classroom, chapter):
     """What ``pytest --nbval-lax`` asks of solutions/: the full solution raises nowhere; the
     untouched learner version (where handed in) only in its checks (the hidden asserts)."""
-    room = classroom.of(chapter)
+    room = classroom
     assert room.errors("full", chapter) == {"grade": [], "other": []}
     if chapter in BLANK_CHAPTERS:
         blank = room.errors("blank", chapter)
@@ -265,7 +236,7 @@ def test_the_notebooks_run_top_to_bottom(classroom, chapter):
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_scores(classroom, chapter):
-    room = classroom.of(chapter)
+    room = classroom
     grades = room.grades()
     full, out_of = grades[("full", chapter)]
     checks = room.cell_scores("full", chapter)

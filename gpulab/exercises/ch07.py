@@ -25,7 +25,7 @@ import numpy as np
 from gpulab import reference
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import (
-    COVERAGE_MISTAKES,
+    SWAPPED_ROWS_AND_COLUMNS,
     Coverage,
     blame_hard_coded_block,
     diagnose_matrix,
@@ -154,10 +154,6 @@ def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32) -> st
             + f" (seed={seed}).")
 
 
-# Told by the elements never written (outputs.Coverage); said here in the exercise's words.
-_SWAPPED = next(m for m in COVERAGE_MISTAKES if m.did == "rows and columns swapped")
-
-
 def _loss_gradient_trial(kernel, trial: Trial, source, loss_scale: int = 1) -> None:
     batch, classes = trial.rows, trial.cols
     probs = reference.softmax(trial.normal(batch, classes, scale=2.0).astype(np.float64))
@@ -182,7 +178,8 @@ def _loss_gradient_trial(kernel, trial: Trial, source, loss_scale: int = 1) -> N
                 "write the gradient into dlogits only: the trainer still reads probs afterwards "
                 "(the batch's accuracy).")
     got = read_back(d_out_all, (batch, classes), trial, what="dlogits", hint=LOSS_GUARD_HINT)
-    if _SWAPPED.seen(Coverage(np.isnan(got), trial, "dlogits")):
+    if SWAPPED_ROWS_AND_COLUMNS.seen(  # told as outputs tells it; said in this exercise's words
+            Coverage(np.isnan(got), trial, "dlogits")):
         raise CheckFailedError(
             f"{int(np.isnan(got).sum())} of {got.size} elements of dlogits were never written, "
             f"exactly those a kernel with rows and columns swapped misses ({trial}).",

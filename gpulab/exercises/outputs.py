@@ -432,16 +432,20 @@ def _skipped(words: str, last_row: bool, last_column: bool) -> Mistake:
                    "columns)."))
 
 
+# A 2-D kernel's grid with x along the rows: the elements it never wrote.
+SWAPPED_ROWS_AND_COLUMNS = Mistake(
+    "rows and columns swapped", _swapped,
+    lambda e: (f"{int(e.unwritten.sum())} of {e.unwritten.size} elements of {e.what} "
+               "were never written, exactly those a kernel with rows and columns "
+               f"swapped misses: the grid has {e.grid[0]} threads along x for the "
+               f"{e.trial.cols} columns and {e.grid[1]} along y for the {e.trial.rows} "
+               "rows"),
+    "`cuda.grid(2)` returns x first, and x runs along the columns: the first value it "
+    "gives is the column index, the second the row index.")
+
 # Patterns of elements a 2-D kernel never wrote, in the order they are tried.
 COVERAGE_MISTAKES = (
-    Mistake("rows and columns swapped", _swapped,
-            lambda e: (f"{int(e.unwritten.sum())} of {e.unwritten.size} elements of {e.what} "
-                       "were never written, exactly those a kernel with rows and columns "
-                       f"swapped misses: the grid has {e.grid[0]} threads along x for the "
-                       f"{e.trial.cols} columns and {e.grid[1]} along y for the {e.trial.rows} "
-                       "rows"),
-            "`cuda.grid(2)` returns x first, and x runs along the columns: the first value it "
-            "gives is the column index, the second the row index."),
+    SWAPPED_ROWS_AND_COLUMNS,
     _skipped("the last row and the last column", True, True),
     _skipped("the last row", True, False),
     _skipped("the last column", False, True),
@@ -521,8 +525,10 @@ __all__ = [
     "ACTIVATIONS", "COVERAGE_MISTAKES", "Coverage", "ELEMENTWISE_MISTAKES",
     "ELEMENTWISE_UNWRITTEN", "ELEMENTWISE_WRONG",
     "MATRIX_MISTAKES", "MATRIX_UNWRITTEN", "MATRIX_WRONG", "Elementwise", "MatrixOutput",
-    "GENERIC_MATRIX_HINT", "IDENTITY", "PAD_VALUE", "RELU", "SAID", "TANH",
+    "GENERIC_MATRIX_HINT", "IDENTITY", "PAD_VALUE", "RELU", "SAID", "SWAPPED_ROWS_AND_COLUMNS",
+    "TANH",
     "blame_hard_coded_block", "changed_input_failure", "check_matrix_output", "coverage_failure",
-    "diagnose_matrix", "diagnose_vector", "elementwise_mistakes", "elementwise_tolerance",
+    "diagnose_matrix", "diagnose_vector", "elementwise_mistakes",
+    "elementwise_tolerance",
     "index_hint_2d", "looks_like", "matches", "matrix_mistakes", "per_activation", "run_2d"
 ]

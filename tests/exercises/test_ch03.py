@@ -5,9 +5,12 @@ Every wrong kernel must be caught with a status and hint words a learner can act
 solutions live here and in the solution notebooks only: the package ships none.
 """
 
+from math import sqrt
+
 import numpy as np
 import pytest
 from numba import cuda
+from numpy import multiply as np_multiply
 
 from gpulab import device
 from gpulab.exercises.ch03 import (
@@ -274,6 +277,61 @@ def test_naive_refuses_gpulab_own_matmul():
 
     result = check_matmul_naive(matmul.matmul_naive, seed=1, show=False)
     assert result.status == "failed" and "gpulab's own" in result.message, str(result)
+
+
+@cuda.jit
+def naive_with_numpy_import(A, B, C):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = C.dtype.type(0)
+        for k in range(A.shape[1]):
+            acc += np_multiply(A[row, k], B[k, col])
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_with_percent_print(A, B, C):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        if row == 0 and col == 0:
+            print("root two is %f" % sqrt(2.0))  # noqa: UP031 - the simulator-only code tested
+        acc = C.dtype.type(0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit(device=True)
+def times(a, b):
+    return a * b
+
+
+PRODUCTS = [times]
+
+
+@cuda.jit
+def naive_through_a_list_of_device_functions(A, B, C):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = C.dtype.type(0)
+        for k in range(A.shape[1]):
+            acc += PRODUCTS[0](A[row, k], B[k, col])
+        C[row, col] = acc
+
+
+@pytest.mark.parametrize(("kernel", "words"), [
+    (naive_with_numpy_import, ["ufunc 'multiply'", "math module"]),
+    (naive_with_percent_print, ["mod", "print('i =', i)"]),
+    (naive_through_a_list_of_device_functions, ["'products': a python list",
+                                                "call each device function by its name"]),
+], ids=lambda case: getattr(case, "__name__", None))
+def test_simulator_only_code_fails_the_compile_step_on_the_2d_launch_path(kernel, words):
+    """What ch01's elementwise checks refuse, refused through the shared launch() of the 2-D
+    checks too: code only the simulator runs does not compile for a real GPU."""
+    result = check_matmul_naive(kernel, seed=1, show=False)
+    text = str(result).lower()
+    assert result.status == "failed" and "does not compile for a real gpu" in text, str(result)
+    assert all(word.lower() in text for word in words), str(result)
 
 
 def test_the_mistake_table_lists_the_naive_checks_rules():

@@ -1016,6 +1016,13 @@ def test_wrong_amax_kernels_fail_and_name_the_mistake(kernel, words):
     assert not ch10.AMAX.passed(kernel)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_global_counter_fails_on_every_seed(seed):
+    """Once let through on 2 of 5 seeds: the counter's race must not hide behind a lucky draw."""
+    result = ch10.check_amax_nonfinite(global_counter, seed=seed, show=False)
+    assert result.status == FAILED and "a counter in global memory" in result.message, result
+
+
 def test_the_amax_stub_is_not_attempted_and_gpulab_own_refused():
     from gpulab.kernels.amax import amax_nonfinite
 

@@ -4,7 +4,12 @@ body, the rule that a kernel works under any block size, and the instructors' ta
 import gpulab  # noqa: F401  (must come before numba: it chooses the simulator or the GPU)
 
 # isort: split
+import importlib
+import inspect
+import re
+
 import numpy as np
+import pytest
 from learner_kernels import copy_guarded
 from numba import cuda
 
@@ -187,3 +192,41 @@ def test_yours_or_gpulab_s_kernel():
     assert note.endswith("gpulab's demo ran instead.")
     SPEC.check(lambda function, seed=None: "fine")(mine, show=False)
     assert SPEC.yours_or_gpulabs(mine, "demo") == (mine, "your mine", "")
+
+
+def _every_check():
+    """(check function, the names of its learner's code) for every spec of every chapter whose
+    check runs the learner's code (ch07's check_training judges a finished run instead)."""
+    from gpulab.exercises import instructors
+
+    for chapter in instructors.CHAPTERS:
+        module = importlib.import_module(f"gpulab.exercises.{chapter}")
+        for spec in instructors.specs(chapter):
+            check = getattr(module, re.match(r"(\w+)\(", spec.call).group(1))
+            parameters = inspect.signature(check).parameters
+            learners = [name for name, p in parameters.items() if p.default is p.empty]
+            if "seed" in parameters:
+                yield pytest.param(check, learners, id=f"{chapter}.{spec.exercise}")
+
+
+def _calls_the_reference(*args, **kwargs):
+    return reference.dot(*args)
+
+
+def _does_nothing(*args, **kwargs):
+    return None
+
+
+@pytest.mark.parametrize(("check", "learners"), list(_every_check()))
+def test_every_check_refuses_gpulab_s_own_work_and_a_patched_check(check, learners,
+                                                                   monkeypatch):
+    """Whatever the exercise: a learner function that only calls gpulab's reference is told
+    so, and so is one handed in after a part of the check was replaced."""
+    result = check(**dict.fromkeys(learners, _calls_the_reference), seed=1, show=False)
+    assert result.status == "failed" and "uses gpulab's own `gpulab.reference" in (
+        result.message), result
+    monkeypatch.setattr(reference, "dot", lambda *args: 0.0)
+    result = check(**dict.fromkeys(learners, _does_nothing), seed=1, show=False)
+    assert result.status == "failed" and (
+        "part of the check was replaced before the check: `gpulab.reference.dot`" in
+        result.message), result
