@@ -23,21 +23,22 @@ import pytest  # noqa: E402
 import gpulab  # noqa: E402,F401  (must precede numba)
 from gpulab import device, timing  # noqa: E402
 
-# The longest test files, in test-seconds (the sum of their tests' durations, 3 workers on 2
-# busy cores, `pytest --durations=0` in a make test, 2026-12-05): started longest first, so
+# The longest test files, in seconds from a file's first test starting to its last ending (3
+# workers on 2 busy cores, a make test on 2026-12-06, warm uv cache): started longest first, so
 # that the run does not end with one worker on a long file while the others wait. The
-# requirements resolved from PyPI mostly wait on the network, beside the others' computing.
+# requirements resolved from PyPI mostly wait on the network (331 s with an empty uv cache),
+# beside the others' computing.
 FILE_SECONDS = {
-    "test_binder.py": 255, "browser/test_voila.py": 225, "test_nbgrader.py": 215,
-    "platforms/test_dependency_resolution.py": 79, "exercises/test_ch07.py": 62,
-    "platforms/test_macos_like_env.py": 51, "exercises/test_ch12.py": 37,
-    "exercises/test_ch03.py": 34, "exercises/test_ch02.py": 33,
-    "exercises/test_nbgrader_cells.py": 32, "exercises/test_ch06.py": 31,
-    "test_gpu_check.py": 29, "test_ptx.py": 25, "exercises/test_ch08.py": 25,
-    "browser/test_jupyterlab.py": 24, "exercises/test_ch01.py": 23,
-    "exercises/test_ch10.py": 21, "exercises/test_ch00.py": 21, "exercises/test_ch04.py": 21,
-    "exercises/test_ch05.py": 20, "test_kernel_resources.py": 16,
-    "test_recorded_chapters.py": 15, "test_timing.py": 14, "bench/test_suite.py": 13,
+    "test_nbgrader.py": 356, "test_binder.py": 257, "browser/test_voila.py": 243,
+    "platforms/test_dependency_resolution.py": 86, "exercises/test_ch06.py": 62,
+    "platforms/test_macos_like_env.py": 49, "exercises/test_ch03.py": 47,
+    "exercises/test_ch07.py": 44, "exercises/test_ch02.py": 41, "exercises/test_ch12.py": 36,
+    "test_ptx.py": 32, "exercises/test_ch10.py": 31, "exercises/test_ch05.py": 30,
+    "exercises/test_ch08.py": 28, "exercises/test_ch01.py": 28, "exercises/test_ch04.py": 26,
+    "browser/test_jupyterlab.py": 26, "exercises/test_nbgrader_cells.py": 24,
+    "exercises/test_ch00.py": 22, "test_kernel_resources.py": 19,
+    "test_recorded_chapters.py": 16, "exercises/test_ch09.py": 16, "nn/test_backends.py": 14,
+    "kernels/test_dot.py": 14, "test_gpu_check.py": 13,
 }
 UNLISTED_SLOW_S, UNLISTED_NOTEBOOK_S = 60, 20  # a file not listed yet, by its markers
 TESTS = Path(__file__).resolve().parent
