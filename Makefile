@@ -19,13 +19,10 @@ LAB_VENV  := .venv-lab
 LAB_BIN   := $(LAB_VENV)/bin
 LAB_STAMP := $(LAB_VENV)/.installed
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
-# pytest workers: two more than the cores. Some tests mostly wait: the requirements resolved for
-# every platform ask PyPI ~50 times (tests/platforms/test_dependency_resolution.py: 331 s on a
-# fresh machine's empty uv cache, 86 s on a warm one, with under 2 CPU-seconds of its own), the
-# installs from PyPI, a browser, timed serving runs. With one spare worker (3 on 2 cores), a
-# fresh clone's make test left the cores idle 20 % of the time (user + sys 1,127 s over
-# 708 s); one worker waiting on PyPI must not leave a core without work.
-PYTEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 2)')
+# pytest workers: one more than the cores. The longest tests spend much of their time waiting
+# (installs from PyPI, a browser, timed serving runs): with one worker a core, 2 cores were
+# 1.5 busy on average over a make test.
+PYTEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 1)')
 
 .PHONY: lab instructor test install install-lab notebooks lint clean gpu-check instructor-files
 

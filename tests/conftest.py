@@ -12,7 +12,10 @@ xdist re-sorts the files by their number of tests), and a long file started last
 one worker busy after the others have finished.
 """
 
+import importlib.util
 import os
+import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -26,11 +29,11 @@ from gpulab import device, timing  # noqa: E402
 # The longest test files, in seconds from a file's first test starting to its last ending (3
 # workers on 2 busy cores, a make test on 2026-12-06, warm uv cache): started longest first, so
 # that the run does not end with one worker on a long file while the others wait. The
-# requirements resolved from PyPI mostly wait on the network (331 s with an empty uv cache),
-# beside the others' computing.
+# requirements resolved from PyPI are started with the session (:func:`pytest_sessionstart`)
+# and their file runs among the last, by when they are written.
 FILE_SECONDS = {
     "test_nbgrader.py": 356, "test_binder.py": 257, "browser/test_voila.py": 243,
-    "platforms/test_dependency_resolution.py": 86, "exercises/test_ch06.py": 62,
+    "exercises/test_ch06.py": 62,
     "platforms/test_macos_like_env.py": 49, "exercises/test_ch03.py": 47,
     "exercises/test_ch07.py": 44, "exercises/test_ch02.py": 41, "exercises/test_ch12.py": 36,
     "test_ptx.py": 32, "exercises/test_ch10.py": 31, "exercises/test_ch05.py": 30,
@@ -39,9 +42,46 @@ FILE_SECONDS = {
     "exercises/test_ch00.py": 22, "test_kernel_resources.py": 19,
     "test_recorded_chapters.py": 16, "exercises/test_ch09.py": 16, "nn/test_backends.py": 14,
     "kernels/test_dot.py": 14, "test_gpu_check.py": 13,
+    "platforms/test_dependency_resolution.py": 0.5,  # late: only the files of 0 s come after
 }
 UNLISTED_SLOW_S, UNLISTED_NOTEBOOK_S = 60, 20  # a file not listed yet, by its markers
 TESTS = Path(__file__).resolve().parent
+DEPENDENCY_RESOLUTION = TESTS / "platforms" / "test_dependency_resolution.py"
+_PREFETCHED = pytest.StashKey[Path]()  # the resolutions' file, where this process started them
+
+
+def _selects_dependency_resolution(config) -> bool:
+    """Whether this session runs tests/platforms/test_dependency_resolution.py: it is named, or
+    a folder above it, with no -k or -m that could leave it out, and tests will run."""
+    if config.option.keyword or config.option.markexpr or config.option.collectonly:
+        return False
+    paths = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve()
+             for arg in config.args]
+    return any(path == DEPENDENCY_RESOLUTION or path in DEPENDENCY_RESOLUTION.parents
+               for path in paths)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist starts its workers, which inherit the variable
+def pytest_sessionstart(session):
+    """Start resolving the requirements for every platform (they wait on PyPI for minutes,
+    computing little) in a thread of pytest's main process, where the session runs
+    tests/platforms/test_dependency_resolution.py; its fixture reads the results."""
+    config = session.config
+    if hasattr(config, "workerinput") or not _selects_dependency_resolution(config):
+        return
+    spec = importlib.util.spec_from_file_location("dependency_resolution", DEPENDENCY_RESOLUTION)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    if module.PREFETCHED_VARIABLE not in os.environ:
+        config.stash[_PREFETCHED] = module.prefetch()
+
+
+def pytest_sessionfinish(session):
+    """Remove the resolutions' file (and its folder) this process started, once written."""
+    path = session.config.stash.get(_PREFETCHED, None)
+    if path is not None and path.exists():
+        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items):

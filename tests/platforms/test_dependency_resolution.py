@@ -18,16 +18,25 @@ What each platform installs is what its path in the README installs:
 - Windows and Linux: ``.[cu12,...]`` and ``.[cu13,...]``, one per CUDA driver generation.
 
 All cases are resolved at once, in parallel, by one module fixture; each case is its own test.
+The resolutions mostly wait on PyPI (about 50 of them: 1.5 min on a warm uv cache, 5.5 min on
+a fresh machine's empty one, about a CPU-second each), so a ``make test`` starts them when the
+session starts, in a thread of pytest's main process (``tests/conftest.py``, :func:`prefetch`):
+they wait beside the other tests instead of holding a worker, and the fixture reads what that
+thread wrote (or resolves by itself, where the session did not start them).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
+import tempfile
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
@@ -70,6 +79,9 @@ UNSUPPORTED = {
 # Distributions that only exist for an NVIDIA GPU: none may reach a Mac.
 CUDA_ONLY = re.compile(r"^(nvidia-.*|cuda-(bindings|core|toolkit|python)|cupy.*)$")
 TIMEOUT_S = 600
+# Where the session's resolutions are written (set by :func:`prefetch` for the workers it starts).
+PREFETCHED_VARIABLE = "GPULAB_RESOLUTIONS_FILE"
+PREFETCH_WAIT_S = 840  # under make test's 900 s a test: then the fixture says why and fails
 
 
 @dataclass(frozen=True)
@@ -145,9 +157,53 @@ def resolve_all(cases: list[Case]) -> dict[str, Resolution]:
     return results
 
 
+def resolve_all_to_file(path: Path) -> None:
+    """:func:`resolve_all` of every case, written to ``path`` as JSON once all are done (or the
+    error that stopped them, so that nobody waits for a file that never comes)."""
+    try:
+        written = {"resolutions": [asdict(result) for result in resolve_all(CASES).values()]}
+    except Exception as error:  # noqa: BLE001 - handed to the test that reads the file
+        written = {"error": f"{type(error).__name__}: {error}"}
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(written), encoding="utf-8")
+    partial.replace(path)
+
+
+def prefetch() -> Path:
+    """Start resolving every case in a background thread of this process; return the file the
+    results will be written to. Its path goes to the environment (:data:`PREFETCHED_VARIABLE`),
+    so that xdist workers started after this read it."""
+    path = Path(tempfile.mkdtemp(prefix="gpulab-resolutions-")) / "resolutions.json"
+    os.environ[PREFETCHED_VARIABLE] = str(path)
+    threading.Thread(target=resolve_all_to_file, args=(path,), name="resolutions",
+                     daemon=True).start()
+    return path
+
+
+def read_prefetched(path: Path) -> dict[str, Resolution]:
+    """The resolutions :func:`prefetch` started, once written (waiting up to
+    :data:`PREFETCH_WAIT_S`)."""
+    deadline = time.monotonic() + PREFETCH_WAIT_S
+    while not path.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the resolutions started with the session were not written to {path} "
+                        f"within {PREFETCH_WAIT_S} s")
+        time.sleep(1)
+    written = json.loads(path.read_text(encoding="utf-8"))
+    if "error" in written:
+        pytest.fail(f"resolving the requirements stopped: {written['error']}")
+    results = {}
+    for item in written["resolutions"]:
+        case = Case(item["case"]["platform"], item["case"]["python"],
+                    tuple(item["case"]["extras"]))
+        results[case.id] = Resolution(case, item["returncode"], item["pins"], item["output"])
+    return results
+
+
 @pytest.fixture(scope="module")
 def resolutions() -> dict[str, Resolution]:
-    results = resolve_all(CASES)
+    prefetched = os.environ.get(PREFETCHED_VARIABLE)
+    results = read_prefetched(Path(prefetched)) if prefetched else resolve_all(CASES)
     if all(result.returncode != 0 for result in results.values()):
         reachable, why = macos_env.pypi_reachable()
         if not reachable:
