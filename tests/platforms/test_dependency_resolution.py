@@ -249,3 +249,21 @@ def test_requirements_resolve_from_wheels(resolutions, case):
         assert all(version.split(".")[0] == cuda or name.endswith("-cu12")
                    for name, version in (item.split("==") for item in toolkit)), \
             f"{case.id} mixes CUDA generations: {toolkit}"
+
+
+def test_prefetched_resolutions_read_back_as_resolved(tmp_path, monkeypatch):
+    case = Case("linux-x86_64", "3.12", ("cu13", "lab", "dev"))
+    resolved = {case.id: Resolution(case, 0, {"numba": "0.62.1"}, "numba==0.62.1\n")}
+    monkeypatch.setitem(globals(), "resolve_all", lambda cases: resolved)
+    resolve_all_to_file(tmp_path / "resolutions.json")
+    assert read_prefetched(tmp_path / "resolutions.json") == resolved
+
+
+def test_a_prefetch_that_stopped_says_why(tmp_path, monkeypatch):
+    def unreachable(cases):
+        raise OSError("uv could not be started")
+
+    monkeypatch.setitem(globals(), "resolve_all", unreachable)
+    resolve_all_to_file(tmp_path / "resolutions.json")
+    with pytest.raises(pytest.fail.Exception, match="stopped: OSError: uv could not be started"):
+        read_prefetched(tmp_path / "resolutions.json")
