@@ -96,8 +96,11 @@ test: instructor-files $(STAMP)
 gpu-check: $(STAMP)
 	$(BIN)/python -m gpulab.gpu_check
 
+# The learner notebooks from solutions/, and the per-exercise tables of course/INSTRUCTORS.md from
+# the checks' specs.
 notebooks: instructor-files $(STAMP)
 	$(BIN)/python -m gpulab.exercises.release
+	$(BIN)/python -m gpulab.exercises.instructors
 
 lint: instructor-files $(STAMP)
 	$(BIN)/ruff check --fix gpulab tests

@@ -32,10 +32,15 @@ poisoned shared memory) live in :mod:`gpulab.instruments`, shared with
 :mod:`gpulab.memory_model`.
 
 Chapter modules import numba, so they are loaded on first use: ``from gpulab.exercises import
-check_multiply`` works, and ``python -m gpulab.exercises.release`` stays fast.
+check_multiply`` works (the names are each chapter module's ``check_`` names in its
+``__all__``, read from its source), and ``python -m gpulab.exercises.release`` stays fast.
 """
 
 from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
 
 from gpulab.instruments.simulator import mend
 from gpulab.lazy import exported_names, lazy_exports
@@ -46,24 +51,23 @@ from gpulab.lazy import exported_names, lazy_exports
 # simulator (about a second), in the sim tier only.
 mend()
 
-_MODULES = {
-    "results": ("CheckResult",),
-    "reveal": ("compare_yours", "try_it"),
-    "ch00": ("check_blocks_for", "check_first_launch", "check_launch_by_hand"),
-    "ch01": ("check_multiply", "check_dot_atomic", "check_block_sum"),
-    "ch02": ("check_saxpy", "check_time_saxpy", "check_copy_grid_stride"),
-    "ch03": ("check_matmul_naive", "check_matmul_tiled"),
-    "ch04": ("check_decode", "check_matvec_fp32", "check_quantise_fp8"),
-    "ch05": ("check_traffic", "check_bias_activation", "check_softmax_cross_entropy"),
-    "ch06": ("check_dense_backward", "check_bias_activation_backward", "check_bias_grad",
-             "check_transpose_tiled", "check_numeric_gradient"),
-    "ch07": ("check_minibatches", "check_loss_gradient", "check_adam", "check_training"),
-    "ch08": ("check_launch_bound", "check_throughput", "check_evaluate_batch"),
-    "ch09": ("check_activation_bytes", "check_accumulated_gradients", "check_accumulate"),
-    "ch10": ("check_loss_scale_update", "check_delayed_scale", "check_amax_nonfinite"),
-    "ch11": ("check_ring_allreduce", "check_add_chunk", "check_allreduce_time"),
-    "ch12": ("check_percentile", "check_inference", "check_joules_per_thousand"),
-}
+_SHARED_EXPORTS = {"results": ("CheckResult",), "reveal": ("compare_yours", "try_it")}
+_ALL = re.compile(r"^__all__ = (\[.*?\])", re.M | re.S)
+
+
+def chapter_checks() -> dict[str, tuple[str, ...]]:
+    """Each chapter module's check functions, {"ch01": ("check_block_sum", ...), ...}: the
+    names in its ``__all__`` that start with ``check_``, read from its source (importing it
+    would load numba), so that a new check is exported where its spec is declared."""
+    found = {}
+    for path in sorted(Path(__file__).parent.glob("ch[0-9][0-9].py")):
+        declared = _ALL.search(path.read_text(encoding="utf-8"))
+        names = ast.literal_eval(declared.group(1)) if declared else []
+        found[path.stem] = tuple(name for name in names if name.startswith("check_"))
+    return found
+
+
+_MODULES = {**_SHARED_EXPORTS, **chapter_checks()}
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _MODULES)

@@ -12,7 +12,7 @@ table between two markers::
 
     <!-- end of checks: ch01 -->
 
-``python -m gpulab.exercises.instructors`` (also run by :mod:`gpulab.exercises.release`)
+``python -m gpulab.exercises.instructors`` (also run by ``make notebooks``)
 rewrites every such table from the specs; ``tests/exercises/test_instructors.py`` fails when
 the file and the specs differ.
 """

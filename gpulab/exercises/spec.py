@@ -30,6 +30,12 @@ A chapter module declares one spec per check and writes the body as the check fu
 :func:`traced` (a method trace), :func:`try_launch` (a try-it cell),
 :meth:`CheckSpec.unpassed_note` (why gpulab's kernel runs instead of the learner's).
 :meth:`CheckSpec.mistake_table` describes the check for the instructors' tables.
+
+Adding an exercise touches the solution notebook (``solutions/NN_*.ipynb``: the exercise's
+cells between their markers, its try-it and check cells) and its chapter module (the spec, the
+check, its name in the module's ``__all__``, from which :mod:`gpulab.exercises` exports it);
+``make notebooks`` then writes the learner notebook and the check's row of INSTRUCTORS.md.
+Its wrong-answer tests go in ``tests/exercises/test_chNN.py``.
 """
 
 from __future__ import annotations

@@ -43,11 +43,19 @@ def test_chapter_modules_share_only_through_the_shared_modules(path):
 
 
 def test_every_chapters_checks_are_exported_from_the_package():
+    """A check is exported from where it is declared: every ``check_`` function a chapter
+    module defines is in its ``__all__``, and the package reads that list from the source."""
     import importlib
 
     import gpulab.exercises as exercises
 
-    for chapter in range(13):
-        module = importlib.import_module(f"gpulab.exercises.ch{chapter:02d}")
-        for name in (n for n in module.__all__ if n.startswith("check_")):
+    declared = exercises.chapter_checks()
+    assert sorted(declared) == [f"ch{chapter:02d}" for chapter in range(13)]
+    for chapter in declared:
+        module = importlib.import_module(f"gpulab.exercises.{chapter}")
+        defined = {name for name, value in vars(module).items() if name.startswith("check_")
+                   and callable(value) and value.__module__ == module.__name__}
+        assert defined and defined == set(declared[chapter]), (chapter, defined)
+        for name in defined:
             assert getattr(exercises, name) is getattr(module, name), name
+            assert name in exercises.__all__, name
