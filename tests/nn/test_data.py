@@ -1,9 +1,13 @@
 """The datasets: the bundled digits split with a seed, spirals, and mini-batches."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
-from gpulab.nn.data import load_digits, minibatch_indices, spirals
+from gpulab.nn import data
+from gpulab.nn.data import bundled_digits, load_digits, minibatch_indices, spirals
 
 
 def test_digits_split_is_stratified_and_seeded():
@@ -15,6 +19,36 @@ def test_digits_split_is_stratified_and_seeded():
     assert counts.min() >= 35 and counts.max() <= 37  # 20 % of each digit's ~180 samples
     assert not np.array_equal(load_digits(seed=1).y_test, a.y_test)
     assert "scikit-learn" in str(a)
+
+
+def test_the_digits_read_from_the_file_are_scikit_learns():
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    pixels, labels = bundled_digits()
+    bunch = sklearn_digits()
+    np.testing.assert_array_equal(pixels, bunch.data)
+    np.testing.assert_array_equal(labels, bunch.target)
+    assert labels.dtype == np.int64 and not pixels.flags.writeable
+
+
+def test_the_digits_load_without_importing_scikit_learn():
+    code = ("import sys; from gpulab.nn.data import load_digits; load_digits(); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, timeout=120)
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_the_digits_come_from_scikit_learn_where_the_file_moved(monkeypatch):
+    expected = bundled_digits()
+    monkeypatch.setattr(data, "DIGITS_FILE", ("datasets", "data", "no-such-file.csv.gz"))
+    bundled_digits.cache_clear()
+    try:
+        pixels, labels = bundled_digits()
+    finally:
+        bundled_digits.cache_clear()
+    np.testing.assert_array_equal(pixels, expected[0])
+    np.testing.assert_array_equal(labels, expected[1])
 
 
 def test_spirals():
