@@ -73,6 +73,7 @@ class BlocksAnswer:
     threads: int
     got: object
     seed: int
+    fixed: int | None = None  # the block size every answer divided by instead, if one did
 
     @property
     def expected(self) -> int:
@@ -117,6 +118,13 @@ BLOCKS_MISTAKES = (
             lambda a: (f"{a.call} returned {a.got!r} ({type(a.got).__name__}); it should return "
                        f"the whole number {a.expected}"),
             "return an int: the number of blocks, rounded up."),
+    Mistake("threads_per_block ignored (a block size of its own)",
+            _whole_but(lambda a, got: a.fixed not in (None, a.threads)),
+            lambda a: (f"{a.summary}: that is {a.n} divided by {a.fixed}, not by {a.threads}: on "
+                       f"every case your function divided by {a.fixed}, whatever "
+                       "threads_per_block it was given"),
+            "divide by the threads_per_block the caller passes, not by a block size of your "
+            "own: a launch may use any block size."),
     Mistake("rounded down (`n // threads_per_block`)",
             _whole_but(lambda a, got: got == a.n // a.threads and a.n % a.threads),
             lambda a: (f"{a.summary}: {a.got} blocks of {a.threads} threads are "
@@ -169,10 +177,14 @@ def check_blocks_for(function, seed: int | None = None) -> str:
     """Called on the 19 cases :func:`_block_cases` draws from the seed, in a shuffled order;
     the first wrong answer fails."""
     cases = _block_cases(np.random.default_rng(seed))
-    for n, threads in cases:
-        got = call_learner(function, n, threads, stub_hint=BLOCKS_STUB_HINT,
-                           call=f"blocks_for({n}, {threads}) (seed={seed})")
-        BLOCKS_FOR.reject(BlocksAnswer(n, threads, got, seed))
+    answers = [(n, threads, call_learner(function, n, threads, stub_hint=BLOCKS_STUB_HINT,
+                                         call=f"blocks_for({n}, {threads}) (seed={seed})"))
+               for n, threads in cases]
+    fixed = next((k for k in (32, 64, 128, 256, 512, 1024) if all(
+        isinstance(got, numbers.Integral) and got in (-(-n // k), n // k)
+        for n, _, got in answers)), None)
+    for n, threads, got in answers:
+        BLOCKS_FOR.reject(BlocksAnswer(n, threads, got, seed, fixed))
     return (f"all {len(cases)} cases right, from n = 1 to {max(n for n, _ in cases):,} "
             f"(exact multiples of the block size included; seed={seed}).")
 
@@ -317,6 +329,10 @@ def _as_int(value) -> int | None:
     return int(value) if isinstance(value, numbers.Integral) else None
 
 
+def _shape_as_blocks(h) -> bool:
+    return _as_int(h.biggest.blocks) == h.n and h.biggest.threads_per_block > 1
+
+
 HOST_MISTAKES = (
     Mistake("returned nothing", lambda h: h.got is None,
             lambda h: f"{h.call} returned None",
@@ -345,6 +361,28 @@ HOST_MISTAKES = (
             "revisit section 5's first two steps: the launch must be given arrays that already "
             "live on the device (the input copied there, the output allocated there), not NumPy "
             "arrays.", "host code"),
+    Mistake("one block as big as x",
+            lambda h: h.biggest.blocks in (1, (1,)) and h.biggest.threads_per_block == h.n,
+            lambda h: (f"{h.call} launched one block of {h.biggest.threads_per_block} threads "
+                       f"for {h.n} elements: that works only while n is at most "
+                       f"{MAX_THREADS_PER_BLOCK} (a GPU refuses bigger blocks), and one block "
+                       "runs on one of the GPU's many multiprocessors"),
+            "choose a fixed number of threads per block (128 or 256) and as many blocks as n "
+            "needs (exercise 1).", "host code"),
+    Mistake("blocks smaller than a warp, or blocks and threads swapped",
+            lambda h: (h.biggest.threads_per_block < 32 and not _shape_as_blocks(h)) or (
+                h.biggest.threads_per_block % 32
+                and h.biggest.threads_per_block == -(-h.n // (_as_int(h.biggest.blocks) or h.n))),
+            lambda h: (f"{h.call} launched {h.biggest.blocks} block(s) of "
+                       f"{h.biggest.threads_per_block} thread(s): "
+                       + ("a GPU runs each block in warps of 32 threads, so most of every warp "
+                          "sat idle" if h.biggest.threads_per_block < 32 else
+                          "a block size worked out from n, not a multiple of the warp's 32 "
+                          "threads: the block size is chosen and the number of blocks worked "
+                          "out, not the other way round (or are the two numbers swapped?)")),
+            "`kernel[blocks, threads]` takes the number of blocks first, then the threads per "
+            "block: choose the threads per block (128 or 256), then the blocks (exercise 1).",
+            "host code"),
     Mistake("more than 1024 threads per block",
             lambda h: h.launched_with(
                 lambda launch: launch.threads_per_block > MAX_THREADS_PER_BLOCK),
@@ -362,7 +400,7 @@ HOST_MISTAKES = (
                           if h.right_values else "")),
             "the number of blocks must be rounded up, as in exercise 1.", "host code"),
     Mistake("the array's shape (n) used as the number of blocks",
-            lambda h: _as_int(h.biggest.blocks) == h.n and h.biggest.threads_per_block > 1,
+            _shape_as_blocks,
             lambda h: (f"{h.call} launched {h.n} blocks of {h.biggest.threads_per_block} "
                        f"threads = {h.biggest.total_threads} threads for {h.n} elements: "
                        f"`x.shape` is the number of elements, not of blocks, so "

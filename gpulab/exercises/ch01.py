@@ -64,10 +64,11 @@ SYNCTHREADS_HINT = (
 BLOCK_SUM_GUARD_HINT = (
     GUARD_HINT + " Threads past the end must not read x: they put 0 into shared memory instead."
 )
+OUT_INDEX_HINT = " If the array of 1 element is out: every atomic add goes into out[0]."
 BLOCK_SUM_INDEX_HINT = (
     BLOCK_SUM_GUARD_HINT + " If the array is your shared array: it needs one slot per thread "
     "(THREADS must equal the check's threads_per_block), and `t + stride` must stay inside it, "
-    "so the first stride is half the block, `cuda.blockDim.x // 2`."
+    "so the first stride is half the block, `cuda.blockDim.x // 2`." + OUT_INDEX_HINT
 )
 TREE_HINT = (
     "let the whole block add in rounds: every thread puts its value in shared memory; then, "
@@ -92,6 +93,7 @@ class Race:
     right: bool
     runs: str
     trial: Trial
+    lone: tuple | None = None  # the one thread that wrote out[0], when only one did (simulator)
 
     @property
     def outcome(self) -> str:
@@ -114,6 +116,13 @@ def _recorded_race(e: Race) -> str:
 # A plain `out[0] += ...` (tried after the total's own mistakes, when none explains it):
 # recorded by the simulator's WatchedArray, else read in the source (both tiers).
 RACE_MISTAKES = (
+    Mistake("a right total written by one thread alone, the others idle",
+            lambda e: e.right and e.lone is not None,
+            lambda e: (f"the total is right, but {thread_label(e.lone)} alone wrote {e.name}[0], "
+                       f"after adding up all {e.trial.n} values one after another while the "
+                       "other threads had nothing to do: no race, but no parallel work either"),
+            "spread the additions over the threads: each adds its own share into out[0] with an "
+            "atomic add (section 3).", recognised_from="trace"),
     Mistake("a plain `out[0] += …` race, recorded in the simulator even when its total "
             "happens to be right", lambda e: e.race is not None, _recorded_race, ATOMIC_HINT,
             recognised_from="trace"),
@@ -130,8 +139,10 @@ def _check_race(source: KernelSource, out, got: float, right: bool, runs: str,
     the simulator runs one after another (threads, or blocks) and so hides the race."""
     name = source.parameters[-1] if source.parameters else "out"
     race = out.race() if isinstance(out, WatchedArray) else None
+    writers = out.plain_writers.get(0, set()) if isinstance(out, WatchedArray) else set()
+    lone = next(iter(writers)) if len(writers) == 1 and not out.atomic_writers else None
     reject(RACE_MISTAKES, Race(name, race, plain_writes_to(source, name), got, right, runs,
-                               trial))
+                               trial, lone))
 
 
 # --- exercise 1: multiply -------------------------------------------------------------------
@@ -230,6 +241,15 @@ class Total:
         return [self.terms[b * tpb:(b + 1) * tpb].sum(dtype=np.float64)
                 for b in range(self.trial.blocks)]
 
+    @property
+    def first_block_again(self) -> list[float]:
+        """What every block working on the first block's elements adds up to: all of them, or
+        (a guard on the global index) as many as each block has."""
+        tpb, n = self.trial.threads_per_block, self.trial.n
+        return [self.trial.blocks * self.block_sums[0],
+                sum(self.terms[:min(tpb, n - b * tpb)].sum(dtype=np.float64)
+                    for b in range(self.trial.blocks))]
+
     def one_block(self) -> int | None:
         """The block whose total alone ``got`` is, if any."""
         return next((b for b, s in enumerate(self.block_sums) if self.near(s)), None)
@@ -248,7 +268,7 @@ DOT_MISTAKES = (
             lambda e: (f"{e.summary}: that is a single product x[i] * y[i]: each thread "
                        "replaced out[0] instead of adding to it"), ATOMIC_HINT),
     Mistake("`threadIdx.x` as the index (every block adds the first block's)",
-            lambda e: e.near(e.trial.blocks * e.block_sums[0]),
+            lambda e: e.near(e.first_block_again),
             lambda e: f"{e.summary}: every block added the first block's products",
             GLOBAL_INDEX_HINT),
     Mistake("only the first block's products", lambda e: e.near(e.block_sums[0]),
@@ -262,6 +282,17 @@ DOT_MISTAKES = (
             lambda e: e.near(float(e.expected) + e.trial.idle_threads * PAD_VALUE**2),
             lambda e: (f"{e.summary}: the {e.trial.idle_threads} threads past the end added "
                        "values beyond x and y"), GUARD_HINT),
+    Mistake("x[i] * x[i] (or y[i] * y[i]) instead of x[i] * y[i]",
+            lambda e: e.near([e.x @ e.x.astype(np.float64), e.y @ e.y.astype(np.float64)]),
+            lambda e: f"{e.summary}: that is x · x (or y · y), a vector with itself",
+            "each product takes one element of x and one of y."),
+    Mistake("one product left out (the first or the last)",
+            lambda e: e.near([e.expected - e.terms[0], e.expected - e.terms[-1]]),
+            lambda e: (f"{e.summary}: that is x · y without the product of element "
+                       f"{0 if e.near(e.expected - e.terms[0]) else e.trial.n - 1}: one product "
+                       "was left out"),
+            "every index from 0 to n - 1 must add its own product once: check the guard and "
+            "the index for a stray `- 1` or `+ 1`."),
     Mistake("x[i] + y[i] instead of the product",
             lambda e: e.near(e.x.sum(dtype=np.float64) + e.y.sum(dtype=np.float64)),
             lambda e: f"{e.summary}: that is the sum of x[i] + y[i]",
@@ -327,7 +358,8 @@ def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | N
     def run(each: Trial):
         x, y = each.uniform(0.1, 1.0), each.uniform(0.1, 1.0)
         return _run_total(
-            source, kernel, each, (x, y), DOT_MISTAKES, "threads",
+            source, kernel, each, (x, y), DOT_MISTAKES, "threads", index_hint=GUARD_HINT
+            + OUT_INDEX_HINT,
             too_small=("the sum is too small, as if some products were lost or skipped",
                        "if threads update out[0] without an atomic, updates are lost: "
                        + ATOMIC_HINT),
@@ -404,6 +436,12 @@ BLOCK_SUM_MISTAKES = (
             lambda e: f"{e.summary}: nothing was added to out[0]",
             "after the tree, one thread of each block must add the block's total (slot 0 of the "
             "shared array) into out[0] with an atomic add: check that this add is reached."),
+    Mistake("every thread added its block's total (not one thread per block)",
+            lambda e: matches(e.got / e.trial.threads_per_block, e.expected, e.tolerance),
+            lambda e: (f"{e.summary}: that is {e.trial.threads_per_block} times the total: every "
+                       "thread of a block added the block's total, not one thread"),
+            "after the tree, one thread of each block adds partial[0] into out[0]; the others "
+            "add nothing."),
     Mistake("`out[0] = ...` (the blocks overwrote each other)",
             lambda e: e.one_block() is not None,
             lambda e: (f"{e.summary}: that is block {e.one_block()}'s total alone: the blocks "
@@ -419,7 +457,7 @@ BLOCK_SUM_MISTAKES = (
                        "into partial[0]"),
             "run the halving loop while `stride > 0` (or `>= 1`), not `> 1`."),
     Mistake("`threadIdx.x` as the index (every block sums the first block's)",
-            lambda e: e.near(e.trial.blocks * e.block_sums[0]),
+            lambda e: e.near(e.first_block_again),
             lambda e: f"{e.summary}: every block summed the first block's values",
             GLOBAL_INDEX_HINT),
     Mistake("the last, partial block skipped", lambda e: e.near(sum(e.block_sums[:-1])),
@@ -484,8 +522,10 @@ class TreeTrace:
 
 def _one_atomic_per_thread(e: TreeTrace) -> str:
     block, most = e.busiest_block
+    per = ("one per thread" if most >= e.trial.threads_per_block
+           else f"one per {e.trial.threads_per_block // most} threads")
     return (f"the total is right, but block {block} made {most} atomic adds (into "
-            f"{e.atomics_into}): one per thread, so its {e.trial.threads_per_block} additions "
+            f"{e.atomics_into}): {per}, so its {e.trial.threads_per_block} additions "
             "still wait for each other one at a time, as in exercise 2. A tree needs one atomic "
             "per block")
 
@@ -556,14 +596,19 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
     said = (f" Your kernel has {barriers} `cuda.syncthreads()` call(s); it needs one after "
             "filling shared memory and one in the halving loop." if few_barriers else "")
 
+    hint = SYNCTHREADS_HINT if few_barriers else (
+        "check where your `cuda.syncthreads()` calls are (one after filling shared memory, one "
+        "after every round) and the rounds themselves: in each, only the threads t < stride "
+        "add, each the slot `t + stride` into slot t, the first stride half the block.")
+
     def run(each: Trial):
         return _run_total(
             source, kernel, each, (each.uniform(0.5, 1.5),), BLOCK_SUM_MISTAKES, "blocks",
             too_small=("the sum is too small: some values were lost on the way up the tree, "
                        "which happens when a thread reads a shared slot before another thread "
-                       "has written it." + said, SYNCTHREADS_HINT),
+                       "has written it." + said, hint),
             otherwise=("the sum is wrong: some slots were read before they were written, or "
-                       "hold leftover values." + said, SYNCTHREADS_HINT),
+                       "hold leftover values." + said, hint),
             index_hint=BLOCK_SUM_INDEX_HINT)
 
     got = _total_or_failure(run, trial, BLOCK_SUM_PARTIAL_BLOCK_MISTAKES,

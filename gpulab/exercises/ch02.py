@@ -332,6 +332,22 @@ TIMING_MISTAKES = (
             "runs that, but a GPU refuses more than 1024".format(
                 *e.first(lambda launch_: launch_.threads_per_block > 1024)),
             "use 128 or 256 threads per block.", recognised_from="host code"),
+    Mistake("blocks smaller than a warp (blocks and threads swapped?)",
+            lambda e: e.first(lambda launch_: launch_.threads_per_block < 32),
+            lambda e: "launch {0} used {1.blocks} block(s) of {1.threads_per_block} thread(s): a "
+            "GPU runs each block in warps of 32 threads, so most of every warp sat idle, and "
+            "you would time that".format(*e.first(lambda launch_: launch_.threads_per_block < 32)),
+            "`kernel[blocks, threads]` takes the number of blocks first: choose 128 or 256 "
+            "threads per block, then the blocks (chapter 00's blocks_for).",
+            recognised_from="host code"),
+    Mistake("float64 copies of float32 data",
+            lambda e: e.first(lambda launch_: any(d is not None and d != np.float32
+                                                  for d in launch_.dtypes[1:])),
+            lambda e: "launch {} got arrays of {}, but x and y hold float32: the copies carry "
+            "twice the bytes, and you would time a float64 saxpy, many times slower on most "
+            "GPUs".format(*_float64_launch(e)),
+            "copy x and y as they are: `cuda.to_device` and `cuda.device_array_like` keep "
+            "their dtype (no `astype`, no `dtype=float`).", recognised_from="host code"),
     Mistake("too few blocks (rounded down)",
             lambda e: e.first(lambda launch_: launch_.total_threads < e.n),
             lambda e: "launch {0} had {1.blocks} block(s) of {1.threads} threads = "
@@ -377,12 +393,23 @@ TIMING_MISTAKES = (
     Mistake("never waited for the GPU", lambda e: e.window is None and not e.waited,
             lambda e: f"{e.call} never waited for the GPU after its launches", SYNCHRONIZE_HINT,
             recognised_from="host code"),
+    Mistake("more launches between the clock reads than repeats",
+            lambda e: e.window is not None and e.timed > TIMED_REPEATS,
+            lambda e: (f"between your two clock reads there are {e.timed} launches, but repeats "
+                       f"= {TIMED_REPEATS}" + ("" if e.warm_up else ": the warm-up launch is "
+                                               "inside the timed window")),
+            "launch `repeats` times between the clock reads (the number the caller gives), "
+            "and the warm-up launch before the first one.", recognised_from="host code"),
     Mistake("not a pair (out, seconds)", lambda e: not e.pair,
             lambda e: (f"{e.call} returned {type(e.returned).__name__}, not a pair "
                        "(out, seconds)"),
             "return two things: the output copied back to the host, then the seconds per "
             "launch.",
             recognised_from="host code"),
+    Mistake("(seconds, out): the pair the wrong way round",
+            lambda e: isinstance(e.seconds, np.ndarray) and not isinstance(e.out, np.ndarray),
+            lambda e: f"{e.call} returned the time first and the array second",
+            "return out first, then the seconds per launch.", recognised_from="host code"),
     Mistake("the device array returned",
             lambda e: not isinstance(e.out, np.ndarray) and hasattr(e.out, "copy_to_host"),
             lambda e: (f"{e.call} returned the device array itself as out: its values are still "
@@ -398,6 +425,11 @@ TIMING_MISTAKES = (
     Mistake("out of the wrong shape", lambda e: e.out.shape != e.x.shape,
             lambda e: f"{e.call} returned out of shape {e.out.shape}, not {e.x.shape}",
             "allocate out like x: `cuda.device_array_like(d_x)`.", recognised_from="outputs"),
+    Mistake("x and y swapped in the launch",
+            lambda e: np.allclose(e.out, reference.saxpy(e.a, e.y, e.x), rtol=1e-6, atol=1e-6),
+            lambda e: f"{e.first_wrong()}: out is a * y + x, so x and y were swapped",
+            "give the launch its arguments in saxpy's order: a, x, y, out.",
+            recognised_from="outputs"),
     Mistake("wrong values in out", lambda e: e.wrong.any(), lambda e: e.first_wrong(),
             "return the output array you launched into, copied back after the launches."),
     Mistake("the time not a positive number", lambda e: _not_positive(e.seconds),
@@ -417,6 +449,18 @@ TIMING_MISTAKES = (
             lambda e: (f"{e.call} returned {float(e.seconds):.3g} s per launch, but that is the "
                        f"time of all {e.timed} timed launches: that looks like the total, not "
                        "the time per launch"), PER_LAUNCH_HINT, recognised_from="host code"),
+    Mistake("multiplied by repeats", lambda e: e.timed > 1 and e.per(1 / e.timed),
+            lambda e: (f"{e.call} returned {float(e.seconds):.3g} s per launch: that is the time "
+                       f"between your clock reads multiplied by {e.timed}, not divided"),
+            PER_LAUNCH_HINT, recognised_from="host code"),
+    Mistake("not in seconds (milliseconds or nanoseconds)",
+            lambda e: float(e.seconds) > min(e.wall_s, 100 * (e.elapsed_s or np.inf)),
+            lambda e: (f"{e.call} returned {float(e.seconds):.3g} as the seconds per launch, but "
+                       f"the whole call took {e.wall_s:.3g} s: the time is not in seconds "
+                       "(CUDA events' `elapsed_time` gives milliseconds, `perf_counter_ns` "
+                       "nanoseconds)"),
+            "return seconds: convert milliseconds or nanoseconds before you return the time.",
+            recognised_from="host code"),
 )
 TIME_SAXPY = CheckSpec(
     "time_saxpy", "time_saxpy(kernel, a, x, y, repeats) -> (out, seconds)", TIME_STUB_HINT,
@@ -429,6 +473,13 @@ TIME_SAXPY = CheckSpec(
           "positive number (the simulator's time is labelled as such)",
     also="no warm-up launch passes with a note (the first launch compiles); timing with CUDA "
          "events is accepted")
+
+
+def _float64_launch(e: Timing) -> tuple[int, str]:
+    number, launch_ = e.first(lambda launch_: any(d is not None and d != np.float32
+                                                  for d in launch_.dtypes[1:]))
+    return number, ", ".join(sorted({str(d) for d in launch_.dtypes[1:]
+                                     if d is not None and d != np.float32}))
 
 
 def _describe_host_code(watch: HostCodeWatch, warm_up: int) -> str:
@@ -498,7 +549,8 @@ STRIDE_HINT = (
     "g + 2G, … and no two threads ever copy the same element."
 )
 # The launch the copy's stride is traced on (small: every access is recorded).
-STRIDE_TRACE_BLOCKS, STRIDE_TRACE_THREADS, STRIDE_TRACE_SIZES = 2, 32, (150, 250)
+# Not COPY_BLOCKS: a step of `2 * cuda.blockDim.x` would match both grids.
+STRIDE_TRACE_BLOCKS, STRIDE_TRACE_THREADS, STRIDE_TRACE_SIZES = 3, 32, (150, 250)
 
 
 @dataclass
@@ -539,10 +591,18 @@ class Copied:
     grid_threads: int
     where: str
     recorder: RecordingArray | None = None
+    changed_x: bool = False
 
     @cached_property
     def unwritten(self) -> np.ndarray:
         return np.isnan(self.out)
+
+    @cached_property
+    def stopped_at(self) -> int:
+        """Where the copy stopped: the first element never written when all after it are
+        unwritten and all before it written, else 0."""
+        first = int(np.argmax(self.unwritten))
+        return first if self.unwritten[first:].all() and not self.unwritten[:first].any() else 0
 
     @cached_property
     def wrong(self) -> CheckFailedError | None:
@@ -584,6 +644,8 @@ def _not_coalesced(e: Copied) -> str:
 
 # The full-size run's outputs, then (in the simulator) its warp requests, in the order tried.
 COPY_MISTAKES = (
+    Mistake("wrote into x", lambda e: e.changed_x, "your kernel wrote into its input x",
+            "a copy reads x and writes out only: leave x as the caller gave it."),
     Mistake("nothing written", lambda e: e.unwritten.all(),
             "your kernel wrote nothing into out", GRID_STRIDE_HINT),
     Mistake("one element per thread (only out[0..grid - 1] copied)",
@@ -592,6 +654,13 @@ COPY_MISTAKES = (
             lambda e: (f"only out[0..{e.grid_threads - 1}] were copied, one element per "
                        f"thread: the grid has {e.grid_threads} threads for {e.trial.n} "
                        "elements, so each thread must copy several"), GRID_STRIDE_HINT),
+    Mistake("a fixed number of passes (the loop stops before the end of x)",
+            lambda e: e.stopped_at and e.stopped_at % e.grid_threads == 0,
+            lambda e: (f"only out[0..{e.stopped_at - 1}] were copied: "
+                       f"{e.stopped_at // e.grid_threads} passes of the {e.grid_threads}-thread "
+                       f"grid, then the loop stopped before the end of x ({e.trial.n} elements)"),
+            "loop until the end of x, not a fixed number of times: how many passes it takes "
+            "depends on n."),
     Mistake("elements missing or wrong (the elementwise rules)",
             lambda e: e.wrong is not None, lambda e: e.wrong_message(),
             lambda e: e.wrong.hint or GRID_STRIDE_HINT),
@@ -649,6 +718,7 @@ def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32) ->
                        size_range=COPY_SIZE_RANGE[tier])
     grid_threads = threads * blocks
     x = trial.uniform(-10, 10)
+    given = x.copy()
     recorder = RecordingArray(x) if tier == "sim" else None  # an IndexError past the end
     d_x = recorder if recorder is not None else padded(x, grid_threads, 0)[1]
     d_out_all, d_out = padded(np.full(trial.n, np.nan, dtype=trial.dtype), grid_threads,
@@ -658,9 +728,9 @@ def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32) ->
     launched = (f"{blocks} blocks of {threads} threads = {grid_threads} threads for "
                 f"n={trial.n}, seed={trial.seed}")
     out = read_back(d_out_all, (trial.n,), launched,
-                    hint="stop the loop at `x.shape[0]`: `range(cuda.grid(1), x.shape[0], "
-                    "cuda.gridsize(1))`.")
-    copied = Copied(x, out, trial, grid_threads, launched, recorder)
+                    hint="the loop must stop before `x.shape[0]`: no index may reach it.")
+    copied = Copied(given, out, trial, grid_threads, launched, recorder,
+                    not np.array_equal(d_x.copy_to_host(), given))
     reject(COPY_MISTAKES, copied)
     access = copied.access
     if access is None:

@@ -85,6 +85,10 @@ UNTILED_HINT = (
     "multiply-adds read only the tiles; then the block waits again. A value loaded once is "
     "used by TILE threads."
 )
+STEPS_HINT = (
+    "the loop over the steps must cover all of K, whatever its size (read it from A's shape: "
+    "K is A.shape[1], its number of columns, not M or N), with C written after it."
+)
 HARD_CODED_HINT = (
     "write TILE wherever the tile's size is meant (the shared arrays' shape, the step along K, "
     "the inner loop), never the number itself: TILE is 16 on a GPU and 8 in the simulator."
@@ -303,6 +307,10 @@ MATMUL_MISTAKES = (
             lambda e: e.suspects and e.holds(e.trial.inner - 1),
             lambda e: (f"{e.summary}: C holds the sum for k = 0 .. K-2: the last k is "
                        "missing"), "loop over `range(A.shape[1])`."),
+    Mistake("the sum missing its first k (`range(1, K)`)",
+            lambda e: e.suspects and e.holds(e.trial.inner, 1),
+            lambda e: f"{e.summary}: C holds the sum for k = 1 .. K-1: the first k, 0, is missing",
+            "a range starts at 0 unless told otherwise: loop over `range(A.shape[1])`."),
     Mistake("a single product written, not the sum",
             lambda e: e.suspects and e.holds(e.trial.inner, e.trial.inner - 1),
             lambda e: (f"{e.summary}: C holds A[row, k] * B[k, col] for a single k, not their "
@@ -447,6 +455,23 @@ NAIVE = CheckSpec(
          "outside C on a GPU); simulator-only code")
 
 
+def _naive_index_hint(error: IndexError, source: KernelSource, trial: Trial) -> str:
+    """The hint for an IndexError: the line, and the matrix and axis it overran, told from the
+    error's size (M, N and K differ); EDGE_HINT when the line or the matrix is unknown."""
+    line, found = _learner_line(error, source), re.search(r"axis (\d) with size (\d+)", str(error))
+    M, N, K = trial.extents
+    shapes = dict(zip(_names(source), ((M, K), (K, N), (M, N)), strict=True))
+    name = next((name for name, shape in shapes.items() if found and re.search(
+        rf"\b{re.escape(name)}\s*\[", line) and shape[int(found[1])] == int(found[2])), None)
+    if name is None:
+        return EDGE_HINT
+    axis = int(found[1])
+    return (f"`{line}` went outside {name}'s {('rows', 'columns')[axis]} ({found[2]} of them): "
+            f"either no guard keeps that index below {name}.shape[{axis}], or it belongs on "
+            f"{name}'s other axis. A's rows are C's rows and B's columns C's columns; k runs "
+            "along A's columns and B's rows.")
+
+
 @NAIVE.check
 def check_matmul_naive(kernel, seed: int | None = None,
                        block: tuple[int, int] | None = None, dtype=np.float32) -> str:
@@ -462,7 +487,13 @@ def check_matmul_naive(kernel, seed: int | None = None,
     if block is None:  # and the block turned on its side: x and y can't hide
         trials.append(draw_naive("check_matmul_naive", seed, trial.block[::-1], dtype))
     for run in trials:
-        failure = _diagnose(*_run(kernel, run), run, INDEX_HINT, source)
+        try:
+            failure = _diagnose(*_run(kernel, run), run, INDEX_HINT, source)
+        except KernelError as error:
+            if isinstance(error.cause, IndexError):
+                raise KernelError(error.cause, run, _naive_index_hint(error.cause, source, run)
+                                  ) from None
+            raise
         if failure is not None:
             reject(NAIVE_SOURCE_MISTAKES, NaiveSource(source, run, failure))
             raise failure
@@ -524,31 +555,73 @@ class TiledSource:
             and node.value == self.tile))
 
     @cached_property
-    def fixed_steps(self) -> str | None:
-        """The line of a loop over the steps along K (a loop whose body has a barrier or
-        stores into a shared array) that ends at a fixed number instead of at
-        ``A.shape[1]``."""
-        source = self.source
-        if source.tree is None:
-            return None
-        shared = _shared_names(source)
-        local = set(source.parameters) | {n.id for n in source.walk() if isinstance(n, ast.Name)
-                                          and isinstance(n.ctx, ast.Store)}
-        for loop in source.walk():
-            if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
-                    and getattr(loop.iter.func, "id", "") == "range" and loop.iter.args):
+    def steps_loops(self) -> list[tuple[ast.For, ast.AST]]:
+        """(the loop, the end of its range) of each loop over the steps along K: a loop whose
+        body has a barrier or stores into a shared array, and is inside no other such loop."""
+        if self.source.tree is None:
+            return []
+        shared, found, inner = _shared_names(self.source), [], set()
+        for loop in self.source.walk():  # outer loops first
+            if loop in inner or not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
+                                     and getattr(loop.iter.func, "id", "") == "range"
+                                     and loop.iter.args):
                 continue
-            steps_loop = any(
-                isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "syncthreads"
-                for statement in loop.body for n in ast.walk(statement)
-            ) or any(_uses_tile(statement, shared, ast.Store) for statement in loop.body)
-            stop = loop.iter.args[1] if len(loop.iter.args) > 1 else loop.iter.args[0]
+            if any(isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "syncthreads"
+                   for statement in loop.body for n in ast.walk(statement)
+                   ) or any(_uses_tile(statement, shared, ast.Store) for statement in loop.body):
+                found.append((loop, loop.iter.args[1 if len(loop.iter.args) > 1 else 0]))
+                inner |= {n for statement in loop.body for n in ast.walk(statement)}
+        return found
+
+    @cached_property
+    def fixed_steps(self) -> str | None:
+        """The line of a loop over the steps along K that ends at a fixed number instead of
+        at ``A.shape[1]``."""
+        local = set(self.source.parameters) | {
+            n.id for n in self.source.walk() if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Store)}
+        for loop, stop in self.steps_loops:
             names = {n.id for n in ast.walk(stop) if isinstance(n, ast.Name)}
-            shapes = any(isinstance(n, ast.Attribute) and n.attr == "shape"
-                         for n in ast.walk(stop))
-            if steps_loop and not shapes and not (names & local):
-                return source.line(loop)
+            if not (names & local) and not any(isinstance(n, ast.Attribute) and n.attr == "shape"
+                                               for n in ast.walk(stop)):
+                return self.source.line(loop)
         return None
+
+    @cached_property
+    def other_extent(self) -> tuple[str, str] | None:
+        """(the line, "M" or "N") of a loop over the steps that ends at M or N (a shape's
+        other axis, directly or through a name bound to it) and nowhere at K."""
+        a, b, c = _names(self.source)
+        extent = {(a, 0): "M", (c, 0): "M", (b, 1): "N", (c, 1): "N", (a, 1): "K", (b, 0): "K"}
+        bound = {}  # the extents each name was computed from: `M = A.shape[0]`, `M, K = A.shape`
+
+        def extents(node) -> set:
+            return {extent.get(_axis(n)) for n in ast.walk(node)}.union(
+                *(bound.get(n.id, ()) for n in ast.walk(node) if isinstance(n, ast.Name)))
+
+        for node in self.source.walk():
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+                if isinstance(target, ast.Name):
+                    bound[target.id] = extents(value)
+                elif isinstance(target, ast.Tuple) and isinstance(value, ast.Attribute) and \
+                        value.attr == "shape" and isinstance(value.value, ast.Name):
+                    bound |= {t.id: {extent.get((value.value.id, i))}
+                              for i, t in enumerate(target.elts) if isinstance(t, ast.Name)}
+        for loop, stop in self.steps_loops:
+            used = extents(stop)
+            if "K" not in used and used & {"M", "N"}:
+                return self.source.line(loop), min(used & {"M", "N"})
+        return None
+
+
+def _axis(node) -> tuple[str, int] | None:
+    """(the array, the axis) of ``X.shape[i]``; None for anything else."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and \
+            node.value.attr == "shape" and isinstance(node.value.value, ast.Name) and \
+            isinstance(node.slice, ast.Constant) and type(node.slice.value) is int:
+        return node.value.value.id, node.slice.value
+    return None
 
 
 # Read from the source before anything runs, in order.
@@ -560,8 +633,13 @@ TILED_SOURCE_MISTAKES = (
     Mistake("the loop over the steps ending at a number", lambda e: e.fixed_steps,
             lambda e: (f"`{e.fixed_steps}` ends at a fixed number: it is right only for the K it "
                        "was written for"),
-            "the loop over the steps must cover all of K, whatever its size: read it from A's "
-            "shape.", recognised_from="source"),
+            STEPS_HINT, recognised_from="source"),
+    Mistake("the loop over the steps ending at M or N", lambda e: e.other_extent,
+            lambda e: (f"`{e.other_extent[0]}` ends the steps at {e.other_extent[1]}, "
+                       f"{'the rows of A' if e.other_extent[1] == 'M' else 'the columns of B'}"
+                       f", not at K: right only when {e.other_extent[1]} and K need the same "
+                       "number of steps"),
+            STEPS_HINT, recognised_from="source"),
 )
 
 
@@ -827,6 +905,13 @@ BARRIER_MISTAKES = (
             lambda e: e.too_few_barriers and e.missing_barriers == [SYNC_AFTER_LOADS],
             _too_few_barriers_message("threads read tile slots that others have not stored "
                                       "yet"), _missing_barriers_hint, recognised_from="trace"),
+    Mistake("two barriers per step, but none between the loads and the multiply-adds",
+            lambda e: len(e.barriers) == 1 and e.missing_barriers == [SYNC_AFTER_LOADS],
+            lambda e: (f"each thread passed {e.barriers[0]} barriers in {e.steps_taken} steps "
+                       "along K, but none between its stores into the tiles and its "
+                       "multiply-adds: " + ("right here only by luck; on a GPU " if e.right
+                                            else "") + "threads read tile slots that others "
+                       "have not stored yet"), _missing_barriers_hint, recognised_from="trace"),
     Mistake("no barrier after the multiply-adds (also when the simulator's answer happens to "
             "be right)",
             lambda e: e.too_few_barriers and e.missing_barriers == [SYNC_AFTER_SUMS],
@@ -936,8 +1021,7 @@ STEP_SUM_MISTAKES = (
             lambda e: (f"C holds the sum over k = 0 .. {e.stopped_after * e.T - 1} only: the "
                        f"loop over the steps stopped after {e.stopped_after} of the {e.steps} "
                        f"steps K = {e.trial.inner} needs"),
-            "the loop over the steps must cover all of K, whatever its size (read it from A's "
-            "shape), with C written after it."),
+            STEPS_HINT),
 )
 
 

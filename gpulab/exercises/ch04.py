@@ -21,6 +21,7 @@ from gpulab.exercises.evidence import is_number
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
 from gpulab.exercises.running import call_learner, run_elementwise
+from gpulab.exercises.source_rules import KernelSource, plain_writes_to
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 
@@ -119,7 +120,7 @@ class Decoded:
 
     def wrong_bias(self) -> int | None:
         """The bias that gives ``got``, if one of the usual wrong ones does."""
-        for bias in (self.bias + 1, self.bias - 1, 2**(self.fmt.exponent_bits - 1)):
+        for bias in (self.bias + 1, self.bias - 1, 2**(self.fmt.exponent_bits - 1), 15, 127, 7):
             power = 1 - bias if self.exponent == 0 else self.exponent - bias
             lead = 0 if self.exponent == 0 else 1
             if bias != self.bias and self.gave(self.signed * 2.0**power * (lead + self.fraction)):
@@ -190,7 +191,13 @@ DECODE_MISTAKES = (
             lambda e: f"{e.summary}: the implicit leading 1 of a normal number is missing",
             "a normal number's significand is 1 plus the mantissa's fraction: the leading 1 is "
             "not stored, but it is there."),
-    Mistake("the bias off by one", lambda e: e.wrong_bias() is not None,
+    Mistake("the mantissa's fraction lost (`mantissa // 2**M`, a whole number)",
+            lambda e: e.exponent != 0 and e.mantissa and e.gave(
+                e.signed * 2.0**(e.exponent - e.bias)),
+            lambda e: f"{e.summary}: the value has no fraction: the mantissa's bits are lost",
+            "the fraction is mantissa / 2**mantissa_bits, between 0 and 1: `//` would round it "
+            "down to 0."),
+    Mistake("the bias off by one, or another format's", lambda e: e.wrong_bias() is not None,
             lambda e: f"{e.summary}: the bias used was {e.wrong_bias()}, not {e.bias}",
             BIAS_HINT),
     Mistake("the sign ignored",
@@ -274,6 +281,7 @@ class MatvecSums:
     x: np.ndarray
     trial: Trial
     k: int
+    source: KernelSource | None = None
 
     def __post_init__(self):
         self.where = f"{self.trial}, k={self.k}"
@@ -315,10 +323,23 @@ class MatvecSums:
 
     @property
     def fp16_sized_error(self) -> bool:
-        """The outputs are fp16 sums, or the errors are as large as fp16 sums' (typically)."""
-        fp16_error = np.abs(self.emulated["fp16"] - self.exact)
+        """The outputs are fp16 sums, or the errors are as large as fp16 sums' (typically; a
+        sum of the wrong products is off by far more)."""
+        fp16_error = np.median(np.abs(self.emulated["fp16"] - self.exact))
         return bool(np.allclose(self.got, self.emulated["fp16"], rtol=2e-3, atol=0)
-                    or np.median(self.error) > 0.3 * np.median(fp16_error))
+                    or 0.3 * fp16_error < np.median(self.error) < 3 * fp16_error)
+
+    @property
+    def rounded_to_fp16(self) -> bool:
+        """Every sum is the exact sum rounded to an fp16 number (to fp32's bound)."""
+        return bool(np.array_equal(self.got.astype(np.float16), self.got) and np.all(
+            self.error <= np.abs(self.exact) * 2.0**-11 + self.bound))
+
+    @property
+    def adds_into_out(self) -> bool:
+        """out is NaN everywhere and the kernel adds into it (``out[row] += ...``)."""
+        return self.unwritten.all() and self.source is not None and any(
+            "+=" in line for line in plain_writes_to(self.source, self.source.parameters[2]))
 
     @property
     def right(self) -> bool:
@@ -342,6 +363,12 @@ class MatvecSums:
 # In the order they are tried: rows never written (none, the first block's only, some), then
 # sums within fp32's bound but from fp16 products, sums with fp16-sized errors, any other sum.
 MATVEC_MISTAKES = (
+    Mistake("adding into out (`out[row] += ...`), which starts as garbage",
+            lambda e: e.adds_into_out,
+            "every row of out is NaN: your kernel adds into out[row], which starts with whatever "
+            "was in memory (NaN here)", "out is an output, not a running total: memory from the "
+            "device holds garbage until written, so keep the sum in a local fp32 variable and "
+            "write out[row] once.", recognised_from="source"),
     Mistake("no row written", lambda e: e.unwritten.all(), "no row of out was written",
             "each thread writes its row's sum into out at its own row."),
     Mistake("`threadIdx` alone (only the first block's rows written)",
@@ -359,6 +386,12 @@ MATVEC_MISTAKES = (
             lambda e: (f"the sums are kept in fp32, but every product was rounded to fp16 "
                        f"first: out[{e.worst}] = {e.got[e.worst]:.7g}, exactly what fp16 "
                        "products give"), FP16_PRODUCT_HINT),
+    Mistake("the sum rounded to fp16 (at the end, or kept there with a compensated sum)",
+            lambda e: e.rounded_to_fp16,
+            lambda e: (f"{e.summary}: every row's sum is the exact sum rounded to an fp16 number"
+                       f", so it was rounded to fp16 before it was written. {e.median_spacing}"),
+            "keep the sum in fp32 all the way into out (an fp32 array): converting it to fp16, "
+            "even once at the end, rounds it to fp16's spacing."),
     Mistake("the sums kept in fp16 (including the simulator's trap: a plain `acc = 0.0` takes "
             "float16's type there)",
             lambda e: not e.within_bound and e.fp16_sized_error,
@@ -416,7 +449,7 @@ def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | 
         got = run_elementwise(kernel, each, a, x, fill=1, index_hint=GUARD_HINT + " Here the "
                               "index is the row: compare it with out's length."
                               ).astype(np.float64)
-        answer = MatvecSums(got, a, x, each, k)
+        answer = MatvecSums(got, a, x, each, k, source)
         if not answer.right:
             MATVEC.reject(answer)
         return each
@@ -611,13 +644,22 @@ def check_quantise_fp8(quantise, seed: int | None = None) -> str:
 
 def _call_quantise(quantise, x: np.ndarray, name: str, seed: int):
     """Call the learner's function on a copy of x; check the types of what comes back."""
-    result = call_learner(quantise, x.copy(), stub_hint=QUANTISE_STUB_HINT,
+    given = x.copy()
+    result = call_learner(quantise, given, stub_hint=QUANTISE_STUB_HINT,
                           call=f"quantise(x) for {name} (seed={seed})")
+    if not np.array_equal(given, x):
+        raise CheckFailedError(
+            f"quantise(x) changed its argument x ({name}, seed={seed}): the caller's tensor is "
+            "no longer what it was.", "leave x as it is: an in-place operation (`x /= ...`, "
+            "`x[:] = ...`) overwrites the caller's tensor; divide into a new array.")
     if not (isinstance(result, tuple) and len(result) == 2):
         raise CheckFailedError(f"quantise(x) returned {type(result).__name__}, not a pair "
                                "(q, scale).",
                                "return both: the quantised array, then the scale, as one pair.")
     q, scale = result
+    if is_number(q) and isinstance(scale, np.ndarray) and scale.shape == x.shape:
+        raise CheckFailedError("quantise(x) returned (scale, q): a number first, then an array "
+                               "shaped like x.", "return the pair in the order (q, scale).")
     if not isinstance(q, np.ndarray):
         raise CheckFailedError(
             f"q is a {type(q).__name__}, not a NumPy array: it must be stored in 1 byte per "

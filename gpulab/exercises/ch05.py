@@ -22,13 +22,18 @@ from gpulab.exercises.outputs import (
     RELU,
     SAID,
     TANH,
-    changed_input_failure,
     check_matrix_output,
     looks_like,
     per_activation,
 )
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError, offer_trace
-from gpulab.exercises.running import call_learner, launch, padded, read_back
+from gpulab.exercises.running import (
+    call_learner,
+    changed_input_failure,
+    launch,
+    padded,
+    read_back,
+)
 from gpulab.exercises.source_rules import KernelSource, is_typed_in_count, typed_in_count_names
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import Trial, draw_size
@@ -181,6 +186,10 @@ BIAS_ACTIVATION_MISTAKES = (
                           "z = Z + b."),
                said=lambda e: f"Z + b: the {SAID[_asked(e)]} is missing"),
     *(_another(other) for other in FUNCTIONS),
+    looks_like("min(Z + b, 0) for ReLU",
+               lambda e: np.minimum(e.inputs["Z"] + e.inputs["b"], 0) if _asked(e) == "relu"
+               else None, "ReLU keeps the positive part: the larger of z and 0.",
+               said="min(Z + b, 0): ReLU's max turned into a min"),
 )
 
 
@@ -206,10 +215,20 @@ def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32) -> 
 
     def run(trial: Trial, code: int, name: str) -> None:
         Z = trial.normal(trial.rows, trial.cols)
+        Z.flat[trial.rng.choice(Z.size, 2, replace=False)] = (800, -800)  # exp(2 z) overflows
         b = trial.normal(trial.cols, scale=0.5)
-        check_matrix_output(kernel, trial, source, {"Z": Z, "b": b, "act": code},
-                            reference.bias_activation(Z, b, name),
-                            BIAS_ACTIVATION_MISTAKES, BIAS_ACTIVATION_HINT)
+        try:
+            check_matrix_output(kernel, trial, source, {"Z": Z, "b": b, "act": code},
+                                reference.bias_activation(Z, b, name),
+                                BIAS_ACTIVATION_MISTAKES, BIAS_ACTIVATION_HINT)
+        except KernelError as error:
+            if not isinstance(error.cause, OverflowError):
+                raise
+            raise CheckFailedError(
+                "exp overflowed: Z + b reaches ±800 here, and exp of anything above 709.8 "
+                f"overflows float64 (88.7 float32): inf / inf is NaN on a GPU ({trial}).",
+                "tanh never overflows: use math.tanh, or a formula whose exp only ever sees "
+                "numbers <= 0 (tanh is odd: tanh(-z) = -tanh(z)).") from None
 
     return per_activation("check_bias_activation", seed, dtype, run)
 
@@ -435,6 +454,16 @@ class Unwritten:
     missing: np.ndarray
     losses: np.ndarray
     trial: Trial
+    probs: np.ndarray | None = None
+
+    @property
+    def classes_missed(self) -> tuple[int, int] | None:
+        """(a row, a class) never written in probs when every row's loss and some of its
+        probabilities were written: the loops over the classes miss some."""
+        holes = np.isnan(self.probs)
+        if np.isnan(self.losses).any() or holes.all(axis=1).any() or not holes.any():
+            return None
+        return tuple(int(i) for i in np.argwhere(holes)[0])
 
     def only_the_first(self, rows: int) -> bool:
         """Are the rows missing exactly those from ``rows`` on?"""
@@ -448,6 +477,15 @@ class Unwritten:
 
 # Rows never written, in the order they are tried: the most specific first, any other last.
 UNWRITTEN_MISTAKES = (
+    Mistake("classes of a row never written (a loop over the classes one short, or only the "
+            "label's)", lambda e: e.probs is not None and e.classes_missed,
+            lambda e: (f"every loss was written, but {int(np.isnan(e.probs).sum())} "
+                       f"probabilities in {e.missing.size} rows were not, e.g. "
+                       f"probs{list(e.classes_missed)}: the loop that writes a row's "
+                       "probabilities misses classes"),
+            lambda e: (f"a row has {e.trial.inner} classes, 0 to {e.trial.inner - 1}: each "
+                       "thread writes the probability of every one (loop to the logits' number "
+                       "of columns, read from the array).")),
     Mistake("a guard on the classes, not the rows (only the first C rows written)",
             lambda e: e.only_the_first(e.trial.inner), lambda e: e.text,
             lambda e: (f"only the first {e.trial.inner} rows, as many as there are classes: "
@@ -669,7 +707,7 @@ def _softmax_case(kernel, trial: Trial, case: str, logits, labels,
     losses = read_back(d_losses_all, (n,), trial, what="losses", hint=ROWS_HINT)
     unwritten = np.isnan(probs).any(axis=1) | np.isnan(losses)
     if case == "ordinary logits":
-        reject(UNWRITTEN_MISTAKES, Unwritten(np.flatnonzero(unwritten), losses, trial))
+        reject(UNWRITTEN_MISTAKES, Unwritten(np.flatnonzero(unwritten), losses, trial, probs))
     values = SoftmaxValues(case, logits, labels, probs, losses, trial, passed_high)
     if not values.right:
         reject(VALUE_MISTAKES, values)

@@ -26,14 +26,20 @@ from gpulab.exercises.outputs import (
     TANH,
     MatrixOutput,
     blame_hard_coded_block,
-    changed_input_failure,
     coverage_failure,
     per_activation,
     run_2d,
 )
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError, offer_trace
-from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
-from gpulab.exercises.source_rules import KernelSource, count_calls
+from gpulab.exercises.running import (
+    call_learner,
+    changed_input_failure,
+    launch,
+    padded,
+    read_back,
+    trace_trial,
+)
+from gpulab.exercises.source_rules import KernelSource, count_calls, hard_coded_block
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 from gpulab.instruments import RecordingArray, WatchedArray, poison_value
@@ -66,6 +72,7 @@ class DenseGrads:
     where: str
     returned: str = ""
     row_sums: np.ndarray | None = None
+    changed: str = ""  # the inputs the function wrote into
 
     def first(self, test) -> str | None:
         """The first gradient name (dW, db, dX) for which ``test(got, want)`` holds."""
@@ -90,6 +97,11 @@ def _transposed(got, want) -> bool:
 
 
 DENSE_MISTAKES = (
+    Mistake("an input changed in place (dZ /= batch, X -= ...)", lambda e: e.changed,
+            lambda e: f"your function changed its input {e.changed}: the gradients must come "
+                      "from the arrays as given, and the caller still uses them",
+            "compute new arrays from X, W and dZ, and write into none of them (no `/=`, `-=` "
+            "or item assignment on an input).", recognised_from="host code"),
     Mistake("not three results", lambda e: e.got is None,
             lambda e: f"your function returned {e.returned}: it must return three arrays, dW, "
                       "db and dX, in that order", DENSE_BACKWARD_STUB_HINT),
@@ -111,6 +123,11 @@ DENSE_MISTAKES = (
                       "transposed",
             "write the shapes of the factors next to each other: the product's shape must come "
             "out as that of the array the gradient belongs to."),
+    Mistake("db not a vector (a sum over both axes, or a column)",
+            lambda e: e.got["db"].ndim != 1,
+            lambda e: f"{e.shape_text('db')}: db is a vector, one value per output" + (
+                ", but dZ was added up over both axes into one number" * (e.got["db"].ndim == 0)),
+            "b is a vector: add dZ up over the batch axis only, one total per output."),
     Mistake("a missing or extra transpose (a wrong shape)", lambda e: e.misshapen is not None,
             lambda e: f"{e.shape_text(e.misshapen)}: a transpose is missing, extra or on the "
                       "wrong factor", DENSE_BACKWARD_STUB_HINT),
@@ -119,8 +136,10 @@ DENSE_MISTAKES = (
             "db is the mean of dZ's rows, not their sum",
             "every sample used the same b, so their gradients add up; dZ already carries the "
             "1/batch of the mean loss, and dividing again shrinks db by the batch size."),
-    Mistake("dW averaged over the batch", lambda e: _close(e.got["dW"], e.want["dW"] / e.batch),
-            "dW is the right one divided by the batch size",
+    Mistake("dW or dX averaged over the batch",
+            lambda e: e.first(lambda got, want: _close(got, want / e.batch)),
+            lambda e: f"{e.first(lambda got, want: _close(got, want / e.batch))} is the right "
+                      "one divided by the batch size",
             "dZ already carries the 1/batch of the mean loss: the product over the batch is "
             "the whole gradient, with no further division."),
     Mistake("a sign flipped", lambda e: e.first(lambda got, want: _close(got, -want)) is not None,
@@ -150,9 +169,12 @@ def check_dense_backward(function, seed: int | None = None) -> str:
     X = rng.standard_normal((batch, n_in))
     W = rng.standard_normal((n_in, n_out))
     dZ = rng.standard_normal((batch, n_out))
-    result = call_learner(function, X, W, dZ, stub_hint=DENSE_BACKWARD_STUB_HINT)
     want_dX, want_dW, want_db = reference.dense_backward(dZ, X, W, np.zeros_like(dZ),
                                                          np.zeros(n_out), "identity")
+    given = {"X": X.copy(), "W": W.copy(), "dZ": dZ.copy()}
+    result = call_learner(function, X, W, dZ, stub_hint=DENSE_BACKWARD_STUB_HINT)
+    changed = " and ".join(n for n, a in (("X", X), ("W", W), ("dZ", dZ))
+                           if not np.array_equal(a, given[n]))
     want = {"dW": want_dW, "db": want_db, "dX": want_dX}
     got, returned = None, f"a {type(result).__name__}"
     if isinstance(result, (tuple, list)):
@@ -160,8 +182,8 @@ def check_dense_backward(function, seed: int | None = None) -> str:
         if len(result) == 3:
             got = {n: np.asarray(r, float) for n, r in zip(want, result, strict=True)}
     sizes = f"batch {batch}, n_in {n_in}, n_out {n_out}; seed={seed}"
-    evidence = DenseGrads(got, want, batch, sizes, returned, dZ.sum(axis=1))
-    if got is None or evidence.first(lambda got, want: not _close(got, want)):
+    evidence = DenseGrads(got, want, batch, sizes, returned, given["dZ"].sum(axis=1), changed)
+    if changed or got is None or evidence.first(lambda got, want: not _close(got, want)):
         raise diagnose(DENSE.mistakes, evidence)
     return f"dW, db and dX are right ({sizes})."
 
@@ -191,6 +213,7 @@ class Backward(MatrixOutput):
     with the ``inputs`` dA, Z, b (to 1e-5 relative, 1e-6 absolute)."""
 
     name: str = "identity"
+    source: KernelSource | None = None
 
     @property
     def dA(self) -> np.ndarray:
@@ -211,13 +234,34 @@ class Backward(MatrixOutput):
                      and self.close_to(self.dA * DERIVATIVES[o](self.z))), None)
 
 
+def _codes_compared(source: KernelSource) -> list[int]:
+    """The whole numbers the kernel compares ``act`` with that are none of this exercise's
+    codes (IDENTITY, RELU, TANH): a code guessed."""
+    sides = [(node.left, *node.comparators) for node in source.walk()
+             if isinstance(node, ast.Compare)]
+    return sorted({s.value for pair in sides if "act" in [getattr(s, "id", "") for s in pair]
+                   for s in pair if isinstance(s, ast.Constant) and type(s.value) is int
+                   and s.value not in (IDENTITY, RELU, TANH)})
+
+
+def _read_the_code(e) -> str:
+    return (f"read the code in act: {ACTIVATION_CODES[e.name]} is {SAID[e.name]} here "
+            f"({IDENTITY} identity, {RELU} ReLU, {TANH} tanh); compare act with IDENTITY, RELU "
+            "and TANH.")
+
+
 def _activated(name: str):
     return {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh}.get(name, lambda v: v)
 
 
 BACKWARD_MISTAKES = (
-    Mistake("nothing written", lambda e: e.unwritten.all(), "your kernel wrote nothing into dZ",
-            "each thread assigns its own element of dZ, inside the guard."),
+    Mistake("nothing written (for one code: its branch missing)", lambda e: e.unwritten.all(),
+            lambda e: "your kernel wrote nothing into dZ" + (
+                f" for act = {ACTIVATION_CODES[e.name]}, though it did for ReLU (tried first)"
+                * (e.name != "relu")),
+            lambda e: "each thread assigns its own element of dZ, inside the guard." + (
+                f" Every code needs its branch, {SAID[e.name]} too: its f'(z) is "
+                f"{F_PRIME[e.name]}." * (e.name != "relu"))),
     Mistake("only the first block written (`threadIdx` alone)", lambda e: e.first_block_only,
             lambda e: f"only the first block's {e.trial.block[0]} x {e.trial.block[1]} elements "
                       "of dZ were written", GLOBAL_INDEX_HINT),
@@ -226,6 +270,11 @@ BACKWARD_MISTAKES = (
                       "written",
             "every element needs a thread: the grid's x index runs along the columns, y along "
             "the rows, and the guard compares each with its own size."),
+    Mistake("act compared with a guessed number, not its constant",
+            lambda e: e.source is not None and _codes_compared(e.source),
+            lambda e: f"{e.wrong}. Your kernel compares act with "
+                      f"{', '.join(map(str, _codes_compared(e.source)))}, which is none of "
+                      "this exercise's codes", _read_the_code, recognised_from="source"),
     Mistake("the activation's derivative missing (dA passed through)",
             lambda e: e.name != "identity" and e.close_to(e.dA),
             lambda e: f"{e.wrong}. dZ looks like dA: the {SAID[e.name]}'s derivative is missing",
@@ -258,11 +307,15 @@ BACKWARD_MISTAKES = (
                 e.dA * (1 - np.tanh(e.z))),
             lambda e: f"{e.wrong}. dZ looks like dA * (1 - tanh(z)): the square is missing",
             "the derivative of tanh is 1 - tanh(z)^2: the square is part of it."),
+    Mistake("the bias of the row (b[r]), not of the column", lambda e: e.name != "identity"
+            and e.Z.shape[0] <= e.Z.shape[1] and e.close_to(
+                e.dA * DERIVATIVES[e.name](e.Z + e.inputs["b"][:e.Z.shape[0], None])),
+            lambda e: f"{e.wrong}. dZ looks like dA * f'(Z + b) with the bias of each row, not "
+                      "of each column",
+            "b has one value per output, a column of Z: z takes the bias of its column."),
     Mistake("the wrong activation for the code", lambda e: e.other is not None,
             lambda e: f"{e.wrong}. dZ looks like dA * {e.other}'(Z + b), not {e.name}'",
-            lambda e: f"read the code in act: {ACTIVATION_CODES[e.name]} is {SAID[e.name]} "
-                      f"here ({IDENTITY} identity, {RELU} ReLU, {TANH} tanh); compare act with "
-                      "IDENTITY, RELU and TANH."),
+            _read_the_code),
     Mistake("wrong values", lambda e: True, lambda e: e.wrong, BACKWARD_HINT),
 )
 BACKWARD = CheckSpec(
@@ -296,7 +349,7 @@ def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.flo
             out = run_2d(kernel, trial, source, inputs, what="dZ")
             failure = coverage_failure(np.isnan(out), trial, "dZ")
             evidence = Backward(reference.bias_activation_backward(dA, Z, b, name), out, trial,
-                                1e-5, 1e-6, "dZ", inputs, name)
+                                1e-5, 1e-6, "dZ", inputs, name, source)
             if failure is None and evidence.bad.any():
                 failure = diagnose(BACKWARD.mistakes, evidence)
             if failure is not None:
@@ -424,6 +477,11 @@ def _racers(e: ColumnSums) -> str:
 
 
 BIAS_GRAD_MISTAKES = (
+    Mistake("a hard-coded block size (blockIdx.x times a number)", lambda e: hard_coded_block(
+                e.source) and (e.race is not None or e.missing.size > 0 or e.wrong.any()),
+            lambda e: f"`{hard_coded_block(e.source)}` hard-codes the block size, but this "
+                      f"launch's blocks have {e.trial.threads_per_block} threads",
+            GLOBAL_INDEX_HINT, recognised_from="source"),
     Mistake("the thread's index within its block used as the column (`threadIdx` alone)",
             lambda e: e.race is not None and len({t for _, t in e.writers}) == 1,
             lambda e: f"db[{e.race[0]}] was written by thread {e.writers[0][1]} of {e.race[2]} "
@@ -477,6 +535,10 @@ BIAS_GRAD_MISTAKES = (
     Mistake("the first row left out of the sum", lambda e: e.holds(e.sum_of(slice(1, None))),
             lambda e: f"{e.summary}: the first row is missing from the sum",
             "the loop over the rows starts at row 1: rows are counted from 0."),
+    Mistake("the first row counted twice", lambda e: e.holds(e.want + e.sum_of(slice(0, 1))),
+            lambda e: f"{e.summary}: the first row is counted twice",
+            "the total starts at 0 and the loop takes every row once; starting from the first "
+            "row as well counts it twice."),
     Mistake("no accumulation: only the last row", lambda e: e.holds(e.sum_of(slice(-1, None))),
             lambda e: f"{e.summary}: db holds only the last row",
             "each row must be added into the running total; assigning replaces it."),
@@ -535,7 +597,8 @@ def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
     # the method: one write of db per thread, on a small traced launch
     small = Trial("check_bias_grad", seed, (13,), (8,), np.dtype(dtype), trial.rng)
     traced = trace_trial(kernel, small, dZ[:5, :13].copy(), np.zeros(13, dtype))
-    evidence.writes = traced.max_per_thread("global_writes") if traced.error is None else 0
+    evidence.writes = 0 if traced.error is not None else max(  # an atomic is a write too
+        (c["global_writes"] + c["atomics"] for c in traced.per_thread().values()), default=0)
     BIAS_GRAD.reject(evidence)
     return (f"all {cols} column sums right, one owner per column, one write each "
             f"({trial}).")
@@ -595,6 +658,20 @@ def _uses_shared_memory(source: KernelSource) -> bool:
                for node in source.walk())
 
 
+def _barrier_after_fill(source: KernelSource) -> bool:
+    """A ``syncthreads`` call on a line after the first store into a shared array (False for
+    none, or one only before the tile is filled)."""
+    shared = {t.id for node in source.walk() if isinstance(node, ast.Assign)
+              and "shared" in ast.dump(node.value) for t in node.targets
+              if isinstance(t, ast.Name)}
+    fills = [node.lineno for node in source.walk() if isinstance(node, ast.Assign) and any(
+        isinstance(t, ast.Subscript) and getattr(t.value, "id", None) in shared
+        for t in node.targets)]
+    barriers = [node.lineno for node in source.walk() if isinstance(node, ast.Call)
+                and "syncthreads" in ast.dump(node.func)]
+    return bool(fills and barriers and max(barriers) > min(fills))
+
+
 @dataclass
 class Transposed:
     """out as the kernel wrote it (NaN where never written) against A^T; ``reads``/``writes``:
@@ -628,6 +705,10 @@ class Transposed:
     @property
     def bad(self) -> np.ndarray:
         return self.out != self.A.T
+
+    @property
+    def written_wrong(self) -> bool:
+        return bool((self.bad & ~self.unwritten).any())
 
     @property
     def summary(self) -> str:
@@ -669,12 +750,13 @@ TRANSPOSE_MISTAKES = (
     Mistake("nothing written", lambda e: e.unwritten.all(), "your kernel wrote nothing into out",
             TRANSPOSE_HINT),
     Mistake("a missing barrier (a tile slot read before it was written)",
-            lambda e: e.poisoned.any() and count_calls(e.source, "syncthreads") == 0,
+            lambda e: e.poisoned.any() and (count_calls(e.source, "syncthreads") == 0 or (
+                e.source.tree is not None and not _barrier_after_fill(e.source))),
             lambda e: e.poisoned_text, BARRIER_MISSING_HINT),
     Mistake("a tile slot read that no thread filled (the guards)", lambda e: e.poisoned.any(),
             lambda e: e.poisoned_text, TRANSPOSE_EDGE_HINT),
     Mistake("the block indices swapped (blockIdx.x as the tile's row)",
-            lambda e: e.swapped_blocks,
+            lambda e: e.swapped_blocks and not e.written_wrong,
             lambda e: f"{int(e.unwritten.sum())} of {e.out.size} elements of out were never "
                       f"written, exactly those a kernel with the block indices swapped misses: "
                       f"the grid has {e.trial.blocks[0]} blocks across A's {e.A.shape[1]} columns "
@@ -683,7 +765,7 @@ TRANSPOSE_MISTAKES = (
             "the launch runs x along A's columns: the tile's first column of A comes from the "
             "block's x index and its first row from y."),
     Mistake("the store guarded with the load's bounds (elements never written)",
-            lambda e: e.unwritten.any(),
+            lambda e: e.unwritten.any() and not e.written_wrong,
             lambda e: f"{int(e.unwritten.sum())} of {e.out.size} elements of out were never "
                       "written", TRANSPOSE_EDGE_HINT),
     Mistake("the tile not read crosswise (tiles moved, not transposed)",
@@ -781,13 +863,14 @@ NUMERIC_STUB_HINT = (
 @dataclass
 class NumericGrad:
     """What the learner's ``numeric_gradient`` returned (``got``) against the exact derivative,
-    for ``f = sum(w x^2) + sum(x^3) / 3`` at ``x`` (``changed``: x was left changed)."""
+    for ``f = sum(w x^2) + sum(x^3) / 3`` at ``x`` (``changed``: the most any entry of x was
+    left changed by)."""
 
     got: np.ndarray
     x: np.ndarray
     weights: np.ndarray
     eps: float
-    changed: bool
+    changed: float
 
     @property
     def exact(self) -> np.ndarray:
@@ -807,6 +890,12 @@ class NumericGrad:
 
 
 NUMERIC_MISTAKES = (
+    Mistake("x restored by adding and subtracting eps (left off by rounding)",
+            lambda e: 0 < e.changed < 1e-9,
+            lambda e: f"x was changed by your function, by up to {e.changed:.2g}: moving an "
+                      "entry by eps and back by arithmetic does not give back the same float",
+            "save the entry before moving it, and put that saved value back: then x is exactly "
+            "as it was.", recognised_from="host code"),
     Mistake("x left changed (an entry not put back)", lambda e: e.changed,
             "x was changed by your function: after perturbing an entry, put its saved value "
             "back", "f reads x itself, so every later evaluation sees an entry left moved.",
@@ -825,6 +914,13 @@ NUMERIC_MISTAKES = (
             "your values are twice the derivative",
             "the two evaluations are 2 * eps apart, and the difference is divided by the "
             "distance between them."),
+    Mistake("one of the two points taken at x itself (f() outside the loop)",
+            lambda e: e.holds(e.one_sided(1) / 2, 1e-9, 1e-9)
+            or e.holds(e.one_sided(-1) / 2, 1e-9, 1e-9),
+            "your values are half a one-sided difference: one of the two evaluations was at x "
+            "itself, not at the entry moved by eps the other way",
+            "evaluate f twice for every entry, once with it raised by eps and once lowered by "
+            "eps, both inside the loop."),
     Mistake("dividing by 4 eps (or steps of eps / 2)", lambda e: e.holds(e.exact / 2, 1e-3, 1e-6),
             "your values are half the derivative",
             "the difference of the two evaluations is divided by the distance between the two "
@@ -841,6 +937,10 @@ NUMERIC_MISTAKES = (
                 np.full(e.x.shape, e.exact.sum()), 1e-3, 1e-6),
             "every entry holds the same value, the sum of all the derivatives: all entries were "
             "perturbed at once", "perturb one entry at a time: the others stay as they are."),
+    Mistake("a whole row perturbed at once (a loop over len(x) of a 2-D x)", lambda e: e.holds(
+                np.broadcast_to(e.exact.sum(axis=1, keepdims=True), e.x.shape), 1e-3, 1e-6),
+            "each row holds one value, the sum of that row's derivatives: x[i] of a 2-D x is a "
+            "whole row, so a row was moved at once", NUMERIC_STUB_HINT),
     Mistake("close but not the central difference with this eps",
             lambda e: e.holds(e.exact, 1e-2, 1e-3),
             "your values are close to the derivative but off by more than a central difference "
@@ -856,14 +956,14 @@ NUMERIC = CheckSpec(
     "numeric_gradient", "numeric_gradient(f, x, eps)", NUMERIC_STUB_HINT, NUMERIC_MISTAKES,
     title="5. numeric gradient", call="check_numeric_gradient(numeric_gradient)",
     holds="central differences (f(x + εeᵢ) − f(x − εeᵢ)) / 2ε for every entry of a random "
-          "2-D x, to 1e-6 of the exact derivative, leaving x unchanged",
+          "2-D x, then a 1-D x, to 1e-6 of the exact derivative, leaving x unchanged",
     also="a stub; an exception in the function (named)")
 
 
 @NUMERIC.check
 def check_numeric_gradient(function, seed: int | None = None) -> str:
     """Tried with eps = 1e-5 on f = sum(w x^2) + sum(x^3) / 3 of a random 2-D x (2 to 4 by 2
-    to 5), against the exact derivative."""
+    to 5), against the exact derivative; once right, on a 1-D x (3 to 6 entries) too."""
     rng = np.random.default_rng(seed)
     shape = (int(rng.integers(2, 5)), int(rng.integers(2, 6)))
     x = rng.standard_normal(shape)
@@ -875,10 +975,23 @@ def check_numeric_gradient(function, seed: int | None = None) -> str:
 
     got = call_learner(function, f, x, 1e-5, stub_hint=NUMERIC_STUB_HINT)
     evidence = NumericGrad(np.asarray(got, dtype=np.float64), original, weights, 1e-5,
-                           not np.array_equal(x, original))
+                           float(np.max(np.abs(x - original))))
     if evidence.changed or not evidence.holds(evidence.exact):
         raise diagnose(NUMERIC.mistakes, evidence)
-    return f"the numeric gradient matches the exact one for a {shape[0]} x {shape[1]} x."
+    x = rng.standard_normal(int(rng.integers(3, 7)))  # then a 1-D x: f reads the new x
+    weights = rng.standard_normal(x.shape)
+    try:
+        got = np.asarray(function(f, x, 1e-5), dtype=np.float64)
+    except Exception:  # noqa: BLE001 - any error here is the shape's fault: said so
+        got = None
+    if got is None or not NumericGrad(got, x, weights, 1e-5, 0.0).holds(2 * weights * x + x * x):
+        raise CheckFailedError(
+            f"your function is right for a {shape[0]} x {shape[1]} x but not for a 1-D x of "
+            f"{x.size} entries: it assumes two axes (seed={seed}).",
+            "loop over every index of x whatever its number of axes: np.ndindex(x.shape) gives "
+            "them all, as tuples.")
+    return (f"the numeric gradient matches the exact one for a {shape[0]} x {shape[1]} x and a "
+            f"1-D x of {x.size}.")
 
 
 __all__ = ["BACKWARD", "BIAS_GRAD", "DENSE", "NUMERIC", "TRANSPOSE",

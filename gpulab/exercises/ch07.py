@@ -38,7 +38,7 @@ from gpulab.exercises.results import (
     KernelError,
     NotAttemptedError,
 )
-from gpulab.exercises.running import call_learner, launch, padded, read_back
+from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import Trial, default_threads_per_block
 
@@ -100,10 +100,11 @@ LOSS_GRADIENT_MISTAKES = (
                said=lambda e: (f"(probs - onehot) / batch: your kernel ignored `scale`, which "
                                f"is {e.inputs['loss_scale']} / batch on this batch (a loss "
                                "scale times 1 / batch), and divided by the batch instead")),
-    looks_like("(probs - onehot) / batch / batch: divided by the batch twice",
+    looks_like("(probs - onehot) / batch / batch: divided by the batch twice, or scale applied "
+               "twice",
                lambda e: e.expected / e.inputs["p"].shape[0],
-               "divide once: `scale` already is 1 / batch, so don't divide by probs.shape[0] as "
-               "well."),
+               "scale once: `scale` already is 1 / batch, so don't divide by probs.shape[0] as "
+               "well, nor multiply by scale twice."),
     looks_like("(probs - onehot) / classes: divided by the number of classes",
                lambda e: (e.inputs["p"] - e.inputs["onehot"]) / e.inputs["p"].shape[1],
                NORMALISATION_HINT + " The batch is probs.shape[0] (rows), not the classes."),
@@ -118,6 +119,15 @@ LOSS_GRADIENT_MISTAKES = (
                lambda e: (e.inputs["onehot"] - e.inputs["p"]) * e.inputs["scale"],
                "the gradient is p - onehot (it points up the loss); the optimiser is what "
                "subtracts it."),
+    looks_like("scale on one term only: probs * scale - onehot, or probs - onehot * scale",
+               lambda e: next((v for v in (e.inputs["p"] * e.inputs["scale"] - e.inputs["onehot"],
+                                           e.inputs["p"] - e.inputs["onehot"] * e.inputs["scale"])
+                               if e.close_to(v)), None),
+               "scale multiplies the whole difference, the probability and the target together.",
+               said="the difference with `scale` on only one of its two terms"),
+    looks_like("(probs - onehot) / scale: divided by scale",
+               lambda e: (e.inputs["p"] - e.inputs["onehot"]) / e.inputs["scale"],
+               "`scale` is the factor itself (1 / batch): multiply by it."),
     looks_like("(probs - 1) * scale in every column",
                lambda e: (e.inputs["p"] - 1) * e.inputs["scale"],
                "the target is 1 only in the label's column (c == labels[r]), 0 in the others."),
@@ -147,6 +157,21 @@ def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32) -> st
     trials = _loss_trials(seed, dtype)
     for case, trial in enumerate(trials):
         _loss_gradient_trial(kernel, trial, source, _loss_scale(trial, case))
+    # the method: one thread per element, counted on a small traced launch
+    small = Trial("check_loss_gradient", seed, (5, 7), (4, 4), trials[0].dtype, trials[0].rng)
+    traced = trace_trial(kernel, small, np.full((5, 7), 1 / 7, small.dtype), np.arange(5),
+                         small.dtype.type(0.2), np.zeros((5, 7), small.dtype))
+    owned: dict = {}  # the elements each thread wrote (a thread may write its own twice)
+    for access in traced.accesses if traced.error is None else ():
+        if access.kind != "read" and access.space == "global":
+            owned.setdefault(access.thread, set()).add(access.index)
+    most = max(map(len, owned.values()), default=1)
+    if most > 1:
+        raise CheckFailedError(
+            f"dlogits is right, but a thread wrote {most} of its elements (traced on a batch of 5 "
+            "with 7 classes, blocks of 4 x 4): each element gets a thread of its own, and a "
+            "thread that loops over a row does the work of many while the others idle.",
+            LOSS_GRADIENT_STUB_HINT)
     return ("every element of dlogits is right: "
             + " and ".join(f"a batch of {t.rows} with {t.cols} classes on blocks of "
                            f"{t.block[0]} x {t.block[1]}" for t in trials)
@@ -178,6 +203,15 @@ def _loss_gradient_trial(kernel, trial: Trial, source, loss_scale: int = 1) -> N
                 "write the gradient into dlogits only: the trainer still reads probs afterwards "
                 "(the batch's accuracy).")
     got = read_back(d_out_all, (batch, classes), trial, what="dlogits", hint=LOSS_GUARD_HINT)
+    label_cells = np.zeros((batch, classes), bool)
+    label_cells[np.arange(batch), labels] = True
+    for cells, which in ((label_cells, "the label's column"), (~label_cells, "the other columns")):
+        if np.array_equal(np.isnan(got), ~cells):  # one branch of the if writes nothing
+            raise CheckFailedError(
+                f"only {which} of each row of dlogits was written: the other "
+                f"{int((~cells).sum())} elements were never written ({trial}).",
+                "every element gets its gradient, the label's column (target 1) and the others "
+                "(target 0) alike: both branches must write dlogits.")
     if SWAPPED_ROWS_AND_COLUMNS.seen(  # told as outputs tells it; said in this exercise's words
             Coverage(np.isnan(got), trial, "dlogits")):
         raise CheckFailedError(
@@ -236,11 +270,15 @@ def _adam_steps(p, grads, m, v, lr, beta1, beta2, eps, weight_decay, mistake=Non
         if mistake == "old_v":
             v_use = v
         m_hat, v_hat = m_use / c1, v_use / c2
+        root = {"no_sqrt": v_hat, "root_then_correction": np.sqrt(v_use) / c2}.get(
+            mistake, np.sqrt(v_hat))
         if mistake == "eps_inside":
             update = lr * m_hat / np.sqrt(v_hat + eps)
+        elif mistake == "eps_added":
+            update = lr * m_hat / root + eps
         else:
             with np.errstate(divide="ignore", invalid="ignore"):
-                update = lr * m_hat / (np.sqrt(v_hat) + eps)
+                update = lr * m_hat / (root + (eps / np.sqrt(c2) if mistake == "eps_hat" else eps))
         if mistake == "decoupled_weight_decay":
             update = update + lr * weight_decay * p
         p = p + update if mistake == "plus" else p - update
@@ -294,6 +332,22 @@ _ADAM_MODELS = (
      "eps inside the square root: sqrt(v_hat + eps)",
      "eps belongs outside the square root, as in the table above and torch.optim.Adam: it "
      "only keeps the division safe where v_hat is 0."),
+    ("eps_added",
+     "eps added to the step, not to the denominator (a missing bracket)",
+     "eps belongs in the denominator, next to the square root: the division is by "
+     "(sqrt(v_hat) + eps) as a whole, so the sum needs its own brackets."),
+    ("no_sqrt",
+     "v_hat used without its square root",
+     "the step divides by the square root of v_hat: v averages g * g, and its root has the "
+     "size of g."),
+    ("root_then_correction",
+     "sqrt(v) divided by correction2 (the correction outside the square root)",
+     "v_hat = v / correction2 comes first, then its square root: dividing the root by "
+     "correction2 corrects it the wrong amount."),
+    ("eps_hat",
+     "the paper's form, lr * sqrt(correction2) / correction1 with eps on the raw sqrt(v)",
+     "that form puts eps on sqrt(v) before the correction, which differs from torch.optim.Adam "
+     "when eps is not tiny: divide m and v by their corrections, then add eps to sqrt(v_hat)."),
     ("no_one_minus",
      "running averages without the (1 - beta) factors",
      "m = beta1 * m + (1 - beta1) * g: a weighted average, whose weights add up to 1."),
@@ -349,8 +403,11 @@ class AdamRun:
         return bool(np.allclose(self.got[what], want, **ADAM_TOLERANCE))
 
     def gives(self, mistake) -> bool:
-        """Is param what the model with ``mistake`` gives?"""
-        return self.close("param", self.model(mistake)[0])
+        """Is param what the model with ``mistake`` gives? To float32 rounding of the largest
+        values: a mistake's large steps make it larger than a right kernel's."""
+        want = self.model(mistake)[0]
+        return bool(np.allclose(self.got["param"], want, rtol=ADAM_TOLERANCE["rtol"],
+                                atol=1e-5 * max(1.0, float(np.abs(want).max()))))
 
     @cached_property
     def wrong(self) -> bool:
@@ -1185,6 +1242,13 @@ def _did_not_fall(e: TrainedRun) -> str:
 # What check_training tells from a run, in the order it is tried (after a result that is not a
 # run, gpulab's kernels in place of this chapter's, and a kernel that crashed).
 TRAINING_MISTAKES = (
+    Mistake("fewer steps compared with gpulab's kernels than the check asks (compared_steps=)",
+            lambda e: e.step is None and e.side.compared < TRAINING["compared_steps"],
+            lambda e: f"only {_steps(e.side.compared)} of this run ran next to gpulab's kernels; "
+                      f"the check needs the first {TRAINING['compared_steps']}: a kernel right on "
+                      "step 1 only (a bias correction stuck at step 1's value) shows from step 2",
+            f"train again with compared_steps left at its {TRAINING['compared_steps']}.",
+            recognised_from="host code"),
     Mistake("a compared step's loss differs from gpulab's (the forward kernels blamed)",
             lambda e: not e.run.matches and e.loss_differs, _forward_differs,
             lambda e: e.suspects(forward=True)),
@@ -1257,7 +1321,7 @@ def check_training(run, show: bool = True) -> CheckResult:
                 f"{100 * acc_before:.1f}% to {100 * acc_after:.1f}% (loss {before:.3f} -> "
                 f"{after:.3f}).")
 
-    return TRAINING_CHECK.run(body, 0, show)
+    return TRAINING_CHECK.run(body, 0, show, learner=tuple(getattr(run, "kernels", {}).values()))
 
 
 check_training.__doc__ = TRAINING_CHECK.described(check_training.__doc__)

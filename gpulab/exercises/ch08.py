@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -264,6 +265,8 @@ LAUNCH_BOUND_STUB_HINT = (
     "more sample adds to each part's time, and the batch at which the largest of those, times "
     "the batch, reaches the launches' time."
 )
+FP32_PEAK = ("the model trains in float32: use the GPU's fp32 peak, not a tensor-core one (bf16, "
+             "tf32), which is many times higher.")
 COMPARE_EACH = ("the model compares each part with the launches on its own: the step stops "
                 "being launch-bound when the largest one part catches up")
 
@@ -297,9 +300,7 @@ CROSSOVER_ANSWERS = (
                 "a training step also runs the backward pass and the optimiser's update: count "
                 "the FLOPs of every kernel the step launches, not only the forward ones."),
     WrongAnswer("the bf16 peak for an fp32 model",
-                lambda p: _over(p, p.bf16_compute, p.memory, p.transfer),
-                "the model trains in float32: use the GPU's fp32 peak, not its bf16 (tensor "
-                "core) one, which is many times higher."),
+                lambda p: _over(p, p.bf16_compute, p.memory, p.transfer), FP32_PEAK),
     WrongAnswer("the kernels' work without the copy from the host",
                 lambda p: _over(p, p.compute, p.memory),
                 "each step also copies its batch from the host (cost.step_transfer_bytes) from "
@@ -457,7 +458,8 @@ THROUGHPUT_ANSWERS = (
     WrongAnswer("the copy from the host left out",
                 lambda p, b: b / max(p.launch, b * p.work),
                 "every step copies its batch from the host first (cost.step_transfer_bytes at "
-                "gpu.host_pageable_bytes_per_s: the batch is an ordinary NumPy array)."),
+                "gpu.host_pageable_bytes_per_s: the batch is an ordinary NumPy array), every "
+                "sample's bytes: the copy's time grows with the batch."),
     WrongAnswer("the copy overlapping the launches and the kernels",
                 lambda p, b: b / max(p.launch, b * p.work, b * p.transfer),
                 NO_OVERLAP + "."),
@@ -472,8 +474,13 @@ THROUGHPUT_ANSWERS = (
                 "the FLOPs of every kernel the step launches."),
     WrongAnswer("the bf16 peak for an fp32 model",
                 lambda p, b: None if p.bf16_compute is None else
-                b / _step(p, b, work=max(p.bf16_compute, p.memory)),
-                "the model trains in float32: use the GPU's fp32 peak, not its bf16 one."),
+                b / _step(p, b, work=max(p.bf16_compute, p.memory)), FP32_PEAK),
+    WrongAnswer("the FLOPs alone (compute)", lambda p, b: b / _step(p, b, work=p.compute),
+                "compare the arithmetic with the device-memory traffic: per sample the kernels' "
+                "work is the larger of the two."),
+    WrongAnswer("device memory alone", lambda p, b: b / _step(p, b, work=p.memory),
+                "count the arithmetic too (FLOPs at the fp32 peak): per sample the kernels' work "
+                "is the larger of compute and device memory."),
     WrongAnswer("one launch per step",
                 lambda p, b: b / _step(p, b, launch=p.launch / p.launches),
                 "a step launches every kernel of cost.step_kernels, each "
@@ -679,8 +686,10 @@ EVALUATE_BLOCKS = {"sim": 2, "gpu": 6}
 EVALUATE_CLASSES = (11, 16)  # drawn: never the digits' 10, so a typed-in 10 fails
 BIG_LOGIT = 800.0  # some rows shifted by + or - this: e^800 overflows, e^-800 underflows to 0
 UNWRITTEN = -7  # correct's starting value (and its padding's): no thread wrote it
-# The small launch the method is traced on (every access is recorded).
-EVALUATE_TRACE_BLOCKS, EVALUATE_TRACE_THREADS = 2, 32
+# The small launch the method is traced on (every access is recorded): 3 blocks of 40, unlike
+# the full-size launches' 2 blocks of a multiple of 32, so a step typed to fit them
+# (`2 * cuda.blockDim.x`, `cuda.gridDim.x * 32`, `64`) is not the grid's size here.
+EVALUATE_TRACE_BLOCKS, EVALUATE_TRACE_THREADS = 3, 40
 EVALUATE_TRACE_BATCH, EVALUATE_TRACE_CLASSES = (150, 230), 4
 
 
@@ -869,6 +878,12 @@ EVALUATE_MISTAKES = (
     Mistake("correct never written", lambda e: bool((e.correct == UNWRITTEN).all()),
             f"correct still holds its starting values ({UNWRITTEN}): nothing was written into it",
             CORRECT_HINT),
+    Mistake("the batch's last sample never handled (the loop ends one sample early)",
+            lambda e: e.handled_exactly(np.arange(e.n) < e.n - 1),
+            lambda e: (f"only sample {e.n - 1}, the batch's last, was never handled: the loop "
+                       "over the samples ends one sample early"),
+            "a range stops before its end: ending it at the batch's size takes every sample, "
+            "the last one too."),
     Mistake("samples never handled", lambda e: bool(e.unhandled.any()),
             lambda e: (f"{int(e.unhandled.sum())} of {e.n} samples were never handled (the "
                        f"first: {e.first_unhandled()})"), STEP_BY_GRID_HINT),
@@ -902,6 +917,13 @@ EVALUATE_MISTAKES = (
             lambda e: np.array_equal(e.correct, 1 - e.want_correct),
             "correct is 1 exactly where the prediction is wrong and 0 where it is right",
             CORRECT_HINT),
+    Mistake("correct written only where the prediction is right (0 never written)",
+            lambda e: bool((e.want_correct == 0).any()) and np.array_equal(
+                e.correct, np.where(e.want_correct == 1, 1, UNWRITTEN)),
+            f"correct is 1 where the prediction is right, but where it is wrong it still holds "
+            f"its starting value ({UNWRITTEN}): no 0 was written there",
+            "write correct[s] for every sample, 0 as well as 1: a new device array is not "
+            "zeroed, it holds whatever was there."),
     Mistake("any other wrong correct", lambda e: bool(e.bad_correct.any()),
             lambda e: e.said_correct(), CORRECT_HINT),
 )
@@ -928,6 +950,12 @@ class EvaluateCrash(BatchCase):
     def past_the_end(self) -> bool:
         return isinstance(self.cause, IndexError)
 
+    @property
+    def past_the_classes(self) -> bool:
+        """An index out of bounds on an axis of ``classes`` elements (a row's classes)."""
+        found = re.search(r"out of bounds for axis \d+ with size (\d+)", str(self.cause))
+        return self.past_the_end and found is not None and int(found[1]) == self.classes != self.n
+
 
 # What an exception in the simulator means here, in the order they are tried; any other
 # exception is the launch's own failure.
@@ -944,6 +972,14 @@ EVALUATE_CRASH_MISTAKES = (
             lambda e: (f"`{_hard_coded_count(e.source)}` uses a fixed number, but this batch has "
                        f"{e.n} samples of {e.classes} classes"), SHAPES_HINT,
             recognised_from="source"),
+    Mistake("a sample's index or count used on the classes' axis (an IndexError there in the "
+            "simulator): rows and columns of logits swapped, or a loop over the classes run to "
+            "the batch's size", lambda e: e.past_the_classes,
+            lambda e: (f"{e.said.split(' (not one of')[0]}: that axis holds a row's {e.classes} "
+                       "classes, so a sample's index, or the batch's size, was used where a "
+                       "class's belongs (the row and the column of logits swapped?)"),
+            "logits[s, c] is sample s's logit for class c: the row is the sample, the column "
+            "the class, and a row has logits.shape[1] classes."),
     Mistake("a missing guard: a thread past the batch's last sample (an IndexError in the "
             "simulator)", lambda e: e.past_the_end,
             lambda e: ("a thread went past the batch's last sample: the loop over the samples "
@@ -1100,7 +1136,7 @@ def _check_evaluate_method(kernel, seed: int, source: KernelSource) -> None:
 @EVALUATE.check
 def check_evaluate_batch(kernel, seed: int | None = None,
                          threads_per_block: int | None = None) -> str:
-    """First traced on a small launch (2 blocks of 32 threads, 150-229 samples of 4 classes),
+    """First traced on a small launch (3 blocks of 40 threads, 150-229 samples of 4 classes),
     so a mistake of :data:`EVALUATE_METHOD_MISTAKES` fails the check before the launches look
     for :data:`EVALUATE_CRASH_MISTAKES` (an exception in the simulator) and
     :data:`EVALUATE_MISTAKES` (the outputs). Then launched on one fixed grid

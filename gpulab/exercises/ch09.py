@@ -74,16 +74,31 @@ class Bytes:
         """The right count less ``per_sample`` values for every sample (and not the right one)."""
         return per_sample > 0 and self.is_(self.values - self.batch * per_sample)
 
+    def fixed_itemsize(self) -> int | None:
+        """The bytes per value typed in (2, 4 or 8), if that is what the answer counts."""
+        return next((k for k in (2, 4, 8) if k != self.itemsize and self.is_(self.values, k)),
+                    None)
+
+    def in_unit(self) -> str | None:
+        """The unit (MB ... GiB) the answer is in, if it is the bytes in a larger unit."""
+        got = float(self.got) if is_number(self.got) else 0.0
+        return next((name for name, unit in UNITS.items() if got > 0 and abs(
+            got - self.expected / unit) < 1 and got * 2 > self.expected / unit > got / 2), None)
+
     def one_layer(self) -> bool:
         """Z and A counted for the first hidden layer only, in a network with several."""
         per_sample = self.widths[0] + 2 * self.widths[1] + 2 * self.widths[-1] + 1
         return len(self.hidden) >= 2 and self.is_(self.batch * per_sample)
 
 
+UNITS = {"MB": 1e6, "MiB": 2**20, "GB": 1e9, "GiB": 2**30}  # none a batch size (< 5,000)
 ACTIVATION_MISTAKES = (
     Mistake("not a number", lambda e: not is_number(e.got),
             lambda e: f"you returned {e.got!r}: a number of bytes was expected",
             "return the number of bytes from the function, a whole number."),
+    Mistake("a larger unit (MB, MiB, GB, GiB) instead of bytes", lambda e: e.in_unit(),
+            lambda e: f"{e.summary}: that is the bytes in {e.in_unit()}",
+            "return the count in bytes, not converted to a larger unit."),
     Mistake("not a whole number (`/` somewhere)", lambda e: not is_whole(e.got),
             lambda e: f"you returned {e.got!r}: bytes come in whole numbers",
             "every count here is a whole number of values times a whole number of bytes: "
@@ -91,9 +106,10 @@ ACTIVATION_MISTAKES = (
     Mistake("bits instead of bytes (times 8)", lambda e: e.is_(e.values, 8 * e.itemsize),
             lambda e: f"{e.summary}, 8 times too many: that is in bits",
             "itemsize is already bytes per value: the 8 bits of a byte do not come in."),
-    Mistake("8 bytes per value whatever the itemsize", lambda e: e.is_(e.values, 8),
-            lambda e: f"{e.summary}: that counts 8 bytes per value, but these are "
-                      f"{e.itemsize}-byte values",
+    Mistake("a fixed bytes per value whatever the itemsize (8, 4 or 2 typed in)",
+            lambda e: e.fixed_itemsize() is not None,
+            lambda e: f"{e.summary}: that counts {e.fixed_itemsize()} bytes per value, but these "
+                      f"are {e.itemsize}-byte values",
             "use the itemsize you are given (4 for float32, 2 for the 16-bit formats)."),
     Mistake("one sample instead of the batch",
             lambda e: e.is_(e.values // e.batch),
@@ -124,12 +140,17 @@ ACTIVATION_MISTAKES = (
     Mistake("the logits or the probabilities left out", lambda e: e.without(e.widths[-1]),
             lambda e: f"{e.summary}: one of the logits and the probabilities is missing",
             "both are kept, C values each (C = widths[-1])."),
-    Mistake("the per-sample losses left out", lambda e: e.without(1),
+    Mistake("the per-sample losses left out (or one loss for the batch)",
+            lambda e: e.without(1) or e.is_(e.values - e.batch + 1),
             lambda e: f"{e.summary}: the per-sample losses are missing",
             "the loss keeps one value per sample too."),
     Mistake("the logits counted twice", lambda e: e.is_(e.values + e.batch * e.widths[-1]),
             lambda e: f"{e.summary}: the logits are counted twice",
             "the last layer's output is the logits: count it once."),
+    Mistake("the labels counted", lambda e: any(e.is_(e.expected + e.batch * k, 1)
+                                                 for k in (e.itemsize, 8)),
+            lambda e: f"{e.summary}: one value per sample too many, the labels?",
+            "leave the labels out, as the exercise says: count only the values listed."),
     Mistake("one hidden layer counted instead of every layer", Bytes.one_layer,
             lambda e: f"{e.summary}: that counts Z and A of one hidden layer only",
             "count a Z for every layer and an A for every hidden layer, whatever the depth "
@@ -265,6 +286,13 @@ class Accumulation:
         return rows(self.recorder.inputs) == rows([self.X])
 
     @property
+    def labels_moved(self) -> int:
+        """How many samples a forward pass got with another sample's label (0 if none)."""
+        row = {np.ascontiguousarray(x).tobytes(): k for k, x in enumerate(self.X)}
+        return sum(int((self.y[[row[np.ascontiguousarray(x).tobytes()] for x in X]] != y).sum())
+                   for X, y in zip(self.recorder.inputs, self.recorder.labels, strict=True))
+
+    @property
     def same_samples(self) -> bool:
         inputs = self.recorder.inputs
         return len(inputs) > 1 and all(
@@ -289,6 +317,22 @@ class Accumulation:
     @property
     def right(self) -> bool:
         return _close(self.floats, self.want, self.scale)
+
+    @property
+    def scaled(self) -> float | None:
+        """c (not 1) when the learner's gradients are c times the whole batch's."""
+        want = np.concatenate([w.ravel() for w in self.want.values()])
+        got = np.concatenate([self.floats[name].ravel() for name in self.want])
+        c = float(got @ want / (want @ want))
+        return c if abs(c - 1) > 1e-6 and np.allclose(got, c * want, rtol=1e-7, atol=1e-9 * abs(
+            c) * self.scale) else None
+
+    @property
+    def rounded(self) -> str | None:
+        """The dtype (float32, float16) of the learner's gradients, if right to its rounding."""
+        dtypes = {np.asarray(value).dtype for value in self.got.values()}
+        low = next((d for d in dtypes if d.kind == "f" and d.itemsize < 8), None)
+        return str(low) if low and _close(self.floats, self.want, self.scale * 1e4) else None
 
     @property
     def floats(self) -> dict:
@@ -319,6 +363,14 @@ ACCUMULATION_MISTAKES = (
             lambda e: f"a forward pass took all {e.n} samples at once",
             "the point is never to run the whole batch at once (its activations are what does "
             "not fit): run one part at a time and combine the gradients."),
+    Mistake("the leftover samples all in one part, larger than a micro-batch",
+            lambda e: e.passes == e.k and e.each_sample_once and max(e.sizes) > e.size,
+            lambda e: (f"your {e.k} parts ({e.parts}) hold every sample once, but the leftover "
+                       f"samples all went to one part of {max(e.sizes)}, more than a micro-batch "
+                       f"of {e.size}"),
+            "spread the leftover samples over the parts, one to each, so that no part holds "
+            "more than len(y) / micro_batches rounded up: the largest part's activations are "
+            "what must fit."),
     Mistake("parts larger than a micro-batch", lambda e: max(e.sizes) > e.size,
             lambda e: (f"a forward pass took {max(e.sizes)} samples at once, more than a "
                        f"micro-batch of {e.size} (parts: {e.parts})"), COUNT_NOT_SIZE_HINT),
@@ -337,6 +389,11 @@ ACCUMULATION_MISTAKES = (
             lambda e: (f"the parts ({e.parts}) hold {e.samples_seen} samples, but not each of "
                        "the batch's once"),
             "cut the batch into parts that do not overlap: each sample in exactly one part."),
+    Mistake("labels that do not go with their samples (X and y cut differently)",
+            lambda e: e.labels_moved > 0,
+            lambda e: (f"{e.labels_moved} of the {e.n} samples went into a forward pass with "
+                       "another sample's label"),
+            "cut X and y with the same indices: each part's labels are its samples' own."),
     Mistake("backward run once, not after each forward pass",
             lambda e: e.recorder.backwards < e.passes,
             lambda e: (f"{e.passes} forward passes but {e.recorder.backwards} backward "
@@ -347,6 +404,15 @@ ACCUMULATION_MISTAKES = (
             lambda e: e.weighted([1.0] * e.passes),
             "your gradients are the micro-batches' gradients added up, about "
             "micro_batches times too large: each of them is already a mean", WEIGHT_HINT),
+    Mistake("every weight 0 (a share rounded down by `//`)",
+            lambda e: e.weighted([0.0] * e.passes),
+            "your gradients are all zero: every micro-batch's weight was 0 (its share of the "
+            "batch rounded down to a whole number?)", WEIGHT_HINT),
+    Mistake("the total rounded to a 16- or 32-bit float",
+            lambda e: e.rounded is not None,
+            lambda e: (f"your gradients are {e.rounded}, right only to its rounding: the model's "
+                       "are float64"),
+            "keep the gradients' own dtype: add them as they come, without converting them."),
     Mistake("equal weights 1/k for parts of different sizes",
             lambda e: e.weighted([1.0 / e.passes] * e.passes),
             lambda e: (f"every micro-batch got the same weight 1/{e.passes}, but these parts "
@@ -365,6 +431,11 @@ ACCUMULATION_MISTAKES = (
                           for w in (1.0, e.sizes[0] / e.n)),
             "only the first micro-batch's gradient is there",
             "loop over every part and add each one's gradients into the total."),
+    Mistake("weights in proportion to the parts' sizes, but not adding up to 1",
+            lambda e: e.scaled is not None,
+            lambda e: (f"your gradients are the whole batch's times {e.scaled:.4g}: each part "
+                       "was weighted in proportion to its size, but the weights do not add up "
+                       "to 1"), WEIGHT_HINT),
     Mistake("another combination", lambda e: not e.right,
             "your gradients differ from the whole batch's", WEIGHT_HINT),
 )
@@ -557,11 +628,20 @@ SUM_MISTAKES = (
             lambda e: e.follows(lambda s, g, w: w * s + g),
             lambda e: (f"{e.said}: the weight multiplied the running sum instead of the "
                        "micro-batch's gradient"), WEIGHT_ON_MICRO_HINT),
+    Mistake("the weighted gradient subtracted (`-=`, as in an update step)",
+            lambda e: e.follows(lambda s, g, w: s - w * g),
+            lambda e: f"{e.said}: the weighted gradient was subtracted from the sum",
+            "the sum collects the gradients: each micro-batch's weighted gradient is added to it "
+            "(the optimiser's step, which subtracts, comes once the sum is complete)."),
     Mistake("`threadIdx.x` alone as the index (only the first block's elements)",
             lambda e: e.missing_from(e.trial.threads_per_block) and e.trial.blocks > 1,
             lambda e: (f"{e.said}: only the first block's elements "
                        f"(grad_sum[0..{e.trial.threads_per_block - 1}]) were updated"),
             GLOBAL_INDEX_HINT),
+    Mistake("blocks that overlap: some elements added twice, others never (a wrong offset)",
+            lambda e: e.added_twice() and e.unchanged.any(),
+            lambda e: (f"{e.said}: {_added_again(e)}, and {e.missing.size} never: the blocks' "
+                       "elements overlap"), GLOBAL_INDEX_HINT),
     Mistake("some elements added twice or more in one launch", lambda e: e.added_twice(),
             lambda e: f"{e.said}: {_added_again(e)}", ONCE_HINT),
     Mistake("the last, partial block skipped",
@@ -574,6 +654,12 @@ SUM_MISTAKES = (
             and e.missing.size <= 2 and not (e.bad & ~e.unchanged).any(),
             lambda e: f"{e.said}: the last element(s) were never updated",
             "the guard must let every index below the length through, the last one too."),
+    Mistake("the first element skipped (an index one too high)",
+            lambda e: e.unchanged.any() and e.missing[0] == 0 and e.missing.size <= 2
+            and not (e.bad & ~e.unchanged).any(),
+            lambda e: f"{e.said}: the first element(s) were never updated",
+            "thread 0 of block 0 takes element 0: the global index starts there, with nothing "
+            "added to it."),
     Mistake("one position off", lambda e: e.shifted(),
             lambda e: f"{e.said}: every element got its neighbour's gradient",
             "grad_sum[i] takes element i of grad_micro: check the index for a stray +1 or -1."),

@@ -94,6 +94,10 @@ def _check_scaler_result(result, where: str):
                                "positive, finite number.", SCALER_STUB_HINT)
     if isinstance(clean, bool) or not isinstance(clean, (int, np.integer)):
         what = f"{where}: the count of clean steps"
+        if isinstance(clean, (float, np.floating)) and isinstance(scale, (int, np.integer)):
+            raise CheckFailedError(f"{where}: your function returned {result!r:.80}: the scale "
+                                   "and the count look swapped.", "return (scale, clean_steps, "
+                                                                 "take_step), in that order.")
         if isinstance(clean, (float, np.floating)) and float(clean).is_integer():
             raise CheckFailedError(
                 f"{what} is {clean!r}, a float: a count of steps is a whole number.",
@@ -122,6 +126,7 @@ class ScalerStep:
     want: tuple
     number: int
     seed: int | None
+    later: bool | None = None  # on a missed growth: does it grow when fed one more clean step?
 
     @property
     def where(self) -> str:
@@ -174,7 +179,7 @@ SCALER_MISTAKES = (
     Mistake("back-off without resetting the count",
             _overflow(lambda e: e.got[0] == e.want[0] and e.got[1] != 0),
             lambda e: (f"{e.summary}: the scale backed off, but the count of clean steps was "
-                       f"not reset (it was {e.clean})"), RESET_ON_BACKOFF_HINT),
+                       f"not reset to 0 (it was {e.clean})"), RESET_ON_BACKOFF_HINT),
     Mistake("a clean step skipped", _clean(lambda e: not e.got[2]),
             lambda e: f"{e.summary}: a clean step (no inf or NaN) was skipped",
             "take every step whose gradients are finite: take_step is True there."),
@@ -192,16 +197,25 @@ SCALER_MISTAKES = (
             _clean(lambda e: not e.grows and e.gave_scale(GROWTH)),
             lambda e: (f"{e.summary}: the scale doubled again although the count had just been "
                        "reset by a growth"), RESET_ON_GROWTH_HINT),
+    Mistake("a growth or back-off factor other than 2",
+            lambda e: e.want[0] != e.scale and e.got[0] not in (e.scale, e.want[0])
+            and (e.got[0] > e.scale) == (e.want[0] > e.scale),
+            lambda e: (f"{e.summary}: the scale changed by a factor of {e.got[0] / e.scale:g}; "
+                       "GradScaler's factors are 2 (growth) and 0.5 (back-off)"),
+            SCALER_STUB_HINT),
     Mistake("growing one step late (`>` for `==`)",
-            _clean(lambda e: e.grows and e.gave_scale(1) and e.got[1] == e.clean + 1),
+            _clean(lambda e: e.grows and e.gave_scale(1) and e.got[1] == e.clean + 1
+                   and e.later),
             lambda e: (f"{e.summary}: this is the {e.interval}th clean step in a row, so the "
                        "scale should double now; yours waits (an off-by-one: growing when the "
                        f"count exceeds {e.interval} instead of when it reaches it?)"), COUNT_HINT),
     Mistake("never growing", _clean(lambda e: e.grows and e.gave_scale(1)),
-            lambda e: f"{e.summary}: the scale never grows", COUNT_HINT),
+            lambda e: (f"{e.summary}: the scale did not grow on the {e.interval}th clean step "
+                       "in a row, nor when fed one more: is growth_interval (the argument) "
+                       "ignored or hard-coded?"), COUNT_HINT),
     Mistake("no reset after a growth",
             _clean(lambda e: e.grows and e.got[0] == e.want[0] and e.got[1] != 0),
-            lambda e: f"{e.summary}: the scale grew, but the count was not reset",
+            lambda e: f"{e.summary}: the scale grew, but the count was not reset to 0",
             RESET_ON_GROWTH_HINT),
     Mistake("a clean step not counted", _clean(lambda e: e.got[1] == e.clean and not e.grows),
             lambda e: f"{e.summary}: the clean step was not counted", COUNT_HINT),
@@ -242,8 +256,10 @@ def check_loss_scale_update(update, seed: int | None = None) -> str:
         got = _check_scaler_result(result, where)
         want = _reference_step(scale, clean, found_inf, interval)
         if got != want:
+            later = None if found_inf or want[0] <= scale else _check_scaler_result(call_learner(
+                update, scale, clean + 1, False, interval), where)[0] > scale
             LOSS_SCALE.reject(ScalerStep(scale, clean, found_inf, interval, got, want, number,
-                                         seed))
+                                         seed, later))
         grown += want[0] > scale
         backed_off += want[0] < scale
         scale, clean = want[0], want[1]
@@ -281,7 +297,7 @@ def _delayed_trials(rng: np.random.Generator):
     margin; a step whose amax is the largest ever."""
     trials = []
     for k, (fmt, margin) in enumerate(((E4M3, 0), (E4M3, int(rng.integers(1, 4))),
-                                       (E5M2, int(rng.integers(1, 4))), (E4M3, 0))):
+                                       (E5M2, 3), (E4M3, 0))):  # 3: 2*3, 3**2 differ from 2**3
         length = int(rng.integers(4, 17))
         size = 10.0 ** rng.uniform(-6, 2) if fmt is E5M2 else 10.0 ** rng.uniform(-1, 3)
         history = size * rng.uniform(0.2, 1.0, length)
@@ -333,6 +349,11 @@ HISTORY_MISTAKES = (
             lambda e: (f"{e.at}: the last entry (the newest before this step) was replaced; the "
                        "oldest, history[0], should drop out"),
             "keep history[1:] and append the new amax."),
+    Mistake("a history rounded to float32",
+            lambda e: bool(np.allclose(e.got, e.want, rtol=1e-6, atol=0)),
+            lambda e: (f"{e.at}: the new history is right to about 7 digits only, float32's "
+                       "precision: its values were rounded to float32"),
+            "keep the history and the amax in float64, as x is: no np.float32 on the way."),
     Mistake("another history", lambda e: True,
             lambda e: (f"{e.at}: expected the new history "
                        f"{np.array2string(e.want, precision=4)}, got "
@@ -395,6 +416,10 @@ class ScaleAnswer:
     def summary(self) -> str:
         return f"{self.at}: expected scale {self.want:.6g}, got {self.got:.6g}"
 
+    @property
+    def margin_factor(self) -> float:
+        return self.fp8_max / self.history_max / self.got if self.got else 0.0
+
     def gave(self, value: float) -> bool:
         """True when the scale is ``value`` (a wrong formula's; not positive: never)."""
         return value > 0 and math.isclose(self.got, value, rel_tol=1e-9)
@@ -438,6 +463,13 @@ SCALE_MISTAKES = (
             lambda e: (f"{e.summary}: that uses 448 (E4M3's largest value), but this tensor's "
                        f"format has fp8_max = {e.fp8_max:g}"), "use the fp8_max argument, not a "
                                                               "constant."),
+    Mistake("another factor for the margin (2 * margin, 2 ^ margin)",
+            lambda e: e.got > 0 and e.margin_factor >= 1
+            and math.isclose(e.margin_factor, round(e.margin_factor), rel_tol=1e-9),
+            lambda e: (f"{e.summary}: that divides fp8_max / max(history) by "
+                       f"{e.margin_factor:.4g}, not by 2**margin = {2**e.margin}"
+                       + (" (in Python, `^` is XOR, not a power)"
+                          if round(e.margin_factor) == 2 ^ e.margin else "")), MARGIN_HINT),
 )
 
 
@@ -554,7 +586,8 @@ AMAX_POISON = float(poison_value(np.float32))  # what shared memory holds before
 def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
     """The cases of one launch configuration, in the order they run: all finite (the largest
     magnitude negative, in the last block's elements); NaN among them (the largest magnitude in
-    block 0's elements, a NaN the last element thread 0 of block 0 reads); NaN, +inf and -inf;
+    block 0's elements, a NaN the last element thread 0 of block 0 reads, and one at x's end);
+    NaN, +inf and -inf;
     NaN and -inf only. The largest magnitude is read by an odd-numbered thread after the grid's
     first pass, and every block holds a different number (at least 2) of non-finite values.
     Positive values are a quarter the size of negative ones, so that x's largest *value* is
@@ -568,7 +601,8 @@ def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
     def finite(largest_in: int) -> tuple[np.ndarray, int]:
         x = rng.standard_normal(n) * 10.0 ** rng.uniform(-1, 1)
         x = np.where(x > 0, x / 4, x)  # so the largest value is far below most magnitudes
-        where = np.flatnonzero((block == largest_in) & (thread % 2 == 1) & (index >= grid_threads))
+        where = np.flatnonzero((block == largest_in) & (thread % 2 == 1) & (index >= grid_threads)
+                               & (index < n - 1))
         p = int(rng.choice(where))
         x[p] = -float(np.max(np.abs(x))) * rng.uniform(1.3, 1.6)
         return x, p
@@ -579,10 +613,11 @@ def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
         if top == blocks - 1:  # the last block (the one that writes last) never holds the most
             counts[[0, top]] = counts[[top, 0]]
         last_of_thread0 = int(np.flatnonzero(owner == 0)[-1])
-        chosen = [last_of_thread0]
+        chosen = [last_of_thread0] + [n - 1] * (n - 1 != last_of_thread0)  # a loop one short
         for b in range(blocks):
-            pool = np.flatnonzero((block == b) & (index != p) & (index != last_of_thread0))
-            chosen += [int(i) for i in rng.choice(pool, counts[b] - (b == 0), replace=False)]
+            pool = np.flatnonzero((block == b) & (index != p) & ~np.isin(index, chosen))
+            have = sum(block[i] == b for i in chosen)
+            chosen += [int(i) for i in rng.choice(pool, counts[b] - have, replace=False)]
         return chosen
 
     cases = []
@@ -595,7 +630,8 @@ def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
         x[chosen] = np.nan
         for k, value in enumerate(infs):  # in block 1's and the last block's elements
             b = 1 if k == 0 else blocks - 1
-            spot = next(i for i in chosen[1:] if block[i] == b and np.isnan(x[i]))
+            spot = next(i for i in sorted(chosen[1:], key=lambda i: i == n - 1)  # x's end: NaN
+                        if block[i] == b and np.isnan(x[i]))
             x[spot] = value
         cases.append((name, x))
     return [(name, x.astype(np.float32)) for name, x in cases]
@@ -743,8 +779,10 @@ AMAX_MISTAKES = (
             lambda e: e.poisoned,
             lambda e: (f"{e.summary}: {max(e.got):.3g} is neither a value of x nor a count: it "
                        "is what shared memory held before anyone wrote it, so a thread read a "
-                       "slot before the thread that owns it had written it." + e.barrier_text),
-            TREE_BARRIER_HINT),
+                       "slot before the thread that owns it had written it." + e.barrier_text
+                       + (" Or a slot no thread writes: in the first round, t + stride must stay "
+                          "inside the block." if e.barriers >= 2 else "")),
+            lambda e: AMAX_TREE_HINT if e.barriers >= 2 else TREE_BARRIER_HINT),
     Mistake("reads past the end of x", lambda e: e.amax == AMAX_PAD,
             lambda e: (f"out[0] = {e.amax:g}, the value after the end of x: a thread read past "
                        f"x's last element (x has {e.trial.n})"), AMAX_STRIDE_HINT),
@@ -768,7 +806,8 @@ AMAX_MISTAKES = (
                        f"elements only, one per thread of the grid; the {e.trial.grid_threads} "
                        f"threads must cover all {e.trial.n}"), AMAX_STRIDE_HINT),
     Mistake("every block starts at `threadIdx.x` (all read block 0's elements)",
-            lambda e: e.trial.grid_blocks > 1 and e.amax == e.stats(e.block == 0)[0]
+            lambda e: e.trial.grid_blocks > 1 and e.stats(e.block == 0)[1] > 0
+            and e.amax == e.stats(e.block == 0)[0]
             and e.count == e.trial.grid_blocks * e.stats(e.block == 0)[1] and not e.right,
             lambda e: (f"{e.summary}: every block read the elements of block 0's threads "
                        f"(each counted {e.trial.grid_blocks} times) and none of the others': the "
@@ -793,6 +832,11 @@ AMAX_MISTAKES = (
                        (" (the infinite ones were)" if sum(e.kinds()[1:]) else "")), KINDS_HINT),
     Mistake("NaN counted twice", lambda e: e.kinds()[0] > 0 and e.count == e.want[1] + e.kinds()[0],
             lambda e: f"{e.summary}: every NaN was counted twice", KINDS_HINT),
+    Mistake("x's last element never read (a loop one short)",
+            lambda e: not e.right and e.is_(_stats(e.x[:-1])),
+            lambda e: (f"{e.summary}: that is the answer for x without its last element, x["
+                       f"{e.trial.n - 1}] = {float(e.x[-1]):g}: the loop stops one short"),
+            AMAX_STRIDE_HINT),
     Mistake("the halving stopped before stride 1",
             lambda e: not e.right and e.is_(e.stats(e.thread % 2 == 0)),
             lambda e: (f"{e.summary}: that is what the even-numbered threads found, without "
@@ -809,15 +853,22 @@ AMAX_MISTAKES = (
                        f"({', '.join(str(c) for _, c in e.per_block())}), not their sum"),
             ONE_ATOMIC_HINT),
     Mistake("out[1] overwritten by each block (the last block wins)",
-            lambda e: e.one_block(1) is not None,
+            lambda e: (e.plain_writes or e.race is not None) and e.one_block(1) is not None,
             lambda e: (f"{e.summary}: out[1] is block {e.one_block(1)}'s count alone (the "
                        f"blocks found {', '.join(str(c) for _, c in e.per_block())}): the blocks "
                        "overwrote out[1] instead of adding to it"), ONE_ATOMIC_HINT),
     Mistake("out[0] overwritten by each block (the last block wins)",
-            lambda e: e.one_block(0) is not None,
+            lambda e: (e.plain_writes or e.race is not None) and e.one_block(0) is not None,
             lambda e: (f"{e.summary}: out[0] is block {e.one_block(0)}'s amax alone: the "
                        "blocks overwrote out[0] instead of keeping the largest"),
             ONE_ATOMIC_HINT),
+    Mistake("only block 0's result reaches out (the atomics from one thread of the grid)",
+            lambda e: (e.trial.grid_blocks > 1 and e.barriers >= 2 and not e.right
+                       and e.per_block()[0][1] > 0 and e.is_(e.per_block()[0])),
+            lambda e: (f"{e.summary}: out holds block 0's amax and count alone; the other "
+                       "blocks' never reached out: is the `if` before the atomics on the global "
+                       "index (true for one thread of the whole grid), not the thread's index in "
+                       "its block?"), ONE_ATOMIC_HINT),
     Mistake("the blocks' amaxes added (an atomic add into out[0])",
             lambda e: (e.amax != e.want[0] and math.isfinite(e.amax) and math.isclose(
                 e.amax, sum(a for a, _ in e.per_block()), rel_tol=1e-5)),
@@ -938,7 +989,7 @@ def _run_amax(kernel, trial: Trial, source: KernelSource) -> Trial:
     atomic_max_calls = count_calls(source, "max") - sum(
         1 for node in source.walk() if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name) and node.func.id == "max")
-    raced = None
+    raced = deferred = None
     for case, x in _amax_cases(trial):
         _, d_x = padded(x, trial.grid_threads, np.float32(AMAX_PAD))
         zeros = np.zeros(2, dtype=np.float32)
@@ -948,10 +999,15 @@ def _run_amax(kernel, trial: Trial, source: KernelSource) -> Trial:
         race = out.race() if isinstance(out, WatchedArray) else None
         run = AmaxRun(trial, case, x, (float(got[0]), float(got[1])), plain, race, barriers,
                       source.tree is not None, atomic_max_calls)
+        if not run.right and run.want[1] == 0 and run.is_(run.per_block()[0]):
+            deferred = deferred or run  # block 0's result alone: a case with inf/NaN tells why
+            continue
         if not run.right:
             reject(AMAX_MISTAKES, run)
         if raced is None and (race is not None or plain):
             raced = run
+    if deferred is not None:
+        reject(AMAX_MISTAKES, deferred)
     if raced is not None:  # every result right: a race the simulator's block order hid
         reject(AMAX_MISTAKES, raced)
     return trial

@@ -295,15 +295,30 @@ class RingRun:
         return all(o is not None and o.shape == self.want.shape and _close(o, factor * self.want)
                    for o in self.outs)
 
-    def finished_chunks(self) -> list[list[bool]]:
-        bounds = collectives.chunk_bounds(self.n, self.size)
-        return [[_close(o[a:b], self.want[a:b]) or _close(o[a:b], self.size * self.want[a:b])
-                 for a, b in bounds] for o in self.outs]
+    def finished(self) -> np.ndarray:
+        """(rank, element): does the rank hold the element's mean (or sum)? Judged element by
+        element, so that however the learner cut the chunks, they are found."""
+        def close(o, want):
+            return np.isclose(o, want, rtol=TOLERANCE, atol=TOLERANCE)
+        return np.array([close(o, self.want) | close(o, self.size * self.want)
+                         for o in self.outs])
 
     def only_reduce_scatter(self) -> bool:
-        finished = self.finished_chunks()
-        return (all(sum(f) == 1 for f in finished)
-                and len({f.index(True) for f in finished}) == self.size)
+        """Every element finished on exactly one rank, and no rank holds every element."""
+        finished = self.finished()
+        return bool(np.all(finished.sum(axis=0) == 1) and finished.any(axis=1).all())
+
+    def finished_text(self, rank: int) -> str:
+        held = np.flatnonzero(self.finished()[rank])
+        return f"rank {rank} elements {held[0]}..{held[-1]}"
+
+    def factor(self) -> float | None:
+        """c when every rank returned c × the mean (c not 1 nor N), else None."""
+        if not all(o is not None and o.shape == self.want.shape for o in self.outs):
+            return None
+        c = float(np.sum(self.outs[0] * self.want) / np.sum(self.want * self.want))
+        return c if abs(c - 1) > 1e-6 and abs(c - self.size) > 1e-6 and self.all_close_to(
+            c) else None
 
     def remainder_only(self) -> bool:
         tail = self.size * (self.n // self.size)
@@ -361,6 +376,9 @@ RING_MISTAKES = (
             lambda r: r.raised(simulated.RanksDidNotFinishError),
             lambda r: f"your function did not finish: {r.error_text}", NOT_FINISHED_HINT,
             "trace"),
+    Mistake("a receive buffer that is not float64 (float32, int)",
+            lambda r: r.raised(simulated.TruncationError) and "of float64)" not in r.error_text,
+            lambda r: f"{r.error_text}: a buffer of another dtype than x's", DTYPE_HINT, "trace"),
     Mistake("a message longer than its buffer (an off-by-one chunk index, a wrong buffer size)",
             lambda r: r.raised(simulated.TruncationError),
             lambda r: r.error_text, TRUNCATION_HINT, "trace"),
@@ -423,15 +441,28 @@ RING_MISTAKES = (
     Mistake("the sum instead of the mean",
             lambda r: r.all_close_to(r.size),
             lambda r: f"every rank returned the sum over the {r.size} ranks", NO_DIVIDE_HINT),
+    Mistake("the sum divided by another number than N (N - 1, n, N twice)",
+            lambda r: r.factor() is not None,
+            lambda r: (f"every rank returned {r.factor():.4g} × the mean: the sum divided by "
+                       f"{r.size / r.factor():.4g}, not by the number of ranks, {r.size}"),
+            "the mean is the sum over the ranks divided once by their number, "
+            "comm.Get_size()."),
     Mistake("only the reduce-scatter (no all-gather)",
             lambda r: _wrong_values(r) and r.only_reduce_scatter(),
-            lambda r: (f"each rank holds only one finished chunk: rank 0 chunk "
-                       f"{r.finished_chunks()[0].index(True)}, rank 1 chunk "
-                       f"{r.finished_chunks()[1].index(True)}, …"), HALF_HINT),
+            lambda r: (f"each rank holds only one finished chunk: {r.finished_text(0)}, "
+                       f"{r.finished_text(1)}, …"), HALF_HINT),
     Mistake("the remainder elements (n % N) never reduced",
             lambda r: _wrong_values(r) and r.remainder_only(),
             lambda r: (f"the last {r.n % r.size} of {r.n} elements are wrong (from element "
                        f"{r.size * (r.n // r.size)} on), the others right"), REMAINDER_HINT),
+    Mistake("the reduce-scatter overwriting instead of adding",
+            lambda r: _wrong_values(r) and all(np.isclose(
+                np.stack(r.originals), o * r.size, rtol=TOLERANCE, atol=TOLERANCE).any(axis=0).all()
+                for o in r.outs),
+            "every element every rank returned is one rank's own value (divided by N), not the "
+            "sum over the ranks: in the reduce-scatter, what arrived replaced the partial sums",
+            "in the reduce-scatter, add the incoming chunk to the one the rank holds; only the "
+            "all-gather overwrites."),
     Mistake("the same wrong vector everywhere (wrong chunk added into in the reduce-scatter)",
             lambda r: _wrong_values(r) and all(_close(o, r.outs[0]) for o in r.outs),
             lambda r: r.wrong_summary(), SAME_WRONG_HINT),
@@ -703,6 +734,20 @@ class ChunkAdd:
             return None
         return counts.astype(int) if counts.min() >= 1 else None
 
+    def operation(self) -> str | None:
+        """"minus" or "times" when the chunk is its old values minus or times incoming."""
+        return next((word for word, f in (("minus", np.subtract), ("times", np.multiply))
+                     if self.same(self.with_chunk(f(self.before[self.chunk], self.incoming)))),
+                    None)
+
+    def unchanged_tail(self) -> int:
+        """How many of the chunk's last elements alone are wrong, left as they were (0: not
+        that)."""
+        bad, end = self.bad(), self.offset + self.length
+        if not 0 < len(bad) < self.length or bad[0] != end - len(bad) or bad[-1] != end - 1:
+            return 0
+        return len(bad) if np.array_equal(self.got[bad], self.before[bad]) else 0
+
     def more_than_once(self) -> int | None:
         """The first element of data that got incoming added more than once."""
         counts = self.times_added()
@@ -731,9 +776,8 @@ ADD_CHUNK_MISTAKES = (
             "instead of being added to them",
             "overwriting is the all-gather's step; the reduce-scatter adds what arrives into what "
             "the rank already holds."),
-    Mistake("subtracted instead of added",
-            lambda e: e.same(e.with_chunk(e.before[e.chunk] - e.incoming)),
-            "data's chunk is its old values minus incoming",
+    Mistake("subtracted or multiplied instead of added", lambda e: e.operation() is not None,
+            lambda e: f"data's chunk is its old values {e.operation()} incoming",
             "the reduce step adds the incoming partial sums."),
     Mistake("added more than once (twice; a loop that strides by the block, not the grid)",
             lambda e: e.more_than_once() is not None,
@@ -759,6 +803,18 @@ ADD_CHUNK_MISTAKES = (
             lambda e: e.first_block_only(),
             lambda e: (f"only the first {e.trial.threads_per_block} elements of the chunk "
                        f"changed ({e.trial.blocks} blocks launched)"), ADD_INDEX_HINT),
+    Mistake("the chunk's last elements not added (a guard one short; the index as the place in "
+            "data)", lambda e: e.unchanged_tail() > 0,
+            lambda e: (f"the chunk's last {e.unchanged_tail()} element(s) were not added (data["
+                       f"{e.offset + e.length - e.unchanged_tail()}:{e.offset + e.length}] "
+                       "unchanged), the others right"),
+            "the launch has one thread per element of the chunk: the thread's index counts the "
+            "chunk's elements from 0, and the guard lets through every index below length."),
+    Mistake("the sum rounded to float32",
+            lambda e: len(e.bad()) > 0 and np.allclose(e.got, e.expected, rtol=1e-6, atol=1e-7),
+            lambda e: (f"{e.wrong_summary()}: right to about 7 digits only, float32's precision: "
+                       "the values were rounded to float32 on the way"),
+            "data and incoming are float64: keep the sum in float64 (no float32 on the way)."),
     Mistake("elements outside the chunk changed",
             lambda e: e.outside_changed() is not None,
             lambda e: (f"data[{e.outside_changed()}], outside the chunk data[{e.offset}:"
@@ -936,6 +992,9 @@ TIME_MISTAKES = (
     _time_formula(lambda S, N, a, b: (N - 1) * a + (N - 1) / N * S / b,
                   "that is the reduce-scatter alone: the all-gather takes as many steps and "
                   "bytes again, so both terms have a factor 2.", "the reduce-scatter half only"),
+    _time_formula(lambda S, N, a, b: 2 * (N - 1) * (a + 8 * S / N / b),
+                  "n_bytes and β are both in bytes (β in bytes per second): no factor of 8.",
+                  "bits for bytes (× 8)"),
     _time_formula(lambda S, N, a, b: 2 * (N - 1) * (a + S / b),
                   "each step sends one chunk, n_bytes / N, not the whole buffer.",
                   "the whole buffer per step"),
@@ -960,7 +1019,7 @@ TIME = CheckSpec(
     "ring_allreduce_time", "ring_allreduce_time(n_bytes, n_ranks, alpha_s, beta_bytes_per_s)",
     TIME_STUB_HINT, TIME_MISTAKES,
     title="3. the α–β cost of a ring", call="check_allreduce_time(ring_allreduce_time)",
-    holds="2(N − 1)·α + 2(N − 1)/N · n/β for 8, 3, 72, 2, 1,024 and 1 ranks with random sizes, "
+    holds="2(N − 1)·α + 2(N − 1)/N · n/β for 3, 8, 72, 2, 1,024 and 1 ranks with random sizes, "
           "latencies and bandwidths",
     also="the stub; gpulab's own `links.ring_allreduce_time` refused; a patched check caught")
 
@@ -971,14 +1030,14 @@ def check_allreduce_time(function, seed: int | None = None) -> str:
     on sizes of 10^3 to 10^10 bytes, α of 0.1 to 10 µs and β of 1 to 1,000 GB/s (drawn on a log
     scale)."""
     rng = np.random.default_rng(seed)
-    for ranks in (8, 3, 72, 2, 1024, 1):
+    for ranks in (3, 8, 72, 2, 1024, 1):  # 3 first: on 8 ranks 8·n/N is the whole buffer
         n_bytes, alpha, beta = (float(10 ** rng.uniform(*span))
                                 for span in ((3, 10), (-7, -5), (9, 12)))
         got = call_learner(function, n_bytes, ranks, alpha, beta, stub_hint=TIME_STUB_HINT,
                            call=f"ring_allreduce_time({n_bytes:.4g}, {ranks}, {alpha:.3g}, "
                                 f"{beta:.3g})")
         TIME.reject(TimeAnswer(n_bytes, ranks, alpha, beta, got, seed))
-    return f"right for 8, 3, 72, 2, 1,024 and 1 ranks (seed={seed})."
+    return f"right for 3, 8, 72, 2, 1,024 and 1 ranks (seed={seed})."
 
 
 __all__ = ["ADD_CHUNK", "ADD_CHUNK_MISTAKES", "RING", "RING_MISTAKES", "TIME", "TIME_MISTAKES",

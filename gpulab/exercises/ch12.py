@@ -122,15 +122,16 @@ PERCENTILE = CheckSpec(
 
 @PERCENTILE.check
 def check_percentile(function, seed: int | None = None) -> str:
-    """Lognormal lists of 7 to 479 values (never a multiple of 100) for q = 90, 50, 99 and a
+    """Lognormal lists of 7 to 479 values (never a multiple of 100; for q = 90 one where rounding
+    q·n/100 to the nearest rank falls short of rounding up) for q = 90, 50, 99 and a
     random q of 60 to 98, then 200 values at q = 99 (rank 198 exactly); an answer must be the
     nearest-rank value exactly."""
     rng = np.random.default_rng(seed)
     cases = []
     for q in (90, 50, 99, float(np.round(rng.uniform(60, 98), 1))):
         n = int(rng.integers(7, 480))
-        if n % 100 == 0:
-            n += 3
+        while n % 100 == 0 or q == 90 and not 0 < 90 * n % 100 < 50:  # round() below ceil()
+            n = int(rng.integers(7, 480))
         cases.append((q, n))
     cases.append((99, 200))  # q·n/100 whole: the rank is exactly 198
     for q, n in cases:
@@ -160,7 +161,7 @@ ALL_NEGATIVE_SHARE = 0.3  # of the samples whose logits are all below 0
 @dataclass
 class InferenceProblem:
     """One batch for the inference kernel: inputs, weights and biases (float32), and the two
-    classes ``tie`` = (s, d), s < d, that share their weights (so their logits tie exactly)."""
+    classes ``tie`` = (s, d), 0 < s < d, that share their weights (so their logits tie exactly)."""
 
     X: np.ndarray
     W1: np.ndarray
@@ -173,18 +174,20 @@ class InferenceProblem:
     def widths(self) -> tuple[int, int, int]:
         return self.X.shape[1], self.W1.shape[1], self.W2.shape[1]
 
-    def logits(self, relu=True, bias1=True, bias2=True, W1=None, b1=None, W2=None
-               ) -> np.ndarray:
+    def logits(self, relu=True, bias1=True, bias2=True, W1=None, b1=None, W2=None, b2=None,
+               relu_first=False) -> np.ndarray:
         """The logits in float64, or those of a variant (no ReLU, a bias left out, other
-        weights); the tied classes' logits are made exactly equal (unless W2 is another)."""
+        weights or biases, the ReLU before b1); the tied classes' logits are made exactly equal
+        (unless W2 is another)."""
         X = self.X.astype(np.float64)
         W1 = (self.W1 if W1 is None else W1).astype(np.float64)
         W2 = self.W2 if W2 is None else W2
-        b1 = self.b1 if b1 is None else b1
-        hidden = X @ W1 + (b1.astype(np.float64) if bias1 else 0.0)
+        b1 = (self.b1 if b1 is None else b1).astype(np.float64) if bias1 else 0.0
+        b2 = self.b2 if b2 is None else b2
+        hidden = X @ W1 + (0.0 if relu_first else b1)
         if relu:
-            hidden = np.maximum(hidden, 0.0)
-        z = hidden @ W2.astype(np.float64) + (self.b2.astype(np.float64) if bias2 else 0.0)
+            hidden = np.maximum(hidden, 0.0) + (b1 if relu_first else 0.0)
+        z = hidden @ W2.astype(np.float64) + (b2.astype(np.float64) if bias2 else 0.0)
         s, d = self.tie
         if W2 is self.W2:
             z[:, d] = z[:, s]
@@ -209,6 +212,8 @@ def inference_problem(rng: np.random.Generator, batch: int, n_in: int, n_hidden:
     b2 = rng.normal(0, 0.8, n_classes - 1)
     winners = np.argmax(hidden @ W2 + b2, axis=1)
     s = int(np.bincount(winners, minlength=n_classes - 1)[:-1].argmax())  # not the last
+    if s == 0:  # classes 0 and 1 swapped: a tie on class 0 looks like a search that skips it
+        W2[:, [0, 1]], b2[[0, 1]], s = W2[:, [1, 0]], b2[[1, 0]], 1
     d = int(rng.integers(s + 1, n_classes))
     W2 = np.insert(W2, d, W2[:, s], axis=1).astype(f32)
     b2 = np.insert(b2, d, b2[s])
@@ -286,12 +291,33 @@ def _last_on_ties(e: Answers) -> np.ndarray:
     return z.shape[1] - 1 - np.argmax(z[:, ::-1], axis=1)
 
 
-def _hidden_cut(e: Answers) -> np.ndarray | None:
-    n_in, n_hidden, _ = e.problem.widths
-    if n_in >= n_hidden:
-        return None
+def _hidden_cut(e: Answers) -> tuple[int, str] | None:
+    """(m, "inputs" or "classes") when the answers are those of only the first m hidden units,
+    m the number of inputs or of classes."""
+    n_in, n_hidden, n_classes = e.problem.widths
     p = e.problem
-    return np.argmax(p.logits(W1=p.W1[:, :n_in], b1=p.b1[:n_in], W2=p.W2[:n_in]), axis=1)
+    cuts = [(np.argmax(p.logits(W1=p.W1[:, :m], b1=p.b1[:m], W2=p.W2[:m]), axis=1), m, what)
+            for m, what in ((n_in, "inputs"), (n_classes, "classes")) if m < n_hidden]
+    cuts = [(float(np.mean(e.got == z)), m, what) for z, m, what in cuts if e.like(z)]
+    return max(cuts)[1:] if cuts else None
+
+
+def _bias_in_loop(e: Answers) -> tuple[str, int, str] | None:
+    """(bias, times, loop) when the answers are those of b1 added once per input (and once
+    more), or b2 once per hidden unit: a bias added inside the loop over the products."""
+    n_in, n_hidden, _ = e.problem.widths
+    p = e.problem
+    for k in (n_in, n_in + 1):
+        if e.like_logits(p.logits(b1=k * p.b1)):
+            return "b1", k, "inputs"
+    for k in (n_hidden, n_hidden + 1):
+        if e.like_logits(p.logits(b2=k * p.b2)):
+            return "b2", k, "hidden units"
+    return None
+
+
+def _first_skipped(e: Answers) -> np.ndarray:
+    return np.argmax(e.problem.logits()[:, 1:], axis=1) + 1
 
 
 INFER_MISTAKES = (
@@ -312,6 +338,11 @@ INFER_MISTAKES = (
             lambda e: (f"the last, partial block's samples ({e.samples(e.unwritten)}) got no "
                        "answer"),
             "the guard should stop only the threads whose sample is past the end of the batch."),
+    Mistake("the last sample skipped (a guard one short)",
+            lambda e: e.unwritten.tolist() == [len(e.got) - 1],
+            lambda e: f"only the last sample, {len(e.got) - 1}, got no answer",
+            "the guard should stop only the threads whose sample is past the end of the batch: "
+            "the last sample's index is one below the batch size, and it needs its answer too."),
     Mistake("some samples left unanswered", lambda e: len(e.unwritten) > 0,
             lambda e: f"{e.samples(e.unwritten)} got no answer ({len(e.unwritten)} in all)",
             "one thread per sample, each writing its own sample's class: check the index."),
@@ -321,6 +352,11 @@ INFER_MISTAKES = (
             "its row of logits without setting it first, and on a GPU (and in this check) "
             "that memory holds leftovers",
             "set your sample's row of logits (to the output biases) before adding into it."),
+    Mistake("the same class for every sample (the loop's variable, not the best)",
+            lambda e: len(set(e.got.tolist())) == 1 and len(set(e.want.tolist())) > 1,
+            lambda e: (f"{e.summary}: every sample got class {int(e.got[0])}: out holds the "
+                       "same value whatever the logits (the loop's last index, not the best "
+                       "class found?)"), "out[i] is the class the search kept as the best."),
     Mistake("the hidden layer's ReLU forgotten",
             lambda e: e.like_logits(e.problem.logits(relu=False)),
             lambda e: f"{e.summary}: those are the classes without the hidden layer's ReLU",
@@ -367,17 +403,30 @@ INFER_MISTAKES = (
             lambda e: (f"{e.summary}: those are the classes with W2 transposed: W2 has a row "
                        "per hidden unit and a column per class"),
             "in hidden @ W2, hidden unit j and class c meet at W2's row j, column c."),
+    Mistake("the first class never considered", lambda e: e.like(_first_skipped(e)),
+            lambda e: f"{e.summary}: the first class (0) never wins",
+            "the search must look at every class: start with class 0 as the best so far."),
     Mistake("the last class never considered",
             lambda e: e.like(np.argmax(e.problem.logits()[:, :-1], axis=1)),
             lambda e: f"{e.summary}: the last class ({e.problem.widths[2] - 1}) never wins",
             "the search must look at every class, the last one too."),
-    Mistake("the hidden loop counts the inputs (only the first hidden units)",
-            lambda e: e.like(_hidden_cut(e)),
+    Mistake("the hidden loop counts the inputs or the classes (only the first hidden units)",
+            lambda e: _hidden_cut(e) is not None,
             lambda e: (f"{e.summary}: those are the classes from only the first "
-                       f"{e.problem.widths[0]} hidden units: the loop over hidden units ran as "
-                       "many times as there are inputs"),
+                       f"{_hidden_cut(e)[0]} hidden units: the loop over hidden units ran as "
+                       f"many times as there are {_hidden_cut(e)[1]}"),
             "the number of hidden units is W1's second extent; the number of inputs X's "
             "second."),
+    Mistake("the ReLU before the hidden bias", lambda e: e.like_logits(
+                e.problem.logits(relu_first=True)),
+            lambda e: (f"{e.summary}: those are the classes with the ReLU applied before b1 "
+                       "was added"), "each hidden unit is its dot product plus its bias, then "
+                                     "the ReLU of that sum."),
+    Mistake("a bias added inside a loop (once per product)", lambda e: _bias_in_loop(e),
+            lambda e: (f"{e.summary}: those are the classes with {_bias_in_loop(e)[0]} added "
+                       f"{_bias_in_loop(e)[1]} times: inside the loop over the "
+                       f"{_bias_in_loop(e)[2]}, once per product"),
+            "a unit's bias is added once, outside the loop that sums its products."),
     Mistake("another wrong class", lambda e: True, lambda e: e.summary,
             "compare your kernel with the forward pass step by step on one sample (the try-it "
             "cell above): the hidden units, then the logits, then the search."),
@@ -641,8 +690,19 @@ JOULES_MISTAKES = (
             "needed."),
     Mistake("per inference, not per thousand", lambda e: e.near(e.want / 1000),
             lambda e: f"{e.summary}: that is per inference", "give it for a thousand."),
-    Mistake("per million (× 10⁶)", lambda e: e.near(e.want * 1000),
-            lambda e: f"{e.summary}: that is per million inferences", "give it for a thousand."),
+    Mistake("per million (× 10⁶), or the times taken as milliseconds",
+            lambda e: e.near(e.want * 1000),
+            lambda e: (f"{e.summary}: 1000 times too much: per million inferences, or the times "
+                       "converted to milliseconds?"),
+            "give it for a thousand, with the times in seconds (W × s = J)."),
+    Mistake("the trapezoid's halving forgotten", lambda e: e.near(e.want * 2),
+            lambda e: (f"{e.summary}: twice the energy: each stretch's two powers were added but "
+                       "not averaged"), JOULES_STUB_HINT),
+    Mistake("time integrated over power (np.trapezoid's arguments swapped)",
+            lambda e: e.near(e.per_k(trapezoid(e.watts, e.times))),
+            lambda e: (f"{e.summary}: that integrates the times over the powers: NumPy's "
+                       "trapezoid takes the values to integrate (the powers) first, then the "
+                       "times"), JOULES_STUB_HINT),
     Mistake("not divided by the number of inferences", lambda e: e.near(e.total * 1000),
             lambda e: f"{e.summary}: the total was not shared among the {e.n} inferences",
             "joules per thousand inferences is the total shared among all inferences, then "

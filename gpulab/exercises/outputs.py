@@ -11,8 +11,8 @@ Outputs start as NaN, so that "never written" and "written wrong" can be told ap
   :func:`coverage_failure` names a pattern of elements never written (rows and columns swapped,
   the last row or column skipped); :func:`diagnose_matrix` the wrong values;
   :func:`check_matrix_output` puts them together, with :func:`blame_hard_coded_block` and
-  :func:`changed_input_failure` (a kernel that wrote into an input). The activations the 2-D
-  exercises compute are :data:`ACTIVATIONS`.
+  :func:`~gpulab.exercises.running.changed_input_failure` (a kernel that wrote into an
+  input). The activations the 2-D exercises compute are :data:`ACTIVATIONS`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from gpulab.exercises.results import (
     CheckFailedError,
     KernelError,
 )
-from gpulab.exercises.running import launch, padded, read_back
+from gpulab.exercises.running import changed_input_failure, launch, padded, read_back
 from gpulab.exercises.source_rules import KernelSource, compares_with_shape, hard_coded_block
 from gpulab.exercises.trial import Trial, draw_case
 from gpulab.kernels.dense import ACTIVATION_CODES
@@ -506,28 +506,13 @@ def check_matrix_output(kernel, trial: Trial, source: KernelSource, inputs: dict
         raise
 
 
-def changed_input_failure(name: str, before: np.ndarray, after: np.ndarray, what: str,
-                          where) -> None:
-    """Raise CheckFailedError if the kernel changed the input ``name``."""
-    changed = ~((before == after) | (np.isnan(before) & np.isnan(after)))
-    if changed.any():
-        index = tuple(int(i) for i in np.argwhere(changed)[0])
-        at = ", ".join(map(str, index))
-        raise CheckFailedError(
-            f"your kernel wrote into its input {name}: {name}[{at}] was {before[index]:.6g} and "
-            f"is now {after[index]:.6g} ({where}).",
-            f"write the result into {what} only and leave {name} as it is: the layer still "
-            f"needs {name} afterwards (the backward pass reads it), and the caller's copy is "
-            "not yours to change.")
-
-
 __all__ = [
     "ACTIVATIONS", "COVERAGE_MISTAKES", "Coverage", "ELEMENTWISE_MISTAKES",
     "ELEMENTWISE_UNWRITTEN", "ELEMENTWISE_WRONG",
     "MATRIX_MISTAKES", "MATRIX_UNWRITTEN", "MATRIX_WRONG", "Elementwise", "MatrixOutput",
     "GENERIC_MATRIX_HINT", "IDENTITY", "PAD_VALUE", "RELU", "SAID", "SWAPPED_ROWS_AND_COLUMNS",
     "TANH",
-    "blame_hard_coded_block", "changed_input_failure", "check_matrix_output", "coverage_failure",
+    "blame_hard_coded_block", "check_matrix_output", "coverage_failure",
     "diagnose_matrix", "diagnose_vector", "elementwise_mistakes",
     "elementwise_tolerance",
     "index_hint_2d", "looks_like", "matches", "matrix_mistakes", "per_activation", "run_2d"

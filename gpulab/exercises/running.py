@@ -24,6 +24,7 @@ crash, a hang or memory corrupted outside the learner's arrays.
 
 from __future__ import annotations
 
+import inspect
 import time
 from contextlib import ExitStack
 
@@ -51,6 +52,7 @@ from gpulab.instruments import (
     launchable,
     limited,
     poisoned_shared_memory,
+    python_function,
     trace_kernel,
 )
 
@@ -160,14 +162,39 @@ def run_elementwise(kernel, trial: Trial, *inputs, fill=0, what: str = "out",
     Each array input goes in as a view of a buffer padded with ``fill``, scalars as they are;
     ``out`` starts as NaN in a padded buffer, and a write into its padding fails the check
     (:func:`read_back`) with ``index_hint``, as an ``IndexError`` past the end does; by default
-    :data:`GUARD_HINT`, or :data:`GUARD_2D_HINT` for a 2-D launch."""
+    :data:`GUARD_HINT`, or :data:`GUARD_2D_HINT` for a 2-D launch. A write into an input
+    fails it too (:func:`changed_input_failure`), named by the kernel's parameter."""
     if index_hint is None:
         index_hint = GUARD_HINT if isinstance(trial.threads, int) else GUARD_2D_HINT
-    arrays = [padded(value, trial.padding, fill)[1] if isinstance(value, np.ndarray) else value
-              for value in inputs]
+    buffers = [padded(value, trial.padding, fill) if isinstance(value, np.ndarray) else None
+               for value in inputs]
+    arrays = [value if buffer is None else buffer[1]
+              for value, buffer in zip(inputs, buffers, strict=True)]
     d_all, d_out = padded(np.full(trial.extents, np.nan, trial.dtype), trial.padding, np.nan)
     launch(kernel, trial, *arrays, d_out, index_hint=index_hint)
-    return read_back(d_all, trial.extents, trial, what=what, hint=index_hint)
+    out = read_back(d_all, trial.extents, trial, what=what, hint=index_hint)
+    names = list(inspect.signature(python_function(kernel) or kernel).parameters)
+    for k, (value, buffer) in enumerate(zip(inputs, buffers, strict=True)):
+        if buffer is not None:
+            inside = tuple(slice(0, extent) for extent in value.shape)
+            changed_input_failure(names[k] if k < len(names) else f"input {k + 1}", value,
+                                  buffer[0].copy_to_host()[inside], what, trial)
+    return out
+
+
+def changed_input_failure(name: str, before: np.ndarray, after: np.ndarray, what: str,
+                          where) -> None:
+    """Raise CheckFailedError if the kernel changed the input ``name``."""
+    changed = ~((before == after) | (np.isnan(before) & np.isnan(after)))
+    if changed.any():
+        index = tuple(int(i) for i in np.argwhere(changed)[0])
+        at = ", ".join(map(str, index))
+        raise CheckFailedError(
+            f"your kernel wrote into its input {name}: {name}[{at}] was {before[index]:.6g} and "
+            f"is now {after[index]:.6g} ({where}).",
+            f"write the result into {what} only and leave {name} as it is: the caller's {name} "
+            "is not yours to change (the program may read it again, as a layer's backward pass "
+            "reads its inputs).")
 
 
 def launch(kernel, trial: Trial, *args, index_hint: str = GUARD_HINT, blocks=None) -> None:
@@ -247,6 +274,7 @@ def trace_trial(kernel, trial, *args, blocks=None) -> KernelTrace:
 
 
 __all__ = [
-    "call_learner", "compile_for_gpu", "launch", "padded", "read_back", "run_elementwise",
+    "call_learner", "changed_input_failure", "compile_for_gpu", "launch", "padded", "read_back",
+    "run_elementwise",
     "trace_trial"
 ]

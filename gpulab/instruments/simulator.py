@@ -113,9 +113,14 @@ _SHARED_ALLOCATION = threading.Lock()
 
 def shared_array_maker(make: Callable) -> Callable:
     """A stand-in for the simulator's ``FakeCUDAShared.array``: one array per
-    ``cuda.shared.array`` line per launch, as the simulator makes, but looked up and made under
-    a lock. ``make(shared, values, caller_frame)`` gives what the kernel gets, from ``values``
-    (``np.empty``, as the simulator starts them).
+    ``cuda.shared.array`` call per launch, looked up and made under a lock. ``make(shared,
+    values, caller_frame)`` gives what the kernel gets, from ``values`` (``np.empty``, as the
+    simulator starts them).
+
+    Per call, not per line: the simulator keys its arrays by the caller's file and line, so two
+    calls on one line (``a = cuda.shared.array(32, f4); b = cuda.shared.array(32, f4)``) got one
+    array between them, and a kernel right on a GPU gave wrong sums. The key adds the call's
+    bytecode offset (the same in every thread).
 
     Why the lock: the simulator looks the line up in a dict and, when it is missing, makes the
     array and stores it. Its threads are Python threads, so another thread of the block can run
@@ -134,7 +139,7 @@ def shared_array_maker(make: Callable) -> Callable:
         if shape == 0 or alignment is not None:  # dynamic shared memory, or the simulator's
             return original(self, shape, dtype, alignment)  # "alignment unsupported" error
         caller = sys._getframe(1)
-        key = (caller.f_code.co_filename, caller.f_lineno)  # as the simulator keys them
+        key = (caller.f_code.co_filename, caller.f_lineno, caller.f_lasti)  # one per call
         with _SHARED_ALLOCATION:
             found = self._allocations.get(key)
             if found is None:

@@ -150,8 +150,10 @@ def _tracing_patches(log: _TraceLog) -> dict:
 
     def traced_shared(shared, values, caller):
         line = linecache.getline(caller.f_code.co_filename, caller.f_lineno)
-        named = _SHARED_NAME.search(line)
-        name = f"shared:{named.group(1) if named else len(shared._allocations)}"
+        names = _SHARED_NAME.findall(line)  # in order: the n-th call on a line is its n-th name
+        on_line = sum(key[:2] == (caller.f_code.co_filename, caller.f_lineno)
+                      for key in shared._allocations)
+        name = f"shared:{names[on_line] if on_line < len(names) else len(shared._allocations)}"
         return TracingArray(values, name, "shared", log)
 
     def atomic(method, name):

@@ -245,8 +245,10 @@ def test_a_kernel_that_changes_its_input_is_caught_by_the_host_check():
         add_one_in_place[(x.shape[0] + 63) // 64, 64](d_x, d_out)
         return d_out.copy_to_host()
 
-    # The kernel's own output is right, and device memory is a copy: x on the host is unchanged.
-    assert check_first_launch(add_one_in_place, run, seed=4, show=False).passed
+    # x on the host is unchanged (device memory is a copy), and out is right: the kernel's
+    # own check sees the write into its input.
+    result = check_first_launch(add_one_in_place, run, seed=4, show=False)
+    assert result.status == "failed" and "wrote into its input x" in result.message, result
 
 
 def test_the_watch_restores_everything():
@@ -598,3 +600,100 @@ def test_no_blocks_for_hint_gives_the_answer():
     for mistake in BLOCKS_MISTAKES:
         hint = mistake.hint if isinstance(mistake.hint, str) else ""
         assert "threads_per_block - 1" not in hint and "- 1)" not in hint, hint
+
+
+# --- a block size of its own, and grids that are not one block size times enough blocks ---------
+
+
+def blocks_hard_coded_256(n, threads_per_block):
+    return (n + 255) // 256
+
+
+def blocks_per_warp(n, threads_per_block):
+    return (n + 31) // 32
+
+
+def blocks_len_of_range(n, threads_per_block):
+    return len(range(0, n, threads_per_block))
+
+
+def blocks_while_loop(n, threads_per_block):
+    blocks = 0
+    while blocks * threads_per_block < n:
+        blocks += 1
+    return blocks
+
+
+@pytest.mark.parametrize("function", [blocks_len_of_range, blocks_while_loop])
+def test_blocks_for_accepts_more_right_answers(function):
+    assert check_blocks_for(function, seed=3, show=False).passed
+
+
+@pytest.mark.parametrize(("function", "fixed"), [(blocks_hard_coded_256, 256),
+                                                 (blocks_per_warp, 32)])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_block_size_of_its_own_is_named(function, fixed, seed):
+    result = check_blocks_for(function, seed=seed, show=False)
+    assert result.status == "failed", str(result)
+    assert f"divided by {fixed}, whatever threads_per_block" in result.message
+    assert "threads_per_block the caller passes" in result.hint
+
+
+def on_gpu_grid_swapped(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[128, (x.shape[0] + 127) // 128](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_a_thread_per_block(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[x.shape[0], 1](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_four_blocks_sized_from_n(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[4, (x.shape[0] + 3) // 4](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_one_block_of_n(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[1, x.shape[0]](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_blocks_of_1024(x):  # right: in the simulator n < 1024, so one block of 1024 threads
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    threads = 1024
+    add_one[(x.shape[0] + threads - 1) // threads, threads](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def test_blocks_of_1024_threads_pass():
+    assert check_first_launch(add_one, on_gpu_blocks_of_1024, seed=3, show=False).passed
+
+
+@pytest.mark.parametrize(("run", "words"), [
+    (on_gpu_grid_swapped, ["128 block(s) of", "warps of 32 threads", "number of blocks first"]),
+    (on_gpu_a_thread_per_block, ["block(s) of 1 thread(s)", "sat idle"]),
+    (on_gpu_four_blocks_sized_from_n, ["4 block(s) of", "a block size worked out from n",
+                                       "number of blocks first"]),
+    (on_gpu_one_block_of_n, ["one block of", "at most 1024", "as many blocks as n needs"]),
+])
+def test_a_grid_not_made_of_blocks_of_a_fixed_size_fails(run, words):
+    result = check_first_launch(add_one, run, seed=3, show=False)
+    text = str(result).lower()
+    assert result.status == "failed", text
+    for word in words:
+        assert word.lower() in text, f"{word!r} missing from:\n{text}"

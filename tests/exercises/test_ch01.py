@@ -782,8 +782,8 @@ def test_the_race_the_partial_block_and_the_method_are_mistakes_in_the_specs():
         TREE_METHOD_MISTAKES,
     )
 
-    assert DOT_ATOMIC.mistakes[-3:] == RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES
-    assert BLOCK_SUM.mistakes[-6:] == (RACE_MISTAKES + BLOCK_SUM_PARTIAL_BLOCK_MISTAKES
+    assert DOT_ATOMIC.mistakes[-4:] == RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES
+    assert BLOCK_SUM.mistakes[-7:] == (RACE_MISTAKES + BLOCK_SUM_PARTIAL_BLOCK_MISTAKES
                                        + TREE_METHOD_MISTAKES)
     table = BLOCK_SUM.mistake_table()
     assert "| a right total by one atomic add per thread (into out[0] or a shared slot) | trace |" \
@@ -803,3 +803,221 @@ def test_a_race_and_a_wrong_method_say_how_to_repeat_them():
     assert "(traced on " in method.message
     assert f"blocks of {THREADS} threads, n=" in method.message
     assert method.message.endswith("seed=7).")
+
+
+# --- more answers, written as learners write them ------------------------------------------
+
+
+@cuda.jit
+def multiply_early_return(x, y, out):  # right: leave early, guard on out, factors swapped
+    i = cuda.grid(1)
+    if i >= out.shape[0]:
+        return
+    out[i] = y[i] * x[i]
+
+
+@cuda.jit
+def multiply_in_place_on_x(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        x[i] *= y[i]
+        out[i] = x[i]
+
+
+@cuda.jit
+def dot_atomic_outside_guard(x, y, out):  # right: threads past the end add 0
+    i = cuda.grid(1)
+    product = 0.0
+    if i < x.shape[0]:
+        product = x[i] * y[i]
+    cuda.atomic.add(out, 0, product)
+
+
+@cuda.jit
+def dot_block_total_first(x, y, out):  # right: a shared total per block, one atomic into out
+    total = cuda.shared.array(1, x.dtype)
+    if cuda.threadIdx.x == 0:
+        total[0] = 0
+    cuda.syncthreads()
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.add(total, 0, x[i] * y[i])
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.add(out, 0, total[0])
+
+
+@cuda.jit
+def dot_into_out_i(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.add(out, i, x[i] * y[i])
+
+
+@cuda.jit
+def dot_squares_x(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.add(out, 0, x[i] * x[i])
+
+
+@cuda.jit
+def dot_guard_one_short(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0] - 1:
+        cuda.atomic.add(out, 0, x[i] * y[i])
+
+
+@cuda.jit
+def dot_index_one_ahead(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0] - 1:
+        cuda.atomic.add(out, 0, x[i + 1] * y[i + 1])
+
+
+@cuda.jit
+def dot_thread_index_guarded_globally(x, y, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        t = cuda.threadIdx.x
+        cuda.atomic.add(out, 0, x[t] * y[t])
+
+
+@cuda.jit
+def block_sum_interleaved(x, out):  # right: strides 1, 2, 4, … on slots t % (2 * s) == 0
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    s = 1
+    while s < cuda.blockDim.x:
+        if t % (2 * s) == 0:
+            partial[t] += partial[t + s]
+        cuda.syncthreads()
+        s *= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_every_thread_adds(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_into_out_block(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, cuda.blockIdx.x, partial[0])
+
+
+@cuda.jit
+def block_sum_reads_x_t(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[t] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_one_atomic_per_warp(x, out):  # right total, but 2 atomics per block of 64
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = 16
+    while stride > 0:
+        if t % 32 < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t % 32 == 0:
+        cuda.atomic.add(out, 0, partial[t])
+
+
+@cuda.jit
+def block_sum_all_threads_in_every_round(x, out):  # barriers right, rounds wrong
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t + stride < cuda.blockDim.x:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def dot_thread_zero_adds_everything(x, y, out):  # right total, no race, no parallel work
+    if cuda.grid(1) == 0:
+        total = 0.0
+        for i in range(x.shape[0]):
+            total += x[i] * y[i]
+        out[0] = total
+
+
+@pytest.mark.parametrize(("check", "kernel", "status", "words"), [
+    (check_multiply, multiply_early_return, "passed", ["elements are right"]),
+    (check_multiply, multiply_in_place_on_x, "failed", ["wrote into its input x",
+                                                        "into out only"]),
+    (check_dot_atomic, dot_atomic_outside_guard, "passed", ["as expected"]),
+    (check_dot_atomic, dot_block_total_first, "passed", ["as expected"]),
+    pytest.param(check_dot_atomic, dot_thread_zero_adds_everything, "failed",
+                 ["block 0, thread 0 alone wrote out[0]", "no parallel work"], marks=SIM_ONLY),
+    (check_dot_atomic, dot_into_out_i, "failed", ["array of 1 elements", "goes into out[0]"]),
+    (check_dot_atomic, dot_squares_x, "failed", ["x · x (or y · y)", "one of y"]),
+    (check_dot_atomic, dot_guard_one_short, "failed", ["without the product of element",
+                                                       "one product was left out"]),
+    (check_dot_atomic, dot_index_one_ahead, "failed", ["without the product of element 0"]),
+    (check_dot_atomic, dot_thread_index_guarded_globally, "failed",
+     ["every block added the first block's products", "block's index"]),
+    (check_block_sum, block_sum_interleaved, "passed", ["by a tree"]),
+    (check_block_sum, block_sum_every_thread_adds, "failed",
+     ["64 times the total", "every thread of a block added"]),
+    (check_block_sum, block_sum_into_out_block, "failed", ["array of 1 elements",
+                                                           "goes into out[0]"]),
+    (check_block_sum, block_sum_reads_x_t, "failed", ["every block summed the first block's"]),
+    (check_block_sum, block_sum_all_threads_in_every_round, "failed",
+     ["the sum is", "where your `cuda.syncthreads()` calls are", "only the threads t < stride"]),
+    (check_block_sum, block_sum_one_atomic_per_warp, "failed",
+     ["made 2 atomic adds (into out[0]): one per 32 threads", "one atomic per block"]),
+], ids=lambda case: getattr(case, "__name__", None))
+def test_more_answers_as_learners_write_them(check, kernel, status, words):
+    assert_verdict(check(kernel, seed=5, show=False), status, words)

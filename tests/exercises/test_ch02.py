@@ -883,3 +883,207 @@ def test_a_timing_with_cuda_events_runs_outside_the_check_too(function):
     out, seconds = function(gpulab_memory.saxpy, np.float32(2), x, np.ones_like(x), repeats=2)
     np.testing.assert_allclose(out, 2 * x + 1)
     assert seconds > 0
+
+
+# --- more answers, written as learners write them ----------------------------------------------
+
+@cuda.jit
+def saxpy_in_place_on_y(a, x, y, out):  # BLAS's saxpy: y overwritten
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        y[i] = a * x[i] + y[i]
+        out[i] = y[i]
+
+
+@cuda.jit
+def saxpy_in_two_steps(a, x, y, out):  # right: out written, then added to
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = y[i]
+        out[i] += a * x[i]
+
+
+def test_saxpy_that_overwrites_y_fails_and_two_steps_pass():
+    result = check_saxpy(saxpy_in_place_on_y, seed=3, show=False)
+    assert result.status == "failed", str(result)
+    assert "wrote into its input y" in result.message
+    assert "into out only" in result.hint
+    assert check_saxpy(saxpy_in_two_steps, seed=3, show=False).passed
+
+
+def _timed(kernel, a, x, y, launches, threads=256, scale=1.0, grid=None):
+    """Prepared and warmed up; ``launches`` launches between two perf_counter reads; the time
+    divided by 3 and multiplied by ``scale``; ``grid``: (blocks, threads) of every launch."""
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y, threads)
+    grid = grid or (blocks, threads)
+    start = time.perf_counter()
+    for _ in range(launches):
+        kernel[grid](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / 3 * scale
+    return d_out.copy_to_host(), seconds
+
+
+def time_in_milliseconds(kernel, a, x, y, repeats=5):
+    return _timed(kernel, a, x, y, repeats, scale=1e3)
+
+
+def time_times_repeats(kernel, a, x, y, repeats=5):
+    return _timed(kernel, a, x, y, repeats, scale=repeats * repeats)
+
+
+def time_ten_launches(kernel, a, x, y, repeats=5):  # repeats ignored, divided by repeats
+    return _timed(kernel, a, x, y, 10)
+
+
+def time_grid_swapped(kernel, a, x, y, repeats=5):
+    return _timed(kernel, a, x, y, repeats, grid=(256, blocks_for(x.shape[0], 256)))
+
+
+def time_events_in_ms(kernel, a, x, y, repeats=5):  # elapsed_time's milliseconds returned
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    start, stop = cuda.event(), cuda.event()
+    start.record()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    stop.record()
+    stop.synchronize()
+    milliseconds = cuda.event_elapsed_time(start, stop) / repeats
+    return d_out.copy_to_host(), milliseconds
+
+
+def time_warm_up_timed(kernel, a, x, y, repeats=5):  # the clock started before the warm-up
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 128)
+    start = time.perf_counter()
+    kernel[blocks, 128](a, d_x, d_y, d_out)
+    for _ in range(repeats):
+        kernel[blocks, 128](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def time_in_float64(kernel, a, x, y, repeats=5):
+    return _timed(kernel, a, x.astype(np.float64), y.astype(np.float64), repeats)
+
+
+def time_pair_swapped(kernel, a, x, y, repeats=5):
+    out, seconds = _timed(kernel, a, x, y, repeats)
+    return seconds, out
+
+
+def time_copy_back_in_the_return(kernel, a, x, y, repeats=5):  # the copy back runs first
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host(), (time.perf_counter() - start) / repeats
+
+
+def time_x_and_y_swapped(kernel, a, x, y, repeats=5):
+    return _timed(kernel, a, y, x, repeats)
+
+
+def time_each_launch_averaged(kernel, a, x, y, repeats=5):  # right: each launch timed alone
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+        cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return d_out.copy_to_host(), sum(times) / len(times)
+
+
+def time_synchronize_every_launch(kernel, a, x, y, repeats=5):  # right: waits after each
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y, threads=128)
+    start = time.time()
+    for _ in range(repeats):
+        kernel[blocks, 128](a, d_x, d_y, d_out)
+        cuda.synchronize()
+    seconds = (time.time() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+@pytest.mark.parametrize("function, words, hint", [
+    (time_in_milliseconds, ["as the seconds per launch, but the whole call took",
+                            "not in seconds"], "convert milliseconds"),
+    (time_events_in_ms, ["not in seconds", "`elapsed_time` gives milliseconds"],
+     "convert milliseconds"),
+    (time_times_repeats, ["multiplied by 3, not divided"], "divide"),
+    (time_ten_launches, ["there are 10 launches, but repeats = 3"], "`repeats` times"),
+    (time_warm_up_timed, ["4 launches, but repeats = 3", "warm-up launch is inside"],
+     "warm-up launch before"),
+    (time_grid_swapped, ["256 block(s) of", "warps of 32 threads"], "number of blocks first"),
+    (time_in_float64, ["arrays of float64", "x and y hold float32"], "no `astype`"),
+    (time_pair_swapped, ["returned the time first and the array second"], "out first"),
+    (time_copy_back_in_the_return, ["1 copy back as well as the 3 launches"],
+     "copy back after the second"),
+    (time_x_and_y_swapped, ["out is a * y + x"], "a, x, y, out"),
+])
+def test_timing_mistakes_as_learners_write_them(function, words, hint):
+    result = check_time_saxpy(function, seed=4, show=False)
+    assert result.status == "failed", str(result)
+    for word in words:
+        assert word in result.message, f"{word!r} missing from {result.message}"
+    assert hint in result.hint, result.hint
+
+
+@pytest.mark.parametrize("function", [time_each_launch_averaged, time_synchronize_every_launch])
+def test_timing_right_answers_as_learners_write_them_pass(function):
+    result = check_time_saxpy(function, seed=4, show=False)
+    assert result.passed, str(result)
+
+
+@cuda.jit
+def copy_twice_the_block(x, out):  # the step typed as two blocks: right for a grid of 2 only
+    for i in range(cuda.grid(1), x.shape[0], 2 * cuda.blockDim.x):
+        out[i] = x[i]
+
+
+@cuda.jit
+def copy_four_passes(x, out):  # a fixed number of passes, not until the end of x
+    for k in range(4):
+        i = cuda.grid(1) + k * cuda.gridsize(1)
+        if i < x.shape[0]:
+            out[i] = x[i]
+
+
+@cuda.jit
+def copy_then_clears_x(x, out):
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        out[i] = x[i]
+        x[i] = 0
+
+
+@cuda.jit
+def copy_from_the_end(x, out):  # right: backwards from the end, by the grid
+    i = x.shape[0] - 1 - cuda.grid(1)
+    while i >= 0:
+        out[i] = x[i]
+        i -= cuda.gridsize(1)
+
+
+@cuda.jit
+def copy_a_chunk_per_block(x, out):  # right: a block's threads step by the block in its chunk
+    chunk = (x.shape[0] + cuda.gridDim.x - 1) // cuda.gridDim.x
+    start = cuda.blockIdx.x * chunk
+    for i in range(start + cuda.threadIdx.x, min(start + chunk, x.shape[0]), cuda.blockDim.x):
+        out[i] = x[i]
+
+
+@pytest.mark.parametrize("kernel, status, words", [
+    (copy_twice_the_block, "failed", ["each thread steps by 64, but the grid has 96 threads"]),
+    (copy_four_passes, "failed", ["4 passes of the", "-thread grid", "before the end of x"]),
+    (copy_then_clears_x, "failed", ["wrote into its input x"]),
+    (copy_from_the_end, "passed", ["elements copied"]),
+    (copy_a_chunk_per_block, "passed", ["elements copied"]),
+])
+def test_copy_answers_as_learners_write_them(kernel, status, words):
+    result = check_copy_grid_stride(kernel, seed=3, show=False)
+    assert result.status == status, str(result)
+    for word in words:
+        assert word in result.message, f"{word!r} missing from {result.message}"

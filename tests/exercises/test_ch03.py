@@ -247,7 +247,7 @@ def naive_while_loop(A, B, C):  # right, a while loop over k
 @pytest.mark.parametrize("kernel, words", [
     (naive_thread_index_only, ["only the first block's"]),
     (naive_guards_rows_only, ["outside"]),
-    (naive_guard_uses_a_shape, ["used index", "the write needs a guard"]),
+    (naive_guard_uses_a_shape, ["used index", "no guard keeps that index below"]),
     (naive_starts_at_one, ["elements of C are wrong", "the first is C["]),
 ])
 def test_more_naive_mistakes_are_named(kernel, words):
@@ -359,7 +359,7 @@ def test_the_mistake_tables_list_the_source_and_trace_diagnoses():
     assert NAIVE.mistakes == NAIVE_SOURCE_MISTAKES + MATMUL_MISTAKES
     assert TILED.mistakes == (TILED_SOURCE_MISTAKES + TILING_MISTAKES + BARRIER_MISTAKES
                               + MATMUL_MISTAKES + STEP_SUM_MISTAKES + TILE_ACCESS_MISTAKES)
-    assert len(BARRIER_MISTAKES) == 4 and len(TILE_ACCESS_MISTAKES) == 5
+    assert len(BARRIER_MISTAKES) == 5 and len(TILE_ACCESS_MISTAKES) == 5
     table = TILED.mistake_table()
     for mistake in TILED_SOURCE_MISTAKES + BARRIER_MISTAKES + TILE_ACCESS_MISTAKES:
         assert f"| {mistake.did} | {mistake.recognised_from} |" in table
@@ -1048,3 +1048,303 @@ def test_swapped_block_indices_through_names_fail_too(seed):
 def test_naive_index_through_local_names_passes(seed):
     result = check_matmul_naive(naive_index_by_local_names, seed=seed, show=False)
     assert result.passed, str(result)
+
+
+# --- issue: more wrong naive answers (indices on the wrong axis, k from 1) and right ones ------
+
+@cuda.jit
+def naive_b_indexed_transposed(A, B, C):  # B[col, k]: B's axes swapped, the guard right
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = 0.0
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[col, k]
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_writes_c_transposed(A, B, C):  # C[col, row]: the sum right, written on swapped axes
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = 0.0
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[col, row] = acc
+
+
+@cuda.jit
+def naive_guard_sizes_swapped(A, B, C):  # row against C's columns, col against its rows
+    col, row = cuda.grid(2)
+    if row < C.shape[1] and col < C.shape[0]:
+        acc = 0.0
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_guard_with_or(A, B, C):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] or col < C.shape[1]:
+        acc = 0.0
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_sum_from_k_1(A, B, C):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = 0.0
+        for k in range(1, A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_block_size_forgotten(A, B, C):  # blockIdx + threadIdx, no blockDim
+    col = cuda.blockIdx.x + cuda.threadIdx.x
+    row = cuda.blockIdx.y + cuda.threadIdx.y
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = 0.0
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@cuda.jit
+def naive_zeroes_c_then_adds(A, B, C):  # right: C set to 0 before the sum
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = 0.0
+        for k in range(A.shape[1]):
+            C[row, col] += A[row, k] * B[k, col]
+
+
+@cuda.jit
+def naive_grid_stride(A, B, C):  # right: 2-D grid-stride loops
+    x0, y0 = cuda.grid(2)
+    sx, sy = cuda.gridsize(2)
+    for row in range(y0, C.shape[0], sy):
+        for col in range(x0, C.shape[1], sx):
+            acc = 0.0
+            for k in range(B.shape[0]):
+                acc += A[row, k] * B[k, col]
+            C[row, col] = acc
+
+
+@cuda.jit(device=True)
+def row_times_column(A, B, row, col):
+    total = 0.0
+    for k in range(A.shape[1] - 1, -1, -1):
+        total += A[row, k] * B[k, col]
+    return total
+
+
+@cuda.jit
+def naive_through_a_device_function(A, B, C):  # right: a helper, k backwards, A's and B's sizes
+    col = cuda.threadIdx.x + cuda.blockDim.x * cuda.blockIdx.x
+    row = cuda.threadIdx.y + cuda.blockDim.y * cuda.blockIdx.y
+    if col < B.shape[1] and row < A.shape[0]:
+        C[row, col] = row_times_column(A, B, row, col)
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (naive_b_indexed_transposed, ["used index", "went outside B's columns", "other axis"]),
+    (naive_writes_c_transposed, ["used index", "`C[col, row] = acc` went outside C's"]),
+    (naive_guard_sizes_swapped, ["used index", "no guard keeps that index below"]),
+    (naive_guard_with_or, ["used index", "went outside A's rows"]),
+    (naive_sum_from_k_1, ["the first k, 0, is missing", "starts at 0"]),
+    (naive_block_size_forgotten, ["were never written"]),
+])
+def test_indices_on_the_wrong_axis_and_k_from_1_are_named(kernel, words):
+    result = check_matmul_naive(kernel, seed=6, show=False)
+    assert result.status == "failed", str(result)
+    for word in words:
+        assert word in result.message + result.hint, f"{word!r} missing from {result}"
+
+
+@pytest.mark.parametrize("kernel", [naive_zeroes_c_then_adds, naive_grid_stride,
+                                    naive_through_a_device_function])
+def test_more_naive_right_answers_pass(kernel):
+    result = check_matmul_naive(kernel, seed=5, show=False)
+    assert result.passed, str(result)
+
+
+# --- issue: the loop over the steps ending at M or N (right whenever they need as many steps
+# as K) fails on every seed; right tiled kernels written differently pass ----------------------
+
+@cuda.jit
+def tiled_steps_over_m(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[0], TILE):  # A's rows, not its columns
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_steps_over_named_n(A, B, C):
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    M, N = C.shape
+    acc = A.dtype.type(0)
+    for k0 in range(0, N, TILE):  # C's columns
+        a_tile[ty, tx] = A[row, k0 + tx] if row < M and k0 + tx < A.shape[1] else 0
+        b_tile[ty, tx] = B[k0 + ty, col] if k0 + ty < B.shape[0] and col < N else 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < M and col < N:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_barrier_at_the_start_of_each_step(A, B, C):  # right: the barriers before the loads
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        cuda.syncthreads()
+        a_tile[ty, tx] = A[row, k0 + tx] if row < A.shape[0] and k0 + tx < A.shape[1] else 0
+        b_tile[ty, tx] = B[k0 + ty, col] if k0 + ty < B.shape[0] and col < B.shape[1] else 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_transposed_tiles_and_named_k(A, B, C):  # right: tiles stored transposed, read so
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    M, K = A.shape
+    acc = 0.0
+    for step in range((K + TILE - 1) // TILE):
+        k0 = step * TILE
+        a_tile[tx, ty] = 0
+        b_tile[tx, ty] = 0
+        if row < M and k0 + tx < K:
+            a_tile[tx, ty] = A[row, k0 + tx]
+        if k0 + ty < K and col < B.shape[1]:
+            b_tile[tx, ty] = B[k0 + ty, col]
+        cuda.syncthreads()
+        for k in range(min(TILE, K - k0)):
+            acc += a_tile[k, ty] * b_tile[tx, k]
+        cuda.syncthreads()
+    if row < M and col < B.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_steps_counted_from_m(A, B, C):  # the number of steps computed from M
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    M = A.shape[0]
+    steps = (M + TILE - 1) // TILE
+    acc = A.dtype.type(0)
+    for s in range(steps):
+        k0 = s * TILE
+        a_tile[ty, tx] = A[row, k0 + tx] if row < M and k0 + tx < A.shape[1] else 0
+        b_tile[ty, tx] = B[k0 + ty, col] if k0 + ty < B.shape[0] and col < B.shape[1] else 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@pytest.mark.parametrize("kernel, which", [(tiled_steps_over_m, "ends the steps at M"),
+                                           (tiled_steps_over_named_n, "ends the steps at N"),
+                                           (tiled_steps_counted_from_m, "ends the steps at M")])
+@pytest.mark.parametrize("seed", [7, 10])  # M (N) needs as many steps as K at 7 (10)
+def test_steps_ending_at_m_or_n_fail_on_every_seed(kernel, which, seed):
+    result = check_matmul_tiled(kernel, tile=TILE, seed=seed, show=False)
+    assert result.status == "failed", result.message
+    assert which in result.message and "K is A.shape[1]" in result.hint, str(result)
+
+
+@pytest.mark.parametrize("kernel", [tiled_barrier_at_the_start_of_each_step,
+                                    tiled_transposed_tiles_and_named_k])
+def test_more_tiled_right_answers_pass(kernel):
+    result = check_matmul_tiled(kernel, tile=TILE, seed=9, show=False)
+    assert result.passed, result.message
+
+
+@cuda.jit
+def tiled_barriers_before_loads_and_at_the_end(A, B, C):  # two per step, none after the loads
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        cuda.syncthreads()
+        a_tile[ty, tx] = A[row, k0 + tx] if row < A.shape[0] and k0 + tx < A.shape[1] else 0
+        b_tile[ty, tx] = B[k0 + ty, col] if k0 + ty < B.shape[0] and col < B.shape[1] else 0
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_while_over_the_steps(A, B, C):  # right: a while loop over k0
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    k0 = 0
+    while k0 < A.shape[1]:
+        a_tile[ty, tx] = A[row, k0 + tx] if row < A.shape[0] and k0 + tx < A.shape[1] else 0
+        b_tile[ty, tx] = B[k0 + ty, col] if k0 + ty < B.shape[0] and col < B.shape[1] else 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+        k0 += TILE
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+def test_two_barriers_per_step_but_none_after_the_loads_is_named():
+    result = check_matmul_tiled(tiled_barriers_before_loads_and_at_the_end, tile=TILE, seed=8,
+                                show=False)
+    assert result.status == "failed", result.message
+    assert "none between its stores into the tiles and its multiply-adds" in result.message
+    assert "before the multiply-adds" in result.hint
+
+
+def test_a_while_loop_over_the_steps_passes():
+    result = check_matmul_tiled(tiled_while_over_the_steps, tile=TILE, seed=8, show=False)
+    assert result.passed, result.message

@@ -382,9 +382,10 @@ def test_check_matvec_names_the_simulator_trap():
 def test_the_matvec_spec_lists_its_mistakes_in_the_order_they_are_tried():
     assert ch04.MATVEC.mistakes == ch04.MATVEC_MISTAKES
     rows = ch04.MATVEC.mistake_table().splitlines()[4:]
-    assert len(rows) == len(ch04.MATVEC_MISTAKES) == 6
-    assert rows[0].startswith("| no row written") and rows[-1] == "| a wrong sum | outputs |"
-    assert "fp16 first" in rows[3] and "kept in fp16" in rows[4]
+    assert len(rows) == len(ch04.MATVEC_MISTAKES) == 8
+    assert rows[0].startswith("| adding into out") and rows[0].endswith("| source |")
+    assert rows[1].startswith("| no row written") and rows[-1] == "| a wrong sum | outputs |"
+    assert "fp16 first" in rows[4] and "rounded to fp16" in rows[5] and "kept in fp16" in rows[6]
 
 
 def quantise_right(x):
@@ -674,3 +675,187 @@ def test_matvec_with_a_chosen_block_size_launches_once():
     result = ch04.check_matvec_fp32(matvec_right, seed=4, threads_per_block=32, show=False)
     assert result.passed, str(result)
     assert "of 32 threads" in result.message and " and " not in result.message.split("(")[1]
+
+
+# --- issue: more wrong answers (a lost fraction, another format's bias, adding into out, a sum
+# rounded to fp16, a swapped pair, x changed in place) and right ones written differently -------
+
+
+def _decode_with(fraction, bias_of):
+    """A decoder right but for how it takes the fraction and the bias."""
+    def decode(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+        bias, top = bias_of(exponent_bits), 2**exponent_bits - 1
+        if exponent == top and exponent_bits >= 5:
+            return math.nan if mantissa else (-math.inf if sign else math.inf)
+        if exponent == top and exponent_bits == 4 and mantissa == 7:
+            return math.nan
+        f = fraction(mantissa, mantissa_bits)
+        value = 2.0 ** (1 - bias) * f if exponent == 0 else 2.0 ** (exponent - bias) * (1 + f)
+        return -value if sign else value
+    return decode
+
+
+def decode_significand_by_ldexp(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    """Right, written differently: the whole significand scaled once by ldexp."""
+    bias = (1 << (exponent_bits - 1)) - 1
+    if exponent == (1 << exponent_bits) - 1:
+        if exponent_bits >= 5:
+            return math.nan if mantissa else (-math.inf if sign else math.inf)
+        if exponent_bits == 4 and mantissa == (1 << mantissa_bits) - 1:
+            return math.nan
+    significand = mantissa if exponent == 0 else mantissa + (1 << mantissa_bits)
+    return (-1) ** sign * math.ldexp(significand, max(exponent, 1) - bias - mantissa_bits)
+
+
+@pytest.mark.parametrize("function, words, hint_words", [
+    (_decode_with(lambda m, bits: m // 2**bits, lambda e: 2 ** (e - 1) - 1),
+     "the value has no fraction", "`//` would round it"),
+    (_decode_with(lambda m, bits: m / 2**bits, lambda e: 15), "the bias used was 15, not 127",
+     "127 for bf16"),
+    (_decode_with(lambda m, bits: m / (2**bits - 1), lambda e: 2 ** (e - 1) - 1),
+     "should be", "one case at a time"),
+    (_decode_with(lambda m, bits: m / 2**10, lambda e: 2 ** (e - 1) - 1), "for bf16 should be",
+     "one case at a time"),
+])
+def test_more_decode_mistakes_are_named(function, words, hint_words):
+    result = ch04.check_decode(function, seed=1, show=False)
+    assert result.status == "failed", result.message
+    assert words in result.message and hint_words in result.hint, str(result)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_decode_by_ldexp_of_the_significand_passes(seed):
+    result = ch04.check_decode(decode_significand_by_ldexp, seed=seed, show=False)
+    assert result.passed, result.message
+
+
+@cuda.jit
+def matvec_adds_into_out(a, x, out):
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        for k in range(x.shape[0]):
+            out[row] += np.float32(a[row, k]) * np.float32(x[k])
+
+
+@cuda.jit
+def matvec_sum_rounded_to_fp16(a, x, out):  # the fp32 sum stored as fp16 at the end
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        acc = np.float32(0)
+        for k in range(x.shape[0]):
+            acc += np.float32(a[row, k]) * np.float32(x[k])
+        out[row] = np.float16(acc)
+
+
+@cuda.jit
+def matvec_compensated_fp16_sum(a, x, out):  # Kahan's sum, but in fp16
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        total = np.float16(0)
+        carry = np.float16(0)
+        for k in range(x.shape[0]):
+            y = np.float16(a[row, k] * x[k] - carry)
+            t = np.float16(total + y)
+            carry = np.float16((t - total) - y)
+            total = t
+        out[row] = total
+
+
+@cuda.jit
+def matvec_over_the_rows_not_k(a, x, out):  # the loop over the rows' count, not k
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        acc = np.float32(0)
+        for k in range(out.shape[0]):
+            acc += np.float32(a[row, k]) * np.float32(x[k])
+        out[row] = acc
+
+
+@cuda.jit
+def matvec_grid_stride(a, x, out):  # right: a grid-stride loop over the rows
+    for row in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        acc = np.float32(0)
+        for k in range(a.shape[1]):
+            acc += np.float32(a[row, k]) * np.float32(x[k])
+        out[row] = acc
+
+
+@cuda.jit
+def matvec_two_fp32_accumulators(a, x, out):  # right: even and odd k apart, k from a's shape
+    row = cuda.threadIdx.x + cuda.blockIdx.x * cuda.blockDim.x
+    if row < a.shape[0]:
+        even = np.float32(0)
+        odd = np.float32(0)
+        for k in range(0, a.shape[1] - 1, 2):
+            even += np.float32(a[row, k]) * np.float32(x[k])
+            odd += np.float32(a[row, k + 1]) * np.float32(x[k + 1])
+        if a.shape[1] % 2:
+            even += np.float32(a[row, a.shape[1] - 1]) * np.float32(x[a.shape[1] - 1])
+        out[row] = even + odd
+
+
+@pytest.mark.parametrize("kernel, words, absent", [
+    (matvec_adds_into_out, "adds into out[row], which starts with whatever", "no row"),
+    (matvec_sum_rounded_to_fp16, "rounded to fp16 before it was written", "as summing in fp16"),
+    (matvec_compensated_fp16_sum, "rounded to fp16 before it was written", "as summing in fp16"),
+    (matvec_over_the_rows_not_k, "exact sum", "as summing in fp16"),
+])
+def test_more_matvec_mistakes_are_named(kernel, words, absent):
+    result = ch04.check_matvec_fp32(kernel, seed=21, show=False)
+    assert result.status == "failed", result.message
+    assert words in result.message and absent not in result.message, result.message
+
+
+@pytest.mark.parametrize("kernel", [matvec_grid_stride, matvec_two_fp32_accumulators])
+def test_more_matvec_right_answers_pass(kernel):
+    result = ch04.check_matvec_fp32(kernel, seed=21, show=False)
+    assert result.passed, result.message
+
+
+def quantise_returns_scale_first(x):
+    scale = float(np.max(np.abs(x))) / 448
+    return scale, (x / scale).astype(ml_dtypes.float8_e4m3fn)
+
+
+def quantise_in_place(x):
+    scale = float(np.max(np.abs(x))) / 448
+    x /= scale
+    return x.astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_from_a_percentile(x):  # the 99.9th percentile: the outliers overflow
+    scale = float(np.percentile(np.abs(x), 99.9)) / 448
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_power_of_two_below(x):  # rounded down to a power of two: max|x| lands past 448
+    scale = 2.0 ** math.floor(math.log2(float(np.max(np.abs(x))) / 448))
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_by_a_multiplier(x):  # right: multiply by 448 / max|x|, return its inverse
+    multiplier = 448.0 / float(np.max(np.abs(x)))
+    return (x.astype(np.float64) * multiplier).astype(ml_dtypes.float8_e4m3fn), 1.0 / multiplier
+
+
+def quantise_from_finfo_with_clip(x):  # right: the largest value from finfo, a NumPy scale
+    scale = np.float64(np.abs(x).max()) / float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max)
+    return np.clip(x / scale, -448, 448).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+@pytest.mark.parametrize("function, words, hint_words", [
+    (quantise_returns_scale_first, "returned (scale, q)", "in the order (q, scale)"),
+    (quantise_in_place, "changed its argument x", "in-place operation"),
+    (quantise_from_a_percentile, "beyond E4M3's largest value", "absolute maximum"),
+    (quantise_power_of_two_below, "beyond E4M3's largest value", "absolute maximum"),
+])
+def test_more_quantise_mistakes_are_named(function, words, hint_words):
+    result = ch04.check_quantise_fp8(function, seed=31, show=False)
+    assert result.status == "failed", result.message
+    assert words in result.message and hint_words in result.hint, str(result)
+
+
+@pytest.mark.parametrize("function", [quantise_by_a_multiplier, quantise_from_finfo_with_clip])
+def test_more_quantise_right_answers_pass(function):
+    result = ch04.check_quantise_fp8(function, seed=32, show=False)
+    assert result.passed, result.message

@@ -787,3 +787,224 @@ def test_softmax_names_how_rows_went_unwritten(missing, losses_written, words):
                        ch05.Unwritten(np.array(missing), losses, trial))
     assert failure is not None and words in failure.hint, failure
     assert "never written" in str(failure) and "seed=1" in str(failure), failure
+
+
+# --- issue: more wrong answers (tanh by an exp that overflows, ReLU as a min, a row's classes
+# partly written) and right ones written differently --------------------------------------------
+
+
+@cuda.jit
+def tanh_by_exp_of_2z(Z, b, act, out):  # exp(2 z) overflows for large z: inf / inf
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        if act == RELU:
+            out[r, c] = max(z, 0.0)
+        elif act == TANH:
+            e = math.exp(2 * z)
+            out[r, c] = (e - 1) / (e + 1)
+        else:
+            out[r, c] = z
+
+
+@cuda.jit
+def relu_as_min(Z, b, act, out):
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        if act == RELU:
+            out[r, c] = min(z, 0.0)
+        elif act == TANH:
+            out[r, c] = math.tanh(z)
+        else:
+            out[r, c] = z
+
+
+@cuda.jit
+def leaky_relu(Z, b, act, out):
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        if act == RELU:
+            out[r, c] = z if z > 0 else 0.01 * z
+        elif act == TANH:
+            out[r, c] = math.tanh(z)
+        else:
+            out[r, c] = z
+
+
+@cuda.jit
+def bias_subtracted(Z, b, act, out):
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] - b[c]
+        if act == RELU:
+            out[r, c] = max(z, 0.0)
+        elif act == TANH:
+            out[r, c] = math.tanh(z)
+        else:
+            out[r, c] = z
+
+
+@cuda.jit(device=True)
+def activation_of(z, act):
+    if act == RELU:
+        return max(z, 0.0)
+    if act == TANH:
+        return math.tanh(z)
+    return z
+
+
+@cuda.jit
+def bias_activation_through_a_device_function(Z, b, act, out):  # right: a helper, early return
+    r = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if r >= out.shape[0] or c >= out.shape[1]:
+        return
+    out[r, c] = activation_of(Z[r, c] + b[c], act)
+
+
+@cuda.jit
+def bias_activation_grid_stride(Z, b, act, out):  # right: 2-D grid-stride loops
+    c0, r0 = cuda.grid(2)
+    sc, sr = cuda.gridsize(2)
+    for r in range(r0, Z.shape[0], sr):
+        for c in range(c0, Z.shape[1], sc):
+            z = Z[r, c] + b[c]
+            if act == TANH:
+                z = math.tanh(z)
+            elif act == RELU and z < 0:
+                z = 0.0
+            out[r, c] = z
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (tanh_by_exp_of_2z, "exp overflowed"),
+    (relu_as_min, "ReLU's max turned into a min"),
+    (leaky_relu, "elements are wrong"),
+    (bias_subtracted, "elements are wrong"),
+])
+def test_more_bias_activation_mistakes_are_named(kernel, words):
+    result = ch05.check_bias_activation(kernel, seed=5, show=False)
+    assert result.status == FAILED and words in result.message, result
+
+
+@pytest.mark.parametrize("kernel", [bias_activation_through_a_device_function,
+                                    bias_activation_grid_stride])
+def test_more_bias_activation_right_answers_pass(kernel):
+    assert ch05.check_bias_activation(kernel, seed=5, show=False).passed
+
+
+def _right_by_reads_and_writes(M, N, fused, itemsize):
+    reads = M * N + N + (0 if fused else M * N)  # Z and b; then Z + b again
+    writes = M * N + (0 if fused else M * N)  # A; and Z + b first
+    return (reads + writes) * itemsize
+
+
+@pytest.mark.parametrize("function, words", [
+    (lambda M, N, fused, itemsize: itemsize * (2 if fused else 4) * M * N + N, "expected"),
+    (lambda M, N, fused, itemsize: itemsize * ((2 if fused else 4) * M * N + (1 if fused else 2)
+                                               * N), "expected"),
+    (lambda M, N, fused, itemsize: (itemsize * ((2 if fused else 4) * M * N + N),), "not a number"),
+])
+def test_more_traffic_mistakes_fail(function, words):
+    result = ch05.check_traffic(function, seed=5, show=False)
+    assert result.status == FAILED and words in result.message, result
+
+
+def test_traffic_counted_by_reads_and_writes_passes():
+    assert ch05.check_traffic(_right_by_reads_and_writes, seed=5, show=False).passed
+
+
+@cuda.jit
+def probabilities_one_class_short(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1] - 1):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1] - 1):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1] - 1):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def probability_of_the_label_only(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        probs[r, labels[r]] = math.exp(logits[r, labels[r]] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def mean_subtracted(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = 0.0
+        for c in range(logits.shape[1]):
+            m += logits[r, c]
+        m /= logits.shape[1]
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def loss_from_a_clamped_probability(logits, labels, probs, losses):  # -log max(p, 1e-30)
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = -math.log(max(probs[r, labels[r]], 1e-30))
+
+
+@cuda.jit
+def softmax_through_the_log_total(logits, labels, probs, losses):  # right: log p first
+    r = cuda.grid(1)
+    if r >= logits.shape[0]:
+        return
+    classes = logits.shape[1]
+    m = -math.inf
+    for c in range(classes):
+        m = max(m, logits[r, c])
+    total = 0.0
+    for c in range(classes):
+        total += math.exp(logits[r, c] - m)
+    log_total = math.log(total)
+    for c in range(classes):
+        probs[r, c] = math.exp(logits[r, c] - m - log_total)
+    losses[r] = log_total - (logits[r, labels[r]] - m)
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (probabilities_one_class_short, "probabilities in"),
+    (probability_of_the_label_only, "misses classes"),
+    (mean_subtracted, "subtract the row's *largest* logit"),
+    (loss_from_a_clamped_probability, "not from a probability"),
+])
+def test_more_softmax_mistakes_are_named(kernel, words):
+    result = ch05.check_softmax_cross_entropy(kernel, seed=5, show=False)
+    assert result.status == FAILED and words in result.message + result.hint, result
+
+
+def test_softmax_through_the_log_total_passes():
+    result = ch05.check_softmax_cross_entropy(softmax_through_the_log_total, seed=6, show=False)
+    assert result.passed, result

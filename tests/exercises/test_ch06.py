@@ -595,7 +595,66 @@ def backward_spelled_out(dA, Z, b, act, dZ):  # right: the index written out, ro
         dZ[row, col] = dA[row, col] - dA[row, col] * t * t
 
 
+@cuda.jit
+def backward_bias_of_the_row(dA, Z, b, act, dZ):
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[r]
+        d = 1.0
+        if act == RELU:
+            d = 1.0 if z > 0 else 0.0
+        elif act == TANH:
+            d = 1.0 - math.tanh(z) ** 2
+        dZ[r, c] = dA[r, c] * d
+
+
+@cuda.jit
+def backward_no_identity_branch(dA, Z, b, act, dZ):
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        if act == RELU:
+            dZ[r, c] = dA[r, c] if z > 0 else 0.0
+        elif act == TANH:
+            dZ[r, c] = dA[r, c] * (1 - math.tanh(z) ** 2)
+
+
+@cuda.jit
+def backward_guessed_codes(dA, Z, b, act, dZ):  # tanh guessed as 2 (GELU's code)
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        d = 1.0
+        if act == 1:
+            d = 1.0 if z > 0 else 0.0
+        elif act == 2:
+            d = 1.0 - math.tanh(z) ** 2
+        dZ[r, c] = dA[r, c] * d
+
+
+@cuda.jit
+def backward_tanh_from_exp(dA, Z, b, act, dZ):  # right: tanh from exp, literal codes 1 and 3
+    c, r = cuda.grid(2)
+    if r < dZ.shape[0] and c < dZ.shape[1]:
+        z = Z[r, c] + b[c]
+        g = dA[r, c]
+        if act == 3:
+            e = math.exp(-2.0 * z)
+            t = (1.0 - e) / (1.0 + e)
+            g = g * (1.0 - t * t)
+        elif act == 1 and z <= 0:
+            g = 0.0
+        dZ[r, c] = g
+
+
+def test_backward_names_the_bias_of_the_row():
+    result = ch06.check_bias_activation_backward(backward_bias_of_the_row, seed=6, show=False)
+    assert result.status == FAILED and "bias of each row" in result.message, result
+
+
 @pytest.mark.parametrize("kernel, words", [
+    (backward_no_identity_branch, "Every code needs its branch, identity too"),
+    (backward_guessed_codes, "compares act with 2"),
     (relu_on_dA, "not on the gradient dA"),
     (tanh_no_square, "the square is missing"),
     (backward_hard_coded_block, "hard-codes the block size"),
@@ -608,7 +667,8 @@ def test_backward_names_more_mistakes(kernel, words):
     assert words in result.message + result.hint, result
 
 
-@pytest.mark.parametrize("kernel", [backward_relu_ge, backward_spelled_out])
+@pytest.mark.parametrize("kernel", [backward_relu_ge, backward_spelled_out,
+                                    backward_tanh_from_exp])
 def test_backward_accepts_right_kernels_written_differently(kernel):
     result = ch06.check_bias_activation_backward(kernel, seed=7, show=False)
     assert result.status == PASSED, result
@@ -677,7 +737,48 @@ def bias_grad_backwards(dZ, db):  # right: the rows summed from the last to the 
         db[c] = s
 
 
+@cuda.jit
+def owner_adds_with_atomics(dZ, db):  # right sums, but an atomic per row
+    c = cuda.grid(1)
+    if c < dZ.shape[1]:
+        db[c] = 0.0
+        for r in range(dZ.shape[0]):
+            cuda.atomic.add(db, c, dZ[r, c])
+
+
+@cuda.jit
+def bias_grad_block_32(dZ, db):
+    c = cuda.blockIdx.x * 32 + cuda.threadIdx.x
+    if c < dZ.shape[1]:
+        total = 0.0
+        for r in range(dZ.shape[0]):
+            total += dZ[r, c]
+        db[c] = total
+
+
+@cuda.jit
+def first_row_twice(dZ, db):
+    c = cuda.grid(1)
+    if c < dZ.shape[1]:
+        total = dZ[0, c]
+        for r in range(dZ.shape[0]):
+            total += dZ[r, c]
+        db[c] = total
+
+
+@cuda.jit
+def bias_grad_grid_stride(dZ, db):  # right: a grid-stride loop over the columns
+    for c in range(cuda.grid(1), dZ.shape[1], cuda.gridsize(1)):
+        total = 0.0
+        for r in range(dZ.shape[0]):
+            total += dZ[r, c]
+        db[c] = total
+
+
 @pytest.mark.parametrize("kernel, words", [
+    (owner_adds_with_atomics, "wrote its db[c] 6 times"),
+    (bias_grad_block_32, "hard-codes the block size, but this launch's blocks have 96"),
+    (first_row_twice, "the first row is counted twice"),
     (skips_first_row, "the first row is missing"),
     (last_row_only, "only the last row"),
     (bias_grad_one_short, "The last column was skipped"),
@@ -689,7 +790,7 @@ def test_bias_grad_names_more_mistakes(kernel, words):
     assert words in result.message + result.hint, result
 
 
-@pytest.mark.parametrize("kernel", [bias_grad_while, bias_grad_backwards])
+@pytest.mark.parametrize("kernel", [bias_grad_while, bias_grad_backwards, bias_grad_grid_stride])
 def test_bias_grad_accepts_right_kernels_written_differently(kernel):
     for seed in (5, 8):
         result = ch06.check_bias_grad(kernel, seed=seed, show=False)
@@ -758,7 +859,46 @@ def transpose_grid_then_tile(A, out):  # right: from cuda.grid(2), the tile's co
         out[out_r, out_c] = tile[tx, ty]
 
 
+@cuda.jit
+def barrier_before_the_load(A, out):
+    tile = cuda.shared.array((TILE, TILE_COLUMNS), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    cuda.syncthreads()
+    if r0 + ty < A.shape[0] and c0 + tx < A.shape[1]:
+        tile[ty, tx] = A[r0 + ty, c0 + tx]
+    if c0 + ty < A.shape[1] and r0 + tx < A.shape[0]:
+        out[c0 + ty, r0 + tx] = tile[tx, ty]
+
+
+@cuda.jit
+def tile_stored_in_its_own_place(A, out):  # read crosswise, but not moved to the mirror block
+    tile = cuda.shared.array((TILE, TILE_COLUMNS), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    if r0 + ty < A.shape[0] and c0 + tx < A.shape[1]:
+        tile[ty, tx] = A[r0 + ty, c0 + tx]
+    cuda.syncthreads()
+    if r0 + ty < out.shape[0] and c0 + tx < out.shape[1]:
+        out[r0 + ty, c0 + tx] = tile[tx, ty]
+
+
+@cuda.jit
+def transpose_written_transposed(A, out):  # right: the tile filled crosswise, read straight
+    tile = cuda.shared.array((TILE, TILE_COLUMNS), np.float64)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row, col = cuda.blockIdx.y * TILE + ty, cuda.blockIdx.x * TILE + tx
+    if row < A.shape[0] and col < A.shape[1]:
+        tile[tx, ty] = A[row, col]
+    cuda.syncthreads()
+    out_row, out_col = cuda.blockIdx.x * TILE + ty, cuda.blockIdx.y * TILE + tx
+    if out_row < out.shape[0] and out_col < out.shape[1]:
+        out[out_row, out_col] = tile[ty, tx]
+
+
 @pytest.mark.parametrize("kernel, words", [
+    (barrier_before_the_load, "after filling the tile"),
+    (tile_stored_in_its_own_place, "the tile's transposed place"),
     (transpose_grid_over_out, "block indices swapped"),
     (transpose_never_stores, "wrote nothing into out"),
     (transpose_into_A, "wrote into its input A"),
@@ -778,7 +918,8 @@ def test_transpose_swapped_block_indices_fail_on_every_seed(seed):
     assert "block indices swapped" in result.message, result
 
 
-@pytest.mark.parametrize("kernel", [transpose_square_tile, transpose_grid_then_tile])
+@pytest.mark.parametrize("kernel", [transpose_square_tile, transpose_grid_then_tile,
+                                    transpose_written_transposed])
 def test_transpose_accepts_right_kernels_written_differently(kernel):
     result = ch06.check_transpose_tiled(kernel, tile=TILE, seed=9, show=False)
     assert result.status == PASSED, result
@@ -852,7 +993,60 @@ def own_eps(f, x, eps):
     return numeric_gradient(f, x, 0.05)
 
 
+def restored_by_arithmetic(f, x, eps):
+    grad = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        x[i] += eps
+        plus = f()
+        x[i] -= 2 * eps
+        minus = f()
+        x[i] += eps
+        grad[i] = (plus - minus) / (2 * eps)
+    return grad
+
+
+def base_outside_the_loop(f, x, eps):
+    grad = np.zeros_like(x)
+    plus = f()
+    for i in np.ndindex(x.shape):
+        saved = x[i]
+        x[i] = saved - eps
+        grad[i] = (plus - f()) / (2 * eps)
+        x[i] = saved
+    return grad
+
+
+def a_row_at_a_time(f, x, eps):  # x[i] of a 2-D x is a row
+    grad = np.zeros_like(x)
+    for i in range(len(x)):
+        saved = x[i].copy()
+        x[i] = saved + eps
+        plus = f()
+        x[i] = saved - eps
+        minus = f()
+        x[i] = saved
+        grad[i] = (plus - minus) / (2 * eps)
+    return grad
+
+
+def two_axes_only(f, x, eps):  # right for the 2-D x, an IndexError on a 1-D one
+    grad = np.zeros_like(x)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            saved = x[i, j]
+            x[i, j] = saved + eps
+            plus = f()
+            x[i, j] = saved - eps
+            grad[i, j] = (plus - f()) / (2 * eps)
+            x[i, j] = saved
+    return grad
+
+
 @pytest.mark.parametrize("function, words", [
+    (two_axes_only, "but not for a 1-D x"),
+    (restored_by_arithmetic, "does not give back the same float"),
+    (base_outside_the_loop, "half a one-sided difference"),
+    (a_row_at_a_time, "a row was moved at once"),
     (perturbs_a_copy, "a copy"),
     (lambda f, x, eps: numeric_gradient(f, x, eps) / 2, "half the derivative"),
     (lambda f, x, eps: -numeric_gradient(f, x, eps), "opposite sign"),
@@ -874,7 +1068,23 @@ def test_numeric_gradient_accepts_right_answers_written_differently(function):
         assert ch06.check_numeric_gradient(function, seed=seed, show=False).passed
 
 
+def dense_normalises_dZ_in_place(X, W, dZ):  # every gradient / batch, and dZ changed
+    dZ /= len(X)
+    return X.T @ dZ, dZ.sum(axis=0), dZ @ W.T
+
+
+def dense_centres_X_in_place(X, W, dZ):
+    X -= X.mean(axis=0)
+    return X.T @ dZ, dZ.sum(axis=0), dZ @ W.T
+
+
 @pytest.mark.parametrize("function, words", [
+    (dense_normalises_dZ_in_place, "changed its input dZ"),
+    (dense_centres_X_in_place, "changed its input X"),
+    (lambda X, W, dZ: (X.T @ dZ, dZ.sum(), dZ @ W.T), "over both axes into one number"),
+    (lambda X, W, dZ: (X.T @ dZ, dZ.sum(axis=0)[:, None], dZ @ W.T), "db is a vector"),
+    (lambda X, W, dZ: (X.T @ dZ, dZ.sum(axis=0), dZ @ W.T / len(X)),
+     "dX is the right one divided by the batch"),
     (lambda X, W, dZ: (X.T @ dZ, dZ.sum(axis=1), dZ @ W.T), "each row of dZ"),
     (lambda X, W, dZ: (X.T @ dZ, dZ.sum(axis=0, keepdims=True), dZ @ W.T), "kept the batch"),
     (lambda X, W, dZ: (X.T @ dZ / len(X), dZ.sum(axis=0), dZ @ W.T), "divided by the batch"),
@@ -890,9 +1100,20 @@ def test_dense_backward_names_more_mistakes(function, words):
     assert words in result.message + result.hint, result
 
 
+def dense_per_sample(X, W, dZ):  # right: one sample at a time, the gradients added up
+    dW, db, dX = np.zeros_like(W), np.zeros(W.shape[1]), np.zeros_like(X)
+    for s in range(len(X)):
+        dW += np.outer(X[s], dZ[s])
+        db += dZ[s]
+        dX[s] = W @ dZ[s]
+    return dW, db, dX
+
+
 @pytest.mark.parametrize("function", [
     lambda X, W, dZ: [np.einsum("bi,bo->io", X, dZ), np.sum(dZ, 0), np.dot(dZ, W.T)],
     lambda X, W, dZ: (np.matmul(X.T, dZ), dZ.T.sum(axis=1), (W @ dZ.T).T),
+    lambda X, W, dZ: ((dZ.T @ X).T, np.ones(len(X)) @ dZ, (W @ dZ.T).T),
+    dense_per_sample,
 ])
 def test_dense_backward_accepts_right_answers_written_differently(function):
     assert ch06.check_dense_backward(function, seed=4, show=False).passed

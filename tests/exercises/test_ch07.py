@@ -143,6 +143,57 @@ def loss_gradient_stub(probs, labels, scale, dlogits):
     raise NotImplementedError()
 
 
+@cuda.jit
+def loss_gradient_target_unscaled(probs, labels, scale, dlogits):
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == labels[r] else 0.0
+        dlogits[r, c] = probs[r, c] * scale - target
+
+
+@cuda.jit
+def loss_gradient_label_column_only(probs, labels, scale, dlogits):  # the else forgotten
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        if c == labels[r]:
+            dlogits[r, c] = (probs[r, c] - 1.0) * scale
+
+
+@cuda.jit
+def loss_gradient_scale_squared(probs, labels, scale, dlogits):
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == labels[r] else 0.0
+        dlogits[r, c] = (probs[r, c] - target) * scale * scale
+
+
+@cuda.jit
+def loss_gradient_a_row_per_thread(probs, labels, scale, dlogits):  # right values, one per row
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c == 0:
+        for k in range(probs.shape[1]):
+            target = 1.0 if k == labels[r] else 0.0
+            dlogits[r, k] = (probs[r, k] - target) * scale
+
+
+@cuda.jit
+def loss_gradient_written_then_fixed(probs, labels, scale, dlogits):  # right: stores twice
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        dlogits[r, c] = probs[r, c] * scale
+        if c == labels[r]:
+            dlogits[r, c] -= scale
+
+
+@cuda.jit
+def loss_gradient_grid_stride(probs, labels, scale, dlogits):  # right: strides over the grid
+    c0, r0 = cuda.grid(2)
+    across, down = cuda.gridsize(2)
+    for r in range(r0, probs.shape[0], down):
+        for c in range(c0, probs.shape[1], across):
+            dlogits[r, c] = scale * (probs[r, c] - (c == labels[r]))
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_loss_gradient_passes_over_seeds(seed):
     assert_result(ch07.check_loss_gradient(loss_gradient, seed=seed, show=False), PASSED,
@@ -161,6 +212,10 @@ def test_loss_gradient_passes_over_seeds(seed):
     (loss_gradient_block_8, FAILED, "hard-codes the block size"),
     (loss_gradient_in_place, FAILED, "changed its input probs"),
     (loss_gradient_stub, NOT_ATTEMPTED, "NotImplementedError"),
+    (loss_gradient_target_unscaled, FAILED, "on only one of its two terms"),
+    (loss_gradient_label_column_only, FAILED, "only the label's column of each row"),
+    (loss_gradient_scale_squared, FAILED, "scale applied twice"),
+    (loss_gradient_a_row_per_thread, FAILED, "a thread wrote 7 of its elements"),
 ])
 def test_loss_gradient_diagnoses(kernel, status, words):
     assert_result(ch07.check_loss_gradient(kernel, seed=5, show=False), status, words)
@@ -179,9 +234,11 @@ def test_loss_gradient_names_scale_ignored_for_the_batch(kernel, seed):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 5])
-def test_loss_gradient_accepts_a_right_kernel_written_differently(seed):
-    assert_result(ch07.check_loss_gradient(loss_gradient_written_differently, seed=seed,
-                                           show=False), PASSED, "loss scale times 1 / batch")
+@pytest.mark.parametrize("kernel", [loss_gradient_written_differently, loss_gradient_grid_stride,
+                                    loss_gradient_written_then_fixed])
+def test_loss_gradient_accepts_a_right_kernel_written_differently(kernel, seed):
+    assert_result(ch07.check_loss_gradient(kernel, seed=seed, show=False), PASSED,
+                  "loss scale times 1 / batch")
 
 
 def test_loss_gradient_s_loss_scale_is_never_1_over_the_batch():
@@ -356,8 +413,82 @@ def adam_five(param, grad, m, v, lr):
         param[i] -= lr * grad[i]
 
 
+@cuda.jit
+def adam_eps_added_to_the_step(param, grad, m, v, lr, beta1, beta2, eps, correction1,
+                               correction2, weight_decay):  # the bracket around the sum missing
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] -= lr * (m[i] / correction1) / math.sqrt(v[i] / correction2) + eps
+
+
+@cuda.jit
+def adam_root_then_correction(param, grad, m, v, lr, beta1, beta2, eps, correction1,
+                              correction2, weight_decay):
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] -= lr * (m[i] / correction1) / (math.sqrt(v[i]) / correction2 + eps)
+
+
+@cuda.jit
+def adam_papers_form(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                     weight_decay):  # Kingma and Ba's step size, eps on the raw sqrt(v)
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        step = lr * math.sqrt(correction2) / correction1
+        param[i] -= step * m[i] / (math.sqrt(v[i]) + eps)
+
+
+@cuda.jit
+def adam_swapped_corrections(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                             weight_decay):
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] -= lr * (m[i] / correction2) / (math.sqrt(v[i] / correction1) + eps)
+
+
+@cuda.jit
+def adam_no_sqrt(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                 weight_decay):
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] -= lr * (m[i] / correction1) / (v[i] / correction2 + eps)
+
+
+@pytest.mark.parametrize("seed", [1, 8])
+def test_adam_names_a_mistake_whose_large_steps_round_further(seed):
+    # the huge steps of m / correction2 rounded past ADAM_TOLERANCE on some elements: generic
+    assert_result(ch07.check_adam(adam_swapped_corrections, seed=seed, show=False), FAILED,
+                  "m divided by correction2 and v by correction1")
+
+
+@cuda.jit
+def adam_grid_stride(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                     weight_decay):  # right: a grid-stride loop, m and v moved toward g
+    for i in range(cuda.grid(1), param.size, cuda.gridsize(1)):
+        p = param[i]
+        g = grad[i] + p * weight_decay
+        m[i] += (1 - beta1) * (g - m[i])
+        v[i] += (1 - beta2) * (g * g - v[i])
+        param[i] = p - lr * (m[i] / correction1) / ((v[i] / correction2) ** 0.5 + eps)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
-@pytest.mark.parametrize("kernel", [adam, adam_efficient])
+@pytest.mark.parametrize("kernel", [adam, adam_efficient, adam_grid_stride])
 def test_adam_passes_over_seeds(kernel, seed):
     assert_result(ch07.check_adam(kernel, seed=seed, show=False), PASSED,
                   "param, m and v are right after 3 steps")
@@ -376,6 +507,10 @@ def test_adam_passes_over_seeds(kernel, seed):
     (adam_no_guard, "guard"),
     (adam_thread_index, "its global index"),
     (adam_five, "takes 11"),
+    (adam_eps_added_to_the_step, "eps added to the step"),
+    (adam_root_then_correction, "the correction outside the square root"),
+    (adam_papers_form, "eps on the raw sqrt(v)"),
+    (adam_no_sqrt, "without its square root"),
 ])
 def test_adam_diagnoses(kernel, words):
     assert_result(ch07.check_adam(kernel, seed=7, show=False), FAILED, words)
@@ -410,7 +545,7 @@ def test_the_adam_spec_lists_its_mistakes_in_the_order_they_are_tried():
     assert ch07.ADAM.mistakes == (ch07.ADAM_LAUNCH_MISTAKES + ch07.ADAM_RESULT_MISTAKES
                                   + ch07.ADAM_MISTAKES + ch07.ADAM_OTHER_MISTAKES)
     rows = ch07.ADAM.mistake_table().splitlines()[4:]
-    assert len(rows) == len(ch07.ADAM.mistakes) == 21
+    assert len(rows) == len(ch07.ADAM.mistakes) == 25
     assert "square root of a negative number" in rows[0] and rows[1].startswith("| NaN in param")
     assert "without the bias correction" in rows[7] and "AdamW" in rows[-2]
     assert rows[-1].startswith("| any other wrong param")
@@ -478,6 +613,12 @@ def split_permutation(n, batch_size, rng):
     return np.split(rng.permutation(n), list(range(batch_size, n, batch_size)))
 
 
+def minibatches_yielded(n, batch_size, rng):  # right: a generator
+    order = rng.permutation(n)
+    for start in range(0, n, batch_size):
+        yield order[start:start + batch_size]
+
+
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("function, words", [
     (rotated, "a rotation of the stored order"),
@@ -530,6 +671,11 @@ def test_minibatches_passes_over_seeds(seed):
      "whole-number sample indices"),
     (lambda n, b, rng: [x - 1 for x in minibatches(n, b, rng)], FAILED, "outside 0.."),
     (lambda n, b, rng: [list(x) for x in minibatches(n, b, rng)], PASSED, "every sample once"),
+    (lambda n, b, rng: np.array_split(rng.permutation(n), n // b), FAILED, "the batch sizes are"),
+    (lambda n, b, rng: [np.sort(x) for x in minibatches(n, b, rng)], PASSED, "every sample once"),
+    (minibatches_yielded, PASSED, "every sample once"),
+    (lambda n, b, rng: [x for x in np.split(np.argsort(rng.random(n)), range(b, n, b))], PASSED,
+     "every sample once"),
 ])
 def test_minibatches_diagnoses(function, status, words):
     assert_result(ch07.check_minibatches(function, seed=8, show=False), status, words)
@@ -709,6 +855,22 @@ def fake_run(losses, evaluations, compared=2):
                              settings=dict(ch07.TRAINING), n_train=1438, n_test=359, tier="sim")
 
 
+@pytest.mark.parametrize("compared", [0, 1])
+def test_a_run_compared_for_fewer_steps_than_the_check_asks_fails(compared):
+    # compared_steps=1 let a bias correction stuck at step 1 pass; 0 crashed the check
+    run = fake_run([2.3, 2.2, 1.5, 1.2], [(0, 2.3, 0.1), (4, 1.1, 0.7)], compared=compared)
+    result = ch07.check_training(run, show=False)
+    assert_result(result, FAILED, f"only {compared} step")
+    assert "the check needs the first 2" in result.message and "compared_steps" in result.hint
+
+
+def test_a_run_on_gpulabs_own_kernels_handed_in_as_yours_fails():
+    run = fake_run([2.3, 2.2, 1.5, 1.2], [(0, 2.3, 0.1), (4, 1.1, 0.7)])
+    run.kernels = {"softmax_cross_entropy_backward": softmax.softmax_cross_entropy_backward,
+                   "adam_update": optim.adam_update}
+    assert_result(ch07.check_training(run, show=False), FAILED, "gpulab's own")
+
+
 def test_a_run_that_diverged_fails_naming_the_step_and_your_kernels():
     run = fake_run([2.3, 2.0, 1.9, math.inf], [(0, 2.3, 0.1), (4, math.nan, 0.1)])
     result = ch07.check_training(run, show=False)
@@ -743,7 +905,8 @@ def test_a_run_that_fell_and_learned_passes():
 def test_the_training_mistakes_are_the_specs_and_its_table():
     assert ch07.TRAINING_CHECK.mistakes == ch07.TRAINING_MISTAKES
     table = ch07.TRAINING_CHECK.mistake_table()
-    for did in ("forward kernels blamed", "backward or update kernels blamed", "inf/NaN",
+    for did in ("fewer steps compared", "forward kernels blamed",
+                "backward or update kernels blamed", "inf/NaN",
                 "did not fall", "held-out accuracy under 40 %"):
         assert did in table, did
-    assert "Diagnoses: a compared step's loss" in ch07.check_training.__doc__
+    assert "Diagnoses: fewer steps compared" in ch07.check_training.__doc__

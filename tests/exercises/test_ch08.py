@@ -114,7 +114,11 @@ def without_copy(widths, gpu):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
-@pytest.mark.parametrize("function", [napkin, by_own_search, with_step_flops])
+@pytest.mark.parametrize("function", [
+    napkin, by_own_search, with_step_flops,
+    # the last batch that is still launch-bound: one less, within the tolerance
+    lambda w, g: max(napkin(w, g) - 1, 1),
+])
 def test_launch_bound_accepts_right_answers_over_seeds(function, seed):
     assert_result(ch08.check_launch_bound(function, seed=seed, show=False), PASSED,
                   "predictions within a factor")
@@ -139,6 +143,7 @@ def test_launch_bound_accepts_numpy_numbers_and_prints_them_plainly():
     (lambda w, g: -napkin(w, g), "positive, finite"),
     (lambda w, g: throughput(w, napkin(w, g), g), "samples per second"),
     (lambda w, g: parts(w, g)[0], "a time"),
+    (lambda w, g: parts(w, g)[0] / min(parts(w, g)[1:]), "more than a factor 1.3 away"),
 ])
 def test_launch_bound_diagnoses(function, words):
     assert_result(ch08.check_launch_bound(function, seed=5, show=False), FAILED, words)
@@ -234,6 +239,21 @@ def throughput_max(widths, batch, gpu):
     return batch / max(launches, batch * max(compute, memory), batch * copy)
 
 
+def throughput_compute_only(widths, batch, gpu):
+    launches, compute, _, copy = parts(widths, gpu)
+    return batch / (max(launches, batch * compute) + batch * copy)
+
+
+def throughput_memory_only(widths, batch, gpu):
+    launches, _, memory, copy = parts(widths, gpu)
+    return batch / (max(launches, batch * memory) + batch * copy)
+
+
+def throughput_one_sample_copied(widths, batch, gpu):
+    launches, compute, memory, copy = parts(widths, gpu)
+    return batch / (max(launches, batch * max(compute, memory)) + copy)
+
+
 def step_time(widths, batch, gpu):
     return batch / throughput(widths, batch, gpu)
 
@@ -243,6 +263,10 @@ def step_time(widths, batch, gpu):
     throughput,
     # per sample: the launches' share or the work, whichever is larger, then the copy
     lambda w, b, g: 1 / (max(parts(w, g)[0] / b, max(parts(w, g)[1:3])) + parts(w, g)[3]),
+    # the whole batch's copy from cost.step_transfer_bytes(widths, batch)
+    lambda w, b, g: b / (max(parts(w, g)[0], b * max(parts(w, g)[1:3]))
+                         + cost.step_transfer_bytes(w, b) / hardware.get_gpu(g)
+                         .host_pageable_bytes_per_s),
 ])
 def test_throughput_accepts_right_answers_over_seeds(function, seed):
     assert_result(ch08.check_throughput(function, seed=seed, show=False), PASSED,
@@ -252,6 +276,8 @@ def test_throughput_accepts_right_answers_over_seeds(function, seed):
 @pytest.mark.parametrize("function, words", [
     (throughput_no_launches, "the launches left out"),
     (throughput_no_copy, "the copy from the host left out"),
+    # one sample's copy per step: next to the launches it is nothing, so the copy left out
+    (throughput_one_sample_copied, "the copy's time grows with the batch"),
     (throughput_copy_at_link_peak, "the copy at the link's peak"),
     (throughput_max, "the copy overlapping"),
     (step_time, "the step's time in seconds"),
@@ -338,6 +364,9 @@ def test_launch_bound_names_the_issue_s_mistakes_on_every_seed(function, words, 
     (throughput_max, "the copy overlapping"),
     (throughput_compute_plus_memory, "what compute + memory instead of the larger of the two "
                                      "gives, to rounding"),
+    # device memory alone was named the bf16 peak where no case told the two apart
+    (throughput_compute_only, "what the FLOPs alone (compute) gives"),
+    (throughput_memory_only, "what device memory alone gives"),
 ])
 def test_throughput_names_the_issue_s_mistakes_on_every_seed(function, words, seed):
     assert_result(ch08.check_throughput(function, seed=seed, show=False), FAILED, words)
@@ -604,6 +633,17 @@ WRONG_KERNELS = {
     "correct inverted": (_evaluation(right="0 if predicted == labels[s] else 1"),
                          "wrong and 0 where it is right"),
     "correct never written": (evaluate_losses_only, "correct still holds"),
+    # a step that fits the check's 2 full-size blocks (or a block of 32) is not the trace's grid
+    "stride of two blocks": (_evaluation(step="2 * cuda.blockDim.x"), "redo each other's"),
+    "stride of 32 per block": (_evaluation(step="cuda.gridDim.x * 32"), "redo each other's"),
+    "loop ends one early": (_evaluation(end="logits.shape[0] - 1"), "ends one sample early"),
+    # an IndexError on the classes' axis is not a missing guard
+    "row and column swapped": (_evaluation(loss="math.log(total) + m - logits[labels[s], s]"),
+                               "the row and the column of logits swapped"),
+    "class loop to the batch": (_evaluation(classes="logits.shape[0]"),
+                                "the batch's size, was used where a class's belongs"),
+    "correct only when right": (_evaluation(right="1 if predicted == labels[s] else correct[s]"),
+                                "no 0 was written there"),
 }
 
 
@@ -624,8 +664,32 @@ def evaluate_sum_in_losses(logits, labels, losses, correct):  # right: the sum k
         correct[s] = 1 if best == labels[s] else 0
 
 
+@cuda.jit(device=True)
+def row_argmax(logits, s):
+    best = 0
+    for c in range(1, logits.shape[1]):
+        if logits[s, c] > logits[s, best]:
+            best = c
+    return best
+
+
+@cuda.jit
+def evaluate_by_device_functions(logits, labels, losses, correct):
+    """Right, written differently: the argmax in a device function, the loss as -log of the
+    label's probability."""
+    for s in range(cuda.grid(1), logits.shape[0], cuda.gridsize(1)):
+        best = row_argmax(logits, s)
+        m = logits[s, best]
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[s, c] - m)
+        losses[s] = -math.log(math.exp(logits[s, labels[s]] - m) / total)
+        correct[s] = int(best == labels[s])
+
+
 @pytest.mark.parametrize("kernel", [evaluate_grid_stride, evaluate_while_online,
-                                    evaluate_rounds_guarded, evaluate_sum_in_losses])
+                                    evaluate_rounds_guarded, evaluate_sum_in_losses,
+                                    evaluate_by_device_functions])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_right_evaluation_kernels_pass(kernel, seed):
     result = ch08.check_evaluate_batch(kernel, seed=seed, show=False)

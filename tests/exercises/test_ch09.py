@@ -36,6 +36,14 @@ def activation_bytes_numpy(widths, batch_size, itemsize):
     return (w[0] + w[1:].sum() + w[1:-1].sum() + 2 * w[-1] + 1) * batch_size * itemsize
 
 
+def activation_bytes_by_arrays(widths, batch_size, itemsize):
+    """Right, written as the shapes of the arrays kept, their sizes added up."""
+    shapes = ([(batch_size, widths[0])] + [(batch_size, w) for w in widths[1:]]
+              + [(batch_size, w) for w in widths[1:-1]] + [(batch_size, widths[-1])] * 2
+              + [(batch_size,)])
+    return sum(int(np.prod(shape)) for shape in shapes) * itemsize
+
+
 def in_bits(widths, batch_size, itemsize):
     return 8 * activation_bytes(widths, batch_size, itemsize)
 
@@ -92,7 +100,7 @@ def as_float(widths, batch_size, itemsize):
 
 
 @pytest.mark.parametrize("function", [activation_bytes, activation_bytes_by_layer,
-                                      activation_bytes_numpy])
+                                      activation_bytes_numpy, activation_bytes_by_arrays])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_activation_bytes_accepts_right_answers(function, seed):
     result = ch09.check_activation_bytes(function, seed=seed, show=False)
@@ -114,6 +122,11 @@ def test_activation_bytes_accepts_right_answers(function, seed):
     (logits_twice, "counted twice"),
     (as_float, "whole numbers"),
     (lambda w, b, i: None, "number of bytes"),
+    # float32's 4 bytes typed in: right for the first case, not for the 2-byte one
+    (lambda w, b, i: activation_bytes(w, b, 4), "counts 4 bytes per value"),
+    (lambda w, b, i: activation_bytes(w, b, i) + b * 8, "the labels?"),
+    (lambda w, b, i: activation_bytes(w, b, i) / 1e6, "the bytes in MB"),
+    (lambda w, b, i: activation_bytes(w, b, i) - (b - 1) * i, "per-sample losses are missing"),
 ])
 def test_activation_bytes_names_the_mistake(function, words):
     result = ch09.check_activation_bytes(function, seed=5, show=False)
@@ -167,6 +180,58 @@ def backwards_order(model, X, y, micro_batches):
         for name, grad in model.gradients().items():
             total[name] = total.get(name, 0) + grad * (len(part) / len(y))
     return total
+
+
+def strided_parts(model, X, y, micro_batches):
+    """Right: part k takes every micro_batches-th sample from k on."""
+    total = {}
+    for k in range(micro_batches):
+        model.loss(X[k::micro_batches], y[k::micro_batches])
+        model.backward()
+        for name, grad in model.gradients().items():
+            total[name] = total.get(name, 0) + grad * len(y[k::micro_batches]) / len(y)
+    return total
+
+
+def remainder_in_the_last(model, X, y, micro_batches):
+    """Parts of n // micro_batches, the leftover samples all in the last: it is the largest."""
+    size, total = len(y) // micro_batches, {}
+    for k in range(micro_batches):
+        part = slice(k * size, (k + 1) * size if k < micro_batches - 1 else len(y))
+        model.loss(X[part], y[part])
+        model.backward()
+        for name, grad in model.gradients().items():
+            total[name] = total.get(name, 0) + grad * len(y[part]) / len(y)
+    return total
+
+
+def shuffles_X_only(model, X, y, micro_batches):
+    """The samples shuffled, their labels left in place."""
+    X, total = X[np.random.default_rng(0).permutation(len(y))], {}
+    for part in np.array_split(np.arange(len(y)), micro_batches):
+        model.loss(X[part], y[part])
+        model.backward()
+        for name, grad in model.gradients().items():
+            total[name] = total.get(name, 0) + grad * len(part) / len(y)
+    return total
+
+
+def weighted(share):
+    """The notebook's loop with another weight, ``share(part_size, n, micro_batches)``, and
+    the total's dtype converted to float32 when ``share`` is None."""
+    def accumulate(model, X, y, micro_batches):
+        total = {}
+        for part in np.array_split(np.arange(len(y)), micro_batches):
+            model.loss(X[part], y[part])
+            model.backward()
+            for name, grad in model.gradients().items():
+                weight = len(part) / len(y) if share is None else share(len(part), len(y),
+                                                                        micro_batches)
+                total[name] = total.get(name, 0) + weight * grad
+                if share is None:
+                    total[name] = total[name].astype(np.float32)
+        return total
+    return accumulate
 
 
 def count_as_size(model, X, y, micro_batches):
@@ -304,7 +369,7 @@ def stacked(model, X, y, micro_batches):
 
 
 @pytest.mark.parametrize("function", [accumulated_gradients, with_slices, weighted_at_the_end,
-                                      backwards_order])
+                                      backwards_order, strided_parts])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_accumulation_accepts_right_answers(function, seed):
     result = ch09.check_accumulated_gradients(function, seed=seed, show=False)
@@ -326,6 +391,12 @@ def test_accumulation_accepts_right_answers(function, seed):
     (updates_the_model, "parameters changed"),
     (a_list, "expected a dict"),
     (stacked, "has shape"),
+    (remainder_in_the_last, "the leftover samples all went to one part"),
+    (weighted(lambda size, n, k: size // n), "all zero"),
+    (weighted(lambda size, n, k: size), "weighted in proportion to its size"),
+    (weighted(lambda size, n, k: size / k), "weighted in proportion to its size"),
+    (weighted(None), "float32, right only to its rounding"),
+    (shuffles_X_only, "with another sample's label"),
 ])
 @pytest.mark.parametrize("seed", [7, 8])
 def test_accumulation_names_the_mistake(function, words, seed):
@@ -376,6 +447,26 @@ def accumulate_early_return(grad_sum, grad_micro, weight):  # right: spelled out
     grad_sum[i] = grad_sum[i] + weight * g
 
 
+@cuda.jit(device=True)
+def axpy(a, x, y):
+    return y + a * x
+
+
+@cuda.jit
+def accumulate_device_function(grad_sum, grad_micro, weight):  # right: a device function
+    i = cuda.grid(1)
+    if i < min(grad_sum.shape[0], grad_micro.shape[0]):
+        grad_sum[i] = axpy(weight, grad_micro[i], grad_sum[i])
+
+
+@cuda.jit
+def accumulate_while(grad_sum, grad_micro, weight):  # right: a while loop over the grid
+    i = cuda.grid(1)
+    while i < grad_sum.size:
+        grad_sum[i] += grad_micro[i] * weight
+        i += cuda.gridsize(1)
+
+
 @cuda.jit
 def accumulate_stub(grad_sum, grad_micro, weight):
     # YOUR CODE HERE
@@ -415,6 +506,27 @@ def weight_on_sum(grad_sum, grad_micro, weight):
     i = cuda.grid(1)
     if i < grad_sum.shape[0]:
         grad_sum[i] = weight * grad_sum[i] + grad_micro[i]
+
+
+@cuda.jit
+def subtracts(grad_sum, grad_micro, weight):
+    i = cuda.grid(1)
+    if i < grad_sum.shape[0]:
+        grad_sum[i] -= weight * grad_micro[i]
+
+
+@cuda.jit
+def grid_dim_offset(grad_sum, grad_micro, weight):
+    i = cuda.blockIdx.x * cuda.gridDim.x + cuda.threadIdx.x
+    if i < grad_sum.shape[0]:
+        grad_sum[i] += weight * grad_micro[i]
+
+
+@cuda.jit
+def index_one_high(grad_sum, grad_micro, weight):
+    i = cuda.grid(1) + 1
+    if i < grad_sum.shape[0]:
+        grad_sum[i] += weight * grad_micro[i]
 
 
 @cuda.jit
@@ -509,7 +621,8 @@ def with_a_list(grad_sum, grad_micro, weight):  # runs in the simulator only
 
 
 @pytest.mark.parametrize("kernel", [accumulate_solution, accumulate_atomic,
-                                    accumulate_grid_stride, accumulate_early_return])
+                                    accumulate_grid_stride, accumulate_early_return,
+                                    accumulate_device_function, accumulate_while])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_accumulate_accepts_right_kernels(kernel, seed):
     result = ch09.check_accumulate(kernel, seed=seed, show=False)
@@ -537,6 +650,9 @@ def test_accumulate_accepts_right_kernels(kernel, seed):
     (adds_nothing, "nothing was added"),
     (with_a_list, "compile"),
     (gpulab_accumulate, "gpulab's own"),
+    (subtracts, "subtracted from the sum"),
+    (grid_dim_offset, "the blocks' elements overlap"),
+    (index_one_high, "the first element(s) were never updated"),
 ])
 def test_accumulate_names_the_mistake(kernel, words):
     result = ch09.check_accumulate(kernel, seed=11, show=False)

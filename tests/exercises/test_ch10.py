@@ -31,6 +31,29 @@ def with_greater_equal(scale, clean_steps, found_inf, growth_interval):
     return scale, clean_steps + 1, True
 
 
+def with_modulo(scale, clean_steps, found_inf, growth_interval):
+    """Also right: the count wraps round with %, the scale times 2 or 1."""
+    if found_inf:
+        return scale * 2.0 ** -1, 0, False
+    clean_steps = (clean_steps + 1) % growth_interval
+    return scale * (2.0 if clean_steps == 0 else 1.0), clean_steps, True
+
+
+def hard_coded_interval(scale, clean_steps, found_inf, growth_interval):
+    return update_loss_scale(scale, clean_steps, found_inf, 2000)  # GradScaler's default
+
+
+def backing_off_by_a_quarter(scale, clean_steps, found_inf, growth_interval):
+    if found_inf:
+        return scale * 0.25, 0, False
+    return update_loss_scale(scale, clean_steps, found_inf, growth_interval)
+
+
+def count_and_scale_swapped(scale, clean_steps, found_inf, growth_interval):
+    new_scale, count, take = update_loss_scale(scale, clean_steps, found_inf, growth_interval)
+    return count, new_scale, take
+
+
 def not_skipping(scale, clean_steps, found_inf, growth_interval):
     new_scale, count, _ = update_loss_scale(scale, clean_steps, found_inf, growth_interval)
     return new_scale, count, True
@@ -93,7 +116,7 @@ def step_as_number(scale, clean_steps, found_inf, growth_interval):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("function", [update_loss_scale, with_greater_equal])
+@pytest.mark.parametrize("function", [update_loss_scale, with_greater_equal, with_modulo])
 def test_loss_scale_update_accepts_right_answers(function, seed):
     result = ch10.check_loss_scale_update(function, seed=seed, show=False)
     assert result.status == PASSED, result
@@ -111,6 +134,9 @@ def test_loss_scale_update_accepts_right_answers(function, seed):
     (float_count, "a count of steps is a whole number"),
     (two_values, "not three values"),
     (step_as_number, "return True or False"),
+    (hard_coded_interval, "ignored or hard-coded"),
+    (backing_off_by_a_quarter, "a factor of 0.25"),
+    (count_and_scale_swapped, "look swapped"),
 ])
 @pytest.mark.parametrize("seed", SEEDS[:3])
 def test_loss_scale_update_names_the_mistake(function, words, seed):
@@ -145,6 +171,28 @@ def in_place(amax_history, x, fp8_max, margin):
     amax_history[:-1] = amax_history[1:]
     amax_history[-1] = np.abs(x).max()
     return amax_history, float(fp8_max / amax_history.max() * 0.5**margin)
+
+
+def rolled(amax_history, x, fp8_max, margin):
+    """Also right: np.roll, the largest magnitude from max and min, the margin as 2**-margin."""
+    new_history = np.roll(amax_history, -1)
+    new_history[-1] = max(abs(x.max()), abs(x.min()))
+    return new_history, fp8_max * 2.0**-margin / new_history.max()
+
+
+def margin_doubled(amax_history, x, fp8_max, margin):
+    new_history = np.append(amax_history[1:], np.max(np.abs(x)))
+    return new_history, fp8_max / np.max(new_history) / max(2 * margin, 1)
+
+
+def margin_xor(amax_history, x, fp8_max, margin):
+    new_history = np.append(amax_history[1:], np.max(np.abs(x)))
+    return new_history, fp8_max / np.max(new_history) / (2 ^ margin)
+
+
+def amax_in_float32(amax_history, x, fp8_max, margin):
+    new_history = np.append(amax_history[1:], np.float32(np.max(np.abs(x))))
+    return new_history, fp8_max / np.max(new_history) / 2**margin
 
 
 def from_the_last_amax(amax_history, x, fp8_max, margin):
@@ -207,7 +255,7 @@ def only_the_scale(amax_history, x, fp8_max, margin):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("function", [delayed_scale, in_place])
+@pytest.mark.parametrize("function", [delayed_scale, in_place, rolled])
 def test_delayed_scale_accepts_right_answers(function, seed):
     result = ch10.check_delayed_scale(function, seed=seed, show=False)
     assert result.status == PASSED, result
@@ -226,6 +274,9 @@ def test_delayed_scale_accepts_right_answers(function, seed):
     (dropping_the_newest, "history[0], should drop out"),
     (as_a_list, "not a NumPy array"),
     (only_the_scale, "not a pair"),
+    (margin_doubled, "not by 2**margin = 8"),
+    (margin_xor, "`^` is XOR"),
+    (amax_in_float32, "rounded to float32"),
 ])
 @pytest.mark.parametrize("seed", SEEDS[:3])
 def test_delayed_scale_names_the_mistake(function, words, seed):
@@ -972,12 +1023,191 @@ def shared_array_of_one_block(x, out):
 
 
 @cuda.jit
+def loop_one_short(x, out):
+    largest = cuda.shared.array(SLOTS, numba_float32)
+    bad = cuda.shared.array(SLOTS, numba_float32)
+    t = cuda.threadIdx.x
+    mine = numba_float32(0)
+    count = numba_float32(0)
+    for i in range(cuda.grid(1), x.shape[0] - 1, cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v) or math.isinf(v):
+            count += 1
+        if not math.isnan(v):
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def first_stride_the_whole_block(x, out):
+    largest = cuda.shared.array(SLOTS, numba_float32)
+    bad = cuda.shared.array(SLOTS, numba_float32)
+    t = cuda.threadIdx.x
+    mine = numba_float32(0)
+    count = numba_float32(0)
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v) or math.isinf(v):
+            count += 1
+        if not math.isnan(v):
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def no_barrier_in_the_halving(x, out):
+    largest = cuda.shared.array(SLOTS, numba_float32)
+    bad = cuda.shared.array(SLOTS, numba_float32)
+    t = cuda.threadIdx.x
+    mine = numba_float32(0)
+    count = numba_float32(0)
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v) or math.isinf(v):
+            count += 1
+        if not math.isnan(v):
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def atomics_from_the_grids_thread_0(x, out):
+    largest = cuda.shared.array(SLOTS, numba_float32)
+    bad = cuda.shared.array(SLOTS, numba_float32)
+    t = cuda.threadIdx.x
+    mine = numba_float32(0)
+    count = numba_float32(0)
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v) or math.isinf(v):
+            count += 1
+        if not math.isnan(v):
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if cuda.grid(1) == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def amax_interleaved_tree(x, out):
+    """Right, written differently: x != x for NaN, a while loop, an interleaved tree (stride
+    doubling from 1, threads t % 2s == 0)."""
+    largest = cuda.shared.array(SLOTS, numba_float32)
+    bad = cuda.shared.array(SLOTS, numba_float32)
+    t = cuda.threadIdx.x
+    mine = numba_float32(0)
+    count = numba_float32(0)
+    i = cuda.grid(1)
+    while i < x.size:
+        v = x[i]
+        if v != v:
+            count += 1
+        else:
+            a = abs(v)
+            if a == math.inf:
+                count += 1
+            if a > mine:
+                mine = a
+        i += cuda.gridsize(1)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    s = 1
+    while s < cuda.blockDim.x:
+        if t % (2 * s) == 0:
+            largest[t] = max(largest[t], largest[t + s])
+            bad[t] += bad[t + s]
+        cuda.syncthreads()
+        s *= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
+def amax_comparisons_leave_nan_out(x, out):
+    """Right, written differently: `v > mine` is False for NaN, and `not v < inf` counts NaN and
+    inf in one test."""
+    largest = cuda.shared.array(SLOTS, numba_float32)
+    bad = cuda.shared.array(SLOTS, numba_float32)
+    t = cuda.threadIdx.x
+    mine = numba_float32(0)
+    count = numba_float32(0)
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if v > mine:
+            mine = v
+        if not (v < math.inf):
+            count += 1
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            if largest[t + stride] > largest[t]:
+                largest[t] = largest[t + stride]
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
 def amax_stub(x, out):
     raise NotImplementedError()
 
 
 @pytest.mark.parametrize("seed", (0, 3))
-@pytest.mark.parametrize("kernel", [amax_tree, amax_one_array_by_hand, amax_isfinite_first])
+@pytest.mark.parametrize("kernel", [amax_tree, amax_one_array_by_hand, amax_isfinite_first,
+                                    amax_interleaved_tree, amax_comparisons_leave_nan_out])
 def test_right_amax_kernels_pass(kernel, seed):
     result = ch10.check_amax_nonfinite(kernel, seed=seed, show=False)
     assert result.status == PASSED, result.message
@@ -1007,6 +1237,10 @@ def test_right_amax_kernels_pass(kernel, seed):
     (shared_atomics_per_thread, "atomic updates of shared slots"),
     (barrier_inside_the_if, "barrier inside a branch"),
     (shared_array_of_one_block, "on an array of 32 elements"),
+    (loop_one_short, "the loop stops one short"),
+    (first_stride_the_whole_block, "t + stride must stay inside the block"),
+    (no_barrier_in_the_halving, "lost on the way up the tree"),
+    (atomics_from_the_grids_thread_0, "block 0's amax and count alone"),
 ])
 def test_wrong_amax_kernels_fail_and_name_the_mistake(kernel, words):
     result = ch10.check_amax_nonfinite(kernel, seed=5, show=False)

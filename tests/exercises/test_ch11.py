@@ -135,9 +135,52 @@ def ring_with_isend(comm, x):
     return data / size
 
 
+def _ring_cut_by_int(comm, x, add=True, gather=True, buffer=np.float64, divisor=None,
+                     scaled_first=False):
+    """Chunks cut at int(k * n / N) (not as np.array_split cuts them), lower-case sendrecv."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x / size if scaled_first else x.copy()
+    bounds = [(int(k * len(x) / size), int((k + 1) * len(x) / size)) for k in range(size)]
+    for phase in (0, 1) if gather else (0,):
+        for s in range(size - 1):
+            a, b = bounds[(rank - s + phase) % size]
+            c, d = bounds[(rank - s - 1 + phase) % size]
+            if buffer is None:
+                incoming = comm.sendrecv(data[a:b].copy(), dest=(rank + 1) % size,
+                                         source=(rank - 1) % size)
+            else:
+                incoming = np.empty(d - c, dtype=buffer)
+                comm.Sendrecv(data[a:b].copy(), dest=(rank + 1) % size, recvbuf=incoming,
+                              source=(rank - 1) % size)
+            data[c:d] = data[c:d] + incoming if phase == 0 and add else incoming
+    return data if scaled_first else data / (divisor or size)
+
+
+def ring_divided_first_by_objects(comm, x):
+    """Right: each rank divides its own x by N first; chunks sent as Python objects."""
+    return _ring_cut_by_int(comm, x, buffer=None, scaled_first=True)
+
+
+def divided_by_n_minus_one(comm, x):
+    return _ring_cut_by_int(comm, x, divisor=comm.Get_size() - 1)
+
+
+def float32_receive_buffer(comm, x):
+    return _ring_cut_by_int(comm, x, buffer=np.float32)
+
+
+def reduce_scatter_overwrites(comm, x):
+    return _ring_cut_by_int(comm, x, add=False)
+
+
+def no_all_gather_other_chunks(comm, x):
+    return _ring_cut_by_int(comm, x, gather=False)
+
+
 @pytest.mark.parametrize("function", [ring_allreduce_mean, ring_with_send_recv_by_parity,
                                       ring_with_isend, ring_with_irecv_isend_waitall,
-                                      ring_with_isend_first_and_waits, ring_to_the_left])
+                                      ring_with_isend_first_and_waits, ring_to_the_left,
+                                      ring_divided_first_by_objects])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_right_rings_pass(function, seed):
     result = ch11.check_ring_allreduce(function, seed=seed, show=False)
@@ -548,6 +591,10 @@ def float32_result(comm, x):
     (isend_waited_before_receiving, "Post the receive before you wait"),
     (irecv_never_waited, "wait for every request"),
     (no_modulo, "ring closes on itself"),
+    (divided_by_n_minus_one, "the sum divided by 2, not by the number of ranks, 3"),
+    (float32_receive_buffer, "a buffer of another dtype"),
+    (reduce_scatter_overwrites, "what arrived replaced the partial sums"),
+    (no_all_gather_other_chunks, "each rank holds only one finished chunk"),
 ])
 def test_wrong_rings_fail_with_the_right_hint(function, words):
     start = time.perf_counter()
@@ -600,6 +647,7 @@ def ring_time(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
     (lambda S, N, a, b: max(ring_time(S, N, a, b), a), FAILED, "return 0"),
     (lambda S, N, a, b: None, FAILED, "number of seconds"),
     (lambda S, N, a, b: 2 * (N - 1) * a + (N - 1) / N * S / b, FAILED, "messages each rank"),
+    (lambda S, N, a, b: 2 * (N - 1) * (a + 8 * S / N / b), FAILED, "no factor of 8"),  # bits
 ])
 def test_allreduce_time(function, status, words):
     result = ch11.check_allreduce_time(function, seed=11, show=False)
@@ -668,6 +716,7 @@ def test_hidden_tests_sit_only_in_the_chapters_grade_cells():
 # --- the reduce step as a kernel --------------------------------------------------------------
 
 from numba import cuda  # noqa: E402 - gpulab (imported above) chose the tier first
+from numba import float32 as numba_float32  # noqa: E402
 
 
 @cuda.jit
@@ -785,6 +834,54 @@ def add_simulator_only(data, incoming, offset, length):
 
 
 @cuda.jit
+def add_guard_one_short(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if i < length - 1:
+        data[offset + i] += incoming[i]
+
+
+@cuda.jit
+def add_index_as_place_in_data(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if i >= offset and i < offset + length:
+        data[i] += incoming[i - offset]
+
+
+@cuda.jit
+def add_in_float32(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if i < length:
+        data[offset + i] = numba_float32(data[offset + i]) + numba_float32(incoming[i])
+
+
+@cuda.jit
+def add_multiplies(data, incoming, offset, length):
+    i = cuda.grid(1)
+    if i < length:
+        data[offset + i] *= incoming[i]
+
+
+@cuda.jit(device=True)
+def _add_one(data, incoming, k, offset):
+    data[offset + k] = data[offset + k] + incoming[k]
+
+
+@cuda.jit
+def add_with_a_device_function(data, incoming, offset, length):
+    k = cuda.threadIdx.x + cuda.blockIdx.x * cuda.blockDim.x
+    if k < length:
+        _add_one(data, incoming, k, offset)
+
+
+@cuda.jit
+def add_while_loop(data, incoming, offset, length):
+    k = cuda.grid(1)
+    while k < length:
+        data[k + offset] += incoming[k]
+        k += cuda.blockDim.x * cuda.gridDim.x
+
+
+@cuda.jit
 def add_forever(data, incoming, offset, length):
     i = cuda.grid(1)
     while i < length:
@@ -792,7 +889,8 @@ def add_forever(data, incoming, offset, length):
 
 
 @pytest.mark.parametrize("kernel", [add_one_thread_each, add_grid_stride,
-                                    add_early_return_atomic])
+                                    add_early_return_atomic, add_with_a_device_function,
+                                    add_while_loop])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_right_reduce_steps_pass(kernel, seed):
     result = ch11.check_add_chunk(kernel, seed=seed, show=False)
@@ -814,6 +912,10 @@ def test_right_reduce_steps_pass(kernel, seed):
     (add_twice, "twice"),
     (add_simulator_only, "GPU"),
     (add_forever, "finish"),
+    (add_guard_one_short, "last 1 element(s) were not added"),
+    (add_index_as_place_in_data, "element(s) were not added"),
+    (add_in_float32, "rounded to float32"),
+    (add_multiplies, "times incoming"),
 ])
 def test_wrong_reduce_steps_fail_and_say_why(kernel, words):
     result = ch11.check_add_chunk(kernel, seed=4, show=False)

@@ -59,6 +59,11 @@ def floor_minus_one(latencies, q):
     return ordered[max(int(q * len(ordered) / 100) - 1, 0)]
 
 
+def rounded_rank(latencies, q):  # right whenever round() and ceil() agree on q·n/100
+    ordered = sorted(latencies)
+    return ordered[max(round(q * len(ordered) / 100), 1) - 1]
+
+
 def interpolated(latencies, q):
     return float(np.percentile(latencies, q))
 
@@ -105,7 +110,7 @@ def test_percentile_accepts_right_answers(seed, right):
     (floor_index, "one too high"), (floor_minus_one, "one too low"),
     (interpolated, "interpolates"), (unsorted, "not sorted"), (mean_only, "the mean"),
     (maximum, "maximum"), (descending, "from the largest"), (the_rank, "the rank"),
-    (no_return, "a number was expected")])
+    (no_return, "a number was expected"), (rounded_rank, "rounded up, not down")])
 def test_percentile_rejects_wrong_answers_with_the_right_hint(wrong, words):
     for seed in SEEDS:
         result = ch12.check_percentile(wrong, seed=seed, show=False)
@@ -228,6 +233,21 @@ def loop_skipping_the_last(times_s, watts, n_inferences):  # stops one stretch e
     return total / n_inferences * 1000
 
 
+def not_halved(times_s, watts, n_inferences):
+    total = 0.0
+    for i in range(len(times_s) - 1):
+        total += (times_s[i + 1] - times_s[i]) * (watts[i] + watts[i + 1])
+    return total / n_inferences * 1000
+
+
+def trapezoid_arguments_swapped(times_s, watts, n_inferences):
+    return float(np.trapezoid(times_s, watts)) / n_inferences * 1000
+
+
+def in_milliseconds(times_s, watts, n_inferences):
+    return joules_per_thousand([t * 1000 for t in times_s], watts, n_inferences)
+
+
 def simpson(times_s, watts, n_inferences):  # another rule: not the trapezoid, not a Riemann sum
     from scipy.integrate import simpson
 
@@ -248,7 +268,9 @@ def test_joules_accepts_right_answers(seed, right):
     (per_inference, "per inference"), (per_million, "per million"),
     (not_divided, "not shared"), (times_n, "multiplied by the number"),
     (no_time, "without time"), (busy_only, "idle"), (minus_idle, "idle"),
-    (mean_times_n, "is not energy")])
+    (mean_times_n, "is not energy"), (not_halved, "not averaged"),
+    (trapezoid_arguments_swapped, "integrates the times over the powers"),
+    (in_milliseconds, "converted to milliseconds")])
 def test_joules_rejects_wrong_answers_with_the_right_hint(wrong, words):
     for seed in SEEDS:
         result = ch12.check_joules_per_thousand(wrong, seed=seed, show=False)
@@ -431,10 +453,25 @@ WRONG_KERNELS = {
     "threadIdx.x alone": (dict(index="cuda.threadIdx.x"), "first"),
     "no guard": (dict(guard="True"), "past the end"),
     "hard-coded block": (dict(index="cuda.blockIdx.x * 64 + cuda.threadIdx.x"), "block size"),
+    "ReLU before b1": (dict(h0="h = 0.0", hidden="h = max(h, 0.0) + b1[j]"), "before b1"),
+    "b1 per input": (dict(h0="h = 0.0", w1="X[i, k] * W1[k, j] + b1[j]"), "b1 added"),
+    "b2 per hidden unit": (dict(first="logits[i, c] = 0.0", w2="h * W2[j, c] + b2[c]"),
+                           "b2 added"),
+    "first class skipped": (dict(start="best = 1", search="range(2, W2.shape[1])"),
+                            "first class (0) never wins"),
+    "the loop's index written": (dict(answer="c"), "every sample got class"),
+    "hidden loop over the classes": (dict(hidden_loop="range(W2.shape[1])"),
+                                     "as there are classes"),
+    "guard one short": (dict(guard="i < X.shape[0] - 1"), "only the last sample"),
 }
 
 
-@pytest.mark.parametrize("right", [infer, infer_recompute, infer_grid_stride, wrong_kernel()])
+@pytest.mark.parametrize("right", [infer, infer_recompute, infer_grid_stride, wrong_kernel(),
+                                   wrong_kernel(search="range(W2.shape[1])",
+                                                guard="i < out.shape[0]"),
+                                   wrong_kernel(start="best = -1", search="range(W2.shape[1])",
+                                                better="best == -1 or logits[i, c] > logits[i, "
+                                                       "best]")])
 def test_inference_accepts_right_kernels(right):
     result = ch12.check_inference(right, seed=1, show=False)
     assert result.status == PASSED, said(result)

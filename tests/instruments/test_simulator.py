@@ -116,6 +116,33 @@ def run_with_slow_lookups(shared_array):
     return float(out[0]), SlowLookups.stores
 
 
+@cuda.jit
+def two_shared_arrays_on_one_line(out):
+    """Each thread writes 1 into its slot of a, 2 into its slot of b; thread 0 sums both."""
+    a = cuda.shared.array(8, np.float32); b = cuda.shared.array(8, np.float32)  # noqa: E702
+    t = cuda.threadIdx.x
+    a[t] = 1
+    b[t] = 2
+    cuda.syncthreads()
+    if t == 0:
+        total = np.float32(0)
+        for i in range(8):
+            total += a[i] + b[i]
+        out[0] = total
+
+
+@SIM_ONLY
+def test_two_shared_arrays_made_on_one_line_are_two_arrays():
+    """The simulator keys shared arrays by line, so these two were one (8 x 2 + 8 x 2 = 32,
+    not 24); gpulab's stand-in keys them by call, as a GPU has two."""
+    from gpulab.instruments.simulator import mend
+
+    mend()
+    out = np.zeros(1, np.float32)
+    two_shared_arrays_on_one_line[1, 8](out)
+    assert out[0] == 24
+
+
 @SIM_ONLY
 def test_every_thread_of_a_block_gets_the_same_shared_array_whenever_python_switches():
     from numba.cuda.simulator.kernelapi import FakeCUDAShared

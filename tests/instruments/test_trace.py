@@ -32,10 +32,28 @@ def copy_step_zero(x, out):
         i += 0  # never moves: loops forever
 
 
+@cuda.jit
+def two_tiles_on_one_line(x, out):
+    a = cuda.shared.array(8, np.float32); b = cuda.shared.array(8, np.float32)  # noqa: E702
+    t = cuda.threadIdx.x
+    a[t] = x[t]
+    b[t] = 2 * x[t]
+    cuda.syncthreads()
+    out[t] = a[7 - t] + b[t]
+
+
 def _kernels():
     from gpulab.kernels import dot, matmul, memory
 
     return dot, matmul, memory
+
+
+@SIM_ONLY
+def test_two_shared_arrays_made_on_one_line_are_traced_under_their_own_names():
+    x = np.arange(8, dtype=np.float32)
+    trace = instruments.trace_kernel(two_tiles_on_one_line, 1, 8, x, np.zeros(8, np.float32))
+    assert trace.error is None and trace.shared_arrays == ["shared:a", "shared:b"]
+    np.testing.assert_array_equal(trace.arrays["out"], x[::-1] + 2 * x)
 
 
 @SIM_ONLY
