@@ -21,7 +21,6 @@ from gpulab.exercises.evidence import is_number
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
 from gpulab.exercises.running import call_learner, run_elementwise
-from gpulab.exercises.source_rules import KernelSource, plain_writes_to
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 
@@ -281,7 +280,6 @@ class MatvecSums:
     x: np.ndarray
     trial: Trial
     k: int
-    source: KernelSource | None = None
 
     def __post_init__(self):
         self.where = f"{self.trial}, k={self.k}"
@@ -336,12 +334,6 @@ class MatvecSums:
             self.error <= np.abs(self.exact) * 2.0**-11 + self.bound))
 
     @property
-    def adds_into_out(self) -> bool:
-        """out is NaN everywhere and the kernel adds into it (``out[row] += ...``)."""
-        return self.unwritten.all() and self.source is not None and any(
-            "+=" in line for line in plain_writes_to(self.source, self.source.parameters[2]))
-
-    @property
     def right(self) -> bool:
         return not self.unwritten.any() and self.within_bound and not self.fp16_products
 
@@ -363,12 +355,6 @@ class MatvecSums:
 # In the order they are tried: rows never written (none, the first block's only, some), then
 # sums within fp32's bound but from fp16 products, sums with fp16-sized errors, any other sum.
 MATVEC_MISTAKES = (
-    Mistake("adding into out (`out[row] += ...`), which starts as garbage",
-            lambda e: e.adds_into_out,
-            "every row of out is NaN: your kernel adds into out[row], which starts with whatever "
-            "was in memory (NaN here)", "out is an output, not a running total: memory from the "
-            "device holds garbage until written, so keep the sum in a local fp32 variable and "
-            "write out[row] once.", recognised_from="source"),
     Mistake("no row written", lambda e: e.unwritten.all(), "no row of out was written",
             "each thread writes its row's sum into out at its own row."),
     Mistake("`threadIdx` alone (only the first block's rows written)",
@@ -449,7 +435,7 @@ def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | 
         got = run_elementwise(kernel, each, a, x, fill=1, index_hint=GUARD_HINT + " Here the "
                               "index is the row: compare it with out's length."
                               ).astype(np.float64)
-        answer = MatvecSums(got, a, x, each, k, source)
+        answer = MatvecSums(got, a, x, each, k)
         if not answer.right:
             MATVEC.reject(answer)
         return each

@@ -39,7 +39,7 @@ from gpulab.exercises.running import (
     read_back,
     trace_trial,
 )
-from gpulab.exercises.source_rules import KernelSource, count_calls, hard_coded_block
+from gpulab.exercises.source_rules import KernelSource, adds_into, count_calls, hard_coded_block
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 from gpulab.instruments import RecordingArray, WatchedArray, poison_value
@@ -402,13 +402,6 @@ def _writes_in_loops(source: KernelSource, name: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _adds_into(source: KernelSource, name: str) -> bool:
-    """True when the kernel writes ``name[...] += ...`` anywhere."""
-    return any(isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript)
-               and isinstance(node.target.value, ast.Name) and node.target.value.id == name
-               for node in source.walk())
-
-
 @dataclass
 class ColumnSums:
     """db as the kernel wrote it (NaN where never written) against dZ's column sums, with what
@@ -499,7 +492,7 @@ BIAS_GRAD_MISTAKES = (
             "memory held (NaN in this check) and nobody set it to 0 first", OWNER_HINT,
             recognised_from="trace"),
     Mistake("adding into db without a start value",
-            lambda e: np.isnan(e.db).all() and _adds_into(e.source, "db"),
+            lambda e: np.isnan(e.db).all() and adds_into(e.source, "db"),
             "db holds NaN: your kernel added into db[c] without giving it a start value, and db "
             "starts with whatever memory held (NaN here)", START_VALUE_HINT,
             recognised_from="source"),

@@ -731,8 +731,8 @@ class AmaxRun:
         if math.isnan(self.amax):
             return True
         nan, _, _ = self.kinds()
-        if not nan or not self.amax < self.want[0] or self.plain_writes:
-            return False
+        if not nan or not self.amax < self.want[0] or self.plain_writes or self.barrier_text:
+            return False  # (a tree without its halving barrier loses values whatever they are)
         # every block holds a NaN: the blocks whose amax became NaN drop out of out[0]
         return self.amax in [amax for amax, _ in self.per_block()]
 
@@ -772,6 +772,11 @@ def _counts_only(e: AmaxRun, nan: bool, posinf: bool, neginf: bool) -> bool:
     return e.count != e.want[1] and e.count == counted
 
 
+def _lost_up_the_tree(e) -> str:
+    return (f"{e.summary}: some values were lost on the way up the tree, as when a thread reads "
+            "a slot before its neighbour has written it." + e.barrier_text)
+
+
 AMAX_MISTAKES = (
     Mistake("nothing written into out", lambda e: e.got == (0.0, 0.0) and e.want != (0.0, 0),
             "out is still [0, 0]: nothing was written into it", ONE_ATOMIC_HINT),
@@ -783,6 +788,9 @@ AMAX_MISTAKES = (
                        + (" Or a slot no thread writes: in the first round, t + stride must stay "
                           "inside the block." if e.barriers >= 2 else "")),
             lambda e: AMAX_TREE_HINT if e.barriers >= 2 else TREE_BARRIER_HINT),
+    Mistake("a tree without its barrier in the halving loop (values lost, as it happens)",
+            lambda e: not e.right and bool(e.barrier_text), _lost_up_the_tree, TREE_BARRIER_HINT,
+            "source"),
     Mistake("reads past the end of x", lambda e: e.amax == AMAX_PAD,
             lambda e: (f"out[0] = {e.amax:g}, the value after the end of x: a thread read past "
                        f"x's last element (x has {e.trial.n})"), AMAX_STRIDE_HINT),
@@ -882,10 +890,8 @@ AMAX_MISTAKES = (
             lambda e: (f"{e.summary}: some inf or NaN values were counted more than once: two "
                        "threads read the same element?"), AMAX_STRIDE_HINT),
     Mistake("values lost on the way up the tree",
-            lambda e: e.amax < e.want[0] or e.count < e.want[1],
-            lambda e: (f"{e.summary}: some values were lost on the way up the tree, as when a "
-                       "thread reads a slot before its neighbour has written it." +
-                       e.barrier_text), TREE_BARRIER_HINT),
+            lambda e: e.amax < e.want[0] or e.count < e.want[1], _lost_up_the_tree,
+            TREE_BARRIER_HINT),
     Mistake("another result", lambda e: not e.right, lambda e: e.summary, AMAX_STUB_HINT),
 )
 

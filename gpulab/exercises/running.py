@@ -24,6 +24,7 @@ crash, a hang or memory corrupted outside the learner's arrays.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import time
 from contextlib import ExitStack
@@ -44,6 +45,7 @@ from gpulab.exercises.results import (
     add_note,
     offer_trace,
 )
+from gpulab.exercises.source_rules import adds_into, kernel_source
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import (
     KernelDidNotFinishError,
@@ -174,6 +176,15 @@ def run_elementwise(kernel, trial: Trial, *inputs, fill=0, what: str = "out",
     launch(kernel, trial, *arrays, d_out, index_hint=index_hint)
     out = read_back(d_all, trial.extents, trial, what=what, hint=index_hint)
     names = list(inspect.signature(python_function(kernel) or kernel).parameters)
+    added = (adds_into(kernel_source(kernel, len(inputs) + 1), names[-1])
+             if np.isnan(out).all() and names else [])
+    if added:
+        raise CheckFailedError(
+            f"your kernel adds into {ast.unparse(added[0].target)}, which starts with whatever "
+            f"was in memory (NaN here): every element of {what} is still NaN ({trial}).",
+            f"{what} is an output, not a running total: a new device array holds garbage until "
+            "it is written, so compute each value (a sum in a local variable) and write it "
+            "once.")
     for k, (value, buffer) in enumerate(zip(inputs, buffers, strict=True)):
         if buffer is not None:
             inside = tuple(slice(0, extent) for extent in value.shape)

@@ -211,6 +211,14 @@ def plain_writes_to(kernel: KernelSource, parameter: str) -> list[str]:
     return lines
 
 
+def adds_into(kernel: KernelSource, parameter: str) -> list[ast.AugAssign]:
+    """The statements that add into ``parameter[...]`` (``out[i] += ...``): they read what the
+    array held before, which for a new device array is whatever was in memory."""
+    return [node for node in kernel.walk()
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript)
+            and isinstance(node.target.value, ast.Name) and node.target.value.id == parameter]
+
+
 def is_typed_in_count(node: ast.AST) -> bool:
     """True when ``node`` is a whole number above 1 written in the source (not a bool)."""
     return (isinstance(node, ast.Constant) and isinstance(node.value, int)
@@ -452,7 +460,7 @@ def start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
 
 __all__ = [
     "BARRIER_EXIT_HINT", "BARRIER_HINT", "BARRIER_IN_BRANCH", "BARRIER_LOOP_HINT",
-    "barrier_problems", "compares_with_shape", "count_calls", "hard_coded_block",
+    "adds_into", "barrier_problems", "compares_with_shape", "count_calls", "hard_coded_block",
     "is_typed_in_count", "typed_in_count_names",
     "hard_coded_size", "kernel_source", "KernelSource", "plain_writes_to",
     "raises_not_implemented", "simulator_only_code", "start_kernel", "thread_varying_names"

@@ -77,6 +77,28 @@ def test_run_elementwise_pads_the_arrays_and_passes_scalars_through():
     np.testing.assert_allclose(out, 3 * x * y, rtol=1e-6)
 
 
+def test_run_elementwise_names_a_write_into_an_input_and_adding_into_out():
+    @cuda.jit
+    def multiply_into_y(x, y, out):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            y[i] *= x[i]
+            out[i] = y[i]
+
+    @cuda.jit
+    def multiply_adding_into_out(x, y, out):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            out[i] += x[i] * y[i]
+
+    trial = Trial.draw("check_demo", 7, np.float32, block=32)
+    x, y = trial.uniform(-1, 1), trial.uniform(-1, 1)
+    with pytest.raises(results.CheckFailedError, match=r"wrote into its input y: y\[0\]"):
+        running.run_elementwise(multiply_into_y, trial, x, y)
+    with pytest.raises(results.CheckFailedError, match=r"adds into out\[i\], which starts"):
+        running.run_elementwise(multiply_adding_into_out, trial, x, y)
+
+
 # --- compiled for a real GPU, as the ptx tier does --------------------------------------------
 
 
