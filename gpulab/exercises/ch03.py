@@ -310,7 +310,7 @@ MATMUL_MISTAKES = (
     Mistake("the sum missing its first k (`range(1, K)`)",
             lambda e: e.suspects and e.holds(e.trial.inner, 1),
             lambda e: f"{e.summary}: C holds the sum for k = 1 .. K-1: the first k, 0, is missing",
-            "a range starts at 0 unless told otherwise: loop over `range(A.shape[1])`."),
+            "a range starts at 0 unless told otherwise; the sum runs over every k, 0 included."),
     Mistake("a single product written, not the sum",
             lambda e: e.suspects and e.holds(e.trial.inner, e.trial.inner - 1),
             lambda e: (f"{e.summary}: C holds A[row, k] * B[k, col] for a single k, not their "
