@@ -412,9 +412,9 @@ INFER_MISTAKES = (
             "the search must look at every class, the last one too."),
     Mistake("the hidden loop counts the inputs or the classes (only the first hidden units)",
             lambda e: _hidden_cut(e) is not None,
-            lambda e: (f"{e.summary}: those are the classes from only the first "
-                       f"{_hidden_cut(e)[0]} hidden units: the loop over hidden units ran as "
-                       f"many times as there are {_hidden_cut(e)[1]}"),
+            lambda e: ("{}: those are the classes from only the first {} hidden units: the "
+                       "loop over hidden units ran as many times as there are {}").format(
+                           e.summary, *_hidden_cut(e)),
             "the number of hidden units is W1's second extent; the number of inputs X's "
             "second."),
     Mistake("the ReLU before the hidden bias", lambda e: e.like_logits(
