@@ -29,13 +29,13 @@ TIERS = ("gpu", "sim", "ptx")  # ptx: compile-only, real CUDA target, no device 
 OVERRIDE_VARIABLE = "GPULAB_DEVICE"
 SIMULATOR_VARIABLE = "NUMBA_ENABLE_CUDASIM"
 # CPython's thread switch interval in the sim tier (its default is 5 ms). Numba's simulator runs
-# a block's threads as Python threads while the launching thread polls them in a busy loop
-# (numba.cuda.simulator.kernel.BlockManager.run), so a simulated thread that wants the GIL
-# waits for the poller's whole slice: at 5 ms, each barrier and each step of a launch costs
-# milliseconds. Measured on 2 cores (x86-64, CPython 3.11, numba-cuda 0.30): chapter 10's
-# `recipes_on_kernel(show=False)` (29 launches) took 7.9 s at 5 ms, 2.5 s at 1 ms, 1.3 s at
-# 0.2 ms and 1.4 s at 0.05 ms (each after `sys.setswitchinterval(...)`, in one process).
-SIMULATOR_SWITCH_INTERVAL_S = 2e-4
+# a block's threads as Python threads, which take turns holding the GIL; the launching thread
+# waits for them (gpulab.instruments.simulator.blocks_wait_without_polling: Numba's own loop
+# polls them without sleeping and took half the time). Measured on 2 cores (x86-64, CPython
+# 3.11, numba-cuda 0.30), `pytest tests/exercises/test_ch03.py` (93 tests, barrier-heavy tiled
+# kernels), one process: with Numba's polling loop 100 s at 5 ms, 60 s at 1 ms, 153 s at 0.2 ms;
+# with the waiting loop 50 s at 5 ms, 45 s at 1 ms, 73 s at 0.2 ms.
+SIMULATOR_SWITCH_INTERVAL_S = 1e-3
 
 # CUdevice_attribute values from cuda.h (stable since CUDA 3.x).
 _ATTR_COMPUTE_CAPABILITY_MAJOR = 75

@@ -86,7 +86,7 @@ def test_numba_imported_but_not_numba_cuda_is_fine():
 @pytest.mark.parametrize(("tier", "expected_s"), [("sim", device.SIMULATOR_SWITCH_INTERVAL_S),
                                                   ("ptx", 0.005)])
 def test_the_simulator_tier_shortens_the_thread_switch_interval(tier, expected_s):
-    """The simulator's polling loop holds the GIL a whole switch interval; the sim tier shortens
-    it, the other tiers leave CPython's default (5 ms) alone."""
+    """A simulated block's threads take turns at the GIL; the sim tier shortens the turn (see
+    device.py for the measurements), the other tiers leave CPython's default (5 ms) alone."""
     result = _python("import sys, gpulab; print(sys.getswitchinterval())", GPULAB_DEVICE=tier)
     assert float(result.stdout) == pytest.approx(expected_s), result.stderr

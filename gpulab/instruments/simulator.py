@@ -18,6 +18,8 @@ simulated thread it runs in:
   that a learner's timing written for a GPU runs in the simulator too.
 - :func:`launches_one_at_a_time` — a launch from a second host thread (a server's model
   thread, the ranks of a simulated ring) waits for the running one instead of failing.
+- :func:`blocks_wait_without_polling` — the launching thread sleeps until a block's threads
+  reach a barrier or end, instead of polling them and taking the GIL from them.
 - :func:`mend` — these mends, once, in the simulator tier (gpulab's kernels and the exercise
   checks call it when they are imported).
 """
@@ -222,15 +224,100 @@ def _let_stopped_threads_end(seconds: float = STOPPED_THREADS_WAIT_S) -> None:
 
 
 def mend() -> None:
-    """In the simulator tier, :func:`shared_arrays_made_once`, :func:`launches_one_at_a_time`
-    and :func:`events_as_on_a_gpu`; nothing on a GPU or in the ptx tier. Called when gpulab's
-    kernels and the exercise checks are imported; a second call changes nothing."""
+    """In the simulator tier, :func:`shared_arrays_made_once`, :func:`launches_one_at_a_time`,
+    :func:`events_as_on_a_gpu` and :func:`blocks_wait_without_polling`; nothing on a GPU or in
+    the ptx tier. Called when gpulab's kernels and the exercise checks are imported; a second
+    call changes nothing."""
     from gpulab import device
 
     if device.tier() == "sim":
         shared_arrays_made_once()
         launches_one_at_a_time()
         events_as_on_a_gpu()
+        blocks_wait_without_polling()
+
+
+# How long a block's launching thread waits for news from its threads before it looks at them
+# anyway: a safety net only (a thread signals when it reaches a barrier and when it ends).
+BLOCK_WAKE_S = 0.01
+
+
+def blocks_wait_without_polling() -> None:
+    """Make the simulator's launching thread sleep while a block's threads run.
+
+    Numba's ``BlockManager.run`` starts a block's threads, then loops over them until every one
+    has ended, releasing a barrier once every live thread waits at it. The loop never sleeps, so
+    it takes its share of the GIL from the threads it waits for: in a check's test file it was
+    half the process's time (``threading.Thread.is_alive``, 25 million calls in 150 s). Here each
+    thread signals its block when it reaches a barrier (it sets ``syncthreads_blocked``) and
+    when it ends, and the loop waits for that signal between looks (at most
+    :data:`BLOCK_WAKE_S`). What runs and in which rule is Numba's: a barrier is released when
+    every live thread of the block waits at it; a thread's exception stops the block and is
+    raised. A second call changes nothing; nothing changes outside the simulator."""
+    try:
+        from numba.cuda.simulator import kernel
+    except ImportError:  # not the simulator
+        return
+    if getattr(kernel.BlockManager.run, "waits", False):
+        return
+
+    def signal(thread) -> None:
+        changed = getattr(getattr(thread, "_manager", None), "gpulab_changed", None)
+        if changed is not None:
+            changed.set()
+
+    def set_blocked(thread, blocked: bool) -> None:
+        thread.gpulab_blocked = blocked
+        if blocked:
+            signal(thread)
+
+    thread_run = kernel.BlockThread.run
+
+    def run_and_signal(thread) -> None:
+        try:
+            thread_run(thread)
+        finally:
+            thread.gpulab_ended = True
+            signal(thread)
+
+    def run_block(self, grid_point, *args):
+        self.gpulab_changed = changed = threading.Event()
+        threads = []
+        for block_point in np.ndindex(*self._block_dim):
+            def target():
+                self._f(*args)
+
+            thread = kernel.BlockThread(target, self, grid_point, block_point, self._debug)
+            thread.start()
+            threads.append(thread)
+        live = list(threads)
+        while live:
+            changed.clear()  # a signal from here on wakes the wait below
+            for thread in live:
+                if thread.exception and not thread.syncthreads_blocked:
+                    for other in threads:  # as Numba does: stop the block, raise at once
+                        other.abort = True
+                        other.syncthreads_blocked = False
+                        other.syncthreads_event.set()
+                    raise thread.exception[0].with_traceback(thread.exception[1])
+            live = [t for t in live
+                    if not getattr(t, "gpulab_ended", False) and t.is_alive()]
+            if live and all(t.syncthreads_blocked for t in live):
+                for thread in live:
+                    thread.syncthreads_blocked = False
+                    thread.syncthreads_event.set()
+            elif live:
+                changed.wait(BLOCK_WAKE_S)
+        for thread in threads:
+            if thread.exception:
+                raise thread.exception[0].with_traceback(thread.exception[1])
+
+    kernel.BlockThread.syncthreads_blocked = property(
+        lambda thread: getattr(thread, "gpulab_blocked", False), set_blocked)
+    kernel.BlockThread.run = run_and_signal
+    run_block.waits = True
+    run_block.original = kernel.BlockManager.run  # what it replaced (for tests)
+    kernel.BlockManager.run = run_block
 
 
 def events_as_on_a_gpu() -> None:

@@ -254,3 +254,73 @@ def test_a_failed_launch_returns_once_its_threads_have_ended():
         with pytest.raises(IndexError):
             fail_in_thread_0[1, 2](np.zeros(2, np.float32), ended)
     assert ended == []
+
+
+@cuda.jit
+def busy_then_barrier(out, steps):
+    """Each thread adds 1 to its slot ``steps`` times, waits at a barrier, then thread 0 sums
+    the slots into out[0] (reads and writes out, one barrier)."""
+    t = cuda.threadIdx.x
+    for _ in range(steps):
+        out[t + 1] += 1
+    cuda.syncthreads()
+    if t == 0:
+        total = 0
+        for i in range(1, out.size):
+            total += out[i]
+        out[0] = total
+
+
+@cuda.jit
+def barrier_after_some_returned(out):
+    """Threads 0-3 return at once; the others meet at a barrier and write their slot."""
+    t = cuda.threadIdx.x
+    if t < 4:
+        return
+    cuda.syncthreads()
+    out[t] = 1
+
+
+@SIM_ONLY
+def test_a_block_runs_while_its_launching_thread_sleeps():
+    """The launching thread looks at a block's threads when one reaches a barrier or ends, not
+    in a loop: a launch of 8 threads doing 2,000 steps each looks a few dozen times. Numba's own
+    loop (the control) looks thousands of times."""
+    from numba.cuda.simulator import kernel
+
+    from gpulab.instruments.simulator import mend, patched
+
+    mend()
+    looks = []
+    counted = threading.Thread.is_alive
+
+    def is_alive(thread):
+        if isinstance(thread, kernel.BlockThread):
+            looks.append(1)
+        return counted(thread)
+
+    def launch() -> int:
+        looks.clear()
+        out = np.zeros(9, np.float32)
+        with patched({(threading.Thread, "is_alive"): is_alive}):
+            busy_then_barrier[1, 8](out, 2_000)
+        assert out[0] == 16_000 and (out[1:] == 2_000).all()
+        return len(looks)
+
+    assert launch() < 200
+    with patched({(kernel.BlockManager, "run"): kernel.BlockManager.run.original}):
+        assert launch() > 1_000
+
+
+@SIM_ONLY
+def test_a_barrier_waits_for_the_live_threads_only_and_errors_still_raise():
+    """As in Numba's loop: threads that returned do not hold a barrier up; a thread's exception
+    stops the launch, named by its thread."""
+    from gpulab.instruments.simulator import mend
+
+    mend()
+    out = np.zeros(10, np.float32)
+    barrier_after_some_returned[1, 10](out)
+    assert out.tolist() == [0] * 4 + [1] * 6
+    with pytest.raises(IndexError, match=r"tid=\[0, 0, 0\]"):
+        fail_in_thread_0[1, 2](np.zeros(2, np.float32), [])
