@@ -101,6 +101,11 @@ class BlocksAnswer:
                    for k in shifts)
 
 
+def _divided_in_float32(n: int, threads: int) -> int:
+    """n / threads rounded up, worked out in float32 (``np.ceil(np.float32(n) / threads)``)."""
+    return int(np.ceil(np.float32(n) / np.float32(threads)))
+
+
 def _whole_but(condition):
     return lambda a: a.whole and int(a.got) != a.expected and condition(a, int(a.got))
 
@@ -125,6 +130,13 @@ BLOCKS_MISTAKES = (
                        "threads_per_block it was given"),
             "divide by the threads_per_block the caller passes, not by a block size of your "
             "own: a launch may use any block size."),
+    Mistake("divided in float32, which rounds n above 2**24",
+            _whole_but(lambda a, got: got == _divided_in_float32(a.n, a.threads)),
+            lambda a: (f"{a.summary}: that is n / threads_per_block worked out in float32, where "
+                       f"{a.n:,} becomes {float(np.float32(a.n)):,.0f}"),
+            "float32 holds every whole number only up to 2**24 = 16,777,216; above that it "
+            "rounds n before the division, and the count of blocks comes out wrong. Integer "
+            "arithmetic on Python ints is exact at any size."),
     Mistake("rounded down (`n // threads_per_block`)",
             _whole_but(lambda a, got: got == a.n // a.threads and a.n % a.threads),
             lambda a: (f"{a.summary}: {a.got} blocks of {a.threads} threads are "

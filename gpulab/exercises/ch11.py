@@ -1005,8 +1005,13 @@ TIME_MISTAKES = (
                   "every one of the 2(N - 1) steps is a message and pays α, not just the first.",
                   "α paid once"),
     _time_formula(lambda S, N, a, b: 2 * (N - 1) / N * S / b,
-                  "the latency term is missing: each of the 2(N - 1) messages costs α on top.",
+                  "the latency term is missing, or far too small: each of the 2(N - 1) messages "
+                  "costs alpha_s seconds on top (it is in seconds already).",
                   "α not paid at all"),
+    _time_formula(lambda S, N, a, b: 2 * (N - 1) * a * 1e-6 + 2 * (N - 1) / N * S / b,
+                  "alpha_s is in seconds already (the α printed in µs is only its display): "
+                  "multiplying it by 1e-6 makes each message's latency a million times too "
+                  "small.", "α converted from µs a second time (× 1e-6)"),
     _time_formula(lambda S, N, a, b: 2 * (N - 1) * a + 2 * S / b,
                   "2·n/β is the limit for very many ranks; for N ranks it is 2(N - 1)/N · n/β.",
                   "2n/β without (N − 1)/N"),

@@ -624,6 +624,17 @@ def blocks_while_loop(n, threads_per_block):
     return blocks
 
 
+def blocks_in_float32(n, threads_per_block):
+    return int(np.ceil(np.float32(n) / threads_per_block))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_blocks_worked_out_in_float32_are_named(seed):
+    result = check_blocks_for(blocks_in_float32, seed=seed, show=False)
+    assert result.status == "failed", str(result)
+    assert "worked out in float32" in result.message and "2**24" in result.hint, str(result)
+
+
 @pytest.mark.parametrize("function", [blocks_len_of_range, blocks_while_loop])
 def test_blocks_for_accepts_more_right_answers(function):
     assert check_blocks_for(function, seed=3, show=False).passed

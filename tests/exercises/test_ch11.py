@@ -655,6 +655,19 @@ def test_allreduce_time(function, status, words):
     assert words in result.message + result.hint, (result.message, result.hint)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_alpha_converted_from_microseconds_again_is_named(seed):
+    """α × 1e-6 (alpha_s taken for µs): named as such where the α term still shows above the
+    check's 1e-9; where it does not, the hint for a missing α term says it may be too small."""
+    result = ch11.check_allreduce_time(
+        lambda S, N, a, b: 2 * (N - 1) * a * 1e-6 + 2 * (N - 1) / N * S / b, seed=seed,
+        show=False)
+    assert result.status == FAILED
+    assert "too small" in result.hint and "in seconds already" in result.hint, result.hint
+    if seed in (1, 2, 3):
+        assert "1e-6" in result.hint, result.hint
+
+
 def ring_time_step_by_step(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
     total = 0.0
     for _phase in ("reduce-scatter", "all-gather"):
