@@ -34,7 +34,7 @@ SIMULATOR_VARIABLE = "NUMBA_ENABLE_CUDASIM"
 # polls them without sleeping and took half the time). Measured on 2 cores (x86-64, CPython
 # 3.11, numba-cuda 0.30), `pytest tests/exercises/test_ch03.py` (93 tests, barrier-heavy tiled
 # kernels), one process: with Numba's polling loop 100 s at 5 ms, 60 s at 1 ms, 153 s at 0.2 ms;
-# with the waiting loop (threads not yet kept) 50 s at 5 ms, 45 s at 1 ms, 73 s at 0.2 ms.
+# with the waiting loop 50 s at 5 ms, 45 s at 1 ms, 73 s at 0.2 ms.
 SIMULATOR_SWITCH_INTERVAL_S = 1e-3
 
 # CUdevice_attribute values from cuda.h (stable since CUDA 3.x).

@@ -19,16 +19,13 @@ simulated thread it runs in:
 - :func:`launches_one_at_a_time` — a launch from a second host thread (a server's model
   thread, the ranks of a simulated ring) waits for the running one instead of failing.
 - :func:`blocks_wait_without_polling` — the launching thread sleeps until a block's threads
-  reach a barrier or end, instead of polling them and taking the GIL from them, and the
-  threads are kept for the next block; :func:`busy_simulated_threads` lists those still
-  running kernel code.
+  reach a barrier or end, instead of polling them and taking the GIL from them.
 - :func:`mend` — these mends, once, in the simulator tier (gpulab's kernels and the exercise
   checks call it when they are imported).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import threading
@@ -212,7 +209,7 @@ STOPPED_THREADS_WAIT_S = 1.0
 
 
 def _let_stopped_threads_end(seconds: float = STOPPED_THREADS_WAIT_S) -> None:
-    """Wait up to ``seconds`` for the simulated threads still running kernel code to end.
+    """Wait up to ``seconds`` for the simulated threads still alive to end.
 
     The simulator raises a block's first exception at once and tells the block's other threads
     to stop at their next barrier, without waiting for them. Until they get there they run on,
@@ -221,12 +218,8 @@ def _let_stopped_threads_end(seconds: float = STOPPED_THREADS_WAIT_S) -> None:
     to write into. A thread that loops without a barrier is left to :func:`~gpulab.
     instruments.limits.limited`, after ``seconds``."""
     deadline = time.monotonic() + seconds
-    for thread in busy_simulated_threads():
-        if thread is threading.current_thread():
-            continue
-        if hasattr(thread, "gpulab_idle"):  # a pooled thread: back in its pool
-            thread.gpulab_idle.wait(max(0.0, deadline - time.monotonic()))
-        else:
+    for thread in threading.enumerate():
+        if hasattr(thread, "syncthreads_event") and thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
@@ -249,175 +242,66 @@ def mend() -> None:
 BLOCK_WAKE_S = 0.01
 
 
-def _signal(thread) -> None:
-    """Wake the launching thread of ``thread``'s block (see :func:`blocks_wait_without_polling`)."""
-    changed = getattr(getattr(thread, "_manager", None), "gpulab_changed", None)
-    if changed is not None:
-        changed.set()
-
-
-def _set_blocked(thread, blocked: bool) -> None:
-    thread.gpulab_blocked = blocked
-    if blocked:
-        _signal(thread)
-
-
-class _ThreadPool:
-    """Simulated CUDA threads kept between blocks and launches (:func:`_pooled_thread_class`).
-    Starting an OS thread is most of a simple launch's cost: on 2 cores (x86-64, CPython 3.11)
-    4,096 ``threading.Thread`` started and joined took 0.74 s, and a launch of 4,096 threads of
-    ``out[i] = x[i] + 1`` took 1.1-1.2 s with a new thread for each, 0.7-1.1 s with kept ones
-    (two runs each)."""
-
-    def __init__(self, make):
-        self.make, self.idle, self.lock = make, [], threading.Lock()
-
-    def take(self):
-        with self.lock:
-            while self.idle:
-                thread = self.idle.pop()
-                if thread.is_alive():
-                    return thread
-        thread = self.make(self)
-        thread.start()
-        return thread
-
-    def give_back(self, thread) -> None:
-        with self.lock:
-            thread.gpulab_idle.set()
-            if thread not in self.idle:
-                self.idle.append(thread)
-
-    def forget(self) -> None:
-        """In a child made by fork: the parent's threads are not there."""
-        self.idle, self.lock = [], threading.Lock()
-
-
-def _pooled_thread_class(kernel):
-    """Numba's ``BlockThread`` made to run one CUDA thread after another: ``assign`` sets
-    what Numba's ``__init__`` sets for one thread of one block, then the OS thread, already
-    running, runs it; when it ends the thread goes back to its pool. While idle it counts as
-    waiting at a barrier, so no limit stops it (:func:`~gpulab.instruments.limits.limited`)."""
-
-    class PooledBlockThread(kernel.BlockThread):
-        def __init__(self, pool: _ThreadPool):
-            threading.Thread.__init__(self, daemon=True)
-            self.syncthreads_event, self._go = threading.Event(), threading.Event()
-            self._began = threading.Event()
-            self.gpulab_idle = threading.Event()
-            self.gpulab_blocked, self.gpulab_ended = True, True
-            self._pool, self._manager, self.debug = pool, None, False
-            self.exception, self.abort = None, False
-            self.blockIdx = self.threadIdx = kernel.Dim3(0, 0, 0)
-            self.thread_id = 0
-
-        def assign(self, target, manager, block_point, thread_point, debug: bool) -> None:
-            for name in [n for n in vars(self) if n in ("gpulab_accesses", "gpulab_barriers")]:
-                delattr(self, name)  # a limit's counts belong to one CUDA thread
-            self._manager, self.debug = manager, debug
-            self.blockIdx, self.threadIdx = kernel.Dim3(*block_point), kernel.Dim3(*thread_point)
-            block = kernel.Dim3(*manager._block_dim)
-            self.thread_id = self.threadIdx.x + block.x * (
-                self.threadIdx.y + block.y * self.threadIdx.z)
-            self.exception, self.abort = None, False
-            self.syncthreads_event.clear()
-            self.gpulab_idle.clear()
-            self.gpulab_ended, self.gpulab_blocked = False, False
-            self._target, self._args, self._kwargs = target, (), {}
-            self._began.clear()
-            self._go.set()
-            while not self._began.wait(1.0):  # as Thread.start does: threads begin in order
-                if not self.is_alive():
-                    raise RuntimeError(f"simulated thread {self.name} ended while idle")
-
-        def run(self) -> None:
-            while True:
-                try:
-                    self._go.wait()
-                    self._go.clear()
-                except BaseException:  # a stop that reached the thread while idle
-                    continue
-                try:
-                    self._began.set()
-                    if self.debug:
-                        np.seterr(divide="raise")
-                    if not self.abort:  # its block has not failed before it began
-                        kernel.BlockThread.run(self)  # Numba's: the exception kept, named
-                except BaseException as error:  # a stop that came just before or after
-                    if self.exception is None:
-                        self.exception = (error, error.__traceback__)
-                finally:
-                    self._finish()
-
-        def _finish(self) -> None:
-            while True:  # a stop may arrive here too: the bookkeeping is done whatever comes
-                try:
-                    self.gpulab_blocked = True
-                    self.gpulab_ended = True
-                    _signal(self)
-                    self._pool.give_back(self)
-                    return
-                except BaseException:
-                    continue
-
-    return PooledBlockThread
-
-
-_POOL: _ThreadPool | None = None
-
-
-def busy_simulated_threads() -> list[threading.Thread]:
-    """The simulated CUDA threads still running a kernel's code (a pooled thread waiting for
-    its next CUDA thread is not)."""
-    return [t for t in threading.enumerate() if hasattr(t, "syncthreads_event") and t.is_alive()
-            and not (hasattr(t, "gpulab_idle") and t.gpulab_idle.is_set())]
-
-
 def blocks_wait_without_polling() -> None:
-    """Make the simulator's launching thread sleep while a block's threads run, and keep the
-    threads for the next block.
+    """Make the simulator's launching thread sleep while a block's threads run.
 
-    Numba's ``BlockManager.run`` starts an OS thread per CUDA thread, then loops over them until
-    every one has ended, releasing a barrier once every live thread waits at it. The loop never
-    sleeps, so it takes its share of the GIL from the threads it waits for: in a check's test
-    file it was half the process's time (``threading.Thread.is_alive``, 25 million calls in
-    150 s). Here each thread signals its block when it reaches a barrier (it sets
-    ``syncthreads_blocked``) and when it ends, and the loop waits for that signal between looks
-    (at most :data:`BLOCK_WAKE_S`); the threads come from a pool (:class:`_ThreadPool`). What
-    runs and in which rule is Numba's: a barrier is released when every live thread of the
-    block waits at it; a thread's exception stops the block and is raised. A second call
-    changes nothing; nothing changes outside the simulator."""
-    global _POOL
+    Numba's ``BlockManager.run`` starts a block's threads, then loops over them until every one
+    has ended, releasing a barrier once every live thread waits at it. The loop never sleeps, so
+    it takes its share of the GIL from the threads it waits for: in a check's test file it was
+    half the process's time (``threading.Thread.is_alive``, 25 million calls in 150 s). Here each
+    thread signals its block when it reaches a barrier (it sets ``syncthreads_blocked``) and
+    when it ends, and the loop waits for that signal between looks (at most
+    :data:`BLOCK_WAKE_S`). What runs and in which rule is Numba's: a barrier is released when
+    every live thread of the block waits at it; a thread's exception stops the block and is
+    raised. A second call changes nothing; nothing changes outside the simulator."""
     try:
         from numba.cuda.simulator import kernel
     except ImportError:  # not the simulator
         return
     if getattr(kernel.BlockManager.run, "waits", False):
         return
-    _POOL = pool = _ThreadPool(_pooled_thread_class(kernel))
-    os.register_at_fork(after_in_child=pool.forget)
+
+    def signal(thread) -> None:
+        changed = getattr(getattr(thread, "_manager", None), "gpulab_changed", None)
+        if changed is not None:
+            changed.set()
+
+    def set_blocked(thread, blocked: bool) -> None:
+        thread.gpulab_blocked = blocked
+        if blocked:
+            signal(thread)
+
+    thread_run = kernel.BlockThread.run
+
+    def run_and_signal(thread) -> None:
+        try:
+            thread_run(thread)
+        finally:
+            thread.gpulab_ended = True
+            signal(thread)
 
     def run_block(self, grid_point, *args):
         self.gpulab_changed = changed = threading.Event()
+        threads = []
+        for block_point in np.ndindex(*self._block_dim):
+            def target():
+                self._f(*args)
 
-        def target():
-            self._f(*args)
-
-        points = list(np.ndindex(*self._block_dim))
-        threads = [pool.take() for _ in points]  # all first: a thread is one CUDA thread a block
-        for thread, block_point in zip(threads, points, strict=True):
-            thread.assign(target, self, grid_point, block_point, self._debug)
+            thread = kernel.BlockThread(target, self, grid_point, block_point, self._debug)
+            thread.start()
+            threads.append(thread)
         live = list(threads)
         while live:
             changed.clear()  # a signal from here on wakes the wait below
             for thread in live:
-                if thread.exception and (thread.gpulab_ended or not thread.syncthreads_blocked):
+                if thread.exception and not thread.syncthreads_blocked:
                     for other in threads:  # as Numba does: stop the block, raise at once
                         other.abort = True
                         other.syncthreads_blocked = False
                         other.syncthreads_event.set()
                     raise thread.exception[0].with_traceback(thread.exception[1])
-            live = [t for t in live if not t.gpulab_ended and t.is_alive()]
+            live = [t for t in live
+                    if not getattr(t, "gpulab_ended", False) and t.is_alive()]
             if live and all(t.syncthreads_blocked for t in live):
                 for thread in live:
                     thread.syncthreads_blocked = False
@@ -425,12 +309,12 @@ def blocks_wait_without_polling() -> None:
             elif live:
                 changed.wait(BLOCK_WAKE_S)
         for thread in threads:
-            thread.gpulab_idle.wait(BLOCK_WAKE_S)  # back in the pool for the next block
             if thread.exception:
                 raise thread.exception[0].with_traceback(thread.exception[1])
 
     kernel.BlockThread.syncthreads_blocked = property(
-        lambda thread: getattr(thread, "gpulab_blocked", False), _set_blocked)
+        lambda thread: getattr(thread, "gpulab_blocked", False), set_blocked)
+    kernel.BlockThread.run = run_and_signal
     run_block.waits = True
     run_block.original = kernel.BlockManager.run  # what it replaced (for tests)
     kernel.BlockManager.run = run_block

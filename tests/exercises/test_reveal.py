@@ -12,7 +12,6 @@ from numba import cuda
 from gpulab import device
 from gpulab.exercises import ch01, results
 from gpulab.exercises.reveal import compare_yours, full_traceback, short_failure, try_it
-from gpulab.instruments.simulator import busy_simulated_threads
 
 
 def notebook_cell(source: str, name: str = "/tmp/ipykernel_4242/1234.py") -> dict:
@@ -113,6 +112,7 @@ def test_short_failure_cuts_a_long_message():
 
 @pytest.mark.skipif(device.tier() != "sim", reason="the time limit is the simulator's")
 def test_try_it_stops_a_kernel_that_never_finishes(capsys):
+    import threading
     import time
 
     cell = notebook_cell(
@@ -128,4 +128,5 @@ def test_try_it_stops_a_kernel_that_never_finishes(capsys):
     out = capsys.readouterr().out
     assert out.startswith("Your code stopped with KernelDidNotFinishError"), out
     assert "time limit" in out and "never ends" in out
-    assert not busy_simulated_threads()  # no simulated thread spins on in the background
+    assert not [t for t in threading.enumerate() if hasattr(t, "syncthreads_event")
+                and t.is_alive()]  # no simulated thread spins on in the background

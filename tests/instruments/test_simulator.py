@@ -2,7 +2,6 @@
 none outside a kernel."""
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -227,15 +226,13 @@ def test_a_second_host_threads_launch_waits_for_the_running_one():
 
 @cuda.jit
 def fail_in_thread_0(out, ended):
-    """Thread 0 indexes past the end after 0.1 s; thread 1, begun by then, takes 0.3 s, then
-    says it ended."""
-    import time
-
+    """Thread 0 indexes past the end at once; thread 1 takes a while, then says it ended."""
     t = cuda.threadIdx.x
     if t == 0:
-        time.sleep(0.1)
         out[5] = 1
     else:
+        import time
+
         time.sleep(0.3)
         ended.append(t)
 
@@ -257,8 +254,6 @@ def test_a_failed_launch_returns_once_its_threads_have_ended():
         with pytest.raises(IndexError):
             fail_in_thread_0[1, 2](np.zeros(2, np.float32), ended)
     assert ended == []
-    time.sleep(0.5)
-    assert ended == [1]  # it ran on after the launch had returned
 
 
 @cuda.jit
@@ -329,32 +324,3 @@ def test_a_barrier_waits_for_the_live_threads_only_and_errors_still_raise():
     assert out.tolist() == [0] * 4 + [1] * 6
     with pytest.raises(IndexError, match=r"tid=\[0, 0, 0\]"):
         fail_in_thread_0[1, 2](np.zeros(2, np.float32), [])
-
-
-@cuda.jit
-def copy_one_past_the_end(x, out):
-    """A grid-stride copy whose loop runs to x.shape[0] inclusive: one thread reads x[n]."""
-    for i in range(cuda.grid(1), x.shape[0] + 1, cuda.gridsize(1)):
-        out[i] = x[i]
-
-
-@SIM_ONLY
-def test_kept_threads_serve_every_launch_and_lose_no_error():
-    """A block's threads are kept for the next block and launch (the pool stays one block's
-    size), and each CUDA thread has a thread of its own: the one thread that fails, in the
-    second block, is named every time (when a kept thread ran two CUDA threads of one block,
-    its second run wiped the first one's error and the launch passed)."""
-    from gpulab.instruments import simulator
-
-    simulator.mend()
-
-    def kept() -> int:
-        return len([t for t in threading.enumerate() if hasattr(t, "gpulab_idle")])
-
-    before = kept()
-    x = np.arange(590, dtype=np.float32)
-    for _ in range(6):
-        with pytest.raises(IndexError, match=r"tid=\[14, 0, 0\] ctaid=\[1, 0, 0\]"):
-            copy_one_past_the_end[2, 64](x, np.zeros_like(x))
-    assert not simulator.busy_simulated_threads()
-    assert 64 <= kept() <= max(before, 64), (before, kept())
