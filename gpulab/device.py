@@ -28,13 +28,13 @@ from importlib import metadata
 TIERS = ("gpu", "sim", "ptx")  # ptx: compile-only, real CUDA target, no device needed
 OVERRIDE_VARIABLE = "GPULAB_DEVICE"
 SIMULATOR_VARIABLE = "NUMBA_ENABLE_CUDASIM"
-# CPython's thread switch interval in the sim tier (its default is 5 ms). Numba's simulator runs
-# a block's threads as Python threads, which take turns holding the GIL; the launching thread
-# waits for them (gpulab.instruments.simulator.blocks_wait_without_polling: Numba's own loop
-# polls them without sleeping and took half the time). Measured on 2 cores (x86-64, CPython
-# 3.11, numba-cuda 0.30), `pytest tests/exercises/test_ch03.py` (93 tests, barrier-heavy tiled
-# kernels), one process: with Numba's polling loop 100 s at 5 ms, 60 s at 1 ms, 153 s at 0.2 ms;
-# with the waiting loop 50 s at 5 ms, 45 s at 1 ms, 73 s at 0.2 ms.
+# CPython's thread switch interval in the sim tier (its default is 5 ms). A block's CUDA threads
+# run as greenlets in the launching thread (gpulab.instruments.simulator.blocks_as_greenlets), so
+# the interval no longer paces a kernel's own threads; it paces the host threads that share a
+# process with a launch (chapter 11's simulated ranks, chapter 12's server and load test).
+# Measured before greenlets, when every CUDA thread was a Python thread, on 2 cores (x86-64,
+# CPython 3.11, numba-cuda 0.30), `pytest tests/exercises/test_ch03.py`, one process: 50 s at
+# 5 ms, 45 s at 1 ms, 73 s at 0.2 ms.
 SIMULATOR_SWITCH_INTERVAL_S = 1e-3
 
 # CUdevice_attribute values from cuda.h (stable since CUDA 3.x).

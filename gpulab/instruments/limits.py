@@ -8,13 +8,17 @@ The instrumented arrays count their accesses here (:func:`count_access`); within
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from gpulab.instruments.simulator import patched, running_thread
+from gpulab.instruments.simulator import (
+    blocks_as_greenlets,
+    patched,
+    raise_in_running_blocks,
+    running_thread,
+)
 
 
 class KernelDidNotFinishError(RuntimeError):
@@ -36,9 +40,8 @@ class Limits:
 
 
 _LIMITS: Limits | None = None
-# Held while stopping threads and while a limit ends: a watchdog still raising into a stale list
-# of threads would otherwise reach the next launch's new threads (thread ids are reused), and a
-# thread stopped before its run() starts dies silently, its work missing from a later result.
+# Held while stopping threads and while a limit ends, so that a watchdog that fires as its
+# limit ends does not stop a launch made after it.
 _STOPPING = threading.RLock()
 
 
@@ -86,19 +89,17 @@ def access_budget(*arrays, factor: int = 16, minimum: int = 2_000) -> int:
 
 
 def _stop_running_threads(limits: Limits, timed_out: bool = True) -> None:
-    """Raise KernelDidNotFinishError in every simulated thread still running code: the watchdog
-    (``timed_out``), and the clean-up after a budget stopped one thread, so that its
-    neighbours do not loop on in the background."""
+    """Mark ``limits`` tripped (every simulated thread then stops at its next access or
+    barrier) and, for the watchdog (``timed_out``), raise KernelDidNotFinishError in the host
+    threads running a simulated block now: the CUDA thread running there (a greenlet,
+    :func:`~gpulab.instruments.simulator.blocks_as_greenlets`) stops, and its block with it."""
     with _STOPPING:
         if not limits.active:
             return
         limits.timed_out = limits.timed_out or timed_out
         limits.tripped = True
-        for thread in threading.enumerate():
-            if (hasattr(thread, "syncthreads_event") and thread.is_alive()
-                    and not getattr(thread, "syncthreads_blocked", False)):
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                    ctypes.c_ulong(thread.ident), ctypes.py_object(KernelDidNotFinishError))
+        if timed_out:
+            raise_in_running_blocks(KernelDidNotFinishError)
 
 
 @contextmanager
@@ -125,6 +126,7 @@ def limited(accesses_per_thread: int | None = None, barriers_per_thread: int | N
     except ImportError:  # not the simulator: nothing to limit here
         yield limits
         return
+    blocks_as_greenlets()  # the watchdog stops the CUDA thread running in a launching thread
     previous = _LIMITS
     # Within an outer limit, count on its originals: an access is counted once, by this one.
     def uncounted(method):

@@ -1,9 +1,10 @@
 """Numba's CUDA simulator as the instruments see it: which simulated thread is running, and
 patching the simulator's classes for the length of a block.
 
-Numba's CUDA simulator runs every thread of a kernel as a Python thread, so code called from a
-kernel (an instrumented array's ``__getitem__``, a patched ``syncthreads``) can ask which
-simulated thread it runs in:
+Numba's CUDA simulator runs every thread of a kernel as a Python thread (as a greenlet once
+:func:`mend` has run: :func:`blocks_as_greenlets`), so code called from a kernel (an
+instrumented array's ``__getitem__``, a patched ``syncthreads``) can ask which simulated thread
+it runs in:
 
 - :func:`simulated_thread` — ``(block, thread)`` of the simulated thread running now: the
   block's linear index in the grid and the thread's linear index in its block, computed the way
@@ -18,21 +19,26 @@ simulated thread it runs in:
   that a learner's timing written for a GPU runs in the simulator too.
 - :func:`launches_one_at_a_time` — a launch from a second host thread (a server's model
   thread, the ranks of a simulated ring) waits for the running one instead of failing.
-- :func:`blocks_wait_without_polling` — the launching thread sleeps until a block's threads
-  reach a barrier or end, instead of polling them and taking the GIL from them.
+- :func:`blocks_as_greenlets` — a block's CUDA threads run as greenlets, in turn, in the thread
+  that launched it, instead of as one OS thread each; :func:`current_thread` is the one
+  running.
 - :func:`mend` — these mends, once, in the simulator tier (gpulab's kernels and the exercise
   checks call it when they are imported).
 """
 
 from __future__ import annotations
 
+import ctypes
+import random
 import re
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import greenlet
 import numpy as np
 
 
@@ -58,7 +64,7 @@ def simulated_thread() -> tuple[int, int] | None:
     index of ``cuda.threadIdx`` in the block (``x + blockDim.x * (y + blockDim.y * z)``), so
     threads ``32 w .. 32 w + 31`` of a block form its warp ``w`` in 1-D, 2-D and 3-D launches.
     """
-    current = threading.current_thread()
+    current = current_thread()
     block, thread = dim3(getattr(current, "blockIdx", None)), dim3(
         getattr(current, "threadIdx", None))
     if block is None or thread is None:
@@ -77,7 +83,7 @@ def simulated_thread() -> tuple[int, int] | None:
 
 def running_thread():
     """The simulator's thread object running now, or None outside a simulated kernel."""
-    current = threading.current_thread()
+    current = current_thread()
     return current if hasattr(current, "threadIdx") and hasattr(current, "blockIdx") else None
 
 
@@ -179,9 +185,8 @@ def launches_one_at_a_time() -> None:
     simulated kernel not supported"): a launch made while another runs is taken for a device
     function called from inside it, and fails in the caller's thread (``AttributeError``). On a
     GPU, launches from two host threads queue on the device. Calls made by simulated threads
-    (device functions) pass straight through. A launch that fails returns once the threads it
-    started have ended (:func:`_let_stopped_threads_end`). A second call changes nothing;
-    nothing changes outside the simulator."""
+    (device functions) pass straight through. A second call changes nothing; nothing changes
+    outside the simulator."""
     try:
         from numba.cuda.simulator.kernel import FakeCUDAKernel
     except ImportError:  # not the simulator
@@ -194,38 +199,16 @@ def launches_one_at_a_time() -> None:
         if self._device or running_thread() is not None:  # a device function, in a kernel
             return launch(self, *args)
         with _LAUNCH:
-            try:
-                return launch(self, *args)
-            except BaseException:
-                _let_stopped_threads_end()
-                raise
+            return launch(self, *args)
 
     launch_in_turn.one_at_a_time = True
     launch_in_turn.original = launch  # what it replaced (for tests)
     FakeCUDAKernel.__call__ = launch_in_turn
 
 
-STOPPED_THREADS_WAIT_S = 1.0
-
-
-def _let_stopped_threads_end(seconds: float = STOPPED_THREADS_WAIT_S) -> None:
-    """Wait up to ``seconds`` for the simulated threads still alive to end.
-
-    The simulator raises a block's first exception at once and tells the block's other threads
-    to stop at their next barrier, without waiting for them. Until they get there they run on,
-    and once the next launch of a kernel of the same module has begun they run inside it: their
-    ``cuda`` is then that launch's, and a ``cuda.shared.array`` line gives them its shared array
-    to write into. A thread that loops without a barrier is left to :func:`~gpulab.
-    instruments.limits.limited`, after ``seconds``."""
-    deadline = time.monotonic() + seconds
-    for thread in threading.enumerate():
-        if hasattr(thread, "syncthreads_event") and thread is not threading.current_thread():
-            thread.join(max(0.0, deadline - time.monotonic()))
-
-
 def mend() -> None:
     """In the simulator tier, :func:`shared_arrays_made_once`, :func:`launches_one_at_a_time`,
-    :func:`events_as_on_a_gpu` and :func:`blocks_wait_without_polling`; nothing on a GPU or in
+    :func:`events_as_on_a_gpu` and :func:`blocks_as_greenlets`; nothing on a GPU or in
     the ptx tier. Called when gpulab's kernels and the exercise checks are imported; a second
     call changes nothing."""
     from gpulab import device
@@ -234,90 +217,154 @@ def mend() -> None:
         shared_arrays_made_once()
         launches_one_at_a_time()
         events_as_on_a_gpu()
-        blocks_wait_without_polling()
+        blocks_as_greenlets()
 
 
-# How long a block's launching thread waits for news from its threads before it looks at them
-# anyway: a safety net only (a thread signals when it reaches a barrier and when it ends).
-BLOCK_WAKE_S = 0.01
+# Seeds the order of a block's phases: phase p of block b runs in the order of seed
+# b * PHASES_PER_BLOCK + p (blocks_as_greenlets).
+PHASES_PER_BLOCK = 1 << 20
+
+# The host threads running a simulated block now (their ``threading.get_ident()``; a block's
+# CUDA threads run as greenlets inside the thread that launched it, blocks_as_greenlets), and
+# the lock held while one is added or removed or an exception is raised into them: an
+# exception raised into a thread in the set reaches it before it has left its block.
+_RUNNING_BLOCKS: set[int] = set()
+_RUNNING_BLOCKS_LOCK = threading.Lock()
 
 
-def blocks_wait_without_polling() -> None:
-    """Make the simulator's launching thread sleep while a block's threads run.
+def raise_in_running_blocks(exception: type[BaseException]) -> int:
+    """Raise ``exception`` in every host thread running a simulated block now (in the CUDA
+    thread running there, which Numba names in its message, or else in the block's loop), as a
+    watchdog stops a kernel that never ends (:func:`gpulab.instruments.limits.limited`).
+    Returns how many threads it reached."""
+    with _RUNNING_BLOCKS_LOCK:
+        for ident in _RUNNING_BLOCKS:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident),
+                                                       ctypes.py_object(exception))
+        return len(_RUNNING_BLOCKS)
 
-    Numba's ``BlockManager.run`` starts a block's threads, then loops over them until every one
-    has ended, releasing a barrier once every live thread waits at it. The loop never sleeps, so
-    it takes its share of the GIL from the threads it waits for: in a check's test file it was
-    half the process's time (``threading.Thread.is_alive``, 25 million calls in 150 s). Here each
-    thread signals its block when it reaches a barrier (it sets ``syncthreads_blocked``) and
-    when it ends, and the loop waits for that signal between looks (at most
-    :data:`BLOCK_WAKE_S`). What runs and in which rule is Numba's: a barrier is released when
-    every live thread of the block waits at it; a thread's exception stops the block and is
-    raised. A second call changes nothing; nothing changes outside the simulator."""
+
+def blocks_as_greenlets() -> None:
+    """Run each simulated CUDA thread as a greenlet in the launching thread, not as an OS thread.
+
+    Numba's ``BlockManager.run`` starts an OS thread for every CUDA thread of a block, then
+    loops until each has ended, releasing a barrier once every live thread waits at it. Starting
+    the threads was most of a small launch's time (4,096 ``threading.Thread`` started and
+    joined: 0.74 s of a 1.1 s launch of 4,096 ``out[i] = x[i] + 1`` threads), and each barrier
+    is a round of GIL hand-offs. Here each CUDA thread is a greenlet (the ``greenlet`` package:
+    a function that can pause and be resumed, in one OS thread): the block's threads run in
+    turn, each until it reaches a barrier or ends; when every live thread waits at the barrier
+    they all go on, in turn again. Numba's rules are kept: threads that returned do not hold a
+    barrier up; a thread's exception (named ``tid=[..] ctaid=[..]`` by Numba's ``BlockThread``)
+    stops the block, the threads waiting at a barrier end there, and the launch raises it.
+    Between two barriers the threads run in a shuffled order, seeded by the block and the phase
+    (so the same in every run): any order is one a GPU may take, and a race between two threads
+    of a phase (one reads a slot the other writes) shows whichever of the two a fixed order
+    would run first. A thread is never interrupted between barriers, so a race inside one
+    statement (two threads' ``out[0] += v``) does not lose updates here: the checks find those
+    from a trace of the writes and from the source. ``cuda.threadIdx`` and the other
+    per-thread reads find the running CUDA thread through :func:`current_thread`. A second
+    call changes nothing; nothing changes outside the simulator."""
     try:
-        from numba.cuda.simulator import kernel
+        from numba.cuda.simulator import kernel, kernelapi
     except ImportError:  # not the simulator
         return
-    if getattr(kernel.BlockManager.run, "waits", False):
+    if getattr(kernel.BlockManager.run, "greenlets", False):
         return
 
-    def signal(thread) -> None:
-        changed = getattr(getattr(thread, "_manager", None), "gpulab_changed", None)
-        if changed is not None:
-            changed.set()
+    class RunsItsTarget(threading.Thread):
+        def run(self) -> None:  # what Numba's BlockThread.run calls: the CUDA thread's code
+            self.gpulab_target()
 
-    def set_blocked(thread, blocked: bool) -> None:
-        thread.gpulab_blocked = blocked
-        if blocked:
-            signal(thread)
+    class GreenletThread(kernel.BlockThread, RunsItsTarget):
+        """Numba's ``BlockThread`` (its ``tid=[..] ctaid=[..]`` error messages, its
+        ``syncthreads_count`` and friends) run by a greenlet: made without an OS thread's
+        locks and events, and waiting at a barrier by handing control back to its block."""
 
-    thread_run = kernel.BlockThread.run
+        def __init__(self, f, manager, block_index, thread_index, debug, thread_id):
+            if debug:  # as Numba's BlockThread: division by zero raises in debug mode
+                def target():
+                    np.seterr(divide="raise")
+                    f()
+            else:
+                target = f
+            self.gpulab_target = target
+            self.gpulab_greenlet = greenlet.greenlet(self.run)
+            self.gpulab_greenlet.gpulab_thread = self
+            self._manager = manager
+            self.blockIdx = kernelapi.Dim3(*block_index)
+            self.threadIdx = kernelapi.Dim3(*thread_index)
+            self.syncthreads_blocked = self.abort = False
+            self.exception = None
+            self.debug = debug
+            self.thread_id = thread_id  # the linear index in the block, as CUDA numbers it
 
-    def run_and_signal(thread) -> None:
-        try:
-            thread_run(thread)
-        finally:
-            thread.gpulab_ended = True
-            signal(thread)
+        def syncthreads(self) -> None:
+            if self.abort:
+                raise RuntimeError("abort flag set on syncthreads call")  # Numba's words
+            self.syncthreads_blocked = True
+            self.gpulab_greenlet.parent.switch()  # back to the block until the barrier opens
+            if self.abort:
+                raise RuntimeError("abort flag set on syncthreads clear")
+
+        __repr__ = kernel.BlockThread.__str__
 
     def run_block(self, grid_point, *args):
-        self.gpulab_changed = changed = threading.Event()
-        threads = []
-        for block_point in np.ndindex(*self._block_dim):
-            def target():
-                self._f(*args)
+        def target():
+            self._f(*args)
 
-            thread = kernel.BlockThread(target, self, grid_point, block_point, self._debug)
-            thread.start()
-            threads.append(thread)
-        live = list(threads)
-        while live:
-            changed.clear()  # a signal from here on wakes the wait below
-            for thread in live:
-                if thread.exception and not thread.syncthreads_blocked:
-                    for other in threads:  # as Numba does: stop the block, raise at once
-                        other.abort = True
-                        other.syncthreads_blocked = False
-                        other.syncthreads_event.set()
-                    raise thread.exception[0].with_traceback(thread.exception[1])
-            live = [t for t in live
-                    if not getattr(t, "gpulab_ended", False) and t.is_alive()]
-            if live and all(t.syncthreads_blocked for t in live):
+        extent = dim3(self._block_dim)
+        threads = [GreenletThread(target, self, grid_point, point, self._debug,
+                                  linear_index(dim3(point), extent))
+                   for point in np.ndindex(*self._block_dim)]
+        ident = threading.get_ident()
+        with _RUNNING_BLOCKS_LOCK:
+            _RUNNING_BLOCKS.add(ident)
+        block = linear_index(dim3(grid_point), dim3(self._grid_dim))
+        try:
+            live, phase = threads, 0
+            while live:
+                # Threads 0, 1, 2, ... in turn would hide every race between a thread and a
+                # later one (a read of a slot that a later thread writes before the same
+                # barrier): each phase runs in its own order, the same in every run.
+                random.Random(block * PHASES_PER_BLOCK + phase).shuffle(live)
                 for thread in live:
+                    thread.gpulab_greenlet.switch()  # until it waits at a barrier or ends
+                    if thread.exception:
+                        raise thread.exception[0].with_traceback(thread.exception[1])
+                live = [t for t in live if not t.gpulab_greenlet.dead]
+                phase += 1
+                for thread in live:  # every live thread waits at the barrier: it opens
                     thread.syncthreads_blocked = False
-                    thread.syncthreads_event.set()
-            elif live:
-                changed.wait(BLOCK_WAKE_S)
-        for thread in threads:
-            if thread.exception:
-                raise thread.exception[0].with_traceback(thread.exception[1])
+        finally:
+            for thread in threads:  # a stopped block: those paused at a barrier end there
+                thread.abort = True
+                if thread.gpulab_greenlet:  # started, not ended
+                    thread.gpulab_greenlet.switch()
+            with _RUNNING_BLOCKS_LOCK:
+                _RUNNING_BLOCKS.discard(ident)
 
-    kernel.BlockThread.syncthreads_blocked = property(
-        lambda thread: getattr(thread, "gpulab_blocked", False), set_blocked)
-    kernel.BlockThread.run = run_and_signal
-    run_block.waits = True
+    kernelapi.threading = _threading_seen_by_kernels()
+    run_block.greenlets = True
     run_block.original = kernel.BlockManager.run  # what it replaced (for tests)
     kernel.BlockManager.run = run_block
+
+
+def current_thread():
+    """The simulated CUDA thread (Numba's ``BlockThread``) running now, or else
+    ``threading.current_thread()``: what the simulator's ``threading.current_thread()`` means
+    once CUDA threads are greenlets (:func:`blocks_as_greenlets`)."""
+    simulated = getattr(greenlet.getcurrent(), "gpulab_thread", None)
+    return simulated if simulated is not None else threading.current_thread()
+
+
+def _threading_seen_by_kernels() -> types.ModuleType:
+    """``threading`` as the simulator's ``kernelapi`` sees it: its own but for
+    :func:`current_thread`."""
+    seen = types.ModuleType("threading")
+    seen.__getattr__ = lambda name: getattr(threading, name)
+    seen.current_thread = current_thread
+    return seen
 
 
 def events_as_on_a_gpu() -> None:

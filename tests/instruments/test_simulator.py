@@ -156,8 +156,14 @@ def test_every_thread_of_a_block_gets_the_same_shared_array_whenever_python_swit
     assert mended.made_once
     assert run_with_slow_lookups(mended) == (36.0, 1)  # one array, every slot written
     # The control: the simulator's own get-or-create, with the same switch, makes one array
-    # per thread, and thread 0 sums slots nobody wrote into its own.
-    total, stores = run_with_slow_lookups(mended.original)
+    # per thread, and thread 0 sums slots nobody wrote into its own, where the block's threads
+    # are Python threads (Numba's block runner; gpulab's greenlets switch only at a barrier).
+    from numba.cuda.simulator import kernel
+
+    from gpulab.instruments.simulator import patched
+
+    with patched({(kernel.BlockManager, "run"): kernel.BlockManager.run.original}):
+        total, stores = run_with_slow_lookups(mended.original)
     assert stores > 1
     assert FakeCUDAShared.array is mended  # the simulator is left mended
 
@@ -237,23 +243,30 @@ def fail_in_thread_0(out, ended):
         ended.append(t)
 
 
-@SIM_ONLY
-def test_a_failed_launch_returns_once_its_threads_have_ended():
-    from numba.cuda.simulator.kernel import FakeCUDAKernel
+@cuda.jit
+def fail_in_thread_1(out, passed):
+    """Thread 1 indexes past the end; every thread then meets at a barrier and says it passed."""
+    t = cuda.threadIdx.x
+    if t == 1:
+        out[5] = 1
+    cuda.syncthreads()
+    passed.append(t)
 
-    from gpulab.instruments.simulator import mend, patched
+
+@SIM_ONLY
+def test_a_failed_launch_leaves_no_thread_running():
+    """Thread 0 waits at the barrier when thread 1 fails: the launch raises thread 1's error,
+    thread 0 ends at the barrier, and no thread of the launch runs on after it returns."""
+    import time
+
+    from gpulab.instruments.simulator import mend
 
     mend()
-    ended = []
-    with pytest.raises(IndexError):
-        fail_in_thread_0[1, 2](np.zeros(2, np.float32), ended)
-    assert ended == [1]  # thread 1 did not run on into whatever comes next
-    # The control: the simulator's own launch raises while thread 1 still runs.
-    ended = []
-    with patched({(FakeCUDAKernel, "__call__"): FakeCUDAKernel.__call__.original}):
-        with pytest.raises(IndexError):
-            fail_in_thread_0[1, 2](np.zeros(2, np.float32), ended)
-    assert ended == []
+    passed = []
+    with pytest.raises(IndexError, match=r"tid=\[1, 0, 0\]"):
+        fail_in_thread_1[1, 4](np.zeros(2, np.float32), passed)
+    time.sleep(0.1)
+    assert passed == []
 
 
 @cuda.jit
@@ -282,34 +295,33 @@ def barrier_after_some_returned(out):
 
 
 @SIM_ONLY
-def test_a_block_runs_while_its_launching_thread_sleeps():
-    """The launching thread looks at a block's threads when one reaches a barrier or ends, not
-    in a loop: a launch of 8 threads doing 2,000 steps each looks a few dozen times. Numba's own
-    loop (the control) looks thousands of times."""
+def test_a_block_runs_as_greenlets_without_starting_an_os_thread():
+    """A block's CUDA threads run as greenlets in the launching thread: a launch of 8 threads
+    that meet at a barrier starts no OS thread and gives the same sums; Numba's own block
+    runner (the control) starts one per CUDA thread."""
     from numba.cuda.simulator import kernel
 
     from gpulab.instruments.simulator import mend, patched
 
     mend()
-    looks = []
-    counted = threading.Thread.is_alive
+    started = []
+    start = threading.Thread.start
 
-    def is_alive(thread):
-        if isinstance(thread, kernel.BlockThread):
-            looks.append(1)
-        return counted(thread)
+    def counted_start(thread):
+        started.append(thread)
+        return start(thread)
 
     def launch() -> int:
-        looks.clear()
+        started.clear()
         out = np.zeros(9, np.float32)
-        with patched({(threading.Thread, "is_alive"): is_alive}):
-            busy_then_barrier[1, 8](out, 2_000)
-        assert out[0] == 16_000 and (out[1:] == 2_000).all()
-        return len(looks)
+        with patched({(threading.Thread, "start"): counted_start}):
+            busy_then_barrier[1, 8](out, 200)
+        assert out[0] == 1_600 and (out[1:] == 200).all()
+        return len(started)
 
-    assert launch() < 200
+    assert launch() == 0
     with patched({(kernel.BlockManager, "run"): kernel.BlockManager.run.original}):
-        assert launch() > 1_000
+        assert launch() == 8
 
 
 @SIM_ONLY
@@ -324,3 +336,31 @@ def test_a_barrier_waits_for_the_live_threads_only_and_errors_still_raise():
     assert out.tolist() == [0] * 4 + [1] * 6
     with pytest.raises(IndexError, match=r"tid=\[0, 0, 0\]"):
         fail_in_thread_0[1, 2](np.zeros(2, np.float32), [])
+
+
+@cuda.jit
+def record_order(order):
+    """Each thread appends its index to order[0], meets the others at a barrier, then appends
+    it to order[1]: the order in which each phase ran its threads."""
+    t = cuda.threadIdx.x
+    order[0].append(t)
+    cuda.syncthreads()
+    order[1].append(t)
+
+
+@SIM_ONLY
+def test_each_phase_runs_its_threads_in_its_own_order_the_same_in_every_run():
+    """Between two barriers a block's threads run in a shuffled order (a fixed order would hide
+    every race with a later thread), seeded by block and phase, so that a run repeats."""
+    from gpulab.instruments.simulator import mend
+
+    mend()
+    runs = []
+    for _ in range(2):
+        order = ([], [])
+        record_order[1, 32](order)
+        runs.append(order)
+    first, second = runs[0]
+    assert sorted(first) == sorted(second) == list(range(32))
+    assert first != list(range(32)) and second != first
+    assert runs[0] == runs[1]
