@@ -34,17 +34,27 @@ What the simulator hides, and how the checks see it anyway
 
 from __future__ import annotations
 
+import ast
+import types
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpulab import device, reference
-from gpulab.exercises.evidence import TracedWrites
+from gpulab.exercises.evidence import GridStride, TracedWrites
+from gpulab.exercises.grid_stride import grid_stride_mistakes
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import diagnose_vector, looks_like, matches
-from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
-from gpulab.exercises.running import launch, padded, run_elementwise
-from gpulab.exercises.source_rules import KernelSource, count_calls, plain_writes_to
+from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError, KernelError
+from gpulab.exercises.running import launch, padded, run_elementwise, trace_trial
+from gpulab.exercises.source_rules import (
+    KernelSource,
+    count_calls,
+    hard_coded_block,
+    hard_coded_size,
+    is_typed_in_count,
+    plain_writes_to,
+)
 from gpulab.exercises.spec import CheckSpec, traced, under_two_blocks
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import WatchedArray, thread_label
@@ -168,10 +178,19 @@ MULTIPLY_MISTAKES = (
 )
 
 
+# A right `out` by a loop stepping less than the grid, traced on 3 blocks of 40 threads for
+# 117 elements: not a multiple of 32, so a step typed to fit the full-size launches
+# (`2 * cuda.blockDim.x`, `cuda.gridDim.x * 32`) is less than the grid here, and meets others.
+MULTIPLY_TRACE_THREADS, MULTIPLY_TRACE_SIZE = 40, 117
+MULTIPLY_METHOD_MISTAKES = grid_stride_mistakes(
+    "the exercise gives each thread one element, so it needs no loop; a loop must step by all "
+    "the grid's threads, `cuda.gridsize(1)`, so that no two threads meet.")
 MULTIPLY = CheckSpec(
-    "multiply", "multiply(x, y, out)", MULTIPLY_STUB_HINT, MULTIPLY_MISTAKES, parameters=3,
+    "multiply", "multiply(x, y, out)", MULTIPLY_STUB_HINT,
+    MULTIPLY_MISTAKES + MULTIPLY_METHOD_MISTAKES, parameters=3,
     title="1. multiply", call="check_multiply(my_multiply)",
-    holds="`out[i] = x[i] * y[i]`, one thread per element, guarded, under two block sizes",
+    holds="`out[i] = x[i] * y[i]`, one thread per element, guarded, under two block sizes; "
+          "traced on a small launch, each element written by one thread",
     also="the stub; the shared one-thread-per-element rules: missing or `<=` guard "
          "(IndexError in the simulator, writes into padding on a GPU); nothing written; "
          "`threadIdx.x` alone as the index (only the first block written); last partial block "
@@ -185,7 +204,7 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
     """Launched with ceil(n / threads_per_block) blocks, n random and not a multiple of
     threads_per_block, x and y uniform in [-2, 2); the block size is drawn too and the kernel
     is run again under another one, unless ``threads_per_block`` is given (then that one
-    alone)."""
+    alone); then its writes are traced on a small launch (:data:`MULTIPLY_TRACE_THREADS`)."""
     source = MULTIPLY.start(kernel)
 
     def run(trial: Trial) -> Trial:
@@ -198,7 +217,19 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
 
     trial = Trial.draw("check_multiply", seed, dtype, block=threads_per_block)
     trial = under_two_blocks(run, trial, source, once=bool(threads_per_block))
-    return f"all {trial.n} elements are right ({trial.launched}, seed={trial.seed})."
+    small = Trial.draw("check_multiply", seed, dtype, block=MULTIPLY_TRACE_THREADS,
+                       shape=(MULTIPLY_TRACE_SIZE,))
+    trace = trace_trial(kernel, small, small.uniform(-2, 2), small.uniform(-2, 2),
+                        np.zeros(small.n, small.dtype))
+    order: dict = {}
+    for access in [] if trace.error else trace.accesses:  # a trace that stops: runs alone count
+        if access.kind == "write" and access.array == trace.global_arrays[-1]:
+            order.setdefault(access.thread, []).append(access.index[0])
+    small.grid_blocks, writes = small.blocks, GridStride(small, order)
+    writes.SPELLED, writes.DONE = "out[{}]", "written"
+    reject(MULTIPLY_METHOD_MISTAKES, writes)
+    return (f"all {trial.n} elements are right ({trial.launched}, seed={trial.seed}), each "
+            "written by one thread.")
 
 
 # --- exercise 2: dot product with atomics ----------------------------------------------------
@@ -431,6 +462,16 @@ BLOCK_SUM_STUB_HINT = (
     "after each; one thread adds the block's total into out[0]. The hints above the cell go "
     "step by step."
 )
+
+
+def _slot(e: Total) -> int | None:
+    """The shared slot whose values, one per block, ``got`` is the sum of, if any."""
+    tpb = e.trial.threads_per_block
+    sums = [e.x[k::tpb].sum(dtype=np.float64) for k in range(tpb)]
+    k = int(np.argmin(np.abs(np.subtract(sums, float(e.got)))))
+    return k if e.near(sums[k]) else None
+
+
 BLOCK_SUM_MISTAKES = (
     Mistake("nothing added", lambda e: e.near(0.0),
             lambda e: f"{e.summary}: nothing was added to out[0]",
@@ -442,14 +483,25 @@ BLOCK_SUM_MISTAKES = (
                        "thread of a block added the block's total, not one thread"),
             "after the tree, one thread of each block adds partial[0] into out[0]; the others "
             "add nothing."),
+    Mistake("only block 0's total (the adding thread picked by its global index)",
+            lambda e: e.one_block() == 0 and e.trial.blocks > 1,
+            lambda e: (f"{e.summary}: that is block 0's total alone: one thread of the whole "
+                       "grid added its block's total, not one thread of every block"),
+            "pick the thread that adds by its index in the block, so that every block has one."),
     Mistake("`out[0] = ...` (the blocks overwrote each other)",
             lambda e: e.one_block() is not None,
             lambda e: (f"{e.summary}: that is block {e.one_block()}'s total alone: the blocks "
                        "overwrote each other"), ATOMIC_HINT),
     Mistake("the tree never reached partial[0] (each block's first value)",
-            lambda e: e.near(e.x[::e.trial.threads_per_block].sum(dtype=np.float64)),
+            lambda e: _slot(e) == 0,
             lambda e: (f"{e.summary}: that is the sum of each block's first value only: the "
                        "halving steps never reached partial[0]"), SYNCTHREADS_HINT),
+    Mistake("the total read from another slot than partial[0] (`partial[t]`, t not 0)",
+            lambda e: bool(_slot(e)),
+            lambda e: (f"{e.summary}: that is the sum of slot {_slot(e)} of each block's shared "
+                       "array, which the halving never adds into: the block's total was read "
+                       "from the wrong slot"),
+            "the halving ends in slot 0: add that slot's value into out[0]."),
     Mistake("the halving stopped before stride 1 (`stride > 1`)",
             lambda e: e.near(e.x[::2].sum(dtype=np.float64)),
             lambda e: (f"{e.summary}: that is the sum of the even-numbered elements only: the "
@@ -570,7 +622,8 @@ BLOCK_SUM = CheckSpec(
          "missing barrier (a sum too small or wrong that no mistake explains, saying how many "
          "`cuda.syncthreads()` calls the kernel has); the first stride the whole block; a "
          "shared array too small; a halving loop that never ends (fails with a message, not a "
-         "hang)")
+         "hang); a first stride or block size typed in as a number (the total taken again with "
+         "`THREADS` doubled)")
 
 
 @BLOCK_SUM.check(learners=("kernel",))
@@ -581,7 +634,8 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
     padded with :data:`PAD_VALUE`, ``out[0]`` starting at 0; fewer blocks in the simulator
     (:data:`BLOCK_SUM_SIZE_RANGE`). The total's closer look (:func:`_total_or_failure`) is
     skipped when the kernel has fewer than two ``syncthreads`` calls; once the total is right,
-    the method is traced (:func:`_check_tree_method`)."""
+    the method is traced (:func:`_check_tree_method`), then the total taken again with the
+    global that sizes the shared array (``THREADS``) doubled (:func:`_resized`)."""
     if threads_per_block < 2 or threads_per_block & (threads_per_block - 1):
         raise CheckFailedError(
             f"threads_per_block={threads_per_block} is not a power of two, but a tree "
@@ -601,7 +655,7 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
         "after every round) and the rounds themselves: in each, only the threads t < stride "
         "add, each the slot `t + stride` into slot t, the first stride half the block.")
 
-    def run(each: Trial):
+    def run(each: Trial, kernel=kernel):
         return _run_total(
             source, kernel, each, (each.uniform(0.5, 1.5),), BLOCK_SUM_MISTAKES, "blocks",
             too_small=("the sum is too small: some values were lost on the way up the tree, "
@@ -614,8 +668,49 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
     got = _total_or_failure(run, trial, BLOCK_SUM_PARTIAL_BLOCK_MISTAKES,
                             closer_look=not few_barriers)
     method = _check_tree_method(kernel, seed, threads_per_block, dtype)
+    if resized := _resized(source, threads_per_block):
+        name, other, again = resized
+        each = Trial.draw("check_block_sum", seed, dtype, block=other,
+                          size_range=BLOCK_SUM_SIZE_RANGE.get(device.tier()))
+        try:
+            failure = run(each, again)[1]
+        except (CheckFailedError, KernelError) as error:
+            failure = error
+        if failure is not None:
+            detail = (failure.message.split(": ")[0] if isinstance(failure, CheckFailedError)
+                      else f"it stopped with {type(failure.cause).__name__}")
+            line = next((source.line(node) for node in source.walk() if isinstance(
+                node, ast.Assign) and is_typed_in_count(node.value)), None) or hard_coded_size(
+                source)
+            said = (f"`{hard_coded_block(source)}` hard-codes the block size"
+                    if hard_coded_block(source) else "the first step's stride is a fixed "
+                    f"number{f' (`{line}`)' if line else ''}, not half the block")
+            raise CheckFailedError(
+                f"your kernel sums right with {name} = {threads_per_block} but not with {name} "
+                f"= {other} (blocks of {other} threads): {said}, so it fits one block size "
+                f"only. With {other}: {detail} ({each}).",
+                "start the halving at half the block, `cuda.blockDim.x // 2`, whatever the "
+                "block size: the caller chooses it.")
     return (f"sum = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
             f"seed={trial.seed}), and by a tree: {method}.")
+
+
+def _resized(source: KernelSource, threads: int):
+    """(name, size, kernel): the kernel compiled again with the module global that sizes its
+    shared array (``THREADS``, equal to ``threads``) at another block size (double, or half at
+    1024); None when the array's size is no such global."""
+    from numba import cuda
+
+    function = source.function
+    name = next((node.args[0].id for node in source.walk() if isinstance(node, ast.Call)
+                 and ast.unparse(node.func).endswith("shared.array") and node.args
+                 and isinstance(node.args[0], ast.Name)), None)
+    if name is None or function.__globals__.get(name) != threads:
+        return None
+    other = threads * 2 if threads < 1024 else threads // 2
+    return name, other, cuda.jit(types.FunctionType(
+        function.__code__, {**function.__globals__, name: other}, function.__name__,
+        function.__defaults__, function.__closure__))
 
 
 def _check_tree_method(kernel, seed: int, threads_per_block: int, dtype) -> str:

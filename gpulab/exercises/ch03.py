@@ -840,6 +840,23 @@ class Tiling:
         return None
 
     @cached_property
+    def stale_read(self) -> tuple | None:
+        """(the tile, the thread, the slot) of the first read of a tile slot by a thread inside
+        C when no thread of its block had stored into the slot since that thread last read it,
+        or ever (an earlier step's value, or what shared memory held); None when none was."""
+        since_store: dict = {}  # (block, tile, slot) -> the threads that read it since a store
+        for access in (a for a in self.threads.trace.accesses if a.space == "shared"):
+            key = (access.thread[0], access.array, access.index)
+            row, col, _, _ = self.threads.position(access.thread)
+            if access.kind == "write":
+                since_store[key] = set()
+            elif key in since_store and access.thread not in since_store[key]:
+                since_store[key].add(access.thread)
+            elif row < self.trial.rows and col < self.trial.cols:
+                return access.array, access.thread, access.index
+        return None
+
+    @cached_property
     def wrong_reads(self) -> tuple | None:
         """(the tile, the thread) of the first thread whose multiply-adds read the wrong slots
         of A's or B's tile; None when all read theirs."""
@@ -987,6 +1004,25 @@ def _wrong_reads_message(e: Tiling) -> str:
             f"in range({threads.T}), {'a row' if holds_a else 'a column'} of the tile")
 
 
+def _stale_read_message(e: Tiling) -> str:
+    array, thread, (i, j) = e.stale_read
+    matrix = e.threads.tile_of.get(array, "A or B")
+    return (f"C is right, but {e.threads.label(thread)} multiplied {array.split(':', 1)[-1]}"
+            f"[{i}, {j}] at a step at which no thread had stored into that slot: past the edge "
+            f"of {matrix} nothing is stored into its tile, so the slot keeps an earlier step's "
+            "value, and only the 0 in the other tile made the product 0. When K is below the "
+            "tile, no step stores it, and on a GPU it holds whatever shared memory held before "
+            "(NaN, say: 0 × NaN is NaN)")
+
+
+# From the trace when C is right (when it is wrong, TILE_ACCESS_MISTAKES name missing stores).
+UNSTORED_READ_MISTAKES = (
+    Mistake("a tile not filled with 0 past the edge, hidden by the other tile's 0s (C right)",
+            lambda e: e.right and e.stale_read is not None, _stale_read_message,
+            ZERO_FILL_HINT, recognised_from="trace"),
+)
+
+
 # Each thread's loads, its stores into the tiles and its reads of them, from the trace: tried
 # when C is wrong and neither MATMUL_MISTAKES nor STEP_SUM_MISTAKES say why, in order.
 TILE_ACCESS_MISTAKES = (
@@ -1027,8 +1063,8 @@ STEP_SUM_MISTAKES = (
 
 TILED = CheckSpec(
     "matmul_tiled", "matmul_tiled(A, B, C)", TILED_STUB_HINT,
-    TILED_SOURCE_MISTAKES + TILING_MISTAKES + BARRIER_MISTAKES + MATMUL_MISTAKES
-    + STEP_SUM_MISTAKES + TILE_ACCESS_MISTAKES, parameters=3,
+    TILED_SOURCE_MISTAKES + TILING_MISTAKES + BARRIER_MISTAKES + UNSTORED_READ_MISTAKES
+    + MATMUL_MISTAKES + STEP_SUM_MISTAKES + TILE_ACCESS_MISTAKES, parameters=3,
     title="2. tiled matmul", call="check_matmul_tiled(my_matmul_tiled, tile=TILE)",
     holds="the answer on 6 blocks of TILE × TILE (2 × 3 or 3 × 2; on a GPU also on tens of "
           "blocks), and the method, from a trace of the same launch: at most about one load of "
@@ -1091,7 +1127,7 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
         results.append((A, B, traced_C, trial))  # poisoned, a GPU's often with zeros
     right = not any(Product(*result).wrong.any() for result in results)
     tiling = Tiling(threads, trial, right, source)
-    reject(TILING_MISTAKES + BARRIER_MISTAKES, tiling)
+    reject(TILING_MISTAKES + BARRIER_MISTAKES + UNSTORED_READ_MISTAKES, tiling)
     if not right:
         for result in results:
             failure = _diagnose(*result, TILE_INDEX_HINT, source, suspects=False)

@@ -58,7 +58,7 @@ def _code_value(fmt, sign: int, exponent: int, mantissa: int) -> float:
 def _decode_cases(rng: np.random.Generator, per_format: int = 10) -> list[tuple]:
     """(format, sign, exponent, mantissa, expected value) for random codes of each format, in
     three groups: normal numbers (a wrong bias or a missing leading 1 shows there first), then
-    subnormals and zero (the exponent-0 rule), then the top binade (inf and NaN in fp16, bf16
+    subnormals, +0 and -0 (the exponent-0 rule), then the top binade (inf and NaN in fp16, bf16
     and E5M2; E4M3's one NaN code and its numbers up to 448; E2M1's 4 and 6)."""
     normal, subnormal, top_binade = [], [], []
     for name in DECODE_FORMATS:
@@ -68,7 +68,7 @@ def _decode_cases(rng: np.random.Generator, per_format: int = 10) -> list[tuple]
             exponent = int(rng.integers(1, top))  # 1 .. top - 1: normal in every format
             normal.append((fmt, int(rng.integers(0, 2)), exponent,
                            int(rng.integers(0, mantissas))))
-        subnormal += [(fmt, 0, 0, 0), (fmt, 1, 0, 1), (fmt, 0, 0, mantissas - 1)]
+        subnormal += [(fmt, 0, 0, 0), (fmt, 1, 0, 1), (fmt, 1, 0, 0), (fmt, 0, 0, mantissas - 1)]
         subnormal += [(fmt, int(rng.integers(0, 2)), 0, int(rng.integers(1, mantissas)))
                       for _ in range(2)]
         if fmt.exponent_bits >= 5:  # IEEE's inf and NaN (fp16, bf16, E5M2)
@@ -199,10 +199,12 @@ DECODE_MISTAKES = (
     Mistake("the bias off by one, or another format's", lambda e: e.wrong_bias() is not None,
             lambda e: f"{e.summary}: the bias used was {e.wrong_bias()}, not {e.bias}",
             BIAS_HINT),
-    Mistake("the sign ignored",
+    Mistake("the sign ignored (of every value, or only of zero: -0.0 expected)",
             lambda e: e.sign and e.gave(abs(e.expected)) if math.isfinite(e.expected) else False,
-            lambda e: f"{e.summary}: the sign bit was ignored",
-            "a sign bit of 1 makes the value negative."),
+            lambda e: f"{e.summary}: the sign bit was ignored" if e.expected else (
+                f"{e.summary}: the sign bit of a zero was ignored: -0.0 is a value of its own"
+                + (" (an int 0 has no sign)" if isinstance(e.got, int) else "")),
+            "a sign bit of 1 makes the value negative, zero included."),
     Mistake("another value", lambda e: True, lambda e: e.summary,
             "compare your function with the rules in the exercise, one case at a time: sign, "
             "exponent field 0, all ones, anything else."),
@@ -211,7 +213,7 @@ DECODE = CheckSpec(
     "decode", "decode(sign, exponent, mantissa, exponent_bits, mantissa_bits) -> float",
     DECODE_STUB_HINT, DECODE_MISTAKES, title="1. decode the bits", call="check_decode(decode)",
     holds="the value of random bit fields of fp16, bf16, E4M3, E5M2 and E2M1 as ml_dtypes gives "
-          "it: normal numbers, subnormals and zero, and the all-ones exponent field (±inf and "
+          "it: normal numbers, subnormals and ±0, and the all-ones exponent field (±inf and "
           "NaN in fp16, bf16 and E5M2; E4M3's numbers up to 448 and its one NaN code; E2M1's 4 "
           "and 6); the answer a number",
     also="an exception (named)")
@@ -220,14 +222,17 @@ DECODE = CheckSpec(
 def _same(got: float, expected: float) -> bool:
     if math.isnan(expected) or math.isnan(got):
         return math.isnan(expected) and math.isnan(got)
+    if expected == 0:  # -0.0 is not 0.0: the exercise's sign rule holds for zero, as in ml_dtypes
+        return got == 0 and math.copysign(1, got) == math.copysign(1, expected)
     return got == expected or math.isclose(got, expected, rel_tol=1e-12)
 
 
 @DECODE.check
 def check_decode(decode, seed: int | None = None) -> str:
     """The codes are tried in three groups, in this order (:func:`_decode_cases`): normal
-    numbers, then subnormals and zero, then the all-ones exponent field; the first code that
-    decodes wrong fails. A float or an int counts as a number."""
+    numbers, then subnormals and zero (+0 and -0 on every seed), then the all-ones exponent
+    field; the first code that decodes wrong fails. A float or an int counts as a number, but
+    only the float -0.0 as -0: an int 0 has no sign, so it loses the code's sign bit."""
     cases = _decode_cases(np.random.default_rng(seed))
     for fmt, sign, exponent, mantissa, expected in cases:
         answer = Decoded(fmt, sign, exponent, mantissa, None, expected, seed)
@@ -237,7 +242,7 @@ def check_decode(decode, seed: int | None = None) -> str:
         if not answer.gave(expected):
             DECODE.reject(answer)
     names = ", ".join(DECODE_FORMATS)  # not `formats`: that is the module
-    return (f"all {len(cases)} bit patterns decode right ({names}; subnormals, zero, "
+    return (f"all {len(cases)} bit patterns decode right ({names}; subnormals, ±0, "
             f"infinities and NaN included; seed={seed}).")
 
 

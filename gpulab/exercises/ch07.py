@@ -627,9 +627,15 @@ def _as_batches(batches, n: int, where: str) -> list[np.ndarray]:
 # the next go the same distance (mod n_samples). A rotation of the stored order, or a fixed
 # stride from a random start, steps the same everywhere; an interleave (every k-th sample from
 # offset 0, then from offset 1, ...), all but k - 1 times. A random permutation of 16 or more
-# samples (the check's fewest) repeats its most common step a handful of times: 12 of 15 steps
+# samples (the check draws 43+) repeats its most common step a handful of times: 12 of 15 steps
 # the same has odds far below 1 in 10^6.
 SAME_STEP_SHARE = 0.75
+# "Much of the stored order kept": at least this share of the order's steps go to the sample
+# stored next (+1 mod n), as after a few swaps or a shuffle of part of the indices. In a random
+# permutation that count is Poisson with mean 1 (its j-th factorial moment is exactly 1/j! for
+# j < n): with 43 or more samples (the check's fewest) 14 or more has odds below 1 in 10^11
+# (100,000 permutations of 43 gave 8 at most), and 5 swaps, breaking at most 20 steps, are seen.
+KEPT_SHARE = 1 / 3
 
 
 def _same_step(order: np.ndarray, n: int) -> tuple[int, int, int] | None:
@@ -725,6 +731,11 @@ class Minibatches:
     def same_step(self) -> tuple[int, int, int] | None:
         return _same_step(self.order, self.n)
 
+    @property
+    def kept(self) -> int:
+        """How often the next sample of the order is the one stored after it (mod n)."""
+        return int(np.sum(np.diff(self.order) % self.n == 1))
+
 
 def _not_a_random_draw(e: Minibatches) -> str:
     """What a rotation or a fixed stride of the stored order (:func:`_same_step`) is told."""
@@ -756,11 +767,22 @@ MINIBATCH_MISTAKES = (
             "shuffle of all the indices, a permutation, holds each exactly once."),
     Mistake("samples missing", lambda e: not e.each_once, lambda e: e.holds,
             MINIBATCH_STUB_HINT),
-    Mistake("no shuffling (the stored order)",
-            lambda e: e.sizes_right and np.array_equal(e.order, np.arange(e.n)),
-            "the samples come in their stored order",
+    Mistake("no shuffling (the stored order, or its reverse)",
+            lambda e: e.sizes_right and np.all(np.abs(np.diff(e.order)) == 1),
+            lambda e: f"the samples come in their stored order{' reversed' if e.order[0] else ''}",
             "shuffle the indices with the generator you are given: digits stored class by "
             "class would give batches of one class each."),
+    # Before the batch rules, which a few swaps inside batches would meet; stored runs cut and
+    # reordered (shuffled slices, rotations) keep every batch a run and are left to later rules.
+    Mistake("a partial shuffle (a few swaps, or only part of the indices shuffled)",
+            lambda e: e.kept >= KEPT_SHARE * (e.n - 1)
+            and any(np.any(np.diff(b) % e.n != 1) for b in e.batches),
+            lambda e: f"much of the stored order is kept: {e.kept} times of {e.n - 1} the next "
+                      f"sample is the one stored after it (about 1 in a shuffled order), so the "
+                      f"shuffle moved only some of the samples",
+            "every sample must be free to land anywhere: a few swaps, or a shuffle of part of "
+            "the indices, leave most samples beside their stored neighbours — with the digits "
+            "stored class by class, batches of one class."),
     Mistake("shuffling only inside each batch (every batch still neighbouring samples)",
             lambda e: e.unmixed and all(b.min() == k * e.batch_size  # slices in order
                                         for k, b in enumerate(e.batches)),
@@ -810,13 +832,13 @@ MINIBATCHES = CheckSpec(
 
 @MINIBATCHES.check
 def check_minibatches(function, seed: int | None = None) -> str:
-    """batch_size is drawn from 5 to 39 and n_samples is 3 to 8 batches plus a partial one.
+    """batch_size is drawn from 14 to 39 and n_samples is 3 to 8 batches plus a partial one.
     The function is called with the seed's generator (:data:`MINIBATCH_MISTAKES` on its
     batches), then again with a new one of the same seed and with the next seed's
     (:data:`MINIBATCH_SEED_MISTAKES`). A rotation or a fixed stride is told by the step, mod
     n, between neighbours of the order (:func:`_same_step`)."""
     rng = np.random.default_rng(seed)
-    batch_size = int(rng.integers(5, 40))
+    batch_size = int(rng.integers(14, 40))
     n = batch_size * int(rng.integers(3, 9)) + int(rng.integers(1, batch_size))
     case = Minibatches(n, batch_size, seed)
     where = f"({case.where})"

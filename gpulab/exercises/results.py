@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import os
 import re
 import secrets
 from collections.abc import Callable
@@ -222,7 +223,26 @@ _SIM_PREFIX = re.compile(
     r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:?\s*")
 
 
-_OUT_OF_BOUNDS = re.compile(r"index (-?\d+) is out of bounds for axis \d+ with size (\d+)")
+_OUT_OF_BOUNDS = re.compile(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)")
+
+
+def _overrun_axis(cause: BaseException, index: int, axis: int, size: int) -> str:
+    """'dZ has shape (5, 13): ...' when an array parameter of the learner's kernel (or device
+    function: the innermost frame outside gpulab with one) has ``size`` on ``axis`` and the
+    index fits another of its axes, a bound taken from the wrong axis or array; else ''."""
+    traceback, found, ours = cause.__traceback__, "", os.path.dirname(device.__file__) + os.sep
+    while traceback is not None:
+        frame = traceback.tb_frame
+        for name in frame.f_code.co_varnames[:frame.f_code.co_argcount]:
+            shape = tuple(int(n) for n in getattr(frame.f_locals.get(name), "shape", ()))
+            other = [a for a, n in enumerate(shape) if a != axis and 0 <= index < n]
+            if name != "self" and axis < len(shape) and shape[axis] == size and other \
+                    and not frame.f_code.co_filename.startswith(ours):
+                found = (f"{name} has shape {shape}: the index ran past its axis {axis} "
+                         f"({size}) but fits its axis {other[0]} ({shape[other[0]]}): a bound "
+                         "taken from another axis or array?")
+        traceback = traceback.tb_next
+    return found
 
 
 def _first_informative_line(text: str) -> str:
@@ -266,10 +286,13 @@ def explain_exception(error: KernelError, trial: Trial,
     if isinstance(cause, IndexError):
         bounds = _OUT_OF_BOUNDS.search(text)
         detail = (
-            f"used index {bounds.group(1)} on an array of {bounds.group(2)} elements"
+            f"used index {bounds.group(1)} on an array of {bounds.group(3)} elements"
             if bounds else f"raised IndexError ({text})"
         )
-        if bounds and int(bounds.group(2)) not in trial.extents:
+        overrun = bounds and _overrun_axis(cause, *map(int, bounds.groups()))
+        if overrun:
+            detail += f" ({overrun})"
+        elif bounds and int(bounds.group(3)) not in trial.extents:
             sizes = " or ".join(str(e) for e in sorted(set(trial.extents)))
             detail += (
                 f" (not one of the inputs or outputs, which have {sizes}: a shared or local "

@@ -163,7 +163,9 @@ def poison_value(dtype):
     """What :func:`poisoned_shared_memory` fills a new shared array with: a large, finite value
     no right answer is built from (the fourth root of the largest float, about 4.3e9 in float32,
     so products of two and their sums stay finite; 1/1024 of the largest integer, or a quarter
-    for 8- and 16-bit ones); None for other dtypes, which are left as they are."""
+    for 8- and 16-bit ones); None for other dtypes, which are left as they are. Not NaN: the
+    checks read NaN in an output as never written, and some kernels skip or count NaN as data
+    (a poisoned read multiplied by 0 is 0: ch03 finds such reads in its trace instead)."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         return dtype.type(np.sqrt(np.sqrt(np.finfo(dtype).max)))

@@ -643,6 +643,26 @@ def multiply_grid_stride(x, y, out):
 
 
 @cuda.jit
+def multiply_steps_by_block(x, y, out):  # right out, but blocks redo each other's elements
+    for i in range(cuda.grid(1), x.shape[0], cuda.blockDim.x):
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit
+def multiply_steps_by_two_blocks(x, y, out):
+    for i in range(cuda.grid(1), x.shape[0], 2 * cuda.blockDim.x):
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit
+def multiply_steps_by_blocks_times_32(x, y, out):  # the grid's size only for blocks of 32
+    i = cuda.grid(1)
+    while i < x.shape[0]:
+        out[i] = x[i] * y[i]
+        i += cuda.gridDim.x * 32
+
+
+@cuda.jit
 def multiply_spelled_out(x, y, out):
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if i >= x.shape[0]:
@@ -696,6 +716,88 @@ def block_sum_shift_halving(x, out):
 
 
 @cuda.jit
+def block_sum_stride_32(x, out):  # right for THREADS = 64 only: the first stride typed in
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = 32
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_unrolled_from_32(x, out):  # the rounds written out, for THREADS = 64 only
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    if t < 32:
+        partial[t] += partial[t + 32]
+    cuda.syncthreads()
+    if t < 16:
+        partial[t] += partial[t + 16]
+    cuda.syncthreads()
+    if t < 8:
+        partial[t] += partial[t + 8]
+    cuda.syncthreads()
+    if t < 4:
+        partial[t] += partial[t + 4]
+    cuda.syncthreads()
+    if t < 2:
+        partial[t] += partial[t + 2]
+    cuda.syncthreads()
+    if t < 1:
+        partial[t] += partial[t + 1]
+    cuda.syncthreads()
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_index_of_64(x, out):  # the block size typed into the index
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * 64 + t
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_s_from_block(x, out):  # right: fill 0 first, the stride named s
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = 0.0
+    if i < x.shape[0]:
+        partial[t] = x[i]
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            partial[t] += partial[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
 def block_sum_with_gpulab_tree(x, out):
     partial = cuda.shared.array(THREADS, x.dtype)
     t = cuda.threadIdx.x
@@ -708,7 +810,13 @@ def block_sum_with_gpulab_tree(x, out):
 
 
 MORE_MULTIPLY_CASES = [
-    (multiply_grid_stride, "passed", ["elements are right"]),
+    (multiply_grid_stride, "passed", ["elements are right", "each written by one thread"]),
+    (multiply_steps_by_block, "failed", ["77 of 117 elements were written by more than one",
+                                         "the block size, `cuda.blockdim.x` = 40", "no loop"]),
+    (multiply_steps_by_two_blocks, "failed", ["written by more than one thread", "steps by 80",
+                                              "the grid has 120 threads"]),
+    (multiply_steps_by_blocks_times_32, "failed", ["written by more than one thread",
+                                                   "steps by 96", "no two threads meet"]),
     (multiply_spelled_out, "passed", ["elements are right"]),
     (multiply_block_of_64, "failed", ["hard-codes the block size", "cuda.blockidx.x * 64",
                                       "never a number"]),
@@ -734,6 +842,13 @@ MORE_DOT_CASES = [
 ]
 MORE_BLOCK_SUM_CASES = [
     (block_sum_shift_halving, "passed", ["as expected", "by a tree"]),
+    (block_sum_s_from_block, "passed", ["as expected", "by a tree"]),
+    (block_sum_stride_32, "failed", ["right with threads = 64 but not with threads = 128",
+                                     "the first step's stride is a fixed number (`stride = 32`)",
+                                     "not half the block", "whatever the block size"]),
+    (block_sum_unrolled_from_32, "failed", ["not with threads = 128", "(`if t < 32:`)"]),
+    (block_sum_index_of_64, "failed", ["not with threads = 128",
+                                       "`i = cuda.blockidx.x * 64 + t` hard-codes the block"]),
     (block_sum_with_gpulab_tree, "failed", ["uses gpulab's own",
                                             "gpulab.kernels.dot.block_tree_sum"]),
 ]
@@ -934,6 +1049,40 @@ def block_sum_into_out_block(x, out):
 
 
 @cuda.jit
+def block_sum_global_index_adds(x, out):  # `i == 0`: only block 0 adds its total
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if i == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_last_thread_adds_its_slot(x, out):
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == cuda.blockDim.x - 1:
+        cuda.atomic.add(out, 0, partial[t])
+
+
+@cuda.jit
 def block_sum_reads_x_t(x, out):
     partial = cuda.shared.array(THREADS, x.dtype)
     t = cuda.threadIdx.x
@@ -1014,6 +1163,10 @@ def dot_thread_zero_adds_everything(x, y, out):  # right total, no race, no para
     (check_block_sum, block_sum_into_out_block, "failed", ["array of 1 elements",
                                                            "goes into out[0]"]),
     (check_block_sum, block_sum_reads_x_t, "failed", ["every block summed the first block's"]),
+    (check_block_sum, block_sum_global_index_adds, "failed",
+     ["block 0's total alone", "not one thread of every block", "its index in the block"]),
+    (check_block_sum, block_sum_last_thread_adds_its_slot, "failed",
+     ["sum of slot 63 of each block's", "read from the wrong slot", "ends in slot 0"]),
     (check_block_sum, block_sum_all_threads_in_every_round, "failed",
      ["the sum is", "where your `cuda.syncthreads()` calls are", "only the threads t < stride"]),
     (check_block_sum, block_sum_one_atomic_per_warp, "failed",

@@ -354,14 +354,17 @@ def test_the_mistake_tables_list_the_source_and_trace_diagnoses():
         TILED,
         TILED_SOURCE_MISTAKES,
         TILING_MISTAKES,
+        UNSTORED_READ_MISTAKES,
     )
 
     assert NAIVE.mistakes == NAIVE_SOURCE_MISTAKES + MATMUL_MISTAKES
     assert TILED.mistakes == (TILED_SOURCE_MISTAKES + TILING_MISTAKES + BARRIER_MISTAKES
-                              + MATMUL_MISTAKES + STEP_SUM_MISTAKES + TILE_ACCESS_MISTAKES)
+                              + UNSTORED_READ_MISTAKES + MATMUL_MISTAKES + STEP_SUM_MISTAKES
+                              + TILE_ACCESS_MISTAKES)
     assert len(BARRIER_MISTAKES) == 5 and len(TILE_ACCESS_MISTAKES) == 5
     table = TILED.mistake_table()
-    for mistake in TILED_SOURCE_MISTAKES + BARRIER_MISTAKES + TILE_ACCESS_MISTAKES:
+    for mistake in (TILED_SOURCE_MISTAKES + BARRIER_MISTAKES + UNSTORED_READ_MISTAKES
+                    + TILE_ACCESS_MISTAKES):
         assert f"| {mistake.did} | {mistake.recognised_from} |" in table
     assert "| the tile's size written as a number | source |" in table
     assert "| a load guard with the wrong bound" in table
@@ -415,6 +418,27 @@ def tiled_with_conditional_expressions(A, B, C):
         cuda.syncthreads()
         for k in range(TILE):
             acc += a_tile[ty, k] * b_tile[k, tx]
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_multiply_adds_stop_at_k(A, B, C):
+    """Right, written differently: no zero fill, the multiply-adds read only the slots stored."""
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        cuda.syncthreads()
+        for k in range(min(TILE, A.shape[1] - k0)):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
     if row < C.shape[0] and col < C.shape[1]:
         C[row, col] = acc
 
@@ -548,6 +572,28 @@ def tiled_without_zero_fill(A, B, C):
     for k0 in range(0, A.shape[1], TILE):
         if row < A.shape[0] and k0 + tx < A.shape[1]:
             a_tile[ty, tx] = A[row, k0 + tx]
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_zero_fills_a_only(A, B, C):  # B's tile keeps old values past K: right only by A's 0s
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
         if k0 + ty < B.shape[0] and col < B.shape[1]:
             b_tile[ty, tx] = B[k0 + ty, col]
         cuda.syncthreads()
@@ -824,7 +870,8 @@ def tiled_stub(A, B, C):
 
 
 @pytest.mark.parametrize("seed", [7, 8, 9])
-@pytest.mark.parametrize("kernel", [tiled_solution, tiled_with_conditional_expressions])
+@pytest.mark.parametrize("kernel", [tiled_solution, tiled_with_conditional_expressions,
+                                    tiled_multiply_adds_stop_at_k])
 def test_tiled_solution_passes_with_its_counts(kernel, seed):
     result = check_matmul_tiled(kernel, tile=TILE, seed=seed, show=False)
     assert result.passed, result.message
@@ -842,6 +889,8 @@ TILED_MISTAKES = [
     (tiled_no_barrier_after_sums, "failed", "two per step", "after the multiply-adds"),
     (tiled_barrier_in_a_branch, "failed", "barrier inside a branch", "outside any `if`"),
     (tiled_without_zero_fill, "failed", "stored nothing into", "store 0 in the tile"),
+    (tiled_zero_fills_a_only, "failed", "past the edge of B nothing is stored into its tile",
+     "store 0 in the tile"),
     (tiled_unguarded_loads, "failed", "used index", "read outside A or B"),
     (tiled_unguarded_write, "failed", "", "wrote outside C"),
     (tiled_guard_off_by_one, "failed", "a guard compares with the wrong size",

@@ -127,7 +127,7 @@ def decode_with_ldexp(sign, exponent, mantissa, exponent_bits, mantissa_bits):
 
 
 def decode_with_a_table(sign, exponent, mantissa, exponent_bits, mantissa_bits):
-    """Right, written differently: the bias from a table of the formats, an int for zero."""
+    """Right, written differently: the bias from a table of the formats, an int for +0."""
     bias = {5: 15, 8: 127, 4: 7, 2: 1}[exponent_bits]
     if exponent == 2**exponent_bits - 1 and exponent_bits >= 5:
         if mantissa:
@@ -135,11 +135,24 @@ def decode_with_a_table(sign, exponent, mantissa, exponent_bits, mantissa_bits):
         return float("-inf") if sign else float("inf")
     if exponent_bits == 4 and exponent == 15 and mantissa == 7:
         return float("nan")
-    if exponent == 0 and mantissa == 0:
+    if exponent == 0 and mantissa == 0 and not sign:
         return 0
     significand = (mantissa if exponent == 0 else mantissa + 2**mantissa_bits) / 2**mantissa_bits
     value = significand * 2.0 ** (max(exponent, 1) - bias)
     return -value if sign else value
+
+
+def decode_unsigned_zero(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    if exponent == 0 and mantissa == 0:
+        return 0.0
+    return decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+
+
+def decode_int_zero(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    """-0 is the int 0: wrong, an int cannot carry the code's sign bit (the value is -0.0)."""
+    if exponent == 0 and mantissa == 0:
+        return -0 if sign else 0
+    return decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -163,6 +176,10 @@ def test_check_decode_accepts_the_solution(seed):
     (decode_wrong_bias, "failed", "bias used was 16", "127 for bf16"),
     (decode_no_leading_one, "failed", "implicit leading 1", "1 plus the mantissa"),
     (decode_unsigned, "failed", "sign bit was ignored", "negative"),
+    (decode_unsigned_zero, "failed", "sign bit of a zero was ignored: -0.0 is a value",
+     "zero included"),
+    (decode_int_zero, "failed", "zero was ignored: -0.0 is a value of its own (an int 0 has no",
+     "zero included"),
     (decode_ieee_everywhere, "failed", "E4M3 was decoded with IEEE's rule", "no infinity"),
     (decode_ieee_but_e2m1, "failed", "E2M1 was given special codes", "4 and 6"),
     (decode_e4m3_nan_as_number, "failed", "S.1111.111 is E4M3's NaN, not the number 480",
@@ -188,6 +205,7 @@ def test_decode_cases_cover_every_kind_of_code():
     values = [case[-1] for case in cases]
     assert any(math.isnan(v) for v in values) and math.inf in values and -math.inf in values
     assert any(v == 0 for v in values)
+    assert sum(v == 0 and math.copysign(1, v) < 0 for v in values) == len(ch04.DECODE_FORMATS)
     e4m3 = [case for case in cases if case[0].name == "fp8_e4m3" and case[2] == 15]
     assert {math.isnan(case[-1]) for case in e4m3} == {True, False}
     e2m1 = [case[-1] for case in cases if case[0].name == "fp4_e2m1" and case[2] == 3]

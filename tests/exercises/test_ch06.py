@@ -4,6 +4,7 @@ the stubs, and the wrong answers learners write: each must fail with the hint th
 mistake."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -265,6 +266,16 @@ def bias_grad_in_place(dZ, db):
         for r in range(1, dZ.shape[0]):
             dZ[0, c] += dZ[r, c]
         db[c] = dZ[0, c]
+
+
+@cuda.jit
+def bias_grad_rows_from_db(dZ, db):  # the loop over the rows bounded by db's length (columns)
+    c = cuda.grid(1)
+    if c < dZ.shape[1]:
+        total = 0.0
+        for r in range(db.shape[0]):
+            total += dZ[r, c]
+        db[c] = total
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -788,6 +799,15 @@ def test_bias_grad_names_more_mistakes(kernel, words):
     result = ch06.check_bias_grad(kernel, seed=5, show=False)
     assert result.status == FAILED, result
     assert words in result.message + result.hint, result
+
+
+def test_a_row_loop_bounded_by_the_columns_names_dz_and_its_axis():
+    for seed in (5, 6):
+        result = ch06.check_bias_grad(bias_grad_rows_from_db, seed=seed, show=False)
+        assert result.status == FAILED and "shared or local" not in result.message, result
+        assert re.search(r"dZ has shape \(\d+, \d+\): the index ran past its axis 0 \(\d+\) "
+                         "but fits its axis 1", result.message), result
+        assert "a bound taken from another axis or array?" in result.message, result
 
 
 @pytest.mark.parametrize("kernel", [bias_grad_while, bias_grad_backwards, bias_grad_grid_stride])

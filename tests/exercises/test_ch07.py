@@ -619,6 +619,37 @@ def minibatches_yielded(n, batch_size, rng):  # right: a generator
         yield order[start:start + batch_size]
 
 
+def fisher_yates(n, batch_size, rng):  # right: the shuffle written out
+    order = list(range(n))
+    for i in range(n - 1, 0, -1):
+        j = int(rng.integers(0, i + 1))
+        order[i], order[j] = order[j], order[i]
+    return [np.array(order[s:s + batch_size]) for s in range(0, n, batch_size)]
+
+
+def chosen(n, batch_size, rng):  # right: n of n drawn without replacement
+    order = rng.choice(n, n, replace=False)
+    return [order[s:s + batch_size] for s in range(0, n, batch_size)]
+
+
+def swapped(swaps, first=np.arange, start=lambda n, rng: 0, within=lambda n: n):
+    """A "shuffle" of `swaps(n)` swaps of two distinct places among the first `within(n)`, of
+    `first(n)` rolled by `start`: most of the stored order kept."""
+    def minibatches(n, batch_size, rng):
+        order = np.roll(first(n), start(n, rng))
+        for _ in range(swaps(n)):
+            i, j = rng.choice(within(n), 2, replace=False)
+            order[[i, j]] = order[[j, i]]
+        return [order[s:s + batch_size] for s in range(0, n, batch_size)]
+    return minibatches
+
+
+def first_half_shuffled(n, batch_size, rng):
+    order = np.arange(n)
+    rng.shuffle(order[:n // 2])
+    return [order[s:s + batch_size] for s in range(0, n, batch_size)]
+
+
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("function, words", [
     (rotated, "a rotation of the stored order"),
@@ -633,7 +664,26 @@ def test_minibatches_names_a_rotation_or_a_stride(function, words, seed):
     assert "permutation" not in result.message + result.hint, result
 
 
-@pytest.mark.parametrize("function", [minibatches, shuffled_in_place, split_permutation])
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("function", [
+    swapped(lambda n: 5), swapped(lambda n: 1), swapped(lambda n: 5, within=lambda n: n // 2),
+    swapped(lambda n: 5, start=lambda n, rng: int(rng.integers(1, n))), first_half_shuffled,
+])
+def test_minibatches_names_a_partial_shuffle(function, seed):
+    result = ch07.check_minibatches(function, seed=seed, show=False)
+    assert_result(result, FAILED, "much of the stored order is kept")
+    assert "moved only some of the samples" in result.message, result
+
+
+def test_the_kept_order_rule_spares_random_permutations():
+    rng = np.random.default_rng(0)
+    for n in (43, 44, 100):
+        for _ in range(2000):
+            assert ch07.Minibatches(n, 14, 0, [rng.permutation(n)]).kept < (n - 1) / 3
+
+
+@pytest.mark.parametrize("function", [minibatches, shuffled_in_place, split_permutation,
+                                      fisher_yates, chosen])
 def test_minibatches_real_shuffles_never_look_like_a_stride(function):
     for seed in range(200):
         result = ch07.check_minibatches(function, seed=seed, show=False)
@@ -656,6 +706,8 @@ def test_minibatches_passes_over_seeds(seed):
     (lambda n, b, rng: [rng.permutation(n)[s:s + b] for s in range(0, n - n % b, b)], FAILED,
      "last, partial batch"),
     (lambda n, b, rng: [np.arange(n)[s:s + b] for s in range(0, n, b)], FAILED, "stored order"),
+    (lambda n, b, rng: [np.arange(n)[::-1][s:s + b] for s in range(0, n, b)], FAILED,
+     "stored order reversed"),
     (within_batches, FAILED, "shuffled only inside each batch"),
     (between_batches, FAILED, "only the order of the batches is shuffled"),
     (both_but_separately, FAILED, "neighbouring samples"),
@@ -701,6 +753,7 @@ def test_the_minibatch_mistakes_are_the_specs_and_its_table():
     assert ch07.MINIBATCHES.mistakes == ch07.MINIBATCH_MISTAKES + ch07.MINIBATCH_SEED_MISTAKES
     table = ch07.MINIBATCHES.mistake_table()
     for did in ("the partial batch dropped", "drawing with replacement", "no shuffling",
+                "its reverse", "a partial shuffle",
                 "only inside each batch", "only the order of the batches", "wrong size",
                 "a fixed stride", "np.random", "a generator of its own"):
         assert did in table, did

@@ -26,6 +26,16 @@ def copy_2d_unguarded(x, out):
 
 
 @cuda.jit
+def column_sums_rows_from_out(x, out):  # the loop over x's rows bounded by out's length
+    c = cuda.grid(1)
+    if c < x.shape[1]:
+        total = 0.0
+        for r in range(out.shape[0]):
+            total += x[r, c]
+        out[c] = total
+
+
+@cuda.jit
 def copy_off_by_one(x, out):
     i = cuda.grid(1)
     if i < x.shape[0] - 1:
@@ -101,6 +111,16 @@ def test_an_index_error_names_both_coordinates_of_a_2d_launch():
     status, message, _ = kernel_error(copy_2d_unguarded, trial, x, np.zeros_like(x))
     assert status == results.FAILED
     assert "thread (x=" in message and "of block (x=" in message and str(trial) in message
+
+
+@SIM_ONLY
+def test_an_index_past_one_axis_that_fits_another_names_the_array_and_the_axis():
+    trial = Trial.draw("check_demo", 3, np.float32, block=32)
+    x = np.zeros((5, trial.n), np.float32)  # 5 rows: out's length overruns them
+    status, message, _ = kernel_error(column_sums_rows_from_out, trial, x, np.zeros(trial.n))
+    assert status == results.FAILED and "shared or local" not in message
+    assert (f"x has shape (5, {trial.n}): the index ran past its axis 0 (5) but fits its axis 1 "
+            f"({trial.n}): a bound taken from another axis or array?") in message
 
 
 def test_a_stub_that_raises_at_launch_is_not_attempted():
