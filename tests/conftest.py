@@ -26,22 +26,19 @@ import pytest  # noqa: E402
 import gpulab  # noqa: E402,F401  (must precede numba)
 from gpulab import device, timing  # noqa: E402
 
-# The longest test files, in seconds from a file's first test starting to its last ending (3
-# workers on 2 busy cores, a make test on 2026-12-06, warm uv cache): started longest first, so
-# that the run does not end with one worker on a long file while the others wait. The
+# The longest test files, in seconds of their tests (`pytest --durations=0`, 3 workers on 2 busy
+# cores, 2026-12-06 at 21:45 UTC, the simulator's threads as greenlets): started longest first,
+# so that the run does not end with one worker on a long file while the others wait. The
 # requirements resolved from PyPI are started with the session (:func:`pytest_sessionstart`)
 # and their file runs among the last, by when they are written.
 FILE_SECONDS = {
-    "test_nbgrader.py": 356, "test_binder.py": 257, "browser/test_voila.py": 243,
-    "exercises/test_ch06.py": 62,
-    "platforms/test_macos_like_env.py": 49, "exercises/test_ch03.py": 47,
-    "exercises/test_ch07.py": 44, "exercises/test_ch02.py": 41, "exercises/test_ch12.py": 36,
-    "test_ptx.py": 32, "exercises/test_ch10.py": 31, "exercises/test_ch05.py": 30,
-    "exercises/test_ch08.py": 28, "exercises/test_ch01.py": 28, "exercises/test_ch04.py": 26,
-    "browser/test_jupyterlab.py": 26, "exercises/test_nbgrader_cells.py": 24,
-    "exercises/test_ch00.py": 22, "test_kernel_resources.py": 19,
-    "test_recorded_chapters.py": 16, "exercises/test_ch09.py": 16, "nn/test_backends.py": 14,
-    "kernels/test_dot.py": 14, "test_gpu_check.py": 13,
+    "test_nbgrader.py": 475, "test_binder.py": 452, "browser/test_voila.py": 397,
+    "exercises/test_ch12.py": 84, "exercises/test_ch08.py": 71,
+    "exercises/test_nbgrader_cells.py": 61, "test_ptx.py": 60, "exercises/test_ch04.py": 58,
+    "platforms/test_macos_like_env.py": 56, "exercises/test_ch07.py": 50,
+    "exercises/test_ch03.py": 46, "exercises/test_ch06.py": 31, "browser/test_jupyterlab.py": 28,
+    "test_kernel_resources.py": 25, "exercises/test_ch10.py": 25, "exercises/test_ch01.py": 22,
+    "exercises/test_ch05.py": 20, "exercises/test_ch02.py": 18, "test_recorded_chapters.py": 15,
     "platforms/test_dependency_resolution.py": 0.5,  # late: only the files of 0 s come after
 }
 UNLISTED_SLOW_S, UNLISTED_NOTEBOOK_S = 60, 20  # a file not listed yet, by its markers
