@@ -364,3 +364,38 @@ def test_each_phase_runs_its_threads_in_its_own_order_the_same_in_every_run():
     assert sorted(first) == sorted(second) == list(range(32))
     assert first != list(range(32)) and second != first
     assert runs[0] == runs[1]
+
+
+@cuda.jit
+def count_for_ever(out):
+    """Every thread adds 1 to its slot, without end (until stopped)."""
+    t = cuda.threadIdx.x
+    while out[t] >= 0:
+        out[t] += 1
+
+
+@SIM_ONLY
+def test_an_interrupt_stops_a_launch_at_once_and_the_next_launch_runs():
+    """Jupyter's "interrupt the kernel" (a KeyboardInterrupt in the launching thread) stops a
+    simulated launch where it is: no thread of it runs on in the background."""
+    import _thread
+    import time
+
+    from gpulab import instruments
+    from gpulab.instruments.simulator import mend
+
+    mend()
+    out = np.zeros(8, np.float64)
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with instruments.limited(seconds=60.0):  # a safety net: the interrupt comes first
+            timer.start()
+            count_for_ever[1, 8](out)
+    assert time.monotonic() - started < 30
+    counted = out.copy()
+    time.sleep(0.1)
+    np.testing.assert_array_equal(out, counted)  # nothing counts on after the launch
+    ones = np.zeros(8, np.float32)
+    barrier_after_some_returned[1, 8](ones)
+    assert ones.tolist() == [0] * 4 + [1] * 4
