@@ -21,7 +21,7 @@ it runs in:
   thread, the ranks of a simulated ring) waits for the running one instead of failing.
 - :func:`blocks_as_greenlets` — a block's CUDA threads run as greenlets, in turn, in the thread
   that launched it, instead of as one OS thread each; :func:`current_thread` is the one
-  running.
+  running, and :func:`raise_in_running_blocks` stops the blocks running now (a watchdog).
 - :func:`mend` — these mends, once, in the simulator tier (gpulab's kernels and the exercise
   checks call it when they are imported).
 """
@@ -402,7 +402,8 @@ def events_as_on_a_gpu() -> None:
     cuda.event_elapsed_time = lambda start, stop: start.elapsed_time(stop)
 
 
-__all__ = ["dim3", "events_as_on_a_gpu", "launches_one_at_a_time", "linear_index", "mend",
-           "patched", "running_thread",
+__all__ = ["blocks_as_greenlets", "current_thread", "dim3", "events_as_on_a_gpu",
+           "launches_one_at_a_time", "linear_index", "mend", "patched",
+           "raise_in_running_blocks", "running_thread",
            "shared_array_maker", "shared_arrays_made_once", "simulated_thread",
            "simulator_thread"]
