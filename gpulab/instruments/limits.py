@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from gpulab.instruments.simulator import (
     blocks_as_greenlets,
     patched,
-    raise_in_running_blocks,
     running_thread,
+    stop_blocks,
 )
 
 
@@ -88,18 +88,15 @@ def access_budget(*arrays, factor: int = 16, minimum: int = 2_000) -> int:
     return max(minimum, factor * elements)
 
 
-def _stop_running_threads(limits: Limits, timed_out: bool = True) -> None:
-    """Mark ``limits`` tripped (every simulated thread then stops at its next access or
-    barrier) and, for the watchdog (``timed_out``), raise KernelDidNotFinishError in the host
-    threads running a simulated block now: the CUDA thread running there (a greenlet,
-    :func:`~gpulab.instruments.simulator.blocks_as_greenlets`) stops, and its block with it."""
+def _stop_running_threads(limits: Limits) -> None:
+    """The watchdog: mark ``limits`` timed out and tripped (every simulated thread then stops at
+    its next access or barrier) and stop the blocks running, and any that start while the limit
+    lasts, with KernelDidNotFinishError (:func:`~gpulab.instruments.simulator.stop_blocks`)."""
     with _STOPPING:
         if not limits.active:
             return
-        limits.timed_out = limits.timed_out or timed_out
-        limits.tripped = True
-        if timed_out:
-            raise_in_running_blocks(KernelDidNotFinishError)
+        limits.timed_out = limits.tripped = True
+        stop_blocks(KernelDidNotFinishError)
 
 
 @contextmanager
@@ -154,8 +151,8 @@ def limited(accesses_per_thread: int | None = None, barriers_per_thread: int | N
             if watchdog is not None:
                 watchdog.cancel()
             with _STOPPING:  # a watchdog already stopping threads finishes first
-                if limits.tripped:  # stop whatever of the stopped launch still runs
-                    _stop_running_threads(limits, timed_out=False)
+                if limits.timed_out:  # blocks start again
+                    stop_blocks(None)
                 limits.active = False
             _LIMITS = previous
 

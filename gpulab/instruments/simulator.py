@@ -21,14 +21,17 @@ it runs in:
   thread, the ranks of a simulated ring) waits for the running one instead of failing.
 - :func:`blocks_as_greenlets` — a block's CUDA threads run as greenlets, in turn, in the thread
   that launched it, instead of as one OS thread each; :func:`current_thread` is the one
-  running, and :func:`raise_in_running_blocks` stops the blocks running now (a watchdog).
+  running, :func:`stop_blocks` stops the blocks running and to come (a watchdog), and
+  :func:`unfinished_threads` counts the CUDA threads left paused (none, after any launch).
 - :func:`mend` — these mends, once, in the simulator tier (gpulab's kernels and the exercise
   checks call it when they are imported).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import gc
 import random
 import re
 import sys
@@ -225,23 +228,45 @@ def mend() -> None:
 PHASES_PER_BLOCK = 1 << 20
 
 # The host threads running a simulated block now (their ``threading.get_ident()``; a block's
-# CUDA threads run as greenlets inside the thread that launched it, blocks_as_greenlets), and
-# the lock held while one is added or removed or an exception is raised into them: an
-# exception raised into a thread in the set reaches it before it has left its block.
+# CUDA threads run as greenlets inside the thread that launched it, blocks_as_greenlets), what
+# every block raises as it starts while a watchdog has stopped the blocks (stop_blocks), and
+# the lock held while these change or an exception is raised into those threads: an exception
+# raised into a thread in the set reaches it before it has left its block.
 _RUNNING_BLOCKS: set[int] = set()
+_STOPPED_BY: list[type[BaseException]] = []
 _RUNNING_BLOCKS_LOCK = threading.Lock()
 
 
-def raise_in_running_blocks(exception: type[BaseException]) -> int:
-    """Raise ``exception`` in every host thread running a simulated block now (in the CUDA
-    thread running there, which Numba names in its message, or else in the block's loop), as a
-    watchdog stops a kernel that never ends (:func:`gpulab.instruments.limits.limited`).
-    Returns how many threads it reached."""
+def stop_blocks(exception: type[BaseException] | None) -> int:
+    """Stop simulated blocks with ``exception``, as a watchdog stops a kernel that never ends
+    (:func:`gpulab.instruments.limits.limited`): it is raised now in every host thread running
+    a block (in the CUDA thread running there, which Numba names in its message, or else in
+    the block's loop), and every block that starts from now on raises it, until
+    ``stop_blocks(None)``. Returns how many running blocks it reached."""
     with _RUNNING_BLOCKS_LOCK:
+        _STOPPED_BY[:] = [exception] if exception is not None else []
+        if exception is None:
+            return 0
         for ident in _RUNNING_BLOCKS:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident),
                                                        ctypes.py_object(exception))
         return len(_RUNNING_BLOCKS)
+
+
+def _start_block(ident: int) -> None:
+    with _RUNNING_BLOCKS_LOCK:
+        if _STOPPED_BY:
+            raise _STOPPED_BY[0]("stopped before this block began: the launch is past its time "
+                                 "limit")
+        _RUNNING_BLOCKS.add(ident)
+
+
+def unfinished_threads() -> int:
+    """How many simulated CUDA threads have started and not ended (greenlets paused at a
+    barrier): 0 outside a launch, whatever the last launch did. Slow (it looks at every object
+    the garbage collector tracks): for tests and diagnosis."""
+    return sum(1 for found in gc.get_objects() if isinstance(found, greenlet.greenlet)
+               and getattr(found, "gpulab_thread", None) is not None and found)
 
 
 def blocks_as_greenlets() -> None:
@@ -318,10 +343,10 @@ def blocks_as_greenlets() -> None:
                                   linear_index(dim3(point), extent))
                    for point in np.ndindex(*self._block_dim)]
         ident = threading.get_ident()
-        with _RUNNING_BLOCKS_LOCK:
-            _RUNNING_BLOCKS.add(ident)
         block = linear_index(dim3(grid_point), dim3(self._grid_dim))
+        errors = np.errstate(divide="raise") if self._debug else contextlib.nullcontext()
         try:
+            _start_block(ident)
             live, phase = threads, 0
             while live:
                 # Threads 0, 1, 2, ... in turn would hide every race between a thread and a
@@ -329,7 +354,8 @@ def blocks_as_greenlets() -> None:
                 # barrier): each phase runs in its own order, the same in every run.
                 random.Random(block * PHASES_PER_BLOCK + phase).shuffle(live)
                 for thread in live:
-                    thread.gpulab_greenlet.switch()  # until it waits at a barrier or ends
+                    with errors:  # debug: as in Numba's threads, and not left on in this one
+                        thread.gpulab_greenlet.switch()  # until it waits at a barrier or ends
                     if thread.exception:
                         raise thread.exception[0].with_traceback(thread.exception[1])
                 live = [t for t in live if not t.gpulab_greenlet.dead]
@@ -337,17 +363,32 @@ def blocks_as_greenlets() -> None:
                 for thread in live:  # every live thread waits at the barrier: it opens
                     thread.syncthreads_blocked = False
         finally:
-            for thread in threads:  # a stopped block: those paused at a barrier end there
-                thread.abort = True
-                if thread.gpulab_greenlet:  # started, not ended
-                    thread.gpulab_greenlet.switch()
-            with _RUNNING_BLOCKS_LOCK:
-                _RUNNING_BLOCKS.discard(ident)
+            try:
+                _end_paused(threads)
+            finally:
+                with _RUNNING_BLOCKS_LOCK:
+                    _RUNNING_BLOCKS.discard(ident)
 
     kernelapi.threading = _threading_seen_by_kernels()
     run_block.greenlets = True
     run_block.original = kernel.BlockManager.run  # what it replaced (for tests)
     kernel.BlockManager.run = run_block
+
+
+def _end_paused(threads) -> None:
+    """End the threads of a stopped block that wait at a barrier (each raises Numba's "abort
+    flag set" there), every one of them even if one raises something else (a second interrupt,
+    a watchdog): the first such exception is raised after."""
+    first = None
+    for thread in threads:
+        thread.abort = True
+        while thread.gpulab_greenlet:  # started, not ended
+            try:
+                thread.gpulab_greenlet.switch()
+            except BaseException as error:  # noqa: BLE001 - raised below, once all have ended
+                first = first or error
+    if first is not None:
+        raise first
 
 
 def current_thread():
@@ -404,6 +445,6 @@ def events_as_on_a_gpu() -> None:
 
 __all__ = ["blocks_as_greenlets", "current_thread", "dim3", "events_as_on_a_gpu",
            "launches_one_at_a_time", "linear_index", "mend", "patched",
-           "raise_in_running_blocks", "running_thread",
+           "running_thread", "stop_blocks", "unfinished_threads",
            "shared_array_maker", "shared_arrays_made_once", "simulated_thread",
            "simulator_thread"]

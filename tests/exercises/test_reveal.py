@@ -112,8 +112,9 @@ def test_short_failure_cuts_a_long_message():
 
 @pytest.mark.skipif(device.tier() != "sim", reason="the time limit is the simulator's")
 def test_try_it_stops_a_kernel_that_never_finishes(capsys):
-    import threading
     import time
+
+    from gpulab.instruments.simulator import unfinished_threads
 
     cell = notebook_cell(
         "@cuda.jit\n"
@@ -128,5 +129,4 @@ def test_try_it_stops_a_kernel_that_never_finishes(capsys):
     out = capsys.readouterr().out
     assert out.startswith("Your code stopped with KernelDidNotFinishError"), out
     assert "time limit" in out and "never ends" in out
-    assert not [t for t in threading.enumerate() if hasattr(t, "syncthreads_event")
-                and t.is_alive()]  # no simulated thread spins on in the background
+    assert unfinished_threads() == 0  # no simulated thread is left to spin on

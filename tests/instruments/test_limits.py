@@ -77,12 +77,25 @@ def test_a_loop_without_array_accesses_stops_at_the_wall_clock_limit():
             spin_without_arrays[1, 4](np.zeros(1, np.float32))
     assert limits.timed_out
     assert FakeWithinKernelCUDAArray.__getitem__ is original  # the simulator is left as it was
-    import threading
+    from gpulab.instruments.simulator import unfinished_threads
+
+    assert unfinished_threads() == 0  # no simulated thread is left to spin on
+
+
+@SIM_ONLY
+def test_a_watchdog_that_fires_between_launches_stops_the_next_block():
+    """The limit runs out while no block runs (host code): the next block under it stops at
+    once instead of looping for ever."""
     import time
 
-    time.sleep(0.2)  # no simulated thread keeps spinning in the background
-    assert not [t for t in threading.enumerate()
-                if hasattr(t, "syncthreads_event") and t.is_alive()]
+    with pytest.raises(instruments.KernelDidNotFinishError, match="time limit"):
+        with instruments.limited(seconds=0.2) as limits:
+            time.sleep(0.5)
+            spin_without_arrays[1, 4](np.zeros(1, np.float32))
+    assert limits.timed_out
+    out = np.zeros(64, np.float32)
+    copy_no_guard[2, 32](np.arange(64, dtype=np.float32), out)  # after the limit: runs
+    assert out[63] == 63
 
 
 @SIM_ONLY

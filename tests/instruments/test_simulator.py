@@ -259,12 +259,13 @@ def test_a_failed_launch_leaves_no_thread_running():
     thread 0 ends at the barrier, and no thread of the launch runs on after it returns."""
     import time
 
-    from gpulab.instruments.simulator import mend
+    from gpulab.instruments.simulator import mend, unfinished_threads
 
     mend()
     passed = []
     with pytest.raises(IndexError, match=r"tid=\[1, 0, 0\]"):
         fail_in_thread_1[1, 4](np.zeros(2, np.float32), passed)
+    assert unfinished_threads() == 0  # those paused at the barrier were ended there
     time.sleep(0.1)
     assert passed == []
 
@@ -308,7 +309,8 @@ def test_a_block_runs_as_greenlets_without_starting_an_os_thread():
     start = threading.Thread.start
 
     def counted_start(thread):
-        started.append(thread)
+        if isinstance(thread, kernel.BlockThread):  # not another test's background thread
+            started.append(thread)
         return start(thread)
 
     def launch() -> int:
@@ -382,10 +384,10 @@ def test_an_interrupt_stops_a_launch_at_once_and_the_next_launch_runs():
     import time
 
     from gpulab import instruments
-    from gpulab.instruments.simulator import mend
+    from gpulab.instruments.simulator import mend, unfinished_threads
 
     mend()
-    out = np.zeros(8, np.float64)
+    out = cuda.to_device(np.zeros(8, np.float64))  # a device array: it holds what was counted
     timer = threading.Timer(0.3, _thread.interrupt_main)
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
@@ -393,9 +395,28 @@ def test_an_interrupt_stops_a_launch_at_once_and_the_next_launch_runs():
             timer.start()
             count_for_ever[1, 8](out)
     assert time.monotonic() - started < 30
-    counted = out.copy()
+    assert unfinished_threads() == 0
+    counted = out.copy_to_host()
+    assert counted.any()  # the launch ran before it was interrupted
     time.sleep(0.1)
-    np.testing.assert_array_equal(out, counted)  # nothing counts on after the launch
+    np.testing.assert_array_equal(out.copy_to_host(), counted)  # nothing counts on after it
     ones = np.zeros(8, np.float32)
     barrier_after_some_returned[1, 8](ones)
     assert ones.tolist() == [0] * 4 + [1] * 4
+
+
+@cuda.jit(debug=True, opt=False)
+def divide_by_zero(out):
+    """Divides a float by zero: in debug mode the simulator raises FloatingPointError."""
+    out[0] = np.float64(1.0) / out[1]
+
+
+@SIM_ONLY
+def test_debug_mode_raises_on_division_by_zero_and_leaves_the_host_as_it_was():
+    from gpulab.instruments.simulator import mend
+
+    mend()
+    before = np.geterr()
+    with pytest.raises(FloatingPointError, match=r"tid=\[0, 0, 0\]"):
+        divide_by_zero[1, 1](np.zeros(2, np.float64))
+    assert np.geterr() == before  # divide="raise" stayed with the simulated thread

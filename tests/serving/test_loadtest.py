@@ -131,7 +131,9 @@ def test_offered_beyond_capacity_the_server_saturates_queues_and_answers_503(dig
     assert light.statuses == {200: 20} and light.p50_ms < 300
     assert heavy.lost == 0 and heavy.completed + heavy.rejected == heavy.sent == 300
     assert heavy.rejected > 100  # the queue filled: the excess was refused
-    assert heavy.throughput_per_s < 300 < heavy.sent_rate_per_s  # a plateau, not the offer
+    # a plateau, not the offer: answers stay under ~200/s and under half of what was sent
+    # (on a loaded 2-core machine the client sent at 268/s, not 1,500/s: seen once)
+    assert heavy.throughput_per_s < min(300, heavy.sent_rate_per_s / 2)
     assert heavy.p50_ms > light.p50_ms  # answered ones waited in the queue
     assert stats["rows"] == light.completed + heavy.completed  # refused: never computed
     assert "rejected 503" in str(heavy) and "nearest rank" in str(heavy)
