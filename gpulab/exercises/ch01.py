@@ -185,6 +185,14 @@ MULTIPLY_TRACE_THREADS, MULTIPLY_TRACE_SIZE = 40, 117
 MULTIPLY_METHOD_MISTAKES = grid_stride_mistakes(
     "the exercise gives each thread one element, so it needs no loop; a loop must step by all "
     "the grid's threads, `cuda.gridsize(1)`, so that no two threads meet.")
+
+
+class MultiplyWrites(GridStride):
+    """The multiply traced on a small launch: the elements of out each thread wrote, in order."""
+
+    ITEM, SPELLED, DONE = "element", "out[{}]", "written"
+
+
 MULTIPLY = CheckSpec(
     "multiply", "multiply(x, y, out)", MULTIPLY_STUB_HINT,
     MULTIPLY_MISTAKES + MULTIPLY_METHOD_MISTAKES, parameters=3,
@@ -221,13 +229,9 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
                        shape=(MULTIPLY_TRACE_SIZE,))
     trace = trace_trial(kernel, small, small.uniform(-2, 2), small.uniform(-2, 2),
                         np.zeros(small.n, small.dtype))
-    order: dict = {}
-    for access in [] if trace.error else trace.accesses:  # a trace that stops: runs alone count
-        if access.kind == "write" and access.array == trace.global_arrays[-1]:
-            order.setdefault(access.thread, []).append(access.index[0])
-    small.grid_blocks, writes = small.blocks, GridStride(small, order)
-    writes.SPELLED, writes.DONE = "out[{}]", "written"
-    reject(MULTIPLY_METHOD_MISTAKES, writes)
+    small.grid_blocks = small.blocks
+    order = {} if trace.error else trace.elements_by_thread(trace.global_arrays[-1], "write")
+    reject(MULTIPLY_METHOD_MISTAKES, MultiplyWrites(small, order))  # a stopped trace: runs alone
     return (f"all {trial.n} elements are right ({trial.launched}, seed={trial.seed}), each "
             "written by one thread.")
 

@@ -690,11 +690,8 @@ def _stride_of(kernel, seed: int, dtype) -> None:
     trace = trace_trial(kernel, trial, x, out)
     offer_trace(kernel, 2, 4, "x", "out", note="with x and out of 19 elements: 8 threads")
     order: dict = {}
-    if not trace.error:
-        source = trace.global_arrays[0] if len(trace.global_arrays) >= 2 else None
-        for access in trace.accesses:
-            if access.array == source and access.kind == "read":
-                order.setdefault(access.thread, []).append(access.index[0])
+    if not trace.error and len(trace.global_arrays) >= 2:
+        order = trace.elements_by_thread(trace.global_arrays[0], "read")
     stride = Stride(trial, order, trace.error)
     if not stride.never_ends and (trace.error or stride.step is None):
         # Other errors, and one element per thread: the full-size run below says so.

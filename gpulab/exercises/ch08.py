@@ -1124,12 +1124,8 @@ def _check_evaluate_method(kernel, seed: int, source: KernelSource) -> None:
         return  # the full-size runs explain errors
     names = source.parameters
     name = names[2] if len(names) > 2 else "losses"
-    order: dict = {}
-    for access in trace.accesses:
-        if access.array == name and access.kind == "write":
-            writes = order.setdefault(access.thread, [])
-            if not writes or writes[-1] != access.index[0]:  # a sum kept in losses[s]: one
-                writes.append(access.index[0])                # sample, however many writes
+    # a sum kept in losses[s]: one sample, however many writes
+    order = trace.elements_by_thread(name, "write", repeats=False)
     reject(EVALUATE_METHOD_MISTAKES, SampleOwners(trial, order))
 
 

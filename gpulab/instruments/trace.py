@@ -289,6 +289,19 @@ class KernelTrace:
                     threads.append(access.thread)
         return found
 
+    def elements_by_thread(self, array: str, kind: str, repeats: bool = True) -> dict:
+        """``{thread: [element, ...]}``: the first index of each ``kind`` access ('read',
+        'write', 'atomic') of ``array`` by each thread, in the order it made them; with
+        ``repeats=False`` an access to the element the thread touched last is not listed again
+        (a sum kept in one element counts once)."""
+        found: dict = {}
+        for access in self.accesses:
+            if access.array == array and access.kind == kind:
+                elements = found.setdefault(access.thread, [])
+                if repeats or not elements or elements[-1] != access.index[0]:
+                    elements.append(access.index[0])
+        return found
+
     @property
     def dimensions_of_threads(self) -> int:
         """1 for a 1-D launch, 2 or 3 otherwise."""

@@ -75,6 +75,12 @@ def test_trace_of_the_shared_tree_dot_product():
     assert trace.counts((0, 3))["global_reads"] == 2
     assert trace.counts((0, 0))["shared_reads"] == 7  # partial[0] + 3 steps x 2
     assert trace.touched("x", "read")[(12,)] == [(1, 4)]
+    assert trace.elements_by_thread("x", "read")[(1, 4)] == [12]
+    tree = trace.elements_by_thread("shared:partial", "read")[(0, 0)]
+    assert tree == [0, 4, 0, 2, 0, 1, 0]  # its own slot, then the slot it adds, each round
+    writes = trace.elements_by_thread("shared:partial", "write")[(0, 0)]
+    assert writes == [0, 0, 0, 0]  # its own slot, stored then added into in 3 rounds
+    assert trace.elements_by_thread("shared:partial", "write", repeats=False)[(0, 0)] == [0]
     summary = trace.summary()
     assert "barriers" in summary and "block 0 made 1" in summary
 
