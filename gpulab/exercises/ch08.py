@@ -34,6 +34,7 @@ times off the model: never clearly outside the tolerance of both.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -103,6 +104,22 @@ def model_crossover(widths, gpu) -> int:
     ``cost.estimate_step(widths, batch, gpu).bound()`` is not "launch" (1 if even a batch of
     1 is not launch-bound). The parts grow with the batch and the launches do not, so a
     doubling search and a bisection find it."""
+    return _model_crossover(tuple(int(w) for w in widths), str(gpu))
+
+
+# A check asks the model about one case once for each known mistake it tries: kept, not redone.
+MODEL_ANSWERS_KEPT = 4096
+
+
+@functools.lru_cache(maxsize=MODEL_ANSWERS_KEPT)
+def model_samples_per_s(widths: tuple[int, ...], batch: int, gpu: str) -> float:
+    """The model's answer to exercise 2: ``cost.estimate_step(widths, batch, gpu)``'s
+    samples per second."""
+    return cost.estimate_step(list(widths), batch, gpu).samples_per_s
+
+
+@functools.lru_cache(maxsize=MODEL_ANSWERS_KEPT)
+def _model_crossover(widths: tuple[int, ...], gpu: str) -> int:
     def launch_bound(batch: int) -> bool:
         return cost.estimate_step(widths, batch, gpu).bound() == "launch"
 
@@ -597,7 +614,7 @@ THROUGHPUT = CheckSpec(
 def _shows_throughput(answer: WrongAnswer, parts: Parts, earlier=()) -> bool:
     """Is there a batch at which ``answer`` is clearly off and told apart from ``earlier``?"""
     def model(batch: int) -> Callable[[], float]:
-        return lambda: cost.estimate_step(list(parts.widths), batch, parts.gpu).samples_per_s
+        return lambda: model_samples_per_s(parts.widths, batch, parts.gpu)
 
     return any(_differs(answer.value(parts, b), [e.value(parts, b) for e in earlier])
                and _clearly_off(answer.value(parts, b), parts.napkin_throughput(b), model(b))
@@ -622,8 +639,7 @@ def check_throughput(function, seed: int | None = None) -> str:
                 call_learner(function, list(widths), batch, parts.gpu,
                              stub_hint=THROUGHPUT_STUB_HINT, call=call),
                 "samples per second", f"({parts}, batch {plain(batch)}; seed={seed})")
-        want.append({b: cost.estimate_step(widths, b, parts.gpu).samples_per_s
-                     for b in got[-1]})
+        want.append({b: model_samples_per_s(parts.widths, b, parts.gpu) for b in got[-1]})
     evidence = Throughputs(seed, cases, got, want)
     if evidence.first[0] >= 0:
         THROUGHPUT.reject(evidence)

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import greenlet
+
 from gpulab.instruments.simulator import (
     blocks_as_greenlets,
     patched,
@@ -45,39 +47,48 @@ _LIMITS: Limits | None = None
 _STOPPING = threading.RLock()
 
 
+_PAST_ACCESSES = ("made more than {budget} array accesses, many more than the arrays hold: a "
+                  "loop that never ends?")
+
+
 def count_access() -> None:
     """Count one array access of the simulated thread running now against :func:`limited`'s
-    budget; raise :class:`KernelDidNotFinishError` past it. Free outside a limit or a kernel."""
-    _count("accesses_per_thread", "gpulab_accesses",
-           "made more than {budget} array accesses, many more than the arrays hold: a loop "
-           "that never ends?")
+    budget; raise :class:`KernelDidNotFinishError` past it. Free outside a limit or a kernel.
+    (The simulator's own arrays count in :func:`_counting_accesses`, the same steps inline.)"""
+    limits = _LIMITS
+    if limits is not None and limits.accesses_per_thread is not None:
+        _count(limits, limits.accesses_per_thread, "gpulab_accesses", _PAST_ACCESSES)
 
 
 def count_barrier() -> None:
     """Count one barrier (``syncthreads``) of the simulated thread running now against
     :func:`limited`'s budget."""
-    _count("barriers_per_thread", "gpulab_barriers",
-           "passed more than {budget} barriers (syncthreads): a loop that never ends?")
-
-
-def _count(budget_name: str, counter: str, past_budget: str) -> None:
-    """Add one to the running simulated thread's ``counter``; past the limit's ``budget_name``
-    stop every thread, saying "a thread " + ``past_budget`` (``{budget}`` filled in)."""
     limits = _LIMITS
-    budget = None if limits is None else getattr(limits, budget_name)
-    if budget is None:
-        return
+    if limits is not None and limits.barriers_per_thread is not None:
+        _count(limits, limits.barriers_per_thread, "gpulab_barriers",
+               "passed more than {budget} barriers (syncthreads): a loop that never ends?")
+
+
+def _count(limits: Limits, budget: int, counter: str, past_budget: str) -> None:
+    """Add one to the running simulated thread's ``counter``; past ``budget`` stop every
+    thread, saying "a thread " + ``past_budget`` (``{budget}`` filled in)."""
     thread = running_thread()
     if thread is None:
         return
     count = getattr(thread, counter, 0) + 1
     setattr(thread, counter, count)
+    if limits.tripped or count > budget:
+        _stop(limits, past_budget.format(budget=budget))
+
+
+def _stop(limits: Limits, past_budget: str) -> None:
+    """Raise :class:`KernelDidNotFinishError` in a thread past its budget (``past_budget``
+    says how), which trips ``limits``, or in any thread once they are tripped."""
     if limits.tripped:
         raise KernelDidNotFinishError(f"stopped with another thread: {limits.reason}")
-    if count > budget:
-        limits.tripped = True
-        limits.reason = "a thread " + past_budget.format(budget=budget)
-        raise KernelDidNotFinishError(limits.reason.replace("a thread", "this thread", 1))
+    limits.tripped = True
+    limits.reason = "a thread " + past_budget
+    raise KernelDidNotFinishError(limits.reason.replace("a thread", "this thread", 1))
 
 
 def access_budget(*arrays, factor: int = 16, minimum: int = 2_000) -> int:
@@ -130,14 +141,13 @@ def limited(accesses_per_thread: int | None = None, barriers_per_thread: int | N
         return getattr(method, "gpulab_original", method)
 
     patches = {
-        (FakeWithinKernelCUDAArray, "__getitem__"): _counting(
+        (FakeWithinKernelCUDAArray, "__getitem__"): _counting_accesses(
             uncounted(FakeWithinKernelCUDAArray.__getitem__)),
-        (FakeWithinKernelCUDAArray, "__setitem__"): _counting(
+        (FakeWithinKernelCUDAArray, "__setitem__"): _counting_accesses(
             uncounted(FakeWithinKernelCUDAArray.__setitem__)),
     }
     for name in ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or"):
-        patches[FakeCUDAModule, name] = _counting(uncounted(getattr(FakeCUDAModule, name)),
-                                                  count_barrier)
+        patches[FakeCUDAModule, name] = _counting(uncounted(getattr(FakeCUDAModule, name)))
     watchdog = None
     with patched(patches):
         _LIMITS = limits
@@ -157,10 +167,28 @@ def limited(accesses_per_thread: int | None = None, barriers_per_thread: int | N
             _LIMITS = previous
 
 
-def _counting(method, count=count_access):
-    """``method``, calling ``count`` (:func:`count_access`, :func:`count_barrier`) first."""
+def _counting(method, count=count_barrier):
+    """``method``, calling ``count`` (:func:`count_barrier`) first."""
     def counted(self, *args):
         count()
+        return method(self, *args)
+
+    counted.gpulab_original = method
+    return counted
+
+
+def _counting_accesses(method):
+    """``method`` (a device array's ``__getitem__`` or ``__setitem__``), counting one access
+    first. :func:`count_access` inlined: this runs on every element a simulated kernel reads or
+    writes, where each Python call costs (a third of a check's time went to counting)."""
+    def counted(self, *args):
+        limits = _LIMITS
+        if limits is not None and limits.accesses_per_thread is not None:
+            thread = getattr(greenlet.getcurrent(), "gpulab_thread", None) or running_thread()
+            if thread is not None:
+                count = thread.gpulab_accesses = getattr(thread, "gpulab_accesses", 0) + 1
+                if limits.tripped or count > limits.accesses_per_thread:
+                    _stop(limits, _PAST_ACCESSES.format(budget=limits.accesses_per_thread))
         return method(self, *args)
 
     counted.gpulab_original = method

@@ -85,8 +85,13 @@ def simulated_thread() -> tuple[int, int] | None:
 
 
 def running_thread():
-    """The simulator's thread object running now, or None outside a simulated kernel."""
-    current = current_thread()
+    """The simulator's thread object running now, or None outside a simulated kernel. Called
+    on every counted array access (:mod:`gpulab.instruments.limits`): a CUDA thread running
+    as a greenlet is found first, without the checks a host thread needs."""
+    simulated = getattr(greenlet.getcurrent(), "gpulab_thread", None)
+    if simulated is not None:
+        return simulated
+    current = threading.current_thread()  # Numba's own runner: a thread per CUDA thread
     return current if hasattr(current, "threadIdx") and hasattr(current, "blockIdx") else None
 
 
