@@ -14,6 +14,7 @@ never reach into another module's private names.
 """
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -98,7 +99,11 @@ def imports_of(module: str):
     return found, private_attributes
 
 
-GRAPH = {module: imports_of(module) for module in MODULES}
+@functools.cache
+def graph() -> dict:
+    """{module: imports_of(module)} for every gpulab module; built on first use, not when the
+    file is collected (each pytest worker collects every file, and runs this one in one)."""
+    return {module: imports_of(module) for module in MODULES}
 
 
 def is_private(dotted: str) -> bool:
@@ -112,7 +117,7 @@ def test_every_module_is_in_a_layer():
 
 def test_imports_run_from_higher_layers_to_lower_ones():
     wrong = []
-    for module, (imports, _) in GRAPH.items():
+    for module, (imports, _) in graph().items():
         for target, _, line in imports:
             if target in MODULES and layer_of(target) > layer_of(module):
                 wrong.append(f"{module}:{line} imports {target} "
@@ -122,7 +127,7 @@ def test_imports_run_from_higher_layers_to_lower_ones():
 
 def test_no_import_cycles():
     edges = {module: {t for t, _, _ in imports if t in MODULES and t != module}
-             for module, (imports, _) in GRAPH.items()}
+             for module, (imports, _) in graph().items()}
     state, stack, cycles = {}, [], []
 
     def visit(node):
@@ -144,7 +149,7 @@ def test_no_import_cycles():
 
 def test_no_module_reaches_into_another_modules_private_names():
     wrong = []
-    for module, (imports, attributes) in GRAPH.items():
+    for module, (imports, attributes) in graph().items():
         for target, name, line in imports:
             if target != module and (is_private(target) or (name and is_private(name))):
                 wrong.append(f"{module}:{line} imports {target}{'.' + name if name else ''}")
@@ -158,7 +163,7 @@ def test_no_module_reaches_into_another_modules_private_names():
                                  "gpulab.formats", "gpulab.reference", "gpulab.instruments",
                                  "gpulab.documents"])
 def test_the_ground_floor_imports_nothing_above_it(low):
-    imports, _ = GRAPH[low]
+    imports, _ = graph()[low]
     above = [t for t, _, _ in imports if t in MODULES and layer_of(t) > 0]
     assert not above, f"{low} imports {above}"
 
