@@ -103,8 +103,11 @@ def model_crossover(widths, gpu) -> int:
     """The model's answer to exercise 1: the smallest batch at which
     ``cost.estimate_step(widths, batch, gpu).bound()`` is not "launch" (1 if even a batch of
     1 is not launch-bound). The parts grow with the batch and the launches do not, so a
-    doubling search and a bisection find it."""
-    return _model_crossover(tuple(int(w) for w in widths), str(gpu))
+    doubling search and a bisection find it. ``gpu``: a key of :data:`gpulab.hardware.GPUS`
+    (whose answers are kept, :func:`_kept_crossover`) or a :class:`~gpulab.hardware.GPUSpec`."""
+    if isinstance(gpu, str):
+        return _kept_crossover(tuple(int(w) for w in widths), gpu)
+    return _crossover(widths, gpu)
 
 
 # A check asks the model about one case once for each known mistake it tries: kept, not redone.
@@ -114,12 +117,16 @@ MODEL_ANSWERS_KEPT = 4096
 @functools.lru_cache(maxsize=MODEL_ANSWERS_KEPT)
 def model_samples_per_s(widths: tuple[int, ...], batch: int, gpu: str) -> float:
     """The model's answer to exercise 2: ``cost.estimate_step(widths, batch, gpu)``'s
-    samples per second."""
+    samples per second, for ``gpu`` a key of :data:`gpulab.hardware.GPUS` (kept)."""
     return cost.estimate_step(list(widths), batch, gpu).samples_per_s
 
 
 @functools.lru_cache(maxsize=MODEL_ANSWERS_KEPT)
-def _model_crossover(widths: tuple[int, ...], gpu: str) -> int:
+def _kept_crossover(widths: tuple[int, ...], gpu: str) -> int:
+    return _crossover(widths, gpu)
+
+
+def _crossover(widths, gpu) -> int:
     def launch_bound(batch: int) -> bool:
         return cost.estimate_step(widths, batch, gpu).bound() == "launch"
 

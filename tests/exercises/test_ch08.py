@@ -197,6 +197,9 @@ def test_the_model_crossover_is_where_the_bound_changes():
         assert cost.estimate_step(widths, batch, gpu).bound() != "launch"
         assert batch == 1 or cost.estimate_step(widths, batch - 1, gpu).bound() == "launch"
     assert ch08.model_crossover([64, 128, 10], "H100-SXM") == 11_012  # chapter 08's number
+    # The chapter passes the GPU's spec, not its key; both give the same answer.
+    assert ch08.model_crossover([64, 128, 10], hardware.get_gpu(hardware.COURSE_GPU)) == \
+        ch08.model_crossover([64, 128, 10], hardware.COURSE_GPU)
 
 
 def test_numbers_are_printed_plainly():
