@@ -231,6 +231,11 @@ def learner_environment(tmp_path_factory) -> LearnerEnvironment:
             here["GPULAB_DEVICE"] = "sim"
         return LearnerEnvironment(sys.executable, here, ROOT, through_start(ROOT), False,
                                   str(unreachable.msg))
+    # On Binder the first import of each gpulab module writes its bytecode; where
+    # PYTHONDONTWRITEBYTECODE is set (the development machine) nothing would, and each
+    # chapter's kernel would compile gpulab again. The editable install leaves it to this.
+    subprocess.run([venv_python, "-m", "compileall", "-q", str(repo / "gpulab")], check=True,
+                   env=env, capture_output=True)
     installed_s = time.monotonic() - started
     post_build = repo / "binder" / "postBuild"
     if post_build.exists():

@@ -68,7 +68,7 @@ def dashboard_server(start_course_server, tmp_path_factory, request):
                       f"versions a Mac gets: resolving those needs PyPI ({why})", stacklevel=1)
         yield request.getfixturevalue("jupyter_server")
         return
-    mac = macos_env.build(tmp_path_factory.mktemp("macos"))
+    mac = macos_env.build(tmp_path_factory.mktemp("macos"), compile_bytecode=True)
     print(f"dashboards served with the macOS versions: numba-cuda {mac.version('numba-cuda')}, "
           f"numba {mac.version('numba')}, voila {mac.version('voila')}, "
           f"installed in {mac.installed_s:.0f} s")
