@@ -50,7 +50,7 @@ SERVER_START_S = 90
 VIEWPORT = {"width": 1400, "height": 1800}  # tall: the dashboard and its plot fit at once
 # CSS animations off in every page, from its first element: the tests read what a page shows,
 # never how it moves, and headless Chromium draws each frame of Voila's spinner in software
-# while the kernel runs a chapter (10-50 s): 0.23 CPU-seconds a second with it, 0.11 without,
+# while the kernel runs a chapter (10-50 s): 0.23 CPU-seconds a second with it, 0.12 without,
 # measured on chapter 12's dashboard. Transitions stay (JupyterLab waits on some of them).
 NO_ANIMATIONS_SCRIPT = """(() => {
   const css = '*, *::before, *::after { animation: none !important; }';
