@@ -147,7 +147,7 @@ def limited(accesses_per_thread: int | None = None, barriers_per_thread: int | N
             uncounted(FakeWithinKernelCUDAArray.__setitem__)),
     }
     for name in ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or"):
-        patches[FakeCUDAModule, name] = _counting(uncounted(getattr(FakeCUDAModule, name)))
+        patches[FakeCUDAModule, name] = _counting_barriers(uncounted(getattr(FakeCUDAModule, name)))
     watchdog = None
     with patched(patches):
         _LIMITS = limits
@@ -167,10 +167,10 @@ def limited(accesses_per_thread: int | None = None, barriers_per_thread: int | N
             _LIMITS = previous
 
 
-def _counting(method, count=count_barrier):
-    """``method``, calling ``count`` (:func:`count_barrier`) first."""
+def _counting_barriers(method):
+    """``method`` (a ``syncthreads`` variant), calling :func:`count_barrier` first."""
     def counted(self, *args):
-        count()
+        count_barrier()
         return method(self, *args)
 
     counted.gpulab_original = method
