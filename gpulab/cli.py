@@ -15,7 +15,7 @@ gpulab gpu-check [--plan] [--quick]
                                  on a GPU: every kernel checked, bench and chapter series
                                  recorded in gpulab/data/, every notebook run; a summary
 gpulab doctor [--json]           check the environment; print each problem with its fix
-gpulab bench [--gpu H100-SXM] [--save results.json] [--record] [--load FILE]
+gpulab bench [--gpu KEY] [--save results.json] [--record] [--load FILE]
              [--kernels saxpy,matmul_tiled] [--sizes N ...] [--matmul-sizes N ...]
                                  check, time and compare the kernel suite (chapters 02-03, training)
 """
@@ -189,6 +189,8 @@ def _positive_int(text: str) -> int:
 
 
 def _add_bench(commands) -> None:
+    from gpulab import hardware
+
     parser = commands.add_parser(
         "bench", help="check, time and compare the kernel suite (chapters 02-03, training)",
         description="Check every kernel against NumPy, time it (CUDA events on a GPU; in the "
@@ -196,8 +198,9 @@ def _add_bench(commands) -> None:
         "model-check measures), and compare measured rates with the datasheet peak, with a "
         "device copy or cuBLAS and with a baseline measured in the same run. Every figure says "
         "where it came from.")
-    parser.add_argument("--gpu", help="GPU model for estimates and percentages (default: "
-                       "H100-SXM without a GPU, the local GPU's entry with one)")
+    parser.add_argument("--gpu", help="GPU model for estimates and percentages, a key of "
+                       f"gpulab.hardware.GPUS (default: {hardware.COURSE_GPU} without a GPU, the "
+                       "local GPU's entry with one)")
     parser.add_argument("--kernels", help="comma-separated subset of: saxpy, copy_coalesced, "
                        "copy_strided, matmul_naive, matmul_tiled, matmul_register_blocked")
     parser.add_argument("--sizes", type=_positive_int, nargs="+",

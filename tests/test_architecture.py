@@ -190,12 +190,29 @@ def course_gpu_literals(text: str) -> list[int]:
     return [number for number, line in enumerate(text.splitlines(), 1) if literal.search(line)]
 
 
+def course_texts():
+    """(path, text) of what spells code in the repository: the package's and the tests' Python
+    files, and the code and Markdown of every notebook and course document (solutions/ and the
+    learner copies in course/)."""
+    import json
+
+    root = PACKAGE.parent
+    for path in sorted([*PACKAGE.rglob("*.py"), *(root / "tests").rglob("*.py")]):
+        yield path.relative_to(root), path.read_text(encoding="utf-8")
+    for folder in ("solutions", "course"):
+        for path in sorted((root / folder).glob("*.ipynb")):
+            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+            yield path.relative_to(root), "\n".join("".join(cell["source"]) for cell in cells)
+        for path in sorted((root / folder).glob("*.md")):
+            yield path.relative_to(root), path.read_text(encoding="utf-8")
+
+
 def test_the_course_gpu_has_one_home():
     """The GPU the course models is ``hardware.COURSE_GPU``; a fact about the H100 names
-    ``hardware.H100_SXM``. Only hardware.py spells the key (data files may record it)."""
-    found = {str(path.relative_to(PACKAGE.parent)): lines
-             for path in sorted(PACKAGE.rglob("*.py")) if path.name != "hardware.py"
-             if (lines := course_gpu_literals(path.read_text(encoding="utf-8")))}
+    ``hardware.H100_SXM``. Only hardware.py spells the key, in the package, the tests and the
+    notebooks (data files may record it, and a text a test expects may show it)."""
+    found = {str(path): lines for path, text in course_texts()
+             if path.name != "hardware.py" if (lines := course_gpu_literals(text))}
     assert not found, f"use hardware.COURSE_GPU (or hardware.H100_SXM.key) instead of: {found}"
 
 

@@ -8,6 +8,7 @@ import pytest
 from gpulab import hardware
 from gpulab.hardware import (
     GPUS,
+    H100_SXM,
     LAUNCH_OVERHEAD_S,
     GPUSpec,
     estimate_time,
@@ -15,7 +16,7 @@ from gpulab.hardware import (
     ridge_point,
 )
 
-REQUIRED_KEYS = {"H100-SXM", "H200", "B200", "A100-SXM", "L4", "T4"}
+REQUIRED_KEYS = {H100_SXM.key, "H200", "B200", "A100-SXM", "L4", "T4"}
 SOURCED_FIELDS = ("memory_bytes", "memory_bandwidth_bytes_per_s", "host_link_bytes_per_s",
                   "tdp_watts", "compute_capability")
 
@@ -76,7 +77,7 @@ def test_tensor_rates_are_at_least_the_plain_rates():
 
 # Published figures, typed in again from the datasheets so that a typo in the table fails.
 @pytest.mark.parametrize("key, bandwidth_tb_s, memory_gb, fp32_tflops, tdp_watts", [
-    ("H100-SXM", 3.35, 80, 67, 700),
+    (H100_SXM.key, 3.35, 80, 67, 700),
     ("H200", 4.8, 141, 67, 700),
     ("RTX-A6000", 0.768, 48, 38.7, 300),
     ("B200", 7.7, 180, 75, 1000),
@@ -93,9 +94,9 @@ def test_published_figures(key, bandwidth_tb_s, memory_gb, fp32_tflops, tdp_watt
 
 
 @pytest.mark.parametrize("key, precision, dense_tflops", [
-    ("H100-SXM", "bf16", 989.5),   # 1,979 with sparsity
-    ("H100-SXM", "fp8", 1979),     # 3,958 with sparsity
-    ("H100-SXM", "fp64", 34),
+    (H100_SXM.key, "bf16", 989.5),   # 1,979 with sparsity
+    (H100_SXM.key, "fp8", 1979),     # 3,958 with sparsity
+    (H100_SXM.key, "fp64", 34),
     ("H200", "fp16", 989.5),
     ("B200", "fp4", 9000),         # 18 PFLOPS with sparsity
     ("B200", "bf16", 2250),
@@ -110,12 +111,12 @@ def test_published_dense_rates(key, precision, dense_tflops):
 
 
 def test_links():
-    assert GPUS["H100-SXM"].host_link == "PCIe 5.0 x16"
-    assert GPUS["H100-SXM"].host_link_bytes_per_s == 64e9  # 128 GB/s counts both directions
+    assert H100_SXM.host_link == "PCIe 5.0 x16"
+    assert H100_SXM.host_link_bytes_per_s == 64e9  # 128 GB/s counts both directions
     assert GPUS["A100-SXM"].host_link_bytes_per_s == 32e9
     assert GPUS["T4"].host_link_bytes_per_s == 16e9
-    assert GPUS["H100-SXM"].nvlink_bytes_per_s == 900e9
-    assert GPUS["H100-SXM"].nvlink_bytes_per_s_per_direction == 450e9
+    assert H100_SXM.nvlink_bytes_per_s == 900e9
+    assert H100_SXM.nvlink_bytes_per_s_per_direction == 450e9
     assert GPUS["B200"].nvlink_bytes_per_s == 1.8e12
     assert GPUS["A100-SXM"].nvlink_bytes_per_s == 600e9
     assert GPUS["L4"].nvlink_bytes_per_s is None
@@ -125,14 +126,14 @@ def test_links():
 def test_formats_a_gpu_lacks_are_left_out():
     assert "fp8" not in GPUS["A100-SXM"].peak_flops
     assert "bf16" not in GPUS["T4"].peak_flops
-    assert "fp4" not in GPUS["H100-SXM"].peak_flops
+    assert "fp4" not in H100_SXM.peak_flops
     assert "fp4" in GPUS["B200"].peak_flops
 
 
 def test_peak_flops_for_names_the_supported_formats():
     with pytest.raises(ValueError, match="no 'fp8' rate.*fp64.*fp32.*fp16.*int8"):
         GPUS["A100-SXM"].peak_flops_for("fp8")
-    assert GPUS["H100-SXM"].peak_flops_for("FP32") == 67e12
+    assert H100_SXM.peak_flops_for("FP32") == 67e12
 
 
 def test_a_spec_with_an_unknown_format_is_refused():
@@ -147,10 +148,10 @@ def test_a_spec_with_an_unknown_format_is_refused():
 
 
 @pytest.mark.parametrize("name, key", [
-    ("H100-SXM", "H100-SXM"), ("h100", "H100-SXM"), ("H100 SXM", "H100-SXM"),
-    ("h100_sxm", "H100-SXM"), ("a100", "A100-SXM"), ("A100 SXM4 80GB", "A100-SXM"),
+    (H100_SXM.key, H100_SXM.key), ("h100", H100_SXM.key), ("H100 SXM", H100_SXM.key),
+    ("h100_sxm", H100_SXM.key), ("a100", "A100-SXM"), ("A100 SXM4 80GB", "A100-SXM"),
     ("h200", "H200"), ("B200", "B200"), ("l4", "L4"), ("T4", "T4"),
-    ("NVIDIA H100 SXM5 80GB", "H100-SXM"), ("nvidia l4", "L4"),
+    ("NVIDIA H100 SXM5 80GB", H100_SXM.key), ("nvidia l4", "L4"),
 ])
 def test_get_gpu_accepts_keys_and_parts_of_names(name, key):
     assert get_gpu(name) is GPUS[key]
@@ -170,7 +171,7 @@ def test_get_gpu_passes_a_spec_through():
 def test_get_gpu_errors_list_the_keys(name, message):
     with pytest.raises(ValueError, match=message) as error:
         get_gpu(name)
-    assert "H100-SXM" in str(error.value)
+    assert H100_SXM.key in str(error.value)
 
 
 # ----------------------------------------------------------------------------- roofline
@@ -178,7 +179,7 @@ def test_get_gpu_errors_list_the_keys(name, message):
 
 def test_saxpy_on_h100_is_memory_bound_at_bytes_over_bandwidth():
     n = 100_000_000  # y = a*x + y in float32: read x and y, write y; 2 FLOPs per element
-    est = estimate_time("H100-SXM", flops=2 * n, bytes_moved=3 * 4 * n)
+    est = estimate_time(H100_SXM.key, flops=2 * n, bytes_moved=3 * 4 * n)
     assert est.memory_s == pytest.approx(1.2e9 / 3.35e12)  # 358 µs
     assert est.compute_s == pytest.approx(2e8 / 67e12)      # 3 µs
     assert est.launch_s == LAUNCH_OVERHEAD_S
@@ -195,18 +196,18 @@ def test_saxpy_on_h100_is_memory_bound_at_bytes_over_bandwidth():
 
 def test_large_matmul_is_compute_bound():
     n = 8192  # C = A @ B, fp16: 2n^3 FLOPs, at least 3 n^2 * 2 bytes moved
-    est = estimate_time("H100-SXM", flops=2 * n**3, bytes_moved=3 * n * n * 2, precision="bf16")
+    est = estimate_time(H100_SXM.key, flops=2 * n**3, bytes_moved=3 * n * n * 2, precision="bf16")
     assert est.bound == "compute" and est.kind == "compute-bound"
     assert est.compute_s == pytest.approx(2 * n**3 / 989.5e12)
     assert est.time_s == pytest.approx(est.compute_s + LAUNCH_OVERHEAD_S)
-    assert est.arithmetic_intensity > ridge_point("H100-SXM", "bf16")
+    assert est.arithmetic_intensity > ridge_point(H100_SXM.key, "bf16")
     assert "within 2×" in est.label
 
 
 def test_a_series_label_names_each_band_once_with_the_kinds_that_share_it():
     n = 8192
-    memory = estimate_time("H100-SXM", flops=0.3e9, bytes_moved=1.2e9)
-    compute = estimate_time("H100-SXM", flops=2 * n**3, bytes_moved=3 * n * n * 2,
+    memory = estimate_time(H100_SXM.key, flops=0.3e9, bytes_moved=1.2e9)
+    compute = estimate_time(H100_SXM.key, flops=2 * n**3, bytes_moved=3 * n * n * 2,
                             precision="bf16")
     assert hardware.estimates_label([memory]) == memory.label
     both = hardware.estimates_label([memory, compute, memory])
@@ -264,17 +265,17 @@ def test_stream_timeline_starts_a_kernel_when_it_is_issued_and_the_gpu_is_free()
 
 def test_waves_use_the_sms_a_launch_can_fill():
     # chapter 03's register-blocked matmul at n = 1024: 64 blocks, 156 registers per thread
-    fill = hardware.launch_fill("H100-SXM", 64, 256, registers_per_thread=156)
+    fill = hardware.launch_fill(H100_SXM.key, 64, 256, registers_per_thread=156)
     assert (fill.blocks_per_sm, fill.limited_by, fill.waves) == (1, "registers", 1)
     assert fill.fill == pytest.approx(64 / 132)
     n = 1024
-    full = estimate_time("H100-SXM", 2 * n**3, 3 * 4 * n * n, launches=0)
-    waved = estimate_time("H100-SXM", 2 * n**3, 3 * 4 * n * n, launches=0, blocks=64,
+    full = estimate_time(H100_SXM.key, 2 * n**3, 3 * 4 * n * n, launches=0)
+    waved = estimate_time(H100_SXM.key, 2 * n**3, 3 * 4 * n * n, launches=0, blocks=64,
                           threads_per_block=256, registers_per_thread=156)
     assert waved.compute_s == pytest.approx(full.compute_s * 132 / 64)
     assert "1 wave" in str(waved)
     # a last partial wave: 2 blocks of 1024 threads fit an SM, 264 a wave; 265 take two
-    two = hardware.launch_fill("H100-SXM", 265, 1024)
+    two = hardware.launch_fill(H100_SXM.key, 265, 1024)
     assert (two.blocks_per_sm, two.waves) == (2, 2) and two.fill == pytest.approx(265 / 528)
     assert hardware.launch_fill("L4", 64, 256) is None  # the L4's SM count is not published
     with pytest.raises(ValueError, match="together"):
@@ -282,7 +283,7 @@ def test_waves_use_the_sms_a_launch_can_fill():
 
 
 def test_shared_memory_and_issue_share_terms():
-    h100 = get_gpu("H100-SXM")
+    h100 = H100_SXM
     # 128 B per clock per SM at the clock the fp32 peak implies (67 TFLOPS / (2 x 128 x 132))
     assert h100.shared_bytes_per_s == pytest.approx(128 * 67e12 / 256)
     est = estimate_time(h100, 2e12, 0, shared_load_bytes=8e12, launches=0)
@@ -293,17 +294,17 @@ def test_shared_memory_and_issue_share_terms():
 
 
 def test_a_cache_decided_kernel_is_a_range():
-    est = estimate_time("H100-SXM", 1e9, 1e12, bytes_with_reuse=1e9, launches=0)
+    est = estimate_time(H100_SXM.key, 1e9, 1e12, bytes_with_reuse=1e9, launches=0)
     low, high = est.time_range_s
     assert low == pytest.approx(1e9 / 3.35e12) and high == pytest.approx(1e12 / 3.35e12)
     assert est.is_range and est.kind == "cache-decided" and est.time_s == high
     assert " to " in str(est)
     with pytest.raises(ValueError, match="cannot exceed bytes_moved"):
-        estimate_time("H100-SXM", 1, 1, bytes_with_reuse=2)
+        estimate_time(H100_SXM.key, 1, 1, bytes_with_reuse=2)
 
 
 def test_power_is_idle_plus_utilisation_times_the_rest():
-    h100 = get_gpu("H100-SXM")
+    h100 = H100_SXM
     idle = h100.idle_power_watts
     assert 0 < idle < 0.25 * h100.tdp_watts
     assert hardware.power_watts(h100, 0) == pytest.approx(idle)
@@ -315,26 +316,26 @@ def test_power_is_idle_plus_utilisation_times_the_rest():
 
 
 def test_ridge_point():
-    assert ridge_point("H100-SXM") == pytest.approx(67e12 / 3.35e12)  # 20 FLOP/byte
+    assert ridge_point(H100_SXM.key) == pytest.approx(67e12 / 3.35e12)  # 20 FLOP/byte
     assert ridge_point("A100-SXM", "fp16") == pytest.approx(312e12 / 2.039e12)
     assert ridge_point(GPUS["T4"], "fp32") == pytest.approx(8.1e12 / 320e9)
-    gpu = GPUS["H100-SXM"]
+    gpu = H100_SXM
     at_ridge = estimate_time(gpu, flops=ridge_point(gpu) * 1e9, bytes_moved=1e9, launches=0)
     assert at_ridge.compute_s == pytest.approx(at_ridge.memory_s)
 
 
 def test_transfer_time_is_added_only_when_asked_for():
-    without = estimate_time("H100-SXM", 2e8, 1.2e9)
-    with_pcie = estimate_time("H100-SXM", 2e8, 1.2e9, transfer_bytes=1.2e9)
+    without = estimate_time(H100_SXM.key, 2e8, 1.2e9)
+    with_pcie = estimate_time(H100_SXM.key, 2e8, 1.2e9, transfer_bytes=1.2e9)
     assert without.transfer_s == 0
     assert with_pcie.link == "pageable"  # NumPy arrays are pageable: the default
     assert with_pcie.transfer_s == pytest.approx(1.2e9 / 10e9)  # 120 ms at the pageable rate
     assert with_pcie.time_s == pytest.approx(without.time_s + 1.2e9 / 10e9)
     assert with_pcie.bound == "transfer"
-    pinned = estimate_time("H100-SXM", 2e8, 1.2e9, transfer_bytes=1.2e9, link="pinned")
+    pinned = estimate_time(H100_SXM.key, 2e8, 1.2e9, transfer_bytes=1.2e9, link="pinned")
     assert pinned.transfer_s == pytest.approx(1.2e9 / (0.8 * 64e9))  # near PCIe 5.0's 64 GB/s
     assert "from pinned host memory" in str(pinned) and "from pageable" in str(with_pcie)
-    over_nvlink = estimate_time("H100-SXM", 2e8, 1.2e9, transfer_bytes=1.2e9, link="nvlink")
+    over_nvlink = estimate_time(H100_SXM.key, 2e8, 1.2e9, transfer_bytes=1.2e9, link="nvlink")
     assert over_nvlink.transfer_s == pytest.approx(1.2e9 / 450e9)  # one direction of 900 GB/s
 
 
@@ -405,13 +406,13 @@ def test_sm_count_and_l2_are_published_figures_or_none(gpu):
             assert "not published" in gpu.source(name)
         else:
             assert "whitepaper" in gpu.source(name)
-    assert (get_gpu("H100-SXM").sm_count, get_gpu("H100-SXM").l2_bytes) == (132, 50 * 2**20)
+    assert (H100_SXM.sm_count, H100_SXM.l2_bytes) == (132, 50 * 2**20)
     assert (get_gpu("A100-SXM").sm_count, get_gpu("T4").sm_count) == (108, 40)
 
 
 def test_measured_launch_overhead_and_copy_rate_replace_the_model_constants():
-    model = estimate_time("H100-SXM", 0, 0, transfer_bytes=1e9, launches=10)
-    measured = estimate_time("H100-SXM", 0, 0, transfer_bytes=1e9, launches=10,
+    model = estimate_time(H100_SXM.key, 0, 0, transfer_bytes=1e9, launches=10)
+    measured = estimate_time(H100_SXM.key, 0, 0, transfer_bytes=1e9, launches=10,
                              launch_overhead_s=7e-6, link_rate_bytes_per_s=20e9,
                              measured_on="NVIDIA H200 (recorded run)")
     assert model.launch_s == pytest.approx(10 * LAUNCH_OVERHEAD_S)
@@ -422,7 +423,7 @@ def test_measured_launch_overhead_and_copy_rate_replace_the_model_constants():
 
 
 @pytest.mark.parametrize("device_name, key", [
-    ("NVIDIA H100 80GB HBM3", "H100-SXM"), ("NVIDIA H200", "H200"), ("Tesla T4", "T4"),
+    ("NVIDIA H100 80GB HBM3", H100_SXM.key), ("NVIDIA H200", "H200"), ("Tesla T4", "T4"),
     ("NVIDIA A100-SXM4-80GB", "A100-SXM"), ("NVIDIA GeForce RTX 4090", None), ("", None)])
 def test_a_driver_device_name_matches_its_spec_or_none(device_name, key):
     spec = hardware.match_device(device_name)

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from gpulab import hardware, plots  # noqa: E402
+from gpulab.hardware import H100_SXM
 from gpulab.kernels.launch import LaunchConfig, grid_stride, one_thread_per_element  # noqa: E402
 
 SERIES = {
@@ -118,7 +119,7 @@ def text_of(fig) -> str:
 
 
 def test_roofline_places_points_and_marks_estimates():
-    gpu = hardware.get_gpu("H100-SXM")
+    gpu = H100_SXM
     points = [
         {"name": "saxpy", "flops": 2e6, "bytes_moved": 12e6, "seconds": 4e-6,
          "origin": "estimated from a roofline model of the NVIDIA H100 SXM5 80GB"},
@@ -228,9 +229,9 @@ def figure_text(fig) -> str:
 def test_gpu_diagram_counts_sms_warps_and_lanes_from_the_sources():
     from gpulab.kernel_resources import SM_LIMITS
 
-    spec = hardware.get_gpu("H100-SXM")
+    spec = H100_SXM
     limits = SM_LIMITS[spec.compute_capability]
-    fig = plots.gpu_diagram("H100-SXM")
+    fig = plots.gpu_diagram(H100_SXM.key)
     text = figure_text(fig)
     assert f"{spec.sm_count} SMs" in text and spec.sm_count == 132
     assert f"up to {limits.max_warps} warps resident = {limits.max_threads:,} threads" in text
@@ -253,7 +254,7 @@ def test_gpu_diagram_says_when_the_sm_count_is_not_published():
 def test_memory_levels_come_from_hardware_and_sm_limits():
     from gpulab.kernel_resources import SM_LIMITS
 
-    spec = hardware.get_gpu("H100-SXM")
+    spec = H100_SXM
     limits = SM_LIMITS[spec.compute_capability]
     levels = {level["level"]: level for level in plots.memory_levels(spec)}
     assert list(levels) == ["registers", "shared memory / L1", "L2 cache", "device memory",
@@ -272,7 +273,7 @@ def test_memory_levels_come_from_hardware_and_sm_limits():
 
 
 def test_memory_hierarchy_draws_every_level_and_says_not_published():
-    fig = plots.memory_hierarchy("H100-SXM", memory_kind="HBM3")
+    fig = plots.memory_hierarchy(H100_SXM.key, memory_kind="HBM3")
     text = figure_text(fig)
     for needle in ("registers", "L2 cache", "device memory (HBM3)", "size: 80 GB (nominal)",
                    "bandwidth: 3.35 TB/s", "bandwidth: not published", "PCIe 5.0 x16"):

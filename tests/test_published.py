@@ -6,6 +6,7 @@ import json
 import pytest
 
 from gpulab import hardware, published, timing
+from gpulab.hardware import H100_SXM
 
 POINTS = published.load()
 
@@ -67,9 +68,9 @@ def test_tensor_core_gemms_on_the_h100_for_chapter_10():
     """Chapter 10 sets the peaks' speed-ups beside published GEMMs of one size on one GPU: fp32,
     bf16 and fp8 at 8192^3 (fp32 and bf16 from one run), and the small 1024^3 case; each below
     its format's datasheet peak. The small tensor-core products are listed, not banded."""
-    h100 = hardware.get_gpu("H100-SXM")
+    h100 = H100_SXM
     for n in (8192, 1024):
-        points = published.find("compute-bound", "matmul", "H100-SXM", variant="cublas", m=n,
+        points = published.find("compute-bound", "matmul", H100_SXM.key, variant="cublas", m=n,
                                 n=n, k=n)
         found = {}
         for point in points:
@@ -88,7 +89,7 @@ def test_tensor_core_gemms_on_the_h100_for_chapter_10():
 def test_find_and_nearest():
     naive = published.find(case_type="matmul", variant="naive_coalesced")
     assert naive and all(p.model_case["variant"] == "naive_coalesced" for p in naive)
-    near = published.nearest("matmul", "H100-SXM", 1024, variant="naive_coalesced")
+    near = published.nearest("matmul", H100_SXM.key, 1024, variant="naive_coalesced")
     assert near is not None and near.model_case["variant"] == "naive_coalesced"
     assert published.nearest("matmul", variant="no such kernel") is None
 

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from gpulab import hardware, recorded_runs
+from gpulab.hardware import H100_SXM
 
 
 def test_no_run_ships_yet_and_the_chapters_say_what_they_show_instead(monkeypatch, tmp_path):
@@ -45,7 +46,7 @@ def test_the_model_uses_the_measured_launch_overhead_and_copy_rate(recorded_gpu_
     constants = recorded_runs.model_constants("pinned")
     assert constants["launch_overhead_s"] == pytest.approx(6e-6)
     assert constants["link_rate_bytes_per_s"] == pytest.approx(50e9)
-    estimate = hardware.estimate_time("H100-SXM", 0, 0, transfer_bytes=1e9, link="pinned",
+    estimate = hardware.estimate_time(H100_SXM.key, 0, 0, transfer_bytes=1e9, link="pinned",
                                       **constants)
     assert estimate.launch_s == pytest.approx(6e-6)
     assert estimate.transfer_s == pytest.approx(1e9 / 50e9)
@@ -73,7 +74,7 @@ def test_quick_smoke_runs_are_not_shown_and_the_newest_run_wins(recorded_gpu_run
     runs = recorded_runs.gpu_runs()
     assert [r.date[:10] for r in runs] == ["2026-12-01", "2026-12-05"]
     latest = recorded_runs.latest_gpu_run()
-    assert latest.device == "NVIDIA H100 80GB HBM3" and latest.gpu_key == "H100-SXM"
+    assert latest.device == "NVIDIA H100 80GB HBM3" and latest.gpu_key == H100_SXM.key
 
 
 def test_bad_files_get_clear_errors(tmp_path):

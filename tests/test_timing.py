@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gpulab import device, timing
+from gpulab.hardware import H100_SXM
 from gpulab.timing import (
     Measurement,
     SimulatorTimingError,
@@ -105,14 +106,14 @@ def test_origins_say_where_the_numbers_came_from():
 def test_estimate_is_labelled_with_its_band():
     from gpulab import hardware
 
-    m = timing.estimate("saxpy", "H100-SXM", flops=2e8, bytes_moved=1.2e9, n=10**8)
-    model = hardware.estimate_time("H100-SXM", 2e8, 1.2e9)
+    m = timing.estimate("saxpy", H100_SXM.key, flops=2e8, bytes_moved=1.2e9, n=10**8)
+    model = hardware.estimate_time(H100_SXM.key, 2e8, 1.2e9)
     assert m.origin == "model" and not m.measured
     assert m.times_s == [model.time_s] and m.meta["bound"] == model.bound == "memory"
     assert m.label == ("estimated by gpulab's GPU model of the NVIDIA H100 SXM5 80GB (promised "
                        "band for memory-bound work: ±30 %)")
     assert m.gbytes_per_s == pytest.approx(1.2e9 / model.time_s / 1e9)
-    with_copy = timing.estimate("saxpy", "H100-SXM", 2e8, 1.2e9, transfer_bytes=1.2e9)
+    with_copy = timing.estimate("saxpy", H100_SXM.key, 2e8, 1.2e9, transfer_bytes=1.2e9)
     assert with_copy.median_s > m.median_s and with_copy.meta["transfer_s"] > 0
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from gpulab import hardware, published
 from gpulab.bench import model_check
+from gpulab.hardware import H100_SXM
 
 RESULT = model_check.check()
 
@@ -98,7 +99,7 @@ def test_error_note_quotes_median_and_worst():
 
 def test_beside_gives_the_published_point_and_the_model_for_that_run():
     text = model_check.beside("gpulab's register-blocked kernel at 1024 on the H100", "matmul",
-                              "H100-SXM", 1024, size_key="m", variant="blocktiled_2d")
+                              H100_SXM.key, 1024, size_key="m", variant="blocktiled_2d")
     assert "Published:" in text and "RTX A6000" in text and "What differs" in text
     assert "measured / predicted" in text or "inside the model's range" in text
     assert "No published" in model_check.beside("x", "matmul", variant="no such kernel")

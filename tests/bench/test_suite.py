@@ -11,6 +11,7 @@ import pytest
 from gpulab import bench, device, hardware, timing
 from gpulab.bench.suite import Progress
 from gpulab.cli import main
+from gpulab.hardware import H100_SXM
 
 SIM = device.tier() == "sim"
 SIM_ONLY = pytest.mark.skipif(not SIM, reason="checks the simulator tier's behaviour")
@@ -44,7 +45,7 @@ def test_sim_tier_reports_estimates_not_simulator_time(tiny_report, monkeypatch)
     assert {row.origin for row in tiny_report.rows} == {"cpu", "model"}
     assert "simulator time is not GPU time" in tiny_report.table()
     assert all("simulator" in text for text in tiny_report.checks.values())
-    assert tiny_report.gpu_model == "H100-SXM"
+    assert tiny_report.gpu_model == H100_SXM.key
 
 
     def refuse(*args, **kwargs):
@@ -56,7 +57,7 @@ def test_sim_tier_reports_estimates_not_simulator_time(tiny_report, monkeypatch)
 
 @SIM_ONLY
 def test_model_rows_follow_the_roofline(tiny_report):
-    gpu = hardware.get_gpu("H100-SXM")
+    gpu = H100_SXM
     saxpy = tiny_report.rows_for("saxpy", origin="model", role="kernel")[0]
     expected = hardware.estimate_time(gpu, 2 * 5000, 3 * 4 * 5000)
     assert saxpy.median_s == pytest.approx(expected.time_s)
@@ -217,7 +218,7 @@ def test_gpu_code_path_with_the_stand_in_gpu(stand_in_gpu):
     report = bench.run_suite(kernels=kernels, memory_sizes=[600], matmul_sizes=[9],
                              repeats=1, cpu_repeats=1)
     assert report.tier == "gpu" and report.device == stand_in_gpu
-    assert report.gpu_model == "H100-SXM"  # matched from the device name
+    assert report.gpu_model == H100_SXM.key  # matched from the device name
     assert report.copy_bytes_per_s > 0
     assert set(report.checks) == set(kernels)
     assert all(text.startswith("ok vs NumPy (NVIDIA H100") for text in report.checks.values())

@@ -9,6 +9,7 @@ import pytest
 from gpulab import hardware
 from gpulab.exercises import ch08
 from gpulab.exercises.results import FAILED, NOT_ATTEMPTED, PASSED
+from gpulab.hardware import H100_SXM
 from gpulab.nn import cost
 
 
@@ -192,11 +193,11 @@ def test_throughput_refuses_an_answer_that_asks_the_model(function, used):
 
 
 def test_the_model_crossover_is_where_the_bound_changes():
-    for widths, gpu in (([64, 128, 10], "H100-SXM"), ([32, 200, 10], "T4")):
+    for widths, gpu in (([64, 128, 10], H100_SXM.key), ([32, 200, 10], "T4")):
         batch = ch08.model_crossover(widths, gpu)
         assert cost.estimate_step(widths, batch, gpu).bound() != "launch"
         assert batch == 1 or cost.estimate_step(widths, batch - 1, gpu).bound() == "launch"
-    assert ch08.model_crossover([64, 128, 10], "H100-SXM") == 11_012  # chapter 08's number
+    assert ch08.model_crossover([64, 128, 10], H100_SXM.key) == 11_012  # chapter 08's number
     # The chapter passes the GPU's spec, not its key; both give the same answer.
     assert ch08.model_crossover([64, 128, 10], hardware.get_gpu(hardware.COURSE_GPU)) == \
         ch08.model_crossover([64, 128, 10], hardware.COURSE_GPU)
@@ -776,7 +777,7 @@ def test_the_sweep_and_the_experiment_run_on_an_evaluation_kernel():
         evaluation_sweep_table,
     )
 
-    sweep = evaluation_sweep(evaluate_while_online, batches=(8, 100), gpu="H100-SXM",
+    sweep = evaluation_sweep(evaluate_while_online, batches=(8, 100), gpu=H100_SXM.key,
                              repeats=1, model_only=(1 << 22,))
     assert sweep["batches"] == [8, 100, 1 << 22] and len(sweep["measured_s"]) == 2
     assert sweep["modelled_s"][0] == sweep["modelled_s"][1]  # launch-bound: the same launch

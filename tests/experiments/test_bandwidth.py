@@ -19,6 +19,7 @@ from gpulab.experiments.bandwidth import (  # noqa: E402
     time_saxpy_copies,
     warp_access_plot,
 )
+from gpulab.hardware import H100_SXM  # noqa: E402
 
 SIM = device.tier() != "gpu"
 N_SMALL = 2**16
@@ -51,12 +52,12 @@ def test_strided_copy_is_charged_for_the_sectors_it_fetches():
     n_out = N_SMALL // 8
     assert strided["useful_bytes"] == 2 * 4 * n_out
     assert strided["fetched_bytes"] == pytest.approx(32 * n_out + 4 * n_out)
-    expected = hardware.estimate_time("H100-SXM", 0, strided["fetched_bytes"])
+    expected = hardware.estimate_time(H100_SXM.key, 0, strided["fetched_bytes"])
     assert strided["estimate"].time_s == pytest.approx(expected.time_s)
 
 
 def test_a_t4_is_slower_than_an_h100():
-    h100 = BandwidthExperiment("saxpy", n=N_SMALL, gpu="H100-SXM", cpu_repeats=1).run()
+    h100 = BandwidthExperiment("saxpy", n=N_SMALL, gpu=H100_SXM.key, cpu_repeats=1).run()
     t4 = BandwidthExperiment("saxpy", n=N_SMALL, gpu="T4", cpu_repeats=1).run()
     assert t4["estimate"].time_s > h100["estimate"].time_s
 
@@ -110,11 +111,11 @@ def test_gpu_branches_of_the_bandwidth_experiment(stand_in_gpu):
 def test_copy_cost_table_is_the_roofline_model_with_and_without_copies():
     n = 2**24
     flops, nbytes = 2 * n, 12 * n
-    table = copy_cost_table("H100-SXM", flops, nbytes, nbytes)
-    kernel = hardware.estimate_time("H100-SXM", flops, nbytes)
+    table = copy_cost_table(H100_SXM.key, flops, nbytes, nbytes)
+    kernel = hardware.estimate_time(H100_SXM.key, flops, nbytes)
     assert table.kernel.time_s == pytest.approx(kernel.time_s)
     assert list(table.with_copies) == ["pageable", "pinned"]
-    h100 = hardware.get_gpu("H100-SXM")
+    h100 = H100_SXM
     text = str(table)
     for link in ("pageable", "pinned"):
         expected = hardware.estimate_time(h100, flops, nbytes, transfer_bytes=nbytes, link=link)
@@ -146,7 +147,7 @@ def fake_copy_runs(pageable_s: float, pinned_s: float) -> list:
 
 
 def test_copy_timings_table_gives_the_measured_rates_next_to_the_model():
-    h100 = hardware.get_gpu("H100-SXM")
+    h100 = H100_SXM
     text = str(copy_timings_table(fake_copy_runs(0.1, 0.02), 1e9, h100))
     for name in SAXPY_TIMINGS:
         assert name in text
@@ -172,7 +173,7 @@ def test_time_saxpy_copies_on_the_stand_in_gpu(stand_in_gpu):
     runs = time_saxpy_copies(x, y, out)
     assert [m.name for m in runs] == list(SAXPY_TIMINGS)
     assert np.array_equal(out, np.float32(2) * x + y)  # the NumPy-array launch wrote it
-    text = str(copy_timings_table(runs, 3 * x.nbytes, "H100-SXM"))
+    text = str(copy_timings_table(runs, 3 * x.nbytes, H100_SXM.key))
     assert text.count(f"measured on {stand_in_gpu} (CUDA events)") == 5
     assert "GB/s for the NVIDIA H100" in text
 
@@ -188,7 +189,7 @@ def test_chapter_02_gpu_cell_runs_on_the_stand_in_gpu(stand_in_gpu, capsys):
     x = np.arange(300, dtype=np.float32)
     exec("".join(cell["source"]), {"ON_GPU": True, "x": x, "y": x, "out": np.zeros_like(x),
                                    "copy_bytes": 3 * x.nbytes,
-                                   "H100": hardware.get_gpu("H100-SXM")})
+                                   "H100": H100_SXM})
     text = capsys.readouterr().out
     assert all(name in text for name in SAXPY_TIMINGS)
     assert f"measured on {stand_in_gpu} (CUDA events)" in text and "the model assumed" in text

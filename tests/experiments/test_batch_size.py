@@ -12,6 +12,7 @@ from gpulab.experiments.batch_size import (  # noqa: E402
     BatchSizeExperiment,
     largest_batch_within,
 )
+from gpulab.hardware import H100_SXM
 from gpulab.nn import cost, memory  # noqa: E402
 from gpulab.nn.recipes import DIGITS  # noqa: E402
 
@@ -101,13 +102,13 @@ def test_napkin_inputs_name_each_value():
 
     widths = list(DIGITS["widths"])
     kernels = cost.step_kernels(widths, 1)
-    text = napkin_inputs(widths, "H100-SXM")
+    text = napkin_inputs(widths, H100_SXM.key)
     assert text.startswith(hardware.LAUNCH_OVERHEAD_SOURCE)
     assert (f"cost.step_kernels({widths}, 1): {len(kernels)} kernels, "
             f"{sum(k.flops for k in kernels):,.0f} FLOPs and "
             f"{sum(k.bytes_moved for k in kernels):,.0f} bytes") in text
     assert f"{cost.step_transfer_bytes(widths, 1):,} bytes copied" in text
-    h100 = hardware.get_gpu("H100-SXM")
+    h100 = H100_SXM
     assert f"peak_flops_for('fp32') = {h100.peak_flops_for('fp32'):.3g}" in text
     assert f"host_pageable_bytes_per_s = {h100.host_pageable_bytes_per_s:.3g}" in text
     assert all(key in text.splitlines()[-1] for key in hardware.GPUS)
@@ -137,16 +138,15 @@ def test_throughput_table_puts_a_prediction_next_to_the_model():
 
 
 def test_memory_table_counts_against_nominal_memory():
-    from gpulab import hardware
     from gpulab.experiments.batch_size import memory_table
 
     widths = list(DIGITS["widths"])
-    table = memory_table(widths, batches=(8, 4096), gpu="H100-SXM")
+    table = memory_table(widths, batches=(8, 4096), gpu=H100_SXM.key)
     lines = str(table).splitlines()
     m = memory.mlp_training_memory(widths, 4096, "adam")
     assert lines[0].endswith("total (kB)")
     assert lines[2].split()[0] == "4096" and lines[2].endswith(f"{m.total / 1e3:,.1f}")
-    h100 = hardware.get_gpu("H100-SXM")
+    h100 = H100_SXM
     assert lines[-1] == (f"batch 4,096: {m.total / 1e6:.2f} MB (counted by gpulab.nn.memory), "
                          f"{100 * m.total / h100.memory_bytes:.3f} % of the {h100.name}'s "
                          "nominal 80 GB")

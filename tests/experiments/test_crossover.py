@@ -19,6 +19,7 @@ from gpulab.experiments.crossover import (  # noqa: E402
 from gpulab.experiments.independence import (  # noqa: E402
     IndependenceExperiment,
 )
+from gpulab.hardware import H100_SXM  # noqa: E402
 
 SIM = device.tier() != "gpu"
 SMALL_SIZES = [100, 10_000, 1_000_000]
@@ -68,7 +69,7 @@ def test_every_series_says_where_its_numbers_came_from(small_run):
 def test_gpu_series_follow_the_roofline_model(small_run):
     _, result = small_run
     for n in SMALL_SIZES:
-        expected = hardware.estimate_time("H100-SXM", flops=2 * n, bytes_moved=2 * n * 4)
+        expected = hardware.estimate_time(H100_SXM.key, flops=2 * n, bytes_moved=2 * n * 4)
         assert seconds_at(result, on_device(result), n) == pytest.approx(expected.time_s)
         assert seconds_at(result, with_copy(result), n) > seconds_at(result, on_device(result), n)
 
@@ -133,7 +134,7 @@ def dashboard():
 
 def test_dashboard_runs_what_the_controls_say(dashboard):
     result = dashboard.last_result
-    assert result["gpu"] == "H100-SXM" and result["dtype"] == "float32"
+    assert result["gpu"] == H100_SXM.key and result["dtype"] == "float32"
     assert result["sizes"] == [1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000]
     assert dashboard.figure is not None
     legend = [t.get_text().replace("\n", " ") for t in
@@ -175,7 +176,7 @@ def test_float64_moves_twice_the_bytes(dashboard):
     result = dashboard.last_result
     assert result["dtype"] == "float64"
     n = 1_000_000
-    expected = hardware.estimate_time("H100-SXM", flops=2 * n, bytes_moved=16 * n,
+    expected = hardware.estimate_time(H100_SXM.key, flops=2 * n, bytes_moved=16 * n,
                                       precision="fp64")
     assert seconds_at(result, on_device(result), n) == pytest.approx(expected.time_s)
     assert "16 bytes" in dashboard.explanation.value

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from gpulab import device  # noqa: E402
 from gpulab.experiments.batch_size import batch_size_plot  # noqa: E402
 from gpulab.experiments.fusion import FusionDashboard, FusionExperiment, fusion_plot  # noqa: E402
+from gpulab.hardware import H100_SXM
 from gpulab.nn import MLP, Trainer, spirals  # noqa: E402
 
 SIM = device.tier() != "gpu"
@@ -107,8 +108,8 @@ def test_matmul_intensity_table_against_the_ridge_points():
     from gpulab.experiments.fusion import matmul_intensity_table
     from gpulab.kernels.matmul import minimum_bytes
 
-    h100 = hardware.get_gpu("H100-SXM")
-    table = matmul_intensity_table(256, 64, 128, "H100-SXM")
+    h100 = H100_SXM
+    table = matmul_intensity_table(256, 64, 128, H100_SXM.key)
     fp32, bf16 = table.rows
     for row, precision, units in ((fp32, "fp32", "CUDA cores"), (bf16, "bf16", "tensor cores")):
         nbytes = minimum_bytes(256, 128, 64, int(formats.get_format(precision).bytes_per_value))
@@ -119,7 +120,7 @@ def test_matmul_intensity_table_against_the_ridge_points():
     text = str(table)
     assert "intensity (FLOP/byte)" in text and "ridge point (FLOP/byte)" in text
     assert text.splitlines()[-1] == f"source: {h100.sources['peak_flops.bf16']}"
-    big = matmul_intensity_table(4096, 4096, 4096, "H100-SXM")
+    big = matmul_intensity_table(4096, 4096, 4096, H100_SXM.key)
     assert [row[-1] for row in big.rows] == ["compute-bound", "compute-bound"]
 
 
@@ -128,7 +129,7 @@ def test_bias_activation_estimates_are_the_roofline_s():
     from gpulab.experiments.fusion import bias_activation_estimates
     from gpulab.kernels import dense
 
-    text = bias_activation_estimates(256, 128, "H100-SXM")
+    text = bias_activation_estimates(256, 128, H100_SXM.key)
     unfused, fused = text.split("\nbias + ReLU, fused: ")
     assert unfused.startswith("\nbias + ReLU, unfused: ")
     for part, fused_, launches in ((unfused, False, 2), (fused, True, 1)):

@@ -6,7 +6,7 @@ import matplotlib
 matplotlib.use("Agg")
 import pytest  # noqa: E402
 
-from gpulab import device, hardware, timing  # noqa: E402
+from gpulab import device, timing  # noqa: E402
 from gpulab.experiments.matmul import (  # noqa: E402
     TRAFFIC_KERNELS,
     MatmulDashboard,
@@ -17,6 +17,7 @@ from gpulab.experiments.matmul import (  # noqa: E402
     traffic_table,
     warp_footprint,
 )
+from gpulab.hardware import H100_SXM
 from gpulab.kernels import matmul as mm  # noqa: E402
 
 SIM = device.tier() != "gpu"
@@ -128,14 +129,14 @@ def test_a_warp_covers_32_over_the_block_width_rows(tile, rows, columns):
 
 def test_traffic_table_is_the_traffic_model_and_the_roofline():
     n = 4096
-    table = traffic_table(n, "H100-SXM")
+    table = traffic_table(n, H100_SXM.key)
     text = str(table)
     heading, *lines = text.splitlines()
     assert heading.split()[:5] == ["kernel", "traffic", "(GB)", "intensity", "(FLOP/B)"]
     assert len(lines) == len(TRAFFIC_KERNELS) + 1
     for line, (method, tile) in zip(lines, TRAFFIC_KERNELS, strict=False):
         traffic = mm.traffic_bytes(n, n, n, method, tile)
-        estimate = kernel_estimate("H100-SXM", method, n, tile)
+        estimate = kernel_estimate(H100_SXM.key, method, n, tile)
         assert line.startswith(method + (f" T={tile}" if tile else ""))
         assert f" {traffic / 1e9:.2f}  " in line
         assert f" {mm.flops(n, n, n) / traffic:.2f}  " in line
@@ -144,7 +145,7 @@ def test_traffic_table_is_the_traffic_model_and_the_roofline():
     assert "(caches catch all reuse) to" in lines[0] and "(no reuse)" in lines[0]
     assert "memory-bound" in lines[0] and "compute-bound" in lines[2]
     assert lines[-1].startswith(f"(n = {n}; GPU times estimated by gpulab's GPU model of the "
-                                f"{hardware.get_gpu('H100-SXM').name}")
+                                f"{H100_SXM.name}")
     assert "best case" not in text and "ceiling" not in text
     t4 = str(traffic_table(512, "T4", kernels=(("tiled", 8),))).splitlines()
     assert t4[1].startswith("tiled T=8") and "NVIDIA T4" in t4[-1]
@@ -197,7 +198,7 @@ def test_a_recorded_run_stands_next_to_the_estimate(recorded_gpu_run):
 def test_the_register_blocked_kernel_at_1024_fills_half_the_h100():
     # 64 blocks of 256 threads at 156 registers (ptxas, sm_90): one block per SM, one wave on
     # 132 SMs, so about half the GPU busy, and the rate about half the fp32 peak at best
-    estimate = kernel_estimate("H100-SXM", "register_blocked", 1024)
+    estimate = kernel_estimate(H100_SXM.key, "register_blocked", 1024)
     assert estimate.fill.blocks == 64 and estimate.fill.waves == 1
     assert estimate.fill.fill == pytest.approx(64 / 132, rel=0.01)
     assert mm.flops(1024, 1024, 1024) / estimate.gpu_s < 0.5 * 67e12
@@ -208,6 +209,6 @@ def test_published_series_and_the_nearest_published_run():
 
     table = published_series_table()
     assert "RTX-A6000" in table and "Simon Boehm" in table and "cuBLAS" in table
-    beside = published_beside("register_blocked", 1024, "H100-SXM")
+    beside = published_beside("register_blocked", 1024, H100_SXM.key)
     assert beside.startswith("Published:") and "2D Blocktiling" in beside
     assert "matmul_register_blocked at n = 1,024" in beside

@@ -20,6 +20,7 @@ from gpulab.experiments.memory_budget import (  # noqa: E402
     measure_mlp_step,
     run_out_of_memory,
 )
+from gpulab.hardware import H100_SXM
 from gpulab.nn import memory  # noqa: E402
 from gpulab.nn.memory import OutOfDeviceMemory  # noqa: E402
 
@@ -82,7 +83,7 @@ def test_fit_experiment_and_its_words():
     words = experiment.explain()
     assert "no single GPU" in words and "estimate" in words
     sharded = ModelFitExperiment("training", recompute="full", zero_ranks=512).run()
-    assert any(row["fits"]["H100-SXM"] for row in sharded["rows"] if "175B" in row["model"])
+    assert any(row["fits"][H100_SXM.key] for row in sharded["rows"] if "175B" in row["model"])
     figure = fit_plot(result)
     assert "GiB" in " ".join(t.get_text() for t in figure.axes[0].get_xticklabels())
     with pytest.raises(ValueError):

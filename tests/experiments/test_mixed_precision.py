@@ -10,6 +10,7 @@ import pytest  # noqa: E402
 
 from gpulab import device  # noqa: E402
 from gpulab.experiments import mixed_precision as x  # noqa: E402
+from gpulab.hardware import H100_SXM
 
 EPOCHS = 2
 
@@ -46,7 +47,7 @@ def test_the_explanation_is_computed_from_the_runs(headline):
     assert "4 µs in the model" not in words
     # the large layer at the peaks, then at the published cuBLAS rates of the same products
     assert "at each format's peak rate" in words and "published cuBLAS GEMMs" in words
-    fp32 = x.published_gemms("H100-SXM", x.LARGE_WIDTHS[0])["fp32"]
+    fp32 = x.published_gemms(H100_SXM.key, x.LARGE_WIDTHS[0])["fp32"]
     rows = {r["key"]: r for r in result["rows"]}
     assert f"fp32 {rows['fp32']['large_flops'] / fp32.si_value * 1e3:.2f} ms" in words
     rows = {row["key"]: row for row in result["rows"]}
@@ -69,7 +70,7 @@ def test_bytes_per_parameter_use_chapter_09s_parameter_count(headline):
 
 
 def test_speedups_beside_the_peaks_come_from_published_gemms():
-    r = x.speedups("H100-SXM")
+    r = x.speedups(H100_SXM.key)
     assert r["peak_ratio"]["bf16"] == pytest.approx(989.5 / 67.0)
     large, small = r["sizes"][8192], r["sizes"][1024]
     assert {"fp32", "bf16", "fp8"} <= set(large["points"]) and "fp32" in small["points"]
@@ -77,7 +78,7 @@ def test_speedups_beside_the_peaks_come_from_published_gemms():
         for fmt, point in size["points"].items():
             case = point.model_case
             assert case["m"] == case["n"] == case["k"] and case["precision"] == fmt
-            assert point.gpu_key == "H100-SXM" and point.source.startswith("https://")
+            assert point.gpu_key == H100_SXM.key and point.source.startswith("https://")
             assert size["share"][fmt] == pytest.approx(point.si_value / r["peak"][fmt])
             assert 0 < size["share"][fmt] < 1  # no published run beats the datasheet peak
         for fmt, ratio in size["ratio"].items():
@@ -86,7 +87,7 @@ def test_speedups_beside_the_peaks_come_from_published_gemms():
     # the lesson the numbers carry: fp8 gets less than twice bf16, small products far less
     assert large["ratio"]["fp8"] / large["ratio"]["bf16"] < 2
     assert small["ratio"]["bf16"] < large["ratio"]["bf16"]
-    text = x.speedup_text("H100-SXM")
+    text = x.speedup_text(H100_SXM.key)
     assert f"bf16 {large['ratio']['bf16']:.1f}x (the peaks: {r['peak_ratio']['bf16']:.1f}x)" in text
     assert x.percent(large["share"]["fp8"]) in text and "upper bound" in text
     for point in large["points"].values():

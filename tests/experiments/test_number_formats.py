@@ -18,6 +18,7 @@ from gpulab.experiments.number_formats import (  # noqa: E402
     memory_rows,
     speed_rows,
 )
+from gpulab.hardware import H100_SXM  # noqa: E402
 
 SIM = device.tier() != "gpu"
 TREND_SIZES = [300, 3_000, 30_000]
@@ -113,26 +114,26 @@ def test_error_plot_labels_every_line(trend):
 
 
 def test_memory_rows_for_a_7_billion_parameter_model():
-    rows = {row["format"]: row for row in memory_rows(7e9, gpus=("L4", "H100-SXM"))}
+    rows = {row["format"]: row for row in memory_rows(7e9, gpus=("L4", H100_SXM.key))}
     assert rows["fp32"]["gb"] == 28 and rows["fp16"]["gb"] == 14
     assert rows["fp4_e2m1"]["gb"] == 3.5
     assert rows["fp4_e2m1 + MX scales"]["bytes"] == 3.5e9 + 7e9 / 32
-    assert rows["fp32"]["fits"] == {"L4": False, "H100-SXM": True}  # 28 GB vs 24 GB, 80 GB
-    figure = widget.memory_plot(7e9, gpus=("L4", "A100-SXM", "H100-SXM"))
+    assert rows["fp32"]["fits"] == {"L4": False, H100_SXM.key: True}  # 28 GB vs 24 GB, 80 GB
+    figure = widget.memory_plot(7e9, gpus=("L4", "A100-SXM", H100_SXM.key))
     assert "parameters × bits / 8" in figure.axes[0].get_title()
     labels = [t.get_text() for t in figure.axes[0].texts]
     assert " NVIDIA A100 SXM4 80GB, NVIDIA H100 SXM5 80GB" in labels  # one line per size
 
 
 def test_speed_rows_are_roofline_estimates():
-    rows = {row["format"]: row for row in speed_rows("H100-SXM", dot_n=10**8, matmul_n=8192)}
+    rows = {row["format"]: row for row in speed_rows(H100_SXM.key, dot_n=10**8, matmul_n=8192)}
     for row in rows.values():
         assert row["label"] == "estimated by gpulab's GPU model of the NVIDIA H100 SXM5 80GB"
     # memory-bound: half the bytes, about half the time (plus the same launch cost)
     launch = hardware.HOST_LAUNCH_S["numba"]
     assert rows["fp16"]["dot_s"] - launch == pytest.approx((rows["fp32"]["dot_s"] - launch) / 2,
                                                            rel=0.05)
-    expected = hardware.estimate_time("H100-SXM", flops=2 * 8192**3,
+    expected = hardware.estimate_time(H100_SXM.key, flops=2 * 8192**3,
                                       bytes_moved=3 * 8192**2 * 1, precision="fp8")
     assert rows["fp8_e4m3"]["matmul_s"] == pytest.approx(expected.time_s)
     assert rows["fp8_e4m3"]["matmul_s"] < rows["fp16"]["matmul_s"] < rows["fp32"]["matmul_s"]
@@ -142,13 +143,13 @@ def test_speed_rows_are_roofline_estimates():
 
 
 def test_speed_table_says_which_units_each_peak_is_for():
-    rows = {row["format"]: row for row in speed_rows("H100-SXM")}
+    rows = {row["format"]: row for row in speed_rows(H100_SXM.key)}
     assert rows["fp32"]["units"] == "CUDA cores"  # the datasheet's fp32 row: no tensor cores
     for name in ("tf32", "fp16", "bf16", "fp8_e4m3"):
         assert rows[name]["units"] == "tensor cores"
     assert widget.compute_units("fp64") == "CUDA cores"
     assert widget.compute_units("fp64_tensor") == "tensor cores"
-    text = str(widget.speed_table("H100-SXM", dot_n=10**8, matmul_n=8192))
+    text = str(widget.speed_table(H100_SXM.key, dot_n=10**8, matmul_n=8192))
     lines = text.splitlines()
     assert lines[0].startswith("estimated by gpulab's GPU model of the NVIDIA H100 SXM5 80GB")
     assert "±30 % for memory-bound, within 2× for compute-bound" in lines[0]
@@ -162,7 +163,7 @@ def test_speed_table_says_which_units_each_peak_is_for():
 
 
 def test_weights_table_compares_with_nominal_memory():
-    text = str(widget.weights_table(7e9, gpus=("L4", "H100-SXM")))
+    text = str(widget.weights_table(7e9, gpus=("L4", H100_SXM.key)))
     assert "nominal GPU memory (datasheets): L4 24 GB; H100-SXM 80 GB" in text
     fp32 = next(line for line in text.splitlines() if line.strip().startswith("fp32"))
     assert fp32.split()[1:] == ["28", "no", "fits"]

@@ -9,6 +9,7 @@ import pytest  # noqa: E402
 
 from gpulab import device, hardware  # noqa: E402
 from gpulab.experiments import step_timeline as st  # noqa: E402
+from gpulab.hardware import H100_SXM
 from gpulab.kernels import matmul  # noqa: E402
 from gpulab.nn import cost  # noqa: E402
 
@@ -72,7 +73,7 @@ def test_a_step_the_cost_model_does_not_describe_is_an_error(monkeypatch):
 @pytest.mark.skipif(not SIM, reason="the simulator's branch")
 def test_the_simulator_estimates_from_the_roofline_of_a_named_gpu():
     small, large = st.step_timeline(8), st.step_timeline(65536)
-    h100 = hardware.get_gpu("H100-SXM")
+    h100 = H100_SXM
     for timeline in (small, large):
         assert timeline.origin == "model" and timeline.launches == 19
         assert timeline.label == (f"estimated by gpulab's GPU model of the {h100.name}, launched "

@@ -18,6 +18,7 @@ from gpulab.experiments.training import (  # noqa: E402
     times_table,
     training_curves,
 )
+from gpulab.hardware import H100_SXM
 from gpulab.nn import MLP, Trainer, load_digits, spirals  # noqa: E402
 
 SIM = device.tier() != "gpu"
@@ -83,7 +84,7 @@ def test_the_chapters_tables_say_where_their_numbers_come_from():
                  for name, batch in (("batch 8", 8), ("batch 32", 32))}
     table = compare_runs(histories)
     assert "batch 8" in table and "held-out" in table and "measured on this CPU" in table
-    ratios = gpu_ratios("H100-SXM", "T4")
+    ratios = gpu_ratios(H100_SXM.key, "T4")
     assert set(ratios) == {"fp32", "fp16", "memory bandwidth"}  # the T4 has no bf16 rate
     assert 8 < ratios["fp32"] < 9 and ratios["fp16"] > ratios["fp32"]
     assert "CUDA cores" in str(ratios_table()) and "tensor cores" in str(ratios_table())

@@ -6,6 +6,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from gpulab.hardware import H100_SXM
 from gpulab.nn import MLP, Adam, cost, memory
 from gpulab.nn.backends import KernelBackend
 
@@ -56,11 +57,11 @@ def test_memory_is_the_memory_calculators_alone():
 
 
 def test_estimates_are_labelled_and_launch_bound_for_small_batches():
-    small = cost.estimate_step([64, 128, 10], 8, "H100-SXM")
+    small = cost.estimate_step([64, 128, 10], 8, H100_SXM.key)
     assert small.label == ("estimated by gpulab's GPU model of the NVIDIA H100 SXM5 80GB "
                            "(launches issued ahead on one stream)")
     assert small.bound() == "launch" and small.launches == 19
-    large = cost.estimate_step([64, 128, 10], 8192, "H100-SXM")
+    large = cost.estimate_step([64, 128, 10], 8192, H100_SXM.key)
     assert large.samples_per_s > 100 * small.samples_per_s
     assert large.time_s > small.time_s
     assert cost.estimate_epoch_s([64, 128, 10], 32, 100) == pytest.approx(

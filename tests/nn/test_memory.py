@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gpulab import hardware
+from gpulab.hardware import H100_SXM
 from gpulab.nn import memory
 from gpulab.nn.memory import (
     KNOWN_MODELS,
@@ -172,7 +172,7 @@ def test_t4_holds_bf16_bytes_but_has_no_bf16_arithmetic():
     fp16 = memory.fit_table("inference", weight_format="fp16")
     assert fp16[0]["native"]["T4"]
     assert not memory.GPU_MEMORY["A100-40GB"].runs("fp8")
-    assert memory.GPU_MEMORY["H100-SXM"].runs("fp8-mixed")
+    assert memory.GPU_MEMORY[H100_SXM.key].runs("fp8-mixed")
 
 
 # --- the course's MLP ------------------------------------------------------------------------
@@ -214,9 +214,9 @@ def test_fit_table_uses_datasheet_sizes():
     assert by_model["Llama 2 7B"]["fits"]["T4"] is True  # 14 GB + 1 GB < 16 GB
     assert by_model["Llama 2 70B"]["fits"]["H200"] is True
     assert by_model["GPT-3 (175B)"]["fits"]["B200"] is False  # 350 GB
-    assert memory.GPU_MEMORY["H100-SXM"].memory_bytes == hardware.GPUS["H100-SXM"].memory_bytes
+    assert memory.GPU_MEMORY[H100_SXM.key].memory_bytes == H100_SXM.memory_bytes
     assert memory.GPU_MEMORY["A100-40GB"].gib == pytest.approx(37.25, abs=0.01)
-    assert list(memory.GPU_MEMORY) == ["T4", "L4", "A100-40GB", "A100-SXM", "H100-SXM", "H200",
+    assert list(memory.GPU_MEMORY) == ["T4", "L4", "A100-40GB", "A100-SXM", H100_SXM.key, "H200",
                                        "B200"]
     assert "T4" in memory.format_fit_table(rows)
 

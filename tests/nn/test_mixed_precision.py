@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gpulab import formats, hardware
+from gpulab.hardware import H100_SXM
 from gpulab.nn import memory
 from gpulab.nn import mixed_precision as mp
 from gpulab.nn.data import load_digits
@@ -281,7 +282,7 @@ def test_measured_bytes_match_chapter_09s_calculator(runs):
 
 
 def test_roofline_estimate_follows_the_tensor_core_peaks():
-    h100 = hardware.get_gpu("H100-SXM")
+    h100 = H100_SXM
     widths, batch = (8192, 8192, 8192), 8192
     fp32, _ = mp.estimate_step_matmuls("fp32", widths, batch, h100)
     bf16, parts = mp.estimate_step_matmuls("bf16", widths, batch, h100)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from gpulab import hardware
+from gpulab.hardware import H100_SXM
 from gpulab.parallel import links, scaling, strategies
 
 
@@ -19,7 +20,7 @@ def test_every_link_cites_a_web_source_for_alpha_and_beta():
 
 def test_nvlink_beta_is_half_the_datasheet_figure():
     """Datasheets count both directions; a ring sends one way at a time."""
-    for key, gpu in (("nvlink3", "A100-SXM"), ("nvlink4", "H100-SXM"), ("nvlink5", "B200")):
+    for key, gpu in (("nvlink3", "A100-SXM"), ("nvlink4", H100_SXM.key), ("nvlink5", "B200")):
         assert links.LINKS[key].beta_bytes_per_s == hardware.get_gpu(
             gpu).nvlink_bytes_per_s_per_direction
     assert links.LINKS["nvl72"].beta_bytes_per_s * 2 * 72 == pytest.approx(130e12, rel=0.01)
