@@ -245,6 +245,19 @@ class Timing:
         return any(kind == "synchronize" for kind, _ in events[last_launch:stop])
 
     @property
+    def started_before_the_warm_up_ended(self) -> bool:
+        """A clock (not CUDA events: those are queued behind the warm-up) started after a
+        warm-up launch with no wait for the GPU in between (a synchronise, or a copy, which
+        waits for the launches before it)."""
+        if self.window is None or self.by_events:
+            return False
+        start = self.window[0]
+        before = [k for k in self.watch.positions("launch") if k < start]
+        return bool(before) and not any(
+            kind in ("synchronize", "copy_to_host", "to_device")
+            for kind, _ in self.watch.events[before[-1]:start])
+
+    @property
     def timed(self) -> int:
         return self.inside().count("launch") if self.window else len(self.launches)
 
@@ -390,6 +403,15 @@ TIMING_MISTAKES = (
             "once, so you would time how long it takes to queue them. (The simulator finishes "
             "each launch before returning, which hides this.)", SYNCHRONIZE_HINT,
             recognised_from="host code"),
+    Mistake("the clock started while the warm-up launch still ran (no synchronise)",
+            lambda e: e.started_before_the_warm_up_ended,
+            lambda e: (f"your clock started right after the warm-up launch, without waiting "
+                       f"for it: on a GPU the launch returns at once, so the warm-up still runs "
+                       f"inside your timed window and {e.timed} launches' time holds "
+                       f"{e.timed + 1} launches' work. (The simulator finishes each launch "
+                       "before returning, which hides this.)"),
+            "wait for the GPU (`cuda.synchronize()`) after the warm-up launch, before the "
+            "first clock read.", recognised_from="host code"),
     Mistake("never waited for the GPU", lambda e: e.window is None and not e.waited,
             lambda e: f"{e.call} never waited for the GPU after its launches", SYNCHRONIZE_HINT,
             recognised_from="host code"),
@@ -452,6 +474,15 @@ TIMING_MISTAKES = (
     Mistake("multiplied by repeats", lambda e: e.timed > 1 and e.per(1 / e.timed),
             lambda e: (f"{e.call} returned {float(e.seconds):.3g} s per launch: that is the time "
                        f"between your clock reads multiplied by {e.timed}, not divided"),
+            PER_LAUNCH_HINT, recognised_from="host code"),
+    Mistake("less time than the clock reads give (divided by n, or by 1000 too many)",
+            lambda e: (e.elapsed_s is not None and e.elapsed_s > 0 and e.timed > 0
+                       and 0 < float(e.seconds) < 0.2 * e.elapsed_s / e.timed),
+            lambda e: (f"{e.call} returned {float(e.seconds):.3g} s per launch, but your clock "
+                       f"reads span {e.elapsed_s:.3g} s for {e.timed} launches, "
+                       f"{e.elapsed_s / e.timed:.3g} s each: the time was divided by more than "
+                       "the number of launches (by the elements as well? by 1000 once too "
+                       "often?)"),
             PER_LAUNCH_HINT, recognised_from="host code"),
     Mistake("not in seconds (milliseconds or nanoseconds)",
             lambda e: float(e.seconds) > min(e.wall_s, 100 * (e.elapsed_s or np.inf)),

@@ -159,7 +159,7 @@ def _recorded_clock(watch: HostCodeWatch, name: str, original, owner_thread: int
 
 def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> None:
     """Record CUDA events' ``record`` (a ``"clock"`` event), ``synchronize`` and
-    ``elapsed_time``. In the simulator the events are those of
+    ``elapsed_time``, and streams' ``synchronize``. In the simulator the events are those of
     :func:`~gpulab.instruments.simulator.events_as_on_a_gpu` (``cuda.event(timing=True)``, the
     host time between two records)."""
     from numba import cuda
@@ -189,6 +189,20 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
                               ("elapsed_time", elapsed_time)):
         patched.append((event_class, name, originals[name]))
         setattr(event_class, name, replacement)
+
+    # A stream's wait (`stream.synchronize()`, `cuda.default_stream().synchronize()`) is a wait
+    # for the GPU as `cuda.synchronize()` is.
+    stream_class = next(k for k in type(cuda.default_stream()).__mro__
+                        if "synchronize" in vars(k))
+    stream_wait = stream_class.synchronize
+
+    def stream_synchronize(self, *args, **kwargs):
+        if mine():
+            watch.events.append(("synchronize", None))
+        return stream_wait(self, *args, **kwargs)
+
+    patched.append((stream_class, "synchronize", stream_wait))
+    stream_class.synchronize = stream_synchronize
 
 
 def _patch_timeit(clocks: dict, patched: list) -> None:

@@ -669,7 +669,8 @@ def time_too_many_threads(kernel, a, x, y, repeats=5):
     for _ in range(repeats):
         kernel[1, 2048](a, d_x, d_y, d_out)
     cuda.synchronize()
-    return d_out.copy_to_host(), (time.perf_counter() - start) / repeats
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
 
 
 def time_never_launches(kernel, a, x, y, repeats=5):
@@ -680,8 +681,83 @@ def time_uses_gpulab_kernel(kernel, a, x, y, repeats=5):
     return time_solution(gpulab_memory.saxpy, a, x, y, repeats)
 
 
+def time_warm_up_not_waited(kernel, a, x, y, repeats=5):  # the warm-up runs into the window
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 128)
+    kernel[blocks, 128](a, d_x, d_y, d_out)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 128](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def time_per_element(kernel, a, x, y, repeats=5):  # seconds per launch per element
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 128)
+    kernel[blocks, 128](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 128](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats / x.shape[0]
+    return d_out.copy_to_host(), seconds
+
+
+def time_divided_by_1000(kernel, a, x, y, repeats=5):  # "to milliseconds", the wrong way
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 128)
+    kernel[blocks, 128](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 128](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats / 1000
+    return d_out.copy_to_host(), seconds
+
+
+def time_stream(kernel, a, x, y, repeats=5):  # right: a stream of its own, waited for
+    stream = cuda.stream()
+    d_x, d_y = cuda.to_device(x, stream=stream), cuda.to_device(y, stream=stream)
+    d_out = cuda.device_array_like(d_x, stream=stream)
+    blocks = blocks_for(x.shape[0], 256)
+    kernel[blocks, 256, stream](a, d_x, d_y, d_out)
+    stream.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256, stream](a, d_x, d_y, d_out)
+    stream.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(stream=stream), seconds
+
+
+def time_default_stream(kernel, a, x, y, repeats=5):  # right: the default stream waited for
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 128)
+    kernel[blocks, 128](a, d_x, d_y, d_out)
+    cuda.default_stream().synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 128](a, d_x, d_y, d_out)
+    cuda.default_stream().synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
 @pytest.mark.parametrize("function, words, hint", [
     (time_events_no_wait, ["without waiting for the GPU"], "stop.synchronize()"),
+    (time_warm_up_not_waited, ["started right after the warm-up launch", "inside your timed"],
+     "after the warm-up launch"),
+    (time_per_element, ["per launch, but your clock reads span", "divided by more than"],
+     "divide the time"),
+    (time_divided_by_1000, ["divided by more than"], "divide the time"),
     (time_cpu_clock, ["`process_time`", "stands still"], "perf_counter"),
     (time_divides_by_warm_ups_too, ["span 3 launches", "divided by 4", "1 warm-up"],
      "`repeats`"),
@@ -702,7 +778,9 @@ def test_more_timing_mistakes_are_named(function, words, hint):
 
 
 @pytest.mark.parametrize("function, clock", [(time_events, "CUDA events"),
-                                             (time_from_import_ns, "the clock")])
+                                             (time_from_import_ns, "the clock"),
+                                             (time_stream, "the clock"),
+                                             (time_default_stream, "the clock")])
 def test_timing_right_answers_written_differently_pass(function, clock):
     result = check_time_saxpy(function, seed=2, show=False)
     assert result.passed, str(result)
