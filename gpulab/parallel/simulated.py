@@ -555,6 +555,38 @@ class Comm:
                             "pair Send with Recv and send with recv")
         return message.payload
 
+    def isend(self, obj, dest: int, tag: int = 0) -> Request:
+        world = self.world
+        with world.cond:
+            message = self._object_message(obj, dest, tag)
+            world.post(message)
+
+        def finish():
+            with world.cond:
+                world.wait(self._rank, f"wait for an isend to rank {dest} (until rank {dest} "
+                           "receives it)", lambda: message.taken)
+
+        return self._request(finish, lambda: message.taken, f"an isend to rank {dest}")
+
+    def irecv(self, buf=None, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
+        """The object a matching ``send``/``isend`` sent, taken when the request is waited for
+        (``request.wait()`` returns it)."""
+        world = self.world
+        source, tag = int(source), int(tag)
+
+        def finish():
+            with world.cond:
+                world._check_failure(self._rank)
+                message = world.take(self._rank, source, tag, "irecv")
+            if message.is_buffer:
+                raise CommError(f"rank {self._rank} called irecv() for a message sent with "
+                                "Send() or Isend(): pair Isend with Irecv and isend with irecv")
+            return message.payload
+
+        who = "any rank" if source == ANY_SOURCE else f"rank {source}"
+        return self._request(finish, lambda: world.match(self._rank, source, tag) is not None,
+                             f"an irecv from {who}")
+
     def sendrecv(self, sendobj, dest: int, sendtag: int = 0, recvbuf=None,
                  source: int = ANY_SOURCE, recvtag: int = ANY_TAG, status=None):
         world = self.world
@@ -611,7 +643,7 @@ class Comm:
             self._collective(name)
         raise AttributeError(f"this communicator (ranks as threads, gpulab.parallel.simulated) "
                              f"has no {name!r}; it has Send, Recv, Sendrecv, Isend, Irecv, send, "
-                             "recv, sendrecv, Get_rank, Get_size")
+                             "recv, sendrecv, isend, irecv, Get_rank, Get_size")
 
     def __repr__(self) -> str:
         return f"<simulated communicator: rank {self._rank} of {self.world.size} (threads)>"

@@ -161,6 +161,26 @@ def ring_divided_first_by_objects(comm, x):
     return _ring_cut_by_int(comm, x, buffer=None, scaled_first=True)
 
 
+def ring_with_lower_case_isend_irecv(comm, x):
+    """Right: mpi4py's object methods without blocking, `isend` and `irecv`, each request's
+    `wait()` (the receive's returns the chunk)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.astype(np.float64)
+    bounds = np.linspace(0, len(x), size + 1).astype(int)
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for phase in (0, 1):
+        for step in range(size - 1):
+            send_c = (rank - step + phase) % size
+            recv_c = (rank - step - 1 + phase) % size
+            receiving = comm.irecv(source=left)
+            sending = comm.isend(data[bounds[send_c]:bounds[send_c + 1]].copy(), dest=right)
+            incoming = receiving.wait()
+            sending.wait()
+            c, d = bounds[recv_c], bounds[recv_c + 1]
+            data[c:d] = data[c:d] + incoming if phase == 0 else incoming
+    return data / size
+
+
 def divided_by_n_minus_one(comm, x):
     return _ring_cut_by_int(comm, x, divisor=comm.Get_size() - 1)
 
@@ -180,7 +200,8 @@ def no_all_gather_other_chunks(comm, x):
 @pytest.mark.parametrize("function", [ring_allreduce_mean, ring_with_send_recv_by_parity,
                                       ring_with_isend, ring_with_irecv_isend_waitall,
                                       ring_with_isend_first_and_waits, ring_to_the_left,
-                                      ring_divided_first_by_objects])
+                                      ring_divided_first_by_objects,
+                                      ring_with_lower_case_isend_irecv])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_right_rings_pass(function, seed):
     result = ch11.check_ring_allreduce(function, seed=seed, show=False)
