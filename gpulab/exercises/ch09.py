@@ -137,16 +137,20 @@ ACTIVATION_MISTAKES = (
             lambda e: f"{e.summary}: the logits or the probabilities, and the per-sample "
                       "losses, are missing",
             "the loss keeps the logits, the probabilities and one loss per sample."),
-    Mistake("the logits or the probabilities left out", lambda e: e.without(e.widths[-1]),
-            lambda e: f"{e.summary}: one of the logits and the probabilities is missing",
-            "both are kept, C values each (C = widths[-1])."),
+    Mistake("the logits, the probabilities or the last layer's Z left out",
+            lambda e: e.without(e.widths[-1]),
+            lambda e: (f"{e.summary}: one of the last layer's Z, the logits and the "
+                       "probabilities is missing"),
+            "the last layer's Z (X @ W), the logits (Z + b) and the probabilities are three "
+            "arrays, C values per sample each (C = widths[-1])."),
     Mistake("the per-sample losses left out (or one loss for the batch)",
             lambda e: e.without(1) or e.is_(e.values - e.batch + 1),
             lambda e: f"{e.summary}: the per-sample losses are missing",
             "the loss keeps one value per sample too."),
     Mistake("the logits counted twice", lambda e: e.is_(e.values + e.batch * e.widths[-1]),
             lambda e: f"{e.summary}: the logits are counted twice",
-            "the last layer's output is the logits: count it once."),
+            "the last layer's Z (X @ W) and the logits (Z + b) are two arrays: count each "
+            "once, then the probabilities once."),
     Mistake("the labels counted", lambda e: any(e.is_(e.expected + e.batch * k, 1)
                                                  for k in (e.itemsize, 8)),
             lambda e: f"{e.summary}: one value per sample too many, the labels?",

@@ -86,6 +86,11 @@ def no_probabilities(widths, batch_size, itemsize):
     return activation_bytes(widths, batch_size, itemsize) - batch_size * widths[-1] * itemsize
 
 
+def last_z_as_the_logits(widths, batch_size, itemsize):
+    """The last layer's Z taken for the logits (Z + b, an array of its own)."""
+    return activation_bytes(widths, batch_size, itemsize) - batch_size * widths[-1] * itemsize
+
+
 def one_layer_only(widths, batch_size, itemsize):
     """Counted activations once instead of per layer: the first hidden layer's Z and A."""
     return batch_size * (widths[0] + 2 * widths[1] + 2 * widths[-1] + 1) * itemsize
@@ -118,6 +123,7 @@ def test_activation_bytes_accepts_right_answers(function, seed):
     (no_loss_values, "loss's values are missing"),
     (no_losses, "per-sample losses are missing"),
     (no_probabilities, "probabilities is missing"),
+    (last_z_as_the_logits, "one of the last layer's Z, the logits and the probabilities"),
     (one_layer_only, "one hidden layer only"),
     (logits_twice, "counted twice"),
     (as_float, "whole numbers"),
