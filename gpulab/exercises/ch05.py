@@ -8,7 +8,7 @@ Each check's spec says what it holds and diagnoses; a failure names the seed tha
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -269,6 +269,7 @@ LOG_P_HINT = (
 # Classes per row the check draws from: more than 10, the digits' count, so that a kernel that
 # hard-codes 10 (even one that skips the classes past the row's end) fails on every seed.
 CLASS_COUNTS = (11, 12, 13, 14, 15)
+WIDE_CLASS_COUNTS = (33, 48)  # a last case's classes, drawn from [33, 48)
 ROWS_HINT = (
     "a thread read or wrote past an edge: the guard must let through only the threads whose "
     "row is inside logits (its number of rows, compared with `<`, not `<=`), and the loops "
@@ -523,8 +524,12 @@ class SoftmaxValues:
     def __post_init__(self):
         self.want_p, self.want = reference.softmax_cross_entropy(self.logits, self.labels)
         eps = float(np.finfo(self.trial.dtype).eps)
-        self.p_ok = np.isclose(self.probs, self.want_p, rtol=64 * eps, atol=8 * eps)
-        self.atol = 16 * eps * (1 + float(np.abs(self.logits).max()))
+        largest = float(np.abs(self.logits).max())
+        # p = exp(z - lse), with lse = m + log(total) rounded to the dtype, is off by about
+        # eps * |lse| relative: the log-sum-exp form, right, near ±1000 as much as 2e-4 in fp32
+        self.p_ok = np.isclose(self.probs, self.want_p, rtol=64 * eps + 2 * eps * largest,
+                               atol=8 * eps)
+        self.atol = 16 * eps * (1 + largest)
         self.l_ok = np.isclose(self.losses, self.want, rtol=16 * eps, atol=self.atol)
 
     @property
@@ -646,10 +651,13 @@ SOFTMAX = CheckSpec(
     holds="one thread per row writes the row's softmax into `probs` and its loss "
           "−log probs[r, labels[r]] into `losses`, on ordinary logits, logits near +1000 and "
           "−1000, and rows whose largest logit is 1000–1500 above the rest (the label on one of "
-          "the rest), with a class count drawn from 11–15 (never the digits' 10): probabilities "
-          "and losses within float rounding; a one-pass (online) softmax is accepted",
+          "the rest), with a class count drawn from 11–15 (never the digits' 10), then "
+          "ordinary logits with 33–47 classes and twice the rows on another block size: "
+          "probabilities and losses within float rounding (for p = exp(z − lse), the rounding "
+          "of lse too); a one-pass (online) softmax is accepted",
     also="the stub; a thread past an edge (a missing or `<=` guard, loops past a row's "
-         "classes: IndexError in the simulator); a write into logits")
+         "classes: IndexError in the simulator); a write into logits; a block size or a "
+         "class count typed in (a local array of fixed length)")
 
 
 @SOFTMAX.check
@@ -680,9 +688,36 @@ def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float3
             reject(SOFTMAX_SOURCE_MISTAKES, SoftmaxSource(source, trial))
             raise
         passed_high = passed_high or case == "logits near +1000"
+    wide = _wider_rows(kernel, trial, source)
     return (f"probabilities and losses right for ordinary logits, logits near +1000 and "
             f"-1000, and rows more than 1000 apart ({n} rows x {trial.inner} classes, "
-            f"{trial.launched}, seed={seed}).")
+            f"{trial.launched}), then {wide.inner} classes on {wide.launched} (seed={seed}).")
+
+
+def _wider_rows(kernel, trial: Trial, source) -> Trial:
+    """Ordinary logits again, with more classes than :data:`CLASS_COUNTS` (33-47: more than a
+    local array of 16 or 32 holds) and twice the rows (plus one) on another block size
+    (:meth:`Trial.other_block`), so that a class count or a block size typed in fails. Returns
+    that trial."""
+    wide = replace(trial.other_block(), inner=int(trial.rng.integers(*WIDE_CLASS_COUNTS)),
+                   shape=(2 * trial.n + 1,))  # rows a block size typed in leaves unwritten
+    wide.case = "ordinary logits"
+    _, logits, labels = softmax_cases(wide)[0]
+    try:
+        _softmax_case(kernel, wide, wide.case, logits, labels, True)
+    except (CheckFailedError, KernelError) as failure:
+        reject(SOFTMAX_SOURCE_MISTAKES, SoftmaxSource(source, wide))
+        detail = (failure.message if isinstance(failure, CheckFailedError)
+                  else f"it stopped with {type(failure.cause).__name__}")
+        raise CheckFailedError(
+            f"your kernel is right for {trial.inner} classes on {trial.launched}, but not for "
+            f"{wide.inner} classes on {wide.launched}: it depends on a size typed in (the "
+            f"block's, or the number of classes, as a local array's length?). With "
+            f"{wide.inner} classes: {detail}",
+            "read the rows and the classes from the arrays' shapes and the row from "
+            "`cuda.grid(1)`, and keep no per-class array of a fixed length: loop over the row "
+            "again where you need its values.") from None
+    return wide
 
 
 def _softmax_case(kernel, trial: Trial, case: str, logits, labels,

@@ -5,6 +5,7 @@ say "not attempted", and no check may raise."""
 
 import math
 
+import numba
 import numpy as np
 import pytest
 from numba import cuda
@@ -1007,4 +1008,72 @@ def test_more_softmax_mistakes_are_named(kernel, words):
 
 def test_softmax_through_the_log_total_passes():
     result = ch05.check_softmax_cross_entropy(softmax_through_the_log_total, seed=6, show=False)
+    assert result.passed, result
+
+
+@cuda.jit
+def softmax_exps_in_a_local_array_of_16(logits, labels, probs, losses):
+    """Wrong: "the digits have 10 classes, 16 is plenty"."""
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        C = logits.shape[1]
+        e = cuda.local.array(16, numba.float64)
+        m = logits[r, 0]
+        for c in range(1, C):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(C):
+            e[c] = math.exp(logits[r, c] - m)
+            total += e[c]
+        for c in range(C):
+            probs[r, c] = e[c] / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def softmax_block_of_32_typed_in(logits, labels, probs, losses):
+    """Wrong: the row from a block size of 32 typed in."""
+    r = cuda.blockIdx.x * 32 + cuda.threadIdx.x
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def softmax_through_the_log_sum_exp(logits, labels, probs, losses):
+    """Right: p = exp(z - lse), lse = m + log(total) (rounded to float32 near ±1000)."""
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        lse = m + math.log(total)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - lse)
+        losses[r] = lse - logits[r, labels[r]]
+
+
+@pytest.mark.parametrize("kernel", [softmax_exps_in_a_local_array_of_16,
+                                    softmax_block_of_32_typed_in])
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_softmax_sizes_typed_in_fail_on_wider_rows_and_another_block(kernel, seed):
+    result = ch05.check_softmax_cross_entropy(kernel, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert "it depends on a size typed in" in result.message, result
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_softmax_through_the_log_sum_exp_passes(seed):
+    result = ch05.check_softmax_cross_entropy(softmax_through_the_log_sum_exp, seed=seed,
+                                              show=False)
     assert result.passed, result
