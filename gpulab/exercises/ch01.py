@@ -41,8 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, reference
-from gpulab.exercises.evidence import GridStride, TracedWrites
-from gpulab.exercises.grid_stride import grid_stride_mistakes
+from gpulab.exercises.evidence import InputReads, OutputWrites, TracedWrites
+from gpulab.exercises.grid_stride import grid_stride_mistakes, more_than_their_share
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import diagnose_vector, looks_like, matches
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError, KernelError
@@ -187,18 +187,13 @@ MULTIPLY_METHOD_MISTAKES = grid_stride_mistakes(
     "the grid's threads, `cuda.gridsize(1)`, so that no two threads meet.")
 
 
-class MultiplyWrites(GridStride):
-    """The multiply traced on a small launch: the elements of out each thread wrote, in order."""
-
-    ITEM, SPELLED, DONE = "element", "out[{}]", "written"
-
-
 MULTIPLY = CheckSpec(
     "multiply", "multiply(x, y, out)", MULTIPLY_STUB_HINT,
     MULTIPLY_MISTAKES + MULTIPLY_METHOD_MISTAKES, parameters=3,
     title="1. multiply", call="check_multiply(my_multiply)",
     holds="`out[i] = x[i] * y[i]`, one thread per element, guarded, under two block sizes; "
-          "traced on a small launch, each element written by one thread",
+          "traced on a small launch, each element written by one thread and no thread writing "
+          "more than its share",
     also="the stub; the shared one-thread-per-element rules: missing or `<=` guard "
          "(IndexError in the simulator, writes into padding on a GPU); nothing written; "
          "`threadIdx.x` alone as the index (only the first block written); last partial block "
@@ -231,7 +226,7 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
                         np.zeros(small.n, small.dtype))
     small.grid_blocks = small.blocks
     order = {} if trace.error else trace.elements_by_thread(trace.global_arrays[-1], "write")
-    reject(MULTIPLY_METHOD_MISTAKES, MultiplyWrites(small, order))  # a stopped trace: runs alone
+    reject(MULTIPLY_METHOD_MISTAKES, OutputWrites(small, order))  # a stopped trace: runs alone
     return (f"all {trial.n} elements are right ({trial.launched}, seed={trial.seed}), each "
             "written by one thread.")
 
@@ -368,14 +363,19 @@ DOT_PARTIAL_BLOCK_MISTAKES = _partial_block_mistakes(
     "must let every index below n through.")
 
 
+DOT_SHARE_MISTAKES = (more_than_their_share(
+    "one thread per element: each thread multiplies x[i] * y[i] for its own i and adds it with "
+    "the atomic; no thread loops over its block's elements."),)
 DOT_ATOMIC = CheckSpec(
     "dot_atomic", "dot_atomic(x, y, out)", DOT_STUB_HINT,
-    DOT_MISTAKES + RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES, parameters=3,
-    title="2. dot with atomics", call="check_dot_atomic(my_dot_atomic)",
+    DOT_MISTAKES + RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES + DOT_SHARE_MISTAKES,
+    parameters=3, title="2. dot with atomics", call="check_dot_atomic(my_dot_atomic)",
     holds="x · y added into `out[0]` with an atomic add, one thread per element, guarded, "
-          "under two block sizes",
+          "under two block sizes; traced on a small launch, no thread reading more than its "
+          "share of x",
     also="a sum too small (updates lost) or too large that no mistake explains; the shared "
-         "rules: a hard-coded block size, simulator-only code, gpulab's own kernel")
+         "rules: a hard-coded block size, a loop stepping by a number typed in, "
+         "simulator-only code, gpulab's own kernel")
 
 
 @DOT_ATOMIC.check
@@ -404,8 +404,17 @@ def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | N
     trial = Trial.draw("check_dot_atomic", seed, dtype, block=threads_per_block)
     got = under_two_blocks(lambda t: _total_or_failure(run, t, DOT_PARTIAL_BLOCK_MISTAKES),
                            trial, source, once=bool(threads_per_block))
+    # the method: the products shared out among the threads, traced on a small launch
+    small = Trial.draw("check_dot_atomic", seed, dtype, block=MULTIPLY_TRACE_THREADS,
+                       shape=(MULTIPLY_TRACE_SIZE,))
+    small.grid_blocks = small.blocks
+    trace = trace_trial(kernel, small, small.uniform(0.1, 1.0), small.uniform(0.1, 1.0),
+                        np.zeros(1, small.dtype))
+    if not trace.error and trace.global_arrays:
+        reject(DOT_SHARE_MISTAKES,
+               InputReads(small, trace.elements_by_thread(trace.global_arrays[0], "read")))
     return (f"x · y = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
-            f"seed={trial.seed}).")
+            f"seed={trial.seed}), each product taken by one thread.")
 
 
 def _run_total(source: KernelSource, kernel, trial: Trial, inputs: tuple, mistakes,

@@ -42,8 +42,8 @@ from functools import cached_property
 import numpy as np
 
 from gpulab import device, memory_model, reference
-from gpulab.exercises.evidence import GridStride, TracedWrites
-from gpulab.exercises.grid_stride import grid_stride_mistakes
+from gpulab.exercises.evidence import GridStride, OutputWrites, TracedWrites
+from gpulab.exercises.grid_stride import grid_stride_mistakes, more_than_their_share
 from gpulab.exercises.host_code import HostCodeWatch, watch_host_code
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.outputs import diagnose_vector, looks_like
@@ -95,6 +95,9 @@ SAXPY_METHOD_MISTAKES = (
             "whole grid, `cuda.gridsize(1)` (= `cuda.blockDim.x * cuda.gridDim.x`).",
             recognised_from="trace"),
 )
+SAXPY_SHARE_MISTAKES = (more_than_their_share(
+    "one thread per element: each thread writes out[i] for its own i from `cuda.grid(1)`, "
+    "and no thread loops over the others' elements."),)
 # What saxpy's usual wrong formulas give, in the order they are tried (after the elements never
 # written: :func:`~gpulab.exercises.outputs.elementwise_mistakes`).
 SAXPY_OUTPUT_MISTAKES = (
@@ -108,13 +111,17 @@ SAXPY_OUTPUT_MISTAKES = (
                "only x is scaled by a, not y."),
     looks_like("x[i] * y[i] + a", lambda e: e.inputs["x"] * e.inputs["y"] + e.inputs["a"],
                "saxpy is `a * x[i] + y[i]`."),
+    looks_like("|a| * x[i] + y[i] (the sign of a lost)",
+               lambda e: abs(e.inputs["a"]) * e.inputs["x"] + e.inputs["y"],
+               "a is negative here: multiply by a itself, sign and all."),
 )
 SAXPY = CheckSpec(
     "saxpy", "saxpy(a, x, y, out)", SAXPY_STUB_HINT,
-    SAXPY_OUTPUT_MISTAKES + SAXPY_METHOD_MISTAKES, parameters=4,
+    SAXPY_OUTPUT_MISTAKES + SAXPY_METHOD_MISTAKES + SAXPY_SHARE_MISTAKES, parameters=4,
     title="1. saxpy", call="check_saxpy(my_saxpy)",
-    holds="`out[i] = a * x[i] + y[i]`, a random `a ≠ 1`, under two block sizes; traced on a "
-          "small launch, each element written by one thread",
+    holds="`out[i] = a * x[i] + y[i]`, a random negative `a` (−3 < a ≤ −1.5), under two "
+          "block sizes; traced on a small launch, each element written by one thread and no "
+          "thread writing more than its share",
     also="the stub; guards and indexing (the shared one-thread-per-element rules: a missing "
          "or `<=` guard, nothing written, `threadIdx.x` alone as the index, the last partial "
          "block skipped, a shift by one); a hard-coded block or problem size; simulator-only "
@@ -124,7 +131,8 @@ SAXPY = CheckSpec(
 @SAXPY.check
 def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None = None,
                 dtype=np.float32) -> str:
-    """``a`` is drawn with 1.5 ≤ |a| < 3 (never 1, so forgetting it shows), x and y uniform in
+    """``a`` is drawn with -3 < a ≤ -1.5 (never 1, so forgetting it shows; negative, so losing
+    its sign shows), x and y uniform in
     [-2, 2). The block size is drawn too and the kernel runs again under another one, unless
     ``threads_per_block`` is given (then that one alone); then its writes are traced on a small
     launch (:data:`SAXPY_TRACE_THREADS` threads per block, n in :data:`SAXPY_TRACE_SIZES`),
@@ -132,7 +140,7 @@ def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None =
     source = SAXPY.start(kernel)
 
     def run(trial: Trial) -> tuple[Trial, float]:
-        a = trial.dtype.type(trial.rng.choice([-1, 1]) * trial.rng.uniform(1.5, 3.0))
+        a = trial.dtype.type(-trial.rng.uniform(1.5, 3.0))  # negative: its sign must be kept
         x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
         out = run_elementwise(kernel, trial, a, x, y)
         if failure := diagnose_vector(reference.saxpy(a, x, y), out, trial,
@@ -151,6 +159,9 @@ def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None =
     if not trace.error:
         out_name = trace.global_arrays[-1] if trace.global_arrays else "out"
         reject(SAXPY_METHOD_MISTAKES, TracedWrites(traced, trace.touched(out_name, "write")))
+        traced.grid_blocks = traced.blocks
+        reject(SAXPY_SHARE_MISTAKES,
+               OutputWrites(traced, trace.elements_by_thread(out_name, "write")))
     return (f"all {trial.n} elements of a*x + y are right (a = {a:.3g}, "
             f"{trial.launched}, seed={trial.seed}), each written by one thread.")
 
@@ -580,8 +591,10 @@ STRIDE_HINT = (
     "g + 2G, … and no two threads ever copy the same element."
 )
 # The launch the copy's stride is traced on (small: every access is recorded).
-# Not COPY_BLOCKS: a step of `2 * cuda.blockDim.x` would match both grids.
-STRIDE_TRACE_BLOCKS, STRIDE_TRACE_THREADS, STRIDE_TRACE_SIZES = 3, 32, (150, 250)
+# Not COPY_BLOCKS: a step of `2 * cuda.blockDim.x` would match both grids; blocks of 40, not a
+# multiple of 32, so that a step typed to fit 32-thread blocks (`cuda.gridDim.x * 32`) shows;
+# n over twice the grid, so that a step of twice the grid shows.
+STRIDE_TRACE_BLOCKS, STRIDE_TRACE_THREADS, STRIDE_TRACE_SIZES = 3, 40, (250, 350)
 
 
 @dataclass

@@ -109,6 +109,16 @@ class GridStride:
         return [thread for thread, elements in self.order.items() if elements]
 
     @property
+    def share(self) -> int:
+        """The most any thread needs to take: ceil(n / the grid's threads)."""
+        return -(-self.trial.n // self.grid)
+
+    @property
+    def most(self) -> int:
+        """The most distinct elements one thread touched."""
+        return max((len(set(run)) for run in self.order.values()), default=0)
+
+    @property
     def work(self) -> int:
         """The elements touched, counting each time."""
         return sum(len(run) for run in self.order.values())
@@ -132,6 +142,20 @@ class GridStride:
         return f"{thread_label(thread)}: {self.ITEM}s {run[0]}..{run[-1]}"
 
 
+class OutputWrites(GridStride):
+    """A one-thread-per-element kernel traced on a small launch (``grid_blocks``: all its
+    blocks): the elements of its output each thread wrote, in order."""
+
+    ITEM, SPELLED, DONE = "element", "out[{}]", "written"
+
+
+class InputReads(GridStride):
+    """A kernel traced on a small launch (``grid_blocks``: all its blocks): the elements of its
+    input x each thread read, in order."""
+
+    ITEM, SPELLED, DONE = "element", "x[{}]", "read"
+
+
 def _by_several(who: dict) -> dict:
     return {index: threads for index, threads in who.items() if len(threads) > 1}
 
@@ -142,4 +166,5 @@ def _first_of_several(shared: dict, element: str) -> str:
     return f"{element.format(at)} by {thread_label(who[0])} and {thread_label(who[1])}"
 
 
-__all__ = ["GridStride", "TracedWrites", "is_number", "is_whole"]
+__all__ = ["GridStride", "InputReads", "OutputWrites", "TracedWrites", "is_number",
+           "is_whole"]

@@ -35,14 +35,31 @@ def step_past_the_grid(hint: str) -> Mistake:
                               f"them were never {e.DONE}"), hint, recognised_from="trace")
 
 
+def more_than_their_share(hint: str) -> Mistake:
+    """A few threads did the work of many: one took more than ceil(n / grid) + 1 elements while
+    others did nothing (one thread of each block looping over the block's elements, a thread
+    per row of a matrix). Every kernel traced with a
+    :class:`~gpulab.exercises.evidence.GridStride`, one element per thread or a grid-stride
+    loop."""
+    return Mistake(
+        "a few threads do the work of many (more than their share: ceil(n / grid))",
+        lambda e: e.grid > 1 and e.most > e.share + 1 and len(e.busy) < e.grid,
+        lambda e: (f"{e.most} {e.ITEM}s {e.DONE} by one thread ({e.longest_run()}), but the "
+                   f"grid has {e.grid} threads for {e.trial.n}, at most {e.share} each; "
+                   f"{e.grid - len(e.busy)} threads did nothing. The work is not shared out "
+                   "(a loop in one thread of each block?)"),
+        hint, recognised_from="trace")
+
+
 def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[Mistake, ...]:
     """The rules, each ending on ``hint`` (how the loop should step): threads that overlap,
     the usual wrong steps named first. With ``coalesced_hint``, then one thread doing all the
     work and a run of consecutive elements per thread (not coalesced; other steps that overlap
     nothing, such as a block's chunk walked by its threads, stay coalesced and pass); without
     it (chapter 02, where a full-size run's warp requests judge coalescing), then
-    :func:`step_past_the_grid`. Threads that overlap without a loop (no step) are left to the
-    outputs' rules: one element per thread."""
+    :func:`step_past_the_grid`; last, in both, a thread that took more than its share, ceil(n /
+    grid) (one thread of each block looping over the block's elements). Threads that overlap
+    without a loop (no step) are left to the outputs' rules: one element per thread."""
     rules = (
         Mistake("every block starts at `threadIdx.x` (the blocks redo each other's work)",
                 lambda e: e.shared and e.step == e.grid,
@@ -62,8 +79,9 @@ def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[
                 _stepped_by(lambda e: e.step), hint,
                 recognised_from="trace"),
     )
+    more_than_a_share = more_than_their_share(hint)
     if coalesced_hint is None:
-        return rules + (step_past_the_grid(hint),)
+        return rules + (step_past_the_grid(hint), more_than_a_share)
     return rules + (
         Mistake("one thread does all the work",
                 lambda e: len(e.busy) == 1 and e.trial.n > 1,
@@ -77,7 +95,9 @@ def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[
                            "threads of a warp read addresses a whole run apart: not coalesced "
                            "(chapter 02)"),
                 coalesced_hint, recognised_from="trace"),
+        more_than_a_share,
     )
 
 
-__all__ = ["START_AT_THE_GLOBAL_INDEX", "grid_stride_mistakes", "step_past_the_grid"]
+__all__ = ["START_AT_THE_GLOBAL_INDEX", "grid_stride_mistakes", "more_than_their_share",
+           "step_past_the_grid"]

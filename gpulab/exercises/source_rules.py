@@ -287,6 +287,27 @@ def hard_coded_size(source: KernelSource) -> str | None:
     return None
 
 
+FIXED_STEP_AT_LEAST = 32  # smaller steps are unrolling (2, 4, 8); larger look like a grid's size
+
+
+def fixed_step(source: KernelSource) -> str | None:
+    """The first loop that steps by a whole number of :data:`FIXED_STEP_AT_LEAST` or more
+    (``range(i, n, 4096)``, ``i += 1024`` in a while loop): a grid's size typed into the
+    kernel, right for one launch at most."""
+    for node in source.walk():
+        step = None
+        if (isinstance(node, ast.Call) and _called_name(node) == "range"
+                and len(node.args) == 3):
+            step = node.args[2]
+        elif isinstance(node, ast.While):
+            step = next((n.value for n in ast.walk(node) if isinstance(n, ast.AugAssign)
+                         and isinstance(n.op, ast.Add)), None)
+        if (isinstance(step, ast.Constant) and isinstance(step.value, int)
+                and not isinstance(step.value, bool) and step.value >= FIXED_STEP_AT_LEAST):
+            return source.line(step)
+    return None
+
+
 def compares_with_shape(source: KernelSource) -> list[ast.Compare]:
     """The comparisons in the kernel that involve an array's ``.shape``: its guards."""
     return [node for node in source.walk() if isinstance(node, ast.Compare)
@@ -460,7 +481,8 @@ def start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
 
 __all__ = [
     "BARRIER_EXIT_HINT", "BARRIER_HINT", "BARRIER_IN_BRANCH", "BARRIER_LOOP_HINT",
-    "adds_into", "barrier_problems", "compares_with_shape", "count_calls", "hard_coded_block",
+    "FIXED_STEP_AT_LEAST", "adds_into", "barrier_problems", "compares_with_shape", "count_calls",
+    "fixed_step", "hard_coded_block",
     "is_typed_in_count", "typed_in_count_names",
     "hard_coded_size", "kernel_source", "KernelSource", "plain_writes_to",
     "raises_not_implemented", "simulator_only_code", "start_kernel", "thread_varying_names"

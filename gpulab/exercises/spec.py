@@ -61,6 +61,7 @@ from gpulab.exercises.results import (
 from gpulab.exercises.running import launch, trace_trial
 from gpulab.exercises.source_rules import (
     KernelSource,
+    fixed_step,
     hard_coded_block,
     hard_coded_size,
     start_kernel,
@@ -272,7 +273,15 @@ def under_two_blocks(run: Callable[[Trial], object], trial: Trial,
     """``run(trial)``, then ``run`` on the same problem under another block size: a kernel right
     under one block size only (one that hard-codes it, ``blockIdx.x * 64``) fails, and the
     message names the line when the source shows it. Returns the first run's result. ``once``
-    (the caller chose the block size): ``run(trial)`` alone."""
+    (the caller chose the block size): ``run(trial)`` alone. Before either, a loop that steps
+    by a number typed in (:func:`~gpulab.exercises.source_rules.fixed_step`) fails."""
+    step_line = fixed_step(source) if source is not None else None
+    if step_line:
+        raise CheckFailedError(
+            f"`{step_line}` steps by a fixed number: the grid's size is the launch's, so a "
+            f"number typed in is right for one launch at most ({trial}).",
+            "step by the grid's size, `cuda.gridsize(1)` (or have no loop, if each thread "
+            "takes one element), never by a number.")
     if once:
         return run(trial)
     line = hard_coded_block(source) if source is not None else None

@@ -893,11 +893,13 @@ def test_the_race_the_partial_block_and_the_method_are_mistakes_in_the_specs():
         BLOCK_SUM_PARTIAL_BLOCK_MISTAKES,
         DOT_ATOMIC,
         DOT_PARTIAL_BLOCK_MISTAKES,
+        DOT_SHARE_MISTAKES,
         RACE_MISTAKES,
         TREE_METHOD_MISTAKES,
     )
 
-    assert DOT_ATOMIC.mistakes[-4:] == RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES
+    assert DOT_ATOMIC.mistakes[-5:] == (RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES
+                                        + DOT_SHARE_MISTAKES)
     assert BLOCK_SUM.mistakes[-7:] == (RACE_MISTAKES + BLOCK_SUM_PARTIAL_BLOCK_MISTAKES
                                        + TREE_METHOD_MISTAKES)
     table = BLOCK_SUM.mistake_table()
@@ -1174,3 +1176,57 @@ def dot_thread_zero_adds_everything(x, y, out):  # right total, no race, no para
 ], ids=lambda case: getattr(case, "__name__", None))
 def test_more_answers_as_learners_write_them(check, kernel, status, words):
     assert_verdict(check(kernel, seed=5, show=False), status, words)
+
+
+# --- the work shared out: no thread takes more than its share ----------------------------------
+
+
+@cuda.jit
+def multiply_by_thread_0_of_each_block(x, y, out):
+    """Wrong: thread 0 of each block loops over its block's elements, the others idle."""
+    if cuda.threadIdx.x == 0:
+        start = cuda.blockIdx.x * cuda.blockDim.x
+        for i in range(start, min(start + cuda.blockDim.x, x.shape[0])):
+            out[i] = x[i] * y[i]
+
+
+@cuda.jit
+def multiply_stepping_by_4096(x, y, out):
+    """Wrong: a grid-stride loop whose step, 4096, is typed in."""
+    i = cuda.grid(1)
+    while i < x.shape[0]:
+        out[i] = x[i] * y[i]
+        i += 4096
+
+
+@cuda.jit
+def dot_by_thread_0_of_each_block(x, y, out):
+    """Wrong: thread 0 of each block adds its block's products alone, then one atomic."""
+    if cuda.threadIdx.x == 0:
+        start = cuda.blockIdx.x * cuda.blockDim.x
+        total = 0.0
+        for i in range(start, min(start + cuda.blockDim.x, x.shape[0])):
+            total += x[i] * y[i]
+        cuda.atomic.add(out, 0, total)
+
+
+@cuda.jit
+def dot_stepping_by_4096(x, y, out):
+    """Wrong: a loop stepping by 4096 typed in (products counted twice past 4096)."""
+    j = cuda.grid(1)
+    while j < x.shape[0]:
+        cuda.atomic.add(out, 0, x[j] * y[j])
+        j += 4096
+
+
+@pytest.mark.parametrize("check, kernel, words", [
+    (check_multiply, multiply_by_thread_0_of_each_block, "written by one thread"),
+    (check_multiply, multiply_stepping_by_4096, "`i += 4096` steps by a fixed number"),
+    (check_dot_atomic, dot_by_thread_0_of_each_block, "read by one thread"),
+    (check_dot_atomic, dot_stepping_by_4096, "`j += 4096` steps by a fixed number"),
+])
+@pytest.mark.parametrize("seed", [1, 7])
+def test_work_not_shared_out_fails(check, kernel, words, seed):
+    result = check(kernel, seed=seed, show=False)
+    assert result.status == "failed", result
+    assert words in result.message, result

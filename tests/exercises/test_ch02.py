@@ -1154,7 +1154,7 @@ def copy_a_chunk_per_block(x, out):  # right: a block's threads step by the bloc
 
 
 @pytest.mark.parametrize("kernel, status, words", [
-    (copy_twice_the_block, "failed", ["each thread steps by 64, but the grid has 96 threads"]),
+    (copy_twice_the_block, "failed", ["each thread steps by 80, but the grid has 120 threads"]),
     (copy_four_passes, "failed", ["4 passes of the", "-thread grid", "before the end of x"]),
     (copy_then_clears_x, "failed", ["wrote into its input x"]),
     (copy_from_the_end, "passed", ["elements copied"]),
@@ -1165,3 +1165,50 @@ def test_copy_answers_as_learners_write_them(kernel, status, words):
     assert result.status == status, str(result)
     for word in words:
         assert word in result.message, f"{word!r} missing from {result.message}"
+
+
+# --- saxpy: the work shared out, the sign of a, a step typed in --------------------------------
+
+
+@cuda.jit
+def saxpy_by_thread_0_of_each_block(a, x, y, out):
+    """Wrong: thread 0 of each block loops over its block's elements."""
+    if cuda.threadIdx.x == 0:
+        start = cuda.blockIdx.x * cuda.blockDim.x
+        for i in range(start, min(start + cuda.blockDim.x, x.shape[0])):
+            out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_with_abs_a(a, x, y, out):
+    """Wrong: |a| (a scale taken as a size)."""
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = abs(a) * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_stepping_by_4096(a, x, y, out):
+    """Wrong: a loop stepping by a grid size typed in."""
+    for i in range(cuda.grid(1), x.shape[0], 4096):
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def copy_stepping_by_blocks_times_32(x, out):
+    """Wrong: the grid's size as `gridDim.x * 32`, right only for blocks of 32 threads."""
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridDim.x * 32):
+        out[i] = x[i]
+
+
+@pytest.mark.parametrize("check, kernel, words", [
+    (check_saxpy, saxpy_by_thread_0_of_each_block, "written by one thread"),
+    (check_saxpy, saxpy_with_abs_a, "the sign of a lost"),
+    (check_saxpy, saxpy_stepping_by_4096, "steps by a fixed number"),
+    (check_copy_grid_stride, copy_stepping_by_blocks_times_32, "redo each other's elements"),
+])
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_saxpy_and_copy_methods_fail_with_their_mistake(check, kernel, words, seed):
+    result = check(kernel, seed=seed, show=False)
+    assert result.status == "failed", result
+    assert words in result.message + result.hint, result
