@@ -57,7 +57,8 @@ def _block_cases(rng: np.random.Generator) -> list[tuple[int, int]]:
         cases.append((blocks * threads, threads))  # an exact multiple
     threads = int(rng.choice([128, 256]))
     cases += [(int(rng.integers(2, threads)), threads), (1, threads), (1_000_000_007, 256)]
-    for threads in (96, 192):  # a shift (>>) divides only by a power of two
+    # a shift (>>) divides only by a power of two; counting in warps only by a multiple of 32
+    for threads in (96, 192, int(rng.choice([50, 100, 200, 300]))):
         blocks = int(rng.integers(2, 5000))
         cases += [(blocks * threads + int(rng.integers(1, threads)), threads),
                   (blocks * threads, threads)]
@@ -179,14 +180,14 @@ BLOCKS_FOR = CheckSpec(
     "blocks_for", "blocks_for(n, threads_per_block) -> int", BLOCKS_STUB_HINT, BLOCKS_MISTAKES,
     title="1. how many blocks?", call="check_blocks_for(blocks_for)",
     holds="`blocks_for(n, threads_per_block)` = n / threads_per_block rounded up, an `int`, on "
-          "19 random cases from n = 1 to a billion, exact multiples of the block and block "
-          "sizes that are not powers of two included",
+          "21 random cases from n = 1 to a billion, exact multiples of the block and block "
+          "sizes that are not powers of two, nor multiples of 32, included",
     also="an exception (named)")
 
 
 @BLOCKS_FOR.check
 def check_blocks_for(function, seed: int | None = None) -> str:
-    """Called on the 19 cases :func:`_block_cases` draws from the seed, in a shuffled order;
+    """Called on the 21 cases :func:`_block_cases` draws from the seed, in a shuffled order;
     the first wrong answer fails."""
     cases = _block_cases(np.random.default_rng(seed))
     answers = [(n, threads, call_learner(function, n, threads, stub_hint=BLOCKS_STUB_HINT,
@@ -212,8 +213,9 @@ HOST_STUB_HINT = (
     "do the five steps of section 5 in order (copy in, allocate, choose the grid, launch and "
     "wait, copy back) and return the result as a NumPy array."
 )
-# Host-function sizes: odd, so no power-of-two block size divides them.
-HOST_SIZE_RANGE = {"sim": (201, 601), "gpu": (100_001, 1_000_001)}
+# Host-function sizes: odd, so no power-of-two block size divides them; more than 1024 in the
+# simulator too, so that one block of 1024 threads typed in fails.
+HOST_SIZE_RANGE = {"sim": (1_025, 1_601), "gpu": (100_001, 1_000_001)}
 
 
 # What add_one's usual wrong formulas give, in the order they are tried (after the elements
@@ -492,9 +494,10 @@ def check_launch_by_hand(run, kernel, n: int, seed: int, call: str):
 @HOST.check
 def check_first_launch(kernel, run, seed: int | None = None) -> str:
     """The kernel first (:func:`_check_add_one_kernel`), then the host function, on an odd n
-    (:data:`HOST_SIZE_RANGE`: 201 to 599 in the simulator, up to 999,999 on a GPU) and x
-    uniform in [-5, 5), float32, inside :func:`watch_host_code`; after its mistakes, what it
-    returned is compared with x + 1 element by element under the block size it launched."""
+    (:data:`HOST_SIZE_RANGE`: 1,025 to 1,599 in the simulator, more than one block of 1024
+    threads; up to 999,999 on a GPU) and x uniform in [-5, 5), float32, inside
+    :func:`watch_host_code`; after its mistakes, what it returned is compared with x + 1
+    element by element under the block size it launched."""
     if run is None or run is Ellipsis:
         raise NotAttemptedError("there is no host function to check yet.", HOST_STUB_HINT)
     trial = _check_add_one_kernel(kernel, seed)

@@ -708,3 +708,31 @@ def test_a_grid_not_made_of_blocks_of_a_fixed_size_fails(run, words):
     assert result.status == "failed", text
     for word in words:
         assert word.lower() in text, f"{word!r} missing from:\n{text}"
+
+
+def blocks_counted_in_warps(n, threads_per_block):
+    """Wrong: rounds n up to warps, then divides by the block's warps (a block size that is
+    not a multiple of 32 breaks it)."""
+    warps = (n + 31) // 32
+    per_block = threads_per_block // 32
+    return warps // per_block + (1 if warps % per_block else 0)
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_blocks_counted_in_warps_fails(seed):
+    result = check_blocks_for(blocks_counted_in_warps, seed=seed, show=False)
+    assert result.status == "failed", result
+
+
+def add_one_on_one_block_of_1024(x):
+    """Wrong: the grid typed in, one block of 1024 threads, whatever n is."""
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[1, 1024](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def test_one_block_of_1024_typed_in_fails():
+    result = check_first_launch(add_one, add_one_on_one_block_of_1024, seed=3, show=False)
+    assert result.status == "failed", result
