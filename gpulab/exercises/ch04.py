@@ -17,6 +17,7 @@ import ml_dtypes
 import numpy as np
 
 from gpulab import device, formats, reference
+from gpulab.exercises import learner_code
 from gpulab.exercises.evidence import is_number
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
@@ -27,6 +28,8 @@ from gpulab.exercises.trial import Trial, draw_size, tier_key
 # --- exercise 1: decode the bits ------------------------------------------------------------
 
 DECODE_FORMATS = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1")
+# Libraries that decode the bits themselves (the check's yardstick among them).
+DECODE_LIBRARIES = ("ml_dtypes", "struct")
 DECODE_STUB_HINT = (
     "start with the bias, 2**(exponent_bits - 1) - 1, and the normal rule of section 1; then "
     "handle exponent field 0 (subnormals) and the all-ones exponent field (inf and NaN), as the "
@@ -71,12 +74,15 @@ def _decode_cases(rng: np.random.Generator, per_format: int = 10) -> list[tuple]
         subnormal += [(fmt, 0, 0, 0), (fmt, 1, 0, 1), (fmt, 1, 0, 0), (fmt, 0, 0, mantissas - 1)]
         subnormal += [(fmt, int(rng.integers(0, 2)), 0, int(rng.integers(1, mantissas)))
                       for _ in range(2)]
-        if fmt.exponent_bits >= 5:  # IEEE's inf and NaN (fp16, bf16, E5M2)
-            top_binade += [(fmt, 0, top, 0), (fmt, 1, top, 0),
-                           (fmt, int(rng.integers(0, 2)), top, int(rng.integers(1, mantissas)))]
-        elif name == "fp8_e4m3":
-            top_binade += [(fmt, int(rng.integers(0, 2)), top, int(rng.integers(0, 7))),
-                           (fmt, int(rng.integers(0, 2)), top, 7)]
+        if fmt.exponent_bits >= 5:  # IEEE's inf and NaN (fp16, bf16, E5M2): every NaN
+            # mantissa of a small format; of a large one the lowest, the top bit alone, all
+            # ones and one at random
+            nans = (range(1, mantissas) if mantissas <= 8 else
+                    (1, mantissas >> 1, mantissas - 1, int(rng.integers(2, mantissas - 1))))
+            top_binade += [(fmt, 0, top, 0), (fmt, 1, top, 0)]
+            top_binade += [(fmt, int(rng.integers(0, 2)), top, int(m)) for m in nans]
+        elif name == "fp8_e4m3":  # every code of its top binade: numbers up to 448, one NaN
+            top_binade += [(fmt, int(rng.integers(0, 2)), top, m) for m in range(mantissas)]
         else:  # E2M1
             top_binade += [(fmt, int(rng.integers(0, 2)), top, m) for m in range(mantissas)]
     return [(fmt, s, e, m, _code_value(fmt, s, e, m))
@@ -216,7 +222,7 @@ DECODE = CheckSpec(
           "it: normal numbers, subnormals and ±0, and the all-ones exponent field (±inf and "
           "NaN in fp16, bf16 and E5M2; E4M3's numbers up to 448 and its one NaN code; E2M1's 4 "
           "and 6); the answer a number",
-    also="an exception (named)")
+    also="a library that decodes the bits (ml_dtypes, struct); an exception (named)")
 
 
 def _same(got: float, expected: float) -> bool:
@@ -233,6 +239,14 @@ def check_decode(decode, seed: int | None = None) -> str:
     numbers, then subnormals and zero (+0 and -0 on every seed), then the all-ones exponent
     field; the first code that decodes wrong fails. A float or an int counts as a number, but
     only the float -0.0 as -0: an int 0 has no sign, so it loses the code's sign bit."""
+    if decode is not None and decode is not Ellipsis and (
+            used := learner_code.modules_used(decode, DECODE_LIBRARIES)):
+        raise CheckFailedError(
+            f"your decode uses `{used[0]}`, which decodes the bits itself: the check compares "
+            "with ml_dtypes, so it would be comparing a library with itself.",
+            "decode with the rule of section 1 yourself: the sign, the exponent field less the "
+            "bias, the mantissa with its leading 1 (or 0 for subnormals), and the all-ones "
+            "exponent field's special cases.")
     cases = _decode_cases(np.random.default_rng(seed))
     for fmt, sign, exponent, mantissa, expected in cases:
         answer = Decoded(fmt, sign, exponent, mantissa, None, expected, seed)
@@ -601,14 +615,28 @@ def _activations_with_outliers(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def _quantise_trials(rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
     """Three float32 tensors: activations with outliers (~1e2 to 1e3, the largest magnitude
-    negative), tiny gradients (~1e-5, the largest magnitude positive), values near 1."""
+    negative), tiny gradients (~1e-5, the largest magnitude positive and last), values near 1
+    (the largest magnitude first, and 8 values that E4M3 stores as subnormals once scaled)."""
     n = [int(rng.integers(200, 400)) for _ in range(3)]
     gradients = rng.standard_normal(n[1]) * 10.0 ** (-5 + rng.uniform(-0.5, 0.5))
     if gradients[np.argmax(np.abs(gradients))] < 0:
         gradients = -gradients
+    _largest_at(gradients, -1)  # a max over x[:-1] misses it
+    near_one = rng.standard_normal(n[2])
+    # a few values E4M3 stores as subnormals once scaled (below 2^-6 of 448 / max|x|)
+    tiny = rng.choice(n[2], 8, replace=False)
+    near_one[tiny] = (rng.choice([-1, 1], 8) * np.abs(near_one).max()
+                      * rng.uniform(1e-6, 3e-5, 8))
+    _largest_at(near_one, 0)  # a max over x[1:] misses it
     return [("activations with outliers", _activations_with_outliers(rng, n[0]).astype(np.float32)),
             ("tiny gradients", gradients.astype(np.float32)),
-            ("values near 1", rng.standard_normal(n[2]).astype(np.float32))]
+            ("values near 1 (some E4M3 subnormals once scaled)", near_one.astype(np.float32))]
+
+
+def _largest_at(x: np.ndarray, where: int) -> None:
+    """Swap the largest magnitude of x into position ``where``."""
+    k = int(np.argmax(np.abs(x)))
+    x[k], x[where] = x[where], x[k]
 
 
 @QUANTISE.check

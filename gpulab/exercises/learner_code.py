@@ -158,6 +158,37 @@ def gpulab_things_used(thing, allowed: tuple[str, ...] = (),
     return list(dict.fromkeys(found))
 
 
+def modules_used(thing, modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` (``"ml_dtypes"``, ``"struct"``) the learner's ``thing`` uses: a
+    global or closure value that is one of them or comes from one, or an import in its body;
+    functions it calls that the learner wrote are looked into too."""
+    found: list[str] = []
+    seen: set[int] = set()
+
+    def module_of(value) -> str:
+        if isinstance(value, types.ModuleType):
+            return value.__name__
+        return getattr(value, "__module__", None) or getattr(type(value), "__module__", "")
+
+    def visit(function) -> None:
+        if function is None or id(function) in seen:
+            return
+        seen.add(id(function))
+        imported = _names_loaded(function.__code__, ("IMPORT_NAME",))
+        for name in imported:
+            if _is_within(str(name), modules):
+                found.append(str(name))
+        for value in _globals_used(function).values():
+            module = module_of(value) or ""
+            if module and _is_within(module, modules):
+                found.append(module.split(".")[0])
+            elif inspect.isfunction(value) and not _is_gpulab(value):
+                visit(value)
+
+    visit(_function_of(thing))
+    return list(dict.fromkeys(found))
+
+
 def _guarded_functions() -> dict[str, object]:
     """``{"gpulab.reference.dot": function, "gpulab.exercises.spec.CheckSpec.reject": ...}``:
     the public callables of the guarded modules, and the plain functions (methods) of the
@@ -200,4 +231,4 @@ def replaced_parts() -> list[str]:
 
 
 __all__ = ["GUARDED_MODULES", "GUARDED_NUMPY", "GUARDED_PACKAGE", "gpulab_things_used",
-           "remember_originals", "replaced_parts"]
+           "modules_used", "remember_originals", "replaced_parts"]

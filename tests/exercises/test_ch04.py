@@ -876,3 +876,64 @@ def test_more_quantise_mistakes_are_named(function, words, hint_words):
 def test_more_quantise_right_answers_pass(function):
     result = ch04.check_quantise_fp8(function, seed=32, show=False)
     assert result.passed, result.message
+
+
+# --- the top binade in full, a library's decode, subnormals and the scale's max ----------------
+
+
+def decode_e4m3_nan_on_the_top_bits(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    """Wrong: E4M3's S.1111.11x taken as NaN (448 is a number)."""
+    if (exponent_bits, mantissa_bits) == (4, 3) and exponent == 15 and mantissa >= 6:
+        return math.nan
+    return decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+
+
+def decode_e5m2_low_mantissa_as_inf(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    """Wrong: E5M2's all-ones exponent with mantissa 1 taken as infinity."""
+    if (exponent_bits, mantissa_bits) == (5, 2) and exponent == 31 and mantissa == 1:
+        return -math.inf if sign else math.inf
+    return decode_right(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+
+
+def decode_through_ml_dtypes(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    """A library's decode: the bits viewed as ml_dtypes' float types."""
+    types = {(5, 10): np.float16, (8, 7): ml_dtypes.bfloat16, (4, 3): ml_dtypes.float8_e4m3fn,
+             (5, 2): ml_dtypes.float8_e5m2, (2, 1): ml_dtypes.float4_e2m1fn}
+    code = (sign << (exponent_bits + mantissa_bits)) | (exponent << mantissa_bits) | mantissa
+    bits = np.uint16 if exponent_bits + mantissa_bits == 15 else np.uint8
+    return float(np.array([code], dtype=bits).view(types[exponent_bits, mantissa_bits])[0])
+
+
+@pytest.mark.parametrize("decode, words", [
+    (decode_e4m3_nan_on_the_top_bits, "should be 448.0"),
+    (decode_e5m2_low_mantissa_as_inf, "NaN, not infinity"),
+    (decode_through_ml_dtypes, "uses `ml_dtypes`"),
+])
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_decode_top_binade_and_library_mistakes(decode, words, seed):
+    result = ch04.check_decode(decode, seed=seed, show=False)
+    assert result.status == "failed" and words in result.message, result
+
+
+def quantise_subnormals_flushed(x):
+    """Wrong: values E4M3 stores as subnormals flushed to 0."""
+    scale = float(np.max(np.abs(x))) / 448
+    scaled = x / scale
+    scaled[np.abs(scaled) < 2.0**-6] = 0
+    return scaled.astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_scale_from_all_but_the_first(x):
+    """Wrong: max|x| over x[1:]."""
+    scale = float(np.max(np.abs(x[1:]))) / 448
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+@pytest.mark.parametrize("quantise, words", [
+    (quantise_subnormals_flushed, "came back as 0"),
+    (quantise_scale_from_all_but_the_first, "your scale is"),
+])
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_quantise_subnormal_and_scale_mistakes(quantise, words, seed):
+    result = ch04.check_quantise_fp8(quantise, seed=seed, show=False)
+    assert result.status == "failed" and words in result.message, result

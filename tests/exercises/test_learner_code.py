@@ -159,3 +159,24 @@ def test_a_refused_name_in_an_allowed_module_is_found_however_it_is_reached():
         assert used and used[0].startswith("gpulab.nn.cost.estimate_step"), (function, used)
     assert learner_code.gpulab_things_used(only_the_counts, allowed, refused) == []
     assert learner_code.gpulab_things_used(through_the_module, allowed) == []
+
+
+def test_modules_used_finds_a_library_imported_or_global():
+    import struct
+
+    from gpulab.exercises.learner_code import modules_used
+
+    def imports_it(code):
+        import ml_dtypes  # noqa: F401
+
+        return code
+
+    def reads_it(code):
+        return struct.unpack("<e", bytes([code, 0]))[0]
+
+    def calls_one_that_does(code):
+        return reads_it(code)
+
+    assert modules_used(imports_it, ("ml_dtypes",)) == ["ml_dtypes"]
+    assert modules_used(calls_one_that_does, ("ml_dtypes", "struct")) == ["struct"]
+    assert modules_used(lambda code: code + 1, ("ml_dtypes", "struct")) == []
