@@ -30,6 +30,8 @@ from functools import cached_property
 import numpy as np
 
 from gpulab import device, reference
+from gpulab.exercises.evidence import OutputWrites
+from gpulab.exercises.grid_stride import more_than_their_share
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.results import CheckFailedError, KernelError, offer_trace
 from gpulab.exercises.running import launch, padded, read_back, trace_trial
@@ -112,14 +114,15 @@ LARGE_TILED_BLOCKS = (5, 30)
 
 
 def draw_naive(check_name: str, seed: int, block: tuple[int, int] | None = None,
-               dtype=np.float32) -> Trial:
+               dtype=np.float32, long_rows: bool = False) -> Trial:
     """The naive check's trial, C's (M, N) as its shape and K as ``inner``: a block (x, y)
     that is not square (drawn when not given), M, N, K different from each other, M not a
     multiple of y and N not of x, spanning 2-3 blocks (simulator) or more (GPU) in each
     direction, and so that swapping rows and columns leaves part of C unwritten. The grid is
     never square in blocks either (2 x 3 or 3 x 2 in the simulator), so a kernel that takes
     the row's block from blockIdx.x and the column's from blockIdx.y leaves part of C
-    unwritten too."""
+    unwritten too. ``long_rows``: K larger than that (65-99 in the simulator), so that a
+    kernel keeping a row of A in a local array of a length typed in fails."""
     rng = np.random.default_rng(seed)
     tier = tier_key()
     if block is None:
@@ -128,6 +131,8 @@ def draw_naive(check_name: str, seed: int, block: tuple[int, int] | None = None,
     bx, by = block
     blocks_low, blocks_high = (1, 3) if tier == "sim" else (5, 30)
     k_range = (9, 40) if tier == "sim" else (100, 600)
+    if long_rows:  # K past what a local array of 64 (or 512) typed in holds
+        k_range = (65, 100) if tier == "sim" else (600, 1200)
     for _ in range(100_000):
         M = int(rng.integers(blocks_low * by + 1, blocks_high * by))
         N = int(rng.integers(blocks_low * bx + 1, blocks_high * bx))
@@ -444,13 +449,18 @@ NAIVE_STUB_HINT = (
     "work, add up the products of row `row` of A and column `col` of B, and write the sum. The "
     "hints above the cell go step by step."
 )
+NAIVE_SHARE_MISTAKES = (more_than_their_share(
+    "one thread per element of C: each thread takes its own (row, col) from `cuda.grid(2)` "
+    "and loops over k only, not over a row or a column of C."),)
 NAIVE = CheckSpec(
     "matmul_naive", "matmul_naive(A, B, C)", NAIVE_STUB_HINT,
-    NAIVE_SOURCE_MISTAKES + MATMUL_MISTAKES, parameters=3,
+    NAIVE_SOURCE_MISTAKES + MATMUL_MISTAKES + NAIVE_SHARE_MISTAKES, parameters=3,
     title="1. naive matmul", call="check_matmul_naive(my_matmul)",
     holds="C = A @ B within the float32 rounding bound, one thread per element of C, on two "
           "launches whose blocks are not square (e.g. 8 × 4 then 4 × 8 in the simulator), on grids "
-          "that are not square in blocks either, M ≠ N ≠ K not multiples of the block's sides",
+          "that are not square in blocks either, M ≠ N ≠ K not multiples of the block's sides, "
+          "K over 64 on the second; traced on a small launch, no thread writing more than its "
+          "share of C",
     also="the stub; missing guards (the line of the IndexError in the simulator, writes "
          "outside C on a GPU); simulator-only code")
 
@@ -484,8 +494,9 @@ def check_matmul_naive(kernel, seed: int | None = None,
     source = NAIVE.start(kernel)
     trial = draw_naive("check_matmul_naive", seed, block, dtype)
     trials = [trial]
-    if block is None:  # and the block turned on its side: x and y can't hide
-        trials.append(draw_naive("check_matmul_naive", seed, trial.block[::-1], dtype))
+    if block is None:  # and the block turned on its side: x and y can't hide; K longer
+        trials.append(draw_naive("check_matmul_naive", seed, trial.block[::-1], dtype,
+                                 long_rows=True))
     for run in trials:
         try:
             failure = _diagnose(*_run(kernel, run), run, INDEX_HINT, source)
@@ -497,9 +508,20 @@ def check_matmul_naive(kernel, seed: int | None = None,
         if failure is not None:
             reject(NAIVE_SOURCE_MISTAKES, NaiveSource(source, run, failure))
             raise failure
+    # the method: one thread per element of C, traced on a small launch
+    small = Trial("check_matmul_naive", trial.seed, (7, 9), (4, 4), trial.dtype,
+                  np.random.default_rng(trial.seed), inner=5)
+    A, B = operands(small)
+    trace = trace_trial(kernel, small, A, B, np.zeros(small.shape, small.dtype))
+    if not trace.error and trace.global_arrays:
+        written: dict = {}  # thread -> the elements of C it wrote, (row, col)
+        for element, threads in trace.touched(trace.global_arrays[-1], "write").items():
+            for thread in threads:
+                written.setdefault(thread, []).append(element)
+        reject(NAIVE_SHARE_MISTAKES, OutputWrites(small, written))
     return (f"C = A @ B right for {trial.size} ({trial.launched})"
             + "".join(f" and {run.size} ({run.launched})" for run in trials[1:])
-            + f", seed={trial.seed}.")
+            + f", seed={trial.seed}, one thread per element of C.")
 
 
 # --- exercise 2: tiled matmul ----------------------------------------------------------------

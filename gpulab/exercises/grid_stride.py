@@ -46,8 +46,8 @@ def more_than_their_share(hint: str) -> Mistake:
         lambda e: e.grid > 1 and e.most > e.share + 1 and len(e.busy) < e.grid,
         lambda e: (f"{e.most} {e.ITEM}s {e.DONE} by one thread ({e.longest_run()}), but the "
                    f"grid has {e.grid} threads for {e.trial.n}, at most {e.share} each; "
-                   f"{e.grid - len(e.busy)} threads did nothing. The work is not shared out "
-                   "(a loop in one thread of each block?)"),
+                   f"{e.grid - len(e.busy)} threads did nothing: one thread loops over elements "
+                   "other threads should take"),
         hint, recognised_from="trace")
 
 

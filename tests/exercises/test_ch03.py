@@ -7,6 +7,7 @@ solutions live here and in the solution notebooks only: the package ships none.
 
 from math import sqrt
 
+import numba
 import numpy as np
 import pytest
 from numba import cuda
@@ -348,6 +349,7 @@ def test_the_mistake_tables_list_the_source_and_trace_diagnoses():
         BARRIER_MISTAKES,
         MATMUL_MISTAKES,
         NAIVE,
+        NAIVE_SHARE_MISTAKES,
         NAIVE_SOURCE_MISTAKES,
         STEP_SUM_MISTAKES,
         TILE_ACCESS_MISTAKES,
@@ -357,7 +359,7 @@ def test_the_mistake_tables_list_the_source_and_trace_diagnoses():
         UNSTORED_READ_MISTAKES,
     )
 
-    assert NAIVE.mistakes == NAIVE_SOURCE_MISTAKES + MATMUL_MISTAKES
+    assert NAIVE.mistakes == NAIVE_SOURCE_MISTAKES + MATMUL_MISTAKES + NAIVE_SHARE_MISTAKES
     assert TILED.mistakes == (TILED_SOURCE_MISTAKES + TILING_MISTAKES + BARRIER_MISTAKES
                               + UNSTORED_READ_MISTAKES + MATMUL_MISTAKES + STEP_SUM_MISTAKES
                               + TILE_ACCESS_MISTAKES)
@@ -1397,3 +1399,39 @@ def test_two_barriers_per_step_but_none_after_the_loads_is_named():
 def test_a_while_loop_over_the_steps_passes():
     result = check_matmul_tiled(tiled_while_over_the_steps, tile=TILE, seed=8, show=False)
     assert result.passed, result.message
+
+
+@cuda.jit
+def naive_thread_per_row(A, B, C):
+    """Wrong: the threads of column 0 each compute a whole row of C."""
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col == 0:
+        for c in range(C.shape[1]):
+            acc = 0.0
+            for k in range(A.shape[1]):
+                acc += A[row, k] * B[k, c]
+            C[row, c] = acc
+
+
+@cuda.jit
+def naive_row_of_a_in_a_local_array_of_64(A, B, C):
+    """Wrong: a row of A kept in a local array of 64 (K over 64 overflows it)."""
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        a_row = cuda.local.array(64, numba.float32)
+        for k in range(min(A.shape[1], 64)):
+            a_row[k] = A[row, k]
+        acc = 0.0
+        for k in range(A.shape[1]):
+            acc += a_row[k % 64] * B[k, col]
+        C[row, col] = acc
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (naive_thread_per_row, "written by one thread"),
+    (naive_row_of_a_in_a_local_array_of_64, "elements of C are wrong"),
+])
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_naive_method_and_k_over_64_mistakes(kernel, words, seed):
+    result = check_matmul_naive(kernel, seed=seed, show=False)
+    assert result.status == "failed" and words in result.message, result
