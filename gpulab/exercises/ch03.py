@@ -30,13 +30,12 @@ from functools import cached_property
 import numpy as np
 
 from gpulab import device, reference
-from gpulab.exercises.evidence import OutputWrites
-from gpulab.exercises.grid_stride import more_than_their_share
+from gpulab.exercises.grid_stride import more_than_their_share, written_by_several
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.results import CheckFailedError, KernelError, offer_trace
 from gpulab.exercises.running import launch, padded, read_back, trace_trial
 from gpulab.exercises.source_rules import BARRIER_HINT, KernelSource, plain_writes_to
-from gpulab.exercises.spec import CheckSpec
+from gpulab.exercises.spec import CheckSpec, reject_unshared_work
 from gpulab.exercises.trial import Trial, tier_key
 
 PAD_VALUE = 100.0  # beyond the edges of A and B (seen only by a kernel without guards, on a GPU)
@@ -449,9 +448,12 @@ NAIVE_STUB_HINT = (
     "work, add up the products of row `row` of A and column `col` of B, and write the sum. The "
     "hints above the cell go step by step."
 )
-NAIVE_SHARE_MISTAKES = (more_than_their_share(
-    "one thread per element of C: each thread takes its own (row, col) from `cuda.grid(2)` "
-    "and loops over k only, not over a row or a column of C."),)
+NAIVE_SHARE_HINT = (
+    "one thread per element of C: each thread takes the one element its block and thread "
+    "indices give and loops over k only, not over a row or a column of C."
+)
+NAIVE_SHARE_MISTAKES = (written_by_several(NAIVE_SHARE_HINT),
+                         more_than_their_share(NAIVE_SHARE_HINT))
 NAIVE = CheckSpec(
     "matmul_naive", "matmul_naive(A, B, C)", NAIVE_STUB_HINT,
     NAIVE_SOURCE_MISTAKES + MATMUL_MISTAKES + NAIVE_SHARE_MISTAKES, parameters=3,
@@ -511,14 +513,8 @@ def check_matmul_naive(kernel, seed: int | None = None,
     # the method: one thread per element of C, traced on a small launch
     small = Trial("check_matmul_naive", trial.seed, (7, 9), (4, 4), trial.dtype,
                   np.random.default_rng(trial.seed), inner=5)
-    A, B = operands(small)
-    trace = trace_trial(kernel, small, A, B, np.zeros(small.shape, small.dtype))
-    if not trace.error and trace.global_arrays:
-        written: dict = {}  # thread -> the elements of C it wrote, (row, col)
-        for element, threads in trace.touched(trace.global_arrays[-1], "write").items():
-            for thread in threads:
-                written.setdefault(thread, []).append(element)
-        reject(NAIVE_SHARE_MISTAKES, OutputWrites(small, written))
+    reject_unshared_work(NAIVE_SHARE_MISTAKES, kernel, small, *operands(small),
+                         np.zeros(small.shape, small.dtype))
     return (f"C = A @ B right for {trial.size} ({trial.launched})"
             + "".join(f" and {run.size} ({run.launched})" for run in trials[1:])
             + f", seed={trial.seed}, one thread per element of C.")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import memory_model, reference
+from gpulab.exercises.grid_stride import more_than_their_share, written_by_several
 from gpulab.exercises.mistakes import Mistake, diagnose
 from gpulab.exercises.outputs import (
     IDENTITY,
@@ -40,7 +41,7 @@ from gpulab.exercises.running import (
     trace_trial,
 )
 from gpulab.exercises.source_rules import KernelSource, adds_into, count_calls, hard_coded_block
-from gpulab.exercises.spec import CheckSpec
+from gpulab.exercises.spec import CheckSpec, reject_unshared_work
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 from gpulab.instruments import RecordingArray, WatchedArray, poison_value
 from gpulab.kernels.dense import ACTIVATION_CODES
@@ -318,14 +319,22 @@ BACKWARD_MISTAKES = (
             _read_the_code),
     Mistake("wrong values", lambda e: True, lambda e: e.wrong, BACKWARD_HINT),
 )
+BACKWARD_SHARE_HINT = (
+    "one thread per element of dZ: each thread takes the one element its block and thread "
+    "indices give; no thread loops over a row or a column."
+)
+BACKWARD_SHARE_MISTAKES = (written_by_several(BACKWARD_SHARE_HINT),
+                            more_than_their_share(BACKWARD_SHARE_HINT))
 BACKWARD = CheckSpec(
     "bias_activation_backward", "bias_activation_backward(dA, Z, b, act, dZ)", BACKWARD_STUB_HINT,
-    BACKWARD_MISTAKES, parameters=5, title="2. bias and activation backward",
+    BACKWARD_MISTAKES + BACKWARD_SHARE_MISTAKES, parameters=5,
+    title="2. bias and activation backward",
     call="check_bias_activation_backward(my_bias_activation_backward)",
     holds="dZ = dA · f′(Z + b) to 1e-5 for act = 1 (ReLU), 3 (tanh) and 0 (identity), each on "
           "its own random matrix (rows ≠ cols, not multiples of the block) and block shape "
-          "(8×8, 16×4, 4×16 in the simulator), one thread per element, x along the columns; "
-          "`>=` for ReLU is accepted",
+          "(8×8, 16×4, 4×16 in the simulator), one thread per element, x along the columns "
+          "(traced on a small launch: no thread writing more than its share); `>=` for ReLU "
+          "is accepted",
     also="missing or `<=` guards, the guard one short (the last row or column skipped), rows "
          "and columns swapped, a hard-coded block size (shared 2-D rules); a write into dA, Z "
          "or b")
@@ -358,7 +367,13 @@ def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.flo
             blame_hard_coded_block(source, trial, error)
             raise
 
-    return per_activation("check_bias_activation_backward", seed, dtype, run)
+    result = per_activation("check_bias_activation_backward", seed, dtype, run)
+    # the method: one thread per element of dZ, traced on a small launch
+    small = Trial("check_bias_activation_backward", seed, (5, 7), (4, 4), np.dtype(dtype),
+                  np.random.default_rng(seed))
+    reject_unshared_work(BACKWARD_SHARE_MISTAKES, kernel, small, small.normal(5, 7),
+                         small.normal(5, 7), small.normal(7), 1, np.zeros((5, 7), small.dtype))
+    return result
 
 
 # --- exercise 3: the bias gradient, a column reduction ------------------------------------------

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab.exercises.evidence import is_number
+from gpulab.exercises.grid_stride import more_than_their_share, written_by_several
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.outputs import elementwise_tolerance
 from gpulab.exercises.results import (
@@ -42,7 +43,7 @@ from gpulab.exercises.results import (
     NotAttemptedError,
 )
 from gpulab.exercises.running import call_learner, launch, padded, read_back
-from gpulab.exercises.spec import CheckSpec, try_launch, under_two_blocks
+from gpulab.exercises.spec import CheckSpec, reject_unshared_work, try_launch, under_two_blocks
 from gpulab.exercises.trial import Trial
 from gpulab.parallel import collectives, links, simulated
 
@@ -825,13 +826,20 @@ ADD_CHUNK_MISTAKES = (
             lambda e: len(e.bad()) > 0, lambda e: e.wrong_summary(), ADD_INDEX_HINT),
 )
 
+ADD_CHUNK_SHARE_HINT = (
+    "one thread per element of the chunk (or a grid-stride loop over it): thread i adds "
+    "incoming[i] into data[offset + i]; no thread loops over the others' elements."
+)
+ADD_CHUNK_SHARE_MISTAKES = (written_by_several(ADD_CHUNK_SHARE_HINT),
+                             more_than_their_share(ADD_CHUNK_SHARE_HINT))
 ADD_CHUNK = CheckSpec(
     "add_chunk", "add_chunk(data, incoming, offset, length)", ADD_CHUNK_STUB_HINT,
-    ADD_CHUNK_MISTAKES, parameters=4,
+    ADD_CHUNK_MISTAKES + ADD_CHUNK_SHARE_MISTAKES, parameters=4,
     title="2. the reduce step as a kernel", call="check_add_chunk(add_chunk)",
     holds="`data[offset + i] += incoming[i]` for `i < length`, the rest of `data` unchanged, "
           "one thread per element of the chunk (or a grid-stride loop), guarded, float64, a "
-          "chunk length not a multiple of the block, under two block sizes",
+          "chunk length not a multiple of the block, under two block sizes; traced on a small "
+          "launch, no thread writing more than its share",
     also="the stub; a missing guard (IndexError in the simulator, the padding on a GPU); "
          "simulator-only code (the compile-for-GPU step); a kernel that does not finish (the "
          "time limit); a hard-coded block size or chunk length; gpulab's own `add_chunk` "
@@ -873,6 +881,11 @@ def check_add_chunk(kernel, seed: int | None = None, threads_per_block: int | No
 
     trial = Trial.draw("check_add_chunk", seed, np.float64, block=threads_per_block)
     trial = under_two_blocks(run, trial, source, once=bool(threads_per_block))
+    # the method: one thread per element of the chunk, traced on a small launch
+    small = Trial.draw("check_add_chunk", seed, np.float64, block=40, shape=(117,))
+    reject_unshared_work(ADD_CHUNK_SHARE_MISTAKES, kernel, small, np.zeros(130), np.ones(117),
+                         np.int64(5), np.int64(117),
+                         output=source.parameters[0] if source.parameters else 0)
     return (f"a chunk of {trial.n} elements added in place, the rest of data untouched "
             f"({trial.launched}, and under a second block size; seed={trial.seed}).")
 

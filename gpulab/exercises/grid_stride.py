@@ -51,6 +51,18 @@ def more_than_their_share(hint: str) -> Mistake:
         hint, recognised_from="trace")
 
 
+def written_by_several(hint: str) -> Mistake:
+    """An element of the output written by more than one thread: on a GPU those threads run at
+    once, so which write lands is a race (the simulator, one thread after another, hides it)."""
+    return Mistake(
+        "an element written by more than one thread (a race on a GPU)",
+        lambda e: bool(e.shared),
+        lambda e: (f"{e.overlap()}: on a GPU those threads run at the same time, so which "
+                   "value lands is a race (the simulator runs them one after another, which "
+                   "hides it)"),
+        hint, recognised_from="trace")
+
+
 def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[Mistake, ...]:
     """The rules, each ending on ``hint`` (how the loop should step): threads that overlap,
     the usual wrong steps named first. With ``coalesced_hint``, then one thread doing all the
@@ -100,4 +112,4 @@ def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[
 
 
 __all__ = ["START_AT_THE_GLOBAL_INDEX", "grid_stride_mistakes", "more_than_their_share",
-           "step_past_the_grid"]
+           "step_past_the_grid", "written_by_several"]

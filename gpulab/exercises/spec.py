@@ -47,6 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpulab.exercises import learner_code
+from gpulab.exercises.evidence import OutputWrites
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import (
     GUARD_HINT,
@@ -346,7 +347,26 @@ def traced(kernel, trial: Trial, *args, where: str = ""):
     return trace
 
 
+
+def reject_unshared_work(mistakes: tuple[Mistake, ...], kernel, trial: Trial, *args,
+                         output: int | str = -1) -> None:
+    """Trace the learner's ``kernel`` on ``trial``'s launch with ``args`` (small: every access
+    is recorded) and fail with the first of ``mistakes``
+    (:func:`~gpulab.exercises.grid_stride.more_than_their_share`) seen in the elements of its
+    output (the parameter named ``output``, or the ``output``-th global array the trace saw)
+    each thread wrote. A trace that stops is left to the check's other rules."""
+    trace = trace_trial(kernel, trial, *args)
+    if trace.error or not trace.global_arrays:
+        return
+    written: dict = {}  # thread -> the elements it wrote (full indices)
+    name = output if isinstance(output, str) else trace.global_arrays[output]
+    for element, threads in trace.touched(name, "write").items():
+        for thread in threads:
+            written.setdefault(thread, []).append(element)
+    reject(mistakes, OutputWrites(trial, written))
+
+
 learner_code.remember_originals()
 
-__all__ = ["OWN_WORK_HINT", "REPLACED_HINT", "CheckSpec", "traced", "try_launch",
-           "under_two_blocks"]
+__all__ = ["OWN_WORK_HINT", "REPLACED_HINT", "CheckSpec", "reject_unshared_work", "traced",
+           "try_launch", "under_two_blocks"]

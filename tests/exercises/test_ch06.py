@@ -1195,3 +1195,25 @@ def test_the_gpu_branches_pad_read_back_and_watch_the_inputs(small_gpu_runs):
     assert result.status == FAILED and "wrote into its input A" in result.message, result
     result = ch06.check_transpose_tiled(transpose_naive, tile=TILE, seed=3, show=False)
     assert result.status == FAILED and "uses no shared memory" in result.message, result
+
+
+@cuda.jit
+def backward_thread_per_row(dA, Z, b, act, dZ):
+    """Wrong: only the threads of column 0 work, each looping over its row."""
+    c, r = cuda.grid(2)
+    if c == 0 and r < Z.shape[0]:
+        for j in range(Z.shape[1]):
+            z = Z[r, j] + b[j]
+            if act == RELU:
+                dZ[r, j] = dA[r, j] if z > 0 else 0.0
+            elif act == TANH:
+                t = math.tanh(z)
+                dZ[r, j] = dA[r, j] * (1 - t * t)
+            else:
+                dZ[r, j] = dA[r, j]
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_backward_thread_per_row_fails_on_its_method(seed):
+    result = ch06.check_bias_activation_backward(backward_thread_per_row, seed=seed, show=False)
+    assert result.status == FAILED and "written by one thread" in result.message, result

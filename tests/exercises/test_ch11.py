@@ -991,3 +991,31 @@ def test_try_add_chunk(capsys):
     ch11.try_add_chunk(add_no_guard)
     out = capsys.readouterr().out
     assert "stopped" in out and len(out.splitlines()) <= 8
+
+
+@cuda.jit
+def add_chunk_by_thread_0(data, incoming, offset, length):
+    """Wrong: thread 0 adds the whole chunk alone."""
+    if cuda.grid(1) == 0:
+        for k in range(length):
+            data[offset + k] += incoming[k]
+
+
+@cuda.jit
+def add_chunk_rewriting_the_neighbour(data, incoming, offset, length):
+    """Wrong: each thread writes its neighbour's element back as it read it (a race)."""
+    i = cuda.grid(1)
+    if i < length:
+        data[offset + i] = data[offset + i] + incoming[i]
+        if i + 1 < length:
+            data[offset + i + 1] = data[offset + i + 1]
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (add_chunk_by_thread_0, "written by one thread"),
+    (add_chunk_rewriting_the_neighbour, "written by more than one thread"),
+])
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_add_chunk_method_mistakes(kernel, words, seed):
+    result = ch11.check_add_chunk(kernel, seed=seed, show=False)
+    assert result.status == "failed" and words in result.message, result
