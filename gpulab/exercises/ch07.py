@@ -636,6 +636,12 @@ SAME_STEP_SHARE = 0.75
 # j < n): with 43 or more samples (the check's fewest) 14 or more has odds below 1 in 10^11
 # (100,000 permutations of 43 gave 8 at most), and 5 swaps, breaking at most 20 steps, are seen.
 KEPT_SHARE = 1 / 3
+# A uniform shuffle, tested on one large epoch (UNIFORM_N samples or more) by two measures of
+# what stored neighbours become (:attr:`Minibatches.later_z`, :attr:`Minibatches.apart_z`):
+# each is within UNIFORM_Z standard deviations of a uniform shuffle's but about once in 10^9
+# (3,000 permutations of 4,099: at most 3.4); sorting by 8 random keys is 13 away, by random
+# numbers rounded to a tenth 9.8, a riffle of the two halves 110, evens then odds shuffled 51.
+UNIFORM_N, UNIFORM_Z = 4_000, 6.0
 
 
 def _same_step(order: np.ndarray, n: int) -> tuple[int, int, int] | None:
@@ -736,6 +742,40 @@ class Minibatches:
         """How often the next sample of the order is the one stored after it (mod n)."""
         return int(np.sum(np.diff(self.order) % self.n == 1))
 
+    @property
+    def positions(self) -> np.ndarray:
+        """Where in the epoch's order each sample (0 .. n - 1) stands."""
+        where = np.empty(self.n, np.int64)
+        where[self.order] = np.arange(self.n)
+        return where
+
+    @property
+    def later(self) -> int:
+        """How often sample i + 1 comes after sample i in the order: in a uniform shuffle
+        (n - 1) / 2 on average, with variance (n + 1) / 12 (the Eulerian numbers)."""
+        return int(np.sum(np.diff(self.positions) > 0))
+
+    @property
+    def later_z(self) -> float:
+        return (self.later - (self.n - 1) / 2) / math.sqrt((self.n + 1) / 12)
+
+    @property
+    def apart(self) -> float:
+        """How far apart, on average, two samples stored side by side land, as a share of n:
+        1/3 in a uniform shuffle (standard deviation at most sqrt(1/18) / sqrt(n))."""
+        return float(np.mean(np.abs(np.diff(self.positions)))) / self.n
+
+    @property
+    def apart_z(self) -> float:
+        return (self.apart - 1 / 3) / (math.sqrt(1 / 18) / math.sqrt(self.n))
+
+    @property
+    def not_uniform(self) -> bool:
+        """Either measure more than :data:`UNIFORM_Z` standard deviations from a uniform
+        shuffle's, on an epoch of :data:`UNIFORM_N` samples or more."""
+        return self.n >= UNIFORM_N and self.each_once and (
+            abs(self.later_z) > UNIFORM_Z or abs(self.apart_z) > UNIFORM_Z)
+
 
 def _not_a_random_draw(e: Minibatches) -> str:
     """What a rotation or a fixed stride of the stored order (:func:`_same_step`) is told."""
@@ -804,6 +844,22 @@ MINIBATCH_MISTAKES = (
             "step: a shuffle of all the indices lets any sample follow any other. With only a "
             "start drawn, every epoch repeats the same pattern of neighbours."),
 )
+# Last, on one large epoch: the order a uniform shuffle, by two measures of what stored
+# neighbours become.
+MINIBATCH_UNIFORM_MISTAKES = (
+    Mistake("a shuffle that is not uniform (sorting by a few random keys, interleaving, "
+            "shuffling pieces)", lambda e: e.not_uniform,
+            lambda e: (f"the order is not a uniform shuffle: on an epoch of {e.n} samples, "
+                       f"sample i + 1 comes after sample i {e.later} times of {e.n - 1} (a "
+                       f"uniform shuffle: {(e.n - 1) / 2:.0f} ± "
+                       f"{math.sqrt((e.n + 1) / 12):.0f}), and samples stored side by side "
+                       f"land {e.apart * e.n:.0f} positions apart on average ({e.n / 3:.0f} "
+                       "in a uniform shuffle): the stored order still shows"),
+            "shuffle all the indices at once with the generator (a permutation of all of "
+            "them): sorting by a few random values, interleaving parts or shuffling pieces "
+            "leaves traces of the stored order (with the digits stored class by class, "
+            "batches that lean to some classes).", recognised_from="outputs"),
+)
 # Then, on the batches of a new generator of the same seed and of the next seed's.
 MINIBATCH_SEED_MISTAKES = (
     Mistake("shuffling with np.random, not the given generator (the same seed gives another "
@@ -820,12 +876,14 @@ MINIBATCH_SEED_MISTAKES = (
 
 MINIBATCHES = CheckSpec(
     "minibatches", "minibatches(n_samples, batch_size, rng) -> list of index arrays",
-    MINIBATCH_STUB_HINT, MINIBATCH_MISTAKES + MINIBATCH_SEED_MISTAKES,
+    MINIBATCH_STUB_HINT, MINIBATCH_MISTAKES + MINIBATCH_SEED_MISTAKES + MINIBATCH_UNIFORM_MISTAKES,
     title="1. the mini-batches of an epoch", call="check_minibatches(minibatches)",
     holds="batches of batch_size whole-number indices, the last (partial) batch kept, every "
           "sample exactly once per epoch, shuffled by the given generator across the whole "
           "epoch (every batch mixes samples from all over the stored order; the same seed "
-          "gives the same order, another seed another)",
+          "gives the same order, another seed another), and on an epoch of 4,000+ samples a "
+          "uniform shuffle (stored neighbours land as far apart, and as often in order, as a "
+          "random permutation makes them, within 6 standard deviations)",
     also="the stub; a result of the wrong type (None, one flat array, floats, a mask, indices "
          "out of range)")
 
@@ -850,8 +908,13 @@ def check_minibatches(function, seed: int | None = None) -> str:
     case.other = _as_batches(call_learner(function, n, batch_size,
                                           np.random.default_rng(seed + 1)), n, where)
     reject(MINIBATCH_SEED_MISTAKES, case)
+    # one large epoch: the shuffle uniform
+    large = Minibatches(UNIFORM_N + int(rng.integers(1, 64)), 64, seed)
+    large.batches = _as_batches(call_learner(function, large.n, 64, np.random.default_rng(
+        [seed or 0, 2])), large.n, f"({large.where})")
+    reject(MINIBATCH_MISTAKES + MINIBATCH_UNIFORM_MISTAKES, large)
     return (f"{len(case.batches)} batches, every sample once, mixed across the epoch by rng "
-            f"{where}.")
+            f"{where}; on {large.n} samples a uniform shuffle.")
 
 
 # --- your kernels train the network --------------------------------------------------------------

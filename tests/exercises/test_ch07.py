@@ -750,12 +750,13 @@ def test_minibatch_stub_is_not_attempted():
 
 
 def test_the_minibatch_mistakes_are_the_specs_and_its_table():
-    assert ch07.MINIBATCHES.mistakes == ch07.MINIBATCH_MISTAKES + ch07.MINIBATCH_SEED_MISTAKES
+    assert ch07.MINIBATCHES.mistakes == (ch07.MINIBATCH_MISTAKES + ch07.MINIBATCH_SEED_MISTAKES
+                                         + ch07.MINIBATCH_UNIFORM_MISTAKES)
     table = ch07.MINIBATCHES.mistake_table()
     for did in ("the partial batch dropped", "drawing with replacement", "no shuffling",
                 "its reverse", "a partial shuffle",
                 "only inside each batch", "only the order of the batches", "wrong size",
-                "a fixed stride", "np.random", "a generator of its own"):
+                "a fixed stride", "np.random", "a generator of its own", "not uniform"):
         assert did in table, did
     assert table.count("\n| ") == len(ch07.MINIBATCHES.mistakes) + 1
     assert "no shuffling" not in ch07.MINIBATCHES.also  # said once, by its mistake
@@ -963,3 +964,58 @@ def test_the_training_mistakes_are_the_specs_and_its_table():
                 "did not fall", "held-out accuracy under 40 %"):
         assert did in table, did
     assert "Diagnoses: fewer steps compared" in ch07.check_training.__doc__
+
+
+
+def minibatches_sorted_by_a_few_random_keys(n_samples, batch_size, rng):
+    """Wrong: a stable sort by one of 8 random keys: each key's samples keep their order."""
+    order = np.argsort(rng.integers(0, 8, n_samples), kind="stable")
+    return [order[s:s + batch_size] for s in range(0, n_samples, batch_size)]
+
+
+def minibatches_riffled(n_samples, batch_size, rng):
+    """Wrong: the two halves interleaved from a random cut."""
+    cut = int(rng.integers(n_samples // 3, 2 * n_samples // 3))
+    first, second = np.arange(cut), np.arange(cut, n_samples)
+    order = np.empty(n_samples, np.int64)
+    shorter = min(len(first), len(second))
+    order[:2 * shorter:2], order[1:2 * shorter:2] = first[:shorter], second[:shorter]
+    order[2 * shorter:] = np.concatenate([first[shorter:], second[shorter:]])
+    return [order[s:s + batch_size] for s in range(0, n_samples, batch_size)]
+
+
+def minibatches_evens_then_odds(n_samples, batch_size, rng):
+    """Wrong: the even samples shuffled, then the odd ones."""
+    order = np.concatenate([rng.permutation(np.arange(0, n_samples, 2)),
+                            rng.permutation(np.arange(1, n_samples, 2))])
+    return [order[s:s + batch_size] for s in range(0, n_samples, batch_size)]
+
+
+def minibatches_by_argsort_of_random_numbers(n_samples, batch_size, rng):
+    """Right: the order of n random numbers is a uniform permutation."""
+    order = np.argsort(rng.random(n_samples))
+    return [order[s:s + batch_size] for s in range(0, n_samples, batch_size)]
+
+
+@pytest.mark.parametrize("function", [minibatches_sorted_by_a_few_random_keys,
+                                      minibatches_riffled, minibatches_evens_then_odds])
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_minibatches_that_are_not_a_uniform_shuffle_fail(function, seed):
+    result = ch07.check_minibatches(function, seed=seed, show=False)
+    assert result.status == FAILED, result
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_minibatches_by_argsort_of_random_numbers_pass(seed):
+    result = ch07.check_minibatches(minibatches_by_argsort_of_random_numbers, seed=seed,
+                                    show=False)
+    assert result.passed, result
+
+
+def test_a_uniform_shuffle_stays_within_the_bounds_over_many_seeds():
+    """The false-alarm side: 300 permutations of UNIFORM_N + 1 samples, every one within."""
+    rng = np.random.default_rng(0)
+    n = ch07.UNIFORM_N + 1
+    for _ in range(300):
+        case = ch07.Minibatches(n, 64, 0, [rng.permutation(n)])
+        assert not case.not_uniform, (case.later_z, case.apart_z)
