@@ -983,12 +983,16 @@ class EvaluateCrash(BatchCase):
 # What an exception in the simulator means here, in the order they are tried; any other
 # exception is the launch's own failure.
 EVALUATE_CRASH_MISTAKES = (
-    Mistake("exp of the raw logits overflowed: the row's largest logit not subtracted first "
-            "(an OverflowError, or a log of 0, in the simulator)", lambda e: e.overflowed,
-            lambda e: (f"{e.said}, on a row whose logits are near ±{BIG_LOGIT:g}: exp of the "
-                       f"raw logits overflowed (e^{BIG_LOGIT:g}), or their sum was 0 "
-                       f"(e^-{BIG_LOGIT:g}) and its log undefined: the row's largest logit "
-                       "was not subtracted first"), LOSS_HINT),
+    Mistake("exp of the raw logits overflowed, or the log of an underflowed sum or "
+            "probability: not log(Σ exp(z − m)) + m − z[label] (an OverflowError, or a log of "
+            "0, in the simulator)", lambda e: e.overflowed,
+            lambda e: (f"{e.said}, on a row whose logits are near ±{BIG_LOGIT:g}, or whose "
+                       f"label's logit is {BIG_LOGIT:g} below its largest: exp of the raw "
+                       f"logits overflowed (e^{BIG_LOGIT:g}), or a sum or the label's "
+                       f"probability underflowed to 0 (e^-{BIG_LOGIT:g}) and its log is "
+                       "undefined: subtract the row's largest logit before exp, and take the "
+                       "loss as log(Σ exp(z − m)) + m − z[label], never as the log of a "
+                       "probability"), LOSS_HINT),
     Mistake("a hard-coded batch or class count that runs past the batch's end (an IndexError "
             "in the simulator)",
             lambda e: e.past_the_end and _hard_coded_count(e.source) is not None,
@@ -1064,9 +1068,11 @@ EVALUATE = CheckSpec(
     holds="each sample's cross-entropy loss (from the log-sum-exp) and correct (1 when its "
           "largest logit is its label's, else 0), for "
           "batches smaller than one block, between one block and the grid, and 2-4 times the "
-          "grid (never a multiple of the block), 11-15 classes, some rows near ±800, all on "
-          "the same fixed grid (2 blocks in the simulator) under two block sizes; traced: "
-          "every sample handled by one thread, each thread stepping by the grid's size",
+          "grid (never a multiple of the block), 11-15 classes, some rows near ±800 and some "
+          "confidently wrong (the label's logit 800 below the largest), all on the same fixed "
+          "grid (2 blocks in the simulator) under two block sizes; traced: every sample's "
+          "loss and correct each handled by one thread, each thread stepping by the grid's "
+          "size",
     also="a thread past the batch's end on a GPU (the padding written); simulator-only code "
          "(compiled for a real GPU); a kernel that never finishes (the time limit); gpulab's "
          "own kernel refused")
@@ -1087,7 +1093,8 @@ def _batches(rng: np.random.Generator, threads: int, grid: int) -> list[int]:
 
 def _batch_problem(rng: np.random.Generator, batch: int, classes: int):
     """Random logits (float32) with every fifth row or so shifted to near +800 or -800, and
-    labels; no two logits of a row equal."""
+    labels; no two logits of a row equal; every tenth other row 800 wide, its label's logit
+    at -400 and another at +400."""
     logits = rng.normal(0.0, 3.0, (batch, classes))
     shifted = rng.random(batch) < 0.2
     logits[shifted] += rng.choice([-BIG_LOGIT, BIG_LOGIT], int(shifted.sum()))[:, None]
@@ -1099,7 +1106,14 @@ def _batch_problem(rng: np.random.Generator, batch: int, classes: int):
             break
         logits[tied] = (logits[tied].astype(np.float64) + rng.normal(
             0.0, 3.0, (int(tied.sum()), classes))).astype(np.float32)
-    return logits, rng.integers(0, classes, batch).astype(np.int64)
+    labels = rng.integers(0, classes, batch).astype(np.int64)
+    # every tenth unshifted row confidently wrong: its label's logit -BIG_LOGIT / 2, another's
+    # +BIG_LOGIT / 2, so that a log-sum-exp shifted by anything but the row's largest logit
+    # (the label's, say) overflows, in float64 as in float32
+    for r in np.flatnonzero(~shifted)[::10]:
+        logits[r, labels[r]] = -BIG_LOGIT / 2
+        logits[r, (labels[r] + 1) % classes] = BIG_LOGIT / 2
+    return logits, labels
 
 
 def _launch_evaluate(kernel, trial: Trial, source: KernelSource, classes: int
@@ -1146,10 +1160,12 @@ def _check_evaluate_method(kernel, seed: int, source: KernelSource) -> None:
     if trace.error:
         return  # the full-size runs explain errors
     names = source.parameters
-    name = names[2] if len(names) > 2 else "losses"
-    # a sum kept in losses[s]: one sample, however many writes
-    order = trace.elements_by_thread(name, "write", repeats=False)
-    reject(EVALUATE_METHOD_MISTAKES, SampleOwners(trial, order))
+    # both outputs, losses then correct; a sum kept in losses[s]: one sample, however many
+    # writes
+    for k, default in ((2, "losses"), (3, "correct")):
+        name = names[k] if len(names) > k else default
+        order = trace.elements_by_thread(name, "write", repeats=False)
+        reject(EVALUATE_METHOD_MISTAKES, SampleOwners(trial, order))
 
 
 @EVALUATE.check

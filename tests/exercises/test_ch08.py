@@ -627,7 +627,7 @@ WRONG_KERNELS = {
     "one thread does it all": (evaluate_one_thread, "handled all"),
     "no guard": (evaluate_no_guard, "missing guard"),
     "first sample read again": (evaluate_reads_first_sample, "first sample's row again"),
-    "unstable exp": (_evaluation(shift="0.0"), "largest logit was not subtracted"),
+    "unstable exp": (_evaluation(shift="0.0"), "subtract the row's largest logit before exp"),
     "m not added back": (_evaluation(loss="math.log(total) - logits[s, labels[s]]"),
                          "not added back"),
     "sign reversed": (_evaluation(loss="-(math.log(total) + m - logits[s, labels[s]])"),
@@ -679,8 +679,22 @@ def row_argmax(logits, s):
 
 @cuda.jit
 def evaluate_by_device_functions(logits, labels, losses, correct):
-    """Right, written differently: the argmax in a device function, the loss as -log of the
-    label's probability."""
+    """Right, written differently: the argmax in a device function, the loss as log(total) -
+    (z[label] - m)."""
+    for s in range(cuda.grid(1), logits.shape[0], cuda.gridsize(1)):
+        best = row_argmax(logits, s)
+        m = logits[s, best]
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[s, c] - m)
+        losses[s] = math.log(total) - (logits[s, labels[s]] - m)
+        correct[s] = int(best == labels[s])
+
+
+@cuda.jit
+def evaluate_loss_from_the_probability(logits, labels, losses, correct):
+    """Wrong: the loss as -log of the label's probability, which underflows to 0 when the
+    label's logit is far below the row's largest (a confidently wrong prediction)."""
     for s in range(cuda.grid(1), logits.shape[0], cuda.gridsize(1)):
         best = row_argmax(logits, s)
         m = logits[s, best]
@@ -689,6 +703,44 @@ def evaluate_by_device_functions(logits, labels, losses, correct):
             total += math.exp(logits[s, c] - m)
         losses[s] = -math.log(math.exp(logits[s, labels[s]] - m) / total)
         correct[s] = int(best == labels[s])
+
+
+@cuda.jit
+def evaluate_shifted_by_the_label(logits, labels, losses, correct):
+    """Wrong: the log-sum-exp shifted by the label's logit, not the row's largest."""
+    for s in range(cuda.grid(1), logits.shape[0], cuda.gridsize(1)):
+        best = row_argmax(logits, s)
+        z = logits[s, labels[s]]
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[s, c] - z)
+        losses[s] = math.log(total)
+        correct[s] = int(best == labels[s])
+
+
+@cuda.jit
+def evaluate_correct_by_thread_0(logits, labels, losses, correct):
+    """Wrong: the losses by a grid-stride loop, `correct` by thread 0 alone."""
+    for s in range(cuda.grid(1), logits.shape[0], cuda.gridsize(1)):
+        m = logits[s, row_argmax(logits, s)]
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[s, c] - m)
+        losses[s] = math.log(total) + m - logits[s, labels[s]]
+    if cuda.grid(1) == 0:
+        for s in range(logits.shape[0]):
+            correct[s] = int(row_argmax(logits, s) == labels[s])
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (evaluate_loss_from_the_probability, "never as the log of a probability"),
+    (evaluate_shifted_by_the_label, "never as the log of a probability"),
+    (evaluate_correct_by_thread_0, "did nothing"),
+])
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_evaluation_loss_forms_and_correct_s_method(kernel, words, seed):
+    result = ch08.check_evaluate_batch(kernel, seed=seed, show=False)
+    assert result.status == "failed" and words in result.message, result
 
 
 @pytest.mark.parametrize("kernel", [evaluate_grid_stride, evaluate_while_online,
