@@ -167,6 +167,7 @@ class Parts:
     forward_compute: float
     bf16_compute: float | None
     peak_transfer: float
+    update_launches: int = 0  # the optimiser's update kernels among ``launches``
 
     @classmethod
     def of(cls, widths, gpu) -> Parts:
@@ -190,7 +191,8 @@ class Parts:
                    added(one, two, "bytes_moved") / spec.memory_bandwidth_bytes_per_s,
                    copied / spec.host_pageable_bytes_per_s,
                    forward / spec.peak_flops_for("fp32"), bf16,
-                   copied / spec.host_link_bytes_per_s)
+                   copied / spec.host_link_bytes_per_s,
+                   sum(k.phase == "update" for k in one))
 
     @property
     def work(self) -> float:
@@ -381,6 +383,28 @@ def _named(answer: WrongAnswer) -> Mistake:
                    answer.hint)
 
 
+# Tried when every prediction is within the tolerance: a mistake whose answers land inside
+# it, recognised when it explains every case (to a learner's rounding, NEAR) and the napkin's
+# right answer does not.
+CROSSOVER_NEAR_ANSWERS = (
+    WrongAnswer("the optimiser's update launches left out",
+                lambda p: _over(p, p.compute, p.memory, p.transfer)
+                * (1 - p.update_launches / p.launches),
+                "a step launches every kernel of cost.step_kernels: forward, loss, backward and "
+                "the optimiser's update, each costing hardware.LAUNCH_OVERHEAD_S of the host's "
+                "time."),
+)
+CROSSOVER_NEAR_MISTAKES = tuple(
+    Mistake(f"{answer.did} (within the tolerance)",
+            lambda e, answer=answer: e.explained_by(answer) and not all(
+                near(g, p.napkin_crossover()) for p, g in zip(e.cases, e.got, strict=True)),
+            lambda e, answer=answer: (
+                f"every prediction is what {answer.did} gives, to rounding: for "
+                f"{e.cases[0]} you predicted {plain(e.got[0])}, where the napkin gives "
+                f"{plain(e.cases[0].napkin_crossover())} and the model {plain(e.want[0])}. "
+                f"Those land within a factor {TOLERANCE} of the model, but the count is not "
+                "the step's"), answer.hint)
+    for answer in CROSSOVER_NEAR_ANSWERS)
 LAUNCH_BOUND_MISTAKES = tuple(map(_named, CROSSOVER_ANSWERS)) + (
     Mistake("a time (or a share of one) instead of a batch size",
             lambda e: e.got[e.wrong] < 1,
@@ -397,7 +421,8 @@ LAUNCH_BOUND_MISTAKES = tuple(map(_named, CROSSOVER_ANSWERS)) + (
 )
 LAUNCH_BOUND = CheckSpec(
     "launch_bound", "first_batch_not_launch_bound(widths, gpu) -> number",
-    LAUNCH_BOUND_STUB_HINT, LAUNCH_BOUND_MISTAKES, allowed_gpulab=NAPKIN_MODULES,
+    LAUNCH_BOUND_STUB_HINT, LAUNCH_BOUND_MISTAKES + CROSSOVER_NEAR_MISTAKES,
+    allowed_gpulab=NAPKIN_MODULES,
     refused_gpulab=THE_MODEL,
     title="1. where a step stops being launch-bound",
     call="check_launch_bound(first_batch_not_launch_bound)",
@@ -436,6 +461,7 @@ def check_launch_bound(function, seed: int | None = None) -> str:
                           [model_crossover(list(p.widths), p.gpu) for p in cases])
     if evidence.wrong >= 0:
         LAUNCH_BOUND.reject(evidence)
+    reject(CROSSOVER_NEAR_MISTAKES, evidence)
     return (f"all {len(cases)} predictions within a factor {TOLERANCE} of the model (or the "
             f"napkin) (seed={seed}).")
 
@@ -492,6 +518,12 @@ THROUGHPUT_ANSWERS = (
                 "the batch is an ordinary NumPy array (pageable memory), copied at "
                 "gpu.host_pageable_bytes_per_s, well below the link's peak "
                 "gpu.host_link_bytes_per_s."),
+    WrongAnswer("the optimiser's update launches left out",
+                lambda p, b: b / _step(p, b, launch=p.launch * (1 - p.update_launches
+                                                                / p.launches)),
+                "a step launches every kernel of cost.step_kernels: forward, loss, backward and "
+                "the optimiser's update, each costing hardware.LAUNCH_OVERHEAD_S of the host's "
+                "time."),
     WrongAnswer("the forward pass's FLOPs alone",
                 lambda p, b: b / _step(p, b, work=max(p.forward_compute, p.memory)),
                 "a training step also runs the backward pass and the optimiser's update: count "

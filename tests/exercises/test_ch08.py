@@ -844,3 +844,22 @@ def test_the_sweep_and_the_experiment_run_on_an_evaluation_kernel():
     assert mine["evaluation_difference"] < 1e-5 and plain["evaluation_difference"] is None
     assert mine["final_test_loss"][0] == pytest.approx(plain["final_test_loss"][0], rel=1e-5)
     assert mine["final_test_accuracy"] == plain["final_test_accuracy"]
+
+
+def without_the_update_launches(widths, gpu):
+    """The parts with the optimiser's update kernels left out of the launches."""
+    launches, compute, memory, copy = parts(widths, gpu)
+    kernels = cost.step_kernels(widths, 1)
+    return (launches * sum(k.phase != "update" for k in kernels) / len(kernels), compute,
+            memory, copy)
+
+
+@pytest.mark.parametrize("check, function", [
+    (ch08.check_launch_bound, crossover_from(without_the_update_launches)),
+    (ch08.check_throughput, throughput_from(without_the_update_launches)),
+])
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_the_update_launches_left_out_is_named_within_the_tolerance(check, function, seed):
+    result = check(function, seed=seed, show=False)
+    assert result.status == "failed", result
+    assert "the optimiser's update launches left out" in result.message, result
