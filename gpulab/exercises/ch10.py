@@ -232,9 +232,17 @@ LOSS_SCALE = CheckSpec(
     holds="`(scale, clean_steps, take_step)` after one step, as PyTorch's `GradScaler`: on "
           "inf/NaN halve, reset the count, skip; else count, and at `growth_interval` double and "
           "reset. Checked step by step along 29–67 steps (random interval 3–8, random start "
-          "2¹⁰–2²⁰) built to hit every rule, against `gpulab.nn.mixed_precision.LossScaler`",
+          "2¹⁰–2²⁰) built to hit every rule, then 4 states out of order, each asked twice (the "
+          "answer the arguments' alone), against `gpulab.nn.mixed_precision.LossScaler`",
     also="the stub; a scale that is not a positive, finite number; a count that is not an int "
          "(a float named as such), a non-bool `take_step`, not three values")
+
+
+SCALER_STATES = 4  # states asked out of order after the steps, each twice
+SCALER_STATELESS_HINT = (
+    "compute the new scale and the new count from the arguments alone: the trainer keeps the "
+    "state and passes clean_steps in, so a count kept in a global (or an attribute) drifts "
+    "from the trainer's as soon as it skips, restarts or runs two scalers.")
 
 
 @LOSS_SCALE.check
@@ -263,8 +271,27 @@ def check_loss_scale_update(update, seed: int | None = None) -> str:
         grown += want[0] > scale
         backed_off += want[0] < scale
         scale, clean = want[0], want[1]
+    # then states out of order, each asked twice: the answer is the arguments' alone
+    for number in range(len(steps) + 1, len(steps) + 1 + SCALER_STATES):
+        scale = 2.0 ** int(rng.integers(5, 25))
+        clean, found_inf = int(rng.integers(0, interval)), bool(rng.random() < 0.3)
+        where = (f"a state out of order (scale {scale:g}, clean_steps {clean}, found_inf "
+                 f"{found_inf}, growth_interval {interval}; seed={seed})")
+        call = f"update_loss_scale({scale:g}, {clean}, {found_inf}, {interval})"
+        first, second = (_check_scaler_result(call_learner(
+            update, scale, clean, found_inf, interval, call=call), where) for _ in range(2))
+        if first != second:
+            raise CheckFailedError(
+                f"{call} gave {first}, then {second} when asked again ({where}): your function "
+                "keeps something of its own between calls (a global count?), so its answer "
+                "is not the arguments' alone.", SCALER_STATELESS_HINT)
+        want = _reference_step(scale, clean, found_inf, interval)
+        if first != want:
+            LOSS_SCALE.reject(ScalerStep(scale, clean, found_inf, interval, first, want,
+                                         number, seed, None))
     return (f"{len(steps)} steps right, growth_interval {interval}: {grown} growths, "
-            f"{backed_off} back-offs with the step skipped (seed={seed}).")
+            f"{backed_off} back-offs with the step skipped; {SCALER_STATES} states out of "
+            f"order right, each twice (seed={seed}).")
 
 
 # --- exercise 2: a per-tensor FP8 scale from an amax history --------------------------------
@@ -292,21 +319,28 @@ MARGIN_HINT = (
 
 
 def _delayed_trials(rng: np.random.Generator):
-    """(history, x, fp8_max, margin, what) cases: an old spike above this step's amax and a
-    negative largest magnitude (E4M3, margin 0); the same with a margin; E5M2 gradients with a
-    margin; a step whose amax is the largest ever."""
+    """(history, x, fp8_max, margin, what) cases: an old spike above this step's amax, in the
+    oldest entry kept, and a negative largest magnitude last in x (E4M3, margin 0); the same
+    with a margin, a history of 20-40 and the spike more than 16 entries back; E5M2 gradients
+    with a margin; a step whose amax is the largest ever."""
     trials = []
     for k, (fmt, margin) in enumerate(((E4M3, 0), (E4M3, int(rng.integers(1, 4))),
                                        (E5M2, 3), (E4M3, 0))):  # 3: 2*3, 3**2 differ from 2**3
-        length = int(rng.integers(4, 17))
+        length = int(rng.integers(20, 41)) if k == 1 else int(rng.integers(4, 17))
         size = 10.0 ** rng.uniform(-6, 2) if fmt is E5M2 else 10.0 ** rng.uniform(-1, 3)
         history = size * rng.uniform(0.2, 1.0, length)
         n = int(rng.integers(20, 200))
         x = rng.standard_normal(n) * size / 20
-        x[int(rng.integers(0, n))] = -size * rng.uniform(0.5, 0.9)  # largest magnitude: negative
-        x[int(rng.integers(0, n))] = size * rng.uniform(0.1, 0.3)
+        # largest magnitude negative; in the first case x's last element (a max over x[:-1]
+        # misses it)
+        x[n - 1 if k == 0 else int(rng.integers(0, n - 1))] = -size * rng.uniform(0.5, 0.9)
+        x[int(rng.integers(0, n - 1))] = size * rng.uniform(0.1, 0.3)
         if k < 3:
-            history[int(rng.integers(1, length - 1))] = size * rng.uniform(3, 6)  # an old spike
+            # an old spike: in the first case the oldest entry kept (the new history's first),
+            # in the second more than 16 entries back (a window of the last 16 misses it)
+            spike = (1 if k == 0 else int(rng.integers(1, length - 16)) if k == 1
+                     else int(rng.integers(1, length - 1)))
+            history[spike] = size * rng.uniform(3, 6)
             what = "an old spike in the history" + (", E5M2 gradients" if fmt is E5M2 else "")
         else:
             x *= 20 * float(np.max(history)) / float(np.max(np.abs(x)))  # the largest ever
@@ -366,6 +400,10 @@ def _check_history(new_history, history: np.ndarray, x: np.ndarray, where: str) 
         raise CheckFailedError(f"{where}: the new history is a {type(new_history).__name__}, "
                                "not a NumPy array.", "build it with np.append or "
                                                      "np.concatenate: both give an array.")
+    if new_history.dtype.kind not in "fiu":
+        raise CheckFailedError(f"{where}: the new history holds {new_history.dtype} values, not "
+                               "numbers.", "keep the amaxes as floats: np.append of the old "
+                                           "history and this step's amax gives them.")
     new_history = np.asarray(new_history, dtype=np.float64)
     amax = recorded_amax(x)  # as DelayedScaling records it (Transformer Engine's)
     want = np.append(history[1:], amax)
@@ -495,9 +533,12 @@ DELAYED_SCALE = CheckSpec(
     call="check_delayed_scale(delayed_scale)",
     holds="Transformer Engine's delayed scaling for one tensor: the history, oldest first, with "
           "max|x| appended and the oldest dropped; scale = fp8_max / max(new history) / "
-          "2^margin. Four cases: an old spike in the history, the largest magnitude negative, "
-          "margins 0–3, E4M3 (448) and E5M2 (57344), a step whose amax is the largest ever",
-    also="a history that grows; a list for an array; only the scale returned")
+          "2^margin. Four cases: an old spike in the history (the oldest entry kept, then "
+          "more than 16 back in a history of 20–40), the largest magnitude negative (last in "
+          "x once), margins 0–3, E4M3 (448) and E5M2 (57344), a step whose amax is the largest "
+          "ever",
+    also="a history that grows; a list for an array; a history of text; only the scale "
+         "returned")
 
 
 @DELAYED_SCALE.check

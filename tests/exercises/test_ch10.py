@@ -1274,3 +1274,61 @@ def test_the_recipes_run_on_the_learners_kernel_once_it_passed(capsys):
     assert mine.whose == "your amax_tree" and mine.same
     assert mine.launches == 8 + 2 * 7  # the check per step; and x, w, g of two fp8 layers
     assert any(mine.fp16[0].skipped) and "identical, bit for bit" in out
+
+
+# --- the scaler's state is its arguments'; the delayed scale's window and amax ---------------
+
+_KEPT = {"clean": 0}
+
+
+def scaler_with_a_count_of_its_own(scale, clean_steps, found_inf, growth_interval):
+    """Wrong: ignores clean_steps and keeps its own count in a global."""
+    if found_inf:
+        _KEPT["clean"] = 0
+        return scale / 2, 0, False
+    _KEPT["clean"] += 1
+    if _KEPT["clean"] == growth_interval:
+        _KEPT["clean"] = 0
+        return scale * 2, 0, True
+    return scale, _KEPT["clean"], True
+
+
+def test_a_scaler_with_a_count_of_its_own_fails():
+    for seed in (1, 7, 12345):
+        _KEPT["clean"] = 0
+        result = ch10.check_loss_scale_update(scaler_with_a_count_of_its_own, seed=seed,
+                                              show=False)
+        assert result.status == "failed", result
+
+
+def delayed_scale_window_one_short(amax_history, x, fp8_max, margin):
+    """Wrong: the scale from the new history without its first (oldest kept) entry."""
+    new = np.append(amax_history[1:], np.max(np.abs(x)))
+    return new, fp8_max / np.max(new[1:]) / 2**margin
+
+
+def delayed_scale_amax_without_the_last_element(amax_history, x, fp8_max, margin):
+    """Wrong: this step's amax over x[:-1]."""
+    new = np.append(amax_history[1:], np.max(np.abs(x[:-1])))
+    return new, fp8_max / np.max(new) / 2**margin
+
+
+def delayed_scale_last_16(amax_history, x, fp8_max, margin):
+    """Wrong: the scale from the last 16 entries only."""
+    new = np.append(amax_history[1:], np.max(np.abs(x)))
+    return new, fp8_max / np.max(new[-16:]) / 2**margin
+
+
+def delayed_scale_history_as_text(amax_history, x, fp8_max, margin):
+    """Wrong: the history returned as strings."""
+    new = np.append(amax_history[1:], np.max(np.abs(x)))
+    return new.astype(str), fp8_max / np.max(new) / 2**margin
+
+
+@pytest.mark.parametrize("function", [delayed_scale_window_one_short,
+                                      delayed_scale_amax_without_the_last_element,
+                                      delayed_scale_last_16, delayed_scale_history_as_text])
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_delayed_scale_window_and_amax_mistakes_fail(function, seed):
+    result = ch10.check_delayed_scale(function, seed=seed, show=False)
+    assert result.status == "failed", result
