@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpulab.exercises.evidence import is_number
+from gpulab.exercises.evidence import OutputWrites, is_number
+from gpulab.exercises.grid_stride import written_by_several
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError
 from gpulab.exercises.running import call_learner, launch, padded, read_back
-from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.spec import CheckSpec, reject_unshared_work, under_two_blocks
 from gpulab.exercises.trial import Trial, tier_key
 
 # --- exercise 1: nearest-rank percentile ------------------------------------------------------
@@ -124,8 +125,8 @@ PERCENTILE = CheckSpec(
 def check_percentile(function, seed: int | None = None) -> str:
     """Lognormal lists of 7 to 479 values (never a multiple of 100; for q = 90 one where rounding
     q·n/100 to the nearest rank falls short of rounding up) for q = 90, 50, 99 and a
-    random q of 60 to 98, then 200 values at q = 99 (rank 198 exactly); an answer must be the
-    nearest-rank value exactly."""
+    random q of 60 to 98, then 200 values at q = 99 (rank 198 exactly), a tenth of each list
+    repeats of lower values; an answer must be the nearest-rank value exactly."""
     rng = np.random.default_rng(seed)
     cases = []
     for q in (90, 50, 99, float(np.round(rng.uniform(60, 98), 1))):
@@ -135,7 +136,20 @@ def check_percentile(function, seed: int | None = None) -> str:
         cases.append((q, n))
     cases.append((99, 200))  # q·n/100 whole: the rank is exactly 198
     for q, n in cases:
-        values = [float(v) for v in np.round(rng.lognormal(0.5, 0.8, n), 4)]
+        drawn = np.round(rng.lognormal(0.5, 0.8, n), 4)
+        # repeats, as a clock's resolution gives them, among the lowest 40 % only (the values
+        # near the rank stay distinct, so that a rank one off still shows): a quarter of those
+        # become copies of the others
+        ascending = np.argsort(drawn)
+        rank = max(1, math.ceil(q * n / 100))
+        # kept distinct: the values a rank one off, counted from the largest, or read unsorted
+        # give
+        kept = set(ascending[max(n - rank - 2, 0):n - rank + 3]) | set(range(rank - 3, rank + 2))
+        low = np.array([i for i in ascending[:int(0.4 * n)] if i not in kept], dtype=np.int64)
+        if low.size >= 4:
+            repeats = rng.choice(low, low.size // 4, replace=False)
+            drawn[repeats] = drawn[rng.choice(np.setdiff1d(low, repeats), repeats.size)]
+        values = [float(v) for v in drawn]
         got = call_learner(function, list(values), q, stub_hint=PERCENTILE_STUB_HINT,
                            call=f"percentile(<{n} latencies>, {q})")
         if _not_a_number(got) or float(got) != nearest_rank(values, q):
@@ -150,9 +164,11 @@ INFER_STUB_HINT = (
     "row of logits to the output biases; for each hidden unit, compute it (dot product, bias, "
     "ReLU) and add its share to every logit; then write the index of the largest logit. The "
     "hints above the cell go step by step.")
-# Sizes of a check's problems: the batch (1-D trial), and the widths (inputs, hidden, classes).
+# Sizes of a check's problems: the batch (1-D trial), and the widths (inputs, hidden, classes);
+# more classes than the digits' 10 in the second problem, so that 10 typed in (a local array of
+# 10 logits) fails.
 INFER_BATCH_RANGE = {"sim": (70, 200), "gpu": (3000, 9000)}
-INFER_WIDTHS = {"sim": ((5, 12), (9, 24), (4, 8)), "gpu": ((24, 90), (60, 200), (5, 16))}
+INFER_WIDTHS = {"sim": ((5, 12), (9, 17), (11, 14)), "gpu": ((24, 90), (60, 200), (11, 24))}
 INFER_SQUARE = {"sim": (6, 10), "gpu": (12, 40)}
 UNWRITTEN = -1  # out starts as this: a sample still holding it got no answer
 ALL_NEGATIVE_SHARE = 0.3  # of the samples whose logits are all below 0
@@ -431,13 +447,30 @@ INFER_MISTAKES = (
             "compare your kernel with the forward pass step by step on one sample (the try-it "
             "cell above): the hidden units, then the logits, then the search."),
 )
+class ScratchWrites(OutputWrites):
+    """The logits scratch traced on a small launch: its elements each thread wrote."""
+
+    ITEM, SPELLED, DONE = "element of the logits scratch", "logits[{}]", "written"
+
+    def overlap(self) -> str:
+        return (f"{len(self.shared)} {self.ITEM}s were written by more than one thread, e.g. "
+                f"{self.example()}")
+
+
+SCRATCH_MISTAKES = (written_by_several(
+    "give each thread its own row of the scratch, logits[i, :] for its sample i (or its own "
+    "local variables): a row shared by threads is overwritten by each of them."),)
+
+
 INFERENCE = CheckSpec(
-    "inference", "infer(X, W1, b1, W2, b2, logits, out)", INFER_STUB_HINT, INFER_MISTAKES,
-    parameters=7,
+    "inference", "infer(X, W1, b1, W2, b2, logits, out)", INFER_STUB_HINT,
+    INFER_MISTAKES + SCRATCH_MISTAKES, parameters=7,
     title="2. fused inference kernel", call="check_inference(infer)",
     holds="`out[i]` = the first index of the largest logit of relu(X[i] @ W1 + b1) @ W2 + b2, one "
-          "thread per sample, guarded, on a square and a non-square network with a designed tie "
-          "and all-negative logits, under two block sizes; the scratch starts with leftovers",
+          "thread per sample, guarded, on a square and a non-square network (11–13 classes, "
+          "more than the digits' 10) with a designed tie and all-negative logits, under two "
+          "block sizes; the scratch starts with leftovers; traced on a small launch, no "
+          "element of the scratch written by two threads",
     also="the stub; a missing guard (IndexError in the simulator, writes past out on a GPU); "
          "simulator-only code (compiled for a GPU first); a hard-coded block size or batch; a "
          "kernel that never finishes (time limit); gpulab's own kernel")
@@ -503,6 +536,14 @@ def check_inference(kernel, seed: int | None = None, threads_per_block: int | No
         return trial
 
     trial = under_two_blocks(run, trial, source, once=bool(threads_per_block))
+    # the scratch: each thread its own row, traced on a small launch
+    small = Trial.draw("check_inference", seed, np.float32, block=8, shape=(13,))
+    tiny = inference_problem(np.random.default_rng([seed, 13]), 13, 5, 7, 11)
+    reject_unshared_work(SCRATCH_MISTAKES, kernel, small, tiny.X, tiny.W1, tiny.b1, tiny.W2,
+                         tiny.b2, np.full((13, 11), np.nan, np.float32),
+                         np.full(13, UNWRITTEN, np.int32),
+                         output=source.parameters[5] if len(source.parameters) > 5 else 5,
+                         evidence=ScratchWrites)
     widths = " and ".join(" → ".join(map(str, p.widths)) for p in problems)
     ties = sum(int(np.sum(p.classes() == p.tie[0])) for p in problems)
     return (f"all {trial.n} samples right on networks {widths} ({trial.launched}, "

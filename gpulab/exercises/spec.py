@@ -349,12 +349,13 @@ def traced(kernel, trial: Trial, *args, where: str = ""):
 
 
 def reject_unshared_work(mistakes: tuple[Mistake, ...], kernel, trial: Trial, *args,
-                         output: int | str = -1) -> None:
+                         output: int | str = -1, evidence=OutputWrites) -> None:
     """Trace the learner's ``kernel`` on ``trial``'s launch with ``args`` (small: every access
     is recorded) and fail with the first of ``mistakes``
     (:func:`~gpulab.exercises.grid_stride.more_than_their_share`) seen in the elements of its
     output (the parameter named ``output``, or the ``output``-th global array the trace saw)
-    each thread wrote. A trace that stops is left to the check's other rules."""
+    each thread wrote (``evidence``: an :class:`~gpulab.exercises.evidence.OutputWrites` or a
+    kind of one that words it). A trace that stops is left to the check's other rules."""
     trace = trace_trial(kernel, trial, *args)
     if trace.error or not trace.global_arrays:
         return
@@ -363,7 +364,7 @@ def reject_unshared_work(mistakes: tuple[Mistake, ...], kernel, trial: Trial, *a
     for element, threads in trace.touched(name, "write").items():
         for thread in threads:
             written.setdefault(thread, []).append(element)
-    reject(mistakes, OutputWrites(trial, written))
+    reject(mistakes, evidence(trial, written))
 
 
 learner_code.remember_originals()

@@ -9,6 +9,7 @@ import heapq
 import math
 import statistics
 
+import numba
 import numpy as np
 import pytest
 from numba import cuda
@@ -548,3 +549,65 @@ def test_served_by_wants_the_kernel_that_passed_not_an_edited_one(capsys):
     served = ch12.served_by(edited, MLP((6, 5, 3), seed=1))
     assert served.kernel is None
     assert "since you last changed it" in capsys.readouterr().out
+
+
+@cuda.jit
+def infer_in_row_0_of_the_scratch(X, W1, b1, W2, b2, logits, out):
+    """Wrong: every thread uses row 0 of the scratch (a race between threads on a GPU)."""
+    i = cuda.grid(1)
+    if i < X.shape[0]:
+        for c in range(W2.shape[1]):
+            logits[0, c] = b2[c]
+        for j in range(W1.shape[1]):
+            h = b1[j]
+            for k in range(X.shape[1]):
+                h += X[i, k] * W1[k, j]
+            h = max(h, 0.0)
+            for c in range(W2.shape[1]):
+                logits[0, c] += h * W2[j, c]
+        best = 0
+        for c in range(1, W2.shape[1]):
+            if logits[0, c] > logits[0, best]:
+                best = c
+        out[i] = best
+
+
+@cuda.jit
+def infer_with_10_logits_typed_in(X, W1, b1, W2, b2, logits, out):
+    """Wrong: a local array of the digits' 10 logits."""
+    z = cuda.local.array(10, numba.float32)
+    i = cuda.grid(1)
+    if i < X.shape[0]:
+        for c in range(W2.shape[1]):
+            z[c] = b2[c]
+        for j in range(W1.shape[1]):
+            h = b1[j]
+            for k in range(X.shape[1]):
+                h += X[i, k] * W1[k, j]
+            h = max(h, 0.0)
+            for c in range(W2.shape[1]):
+                z[c] += h * W2[j, c]
+        best = 0
+        for c in range(1, W2.shape[1]):
+            if z[c] > z[best]:
+                best = c
+        out[i] = best
+
+
+@pytest.mark.parametrize("kernel", [infer_in_row_0_of_the_scratch, infer_with_10_logits_typed_in])
+def test_inference_scratch_shared_and_classes_typed_in_fail(kernel):
+    for seed in (1, 7):
+        result = ch12.check_inference(kernel, seed=seed, show=False)
+        assert result.status == "failed", result
+
+
+def percentile_of_the_distinct_values(latencies, q):
+    """Wrong: the rank taken among the distinct values."""
+    ordered = sorted(set(latencies))
+    return ordered[max(1, math.ceil(q * len(ordered) / 100)) - 1]
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_percentile_of_the_distinct_values_fails(seed):
+    result = ch12.check_percentile(percentile_of_the_distinct_values, seed=seed, show=False)
+    assert result.status == "failed", result
