@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import memory_model, reference
+from gpulab.exercises.evidence import as_numbers
 from gpulab.exercises.grid_stride import more_than_their_share, written_by_several
 from gpulab.exercises.mistakes import Mistake, diagnose
 from gpulab.exercises.outputs import (
@@ -181,7 +182,8 @@ def check_dense_backward(function, seed: int | None = None) -> str:
     if isinstance(result, (tuple, list)):
         returned = f"{len(result)} value{'s' * (len(result) != 1)}"
         if len(result) == 3:
-            got = {n: np.asarray(r, float) for n, r in zip(want, result, strict=True)}
+            got = {n: as_numbers(r, n, f" (batch {batch}, seed={seed})")
+                   for n, r in zip(want, result, strict=True)}
     sizes = f"batch {batch}, n_in {n_in}, n_out {n_out}; seed={seed}"
     evidence = DenseGrads(got, want, batch, sizes, returned, given["dZ"].sum(axis=1), changed)
     if changed or got is None or evidence.first(lambda got, want: not _close(got, want)):
@@ -982,7 +984,8 @@ def check_numeric_gradient(function, seed: int | None = None) -> str:
         return float(np.sum(weights * x**2) + np.sum(x**3) / 3)
 
     got = call_learner(function, f, x, 1e-5, stub_hint=NUMERIC_STUB_HINT)
-    evidence = NumericGrad(np.asarray(got, dtype=np.float64), original, weights, 1e-5,
+    evidence = NumericGrad(as_numbers(got, "the gradient", f" (seed={seed})"), original,
+                           weights, 1e-5,
                            float(np.max(np.abs(x - original))))
     if evidence.changed or not evidence.holds(evidence.exact):
         raise diagnose(NUMERIC.mistakes, evidence)

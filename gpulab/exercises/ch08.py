@@ -90,7 +90,10 @@ def a_number(got, what: str, where: str) -> float:
             f"a {type(got).__name__} ({str(got)[:40]})"
         raise CheckFailedError(f"{what} must be a number; your function returned {kind} "
                                f"{where}.", f"return a single number: {what}.")
-    value = float(got)
+    try:
+        value = float(got)
+    except OverflowError:  # an int past float's range
+        value = math.inf
     if not math.isfinite(value) or value <= 0:
         raise CheckFailedError(f"{what} must be a positive, finite number; your function "
                                f"returned {plain(value)} {where}.",

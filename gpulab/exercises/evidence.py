@@ -1,5 +1,6 @@
 """What several checks gather the same way, as pieces of their evidence: whether a learner's
-function returned a number (:func:`is_number`, :func:`is_whole`), which threads wrote each
+function returned a number (:func:`is_number`, :func:`is_whole`) or an array of numbers
+(:func:`as_numbers`), which threads wrote each
 element of an output on a traced launch (:class:`TracedWrites`), and how a grid-stride loop's
 threads stepped on a small fixed grid (:class:`GridStride`).
 
@@ -13,6 +14,9 @@ import math
 import numbers
 from dataclasses import dataclass
 
+import numpy as np
+
+from gpulab.exercises.results import CheckFailedError
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import thread_label
 
@@ -20,6 +24,23 @@ from gpulab.instruments import thread_label
 def is_number(value) -> bool:
     """Is ``value`` a real number (a NumPy one too)? ``True`` is 1 to Python, but no answer."""
     return not isinstance(value, bool) and isinstance(value, numbers.Real)
+
+
+def as_numbers(value, what: str, where: str = "") -> np.ndarray:
+    """``value`` (an array, or nested lists of numbers) as a float64 array; a plain-words
+    failure for what is not numbers of one shape (None, text, ragged lists)."""
+    if value is None:
+        raise CheckFailedError(f"{what} is None{where}: did you forget to return it?",
+                               f"return {what} as a NumPy array.")
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        kind = type(value).__name__
+        raise CheckFailedError(
+            f"{what} is a {kind} that is not an array of numbers of one shape{where} (text, "
+            "None, or rows of different lengths?).", f"return {what} as a NumPy array of "
+            "numbers, the shape of the array it is the gradient of.") from None
+    return array
 
 
 def is_whole(value) -> bool:
@@ -166,5 +187,5 @@ def _first_of_several(shared: dict, element: str) -> str:
     return f"{element.format(at)} by {thread_label(who[0])} and {thread_label(who[1])}"
 
 
-__all__ = ["GridStride", "InputReads", "OutputWrites", "TracedWrites", "is_number",
-           "is_whole"]
+__all__ = ["GridStride", "InputReads", "OutputWrites", "TracedWrites", "as_numbers",
+           "is_number", "is_whole"]

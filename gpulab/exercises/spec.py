@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -141,9 +142,11 @@ class CheckSpec:
         body as :meth:`run` does, the parameters before ``seed`` (or those named ``learners``)
         being the learner's code. ``arguments(given)``, if any, settles the caller's options
         first (a dict of them, changed in place) and raises ValueError, to the caller, for ones
-        the check cannot run with. As a decorator: ``@SPEC.check`` over ``def
-        check_thing(kernel, seed=None, ...) -> str``. ``help(check_thing)`` shows its real
-        signature and the spec's description (:meth:`described`), the body's docstring last."""
+        the check cannot run with (as it does for a seed or a ``threads_per_block`` that is
+        not a whole number, or a block of 0 or over 1024 threads). As a decorator:
+        ``@SPEC.check`` over ``def check_thing(kernel, seed=None, ...) -> str``.
+        ``help(check_thing)`` shows its real signature and the spec's description
+        (:meth:`described`), the body's docstring last."""
         if body is None:
             return functools.partial(self.check, learners=learners, arguments=arguments)
         signature = inspect.signature(body)
@@ -160,6 +163,7 @@ class CheckSpec:
             bound.apply_defaults()
             given = dict(bound.arguments)
             show = given.pop("show")
+            _check_common_options(given)
             if arguments is not None:
                 arguments(given)
             return self.run(lambda seed: body(**{**given, "seed": seed}), given["seed"], show,
@@ -251,6 +255,23 @@ class CheckSpec:
         return "\n".join([f"`{self.learner_writes}`", "", "| mistake | recognised from |",
                           "|---|---|", *rows])
 
+
+def _check_common_options(given: dict) -> None:
+    """ValueError, to the caller, for a seed or a block size a check cannot run with."""
+    seed = given.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+                             or seed < 0):
+        raise ValueError(f"seed must be a whole number, 0 or more (or None for a new one), "
+                         f"not {seed!r}")
+    threads = given.get("threads_per_block")
+    if threads is not None and (isinstance(threads, bool)
+                                or not isinstance(threads, numbers.Integral)
+                                or not 1 <= threads <= MAX_THREADS_PER_BLOCK):
+        raise ValueError(f"threads_per_block must be a whole number from 1 to "
+                         f"{MAX_THREADS_PER_BLOCK} (a CUDA block's limit), not {threads!r}")
+
+
+MAX_THREADS_PER_BLOCK = 1024
 
 # The learners' kernels and functions that passed each check (by exercise) in this process.
 _PASSED_LEARNERS: dict[str, weakref.WeakSet] = {}

@@ -1217,3 +1217,10 @@ def backward_thread_per_row(dA, Z, b, act, dZ):
 def test_backward_thread_per_row_fails_on_its_method(seed):
     result = ch06.check_bias_activation_backward(backward_thread_per_row, seed=seed, show=False)
     assert result.status == FAILED and "written by one thread" in result.message, result
+
+
+@pytest.mark.parametrize("returned", [(np.zeros((3, 2)), [[1.0], [1.0, 2.0]], np.zeros((4, 3))),
+                                      ("dW", "db", "dX"), (None, None, None)])
+def test_dense_backward_not_arrays_of_numbers_is_told_not_a_bug(returned):
+    result = ch06.check_dense_backward(lambda X, W, dZ: returned, seed=1, show=False)
+    assert result.status == FAILED and "bug" not in result.message, result

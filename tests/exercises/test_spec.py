@@ -230,3 +230,21 @@ def test_every_check_refuses_gpulab_s_own_work_and_a_patched_check(check, learne
     assert result.status == "failed" and (
         "part of the check was replaced before the check: `gpulab.reference.dot`" in
         result.message), result
+
+
+@pytest.mark.parametrize("options", [{"threads_per_block": 0}, {"threads_per_block": 2048},
+                                     {"threads_per_block": 32.5}, {"seed": "one"},
+                                     {"seed": -1}])
+def test_a_seed_or_block_a_check_cannot_run_with_is_a_clear_error(options):
+    from gpulab.exercises import ch01
+
+    with pytest.raises(ValueError, match="seed|threads_per_block"):
+        ch01.check_multiply(None, **options)
+
+
+def test_a_number_past_float_s_range_is_told_not_a_bug():
+    from gpulab.exercises import ch08
+
+    result = ch08.check_launch_bound(lambda widths, gpu: 10**400, seed=1, show=False)
+    assert result.status == "failed" and "bug" not in result.message, result
+    assert "positive, finite number" in result.message, result
