@@ -447,12 +447,15 @@ class AdamRun:
 
 # While the kernel runs: the simulator's math.sqrt refuses a negative number.
 ADAM_LAUNCH_MISTAKES = (
-    Mistake("v averaging g instead of g² (a square root of a negative number)",
+    Mistake("a square root of a negative number (v averaging g, not g²; or something "
+            "subtracted under the root)",
             lambda e: e.negative_root_step is not None,
             lambda e: (f"your kernel took the square root of a negative number at step "
-                       f"{e.negative_root_step}"),
-            "v is the running average of g * g, never negative: v = beta2 * v + "
-            "(1 - beta2) * g * g."),
+                       f"{e.negative_root_step}: only v̂ goes under the root, and v̂ is never "
+                       "negative"),
+            "v is the running average of g * g, never negative (v = beta2 * v + (1 - beta2) * "
+            "g * g); under the square root goes v̂ = v / correction2 alone, and eps is added "
+            "after the root, to the denominator: nothing is subtracted there."),
 )
 # Then, in this order, before ADAM_MISTAKES: param, m and v after all the steps.
 ADAM_RESULT_MISTAKES = (

@@ -328,7 +328,7 @@ CROSSOVER_ANSWERS = (
                 lambda p: _over(p, p.forward_compute, p.memory, p.transfer),
                 "a training step also runs the backward pass and the optimiser's update: count "
                 "the FLOPs of every kernel the step launches, not only the forward ones."),
-    WrongAnswer("the bf16 peak for an fp32 model",
+    WrongAnswer("a tensor-core peak (bf16 or tf32) for an fp32 model",
                 lambda p: _over(p, p.bf16_compute, p.memory, p.transfer), FP32_PEAK),
     WrongAnswer("the kernels' work without the copy from the host",
                 lambda p: _over(p, p.compute, p.memory),
@@ -531,7 +531,7 @@ THROUGHPUT_ANSWERS = (
                 lambda p, b: b / _step(p, b, work=max(p.forward_compute, p.memory)),
                 "a training step also runs the backward pass and the optimiser's update: count "
                 "the FLOPs of every kernel the step launches."),
-    WrongAnswer("the bf16 peak for an fp32 model",
+    WrongAnswer("a tensor-core peak (bf16 or tf32) for an fp32 model",
                 lambda p, b: None if p.bf16_compute is None else
                 b / _step(p, b, work=max(p.bf16_compute, p.memory)), FP32_PEAK),
     WrongAnswer("the FLOPs alone (compute)", lambda p, b: b / _step(p, b, work=p.compute),

@@ -349,6 +349,15 @@ def _delayed_trials(rng: np.random.Generator):
     return trials
 
 
+def _margin_readings(factor: int, margin: int) -> str:
+    """What a wrong whole-number margin factor reads as: 2**(margin + 1), or 2 ^ margin."""
+    readings = ([f"2**(margin + 1) = {factor}: one factor of 2 too many"]
+                if factor == 2 ** (margin + 1) else [])
+    readings += ([f"2 ^ margin = {factor}: in Python, `^` is XOR, not a power"]
+                 if factor == 2 ^ margin else [])
+    return f" ({'; or '.join(readings)})" if readings else ""
+
+
 @dataclass
 class HistoryAnswer:
     """A wrong new amax history ``got`` (the right shape), with the ``history`` before this step,
@@ -501,13 +510,12 @@ SCALE_MISTAKES = (
             lambda e: (f"{e.summary}: that uses 448 (E4M3's largest value), but this tensor's "
                        f"format has fp8_max = {e.fp8_max:g}"), "use the fp8_max argument, not a "
                                                               "constant."),
-    Mistake("another factor for the margin (2 * margin, 2 ^ margin)",
+    Mistake("another factor for the margin (2 * margin, 2 ^ margin, 2**(margin + 1))",
             lambda e: e.got > 0 and e.margin_factor >= 1
             and math.isclose(e.margin_factor, round(e.margin_factor), rel_tol=1e-9),
             lambda e: (f"{e.summary}: that divides fp8_max / max(history) by "
                        f"{e.margin_factor:.4g}, not by 2**margin = {2**e.margin}"
-                       + (" (in Python, `^` is XOR, not a power)"
-                          if round(e.margin_factor) == 2 ^ e.margin else "")), MARGIN_HINT),
+                       + _margin_readings(round(e.margin_factor), e.margin)), MARGIN_HINT),
 )
 
 

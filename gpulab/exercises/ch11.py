@@ -145,8 +145,9 @@ REMAINDER_HINT = (
 )
 SAME_WRONG_HINT = (
     "every rank ends with the same wrong vector: the all-gather spread the chunks, but the "
-    "reduce-scatter added into the wrong ones. At each step a rank adds the chunk that arrives "
-    "into its copy of that same chunk: check the index you add into (an off-by-one?)."
+    "reduce-scatter combined them wrongly. At each step a rank adds the chunk that arrives "
+    "into its copy of that same chunk, and does nothing else to it: check the index you add "
+    "into (an off-by-one?), and divide by N once, at the end, not at every step."
 )
 WRONG_HINT = (
     "draw the ring for N = 3 on paper: at each step, which chunk does each rank send, and which "

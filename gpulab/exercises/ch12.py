@@ -729,8 +729,12 @@ JOULES_MISTAKES = (
             lambda e: f"{e.summary}: that is in watt-hours",
             "1 Wh = 3600 J, and the answer is in joules (watts × seconds): no conversion "
             "needed."),
-    Mistake("per inference, not per thousand", lambda e: e.near(e.want / 1000),
-            lambda e: f"{e.summary}: that is per inference", "give it for a thousand."),
+    Mistake("per inference, not per thousand (or the times divided by 1000)",
+            lambda e: e.near(e.want / 1000),
+            lambda e: (f"{e.summary}: 1000 times too little: per inference, or the times, "
+                       "already in seconds, divided by 1000?"),
+            "give it for a thousand inferences, with the times as they are: in seconds "
+            "(W × s = J)."),
     Mistake("per million (× 10⁶), or the times taken as milliseconds",
             lambda e: e.near(e.want * 1000),
             lambda e: (f"{e.summary}: 1000 times too much: per million inferences, or the times "

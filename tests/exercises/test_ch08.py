@@ -347,7 +347,7 @@ SEEDS = [0, 3, 7, 11, 19]
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("function, words", [
     (crossover_from(forward_flops_only), "the forward pass's FLOPs alone"),
-    (crossover_from(bf16_peak), "the bf16 peak for an fp32 model"),
+    (crossover_from(bf16_peak), "a tensor-core peak (bf16 or tf32) for an fp32 model"),
     (lambda w, g: parts(w, g)[0] / (parts(w, g)[1] + parts(w, g)[2] + parts(w, g)[3]),
      "the sum of all three parts instead of the largest"),
     (lambda w, g: parts(w, g)[0] / max(parts(w, g)[1] + parts(w, g)[2], parts(w, g)[3]),
@@ -362,7 +362,7 @@ def test_launch_bound_names_the_issue_s_mistakes_on_every_seed(function, words, 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("function, words", [
     (throughput_from(forward_flops_only), "the forward pass's FLOPs alone"),
-    (throughput_from(bf16_peak), "the bf16 peak for an fp32 model"),
+    (throughput_from(bf16_peak), "a tensor-core peak (bf16 or tf32) for an fp32 model"),
     (throughput_added, "the launches and the kernels' work added"),
     (throughput_all_added, "every part added"),
     (throughput_max, "the copy overlapping"),
