@@ -17,8 +17,8 @@ import ml_dtypes
 import numpy as np
 
 from gpulab import device, formats, reference
-from gpulab.exercises import learner_code
 from gpulab.exercises.evidence import is_number
+from gpulab.exercises.learner_code import modules_used
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
 from gpulab.exercises.running import call_learner, run_elementwise
@@ -240,7 +240,7 @@ def check_decode(decode, seed: int | None = None) -> str:
     field; the first code that decodes wrong fails. A float or an int counts as a number, but
     only the float -0.0 as -0: an int 0 has no sign, so it loses the code's sign bit."""
     if decode is not None and decode is not Ellipsis and (
-            used := learner_code.modules_used(decode, DECODE_LIBRARIES)):
+            used := modules_used(decode, DECODE_LIBRARIES)):
         raise CheckFailedError(
             f"your decode uses `{used[0]}`, which decodes the bits itself: the check compares "
             "with ml_dtypes, so it would be comparing a library with itself.",
@@ -445,7 +445,7 @@ def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | 
     source = MATVEC.start(kernel)
     trial = _matvec_trial(seed, threads_per_block)
     rows = trial.n
-    k = int(trial.rng.integers(*MATVEC_K[device.tier()]))
+    k = int(trial.rng.integers(*MATVEC_K[device.tier()])) | 1  # odd: an unrolled loop's tail
     a = trial.rng.uniform(0.5, 1.0, (rows, k)).astype(np.float16)
     x = trial.rng.uniform(0.5, 1.0, k).astype(np.float16)
 

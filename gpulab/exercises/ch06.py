@@ -572,7 +572,8 @@ BIAS_GRAD = CheckSpec(
     "bias_grad", "bias_grad(dZ, db)", BIAS_GRAD_STUB_HINT, BIAS_GRAD_MISTAKES, parameters=2,
     title="3. bias gradient", call="check_bias_grad(my_bias_grad)",
     holds="db = dZ's column sums, one thread per column (the block size drawn, the number of "
-          "columns not a multiple of it, fewer rows than columns), db starting as NaN; in the "
+          "columns not a multiple of it, fewer rows than columns, an odd number of them, over "
+          "32 on odd seeds), db starting as NaN; in the "
           "simulator every write is recorded (one writer per element) and a traced launch must "
           "show one write of db per thread",
     also="missing or `<=` guards (the line of the IndexError); a write into dZ")
@@ -580,14 +581,19 @@ BIAS_GRAD = CheckSpec(
 
 @BIAS_GRAD.check
 def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
-    """Launched with ``ceil(N / threads)`` blocks for dZ's N columns, and 5 to 29 rows.
+    """Launched with ``ceil(N / threads)`` blocks for dZ's N columns, and an odd number of
+    rows, 5 to 29 (37 to 61 on odd seeds, fewer than the columns).
     ``db`` starts as NaN, as fresh device memory holds whatever was there, so the kernel must
     set every ``db[c]``. The mistakes are told from the outputs, the writes the simulator
     records (a race shows even when the simulator's sum is right) and the source; once those
     pass, a traced run (a 5 x 13 dZ, 2 blocks of 8 threads) counts each thread's writes."""
     source = BIAS_GRAD.start(kernel)
     trial = Trial.draw("check_bias_grad", seed, dtype, size_range=BIAS_GRAD_SIZES[tier_key()])
-    cols, rows = trial.n, int(trial.rng.integers(5, 30))  # the batch: fewer rows than columns
+    # the batch: fewer rows than columns, odd (a loop unrolled by 2 without its tail shows),
+    # more than 32 in half the seeds (a local array of 32 rows typed in shows)
+    cols, rows = trial.n, int(trial.rng.integers(5, 30)) | 1
+    if seed % 2:
+        rows = min(rows + 32, cols - 2) | 1
     trial.case = f"dZ of {rows} x {cols}"
     dZ = trial.rng.standard_normal((rows, cols)).astype(dtype)
     d_dZ_all, d_dZ = padded(dZ, trial.padding, PAD_VALUE)

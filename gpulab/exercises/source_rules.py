@@ -291,17 +291,28 @@ FIXED_STEP_AT_LEAST = 32  # smaller steps are unrolling (2, 4, 8); larger look l
 
 
 def fixed_step(source: KernelSource) -> str | None:
-    """The first loop that steps by a whole number of :data:`FIXED_STEP_AT_LEAST` or more
-    (``range(i, n, 4096)``, ``i += 1024`` in a while loop): a grid's size typed into the
-    kernel, right for one launch at most."""
+    """The first loop over a thread's own elements (it starts at, or steps, a value that
+    differs between threads: :func:`thread_varying_names`) that steps by a whole number of
+    :data:`FIXED_STEP_AT_LEAST` or more (``range(i, n, 4096)``, ``i += 1024`` in a while
+    loop): a grid's size typed into the kernel, right for one launch at most. A loop along
+    another axis in fixed blocks (``range(0, K, 128)``) is not one."""
+    if source.tree is None:
+        return None
+    varying = thread_varying_names(source.tree)
+
+    def by_thread(expression: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in varying
+                   or isinstance(n, ast.Attribute) and n.attr == "threadIdx"
+                   or _called_name(n) == "grid" for n in ast.walk(expression))
+
     for node in source.walk():
         step = None
         if (isinstance(node, ast.Call) and _called_name(node) == "range"
-                and len(node.args) == 3):
+                and len(node.args) == 3 and by_thread(node.args[0])):
             step = node.args[2]
         elif isinstance(node, ast.While):
             step = next((n.value for n in ast.walk(node) if isinstance(n, ast.AugAssign)
-                         and isinstance(n.op, ast.Add)), None)
+                         and isinstance(n.op, ast.Add) and by_thread(n.target)), None)
         if (isinstance(step, ast.Constant) and isinstance(step.value, int)
                 and not isinstance(step.value, bool) and step.value >= FIXED_STEP_AT_LEAST):
             return source.line(step)

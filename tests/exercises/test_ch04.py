@@ -7,6 +7,7 @@ import gpulab  # noqa: F401  (must come before numba: it chooses the simulator o
 import math
 
 import ml_dtypes
+import numba
 import numpy as np
 import pytest
 from numba import cuda
@@ -937,3 +938,38 @@ def quantise_scale_from_all_but_the_first(x):
 def test_quantise_subnormal_and_scale_mistakes(quantise, words, seed):
     result = ch04.check_quantise_fp8(quantise, seed=seed, show=False)
     assert result.status == "failed" and words in result.message, result
+
+
+@cuda.jit
+def matvec_in_blocks_of_128_products(a, x, out):
+    """Right, written differently: each row's products summed in blocks of 128 along k (a
+    fixed step along k is not a grid's size typed in)."""
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        total = numba.float32(0)
+        for start in range(0, x.shape[0], 128):
+            part = numba.float32(0)
+            for k in range(start, min(start + 128, x.shape[0])):
+                part += numba.float32(a[row, k]) * numba.float32(x[k])
+            total += part
+        out[row] = total
+
+
+@cuda.jit
+def matvec_without_the_unrolled_tail(a, x, out):
+    """Wrong: unrolled by 4 without the last k % 4 products."""
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        total = numba.float32(0)
+        for k in range(0, x.shape[0] - 3, 4):
+            for j in range(4):
+                total += numba.float32(a[row, k + j]) * numba.float32(x[k + j])
+        out[row] = total
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_matvec_in_blocks_along_k_passes_and_an_unrolled_loop_needs_its_tail(seed):
+    assert ch04.check_matvec_fp32(matvec_in_blocks_of_128_products, seed=seed,
+                                  show=False).passed
+    assert ch04.check_matvec_fp32(matvec_without_the_unrolled_tail, seed=seed,
+                                  show=False).status == "failed"

@@ -245,3 +245,41 @@ def test_a_block_size_typed_in_through_a_name_is_hard_coded():
     assert source_rules.hard_coded_block(source_rules.kernel_source(block_from_blockdim, 2)) is None
     names = source_rules.typed_in_count_names(source_rules.kernel_source(block_from_blockdim, 2))
     assert names == set()
+
+
+@cuda.jit
+def copy_stepping_by_4096(x, out):
+    for i in range(cuda.grid(1), x.shape[0], 4096):
+        out[i] = x[i]
+
+
+@cuda.jit
+def copy_stepping_by_1024_in_a_while(x, out):
+    i = cuda.grid(1)
+    while i < x.shape[0]:
+        out[i] = x[i]
+        i += 1024
+
+
+@cuda.jit
+def rows_summed_in_blocks_of_128(a, x, out):
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        for start in range(0, x.shape[0], 128):
+            out[row] += a[row, start]
+
+
+@cuda.jit
+def copy_stepping_by_the_grid(x, out):
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        out[i] = x[i]
+
+
+def test_fixed_step_names_a_grid_size_typed_in_not_a_blocked_inner_loop():
+    from gpulab.exercises.source_rules import fixed_step, kernel_source
+
+    assert fixed_step(kernel_source(copy_stepping_by_4096, 2)) == \
+        "for i in range(cuda.grid(1), x.shape[0], 4096):"
+    assert fixed_step(kernel_source(copy_stepping_by_1024_in_a_while, 2)) == "i += 1024"
+    assert fixed_step(kernel_source(rows_summed_in_blocks_of_128, 3)) is None
+    assert fixed_step(kernel_source(copy_stepping_by_the_grid, 2)) is None
