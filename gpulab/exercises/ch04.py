@@ -493,6 +493,15 @@ FP8_VARIANTS = ("float8_e4m3", "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_
                 "float8_e5m2fnuz", "float8_e3m4", "float8_e8m0fnu")
 
 
+
+def _shown_apart(value: float, other: float) -> str:
+    """``value`` with as many significant digits as it takes (4 to 9) to read differently from
+    ``other``: 447.97, not 448, beside 448."""
+    for digits in range(4, 10):
+        if f"{value:.{digits}g}" != f"{other:.{digits}g}":
+            return f"{value:.{digits}g}"
+    return f"{value:.10g}"
+
 @dataclass
 class ScaleGuess:
     """A wrong scale from the learner's quantiser with the tensor x (float64) it was for; ``at``
@@ -570,12 +579,13 @@ SCALE_MISTAKES = (
                        "less than half of its range (up to 448): small values lose precision or "
                        "flush to zero"), SCALE_HINT),
     Mistake("max|x| mapped beyond 448 (overflow)", lambda e: e.ratio > E4M3.max_value,
-            lambda e: (f"{e.at}. It maps max|x| to {e.ratio:.4g}, beyond E4M3's largest value, "
-                       "448: those values overflow (to NaN) or are clipped"), SCALE_HINT),
+            lambda e: (f"{e.at}. It maps max|x| to {_shown_apart(e.ratio, 448)}, beyond "
+                       "E4M3's largest value, 448: those values overflow (to NaN) or are "
+                       "clipped"), SCALE_HINT),
     Mistake("max|x| mapped below 448", lambda e: True,
-            lambda e: (f"{e.at}. It maps max|x| to {e.ratio:.4g}, not to E4M3's largest value, "
-                       "448" + (", so less than half of E4M3's range is used: small values "
-                                "lose precision or flush to zero"
+            lambda e: (f"{e.at}. It maps max|x| to {_shown_apart(e.ratio, 448)}, not to "
+                       "E4M3's largest value, 448" + (", so less than half of E4M3's range "
+                                "is used: small values lose precision or flush to zero"
                                 if e.ratio < E4M3.max_value / 2 else
                                 ": the top of the range goes unused, and with it precision for "
                                 "the small values")),

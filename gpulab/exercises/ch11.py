@@ -989,7 +989,9 @@ class TimeAnswer:
 
     @property
     def summary(self) -> str:
-        return f"expected {self.want:.6g} s, got {float(self.got):.6g} s"
+        got, want = float(self.got), self.want
+        digits = next((d for d in range(6, 16) if f"{got:.{d}g}" != f"{want:.{d}g}"), 17)
+        return f"expected {want:.{digits}g} s, got {got:.{digits}g} s"
 
 
 def _time_formula(formula, hint: str, did: str) -> Mistake:

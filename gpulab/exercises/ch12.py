@@ -170,7 +170,8 @@ INFER_STUB_HINT = (
 INFER_BATCH_RANGE = {"sim": (70, 200), "gpu": (3000, 9000)}
 INFER_WIDTHS = {"sim": ((5, 12), (9, 17), (11, 14)), "gpu": ((24, 90), (60, 200), (11, 24))}
 INFER_SQUARE = {"sim": (6, 10), "gpu": (12, 40)}
-UNWRITTEN = -1  # out starts as this: a sample still holding it got no answer
+UNWRITTEN = -12345  # out starts as this: a sample still holding it got no answer (not -1,
+# which a kernel whose best class starts at -1 writes)
 ALL_NEGATIVE_SHARE = 0.3  # of the samples whose logits are all below 0
 
 
