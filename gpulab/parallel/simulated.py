@@ -502,17 +502,21 @@ class Comm:
                        lambda: message.taken)
 
     def Isend(self, buf, dest: int, tag: int = 0) -> Request:
-        world = self.world
+        return self._post_request(self._buffer_message(buf, dest, tag), "Isend", "Wait")
+
+    def _post_request(self, message: _Message, call: str, wait: str) -> Request:
+        """Post ``message`` now; its request (``call``: Isend, isend) finishes when the
+        receiver has taken it (``wait`` names the wait in a deadlock report)."""
+        world, dest = self.world, message.dest
         with world.cond:
-            message = self._buffer_message(buf, dest, tag)
             world.post(message)
 
         def finish():
             with world.cond:
-                world.wait(self._rank, f"Wait for an Isend to rank {dest} (until rank {dest} "
+                world.wait(self._rank, f"{wait} for an {call} to rank {dest} (until rank {dest} "
                            "receives it)", lambda: message.taken)
 
-        return self._request(finish, lambda: message.taken, f"an Isend to rank {dest}")
+        return self._request(finish, lambda: message.taken, f"an {call} to rank {dest}")
 
     def _request(self, finish, ready, what: str) -> Request:
         """A request this rank must complete (Wait, Test) before it returns."""
@@ -556,17 +560,7 @@ class Comm:
         return message.payload
 
     def isend(self, obj, dest: int, tag: int = 0) -> Request:
-        world = self.world
-        with world.cond:
-            message = self._object_message(obj, dest, tag)
-            world.post(message)
-
-        def finish():
-            with world.cond:
-                world.wait(self._rank, f"wait for an isend to rank {dest} (until rank {dest} "
-                           "receives it)", lambda: message.taken)
-
-        return self._request(finish, lambda: message.taken, f"an isend to rank {dest}")
+        return self._post_request(self._object_message(obj, dest, tag), "isend", "wait")
 
     def irecv(self, buf=None, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
         """The object a matching ``send``/``isend`` sent, taken when the request is waited for
