@@ -843,6 +843,14 @@ AMAX_MISTAKES = (
     Mistake("reads past the end of x", lambda e: e.amax == AMAX_PAD,
             lambda e: (f"out[0] = {e.amax:g}, the value after the end of x: a thread read past "
                        f"x's last element (x has {e.trial.n})"), AMAX_STRIDE_HINT),
+    Mistake("±inf left out of the amax (only finite values compared)",
+            lambda e: (math.isinf(e.want[0]) and math.isfinite(e.amax)
+                       and e.amax == float(np.max(np.abs(e.x[np.isfinite(e.x)])))),
+            lambda e: (f"out[0] = {e.amax:.6g}, the largest *finite* magnitude, but x holds ±inf "
+                       "(counted in out[1]), so its amax is inf: ±inf counts as non-finite "
+                       "and still enters the maximum; only NaN stays out of it"),
+            "leave only NaN out of the amax: an infinite value is a magnitude like any other "
+            "(and the amax then says the tensor overflowed), while NaN has none."),
     Mistake("NaN let into the amax", lambda e: e.nan_entered(),
             lambda e: ("out[0] is NaN: a NaN of x entered the amax" if math.isnan(e.amax) else
                        f"out[0] = {e.amax:.6g}, but x's largest magnitude is {e.want[0]:.6g} "

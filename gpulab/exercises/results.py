@@ -320,6 +320,11 @@ def explain_exception(error: KernelError, trial: Trial,
         "reached 0.",
     }
     hint = next((h for kind, h in hints.items() if isinstance(cause, kind)), READ_THE_ERROR_HINT)
+    missing = re.search(r"FakeCUDA\w*'? object has no attribute '(\w+)'", text)
+    if isinstance(cause, AttributeError) and missing:
+        hint = (f"`cuda.{missing.group(1)}` is not in Numba's CUDA simulator, which these checks "
+                "run in without a GPU (a GPU may have it): use what the chapter uses, e.g. "
+                "`cuda.syncthreads()` for a barrier of the whole block.")
     return FAILED, f"your kernel stopped with {type(cause).__name__}{who}: {text} ({trial}).", hint
 
 

@@ -6,6 +6,7 @@ mistake."""
 import math
 import re
 
+import numba
 import numpy as np
 import pytest
 from numba import cuda
@@ -1224,3 +1225,23 @@ def test_backward_thread_per_row_fails_on_its_method(seed):
 def test_dense_backward_not_arrays_of_numbers_is_told_not_a_bug(returned):
     result = ch06.check_dense_backward(lambda X, W, dZ: returned, seed=1, show=False)
     assert result.status == FAILED and "bug" not in result.message, result
+
+
+@cuda.jit
+def transpose_with_a_warp_barrier(A, out):
+    """Wrong: `cuda.syncwarp()` where the whole block shares the tile (and the simulator has
+    no syncwarp)."""
+    tile = cuda.shared.array((TILE, TILE_COLUMNS), numba.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    if r0 + ty < A.shape[0] and c0 + tx < A.shape[1]:
+        tile[ty, tx] = A[r0 + ty, c0 + tx]
+    cuda.syncwarp()
+    if c0 + ty < A.shape[1] and r0 + tx < A.shape[0]:
+        out[c0 + ty, r0 + tx] = tile[tx, ty]
+
+
+def test_a_function_the_simulator_lacks_is_named_as_such():
+    result = ch06.check_transpose_tiled(transpose_with_a_warp_barrier, seed=1, show=False)
+    assert result.status == FAILED, result
+    assert "not in Numba's CUDA simulator" in result.hint and "syncthreads" in result.hint

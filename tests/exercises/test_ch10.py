@@ -309,6 +309,7 @@ def test_a_crashing_answer_is_explained(check):
 
 import math  # noqa: E402
 
+import numba  # noqa: E402
 from numba import cuda  # noqa: E402 - gpulab (imported above) chose the tier first
 from numba import float32 as numba_float32  # noqa: E402
 
@@ -1332,3 +1333,38 @@ def delayed_scale_history_as_text(amax_history, x, fp8_max, margin):
 def test_delayed_scale_window_and_amax_mistakes_fail(function, seed):
     result = ch10.check_delayed_scale(function, seed=seed, show=False)
     assert result.status == "failed", result
+
+
+@cuda.jit
+def amax_without_the_infinities(x, out):
+    """Wrong: counts inf and NaN, but keeps ±inf out of the amax as well as NaN."""
+    largest = cuda.shared.array(SLOTS, numba.float32)
+    bad = cuda.shared.array(SLOTS, numba.float32)
+    t = cuda.threadIdx.x
+    m = numba.float32(0.0)
+    c = numba.float32(0.0)
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = x[i]
+        if not math.isfinite(v):
+            c += 1
+        else:
+            m = max(m, abs(v))
+    largest[t] = m
+    bad[t] = c
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            largest[t] = max(largest[t], largest[t + s])
+            bad[t] += bad[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_amax_without_the_infinities_is_named(seed):
+    result = ch10.check_amax_nonfinite(amax_without_the_infinities, seed=seed, show=False)
+    assert result.status == "failed" and "largest *finite* magnitude" in result.message, result
