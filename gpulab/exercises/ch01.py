@@ -104,6 +104,7 @@ class Race:
     runs: str
     trial: Trial
     lone: tuple | None = None  # the one thread that wrote out[0], when only one did (simulator)
+    plain: int = 0  # how many threads wrote out[0] with a plain (non-atomic) write (simulator)
 
     @property
     def outcome(self) -> str:
@@ -119,8 +120,10 @@ class Race:
 def _recorded_race(e: Race) -> str:
     element, writers, count = e.race  # writers: (block, thread) pairs
     said = " and ".join(f"thread {t} of block {b}" for b, t in writers)
-    return (f"{count} threads wrote {e.name}[{element}] without an atomic (e.g. {said}): a data "
-            f"race. {e.outcome}")
+    how = ("without an atomic" if e.plain >= count else
+           f"{e.plain} of them without an atomic")
+    return (f"{count} threads wrote {e.name}[{element}], {how} (e.g. {said}): a data race. "
+            f"{e.outcome}")
 
 
 # A plain `out[0] += ...` (tried after the total's own mistakes, when none explains it):
@@ -152,7 +155,7 @@ def _check_race(source: KernelSource, out, got: float, right: bool, runs: str,
     writers = out.plain_writers.get(0, set()) if isinstance(out, WatchedArray) else set()
     lone = next(iter(writers)) if len(writers) == 1 and not out.atomic_writers else None
     reject(RACE_MISTAKES, Race(name, race, plain_writes_to(source, name), got, right, runs,
-                               trial, lone))
+                               trial, lone, len(writers)))
 
 
 # --- exercise 1: multiply -------------------------------------------------------------------

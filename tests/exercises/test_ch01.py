@@ -1230,3 +1230,19 @@ def test_work_not_shared_out_fails(check, kernel, words, seed):
     result = check(kernel, seed=seed, show=False)
     assert result.status == "failed", result
     assert words in result.message, result
+
+
+@cuda.jit
+def dot_resetting_out_in_the_kernel(x, y, out):
+    """Wrong: thread 0 sets out[0] = 0 while the others already add into it."""
+    i = cuda.grid(1)
+    if i == 0:
+        out[0] = 0
+    if i < x.shape[0]:
+        cuda.atomic.add(out, 0, x[i] * y[i])
+
+
+def test_a_plain_reset_among_atomics_is_counted_as_one_plain_write():
+    result = check_dot_atomic(dot_resetting_out_in_the_kernel, seed=3, show=False)
+    assert result.status == "failed", result
+    assert "1 of them without an atomic" in result.message, result
