@@ -229,19 +229,30 @@ _OUT_OF_BOUNDS = re.compile(r"index (-?\d+) is out of bounds for axis (\d+) with
 def _overrun_axis(cause: BaseException, index: int, axis: int, size: int) -> str:
     """'dZ has shape (5, 13): ...' when an array parameter of the learner's kernel (or device
     function: the innermost frame outside gpulab with one) has ``size`` on ``axis`` and the
-    index fits another of its axes, a bound taken from the wrong axis or array; else ''."""
+    index fits another of its axes, a bound taken from the wrong axis or array; 'one past the
+    end of axis 1 (13 elements) of B or C: ...' when the index is exactly ``size`` (a `<=`
+    guard, or an access no guard covers), after the first when both may be; else ''."""
     traceback, found, ours = cause.__traceback__, "", os.path.dirname(device.__file__) + os.sep
+    just_past: list[str] = []  # the arrays whose axis ``axis`` has ``size`` elements
     while traceback is not None:
         frame = traceback.tb_frame
         for name in frame.f_code.co_varnames[:frame.f_code.co_argcount]:
             shape = tuple(int(n) for n in getattr(frame.f_locals.get(name), "shape", ()))
+            if (name == "self" or axis >= len(shape) or shape[axis] != size
+                    or frame.f_code.co_filename.startswith(ours)):
+                continue
+            just_past = [*just_past, name] if name not in just_past else just_past
             other = [a for a, n in enumerate(shape) if a != axis and 0 <= index < n]
-            if name != "self" and axis < len(shape) and shape[axis] == size and other \
-                    and not frame.f_code.co_filename.startswith(ours):
+            if other:
                 found = (f"{name} has shape {shape}: the index ran past its axis {axis} "
                          f"({size}) but fits its axis {other[0]} ({shape[other[0]]}): a bound "
                          "taken from another axis or array?")
         traceback = traceback.tb_next
+    if index == size and just_past:  # one past the end: the usual `<=`, or a write unguarded
+        past = (f"one past the end of axis {axis} ({size} elements) of "
+                f"{' or '.join(just_past)}: a `<=` where `<` belongs, or an access the guard "
+                "does not cover?")
+        return f"{found} Or {past}" if found else past
     return found
 
 

@@ -160,3 +160,19 @@ def test_a_check_can_offer_its_own_trace_call():
     result = results.run_check("demo", body, seed=1, show=False)
     assert result.trace_call == ("gpulab.trace(multiply, 1, 4, x, y, out).draw()  "
                                  "(x, y, out of 4 elements)")
+
+
+@cuda.jit
+def kernel_with_le_guard(x, y, out):
+    """Wrong: `<=` in the guard: the thread at index n reads one past the end."""
+    i = cuda.grid(1)
+    if i <= x.shape[0]:
+        out[i] = x[i] * y[i]
+
+
+def test_an_index_one_past_the_end_names_the_usual_guard_too():
+    from gpulab.exercises import ch01
+
+    result = ch01.check_multiply(kernel_with_le_guard, seed=3, show=False)
+    assert result.status == "failed", result
+    assert "one past the end of axis 0" in result.message and "`<=`" in result.message, result
