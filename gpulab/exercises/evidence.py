@@ -39,7 +39,7 @@ def as_numbers(value, what: str, where: str = "") -> np.ndarray:
         raise CheckFailedError(
             f"{what} is a {kind} that is not an array of numbers of one shape{where} (text, "
             "None, or rows of different lengths?).", f"return {what} as a NumPy array of "
-            "numbers, the shape of the array it is the gradient of.") from None
+            "numbers, of the shape the exercise asks for.") from None
     return array
 
 

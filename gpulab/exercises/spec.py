@@ -70,6 +70,7 @@ from gpulab.exercises.source_rules import (
 )
 from gpulab.exercises.trial import Trial
 from gpulab.instruments import python_function
+from gpulab.kernels.launch import MAX_THREADS_PER_BLOCK
 
 OWN_WORK_HINT = (
     "write the exercise yourself: a check compares your code with gpulab's, so handing it "
@@ -270,8 +271,6 @@ def _check_common_options(given: dict) -> None:
         raise ValueError(f"threads_per_block must be a whole number from 1 to "
                          f"{MAX_THREADS_PER_BLOCK} (a CUDA block's limit), not {threads!r}")
 
-
-MAX_THREADS_PER_BLOCK = 1024
 
 # The learners' kernels and functions that passed each check (by exercise) in this process.
 _PASSED_LEARNERS: dict[str, weakref.WeakSet] = {}
