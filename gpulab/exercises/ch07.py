@@ -594,7 +594,7 @@ def _as_batches(batches, n: int, where: str) -> list[np.ndarray]:
     if batches is None:
         raise CheckFailedError(f"your function returned None {where}.",
                                "end it with `return batches` (a list of index arrays).")
-    if isinstance(batches, np.ndarray) and batches.ndim == 1:
+    if isinstance(batches, np.ndarray) and batches.ndim == 1 and batches.dtype != object:
         raise CheckFailedError(
             f"your function returned one array of {batches.size} indices, not a list of "
             f"batches {where}.", "cut it into slices of batch_size and return the list.")
@@ -804,6 +804,14 @@ MINIBATCH_MISTAKES = (
             lambda e: f"{e.rest} samples are never used: the last, partial batch is missing",
             "keep the remainder as a smaller last batch: every sample must be seen once per "
             "epoch."),
+    Mistake("the last batch topped up to batch_size with samples already seen",
+            lambda e: (bool(e.rest) and not e.each_once
+                       and e.sizes == [e.batch_size] * (e.full + 1)
+                       and len(set(e.order.tolist())) == e.n),
+            lambda e: (f"the last batch holds {e.batch_size} samples, {e.batch_size - e.rest} "
+                       "of them seen earlier in the epoch: it was topped up to batch_size"),
+            "keep the last batch short: with n_samples not a multiple of batch_size it holds "
+            "the remainder only, so that each sample counts once per epoch."),
     Mistake("samples repeated (drawing with replacement)",
             lambda e: not e.each_once and np.any(e.counts > 1), lambda e: e.holds,
             "a sample that repeats was drawn with replacement (rng.integers, rng.choice): a "

@@ -1019,3 +1019,25 @@ def test_a_uniform_shuffle_stays_within_the_bounds_over_many_seeds():
     for _ in range(300):
         case = ch07.Minibatches(n, 64, 0, [rng.permutation(n)])
         assert not case.not_uniform, (case.later_z, case.apart_z)
+
+
+def minibatches_with_the_last_topped_up(n_samples, batch_size, rng):
+    """Wrong: the last batch filled up to batch_size from the start of the order."""
+    order = rng.permutation(n_samples)
+    order = np.concatenate([order, order[:(-n_samples) % batch_size]])
+    return [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+
+
+def minibatches_as_an_object_array(n_samples, batch_size, rng):
+    """Right, written differently: the batches in a NumPy array of objects."""
+    order = rng.permutation(n_samples)
+    return np.array([order[s:s + batch_size] for s in range(0, n_samples, batch_size)],
+                    dtype=object)
+
+
+def test_a_topped_up_last_batch_is_named_and_an_object_array_of_batches_passes():
+    for seed in (1, 7, 12345):
+        wrong = ch07.check_minibatches(minibatches_with_the_last_topped_up, seed=seed, show=False)
+        assert wrong.status == FAILED and "topped up" in wrong.message, wrong
+        right = ch07.check_minibatches(minibatches_as_an_object_array, seed=seed, show=False)
+        assert right.passed, right
