@@ -695,31 +695,11 @@ def time_warm_up_not_waited(kernel, a, x, y, repeats=5):  # the warm-up runs int
 
 
 def time_per_element(kernel, a, x, y, repeats=5):  # seconds per launch per element
-    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
-    d_out = cuda.device_array_like(d_x)
-    blocks = blocks_for(x.shape[0], 128)
-    kernel[blocks, 128](a, d_x, d_y, d_out)
-    cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        kernel[blocks, 128](a, d_x, d_y, d_out)
-    cuda.synchronize()
-    seconds = (time.perf_counter() - start) / repeats / x.shape[0]
-    return d_out.copy_to_host(), seconds
+    return _timed(kernel, a, x, y, repeats, scale=1 / x.shape[0])
 
 
 def time_divided_by_1000(kernel, a, x, y, repeats=5):  # "to milliseconds", the wrong way
-    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
-    d_out = cuda.device_array_like(d_x)
-    blocks = blocks_for(x.shape[0], 128)
-    kernel[blocks, 128](a, d_x, d_y, d_out)
-    cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        kernel[blocks, 128](a, d_x, d_y, d_out)
-    cuda.synchronize()
-    seconds = (time.perf_counter() - start) / repeats / 1000
-    return d_out.copy_to_host(), seconds
+    return _timed(kernel, a, x, y, repeats, scale=1e-3)
 
 
 def time_stream(kernel, a, x, y, repeats=5):  # right: a stream of its own, waited for
