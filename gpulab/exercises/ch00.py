@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -284,6 +285,18 @@ class HostRun:
     watch: HostCodeWatch
     changed_input: bool
     where: str
+    # the threads per block the same host function launches for another n (None: no launch);
+    # None when not asked (check_launch_by_hand with ask_again=False)
+    threads_for_another_n: Callable[[int], int | None] | None = None
+
+    @cached_property
+    def block_size_follows_n(self) -> bool:
+        """Does the block size change with n? Asked again with 130 more elements: a block size
+        worked out from n (or the number of blocks and threads swapped) changes, a chosen one
+        does not. Without a second call, taken as yes."""
+        if self.threads_for_another_n is None:
+            return True
+        return self.threads_for_another_n(self.n + 130) != self.biggest.threads_per_block
 
     @cached_property
     def from_device(self) -> bool:
@@ -386,7 +399,8 @@ HOST_MISTAKES = (
     Mistake("blocks smaller than a warp, or blocks and threads swapped",
             lambda h: (h.biggest.threads_per_block < 32 and not _shape_as_blocks(h)) or (
                 h.biggest.threads_per_block % 32
-                and h.biggest.threads_per_block == -(-h.n // (_as_int(h.biggest.blocks) or h.n))),
+                and h.biggest.threads_per_block == -(-h.n // (_as_int(h.biggest.blocks) or h.n))
+                and h.block_size_follows_n),
             lambda h: (f"{h.call} launched {h.biggest.blocks} block(s) of "
                        f"{h.biggest.threads_per_block} thread(s): "
                        + ("a GPU runs each block in warps of 32 threads, so most of every warp "
@@ -468,7 +482,8 @@ HOST = CheckSpec(
     "first_launch", "add_one_on_gpu(x) -> numpy array", HOST_STUB_HINT, HOST_MISTAKES,
     title="2. the first launch: the host code",
     call="check_first_launch(add_one, add_one_on_gpu)",
-    holds="run on another random, odd n while its host code is watched "
+    holds="run on another random, odd n, then on a multiple of the block size it chose, "
+          "while its host code is watched "
           "(`ch00.watch_host_code`: copies, allocations, launches with their grid, "
           "`synchronize`, copies back), it must copy x in, launch `add_one` with device arrays "
           "and enough blocks, and return the copy back of the array the kernel wrote, x + 1",
@@ -476,10 +491,11 @@ HOST = CheckSpec(
          "launch too small for n fails even when the values returned are right")
 
 
-def check_launch_by_hand(run, kernel, n: int, seed: int, call: str):
+def check_launch_by_hand(run, kernel, n: int, seed: int, call: str, ask_again: bool = True):
     """Run the learner's host function ``run(x)`` on n random float32 values while watching its
     host code; fail with the mistake it made (:data:`HOST_MISTAKES`, in order) or return
-    ``(x, result, watch)``."""
+    ``(x, result, watch)``. With ``ask_again``, a block size that looks worked out from n is
+    confirmed by a second, watched call with 130 more elements (a chosen block size stays)."""
     rng = np.random.default_rng([seed, 1])
     x = rng.uniform(-5, 5, n).astype(np.float32)
     given = x.copy()
@@ -487,8 +503,21 @@ def check_launch_by_hand(run, kernel, n: int, seed: int, call: str):
     with watch_host_code(run, [kernel]) as watch:
         got = call_learner(run, given, stub_hint=HOST_STUB_HINT, call=f"{call} ({where})")
     name = getattr(getattr(launchable(kernel), "py_func", None), "__name__", "your kernel")
-    HOST.reject(HostRun(call, name, x, got, watch, not np.array_equal(given, x), where))
+    again = (lambda other_n: _threads_launched(run, kernel, other_n, seed)) if ask_again else None
+    HOST.reject(HostRun(call, name, x, got, watch, not np.array_equal(given, x), where, again))
     return x, got, watch
+
+
+def _threads_launched(run, kernel, n: int, seed: int) -> int | None:
+    """The threads per block of the biggest launch ``run(x)`` makes for n random values; None
+    when it launches nothing or raises (the first call's verdict stands then)."""
+    x = np.random.default_rng([seed, 2]).uniform(-5, 5, n).astype(np.float32)
+    try:
+        with watch_host_code(run, [kernel]) as watch:
+            run(x)
+    except Exception:  # noqa: BLE001 - the learner's code; only its launch is asked
+        return None
+    return max((launch.threads_per_block for launch in watch.launches), default=None)
 
 
 @HOST.check
@@ -497,7 +526,8 @@ def check_first_launch(kernel, run, seed: int | None = None) -> str:
     (:data:`HOST_SIZE_RANGE`: 1,025 to 1,599 in the simulator, more than one block of 1024
     threads; up to 999,999 on a GPU) and x uniform in [-5, 5), float32, inside
     :func:`watch_host_code`; after its mistakes, what it returned is compared with x + 1
-    element by element under the block size it launched."""
+    element by element under the block size it launched; then once more with n a multiple of
+    that block size, where one block more than n needs (``n // threads + 1``) shows."""
     if run is None or run is Ellipsis:
         raise NotAttemptedError("there is no host function to check yet.", HOST_STUB_HINT)
     trial = _check_add_one_kernel(kernel, seed)
@@ -511,6 +541,11 @@ def check_first_launch(kernel, run, seed: int | None = None) -> str:
     if failure := diagnose_vector(x + np.float32(1), got.astype(np.float32, copy=False),
                                   as_launched):
         raise CheckFailedError(f"{call}: {failure.message}", failure.hint)
+    # then n a multiple of its own block size: rounding up must not add a block (n // t + 1)
+    whole = (n // launch.threads_per_block + 1) * launch.threads_per_block
+    check_launch_by_hand(run, kernel, whole, seed,
+                         f"{getattr(run, '__name__', 'your function')}(x) with n = {whole} "
+                         f"(a multiple of its {launch.threads_per_block} threads per block)")
     note = ("" if watch.after_last_launch("synchronize") else
             " You did not call `cuda.synchronize()`: `copy_to_host` waited for the kernel "
             "anyway, but when you time a kernel (chapter 02) you need it.")

@@ -15,8 +15,9 @@ import pytest
 from learner_kernels import copy_guarded as add_one_copies  # adds nothing
 from numba import cuda
 
-from gpulab.exercises import mistakes
+from gpulab.exercises import ch00, mistakes
 from gpulab.exercises.ch00 import check_blocks_for, check_first_launch, watch_host_code
+from gpulab.exercises.results import CheckFailedError
 from gpulab.kernels.launch import one_thread_per_element
 
 SEEDS = [1, 2, 2025]
@@ -736,3 +737,65 @@ def add_one_on_one_block_of_1024(x):
 def test_one_block_of_1024_typed_in_fails():
     result = check_first_launch(add_one, add_one_on_one_block_of_1024, seed=3, show=False)
     assert result.status == "failed", result
+
+
+# --- a second call: n a multiple of the block size chosen; a block size that follows n ---------
+
+
+def on_gpu_plus_one_block(x):  # exercise 1's wrong formula: one block too many on a multiple
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[x.shape[0] // 128 + 1, 128](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_n_plus_threads(x):  # (n + t) // t: the same mistake
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    t = 256
+    add_one[(x.shape[0] + t) // t, t](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_blocks_of_100(x):  # right: a block size that is not a multiple of 32 is allowed
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[(x.shape[0] + 99) // 100, 100](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_threads_from_n(x):  # 13 blocks, the threads worked out from n
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[13, -(-x.shape[0] // 13)](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+@pytest.mark.parametrize("run", [on_gpu_plus_one_block, on_gpu_n_plus_threads])
+def test_one_block_too_many_on_a_multiple_of_the_block_fails(run, seed):
+    result = check_first_launch(add_one, run, seed=seed, show=False)
+    text = str(result).lower()
+    assert result.status == "failed", text
+    assert "(a multiple of its" in text and "one whole block had nothing to do" in text, text
+
+
+def test_blocks_of_100_pass_where_n_happens_to_fit_thirteen_of_them():
+    # n = 1297 fills 13 blocks of ceil(1297 / 13) = 100: a block size worked out from n looks
+    # the same from one call, and the second call (130 more elements) tells them apart
+    x, got, _ = ch00.check_launch_by_hand(on_gpu_blocks_of_100, add_one, 1297, 5, "call")
+    assert np.array_equal(got, x + np.float32(1))
+    for seed in (1, 7, 12345):
+        result = check_first_launch(add_one, on_gpu_blocks_of_100, seed=seed, show=False)
+        assert result.passed, str(result)
+
+
+def test_a_block_size_worked_out_from_n_still_fails():
+    with pytest.raises(CheckFailedError, match="a block size worked out from n"):
+        ch00.check_launch_by_hand(on_gpu_threads_from_n, add_one, 1297, 5, "call")
+    result = check_first_launch(add_one, on_gpu_threads_from_n, seed=1, show=False)
+    assert result.status == "failed" and "worked out from n" in str(result), str(result)
