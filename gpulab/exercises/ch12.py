@@ -192,17 +192,22 @@ class InferenceProblem:
         return self.X.shape[1], self.W1.shape[1], self.W2.shape[1]
 
     def logits(self, relu=True, bias1=True, bias2=True, W1=None, b1=None, W2=None, b2=None,
-               relu_first=False) -> np.ndarray:
+               relu_first=False, activation=None, carried=False) -> np.ndarray:
         """The logits in float64, or those of a variant (no ReLU, a bias left out, other
-        weights or biases, the ReLU before b1); the tied classes' logits are made exactly equal
-        (unless W2 is another)."""
+        weights or biases, the ReLU before b1, another ``activation`` in place of the ReLU,
+        each hidden unit's sum ``carried`` on from the unit before); the tied classes' logits
+        are made exactly equal (unless W2 is another)."""
         X = self.X.astype(np.float64)
         W1 = (self.W1 if W1 is None else W1).astype(np.float64)
         W2 = self.W2 if W2 is None else W2
         b1 = (self.b1 if b1 is None else b1).astype(np.float64) if bias1 else 0.0
         b2 = self.b2 if b2 is None else b2
         hidden = X @ W1 + (0.0 if relu_first else b1)
-        if relu:
+        if carried:
+            hidden = np.cumsum(hidden, axis=1)
+        if activation is not None:
+            hidden = activation(hidden)
+        elif relu:
             hidden = np.maximum(hidden, 0.0) + (b1 if relu_first else 0.0)
         z = hidden @ W2.astype(np.float64) + (b2.astype(np.float64) if bias2 else 0.0)
         s, d = self.tie
@@ -275,12 +280,16 @@ class Answers:
         return np.flatnonzero(self.got == UNWRITTEN)
 
     def like(self, answers) -> bool:
-        """Does ``got`` equal ``answers`` on nearly every sample (where they differ from the
-        right ones)?"""
+        """Does ``got`` equal ``answers`` on nearly every sample (95 %), and on most (80 %) of
+        the samples where either differs from the right classes? The second part keeps a
+        mistake that changes a few classes from naming a kernel that got a few others wrong."""
         if answers is None:
             return False
         answers = np.asarray(answers)
-        return bool(np.any(answers != self.want)) and float(np.mean(self.got == answers)) >= 0.95
+        differ = (answers != self.want) | (self.got != self.want)
+        return (bool(np.any(answers != self.want))
+                and float(np.mean(self.got == answers)) >= 0.95
+                and float(np.mean(self.got[differ] == answers[differ])) >= 0.8)
 
     def like_logits(self, z) -> bool:
         return z is not None and self.like(np.argmax(z, axis=1))
@@ -379,6 +388,18 @@ INFER_MISTAKES = (
             lambda e: f"{e.summary}: those are the classes without the hidden layer's ReLU",
             "each hidden unit goes through the ReLU (negative sums become 0) before it feeds "
             "the output layer."),
+    Mistake("the ReLU written as abs",
+            lambda e: e.like_logits(e.problem.logits(activation=np.abs)),
+            lambda e: (f"{e.summary}: those are the classes with |h| for each hidden unit: a "
+                       "ReLU keeps a positive sum and makes a negative one 0, it does not flip "
+                       "its sign"),
+            "the ReLU is max(h, 0)."),
+    Mistake("a hidden unit's sum carried on from the unit before",
+            lambda e: e.like_logits(e.problem.logits(carried=True)),
+            lambda e: (f"{e.summary}: those are the classes when each hidden unit's sum starts "
+                       "from the previous unit's sum instead of from its own bias"),
+            "start each hidden unit's sum afresh, at its bias, inside the loop over the hidden "
+            "units."),
     Mistake("both biases forgotten",
             lambda e: e.like_logits(e.problem.logits(bias1=False, bias2=False)),
             lambda e: f"{e.summary}: those are the classes without either bias",
