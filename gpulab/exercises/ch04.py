@@ -346,11 +346,25 @@ class MatvecSums:
         return bool(np.allclose(self.got, self.emulated["fp16"], rtol=2e-3, atol=0)
                     or 0.3 * fp16_error < np.median(self.error) < 3 * fp16_error)
 
+    @functools.cached_property
+    def products_left_out(self) -> str | None:
+        """Which products every row's sum misses, to fp32's bound, when the sums are the exact
+        ones without them: the first (a loop from 1) or the last 1 to 7 (an unrolled loop
+        without its tail); None otherwise."""
+        a, x = self.a.astype(np.float64), self.x.astype(np.float64)
+        left_out = {"the first product (k = 0)": a[:, 0] * x[0]}
+        left_out |= {(f"the last product (k = {self.k - 1})" if t == 1 else
+                      f"the last {t} products (k = {self.k - t} to {self.k - 1})"):
+                     a[:, -t:] @ x[-t:] for t in range(1, 8)}
+        return next((which for which, missing in left_out.items()
+                     if np.all(np.abs(self.got - (self.exact - missing)) <= self.bound)), None)
+
     @property
     def rounded_to_fp16(self) -> bool:
         """Every sum is the exact sum rounded to an fp16 number (to fp32's bound)."""
-        return bool(np.array_equal(self.got.astype(np.float16), self.got) and np.all(
-            self.error <= np.abs(self.exact) * 2.0**-11 + self.bound))
+        with np.errstate(over="ignore"):  # a sum past fp16's range is not one rounded to it
+            in_fp16 = np.array_equal(self.got.astype(np.float16), self.got)
+        return bool(in_fp16 and np.all(self.error <= np.abs(self.exact) * 2.0**-11 + self.bound))
 
     @property
     def right(self) -> bool:
@@ -397,6 +411,13 @@ MATVEC_MISTAKES = (
                        f", so it was rounded to fp16 before it was written. {e.median_spacing}"),
             "keep the sum in fp32 all the way into out (an fp32 array): converting it to fp16, "
             "even once at the end, rounds it to fp16's spacing."),
+    Mistake("products left out (a loop from 1, an unrolled loop without its tail)",
+            lambda e: not e.within_bound and e.products_left_out,
+            lambda e: (f"{e.summary}: every row's sum is the exact sum without "
+                       f"{e.products_left_out}, which your loop over k never adds"),
+            "each row adds every product, k = 0 to k - 1, each once: check where the loop "
+            "starts, and that an unrolled loop finishes the products left over after its last "
+            "whole step."),
     Mistake("the sums kept in fp16 (including the simulator's trap: a plain `acc = 0.0` takes "
             "float16's type there)",
             lambda e: not e.within_bound and e.fp16_sized_error,

@@ -401,9 +401,10 @@ def test_check_matvec_names_the_simulator_trap():
 def test_the_matvec_spec_lists_its_mistakes_in_the_order_they_are_tried():
     assert ch04.MATVEC.mistakes == ch04.MATVEC_MISTAKES
     rows = ch04.MATVEC.mistake_table().splitlines()[4:]
-    assert len(rows) == len(ch04.MATVEC_MISTAKES) == 7
+    assert len(rows) == len(ch04.MATVEC_MISTAKES) == 8
     assert rows[0].startswith("| no row written") and rows[-1] == "| a wrong sum | outputs |"
-    assert "fp16 first" in rows[3] and "rounded to fp16" in rows[4] and "kept in fp16" in rows[5]
+    assert "fp16 first" in rows[3] and "rounded to fp16" in rows[4]
+    assert "products left out" in rows[5] and "kept in fp16" in rows[6]
 
 
 def quantise_right(x):
@@ -971,5 +972,25 @@ def matvec_without_the_unrolled_tail(a, x, out):
 def test_matvec_in_blocks_along_k_passes_and_an_unrolled_loop_needs_its_tail(seed):
     assert ch04.check_matvec_fp32(matvec_in_blocks_of_128_products, seed=seed,
                                   show=False).passed
-    assert ch04.check_matvec_fp32(matvec_without_the_unrolled_tail, seed=seed,
-                                  show=False).status == "failed"
+    result = ch04.check_matvec_fp32(matvec_without_the_unrolled_tail, seed=seed, show=False)
+    assert result.status == "failed", result
+    assert "the exact sum without the last" in result.message, result  # not "as fp16 gives"
+    assert "fp16" not in result.message, result
+
+
+@cuda.jit
+def matvec_from_the_second_product(a, x, out):
+    """Wrong: the loop over k starts at 1."""
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        total = numba.float32(0)
+        for k in range(1, x.shape[0]):
+            total += numba.float32(a[row, k]) * numba.float32(x[k])
+        out[row] = total
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_matvec_that_skips_the_first_product_is_told_so(seed):
+    result = ch04.check_matvec_fp32(matvec_from_the_second_product, seed=seed, show=False)
+    assert result.status == "failed", result
+    assert "without the first product (k = 0)" in result.message, result
