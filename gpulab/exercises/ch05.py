@@ -37,6 +37,7 @@ from gpulab.exercises.running import (
 from gpulab.exercises.source_rules import KernelSource, is_typed_in_count, typed_in_count_names
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import Trial, draw_size
+from gpulab.instruments import math_overflows_to_inf
 
 # --- exercise 1: napkin math --------------------------------------------------------------------
 
@@ -217,18 +218,26 @@ def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32) -> 
         Z = trial.normal(trial.rows, trial.cols)
         Z.flat[trial.rng.choice(Z.size, 2, replace=False)] = (800, -800)  # exp(2 z) overflows
         b = trial.normal(trial.cols, scale=0.5)
-        try:
+        def judged() -> None:
             check_matrix_output(kernel, trial, source, {"Z": Z, "b": b, "act": code},
                                 reference.bias_activation(Z, b, name),
                                 BIAS_ACTIVATION_MISTAKES, BIAS_ACTIVATION_HINT)
+
+        try:
+            judged()
         except KernelError as error:
             if not isinstance(error.cause, OverflowError):
                 raise
-            raise CheckFailedError(
-                "exp overflowed: Z + b reaches ±800 here, and exp of anything above 709.8 "
-                f"overflows float64 (88.7 float32): inf / inf is NaN on a GPU ({trial}).",
-                "tanh never overflows: use math.tanh, or a formula whose exp only ever sees "
-                "numbers <= 0 (tanh is odd: tanh(-z) = -tanh(z)).") from None
+            try:  # again with exp giving inf past its range, as on a GPU: 1 - 2 / (inf + 1) is 1
+                with math_overflows_to_inf():
+                    judged()
+            except (CheckFailedError, KernelError):
+                raise CheckFailedError(
+                    "exp overflowed: Z + b reaches ±800 here, and exp of anything above 709.8 "
+                    "overflows float64 (88.7 float32). On a GPU exp gives inf there, and your "
+                    f"formula turns it into a wrong value (inf / inf is NaN) ({trial}).",
+                    "tanh never overflows: use math.tanh, or a formula whose exp only ever "
+                    "sees numbers <= 0 (tanh is odd: tanh(-z) = -tanh(z)).") from None
 
     return per_activation("check_bias_activation", seed, dtype, run)
 

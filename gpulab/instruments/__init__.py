@@ -6,8 +6,9 @@ WatchedArray``):
 - :mod:`~gpulab.instruments.simulator` — which simulated thread is running
   (:func:`simulated_thread`: ``(block, thread)`` numbered as CUDA does, for 1-D, 2-D and 3-D
   launches), the thread an error message of the simulator names (:func:`simulator_thread`),
-  and patching the simulator for a block
-  (:func:`gpulab.instruments.simulator.patched`).
+  patching the simulator for a block
+  (:func:`gpulab.instruments.simulator.patched`), and ``math.exp`` giving inf past its range
+  as on a GPU (:func:`math_overflows_to_inf`).
 - :mod:`~gpulab.instruments.arrays` — stand-in arrays: :class:`RecordingArray` records every
   read, :class:`WatchedArray` every write (plain or atomic, to show a data race); shared memory
   that starts poisoned (:func:`poisoned_shared_memory`).
@@ -48,7 +49,12 @@ from gpulab.instruments.limits import (
     limited,
 )
 from gpulab.instruments.recipes import kernel_recipe, rebuild_function, unknown_globals
-from gpulab.instruments.simulator import linear_index, simulated_thread, simulator_thread
+from gpulab.instruments.simulator import (
+    linear_index,
+    math_overflows_to_inf,
+    simulated_thread,
+    simulator_thread,
+)
 from gpulab.instruments.trace import (
     COUNT_KEYS,
     Access,
@@ -63,7 +69,8 @@ __all__ = [
     "COUNT_KEYS", "Access", "InstrumentedArray", "KernelDidNotFinishError", "KernelTrace",
     "RecordingArray", "TracingArray", "WatchedArray", "access_budget", "count_access",
     "count_barrier", "element_index", "is_device_function", "kernel_recipe", "launchable",
-    "limited", "linear_index", "poison_value", "poisoned_shared_memory", "python_function",
+    "limited", "linear_index", "math_overflows_to_inf", "poison_value", "poisoned_shared_memory",
+    "python_function",
     "rebuild_function", "set_trace_drawer", "simulated_thread", "simulator_thread", "thread_label",
     "trace_kernel",
     "unknown_globals",

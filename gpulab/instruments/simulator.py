@@ -23,6 +23,8 @@ it runs in:
   that launched it, instead of as one OS thread each; :func:`current_thread` is the one
   running, :func:`stop_blocks` stops the blocks running and to come (a watchdog), and
   :func:`unfinished_threads` counts the CUDA threads left paused (none, after any launch).
+- :func:`math_overflows_to_inf` — for a block, ``math.exp`` and its kin give ±inf where their
+  result overflows, as CUDA's do, instead of raising OverflowError as Python's do.
 - :func:`mend` — these mends, once, in the simulator tier (gpulab's kernels and the exercise
   checks call it when they are imported).
 """
@@ -32,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import math
 import random
 import re
 import sys
@@ -448,8 +451,30 @@ def events_as_on_a_gpu() -> None:
     cuda.event_elapsed_time = lambda start, stop: start.elapsed_time(stop)
 
 
+def _to_inf(function: Callable, sign_of_argument: bool) -> Callable:
+    def as_on_a_gpu(*args):
+        try:
+            return function(*args)
+        except OverflowError:
+            return math.copysign(math.inf, args[0]) if sign_of_argument else math.inf
+    as_on_a_gpu.__name__ = function.__name__
+    return as_on_a_gpu
+
+
+@contextmanager
+def math_overflows_to_inf() -> Iterator[None]:
+    """Within this block, ``math.exp``, ``expm1`` and ``cosh`` give inf, and ``sinh`` and
+    ``ldexp`` ±inf, where the result overflows (past 1.8e308), as the CUDA target's do, instead
+    of raising OverflowError as Python's do. Kernels that call them as ``math.exp`` see the
+    change; a name imported with ``from math import exp`` keeps Python's."""
+    with patched({(math, name): _to_inf(getattr(math, name), signed)
+                  for name, signed in (("exp", False), ("expm1", False), ("cosh", False),
+                                       ("sinh", True), ("ldexp", True))}):
+        yield
+
+
 __all__ = ["blocks_as_greenlets", "current_thread", "dim3", "events_as_on_a_gpu",
-           "launches_one_at_a_time", "linear_index", "mend", "patched",
+           "launches_one_at_a_time", "linear_index", "math_overflows_to_inf", "mend", "patched",
            "running_thread", "stop_blocks", "unfinished_threads",
            "shared_array_maker", "shared_arrays_made_once", "simulated_thread",
            "simulator_thread"]

@@ -890,10 +890,30 @@ def test_more_bias_activation_mistakes_are_named(kernel, words):
     assert result.status == FAILED and words in result.message, result
 
 
+@cuda.jit
+def tanh_as_one_minus_two_over_exp(Z, b, act, out):  # right: exp(2 z) = inf gives 1 on a GPU
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        if act == RELU:
+            out[r, c] = max(z, 0.0)
+        elif act == TANH:
+            out[r, c] = 1.0 - 2.0 / (math.exp(2.0 * z) + 1.0)
+        else:
+            out[r, c] = z
+
+
 @pytest.mark.parametrize("kernel", [bias_activation_through_a_device_function,
-                                    bias_activation_grid_stride])
+                                    bias_activation_grid_stride,
+                                    tanh_as_one_minus_two_over_exp])
 def test_more_bias_activation_right_answers_pass(kernel):
     assert ch05.check_bias_activation(kernel, seed=5, show=False).passed
+
+
+def test_exp_is_put_back_after_a_check_that_overflowed():
+    ch05.check_bias_activation(tanh_by_exp_of_2z, seed=5, show=False)
+    with pytest.raises(OverflowError):
+        math.exp(1000.0)
 
 
 def _right_by_reads_and_writes(M, N, fused, itemsize):
