@@ -49,7 +49,8 @@ ROUND_UP_HINT = (
 
 def _block_cases(rng: np.random.Generator) -> list[tuple[int, int]]:
     """(n, threads_per_block) pairs: partial last blocks, exact multiples, n smaller than one
-    block, n = 1, a billion elements, and block sizes that are not powers of two (96, 192)."""
+    block, n = 1, a billion elements, block sizes that are not powers of two (96, 192) nor
+    multiples of 32 (100), and a remainder of one element in a block of 1024."""
     cases = []
     for _ in range(6):
         threads = int(rng.choice([32, 64, 96, 128, 256, 512, 1024]))
@@ -63,6 +64,11 @@ def _block_cases(rng: np.random.Generator) -> list[tuple[int, int]]:
         blocks = int(rng.integers(2, 5000))
         cases += [(blocks * threads + int(rng.integers(1, threads)), threads),
                   (blocks * threads, threads)]
+    # an odd number of whole blocks of 100 (never a multiple of 32: rounding n up to a warp
+    # first adds a block), and one element past whole blocks of 1024 (a remainder of 1/1024 of
+    # a block: rounding up by adding 0.999 first misses it)
+    cases += [((2 * int(rng.integers(1, 2500)) + 1) * 100, 100),
+              (int(rng.integers(1, 5000)) * 1024 + 1, 1024)]
     order = rng.permutation(len(cases))
     return [cases[k] for k in order]
 

@@ -799,3 +799,20 @@ def test_a_block_size_worked_out_from_n_still_fails():
         ch00.check_launch_by_hand(on_gpu_threads_from_n, add_one, 1297, 5, "call")
     result = check_first_launch(add_one, on_gpu_threads_from_n, seed=1, show=False)
     assert result.status == "failed" and "worked out from n" in str(result), str(result)
+
+
+def blocks_rounded_by_adding_0999(n, threads_per_block):
+    return int(n / threads_per_block + 0.999)  # misses a remainder under 1/1000 of a block
+
+
+def blocks_from_n_rounded_up_to_a_warp(n, threads_per_block):
+    warps = (n + 31) // 32
+    return (warps * 32 + threads_per_block - 1) // threads_per_block
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+@pytest.mark.parametrize("function", [blocks_rounded_by_adding_0999,
+                                      blocks_from_n_rounded_up_to_a_warp])
+def test_blocks_for_rounding_tricks_fail_on_every_seed(function, seed):
+    result = check_blocks_for(function, seed=seed, show=False)
+    assert result.status == "failed", result
