@@ -1000,12 +1000,27 @@ def minibatches_by_argsort_of_random_numbers(n_samples, batch_size, rng):
     return [order[s:s + batch_size] for s in range(0, n_samples, batch_size)]
 
 
+def minibatches_by_float16_keys(n_samples, batch_size, rng):
+    """Wrong: float16 keys tie often, and a stable sort keeps tied samples in stored order."""
+    order = np.argsort(rng.random(n_samples).astype(np.float16), kind="stable")
+    return [order[s:s + batch_size] for s in range(0, n_samples, batch_size)]
+
+
+def minibatches_by_whole_number_keys(n_samples, batch_size, rng):
+    """Wrong: n keys drawn from n whole numbers repeat, and ties keep the stored order."""
+    order = np.argsort(rng.integers(0, n_samples, n_samples), kind="stable")
+    return [order[s:s + batch_size] for s in range(0, n_samples, batch_size)]
+
+
 @pytest.mark.parametrize("function", [minibatches_sorted_by_a_few_random_keys,
-                                      minibatches_riffled, minibatches_evens_then_odds])
+                                      minibatches_riffled, minibatches_evens_then_odds,
+                                      minibatches_by_float16_keys,
+                                      minibatches_by_whole_number_keys])
 @pytest.mark.parametrize("seed", [1, 7, 12345])
 def test_minibatches_that_are_not_a_uniform_shuffle_fail(function, seed):
     result = ch07.check_minibatches(function, seed=seed, show=False)
     assert result.status == FAILED, result
+    assert "not a uniform shuffle" in result.message, result
 
 
 @pytest.mark.parametrize("seed", [1, 7, 12345])
@@ -1021,7 +1036,7 @@ def test_a_uniform_shuffle_stays_within_the_bounds_over_many_seeds():
     n = ch07.UNIFORM_N + 1
     for _ in range(300):
         case = ch07.Minibatches(n, 64, 0, [rng.permutation(n)])
-        assert not case.not_uniform, (case.later_z, case.apart_z)
+        assert not case.not_uniform, (case.later_z, case.apart_z, case.rising_z)
 
 
 def minibatches_with_the_last_topped_up(n_samples, batch_size, rng):
