@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dis
 import inspect
+import re
 import sys
 import types
 
@@ -27,6 +28,7 @@ GUARDED_MODULES = ("gpulab.reference", "gpulab.instruments", "gpulab.nn.cost",
                    "gpulab.parallel.links", "gpulab.parallel.collectives",
                    "gpulab.serving.energy", "gpulab.serving.loadtest")
 GUARDED_PACKAGE = "gpulab.exercises."
+_CHAPTER_MODULE = re.compile(r"gpulab\.exercises\.ch\d\d(\.|$)")
 GUARDED_NUMPY = ("allclose", "isclose", "array_equal", "isnan", "isfinite", "abs", "flatnonzero")
 
 
@@ -52,9 +54,10 @@ def _is_gpulab_name(name: object) -> bool:
 
 def _gpulab_imported(function: types.FunctionType) -> list[str]:
     """The gpulab modules (and names from them) ``function`` imports in its own body, or reaches
-    by name (``sys.modules["gpulab.kernels.launch"]``, ``importlib.import_module(...)``); not
-    the checks' own modules (``gpulab.exercises``): what a function does with those is
-    :func:`replaced_parts`' to tell."""
+    by name (``sys.modules["gpulab.kernels.launch"]``, ``importlib.import_module(...)``). Of the
+    checks' own modules (``gpulab.exercises``), only the chapters' (``from gpulab.exercises.ch12
+    import nearest_rank``: the references a check compares with): what a function does with
+    the others is :func:`replaced_parts`' to tell."""
     found = []
 
     def collect(code: types.CodeType) -> None:
@@ -75,7 +78,8 @@ def _gpulab_imported(function: types.FunctionType) -> list[str]:
                 collect(constant)
 
     collect(function.__code__)
-    return [name for name in found if not name.startswith(GUARDED_PACKAGE)]
+    return [name for name in found
+            if not name.startswith(GUARDED_PACKAGE) or _CHAPTER_MODULE.match(name)]
 
 
 def _globals_used(function: types.FunctionType) -> dict[str, object]:

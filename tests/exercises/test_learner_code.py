@@ -180,3 +180,41 @@ def test_modules_used_finds_a_library_imported_or_global():
     assert modules_used(imports_it, ("ml_dtypes",)) == ["ml_dtypes"]
     assert modules_used(calls_one_that_does, ("ml_dtypes", "struct")) == ["struct"]
     assert modules_used(lambda code: code + 1, ("ml_dtypes", "struct")) == []
+
+
+def test_a_chapters_reference_imported_in_the_body_is_found():
+    """The checks' references live in the chapter modules: importing one inside the function
+    is gpulab's own work, as a global of the module is; the other exercise modules are not
+    (what a function does to them is replaced_parts' to tell)."""
+
+    def joules(times_s, watts, n):
+        from gpulab.exercises.ch12 import trapezoid
+
+        return trapezoid(times_s, watts) / n * 1000
+
+    def ring_time(n_bytes, n_ranks, alpha_s, beta):
+        from gpulab.exercises import ch11
+
+        return ch11.links.ring_allreduce_time(n_bytes, n_ranks, alpha_s, beta)
+
+    def only_a_result_type(x):
+        from gpulab.exercises.results import CheckResult  # noqa: F401
+
+        return x
+
+    assert learner_code.gpulab_things_used(joules) == [
+        "gpulab.exercises.ch12.trapezoid (imported in `joules`)"]
+    assert learner_code.gpulab_things_used(ring_time)[0].startswith("gpulab.exercises.ch11")
+    assert learner_code.gpulab_things_used(only_a_result_type) == []
+
+
+def test_a_check_tells_a_function_that_imports_its_chapters_reference():
+    from gpulab.exercises import ch10
+
+    def update_loss_scale(scale, clean_steps, found_inf, growth_interval):
+        from gpulab.exercises.ch10 import _reference_step
+
+        return _reference_step(scale, clean_steps, found_inf, growth_interval)
+
+    result = ch10.check_loss_scale_update(update_loss_scale, seed=1, show=False)
+    assert result.status == "failed" and "gpulab's own" in result.message, result
