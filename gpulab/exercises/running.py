@@ -51,6 +51,7 @@ from gpulab.instruments import (
     KernelDidNotFinishError,
     KernelTrace,
     access_budget,
+    float_max_min_as_on_a_gpu,
     launchable,
     limited,
     poisoned_shared_memory,
@@ -217,7 +218,9 @@ def launch(kernel, trial: Trial, *args, index_hint: str = GUARD_HINT, blocks=Non
     (once per kernel and types: :func:`compile_for_gpu`), and what would not compile fails the
     check (:class:`CheckFailedError`) before anything runs. Shared memory starts poisoned
     (:func:`gpulab.instruments.poisoned_shared_memory`), so reading a shared slot before a
-    barrier made it written gives a wrong answer every time, as it can on a GPU.
+    barrier made it written gives a wrong answer every time, as it can on a GPU; ``max`` and
+    ``min`` of two floats leave a NaN out, as a GPU's ``fmaxf`` does
+    (:func:`gpulab.instruments.float_max_min_as_on_a_gpu`).
 
     A kernel that does not finish fails instead of hanging: in the simulator each thread gets a
     budget of array accesses and barriers (:func:`gpulab.instruments.limited`) and the launch a
@@ -241,6 +244,7 @@ def launch(kernel, trial: Trial, *args, index_hint: str = GUARD_HINT, blocks=Non
                                    if hasattr(a, "shape"))
             with ExitStack() as stack:
                 stack.enter_context(poisoned_shared_memory())
+                stack.enter_context(float_max_min_as_on_a_gpu())
                 stack.enter_context(limited(budget, barriers, TIME_LIMIT_S["sim"]))
                 launchable(kernel)[grid, trial.threads](*args)
         else:

@@ -7,8 +7,9 @@ WatchedArray``):
   (:func:`simulated_thread`: ``(block, thread)`` numbered as CUDA does, for 1-D, 2-D and 3-D
   launches), the thread an error message of the simulator names (:func:`simulator_thread`),
   patching the simulator for a block
-  (:func:`gpulab.instruments.simulator.patched`), and ``math.exp`` giving inf past its range
-  as on a GPU (:func:`math_overflows_to_inf`).
+  (:func:`gpulab.instruments.simulator.patched`), ``math.exp`` giving inf past its range
+  as on a GPU (:func:`math_overflows_to_inf`), ``max`` and ``min`` of floats leaving a NaN out
+  as on a GPU (:func:`float_max_min_as_on_a_gpu`).
 - :mod:`~gpulab.instruments.arrays` — stand-in arrays: :class:`RecordingArray` records every
   read, :class:`WatchedArray` every write (plain or atomic, to show a data race); shared memory
   that starts poisoned (:func:`poisoned_shared_memory`).
@@ -50,6 +51,7 @@ from gpulab.instruments.limits import (
 )
 from gpulab.instruments.recipes import kernel_recipe, rebuild_function, unknown_globals
 from gpulab.instruments.simulator import (
+    float_max_min_as_on_a_gpu,
     linear_index,
     math_overflows_to_inf,
     simulated_thread,
@@ -68,7 +70,8 @@ from gpulab.instruments.trace import (
 __all__ = [
     "COUNT_KEYS", "Access", "InstrumentedArray", "KernelDidNotFinishError", "KernelTrace",
     "RecordingArray", "TracingArray", "WatchedArray", "access_budget", "count_access",
-    "count_barrier", "element_index", "is_device_function", "kernel_recipe", "launchable",
+    "count_barrier", "element_index", "float_max_min_as_on_a_gpu", "is_device_function",
+    "kernel_recipe", "launchable",
     "limited", "linear_index", "math_overflows_to_inf", "poison_value", "poisoned_shared_memory",
     "python_function",
     "rebuild_function", "set_trace_drawer", "simulated_thread", "simulator_thread", "thread_label",

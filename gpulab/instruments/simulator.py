@@ -23,6 +23,8 @@ it runs in:
   that launched it, instead of as one OS thread each; :func:`current_thread` is the one
   running, :func:`stop_blocks` stops the blocks running and to come (a watchdog), and
   :func:`unfinished_threads` counts the CUDA threads left paused (none, after any launch).
+- :func:`float_max_min_as_on_a_gpu` — for a block, ``max`` and ``min`` of two floats leave a
+  NaN out, as the CUDA target's ``fmaxf`` and ``fminf`` do.
 - :func:`math_overflows_to_inf` — for a block, ``math.exp`` and its kin give ±inf where their
   result overflows, as CUDA's do, instead of raising OverflowError as Python's do.
 - :func:`mend` — these mends, once, in the simulator tier (gpulab's kernels and the exercise
@@ -473,8 +475,36 @@ def math_overflows_to_inf() -> Iterator[None]:
         yield
 
 
+def _nan_left_out(python: Callable) -> Callable:
+    def as_on_a_gpu(*args, **kwargs):
+        if len(args) == 2 and not kwargs and all(isinstance(a, float | np.floating)
+                                                 for a in args):
+            first, second = args
+            if first != first:  # NaN
+                return second
+            if second != second:
+                return first
+        return python(*args, **kwargs)
+    as_on_a_gpu.__name__ = python.__name__
+    return as_on_a_gpu
+
+
+@contextmanager
+def float_max_min_as_on_a_gpu() -> Iterator[None]:
+    """Within this block, the builtins ``max`` and ``min`` of two floats leave a NaN out (the
+    other float is the answer; NaN only when both are), as the CUDA target compiles them, to
+    ``fmaxf``/``fminf``. Python's keep whichever argument comes first when one is NaN, so
+    ``max(nan, 1.0)`` is nan in the simulator and 1.0 on a GPU. Any other call is Python's."""
+    import builtins
+
+    with patched({(builtins, "max"): _nan_left_out(builtins.max),
+                  (builtins, "min"): _nan_left_out(builtins.min)}):
+        yield
+
+
 __all__ = ["blocks_as_greenlets", "current_thread", "dim3", "events_as_on_a_gpu",
-           "launches_one_at_a_time", "linear_index", "math_overflows_to_inf", "mend", "patched",
+           "float_max_min_as_on_a_gpu", "launches_one_at_a_time", "linear_index",
+           "math_overflows_to_inf", "mend", "patched",
            "running_thread", "stop_blocks", "unfinished_threads",
            "shared_array_maker", "shared_arrays_made_once", "simulated_thread",
            "simulator_thread"]

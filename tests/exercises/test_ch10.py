@@ -448,6 +448,8 @@ def max_not_magnitude(x, out):
 
 @cuda.jit
 def nan_into_the_amax(x, out):
+    """Wrong: `not v <= mine` is True for NaN, so a NaN becomes the thread's amax (max(v, mine)
+    would not let it in on a GPU: fmaxf leaves NaN out)."""
     largest = cuda.shared.array(SLOTS, x.dtype)
     bad = cuda.shared.array(SLOTS, x.dtype)
     t = cuda.threadIdx.x
@@ -457,14 +459,16 @@ def nan_into_the_amax(x, out):
         v = abs(x[i])
         if not math.isfinite(v):
             count += 1
-        mine = max(v, mine)
+        if not v <= mine:
+            mine = v
     largest[t] = mine
     bad[t] = count
     cuda.syncthreads()
     stride = cuda.blockDim.x // 2
     while stride > 0:
         if t < stride:
-            largest[t] = max(largest[t], largest[t + stride])
+            if not largest[t + stride] <= largest[t]:
+                largest[t] = largest[t + stride]
             bad[t] += bad[t + stride]
         cuda.syncthreads()
         stride //= 2
@@ -1202,13 +1206,44 @@ def amax_comparisons_leave_nan_out(x, out):
 
 
 @cuda.jit
+def amax_builtin_max_nan_first(x, out):
+    """Right on a GPU, written differently: no NaN test at all. Numba compiles max of two
+    floats to fmaxf, which leaves a NaN out in either place; Python's max(nan, m) keeps the
+    NaN, so the simulator's launch runs max as a GPU does."""
+    largest = cuda.shared.array(SLOTS, numba_float32)
+    bad = cuda.shared.array(SLOTS, numba_float32)
+    t = cuda.threadIdx.x
+    mine = numba_float32(0)
+    count = numba_float32(0)
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        m = abs(x[i])
+        if not math.isfinite(m):
+            count += 1
+        mine = max(m, mine)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@cuda.jit
 def amax_stub(x, out):
     raise NotImplementedError()
 
 
 @pytest.mark.parametrize("seed", (0, 3))
 @pytest.mark.parametrize("kernel", [amax_tree, amax_one_array_by_hand, amax_isfinite_first,
-                                    amax_interleaved_tree, amax_comparisons_leave_nan_out])
+                                    amax_interleaved_tree, amax_comparisons_leave_nan_out,
+                                    amax_builtin_max_nan_first])
 def test_right_amax_kernels_pass(kernel, seed):
     result = ch10.check_amax_nonfinite(kernel, seed=seed, show=False)
     assert result.status == PASSED, result.message

@@ -420,3 +420,31 @@ def test_debug_mode_raises_on_division_by_zero_and_leaves_the_host_as_it_was():
     with pytest.raises(FloatingPointError, match=r"tid=\[0, 0, 0\]"):
         divide_by_zero[1, 1](np.zeros(2, np.float64))
     assert np.geterr() == before  # divide="raise" stayed with the simulated thread
+
+
+def test_max_and_min_of_floats_leave_nan_out_as_on_a_gpu():
+    import builtins
+    import math
+
+    from gpulab.instruments import float_max_min_as_on_a_gpu
+
+    nan = float("nan")
+    assert math.isnan(max(nan, 1.0))  # Python's: the first argument stays
+    with float_max_min_as_on_a_gpu():
+        assert max(nan, 1.0) == 1.0 and max(1.0, nan) == 1.0
+        assert min(np.float32(nan), np.float32(-2.0)) == -2.0
+        assert math.isnan(max(nan, nan))
+        assert max([3, 1, 2]) == 3 and max(1, 2, 3) == 3 and min(["ab", "c"], key=len) == "c"
+    assert builtins.max is max and math.isnan(max(nan, 1.0))
+
+
+def test_math_overflows_to_inf_only_inside_the_block():
+    import math
+
+    from gpulab.instruments import math_overflows_to_inf
+
+    with math_overflows_to_inf():
+        assert math.exp(1000.0) == math.inf and math.sinh(-1000.0) == -math.inf
+        assert math.ldexp(-1.0, 5000) == -math.inf and math.exp(1.0) == pytest.approx(math.e)
+    with pytest.raises(OverflowError):
+        math.exp(1000.0)
