@@ -14,12 +14,16 @@ the classes they define with what they were when first remembered.
 from __future__ import annotations
 
 import dis
+import functools
 import inspect
 import re
 import sys
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from gpulab.instruments import launchable, python_function
+from gpulab.instruments.simulator import patched
 
 # The modules whose functions (and classes' methods) a check relies on to judge: these, and
 # every module of the package below (the chapters' checks included) once imported; numpy: only
@@ -160,6 +164,31 @@ def gpulab_things_used(thing, allowed: tuple[str, ...] = (),
 
     visit(thing, None, set())
     return list(dict.fromkeys(found))
+
+
+@contextmanager
+def calls_from_outside_gpulab(names: tuple[str, ...], called: list[str]) -> Iterator[None]:
+    """Within this block, each function of ``names`` (``"gpulab.nn.cost.estimate_step"``)
+    appends its name to ``called`` when code outside gpulab (the learner's) calls it, however
+    that code reached it (``getattr(cost, "estimate_" + "step")``, a module's ``__dict__``):
+    what :func:`gpulab_things_used` cannot see in the code. gpulab's own calls (the check's)
+    are not counted; every call still returns what the function returns."""
+    patches = {}
+    for name in names:
+        module_name, attribute = name.rsplit(".", 1)
+        module = sys.modules.get(module_name)
+        original = getattr(module, attribute, None) if module is not None else None
+        if not callable(original):
+            continue
+
+        def spy(*args, _original=original, _name=name, **kwargs):
+            if not _is_gpulab_name(sys._getframe(1).f_globals.get("__name__", "")):
+                called.append(_name)
+            return _original(*args, **kwargs)
+
+        patches[(module, attribute)] = functools.wraps(original)(spy)
+    with patched(patches):
+        yield
 
 
 def modules_used(thing, modules: tuple[str, ...]) -> list[str]:

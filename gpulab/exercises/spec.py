@@ -120,12 +120,16 @@ class CheckSpec:
             self.refuse_replaced_parts("before the check")
             for thing in learner:
                 self.refuse_gpulab_own(thing)
+            called: list[str] = []  # the refused functions the learner's code called
             try:
-                message = body(seed)
+                with learner_code.calls_from_outside_gpulab(self.refused_gpulab, called):
+                    message = body(seed)
             except (CheckFailedError, KernelError):
                 self.refuse_replaced_parts("while the check ran your code")
+                self.refuse_called(called)
                 raise
             self.refuse_replaced_parts("while the check ran your code")
+            self.refuse_called(called)
             return message
 
         result = run_check(self.exercise, guarded, seed, show)
@@ -234,6 +238,16 @@ class CheckSpec:
                     f"`{name}` uses gpulab's own {', '.join(f'`{u}`' for u in used)}: the "
                     "check would be comparing gpulab with itself")
             raise CheckFailedError(f"{said}.", OWN_WORK_HINT)
+
+    @staticmethod
+    def refuse_called(called: list[str]) -> None:
+        """Fail when the learner's code called one of the spec's ``refused_gpulab`` functions
+        while the check ran it (:func:`~gpulab.exercises.learner_code.
+        calls_from_outside_gpulab`), however it reached it."""
+        if called:
+            raise CheckFailedError(
+                f"your code called gpulab's own `{called[0]}` while the check ran it: the "
+                "check would be comparing gpulab with itself.", OWN_WORK_HINT)
 
     @staticmethod
     def refuse_replaced_parts(when: str) -> None:

@@ -863,3 +863,40 @@ def test_the_update_launches_left_out_is_named_within_the_tolerance(check, funct
     result = check(function, seed=seed, show=False)
     assert result.status == "failed", result
     assert "the optimiser's update launches left out" in result.message, result
+
+
+# --- the model reached where the code does not show it: watched while the check runs ----------
+
+
+def launch_bound_through_getattr(widths, gpu):
+    """Wrong: the model itself, its name put together at run time."""
+    estimate = getattr(cost, "estimate_" + "step")
+    batch = 1
+    while estimate(widths, batch, gpu).bound() == "launch":
+        batch += max(1, batch // 64)
+    return batch
+
+
+def launch_bound_through_the_modules_dict(widths, gpu):
+    """Wrong: the model's per-sample seconds, read from the module's __dict__."""
+    seconds = cost.__dict__["per_sample_seconds"](widths, gpu)
+    return math.ceil(seconds["launch"] / max(seconds["compute"], seconds["memory"],
+                                             seconds["transfer"]))
+
+
+def throughput_through_getattr(widths, batch, gpu):
+    return getattr(cost, "estimate_" + "step")(widths, batch, gpu).samples_per_s
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+@pytest.mark.parametrize("check, function, name", [
+    (ch08.check_launch_bound, launch_bound_through_getattr, "estimate_step"),
+    (ch08.check_launch_bound, launch_bound_through_the_modules_dict, "per_sample_seconds"),
+    (ch08.check_throughput, throughput_through_getattr, "estimate_step"),
+])
+def test_the_model_called_at_run_time_is_told(check, function, name, seed):
+    result = check(function, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert f"called gpulab's own `gpulab.nn.cost.{name}`" in result.message, result
+    assert cost.estimate_step.__module__ == "gpulab.nn.cost"
+    assert "spy" not in cost.estimate_step.__code__.co_name  # put back after the check
