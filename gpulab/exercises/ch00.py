@@ -24,12 +24,17 @@ from functools import cached_property
 
 import numpy as np
 
+from gpulab.exercises.grid_stride import (
+    more_than_their_share,
+    one_element_each,
+    written_by_several,
+)
 from gpulab.exercises.host_code import HostCodeWatch, HostLaunch, KernelSpy, watch_host_code
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.outputs import diagnose_vector, looks_like
 from gpulab.exercises.results import CheckFailedError, NotAttemptedError
 from gpulab.exercises.running import call_learner, run_elementwise
-from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.spec import CheckSpec, reject_unshared_work, under_two_blocks
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 from gpulab.instruments import launchable
 from gpulab.kernels.launch import MAX_THREADS_PER_BLOCK
@@ -238,11 +243,19 @@ ADD_ONE_MISTAKES = (
 )
 
 
+ADD_ONE_SHARE_HINT = (
+    "one thread per element: each thread adds one to the element its global index gives, and "
+    "no thread loops over the elements of others.")
+ADD_ONE_SHARE_MISTAKES = (written_by_several(ADD_ONE_SHARE_HINT),
+                          more_than_their_share(ADD_ONE_SHARE_HINT),
+                          one_element_each(ADD_ONE_SHARE_HINT))
 ADD_ONE_KERNEL = CheckSpec(
-    "first_launch", "add_one(x, out)", ADD_ONE_STUB_HINT, ADD_ONE_MISTAKES, parameters=2,
+    "first_launch", "add_one(x, out)", ADD_ONE_STUB_HINT, ADD_ONE_MISTAKES + ADD_ONE_SHARE_MISTAKES,
+    parameters=2,
     title="2. the first launch: the kernel", call="check_first_launch(add_one, add_one_on_gpu)",
     holds="`out[i] = x[i] + 1`, one thread per element, guarded, checked like every kernel "
-          "(random n not a multiple of the block, two block sizes, padding)",
+          "(random n not a multiple of the block, two block sizes, padding); traced on a small "
+          "launch, each element written by one thread, one element each",
     also="the shared one-thread-per-element rules: missing or `<=` guard, `threadIdx.x` alone, "
          "a hard-coded block size, simulator-only code")
 
@@ -260,7 +273,12 @@ def _check_add_one_kernel(kernel, seed: int) -> Trial:
             raise failure
         return trial
 
-    return under_two_blocks(run, Trial.draw("check_first_launch", seed, np.float32), source)
+    trial = under_two_blocks(run, Trial.draw("check_first_launch", seed, np.float32), source)
+    # the method: one thread per element, traced on 3 blocks of 40 threads for 117 elements
+    small = Trial.draw("check_first_launch", seed, np.float32, block=40, shape=(117,))
+    reject_unshared_work(ADD_ONE_SHARE_MISTAKES, kernel, small, small.uniform(-5, 5),
+                         np.zeros(small.n, small.dtype))
+    return trial
 
 
 # Each watched step, in the singular and the plural.

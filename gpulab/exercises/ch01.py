@@ -42,7 +42,11 @@ import numpy as np
 
 from gpulab import device, reference
 from gpulab.exercises.evidence import InputReads, OutputWrites, TracedWrites
-from gpulab.exercises.grid_stride import grid_stride_mistakes, more_than_their_share
+from gpulab.exercises.grid_stride import (
+    grid_stride_mistakes,
+    more_than_their_share,
+    one_element_each,
+)
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import diagnose_vector, looks_like, matches
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError, KernelError
@@ -185,9 +189,11 @@ MULTIPLY_MISTAKES = (
 # 117 elements: not a multiple of 32, so a step typed to fit the full-size launches
 # (`2 * cuda.blockDim.x`, `cuda.gridDim.x * 32`) is less than the grid here, and meets others.
 MULTIPLY_TRACE_THREADS, MULTIPLY_TRACE_SIZE = 40, 117
-MULTIPLY_METHOD_MISTAKES = grid_stride_mistakes(
+MULTIPLY_ONE_EACH_HINT = (
     "the exercise gives each thread one element, so it needs no loop; a loop must step by all "
     "the grid's threads, `cuda.gridsize(1)`, so that no two threads meet.")
+MULTIPLY_METHOD_MISTAKES = grid_stride_mistakes(MULTIPLY_ONE_EACH_HINT) + (
+    one_element_each(MULTIPLY_ONE_EACH_HINT),)
 
 
 MULTIPLY = CheckSpec(

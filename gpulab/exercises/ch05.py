@@ -14,6 +14,11 @@ import numpy as np
 
 from gpulab import device, reference
 from gpulab.exercises.evidence import is_number
+from gpulab.exercises.grid_stride import (
+    more_than_their_share,
+    one_element_each,
+    written_by_several,
+)
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import (
     ACTIVATIONS,
@@ -35,7 +40,7 @@ from gpulab.exercises.running import (
     read_back,
 )
 from gpulab.exercises.source_rules import KernelSource, is_typed_in_count, typed_in_count_names
-from gpulab.exercises.spec import CheckSpec
+from gpulab.exercises.spec import CheckSpec, reject_unshared_work
 from gpulab.exercises.trial import Trial, draw_size
 from gpulab.instruments import math_overflows_to_inf
 
@@ -194,13 +199,21 @@ BIAS_ACTIVATION_MISTAKES = (
 )
 
 
+BIAS_ACTIVATION_SHARE_HINT = (
+    "one thread per element of out: each thread takes the one element its block and thread "
+    "indices give; no thread loops over a row, a column or its block's tile.")
+BIAS_ACTIVATION_SHARE_MISTAKES = (written_by_several(BIAS_ACTIVATION_SHARE_HINT),
+                                  more_than_their_share(BIAS_ACTIVATION_SHARE_HINT),
+                                  one_element_each(BIAS_ACTIVATION_SHARE_HINT))
 BIAS_ACTIVATION = CheckSpec(
     "bias_activation", "bias_activation(Z, b, act, out)", BIAS_ACTIVATION_STUB_HINT,
-    BIAS_ACTIVATION_MISTAKES, parameters=4, title="2. fused bias + activation",
+    BIAS_ACTIVATION_MISTAKES + BIAS_ACTIVATION_SHARE_MISTAKES, parameters=4,
+    title="2. fused bias + activation",
     call="check_bias_activation(my_bias_activation)",
     holds="`out = f(Z + b)` for act = 1 (ReLU), 3 (tanh) and 0 (identity), each on its own "
           "random matrix (rows ≠ cols, not multiples of the block) and block shape (8×8, 16×4, "
-          "4×16 in the simulator), one thread per element, x along the columns",
+          "4×16 in the simulator), one thread per element, x along the columns (traced on a "
+          "small launch: no thread writing more than one element)",
     also="a stub; nothing written; a missing or `<=` guard, the guard one short (the last row "
          "or column skipped), rows and columns swapped, `threadIdx` alone (only the first "
          "block written), a hard-coded block size, a write into Z (the shared 2-D rules); "
@@ -239,7 +252,13 @@ def check_bias_activation(kernel, seed: int | None = None, dtype=np.float32) -> 
                     "tanh never overflows: use math.tanh, or a formula whose exp only ever "
                     "sees numbers <= 0 (tanh is odd: tanh(-z) = -tanh(z)).") from None
 
-    return per_activation("check_bias_activation", seed, dtype, run)
+    result = per_activation("check_bias_activation", seed, dtype, run)
+    # the method: one thread per element of out, traced on a small launch
+    small = Trial("check_bias_activation", seed, (5, 7), (4, 4), np.dtype(dtype),
+                  np.random.default_rng(seed))
+    reject_unshared_work(BIAS_ACTIVATION_SHARE_MISTAKES, kernel, small, small.normal(5, 7),
+                         small.normal(7), RELU, np.zeros((5, 7), small.dtype))
+    return result
 
 
 # --- exercise 3: stable softmax with cross-entropy ----------------------------------------------

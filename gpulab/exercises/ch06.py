@@ -18,7 +18,11 @@ import numpy as np
 
 from gpulab import memory_model, reference
 from gpulab.exercises.evidence import as_numbers
-from gpulab.exercises.grid_stride import more_than_their_share, written_by_several
+from gpulab.exercises.grid_stride import (
+    more_than_their_share,
+    one_element_each,
+    written_by_several,
+)
 from gpulab.exercises.mistakes import Mistake, diagnose
 from gpulab.exercises.outputs import (
     IDENTITY,
@@ -326,7 +330,8 @@ BACKWARD_SHARE_HINT = (
     "indices give; no thread loops over a row or a column."
 )
 BACKWARD_SHARE_MISTAKES = (written_by_several(BACKWARD_SHARE_HINT),
-                            more_than_their_share(BACKWARD_SHARE_HINT))
+                            more_than_their_share(BACKWARD_SHARE_HINT),
+                            one_element_each(BACKWARD_SHARE_HINT))
 BACKWARD = CheckSpec(
     "bias_activation_backward", "bias_activation_backward(dA, Z, b, act, dZ)", BACKWARD_STUB_HINT,
     BACKWARD_MISTAKES + BACKWARD_SHARE_MISTAKES, parameters=5,

@@ -23,6 +23,11 @@ from functools import cached_property
 import numpy as np
 
 from gpulab import reference
+from gpulab.exercises.grid_stride import (
+    more_than_their_share,
+    one_element_each,
+    written_by_several,
+)
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import (
     SWAPPED_ROWS_AND_COLUMNS,
@@ -38,8 +43,8 @@ from gpulab.exercises.results import (
     KernelError,
     NotAttemptedError,
 )
-from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
-from gpulab.exercises.spec import CheckSpec
+from gpulab.exercises.running import call_learner, launch, padded, read_back
+from gpulab.exercises.spec import CheckSpec, reject_unshared_work
 from gpulab.exercises.trial import Trial, default_threads_per_block
 
 # --- exercise 1: the loss gradient -------------------------------------------------------------
@@ -134,9 +139,16 @@ LOSS_GRADIENT_MISTAKES = (
 )
 
 
+LOSS_GRADIENT_SHARE_HINT = (
+    "each element of dlogits gets a thread of its own: a thread that loops over a row does the "
+    "work of many while the others idle.")
+LOSS_GRADIENT_SHARE_MISTAKES = (written_by_several(LOSS_GRADIENT_SHARE_HINT),
+                                more_than_their_share(LOSS_GRADIENT_SHARE_HINT),
+                                one_element_each(LOSS_GRADIENT_SHARE_HINT))
 LOSS_GRADIENT = CheckSpec(
     "loss_gradient", "my_loss_gradient(probs, labels, scale, dlogits)", LOSS_GRADIENT_STUB_HINT,
-    LOSS_GRADIENT_MISTAKES, parameters=4, title="2. the loss gradient kernel",
+    LOSS_GRADIENT_MISTAKES + LOSS_GRADIENT_SHARE_MISTAKES, parameters=4,
+    title="2. the loss gradient kernel",
     call="check_loss_gradient(my_loss_gradient)",
     holds="`(p − onehot) · scale` with scale = 1 / batch, then a loss scale (8–1024) times "
           "1 / batch, as gpulab's `softmax_cross_entropy_backward(probs, labels, scale, "
@@ -157,21 +169,12 @@ def check_loss_gradient(kernel, seed: int | None = None, dtype=np.float32) -> st
     trials = _loss_trials(seed, dtype)
     for case, trial in enumerate(trials):
         _loss_gradient_trial(kernel, trial, source, _loss_scale(trial, case))
-    # the method: one thread per element, counted on a small traced launch
+    # the method: one thread per element, traced on a small launch
     small = Trial("check_loss_gradient", seed, (5, 7), (4, 4), trials[0].dtype, trials[0].rng)
-    traced = trace_trial(kernel, small, np.full((5, 7), 1 / 7, small.dtype), np.arange(5),
-                         small.dtype.type(0.2), np.zeros((5, 7), small.dtype))
-    owned: dict = {}  # the elements each thread wrote (a thread may write its own twice)
-    for access in traced.accesses if traced.error is None else ():
-        if access.kind != "read" and access.space == "global":
-            owned.setdefault(access.thread, set()).add(access.index)
-    most = max(map(len, owned.values()), default=1)
-    if most > 1:
-        raise CheckFailedError(
-            f"dlogits is right, but a thread wrote {most} of its elements (traced on a batch of 5 "
-            "with 7 classes, blocks of 4 x 4): each element gets a thread of its own, and a "
-            "thread that loops over a row does the work of many while the others idle.",
-            LOSS_GRADIENT_STUB_HINT)
+    reject_unshared_work(LOSS_GRADIENT_SHARE_MISTAKES, kernel, small,
+                         np.full((5, 7), 1 / 7, small.dtype), np.arange(5),
+                         small.dtype.type(0.2), np.zeros((5, 7), small.dtype),
+                         output=source.parameters[3] if len(source.parameters) > 3 else -1)
     return ("every element of dlogits is right: "
             + " and ".join(f"a batch of {t.rows} with {t.cols} classes on blocks of "
                            f"{t.block[0]} x {t.block[1]}" for t in trials)
@@ -495,11 +498,17 @@ ADAM_OTHER_MISTAKES = (
 )
 
 
+ADAM_RUN_MISTAKES = (ADAM_LAUNCH_MISTAKES + ADAM_RESULT_MISTAKES + ADAM_MISTAKES
+                     + ADAM_OTHER_MISTAKES)  # judged from the run (AdamRun), in this order
+ADAM_SHARE_HINT = (
+    "one thread per element: each thread updates param, m and v at its own global index, and "
+    "no thread loops over the elements of others.")
+ADAM_SHARE_MISTAKES = (written_by_several(ADAM_SHARE_HINT), more_than_their_share(ADAM_SHARE_HINT),
+                       one_element_each(ADAM_SHARE_HINT))
 ADAM = CheckSpec(
     "adam", "my_adam(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2, "
     "weight_decay)", ADAM_STUB_HINT,
-    ADAM_LAUNCH_MISTAKES + ADAM_RESULT_MISTAKES + ADAM_MISTAKES + ADAM_OTHER_MISTAKES,
-    parameters=11, title="3. the Adam update kernel",
+    ADAM_RUN_MISTAKES + ADAM_SHARE_MISTAKES, parameters=11, title="3. the Adam update kernel",
     call="check_adam(my_adam)",
     holds="three Adam steps in a row on the same param, m and v from m = v = 0, with the "
           "corrections `1 − β^step` of steps 1, 2 and 3 (the host passes them), as gpulab's "
@@ -516,7 +525,7 @@ def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = 
     with the check's own float64 model of Adam (the same as the reference), within
     :data:`ADAM_TOLERANCE`; each of :data:`ADAM_MISTAKES` is that model with one mistake. A
     kernel that matches none is run again step by step to find the first wrong step."""
-    ADAM.start(kernel)
+    source = ADAM.start(kernel)
     trial = Trial.draw("check_adam", seed, dtype,
                        block=threads_per_block or default_threads_per_block())
     rng, t = trial.rng, trial.dtype.type
@@ -540,9 +549,17 @@ def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = 
             raise
     run.got = {what: read_back(d_all, (trial.n,), trial, fill=0, what=what, hint=GUARD_HINT)
                for what, (d_all, _) in zip(("param", "m", "v"), buffers, strict=True)}
-    ADAM.reject(run)
+    reject(ADAM_RUN_MISTAKES, run)
+    # the method: one thread per element, traced on 3 blocks of 40 threads for 117 elements
+    small = Trial.draw("check_adam", seed, dtype, block=40, shape=(117,))
+    tiny = small.dtype.type
+    reject_unshared_work(ADAM_SHARE_MISTAKES, kernel, small, small.uniform(-1, 1),
+                         small.uniform(-1, 1), np.zeros(small.n, small.dtype),
+                         np.zeros(small.n, small.dtype), lr, beta1, beta2, eps,
+                         tiny(1 - beta1), tiny(1 - beta2), weight_decay,
+                         output=source.parameters[0] if source.parameters else 0)
     return (f"param, m and v are right after {ADAM_STEPS} steps ({trial.launched}, "
-            f"n={trial.n}, seed={trial.seed}).")
+            f"n={trial.n}, seed={trial.seed}); one thread per element.")
 
 
 def _adam_buffers(trial: Trial, p0) -> list:

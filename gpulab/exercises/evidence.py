@@ -86,7 +86,9 @@ class GridStride:
 
     @property
     def blocks(self) -> int:
-        return self.trial.grid_blocks
+        """The number of blocks of the traced launch (its fixed grid's, or those that cover n)."""
+        blocks = self.trial.blocks
+        return int(np.prod(blocks)) if isinstance(blocks, tuple) else blocks
 
     @property
     def threads(self) -> int:
@@ -159,8 +161,9 @@ class GridStride:
         """The thread that touched the most and its first and last: ``block 0, thread 1:
         samples 3..9``."""
         thread = max(self.order, key=lambda t: len(self.order[t]))
-        run = self.order[thread]
-        return f"{thread_label(thread)}: {self.ITEM}s {run[0]}..{run[-1]}"
+        first, last = (index[0] if isinstance(index, tuple) and len(index) == 1 else index
+                       for index in (self.order[thread][0], self.order[thread][-1]))
+        return f"{thread_label(thread)}: {self.ITEM}s {first}..{last}"
 
 
 class OutputWrites(GridStride):

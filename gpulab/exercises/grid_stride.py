@@ -51,6 +51,19 @@ def more_than_their_share(hint: str) -> Mistake:
         hint, recognised_from="trace")
 
 
+def one_element_each(hint: str) -> Mistake:
+    """A thread took more than one element although the grid has a thread for every element
+    (two per thread, ``i = 2 * cuda.grid(1)``: half the grid idles and a warp's accesses are
+    strided). For a launch of one thread per element; a grid-stride loop takes one each there."""
+    return Mistake(
+        "more than one element per thread on a grid with a thread for each",
+        lambda e: e.grid >= e.trial.n and e.most > 1,
+        lambda e: (f"{e.most} {e.ITEM}s {e.DONE} by one thread ({e.longest_run()}), but the "
+                   f"grid has {e.grid} threads for {e.trial.n} {e.ITEM}s, one each; "
+                   f"{e.grid - len(e.busy)} threads did nothing"),
+        hint, recognised_from="trace")
+
+
 def written_by_several(hint: str) -> Mistake:
     """An element of the output written by more than one thread: on a GPU those threads run at
     once, so which write lands is a race (the simulator, one thread after another, hides it)."""
@@ -112,4 +125,4 @@ def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[
 
 
 __all__ = ["START_AT_THE_GLOBAL_INDEX", "grid_stride_mistakes", "more_than_their_share",
-           "step_past_the_grid", "written_by_several"]
+           "one_element_each", "step_past_the_grid", "written_by_several"]

@@ -816,3 +816,17 @@ def blocks_from_n_rounded_up_to_a_warp(n, threads_per_block):
 def test_blocks_for_rounding_tricks_fail_on_every_seed(function, seed):
     result = check_blocks_for(function, seed=seed, show=False)
     assert result.status == "failed", result
+
+
+@cuda.jit
+def add_one_in_thread_0(x, out):
+    """Wrong method, right values: thread 0 does every element."""
+    if cuda.grid(1) == 0:
+        for i in range(x.shape[0]):
+            out[i] = x[i] + 1
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_add_one_by_one_thread_fails(seed):
+    result = check_first_launch(add_one_in_thread_0, on_gpu, seed=seed, show=False)
+    assert result.status == "failed" and "117 elements written by one thread" in result.message

@@ -1246,3 +1246,20 @@ def test_a_plain_reset_among_atomics_is_counted_as_one_plain_write():
     result = check_dot_atomic(dot_resetting_out_in_the_kernel, seed=3, show=False)
     assert result.status == "failed", result
     assert "1 of them without an atomic" in result.message, result
+
+
+@cuda.jit
+def multiply_two_per_thread(x, y, out):
+    """Wrong method, right values: thread i writes elements 2i and 2i + 1."""
+    i = 2 * cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = x[i] * y[i]
+    if i + 1 < out.shape[0]:
+        out[i + 1] = x[i + 1] * y[i + 1]
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_multiply_two_elements_per_thread_fails(seed):
+    result = check_multiply(multiply_two_per_thread, seed=seed, show=False)
+    assert result.status == "failed", result
+    assert "2 elements written by one thread" in result.message and "one each" in result.message

@@ -1097,3 +1097,24 @@ def test_softmax_through_the_log_sum_exp_passes(seed):
     result = ch05.check_softmax_cross_entropy(softmax_through_the_log_sum_exp, seed=seed,
                                               show=False)
     assert result.passed, result
+
+
+@cuda.jit
+def bias_activation_a_row_per_thread(Z, b, act, out):
+    """Wrong method, right values: the first thread of each row does the whole row."""
+    c, r = cuda.grid(2)
+    if c == 0 and r < Z.shape[0]:
+        for cc in range(Z.shape[1]):
+            z = Z[r, cc] + b[cc]
+            if act == RELU:
+                z = max(z, 0.0)
+            elif act == TANH:
+                z = math.tanh(z)
+            out[r, cc] = z
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_bias_activation_a_row_per_thread_fails(seed):
+    result = ch05.check_bias_activation(bias_activation_a_row_per_thread, seed=seed, show=False)
+    assert result.status == FAILED and "7 elements written by one thread" in result.message, (
+        result)

@@ -215,7 +215,7 @@ def test_loss_gradient_passes_over_seeds(seed):
     (loss_gradient_target_unscaled, FAILED, "on only one of its two terms"),
     (loss_gradient_label_column_only, FAILED, "only the label's column of each row"),
     (loss_gradient_scale_squared, FAILED, "scale applied twice"),
-    (loss_gradient_a_row_per_thread, FAILED, "a thread wrote 7 of its elements"),
+    (loss_gradient_a_row_per_thread, FAILED, "7 elements written by one thread"),
 ])
 def test_loss_gradient_diagnoses(kernel, status, words):
     assert_result(ch07.check_loss_gradient(kernel, seed=5, show=False), status, words)
@@ -543,12 +543,14 @@ def test_the_checks_model_of_adam_is_the_reference():
 
 def test_the_adam_spec_lists_its_mistakes_in_the_order_they_are_tried():
     assert ch07.ADAM.mistakes == (ch07.ADAM_LAUNCH_MISTAKES + ch07.ADAM_RESULT_MISTAKES
-                                  + ch07.ADAM_MISTAKES + ch07.ADAM_OTHER_MISTAKES)
+                                  + ch07.ADAM_MISTAKES + ch07.ADAM_OTHER_MISTAKES
+                                  + ch07.ADAM_SHARE_MISTAKES)
     rows = ch07.ADAM.mistake_table().splitlines()[4:]
-    assert len(rows) == len(ch07.ADAM.mistakes) == 25
+    assert len(rows) == len(ch07.ADAM.mistakes) == 28
     assert "square root of a negative number" in rows[0] and rows[1].startswith("| NaN in param")
-    assert "without the bias correction" in rows[7] and "AdamW" in rows[-2]
-    assert rows[-1].startswith("| any other wrong param")
+    assert "without the bias correction" in rows[7] and "AdamW" in rows[-5]
+    assert rows[-4].startswith("| any other wrong param")
+    assert "(a race on a GPU) | trace |" in rows[-3] and "a thread for each" in rows[-1]
     assert "weight_decay ignored" in ch07.check_adam.__doc__
 
 
@@ -1059,3 +1061,56 @@ def test_a_topped_up_last_batch_is_named_and_an_object_array_of_batches_passes()
         assert wrong.status == FAILED and "topped up" in wrong.message, wrong
         right = ch07.check_minibatches(minibatches_as_an_object_array, seed=seed, show=False)
         assert right.passed, right
+
+
+# --- one thread per element: traced on a small launch -------------------------------------------
+
+
+@cuda.jit
+def adam_all_in_thread_0(param, grad, m, v, lr, beta1, beta2, eps, c1, c2, wd):
+    """Wrong method, right values: thread 0 updates every element."""
+    if cuda.grid(1) == 0:
+        for i in range(param.shape[0]):
+            g = grad[i] + wd * param[i]
+            m[i] = beta1 * m[i] + (1 - beta1) * g
+            v[i] = beta2 * v[i] + (1 - beta2) * g * g
+            param[i] -= lr * (m[i] / c1) / (math.sqrt(v[i] / c2) + eps)
+
+
+@cuda.jit
+def adam_two_per_thread(param, grad, m, v, lr, beta1, beta2, eps, c1, c2, wd):
+    """Wrong method, right values: thread i updates elements 2i and 2i + 1."""
+    i = cuda.grid(1)
+    for j in (2 * i, 2 * i + 1):
+        if j < param.shape[0]:
+            g = grad[j] + wd * param[j]
+            m[j] = beta1 * m[j] + (1 - beta1) * g
+            v[j] = beta2 * v[j] + (1 - beta2) * g * g
+            param[j] -= lr * (m[j] / c1) / (math.sqrt(v[j] / c2) + eps)
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+@pytest.mark.parametrize("kernel, words", [
+    (adam_all_in_thread_0, "117 elements written by one thread"),
+    (adam_two_per_thread, "2 elements written by one thread"),
+])
+def test_adam_not_one_thread_per_element_fails(kernel, words, seed):
+    result = ch07.check_adam(kernel, seed=seed, show=False)
+    assert result.status == FAILED and words in result.message, result
+
+
+@cuda.jit
+def loss_gradient_two_per_thread(probs, labels, scale, dlogits):
+    """Wrong method, right values: each thread takes two columns of its row."""
+    c2, r = cuda.grid(2)
+    for c in (2 * c2, 2 * c2 + 1):
+        if r < probs.shape[0] and c < probs.shape[1]:
+            target = 1.0 if labels[r] == c else 0.0
+            dlogits[r, c] = (probs[r, c] - target) * scale
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_loss_gradient_two_per_thread_fails(seed):
+    result = ch07.check_loss_gradient(loss_gradient_two_per_thread, seed=seed, show=False)
+    assert result.status == FAILED and "2 elements written by one thread" in result.message, (
+        result)
