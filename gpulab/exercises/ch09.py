@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpulab import device
-from gpulab.exercises.evidence import TracedWrites, is_number, is_whole
+from gpulab.exercises.evidence import OutputWrites, TracedWrites, is_number, is_whole
+from gpulab.exercises.grid_stride import one_element_each
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.outputs import PAD_VALUE
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, offer_trace
@@ -702,14 +703,15 @@ SUM_METHOD_MISTAKES = (
                        "the array while the others waited"), ONCE_HINT,
             recognised_from="trace"),
 )
+SUM_SHARE_MISTAKES = (one_element_each(ONCE_HINT),)
 ACCUMULATE = CheckSpec(
     "accumulate", "accumulate(grad_sum, grad_micro, weight)", SUM_STUB_HINT,
-    SUM_MISTAKES + SUM_METHOD_MISTAKES, parameters=3,
+    SUM_MISTAKES + SUM_METHOD_MISTAKES + SUM_SHARE_MISTAKES, parameters=3,
     title="3. the accumulation kernel", call="check_accumulate(my_accumulate)",
     holds="`grad_sum[i] += weight * grad_micro[i]`, in place on the same device buffer over 3 "
           "or 4 launches in a row (the micro-batches of one batch, unequal weights), grad_micro "
           "left as it is, under two block sizes; traced: each element written by one thread, "
-          "no thread reading more than 4 values",
+          "no thread reading more than 4 values or writing more than one element",
     also="the shared one-thread-per-element rules: missing guard (an index error, or writes "
          "into padding on a GPU); a hard-coded block or problem size; simulator-only code; a "
          "kernel that never finishes")
@@ -768,6 +770,11 @@ def check_accumulate(kernel, seed: int | None = None, threads_per_block: int | N
         writers.setdefault(index, []).extend(t for t in who if t not in writers[index])
     reads = {t: row["global_reads"] for t, row in trace.per_thread().items()}
     reject(SUM_METHOD_MISTAKES, SumTrace(small, writers, reads))
+    written: dict = {}  # thread -> the elements it wrote
+    for index, who in sorted(writers.items()):
+        for thread in who:
+            written.setdefault(thread, []).append(index)
+    reject(SUM_SHARE_MISTAKES, OutputWrites(small, written))
     return (f"grad_sum right after every launch ({trial.n} elements, {trial.launched}, "
             f"seed={trial.seed}), in place, each element written by one thread.")
 

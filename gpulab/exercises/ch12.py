@@ -23,7 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab.exercises.evidence import OutputWrites, is_number
-from gpulab.exercises.grid_stride import written_by_several
+from gpulab.exercises.grid_stride import (
+    more_than_their_share,
+    one_element_each,
+    written_by_several,
+)
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError
 from gpulab.exercises.running import call_learner, launch, padded, read_back
@@ -475,7 +479,9 @@ class ScratchWrites(OutputWrites):
     ITEM, SPELLED, DONE = "element of the logits scratch", "logits[{}]", "written"
 
     def overlap(self) -> str:
-        return (f"{len(self.shared)} {self.ITEM}s were written by more than one thread, e.g. "
+        count = len(self.shared)
+        return (f"{count} element{'s' if count > 1 else ''} of the logits scratch "
+                f"{'were' if count > 1 else 'was'} written by more than one thread, e.g. "
                 f"{self.example()}")
 
 
@@ -484,9 +490,22 @@ SCRATCH_MISTAKES = (written_by_several(
     "local variables): a row shared by threads is overwritten by each of them."),)
 
 
+ANSWER_SHARE_HINT = (
+    "one thread per sample: each thread answers the sample its global index gives, and no "
+    "thread loops over the samples of others.")
+ANSWER_SHARE_MISTAKES = (more_than_their_share(ANSWER_SHARE_HINT),
+                         one_element_each(ANSWER_SHARE_HINT))
+
+
+class AnswerWrites(OutputWrites):
+    """The answers (elements of ``out``) each thread wrote, traced on a small launch."""
+
+    ITEM, SPELLED, DONE = "sample", "out[{}]", "answered"
+
+
 INFERENCE = CheckSpec(
     "inference", "infer(X, W1, b1, W2, b2, logits, out)", INFER_STUB_HINT,
-    INFER_MISTAKES + SCRATCH_MISTAKES, parameters=7,
+    INFER_MISTAKES + SCRATCH_MISTAKES + ANSWER_SHARE_MISTAKES, parameters=7,
     title="2. fused inference kernel", call="check_inference(infer)",
     holds="`out[i]` = the first index of the largest logit of relu(X[i] @ W1 + b1) @ W2 + b2, one "
           "thread per sample, guarded, on a square and a non-square network (11–13 classes, "
@@ -565,7 +584,10 @@ def check_inference(kernel, seed: int | None = None, threads_per_block: int | No
                          tiny.b2, np.full((13, 11), np.nan, np.float32),
                          np.full(13, UNWRITTEN, np.int32),
                          output=source.parameters[5] if len(source.parameters) > 5 else 5,
-                         evidence=ScratchWrites)
+                         evidence=ScratchWrites,
+                         then=((ANSWER_SHARE_MISTAKES,
+                                source.parameters[6] if len(source.parameters) > 6 else 6,
+                                AnswerWrites),))
     widths = " and ".join(" → ".join(map(str, p.widths)) for p in problems)
     ties = sum(int(np.sum(p.classes() == p.tie[0])) for p in problems)
     return (f"all {trial.n} samples right on networks {widths} ({trial.launched}, "

@@ -383,22 +383,24 @@ def traced(kernel, trial: Trial, *args, where: str = ""):
 
 
 def reject_unshared_work(mistakes: tuple[Mistake, ...], kernel, trial: Trial, *args,
-                         output: int | str = -1, evidence=OutputWrites) -> None:
+                         output: int | str = -1, evidence=OutputWrites, then: tuple = ()) -> None:
     """Trace the learner's ``kernel`` on ``trial``'s launch with ``args`` (small: every access
     is recorded) and fail with the first of ``mistakes``
     (:func:`~gpulab.exercises.grid_stride.more_than_their_share`) seen in the elements of its
     output (the parameter named ``output``, or the ``output``-th global array the trace saw)
     each thread wrote (``evidence``: an :class:`~gpulab.exercises.evidence.OutputWrites` or a
-    kind of one that words it). A trace that stops is left to the check's other rules."""
+    kind of one that words it); then ``then``'s ``(mistakes, output, evidence)``, in order, on
+    the same trace. A trace that stops is left to the check's other rules."""
     trace = trace_trial(kernel, trial, *args)
     if trace.error or not trace.global_arrays:
         return
-    written: dict = {}  # thread -> the elements it wrote (full indices)
-    name = output if isinstance(output, str) else trace.global_arrays[output]
-    for element, threads in trace.touched(name, "write").items():
-        for thread in threads:
-            written.setdefault(thread, []).append(element)
-    reject(mistakes, evidence(trial, written))
+    for judged, which, kind in ((mistakes, output, evidence), *then):
+        written: dict = {}  # thread -> the elements it wrote (full indices)
+        name = which if isinstance(which, str) else trace.global_arrays[which]
+        for element, threads in trace.touched(name, "write").items():
+            for thread in threads:
+                written.setdefault(thread, []).append(element)
+        reject(judged, kind(trial, written))
 
 
 learner_code.remember_originals()

@@ -743,3 +743,19 @@ def test_the_added_again_message_states_the_count_and_the_most():
     evidence = _sums_added([1, 2, 1, 2, 2, 1])
     assert ch09._added_again(evidence) == ("3 elements got this micro-batch's gradient twice "
                                            "in one launch")
+
+
+@cuda.jit
+def accumulate_two_per_thread(grad_sum, grad_micro, weight):
+    """Wrong method, right values: thread i adds elements 2i and 2i + 1."""
+    i = 2 * cuda.grid(1)
+    for j in (i, i + 1):
+        if j < grad_sum.shape[0]:
+            grad_sum[j] += weight * grad_micro[j]
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_accumulate_two_per_thread_fails(seed):
+    result = ch09.check_accumulate(accumulate_two_per_thread, seed=seed, show=False)
+    assert result.status == "failed", result
+    assert "2 elements written by one thread" in result.message, result

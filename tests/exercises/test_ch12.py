@@ -623,3 +623,32 @@ def percentile_of_the_distinct_values(latencies, q):
 def test_percentile_of_the_distinct_values_fails(seed):
     result = ch12.check_percentile(percentile_of_the_distinct_values, seed=seed, show=False)
     assert result.status == "failed", result
+
+
+@cuda.jit
+def infer_two_samples_per_thread(X, W1, b1, W2, b2, logits, out):
+    """Wrong method, right answers: thread g answers samples 2g and 2g + 1."""
+    g = cuda.grid(1)
+    for i in (2 * g, 2 * g + 1):
+        if i < X.shape[0]:
+            for c in range(W2.shape[1]):
+                logits[i, c] = b2[c]
+            for j in range(W1.shape[1]):
+                h = b1[j]
+                for k in range(X.shape[1]):
+                    h += X[i, k] * W1[k, j]
+                h = max(h, 0.0)
+                for c in range(W2.shape[1]):
+                    logits[i, c] += h * W2[j, c]
+            best = 0
+            for c in range(1, W2.shape[1]):
+                if logits[i, c] > logits[i, best]:
+                    best = c
+            out[i] = best
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_inference_two_samples_per_thread_fails(seed):
+    result = ch12.check_inference(infer_two_samples_per_thread, seed=seed, show=False)
+    assert result.status == FAILED and "2 samples answered by one thread" in said(result), (
+        said(result))
