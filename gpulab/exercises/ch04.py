@@ -18,7 +18,7 @@ import numpy as np
 
 from gpulab import device, formats, reference
 from gpulab.exercises.evidence import is_number
-from gpulab.exercises.learner_code import modules_used
+from gpulab.exercises.learner_code import modules_used, words_used
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
 from gpulab.exercises.running import call_learner, run_elementwise
@@ -30,6 +30,10 @@ from gpulab.exercises.trial import Trial, draw_size, tier_key
 DECODE_FORMATS = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1")
 # Libraries that decode the bits themselves (the check's yardstick among them).
 DECODE_LIBRARIES = ("ml_dtypes", "struct")
+# The float types NumPy (with ml_dtypes' types registered) decodes bits as, by name or text:
+# viewing the code's bits as one of them is the library decoding.
+DECODE_VIEWS = frozenset({"float16", "half", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+                          "float8_e4m3", "float4_e2m1fn", "e"})
 DECODE_STUB_HINT = (
     "start with the bias, 2**(exponent_bits - 1) - 1, and the normal rule of section 1; then "
     "handle exponent field 0 (subnormals) and the all-ones exponent field (inf and NaN), as the "
@@ -83,8 +87,11 @@ def _decode_cases(rng: np.random.Generator, per_format: int = 10) -> list[tuple]
             top_binade += [(fmt, int(rng.integers(0, 2)), top, int(m)) for m in nans]
         elif name == "fp8_e4m3":  # every code of its top binade: numbers up to 448, one NaN
             top_binade += [(fmt, int(rng.integers(0, 2)), top, m) for m in range(mantissas)]
+            top_binade.append((fmt, 1 - top_binade[-1][1], top, mantissas - 1))  # both NaNs
         else:  # E2M1
             top_binade += [(fmt, int(rng.integers(0, 2)), top, m) for m in range(mantissas)]
+        if fmt.exponent_bits > 4 and fmt.mantissa_bits >= 3:  # E4M3's NaN fields are a number
+            normal.append((fmt, int(rng.integers(0, 2)), 15, 7))
     return [(fmt, s, e, m, _code_value(fmt, s, e, m))
             for fmt, s, e, m in normal + subnormal + top_binade]
 
@@ -244,6 +251,15 @@ def check_decode(decode, seed: int | None = None) -> str:
         raise CheckFailedError(
             f"your decode uses `{used[0]}`, which decodes the bits itself: the check compares "
             "with ml_dtypes, so it would be comparing a library with itself.",
+            "decode with the rule of section 1 yourself: the sign, the exponent field less the "
+            "bias, the mantissa with its leading 1 (or 0 for subnormals), and the all-ones "
+            "exponent field's special cases.")
+    words = words_used(decode) if decode not in (None, Ellipsis) else set()
+    if words & DECODE_VIEWS and words & {"view", "frombuffer"}:
+        raise CheckFailedError(
+            f"your decode hands the bits to NumPy as `{sorted(words & DECODE_VIEWS)[0]}` (a "
+            "view, or an array read from bytes), and NumPy decodes them itself: the check "
+            "compares with the same decoding, so it would be comparing a library with itself.",
             "decode with the rule of section 1 yourself: the sign, the exponent field less the "
             "bias, the mantissa with its leading 1 (or 0 for subnormals), and the all-ones "
             "exponent field's special cases.")

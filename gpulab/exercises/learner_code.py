@@ -191,6 +191,37 @@ def calls_from_outside_gpulab(names: tuple[str, ...], called: list[str]) -> Iter
         yield
 
 
+def words_used(thing) -> set[str]:
+    """The names (globals, attributes) and the texts (string constants) the learner's
+    ``thing`` uses in its code, and in the functions it calls that the learner wrote:
+    ``{"np", "array", "view", "float8_e4m3fn", ...}``, for a check to tell a library call
+    that only shows as words (a dtype named by its text)."""
+    words: set[str] = set()
+    seen: set[int] = set()
+
+    def visit(function) -> None:
+        if function is None or id(function) in seen:
+            return
+        seen.add(id(function))
+        words.update(str(name) for name in _names_loaded(
+            function.__code__, ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR", "LOAD_METHOD")))
+        words.update(_texts(function.__code__))
+        for value in _globals_used(function).values():
+            if inspect.isfunction(value) and not _is_gpulab(value):
+                visit(value)
+
+    visit(_function_of(thing))
+    return words
+
+
+def _texts(code: types.CodeType) -> set[str]:
+    texts = {c for c in code.co_consts if isinstance(c, str)}
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            texts |= _texts(constant)
+    return texts
+
+
 def modules_used(thing, modules: tuple[str, ...]) -> list[str]:
     """Which of ``modules`` (``"ml_dtypes"``, ``"struct"``) the learner's ``thing`` uses: a
     global or closure value that is one of them or comes from one, or an import in its body;

@@ -907,7 +907,7 @@ def decode_through_ml_dtypes(sign, exponent, mantissa, exponent_bits, mantissa_b
 
 
 @pytest.mark.parametrize("decode, words", [
-    (decode_e4m3_nan_on_the_top_bits, "should be 448.0"),
+    (decode_e4m3_nan_on_the_top_bits, "448.0 but is"),
     (decode_e5m2_low_mantissa_as_inf, "NaN, not infinity"),
     (decode_through_ml_dtypes, "uses `ml_dtypes`"),
 ])
@@ -994,3 +994,56 @@ def test_matvec_that_skips_the_first_product_is_told_so(seed):
     result = ch04.check_matvec_fp32(matvec_from_the_second_product, seed=seed, show=False)
     assert result.status == "failed", result
     assert "without the first product (k = 0)" in result.message, result
+
+
+def _decode_by_the_rule(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    bias = (1 << (exponent_bits - 1)) - 1
+    top = (1 << exponent_bits) - 1
+    if exponent == top and exponent_bits >= 5:
+        return math.nan if mantissa else (-1) ** sign * math.inf
+    if exponent == top and exponent_bits == 4 and mantissa == (1 << mantissa_bits) - 1:
+        return math.nan
+    if exponent == 0:
+        return (-1.0) ** sign * mantissa / 2 ** mantissa_bits * 2.0 ** (1 - bias)
+    return (-1) ** sign * (1 + mantissa / 2 ** mantissa_bits) * 2.0 ** (exponent - bias)
+
+
+def decode_e4m3_nan_fields_in_every_format(sign, exponent, mantissa, exponent_bits,
+                                           mantissa_bits):
+    """Wrong: E4M3's NaN fields (exponent 15, mantissa 7) taken as NaN in every format."""
+    if exponent == 15 and mantissa == 7:
+        return math.nan
+    return _decode_by_the_rule(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+
+
+def decode_only_the_positive_e4m3_nan(sign, exponent, mantissa, exponent_bits, mantissa_bits):
+    """Wrong: only 0x7F is E4M3's NaN; 0xFF decodes as -480."""
+    if exponent_bits == 4 and exponent == 15 and mantissa == 7:
+        return math.nan if sign == 0 else -480.0
+    return _decode_by_the_rule(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+
+
+def decode_through_a_dtype_named_by_text(sign, exponent, mantissa, exponent_bits,
+                                         mantissa_bits):
+    """Wrong (the library decodes): the bits viewed as a NumPy dtype named by its text."""
+    if (exponent_bits, mantissa_bits) == (4, 3):
+        code = np.array([(sign << 7) | (exponent << 3) | mantissa], np.uint8)
+        return float(code.view(np.dtype("float8_e4m3fn"))[0])
+    return _decode_by_the_rule(sign, exponent, mantissa, exponent_bits, mantissa_bits)
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+@pytest.mark.parametrize("decode, words", [
+    (decode_e4m3_nan_fields_in_every_format, "decode(%, 15, 7, 5, 10) for fp16 should be"),
+    (decode_only_the_positive_e4m3_nan, "for fp8_e4m3"),
+    (decode_through_a_dtype_named_by_text, "hands the bits to NumPy as `float8_e4m3fn`"),
+])
+def test_decode_special_codes_and_views_fail_on_every_seed(decode, words, seed):
+    result = ch04.check_decode(decode, seed=seed, show=False)
+    assert result.status == "failed", result
+    before, _, after = words.partition("%")
+    assert before in result.message and after in result.message, result
+
+
+def test_decode_by_the_rule_passes():
+    assert ch04.check_decode(_decode_by_the_rule, seed=3, show=False).passed
