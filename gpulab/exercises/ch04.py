@@ -17,12 +17,17 @@ import ml_dtypes
 import numpy as np
 
 from gpulab import device, formats, reference
-from gpulab.exercises.evidence import is_number
+from gpulab.exercises.evidence import OutputWrites, is_number
+from gpulab.exercises.grid_stride import (
+    more_than_their_share,
+    one_element_each,
+    written_by_several,
+)
 from gpulab.exercises.learner_code import modules_used, words_used
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
 from gpulab.exercises.running import call_learner, run_elementwise
-from gpulab.exercises.spec import CheckSpec, under_two_blocks
+from gpulab.exercises.spec import CheckSpec, reject_unshared_work, under_two_blocks
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 
 # --- exercise 1: decode the bits ------------------------------------------------------------
@@ -444,12 +449,28 @@ MATVEC_MISTAKES = (
             "each row is the dot product of its row of a with x: every product, each once, and "
             "nothing else."),
 )
+MATVEC_SHARE_HINT = (
+    "one thread per row: each thread sums the row its global index gives, and no thread loops "
+    "over the rows of others.")
+MATVEC_SHARE_MISTAKES = (written_by_several(MATVEC_SHARE_HINT),
+                         more_than_their_share(MATVEC_SHARE_HINT),
+                         one_element_each(MATVEC_SHARE_HINT))
+
+
+class RowWrites(OutputWrites):
+    """The rows of out each thread wrote, traced on a small launch."""
+
+    ITEM, SPELLED, DONE = "row", "out[{}]", "written"
+
+
 MATVEC = CheckSpec(
-    "matvec_fp32", "matvec_fp32(a, x, out)", MATVEC_STUB_HINT, MATVEC_MISTAKES, parameters=3,
+    "matvec_fp32", "matvec_fp32(a, x, out)", MATVEC_STUB_HINT,
+    MATVEC_MISTAKES + MATVEC_SHARE_MISTAKES, parameters=3,
     title="2. accumulate in fp32", call="check_matvec_fp32(matvec_fp32)",
     holds="an fp16 matrix-vector product, one thread per row, within fp32's rounding bound "
           "(Higham's γ_(k+1)), on random rows not a multiple of the block and ~1,000 products "
-          "per row, under two block sizes (one twice the other, drawn)",
+          "per row, under two block sizes (one twice the other, drawn); traced on a small "
+          "launch, one row per thread",
     also="a stub; guards; a hard-coded block size (the line named)")
 
 
@@ -499,6 +520,12 @@ def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | 
     runs = [under_two_blocks(run, trial, source, once=bool(threads_per_block))]
     if not threads_per_block:
         runs.append(trial.other_block())
+    # the method: one thread per row, traced on 2 blocks of 8 threads for 13 rows of 5
+    small = Trial.draw("check_matvec_fp32", seed, np.float32, block=8, shape=(13,))
+    reject_unshared_work(MATVEC_SHARE_MISTAKES, kernel, small,
+                         small.rng.uniform(0.5, 1.0, (13, 5)).astype(np.float16),
+                         small.rng.uniform(0.5, 1.0, 5).astype(np.float16),
+                         np.zeros(13, np.float32), evidence=RowWrites)
     return (f"all {rows} rows right with an fp32 accumulator (k = {k} products per row, "
             + " and ".join(each.launched for each in runs) + f", seed={seed}).")
 

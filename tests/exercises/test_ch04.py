@@ -399,10 +399,11 @@ def test_check_matvec_names_the_simulator_trap():
 
 
 def test_the_matvec_spec_lists_its_mistakes_in_the_order_they_are_tried():
-    assert ch04.MATVEC.mistakes == ch04.MATVEC_MISTAKES
+    assert ch04.MATVEC.mistakes == ch04.MATVEC_MISTAKES + ch04.MATVEC_SHARE_MISTAKES
     rows = ch04.MATVEC.mistake_table().splitlines()[4:]
-    assert len(rows) == len(ch04.MATVEC_MISTAKES) == 8
-    assert rows[0].startswith("| no row written") and rows[-1] == "| a wrong sum | outputs |"
+    assert len(rows) == len(ch04.MATVEC_MISTAKES) + 3 == 11
+    assert rows[0].startswith("| no row written") and rows[7] == "| a wrong sum | outputs |"
+    assert all(row.endswith("| trace |") for row in rows[8:])
     assert "fp16 first" in rows[3] and "rounded to fp16" in rows[4]
     assert "products left out" in rows[5] and "kept in fp16" in rows[6]
 
@@ -1047,3 +1048,21 @@ def test_decode_special_codes_and_views_fail_on_every_seed(decode, words, seed):
 
 def test_decode_by_the_rule_passes():
     assert ch04.check_decode(_decode_by_the_rule, seed=3, show=False).passed
+
+
+@cuda.jit
+def matvec_in_thread_0(a, x, out):
+    """Wrong method, right sums: thread 0 sums every row."""
+    if cuda.grid(1) == 0:
+        for row in range(out.shape[0]):
+            total = numba.float32(0)
+            for k in range(x.shape[0]):
+                total += numba.float32(a[row, k]) * numba.float32(x[k])
+            out[row] = total
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_matvec_in_one_thread_fails(seed):
+    result = ch04.check_matvec_fp32(matvec_in_thread_0, seed=seed, show=False)
+    assert result.status == "failed" and "13 rows written by one thread" in result.message, (
+        result)
