@@ -627,7 +627,7 @@ AMAX_TREE_HINT = (
 AMAX_BLOCKS = {"sim": (32, 64), "gpu": (128, 256)}
 AMAX_GRID = {"sim": 3, "gpu": 24}
 AMAX_SIZES = {"sim": (400, 800), "gpu": (20_000, 60_000)}
-AMAX_TRACE_GRID, AMAX_TRACE_THREADS, AMAX_TRACE_SIZES = 2, 32, (150, 250)
+AMAX_TRACE_GRID, AMAX_TRACE_THREADS, AMAX_TRACE_SIZES = 2, 64, (150, 250)
 AMAX_PAD = 5.0e5  # after x's end, larger than any value of x: seen only by a kernel reading past it
 AMAX_POISON = float(poison_value(np.float32))  # what shared memory holds before it is written
 
@@ -993,8 +993,11 @@ class AmaxTrace(GridStride):
 
 def _atomics_text(e: AmaxTrace) -> str:
     (block, index), count = e.busiest_output()
+    warps = e.trial.threads_per_block // 32
     per = ("one per inf or NaN value it found: a counter in global memory"
-           if index == 1 and count == e.bad_per_block.get(block) else "about one per thread")
+           if index == 1 and count == e.bad_per_block.get(block) else
+           "one per warp: a tree within each warp, then an atomic from each"
+           if 1 < count == warps else "about one per thread")
     return (f"the result is right, but block {block} made {count} atomic updates of out[{index}] "
             f"({per}); all of them wait for each other on one address")
 
@@ -1010,6 +1013,16 @@ AMAX_METHOD_MISTAKES = (
                        "threads queued on the same slots one at a time; this exercise asks for "
                        "the halving tree"), AMAX_TREE_HINT, "trace"),
     *grid_stride_mistakes(AMAX_STRIDE_HINT, AMAX_STRIDE_HINT),
+    Mistake("elements never read (a loop that stops early: a break at the first inf or NaN)",
+            lambda e: len(e.touched) < e.trial.n,
+            lambda e: (f"the result is right here, but {e.trial.n - len(e.touched)} of the "
+                       f"{e.trial.n} elements of x were never read, e.g. "
+                       f"x[{min(set(range(e.trial.n)) - set(e.touched))}]: a loop that stops "
+                       "early (a `break` at the first inf or NaN?) misses a larger magnitude "
+                       "or another inf or NaN after it"),
+            "read every element of x once: each thread's loop runs to the end of x, whatever "
+            "it has found; the count needs every inf and NaN, the amax every finite value.",
+            "trace"),
     Mistake("two passes over x (one loop for the amax, another for the count)",
             lambda e: e.reread() is not None,
             lambda e: (f"the result is right, but {thread_label(e.reread()[0])} read "
@@ -1077,8 +1090,9 @@ def _run_amax(kernel, trial: Trial, source: KernelSource) -> Trial:
 
 
 def _check_amax_method(kernel, seed: int) -> str:
-    """Trace the kernel on a small launch (2 blocks of 32 threads, x of 150-250 values with NaN
-    and inf) and reject a right result reached by the wrong method
+    """Trace the kernel on a small launch (2 blocks of 64 threads, two warps each, so that an
+    atomic per warp shows; x of 150-250 values with NaN and inf) and reject a right result
+    reached by the wrong method
     (:data:`AMAX_METHOD_MISTAKES`). Returns what the trace showed."""
     trial = Trial.draw("check_amax_nonfinite", seed, np.float32, block=AMAX_TRACE_THREADS,
                        size_range=AMAX_TRACE_SIZES)

@@ -1403,3 +1403,79 @@ def amax_without_the_infinities(x, out):
 def test_amax_without_the_infinities_is_named(seed):
     result = ch10.check_amax_nonfinite(amax_without_the_infinities, seed=seed, show=False)
     assert result.status == "failed" and "largest *finite* magnitude" in result.message, result
+
+
+@cuda.jit
+def amax_tree_per_warp(x, out):
+    """Wrong method, right result: the tree halves within each warp only, then lane 0 of every
+    warp makes the atomics (two per block of 64)."""
+    largest = cuda.shared.array(SLOTS, numba_float32)
+    bad = cuda.shared.array(SLOTS, numba_float32)
+    t = cuda.threadIdx.x
+    lane = t % 32
+    mine = numba_float32(0)
+    count = numba_float32(0)
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isfinite(v) or math.isinf(v):
+            mine = max(mine, v)
+        if not math.isfinite(v):
+            count += 1
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = 16
+    while stride > 0:
+        if lane < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if lane == 0:
+        cuda.atomic.max(out, 0, largest[t])
+        cuda.atomic.add(out, 1, bad[t])
+
+
+@cuda.jit
+def amax_break_at_the_first_non_finite(x, out):
+    """Wrong: each thread stops at its first inf or NaN, leaving the rest of its elements."""
+    largest = cuda.shared.array(SLOTS, numba_float32)
+    bad = cuda.shared.array(SLOTS, numba_float32)
+    t = cuda.threadIdx.x
+    mine = numba_float32(0)
+    count = numba_float32(0)
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if not math.isfinite(v):
+            count += 1
+            if math.isinf(v):
+                mine = v
+            break
+        mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_an_atomic_per_warp_fails(seed):
+    result = ch10.check_amax_nonfinite(amax_tree_per_warp, seed=seed, show=False)
+    assert result.status == FAILED and "one per warp" in result.message, result.message
+
+
+def test_a_break_at_the_first_non_finite_fails():
+    result = ch10.check_amax_nonfinite(amax_break_at_the_first_non_finite, seed=1, show=False)
+    assert result.status == FAILED and "never read" in result.message, result.message
+    for seed in (7, 12345):
+        assert ch10.check_amax_nonfinite(amax_break_at_the_first_non_finite, seed=seed,
+                                         show=False).status == FAILED
