@@ -127,6 +127,7 @@ class ScalerStep:
     number: int
     seed: int | None
     later: bool | None = None  # on a missed growth: does it grow when fed one more clean step?
+    grows_small: bool | None = None  # on a missed growth at 2**16 or more: does 2**10 grow?
 
     @property
     def where(self) -> str:
@@ -209,6 +210,12 @@ SCALER_MISTAKES = (
             lambda e: (f"{e.summary}: this is the {e.interval}th clean step in a row, so the "
                        "scale should double now; yours waits (an off-by-one: growing when the "
                        f"count exceeds {e.interval} instead of when it reaches it?)"), COUNT_HINT),
+    Mistake("a cap on the scale (no growth past 2**16)",
+            _clean(lambda e: e.grows and e.gave_scale(1) and e.grows_small),
+            lambda e: (f"{e.summary}: the scale did not grow past {e.scale:g}, though it grows "
+                       "at 1024: GradScaler's scale has no cap (it is a float32 "
+                       "that multiplies the loss; fp16's largest value, 65504, bounds the "
+                       "gradients, not the scale)"), COUNT_HINT),
     Mistake("never growing", _clean(lambda e: e.grows and e.gave_scale(1)),
             lambda e: (f"{e.summary}: the scale did not grow on the {e.interval}th clean step "
                        "in a row, nor when fed one more: is growth_interval (the argument) "
@@ -245,6 +252,15 @@ SCALER_STATELESS_HINT = (
     "from the trainer's as soon as it skips, restarts or runs two scalers.")
 
 
+def _grows_small(update, want: tuple, scale: float, interval: int, where: str) -> bool | None:
+    """On a growth missed at a scale of 2**16 or more: does the learner's function grow 2**10
+    on its growth_interval-th clean step (then the scale is capped)? None otherwise."""
+    if want[0] <= scale or scale < 2.0**16:
+        return None
+    result = call_learner(update, 2.0**10, interval - 1, False, interval)
+    return _check_scaler_result(result, where)[0] == 2.0**11
+
+
 @LOSS_SCALE.check
 def check_loss_scale_update(update, seed: int | None = None) -> str:
     """Along the steps of :func:`_scaler_steps`, the function is fed at every step the state the
@@ -267,14 +283,18 @@ def check_loss_scale_update(update, seed: int | None = None) -> str:
             later = None if found_inf or want[0] <= scale else _check_scaler_result(call_learner(
                 update, scale, clean + 1, False, interval), where)[0] > scale
             LOSS_SCALE.reject(ScalerStep(scale, clean, found_inf, interval, got, want, number,
-                                         seed, later))
+                                         seed, later, _grows_small(update, want, scale,
+                                                                   interval, where)))
         grown += want[0] > scale
         backed_off += want[0] < scale
         scale, clean = want[0], want[1]
     # then states out of order, each asked twice: the answer is the arguments' alone
-    for number in range(len(steps) + 1, len(steps) + 1 + SCALER_STATES):
-        scale = 2.0 ** int(rng.integers(5, 25))
-        clean, found_inf = int(rng.integers(0, interval)), bool(rng.random() < 0.3)
+    # the first two at fp16's largest power of two about to grow, and at 2**10 with an inf:
+    # a scale kept under a cap, or over a floor, of its own shows there
+    states = [(2.0 ** 16, interval - 1, False), (2.0 ** 10, int(rng.integers(0, interval)), True)]
+    states += [(2.0 ** int(rng.integers(5, 25)), int(rng.integers(0, interval)),
+                bool(rng.random() < 0.3)) for _ in range(SCALER_STATES - 2)]
+    for number, (scale, clean, found_inf) in enumerate(states, start=len(steps) + 1):
         where = (f"a state out of order (scale {scale:g}, clean_steps {clean}, found_inf "
                  f"{found_inf}, growth_interval {interval}; seed={seed})")
         call = f"update_loss_scale({scale:g}, {clean}, {found_inf}, {interval})"
@@ -288,7 +308,8 @@ def check_loss_scale_update(update, seed: int | None = None) -> str:
         want = _reference_step(scale, clean, found_inf, interval)
         if first != want:
             LOSS_SCALE.reject(ScalerStep(scale, clean, found_inf, interval, first, want,
-                                         number, seed, None))
+                                         number, seed, None, _grows_small(update, want, scale,
+                                                                          interval, where)))
     return (f"{len(steps)} steps right, growth_interval {interval}: {grown} growths, "
             f"{backed_off} back-offs with the step skipped; {SCALER_STATES} states out of "
             f"order right, each twice (seed={seed}).")
@@ -322,7 +343,8 @@ def _delayed_trials(rng: np.random.Generator):
     """(history, x, fp8_max, margin, what) cases: an old spike above this step's amax, in the
     oldest entry kept, and a negative largest magnitude last in x (E4M3, margin 0); the same
     with a margin, a history of 20-40 and the spike more than 16 entries back; E5M2 gradients
-    with a margin; a step whose amax is the largest ever."""
+    with a margin and a larger spike in the oldest entry, which this step drops (a window one
+    entry too long counts it); a step whose amax is the largest ever."""
     trials = []
     for k, (fmt, margin) in enumerate(((E4M3, 0), (E4M3, int(rng.integers(1, 4))),
                                        (E5M2, 3), (E4M3, 0))):  # 3: 2*3, 3**2 differ from 2**3
@@ -341,7 +363,10 @@ def _delayed_trials(rng: np.random.Generator):
             spike = (1 if k == 0 else int(rng.integers(1, length - 16)) if k == 1
                      else int(rng.integers(1, length - 1)))
             history[spike] = size * rng.uniform(3, 6)
-            what = "an old spike in the history" + (", E5M2 gradients" if fmt is E5M2 else "")
+            if fmt is E5M2:  # a larger spike in the entry this step drops: it no longer counts
+                history[0] = size * rng.uniform(8, 12)
+            what = "an old spike in the history" + (
+                ", a larger one in the entry dropped, E5M2 gradients" if fmt is E5M2 else "")
         else:
             x *= 20 * float(np.max(history)) / float(np.max(np.abs(x)))  # the largest ever
             what = "this step's amax larger than any in the history"
@@ -498,8 +523,18 @@ SCALE_MISTAKES = (
             lambda e: (f"{e.summary}: that is amax / fp8_max, the inverse: this scale multiplies "
                        "x before the cast, so it maps the largest amax onto fp8_max: fp8_max / "
                        "amax"), "scale = fp8_max / max(new_history) / 2**margin."),
+    Mistake("the entry this step drops still counted (a window one entry too long)",
+            lambda e: e.history[0] > max(e.history_max, e.amax) and e.gave(
+                e.fp8_max / e.history[0] / 2.0**e.margin),
+            lambda e: (f"{e.summary}: that is the scale from the history's oldest entry, "
+                       f"{e.history[0]:.4g}, which this step drops (the history before "
+                       "this step's amax was recorded, or a window one entry too long): the "
+                       f"new history is the last {e.history.size - 1} entries and this step's "
+                       f"amax (largest {e.history_max:.4g})"),
+            "compute the scale from the new history alone, after appending this step's amax: "
+            "the oldest entry leaves it as this step's amax comes in."),
     Mistake("the scale from the history before this step's amax",
-            _gave(lambda e: e.fp8_max / e.old_max / 2.0**e.margin),
+            lambda e: e.amax > e.old_max and e.gave(e.fp8_max / e.old_max / 2.0**e.margin),
             lambda e: (f"{e.summary}: that is the scale from the history *before* this step's "
                        f"amax was recorded ({e.old_max:.4g}); this step's amax, {e.amax:.4g}, "
                        "is larger"),
@@ -580,9 +615,10 @@ AMAX_STUB_HINT = (
     "and out[1] with one atomic each. The hints above the cell go step by step."
 )
 NAN_AMAX_HINT = (
-    "a comparison with NaN is always False, so whether a maximum keeps a NaN depends on the "
-    "order of its arguments: test each value for NaN first, count it, and leave it out of the "
-    "amax (CUDA's fmaxf and Transformer Engine's cast kernels leave it out too)."
+    "a comparison with NaN is always False, so a maximum written with a comparison keeps or "
+    "drops a NaN depending on which side it stands (CUDA compiles `max` of two floats to "
+    "fmaxf, which drops it): test each value for NaN first, count it, and leave it out of the "
+    "amax (Transformer Engine's cast kernels leave it out too)."
 )
 MAGNITUDE_HINT = (
     "the amax is the largest *magnitude*: take each element's absolute value before comparing "

@@ -261,12 +261,19 @@ def test_delayed_scale_accepts_right_answers(function, seed):
     assert result.status == PASSED, result
 
 
+def with_the_entry_dropped(amax_history, x, fp8_max, margin):
+    """Wrong: the scale from the old history and this step's amax: one entry too many."""
+    amax = float(np.max(np.abs(x)))
+    new = np.append(amax_history[1:], amax)
+    return new, fp8_max / max(float(np.max(amax_history)), amax) / 2.0**margin
+
+
 @pytest.mark.parametrize("function, words", [
     (from_the_last_amax, "this step's amax"),
     (forgetting_the_margin, "without the margin"),
     (margin_the_wrong_way, "multiplies by 2**margin"),
     (max_not_max_abs, "largest *magnitude*"),
-    (scale_before_recording, "before* this step's amax"),
+    (scale_before_recording, "the history before this step's amax was recorded"),
     (inverse_scale, "the inverse"),
     (always_448, "use the fp8_max argument"),
     (growing_history, "one more than"),
@@ -277,6 +284,7 @@ def test_delayed_scale_accepts_right_answers(function, seed):
     (margin_doubled, "not by 2**margin = 8"),
     (margin_xor, "`^` is XOR"),
     (amax_in_float32, "rounded to float32"),
+    (with_the_entry_dropped, "which this step drops"),
 ])
 @pytest.mark.parametrize("seed", SEEDS[:3])
 def test_delayed_scale_names_the_mistake(function, words, seed):
@@ -1479,3 +1487,18 @@ def test_a_break_at_the_first_non_finite_fails():
     for seed in (7, 12345):
         assert ch10.check_amax_nonfinite(amax_break_at_the_first_non_finite, seed=seed,
                                          show=False).status == FAILED
+
+
+def update_with_a_cap(scale, clean_steps, found_inf, growth_interval):
+    """Wrong: the scale never grows past 2**16."""
+    if found_inf:
+        return scale * 0.5, 0, False
+    if clean_steps + 1 == growth_interval:
+        return min(scale * 2.0, 65536.0), 0, True
+    return scale, clean_steps + 1, True
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_a_scale_with_a_cap_of_its_own_fails(seed):
+    result = ch10.check_loss_scale_update(update_with_a_cap, seed=seed, show=False)
+    assert result.status == FAILED and "has no cap" in result.message, result.message
