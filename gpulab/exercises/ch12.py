@@ -89,7 +89,10 @@ PERCENTILE_MISTAKES = (
             "the rank says where to look in the sorted list; return the latency found there."),
     Mistake("off by one rank (one too high)",
             lambda e: e.near(e.ordered[min(e.rank, len(e.values) - 1)]),
-            lambda e: f"{e.summary}: off by one rank (one too high)",
+            lambda e: (f"{e.summary}: off by one rank (one too high)"
+                       + (", as the rank ceil(q·(n + 1)/100) gives, another convention: "
+                          "nearest-rank counts n values, not n + 1"
+                          if math.ceil(e.q * (len(e.values) + 1) / 100) == e.rank + 1 else "")),
             "ranks count from 1 but a Python list counts from 0; and where q·n/100 is a whole "
             "number, that number is the rank."),
     Mistake("off by one rank (one too low)", lambda e: e.near(e.ordered[max(e.rank - 2, 0)]),

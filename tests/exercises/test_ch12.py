@@ -652,3 +652,14 @@ def test_inference_two_samples_per_thread_fails(seed):
     result = ch12.check_inference(infer_two_samples_per_thread, seed=seed, show=False)
     assert result.status == FAILED and "2 samples answered by one thread" in said(result), (
         said(result))
+
+
+def percentile_n_plus_one(latencies, q):  # wrong: another convention, rank ceil(q (n + 1) / 100)
+    ordered = sorted(latencies)
+    return ordered[min(math.ceil(q * (len(ordered) + 1) / 100), len(ordered)) - 1]
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_percentile_with_n_plus_one_is_named(seed):
+    result = ch12.check_percentile(percentile_n_plus_one, seed=seed, show=False)
+    assert result.status == FAILED and "ceil(q·(n + 1)/100)" in said(result), said(result)
