@@ -977,14 +977,19 @@ NUMERIC = CheckSpec(
     "numeric_gradient", "numeric_gradient(f, x, eps)", NUMERIC_STUB_HINT, NUMERIC_MISTAKES,
     title="5. numeric gradient", call="check_numeric_gradient(numeric_gradient)",
     holds="central differences (f(x + εeᵢ) − f(x − εeᵢ)) / 2ε for every entry of a random "
-          "2-D x, then a 1-D x, to 1e-6 of the exact derivative, leaving x unchanged",
-    also="a stub; an exception in the function (named)")
+          "2-D x, then a 1-D x, to 1e-6 of the exact derivative, leaving x unchanged; then, "
+          "with eps = 0.1 on a 2-D x that is a view of a larger array, the central difference "
+          "itself (so the step is the eps given, and x itself is changed, not a copy)",
+    also="a stub; an exception in the function (named); a step of its own; a copy of x "
+         "changed instead of x")
 
 
 @NUMERIC.check
 def check_numeric_gradient(function, seed: int | None = None) -> str:
     """Tried with eps = 1e-5 on f = sum(w x^2) + sum(x^3) / 3 of a random 2-D x (2 to 4 by 2
-    to 5), against the exact derivative; once right, on a 1-D x (3 to 6 entries) too."""
+    to 5), against the exact derivative; once right, on a 1-D x (3 to 6 entries) too; then with
+    eps = 0.1 on a 2-D x that is a view of a larger array, against the central difference
+    itself (2 w x + x^2 + eps^2 / 3)."""
     rng = np.random.default_rng(seed)
     shape = (int(rng.integers(2, 5)), int(rng.integers(2, 6)))
     x = rng.standard_normal(shape)
@@ -1012,8 +1017,38 @@ def check_numeric_gradient(function, seed: int | None = None) -> str:
             f"{x.size} entries: it assumes two axes (seed={seed}).",
             "loop over every index of x whatever its number of axes: np.ndindex(x.shape) gives "
             "them all, as tuples.")
+    size = x.size
+    # then eps = 0.1 on a 2-D x that is a view (a larger array but its last column): the
+    # central difference of x^3 / 3 is x^2 + eps^2 / 3 there, so a step of its own shows, and a
+    # copy of x (reshape(-1) of a view) perturbs what f never reads
+    x = rng.standard_normal((shape[0], shape[1] + 1))[:, :-1]
+    weights = rng.standard_normal(x.shape)
+    exact = 2 * weights * x + x * x
+    try:
+        got = np.asarray(function(f, x, 0.1), dtype=np.float64)
+    except Exception:  # noqa: BLE001 - the learner's code: said below
+        got = None
+    fits = got is not None and got.shape == x.shape
+    if not (fits and np.allclose(got, exact + 0.1**2 / 3, rtol=1e-7, atol=1e-9)):
+        where = (f"eps = 0.1, x a {x.shape[0]} x {x.shape[1]} view (a larger array but its "
+                 f"last column; seed={seed})")
+        if fits and np.allclose(got, exact, rtol=1e-4, atol=1e-6):
+            raise CheckFailedError(
+                f"with {where}, your function gave the derivative itself, not the central "
+                "difference at that step (for x³/3 it is x² + eps²/3): it steps by a number of "
+                "its own, not by eps.", "use the eps you are given: (f(x + eps·eᵢ) − "
+                "f(x − eps·eᵢ)) / (2·eps).")
+        if fits and np.allclose(got, 0):
+            raise CheckFailedError(
+                f"with {where}, your gradient is all 0: the x you changed is a copy "
+                "(x.reshape(-1) or x.flatten() of a view copies it), so f never saw the change.",
+                "change x itself, x[index] with index from np.ndindex(x.shape), and put it back.")
+        raise CheckFailedError(
+            f"with {where}, your function does not give the central difference"
+            + ("" if fits else " (it raised, or its result has another shape)") + ".",
+            NUMERIC_STUB_HINT)
     return (f"the numeric gradient matches the exact one for a {shape[0]} x {shape[1]} x and a "
-            f"1-D x of {x.size}.")
+            f"1-D x of {size}, and the central difference for eps = 0.1 on a view of x.")
 
 
 __all__ = ["BACKWARD", "BIAS_GRAD", "DENSE", "NUMERIC", "TRANSPOSE",

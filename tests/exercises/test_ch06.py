@@ -1245,3 +1245,42 @@ def test_a_function_the_simulator_lacks_is_named_as_such():
     result = ch06.check_transpose_tiled(transpose_with_a_warp_barrier, seed=1, show=False)
     assert result.status == FAILED, result
     assert "not in Numba's CUDA simulator" in result.hint and "syncthreads" in result.hint
+
+
+def numeric_gradient_with_its_own_step(f, x, eps):
+    """Wrong: eps ignored, a step of 1e-5 always."""
+    grad = np.zeros_like(x, dtype=np.float64)
+    for index in np.ndindex(x.shape):
+        old = x[index]
+        x[index] = old + 1e-5
+        plus = f()
+        x[index] = old - 1e-5
+        minus = f()
+        x[index] = old
+        grad[index] = (plus - minus) / 2e-5
+    return grad
+
+
+def numeric_gradient_on_a_flat_copy(f, x, eps):
+    """Wrong for a view: x.reshape(-1) of a non-contiguous x is a copy, which f never reads."""
+    flat = x.reshape(-1)
+    grad = np.zeros(flat.size)
+    for i in range(flat.size):
+        old = flat[i]
+        flat[i] = old + eps
+        plus = f()
+        flat[i] = old - eps
+        minus = f()
+        flat[i] = old
+        grad[i] = (plus - minus) / (2 * eps)
+    return grad.reshape(x.shape)
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+@pytest.mark.parametrize("function, words", [
+    (numeric_gradient_with_its_own_step, "steps by a number of its own"),
+    (numeric_gradient_on_a_flat_copy, "the x you changed is a copy"),
+])
+def test_numeric_gradient_step_and_copy_mistakes(function, words, seed):
+    result = ch06.check_numeric_gradient(function, seed=seed, show=False)
+    assert result.status == "failed" and words in result.message, result
