@@ -408,6 +408,14 @@ TIMING_MISTAKES = (
             "copy and allocate before the first clock read, and copy back after the second: "
             "only the launches (and the wait for them) belong inside.",
             recognised_from="host code"),
+    Mistake("a wait on a stream none of the launches used",
+            lambda e: not e.waited and e.watch.count("empty_stream_wait"),
+            lambda e: (f"{e.call} waited with `synchronize()` on a stream it made but never "
+                       "gave a launch or a copy: the launches ran on the default stream, so "
+                       "that wait returned at once and the clock did not wait for them"),
+            "wait for the work you launched: `cuda.synchronize()`, or launch on your stream "
+            "(`kernel[blocks, threads, stream](...)`) and wait for that stream.",
+            recognised_from="host code"),
     Mistake("the clock read before the GPU finished (no synchronise)",
             lambda e: e.window is not None and not e.waited,
             "the clock stopped without waiting for the GPU: on a GPU your launches return at "
@@ -426,6 +434,16 @@ TIMING_MISTAKES = (
     Mistake("never waited for the GPU", lambda e: e.window is None and not e.waited,
             lambda e: f"{e.call} never waited for the GPU after its launches", SYNCHRONIZE_HINT,
             recognised_from="host code"),
+    Mistake("a warm-up launch with other argument types than the timed ones",
+            lambda e: (e.window is not None and e.warm_up and e.timed
+                       and not {_argument_types(w) for w in e.launches[:e.warm_up]}
+                       & {_argument_types(e.launches[e.warm_up])}),
+            lambda e: (f"your warm-up launch passed ({_types_said(e.launches[0])}) but the "
+                       f"timed ones ({_types_said(e.launches[e.warm_up])}): Numba compiles a "
+                       "kernel once for each set of argument types, so the first timed launch "
+                       "compiled it again, inside your timed window"),
+            "warm up with the very arguments you time (the same a, x, y and out, of the same "
+            "types: np.float32(a), not 2.0).", recognised_from="host code"),
     Mistake("more launches between the clock reads than repeats",
             lambda e: e.window is not None and e.timed > TIMED_REPEATS,
             lambda e: (f"between your two clock reads there are {e.timed} launches, but repeats "
@@ -515,6 +533,17 @@ TIME_SAXPY = CheckSpec(
           "positive number (the simulator's time is labelled as such)",
     also="no warm-up launch passes with a note (the first launch compiles); timing with CUDA "
          "events is accepted")
+
+
+def _argument_types(launch_) -> tuple:
+    """What Numba compiles a launch for: each argument's type, dtype and number of axes."""
+    return tuple((type(value).__name__, str(getattr(value, "dtype", "")),
+                  getattr(value, "ndim", None)) for value in launch_.arguments)
+
+
+def _types_said(launch_) -> str:
+    return ", ".join(str(dtype) + (" array" if ndim else "") if dtype else name
+                     for name, dtype, ndim in _argument_types(launch_))
 
 
 def _float64_launch(e: Timing) -> tuple[int, str]:

@@ -52,14 +52,23 @@ class HostCodeWatch:
     (a wall-clock read: detail ``(name, seconds)``, or ``("event", None)`` for a CUDA event's
     ``record()``), ``"cpu_clock"`` (``time.process_time`` and the like: CPU time, which stops
     while the CPU waits for the GPU), ``"elapsed"`` (an event's ``elapsed_time``: detail the
-    seconds it gave). The copies
+    seconds it gave), ``"empty_stream_wait"`` (``synchronize()`` of a stream the code made
+    with ``cuda.stream()`` but gave no launch or copy: it returns at once). The copies
     Numba makes itself for NumPy arguments are not events: they show in
     :attr:`HostLaunch.numpy_arguments`. ``copies_back`` holds each ``copy_to_host``'s
-    ``(device array, host array)``."""
+    ``(device array, host array)``; ``streams_made`` the streams ``cuda.stream()`` made,
+    ``streams_used`` those given to a launch or a copy."""
 
     events: list = field(default_factory=list)
     launching: bool = False
     copies_back: list = field(default_factory=list)
+    streams_made: list = field(default_factory=list)
+    streams_used: list = field(default_factory=list)
+
+    def empty_stream(self, stream) -> bool:
+        """Was ``stream`` made here and never given work (a launch, a copy)?"""
+        return (any(stream is made for made in self.streams_made)
+                and not any(stream is used for used in self.streams_used))
 
     def count(self, kind: str) -> int:
         return sum(1 for event, _ in self.events if event == kind)
@@ -99,6 +108,8 @@ class KernelSpy:
             numpy_arguments = tuple(k for k, value in enumerate(args)
                                     if isinstance(value, np.ndarray) and value.ndim > 0)
             blocks, threads = (configuration + (None, None))[:2]
+            if len(configuration) > 2:
+                self.watch.streams_used.append(configuration[2])
             dtypes = tuple(getattr(value, "dtype", None) for value in args)
             self.watch.events.append(("launch", HostLaunch(blocks, threads, numpy_arguments,
                                                            dtypes, args)))
@@ -198,11 +209,35 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
 
     def stream_synchronize(self, *args, **kwargs):
         if mine():
-            watch.events.append(("synchronize", None))
+            watch.events.append(("empty_stream_wait" if watch.empty_stream(self)
+                                 else "synchronize", None))
         return stream_wait(self, *args, **kwargs)
 
     patched.append((stream_class, "synchronize", stream_wait))
     stream_class.synchronize = stream_synchronize
+
+
+def _patch_datetime(watch: HostCodeWatch, owner_thread: int, patched: list) -> None:
+    """``datetime.datetime.now()`` (and ``today``, ``utcnow``) is a wall clock too: the module's
+    ``datetime`` becomes a subclass whose readings are recorded, as seconds since the epoch."""
+    import datetime as datetime_module
+
+    original = datetime_module.datetime
+
+    def reading(name: str):
+        def read(cls, *args, **kwargs):
+            value = getattr(original, name)(*args, **kwargs)
+            if not watch.launching and threading.get_ident() == owner_thread:
+                seconds = value.timestamp() if value.tzinfo else (
+                    value - original(1970, 1, 1)).total_seconds()
+                watch.events.append(("clock", (f"datetime.{name}", seconds)))
+            return value
+        return classmethod(read)
+
+    recording = type("datetime", (original,), {name: reading(name)
+                                               for name in ("now", "today", "utcnow")})
+    patched.append((datetime_module, "datetime", original))
+    datetime_module.datetime = recording
 
 
 def _patch_timeit(clocks: dict, patched: list) -> None:
@@ -228,14 +263,14 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
     """Within this block, record what the learner's host code does: ``cuda.to_device``,
     ``cuda.device_array`` / ``cuda.device_array_like``, ``cuda.synchronize``, device arrays'
     ``copy_to_host``, clock reads (:data:`WALL_CLOCKS`, :data:`CPU_CLOCKS`,
-    :data:`GETTIME_CLOCKS`, ``timeit.default_timer`` and ``timeit.timeit``'s timer, however
-    imported: ``from time import perf_counter`` is rebound in ``function``'s globals too, as are
-    names imported from ``numba.cuda``), CUDA events' records and waits (``cuda.event(timing=
-    True)`` and ``cuda.event_elapsed_time`` work in the simulator too), and every launch of one
-    of ``kernels`` made through a global name of ``function`` (bound to a :class:`KernelSpy`
-    meanwhile). Only calls from the thread that entered the block count, and none made by Numba
-    during a launch. Everything is restored on exit. Numba's own functions still do the work, so
-    it behaves the same in both tiers."""
+    :data:`GETTIME_CLOCKS`, ``timeit.default_timer`` and ``timeit.timeit``'s timer,
+    ``datetime.datetime.now()``, however imported: ``from time import perf_counter`` is rebound
+    in ``function``'s globals too, as are names imported from ``numba.cuda``), CUDA events'
+    records and waits (``cuda.event(timing=True)`` and ``cuda.event_elapsed_time`` work in the
+    simulator too), and every launch of one of ``kernels`` made through a global name of
+    ``function`` (bound to a :class:`KernelSpy` meanwhile). Only calls from the thread that
+    entered the block count, and none made by Numba during a launch. Everything is restored on
+    exit. Numba's own functions still do the work, so it behaves the same in both tiers."""
     import time
 
     from numba import cuda
@@ -244,7 +279,7 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
     owner_thread = threading.get_ident()
     patched: list[tuple[object, str, object]] = []
 
-    def patch(owner, name, kind, with_shape=True):
+    def patch(owner, name, kind, with_shape=True, stream_at=99):
         original = getattr(owner, name)
 
         def recorded(*args, **kwargs):
@@ -252,6 +287,10 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
             if counted:
                 detail = getattr(args[0], "shape", args[0]) if with_shape and args else None
                 watch.events.append((kind, detail))
+                # the stream a copy is given: to_device(obj, stream), copy_to_host(ary, stream)
+                stream = kwargs.get("stream", args[stream_at] if stream_at < len(args) else 0)
+                if stream:
+                    watch.streams_used.append(stream)
             result = original(*args, **kwargs)
             if counted and kind == "copy_to_host":
                 watch.copies_back.append((args[0], result))
@@ -265,11 +304,20 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
     namespace = getattr(function, "__globals__", {})
     rebound: list[tuple[str, object]] = []
     try:
-        patch(cuda, "to_device", "to_device")
+        patch(cuda, "to_device", "to_device", stream_at=1)
         patch(cuda, "device_array", "allocate")
         patch(cuda, "device_array_like", "allocate")
         patch(cuda, "synchronize", "synchronize", with_shape=False)
-        patch(array_class, "copy_to_host", "copy_to_host")  # args[0] is the device array
+        patch(array_class, "copy_to_host", "copy_to_host", stream_at=2)  # args[0]: the array
+        make_stream = cuda.stream
+
+        def stream(*args, **kwargs):
+            made = make_stream(*args, **kwargs)
+            watch.streams_made.append(made)
+            return made
+
+        patched.append((cuda, "stream", make_stream))
+        cuda.stream = stream
         _patch_events(watch, owner_thread, patched)
         clocks = {name: getattr(time, name)
                   for name in WALL_CLOCKS + CPU_CLOCKS + GETTIME_CLOCKS if hasattr(time, name)}
@@ -277,6 +325,7 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
             setattr(time, name, _recorded_clock(watch, name, original, owner_thread))
             patched.append((time, name, original))
         _patch_timeit(clocks, patched)
+        _patch_datetime(watch, owner_thread, patched)
         # Names imported from `time`, `timeit` or `numba.cuda` are rebound to the recording
         # ones: `from time import perf_counter as pc`, `from numba.cuda import synchronize`.
         replaced = {id(original): getattr(owner, name) for owner, name, original in patched

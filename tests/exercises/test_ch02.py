@@ -915,11 +915,24 @@ def time_timeit_timeit(kernel, a, x, y, repeats=5):  # right: `timeit.timeit`, w
     return d_out.copy_to_host(), total / repeats
 
 
+def time_datetime_now(kernel, a, x, y, repeats=5):  # right: a wall clock through datetime
+    import datetime
+
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    start = datetime.datetime.now()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (datetime.datetime.now() - start).total_seconds() / repeats
+    return d_out.copy_to_host(), seconds
+
+
 @pytest.mark.skipif(not hasattr(time, "CLOCK_MONOTONIC"), reason="no clock_gettime")
 @pytest.mark.parametrize("function, clock", [(time_events_with_timing, "CUDA events"),
                                              (time_event_elapsed_time, "CUDA events"),
                                              (time_clock_gettime_monotonic, "the clock"),
-                                             (time_timeit_timeit, "the clock")])
+                                             (time_timeit_timeit, "the clock"),
+                                             (time_datetime_now, "the clock")])
 def test_timing_clocks_and_events_written_differently_pass(function, clock):
     import timeit
 
@@ -927,7 +940,10 @@ def test_timing_clocks_and_events_written_differently_pass(function, clock):
     assert result.passed, str(result)
     assert f"timed with {clock}" in result.message and "Note:" not in result.message
     # everything the check patched is restored
+    import datetime
+
     assert timeit.default_timer is time.perf_counter
+    assert datetime.datetime.__bases__ == (datetime.date,)
     assert timeit.Timer.__init__.__defaults__[2] is time.perf_counter
     assert "built-in" in repr(time.time) and "built-in" in repr(time.clock_gettime)
 
@@ -1192,3 +1208,55 @@ def test_saxpy_and_copy_methods_fail_with_their_mistake(check, kernel, words, se
     result = check(kernel, seed=seed, show=False)
     assert result.status == "failed", result
     assert words in result.message + result.hint, result
+
+
+def time_waiting_on_an_empty_stream(kernel, a, x, y, repeats=5):
+    """Wrong: the launches run on the default stream; the wait is on a stream with no work."""
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    stream = cuda.stream()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    stream.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def time_on_its_own_stream(kernel, a, x, y, repeats=5):  # right: launched on a stream, waited
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    stream = cuda.stream()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256, stream](a, d_x, d_y, d_out)
+    stream.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def test_a_wait_on_a_stream_with_no_work_fails_and_one_with_the_launches_passes():
+    result = check_time_saxpy(time_waiting_on_an_empty_stream, seed=2, show=False)
+    assert result.status == "failed" and "never gave a launch or a copy" in result.message, (
+        str(result))
+    assert check_time_saxpy(time_on_its_own_stream, seed=2, show=False).passed
+
+
+def time_warm_up_with_a_python_float(kernel, a, x, y, repeats=5):
+    """Wrong: the warm-up passes 2.0 (float64) and the timed launches a float32 a: another
+    specialisation, compiled inside the timed window."""
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = (x.shape[0] + 255) // 256
+    kernel[blocks, 256](2.0, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def test_a_warm_up_with_other_argument_types_fails():
+    result = check_time_saxpy(time_warm_up_with_a_python_float, seed=2, show=False)
+    assert result.status == "failed" and "compiled it again" in result.message, str(result)
+    assert "float, float32 array" in result.message, str(result)
