@@ -53,6 +53,7 @@ from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedE
 from gpulab.exercises.running import launch, padded, run_elementwise, trace_trial
 from gpulab.exercises.source_rules import (
     KernelSource,
+    adds_into,
     count_calls,
     hard_coded_block,
     hard_coded_size,
@@ -222,6 +223,14 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
     def run(trial: Trial) -> Trial:
         x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
         out = run_elementwise(kernel, trial, x, y)
+        out_name = source.parameters[2] if len(source.parameters) > 2 else "out"
+        if np.isnan(out).all() and (adds_into(source, out_name) or count_calls(source, "add")):
+            raise CheckFailedError(
+                f"out holds NaN everywhere: your kernel adds into `{out_name}` (`+=` or an "
+                "atomic add) instead of storing into it, and a new device array holds whatever "
+                f"was in memory before (NaN in this check) ({trial}).",
+                "store the product into out at your element with `=`: adding onto it needs a "
+                "start of 0 that nothing here gives.")
         if failure := diagnose_vector(reference.multiply(x, y), out, trial,
                                       mistakes=MULTIPLY_MISTAKES, inputs={"x": x, "y": y}):
             raise failure

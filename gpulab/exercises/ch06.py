@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import memory_model, reference
-from gpulab.exercises.evidence import as_numbers
+from gpulab.exercises.evidence import OutputWrites, as_numbers
 from gpulab.exercises.grid_stride import (
     more_than_their_share,
     one_element_each,
     written_by_several,
 )
-from gpulab.exercises.mistakes import Mistake, diagnose
+from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import (
     IDENTITY,
     PAD_VALUE,
@@ -573,8 +573,22 @@ BIAS_GRAD_MISTAKES = (
             "sum in a local variable (a register) and write db once, after the loop: one store "
             "per thread instead of one per row.", recognised_from="trace"),
 )
+BIAS_GRAD_SHARE_HINT = (
+    "one thread per column: each thread sums the column its global index gives, and no thread "
+    "loops over the columns of others.")
+BIAS_GRAD_SHARE_MISTAKES = (more_than_their_share(BIAS_GRAD_SHARE_HINT),
+                            one_element_each(BIAS_GRAD_SHARE_HINT))
+
+
+class ColumnWrites(OutputWrites):
+    """The columns of db each thread wrote, traced on a small launch."""
+
+    ITEM, SPELLED, DONE = "column", "db[{}]", "written"
+
+
 BIAS_GRAD = CheckSpec(
-    "bias_grad", "bias_grad(dZ, db)", BIAS_GRAD_STUB_HINT, BIAS_GRAD_MISTAKES, parameters=2,
+    "bias_grad", "bias_grad(dZ, db)", BIAS_GRAD_STUB_HINT,
+    BIAS_GRAD_MISTAKES + BIAS_GRAD_SHARE_MISTAKES, parameters=2,
     title="3. bias gradient", call="check_bias_grad(my_bias_grad)",
     holds="db = dZ's column sums, one thread per column (the block size drawn, the number of "
           "columns not a multiple of it, fewer rows than columns, an odd number of them, over "
@@ -614,13 +628,15 @@ def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
     db = (watched.copy_to_host() if watched is not None else
           read_back(d_db_all, (cols,), trial, what="db", hint=BIAS_GRAD_EDGE_HINT))
     evidence = ColumnSums(db.astype(np.float64), dZ, trial, source, watched)
-    BIAS_GRAD.reject(evidence)
+    reject(BIAS_GRAD_MISTAKES, evidence)
     # the method: one write of db per thread, on a small traced launch
     small = Trial("check_bias_grad", seed, (13,), (8,), np.dtype(dtype), trial.rng)
+    reject_unshared_work(BIAS_GRAD_SHARE_MISTAKES, kernel, small, dZ[:5, :13].copy(),
+                         np.zeros(13, dtype), evidence=ColumnWrites)  # columns of others first
     traced = trace_trial(kernel, small, dZ[:5, :13].copy(), np.zeros(13, dtype))
     evidence.writes = 0 if traced.error is not None else max(  # an atomic is a write too
         (c["global_writes"] + c["atomics"] for c in traced.per_thread().values()), default=0)
-    BIAS_GRAD.reject(evidence)
+    reject(BIAS_GRAD_MISTAKES, evidence)
     return (f"all {cols} column sums right, one owner per column, one write each "
             f"({trial}).")
 

@@ -1263,3 +1263,16 @@ def test_multiply_two_elements_per_thread_fails(seed):
     result = check_multiply(multiply_two_per_thread, seed=seed, show=False)
     assert result.status == "failed", result
     assert "2 elements written by one thread" in result.message and "one each" in result.message
+
+
+@cuda.jit
+def multiply_by_atomic_add(x, y, out):
+    """Wrong: adds the product onto out's starting value (whatever memory held) with an atomic."""
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        cuda.atomic.add(out, i, x[i] * y[i])
+
+
+def test_multiply_added_into_out_is_told_it_adds_instead_of_storing():
+    result = check_multiply(multiply_by_atomic_add, seed=1, show=False)
+    assert result.status == "failed" and "adds into `out`" in result.message, result

@@ -1284,3 +1284,23 @@ def numeric_gradient_on_a_flat_copy(f, x, eps):
 def test_numeric_gradient_step_and_copy_mistakes(function, words, seed):
     result = ch06.check_numeric_gradient(function, seed=seed, show=False)
     assert result.status == "failed" and words in result.message, result
+
+
+@cuda.jit
+def bias_grad_block_leader(dZ, db):
+    """Wrong method, right sums: thread 0 of each block sums every column of its block."""
+    if cuda.threadIdx.x == 0:
+        c0 = cuda.blockIdx.x * cuda.blockDim.x
+        for c in range(c0, min(c0 + cuda.blockDim.x, dZ.shape[1])):
+            total = 0.0
+            for r in range(dZ.shape[0]):
+                total += dZ[r, c]
+            db[c] = total
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_bias_grad_by_one_thread_a_block_is_named_as_such(seed):
+    result = ch06.check_bias_grad(bias_grad_block_leader, seed=seed, show=False)
+    assert result.status == "failed" and "8 columns written by one thread" in result.message, (
+        result)
+    assert "inside the loop" not in result.message
