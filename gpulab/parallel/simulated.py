@@ -502,11 +502,16 @@ class Comm:
                        lambda: message.taken)
 
     def Isend(self, buf, dest: int, tag: int = 0) -> Request:
-        return self._post_request(self._buffer_message(buf, dest, tag), "Isend", "Wait")
+        return self._post_request(self._buffer_message(buf, dest, tag), "Isend", "Wait",
+                                  _contiguous(buf, self._rank, "the send buffer"))
 
-    def _post_request(self, message: _Message, call: str, wait: str) -> Request:
+    def _post_request(self, message: _Message, call: str, wait: str,
+                      buffer: np.ndarray | None = None) -> Request:
         """Post ``message`` now; its request (``call``: Isend, isend) finishes when the
-        receiver has taken it (``wait`` names the wait in a deadlock report)."""
+        receiver has taken it (``wait`` names the wait in a deadlock report). The message is
+        copied when posted; with ``buffer`` (Isend's), the request's completion checks the
+        buffer still holds it: MPI may read a send buffer until then, so a rank that writes
+        into it before is told so (on a real MPI what arrives would be undefined)."""
         world, dest = self.world, message.dest
         with world.cond:
             world.post(message)
@@ -515,6 +520,12 @@ class Comm:
             with world.cond:
                 world.wait(self._rank, f"{wait} for an {call} to rank {dest} (until rank {dest} "
                            "receives it)", lambda: message.taken)
+            if buffer is not None and buffer.tobytes() != message.payload:
+                raise CommError(
+                    f"rank {self._rank}: the send buffer of an {call} to rank {dest} changed "
+                    f"before its {wait}(): MPI may read a send buffer until its request "
+                    "completes, so what arrives is undefined; wait for the request before "
+                    "writing into the buffer again (or send from another one)")
 
         return self._request(finish, lambda: message.taken, f"an {call} to rank {dest}")
 

@@ -1019,3 +1019,30 @@ def add_chunk_rewriting_the_neighbour(data, incoming, offset, length):
 def test_add_chunk_method_mistakes(kernel, words, seed):
     result = ch11.check_add_chunk(kernel, seed=seed, show=False)
     assert result.status == "failed" and words in result.message, result
+
+
+def ring_refilling_one_send_buffer(comm, x):
+    """Wrong: one send buffer refilled every step while the earlier Isends are still pending
+    (waited for only at the end): MPI may read a send buffer until its request completes."""
+    n, rank = comm.Get_size(), comm.Get_rank()
+    right, left = (rank + 1) % n, (rank - 1) % n
+    chunks = np.array_split(np.arange(x.size), n)
+    data = x.astype(np.float64).copy()
+    send = np.empty(max(c.size for c in chunks))
+    requests = []
+    for step in range(n - 1):
+        out_chunk, in_chunk = chunks[(rank - step) % n], chunks[(rank - step - 1) % n]
+        send[:out_chunk.size] = data[out_chunk]
+        requests.append(comm.Isend(send[:out_chunk.size], dest=right, tag=step))
+        incoming = np.empty(in_chunk.size)
+        comm.Recv(incoming, source=left, tag=step)
+        data[in_chunk] += incoming
+    for request in requests:
+        request.Wait()
+    return data / n
+
+
+def test_a_send_buffer_reused_before_its_wait_is_told():
+    result = ch11.check_ring_allreduce(ring_refilling_one_send_buffer, seed=1, show=False)
+    assert result.status == "failed" and "changed before its Wait()" in result.message, (
+        result.message)

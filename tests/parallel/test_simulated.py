@@ -163,3 +163,21 @@ def test_requests_wait_as_mpi4py_s_class_methods_do():
                                   allow_collectives=False, timeout_s=10.0)
     assert results.ok, results.errors
     assert [float(v[0]) for v in results.returns] == [2.0, 0.0, 1.0]
+
+
+def test_an_isend_buffer_written_before_its_wait_is_told():
+    def ring(comm):
+        buffer = np.zeros(4)
+        received = np.zeros(4)
+        right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+        requests = []
+        for step in range(2):
+            buffer[:] = comm.rank + step  # refilled while the last Isend may still read it
+            requests.append(comm.Isend(buffer, dest=right, tag=step))
+            comm.Recv(received, source=left, tag=step)
+        for request in requests:
+            request.Wait()
+
+    result = run_ranks(3, ring, timeout_s=5)
+    rank, error = result.first_error()
+    assert isinstance(error, CommError) and "changed before its Wait()" in str(error), error
