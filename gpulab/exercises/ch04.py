@@ -17,7 +17,7 @@ import ml_dtypes
 import numpy as np
 
 from gpulab import device, formats, reference
-from gpulab.exercises.evidence import OutputWrites, is_number
+from gpulab.exercises.evidence import OutputWrites, is_number, shown_apart
 from gpulab.exercises.grid_stride import (
     more_than_their_share,
     one_element_each,
@@ -558,14 +558,6 @@ FP8_VARIANTS = ("float8_e4m3", "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_
 
 
 
-def _shown_apart(value: float, other: float) -> str:
-    """``value`` with as many significant digits as it takes (4 to 9) to read differently from
-    ``other``: 447.97, not 448, beside 448."""
-    for digits in range(4, 10):
-        if f"{value:.{digits}g}" != f"{other:.{digits}g}":
-            return f"{value:.{digits}g}"
-    return f"{value:.10g}"
-
 @dataclass
 class ScaleGuess:
     """A wrong scale from the learner's quantiser with the tensor x (float64) it was for; ``at``
@@ -643,11 +635,11 @@ SCALE_MISTAKES = (
                        "less than half of its range (up to 448): small values lose precision or "
                        "flush to zero"), SCALE_HINT),
     Mistake("max|x| mapped beyond 448 (overflow)", lambda e: e.ratio > E4M3.max_value,
-            lambda e: (f"{e.at}. It maps max|x| to {_shown_apart(e.ratio, 448)}, beyond "
+            lambda e: (f"{e.at}. It maps max|x| to {shown_apart(e.ratio, 448)}, beyond "
                        "E4M3's largest value, 448: those values overflow (to NaN) or are "
                        "clipped"), SCALE_HINT),
     Mistake("max|x| mapped below 448", lambda e: True,
-            lambda e: (f"{e.at}. It maps max|x| to {_shown_apart(e.ratio, 448)}, not to "
+            lambda e: (f"{e.at}. It maps max|x| to {shown_apart(e.ratio, 448)}, not to "
                        "E4M3's largest value, 448" + (", so less than half of E4M3's range "
                                 "is used: small values lose precision or flush to zero"
                                 if e.ratio < E4M3.max_value / 2 else

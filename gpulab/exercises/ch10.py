@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import device, formats
-from gpulab.exercises.evidence import GridStride
+from gpulab.exercises.evidence import GridStride, shown_apart
 from gpulab.exercises.grid_stride import grid_stride_mistakes
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import CheckFailedError, offer_trace
@@ -486,7 +486,8 @@ class ScaleAnswer:
 
     @property
     def summary(self) -> str:
-        return f"{self.at}: expected scale {self.want:.6g}, got {self.got:.6g}"
+        return (f"{self.at}: expected scale {shown_apart(self.want, self.got)}, got "
+                f"{shown_apart(self.got, self.want)}")
 
     @property
     def margin_factor(self) -> float:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpulab.exercises.evidence import is_number
+from gpulab.exercises.evidence import expected_got, is_number, shown_apart
 from gpulab.exercises.grid_stride import more_than_their_share, written_by_several
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.outputs import elementwise_tolerance
@@ -334,7 +334,8 @@ class RingRun:
         wrong = np.flatnonzero(~np.isclose(out, want, rtol=TOLERANCE, atol=TOLERANCE))
         span = f"{wrong[0]}..{wrong[-1]}" if len(wrong) > 1 else f"{wrong[0]}"
         return (f"rank {rank} is wrong at {len(wrong)} of {self.n} elements ({span}): expected "
-                f"{want[wrong[0]]:.6g} at element {wrong[0]}, got {out[wrong[0]]:.6g}")
+                f"{shown_apart(want[wrong[0]], out[wrong[0]])} at element {wrong[0]}, got "
+                f"{shown_apart(out[wrong[0]], want[wrong[0]])}")
 
     # -- the traffic -------------------------------------------------------------------------
 
@@ -762,8 +763,8 @@ class ChunkAdd:
         k = int(bad[0])
         part = "inside" if self.offset <= k < self.offset + self.length else "outside"
         return (f"{len(bad)} elements of data are wrong, the first data[{k}] ({part} the chunk "
-                f"data[{self.offset}:{self.offset + self.length}]): expected "
-                f"{self.expected[k]:.6g}, got {self.got[k]:.6g}")
+                f"data[{self.offset}:{self.offset + self.length}]): "
+                f"{expected_got(self.expected[k], self.got[k])}")
 
 
 ADD_CHUNK_MISTAKES = (

@@ -180,6 +180,20 @@ class InputReads(GridStride):
     ITEM, SPELLED, DONE = "element", "x[{}]", "read"
 
 
+def shown_apart(value: float, other: float) -> str:
+    """``value`` with as many significant digits as it takes (4 to 9) to read differently from
+    ``other``: 447.97, not 448, beside 448; -0.34627914 beside -0.34627911."""
+    for digits in range(4, 10):
+        if f"{value:.{digits}g}" != f"{other:.{digits}g}":
+            return f"{value:.{digits}g}"
+    return f"{value:.17g}"
+
+
+def expected_got(expected: float, got: float) -> str:
+    """``expected E, got G`` with digits enough to tell the two apart."""
+    return f"expected {shown_apart(expected, got)}, got {shown_apart(got, expected)}"
+
+
 def _by_several(who: dict) -> dict:
     return {index: threads for index, threads in who.items() if len(threads) > 1}
 
@@ -191,4 +205,4 @@ def _first_of_several(shared: dict, element: str) -> str:
 
 
 __all__ = ["GridStride", "InputReads", "OutputWrites", "TracedWrites", "as_numbers",
-           "is_number", "is_whole"]
+           "expected_got", "is_number", "is_whole", "shown_apart"]

@@ -29,3 +29,11 @@ def test_a_grid_stride_trace_finds_its_step_and_the_elements_two_threads_touched
     assert loop.step == 4  # the block's size: blocks 0 and 1 redo each other's elements
     assert sorted(loop.shared) == [4, 8] and loop.busy == [(0, 0), (0, 1), (1, 0)]
     assert loop.example("x[{}]").startswith("x[4] by ")
+
+
+def test_numbers_are_shown_with_digits_enough_to_differ():
+    from gpulab.exercises.evidence import expected_got, shown_apart
+
+    assert shown_apart(447.97, 448) == "447.97" and shown_apart(448.0, 447.97) == "448"
+    assert expected_got(-0.34627914, -0.34627911) == "expected -0.34627914, got -0.34627911"
+    assert expected_got(2.0, 2.0) == "expected 2, got 2"
