@@ -1025,9 +1025,11 @@ EVALUATE_CRASH_MISTAKES = (
                        f"label's logit is {BIG_LOGIT:g} below its largest: exp of the raw "
                        f"logits overflowed (e^{BIG_LOGIT:g}), or a sum or the label's "
                        f"probability underflowed to 0 (e^-{BIG_LOGIT:g}) and its log is "
-                       "undefined: subtract the row's largest logit before exp, and take the "
-                       "loss as log(Σ exp(z − m)) + m − z[label], never as the log of a "
-                       "probability"), LOSS_HINT),
+                       "undefined: subtract the row's largest logit before exp (a running "
+                       "maximum starts at the row's first logit: one that starts at 0 stays 0 "
+                       f"on a row near -{BIG_LOGIT:g}), and take the loss as "
+                       "log(Σ exp(z − m)) + m − z[label], never as the log of a probability"),
+            LOSS_HINT),
     Mistake("a hard-coded batch or class count that runs past the batch's end (an IndexError "
             "in the simulator)",
             lambda e: e.past_the_end and _hard_coded_count(e.source) is not None,
