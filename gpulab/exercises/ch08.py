@@ -171,6 +171,7 @@ class Parts:
     bf16_compute: float | None
     peak_transfer: float
     update_launches: int = 0  # the optimiser's update kernels among ``launches``
+    device_transfer: float = 0.0  # the copy at the GPU's own memory bandwidth (a mistake)
 
     @classmethod
     def of(cls, widths, gpu) -> Parts:
@@ -195,7 +196,8 @@ class Parts:
                    copied / spec.host_pageable_bytes_per_s,
                    forward / spec.peak_flops_for("fp32"), bf16,
                    copied / spec.host_link_bytes_per_s,
-                   sum(k.phase == "update" for k in one))
+                   sum(k.phase == "update" for k in one),
+                   copied / spec.memory_bandwidth_bytes_per_s)
 
     @property
     def work(self) -> float:
@@ -340,6 +342,11 @@ CROSSOVER_ANSWERS = (
                 "the batch is an ordinary NumPy array (pageable memory): the driver copies it "
                 "through a staging buffer at gpu.host_pageable_bytes_per_s, well below the "
                 "link's peak gpu.host_link_bytes_per_s (which pinned memory nears)."),
+    WrongAnswer("the copy at the GPU's memory bandwidth",
+                lambda p: _over(p, p.compute, p.memory, p.device_transfer),
+                "the copy from the host crosses the host link (PCIe or NVLink-C2C), from "
+                "pageable memory at gpu.host_pageable_bytes_per_s: the GPU's own memory "
+                "bandwidth (memory_bandwidth_bytes_per_s) is for the kernels' traffic."),
     WrongAnswer("the FLOPs alone (compute)", lambda p: _over(p, p.compute),
                 "compare all three per-sample parts (compute, device memory, the copy from the "
                 "host) and take the largest."),
@@ -380,10 +387,16 @@ class Crossovers:
                 f"{plain(self.got[k])}")
 
 
-def _named(answer: WrongAnswer) -> Mistake:
-    return Mistake(answer.did, lambda e: e.explained_by(answer),
-                   lambda e: f"{e.said()}, which is what {answer.did} gives, in every case drawn",
-                   answer.hint)
+def _named(answer: WrongAnswer, answers: tuple[WrongAnswer, ...] = ()) -> Mistake:
+    """The mistake of ``answer``; its message also names the others of ``answers`` that give
+    the same predictions in every case drawn (the cases cannot tell them apart)."""
+    def message(e) -> str:
+        alike = [other.did for other in answers
+                 if other is not answer and e.explained_by(other)]
+        also = f" (or {', or '.join(alike)}: here they give the same)" if alike else ""
+        return f"{e.said()}, which is what {answer.did} gives{also}, in every case drawn"
+
+    return Mistake(answer.did, lambda e: e.explained_by(answer), message, answer.hint)
 
 
 # Tried when every prediction is within the tolerance: a mistake whose answers land inside
@@ -408,7 +421,7 @@ CROSSOVER_NEAR_MISTAKES = tuple(
                 f"Those land within a factor {TOLERANCE} of the model, but the count is not "
                 "the step's"), answer.hint)
     for answer in CROSSOVER_NEAR_ANSWERS)
-LAUNCH_BOUND_MISTAKES = tuple(map(_named, CROSSOVER_ANSWERS)) + (
+LAUNCH_BOUND_MISTAKES = tuple(_named(a, CROSSOVER_ANSWERS) for a in CROSSOVER_ANSWERS) + (
     Mistake("a time (or a share of one) instead of a batch size",
             lambda e: e.got[e.wrong] < 1,
             lambda e: f"{e.said()}: less than one sample",
@@ -516,6 +529,15 @@ THROUGHPUT_ANSWERS = (
     WrongAnswer("the copy overlapping the launches and the kernels",
                 lambda p, b: b / max(p.launch, b * p.work, b * p.transfer),
                 NO_OVERLAP + "."),
+    WrongAnswer("the copy counted once per step, not per sample",
+                lambda p, b: b / (max(p.launch, b * p.work) + p.transfer),
+                "the copy moves every sample of the batch: its time is the batch times one "
+                "sample's copy (cost.step_transfer_bytes grows with the batch)."),
+    WrongAnswer("the copy at the GPU's memory bandwidth",
+                lambda p, b: b / _step(p, b, copy=p.device_transfer),
+                "the copy from the host crosses the host link, from pageable memory at "
+                "gpu.host_pageable_bytes_per_s; memory_bandwidth_bytes_per_s is the GPU's own "
+                "memory, for the kernels' traffic."),
     WrongAnswer("the copy at the link's peak instead of the pageable rate",
                 lambda p, b: b / _step(p, b, copy=p.peak_transfer),
                 "the batch is an ordinary NumPy array (pageable memory), copied at "
@@ -625,7 +647,7 @@ class Throughputs:
 # A prediction this close (relative) to a known wrong formula's, at every case and batch, is
 # that formula, however close to the model the numbers land.
 FOLLOWS = 1e-6
-THROUGHPUT_MISTAKES = tuple(map(_named, THROUGHPUT_ANSWERS)) + (
+THROUGHPUT_MISTAKES = tuple(_named(a, THROUGHPUT_ANSWERS) for a in THROUGHPUT_ANSWERS) + (
     Mistake("another answer", lambda e: True,
             lambda e: f"{e.said()} (more than a factor {TOLERANCE} away)", THROUGHPUT_STUB_HINT),
 )

@@ -900,3 +900,23 @@ def test_the_model_called_at_run_time_is_told(check, function, name, seed):
     assert f"called gpulab's own `gpulab.nn.cost.{name}`" in result.message, result
     assert cost.estimate_step.__module__ == "gpulab.nn.cost"
     assert "spy" not in cost.estimate_step.__code__.co_name  # put back after the check
+
+
+def launch_bound_copy_at_device_bandwidth(widths, gpu):
+    """Wrong: the copy from the host at the GPU's own memory bandwidth."""
+    spec = hardware.get_gpu(gpu)
+    one, two = cost.step_kernels(widths, 1), cost.step_kernels(widths, 2)
+    launch = len(one) * hardware.LAUNCH_OVERHEAD_S
+    flops = sum(k.flops for k in two) - sum(k.flops for k in one)
+    moved = sum(k.bytes_moved for k in two) - sum(k.bytes_moved for k in one)
+    copied = cost.step_transfer_bytes(widths, 2) - cost.step_transfer_bytes(widths, 1)
+    per_sample = max(flops / spec.peak_flops_for("fp32"),
+                     moved / spec.memory_bandwidth_bytes_per_s,
+                     copied / spec.memory_bandwidth_bytes_per_s)
+    return math.ceil(launch / per_sample)
+
+
+def test_answers_that_give_the_same_predictions_are_named_together():
+    result = ch08.check_launch_bound(launch_bound_copy_at_device_bandwidth, seed=1, show=False)
+    assert result.status == FAILED, result
+    assert "the copy at the GPU's memory bandwidth" in result.message, result.message
