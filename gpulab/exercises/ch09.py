@@ -152,6 +152,13 @@ ACTIVATION_MISTAKES = (
             lambda e: f"{e.summary}: the logits are counted twice",
             "the last layer's Z (X @ W) and the logits (Z + b) are two arrays: count each "
             "once, then the probabilities once."),
+    Mistake("the losses counted as float32 whatever the itemsize",
+            lambda e: e.itemsize != 4 and e.is_(e.expected + e.batch * (4 - e.itemsize), 1),
+            lambda e: (f"{e.summary}: that counts the per-sample losses as 4-byte float32 "
+                       f"values, but these are {e.itemsize}-byte values"
+                       + (" (or the labels were counted too: here the two give the same)"
+                          if e.itemsize == 2 else "")),
+            "every value kept, the per-sample losses too, takes itemsize bytes."),
     Mistake("the labels counted", lambda e: any(e.is_(e.expected + e.batch * k, 1)
                                                  for k in (e.itemsize, 8)),
             lambda e: f"{e.summary}: one value per sample too many, the labels?",
@@ -285,6 +292,12 @@ class Accumulation:
                 and self.sizes[-1] <= self.k + 1)
 
     @property
+    def cast_to(self) -> str | None:
+        """The dtype the learner's micro-batches had instead of the batch's, if any."""
+        return next((str(x.dtype) for x in self.recorder.inputs
+                     if getattr(x, "dtype", self.X.dtype) != self.X.dtype), None)
+
+    @property
     def each_sample_once(self) -> bool:
         def rows(arrays):
             return sorted(np.ascontiguousarray(row).tobytes() for a in arrays for row in a)
@@ -358,6 +371,10 @@ ACCUMULATION_MISTAKES = (
             "only compute the gradients: no optimiser step, no update of the weights."),
     Mistake("no forward pass", lambda e: e.passes == 0, "the model never ran a forward pass",
             "run the model's loss on each part, then its backward pass."),
+    Mistake("the samples cast to another dtype", lambda e: e.cast_to is not None,
+            lambda e: (f"your micro-batches reached the model as {e.cast_to}, but the batch is "
+                       f"{e.X.dtype}: a cast changes the values, and so the gradients"),
+            "pass the model slices of X itself (X[part], y[part]), as they are."),
     Mistake("the micro-batch count used as the micro-batch size (or the other way round)",
             lambda e: e.parts_of_k,
             lambda e: (f"you ran {e.passes} forward passes of about {e.k} samples ({e.parts}), "

@@ -759,3 +759,33 @@ def test_accumulate_two_per_thread_fails(seed):
     result = ch09.check_accumulate(accumulate_two_per_thread, seed=seed, show=False)
     assert result.status == "failed", result
     assert "2 elements written by one thread" in result.message, result
+
+
+def activation_bytes_losses_in_float32(widths, batch_size, itemsize):
+    """Wrong: the per-sample losses counted as 4 bytes each, whatever the itemsize."""
+    values = widths[0] + sum(widths[1:]) + sum(widths[1:-1]) + 2 * widths[-1]
+    return batch_size * (values * itemsize + 4)
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_losses_counted_in_float32_are_named(seed):
+    result = ch09.check_activation_bytes(activation_bytes_losses_in_float32, seed=seed,
+                                         show=False)
+    assert result.status == "failed" and "4-byte float32" in result.message, result.message
+
+
+def accumulated_on_float32_copies(model, X, y, micro_batches):
+    """Wrong: each micro-batch cast to float32 before the model sees it."""
+    total = None
+    for part in np.array_split(np.arange(len(y)), micro_batches):
+        model.loss(X[part].astype(np.float32), y[part])
+        model.backward()
+        grads = {k: v * (len(part) / len(y)) for k, v in model.gradients().items()}
+        total = grads if total is None else {k: total[k] + grads[k] for k in total}
+    return total
+
+
+def test_micro_batches_cast_to_another_dtype_are_named():
+    result = ch09.check_accumulated_gradients(accumulated_on_float32_copies, seed=1, show=False)
+    assert result.status == "failed" and "reached the model as float32" in result.message, (
+        result.message)
