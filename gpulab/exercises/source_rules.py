@@ -273,10 +273,30 @@ def hard_coded_block(source: KernelSource) -> str | None:
     return None
 
 
+def _halving_loop_tests(source: KernelSource) -> set[int]:
+    """The ids of the tests of ``while`` loops that halve the variable they test (``while s >
+    16: ... s //= 2``): a tree's stride stopping at a warp, not a problem size."""
+    tests = set()
+    for node in source.walk():
+        if isinstance(node, ast.While):
+            halved = {statement.target.id for statement in ast.walk(node)
+                      if isinstance(statement, ast.AugAssign)
+                      and isinstance(statement.op, ast.FloorDiv | ast.RShift)
+                      and isinstance(statement.target, ast.Name)}
+            if any(isinstance(name, ast.Name) and name.id in halved
+                   for name in ast.walk(node.test)):
+                tests.add(id(node.test))
+    return tests
+
+
 def hard_coded_size(source: KernelSource) -> str | None:
     """The first line that compares a variable with a whole number bigger than 1 (``if i <
-    300:``): a problem size typed into the kernel."""
+    300:``): a problem size typed into the kernel. A halving loop's test (``while s > 16``)
+    is not one."""
+    halving = _halving_loop_tests(source)
     for node in source.walk():
+        if id(node) in halving:
+            continue
         if isinstance(node, ast.Compare) and any(
                 isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) for op in node.ops):
             sides = [node.left, *node.comparators]

@@ -283,3 +283,18 @@ def test_fixed_step_names_a_grid_size_typed_in_not_a_blocked_inner_loop():
     assert fixed_step(kernel_source(copy_stepping_by_1024_in_a_while, 2)) == "i += 1024"
     assert fixed_step(kernel_source(rows_summed_in_blocks_of_128, 3)) is None
     assert fixed_step(kernel_source(copy_stepping_by_the_grid, 2)) is None
+
+
+@cuda.jit
+def halving_then_fixed(x, out):
+    i = cuda.grid(1)
+    s = cuda.blockDim.x // 2
+    while s > 16:
+        s //= 2
+    if i < 300:
+        out[i] = x[i]
+
+
+def test_a_halving_loops_test_is_not_a_problem_size():
+    source = source_rules.kernel_source(halving_then_fixed, 2)
+    assert source_rules.hard_coded_size(source) == "if i < 300:"
