@@ -416,6 +416,14 @@ RING_MISTAKES = (
             lambda r: (f"rank {r.first_rank(lambda o: o.dtype != np.float64)} returned "
                        f"{r.outs[r.first_rank(lambda o: o.dtype != np.float64)].dtype} values; "
                        "x is float64"), DTYPE_HINT),
+    Mistake("a receive buffer read before its request completed (NaN)",
+            lambda r: r.first_rank(lambda o: bool(np.isnan(o).any())) is not None,
+            lambda r: (f"rank {r.first_rank(lambda o: bool(np.isnan(o).any()))} returned NaN: "
+                       "a receive buffer was read before its request completed (an Irecv's "
+                       "buffer holds nothing defined until its Wait; the simulation fills it "
+                       "with NaN until then)"),
+            "read what an Irecv brings only after its Wait() (or a Test() that returned "
+            "True).", "trace"),
     Mistake("x changed in place",
             lambda r: r.changed_x() is not None,
             lambda r: f"rank {r.changed_x()}'s x was changed", COPY_HINT),

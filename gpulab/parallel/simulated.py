@@ -222,14 +222,15 @@ class StandInMPI(types.ModuleType):
 
 @dataclass
 class _PostedRecv:
-    """A receive posted by ``Irecv``: the buffer a matching message is delivered into."""
+    """A receive posted by ``Irecv``: the buffer a matching message is delivered into, when the
+    request completes (Wait, Test): until then MPI leaves the buffer undefined."""
 
     rank: int
     source: int
     tag: int
     buffer: np.ndarray
     done: bool = False
-    error: BaseException | None = None
+    message: _Message | None = None  # matched, delivered into ``buffer`` on completion
 
 
 def _deliver(message: _Message, target: np.ndarray, rank: int) -> None:
@@ -352,12 +353,9 @@ class World:
 
     @staticmethod
     def _fill(posted: _PostedRecv, message: _Message) -> None:
-        """Deliver ``message`` into a posted receive (an error is kept for its Wait)."""
+        """Match ``message`` to a posted receive; its request's completion delivers it."""
         message.taken = True
-        try:
-            _deliver(message, posted.buffer, posted.rank)
-        except CommError as error:
-            posted.error = error
+        posted.message = message
         posted.done = True
 
     def post_receive(self, posted: _PostedRecv) -> None:
@@ -540,6 +538,8 @@ class Comm:
         world = self.world
         posted = _PostedRecv(self._rank, int(source), int(tag),
                              _contiguous(buf, self._rank, "the receive buffer"))
+        if np.issubdtype(posted.buffer.dtype, np.floating):  # undefined until the Wait
+            posted.buffer[...] = np.nan
         with world.cond:
             world.post_receive(posted)
         who = "any rank" if posted.source == ANY_SOURCE else f"rank {posted.source}"
@@ -547,8 +547,7 @@ class Comm:
         def finish():
             with world.cond:
                 world.wait(self._rank, f"Wait for an Irecv from {who}", lambda: posted.done)
-            if posted.error is not None:
-                raise posted.error
+            _deliver(posted.message, posted.buffer, posted.rank)
 
         return self._request(finish, lambda: posted.done, f"an Irecv from {who}")
 

@@ -1046,3 +1046,32 @@ def test_a_send_buffer_reused_before_its_wait_is_told():
     result = ch11.check_ring_allreduce(ring_refilling_one_send_buffer, seed=1, show=False)
     assert result.status == "failed" and "changed before its Wait()" in result.message, (
         result.message)
+
+
+def ring_reading_irecv_before_wait(comm, x):
+    """Wrong: each step adds what an Irecv brings before waiting for it."""
+    n, rank = comm.Get_size(), comm.Get_rank()
+    right, left = (rank + 1) % n, (rank - 1) % n
+    chunks = np.array_split(np.arange(x.size), n)
+    data = x.astype(np.float64).copy()
+    for step in range(n - 1):
+        out_chunk, in_chunk = chunks[(rank - step) % n], chunks[(rank - step - 1) % n]
+        incoming = np.empty(in_chunk.size)
+        request = comm.Irecv(incoming, source=left, tag=step)
+        comm.Send(np.ascontiguousarray(data[out_chunk]), dest=right, tag=step)
+        data[in_chunk] += incoming  # before the Wait
+        request.Wait()
+    for step in range(n - 1):
+        out_chunk, in_chunk = chunks[(rank - step + 1) % n], chunks[(rank - step) % n]
+        incoming = np.empty(in_chunk.size)
+        request = comm.Irecv(incoming, source=left, tag=n + step)
+        comm.Send(np.ascontiguousarray(data[out_chunk]), dest=right, tag=n + step)
+        request.Wait()
+        data[in_chunk] = incoming
+    return data / n
+
+
+def test_an_irecv_buffer_read_before_its_wait_is_told():
+    result = ch11.check_ring_allreduce(ring_reading_irecv_before_wait, seed=1, show=False)
+    assert result.status == "failed" and "read before its request completed" in (
+        result.message), result.message
