@@ -814,6 +814,15 @@ JOULES_MISTAKES = (
             lambda e: (f"{e.summary}: that holds each sample's power back to the previous "
                        f"sample (a right Riemann sum), {e.off_by(e.right)} off here"),
             RIEMANN_HINT),
+    Mistake("a wrap-around stretch (the loop from 0 reads times[-1] at i - 1)",
+            lambda e: e.is_sum(e.total + (e.times[0] - e.times[-1])
+                               * (e.watts[0] + e.watts[-1]) / 2),
+            lambda e: (f"{e.summary}: that adds one more stretch, from the last sample back "
+                       f"to the first (times[0] - times[-1] = "
+                       f"{e.times[0] - e.times[-1]:.3g} s, a negative duration): a loop over i "
+                       "from 0 whose i - 1 is -1, Python's last element"),
+            "pair each sample with the next one, i and i + 1 for i from 0 to len - 2 (or i "
+            "and i - 1 for i from 1): a negative index wraps round to the end."),
     Mistake("the first or the last interval skipped (a loop that starts or stops one early)",
             lambda e: e.skipped_end is not None, lambda e: e.skipped_message(),
             "a loop over the stretches must visit every pair of neighbouring samples, from the "

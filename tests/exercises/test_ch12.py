@@ -663,3 +663,17 @@ def percentile_n_plus_one(latencies, q):  # wrong: another convention, rank ceil
 def test_percentile_with_n_plus_one_is_named(seed):
     result = ch12.check_percentile(percentile_n_plus_one, seed=seed, show=False)
     assert result.status == FAILED and "ceil(q·(n + 1)/100)" in said(result), said(result)
+
+
+def joules_with_a_wrap_around(times_s, watts, n_inferences):
+    """Wrong: i from 0, so the first stretch pairs times[0] with times[-1]."""
+    energy = 0.0
+    for i in range(len(times_s)):
+        energy += (times_s[i] - times_s[i - 1]) * (watts[i] + watts[i - 1]) / 2
+    return energy / n_inferences * 1000
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_joules_with_a_wrap_around_stretch_is_named(seed):
+    result = ch12.check_joules_per_thousand(joules_with_a_wrap_around, seed=seed, show=False)
+    assert result.status == FAILED and "a negative duration" in said(result), said(result)
