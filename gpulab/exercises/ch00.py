@@ -24,11 +24,7 @@ from functools import cached_property
 
 import numpy as np
 
-from gpulab.exercises.grid_stride import (
-    more_than_their_share,
-    one_element_each,
-    written_by_several,
-)
+from gpulab.exercises.grid_stride import one_per_thread
 from gpulab.exercises.host_code import HostCodeWatch, HostLaunch, KernelSpy, watch_host_code
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.outputs import diagnose_vector, looks_like
@@ -246,9 +242,7 @@ ADD_ONE_MISTAKES = (
 ADD_ONE_SHARE_HINT = (
     "one thread per element: each thread adds one to the element its global index gives, and "
     "no thread loops over the elements of others.")
-ADD_ONE_SHARE_MISTAKES = (written_by_several(ADD_ONE_SHARE_HINT),
-                          more_than_their_share(ADD_ONE_SHARE_HINT),
-                          one_element_each(ADD_ONE_SHARE_HINT))
+ADD_ONE_SHARE_MISTAKES = one_per_thread(ADD_ONE_SHARE_HINT)
 ADD_ONE_KERNEL = CheckSpec(
     "first_launch", "add_one(x, out)", ADD_ONE_STUB_HINT, ADD_ONE_MISTAKES + ADD_ONE_SHARE_MISTAKES,
     parameters=2,

@@ -17,12 +17,8 @@ import ml_dtypes
 import numpy as np
 
 from gpulab import device, formats, reference
-from gpulab.exercises.evidence import OutputWrites, is_number, shown_apart
-from gpulab.exercises.grid_stride import (
-    more_than_their_share,
-    one_element_each,
-    written_by_several,
-)
+from gpulab.exercises.evidence import is_number, shown_apart, writes_of
+from gpulab.exercises.grid_stride import one_per_thread
 from gpulab.exercises.learner_code import modules_used, words_used
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
@@ -452,15 +448,8 @@ MATVEC_MISTAKES = (
 MATVEC_SHARE_HINT = (
     "one thread per row: each thread sums the row its global index gives, and no thread loops "
     "over the rows of others.")
-MATVEC_SHARE_MISTAKES = (written_by_several(MATVEC_SHARE_HINT),
-                         more_than_their_share(MATVEC_SHARE_HINT),
-                         one_element_each(MATVEC_SHARE_HINT))
-
-
-class RowWrites(OutputWrites):
-    """The rows of out each thread wrote, traced on a small launch."""
-
-    ITEM, SPELLED, DONE = "row", "out[{}]", "written"
+MATVEC_SHARE_MISTAKES = one_per_thread(MATVEC_SHARE_HINT)
+RowWrites = writes_of("row", "out[{}]")
 
 
 MATVEC = CheckSpec(

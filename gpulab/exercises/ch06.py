@@ -17,12 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpulab import memory_model, reference
-from gpulab.exercises.evidence import OutputWrites, as_numbers
-from gpulab.exercises.grid_stride import (
-    more_than_their_share,
-    one_element_each,
-    written_by_several,
-)
+from gpulab.exercises.evidence import as_numbers, writes_of
+from gpulab.exercises.grid_stride import one_per_thread
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import (
     IDENTITY,
@@ -329,9 +325,7 @@ BACKWARD_SHARE_HINT = (
     "one thread per element of dZ: each thread takes the one element its block and thread "
     "indices give; no thread loops over a row or a column."
 )
-BACKWARD_SHARE_MISTAKES = (written_by_several(BACKWARD_SHARE_HINT),
-                            more_than_their_share(BACKWARD_SHARE_HINT),
-                            one_element_each(BACKWARD_SHARE_HINT))
+BACKWARD_SHARE_MISTAKES = one_per_thread(BACKWARD_SHARE_HINT)
 BACKWARD = CheckSpec(
     "bias_activation_backward", "bias_activation_backward(dA, Z, b, act, dZ)", BACKWARD_STUB_HINT,
     BACKWARD_MISTAKES + BACKWARD_SHARE_MISTAKES, parameters=5,
@@ -576,14 +570,8 @@ BIAS_GRAD_MISTAKES = (
 BIAS_GRAD_SHARE_HINT = (
     "one thread per column: each thread sums the column its global index gives, and no thread "
     "loops over the columns of others.")
-BIAS_GRAD_SHARE_MISTAKES = (more_than_their_share(BIAS_GRAD_SHARE_HINT),
-                            one_element_each(BIAS_GRAD_SHARE_HINT))
-
-
-class ColumnWrites(OutputWrites):
-    """The columns of db each thread wrote, traced on a small launch."""
-
-    ITEM, SPELLED, DONE = "column", "db[{}]", "written"
+BIAS_GRAD_SHARE_MISTAKES = one_per_thread(BIAS_GRAD_SHARE_HINT, race=False)
+ColumnWrites = writes_of("column", "db[{}]")
 
 
 BIAS_GRAD = CheckSpec(

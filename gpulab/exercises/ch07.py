@@ -23,11 +23,7 @@ from functools import cached_property
 import numpy as np
 
 from gpulab import reference
-from gpulab.exercises.grid_stride import (
-    more_than_their_share,
-    one_element_each,
-    written_by_several,
-)
+from gpulab.exercises.grid_stride import one_per_thread
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import (
     SWAPPED_ROWS_AND_COLUMNS,
@@ -142,9 +138,7 @@ LOSS_GRADIENT_MISTAKES = (
 LOSS_GRADIENT_SHARE_HINT = (
     "each element of dlogits gets a thread of its own: a thread that loops over a row does the "
     "work of many while the others idle.")
-LOSS_GRADIENT_SHARE_MISTAKES = (written_by_several(LOSS_GRADIENT_SHARE_HINT),
-                                more_than_their_share(LOSS_GRADIENT_SHARE_HINT),
-                                one_element_each(LOSS_GRADIENT_SHARE_HINT))
+LOSS_GRADIENT_SHARE_MISTAKES = one_per_thread(LOSS_GRADIENT_SHARE_HINT)
 LOSS_GRADIENT = CheckSpec(
     "loss_gradient", "my_loss_gradient(probs, labels, scale, dlogits)", LOSS_GRADIENT_STUB_HINT,
     LOSS_GRADIENT_MISTAKES + LOSS_GRADIENT_SHARE_MISTAKES, parameters=4,
@@ -503,8 +497,7 @@ ADAM_RUN_MISTAKES = (ADAM_LAUNCH_MISTAKES + ADAM_RESULT_MISTAKES + ADAM_MISTAKES
 ADAM_SHARE_HINT = (
     "one thread per element: each thread updates param, m and v at its own global index, and "
     "no thread loops over the elements of others.")
-ADAM_SHARE_MISTAKES = (written_by_several(ADAM_SHARE_HINT), more_than_their_share(ADAM_SHARE_HINT),
-                       one_element_each(ADAM_SHARE_HINT))
+ADAM_SHARE_MISTAKES = one_per_thread(ADAM_SHARE_HINT)
 ADAM = CheckSpec(
     "adam", "my_adam(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2, "
     "weight_decay)", ADAM_STUB_HINT,

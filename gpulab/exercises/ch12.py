@@ -22,12 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpulab.exercises.evidence import OutputWrites, is_number
-from gpulab.exercises.grid_stride import (
-    more_than_their_share,
-    one_element_each,
-    written_by_several,
-)
+from gpulab.exercises.evidence import OutputWrites, is_number, writes_of
+from gpulab.exercises.grid_stride import one_per_thread, written_by_several
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError
 from gpulab.exercises.running import call_learner, launch, padded, read_back
@@ -496,14 +492,8 @@ SCRATCH_MISTAKES = (written_by_several(
 ANSWER_SHARE_HINT = (
     "one thread per sample: each thread answers the sample its global index gives, and no "
     "thread loops over the samples of others.")
-ANSWER_SHARE_MISTAKES = (more_than_their_share(ANSWER_SHARE_HINT),
-                         one_element_each(ANSWER_SHARE_HINT))
-
-
-class AnswerWrites(OutputWrites):
-    """The answers (elements of ``out``) each thread wrote, traced on a small launch."""
-
-    ITEM, SPELLED, DONE = "sample", "out[{}]", "answered"
+ANSWER_SHARE_MISTAKES = one_per_thread(ANSWER_SHARE_HINT, race=False)
+AnswerWrites = writes_of("sample", "out[{}]", "answered")
 
 
 INFERENCE = CheckSpec(

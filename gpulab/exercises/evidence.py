@@ -173,6 +173,14 @@ class OutputWrites(GridStride):
     ITEM, SPELLED, DONE = "element", "out[{}]", "written"
 
 
+def writes_of(item: str, spelled: str, done: str = "written") -> type[OutputWrites]:
+    """An :class:`OutputWrites` worded for one exercise's output: ``writes_of("row",
+    "out[{}]")`` says "3 rows written by one thread"."""
+    return type(f"{item.title()}Writes", (OutputWrites,),
+                {"ITEM": item, "SPELLED": spelled, "DONE": done,
+                 "__doc__": f"The {item}s of the output ({spelled}) each thread {done}."})
+
+
 class InputReads(GridStride):
     """A kernel traced on a small launch (``grid_blocks``: all its blocks): the elements of its
     input x each thread read, in order."""
@@ -205,4 +213,4 @@ def _first_of_several(shared: dict, element: str) -> str:
 
 
 __all__ = ["GridStride", "InputReads", "OutputWrites", "TracedWrites", "as_numbers",
-           "expected_got", "is_number", "is_whole", "shown_apart"]
+           "expected_got", "is_number", "is_whole", "shown_apart", "writes_of"]

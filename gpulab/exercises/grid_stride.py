@@ -76,6 +76,14 @@ def written_by_several(hint: str) -> Mistake:
         hint, recognised_from="trace")
 
 
+def one_per_thread(hint: str, race: bool = True) -> tuple[Mistake, ...]:
+    """The rules of a one-thread-per-element kernel traced on a small launch, each ending on
+    ``hint``: an element written by several threads (``race``), a few threads doing the work of
+    many, more than one element per thread on a grid with a thread for each."""
+    return ((written_by_several(hint),) if race else ()) + (more_than_their_share(hint),
+                                                           one_element_each(hint))
+
+
 def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[Mistake, ...]:
     """The rules, each ending on ``hint`` (how the loop should step): threads that overlap,
     the usual wrong steps named first. With ``coalesced_hint``, then one thread doing all the
@@ -125,4 +133,4 @@ def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[
 
 
 __all__ = ["START_AT_THE_GLOBAL_INDEX", "grid_stride_mistakes", "more_than_their_share",
-           "one_element_each", "step_past_the_grid", "written_by_several"]
+           "one_element_each", "one_per_thread", "step_past_the_grid", "written_by_several"]
