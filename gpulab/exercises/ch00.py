@@ -395,6 +395,15 @@ HOST_MISTAKES = (
                           if h.right_values else "")),
             lambda h: f"the function must launch your kernel `{h.name}` on the GPU (section 5).",
             "host code"),
+    Mistake("returned a copy made on a stream without waiting for it",
+            lambda h: h.watch.count("copy_back_on_stream") and not h.watch.after_last(
+                "copy_back_on_stream", "synchronize"),
+            lambda h: (f"{h.call} copied back on a stream and returned without waiting for "
+                       "it: a copy given a stream returns at once (into pinned memory it runs "
+                       "while the CPU goes on), so the array it returned may not hold the "
+                       "values yet. (The simulator copies at once, which hides this.)"),
+            "wait for the stream (`stream.synchronize()`) after the copy back, before you "
+            "return its array.", "host code"),
     Mistake("passed NumPy arrays to the launch",
             lambda h: h.launched_with(lambda launch: launch.numpy_arguments),
             lambda h: (f"{h.call} launched `{h.name}` with NumPy arrays (argument(s) "

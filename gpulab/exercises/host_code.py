@@ -52,12 +52,13 @@ class HostCodeWatch:
     (a wall-clock read: detail ``(name, seconds)``, or ``("event", None)`` for a CUDA event's
     ``record()``), ``"cpu_clock"`` (``time.process_time`` and the like: CPU time, which stops
     while the CPU waits for the GPU), ``"elapsed"`` (an event's ``elapsed_time``: detail the
-    seconds it gave), ``"empty_stream_wait"`` (``synchronize()`` of a stream the code made
-    with ``cuda.stream()`` but gave no launch or copy: it returns at once). The copies
+    seconds it gave), ``"copy_back_on_stream"`` (after a ``copy_to_host`` given a stream, which
+    returns before the copy ends), ``"empty_stream_wait"`` (``synchronize()`` of a stream the
+    code made with ``cuda.stream()`` but gave no launch or copy: it returns at once). The copies
     Numba makes itself for NumPy arguments are not events: they show in
-    :attr:`HostLaunch.numpy_arguments`. ``copies_back`` holds each ``copy_to_host``'s
-    ``(device array, host array)``; ``streams_made`` the streams ``cuda.stream()`` made,
-    ``streams_used`` those given to a launch or a copy."""
+    :attr:`HostLaunch.numpy_arguments`. ``copies_back`` holds each ``copy_to_host``'s ``(device
+    array, host array)``; ``streams_made`` the streams ``cuda.stream()`` made, ``streams_used``
+    those given to a launch or a copy."""
 
     events: list = field(default_factory=list)
     launching: bool = False
@@ -83,10 +84,14 @@ class HostCodeWatch:
 
     def after_last_launch(self, kind: str) -> bool:
         """True when an event of ``kind`` follows the last launch."""
+        return self.after_last("launch", kind)
+
+    def after_last(self, first: str, kind: str) -> bool:
+        """True when an event of ``kind`` follows the last event of ``first``."""
         kinds = [event for event, _ in self.events]
-        if "launch" not in kinds:
+        if first not in kinds:
             return False
-        last = len(kinds) - 1 - kinds[::-1].index("launch")
+        last = len(kinds) - 1 - kinds[::-1].index(first)
         return kind in kinds[last + 1:]
 
     def spy(self, kernel) -> KernelSpy:
@@ -291,6 +296,8 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
                 stream = kwargs.get("stream", args[stream_at] if stream_at < len(args) else 0)
                 if stream:
                     watch.streams_used.append(stream)
+                    if kind == "copy_to_host":  # asynchronous: it returns before the copy ends
+                        watch.events.append(("copy_back_on_stream", None))
             result = original(*args, **kwargs)
             if counted and kind == "copy_to_host":
                 watch.copies_back.append((args[0], result))
@@ -303,6 +310,7 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
     array_class = next(k for k in array_type.__mro__ if "copy_to_host" in vars(k))
     namespace = getattr(function, "__globals__", {})
     rebound: list[tuple[str, object]] = []
+    cells: list[tuple[object, object]] = []  # closure cells holding a kernel, and the kernel
     try:
         patch(cuda, "to_device", "to_device", stream_at=1)
         patch(cuda, "device_array", "allocate")
@@ -335,15 +343,30 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
                 rebound.append((name, value))
                 namespace[name] = replaced[id(value)]
         targets = [launchable(kernel) for kernel in kernels]
+
+        def is_a_kernel(value) -> bool:
+            return any(value is kernel or value is target
+                       for kernel, target in zip(kernels, targets, strict=True))
+
         for name, value in list(namespace.items()):
-            if any(value is kernel or value is target
-                   for kernel, target in zip(kernels, targets, strict=True)):
+            if is_a_kernel(value):
                 rebound.append((name, value))
                 namespace[name] = watch.spy(value)
+        # and a kernel the function reaches through a closure (defined inside another function)
+        for cell in getattr(function, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if is_a_kernel(value):
+                cells.append((cell, value))
+                cell.cell_contents = watch.spy(value)
         yield watch
     finally:
         for name, value in rebound:
             namespace[name] = value
+        for cell, value in cells:
+            cell.cell_contents = value
         for owner, name, original in reversed(patched):
             if original is _MISSING:
                 delattr(owner, name)

@@ -830,3 +830,47 @@ def add_one_in_thread_0(x, out):
 def test_add_one_by_one_thread_fails(seed):
     result = check_first_launch(add_one_in_thread_0, on_gpu, seed=seed, show=False)
     assert result.status == "failed" and "117 elements written by one thread" in result.message
+
+
+def on_gpu_copied_back_on_a_stream_without_waiting(x):
+    """Wrong: the copy back into pinned memory on a stream is not waited for."""
+    stream = cuda.stream()
+    d_x = cuda.to_device(x, stream=stream)
+    d_out = cuda.device_array_like(d_x, stream=stream)
+    add_one[(x.shape[0] + 255) // 256, 256, stream](d_x, d_out)
+    host = cuda.pinned_array(x.shape, dtype=x.dtype)
+    d_out.copy_to_host(host, stream=stream)
+    return host
+
+
+def on_gpu_on_a_stream_waited_for(x):  # right: the same, then the stream waited for
+    stream = cuda.stream()
+    d_x = cuda.to_device(x, stream=stream)
+    d_out = cuda.device_array_like(d_x, stream=stream)
+    add_one[(x.shape[0] + 255) // 256, 256, stream](d_x, d_out)
+    host = cuda.pinned_array(x.shape, dtype=x.dtype)
+    d_out.copy_to_host(host, stream=stream)
+    stream.synchronize()
+    return host
+
+
+def make_host_function(kernel):
+    def add_one_on_gpu(x):  # right: the kernel reached through a closure
+        d_x = cuda.to_device(x)
+        d_out = cuda.device_array_like(d_x)
+        kernel[(x.shape[0] + 127) // 128, 128](d_x, d_out)
+        cuda.synchronize()
+        return d_out.copy_to_host()
+    return add_one_on_gpu
+
+
+def test_a_copy_back_on_a_stream_must_be_waited_for():
+    result = check_first_launch(add_one, on_gpu_copied_back_on_a_stream_without_waiting, seed=1,
+                                show=False)
+    assert result.status == "failed" and "without waiting for it" in result.message, result
+    assert check_first_launch(add_one, on_gpu_on_a_stream_waited_for, seed=1, show=False).passed
+
+
+def test_a_kernel_reached_through_a_closure_is_seen():
+    result = check_first_launch(add_one, make_host_function(add_one), seed=1, show=False)
+    assert result.passed, result
