@@ -354,8 +354,9 @@ def _delayed_trials(rng: np.random.Generator):
         n = int(rng.integers(20, 200))
         x = rng.standard_normal(n) * size / 20
         # largest magnitude negative; in the first case x's last element (a max over x[:-1]
-        # misses it)
-        x[n - 1 if k == 0 else int(rng.integers(0, n - 1))] = -size * rng.uniform(0.5, 0.9)
+        # misses it), in the third its first (a min over x[1:] misses it)
+        x[n - 1 if k == 0 else 0 if k == 2 else int(rng.integers(0, n - 1))] = (
+            -size * rng.uniform(0.5, 0.9))
         x[int(rng.integers(0, n - 1))] = size * rng.uniform(0.1, 0.3)
         if k < 3:
             # an old spike: in the first case the oldest entry kept (the new history's first),
@@ -675,7 +676,8 @@ def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
     block 0's elements, a NaN the last element thread 0 of block 0 reads, and one at x's end);
     NaN, +inf and -inf;
     NaN and -inf only. The largest magnitude is read by an odd-numbered thread after the grid's
-    first pass, and every block holds a different number (at least 2) of non-finite values.
+    first pass, and every block holds a different number (at least 3) of non-finite values, one
+    of them thread 1's first element, x[1].
     Positive values are a quarter the size of negative ones, so that x's largest *value* is
     not the largest magnitude of any part of x a wrong kernel might reduce."""
     rng, n, grid_threads, threads = trial.rng, trial.n, trial.grid_threads, trial.threads_per_block
@@ -694,12 +696,13 @@ def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
         return x, p
 
     def bad_positions(p: int) -> list[int]:
-        counts = rng.permutation(np.arange(2, blocks + 2))
+        counts = rng.permutation(np.arange(3, blocks + 3))  # x[1], x[-1] and one more fit
         top = int(np.argmax(counts))
         if top == blocks - 1:  # the last block (the one that writes last) never holds the most
             counts[[0, top]] = counts[[top, 0]]
         last_of_thread0 = int(np.flatnonzero(owner == 0)[-1])
         chosen = [last_of_thread0] + [n - 1] * (n - 1 != last_of_thread0)  # a loop one short
+        chosen.append(1)  # thread 1's first element: a running max that starts from it
         for b in range(blocks):
             pool = np.flatnonzero((block == b) & (index != p) & ~np.isin(index, chosen))
             have = sum(block[i] == b for i in chosen)
