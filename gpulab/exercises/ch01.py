@@ -699,6 +699,17 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
     got = _total_or_failure(run, trial, BLOCK_SUM_PARTIAL_BLOCK_MISTAKES,
                             closer_look=not few_barriers)
     method = _check_tree_method(kernel, seed, threads_per_block, dtype)
+    typed = next((node for node in source.walk() if isinstance(node, ast.Call)
+                  and ast.unparse(node.func).endswith("shared.array") and node.args
+                  and is_typed_in_count(node.args[0]) and node.args[0].value < 1024), None)
+    if typed is not None:
+        raise CheckFailedError(
+            f"your kernel sums right with blocks of {threads_per_block}, but "
+            f"`{source.line(typed)}` types in {typed.args[0].value} slots: with blocks of more "
+            "threads (the caller chooses the block size) the block's threads write past its "
+            "end.",
+            "size the shared array with the module's global that holds the block size "
+            "(THREADS): Numba compiles its value in, as it does a number.")
     if resized := _resized(source, threads_per_block):
         name, other, again = resized
         each = Trial.draw("check_block_sum", seed, dtype, block=other,
