@@ -676,8 +676,7 @@ def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
     block 0's elements, a NaN the last element thread 0 of block 0 reads, and one at x's end);
     NaN, +inf and -inf;
     NaN and -inf only. The largest magnitude is read by an odd-numbered thread after the grid's
-    first pass, and every block holds a different number (at least 3) of non-finite values, one
-    of them thread 1's first element, x[1].
+    first pass, and every block holds a different number (at least 2) of non-finite values.
     Positive values are a quarter the size of negative ones, so that x's largest *value* is
     not the largest magnitude of any part of x a wrong kernel might reduce."""
     rng, n, grid_threads, threads = trial.rng, trial.n, trial.grid_threads, trial.threads_per_block
@@ -696,13 +695,12 @@ def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
         return x, p
 
     def bad_positions(p: int) -> list[int]:
-        counts = rng.permutation(np.arange(3, blocks + 3))  # x[1], x[-1] and one more fit
+        counts = rng.permutation(np.arange(2, blocks + 2))
         top = int(np.argmax(counts))
         if top == blocks - 1:  # the last block (the one that writes last) never holds the most
             counts[[0, top]] = counts[[top, 0]]
         last_of_thread0 = int(np.flatnonzero(owner == 0)[-1])
         chosen = [last_of_thread0] + [n - 1] * (n - 1 != last_of_thread0)  # a loop one short
-        chosen.append(1)  # thread 1's first element: a running max that starts from it
         for b in range(blocks):
             pool = np.flatnonzero((block == b) & (index != p) & ~np.isin(index, chosen))
             have = sum(block[i] == b for i in chosen)
@@ -1053,16 +1051,15 @@ AMAX_METHOD_MISTAKES = (
                        "threads queued on the same slots one at a time; this exercise asks for "
                        "the halving tree"), AMAX_TREE_HINT, "trace"),
     *grid_stride_mistakes(AMAX_STRIDE_HINT, AMAX_STRIDE_HINT),
-    Mistake("elements never read (a loop that stops early: a break at the first inf or NaN)",
-            lambda e: len(e.touched) < e.trial.n,
-            lambda e: (f"the result is right here, but {e.trial.n - len(e.touched)} of the "
-                       f"{e.trial.n} elements of x were never read, e.g. "
-                       f"x[{min(set(range(e.trial.n)) - set(e.touched))}]: a loop that stops "
-                       "early (a `break` at the first inf or NaN?) misses a larger magnitude "
-                       "or another inf or NaN after it"),
-            "read every element of x once: each thread's loop runs to the end of x, whatever "
-            "it has found; the count needs every inf and NaN, the amax every finite value.",
-            "trace"),
+    Mistake(
+        "elements never read (a loop that stops early: a break at the first inf or NaN)",
+        lambda e: len(e.touched) < e.trial.n,
+        lambda e: (f"{e.trial.n - len(e.touched)} of the {e.trial.n} elements of x were never "
+                   f"read, e.g. x[{min(set(range(e.trial.n)) - set(e.touched))}]: a loop that "
+                   "stops early (a `break` at the first inf or NaN?) misses a larger magnitude "
+                   "or another inf or NaN after it"),
+        "read every element of x once: each thread's loop runs to the end of x, whatever it "
+        "has found; the count needs every inf and NaN, the amax every finite value.", "trace"),
     Mistake("two passes over x (one loop for the amax, another for the count)",
             lambda e: e.reread() is not None,
             lambda e: (f"the result is right, but {thread_label(e.reread()[0])} read "
@@ -1129,12 +1126,10 @@ def _run_amax(kernel, trial: Trial, source: KernelSource) -> Trial:
     return trial
 
 
-def _check_amax_method(kernel, seed: int) -> str:
-    """Trace the kernel on a small launch (2 blocks of 64 threads, two warps each, so that an
+def _amax_trace(kernel, seed: int) -> AmaxTrace:
+    """The kernel traced on a small launch (2 blocks of 64 threads, two warps each, so that an
     atomic per warp shows; x of 260-360 values with NaN and inf: its cases need a second pass
-    over the last block) and reject a right result
-    reached by the wrong method
-    (:data:`AMAX_METHOD_MISTAKES`). Returns what the trace showed."""
+    over the last block): what it read, its atomics and shared reads."""
     trial = Trial.draw("check_amax_nonfinite", seed, np.float32, block=AMAX_TRACE_THREADS,
                        size_range=AMAX_TRACE_SIZES)
     trial.grid_blocks = AMAX_TRACE_GRID
@@ -1166,8 +1161,16 @@ def _check_amax_method(kernel, seed: int) -> str:
         trial, orders, atomics, shared_atomics,
         {b: int(bad[owner_block == b].sum()) for b in range(trial.grid_blocks)},
         {t: row["shared_reads"] for t, row in trace.per_thread().items()})
+    return evidence
+
+
+def _check_amax_method(kernel, seed: int) -> str:
+    """Reject a right result reached by the wrong method (:data:`AMAX_METHOD_MISTAKES`, from
+    :func:`_amax_trace`). Returns what the trace showed."""
+    evidence = _amax_trace(kernel, seed)
     reject(AMAX_METHOD_MISTAKES, evidence)
-    most = max(atomics.values(), default=0)
+    trial = evidence.trial
+    most = max(evidence.atomics.values(), default=0)
     return (f"at most {most} atomic per output per block, every element read once, by one "
             f"thread, a step of {trial.grid_threads} (traced on {trial.grid_blocks} blocks of "
             f"{trial.threads_per_block})")
