@@ -1304,3 +1304,26 @@ def test_bias_grad_by_one_thread_a_block_is_named_as_such(seed):
     assert result.status == "failed" and "8 columns written by one thread" in result.message, (
         result)
     assert "inside the loop" not in result.message
+
+
+@cuda.jit
+def backward_two_columns_per_thread(dA, Z, b, act, dZ):
+    """Wrong method, right values: each thread takes columns 2c and 2c + 1 of its row."""
+    c2, r = cuda.grid(2)
+    for c in (2 * c2, 2 * c2 + 1):
+        if r < Z.shape[0] and c < Z.shape[1]:
+            z = Z[r, c] + b[c]
+            if act == RELU:
+                dZ[r, c] = dA[r, c] if z > 0 else 0
+            elif act == TANH:
+                t = math.tanh(z)
+                dZ[r, c] = dA[r, c] * (1 - t * t)
+            else:
+                dZ[r, c] = dA[r, c]
+
+
+def test_backward_two_elements_per_thread_fails():
+    result = ch06.check_bias_activation_backward(backward_two_columns_per_thread, seed=1,
+                                                 show=False)
+    assert result.status == "failed" and "2 elements written by one thread" in result.message, (
+        result)
