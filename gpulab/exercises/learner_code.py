@@ -100,13 +100,33 @@ def _globals_used(function: types.FunctionType) -> dict[str, object]:
     return {name: scope[name] for name in sorted(names) if name in scope}
 
 
-def _names_loaded(code: types.CodeType, opnames: tuple[str, ...]) -> set[str]:
-    """The names the instructions ``opnames`` load in ``code`` and the code nested in it."""
-    names = {i.argval for i in dis.get_instructions(code) if i.opname in opnames}
+def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    """``code`` and the code nested in it (its inner functions, lambdas, comprehensions)."""
+    yield code
     for constant in code.co_consts:
         if isinstance(constant, types.CodeType):
-            names |= _names_loaded(constant, opnames)
-    return names
+            yield from _codes(constant)
+
+
+def _names_loaded(code: types.CodeType, opnames: tuple[str, ...]) -> set[str]:
+    """The names the instructions ``opnames`` load in ``code`` and the code nested in it."""
+    return {i.argval for inner in _codes(code) for i in dis.get_instructions(inner)
+            if i.opname in opnames}
+
+
+def _learner_functions(thing) -> list[types.FunctionType]:
+    """The function behind ``thing`` and, through their globals, every plain function it calls
+    that the learner wrote (not gpulab's), each once."""
+    found: list[types.FunctionType] = []
+    pending = [_function_of(thing)]
+    while pending:
+        function = pending.pop()
+        if function is None or any(function is seen for seen in found):
+            continue
+        found.append(function)
+        pending += [value for value in _globals_used(function).values()
+                    if inspect.isfunction(value) and not _is_gpulab(value)]
+    return found
 
 
 def _attributes_read(function: types.FunctionType) -> set[str]:
@@ -197,59 +217,29 @@ def words_used(thing) -> set[str]:
     ``{"np", "array", "view", "float8_e4m3fn", ...}``, for a check to tell a library call
     that only shows as words (a dtype named by its text)."""
     words: set[str] = set()
-    seen: set[int] = set()
-
-    def visit(function) -> None:
-        if function is None or id(function) in seen:
-            return
-        seen.add(id(function))
+    for function in _learner_functions(thing):
         words.update(str(name) for name in _names_loaded(
             function.__code__, ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR", "LOAD_METHOD")))
-        words.update(_texts(function.__code__))
-        for value in _globals_used(function).values():
-            if inspect.isfunction(value) and not _is_gpulab(value):
-                visit(value)
-
-    visit(_function_of(thing))
+        words.update(c for code in _codes(function.__code__) for c in code.co_consts
+                     if isinstance(c, str))
     return words
-
-
-def _texts(code: types.CodeType) -> set[str]:
-    texts = {c for c in code.co_consts if isinstance(c, str)}
-    for constant in code.co_consts:
-        if isinstance(constant, types.CodeType):
-            texts |= _texts(constant)
-    return texts
 
 
 def modules_used(thing, modules: tuple[str, ...]) -> list[str]:
     """Which of ``modules`` (``"ml_dtypes"``, ``"struct"``) the learner's ``thing`` uses: a
     global or closure value that is one of them or comes from one, or an import in its body;
     functions it calls that the learner wrote are looked into too."""
-    found: list[str] = []
-    seen: set[int] = set()
-
     def module_of(value) -> str:
         if isinstance(value, types.ModuleType):
             return value.__name__
         return getattr(value, "__module__", None) or getattr(type(value), "__module__", "")
 
-    def visit(function) -> None:
-        if function is None or id(function) in seen:
-            return
-        seen.add(id(function))
-        imported = _names_loaded(function.__code__, ("IMPORT_NAME",))
-        for name in imported:
-            if _is_within(str(name), modules):
-                found.append(str(name))
-        for value in _globals_used(function).values():
-            module = module_of(value) or ""
-            if module and _is_within(module, modules):
-                found.append(module.split(".")[0])
-            elif inspect.isfunction(value) and not _is_gpulab(value):
-                visit(value)
-
-    visit(_function_of(thing))
+    found: list[str] = []
+    for function in _learner_functions(thing):
+        found += [str(name) for name in _names_loaded(function.__code__, ("IMPORT_NAME",))
+                  if _is_within(str(name), modules)]
+        found += [module.split(".")[0] for value in _globals_used(function).values()
+                  if (module := module_of(value) or "") and _is_within(module, modules)]
     return list(dict.fromkeys(found))
 
 
