@@ -15,11 +15,18 @@ one worker busy after the others have finished.
 import importlib.util
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# A shell runs a background job (`make test &`, nohup) with SIGINT ignored, and its processes
+# and theirs inherit that: Python then installs no KeyboardInterrupt handler, and the tests of
+# what an interrupt does (tests/parallel/test_job_cleanup.py, the simulator's) fail. This
+# process and the ones it starts take SIGINT as Python's default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import pytest  # noqa: E402
 

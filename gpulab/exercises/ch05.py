@@ -273,9 +273,11 @@ OVERFLOW_HINT = (
     "chapter 04's ranges."
 )
 MAX_START_HINT = (
-    "start m from one of the row's own logits, not from 0: here every logit is "
-    "near -1000, so with m = 0 every exp(z - m) underflowed to 0, the sum was 0 and p = 0 / 0."
+    "start m from one of the row's own logits, not from 0 or another number typed in: here "
+    "every logit of a row lies between -4000 and -1000, below such a start, so m stayed at "
+    "it, every exp(z - m) underflowed to 0, the sum was 0 and p = 0 / 0."
 )
+LOW_CASE = "logits from -4000 to -1000"
 LARGEST_HINT = (
     "subtract the row's *largest* logit: m = max over the row. Subtracting another value (the "
     "first logit, the mean) leaves some z - m far above 0, and exp of anything above 88.7 "
@@ -400,9 +402,10 @@ SOFTMAX_SOURCE_MISTAKES = (
 
 
 def softmax_cases(trial: Trial) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(case, logits, labels): ordinary logits, logits near +1000, near -1000, and rows whose
-    largest logit (never in column 0) stands 1000-1500 above the rest, with the label on one of
-    the rest, so that its probability underflows to 0."""
+    """(case, logits, labels): ordinary logits, logits near +1000, rows near a level from -4000
+    to -1000 (below any running maximum started from a number typed in, 0 or -1000), and rows
+    whose largest logit (never in column 0) stands 1000-1500 above the rest, with the label on
+    one of the rest, so that its probability underflows to 0."""
     rng, n, C, dtype = trial.rng, trial.n, trial.inner, trial.dtype
     labels = rng.integers(0, C, n).astype(np.int64)
     # Gaps past 709.8, where exp overflows float64: the simulator runs math.exp in float64
@@ -416,7 +419,8 @@ def softmax_cases(trial: Trial) -> list[tuple[str, np.ndarray, np.ndarray]]:
     return [
         ("ordinary logits", (rng.standard_normal((n, C)) * 2).astype(dtype), labels),
         ("logits near +1000", (1000 + rng.standard_normal((n, C)) * 2).astype(dtype), labels),
-        ("logits near -1000", (-1000 + rng.standard_normal((n, C)) * 2).astype(dtype), labels),
+        (LOW_CASE, (-1000 * 2 ** rng.uniform(0, 2, (n, 1)) + rng.standard_normal((n, C)) * 2
+                    ).astype(dtype), labels),
         ("rows whose largest logit is over 1000 above the rest", far.astype(dtype),
          far_labels.astype(np.int64)),
     ]
@@ -455,10 +459,10 @@ CRASH_MISTAKES = (
             "the simulator)", lambda e: e.overflowed,
             "exp overflowed: OverflowError in the simulator, inf (then NaN) on a GPU",
             LARGEST_HINT),
-    Mistake("the max started from 0: near -1000 every exp underflows and a row's sum is 0 (a "
-            "ZeroDivisionError in the simulator)",
+    Mistake("the max started from 0 or another number typed in: below it (-4000 to -1000) "
+            "every exp underflows and a row's sum is 0 (a ZeroDivisionError in the simulator)",
             lambda e: ((isinstance(e.cause, ZeroDivisionError) or e.domain_error)
-                       and e.case == "logits near -1000"),
+                       and e.case == LOW_CASE),
             lambda e: (f"every exp underflowed to 0, so a row's sum was 0: "
                        f"{type(e.cause).__name__} in the simulator, NaN or inf on a GPU"),
             lambda e: MAX_START_HINT if e.passed_high else OVERFLOW_HINT),
@@ -606,8 +610,9 @@ NOT_FINITE_MISTAKES = (
     _not_finite_mistake("the unstable softmax, no max subtracted: a row not finite near +1000 "
                         "(inf on a GPU)", lambda e: e.case == "logits near +1000",
                         "exp overflowed to inf", OVERFLOW_HINT),
-    _not_finite_mistake("the max started from 0: a row not finite near -1000 (a sum of 0 on "
-                        "a GPU)", lambda e: e.case == "logits near -1000",
+    _not_finite_mistake("the max started from 0 or another number typed in: a row not finite "
+                        "from -4000 to -1000 (a sum of 0 on a GPU)",
+                        lambda e: e.case == LOW_CASE,
                         "every exp underflowed to 0 and the sum was 0",
                         lambda e: MAX_START_HINT if e.passed_high else OVERFLOW_HINT),
     _not_finite_mistake("the loss as -log p: a loss not finite, the probabilities right "
@@ -671,12 +676,12 @@ SOFTMAX = CheckSpec(
     title="3. stable softmax with cross-entropy",
     call="check_softmax_cross_entropy(my_softmax_cross_entropy)",
     holds="one thread per row writes the row's softmax into `probs` and its loss "
-          "−log probs[r, labels[r]] into `losses`, on ordinary logits, logits near +1000 and "
-          "−1000, and rows whose largest logit is 1000–1500 above the rest (the label on one of "
-          "the rest), with a class count drawn from 11–15 (never the digits' 10), then "
-          "ordinary logits with 33–47 classes and twice the rows on another block size: "
-          "probabilities and losses within float rounding (for p = exp(z − lse), the rounding "
-          "of lse too); a one-pass (online) softmax is accepted",
+          "−log probs[r, labels[r]] into `losses`, on ordinary logits, logits near +1000, rows "
+          "near a level from −4000 to −1000, and rows whose largest logit is 1000–1500 above "
+          "the rest (the label on one of the rest), with a class count drawn from 11–15 "
+          "(never the digits' 10), then ordinary logits with 33–47 classes and twice the rows "
+          "on another block size: probabilities and losses within float rounding (for "
+          "p = exp(z − lse), the rounding of lse too); a one-pass (online) softmax is accepted",
     also="the stub; a thread past an edge (a missing or `<=` guard, loops past a row's "
          "classes: IndexError in the simulator); a write into logits; a block size or a "
          "class count typed in (a local array of fixed length)")
@@ -686,7 +691,7 @@ SOFTMAX = CheckSpec(
 def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float32) -> str:
     """A 1-D grid over the rows (blocks of 32 threads in the simulator, 128 on a GPU; the rows
     not a multiple of the block), one launch per case of :func:`softmax_cases`, in order:
-    exp(1000) overflows float32 and float64, near -1000 every exp(z) underflows to 0, and a
+    exp(1000) overflows float32 and float64, from -1000 down every exp(z) underflows to 0, and a
     label's probability 1000 below its row's largest underflows to 0 (-log p = inf), so only
     the stable version survives all four. The source is read before the first launch (a
     builtin reduction over a row) and again after a failed one (a class count typed in); a
@@ -712,8 +717,9 @@ def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float3
         passed_high = passed_high or case == "logits near +1000"
     wide = _wider_rows(kernel, trial, source)
     return (f"probabilities and losses right for ordinary logits, logits near +1000 and "
-            f"-1000, and rows more than 1000 apart ({n} rows x {trial.inner} classes, "
-            f"{trial.launched}), then {wide.inner} classes on {wide.launched} (seed={seed}).")
+            f"from -4000 to -1000, and rows more than 1000 apart ({n} rows x {trial.inner} "
+            f"classes, {trial.launched}), then {wide.inner} classes on {wide.launched} "
+            f"(seed={seed}).")
 
 
 def _wider_rows(kernel, trial: Trial, source) -> Trial:
