@@ -645,10 +645,12 @@ QUANTISE = CheckSpec(
     holds="on activations with outliers of both signs (the largest magnitude negative), tiny "
           "gradients and values near 1: `q` an `ml_dtypes.float8_e4m3fn` array shaped like x, "
           "`scale` one positive number equal to max|x| / 448 (or the power of two just above "
-          "it), `q * scale` within E4M3's rounding of x",
+          "it), each stored value the E4M3 value nearest to x / scale (six values planted "
+          "where rounding through float16 first goes the other way)",
     also="a list, a float32/float64/float16 array or another fp8 variant instead of "
          "float8_e4m3fn; an array of scales; a float16 scale; overflow to NaN; x multiplied by "
-         "the scale; not a pair")
+         "the scale; not a pair; rounded twice (through float16 or bfloat16); rounded toward "
+         "zero; subnormals flushed to 0")
 
 
 def _activations_with_outliers(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -671,7 +673,8 @@ def _activations_with_outliers(rng: np.random.Generator, n: int) -> np.ndarray:
 def _quantise_trials(rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
     """Three float32 tensors: activations with outliers (~1e2 to 1e3, the largest magnitude
     negative), tiny gradients (~1e-5, the largest magnitude positive and last), values near 1
-    (the largest magnitude first, and 8 values that E4M3 stores as subnormals once scaled)."""
+    (the largest magnitude first, 8 values that E4M3 stores as subnormals once scaled, and 6
+    that rounding through float16 first puts on the wrong side: :func:`_double_rounding_traps`)."""
     n = [int(rng.integers(200, 400)) for _ in range(3)]
     gradients = rng.standard_normal(n[1]) * 10.0 ** (-5 + rng.uniform(-0.5, 0.5))
     if gradients[np.argmax(np.abs(gradients))] < 0:
@@ -683,9 +686,35 @@ def _quantise_trials(rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
     near_one[tiny] = (rng.choice([-1, 1], 8) * np.abs(near_one).max()
                       * rng.uniform(1e-6, 3e-5, 8))
     _largest_at(near_one, 0)  # a max over x[1:] misses it
+    near_one = near_one.astype(np.float32)
+    others = np.setdiff1d(np.arange(1, n[2]), tiny)
+    near_one[rng.choice(others, 6, replace=False)] = _double_rounding_traps(
+        rng, float(np.abs(near_one[0])) / E4M3.max_value, 6)
     return [("activations with outliers", _activations_with_outliers(rng, n[0]).astype(np.float32)),
             ("tiny gradients", gradients.astype(np.float32)),
-            ("values near 1 (some E4M3 subnormals once scaled)", near_one.astype(np.float32))]
+            ("values near 1 (some E4M3 subnormals once scaled)", near_one)]
+
+
+def _double_rounding_traps(rng: np.random.Generator, scale: float, count: int) -> np.ndarray:
+    """``count`` float32 values x whose x / scale lies just above a point halfway between two
+    E4M3 values, closer than float16's half step: rounded to E4M3 at once they go up, but
+    rounded to float16 first they land on the halfway point, whose tie goes to the even
+    neighbour below. Random signs, magnitudes from 1 to 400 once scaled."""
+    traps = []
+    while len(traps) < count:
+        exponent = int(rng.integers(0, 9))  # E4M3's binades [2^e, 2^(e+1)) from 1 to 256
+        step = 2.0 ** (exponent - E4M3.mantissa_bits)
+        below = 2.0 ** exponent + step * int(rng.integers(0, 8))
+        if (below / step) % 2:  # the tie must go down: the value below must be the even one
+            continue
+        halfway = below + step / 2
+        scaled = halfway + rng.uniform(0.2, 0.8) * 2.0 ** (exponent - 11)  # float16's half step
+        x = np.float32(rng.choice([-1.0, 1.0]) * scaled * scale)
+        once = np.float64(x) / scale
+        if (abs(float(once.astype(ml_dtypes.float8_e4m3fn))) > halfway
+                and abs(float(once.astype(np.float16).astype(ml_dtypes.float8_e4m3fn))) < halfway):
+            traps.append(x)
+    return np.array(traps, np.float32)
 
 
 def _largest_at(x: np.ndarray, where: int) -> None:
@@ -821,12 +850,60 @@ def _check_quantised(x64: np.ndarray, q: np.ndarray, scale: float, name: str, se
                 "scale instead of dividing?"
                 if abs(float(q.astype(np.float64)[first]) - multiplied) <= abs(multiplied) / 8
                 and abs(divided - multiplied) > abs(divided) / 8 else "")
+        if not clue:
+            _check_nearest(x64, q, scale, where, named_only=True)
         raise CheckFailedError(
             f"x[{first}] = {x64[first]:.6g} came back as {back[first]:.6g} {where}: more than "
             f"E4M3's rounding error (1 part in 16).{clue}",
             "store x divided by the scale, converted to E4M3, so that q times the scale gives "
             "x back.")
+    _check_nearest(x64, q, scale, where)
     return float(relative.max()) if normal.any() else 0.0
+
+
+def _check_nearest(x64: np.ndarray, q: np.ndarray, scale: float, where: str,
+                   named_only: bool = False) -> None:
+    """Fail unless every stored value is an E4M3 value nearest to x / scale: within half a
+    step of E4M3 (2^(e-3) in the binade [2^e, 2^(e+1)), 2^-9 below 2^-6), give or take 2^-18 of
+    a step, which is what dividing in float32 rather than float64 moves a quotient. Rounding
+    twice (through float16 or bfloat16) and rounding toward zero are named; with
+    ``named_only``, only those fail here."""
+    scaled = x64 / scale
+    stored = q.astype(np.float64)
+    binade = np.floor(np.log2(np.maximum(np.abs(scaled), E4M3.smallest_normal)))
+    step = 2.0 ** (binade - E4M3.mantissa_bits)
+    far = np.abs(stored - scaled) > step / 2 * (1 + 2.0 ** -18)
+    if not far.any():
+        return
+    first = int(np.flatnonzero(far)[0])
+    nearer = float(scaled[first].astype(ml_dtypes.float8_e4m3fn))
+    through = {name: (scaled.astype(np.float32).astype(dtype)
+                      .astype(ml_dtypes.float8_e4m3fn).astype(np.float64))
+               for name, dtype in (("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16))}
+    twice = [name for name, values in through.items() if np.array_equal(values[far], stored[far])]
+    if twice:
+        how = (f"it was rounded twice, to {twice[0]} first and then to E4M3: x / scale sat "
+               f"just past a point halfway between two E4M3 values, {twice[0]} rounded it onto "
+               "that point, and the tie went to the even neighbour, the farther one")
+        hint = ("round once: convert x / scale to E4M3 from the float32 (or float64) it was "
+                "computed in; every conversion rounds, and a second one can undo the first.")
+    elif np.all((stored[far] == 0) & (np.abs(scaled[far]) < E4M3.smallest_normal)):
+        how = ("values below E4M3's smallest normal number, 2^-6, were flushed to 0, where E4M3 "
+               "keeps subnormal values down to 2^-9")
+        hint = ("let the conversion to E4M3 handle small values: it keeps subnormals, and only "
+                "what rounds below 2^-10 becomes 0.")
+    elif np.all(np.abs(stored[far]) <= np.abs(scaled[far])):
+        how = "values were rounded toward zero (truncated), not to the nearest E4M3 value"
+        hint = "let the conversion to E4M3 round: it rounds to the nearest value."
+    elif named_only:
+        return
+    else:
+        how = "it is not the E4M3 value nearest to x / scale"
+        hint = "convert x / scale to E4M3 in one step: the conversion rounds to nearest."
+    raise CheckFailedError(
+        f"x[{first}] / scale = {scaled[first]:.7g} was stored as {stored[first]:.6g}, but "
+        f"{nearer:.6g} is nearer ({int(far.sum())} of {far.size} values stored so {where}): "
+        f"{how}.", hint)
 
 
 __all__ = ["check_decode", "check_matvec_fp32", "check_quantise_fp8"]

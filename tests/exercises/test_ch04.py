@@ -423,6 +423,37 @@ def quantise_power_of_two(x):
     return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
 
 
+def quantise_by_reciprocal(x):
+    scale = float(np.max(np.abs(x))) / 448
+    return (x * np.float32(1 / scale)).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_in_float64(x):
+    scale = float(np.max(np.abs(x))) / 448
+    return (x.astype(np.float64) / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_through_fp16(x):
+    scale = float(np.max(np.abs(x))) / 448
+    return (x / scale).astype(np.float16).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_through_bf16(x):
+    scale = float(np.max(np.abs(x))) / 448
+    return (x / scale).astype(ml_dtypes.bfloat16).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_truncates(x):
+    # toward zero: the E4M3 value below |x / scale|, by its bits
+    scale = float(np.max(np.abs(x))) / 448
+    scaled = (x / scale).astype(np.float32)
+    nearest = scaled.astype(ml_dtypes.float8_e4m3fn)
+    over = np.abs(nearest.astype(np.float32)) > np.abs(scaled)
+    bits = nearest.view(np.uint8).copy()
+    bits[over] -= 1
+    return bits.view(ml_dtypes.float8_e4m3fn), scale
+
+
 def quantise_unscaled(x):
     return x.astype(ml_dtypes.float8_e4m3fn), 1.0
 
@@ -547,7 +578,8 @@ def quantise_crashes(x):
 
 @pytest.mark.parametrize("seed", [31, 32, 33, 34])
 @pytest.mark.parametrize("function", [quantise_right, quantise_float32_scale,
-                                      quantise_power_of_two])
+                                      quantise_power_of_two, quantise_by_reciprocal,
+                                      quantise_in_float64])
 def test_check_quantise_fp8_accepts_right_answers(function, seed):
     result = ch04.check_quantise_fp8(function, seed=seed, show=False)
     assert result.passed, result.message
@@ -570,6 +602,7 @@ def test_check_quantise_fp8_accepts_right_answers(function, seed):
     (quantise_safety_margin, "failed", "maps max|x| to 400, not to E4M3's largest value", "448"),
     (quantise_inverted, "failed", "the wrong way round", "max|x| / 448"),
     (quantise_to_fp16, "failed", "float16 array", "float8_e4m3fn"),
+    (quantise_truncates, "failed", "rounded toward zero", "round"),
     (quantise_float64, "failed", "float64 array", "float8_e4m3fn"),
     (quantise_to_a_list, "failed", "q is a list", "no Python loop"),
     (quantise_other_e4m3, "failed", "float8_e4m3fnuz", "float8_e4m3fn"),
@@ -587,6 +620,28 @@ def test_check_quantise_fp8_names_the_mistake(function, status, words, hint_word
     assert result.status == status, result.message
     assert words in result.message, result.message
     assert hint_words in result.hint, result.hint
+
+
+@pytest.mark.parametrize("seed", [1, 7, 31, 12345])
+@pytest.mark.parametrize("function, through", [(quantise_through_fp16, "float16"),
+                                               (quantise_through_bf16, "bfloat16")])
+def test_check_quantise_fp8_names_rounding_twice_on_every_seed(function, through, seed):
+    # through float16 a value fails only when it sits within float16's half step of a halfway
+    # point between two E4M3 values: the trial plants six such values
+    result = ch04.check_quantise_fp8(function, seed=seed, show=False)
+    assert result.status == "failed", result.message
+    assert f"rounded twice, to {through} first" in result.message, result.message
+    assert "round once" in result.hint, result.hint
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_planted_values_go_wrong_only_through_float16(seed):
+    x = dict(ch04._quantise_trials(np.random.default_rng(seed)))[
+        "values near 1 (some E4M3 subnormals once scaled)"]
+    scaled = x / (float(np.max(np.abs(x))) / 448)
+    once = scaled.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    twice = scaled.astype(np.float16).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    assert np.sum(once != twice) >= 6
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -933,7 +988,7 @@ def quantise_scale_from_all_but_the_first(x):
 
 
 @pytest.mark.parametrize("quantise, words", [
-    (quantise_subnormals_flushed, "came back as 0"),
+    (quantise_subnormals_flushed, "were flushed to 0"),
     (quantise_scale_from_all_but_the_first, "your scale is"),
 ])
 @pytest.mark.parametrize("seed", [1, 7, 12345])
