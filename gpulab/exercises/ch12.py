@@ -32,7 +32,7 @@ from gpulab.exercises.trial import Trial, tier_key
 
 # --- exercise 1: nearest-rank percentile ------------------------------------------------------
 
-PERCENTILE_STUB_HINT = ("sort the latencies, find the rank ceil(q/100 · n) (counting from 1), "
+PERCENTILE_STUB_HINT = ("sort the latencies, find the rank ceil(q · n / 100) (counting from 1), "
                         "and return the value at that rank.")
 NOT_A_NUMBER_HINT = "the function must end by returning the number it found."
 
@@ -64,6 +64,15 @@ class Percentile:
         return math.isclose(float(self.got), float(value), rel_tol=1e-9)
 
     @property
+    def divided_first(self) -> float:
+        """q / 100 · n as floating point computes it, q / 100 first."""
+        return self.q / 100 * len(self.values)
+
+    @property
+    def one_too_high(self) -> bool:
+        return self.near(self.ordered[min(self.rank, len(self.values) - 1)])
+
+    @property
     def summary(self) -> str:
         return f"expected {nearest_rank(self.values, self.q)}, got {self.got}"
 
@@ -83,8 +92,18 @@ PERCENTILE_MISTAKES = (
             and not e.near(e.ordered[e.rank - 1]),
             lambda e: f"{e.summary}: that is the rank, not the latency at that rank",
             "the rank says where to look in the sorted list; return the latency found there."),
-    Mistake("off by one rank (one too high)",
-            lambda e: e.near(e.ordered[min(e.rank, len(e.values) - 1)]),
+    Mistake("q / 100 computed first: one rank too high where q·n/100 is whole but q / 100 · n "
+            "comes out just above it in floating point (as NumPy's method='inverted_cdf' does)",
+            lambda e: e.one_too_high and math.ceil(e.divided_first) == e.rank + 1,
+            lambda e: (f"{e.summary}: one rank too high. q·n/100 = {e.q:g}·{len(e.values)}/100 "
+                       f"is {e.rank} exactly, but {e.q:g} / 100 · {len(e.values)} is "
+                       f"{e.divided_first!r} in floating point (q / 100 is not exact in binary), "
+                       f"and rounding that up gives rank {e.rank + 1}; NumPy's "
+                       "np.percentile(..., method='inverted_cdf') rounds the same way"),
+            "keep the rank's arithmetic exact: q·n is a whole number here, and dividing it by "
+            "100 last gives the whole number it should; q / 100 first carries a binary "
+            "fraction's error into the rounding up."),
+    Mistake("off by one rank (one too high)", lambda e: e.one_too_high,
             lambda e: (f"{e.summary}: off by one rank (one too high)"
                        + (", as the rank ceil(q·(n + 1)/100) gives, another convention: "
                           "nearest-rank counts n values, not n + 1"
@@ -111,25 +130,33 @@ PERCENTILE_MISTAKES = (
             PERCENTILE_STUB_HINT),
     Mistake("the maximum", lambda e: e.near(np.max(e.values)),
             lambda e: f"{e.summary}: that is the maximum",
-            "take the value at rank ceil(q/100 · n), not at rank n."),
+            "take the value at rank ceil(q · n / 100), not at rank n."),
     Mistake("another value", lambda e: True, lambda e: e.summary, PERCENTILE_STUB_HINT),
 )
 PERCENTILE = CheckSpec(
     "percentile", "percentile(latencies, q) -> float", PERCENTILE_STUB_HINT,
     PERCENTILE_MISTAKES,
     title="1. nearest-rank percentile", call="check_percentile(percentile)",
-    holds="the nearest-rank percentile (the ceil(q/100 · n)-th smallest, a measured value) of "
-          "random skewed lists of random lengths, q = 50, 90, 99 and a random q, one list where "
-          "q·n/100 is whole",
+    holds="the nearest-rank percentile (the ceil(q · n / 100)-th smallest, a measured value) of "
+          "random skewed lists of random lengths, q = 50, 90, 99 and a random q, two lists where "
+          "q·n/100 is whole (in one, q / 100 · n comes out just above it in floating point)",
     also="a function that raises (named with the call)")
+
+
+# (q, n) with q·n/100 whole but q / 100 · n above it in float64 (0.56 · 25 = 14.000000000000002):
+# a rank computed with q / 100 first, as NumPy's inverted_cdf does, is one too high there.
+FLOAT_RANK_TRAPS = tuple((q, n) for q in range(55, 99) for n in range(7, 480)
+                         if q * n % 100 == 0 and math.ceil(q / 100 * n) > q * n // 100)
 
 
 @PERCENTILE.check
 def check_percentile(function, seed: int | None = None) -> str:
     """Lognormal lists of 7 to 479 values (never a multiple of 100; for q = 90 one where rounding
     q·n/100 to the nearest rank falls short of rounding up) for q = 90, 50, 99 and a
-    random q of 60 to 98, then 200 values at q = 99 (rank 198 exactly), a tenth of each list
-    repeats of lower values; an answer must be the nearest-rank value exactly."""
+    random q of 60 to 98, then 200 values at q = 99 (rank 198 exactly) and one of
+    :data:`FLOAT_RANK_TRAPS` (q·n/100 whole, q / 100 · n just above it in floating point), a
+    tenth of each list repeats of lower values; an answer must be the nearest-rank value
+    exactly."""
     rng = np.random.default_rng(seed)
     cases = []
     for q in (90, 50, 99, float(np.round(rng.uniform(60, 98), 1))):
@@ -138,7 +165,10 @@ def check_percentile(function, seed: int | None = None) -> str:
             n = int(rng.integers(7, 480))
         cases.append((q, n))
     cases.append((99, 200))  # q·n/100 whole: the rank is exactly 198
-    for q, n in cases:
+    for index in range(len(cases) + 1):
+        if index == len(cases):  # drawn last, so that the lists before it stay as they were
+            cases.append(FLOAT_RANK_TRAPS[int(rng.integers(len(FLOAT_RANK_TRAPS)))])
+        q, n = cases[index]
         drawn = np.round(rng.lognormal(0.5, 0.8, n), 4)
         # repeats, as a clock's resolution gives them, among the lowest 40 % only (the values
         # near the rank stay distinct, so that a rank one off still shows): a quarter of those

@@ -20,7 +20,7 @@ their own event loop in a thread (so they work from a notebook, whose loop is bu
 process competes with it for the interpreter lock (one thread at a time runs Python), which
 slows both and adds milliseconds of waiting to every latency; a real load test runs apart.
 
-Percentiles are **nearest-rank**: the ``ceil(q/100 · n)``-th smallest of the ``n`` measured
+Percentiles are **nearest-rank**: the ``ceil(q · n / 100)``-th smallest of the ``n`` measured
 latencies, itself a measured value. With fewer than 100 answers p99 *is* the slowest request;
 :meth:`LoadResult.percentile_rule` says so.
 """
@@ -48,7 +48,7 @@ ARRIVALS = ("poisson", "fixed")
 
 
 def percentile(values, q: float) -> float:
-    """Nearest-rank percentile: the ceil(q/100 · n)-th smallest value (1-based)."""
+    """Nearest-rank percentile: the ceil(q · n / 100)-th smallest value (1-based)."""
     ordered = sorted(float(v) for v in values)
     if not ordered:
         raise ValueError("no values")

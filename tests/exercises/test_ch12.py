@@ -32,8 +32,19 @@ def percentile(latencies, q):
     return ordered[max(1, math.ceil(q * len(ordered) / 100)) - 1]
 
 
-def percentile_numpy(latencies, q):  # right, written differently: NumPy's nearest-rank method
+def percentile_whole_numbers(latencies, q):  # right: the rank in integer arithmetic
+    rank = max(1, -(-int(q * len(latencies)) // 100)) if q == int(q) else math.ceil(
+        q * len(latencies) / 100)
+    return float(np.sort(latencies)[rank - 1])
+
+
+def percentile_numpy(latencies, q):  # NumPy's nearest-rank method: q / 100 first
     return float(np.percentile(latencies, q, method="inverted_cdf"))
+
+
+def percentile_divided_first(latencies, q):
+    ordered = sorted(latencies)
+    return ordered[max(math.ceil(q / 100 * len(ordered)), 1) - 1]
 
 
 def percentile_heap(latencies, q):  # right: the rank-th smallest without a full sort
@@ -100,7 +111,7 @@ def stub(*args):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("right", [percentile, percentile_numpy, percentile_heap])
+@pytest.mark.parametrize("right", [percentile, percentile_whole_numbers, percentile_heap])
 def test_percentile_accepts_right_answers(seed, right):
     result = ch12.check_percentile(right, seed=seed, show=False)
     assert result.status == PASSED, result.message
@@ -117,6 +128,24 @@ def test_percentile_rejects_wrong_answers_with_the_right_hint(wrong, words):
         result = ch12.check_percentile(wrong, seed=seed, show=False)
         assert result.status == FAILED, (wrong.__name__, seed)
         assert words in said(result), (wrong.__name__, seed, said(result))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("wrong", [percentile_divided_first, percentile_numpy])
+def test_percentile_names_q_over_100_first(seed, wrong):
+    # 0.55 * 100 = 55.00000000000001: NumPy's inverted_cdf takes the 56th value as p55 of 100
+    # (numpy/numpy#22582); the check ends on such a case
+    result = ch12.check_percentile(wrong, seed=seed, show=False)
+    assert result.status == FAILED, result.message
+    assert "/ 100 · " in result.message and "in floating point" in result.message, said(result)
+    assert "inverted_cdf" in result.message, result.message
+    assert "dividing it by 100 last" in result.hint, result.hint
+
+
+def test_the_float_rank_traps_are_whole_and_overshoot():
+    assert len(ch12.FLOAT_RANK_TRAPS) >= 20
+    for q, n in ch12.FLOAT_RANK_TRAPS:
+        assert q * n % 100 == 0 and math.ceil(q / 100 * n) == q * n // 100 + 1
 
 
 def test_percentile_stub_is_not_attempted():
