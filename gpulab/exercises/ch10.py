@@ -676,7 +676,9 @@ def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
     block 0's elements, a NaN the last element thread 0 of block 0 reads, and one at x's end);
     NaN, +inf and -inf;
     NaN and -inf only. The largest magnitude is read by an odd-numbered thread after the grid's
-    first pass, and every block holds a different number (at least 2) of non-finite values.
+    first pass (in the cases with NaN, thread 1), and every block holds a different number (at
+    least 3) of non-finite values, one of them thread 1's first element, x[1]: a maximum started
+    from it stays NaN and loses what thread 1 reads after it.
     Positive values are a quarter the size of negative ones, so that x's largest *value* is
     not the largest magnitude of any part of x a wrong kernel might reduce."""
     rng, n, grid_threads, threads = trial.rng, trial.n, trial.grid_threads, trial.threads_per_block
@@ -685,22 +687,24 @@ def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
     block, thread = owner // threads, owner % threads
     blocks = trial.grid_blocks
 
-    def finite(largest_in: int) -> tuple[np.ndarray, int]:
+    def finite(largest_in: int, reader=None) -> tuple[np.ndarray, int]:
         x = rng.standard_normal(n) * 10.0 ** rng.uniform(-1, 1)
         x = np.where(x > 0, x / 4, x)  # so the largest value is far below most magnitudes
-        where = np.flatnonzero((block == largest_in) & (thread % 2 == 1) & (index >= grid_threads)
+        odd = thread % 2 == 1 if reader is None else owner == reader
+        where = np.flatnonzero((block == largest_in) & odd & (index >= grid_threads)
                                & (index < n - 1))
         p = int(rng.choice(where))
         x[p] = -float(np.max(np.abs(x))) * rng.uniform(1.3, 1.6)
         return x, p
 
     def bad_positions(p: int) -> list[int]:
-        counts = rng.permutation(np.arange(2, blocks + 2))
+        counts = rng.permutation(np.arange(3, blocks + 3))  # x[1], x[-1] and one more fit
         top = int(np.argmax(counts))
         if top == blocks - 1:  # the last block (the one that writes last) never holds the most
             counts[[0, top]] = counts[[top, 0]]
         last_of_thread0 = int(np.flatnonzero(owner == 0)[-1])
         chosen = [last_of_thread0] + [n - 1] * (n - 1 != last_of_thread0)  # a loop one short
+        chosen.append(1)  # thread 1's first element: a running max that starts from it
         for b in range(blocks):
             pool = np.flatnonzero((block == b) & (index != p) & ~np.isin(index, chosen))
             have = sum(block[i] == b for i in chosen)
@@ -712,7 +716,7 @@ def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
     cases.append(("all finite, the largest magnitude negative", x))
     for name, infs in (("NaN among finite values", ()), ("NaN, +inf and -inf", (np.inf, -np.inf)),
                        ("NaN and -inf, no +inf", (-np.inf, -np.inf))):
-        x, p = finite(0)
+        x, p = finite(0, reader=1)  # thread 1, after x[1]
         chosen = bad_positions(p)
         x[chosen] = np.nan
         for k, value in enumerate(infs):  # in block 1's and the last block's elements
@@ -795,6 +799,20 @@ class AmaxRun:
         return (int(np.isnan(self.x).sum()), int(np.isposinf(self.x).sum()),
                 int(np.isneginf(self.x).sum()))
 
+    @property
+    def nan_first(self) -> np.ndarray:
+        """The threads whose first element is NaN (thread 1 among them: x[1] is NaN)."""
+        first = np.arange(min(self.trial.grid_threads, self.trial.n))
+        return first[np.isnan(self.x[first])]
+
+    def nan_first_lost(self) -> bool:
+        """out[0] is the amax of every element but those of the threads whose first element is
+        NaN: a running maximum started from a thread's first element stays NaN."""
+        if self.right or not len(self.nan_first) or self.count != self.want[1]:
+            return False  # (a loop that breaks at a NaN also loses what comes after it)
+        amax = self.stats(~np.isin(self.owner, self.nan_first))[0]
+        return self.amax == amax and amax != self.want[0]
+
     def per_block(self) -> list[tuple[float, int]]:
         return [self.stats(self.block == b) for b in range(self.trial.grid_blocks)]
 
@@ -853,6 +871,10 @@ class AmaxRun:
         return f"{what}: a data race between blocks. {outcome}"
 
 
+def _first_few(numbers, shown: int = 4) -> str:
+    return ", ".join(map(str, numbers[:shown])) + "…" * (len(numbers) > shown)
+
+
 def _counts_only(e: AmaxRun, nan: bool, posinf: bool, neginf: bool) -> bool:
     kinds = e.kinds()
     counted = kinds[0] * nan + kinds[1] * posinf + kinds[2] * neginf
@@ -889,12 +911,35 @@ AMAX_MISTAKES = (
                        "and still enters the maximum; only NaN stays out of it"),
             "leave only NaN out of the amax: an infinite value is a magnitude like any other "
             "(and the amax then says the tensor overflowed), while NaN has none."),
+    Mistake("a thread's maximum started from its first element, which is NaN (x[1])",
+            lambda e: e.nan_first_lost(),
+            lambda e: (f"out[0] = {e.amax:.6g}, the largest magnitude of every element but "
+                       f"those of the threads whose first element is NaN (thread"
+                       f"{'s' * (len(e.nan_first) > 1)} {_first_few(e.nan_first)}); "
+                       f"x's is {e.want[0]:.6g}, x[{e.largest_at}], which thread 1 reads after "
+                       "x[1]. A maximum started from a NaN first element stays NaN, since every "
+                       "comparison with NaN is false, and a NaN left the tree or the atomic with "
+                       "those threads' values (or a loop that stops at the first NaN, a "
+                       "`break`, never read them)"),
+            "start each thread's maximum from a value no magnitude is below (0), not from the "
+            "thread's first element: that element may be NaN."),
     Mistake("NaN let into the amax", lambda e: e.nan_entered(),
             lambda e: ("out[0] is NaN: a NaN of x entered the amax" if math.isnan(e.amax) else
                        f"out[0] = {e.amax:.6g}, but x's largest magnitude is {e.want[0]:.6g} "
                        f"(x[{e.largest_at}], among block {e.block[e.largest_at]}'s elements, "
                        "which also hold a NaN): that block's amax became NaN, and the atomic "
-                       "maximum then passed over it; every block here holds a NaN"),
+                       "maximum then passed over it; every block here holds a NaN (or a loop "
+                       "that stops at a NaN, a `break`, never read the values after it)"),
+            NAN_AMAX_HINT),
+    Mistake("values lost only where x holds NaN (a comparison a NaN wins, a loop that stops at "
+            "a NaN)",
+            lambda e: (e.kinds()[0] > 0 and e.amax < e.want[0] and e.count == e.want[1]
+                       and not e.plain_writes and not e.barrier_text),
+            lambda e: (f"out[0] = {e.amax:.6g}, but x's largest magnitude is {e.want[0]:.6g} "
+                       f"(x[{e.largest_at}]): values were lost in a case with NaN, after the "
+                       "case without one was right. A comparison that a NaN wins (`not v <= "
+                       "m` is True for NaN) drops the value it replaces, and a loop that stops "
+                       "at a NaN (a `break`) never read what follows it"),
             NAN_AMAX_HINT),
     Mistake("the largest value instead of the largest magnitude",
             lambda e: (not e.right and e.amax == float(np.nanmax(e.x))

@@ -320,7 +320,9 @@ def under_two_blocks(run: Callable[[Trial], object], trial: Trial,
     if once:
         return run(trial)
     line = hard_coded_block(source) if source is not None else None
-    said = f"`{line}` hard-codes the block size" if line else "the kernel depends on the block size"
+    said = (f"`{line}` hard-codes the block size" if line else
+            "the kernel depends on the block size, or on where the values, drawn anew for each "
+            "launch, fell")
     results = []
     for each in (trial, trial.other_block()):
         try:
@@ -340,10 +342,13 @@ def under_two_blocks(run: Callable[[Trial], object], trial: Trial,
             right = (f"right with {trial.threads_per_block} threads per block but not with "
                      f"{each.threads_per_block}" if results else
                      f"launched with {each.threads_per_block} threads per block")
+            block_hint = ("use `cuda.grid(1)` (or `cuda.blockDim.x`), never a number, for the "
+                          "block size: the caller chooses it at launch.")
+            own_hint = (failure.hint if isinstance(failure, CheckFailedError) and failure.hint
+                        and not line else "")
             raise CheckFailedError(
                 f"your kernel is {right}: {said}. With {each.threads_per_block}: {detail}",
-                "use `cuda.grid(1)` (or `cuda.blockDim.x`), never a number, for the block "
-                "size: the caller chooses it at launch.") from None
+                f"{own_hint} (And {block_hint})" if own_hint else block_hint) from None
     return results[0]
 
 

@@ -1244,6 +1244,46 @@ def amax_builtin_max_nan_first(x, out):
 
 
 @cuda.jit
+def amax_started_from_the_first_element(x, out):
+    """Wrong: each thread's maximum starts from its first element, which may be NaN: then every
+    `m > mine` is False and the thread's maximum stays NaN."""
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    first = cuda.grid(1)
+    mine = abs(x[first]) if first < x.shape[0] else 0.0
+    count = 0.0
+    for i in range(first, x.shape[0], cuda.gridsize(1)):
+        m = abs(x[i])
+        if m != m or m == math.inf:
+            count += 1
+        if m > mine:
+            mine = m
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            if largest[t + stride] > largest[t]:
+                largest[t] = largest[t + stride]
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@pytest.mark.parametrize("seed", [1, 5, 7, 12345])
+def test_a_maximum_started_from_a_nan_first_element_is_named(seed):
+    result = ch10.check_amax_nonfinite(amax_started_from_the_first_element, seed=seed,
+                                       show=False)
+    assert result.status == FAILED, result.message
+    assert "started from a NaN first element stays NaN" in result.message, result.message
+
+
+@cuda.jit
 def amax_stub(x, out):
     raise NotImplementedError()
 
@@ -1260,7 +1300,7 @@ def test_right_amax_kernels_pass(kernel, seed):
 
 @pytest.mark.parametrize("kernel, words", [
     (max_not_magnitude, "largest *value*"),
-    (nan_into_the_amax, "that block's amax became NaN"),
+    (nan_into_the_amax, "comparison that a NaN wins"),
     (counts_only_nan, "only the"),
     (counts_only_inf, "NaN values were not counted"),
     (misses_negative_inf, "-inf value(s) were not counted"),
