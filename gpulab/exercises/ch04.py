@@ -23,6 +23,7 @@ from gpulab.exercises.learner_code import modules_used, words_used
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
 from gpulab.exercises.running import call_learner, run_elementwise
+from gpulab.exercises.source_rules import shared_array_without_barrier
 from gpulab.exercises.spec import CheckSpec, reject_unshared_work, under_two_blocks
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 
@@ -316,6 +317,7 @@ class MatvecSums:
     x: np.ndarray
     trial: Trial
     k: int
+    shared_line: str | None = None  # a shared array made in a kernel without a barrier
 
     def __post_init__(self):
         self.where = f"{self.trial}, k={self.k}"
@@ -441,6 +443,14 @@ MATVEC_MISTAKES = (
             lambda e: (f"{e.summary}: the error is as large as summing in fp16 gives. "
                        f"{e.median_spacing}, so each product of about 0.56 is rounded "
                        "heavily"), FP16_ACCUMULATOR_HINT),
+    Mistake("a shared array with no barrier (slots read before other threads wrote them)",
+            lambda e: e.shared_line is not None,
+            lambda e: (f"{e.summary}. `{e.shared_line}` makes an array the block's threads "
+                       "share, but the kernel has no `cuda.syncthreads()`: a thread read slots "
+                       "that the threads filling them had not written yet"),
+            "after the threads fill shared memory, and before any of them reads what the "
+            "others wrote, every thread of the block must wait at a barrier (and again before "
+            "the array is filled anew).", "source"),
     Mistake("a wrong sum", lambda e: True, lambda e: e.summary,
             "each row is the dot product of its row of a with x: every product, each once, and "
             "nothing else."),
@@ -501,7 +511,7 @@ def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | 
         got = run_elementwise(kernel, each, a, x, fill=1, index_hint=GUARD_HINT + " Here the "
                               "index is the row: compare it with out's length."
                               ).astype(np.float64)
-        answer = MatvecSums(got, a, x, each, k)
+        answer = MatvecSums(got, a, x, each, k, shared_array_without_barrier(source))
         if not answer.right:
             MATVEC.reject(answer)
         return each

@@ -406,6 +406,21 @@ def thread_varying_names(tree: ast.AST) -> set[str]:
             return varying
 
 
+def shared_array_without_barrier(kernel: KernelSource | None) -> str | None:
+    """The line that makes a ``cuda.shared.array`` in a kernel that has no barrier at all, or
+    None: threads then read slots that others may not have written yet (the simulator runs a
+    block's threads in turn, so what it reads there is a matter of order)."""
+    if kernel is None:
+        return None
+    nodes = list(kernel.walk())
+    if any(_called_name(node) in _BARRIERS for node in nodes):
+        return None
+    return next((kernel.line(node) for node in nodes
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                 and node.func.attr == "array" and isinstance(node.func.value, ast.Attribute)
+                 and node.func.value.attr == "shared"), None)
+
+
 def barrier_problems(kernel: KernelSource) -> list[str]:
     """Why some thread of a block might skip a barrier this kernel has, one sentence per
     problem: a ``syncthreads`` inside an ``if`` (or ``else``), inside a loop whose trip count

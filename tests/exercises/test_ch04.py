@@ -401,11 +401,13 @@ def test_check_matvec_names_the_simulator_trap():
 def test_the_matvec_spec_lists_its_mistakes_in_the_order_they_are_tried():
     assert ch04.MATVEC.mistakes == ch04.MATVEC_MISTAKES + ch04.MATVEC_SHARE_MISTAKES
     rows = ch04.MATVEC.mistake_table().splitlines()[4:]
-    assert len(rows) == len(ch04.MATVEC_MISTAKES) + 3 == 11
-    assert rows[0].startswith("| no row written") and rows[7] == "| a wrong sum | outputs |"
-    assert all(row.endswith("| trace |") for row in rows[8:])
+    assert len(rows) == len(ch04.MATVEC_MISTAKES) + 3 == 12
+    assert rows[0].startswith("| no row written") and rows[8] == "| a wrong sum | outputs |"
+    assert all(row.endswith("| trace |") for row in rows[9:])
     assert "fp16 first" in rows[3] and "rounded to fp16" in rows[4]
     assert "products left out" in rows[5] and "kept in fp16" in rows[6]
+    assert rows[7].startswith("| a shared array with no barrier") and rows[7].endswith(
+        "| source |")
 
 
 def quantise_right(x):
@@ -1121,3 +1123,45 @@ def test_matvec_in_one_thread_fails(seed):
     result = ch04.check_matvec_fp32(matvec_in_thread_0, seed=seed, show=False)
     assert result.status == "failed" and "13 rows written by one thread" in result.message, (
         result)
+
+
+X_SLOTS = 4096  # more than any k the checks draw
+
+
+@cuda.jit
+def matvec_x_shared_without_a_barrier(a, x, out):
+    # wrong: x staged in shared memory by the block's threads, read before all have written it
+    xs = cuda.shared.array(X_SLOTS, np.float16)
+    t = cuda.threadIdx.x
+    for k in range(t, x.shape[0], cuda.blockDim.x):
+        xs[k] = x[k]
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        total = numba.float32(0)
+        for k in range(x.shape[0]):
+            total += numba.float32(a[row, k]) * numba.float32(xs[k])
+        out[row] = total
+
+
+@cuda.jit
+def matvec_x_shared_with_a_barrier(a, x, out):
+    # right, written differently: x staged in shared memory, a barrier before it is read
+    xs = cuda.shared.array(X_SLOTS, np.float16)
+    t = cuda.threadIdx.x
+    for k in range(t, x.shape[0], cuda.blockDim.x):
+        xs[k] = x[k]
+    cuda.syncthreads()
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        total = numba.float32(0)
+        for k in range(x.shape[0]):
+            total += numba.float32(a[row, k]) * numba.float32(xs[k])
+        out[row] = total
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_matvec_with_x_in_shared_memory_needs_its_barrier(seed):
+    result = ch04.check_matvec_fp32(matvec_x_shared_without_a_barrier, seed=seed, show=False)
+    assert result.status == "failed", result.message
+    assert "has no `cuda.syncthreads()`" in result.message, result.message
+    assert ch04.check_matvec_fp32(matvec_x_shared_with_a_barrier, seed=seed, show=False).passed

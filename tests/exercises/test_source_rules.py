@@ -298,3 +298,28 @@ def halving_then_fixed(x, out):
 def test_a_halving_loops_test_is_not_a_problem_size():
     source = source_rules.kernel_source(halving_then_fixed, 2)
     assert source_rules.hard_coded_size(source) == "if i < 300:"
+
+
+@cuda.jit
+def shares_without_a_barrier(x, out):
+    cache = cuda.shared.array(32, np.float32)
+    cache[cuda.threadIdx.x] = x[cuda.grid(1)]
+    out[cuda.grid(1)] = cache[31 - cuda.threadIdx.x]
+
+
+@cuda.jit
+def shares_with_a_barrier(x, out):
+    cache = cuda.shared.array(32, np.float32)
+    cache[cuda.threadIdx.x] = x[cuda.grid(1)]
+    cuda.syncthreads()
+    out[cuda.grid(1)] = cache[31 - cuda.threadIdx.x]
+
+
+def test_a_shared_array_in_a_kernel_without_a_barrier_is_found():
+    found = source_rules.shared_array_without_barrier(
+        source_rules.kernel_source(shares_without_a_barrier, 2))
+    assert found == "cache = cuda.shared.array(32, np.float32)"
+    for kernel in (shares_with_a_barrier, copy_guarded):  # a barrier; no shared array
+        assert source_rules.shared_array_without_barrier(
+            source_rules.kernel_source(kernel, 2)) is None
+    assert source_rules.shared_array_without_barrier(None) is None
