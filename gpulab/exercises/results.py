@@ -292,8 +292,13 @@ def explain_exception(error: KernelError, trial: Trial,
         follower = "stopped with another thread: "
         if detail.startswith(follower):  # the thread named is not the one that looped
             where, detail = "", detail[len(follower):]
+        hint = DID_NOT_FINISH_HINT
+        if "array accesses" in detail:  # a budget per thread: also what one thread doing all does
+            detail += ("; or one thread doing the work of many (every element, or every sample, "
+                       "in one thread's loop)")
+            hint += " And each thread takes its own share of the work, not everyone's."
         who = f" ({where}: {detail})" if where else f" ({detail})"
-        return FAILED, f"{DID_NOT_FINISH}{who} ({trial}).", DID_NOT_FINISH_HINT
+        return FAILED, f"{DID_NOT_FINISH}{who} ({trial}).", hint
     if isinstance(cause, IndexError):
         bounds = _OUT_OF_BOUNDS.search(text)
         detail = (

@@ -706,3 +706,34 @@ def joules_with_a_wrap_around(times_s, watts, n_inferences):
 def test_joules_with_a_wrap_around_stretch_is_named(seed):
     result = ch12.check_joules_per_thousand(joules_with_a_wrap_around, seed=seed, show=False)
     assert result.status == FAILED and "a negative duration" in said(result), said(result)
+
+
+@cuda.jit
+def infer_in_thread_0_of_the_grid(X, W1, b1, W2, b2, logits, out):
+    # wrong: thread 0 of the grid runs every sample, the others idle
+    if cuda.grid(1) == 0:
+        for i in range(X.shape[0]):
+            for c in range(W2.shape[1]):
+                logits[i, c] = b2[c]
+            for j in range(W1.shape[1]):
+                h = b1[j]
+                for k in range(X.shape[1]):
+                    h += X[i, k] * W1[k, j]
+                if h > 0:
+                    for c in range(W2.shape[1]):
+                        logits[i, c] += h * W2[j, c]
+            best = 0
+            for c in range(1, W2.shape[1]):
+                if logits[i, c] > logits[i, best]:
+                    best = c
+            out[i] = best
+
+
+@pytest.mark.skipif(gpulab.device.tier() != "sim", reason="the simulator's access budget")
+def test_inference_in_one_thread_runs_out_of_its_budget_and_says_why():
+    # the simulator stops a thread that makes far more array accesses than the arrays hold:
+    # a loop that never ends, or one thread doing every sample's work
+    result = ch12.check_inference(infer_in_thread_0_of_the_grid, seed=1, show=False)
+    assert result.status == FAILED, result.message
+    assert "one thread doing the work of many" in result.message, result.message
+    assert "its own share of the work" in result.hint, result.hint
