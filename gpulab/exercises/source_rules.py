@@ -307,6 +307,34 @@ def hard_coded_size(source: KernelSource) -> str | None:
     return None
 
 
+def hard_coded_thread_count(source: KernelSource) -> str | None:
+    """The first line that compares a thread's index *in its block* (a variable assigned from
+    ``cuda.threadIdx`` alone, with no ``blockIdx`` or ``grid``) with a whole number bigger than
+    1 (``if t < 16:``): a number of threads typed in, as the unrolled last rounds of a tree
+    written for one warp are. A halving loop's test is not one."""
+    if source.tree is None:
+        return None
+    in_block = set()
+    for node in source.walk():
+        if isinstance(node, ast.Assign):
+            found = {n.attr for n in ast.walk(node.value) if isinstance(n, ast.Attribute)}
+            if "threadIdx" in found and not found & {"blockIdx", "blockDim"} and not any(
+                    _called_name(n) in ("grid", "gridsize") for n in ast.walk(node.value)):
+                for target in node.targets:
+                    in_block |= _assigned_names(target)
+    halving = _halving_loop_tests(source)
+    for node in source.walk():
+        if id(node) in halving or not isinstance(node, ast.Compare) or not any(
+                isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) for op in node.ops):
+            continue
+        sides = [node.left, *node.comparators]
+        if any(isinstance(side, ast.Name) and side.id in in_block for side in sides) and any(
+                isinstance(side, ast.Constant) and isinstance(side.value, int)
+                and not isinstance(side.value, bool) and side.value > 1 for side in sides):
+            return source.line(node)
+    return None
+
+
 FIXED_STEP_AT_LEAST = 32  # smaller steps are unrolling (2, 4, 8); larger look like a grid's size
 
 

@@ -66,6 +66,7 @@ from gpulab.exercises.source_rules import (
     fixed_step,
     hard_coded_block,
     hard_coded_size,
+    hard_coded_thread_count,
     start_kernel,
 )
 from gpulab.exercises.trial import Trial
@@ -328,6 +329,17 @@ def under_two_blocks(run: Callable[[Trial], object], trial: Trial,
         try:
             results.append(run(each))
         except (CheckFailedError, KernelError) as failure:
+            thread_line = hard_coded_thread_count(source) if source is not None else None
+            if thread_line and not line:
+                raise CheckFailedError(
+                    f"`{thread_line}` compares a thread's index in its block with a fixed "
+                    f"number: it assumes how many threads take part, but blocks have "
+                    f"{each.threads_per_block} threads here ({each}). The last rounds of a tree "
+                    "written for one warp, with no barrier between them, are a race as well: "
+                    "the threads of a warp are not guaranteed to run in step (Volta and later "
+                    "GPUs schedule them independently).",
+                    "work out which threads take part from `cuda.blockDim.x` and the round's "
+                    "stride, and keep a `cuda.syncthreads()` in every round of the tree.") from None
             size_line = hard_coded_size(source) if source is not None else None
             if size_line and not line:
                 raise CheckFailedError(

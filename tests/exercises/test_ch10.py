@@ -1275,6 +1275,50 @@ def amax_started_from_the_first_element(x, out):
         cuda.atomic.add(out, 1, bad[0])
 
 
+@cuda.jit
+def amax_tail_for_one_warp(x, out):
+    """Wrong: the tree's last five rounds unrolled for one warp, with no barrier between them
+    (the threads of a warp need not run in step), and 16 typed in."""
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        m = abs(x[i])
+        if math.isnan(m):
+            count += 1
+        else:
+            if math.isinf(m):
+                count += 1
+            mine = max(mine, m)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 16:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t < 16:
+        for k in (16, 8, 4, 2, 1):
+            largest[t] = max(largest[t], largest[t + k])
+            bad[t] += bad[t + k]
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_a_tail_unrolled_for_one_warp_is_named(seed):
+    result = ch10.check_amax_nonfinite(amax_tail_for_one_warp, seed=seed, show=False)
+    assert result.status == FAILED, result.message
+    assert "compares a thread's index in its block with a fixed number" in result.message
+    assert "not guaranteed to run in step" in result.message, result.message
+
+
 @pytest.mark.parametrize("seed", [1, 5, 7, 12345])
 def test_a_maximum_started_from_a_nan_first_element_is_named(seed):
     result = ch10.check_amax_nonfinite(amax_started_from_the_first_element, seed=seed,

@@ -323,3 +323,25 @@ def test_a_shared_array_in_a_kernel_without_a_barrier_is_found():
         assert source_rules.shared_array_without_barrier(
             source_rules.kernel_source(kernel, 2)) is None
     assert source_rules.shared_array_without_barrier(None) is None
+
+
+@cuda.jit
+def tail_for_one_warp(x, out):
+    cache = cuda.shared.array(64, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    cache[t] = x[i]
+    cuda.syncthreads()
+    if i < 300:
+        out[i] = 0.0  # a problem size typed in, not a thread count
+    if t < 16:
+        for k in (16, 8, 4, 2, 1):
+            cache[t] += cache[t + k]
+
+
+def test_a_thread_count_typed_in_is_told_from_a_problem_size():
+    source = source_rules.kernel_source(tail_for_one_warp, 2)
+    assert source_rules.hard_coded_thread_count(source) == "if t < 16:"
+    assert source_rules.hard_coded_size(source) == "if i < 300:"
+    assert source_rules.hard_coded_thread_count(
+        source_rules.kernel_source(shares_with_a_barrier, 2)) is None
