@@ -577,6 +577,7 @@ ColumnWrites = writes_of("column", "db[{}]")
 BIAS_GRAD = CheckSpec(
     "bias_grad", "bias_grad(dZ, db)", BIAS_GRAD_STUB_HINT,
     BIAS_GRAD_MISTAKES + BIAS_GRAD_SHARE_MISTAKES, parameters=2,
+    counted_from_the_arrays="a column's rows",
     title="3. bias gradient", call="check_bias_grad(my_bias_grad)",
     holds="db = dZ's column sums, one thread per column (the block size drawn, the number of "
           "columns not a multiple of it, fewer rows than columns, an odd number of them, over "

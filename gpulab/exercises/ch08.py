@@ -1123,6 +1123,7 @@ EVALUATE = CheckSpec(
     "evaluate_batch", "evaluate_batch(logits, labels, losses, correct)", EVALUATE_STUB_HINT,
     EVALUATE_METHOD_MISTAKES + EVALUATE_CRASH_MISTAKES + EVALUATE_MISTAKES
     + EVALUATE_BLOCK_MISTAKES, parameters=4,  # the trace runs before the launches
+    counted_from_the_arrays="a sample's classes",
     title="3. one launch for any batch", call="check_evaluate_batch(evaluate_batch)",
     holds="each sample's cross-entropy loss (from the log-sum-exp) and correct (1 when its "
           "largest logit is its label's, else 0), for "

@@ -529,6 +529,7 @@ AnswerWrites = writes_of("sample", "out[{}]", "answered")
 INFERENCE = CheckSpec(
     "inference", "infer(X, W1, b1, W2, b2, logits, out)", INFER_STUB_HINT,
     INFER_MISTAKES + SCRATCH_MISTAKES + ANSWER_SHARE_MISTAKES, parameters=7,
+    counted_from_the_arrays="a sample's classes or hidden units",
     title="2. fused inference kernel", call="check_inference(infer)",
     holds="`out[i]` = the first index of the largest logit of relu(X[i] @ W1 + b1) @ W2 + b2, one "
           "thread per sample, guarded, on a square and a non-square network (11–13 classes, "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -304,6 +305,37 @@ def hard_coded_size(source: KernelSource) -> str | None:
                     isinstance(side, ast.Constant) and isinstance(side.value, int)
                     and not isinstance(side.value, bool) and side.value > 1 for side in sides)):
                 return source.line(node)
+    return None
+
+
+def fixed_length_local_array(source: KernelSource) -> tuple[str, int] | None:
+    """(line, length) of the first ``cuda.local.array`` whose length is a whole number typed
+    in, directly or through a module-level name (``cuda.local.array(48, ...)``,
+    ``cuda.local.array(MAXC, ...)``), or None. Every local array's length is fixed when the
+    kernel compiles; the caller decides whether what it holds has a count that varies."""
+    if source.tree is None:
+        return None
+    names = getattr(source.function, "__globals__", {})
+
+    def length(node: ast.AST) -> int | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name) and isinstance(names.get(node.id), int):
+            return names[node.id]
+        if isinstance(node, ast.Tuple) and node.elts:
+            sizes = [length(item) for item in node.elts]
+            return math.prod(sizes) if None not in sizes else None
+        return None
+
+    for node in source.walk():
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "array" and isinstance(node.func.value, ast.Attribute)
+                and node.func.value.attr == "local"):
+            shape = node.args[0] if node.args else next(
+                (k.value for k in node.keywords if k.arg == "shape"), None)
+            size = length(shape) if shape is not None else None
+            if size is not None:
+                return source.line(node), size
     return None
 
 

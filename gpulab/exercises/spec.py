@@ -63,6 +63,7 @@ from gpulab.exercises.results import (
 from gpulab.exercises.running import launch, trace_trial
 from gpulab.exercises.source_rules import (
     KernelSource,
+    fixed_length_local_array,
     fixed_step,
     hard_coded_block,
     hard_coded_size,
@@ -111,6 +112,24 @@ class CheckSpec:
     call: str = ""
     holds: str = ""
     also: str = ""
+    counted_from_the_arrays: str = ""
+
+    def fixed_length_mistake(self) -> Mistake:
+        """A local array of a length typed in, for a check whose kernel keeps per-thread values
+        of which the arrays say how many (``counted_from_the_arrays``: "a row's classes"): the
+        first rule :meth:`start` applies."""
+        what = self.counted_from_the_arrays
+        return Mistake(
+            f"a local array of a length typed in, for {what}",
+            lambda source: fixed_length_local_array(source) is not None,
+            lambda source: (
+                f"`{fixed_length_local_array(source)[0]}` keeps {what} in a local array of "
+                f"{fixed_length_local_array(source)[1]}: right only while there are at most "
+                f"that many, but the arrays say how many there are (this check draws the "
+                f"number, and a real model's is whatever its arrays hold)"),
+            f"keep no per-thread array of a fixed length for {what}: read them from the arrays "
+            "again where you need them (a local array's length is fixed when the kernel "
+            "compiles).", "source")
 
     def run(self, body: Callable[[int], str], seed: int | None = None, show: bool = True,
             learner: tuple = ()) -> CheckResult:
@@ -219,8 +238,13 @@ class CheckSpec:
         return kernel, f"your {getattr(_own(kernel), '__name__', 'kernel')}", ""
 
     def start(self, kernel) -> KernelSource:
-        """The kernel's first steps (:func:`gpulab.exercises.source_rules.start_kernel`)."""
-        return start_kernel(kernel, self.parameters, self.stub_hint)
+        """The kernel's first steps (:func:`gpulab.exercises.source_rules.start_kernel`), then,
+        where ``counted_from_the_arrays`` says what, a local array of a length typed in
+        (:meth:`fixed_length_mistake`)."""
+        source = start_kernel(kernel, self.parameters, self.stub_hint)
+        if self.counted_from_the_arrays:
+            reject((self.fixed_length_mistake(),), source)
+        return source
 
     def reject(self, evidence) -> None:
         """Fail with the first of this check's mistakes seen in ``evidence``, if any."""
@@ -260,14 +284,21 @@ class CheckSpec:
                 "is no longer gpulab's (or NumPy's) own, so this check cannot pass or fail your "
                 "code.", REPLACED_HINT)
 
+    @property
+    def tried(self) -> tuple[Mistake, ...]:
+        """Every mistake the check names, in order: a local array of a length typed in first
+        (where ``counted_from_the_arrays`` is given), then ``mistakes``."""
+        first = (self.fixed_length_mistake(),) if self.counted_from_the_arrays else ()
+        return first + tuple(self.mistakes)
+
     def diagnoses(self) -> str:
-        """What the check diagnoses, for a table: each mistake's ``did``, in order, then
-        ``also``."""
-        return "; ".join([m.did for m in self.mistakes] + ([self.also] if self.also else []))
+        """What the check diagnoses, for a table: each mistake's ``did``, in order
+        (:attr:`tried`), then ``also``."""
+        return "; ".join([m.did for m in self.tried] + ([self.also] if self.also else []))
 
     def mistake_table(self) -> str:
         """The check as a Markdown table: each known mistake and what it is recognised from."""
-        rows = [f"| {m.did} | {m.recognised_from} |" for m in self.mistakes]
+        rows = [f"| {m.did} | {m.recognised_from} |" for m in self.tried]
         return "\n".join([f"`{self.learner_writes}`", "", "| mistake | recognised from |",
                           "|---|---|", *rows])
 

@@ -345,3 +345,40 @@ def test_a_thread_count_typed_in_is_told_from_a_problem_size():
     assert source_rules.hard_coded_size(source) == "if i < 300:"
     assert source_rules.hard_coded_thread_count(
         source_rules.kernel_source(shares_with_a_barrier, 2)) is None
+
+
+ROW_SLOTS = 12
+
+
+@cuda.jit
+def keeps_a_local_array_by_number(x, out):
+    kept = cuda.local.array(16, np.float32)
+    kept[0] = x[0]
+    out[0] = kept[0]
+
+
+@cuda.jit
+def keeps_a_local_array_by_name(x, out):
+    kept = cuda.local.array(ROW_SLOTS, np.float32)
+    kept[0] = x[0]
+    out[0] = kept[0]
+
+
+@cuda.jit
+def keeps_a_local_array_by_shape(x, out):
+    kept = cuda.local.array((4, 8), np.float32)
+    kept[0, 0] = x[0]
+    out[0] = kept[0, 0]
+
+
+@pytest.mark.parametrize("kernel, length", [(keeps_a_local_array_by_number, 16),
+                                            (keeps_a_local_array_by_name, 12),
+                                            (keeps_a_local_array_by_shape, 32)])
+def test_a_local_array_of_a_length_typed_in_is_found_with_its_length(kernel, length):
+    line, found = source_rules.fixed_length_local_array(source_rules.kernel_source(kernel, 2))
+    assert line.startswith("kept = cuda.local.array(") and found == length
+
+
+def test_a_kernel_without_a_local_array_has_none_of_a_length_typed_in():
+    assert source_rules.fixed_length_local_array(
+        source_rules.kernel_source(shares_with_a_barrier, 2)) is None

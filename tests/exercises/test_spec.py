@@ -16,6 +16,7 @@ from numba import cuda
 from gpulab import reference
 from gpulab.exercises import outputs, results, running, source_rules
 from gpulab.exercises.mistakes import Mistake
+from gpulab.exercises.results import CheckFailedError
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial
 from gpulab.kernels.elementwise import elementwise_multiply
@@ -248,3 +249,28 @@ def test_a_number_past_float_s_range_is_told_not_a_bug():
     result = ch08.check_launch_bound(lambda widths, gpu: 10**400, seed=1, show=False)
     assert result.status == "failed" and "bug" not in result.message, result
     assert "positive, finite number" in result.message, result
+
+
+LOCAL_SLOTS = 48
+
+
+@cuda.jit
+def copy_through_a_local_array(x, out):
+    kept = cuda.local.array(LOCAL_SLOTS, np.float32)
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        kept[0] = x[i]
+        out[i] = kept[0]
+
+
+def test_a_spec_that_counts_from_the_arrays_refuses_a_local_array_of_a_length_typed_in():
+    spec = CheckSpec("demo", "copy(x, out)", "", parameters=2,
+                     counted_from_the_arrays="a row's values")
+    with pytest.raises(CheckFailedError, match="in a local array of 48: right only while"):
+        spec.start(copy_through_a_local_array)
+    assert spec.tried[0].did == "a local array of a length typed in, for a row's values"
+    assert "| a local array of a length typed in, for a row's values | source |" in (
+        spec.mistake_table())
+    assert spec.start(copy_guarded) is not None  # no local array
+    plain = CheckSpec("demo", "copy(x, out)", "", parameters=2)
+    assert plain.start(copy_through_a_local_array) is not None and plain.tried == ()
