@@ -330,6 +330,14 @@ class HostRun:
                    for device_array, host in self.watch.copies_back
                    if id(device_array) in written and isinstance(host, np.ndarray))
 
+    @property
+    def output_copied_in(self) -> bool:
+        """Is the output of the launch with the most threads (its second argument) a device
+        array ``cuda.to_device`` made, while another is its input?"""
+        arguments = self.biggest.arguments
+        return len(arguments) > 1 and arguments[1] is not arguments[0] and any(
+            arguments[1] is copied for copied in self.watch.copies_in)
+
     @cached_property
     def kernel_output(self) -> np.ndarray | None:
         """What the launch with the most threads left in its output (its second argument);
@@ -491,6 +499,15 @@ HOST_MISTAKES = (
                        "twice the bytes, and a GPU does float64 arithmetic many times slower"),
             "copy x as it is: `cuda.to_device(x)` and `cuda.device_array_like(d_x)` keep its "
             "dtype (no `astype`, no `np.array(x, dtype=float)`).", "host code"),
+    Mistake("the output made by copying x to the device (a copy over the host link for "
+            "nothing)",
+            lambda h: h.output_copied_in,
+            lambda h: (f"{h.call} gave `{h.name}` an output that `cuda.to_device` filled with "
+                       "x's values, so x crossed the host link twice; the kernel overwrites "
+                       "every element of the output, which needs room on the device, not x's "
+                       "values"),
+            "allocate the output on the device without copying anything into it "
+            "(`cuda.device_array_like`, section 5's second step).", "host code"),
     Mistake("returned values computed on the host, not the kernel's output copied back",
             lambda h: not h.from_device,
             lambda h: (f"{h.call} "

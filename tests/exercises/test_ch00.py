@@ -454,8 +454,26 @@ def on_gpu_grid_stride(x):
     return d_out.copy_to_host()
 
 
+def on_gpu_output_copied_in(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.to_device(x)  # wrong: room for the output made by copying x in again
+    threads = 128
+    add_one[(x.size + threads - 1) // threads, threads](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_in_place(x):  # right: the kernel reads and writes each element in one thread
+    d_x = cuda.to_device(x)
+    threads = 128
+    add_one[(x.size + threads - 1) // threads, threads](d_x, d_x)
+    cuda.synchronize()
+    return d_x.copy_to_host()
+
+
 @pytest.mark.parametrize(("kernel", "run"), [
     (add_one_spelled_out, on_gpu_allocated_by_shape),
+    (add_one, on_gpu_in_place),
     (add_one_grid_stride, on_gpu_grid_stride),
 ])
 def test_first_launches_written_differently_pass(kernel, run):
@@ -472,6 +490,8 @@ def test_first_launches_written_differently_pass(kernel, run):
     (add_one, on_gpu_in_float64_cast_back, ["worked in float64", "twice the bytes"]),
     (add_one, on_gpu_two_blocks_extra, ["one whole block had nothing to do"]),
     (add_one, on_gpu_blocks_from_gpulab, ["gpulab's own", "one_thread_per_element"]),
+    (add_one, on_gpu_output_copied_in, ["filled with x's values", "crossed the host link twice",
+                                        "without copying anything into it"]),
 ])
 def test_first_launch_names_more_mistakes(kernel, run, words):
     result = check_first_launch(kernel, run, seed=6, show=False)
