@@ -708,6 +708,19 @@ def test_joules_with_a_wrap_around_stretch_is_named(seed):
     assert result.status == FAILED and "a negative duration" in said(result), said(result)
 
 
+def joules_over_n_minus_one(times_s, watts, n_inferences):
+    """Wrong: the energy shared among n - 1 inferences."""
+    energy = float(np.trapezoid(watts, times_s))
+    return energy / (n_inferences - 1) * 1000
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_joules_over_n_minus_one_inferences_is_named(seed):
+    # 0.2 % off with thousands of inferences (inside the 1 % tolerance): the last trace has few
+    result = ch12.check_joules_per_thousand(joules_over_n_minus_one, seed=seed, show=False)
+    assert result.status == FAILED and "one fewer than the" in said(result), said(result)
+
+
 @cuda.jit
 def infer_in_thread_0_of_the_grid(X, W1, b1, W2, b2, logits, out):
     # wrong: thread 0 of the grid runs every sample, the others idle
