@@ -333,10 +333,13 @@ class HostRun:
     @property
     def output_copied_in(self) -> bool:
         """Is the output of the launch with the most threads (its second argument) a device
-        array ``cuda.to_device`` made, while another is its input?"""
+        array ``cuda.to_device`` filled with x's values, while another is its input? (An
+        output copied in from ``np.empty_like(x)`` or a NaN-filled array is not named: a
+        needless copy, but not x's.)"""
         arguments = self.biggest.arguments
         return len(arguments) > 1 and arguments[1] is not arguments[0] and any(
-            arguments[1] is copied for copied in self.watch.copies_in)
+            arguments[1] is device and isinstance(host, np.ndarray) and host.shape == self.x.shape
+            and np.array_equal(host, self.x) for host, device in self.watch.copies_in)
 
     @cached_property
     def kernel_output(self) -> np.ndarray | None:

@@ -655,8 +655,9 @@ QUANTISE = CheckSpec(
     holds="on activations with outliers of both signs (the largest magnitude negative), tiny "
           "gradients and values near 1: `q` an `ml_dtypes.float8_e4m3fn` array shaped like x, "
           "`scale` one positive number equal to max|x| / 448 (or the power of two just above "
-          "it), each stored value the E4M3 value nearest to x / scale (six values planted "
-          "where rounding through float16 first goes the other way)",
+          "it), each stored value the E4M3 value nearest to x / scale (for the scale "
+          "max|x| / 448, six values planted where rounding through float16 first goes the "
+          "other way)",
     also="a list, a float32/float64/float16 array or another fp8 variant instead of "
          "float8_e4m3fn; an array of scales; a float16 scale; overflow to NaN; x multiplied by "
          "the scale; not a pair; rounded twice (through float16 or bfloat16); rounded toward "
@@ -874,15 +875,16 @@ def _check_quantised(x64: np.ndarray, q: np.ndarray, scale: float, name: str, se
 def _check_nearest(x64: np.ndarray, q: np.ndarray, scale: float, where: str,
                    named_only: bool = False) -> None:
     """Fail unless every stored value is an E4M3 value nearest to x / scale: within half a
-    step of E4M3 (2^(e-3) in the binade [2^e, 2^(e+1)), 2^-9 below 2^-6), give or take 2^-18 of
-    a step, which is what dividing in float32 rather than float64 moves a quotient. Rounding
+    step of E4M3 (2^(e-3) in the binade [2^e, 2^(e+1)), 2^-9 below 2^-6), give or take 2^-14 of
+    a step: a quotient computed in float32 (a float32 scale, a reciprocal, then the division)
+    moves by about 2^-19 of a step, rounding through float16 by up to 2^-8. Rounding
     twice (through float16 or bfloat16) and rounding toward zero are named; with
     ``named_only``, only those fail here."""
     scaled = x64 / scale
     stored = q.astype(np.float64)
     binade = np.floor(np.log2(np.maximum(np.abs(scaled), E4M3.smallest_normal)))
     step = 2.0 ** (binade - E4M3.mantissa_bits)
-    far = np.abs(stored - scaled) > step / 2 * (1 + 2.0 ** -18)
+    far = np.abs(stored - scaled) > step * (0.5 + 2.0 ** -14)
     if not far.any():
         return
     first = int(np.flatnonzero(far)[0])
@@ -901,7 +903,7 @@ def _check_nearest(x64: np.ndarray, q: np.ndarray, scale: float, where: str,
         how = ("values below E4M3's smallest normal number, 2^-6, were flushed to 0, where E4M3 "
                "keeps subnormal values down to 2^-9")
         hint = ("let the conversion to E4M3 handle small values: it keeps subnormals, and only "
-                "what rounds below 2^-10 becomes 0.")
+                "magnitudes at or below 2^-10 (half the smallest subnormal) become 0.")
     elif np.all(np.abs(stored[far]) <= np.abs(scaled[far])):
         how = "values were rounded toward zero (truncated), not to the nearest E4M3 value"
         hint = "let the conversion to E4M3 round: it rounds to the nearest value."

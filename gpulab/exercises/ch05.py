@@ -274,8 +274,8 @@ OVERFLOW_HINT = (
 )
 MAX_START_HINT = (
     "start m from one of the row's own logits, not from 0 or another number typed in: here "
-    "every logit of a row lies between -4000 and -1000, below such a start, so m stayed at "
-    "it, every exp(z - m) underflowed to 0, the sum was 0 and p = 0 / 0."
+    "the logits of a row lie near a level from -4000 to -1000, below such a start, so m "
+    "stayed at it, every exp(z - m) underflowed to 0, the sum was 0 and p = 0 / 0."
 )
 LOW_CASE = "logits from -4000 to -1000"
 LARGEST_HINT = (
@@ -685,7 +685,7 @@ SOFTMAX = CheckSpec(
           "p = exp(z − lse), the rounding of lse too); a one-pass (online) softmax is accepted",
     also="the stub; a thread past an edge (a missing or `<=` guard, loops past a row's "
          "classes: IndexError in the simulator); a write into logits; a block size or a "
-         "class count typed in (a local array of fixed length)")
+         "class count typed in, which wider rows on another block size show")
 
 
 @SOFTMAX.check

@@ -872,6 +872,7 @@ class AmaxRun:
 
 
 def _first_few(numbers, shown: int = 4) -> str:
+    """The first ``shown`` of ``numbers``, joined by commas, with "…" when there are more."""
     return ", ".join(map(str, numbers[:shown])) + "…" * (len(numbers) > shown)
 
 

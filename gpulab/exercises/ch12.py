@@ -70,6 +70,7 @@ class Percentile:
 
     @property
     def one_too_high(self) -> bool:
+        """Is the answer the value one rank above the nearest rank's (the largest at most)?"""
         return self.near(self.ordered[min(self.rank, len(self.values) - 1)])
 
     @property
@@ -143,6 +144,28 @@ PERCENTILE = CheckSpec(
     also="a function that raises (named with the call)")
 
 
+def _percentile_case(function, rng: np.random.Generator, q: float, n: int, seed) -> None:
+    """One list of n lognormal latencies for ``percentile(latencies, q)``; fail with the
+    mistake :data:`PERCENTILE_MISTAKES` name unless it returns the nearest-rank value exactly.
+    A tenth of the list repeats lower values, as a clock's resolution gives them."""
+    drawn = np.round(rng.lognormal(0.5, 0.8, n), 4)
+    # repeats among the lowest 40 % only (the values near the rank stay distinct, so that a
+    # rank one off still shows): a quarter of those become copies of the others
+    ascending = np.argsort(drawn)
+    rank = max(1, math.ceil(q * n / 100))
+    # kept distinct: the values a rank one off, counted from the largest, or read unsorted give
+    kept = set(ascending[max(n - rank - 2, 0):n - rank + 3]) | set(range(rank - 3, rank + 2))
+    low = np.array([i for i in ascending[:int(0.4 * n)] if i not in kept], dtype=np.int64)
+    if low.size >= 4:
+        repeats = rng.choice(low, low.size // 4, replace=False)
+        drawn[repeats] = drawn[rng.choice(np.setdiff1d(low, repeats), repeats.size)]
+    values = [float(v) for v in drawn]
+    got = call_learner(function, list(values), q, stub_hint=PERCENTILE_STUB_HINT,
+                       call=f"percentile(<{n} latencies>, {q})")
+    if _not_a_number(got) or float(got) != nearest_rank(values, q):
+        PERCENTILE.reject(Percentile(got, values, q, f"{n} latencies, q = {q}, seed={seed}"))
+
+
 # (q, n) with q·n/100 whole but q / 100 · n above it in float64 (0.56 · 25 = 14.000000000000002):
 # a rank computed with q / 100 first, as NumPy's inverted_cdf does, is one too high there.
 FLOAT_RANK_TRAPS = tuple((q, n) for q in range(55, 99) for n in range(7, 480)
@@ -165,28 +188,11 @@ def check_percentile(function, seed: int | None = None) -> str:
             n = int(rng.integers(7, 480))
         cases.append((q, n))
     cases.append((99, 200))  # q·n/100 whole: the rank is exactly 198
-    for index in range(len(cases) + 1):
-        if index == len(cases):  # drawn last, so that the lists before it stay as they were
-            cases.append(FLOAT_RANK_TRAPS[int(rng.integers(len(FLOAT_RANK_TRAPS)))])
-        q, n = cases[index]
-        drawn = np.round(rng.lognormal(0.5, 0.8, n), 4)
-        # repeats, as a clock's resolution gives them, among the lowest 40 % only (the values
-        # near the rank stay distinct, so that a rank one off still shows): a quarter of those
-        # become copies of the others
-        ascending = np.argsort(drawn)
-        rank = max(1, math.ceil(q * n / 100))
-        # kept distinct: the values a rank one off, counted from the largest, or read unsorted
-        # give
-        kept = set(ascending[max(n - rank - 2, 0):n - rank + 3]) | set(range(rank - 3, rank + 2))
-        low = np.array([i for i in ascending[:int(0.4 * n)] if i not in kept], dtype=np.int64)
-        if low.size >= 4:
-            repeats = rng.choice(low, low.size // 4, replace=False)
-            drawn[repeats] = drawn[rng.choice(np.setdiff1d(low, repeats), repeats.size)]
-        values = [float(v) for v in drawn]
-        got = call_learner(function, list(values), q, stub_hint=PERCENTILE_STUB_HINT,
-                           call=f"percentile(<{n} latencies>, {q})")
-        if _not_a_number(got) or float(got) != nearest_rank(values, q):
-            PERCENTILE.reject(Percentile(got, values, q, f"{n} latencies, q = {q}, seed={seed}"))
+    for q, n in cases:
+        _percentile_case(function, rng, q, n, seed)
+    # drawn after the lists above, which stay as they were before it was added
+    cases.append(FLOAT_RANK_TRAPS[int(rng.integers(len(FLOAT_RANK_TRAPS)))])
+    _percentile_case(function, rng, *cases[-1], seed)
     return f"all {len(cases)} lists right (seed={seed})."
 
 

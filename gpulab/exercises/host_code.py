@@ -57,8 +57,9 @@ class HostCodeWatch:
     code made with ``cuda.stream()`` but gave no launch or copy: it returns at once). The copies
     Numba makes itself for NumPy arguments are not events: they show in
     :attr:`HostLaunch.numpy_arguments`. ``copies_back`` holds each ``copy_to_host``'s ``(device
-    array, host array)``, ``copies_in`` each device array ``to_device`` made; ``streams_made``
-    the streams ``cuda.stream()`` made, ``streams_used`` those given to a launch or a copy."""
+    array, host array)``, ``copies_in`` each ``to_device``'s ``(host array, device
+    array)``; ``streams_made`` the streams ``cuda.stream()`` made, ``streams_used`` those given
+    to a launch or a copy."""
 
     events: list = field(default_factory=list)
     launching: bool = False
@@ -302,8 +303,8 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
             result = original(*args, **kwargs)
             if counted and kind == "copy_to_host":
                 watch.copies_back.append((args[0], result))
-            if counted and kind == "to_device":
-                watch.copies_in.append(result)
+            if counted and kind == "to_device" and args:
+                watch.copies_in.append((args[0], result))
             return result
 
         patched.append((owner, name, original))

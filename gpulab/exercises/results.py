@@ -294,8 +294,10 @@ def explain_exception(error: KernelError, trial: Trial,
             where, detail = "", detail[len(follower):]
         hint = DID_NOT_FINISH_HINT
         if "array accesses" in detail:  # a budget per thread: also what one thread doing all does
-            detail += ("; or one thread doing the work of many (every element, or every sample, "
-                       "in one thread's loop)")
+            detail = (detail.replace("many more than the arrays hold",
+                                     "more than this launch should need")
+                      + "; or one thread doing the work of many (every element, or every "
+                        "sample, in one thread's loop)")
             hint += " And each thread takes its own share of the work, not everyone's."
         who = f" ({where}: {detail})" if where else f" ({detail})"
         return FAILED, f"{DID_NOT_FINISH}{who} ({trial}).", hint

@@ -311,8 +311,11 @@ def hard_coded_size(source: KernelSource) -> str | None:
 def fixed_length_local_array(source: KernelSource) -> tuple[str, int] | None:
     """(line, length) of the first ``cuda.local.array`` whose length is a whole number typed
     in, directly or through a module-level name (``cuda.local.array(48, ...)``,
-    ``cuda.local.array(MAXC, ...)``), or None. Every local array's length is fixed when the
-    kernel compiles; the caller decides whether what it holds has a count that varies."""
+    ``cuda.local.array(MAXC, ...)``), and that is indexed by the variable of a loop whose
+    bounds come from an array's shape (``for c in range(logits.shape[1]): cache[c] = ...``):
+    it holds one value per element of a dimension the arrays give, so it is right only while
+    that dimension fits. None otherwise (a local array of 1 as a float32 accumulator, a
+    fixed-size tile)."""
     if source.tree is None:
         return None
     names = getattr(source.function, "__globals__", {})
@@ -327,24 +330,52 @@ def fixed_length_local_array(source: KernelSource) -> tuple[str, int] | None:
             return math.prod(sizes) if None not in sizes else None
         return None
 
-    for node in source.walk():
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    def is_local_array(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "array" and isinstance(node.func.value, ast.Attribute)
-                and node.func.value.attr == "local"):
-            shape = node.args[0] if node.args else next(
-                (k.value for k in node.keywords if k.arg == "shape"), None)
-            size = length(shape) if shape is not None else None
-            if size is not None:
-                return source.line(node), size
+                and node.func.value.attr == "local")
+
+    def mentions(expression: ast.AST, wanted: set[str]) -> bool:
+        return any(isinstance(n, ast.Attribute) and n.attr == "shape"
+                   or isinstance(n, ast.Name) and n.id in wanted for n in ast.walk(expression))
+
+    from_shapes: set[str] = set()  # names computed from a shape: C = logits.shape[1]
+    for node in source.walk():
+        if isinstance(node, ast.Assign) and mentions(node.value, set()):
+            for target in node.targets:
+                from_shapes |= _assigned_names(target)
+    along_shapes = set()  # variables of loops bounded by a shape
+    for node in source.walk():
+        if (isinstance(node, ast.For) and _called_name(node.iter) == "range"
+                and mentions(node.iter, from_shapes)):
+            along_shapes |= _assigned_names(node.target)
+    for node in source.walk():
+        if not (isinstance(node, ast.Assign) and is_local_array(node.value)):
+            continue
+        call = node.value
+        shape = call.args[0] if call.args else next(
+            (k.value for k in call.keywords if k.arg == "shape"), None)
+        size = length(shape) if shape is not None else None
+        held = set().union(*(_assigned_names(target) for target in node.targets))
+        if size is not None and any(
+                isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+                and n.value.id in held and any(isinstance(m, ast.Name) and m.id in along_shapes
+                        for m in ast.walk(n.slice))
+                for n in source.walk()):
+            return source.line(node).split("#")[0].rstrip(), size
     return None
 
 
 def hard_coded_thread_count(source: KernelSource) -> str | None:
-    """The first line that compares a thread's index *in its block* (a variable assigned from
-    ``cuda.threadIdx`` alone, with no ``blockIdx`` or ``grid``) with a whole number bigger than
-    1 (``if t < 16:``): a number of threads typed in, as the unrolled last rounds of a tree
-    written for one warp are. A halving loop's test is not one."""
-    if source.tree is None:
+    """In a kernel that makes a shared array, the first line that compares a thread's index
+    *in its block* (a variable assigned from ``cuda.threadIdx`` alone, with no ``blockIdx``,
+    ``blockDim`` or ``grid``) with a whole number from 2 to 32 (``if t < 16:``): the last
+    rounds of a tree unrolled for one warp. A halving loop's test is not one; neither is a
+    comparison with a larger number (a problem size typed in: :func:`hard_coded_size`)."""
+    if source.tree is None or not any(
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "array" and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "shared" for node in source.walk()):
         return None
     in_block = set()
     for node in source.walk():
@@ -362,7 +393,7 @@ def hard_coded_thread_count(source: KernelSource) -> str | None:
         sides = [node.left, *node.comparators]
         if any(isinstance(side, ast.Name) and side.id in in_block for side in sides) and any(
                 isinstance(side, ast.Constant) and isinstance(side.value, int)
-                and not isinstance(side.value, bool) and side.value > 1 for side in sides):
+                and not isinstance(side.value, bool) and 1 < side.value <= 32 for side in sides):
             return source.line(node)
     return None
 

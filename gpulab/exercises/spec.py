@@ -119,14 +119,17 @@ class CheckSpec:
         of which the arrays say how many (``counted_from_the_arrays``: "a row's classes"): the
         first rule :meth:`start` applies."""
         what = self.counted_from_the_arrays
+
+        def said(source: KernelSource) -> str:
+            line, length = fixed_length_local_array(source)
+            return (f"`{line}` keeps {what} in a local array of {length}: right only while "
+                    f"there are at most that many, but the arrays say how many there are "
+                    f"(this check draws the number, and a real model's is whatever its arrays "
+                    f"hold)")
+
         return Mistake(
             f"a local array of a length typed in, for {what}",
-            lambda source: fixed_length_local_array(source) is not None,
-            lambda source: (
-                f"`{fixed_length_local_array(source)[0]}` keeps {what} in a local array of "
-                f"{fixed_length_local_array(source)[1]}: right only while there are at most "
-                f"that many, but the arrays say how many there are (this check draws the "
-                f"number, and a real model's is whatever its arrays hold)"),
+            lambda source: fixed_length_local_array(source) is not None, said,
             f"keep no per-thread array of a fixed length for {what}: read them from the arrays "
             "again where you need them (a local array's length is fixed when the kernel "
             "compiles).", "source")
@@ -364,11 +367,11 @@ def under_two_blocks(run: Callable[[Trial], object], trial: Trial,
             if thread_line and not line:
                 raise CheckFailedError(
                     f"`{thread_line}` compares a thread's index in its block with a fixed "
-                    f"number: it assumes how many threads take part, but blocks have "
-                    f"{each.threads_per_block} threads here ({each}). The last rounds of a tree "
-                    "written for one warp, with no barrier between them, are a race as well: "
-                    "the threads of a warp are not guaranteed to run in step (Volta and later "
-                    "GPUs schedule them independently).",
+                    f"number: the last rounds of a tree unrolled for one warp, with no barrier "
+                    f"between them. That is a race: the threads of a warp are not guaranteed to "
+                    f"run in step (Volta and later GPUs schedule them independently), so a "
+                    f"thread may read a slot before its partner has written it; and the number "
+                    f"assumes how many threads take part ({each}).",
                     "work out which threads take part from `cuda.blockDim.x` and the round's "
                     "stride, and keep a `cuda.syncthreads()` in every round of the tree.") from None
             size_line = hard_coded_size(source) if source is not None else None
@@ -391,7 +394,7 @@ def under_two_blocks(run: Callable[[Trial], object], trial: Trial,
                         and not line else "")
             raise CheckFailedError(
                 f"your kernel is {right}: {said}. With {each.threads_per_block}: {detail}",
-                f"{own_hint} (And {block_hint})" if own_hint else block_hint) from None
+                own_hint or block_hint) from None
     return results[0]
 
 

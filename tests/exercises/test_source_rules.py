@@ -352,23 +352,36 @@ ROW_SLOTS = 12
 
 @cuda.jit
 def keeps_a_local_array_by_number(x, out):
-    kept = cuda.local.array(16, np.float32)
-    kept[0] = x[0]
+    kept = cuda.local.array(16, np.float32)  # one slot per element of x's row
+    for j in range(x.shape[1]):
+        kept[j] = x[0, j]
     out[0] = kept[0]
 
 
 @cuda.jit
 def keeps_a_local_array_by_name(x, out):
     kept = cuda.local.array(ROW_SLOTS, np.float32)
-    kept[0] = x[0]
+    columns = x.shape[1]
+    for j in range(columns):
+        kept[j] = x[0, j]
     out[0] = kept[0]
 
 
 @cuda.jit
 def keeps_a_local_array_by_shape(x, out):
     kept = cuda.local.array((4, 8), np.float32)
-    kept[0, 0] = x[0]
+    for j in range(x.shape[1]):
+        kept[0, j] = x[0, j]
     out[0] = kept[0, 0]
+
+
+@cuda.jit
+def accumulates_in_a_local_array_of_one(x, out):  # a float32 accumulator, not a cache
+    total = cuda.local.array(1, np.float32)
+    total[0] = 0
+    for j in range(x.shape[1]):
+        total[0] += x[0, j]
+    out[0] = total[0]
 
 
 @pytest.mark.parametrize("kernel, length", [(keeps_a_local_array_by_number, 16),
@@ -377,8 +390,9 @@ def keeps_a_local_array_by_shape(x, out):
 def test_a_local_array_of_a_length_typed_in_is_found_with_its_length(kernel, length):
     line, found = source_rules.fixed_length_local_array(source_rules.kernel_source(kernel, 2))
     assert line.startswith("kept = cuda.local.array(") and found == length
+    assert "#" not in line  # the learner's comment left out
 
 
-def test_a_kernel_without_a_local_array_has_none_of_a_length_typed_in():
-    assert source_rules.fixed_length_local_array(
-        source_rules.kernel_source(shares_with_a_barrier, 2)) is None
+@pytest.mark.parametrize("kernel", [shares_with_a_barrier, accumulates_in_a_local_array_of_one])
+def test_a_local_array_not_indexed_along_an_array_s_dimension_is_not_found(kernel):
+    assert source_rules.fixed_length_local_array(source_rules.kernel_source(kernel, 2)) is None

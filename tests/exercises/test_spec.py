@@ -256,11 +256,12 @@ LOCAL_SLOTS = 48
 
 @cuda.jit
 def copy_through_a_local_array(x, out):
-    kept = cuda.local.array(LOCAL_SLOTS, np.float32)
-    i = cuda.grid(1)
-    if i < x.shape[0]:
-        kept[0] = x[i]
-        out[i] = kept[0]
+    kept = cuda.local.array(LOCAL_SLOTS, np.float32)  # a slot per element: 48 at most
+    if cuda.grid(1) == 0:
+        for i in range(x.shape[0]):
+            kept[i] = x[i]
+        for i in range(x.shape[0]):
+            out[i] = kept[i]
 
 
 def test_a_spec_that_counts_from_the_arrays_refuses_a_local_array_of_a_length_typed_in():
