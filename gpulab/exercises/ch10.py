@@ -677,8 +677,9 @@ def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
     NaN, +inf and -inf;
     NaN and -inf only. The largest magnitude is read by an odd-numbered thread after the grid's
     first pass (in the cases with NaN, thread 1), and every block holds a different number (at
-    least 3) of non-finite values, one of them thread 1's first element, x[1]: a maximum started
-    from it stays NaN and loses what thread 1 reads after it.
+    least 4) of non-finite values, among them thread 1's first element, x[1], and the element
+    thread 1 reads right after the largest: a maximum started from a NaN first element stays
+    NaN, and a comparison that a NaN wins (`not v <= m`) replaces the largest with it.
     Positive values are a quarter the size of negative ones, so that x's largest *value* is
     not the largest magnitude of any part of x a wrong kernel might reduce."""
     rng, n, grid_threads, threads = trial.rng, trial.n, trial.grid_threads, trial.threads_per_block
@@ -690,21 +691,22 @@ def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
     def finite(largest_in: int, reader=None) -> tuple[np.ndarray, int]:
         x = rng.standard_normal(n) * 10.0 ** rng.uniform(-1, 1)
         x = np.where(x > 0, x / 4, x)  # so the largest value is far below most magnitudes
-        odd = thread % 2 == 1 if reader is None else owner == reader
-        where = np.flatnonzero((block == largest_in) & odd & (index >= grid_threads)
-                               & (index < n - 1))
+        odd = (thread % 2 == 1) & (index < n - 1) if reader is None else (
+            (owner == reader) & (index + grid_threads < n - 1))  # read again after it
+        where = np.flatnonzero((block == largest_in) & odd & (index >= grid_threads))
         p = int(rng.choice(where))
         x[p] = -float(np.max(np.abs(x))) * rng.uniform(1.3, 1.6)
         return x, p
 
     def bad_positions(p: int) -> list[int]:
-        counts = rng.permutation(np.arange(3, blocks + 3))  # x[1], x[-1] and one more fit
+        counts = rng.permutation(np.arange(4, blocks + 4))  # x[1], after p, x[-1], one more
         top = int(np.argmax(counts))
         if top == blocks - 1:  # the last block (the one that writes last) never holds the most
             counts[[0, top]] = counts[[top, 0]]
         last_of_thread0 = int(np.flatnonzero(owner == 0)[-1])
         chosen = [last_of_thread0] + [n - 1] * (n - 1 != last_of_thread0)  # a loop one short
         chosen.append(1)  # thread 1's first element: a running max that starts from it
+        chosen.append(p + grid_threads)  # what thread 1 reads after the largest, p
         for b in range(blocks):
             pool = np.flatnonzero((block == b) & (index != p) & ~np.isin(index, chosen))
             have = sum(block[i] == b for i in chosen)
@@ -798,6 +800,17 @@ class AmaxRun:
         """(NaN, +inf, -inf) values in x."""
         return (int(np.isnan(self.x).sum()), int(np.isposinf(self.x).sum()),
                 int(np.isneginf(self.x).sum()))
+
+    @property
+    def stopped_at_first_non_finite(self) -> tuple[float, int]:
+        """(amax, count) of a kernel whose threads each stop their loop at their first inf or
+        NaN, counting it (an inf still entering the amax)."""
+        read = []
+        for start in range(min(self.trial.grid_threads, self.trial.n)):
+            mine = self.x[start::self.trial.grid_threads]
+            bad = np.flatnonzero(~np.isfinite(mine))
+            read.append(mine[:bad[0] + 1] if len(bad) else mine)
+        return _stats(np.concatenate(read))
 
     @property
     def nan_first(self) -> np.ndarray:
@@ -912,19 +925,21 @@ AMAX_MISTAKES = (
                        "and still enters the maximum; only NaN stays out of it"),
             "leave only NaN out of the amax: an infinite value is a magnitude like any other "
             "(and the amax then says the tensor overflowed), while NaN has none."),
-    Mistake("a thread's maximum started from its first element, which is NaN (x[1])",
+    Mistake("the values of threads whose first element is NaN lost (a maximum started from "
+            "it, a comparison a NaN wins, a loop stopped at it)",
             lambda e: e.nan_first_lost(),
             lambda e: (f"out[0] = {e.amax:.6g}, the largest magnitude of every element but "
                        f"those of the threads whose first element is NaN (thread"
                        f"{'s' * (len(e.nan_first) > 1)} {_first_few(e.nan_first)}); "
-                       f"x's is {e.want[0]:.6g}, x[{e.largest_at}], which thread 1 reads after "
-                       "x[1]. A maximum started from a NaN first element stays NaN, since every "
-                       "comparison with NaN is false, and a NaN left the tree or the atomic with "
-                       "those threads' values (or a loop that stops at the first NaN, a "
-                       "`break`, never read them)"),
-            "start each thread's maximum from a value no magnitude is below (0), not from the "
-            "thread's first element: that element may be NaN."),
-    Mistake("NaN let into the amax", lambda e: e.nan_entered(),
+                       f"x's is {e.want[0]:.6g}, x[{e.largest_at}], which thread 1 reads between "
+                       "two NaNs. A NaN lost those threads' values: a maximum started from a NaN "
+                       "first element stays NaN, since every comparison with NaN is false; a "
+                       "comparison that a NaN wins (`not v <= m` is True for NaN) puts it in "
+                       "the largest value's place; a loop that stops at a NaN (a `break`) never "
+                       "reads what follows"),
+            NAN_AMAX_HINT),
+    Mistake("NaN let into the amax",
+            lambda e: e.nan_entered() and not e.is_(e.stopped_at_first_non_finite),
             lambda e: ("out[0] is NaN: a NaN of x entered the amax" if math.isnan(e.amax) else
                        f"out[0] = {e.amax:.6g}, but x's largest magnitude is {e.want[0]:.6g} "
                        f"(x[{e.largest_at}], among block {e.block[e.largest_at]}'s elements, "
@@ -981,6 +996,13 @@ AMAX_MISTAKES = (
                        (" (the infinite ones were)" if sum(e.kinds()[1:]) else "")), KINDS_HINT),
     Mistake("NaN counted twice", lambda e: e.kinds()[0] > 0 and e.count == e.want[1] + e.kinds()[0],
             lambda e: f"{e.summary}: every NaN was counted twice", KINDS_HINT),
+    Mistake("a loop that stops at the first inf or NaN (a break)",
+            lambda e: e.kinds()[0] > 0 and e.is_(e.stopped_at_first_non_finite),
+            lambda e: (f"{e.summary}: exactly what the threads give if each stops its loop at "
+                       "its first inf or NaN (a `break`?): the values, infs and NaNs after it "
+                       "were never read"),
+            "read every element of x once: each thread's loop runs to the end of x, whatever it "
+            "has found; the count needs every inf and NaN, the amax every finite value."),
     Mistake("x's last element never read (a loop one short)",
             lambda e: not e.right and e.is_(_stats(e.x[:-1])),
             lambda e: (f"{e.summary}: that is the answer for x without its last element, x["

@@ -1311,6 +1311,44 @@ def amax_tail_for_one_warp(x, out):
         cuda.atomic.add(out, 1, bad[0])
 
 
+@cuda.jit
+def amax_nan_wins_in_the_loop(x, out):
+    """Wrong: `not m <= mine` is True for NaN, so a NaN takes the thread's maximum's place (the
+    tree's `max`, fmaxf on a GPU, then leaves it out, and the thread's values with it)."""
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = 0.0
+    count = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        m = abs(x[i])
+        if not math.isfinite(m):
+            count += 1
+        if not m <= mine:
+            mine = m
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 7, 12345])
+def test_a_nan_winning_the_thread_s_comparison_fails_on_every_seed(seed):
+    # thread 1 reads x's largest magnitude between two NaNs
+    result = ch10.check_amax_nonfinite(amax_nan_wins_in_the_loop, seed=seed, show=False)
+    assert result.status == FAILED, result.message
+    assert "comparison that a NaN wins" in result.message, result.message
+
+
 @pytest.mark.parametrize("seed", [1, 7, 12345])
 def test_a_tail_unrolled_for_one_warp_is_named(seed):
     result = ch10.check_amax_nonfinite(amax_tail_for_one_warp, seed=seed, show=False)
@@ -1324,7 +1362,7 @@ def test_a_maximum_started_from_a_nan_first_element_is_named(seed):
     result = ch10.check_amax_nonfinite(amax_started_from_the_first_element, seed=seed,
                                        show=False)
     assert result.status == FAILED, result.message
-    assert "started from a NaN first element stays NaN" in result.message, result.message
+    assert "a maximum started from a NaN first element stays NaN" in result.message, result.message
 
 
 @cuda.jit
@@ -1565,12 +1603,12 @@ def test_an_atomic_per_warp_fails(seed):
     assert result.status == FAILED and "one per warp" in result.message, result.message
 
 
-def test_a_break_at_the_first_non_finite_fails():
-    result = ch10.check_amax_nonfinite(amax_break_at_the_first_non_finite, seed=1, show=False)
-    assert result.status == FAILED and "never read" in result.message, result.message
-    for seed in (7, 12345):
-        assert ch10.check_amax_nonfinite(amax_break_at_the_first_non_finite, seed=seed,
-                                         show=False).status == FAILED
+@pytest.mark.parametrize("seed", [0, 1, 7, 12345])
+def test_a_break_at_the_first_non_finite_fails_and_is_named(seed):
+    result = ch10.check_amax_nonfinite(amax_break_at_the_first_non_finite, seed=seed,
+                                       show=False)
+    assert result.status == FAILED, result.message
+    assert "stops its loop at its first inf or NaN" in result.message, result.message
 
 
 def update_with_a_cap(scale, clean_steps, found_inf, growth_interval):
