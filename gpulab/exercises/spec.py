@@ -99,7 +99,11 @@ class CheckSpec:
     tables from these): ``title`` (as the notebook numbers it, ``"1. multiply"``), ``call`` (the
     check cell's call, ``"check_multiply(my_multiply)"``), ``holds`` (what must hold for a
     pass, in plain words) and ``also`` (what the check diagnoses besides ``mistakes``: the
-    shared rules it applies, such as guards and indexing)."""
+    shared rules it applies, such as guards and indexing).
+
+    ``counted_from_the_arrays``: what a kernel keeps per thread whose count the arrays give
+    ("a row's classes"); where set, :meth:`start` refuses a local array of a length typed in
+    that holds them (:meth:`fixed_length_mistake`, first in :attr:`tried`)."""
 
     exercise: str
     learner_writes: str
