@@ -206,10 +206,18 @@ def test_instructors_grade_every_chapter_with_these_commands():
     assert all(c.startswith(".venv/bin/python -m gpulab.exercises.grading ") for c in commands)
 
 
+# asyncio's report of a task a kernel left pending as its process exited: on one clean-clone run
+# of 13 autogrades, ipykernel's control dispatcher (`Kernel.dispatch_control`). It says nothing
+# about the notebooks, and the pattern below would match it only through the name of a zmq
+# callback in its repr (`ZMQStream._run_callback.<locals>._log_error`).
+KERNEL_SHUTDOWN_TASK = re.compile(r"^task: <Task pending .*coro=<Kernel\.dispatch_control\(\)")
+
+
 def test_nbgrader_prints_no_warning(classroom):
     for step, log in classroom.logs.items():
         noisy = [line for line in log.splitlines()
-                 if re.search(r"warn|error|checksum|has changed", line, flags=re.IGNORECASE)]
+                 if re.search(r"warn|error|checksum|has changed", line, flags=re.IGNORECASE)
+                 and not KERNEL_SHUTDOWN_TASK.match(line.strip())]
         assert not noisy, f"nbgrader {step} warned:\n" + "\n".join(noisy)
 
 
