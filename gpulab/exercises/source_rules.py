@@ -330,11 +330,6 @@ def fixed_length_local_array(source: KernelSource) -> tuple[str, int] | None:
             return math.prod(sizes) if None not in sizes else None
         return None
 
-    def is_local_array(node: ast.AST) -> bool:
-        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "array" and isinstance(node.func.value, ast.Attribute)
-                and node.func.value.attr == "local")
-
     def mentions(expression: ast.AST, wanted: set[str]) -> bool:
         return any(isinstance(n, ast.Attribute) and n.attr == "shape"
                    or isinstance(n, ast.Name) and n.id in wanted for n in ast.walk(expression))
@@ -350,7 +345,7 @@ def fixed_length_local_array(source: KernelSource) -> tuple[str, int] | None:
                 and mentions(node.iter, from_shapes)):
             along_shapes |= _assigned_names(node.target)
     for node in source.walk():
-        if not (isinstance(node, ast.Assign) and is_local_array(node.value)):
+        if not (isinstance(node, ast.Assign) and _makes_array(node.value, "local")):
             continue
         call = node.value
         shape = call.args[0] if call.args else next(
@@ -372,10 +367,7 @@ def hard_coded_thread_count(source: KernelSource) -> str | None:
     ``blockDim`` or ``grid``) with a whole number from 2 to 32 (``if t < 16:``): the last
     rounds of a tree unrolled for one warp. A halving loop's test is not one; neither is a
     comparison with a larger number (a problem size typed in: :func:`hard_coded_size`)."""
-    if source.tree is None or not any(
-            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "array" and isinstance(node.func.value, ast.Attribute)
-            and node.func.value.attr == "shared" for node in source.walk()):
+    if source.tree is None or not any(_makes_array(node, "shared") for node in source.walk()):
         return None
     in_block = set()
     for node in source.walk():
@@ -449,6 +441,13 @@ def _called_name(node: ast.AST) -> str | None:
     return None
 
 
+def _makes_array(node: ast.AST, memory: str) -> bool:
+    """Is ``node`` a call of ``cuda.<memory>.array`` (``memory``: "shared" or "local")?"""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "array" and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == memory)
+
+
 def _assigned_names(target: ast.AST) -> set[str]:
     """The variables an assignment target binds (``a``, ``a, b``), not those it only reads
     (``out[i] = ...`` binds nothing)."""
@@ -506,10 +505,7 @@ def shared_array_without_barrier(kernel: KernelSource | None) -> str | None:
     nodes = list(kernel.walk())
     if any(_called_name(node) in _BARRIERS for node in nodes):
         return None
-    return next((kernel.line(node) for node in nodes
-                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                 and node.func.attr == "array" and isinstance(node.func.value, ast.Attribute)
-                 and node.func.value.attr == "shared"), None)
+    return next((kernel.line(node) for node in nodes if _makes_array(node, "shared")), None)
 
 
 def barrier_problems(kernel: KernelSource) -> list[str]:
