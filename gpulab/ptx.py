@@ -71,6 +71,34 @@ class PtxResult:
     error: str = ""
 
 
+# PTX opcodes that move, convert or select a float64 without computing with it.
+_NOT_ARITHMETIC = {"mov", "cvt", "ld", "st", "selp", "param"}
+# libdevice's float32 sin, cos and tan reduce a large argument with one float64 multiply by this
+# constant (pi/2 x 2^-64, Payne-Hanek): float64 arithmetic no kernel source wrote.
+_LIBDEVICE_REDUCTION = "0d3BF921FB54442D19"
+
+
+def float64_arithmetic(ptx: str) -> dict[tuple[str, int], set[str]]:
+    """The float64 arithmetic in ``ptx`` (``add.f64``, ``fma.rn.f64``, ``setp.lt.f64``, ...; not
+    moves, loads, stores, conversions or selects, nor libdevice's float32 sin/cos/tan
+    reduction), as {(source file, line): opcodes} read from the ``.loc`` before each
+    instruction: compiled with ``lineinfo=True``; without it every opcode is under ("", 0)."""
+    files = dict(re.findall(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', ptx, re.MULTILINE))
+    found: dict[tuple[str, int], set[str]] = {}
+    where = ("", 0)
+    for text in ptx.splitlines():
+        text = text.strip()
+        if text.startswith("@"):  # a predicated instruction: "@%p1 add.f64 ..."
+            text = text.split(None, 1)[-1]
+        if text.startswith(".loc"):
+            _, index, line, *_ = text.split()
+            where = (files.get(index, ""), int(line))
+        elif (text and ".f64" in text.split()[0] and _LIBDEVICE_REDUCTION not in text
+              and text.split(".")[0] not in _NOT_ARITHMETIC):
+            found.setdefault(where, set()).add(text.split()[0])
+    return found
+
+
 def _compile_here(name: str, signature: str, cc: tuple[int, int]) -> PtxResult:
     from numba import cuda
 

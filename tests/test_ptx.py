@@ -56,6 +56,19 @@ def test_device_functions_are_inlined(compiled):
         assert "call" not in r.ptx, f"{r.kernel} {r.signature} calls a function"
 
 
+def test_kernels_without_float64_arguments_do_no_float64_arithmetic(compiled):
+    """A float literal or an integer meeting a float32 is float64 in Numba (``hits += 1`` on a
+    float32 count, ``top / 16``): arithmetic at 1/32 to 1/64 of float32's rate on most GPUs,
+    which the simulator never shows. gpulab's float32 kernels do none; what compiles to float32
+    anyway (``x * 2.0``) is not counted: the PTX is read, not the source."""
+    found = [f"{r.kernel} {r.signature} sm_{r.compute_capability[0]}{r.compute_capability[1]}: "
+             f"{sorted(set().union(*ptx.float64_arithmetic(r.ptx).values()))}"
+             for r in compiled if "float64" not in r.signature and ptx.float64_arithmetic(r.ptx)]
+    assert not found, "\n".join(found)
+    float64 = next(r for r in compiled if r.kernel == "saxpy" and "float64" in r.signature)
+    assert {"fma.rn.f64"} <= set().union(*ptx.float64_arithmetic(float64.ptx).values())
+
+
 def _module_kernels():
     """Every CUDA kernel object defined in gpulab.kernels, found without trusting the registry."""
     import importlib

@@ -11,6 +11,14 @@ kernels and device functions, and functions imported from a module (``from numpy
 (a Python list, dict, set or other object): it is a compile error, not a reason to skip the
 step. The step is skipped, with a note saying why, only where it cannot be judged: no CUDA
 toolkit wheels (macOS), no source, or a global NumPy array too big to send.
+
+The same compile says where a kernel whose arguments hold no float64 computes in float64 anyway
+(:func:`float64_note`, a note on the check's result, pass or fail): a line the compiled code
+does float64 arithmetic on (PTX ``add.f64``, ``fma.rn.f64``, ... under the line's ``.loc``)
+*and* that Numba's types make float64 (``total = 0.0`` then ``total += x[i]``). Both, because
+each alone misleads: ``x[i] * 2.0`` is typed float64 but compiles to a float32 multiply, and
+``math.sin`` of a float32 has a float64 multiply inside libdevice's argument reduction (left
+out by its constant, so that ``math.sin(x[i]) * 2.0`` is not named).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import numpy as np
 
 from gpulab import toolkit
 from gpulab.instruments import kernel_recipe, rebuild_function
+from gpulab.ptx import float64_arithmetic
 
 # The architecture a learner's kernel is compiled for: Turing (T4, Colab's free GPU), the oldest
 # that gpulab.ptx compiles for, so what passes here compiles on every GPU the course names.
@@ -48,7 +57,7 @@ SIMULATOR_ONLY_HINT = (
 # Globals of these kinds are Python objects no GPU kernel can use (the ptx tier refuses them).
 UNUSABLE_ON_A_GPU = {"list": "a Python list", "dict": "a Python dict", "set": "a Python set"}
 
-_COMPILED: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+_COMPILED: dict[tuple[str, str], dict] = {}  # the compiler process's answers
 _DEFAULT_GLOBALS = {"cuda": "numba.cuda", "np": "numpy", "numpy": "numpy", "math": "math",
                     "numba": "numba"}
 
@@ -142,10 +151,54 @@ def _compile_verdict(recipe: dict | None, signature: str) -> tuple[str | None, s
         said = UNUSABLE_ON_A_GPU.get(kind, f"a Python {kind} object")
         return (f"TypingError: Untyped global name '{name.split('.')[-1]}': {said}, which a GPU "
                 "kernel cannot use"), None
+    answer = _answer(recipe, signature)
+    if answer.get("skipped"):
+        return None, f"your kernel was not compiled for a real GPU: {answer['skipped']}"
+    return answer.get("error"), None
+
+
+def _answer(recipe: dict, signature: str) -> dict:
+    """The compiler process's answer for one kernel and signature, cached."""
     key = (json.dumps(recipe, sort_keys=True), signature)
     if key not in _COMPILED:
-        _COMPILED[key] = _compile_in_child(recipe, signature)
+        _COMPILED[key] = _COMPILER.ask({"recipe": recipe, "signature": signature,
+                                        "cc": COMPILE_FOR})
     return _COMPILED[key]
+
+
+def float64_note(kernel_source, arg_types) -> str | None:
+    """A note when the kernel computes in float64 although no argument is float64 (see the
+    module's docstring): the lines, as compiled for sm_75 (:data:`COMPILE_FOR`), and what float64
+    costs on the GPUs the course names. None when it does not, or where the compile step
+    cannot run (:func:`compile_verdict` says why)."""
+    recipe, signature = recipe_of(kernel_source), signature_of(arg_types)
+    if recipe is None or compile_verdict(kernel_source, arg_types) != (None, None):
+        return None
+    lines = _answer(recipe, signature).get("float64_lines") or []
+    if not lines:
+        return None
+    source = recipe["source"].splitlines()
+    said = [f"line {number} `{source[number - 1].strip()}` ({opcodes})"
+            for number, opcodes in lines[:3] if 0 < number <= len(source)]
+    more = f" and {len(lines) - 3} more" if len(lines) > 3 else ""
+    return (f"your kernel computes in float64 although its arguments are float32 or integers: "
+            f"{'; '.join(said)}{more} (compiled for sm_{COMPILE_FOR[0]}{COMPILE_FOR[1]}). In "
+            "Numba a float literal such as `0.0` or `1.0` is a float64, an integer meeting a "
+            "float32 makes a float64 too (`hits += 1` on a float32 `hits`), and so is what is "
+            f"computed from them. {float64_cost()} The check accepts it; on a GPU it costs "
+            "time.")
+
+
+def float64_cost() -> str:
+    """float64's rate against float32's on the course's GPUs, from their datasheets."""
+    from gpulab import hardware
+
+    def share(gpu) -> str:
+        return f"1/{gpu.peak_flops['fp32'] / gpu.peak_flops['fp64']:.0f}"
+
+    return (f"On a T4 float64 arithmetic runs at {share(hardware.T4)} of float32's rate, on an "
+            f"L4 at {share(hardware.L4)}, on an H100 SXM at {share(hardware.H100_SXM)} "
+            "(NVIDIA's datasheets, in gpulab.hardware).")
 
 
 class _CompilerProcess:
@@ -205,13 +258,6 @@ _COMPILER = _CompilerProcess()
 atexit.register(_COMPILER.stop)
 
 
-def _compile_in_child(recipe: dict, signature: str) -> tuple[str | None, str | None]:
-    answer = _COMPILER.ask({"recipe": recipe, "signature": signature, "cc": COMPILE_FOR})
-    if answer.get("skipped"):
-        return None, f"your kernel was not compiled for a real GPU: {answer['skipped']}"
-    return answer.get("error"), None
-
-
 def _compile_one(request: dict, cuda) -> dict:
     """Child side: compile one request; the answer as a dict."""
     cc = tuple(request["cc"])
@@ -220,14 +266,48 @@ def _compile_one(request: dict, cuda) -> dict:
     except Exception as error:  # noqa: BLE001 - the learner's source, e.g. a SyntaxError
         return {"error": f"{type(error).__name__}: {error}"}
     try:
-        cuda.compile_ptx(function, request["signature"], cc=cc)
+        ptx, _ = cuda.compile_ptx(function, request["signature"], cc=cc, lineinfo=True)
     except Exception as error:  # noqa: BLE001 - every compiler error is the answer
         text = f"{type(error).__name__}: {error}"
         if re.search(r"nvvm|nvrtc|nvjitlink|driver", text, re.IGNORECASE) and not re.search(
                 r"TypingError|UnsupportedError|NumbaError", text):
             return {"skipped": f"the CUDA compiler is not usable here ({text[:200]})"}
         return {"error": text}
-    return {"error": None}
+    return {"error": None, "float64_lines": _float64_lines(function, request["signature"], ptx,
+                                                           cc)}
+
+
+
+
+def _float64_lines(function, signature: str, ptx: str, cc: tuple[int, int]) -> list:
+    """Child side: [line, "opcodes"] for each line of the kernel's own source on which the
+    PTX does float64 arithmetic and Numba's types give an arithmetic result float64; [] when
+    an argument is float64 or complex128 (then float64 is the caller's choice)."""
+    if re.search(r"float64|complex128", signature):
+        return []
+    filename = function.__code__.co_filename  # "<kernel NAME>"; the PTX puts a folder before it
+    in_ptx = {line: opcodes for (file, line), opcodes in float64_arithmetic(ptx).items()
+              if file.endswith(filename)}
+    if not in_ptx:
+        return []
+    try:
+        from numba.core import sigutils
+        from numba.cuda.compiler import compile_cuda
+
+        arguments, _ = sigutils.normalize_signature(signature)
+        annotation = compile_cuda(function, None, arguments, cc=cc).type_annotation
+        # By name: numba-cuda's own copy of numba's IR and types is not numba.core's.
+        typed = {statement.loc.line for block in annotation.blocks.values()
+                 for statement in block.body
+                 if type(statement).__name__ == "Assign"
+                 and getattr(statement.value, "op", None) in ("binop", "inplace_binop", "call",
+                                                              "unary")
+                 and str(annotation.typemap.get(statement.target.name)) in ("float64",
+                                                                            "complex128")}
+    except Exception:  # noqa: BLE001 - another numba's internals: no note rather than a wrong one
+        return []
+    return [[number, " ".join(sorted(in_ptx[number]))] for number in sorted(in_ptx)
+            if number in typed]
 
 
 def _serve_compiler() -> None:

@@ -8,7 +8,9 @@ crash, a hang or memory corrupted outside the learner's arrays.
   child process: :func:`compile_for_gpu`), once per kernel source and argument types, every
   kernel, whatever it imports (a global no GPU kernel can use, such as a list of device
   functions, is a compile error); only where the CUDA toolkit wheels are missing (macOS) is that
-  step skipped, and the result's note says so. Shared memory starts poisoned, so a read before
+  step skipped, and the result's note says so. In the simulator and on a GPU, the same compile
+  notes float64 arithmetic no argument asked for (``total = 0.0``:
+  :func:`gpulab.exercises.compiling.float64_note`). Shared memory starts poisoned, so a read before
   the barrier that makes a slot written gives a wrong answer every time. A kernel that never
   finishes (a grid-stride loop whose step is 0) fails instead of hanging: in the simulator each
   thread gets a budget of array accesses and barriers (:func:`gpulab.instruments.limited`) and
@@ -32,7 +34,13 @@ from contextlib import ExitStack
 import numpy as np
 
 from gpulab import device
-from gpulab.exercises.compiling import COMPILE_FOR, compile_verdict, compiler_message, numba_type
+from gpulab.exercises.compiling import (
+    COMPILE_FOR,
+    compile_verdict,
+    compiler_message,
+    float64_note,
+    numba_type,
+)
 from gpulab.exercises.results import (
     GUARD_2D_HINT,
     GUARD_HINT,
@@ -100,14 +108,19 @@ def compile_for_gpu(kernel_source, arg_types) -> str | None:
 
 def _reject_what_would_not_compile(kernel, args) -> None:
     """In the simulator, compile the kernel for a real GPU with the launch's argument types and
-    fail the check if it does not compile (:func:`compile_for_gpu`)."""
-    if device.tier() != "sim":
-        return  # on a GPU the launch compiles it for real
+    fail the check if it does not compile (:func:`compile_for_gpu`). In every tier, note
+    float64 arithmetic the arguments did not ask for
+    (:func:`gpulab.exercises.compiling.float64_note`)."""
+    if device.tier() not in ("sim", "gpu"):
+        return
     try:
         types = [numba_type(value) for value in args]
     except TypeError:
         return
-    error = compile_for_gpu(kernel, types)
+    error = compile_for_gpu(kernel, types) if device.tier() == "sim" else None
+    note = None if error else float64_note(kernel, types)
+    if note:
+        add_note(note)
     if error:
         said, hint = compiler_message(error)
         raise CheckFailedError(
@@ -216,7 +229,9 @@ def launch(kernel, trial: Trial, *args, index_hint: str = GUARD_HINT, blocks=Non
 
     In the simulator the kernel is first compiled for a real GPU with these arguments' types
     (once per kernel and types: :func:`compile_for_gpu`), and what would not compile fails the
-    check (:class:`CheckFailedError`) before anything runs. Shared memory starts poisoned
+    check (:class:`CheckFailedError`) before anything runs; in both tiers the result gets a note
+    where the compiled kernel computes in float64 though no argument is float64. Shared memory
+    starts poisoned
     (:func:`gpulab.instruments.poisoned_shared_memory`), so reading a shared slot before a
     barrier made it written gives a wrong answer every time, as it can on a GPU; ``max`` and
     ``min`` of two floats leave a NaN out, as a GPU's ``fmaxf`` does

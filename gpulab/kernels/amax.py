@@ -51,7 +51,7 @@ def amax_nonfinite(x, out):
     bad = cuda.shared.array(SLOTS, x.dtype)
     t = cuda.threadIdx.x
     mine = x.dtype.type(0)
-    count = x.dtype.type(0)
+    count = 0  # an integer: a float32 count plus the literal 1 would be float64 arithmetic
     for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
         magnitude = abs(x[i])  # x[i] read once
         if math.isnan(magnitude):

@@ -190,10 +190,10 @@ def quantize_fp8_e4m3(x, inverse_scale, codes):
         while exponent < 8 and v >= top:
             exponent += 1
             top *= np.float32(2)
-        step = top / 16  # the gap between neighbouring codes here: 2^(exponent - 3)
+        step = top / np.float32(16)  # the gap between neighbouring codes: 2^(exponent - 3)
         q = v / step  # exact: dividing by a power of two
         m = int(q)  # q >= 0, so this is floor(q)
-        rest = q - m
+        rest = q - np.float32(m)  # float32 throughout: q - m would be float64 arithmetic
         if rest > 0.5 or (rest == 0.5 and m % 2 == 1):
             m += 1
         if m == 16:  # rounded up into the next binade

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
+from gpulab import toolkit
 from gpulab.exercises import ch05
 from gpulab.exercises.mistakes import diagnose
 from gpulab.exercises.results import FAILED, NOT_ATTEMPTED, PASSED
@@ -1146,3 +1147,31 @@ def test_bias_activation_a_row_per_thread_fails(seed):
     result = ch05.check_bias_activation(bias_activation_a_row_per_thread, seed=seed, show=False)
     assert result.status == FAILED and "7 elements written by one thread" in result.message, (
         result)
+
+
+@cuda.jit
+def softmax_in_float32(logits, labels, probs, losses):
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = np.float32(0)
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@pytest.mark.skipif(toolkit.installed_version() is None or bool(toolkit.unavailable_reason()),
+                    reason="no CUDA toolkit wheels here: nothing is compiled")
+def test_softmax_passes_a_float64_sum_and_notes_where_it_computes_in_float64():
+    result = ch05.check_softmax_cross_entropy(softmax, seed=3, show=False)
+    assert result.status == PASSED, result
+    float64 = [note for note in result.notes if "computes in float64" in note]
+    assert len(float64) == 1 and "`total += math.exp(logits[r, c] - m)` (add.f64)" in float64[0]
+    assert "Note: your kernel computes in float64" in str(result)
+    result = ch05.check_softmax_cross_entropy(softmax_in_float32, seed=3, show=False)
+    assert result.status == PASSED, result
+    assert not [note for note in result.notes if "float64" in note], result.notes

@@ -5,6 +5,7 @@ spelling; only a missing toolkit (or source) skips the step, with a note."""
 import gpulab  # noqa: F401  (must come before numba: it chooses the simulator or the GPU)
 
 # isort: split
+import math
 from math import sqrt
 
 import numpy as np
@@ -111,3 +112,75 @@ def test_an_import_inside_a_kernel_gets_its_own_hint():
     message, advice = compiling.compiler_message(error)
     assert "IMPORT_NAME" in message
     assert "`import` inside a kernel" in advice and "f-string" not in advice
+
+
+# --- float64 the arguments did not ask for (compiling.float64_note) ---------------------------
+
+
+@cuda.jit
+def sum_from_a_float_literal(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        total = 0.0
+        for j in range(i + 1):
+            total += x[j]
+        out[i] = total
+
+
+@cuda.jit
+def sum_from_a_float32_zero(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        total = np.float32(0)
+        for j in range(i + 1):
+            total += x[j]
+        out[i] = total
+
+
+@cuda.jit
+def derivative_times_a_float_literal(z, out):
+    i = cuda.grid(1)
+    if i < z.shape[0]:
+        out[i] = z[i] * (1.0 if z[i] > 0 else 0.0)
+
+
+@cuda.jit
+def sine_doubled(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = math.sin(x[i]) * 2.0  # the literal's multiply compiles to float32
+
+
+@cuda.jit
+def doubled(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = x[i] * 2.0
+
+
+@NEEDS_TOOLKIT
+@pytest.mark.parametrize(("kernel", "line", "opcode"), [
+    (sum_from_a_float_literal, "`total += x[j]`", "add.f64"),
+    (derivative_times_a_float_literal, "`out[i] = z[i] * (1.0 if z[i] > 0 else 0.0)`",
+     "mul.f64"),
+])
+def test_float64_arithmetic_from_a_literal_is_noted_with_its_line(kernel, line, opcode):
+    note = compiling.float64_note(kernel, TYPES)
+    assert note is not None and line in note and opcode in note, note
+    assert "float literal such as `0.0`" in note
+    assert "On a T4 float64 arithmetic runs at 1/32 of float32's rate" in note
+    assert "L4 at 1/64" in note and "H100 SXM at 1/2" in note
+
+
+@NEEDS_TOOLKIT
+@pytest.mark.parametrize("kernel", [sum_from_a_float32_zero, sine_doubled, doubled,
+                                    root_from_math])
+def test_what_compiles_to_float32_is_not_noted(kernel):
+    # sine_doubled: libdevice's sin has a float64 multiply of its own; doubled: typed float64,
+    # compiled to a float32 multiply
+    assert compiling.float64_note(kernel, TYPES) is None
+
+
+@NEEDS_TOOLKIT
+def test_float64_the_arguments_ask_for_is_not_noted():
+    assert compiling.float64_note(sum_from_a_float_literal, ["float64[:]", "float64[:]"]) is None
