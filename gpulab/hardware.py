@@ -282,7 +282,9 @@ NVLS_BYTES_SOURCE = (
     "ring. NVIDIA, 'NVIDIA NVLink and NVSwitch' (https://www.nvidia.com/en-us/data-center/"
     "nvlink/) and NCCL 2.17 release notes (NVLS algorithm)"
 )
-SHARED_BYTES_PER_CLOCK_PER_SM = 128
+SHARED_BANKS = 32  # compute capability 5.x and later (SHARED_BANDWIDTH_SOURCE)
+SHARED_BANK_BYTES = 4  # each bank serves one 32-bit word per clock
+SHARED_BYTES_PER_CLOCK_PER_SM = SHARED_BANKS * SHARED_BANK_BYTES  # 128
 SHARED_BANDWIDTH_SOURCE = (
     "CUDA C++ Programming Guide, 'Shared Memory' for compute capability 5.x and later: 'Shared "
     "memory has 32 banks ... Each bank has a bandwidth of 32 bits per clock cycle': 32 × 4 B = "

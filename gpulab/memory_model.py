@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpulab.hardware import SHARED_BANK_BYTES, SHARED_BANKS
 from gpulab.instruments import RecordingArray, launchable
 
 WARP_SIZE = 32
@@ -226,8 +227,82 @@ def trace_copy(stride: int, n_threads: int = 256, dtype=np.float32,
     return trace_reads(memory.copy_strided, blocks, threads_per_block, [x, out, stride], watch=0)
 
 
+# --- shared memory: banks ---------------------------------------------------------------------
+#
+# Shared memory is split into SHARED_BANKS banks, each serving one 4-byte word per clock
+# (hardware.SHARED_BANDWIDTH_SOURCE: compute capability 5.x and later). Word w lives in bank
+# w % 32. A warp's request is served in as many passes ("wavefronts", as Nsight Compute calls
+# them) as the most *distinct* words it asks of one bank: threads asking for the same word share
+# it (a broadcast). 32 threads reading down a column of a 32-wide float32 tile ask one bank for
+# 32 words: 32 passes, a 32-way bank conflict. The simulator has no banks; this counts them from
+# the indices a trace recorded.
+
+
+@dataclass(frozen=True)
+class SharedRequest:
+    """The k-th read (or write) of one shared array by each thread of one warp, which the warp
+    issues together: ``words`` holds the 4-byte word each active thread touches (several for
+    an element wider than 4 bytes)."""
+
+    block: object
+    warp: int
+    step: int
+    array: str
+    words: tuple[int, ...]
+
+    @property
+    def ways(self) -> int:
+        """The passes the request takes: the most distinct words it asks of one bank (1: free of
+        conflicts; 32: one word per pass)."""
+        return len(self.busiest_bank[1])
+
+    @property
+    def busiest_bank(self) -> tuple[int, tuple[int, ...]]:
+        """(bank, the distinct words asked of it, smallest first) for the bank asked for the most
+        distinct words (the lowest such bank); (0, ()) for a request with no words."""
+        per_bank: dict[int, set[int]] = defaultdict(set)
+        for word in self.words:
+            per_bank[word % SHARED_BANKS].add(word)
+        bank = max(sorted(per_bank), key=lambda b: len(per_bank[b]), default=0)
+        return bank, tuple(sorted(per_bank.get(bank, ())))
+
+
+def shared_requests(trace, kind: str = "read") -> list[SharedRequest]:
+    """The warp requests of a traced kernel's shared-memory reads (``kind="write"``: writes),
+    from a :class:`~gpulab.instruments.KernelTrace`: a thread's k-th access of a shared array
+    is grouped with the k-th access of the same array by the other threads of its warp (warp w
+    of a block: its threads w*32 .. w*32+31, x fastest). That is the instruction the warp runs
+    together, while the threads do not diverge."""
+    block_shape = trace.block if isinstance(trace.block, tuple) else (trace.block,)
+    steps: dict[tuple, int] = defaultdict(int)
+    grouped: dict[tuple, list[tuple[int, tuple[int, ...]]]] = defaultdict(list)
+    for access in trace.accesses:
+        if access.space != "shared" or access.kind != kind:
+            continue
+        block, thread = access.thread
+        position = thread if isinstance(thread, tuple) else (thread,)
+        linear = int(np.ravel_multi_index(position, block_shape, order="F"))  # x fastest
+        step = steps[block, linear, access.array]
+        steps[block, linear, access.array] += 1
+        size = trace.itemsizes.get(access.array, SHARED_BANK_BYTES)
+        element = int(np.ravel_multi_index(access.index, trace.shapes[access.array]))
+        first = element * size // SHARED_BANK_BYTES
+        words = tuple(range(first, first + max(1, size // SHARED_BANK_BYTES)))
+        grouped[block, linear // WARP_SIZE, step, access.array].append((linear, words))
+    return [SharedRequest(block, warp, step, array,
+                          tuple(word for _, words in sorted(members) for word in words))
+            for (block, warp, step, array), members in sorted(grouped.items(), key=str)]
+
+
+def worst_bank_conflict(trace, kind: str = "read") -> SharedRequest | None:
+    """The shared request of ``trace`` that takes the most passes (:func:`shared_requests`),
+    or None when the kernel made no shared access of that kind."""
+    return max(shared_requests(trace, kind), key=lambda request: request.ways, default=None)
+
+
 __all__ = [
-    "LINE_BYTES", "SECTOR_BYTES", "WARP_SIZE", "AccessSummary", "WarpRequest",
-    "copy_access", "predicted_sectors_per_request", "reads_from_index_function", "summarise",
-    "trace_copy", "trace_reads", "warp_requests",
+    "LINE_BYTES", "SECTOR_BYTES", "SHARED_BANKS", "WARP_SIZE", "AccessSummary", "SharedRequest",
+    "WarpRequest", "copy_access", "predicted_sectors_per_request", "reads_from_index_function",
+    "shared_requests", "summarise", "trace_copy", "trace_reads", "warp_requests",
+    "worst_bank_conflict",
 ]

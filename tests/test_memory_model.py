@@ -128,3 +128,77 @@ def test_a_2d_launch_is_cut_into_warps_by_linear_thread_index():
     np.testing.assert_array_equal(out, x)
     assert access.n_requests == 2 * 2 * 4
     assert access.sectors_per_request == 4 == access.ideal_sectors_per_request
+
+
+# --- shared memory: banks ---------------------------------------------------------------------
+
+
+def shared_trace(words_by_thread, block=64, itemsize=4, shape=(4096,)):
+    """A stand-in trace: thread t of block 0 reads the shared elements words_by_thread[t]."""
+    from gpulab.instruments.trace import Access, KernelTrace
+
+    accesses = [Access((0, t), "shared:tile", (i,), "read", "shared")
+                for t, indices in enumerate(words_by_thread) for i in indices]
+    return KernelTrace("k", 1, block, [(0, t) for t in range(block)], accesses, {},
+                       {"shared:tile": shape}, {"shared:tile": "shared"},
+                       itemsizes={"shared:tile": itemsize})
+
+
+@pytest.mark.parametrize(("stride", "ways"), [(1, 1), (2, 2), (16, 16), (32, 32), (33, 1)])
+def test_a_warp_reading_with_a_stride_takes_as_many_passes_as_words_share_a_bank(stride, ways):
+    trace = shared_trace([[t * stride] for t in range(32)], block=32)
+    request, = memory_model.shared_requests(trace)
+    assert request.ways == ways
+    assert request.busiest_bank[0] == 0
+
+
+def test_threads_reading_one_word_share_it_and_each_warp_is_its_own_request():
+    trace = shared_trace([[5], *[[5]] * 31, *[[t * 32] for t in range(32)]], block=64)
+    first, second = memory_model.shared_requests(trace)
+    assert (first.warp, first.ways) == (0, 1)  # a broadcast
+    assert (second.warp, second.ways) == (1, 32)
+    assert memory_model.worst_bank_conflict(trace) == second
+    assert memory_model.worst_bank_conflict(trace, "write") is None
+
+
+def test_a_float64_element_spans_two_banks():
+    trace = shared_trace([[t] for t in range(32)], block=32, itemsize=8)
+    request, = memory_model.shared_requests(trace)
+    assert request.words == tuple(range(64)) and request.ways == 2
+
+
+TILE = 32
+
+
+@cuda.jit
+def transpose_through_a_tile(A, out):  # one tile, TILE x TILE, read down its columns
+    tile = cuda.shared.array((TILE, TILE), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    tile[ty, tx] = A[ty, tx]
+    cuda.syncthreads()
+    out[ty, tx] = tile[tx, ty]
+
+
+@cuda.jit
+def transpose_through_a_padded_tile(A, out):
+    tile = cuda.shared.array((TILE, TILE + 1), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    tile[ty, tx] = A[ty, tx]
+    cuda.syncthreads()
+    out[ty, tx] = tile[tx, ty]
+
+
+@SIM_ONLY
+def test_a_traced_32_wide_tile_read_down_a_column_is_a_32_way_conflict_and_padding_removes_it():
+    from gpulab.instruments import trace_kernel
+
+    A = np.arange(TILE * TILE, dtype=np.float32).reshape(TILE, TILE)
+    ways = {}
+    for kernel in (transpose_through_a_tile, transpose_through_a_padded_tile):
+        trace = trace_kernel(kernel, (1, 1), (TILE, TILE), A, np.zeros_like(A))
+        np.testing.assert_array_equal(trace.arrays["out"], A.T)
+        ways[kernel] = [max(r.ways for r in memory_model.shared_requests(trace, kind))
+                        for kind in ("write", "read")]
+        assert len(memory_model.shared_requests(trace, "read")) == TILE  # 32 warps, 1 read each
+    assert ways[transpose_through_a_tile] == [1, 32]
+    assert ways[transpose_through_a_padded_tile] == [1, 1]

@@ -32,7 +32,13 @@ from gpulab.exercises.outputs import (
     per_activation,
     run_2d,
 )
-from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError, offer_trace
+from gpulab.exercises.results import (
+    GLOBAL_INDEX_HINT,
+    CheckFailedError,
+    KernelError,
+    add_note,
+    offer_trace,
+)
 from gpulab.exercises.running import (
     call_learner,
     changed_input_failure,
@@ -44,6 +50,7 @@ from gpulab.exercises.running import (
 from gpulab.exercises.source_rules import KernelSource, adds_into, count_calls, hard_coded_block
 from gpulab.exercises.spec import CheckSpec, reject_unshared_work
 from gpulab.exercises.trial import Trial, draw_size, tier_key
+from gpulab.hardware import SHARED_BANK_BYTES, SHARED_BANKS
 from gpulab.instruments import RecordingArray, WatchedArray, poison_value
 from gpulab.kernels.dense import ACTIVATION_CODES
 
@@ -821,7 +828,8 @@ TRANSPOSE = CheckSpec(
           "different partial tiles and a different number of tiles down than across; in the "
           "simulator every read of A and write of out is grouped into warp requests, and "
           "strided reads or writes fail even when out is right (at least 45 % of the fetched "
-          "bytes used)",
+          "bytes used); the tile's shared-memory bank conflicts counted from a trace of one "
+          "block and said, with a note above 2 passes per warp access (never a failure)",
     also="a tile below 16; a barrier inside a branch (shared rule); an index past an edge of A "
          "or out (the guards); a write into A")
 
@@ -869,12 +877,50 @@ def check_transpose_tiled(kernel, tile: int = 16, seed: int | None = None, dtype
         out, requests = read_back(d_out_all, (cols, rows), trial, hint=TRANSPOSE_EDGE_HINT), []
     evidence = Transposed(out, A, trial, source, tile, *requests)
     TRANSPOSE.reject(evidence)
+    banks = _tile_bank_passes(kernel, trial, tile)
     if tier == "gpu":
-        return f"out = A^T for a {rows} x {cols} A, through shared memory ({trial})."
+        return f"out = A^T for a {rows} x {cols} A, through shared memory ({trial}).{banks}"
     return (f"out = A^T for a {rows} x {cols} A, and coalesced: "
             f"{evidence.reads.efficiency * 100:.3g} % of the bytes fetched for the reads of "
             f"A and {evidence.writes.efficiency * 100:.3g} % for the writes of out are used "
-            f"(traced in the simulator; {trial.launched}, seed={seed}).")
+            f"(traced in the simulator; {trial.launched}, seed={seed}).{banks}")
+
+
+# More passes than this for one warp's access of the tile is a bank conflict worth a note: a
+# padded 16-wide tile's column takes 2 (a warp spans two of its rows), a padded 32-wide one 1.
+TILE_BANK_PASSES_NOTED = 2
+
+
+def _tile_bank_passes(kernel, trial: Trial, tile: int) -> str:
+    """A sentence on the tile's shared-memory bank conflicts, counted from a trace of one block
+    on a tile-sized A (:func:`gpulab.memory_model.worst_bank_conflict`), and a note when a
+    warp's access takes more than :data:`TILE_BANK_PASSES_NOTED` passes; "" where the kernel
+    cannot be traced. Never a failure: the simulator has no banks, and out is right."""
+    A = np.arange(tile * tile, dtype=trial.dtype).reshape(tile, tile)
+    try:
+        traced = trace_trial(kernel, trial, A, np.zeros_like(A), blocks=(1, 1))
+    except (RuntimeError, TypeError, ValueError):
+        return ""
+    worst = {kind: memory_model.worst_bank_conflict(traced, kind) for kind in ("read", "write")}
+    if traced.error is not None or None in worst.values():
+        return ""
+    passes = {kind: request.ways for kind, request in worst.items()}
+    if max(passes.values()) > TILE_BANK_PASSES_NOTED:
+        kind = max(passes, key=passes.get)
+        bank, words = worst[kind].busiest_bank
+        add_note(
+            f"one warp's {kind} of your tile asks a single shared-memory bank for "
+            f"{len(words)} different words, so on a GPU it takes {len(words)} passes where a "
+            f"conflict-free access takes one (a bank conflict, {len(words)} ways). Shared "
+            f"memory has {SHARED_BANKS} banks of {SHARED_BANK_BYTES} bytes, word w in bank "
+            f"w % {SHARED_BANKS}: the tile's words {', '.join(str(w) for w in words[:3])}, ... "
+            f"(row-major) all sit in bank {bank}. The simulator has no banks: this is counted "
+            "from a trace of one block. \"Compare yours\", below, says how gpulab's kernel "
+            "avoids it.")
+    return (f" Shared memory (counted from a trace of one {tile} x {tile} block, "
+            f"{SHARED_BANKS} banks): a warp's read of the tile takes up to {passes['read']} "
+            f"pass{'es' if passes['read'] > 1 else ''}, a write up to {passes['write']} "
+            "(1: no bank conflict).")
 
 
 # --- exercise 5: numeric gradient -------------------------------------------------------------

@@ -78,6 +78,7 @@ class _TraceLog:
         self.barriers: dict[tuple, int] = defaultdict(int)
         self.shapes: dict[str, tuple] = {}
         self.spaces: dict[str, str] = {}
+        self.itemsizes: dict[str, int] = {}
         self.lock = threading.Lock()
 
     def thread(self):
@@ -119,6 +120,7 @@ class TracingArray(InstrumentedArray):
         super().__init__(array)
         self.name, self.space, self.log = name, space, log
         log.shapes[name], log.spaces[name] = self.shape, space
+        log.itemsizes[name] = self.dtype.itemsize
 
     def __getitem__(self, index):
         count_access()
@@ -208,7 +210,8 @@ class KernelTrace:
     included, in CUDA's order (x fastest); ``accesses`` every :class:`Access` in the order the
     simulator made them; ``barrier_counts`` how many barriers (``syncthreads``) each thread
     passed. ``arrays`` holds each traced array's values after the kernel (copies: the caller's
-    arrays are never changed), ``shapes`` and ``spaces`` their shapes and memory spaces.
+    arrays are never changed), ``shapes``, ``spaces`` and ``itemsizes`` their shapes, memory
+    spaces and bytes per element.
     ``error`` is what stopped the kernel, if something did (the trace up to it is kept).
     """
 
@@ -222,6 +225,7 @@ class KernelTrace:
     spaces: dict[str, str]
     arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     error: str | None = None
+    itemsizes: dict[str, int] = field(default_factory=dict)  # bytes per element, per array
 
     def __post_init__(self):
         self._counts: dict | None = None
@@ -480,6 +484,7 @@ def trace_kernel(kernel, blocks, threads, *args) -> KernelTrace:
         barrier_counts=dict(log.barriers),
         shapes=dict(log.shapes),
         spaces=dict(log.spaces),
+        itemsizes=dict(log.itemsizes),
         arrays={a.name: a.copy_to_host() for a in traced if isinstance(a, TracingArray)},
         error=error,
     )

@@ -419,6 +419,48 @@ def test_transpose_passes_a_tiled_kernel(seed):
     assert "coalesced" in result.message
 
 
+@cuda.jit
+def transpose_tiled_unpadded(A, out):  # right: a TILE x TILE tile, its columns in one bank
+    tile = cuda.shared.array((TILE, TILE), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    if r0 + ty < A.shape[0] and c0 + tx < A.shape[1]:
+        tile[ty, tx] = A[r0 + ty, c0 + tx]
+    cuda.syncthreads()
+    if c0 + ty < A.shape[1] and r0 + tx < A.shape[0]:
+        out[c0 + ty, r0 + tx] = tile[tx, ty]
+
+
+@cuda.jit
+def transpose_tiled_unpadded_writes_down(A, out):  # right: the tile written down its columns
+    tile = cuda.shared.array((TILE, TILE), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    if r0 + ty < A.shape[0] and c0 + tx < A.shape[1]:
+        tile[tx, ty] = A[r0 + ty, c0 + tx]
+    cuda.syncthreads()
+    if c0 + ty < A.shape[1] and r0 + tx < A.shape[0]:
+        out[c0 + ty, r0 + tx] = tile[ty, tx]
+
+
+def test_transpose_counts_the_tiles_bank_conflicts_and_notes_them_without_failing():
+    padded = ch06.check_transpose_tiled(transpose_tiled, tile=TILE, seed=3, show=False)
+    assert padded.status == PASSED, padded
+    assert ("a warp's read of the tile takes up to 2 passes, a write up to 2" in padded.message)
+    assert not [note for note in padded.notes if "bank" in note], padded.notes
+    for kernel, kind, said in (
+            (transpose_tiled_unpadded, "read", "read of the tile takes up to 8 passes, a write "
+                                               "up to 1"),
+            (transpose_tiled_unpadded_writes_down, "write", "read of the tile takes up to 1 "
+                                                            "pass, a write up to 8")):
+        result = ch06.check_transpose_tiled(kernel, tile=TILE, seed=3, show=False)
+        assert result.status == PASSED, result
+        assert said in result.message, result.message
+        note, = [note for note in result.notes if "bank" in note]
+        assert f"one warp's {kind} of your tile asks a single shared-memory bank for 8" in note
+        assert "words 0, 32, 64, ... (row-major) all sit in bank 0" in note
+
+
 @pytest.mark.parametrize("kernel, status, words", [
     (transpose_stub, NOT_ATTEMPTED, "TILE x TILE tile"),
     (transpose_naive, FAILED, "writes of out are strided"),
