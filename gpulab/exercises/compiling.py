@@ -185,8 +185,8 @@ def float64_note(kernel_source, arg_types) -> str | None:
             f"{'; '.join(said)}{more} (compiled for sm_{COMPILE_FOR[0]}{COMPILE_FOR[1]}). In "
             "Numba a float literal such as `0.0` or `1.0` is a float64, an integer meeting a "
             "float32 makes a float64 too (`hits += 1` on a float32 `hits`), and so is what is "
-            f"computed from them. {float64_cost()} The check accepts it; on a GPU it costs "
-            "time.")
+            f"computed from them. {float64_cost()} This alone fails no check; on a GPU it "
+            "costs time.")
 
 
 def float64_cost() -> str:
@@ -275,8 +275,6 @@ def _compile_one(request: dict, cuda) -> dict:
         return {"error": text}
     return {"error": None, "float64_lines": _float64_lines(function, request["signature"], ptx,
                                                            cc)}
-
-
 
 
 def _float64_lines(function, signature: str, ptx: str, cc: tuple[int, int]) -> list:
