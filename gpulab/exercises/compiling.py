@@ -18,7 +18,8 @@ does float64 arithmetic on (PTX ``add.f64``, ``fma.rn.f64``, ... under the line'
 *and* that Numba's types make float64 (``total = 0.0`` then ``total += x[i]``). Both, because
 each alone misleads: ``x[i] * 2.0`` is typed float64 but compiles to a float32 multiply, and
 ``math.sin`` of a float32 has a float64 multiply inside libdevice's argument reduction (left
-out by its constant, so that ``math.sin(x[i]) * 2.0`` is not named).
+out by its constant, so that ``math.sin(x[i]) * 2.0`` is not named). Only the kernel's own lines
+are read: float64 inside a device function it calls (``max(z, 0.0)`` in a helper) is not named.
 """
 
 from __future__ import annotations
