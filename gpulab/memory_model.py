@@ -253,7 +253,8 @@ class SharedRequest:
     @property
     def ways(self) -> int:
         """The passes the request takes: the most distinct words it asks of one bank (1: free of
-        conflicts; 32: one word per pass)."""
+        conflicts; 32: one word per pass). Exact for elements of 4 bytes or fewer; for wider
+        ones a lower bound (how a GPU splits a warp's 8-byte accesses is not modelled)."""
         return len(self.busiest_bank[1])
 
     @property

@@ -895,14 +895,17 @@ def _tile_bank_passes(kernel, trial: Trial, tile: int) -> str:
     """A sentence on the tile's shared-memory bank conflicts, counted from a trace of one block
     on a tile-sized A (:func:`gpulab.memory_model.worst_bank_conflict`), and a note when a
     warp's access takes more than :data:`TILE_BANK_PASSES_NOTED` passes; "" where the kernel
-    cannot be traced. Never a failure: the simulator has no banks, and out is right."""
+    cannot be traced, or a shared array's elements are not 4 bytes (the model's one word per
+    element: a warp's 8-byte elements need two passes at least). Never a failure: the simulator
+    has no banks, and out is right."""
     A = np.arange(tile * tile, dtype=trial.dtype).reshape(tile, tile)
     try:
         traced = trace_trial(kernel, trial, A, np.zeros_like(A), blocks=(1, 1))
     except (RuntimeError, TypeError, ValueError):
         return ""
     worst = {kind: memory_model.worst_bank_conflict(traced, kind) for kind in ("read", "write")}
-    if traced.error is not None or None in worst.values():
+    if (traced.error is not None or None in worst.values() or any(
+            traced.itemsizes.get(name) != SHARED_BANK_BYTES for name in traced.shared_arrays)):
         return ""
     passes = {kind: request.ways for kind, request in worst.items()}
     if max(passes.values()) > TILE_BANK_PASSES_NOTED:
@@ -913,14 +916,17 @@ def _tile_bank_passes(kernel, trial: Trial, tile: int) -> str:
             f"{len(words)} different words, so on a GPU it takes {len(words)} passes where a "
             f"conflict-free access takes one (a bank conflict, {len(words)} ways). Shared "
             f"memory has {SHARED_BANKS} banks of {SHARED_BANK_BYTES} bytes, word w in bank "
-            f"w % {SHARED_BANKS}: the tile's words {', '.join(str(w) for w in words[:3])}, ... "
-            f"(row-major) all sit in bank {bank}. The simulator has no banks: this is counted "
-            "from a trace of one block. \"Compare yours\", below, says how gpulab's kernel "
-            "avoids it.")
+            f"w % {SHARED_BANKS}: the tile's words {', '.join(str(w) for w in words[:3])}"
+            f"{', ...' if len(words) > 3 else ''} (row-major) all sit in bank {bank}. The "
+            "simulator has no banks: this is counted from a trace of one block. The notebook's "
+            "\"Compare yours\", after this check, says how gpulab's kernel avoids it.")
+    warp_rows = memory_model.WARP_SIZE // tile
     return (f" Shared memory (counted from a trace of one {tile} x {tile} block, "
             f"{SHARED_BANKS} banks): a warp's read of the tile takes up to {passes['read']} "
-            f"pass{'es' if passes['read'] > 1 else ''}, a write up to {passes['write']} "
-            "(1: no bank conflict).")
+            f"pass{'es' if passes['read'] > 1 else ''}, a write up to {passes['write']} (1: no "
+            "bank conflict" + (f"; a warp spans {warp_rows} rows of a {tile}-wide tile, so a "
+                               f"tile padded by one column still takes {warp_rows})."
+                               if warp_rows > 1 else ")."))
 
 
 # --- exercise 5: numeric gradient -------------------------------------------------------------

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import io
 import json
 import os
 import queue
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import tokenize
 
 import numpy as np
 
@@ -169,37 +171,50 @@ def _answer(recipe: dict, signature: str) -> dict:
 
 def float64_note(kernel_source, arg_types) -> str | None:
     """A note when the kernel computes in float64 although no argument is float64 (see the
-    module's docstring): the lines, as compiled for sm_75 (:data:`COMPILE_FOR`), and what float64
-    costs on the GPUs the course names. None when it does not, or where the compile step
-    cannot run (:func:`compile_verdict` says why)."""
+    module's docstring): its lines (quoted: numbers would count from the kernel's decorator,
+    not from the learner's cell), as compiled for sm_75 (:data:`COMPILE_FOR`), and what
+    float64 costs on the GPUs the course names. None when it does not, or where the compile
+    step cannot run (:func:`compile_verdict` says why)."""
     recipe, signature = recipe_of(kernel_source), signature_of(arg_types)
     if recipe is None or compile_verdict(kernel_source, arg_types) != (None, None):
         return None
-    lines = _answer(recipe, signature).get("float64_lines") or []
+    source = recipe["source"].splitlines()
+    lines = [(_code_of(source[number - 1]), opcodes)
+             for number, opcodes in _answer(recipe, signature).get("float64_lines") or []
+             if 0 < number <= len(source)]
     if not lines:
         return None
-    source = recipe["source"].splitlines()
-    said = [f"line {number} `{source[number - 1].strip()}` ({opcodes})"
-            for number, opcodes in lines[:3] if 0 < number <= len(source)]
-    more = f" and {len(lines) - 3} more" if len(lines) > 3 else ""
-    return (f"your kernel computes in float64 although its arguments are float32 or integers: "
-            f"{'; '.join(said)}{more} (compiled for sm_{COMPILE_FOR[0]}{COMPILE_FOR[1]}). In "
-            "Numba a float literal such as `0.0` or `1.0` is a float64, an integer meeting a "
-            "float32 makes a float64 too (`hits += 1` on a float32 `hits`), and so is what is "
-            f"computed from them. {float64_cost()} This alone fails no check; on a GPU it "
-            "costs time.")
+    said = "; ".join(f"`{code}` ({opcodes})" for code, opcodes in lines[:3])
+    more = f" and {len(lines) - 3} more line(s)" if len(lines) > 3 else ""
+    return (f"`{recipe['name']}` computes in float64 although no argument is float64: {said}"
+            f"{more} (compiled for sm_{COMPILE_FOR[0]}{COMPILE_FOR[1]}). Unless you chose "
+            "float64: in Numba a float literal such as `0.0` or `1.0` is a float64, and so is "
+            "an integer meeting a float32 (`hits += 1` on a float32 `hits`, `1 - beta`), `/` "
+            "between integers and `** 0.5`; so is everything computed from them. "
+            f"{float64_cost()} This alone fails no check; on a GPU it can cost time.")
+
+
+def _code_of(line: str) -> str:
+    """A source line without its indentation and trailing comment."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline))
+    except (tokenize.TokenError, SyntaxError):  # a line of a statement over several lines
+        return line.strip()
+    comment = next((token for token in tokens if token.type == tokenize.COMMENT), None)
+    return line.strip()[:comment.start[1]].rstrip() if comment else line.strip()
 
 
 def float64_cost() -> str:
-    """float64's rate against float32's on the course's GPUs, from their datasheets."""
+    """float64's rate against float32's on the course's GPUs, as gpulab.hardware gives them."""
     from gpulab import hardware
 
     def share(gpu) -> str:
         return f"1/{gpu.peak_flops['fp32'] / gpu.peak_flops['fp64']:.0f}"
 
-    return (f"On a T4 float64 arithmetic runs at {share(hardware.T4)} of float32's rate, on an "
-            f"L4 at {share(hardware.L4)}, on an H100 SXM at {share(hardware.H100_SXM)} "
-            "(NVIDIA's datasheets, in gpulab.hardware).")
+    return (f"On a T4 float64 arithmetic runs at {share(hardware.T4)} of float32's rate and on an "
+            f"L4 at {share(hardware.L4)} (the CUDA C++ Programming Guide's throughput table for "
+            f"their compute capabilities), on an H100 SXM at {share(hardware.H100_SXM)} (its "
+            "datasheet); gpulab.hardware cites each.")
 
 
 class _CompilerProcess:
@@ -295,14 +310,22 @@ def _float64_lines(function, signature: str, ptx: str, cc: tuple[int, int]) -> l
 
         arguments, _ = sigutils.normalize_signature(signature)
         annotation = compile_cuda(function, None, arguments, cc=cc).type_annotation
-        # By name: numba-cuda's own copy of numba's IR and types is not numba.core's.
+        typemap = annotation.typemap
+
+        def float64(variable) -> bool:
+            return str(typemap.get(getattr(variable, "name", None))) in ("float64", "complex128")
+
+        # By name: numba-cuda's own copy of numba's IR and types is not numba.core's. Only the
+        # kernel's own statements: an inlined device function's keep its file and lines.
         typed = {statement.loc.line for block in annotation.blocks.values()
                  for statement in block.body
                  if type(statement).__name__ == "Assign"
-                 and getattr(statement.value, "op", None) in ("binop", "inplace_binop", "call",
-                                                              "unary")
-                 and str(annotation.typemap.get(statement.target.name)) in ("float64",
-                                                                            "complex128")}
+                 and str(statement.loc.filename).endswith(filename)
+                 and (getattr(statement.value, "op", None) in ("binop", "inplace_binop", "call",
+                                                               "unary")
+                      and float64(statement.target)
+                      or getattr(statement.value, "op", None) == "binop"  # a comparison
+                      and (float64(statement.value.lhs) or float64(statement.value.rhs)))}
     except Exception:  # noqa: BLE001 - another numba's internals: no note rather than a wrong one
         return []
     return [[number, " ".join(sorted(in_ptx[number]))] for number in sorted(in_ptx)

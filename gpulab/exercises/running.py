@@ -108,9 +108,9 @@ def compile_for_gpu(kernel_source, arg_types) -> str | None:
 
 def _reject_what_would_not_compile(kernel, args) -> None:
     """In the simulator, compile the kernel for a real GPU with the launch's argument types and
-    fail the check if it does not compile (:func:`compile_for_gpu`). In every tier, note
-    float64 arithmetic the arguments did not ask for
-    (:func:`gpulab.exercises.compiling.float64_note`)."""
+    fail the check if it does not compile (:func:`compile_for_gpu`). In the simulator and on a
+    GPU, note float64 arithmetic the arguments did not ask for
+    (:func:`gpulab.exercises.compiling.float64_note`); nothing in the ``ptx`` tier."""
     if device.tier() not in ("sim", "gpu"):
         return
     try:

@@ -1171,7 +1171,7 @@ def test_softmax_passes_a_float64_sum_and_notes_where_it_computes_in_float64():
     assert result.status == PASSED, result
     float64 = [note for note in result.notes if "computes in float64" in note]
     assert len(float64) == 1 and "`total += math.exp(logits[r, c] - m)` (add.f64)" in float64[0]
-    assert "Note: your kernel computes in float64" in str(result)
+    assert "Note: `softmax` computes in float64 although no argument is float64" in str(result)
     result = ch05.check_softmax_cross_entropy(softmax_in_float32, seed=3, show=False)
     assert result.status == PASSED, result
     assert not [note for note in result.notes if "float64" in note], result.notes

@@ -446,7 +446,9 @@ def transpose_tiled_unpadded_writes_down(A, out):  # right: the tile written dow
 def test_transpose_counts_the_tiles_bank_conflicts_and_notes_them_without_failing():
     padded = ch06.check_transpose_tiled(transpose_tiled, tile=TILE, seed=3, show=False)
     assert padded.status == PASSED, padded
-    assert ("a warp's read of the tile takes up to 2 passes, a write up to 2" in padded.message)
+    assert ("a warp's read of the tile takes up to 2 passes, a write up to 2 (1: no bank "
+            "conflict; a warp spans 2 rows of a 16-wide tile, so a tile padded by one column "
+            "still takes 2)." in padded.message), padded.message
     assert not [note for note in padded.notes if "bank" in note], padded.notes
     for kernel, kind, said in (
             (transpose_tiled_unpadded, "read", "read of the tile takes up to 8 passes, a write "
@@ -459,6 +461,25 @@ def test_transpose_counts_the_tiles_bank_conflicts_and_notes_them_without_failin
         note, = [note for note in result.notes if "bank" in note]
         assert f"one warp's {kind} of your tile asks a single shared-memory bank for 8" in note
         assert "words 0, 32, 64, ... (row-major) all sit in bank 0" in note
+
+
+@cuda.jit
+def transpose_tiled_float64(A, out):  # right, for float64: no bank sentence (8-byte words)
+    tile = cuda.shared.array((TILE, TILE), np.float64)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    if r0 + ty < A.shape[0] and c0 + tx < A.shape[1]:
+        tile[ty, tx] = A[r0 + ty, c0 + tx]
+    cuda.syncthreads()
+    if c0 + ty < A.shape[1] and r0 + tx < A.shape[0]:
+        out[c0 + ty, r0 + tx] = tile[tx, ty]
+
+
+def test_transpose_says_nothing_of_banks_for_elements_of_8_bytes():
+    result = ch06.check_transpose_tiled(transpose_tiled_float64, tile=TILE, seed=3,
+                                        dtype=np.float64, show=False)
+    assert result.status == PASSED, result
+    assert "bank" not in result.message and not [n for n in result.notes if "bank" in n]
 
 
 @pytest.mark.parametrize("kernel, status, words", [

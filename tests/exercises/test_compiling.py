@@ -158,18 +158,50 @@ def doubled(x, out):
         out[i] = x[i] * 2.0
 
 
+@cuda.jit
+def chooses_with_a_float_literal(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = x[i] if x[i] > 0.1 else -x[i]  # a float64 comparison, float32 values
+
+
+@cuda.jit(device=True)
+def halved_in_float64(z):
+    t = z
+    u = t
+    v = u
+    return v * 0.5 + 1.0  # float64, on this helper's line 6
+
+
+@cuda.jit
+def through_a_float64_helper(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        scaled = x[i] * np.float32(3)
+        out[i] = halved_in_float64(scaled)  # line 6: float32 here
+
+
 @NEEDS_TOOLKIT
 @pytest.mark.parametrize(("kernel", "line", "opcode"), [
-    (sum_from_a_float_literal, "`total += x[j]`", "add.f64"),
+    (sum_from_a_float_literal, "`total += x[j]` (add.f64)", "add.f64"),
     (derivative_times_a_float_literal, "`out[i] = z[i] * (1.0 if z[i] > 0 else 0.0)`",
      "mul.f64"),
+    (chooses_with_a_float_literal, "`out[i] = x[i] if x[i] > 0.1 else -x[i]`", "setp"),
 ])
 def test_float64_arithmetic_from_a_literal_is_noted_with_its_line(kernel, line, opcode):
     note = compiling.float64_note(kernel, TYPES)
     assert note is not None and line in note and opcode in note, note
-    assert "float literal such as `0.0`" in note
+    assert note.startswith(f"`{kernel.py_func.__name__}` computes in float64 although no "
+                           "argument is float64: `")
+    assert "float literal such as `0.0`" in note and "`1 - beta`" in note
     assert "On a T4 float64 arithmetic runs at 1/32 of float32's rate" in note
     assert "L4 at 1/64" in note and "H100 SXM at 1/2" in note
+
+
+@NEEDS_TOOLKIT
+def test_float64_inside_a_device_function_is_not_put_on_a_line_of_the_kernel():
+    # the helper's float64 multiply is on its own line 6; the kernel's line 6 is float32
+    assert compiling.float64_note(through_a_float64_helper, TYPES) is None
 
 
 @NEEDS_TOOLKIT
