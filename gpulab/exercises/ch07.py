@@ -657,6 +657,24 @@ KEPT_SHARE = 1 / 3
 # a tenth 9.8, a riffle of the two halves 110, evens then odds shuffled 51, a stable sort by
 # float16 keys 22, by whole numbers drawn with repeats 17.
 UNIFORM_N, UNIFORM_Z = 4_000, 6.0
+# "A batch in stored order": a batch of this many samples or more that is a run of neighbouring
+# stored samples (max - min = size - 1). A uniform shuffle puts one of its 5 or more batches there
+# with odds below 1 in 10^4 on the check's smallest epoch (43 samples; a batch of 6 is a run with
+# probability 38 / C(43, 6) < 10^-5) and far below on the others.
+RUN_BATCH_SIZE = 6
+# Fixed points: how many samples stand at their own stored position. In a uniform shuffle that
+# count is Poisson with mean 1, whatever n: 14 or more has odds below 1 in 10^11 (as KEPT_SHARE).
+# n random swaps leave about n / e in place.
+FIXED_POINTS_MAX = 13
+# Extra epochs of the small case, each from its own generator: a sample that stays at its place
+# in all of them (odds n^-EXTRA_EPOCHS for a uniform shuffle), or none that ever does (e^-16,
+# about 1 in 9 million: a shuffle that can never leave a sample in place, as Sattolo's cycles).
+EXTRA_EPOCHS = 16
+# "Stratified": in every full batch of the large epoch the samples from the first half of the
+# stored order number batch_size / 2 give or take 1. Uniformly each such count is
+# hypergeometric (standard deviation about 4 for 64 of 4,000), within 1 of 32 about 3 times in
+# 10: for all of 62 batches, odds about 10^-32. Interleaving two shuffled halves always is.
+BALANCED_WITHIN = 1
 
 
 def _same_step(order: np.ndarray, n: int) -> tuple[int, int, int] | None:
@@ -696,6 +714,7 @@ class Minibatches:
     batches: list[np.ndarray] = field(default_factory=list)
     again: list[np.ndarray] | None = None
     other: list[np.ndarray] | None = None
+    epochs: list[np.ndarray] | None = None  # the orders of EXTRA_EPOCHS more generators
 
     @property
     def where(self) -> str:
@@ -756,6 +775,43 @@ class Minibatches:
     @property
     def same_step(self) -> tuple[int, int, int] | None:
         return _same_step(self.order, self.n)
+
+    @property
+    def stuck(self) -> tuple[int, int] | None:
+        """(place, sample) of the first place of the order that holds the same sample in every
+        epoch (:attr:`epochs`, with the first); None when there is none."""
+        if not self.epochs:
+            return None
+        same = np.all(np.stack(self.epochs) == self.order, axis=0)
+        return (int(np.argmax(same)), int(self.order[np.argmax(same)])) if same.any() else None
+
+    @property
+    def never_in_place(self) -> bool:
+        """No sample ever stands at its own stored place, in all the epochs."""
+        return bool(self.epochs) and not any(
+            np.any(order == np.arange(self.n)) for order in [self.order, *self.epochs])
+
+    @property
+    def run_batch(self) -> np.ndarray | None:
+        """The first batch of :data:`RUN_BATCH_SIZE` or more samples that is a run of
+        neighbouring stored samples, in any order; None when there is none."""
+        return next((b for b in self.batches
+                     if b.size >= RUN_BATCH_SIZE and int(b.max() - b.min()) == b.size - 1), None)
+
+    @property
+    def fixed_points(self) -> int:
+        """How many samples stand at their own stored position in the epoch's order."""
+        order = self.order
+        return int(np.sum(order == np.arange(order.size)))
+
+    @property
+    def balanced(self) -> bool:
+        """Every full batch holds batch_size / 2 (within :data:`BALANCED_WITHIN`) samples from
+        the first half of the stored order, on an epoch of :data:`UNIFORM_N` or more."""
+        full = [b for b in self.batches if b.size == self.batch_size]
+        return (self.n >= UNIFORM_N and self.each_once and len(full) >= 8 and all(
+            abs(int(np.sum(b < self.n // 2)) - self.batch_size / 2) <= BALANCED_WITHIN
+            for b in full))
 
     @property
     def kept(self) -> int:
@@ -887,10 +943,35 @@ MINIBATCH_MISTAKES = (
             "the generator must decide every position of the order, not only an offset or a "
             "step: a shuffle of all the indices lets any sample follow any other. With only a "
             "start drawn, every epoch repeats the same pattern of neighbours."),
+    Mistake("a batch left in stored order (e.g. the remainder appended unshuffled)",
+            lambda e: e.each_once and e.run_batch is not None,
+            lambda e: (f"a batch of {e.run_batch.size} holds the stored samples "
+                       f"{int(e.run_batch.min())} to {int(e.run_batch.max())}, neighbours only, "
+                       f"so it was not shuffled with the rest (batch "
+                       f"{next(k for k, b in enumerate(e.batches) if b is e.run_batch) + 1} of "
+                       f"{len(e.batches)})"),
+            "shuffle all the indices first, then cut the shuffled order into batches: every "
+            "batch, the last one too, must mix samples from all over the stored order."),
+    Mistake("many samples left at their stored place (swaps drawn at random, not a shuffle)",
+            lambda e: e.each_once and e.fixed_points > FIXED_POINTS_MAX,
+            lambda e: (f"{e.fixed_points} of {e.n} samples stand at their own stored position "
+                       "in the epoch's order (sample i at place i); a uniform shuffle leaves "
+                       "about 1 there, whatever n"),
+            "a number of random swaps is not a uniform shuffle: each sample must be swapped "
+            "with one drawn from those not yet placed (Fisher-Yates), or let the generator "
+            "permute all the indices at once."),
 )
 # Last, on one large epoch: the order a uniform shuffle, by two measures of what stored
 # neighbours become.
 MINIBATCH_UNIFORM_MISTAKES = (
+    Mistake("every batch half from each half of the stored order (two halves shuffled apart, "
+            "then interleaved)", lambda e: e.balanced,
+            lambda e: (f"every one of the {e.full} full batches of {e.batch_size} holds "
+                       f"{e.batch_size // 2} (give or take {BALANCED_WITHIN}) samples from the "
+                       f"first half of the stored order: a uniform shuffle's batches vary by "
+                       f"about {math.sqrt(e.batch_size / 4):.0f} either way"),
+            "shuffle all the indices together: parts shuffled apart and then interleaved keep "
+            "the share of each part fixed in every batch.", recognised_from="outputs"),
     Mistake("a shuffle that is not uniform (sorting by a few random keys, interleaving, "
             "shuffling pieces)", lambda e: e.not_uniform,
             lambda e: (f"the order is not a uniform shuffle: on an epoch of {e.n} samples, "
@@ -918,11 +999,28 @@ MINIBATCH_SEED_MISTAKES = (
             lambda e: e.other is not None and np.array_equal(_joined(e.other), e.order),
             "two different generators gave the same order", "use the rng argument to shuffle."),
 )
+# Then over EXTRA_EPOCHS more epochs, each from a generator of its own.
+MINIBATCH_EPOCH_MISTAKES = (
+    Mistake("a sample that never moves (a shuffle one short, or one sample put back by hand)",
+            lambda e: e.stuck is not None,
+            lambda e: (f"place {e.stuck[0]} of the epoch's order holds sample {e.stuck[1]} in "
+                       f"all {len(e.epochs) + 1} epochs, each shuffled by a generator of its "
+                       "own"),
+            "every sample must be free to land anywhere: a shuffle whose last swap (or range) "
+            "stops one short, or a sample set apart and put back, pins it to one place."),
+    Mistake("no sample ever left in place (Sattolo's cycles: j drawn below i, not up to it)",
+            lambda e: e.never_in_place,
+            lambda e: (f"in {len(e.epochs) + 1} epochs no sample ever stood at its own stored "
+                       "place; a uniform shuffle leaves about one there in each"),
+            "in Fisher-Yates, the sample at i swaps with one drawn from 0 to i inclusive: i "
+            "itself must be possible, or no sample can stay where it is."),
+)
 
 
 MINIBATCHES = CheckSpec(
     "minibatches", "minibatches(n_samples, batch_size, rng) -> list of index arrays",
-    MINIBATCH_STUB_HINT, MINIBATCH_MISTAKES + MINIBATCH_SEED_MISTAKES + MINIBATCH_UNIFORM_MISTAKES,
+    MINIBATCH_STUB_HINT, (MINIBATCH_MISTAKES + MINIBATCH_SEED_MISTAKES + MINIBATCH_EPOCH_MISTAKES
+                          + MINIBATCH_UNIFORM_MISTAKES),
     title="1. the mini-batches of an epoch", call="check_minibatches(minibatches)",
     holds="batches of batch_size whole-number indices, the last (partial) batch kept, every "
           "sample exactly once per epoch, shuffled by the given generator across the whole "
@@ -939,7 +1037,8 @@ def check_minibatches(function, seed: int | None = None) -> str:
     """batch_size is drawn from 14 to 39 and n_samples is 3 to 8 batches plus a partial one.
     The function is called with the seed's generator (:data:`MINIBATCH_MISTAKES` on its
     batches), then again with a new one of the same seed and with the next seed's
-    (:data:`MINIBATCH_SEED_MISTAKES`). A rotation or a fixed stride is told by the step, mod
+    (:data:`MINIBATCH_SEED_MISTAKES`), then with :data:`EXTRA_EPOCHS` more generators
+    (:data:`MINIBATCH_EPOCH_MISTAKES`). A rotation or a fixed stride is told by the step, mod
     n, between neighbours of the order (:func:`_same_step`)."""
     rng = np.random.default_rng(seed)
     batch_size = int(rng.integers(14, 40))
@@ -954,6 +1053,10 @@ def check_minibatches(function, seed: int | None = None) -> str:
     case.other = _as_batches(call_learner(function, n, batch_size,
                                           np.random.default_rng(seed + 1)), n, where)
     reject(MINIBATCH_SEED_MISTAKES, case)
+    case.epochs = [_joined(_as_batches(call_learner(function, n, batch_size,
+                                                    np.random.default_rng([seed or 0, 3, k])),
+                                       n, where)) for k in range(EXTRA_EPOCHS)]
+    reject(MINIBATCH_EPOCH_MISTAKES, case)
     # one large epoch: the shuffle uniform
     large = Minibatches(UNIFORM_N + int(rng.integers(1, 64)), 64, seed)
     large.batches = _as_batches(call_learner(function, large.n, 64, np.random.default_rng(

@@ -677,6 +677,85 @@ def test_minibatches_names_a_partial_shuffle(function, seed):
     assert "moved only some of the samples" in result.message, result
 
 
+def _cut(order, batch_size):
+    return [np.asarray(order[s:s + batch_size]) for s in range(0, len(order), batch_size)]
+
+
+def sattolo(n, batch_size, rng):  # Fisher-Yates with j drawn below i: cycles only
+    order = list(range(n))
+    for i in range(n - 1, 0, -1):
+        j = int(rng.integers(0, i))
+        order[i], order[j] = order[j], order[i]
+    return _cut(order, batch_size)
+
+
+def forward_fisher_yates_one_short(n, batch_size, rng):  # j < n - 1: the last never moves
+    order = np.arange(n)
+    for i in range(n - 1):
+        j = int(rng.integers(i, n - 1))
+        order[i], order[j] = order[j], order[i]
+    return _cut(order, batch_size)
+
+
+def all_but_the_last_permuted(n, batch_size, rng):
+    return _cut(np.append(rng.permutation(n - 1), n - 1), batch_size)
+
+
+def sample_0_first(n, batch_size, rng):
+    return _cut(np.concatenate([[0], 1 + rng.permutation(n - 1)]), batch_size)
+
+
+def n_random_swaps(n, batch_size, rng):  # about n / e samples never move
+    order = np.arange(n)
+    for _ in range(n):
+        i, j = rng.integers(0, n, 2)
+        order[i], order[j] = order[j], order[i]
+    return _cut(order, batch_size)
+
+
+def halves_shuffled_then_interleaved(n, batch_size, rng):
+    first, second = rng.permutation(n // 2), n // 2 + rng.permutation(n - n // 2)
+    order = [int(i) for pair in zip(first, second, strict=False) for i in pair]
+    return _cut(order + [int(i) for i in second[len(first):]], batch_size)
+
+
+def remainder_left_in_stored_order(n, batch_size, rng):
+    full = (n // batch_size) * batch_size
+    return _cut(np.concatenate([rng.permutation(full), np.arange(full, n)]), batch_size)
+
+
+def shuffled_by_sorting_random_keys(n, batch_size, rng):  # right, written differently
+    return _cut(sorted(range(n), key=lambda i: rng.random()), batch_size)
+
+
+@pytest.mark.parametrize("seed", [1, 3, 7, 12345])
+@pytest.mark.parametrize("function, words", [
+    (sattolo, "no sample ever stood at its own stored place"),
+    (forward_fisher_yates_one_short, "in all 17 epochs"),
+    (all_but_the_last_permuted, "in all 17 epochs"),
+    (sample_0_first, "place 0 of the epoch's order holds sample 0 in all 17 epochs"),
+    (n_random_swaps, "stand at their own stored position"),
+    (remainder_left_in_stored_order, "neighbours only, so it was not shuffled with the rest"),
+])
+def test_minibatches_names_a_biased_or_partial_shuffle(function, words, seed):
+    result = ch07.check_minibatches(function, seed=seed, show=False)
+    assert_result(result, FAILED, words)
+
+
+def test_minibatches_names_two_halves_shuffled_apart_and_interleaved():
+    result = ch07.check_minibatches(halves_shuffled_then_interleaved, seed=1, show=False)
+    assert_result(result, FAILED, "samples from the first half of the stored order")
+    assert "interleaved" in result.hint
+
+
+def test_the_new_shuffle_rules_spare_right_shuffles_over_many_seeds():
+    # the fixed-point, stuck-place, run-batch and balanced rules: odds below 1 in 10^6 each
+    for function in (shuffled_by_sorting_random_keys, fisher_yates):
+        for seed in range(100):
+            result = ch07.check_minibatches(function, seed=seed, show=False)
+            assert result.passed, result
+
+
 def test_the_kept_order_rule_spares_random_permutations():
     rng = np.random.default_rng(0)
     for n in (43, 44, 100):
@@ -756,12 +835,15 @@ def test_minibatch_stub_is_not_attempted():
 
 def test_the_minibatch_mistakes_are_the_specs_and_its_table():
     assert ch07.MINIBATCHES.mistakes == (ch07.MINIBATCH_MISTAKES + ch07.MINIBATCH_SEED_MISTAKES
+                                         + ch07.MINIBATCH_EPOCH_MISTAKES
                                          + ch07.MINIBATCH_UNIFORM_MISTAKES)
     table = ch07.MINIBATCHES.mistake_table()
     for did in ("the partial batch dropped", "drawing with replacement", "no shuffling",
                 "its reverse", "a partial shuffle",
                 "only inside each batch", "only the order of the batches", "wrong size",
-                "a fixed stride", "np.random", "a generator of its own", "not uniform"):
+                "a fixed stride", "np.random", "a generator of its own", "not uniform",
+                "a batch left in stored order", "many samples left at their stored place",
+                "a sample that never moves", "Sattolo", "half from each half"):
         assert did in table, did
     assert table.count("\n| ") == len(ch07.MINIBATCHES.mistakes) + 1
     assert "no shuffling" not in ch07.MINIBATCHES.also  # said once, by its mistake
@@ -1015,7 +1097,7 @@ def minibatches_by_whole_number_keys(n_samples, batch_size, rng):
 
 
 @pytest.mark.parametrize("function", [minibatches_sorted_by_a_few_random_keys,
-                                      minibatches_riffled, minibatches_evens_then_odds,
+                                      minibatches_evens_then_odds,
                                       minibatches_by_float16_keys,
                                       minibatches_by_whole_number_keys])
 @pytest.mark.parametrize("seed", [1, 7, 12345])
@@ -1023,6 +1105,15 @@ def test_minibatches_that_are_not_a_uniform_shuffle_fail(function, seed):
     result = ch07.check_minibatches(function, seed=seed, show=False)
     assert result.status == FAILED, result
     assert "not a uniform shuffle" in result.message, result
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_a_riffle_fails_on_what_it_keeps_of_the_stored_order(seed):
+    # sample 0 always first, and its tail a run of one half: told before the uniform measures
+    result = ch07.check_minibatches(minibatches_riffled, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert ("place 0 of the epoch's order holds sample 0 in all 17 epochs" in result.message
+            or "neighbours only, so it was not shuffled with the rest" in result.message), result
 
 
 @pytest.mark.parametrize("seed", [1, 7, 12345])
