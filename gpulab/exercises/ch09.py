@@ -230,23 +230,32 @@ def _close(got: dict, want: dict, scale: float) -> bool:
 
 class _Recorder:
     """Wraps a model's ``loss`` and ``backward`` (in place) to record every forward pass (its
-    samples) and count the backward passes."""
+    samples) and count the backward passes; ``copy`` too, so that the passes of a copy the
+    learner's function makes (``model.copy()`` per micro-batch) are recorded as well."""
 
     def __init__(self, model: MLP):
         self.inputs: list[np.ndarray] = []
         self.labels: list[np.ndarray] = []
         self.backwards = 0
-        self.model_loss, self.model_backward = model.loss, model.backward
-        model.loss, model.backward = self.loss, self.backward
+        self._watch(model)
 
-    def loss(self, X, y):
-        self.inputs.append(np.array(X, copy=True))
-        self.labels.append(np.array(y, copy=True))
-        return self.model_loss(X, y)
+    def _watch(self, model: MLP) -> MLP:
+        loss, backward, copy = model.loss, model.backward, model.copy
 
-    def backward(self, *args, **kwargs):
-        self.backwards += 1
-        return self.model_backward(*args, **kwargs)
+        def recorded_loss(X, y):
+            self.inputs.append(np.array(X, copy=True))
+            self.labels.append(np.array(y, copy=True))
+            return loss(X, y)
+
+        def recorded_backward(*args, **kwargs):
+            self.backwards += 1
+            return backward(*args, **kwargs)
+
+        def recorded_copy(*args, **kwargs):
+            return self._watch(copy(*args, **kwargs))
+
+        model.loss, model.backward, model.copy = recorded_loss, recorded_backward, recorded_copy
+        return model
 
 
 @dataclass
@@ -488,7 +497,9 @@ def check_accumulated_gradients(function, seed: int | None = None) -> str:
     for k, (low, high) in ACCUMULATION_CASES:
         widths = [int(rng.integers(4, 20)), int(rng.integers(3, 16)),
                   int(rng.integers(2, 7))]
-        n = k * int(rng.integers(low, high + 1)) + int(rng.integers(1, k))  # not k * m
+        # not k * m; with 5 parts, 2 to 4 left over, so that the remainder merged into one
+        # part is not the sizes of an even split (a remainder of 1 is)
+        n = k * int(rng.integers(low, high + 1)) + int(rng.integers(2 if k > 3 else 1, k))
         cases.append((widths, n, k))
     for widths, n, k in cases:
         X = rng.normal(0.0, 1.0, (n, widths[0]))

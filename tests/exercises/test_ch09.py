@@ -411,6 +411,39 @@ def test_accumulation_names_the_mistake(function, words, seed):
     assert words in result.message + result.hint, result
 
 
+def on_a_copy_per_part(model, X, y, micro_batches):  # right: the model itself never runs
+    total = {}
+    for part in np.array_split(np.arange(len(y)), micro_batches):
+        twin = model.copy()
+        twin.loss(X[part], y[part])
+        twin.backward()
+        for name, g in twin.gradients().items():
+            total[name] = total.get(name, 0) + len(part) / len(y) * g
+    return total
+
+
+def remainder_in_the_first(model, X, y, micro_batches):  # n // k each, the rest in the first
+    n, k = len(y), micro_batches
+    size, first = n // k, n // k + n % k
+    bounds = [0, first] + [first + size * j for j in range(1, k)]
+    total = {}
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        model.loss(X[a:b], y[a:b])
+        model.backward()
+        for name, g in model.gradients().items():
+            total[name] = total.get(name, 0) + (b - a) / n * g
+    return total
+
+
+@pytest.mark.parametrize("seed", [1, 2, 7, 12345])
+def test_accumulation_on_a_copy_of_the_model_passes_and_the_remainder_in_one_part_fails(seed):
+    result = ch09.check_accumulated_gradients(on_a_copy_per_part, seed=seed, show=False)
+    assert result.status == PASSED, result
+    result = ch09.check_accumulated_gradients(remainder_in_the_first, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert "the leftover samples all went to one part" in result.message, result
+
+
 def test_count_and_size_differ_in_every_case():
     """The hole of issue 22: the count used as the size only shows when n / k is far from k."""
     for k, (low, high) in ch09.ACCUMULATION_CASES:
