@@ -1015,8 +1015,10 @@ TIME_MISTAKES = (
             lambda a: f"one rank has nothing to exchange: expected 0 s, got {float(a.got):.4g} s",
             "with N = 1 there are 2(N - 1) = 0 steps: return 0."),
     _time_formula(lambda S, N, a, b: (N - 1) * a + (N - 1) / N * S / b,
-                  "that is the reduce-scatter alone: the all-gather takes as many steps and "
-                  "bytes again, so both terms have a factor 2.", "the reduce-scatter half only"),
+                  "that is the reduce-scatter alone (or the whole time halved, as if links "
+                  "that send both ways at once shared the work: β is already each direction's "
+                  "rate): the all-gather takes as many steps and bytes again, so both terms "
+                  "have a factor 2.", "the reduce-scatter half only (or the time halved)"),
     _time_formula(lambda S, N, a, b: 2 * (N - 1) * (a + 8 * S / N / b),
                   "n_bytes and β are both in bytes (β in bytes per second): no factor of 8.",
                   "bits for bytes (× 8)"),
@@ -1054,15 +1056,22 @@ TIME = CheckSpec(
     also="the stub; gpulab's own `links.ring_allreduce_time` refused; a patched check caught")
 
 
+# The least common multiple of the rank counts the check uses (3, 8, 72, 2, 1,024): every
+# n_bytes is a multiple of it, so that whole-byte chunks (n_bytes // N) are exactly n / N.
+WHOLE_CHUNKS = math.lcm(3, 8, 72, 2, 1024)
+
+
 @TIME.check
 def check_allreduce_time(function, seed: int | None = None) -> str:
     """Compared with :func:`gpulab.parallel.links.ring_allreduce_time` within a relative 1e-9,
-    on sizes of 10^3 to 10^10 bytes, α of 0.1 to 10 µs and β of 1 to 1,000 GB/s (drawn on a log
-    scale)."""
+    on sizes of 10^4 to 10^10 bytes (multiples of :data:`WHOLE_CHUNKS`), α of 0.1 to 10 µs and
+    β of 1 to 1,000 GB/s (drawn on a log scale)."""
     rng = np.random.default_rng(seed)
     for ranks in (3, 8, 72, 2, 1024, 1):  # 3 first: on 8 ranks 8·n/N is the whole buffer
         n_bytes, alpha, beta = (float(10 ** rng.uniform(*span))
                                 for span in ((3, 10), (-7, -5), (9, 12)))
+        # whole bytes that every rank count divides: a chunk of n_bytes // N is then n / N
+        n_bytes = float(max(1, round(n_bytes / WHOLE_CHUNKS)) * WHOLE_CHUNKS)
         got = call_learner(function, n_bytes, ranks, alpha, beta, stub_hint=TIME_STUB_HINT,
                            call=f"ring_allreduce_time({n_bytes:.4g}, {ranks}, {alpha:.3g}, "
                                 f"{beta:.3g})")

@@ -1,6 +1,7 @@
 """Chapter 11's checks (the ring all-reduce, its reduce step as a kernel, its α–β cost) against
 right answers written in several ways, the stubs and the wrong answers learners write."""
 
+import math
 import time
 
 import numpy as np
@@ -702,7 +703,18 @@ def ring_time_numpy(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
     return np.float64(steps * alpha_s + steps * n_bytes / (n_ranks * beta_bytes_per_s))
 
 
-@pytest.mark.parametrize("function", [ring_time, ring_time_step_by_step, ring_time_numpy])
+def ring_time_whole_byte_chunks(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
+    chunk = n_bytes // n_ranks  # a message carries whole bytes
+    return 2 * (n_ranks - 1) * (alpha_s + chunk / beta_bytes_per_s)
+
+
+def ring_time_chunks_rounded_up(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
+    chunk = math.ceil(n_bytes / n_ranks)
+    return 2 * (n_ranks - 1) * (alpha_s + chunk / beta_bytes_per_s)
+
+
+@pytest.mark.parametrize("function", [ring_time, ring_time_step_by_step, ring_time_numpy,
+                                      ring_time_whole_byte_chunks, ring_time_chunks_rounded_up])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_right_formula_passes_every_seed(function, seed):
     assert ch11.check_allreduce_time(function, seed=seed, show=False).passed
