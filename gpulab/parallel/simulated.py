@@ -6,6 +6,7 @@ ring all-reduce exercise is checked, and how the chapter still runs where no MPI
 
 - point to point, on NumPy buffers: ``Send(buf, dest, tag=0)``, ``Recv(buf, source, tag)``,
   ``Sendrecv(sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG)``,
+  ``Sendrecv_replace(buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG)``,
   ``Isend`` / ``Irecv`` (returning a :class:`Request` with ``Wait()`` and ``Test()``;
   ``Request.Waitall``/``Waitany``/``Waitsome``/``Testall``, as mpi4py's ``MPI.Request``'s,
   and :class:`StandInMPI`, mpi4py's ``MPI`` with these requests); on Python objects:
@@ -499,6 +500,19 @@ class Comm:
             world.wait(self._rank, f"Sendrecv to rank {dest} (until rank {dest} receives it)",
                        lambda: message.taken)
 
+    def Sendrecv_replace(self, buf, dest: int, sendtag: int = 0, source: int = ANY_SOURCE,
+                         recvtag: int = ANY_TAG, status=None) -> None:
+        """Send ``buf`` to ``dest`` and receive into the same ``buf`` from ``source``, as
+        mpi4py's: the message sent is ``buf`` as it was before the call."""
+        world = self.world
+        with world.cond:
+            message = self._buffer_message(buf, dest, sendtag)  # copied: buf is written next
+            world.post(message)
+            incoming = world.take(self._rank, int(source), int(recvtag), "Sendrecv_replace")
+            self._deliver(incoming, buf)
+            world.wait(self._rank, f"Sendrecv_replace to rank {dest} (until rank {dest} "
+                       "receives it)", lambda: message.taken)
+
     def Isend(self, buf, dest: int, tag: int = 0) -> Request:
         return self._post_request(self._buffer_message(buf, dest, tag), "Isend", "Wait",
                                   _contiguous(buf, self._rank, "the send buffer"))
@@ -646,8 +660,9 @@ class Comm:
         if name in COLLECTIVES:
             self._collective(name)
         raise AttributeError(f"this communicator (ranks as threads, gpulab.parallel.simulated) "
-                             f"has no {name!r}; it has Send, Recv, Sendrecv, Isend, Irecv, send, "
-                             "recv, sendrecv, isend, irecv, Get_rank, Get_size")
+                             f"has no {name!r}; it has Send, Recv, Sendrecv, Sendrecv_replace, "
+                             "Isend, Irecv, send, recv, sendrecv, isend, irecv, Get_rank, "
+                             "Get_size")
 
     def __repr__(self) -> str:
         return f"<simulated communicator: rank {self._rank} of {self.world.size} (threads)>"

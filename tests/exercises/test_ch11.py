@@ -198,11 +198,32 @@ def no_all_gather_other_chunks(comm, x):
     return _ring_cut_by_int(comm, x, gather=False)
 
 
+def ring_with_sendrecv_replace(comm, x):
+    """Right: every chunk sent in one buffer of the largest chunk's size, replaced in place."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = np.array(x, dtype=np.float64)
+    chunks = np.array_split(np.arange(data.size), size)
+    buffer = np.empty(len(chunks[0]))  # the first chunks are the largest
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for phase in (0, 1):
+        for step in range(size - 1):
+            send = chunks[(rank - step + phase) % size]
+            receive = chunks[(rank - step - 1 + phase) % size]
+            buffer[:len(send)] = data[send]
+            comm.Sendrecv_replace(buffer, dest=right, source=left)
+            if phase == 0:
+                data[receive] += buffer[:len(receive)]
+            else:
+                data[receive] = buffer[:len(receive)]
+    return data / size
+
+
 @pytest.mark.parametrize("function", [ring_allreduce_mean, ring_with_send_recv_by_parity,
                                       ring_with_isend, ring_with_irecv_isend_waitall,
                                       ring_with_isend_first_and_waits, ring_to_the_left,
                                       ring_divided_first_by_objects,
-                                      ring_with_lower_case_isend_irecv])
+                                      ring_with_lower_case_isend_irecv,
+                                      ring_with_sendrecv_replace])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_right_rings_pass(function, seed):
     result = ch11.check_ring_allreduce(function, seed=seed, show=False)

@@ -29,6 +29,19 @@ def test_sendrecv_passes_round_a_ring_and_counts_bytes():
     assert result.bytes_sent == [24] * 4 and result.messages_sent == [1] * 4
 
 
+def test_sendrecv_replace_sends_the_buffer_as_it_was_and_receives_into_it():
+    def body(comm):
+        buffer = np.full(3, float(comm.rank))
+        comm.Sendrecv_replace(buffer, dest=(comm.rank + 1) % comm.size,
+                              source=(comm.rank - 1) % comm.size)
+        return buffer
+
+    result = run_ranks(4, body)
+    assert result.ok
+    assert [r.tolist() for r in result.returns] == [[3.0] * 3, [0.0] * 3, [1.0] * 3, [2.0] * 3]
+    assert result.bytes_sent == [24] * 4 and result.messages_sent == [1] * 4
+
+
 def test_send_waits_for_its_receiver_so_send_first_everywhere_deadlocks_quickly():
     def body(comm):
         comm.Send(np.zeros(1), dest=(comm.rank + 1) % comm.size)
