@@ -234,6 +234,7 @@ def _overrun_axis(cause: BaseException, index: int, axis: int, size: int) -> str
     guard, or an access no guard covers), after the first when both may be; else ''."""
     traceback, found, ours = cause.__traceback__, "", os.path.dirname(device.__file__) + os.sep
     just_past: list[str] = []  # the arrays whose axis ``axis`` has ``size`` elements
+    fitting: list[str] = []  # those the index fits on another axis
     while traceback is not None:
         frame = traceback.tb_frame
         for name in frame.f_code.co_varnames[:frame.f_code.co_argcount]:
@@ -244,10 +245,15 @@ def _overrun_axis(cause: BaseException, index: int, axis: int, size: int) -> str
             just_past = [*just_past, name] if name not in just_past else just_past
             other = [a for a, n in enumerate(shape) if a != axis and 0 <= index < n]
             if other:
+                fitting.append(name)
                 found = (f"{name} has shape {shape}: the index ran past its axis {axis} "
                          f"({size}) but fits its axis {other[0]} ({shape[other[0]]}): a bound "
                          "taken from another axis or array?")
         traceback = traceback.tb_next
+    others = [name for name in just_past if name not in fitting]
+    if found and others:  # e.g. labels[c] with c a column: labels has the rows' count too
+        found += (f" Or the index went into {' or '.join(others)}, whose axis {axis} also has "
+                  f"{size} elements: an index meant for another array?")
     if index == size and just_past:  # one past the end: the usual `<=`, or a write unguarded
         past = (f"one past the end of axis {axis} ({size} elements) of "
                 f"{' or '.join(just_past)}: a `<=` where `<` belongs, or an access the guard "

@@ -200,6 +200,14 @@ def test_loss_gradient_passes_over_seeds(seed):
                   "every element of dlogits is right")
 
 
+@cuda.jit
+def loss_gradient_label_by_column(probs, labels, scale, dlogits):  # labels[c], not labels[r]
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if r == labels[c] else 0.0
+        dlogits[r, c] = (probs[r, c] - target) * scale
+
+
 @pytest.mark.parametrize("kernel, status, words", [
     (loss_gradient_summed, FAILED, "SUMMED loss"),
     (loss_gradient_twice, FAILED, "divided by the batch twice"),
@@ -219,6 +227,12 @@ def test_loss_gradient_passes_over_seeds(seed):
 ])
 def test_loss_gradient_diagnoses(kernel, status, words):
     assert_result(ch07.check_loss_gradient(kernel, seed=5, show=False), status, words)
+
+
+def test_labels_indexed_by_the_column_name_labels_too_when_the_index_runs_past():
+    # seed 1: 23 samples and 33 classes, so labels[c] runs past labels' 23 elements
+    result = ch07.check_loss_gradient(loss_gradient_label_by_column, seed=1, show=False)
+    assert_result(result, FAILED, "Or the index went into labels, whose axis 0 also has 23")
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 5])
