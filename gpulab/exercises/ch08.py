@@ -1151,8 +1151,8 @@ EVALUATE = CheckSpec(
           "grid (never a multiple of the block), 11-15 classes, some rows near ±800 and some "
           "confidently wrong (the label's logit 1,200 below the largest), all on the same fixed "
           "grid (2 blocks in the simulator) under two block sizes; traced: every sample's "
-          "loss and correct each handled by one thread, each thread stepping by the grid's "
-          "size",
+          "loss and correct each handled by one thread, no thread doing the work of many (a "
+          "step of the grid's size; a block's own chunk of the batch passes too)",
     also="a thread past the batch's end on a GPU (the padding written); simulator-only code "
          "(compiled for a real GPU); a kernel that never finishes (the time limit); gpulab's "
          "own kernel refused")
@@ -1288,8 +1288,8 @@ def check_evaluate_batch(kernel, seed: int | None = None,
     sizes = ", ".join(map(str, batches))
     return (f"every sample's loss and correct right for batches of {sizes} samples "
             f"({classes} classes), all on one fixed grid of {EVALUATE_BLOCKS[tier]} blocks, "
-            "under two block sizes; traced: each thread steps by the grid's size "
-            f"(seed={seed}).")
+            "under two block sizes; traced: every sample handled by one thread, none doing the "
+            f"work of many (seed={seed}).")
 
 
 def try_evaluate_batch(kernel) -> None:
