@@ -143,9 +143,10 @@ def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None =
         a = trial.dtype.type(-trial.rng.uniform(1.5, 3.0))  # negative: its sign must be kept
         x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
         out = run_elementwise(kernel, trial, a, x, y)
+        magnitude = np.abs(np.float64(a) * x) + np.abs(y)  # a GPU fuses a * x + y (one FMA)
         if failure := diagnose_vector(reference.saxpy(a, x, y), out, trial,
                                       mistakes=SAXPY_OUTPUT_MISTAKES,
-                                      inputs={"a": a, "x": x, "y": y}):
+                                      inputs={"a": a, "x": x, "y": y}, magnitude=magnitude):
             raise failure
         return trial, float(a)
 

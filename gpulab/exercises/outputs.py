@@ -74,6 +74,11 @@ class Elementwise:
     trial: Trial
     unwritten_marker: float = np.nan
     inputs: dict[str, Any] = field(default_factory=dict)
+    # the size of the terms each element is computed from (|a·x| + |y| for saxpy): the
+    # tolerance is relative to it where it is larger than the result, as where a·x and y nearly
+    # cancel, a GPU's fused multiply-add (one rounding) and NumPy's two roundings part by up
+    # to one rounding of a·x
+    magnitude: np.ndarray | None = None
     what = "out"
 
     @property
@@ -83,7 +88,13 @@ class Elementwise:
     @cached_property
     def bad(self) -> np.ndarray:
         rtol, atol = self.tolerance
-        return ~np.isclose(self.got, self.expected, rtol=rtol, atol=atol)
+        size = np.abs(np.asarray(self.expected, np.float64))
+        if self.magnitude is not None:
+            size = np.maximum(size, np.asarray(self.magnitude, np.float64))
+        got = np.asarray(self.got, np.float64)
+        with np.errstate(invalid="ignore"):
+            close = (got == self.expected) | (np.abs(got - self.expected) <= atol + rtol * size)
+        return ~close
 
     @cached_property
     def unwritten(self) -> np.ndarray:
@@ -216,6 +227,7 @@ ELEMENTWISE_MISTAKES = elementwise_mistakes()
 def diagnose_vector(
     expected: np.ndarray, got: np.ndarray, trial: Trial, unwritten_marker: float = np.nan,
     mistakes: Iterable[Mistake] = (), inputs: dict[str, Any] | None = None,
+    magnitude: np.ndarray | None = None,
 ) -> CheckFailedError | None:
     """None when ``got`` matches ``expected``; otherwise the failure of the first of
     :func:`elementwise_mistakes` seen (:func:`gpulab.exercises.mistakes.diagnose`): which
@@ -223,9 +235,10 @@ def diagnose_vector(
 
     ``got`` must have started as ``unwritten_marker`` (NaN) everywhere, so that "never written"
     and "written wrong" can be told apart. ``mistakes`` are the check's known wrong formulas
-    (:func:`looks_like`), computed from ``inputs`` (the kernel's, by name).
+    (:func:`looks_like`), computed from ``inputs`` (the kernel's, by name). ``magnitude``: see
+    :attr:`Elementwise.magnitude`.
     """
-    evidence = Elementwise(expected, got, trial, unwritten_marker, dict(inputs or {}))
+    evidence = Elementwise(expected, got, trial, unwritten_marker, dict(inputs or {}), magnitude)
     if not evidence.bad.any():
         return None
     return diagnose(elementwise_mistakes(mistakes), evidence)

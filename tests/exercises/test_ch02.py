@@ -66,6 +66,21 @@ def saxpy_thread_index_only(a, x, y, out):
         out[i] = a * x[i] + y[i]
 
 
+@cuda.jit
+def saxpy_rounded_once(a, x, y, out):  # what a GPU runs: a * x + y as one FMA, one rounding
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = np.float32(np.float64(a) * np.float64(x[i]) + np.float64(y[i]))
+
+
+@pytest.mark.parametrize("seed", [1, 3, 4, 7, 12345])
+def test_saxpy_accepts_a_x_plus_y_rounded_once_as_a_gpu_fuses_it(seed):
+    # numba-cuda compiles `a * x[i] + y[i]` to fma.rn.f32: where a * x and y nearly cancel it
+    # parts from NumPy's two roundings by up to one rounding of a * x (the tolerance's scale)
+    result = check_saxpy(saxpy_rounded_once, seed=seed, show=False)
+    assert result.passed, result
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_saxpy_solution_passes(seed):
     result = check_saxpy(saxpy_solution, seed=seed, show=False)
