@@ -348,6 +348,23 @@ BACKWARD = CheckSpec(
          "or b")
 
 
+# Planted in Z (as z = Z + b): some |z| of BIG_Z, where tanh is ±1 and its derivative 0 but
+# e^(2z) overflows (a tanh from exp gives inf / inf = NaN), and some z just either side of 0,
+# within NEAR_ZERO_Z (a ReLU mask with a margin, `z > -1e-3`, lets the negative ones through).
+BIG_Z, NEAR_ZERO_Z = 60.0, 5e-4
+
+
+def _planted_z(rng: np.random.Generator, Z: np.ndarray, b: np.ndarray) -> None:
+    """Set a few elements of ``Z`` (float32, in place) so that z = Z + b is ±BIG_Z at some and
+    ±NEAR_ZERO_Z at others, in different rows and columns."""
+    count = max(2, Z.size // 40)
+    places = rng.choice(Z.size, size=min(Z.size, 4 * count), replace=False)
+    rows, cols = np.unravel_index(places, Z.shape)
+    for k, (r, c) in enumerate(zip(rows, cols, strict=True)):
+        target = (BIG_Z, -BIG_Z, NEAR_ZERO_Z, -NEAR_ZERO_Z)[k % 4]
+        Z[r, c] = Z.dtype.type(target - float(b[c]))
+
+
 @BACKWARD.check
 def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.float32) -> str:
     """One launch per activation, in the order ReLU, tanh, identity
@@ -361,6 +378,7 @@ def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.flo
         dA = trial.normal(trial.rows, trial.cols)
         Z = trial.normal(trial.rows, trial.cols)
         b = trial.normal(trial.cols, scale=0.7)
+        _planted_z(trial.rng, Z, b)
         inputs = {"dA": dA, "Z": Z, "b": b, "act": code}
         try:
             out = run_2d(kernel, trial, source, inputs, what="dZ")

@@ -291,9 +291,11 @@ def check_loss_scale_update(update, seed: int | None = None) -> str:
     # then states out of order, each asked twice: the answer is the arguments' alone
     # the first two at fp16's largest power of two about to grow, and at 2**10 with an inf:
     # a scale kept under a cap, or over a floor, of its own shows there
-    states = [(2.0 ** 16, interval - 1, False), (2.0 ** 10, int(rng.integers(0, interval)), True)]
+    # then a scale of 1 with an inf: halved, it is 0.5 (`scale // 2` gives 0)
+    states = [(2.0 ** 16, interval - 1, False), (2.0 ** 10, int(rng.integers(0, interval)), True),
+              (1.0, int(rng.integers(0, interval)), True)]
     states += [(2.0 ** int(rng.integers(5, 25)), int(rng.integers(0, interval)),
-                bool(rng.random() < 0.3)) for _ in range(SCALER_STATES - 2)]
+                bool(rng.random() < 0.3)) for _ in range(SCALER_STATES - 3)]
     for number, (scale, clean, found_inf) in enumerate(states, start=len(steps) + 1):
         where = (f"a state out of order (scale {scale:g}, clean_steps {clean}, found_inf "
                  f"{found_inf}, growth_interval {interval}; seed={seed})")

@@ -68,11 +68,83 @@ class InstrumentedArray:
 
     def __getitem__(self, index):
         count_access()
-        return self._array[index]
+        value = self._array[index]
+        return ArrayView.of(self, index, value)
 
     def __setitem__(self, index, value) -> None:
         count_access()
         self._array[index] = value
+
+    def copy_to_host(self) -> np.ndarray:
+        return self._array.copy()
+
+
+class ArrayView:
+    """A slice a simulated kernel took of an instrumented array (``v = out[1:]``, ``out[0:1]``):
+    its reads and writes go to the parent array at the parent's own elements, so that they are
+    recorded there as a direct access would be (a plain ``v[0] += p`` from several threads is a
+    race on the parent's element). An element's place in the parent comes from its byte offset
+    and the parent's strides; a parent whose strides do not allow that gives plain slices."""
+
+    def __init__(self, parent: InstrumentedArray, array: np.ndarray):
+        self._parent, self._array = parent, array
+        self.shape, self.dtype = array.shape, array.dtype
+        self.size, self.ndim = array.size, array.ndim
+
+    @staticmethod
+    def of(parent, index, value):
+        """``value`` (``parent._array[index]``) as a view of ``parent`` when it is an array
+        that shares the parent's memory; anything else as it is."""
+        if not isinstance(value, np.ndarray) or value.ndim == 0:
+            return value
+        strides = parent._array.strides
+        if (any(stride <= 0 for stride in strides) or list(strides) != sorted(strides, reverse=True)
+                or not np.may_share_memory(value, parent._array)):
+            return value
+        return ArrayView(parent, value)
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def _element(self, index) -> tuple[int, ...] | None:
+        """The parent's index of the view's element ``index``; None for a slice of the view."""
+        index = index if isinstance(index, tuple) else (index,)
+        if len(index) != self.ndim:
+            return None
+        try:
+            index = tuple(operator.index(i) % n for i, n in zip(index, self.shape, strict=True))
+        except TypeError:
+            return None
+        offset = (self._array.__array_interface__["data"][0]
+                  - self._parent._array.__array_interface__["data"][0]
+                  + sum(i * stride for i, stride in zip(index, self._array.strides, strict=True)))
+        where = []
+        for stride in self._parent._array.strides:
+            position, offset = divmod(offset, stride)
+            where.append(int(position))
+        return tuple(where)
+
+    def __getitem__(self, index):
+        value = self._array[index]  # an index past the end raises here, as NumPy does
+        where = self._element(index)
+        if where is None:
+            return ArrayView.of(self._parent, index, value) if isinstance(
+                value, np.ndarray) else value
+        return self._parent[where]
+
+    def __setitem__(self, index, value) -> None:
+        self._array[index]  # noqa: B018 - an index past the end raises here, as NumPy does
+        where = self._element(index)
+        if where is None:
+            self._array[index] = value  # a whole slice at once: not a kernel's element write
+            return
+        self._parent[where] = value
+
+    def record_atomic(self, index) -> None:
+        """For a traced atomic on the view: recorded on the parent's element."""
+        where = self._element(index)
+        if where is not None and hasattr(self._parent, "record_atomic"):
+            self._parent.record_atomic(where)
 
     def copy_to_host(self) -> np.ndarray:
         return self._array.copy()
@@ -96,7 +168,7 @@ class RecordingArray(InstrumentedArray):
         if who is not None and element is not None:
             with self._lock:
                 self.reads[who].append(element)
-        return value
+        return ArrayView.of(self, index, value)
 
 
 def _atomic_code_objects() -> frozenset:
@@ -131,8 +203,12 @@ class WatchedArray(InstrumentedArray):
     def __setitem__(self, index, value) -> None:
         count_access()
         self._array[index] = value
-        # The caller is FakeCUDAAtomic.add & co. for an atomic, the kernel itself otherwise.
-        atomic = sys._getframe(1).f_code in self._atomic_codes
+        # The caller is FakeCUDAAtomic.add & co. for an atomic, the kernel itself otherwise
+        # (through a view's __setitem__ for a view: the frame above it, then).
+        caller = sys._getframe(1)
+        if caller.f_code is ArrayView.__setitem__.__code__:
+            caller = caller.f_back
+        atomic = caller.f_code in self._atomic_codes
         element = element_index(index, self.shape)
         writer = simulated_thread()
         with self._lock:
@@ -207,5 +283,5 @@ def poisoned_shared_memory() -> Iterator[None]:
         yield
 
 
-__all__ = ["InstrumentedArray", "RecordingArray", "WatchedArray", "element_index", "poison_value",
-           "poisoned_shared_memory", "shared_array_patch"]
+__all__ = ["ArrayView", "InstrumentedArray", "RecordingArray", "WatchedArray", "element_index",
+           "poison_value", "poisoned_shared_memory", "shared_array_patch"]

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gpulab import device
-from gpulab.instruments.arrays import InstrumentedArray, shared_array_patch
+from gpulab.instruments.arrays import ArrayView, InstrumentedArray, shared_array_patch
 from gpulab.instruments.kernel_objects import launchable, python_function
 from gpulab.instruments.limits import (
     KernelDidNotFinishError,
@@ -128,7 +128,7 @@ class TracingArray(InstrumentedArray):
         where = _normal_index(index, self.shape)
         if where is not None:
             self.log.record(self.name, where, "read", self.space)
-        return value
+        return ArrayView.of(self, index, value)
 
     def __setitem__(self, index, value) -> None:
         count_access()
@@ -160,7 +160,7 @@ def _tracing_patches(log: _TraceLog) -> dict:
 
     def atomic(method, name):
         def traced(self, array, *args):
-            if isinstance(array, TracingArray):
+            if isinstance(array, TracingArray | ArrayView):
                 index = (0,) * array.ndim if name == "compare_and_swap" else args[0]
                 array.record_atomic(index)
                 array = array._array

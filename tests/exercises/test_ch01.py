@@ -22,6 +22,29 @@ from gpulab.exercises.ch01 import check_block_sum, check_dot_atomic, check_multi
 from gpulab.kernels.dot import block_tree_sum, dot_atomic
 from gpulab.kernels.elementwise import elementwise_multiply
 
+
+@cuda.jit
+def dot_through_a_view_of_out(x, y, out):  # a plain += on out[0], through a slice of it
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        total = out[0:1]
+        total[0] = total[0] + x[i] * y[i]
+
+
+@cuda.jit
+def dot_atomic_on_a_view_of_out(x, y, out):  # right: the atomic on the view's element 0
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.add(out[0:1], 0, x[i] * y[i])
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_a_write_through_a_slice_of_out_is_seen_as_the_race_it_is(seed):
+    result = check_dot_atomic(dot_through_a_view_of_out, seed=seed, show=False)
+    assert result.status == "failed" and "wrote out[0], without an atomic" in result.message, \
+        result
+    assert check_dot_atomic(dot_atomic_on_a_view_of_out, seed=seed, show=False).passed
+
 THREADS = 64  # the block size of the block-sum kernels (one shared slot per thread)
 SMALL = 32  # a shared array too small for a block of THREADS threads
 

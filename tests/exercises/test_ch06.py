@@ -90,6 +90,26 @@ def tanh_one_minus_z_squared(dA, Z, b, act, dZ):
 
 
 @cuda.jit
+def relu_mask_with_a_margin(dA, Z, b, act, dZ):  # z > -1e-3: small negatives let through
+    c, r = cuda.grid(2)
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + b[c]
+        if act == RELU:
+            dZ[r, c] = dA[r, c] if z > -1e-3 else 0
+        elif act == TANH:
+            t = math.tanh(z)
+            dZ[r, c] = dA[r, c] * (1 - t * t)
+        else:
+            dZ[r, c] = dA[r, c]
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_backward_plants_z_near_0_so_a_relu_margin_fails(seed):
+    result = ch06.check_bias_activation_backward(relu_mask_with_a_margin, seed=seed, show=False)
+    assert result.status == FAILED, result
+
+
+@cuda.jit
 def identity_gets_relu(dA, Z, b, act, dZ):
     c, r = cuda.grid(2)
     if r < Z.shape[0] and c < Z.shape[1]:

@@ -123,6 +123,23 @@ def test_loss_scale_update_accepts_right_answers(function, seed):
     assert "growths" in result.message and f"seed={seed}" in result.message
 
 
+def halved_by_floor_division(scale, clean_steps, found_inf, growth_interval):
+    if found_inf:
+        return scale // 2, 0, False
+    clean_steps += 1
+    if clean_steps == growth_interval:
+        return scale * 2, 0, True
+    return scale, clean_steps, True
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_loss_scale_halved_by_floor_division_fails_at_a_scale_of_1(seed):
+    # every scale the steps reach is a power of two of 2**5 or more: 1 // 2 = 0 shows
+    result = ch10.check_loss_scale_update(halved_by_floor_division, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert "scale 1," in result.message, result
+
+
 @pytest.mark.parametrize("function, words", [
     (not_skipping, "must be skipped"),
     (growing_every_step, "doubled after only 1 clean step"),

@@ -49,6 +49,35 @@ def test_watched_array_tells_atomic_from_plain_writes():
 
 
 @cuda.jit
+def into_a_row_view(x, out):  # each thread writes out[r, c] through the row out[r]
+    c, r = cuda.grid(2)
+    if r < out.shape[0] and c < out.shape[1]:
+        row = out[r]
+        row[c] = x[r, c]
+
+
+@cuda.jit
+def atomic_through_a_view(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.add(out[1:], 0, x[i])
+
+
+@SIM_ONLY
+def test_writes_through_a_slice_are_recorded_at_the_parent_s_elements():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    out = WatchedArray(np.zeros((3, 4), np.float32))
+    into_a_row_view[(1, 1), (4, 3)](x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), x)
+    assert out.race() is None and sorted(out.plain_writers) == list(range(12))
+    assert out.plain_writers[element_index((2, 1), (3, 4))] == {(0, 9)}  # thread x=1, y=2
+    totals = WatchedArray(np.zeros(3, np.float32))
+    atomic_through_a_view[2, 32](np.ones(50, np.float32), totals)
+    assert totals.copy_to_host().tolist() == [0, 50, 0]
+    assert len(totals.atomic_writers[1]) == 50 and not totals.plain_writers
+
+
+@cuda.jit
 def transpose_into(x, out):
     c, r = cuda.grid(2)
     if r < x.shape[0] and c < x.shape[1]:
