@@ -667,9 +667,10 @@ RUN_BATCH_SIZE = 6
 # count is Poisson with mean 1, whatever n: 14 or more has odds below 1 in 10^11 (as KEPT_SHARE).
 # n random swaps leave about n / e in place.
 FIXED_POINTS_MAX = 13
-# Extra epochs of the small case, each from its own generator: a sample that stays at its place
-# in all of them (odds n^-EXTRA_EPOCHS for a uniform shuffle), or none that ever does (e^-16,
-# about 1 in 9 million: a shuffle that can never leave a sample in place, as Sattolo's cycles).
+# Extra epochs of the small case, each from its own generator: a place that holds the same
+# sample in all of them and the first (odds about n^-(EXTRA_EPOCHS - 1) for a uniform shuffle),
+# or no sample ever at its own place in the EXTRA_EPOCHS + 1 (about e^-17, 1 in 24 million: a
+# shuffle that can never leave a sample in place, as Sattolo's cycles).
 EXTRA_EPOCHS = 16
 # "Stratified": in every full batch of the large epoch the samples from the first half of the
 # stored order number batch_size / 2 give or take 1. Uniformly each such count is
