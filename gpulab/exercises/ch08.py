@@ -201,11 +201,10 @@ class Parts:
                    copied / spec.memory_bandwidth_bytes_per_s,
                    sum(k.phase == "loss" for k in one))
 
-    def launch_without(self, phase: str) -> float:
-        """The step's launch time with the kernels of one phase (``"loss"``, ``"update"``) left
-        out."""
-        left_out = {"loss": self.loss_launches, "update": self.update_launches}[phase]
-        return self.launch * (1 - left_out / self.launches)
+    @property
+    def launch_without_loss(self) -> float:
+        """The step's launch time with the loss kernels' launches left out (a mistake)."""
+        return self.launch * (1 - self.loss_launches / self.launches)
 
     @property
     def work(self) -> float:
@@ -422,7 +421,7 @@ CROSSOVER_NEAR_ANSWERS = (
                 * (1 - p.update_launches / p.launches), EVERY_LAUNCH),
     WrongAnswer("the loss kernels' launches left out",
                 lambda p: _over(p, p.compute, p.memory, p.transfer)
-                * p.launch_without("loss") / p.launch, EVERY_LAUNCH),
+                * p.launch_without_loss / p.launch, EVERY_LAUNCH),
 )
 CROSSOVER_NEAR_MISTAKES = tuple(
     Mistake(f"{answer.did} (within the tolerance)",
@@ -672,7 +671,7 @@ THROUGHPUT_MISTAKES = tuple(_named(a, THROUGHPUT_ANSWERS) for a in THROUGHPUT_AN
 # 17 of the digits network's 19), told only by the formula followed exactly.
 THROUGHPUT_NEAR_ANSWERS = (
     WrongAnswer("the loss kernels' launches left out",
-                lambda p, b: b / _step(p, b, launch=p.launch_without("loss")), EVERY_LAUNCH),
+                lambda p, b: b / _step(p, b, launch=p.launch_without_loss), EVERY_LAUNCH),
 )
 THROUGHPUT_FORMULA_MISTAKES = tuple(
     Mistake(f"{answer.did}, followed exactly (within the tolerance)",

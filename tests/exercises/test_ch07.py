@@ -3,6 +3,7 @@ the network) against a right answer over several seeds, the stub, and the wrong-
 answers learners write."""
 
 import math
+import types
 
 import numpy as np
 import pytest
@@ -892,8 +893,15 @@ def test_training_with_the_solutions_matches_gpulab_trains_and_passes():
 
 
 def test_training_notes_kernels_that_have_not_passed_their_own_checks():
-    # new kernel objects of the same functions: no check has passed them in this session
-    fresh_gradient, fresh_adam = cuda.jit(loss_gradient.py_func), cuda.jit(adam.py_func)
+    # kernels of new Python functions (the same code): no check has passed them in this session,
+    # which knows a kernel by its function (a notebook cell run again makes a new one)
+    def fresh(kernel):
+        function = kernel.py_func
+        return cuda.jit(types.FunctionType(function.__code__, function.__globals__,
+                                           function.__name__, function.__defaults__,
+                                           function.__closure__))
+
+    fresh_gradient, fresh_adam = fresh(loss_gradient), fresh(adam)
     run = ch07.train_with_your_kernels({"softmax_cross_entropy_backward": fresh_gradient,
                                         "adam_update": fresh_adam}, show=False, **SHORT_PASS)
     result = ch07.check_training(run, show=False)
