@@ -573,6 +573,12 @@ class TreeTrace:
         return int(np.log2(self.trial.threads_per_block))
 
     @property
+    def races(self) -> list:
+        """Shared slots one thread wrote and another used between the same two barriers
+        (:meth:`gpulab.instruments.KernelTrace.shared_races`)."""
+        return self.trace.shared_races()
+
+    @property
     def atomics(self) -> dict:
         return self.trace.per_block("atomics")
 
@@ -630,7 +636,25 @@ def _serial_shared(e: TreeTrace) -> str:
 
 # A right total by the wrong method, from a trace of a small launch (tried once the total is
 # right): not a tree.
+def _shared_race(e: TreeTrace) -> str:
+    write, other = e.races[0]
+    slot = f"{write.array.removeprefix('shared:')}[{', '.join(map(str, write.index))}]"
+    did = "read" if other.kind == "read" else "wrote"
+    return (f"the total is right here, but {thread_label(write.thread)} wrote {slot} and "
+            f"{thread_label(other.thread)} {did} it between the same two barriers (after "
+            f"{write.epoch} of them): on a GPU the two need not come in that order, so the "
+            f"{'read may see the old value' if did == 'read' else 'last write may be either'}. "
+            "The simulator runs a block's threads one after another up to each barrier, which "
+            "hides it")
+
+
 TREE_METHOD_MISTAKES = (
+    Mistake("a shared slot written by one thread and used by another between the same two "
+            "barriers (a race the simulator's order hides)", lambda e: bool(e.races),
+            _shared_race,
+            "a thread may use a shared slot another thread wrote only after a "
+            "`cuda.syncthreads()` that both pass in between: after the last round too, when a "
+            "thread other than the writer reads the block's total.", recognised_from="trace"),
     Mistake("a right total by one atomic add per thread (into out[0] or a shared slot)",
             lambda e: e.busiest_block[1] > 1, _one_atomic_per_thread, TREE_HINT,
             recognised_from="trace"),

@@ -788,8 +788,12 @@ class Tiling:
 
     @property
     def too_few_barriers(self) -> bool:
-        """Every thread passed the same barriers, fewer than two per step."""
-        return len(self.barriers) == 1 and self.barriers[0] < 2 * self.steps_taken
+        """Every thread passed the same barriers, fewer than two per step, and the trace shows
+        a race: a tile slot one thread stored and another used between the same two barriers
+        (:meth:`gpulab.instruments.KernelTrace.shared_races`). Tiles in two buffers, used in
+        turn, need one barrier per step and show none."""
+        return (len(self.barriers) == 1 and self.barriers[0] < 2 * self.steps_taken
+                and bool(self.threads.trace.shared_races()))
 
     @cached_property
     def missing_barriers(self) -> list[str]:

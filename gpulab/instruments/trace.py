@@ -55,13 +55,16 @@ class Access(NamedTuple):
     """One access of a traced kernel: which thread (see :class:`KernelTrace`), which array (the
     kernel's parameter name, or ``shared:<variable>`` for a ``cuda.shared.array``), the index
     (a tuple, one int per axis, negative indices counted from the end), ``kind`` ('read',
-    'write' or 'atomic': one per ``cuda.atomic`` call) and ``space`` ('global' or 'shared')."""
+    'write' or 'atomic': one per ``cuda.atomic`` call), ``space`` ('global' or 'shared') and
+    ``epoch`` (how many barriers the thread had passed: accesses of one block with the same
+    epoch lie between the same two barriers)."""
 
     thread: tuple
     array: str
     index: tuple
     kind: str
     space: str
+    epoch: int = 0  # the barriers (syncthreads) the thread had passed when it made the access
 
 
 def _dims(value) -> tuple[int, ...]:
@@ -95,7 +98,8 @@ class _TraceLog:
         who = self.thread()
         if who is not None:
             with self.lock:
-                self.accesses.append(Access(who, array, index, kind, space))
+                self.accesses.append(Access(who, array, index, kind, space,
+                                            self.barriers.get(who, 0)))
 
 
 def _normal_index(index, shape: tuple[int, ...]) -> tuple | None:
@@ -280,6 +284,38 @@ class KernelTrace:
         return totals
 
     # which thread touched which element
+    def shared_races(self) -> list[tuple[Access, Access]]:
+        """(write, other) pairs of shared-memory accesses of one block between the same two
+        barriers (the same :attr:`Access.epoch`) to the same slot by two threads, one a plain
+        write: a race on a GPU, whatever order the simulator ran them in (it runs a block's
+        threads one after another up to each barrier). The first such pair per slot and epoch,
+        in the order the simulator made them; atomics race with nothing."""
+        found, seen = [], set()
+        writes: dict[tuple, Access] = {}
+        for access in self.accesses:
+            if access.space != "shared" or access.kind == "atomic":
+                continue
+            block = access.thread[0]
+            key = (block, access.array, access.index, access.epoch)
+            first = writes.get(key)
+            if first is not None and first.thread != access.thread and key not in seen:
+                found.append((first, access))
+                seen.add(key)
+            if access.kind == "write" and first is None:
+                writes[key] = access
+        earlier_reads: dict[tuple, Access] = {}
+        for access in self.accesses:  # a read before another thread's write, same interval
+            if access.space != "shared" or access.kind == "atomic":
+                continue
+            key = (access.thread[0], access.array, access.index, access.epoch)
+            if access.kind == "read":
+                earlier_reads.setdefault(key, access)
+            elif (key not in seen and (read := earlier_reads.get(key)) is not None
+                  and read.thread != access.thread):
+                found.append((access, read))
+                seen.add(key)
+        return found
+
     def touched(self, array: str, kind: str, block=None) -> dict:
         """``{index: [threads]}`` for the elements of ``array`` accessed as ``kind`` ('read',
         'write', 'atomic'), threads in the order they came, each once; only the threads of

@@ -923,7 +923,7 @@ def test_the_race_the_partial_block_and_the_method_are_mistakes_in_the_specs():
 
     assert DOT_ATOMIC.mistakes[-5:] == (RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES
                                         + DOT_SHARE_MISTAKES)
-    assert BLOCK_SUM.mistakes[-7:] == (RACE_MISTAKES + BLOCK_SUM_PARTIAL_BLOCK_MISTAKES
+    assert BLOCK_SUM.mistakes[-8:] == (RACE_MISTAKES + BLOCK_SUM_PARTIAL_BLOCK_MISTAKES
                                        + TREE_METHOD_MISTAKES)
     table = BLOCK_SUM.mistake_table()
     assert "| a right total by one atomic add per thread (into out[0] or a shared slot) | trace |" \
@@ -1299,3 +1299,28 @@ def multiply_by_atomic_add(x, y, out):
 def test_multiply_added_into_out_is_told_it_adds_instead_of_storing():
     result = check_multiply(multiply_by_atomic_add, seed=1, show=False)
     assert result.status == "failed" and "adds into `out`" in result.message, result
+
+
+@cuda.jit
+def block_sum_total_read_by_the_last_thread(x, out):  # no barrier after the last round
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        cuda.syncthreads()
+        if t < stride:
+            partial[t] += partial[t + stride]
+        stride //= 2
+    if t == cuda.blockDim.x - 1:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_a_total_read_by_another_thread_without_a_barrier_is_a_race(seed):
+    result = check_block_sum(block_sum_total_read_by_the_last_thread,
+                             threads_per_block=THREADS, seed=seed, show=False)
+    assert result.status == "failed", result
+    assert ("thread 0 wrote partial[0] and block 0, thread 63 read it between the same two "
+            "barriers") in result.message, result

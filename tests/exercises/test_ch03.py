@@ -1435,3 +1435,29 @@ def naive_row_of_a_in_a_local_array_of_64(A, B, C):
 def test_naive_method_and_k_over_64_mistakes(kernel, words, seed):
     result = check_matmul_naive(kernel, seed=seed, show=False)
     assert result.status == "failed" and words in result.message, result
+
+
+@cuda.jit
+def tiled_double_buffered(A, B, C):  # right: two tiles used in turn, one barrier per step
+    a_tile = cuda.shared.array((2, TILE, TILE), np.float32)
+    b_tile = cuda.shared.array((2, TILE, TILE), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = np.float32(0)
+    p = 0
+    for k0 in range(0, A.shape[1], TILE):
+        a_tile[p, ty, tx] = A[row, k0 + tx] if row < A.shape[0] and k0 + tx < A.shape[1] else 0
+        b_tile[p, ty, tx] = B[k0 + ty, col] if k0 + ty < B.shape[0] and col < B.shape[1] else 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[p, ty, k] * b_tile[p, k, tx]
+        p = 1 - p
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_double_buffered_tiles_with_one_barrier_per_step_pass(seed):
+    # the reads of one buffer and the stores into the other share an interval: no slot both
+    result = check_matmul_tiled(tiled_double_buffered, tile=TILE, seed=seed, show=False)
+    assert result.passed, result

@@ -171,3 +171,34 @@ def test_gpulab_trace_is_there_without_importing_numba():
     code = ("import sys, gpulab; assert callable(gpulab.trace); "
             "assert 'numba' not in sys.modules, 'import gpulab imported numba'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@cuda.jit
+def neighbour_read_without_a_barrier(x, out):
+    slots = cuda.shared.array(8, np.float32)
+    t = cuda.threadIdx.x
+    slots[t] = x[t]
+    out[t] = slots[(t + 1) % 8]  # written by the next thread, no barrier between
+
+
+@cuda.jit
+def neighbour_read_after_a_barrier(x, out):
+    slots = cuda.shared.array(8, np.float32)
+    t = cuda.threadIdx.x
+    slots[t] = x[t]
+    cuda.syncthreads()
+    out[t] = slots[(t + 1) % 8]
+
+
+@SIM_ONLY
+def test_shared_races_are_found_between_the_same_two_barriers_whatever_the_order():
+    x = np.arange(8, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    racy = instruments.trace_kernel(neighbour_read_without_a_barrier, 1, 8, x, out)
+    races = racy.shared_races()
+    assert len(races) == 8  # each slot: read by the thread before it, written by its own
+    assert {(w.kind, o.kind) for w, o in races} == {("write", "read")}
+    assert all(w.epoch == o.epoch == 0 for w, o in races)
+    safe = instruments.trace_kernel(neighbour_read_after_a_barrier, 1, 8, x, out)
+    assert safe.shared_races() == []
+    assert {a.epoch for a in safe.accesses if a.space == "shared" and a.kind == "read"} == {1}
