@@ -176,7 +176,7 @@ def float64_note(kernel_source, arg_types) -> str | None:
     float64 costs on the GPUs the course names. None when it does not, or where the compile
     step cannot run (:func:`compile_verdict` says why)."""
     recipe, signature = recipe_of(kernel_source), signature_of(arg_types)
-    if recipe is None or compile_verdict(kernel_source, arg_types) != (None, None):
+    if recipe is None or _compile_verdict(recipe, signature) != (None, None):
         return None
     source = recipe["source"].splitlines()
     lines = [(_code_of(source[number - 1]), opcodes)

@@ -69,7 +69,7 @@ class InstrumentedArray:
     def __getitem__(self, index):
         count_access()
         value = self._array[index]
-        return ArrayView.of(self, index, value)
+        return ArrayView.of(self, value)
 
     def __setitem__(self, index, value) -> None:
         count_access()
@@ -92,9 +92,9 @@ class ArrayView:
         self.size, self.ndim = array.size, array.ndim
 
     @staticmethod
-    def of(parent, index, value):
-        """``value`` (``parent._array[index]``) as a view of ``parent`` when it is an array
-        that shares the parent's memory; anything else as it is."""
+    def of(parent, value):
+        """``value`` (what indexing ``parent._array`` gave) as a view of ``parent`` when it is
+        an array that shares the parent's memory; anything else as it is."""
         if not isinstance(value, np.ndarray) or value.ndim == 0:
             return value
         strides = parent._array.strides
@@ -128,8 +128,7 @@ class ArrayView:
         value = self._array[index]  # an index past the end raises here, as NumPy does
         where = self._element(index)
         if where is None:
-            return ArrayView.of(self._parent, index, value) if isinstance(
-                value, np.ndarray) else value
+            return ArrayView.of(self._parent, value)
         return self._parent[where]
 
     def __setitem__(self, index, value) -> None:
@@ -168,7 +167,7 @@ class RecordingArray(InstrumentedArray):
         if who is not None and element is not None:
             with self._lock:
                 self.reads[who].append(element)
-        return ArrayView.of(self, index, value)
+        return ArrayView.of(self, value)
 
 
 def _atomic_code_objects() -> frozenset:

@@ -132,7 +132,7 @@ class TracingArray(InstrumentedArray):
         where = _normal_index(index, self.shape)
         if where is not None:
             self.log.record(self.name, where, "read", self.space)
-        return ArrayView.of(self, index, value)
+        return ArrayView.of(self, value)
 
     def __setitem__(self, index, value) -> None:
         count_access()
