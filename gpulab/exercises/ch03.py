@@ -30,7 +30,7 @@ from functools import cached_property
 import numpy as np
 
 from gpulab import device, reference
-from gpulab.exercises.grid_stride import more_than_their_share, written_by_several
+from gpulab.exercises.grid_stride import more_than_their_share, written_by_several, x_along_a_row
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.results import CheckFailedError, KernelError, offer_trace
 from gpulab.exercises.running import launch, padded, read_back, trace_trial
@@ -453,7 +453,7 @@ NAIVE_SHARE_HINT = (
     "indices give and loops over k only, not over a row or a column of C."
 )
 NAIVE_SHARE_MISTAKES = (written_by_several(NAIVE_SHARE_HINT),
-                         more_than_their_share(NAIVE_SHARE_HINT))
+                         more_than_their_share(NAIVE_SHARE_HINT), x_along_a_row("C"))
 NAIVE = CheckSpec(
     "matmul_naive", "matmul_naive(A, B, C)", NAIVE_STUB_HINT,
     NAIVE_SOURCE_MISTAKES + MATMUL_MISTAKES + NAIVE_SHARE_MISTAKES, parameters=3,

@@ -23,7 +23,7 @@ from functools import cached_property
 import numpy as np
 
 from gpulab import reference
-from gpulab.exercises.grid_stride import one_per_thread
+from gpulab.exercises.grid_stride import one_per_thread, x_along_a_row
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import (
     SWAPPED_ROWS_AND_COLUMNS,
@@ -139,7 +139,8 @@ LOSS_GRADIENT_MISTAKES = (
 LOSS_GRADIENT_SHARE_HINT = (
     "each element of dlogits gets a thread of its own: a thread that loops over a row does the "
     "work of many while the others idle.")
-LOSS_GRADIENT_SHARE_MISTAKES = one_per_thread(LOSS_GRADIENT_SHARE_HINT)
+LOSS_GRADIENT_SHARE_MISTAKES = (one_per_thread(LOSS_GRADIENT_SHARE_HINT)
+                                + (x_along_a_row("dlogits"),))
 LOSS_GRADIENT = CheckSpec(
     "loss_gradient", "my_loss_gradient(probs, labels, scale, dlogits)", LOSS_GRADIENT_STUB_HINT,
     LOSS_GRADIENT_MISTAKES + LOSS_GRADIENT_SHARE_MISTAKES, parameters=4,
@@ -652,12 +653,14 @@ SAME_STEP_SHARE = 0.75
 KEPT_SHARE = 1 / 3
 # A uniform shuffle, tested on one large epoch (UNIFORM_N samples or more) by two measures of
 # what stored neighbours become (:attr:`Minibatches.later_z`, :attr:`Minibatches.apart_z`) and
-# one of the order itself (:attr:`Minibatches.rising_z`): each is within UNIFORM_Z standard
-# deviations of a uniform shuffle's but about once in 10^9 (3,000 permutations of 4,099: at most
-# 3.4, and 4.3 for the third); sorting by 8 random keys is 13 away, by random numbers rounded to
-# a tenth 9.8, a riffle of the two halves 110, evens then odds shuffled 51, a stable sort by
-# float16 keys 22, by whole numbers drawn with repeats 17.
-UNIFORM_N, UNIFORM_Z = 4_000, 6.0
+# two of the order itself (:attr:`Minibatches.rising_z`, :attr:`Minibatches.moved_later_z`):
+# each is within UNIFORM_Z standard deviations of a uniform shuffle's but about once in 10^9
+# (3,000 permutations of 16,001 to 16,063: at most 4.1). Smallest distance of the four, on 5
+# seeds: sorting by random numbers rounded to a tenth 219, evens then odds shuffled 90, a stable
+# sort by float16 keys 121, by whole numbers drawn with repeats 35, each place swapped with one
+# drawn from all n (the naive shuffle) 11 to 13.7; the naive shuffle is why the epoch is this
+# large (on 4,000 samples it is about 6 away).
+UNIFORM_N, UNIFORM_Z = 16_000, 6.0
 # "A batch in stored order": a batch of this many samples or more that is a run of neighbouring
 # stored samples (max - min = size - 1). A uniform shuffle puts one of its 5 or more batches there
 # with odds below 1 in 10^4 on the check's smallest epoch (43 samples; a batch of 6 is a run with
@@ -788,6 +791,22 @@ class Minibatches:
         return (int(np.argmax(same)), int(self.order[np.argmax(same)])) if same.any() else None
 
     @property
+    def repeated_epochs(self) -> tuple[int, int] | None:
+        """(i, j), 1-based, of the first two epochs of different generators (the seed's, the
+        next seed's, then :attr:`epochs`) whose orders are the same; None when all differ. Two
+        uniform shuffles of 40 or more samples agree with odds below 1 in 10^47."""
+        if not self.epochs:
+            return None
+        orders = [self.order, *([] if self.other is None else [_joined(self.other)]),
+                  *self.epochs]
+        seen: dict[bytes, int] = {}
+        for j, order in enumerate(orders, 1):
+            i = seen.setdefault(order.astype(np.int64).tobytes(), j)
+            if i != j:
+                return i, j
+        return None
+
+    @property
     def never_in_place(self) -> bool:
         """No sample ever stands at its own stored place, in all the epochs."""
         return bool(self.epochs) and not any(
@@ -864,11 +883,25 @@ class Minibatches:
         return (self.rising - (self.n - 1) / 2) / math.sqrt((self.n + 1) / 12)
 
     @property
+    def moved_later(self) -> int:
+        """How many samples stand later in the order than at their stored place: (n - 1) / 2
+        on average in a uniform shuffle, with variance (n + 1) / 12 (excedances have the
+        Eulerian distribution too). The naive shuffle, each place swapped with one drawn
+        from all n, moves fewer later: about 47.1 % of n (12 standard deviations below on
+        16,000 samples; the bias of Robbins and Bolker, 1981)."""
+        return int(np.sum(self.positions > np.arange(self.n)))
+
+    @property
+    def moved_later_z(self) -> float:
+        return (self.moved_later - (self.n - 1) / 2) / math.sqrt((self.n + 1) / 12)
+
+    @property
     def not_uniform(self) -> bool:
         """Any measure more than :data:`UNIFORM_Z` standard deviations from a uniform
         shuffle's, on an epoch of :data:`UNIFORM_N` samples or more."""
         return self.n >= UNIFORM_N and self.each_once and max(
-            abs(self.later_z), abs(self.apart_z), abs(self.rising_z)) > UNIFORM_Z
+            abs(self.later_z), abs(self.apart_z), abs(self.rising_z),
+            abs(self.moved_later_z)) > UNIFORM_Z
 
 
 def _not_a_random_draw(e: Minibatches) -> str:
@@ -975,19 +1008,22 @@ MINIBATCH_UNIFORM_MISTAKES = (
             "shuffle all the indices together: parts shuffled apart and then interleaved keep "
             "the share of each part fixed in every batch.", recognised_from="outputs"),
     Mistake("a shuffle that is not uniform (sorting by a few random keys, interleaving, "
-            "shuffling pieces)", lambda e: e.not_uniform,
+            "shuffling pieces, each place swapped with one drawn from all n)",
+            lambda e: e.not_uniform,
             lambda e: (f"the order is not a uniform shuffle: on an epoch of {e.n} samples, "
                        f"sample i + 1 comes after sample i {e.later} times of {e.n - 1} (a "
                        f"uniform shuffle: {(e.n - 1) / 2:.0f} ± "
                        f"{math.sqrt((e.n + 1) / 12):.0f}), and samples stored side by side "
                        f"land {e.apart * e.n:.0f} positions apart on average ({e.n / 3:.0f} "
                        f"in a uniform shuffle), and the order steps up to a larger index "
-                       f"{e.rising} times ({(e.n - 1) / 2:.0f} ± {math.sqrt((e.n + 1) / 12):.0f}"
-                       "): the stored order still shows"),
+                       f"{e.rising} times, and {e.moved_later} samples land later than their "
+                       f"stored place (each {(e.n - 1) / 2:.0f} ± "
+                       f"{math.sqrt((e.n + 1) / 12):.0f}): the stored order still shows"),
             "shuffle all the indices at once with the generator (a permutation of all of "
-            "them): sorting by a few random values, interleaving parts or shuffling pieces "
-            "leaves traces of the stored order (with the digits stored class by class, "
-            "batches that lean to some classes).", recognised_from="outputs"),
+            "them): sorting by a few random values, interleaving parts, shuffling pieces or "
+            "swapping each place with any other leaves traces of the stored order (with the "
+            "digits stored class by class, batches that lean to some classes).",
+            recognised_from="outputs"),
 )
 # Then, on the batches of a new generator of the same seed and of the next seed's.
 MINIBATCH_SEED_MISTAKES = (
@@ -1003,6 +1039,13 @@ MINIBATCH_SEED_MISTAKES = (
 )
 # Then over EXTRA_EPOCHS more epochs, each from a generator of its own.
 MINIBATCH_EPOCH_MISTAKES = (
+    Mistake("few orders (a new generator seeded from a small draw, or orders picked from a list)",
+            lambda e: e.repeated_epochs is not None,
+            lambda e: (f"epochs {e.repeated_epochs[0]} and {e.repeated_epochs[1]} of "
+                       f"{len(e.epochs) + 2}, each from a generator of its own, gave the same "
+                       f"order of all {e.n} samples"),
+            "draw the epoch's order from the rng you are given, all of it: there are n! orders "
+            "and any of them may come; an epoch order picked from a few leaves most unseen."),
     Mistake("a sample that never moves (a shuffle one short, or one sample put back by hand)",
             lambda e: e.stuck is not None,
             lambda e: (f"place {e.stuck[0]} of the epoch's order holds sample {e.stuck[1]} in "
@@ -1027,9 +1070,10 @@ MINIBATCHES = CheckSpec(
     holds="batches of batch_size whole-number indices, the last (partial) batch kept, every "
           "sample exactly once per epoch, shuffled by the given generator across the whole "
           "epoch (every batch mixes samples from all over the stored order; the same seed "
-          "gives the same order, another seed another), and on an epoch of 4,000+ samples a "
-          "uniform shuffle (stored neighbours land as far apart, and as often in order, as a "
-          "random permutation makes them, within 6 standard deviations)",
+          "gives the same order, another seed another), and on an epoch of 16,000+ samples a "
+          "uniform shuffle (stored neighbours land as far apart, and as often in order, and "
+          "as many samples land later than their stored place, as a random permutation makes "
+          "them, within 6 standard deviations)",
     also="the stub; a result of the wrong type (None, one flat array, floats, a mask, indices "
          "out of range)")
 

@@ -64,6 +64,29 @@ def one_element_each(hint: str) -> Mistake:
         hint, recognised_from="trace")
 
 
+X_ALONG_A_ROW_HINT = ("the 2-D grid's x index runs along a row: x gives the column (the last "
+                     "index) and y the row, so that threads side by side touch elements side "
+                     "by side.")
+
+
+def x_along_a_row(name: str) -> Mistake:
+    """Threads side by side along x touched elements a row apart (x taken as the row index,
+    the work still shared one element a thread, e.g. by loops that stride the grid): right
+    in the simulator, but a warp's 32 accesses land a row apart each, 32 memory transactions
+    where one or two would do on a GPU. For 2-D kernels whose launch runs x along a row."""
+    return Mistake(
+        "x taken as the row index (threads side by side touch a column: not coalesced)",
+        lambda e: e.x_down_a_column is not None,
+        lambda e: (lambda left, at, right, below: (
+            f"threads side by side along x touched elements a row apart: "
+            f"{thread_label(left)} took {name}[{at[0]}, {at[1]}] and thread "
+            f"({right[1][0]}, {right[1][1]}) {name}[{below[0]}, {below[1]}]. x runs down the "
+            "columns here, so a warp's neighbouring threads touch elements a whole row apart "
+            "(on a GPU, a transaction each instead of one for the warp: not coalesced)"))(
+                *e.x_down_a_column),
+        X_ALONG_A_ROW_HINT, recognised_from="trace")
+
+
 def written_by_several(hint: str) -> Mistake:
     """An element of the output written by more than one thread: on a GPU those threads run at
     once, so which write lands is a race (the simulator, one thread after another, hides it)."""
@@ -132,5 +155,6 @@ def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[
     )
 
 
-__all__ = ["START_AT_THE_GLOBAL_INDEX", "grid_stride_mistakes", "more_than_their_share",
-           "one_element_each", "one_per_thread", "step_past_the_grid", "written_by_several"]
+__all__ = ["START_AT_THE_GLOBAL_INDEX", "X_ALONG_A_ROW_HINT", "grid_stride_mistakes",
+           "more_than_their_share", "one_element_each", "one_per_thread", "step_past_the_grid",
+           "written_by_several", "x_along_a_row"]

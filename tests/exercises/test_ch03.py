@@ -1461,3 +1461,25 @@ def test_double_buffered_tiles_with_one_barrier_per_step_pass(seed):
     # the reads of one buffer and the stores into the other share an interval: no slot both
     result = check_matmul_tiled(tiled_double_buffered, tile=TILE, seed=seed, show=False)
     assert result.passed, result
+
+
+@cuda.jit
+def naive_x_down_the_rows(A, B, C):
+    """Wrong method: x taken as the row, the grid strided so every element of C is still
+    written once: right values, but a warp's writes (and B's reads) land a row apart."""
+    r0, c0 = cuda.grid(2)
+    rows_step, cols_step = cuda.gridsize(2)
+    for row in range(r0, C.shape[0], rows_step):
+        for col in range(c0, C.shape[1], cols_step):
+            acc = C.dtype.type(0)
+            for k in range(A.shape[1]):
+                acc += A[row, k] * B[k, col]
+            C[row, col] = acc
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_naive_names_x_down_the_rows(seed):
+    result = check_matmul_naive(naive_x_down_the_rows, seed=seed, show=False)
+    assert result.status == "failed", result.message
+    assert "threads side by side along x touched elements a row apart" in result.message
+    assert "took C[" in result.message

@@ -1175,3 +1175,27 @@ def test_softmax_passes_a_float64_sum_and_notes_where_it_computes_in_float64():
     result = ch05.check_softmax_cross_entropy(softmax_in_float32, seed=3, show=False)
     assert result.status == PASSED, result
     assert not [note for note in result.notes if "float64" in note], result.notes
+
+
+@cuda.jit
+def bias_activation_x_down_the_rows(Z, b, act, out):
+    """Wrong method: x taken as the row, the grid strided so every element is still written:
+    right values, but a warp's writes land a row apart."""
+    r0, c0 = cuda.grid(2)
+    rows_step, cols_step = cuda.gridsize(2)
+    for r in range(r0, Z.shape[0], rows_step):
+        for c in range(c0, Z.shape[1], cols_step):
+            z = Z[r, c] + b[c]
+            if act == 1:
+                z = max(z, np.float32(0))
+            elif act == 3:
+                z = math.tanh(z)
+            out[r, c] = z
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_bias_activation_names_x_down_the_rows(seed):
+    result = ch05.check_bias_activation(bias_activation_x_down_the_rows, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert "threads side by side along x touched elements a row apart" in result.message, result
+    assert "out[0, 0]" in result.message, result

@@ -1410,3 +1410,28 @@ def test_backward_two_elements_per_thread_fails():
                                                  show=False)
     assert result.status == "failed" and "2 elements written by one thread" in result.message, (
         result)
+
+
+@cuda.jit
+def backward_x_down_the_rows(dA, Z, b, act, dZ):
+    """Wrong method: x taken as the row, the grid strided so every element is still written."""
+    r0, c0 = cuda.grid(2)
+    rows_step, cols_step = cuda.gridsize(2)
+    for r in range(r0, Z.shape[0], rows_step):
+        for c in range(c0, Z.shape[1], cols_step):
+            z = Z[r, c] + b[c]
+            d = np.float32(1)
+            if act == 1:
+                d = np.float32(1) if z > 0 else np.float32(0)
+            elif act == 3:
+                t = math.tanh(z)
+                d = np.float32(1) - t * t
+            dZ[r, c] = dA[r, c] * d
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_backward_names_x_down_the_rows(seed):
+    result = ch06.check_bias_activation_backward(backward_x_down_the_rows, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert "threads side by side along x touched elements a row apart" in result.message, result
+    assert "dZ[0, 0]" in result.message, result

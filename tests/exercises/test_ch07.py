@@ -739,6 +739,15 @@ def remainder_left_in_stored_order(n, batch_size, rng):
     return _cut(np.concatenate([rng.permutation(full), np.arange(full, n)]), batch_size)
 
 
+def one_of_ten_orders(n, batch_size, rng):  # a new generator from a small draw: 10 orders
+    return _cut(np.random.default_rng(int(rng.integers(10))).permutation(n), batch_size)
+
+
+def one_of_three_listed_orders(n, batch_size, rng):  # orders made once, one picked per epoch
+    orders = [np.random.default_rng(k).permutation(n) for k in range(3)]
+    return _cut(orders[int(rng.integers(3))], batch_size)
+
+
 def shuffled_by_sorting_random_keys(n, batch_size, rng):  # right, written differently
     return _cut(sorted(range(n), key=lambda i: rng.random()), batch_size)
 
@@ -751,6 +760,8 @@ def shuffled_by_sorting_random_keys(n, batch_size, rng):  # right, written diffe
     (sample_0_first, "place 0 of the epoch's order holds sample 0 in all 17 epochs"),
     (n_random_swaps, "stand at their own stored position"),
     (remainder_left_in_stored_order, "neighbours only, so it was not shuffled with the rest"),
+    (one_of_ten_orders, "gave the same order"),
+    (one_of_three_listed_orders, "gave the same order"),
 ])
 def test_minibatches_names_a_biased_or_partial_shuffle(function, words, seed):
     result = ch07.check_minibatches(function, seed=seed, show=False)
@@ -858,7 +869,8 @@ def test_the_minibatch_mistakes_are_the_specs_and_its_table():
                 "only inside each batch", "only the order of the batches", "wrong size",
                 "a fixed stride", "np.random", "a generator of its own", "not uniform",
                 "a batch left in stored order", "many samples left at their stored place",
-                "a sample that never moves", "Sattolo", "half from each half"):
+                "a sample that never moves", "Sattolo", "half from each half",
+                "few orders"):
         assert did in table, did
     assert table.count("\n| ") == len(ch07.MINIBATCHES.mistakes) + 1
     assert "no shuffling" not in ch07.MINIBATCHES.also  # said once, by its mistake
@@ -1150,11 +1162,13 @@ def test_minibatches_that_are_not_a_uniform_shuffle_fail(function, seed):
 
 @pytest.mark.parametrize("seed", [1, 7, 12345])
 def test_a_riffle_fails_on_what_it_keeps_of_the_stored_order(seed):
-    # sample 0 always first, and its tail a run of one half: told before the uniform measures
+    # sample 0 always first, its tail a run of one half, and few orders (a cut and a riffle):
+    # told before the uniform measures
     result = ch07.check_minibatches(minibatches_riffled, seed=seed, show=False)
     assert result.status == FAILED, result
     assert ("place 0 of the epoch's order holds sample 0 in all 17 epochs" in result.message
-            or "neighbours only, so it was not shuffled with the rest" in result.message), result
+            or "neighbours only, so it was not shuffled with the rest" in result.message
+            or "gave the same order of all" in result.message), result
 
 
 @pytest.mark.parametrize("seed", [1, 7, 12345])
@@ -1170,7 +1184,8 @@ def test_a_uniform_shuffle_stays_within_the_bounds_over_many_seeds():
     n = ch07.UNIFORM_N + 1
     for _ in range(300):
         case = ch07.Minibatches(n, 64, 0, [rng.permutation(n)])
-        assert not case.not_uniform, (case.later_z, case.apart_z, case.rising_z)
+        assert not case.not_uniform, (case.later_z, case.apart_z, case.rising_z,
+                                      case.moved_later_z)
 
 
 def minibatches_with_the_last_topped_up(n_samples, batch_size, rng):
@@ -1246,3 +1261,58 @@ def test_loss_gradient_two_per_thread_fails(seed):
     result = ch07.check_loss_gradient(loss_gradient_two_per_thread, seed=seed, show=False)
     assert result.status == FAILED and "2 elements written by one thread" in result.message, (
         result)
+
+
+def naive_swap_shuffle(n_samples, batch_size, rng):
+    """Wrong: each place swapped with one drawn from all n (not from those not yet placed):
+    n^n equally likely runs onto n! orders, so some orders come more often than others."""
+    order = np.arange(n_samples)
+    for i in range(n_samples):
+        j = int(rng.integers(0, n_samples))
+        order[i], order[j] = order[j], order[i]
+    return [order[s:s + batch_size] for s in range(0, n_samples, batch_size)]
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_minibatches_by_the_naive_swap_shuffle_fail(seed):
+    result = ch07.check_minibatches(naive_swap_shuffle, seed=seed, show=False)
+    assert_result(result, FAILED, "samples land later than their stored place")
+
+
+@cuda.jit
+def loss_gradient_x_down_the_rows(probs, labels, scale, dlogits):
+    """Wrong method: x taken as the row, every element still written once by a loop that
+    strides the grid: right values, but a warp's writes land a row apart."""
+    r0, c0 = cuda.grid(2)
+    rows_step, cols_step = cuda.gridsize(2)
+    for r in range(r0, probs.shape[0], rows_step):
+        for c in range(c0, probs.shape[1], cols_step):
+            target = 1.0 if c == labels[r] else 0.0
+            dlogits[r, c] = (probs[r, c] - target) * scale
+
+
+@cuda.jit
+def loss_gradient_flat_index(probs, labels, scale, dlogits):
+    """Right, written differently: one flat index over the grid, split into row and column,
+    so threads side by side still take neighbouring classes."""
+    x, y = cuda.grid(2)
+    width = cuda.gridsize(2)[0]
+    i = y * width + x
+    classes = probs.shape[1]
+    while i < probs.shape[0] * classes:
+        r, c = i // classes, i % classes
+        target = np.float32(1) if c == labels[r] else np.float32(0)
+        dlogits[r, c] = (probs[r, c] - target) * scale
+        i += width * cuda.gridsize(2)[1]
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_loss_gradient_names_x_down_the_rows(seed):
+    result = ch07.check_loss_gradient(loss_gradient_x_down_the_rows, seed=seed, show=False)
+    assert_result(result, FAILED, "threads side by side along x touched elements a row apart")
+    assert "dlogits[0, 0]" in result.message and "not coalesced" in result.message, result
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_loss_gradient_accepts_a_flat_index_along_the_rows(seed):
+    assert ch07.check_loss_gradient(loss_gradient_flat_index, seed=seed, show=False).passed
