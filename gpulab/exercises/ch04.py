@@ -17,6 +17,7 @@ import ml_dtypes
 import numpy as np
 
 from gpulab import device, formats, reference
+from gpulab.exercises.compiling import float64_cost, float64_lines, float64_said, numba_type
 from gpulab.exercises.evidence import is_number, shown_apart, writes_of
 from gpulab.exercises.grid_stride import one_per_thread
 from gpulab.exercises.learner_code import modules_used, words_used
@@ -462,14 +463,40 @@ MATVEC_SHARE_MISTAKES = one_per_thread(MATVEC_SHARE_HINT)
 RowWrites = writes_of("row", "out[{}]")
 
 
+@dataclass
+class CompiledSums:
+    """The lines of the learner's kernel that compute in float64, as compiled for a real GPU
+    (:func:`gpulab.exercises.compiling.float64_lines`: None where the compile step cannot
+    run), once every sum is right: the evidence of :data:`MATVEC_PRECISION_MISTAKES`."""
+
+    float64_lines: list | None
+    where: str
+
+
+# Last, once the sums are right: a float64 accumulator is within fp32's bound, and the
+# simulator (where a plain `0.0` plus a float16 stays float16) cannot show it; the kernel as
+# compiled for a GPU does.
+MATVEC_PRECISION_MISTAKES = (
+    Mistake("the sums kept in float64 (right, but not the fp32 accumulator asked for)",
+            lambda e: bool(e.float64_lines),
+            lambda e: (f"every row is right, but the kernel computes in float64, not fp32: "
+                       f"{float64_said(e.float64_lines)}, as compiled for a GPU. "
+                       f"{float64_cost()}"),
+            "keep the sum in fp32: a float32 zero to start from and float32 products (in "
+            "Numba a plain `0.0` and anything converted to np.float64 are float64).",
+            "compiled code"),
+)
+
+
 MATVEC = CheckSpec(
     "matvec_fp32", "matvec_fp32(a, x, out)", MATVEC_STUB_HINT,
-    MATVEC_MISTAKES + MATVEC_SHARE_MISTAKES, parameters=3,
+    MATVEC_MISTAKES + MATVEC_SHARE_MISTAKES + MATVEC_PRECISION_MISTAKES, parameters=3,
     title="2. accumulate in fp32", call="check_matvec_fp32(matvec_fp32)",
     holds="an fp16 matrix-vector product, one thread per row, within fp32's rounding bound "
           "(Higham's γ_(k+1)), on random rows not a multiple of the block and ~1,000 products "
           "per row, under two block sizes (one twice the other, drawn); traced on a small "
-          "launch, one row per thread",
+          "launch, one row per thread; and, where the CUDA toolkit can compile it, no float64 "
+          "arithmetic in the kernel as compiled for a GPU",
     also="a stub; guards; a hard-coded block size (the line named)")
 
 
@@ -525,7 +552,11 @@ def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | 
                          small.rng.uniform(0.5, 1.0, (13, 5)).astype(np.float16),
                          small.rng.uniform(0.5, 1.0, 5).astype(np.float16),
                          np.zeros(13, np.float32), evidence=RowWrites)
-    return (f"all {rows} rows right with an fp32 accumulator (k = {k} products per row, "
+    lines = float64_lines(source, [numba_type(a), numba_type(x), "float32[:]"])
+    reject(MATVEC_PRECISION_MISTAKES, CompiledSums(lines, f"{trial}, k={k}"))
+    kept = ("with an fp32 accumulator (no float64 arithmetic in the kernel compiled for a GPU)"
+            if lines == [] else "within fp32's rounding bound")
+    return (f"all {rows} rows right {kept} (k = {k} products per row, "
             + " and ".join(each.launched for each in runs) + f", seed={seed}).")
 
 

@@ -169,29 +169,44 @@ def _answer(recipe: dict, signature: str) -> dict:
     return _COMPILED[key]
 
 
-def float64_note(kernel_source, arg_types) -> str | None:
-    """A note when the kernel computes in float64 although no argument is float64 (see the
-    module's docstring): its lines (quoted: numbers would count from the kernel's decorator,
-    not from the learner's cell), as compiled for sm_75 (:data:`COMPILE_FOR`), and what
-    float64 costs on the GPUs the course names. None when it does not, or where the compile
-    step cannot run (:func:`compile_verdict` says why)."""
+def float64_lines(kernel_source, arg_types) -> list[tuple[str, str]] | None:
+    """``[(code, opcodes), ...]``: the kernel's lines that compute in float64 although no
+    argument is float64 (see the module's docstring), quoted (numbers would count from the
+    kernel's decorator, not from the learner's cell), as compiled for sm_75
+    (:data:`COMPILE_FOR`); ``[]`` when none does; None where the compile step cannot run
+    (:func:`compile_verdict` says why) or the kernel does not compile."""
     recipe, signature = recipe_of(kernel_source), signature_of(arg_types)
     if recipe is None or _compile_verdict(recipe, signature) != (None, None):
         return None
     source = recipe["source"].splitlines()
-    lines = [(_code_of(source[number - 1]), opcodes)
-             for number, opcodes in _answer(recipe, signature).get("float64_lines") or []
-             if 0 < number <= len(source)]
+    return [(_code_of(source[number - 1]), opcodes)
+            for number, opcodes in _answer(recipe, signature).get("float64_lines") or []
+            if 0 < number <= len(source)]
+
+
+def float64_said(lines: list[tuple[str, str]]) -> str:
+    """The first three of :func:`float64_lines` as "`total += x[i]` (add.f64)", and how
+    many more."""
+    said = "; ".join(f"`{code}` ({opcodes})" for code, opcodes in lines[:3])
+    return said + (f" and {len(lines) - 3} more line(s)" if len(lines) > 3 else "")
+
+
+def float64_note(kernel_source, arg_types) -> str | None:
+    """A note when the kernel computes in float64 although no argument is float64
+    (:func:`float64_lines`), and what float64 costs on the GPUs the course names. None when it
+    does not, or where the compile step cannot run."""
+    lines = float64_lines(kernel_source, arg_types)
     if not lines:
         return None
-    said = "; ".join(f"`{code}` ({opcodes})" for code, opcodes in lines[:3])
-    more = f" and {len(lines) - 3} more line(s)" if len(lines) > 3 else ""
-    return (f"`{recipe['name']}` computes in float64 although no argument is float64: {said}"
-            f"{more} (compiled for sm_{COMPILE_FOR[0]}{COMPILE_FOR[1]}). Unless you chose "
-            "float64: in Numba a float literal such as `0.0` or `1.0` is a float64, and so is "
+    name = recipe_of(kernel_source)["name"]
+    return (f"`{name}` computes in float64 although no argument is float64: "
+            f"{float64_said(lines)} (compiled for sm_{COMPILE_FOR[0]}{COMPILE_FOR[1]}). Unless "
+            "you chose float64: in Numba a float literal such as `0.0` or `1.0` is a float64, "
+            "and so is "
             "an integer meeting a float32 (`hits += 1` on a float32 `hits`, `1 - beta`), `/` "
             "between integers and `** 0.5`; so is everything computed from them. "
-            f"{float64_cost()} This alone fails no check; on a GPU it can cost time.")
+            f"{float64_cost()} This fails only a check whose exercise asks for float32 (chapter "
+            "04's fp32 accumulator); elsewhere, on a GPU, it can cost time.")
 
 
 def _code_of(line: str) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 
 from gpulab.exercises.results import CheckFailedError
 
-RECOGNISED_FROM = ("outputs", "trace", "source", "host code")
+RECOGNISED_FROM = ("outputs", "trace", "source", "host code", "compiled code")
 
 
 @dataclass(frozen=True)

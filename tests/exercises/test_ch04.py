@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
+from gpulab import toolkit
 from gpulab.exercises import ch04
 
 # --- chapter 04's exercise checks -----------------------------------------------------------
@@ -284,7 +285,7 @@ def matvec_half_the_sum(a, x, out):
 
 @cuda.jit
 def matvec_float64_accumulator(a, x, out):
-    """Right, written differently: a float64 sum (more than fp32's bound asks), a while loop."""
+    """Wrong for this exercise (fp32 asked for): a float64 sum, right values, a while loop."""
     row = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if row >= out.shape[0]:
         return
@@ -375,8 +376,7 @@ SIM = gpulab.tier() != "gpu"
     (matvec_thread_index, "failed", "first block"),
     (matvec_half_the_sum, "failed", "exact sum"),
     (matvec_stub, "not attempted", "NotImplementedError"),
-    (matvec_float64_accumulator, "passed", "fp32 accumulator"),
-    (matvec_float32_after_load, "passed", "fp32 accumulator"),
+    (matvec_float32_after_load, "passed", "rows right"),
     (matvec_guard_one_short, "failed", "never written"),
     (matvec_last_k_missing, "failed", "exact sum"),
     (matvec_never_writes, "failed", "no row of out was written"),
@@ -399,11 +399,13 @@ def test_check_matvec_names_the_simulator_trap():
 
 
 def test_the_matvec_spec_lists_its_mistakes_in_the_order_they_are_tried():
-    assert ch04.MATVEC.mistakes == ch04.MATVEC_MISTAKES + ch04.MATVEC_SHARE_MISTAKES
+    assert ch04.MATVEC.mistakes == (ch04.MATVEC_MISTAKES + ch04.MATVEC_SHARE_MISTAKES
+                                    + ch04.MATVEC_PRECISION_MISTAKES)
     rows = ch04.MATVEC.mistake_table().splitlines()[4:]
-    assert len(rows) == len(ch04.MATVEC_MISTAKES) + 3 == 12
+    assert len(rows) == len(ch04.MATVEC_MISTAKES) + 4 == 13
     assert rows[0].startswith("| no row written") and rows[8] == "| a wrong sum | outputs |"
-    assert all(row.endswith("| trace |") for row in rows[9:])
+    assert all(row.endswith("| trace |") for row in rows[9:12])
+    assert "float64" in rows[12] and rows[12].endswith("| compiled code |")
     assert "fp16 first" in rows[3] and "rounded to fp16" in rows[4]
     assert "products left out" in rows[5] and "kept in fp16" in rows[6]
     assert rows[7].startswith("| a shared array with no barrier") and rows[7].endswith(
@@ -1165,3 +1167,65 @@ def test_matvec_with_x_in_shared_memory_needs_its_barrier(seed):
     assert result.status == "failed", result.message
     assert "has no `cuda.syncthreads()`" in result.message, result.message
     assert ch04.check_matvec_fp32(matvec_x_shared_with_a_barrier, seed=seed, show=False).passed
+
+
+HAS_TOOLKIT = toolkit.installed_version() is not None and not toolkit.unavailable_reason()
+
+
+@cuda.jit
+def matvec_float64_products(a, x, out):
+    """Wrong for this exercise: the products and the sum in float64 (right values)."""
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        acc = np.float64(0)
+        for k in range(x.shape[0]):
+            acc += np.float64(a[row, k]) * np.float64(x[k])
+        out[row] = acc
+
+
+@cuda.jit
+def matvec_plain_zero_float32_products(a, x, out):
+    """Wrong for this exercise: fp32 products, but a plain `0.0` start makes the sum float64 on
+    a GPU (in the simulator a Python float plus a float32 stays float32)."""
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        acc = 0.0
+        for k in range(x.shape[0]):
+            acc += np.float32(a[row, k]) * np.float32(x[k])
+        out[row] = acc
+
+
+@cuda.jit
+def matvec_kahan_fp32(a, x, out):
+    """Right, written differently: a compensated (Kahan) sum, all in fp32."""
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        total = np.float32(0)
+        carry = np.float32(0)
+        for k in range(x.shape[0]):
+            term = np.float32(a[row, k]) * np.float32(x[k]) - carry
+            step = total + term
+            carry = (step - total) - term
+            total = step
+        out[row] = total
+
+
+@pytest.mark.skipif(not HAS_TOOLKIT, reason="no CUDA toolkit wheels here: nothing is compiled")
+@pytest.mark.parametrize("kernel, line", [
+    (matvec_float64_products, "acc += np.float64(a[row, k]) * np.float64(x[k])"),
+    (matvec_plain_zero_float32_products, "acc += np.float32(a[row, k]) * np.float32(x[k])"),
+    (matvec_float64_accumulator, "acc += np.float64(a[row, k]) * np.float64(x[k])"),
+])
+def test_matvec_names_a_float64_accumulator(kernel, line):
+    result = ch04.check_matvec_fp32(kernel, seed=3, show=False)
+    assert result.status == "failed", result
+    assert "every row is right, but the kernel computes in float64, not fp32" in result.message
+    assert line in result.message and ".f64" in result.message, result.message
+
+
+@pytest.mark.skipif(not HAS_TOOLKIT, reason="no CUDA toolkit wheels here: nothing is compiled")
+@pytest.mark.parametrize("seed", [1, 7])
+def test_matvec_passes_a_compensated_fp32_sum_and_says_it_was_compiled(seed):
+    result = ch04.check_matvec_fp32(matvec_kahan_fp32, seed=seed, show=False)
+    assert result.passed, result.message
+    assert "no float64 arithmetic in the kernel compiled for a GPU" in result.message
