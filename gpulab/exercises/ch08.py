@@ -117,10 +117,16 @@ def model_crossover(widths, gpu) -> int:
 MODEL_ANSWERS_KEPT = 4096
 
 
-@functools.lru_cache(maxsize=MODEL_ANSWERS_KEPT)
 def model_samples_per_s(widths: tuple[int, ...], batch: int, gpu: str) -> float:
     """The model's answer to exercise 2: ``cost.estimate_step(widths, batch, gpu)``'s
-    samples per second, for ``gpu`` a key of :data:`gpulab.hardware.GPUS` (kept)."""
+    samples per second, for ``gpu`` a key of :data:`gpulab.hardware.GPUS` (kept). A plain
+    function over the cache, so that a call from a learner's code runs Python code that the
+    check's watch sees (:func:`gpulab.exercises.learner_code.calls_from_outside_gpulab`)."""
+    return _kept_samples_per_s(tuple(widths), batch, gpu)
+
+
+@functools.lru_cache(maxsize=MODEL_ANSWERS_KEPT)
+def _kept_samples_per_s(widths: tuple[int, ...], batch: int, gpu: str) -> float:
     return cost.estimate_step(list(widths), batch, gpu).samples_per_s
 
 

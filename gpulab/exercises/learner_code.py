@@ -14,16 +14,16 @@ the classes they define with what they were when first remembered.
 from __future__ import annotations
 
 import dis
-import functools
 import inspect
+import os
 import re
 import sys
+import sysconfig
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from gpulab.instruments import launchable, python_function
-from gpulab.instruments.simulator import patched
 
 # The modules whose functions (and classes' methods) a check relies on to judge: these, and
 # every module of the package below (the chapters' checks included) once imported; numpy: only
@@ -186,29 +186,96 @@ def gpulab_things_used(thing, allowed: tuple[str, ...] = (),
     return list(dict.fromkeys(found))
 
 
+# Where Python's own modules and the installed packages live: a frame of their code (contextlib
+# resuming a check's generator, threading starting a rank) is no learner's.
+_LIBRARY_FOLDERS = tuple(dict.fromkeys(
+    os.path.realpath(folder) + os.sep for key in ("stdlib", "platstdlib", "purelib", "platlib")
+    if (folder := sysconfig.get_paths().get(key))))
+
+
+def _is_learners(frame) -> bool:
+    """Is ``frame`` the learner's code: not gpulab's, nor Python's or an installed package's?"""
+    if frame is None or _is_gpulab_name(frame.f_globals.get("__name__", "")):
+        return False
+    return not os.path.realpath(frame.f_code.co_filename).startswith(_LIBRARY_FOLDERS)
+
+
+def _named(name: str):
+    """What ``name`` leads to: a function (``"gpulab.nn.cost.estimate_step"``), a method or a
+    property's getter (``"gpulab.exercises.ch11.TimeAnswer.want"``), as it is held (a cached
+    function's wrapper too); None when it leads to nothing callable (its module not
+    imported)."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        thing = sys.modules.get(".".join(parts[:cut]))
+        if thing is None:
+            continue
+        for attribute in parts[cut:]:
+            held = (inspect.getattr_static(thing, attribute, None) if isinstance(thing, type)
+                    else getattr(thing, attribute, None))
+            thing = held.fget if isinstance(held, property) else held
+            if isinstance(thing, (staticmethod, classmethod)):
+                thing = thing.__func__
+        return thing if callable(thing) else None
+    return None
+
+
 @contextmanager
 def calls_from_outside_gpulab(names: tuple[str, ...], called: list[str]) -> Iterator[None]:
-    """Within this block, each function of ``names`` (``"gpulab.nn.cost.estimate_step"``)
+    """Within this block, each function of ``names`` (``"gpulab.nn.cost.estimate_step"``, a
+    check's own reference ``"gpulab.exercises.ch08.model_crossover"``, a property's getter)
     appends its name to ``called`` when code outside gpulab (the learner's) calls it, however
-    that code reached it (``getattr(cost, "estimate_" + "step")``, a module's ``__dict__``):
-    what :func:`gpulab_things_used` cannot see in the code. gpulab's own calls (the check's)
-    are not counted; every call still returns what the function returns."""
-    patches = {}
-    for name in names:
-        module_name, attribute = name.rsplit(".", 1)
-        module = sys.modules.get(module_name)
-        original = getattr(module, attribute, None) if module is not None else None
-        if not callable(original):
-            continue
-
-        def spy(*args, _original=original, _name=name, **kwargs):
-            if not _is_gpulab_name(sys._getframe(1).f_globals.get("__name__", "")):
-                called.append(_name)
-            return _original(*args, **kwargs)
-
-        patches[(module, attribute)] = functools.wraps(original)(spy)
-    with patched(patches):
+    that code reached it (``getattr(cost, "estimate_" + "step")``, ``sys.modules``, a module's
+    ``__dict__``, a wrapper's ``__wrapped__``): what :func:`gpulab_things_used` cannot see in
+    the code. A profile hook (:func:`sys.setprofile`) watches each call's code object, so
+    nothing is replaced; gpulab's own calls (the check's) are not counted."""
+    held = {name: thing for name in names if (thing := _named(name)) is not None}
+    watched = {function.__code__: name for name, thing in held.items()
+               if (function := _function_of(inspect.unwrap(thing))) is not None}
+    if not watched:
         yield
+        return
+
+    def watch(frame, event, _argument):
+        # (a cached function's wrapper is C code, and a call its cache answers runs no Python:
+        # a check's reference keeps its cache behind a plain function)
+        if event == "call" and frame.f_code in watched and _is_learners(frame.f_back):
+            called.append(watched[frame.f_code])
+
+    before = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        yield
+    finally:
+        sys.setprofile(before)
+
+
+def reference_functions(allowed: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The module-level functions of the modules a check compares with
+    (:data:`GUARDED_MODULES`, and the chapters' check modules: their reference answers), but
+    those of ``allowed`` modules: what a learner's function must not call, however it reaches
+    them (:func:`calls_from_outside_gpulab`). Methods are left out: a check hands the
+    learner's code objects of gpulab's to use (a model, a communicator)."""
+    names = [*GUARDED_MODULES, *(name for name in list(sys.modules)
+                                 if _CHAPTER_MODULE.match(name))]
+    return tuple(f"{module}.{name}" for module in names if not _is_within(module, allowed)
+                 and (found := sys.modules.get(module)) is not None
+                 for name, value in vars(found).items()
+                 if inspect.isfunction(inspect.unwrap(value)) and callable(value)
+                 and getattr(value, "__module__", None) == module)
+
+
+# Names that read the interpreter's frames or objects: a learner's function that reads them can
+# take the check's own expected values from the caller's frame (``sys._getframe(1).f_locals``).
+FRAME_READING = ("_getframe", "currentframe", "f_back", "f_locals", "f_globals",
+                 "getouterframes", "getinnerframes", "tb_frame", "get_referrers", "get_objects")
+
+
+def frames_read(thing) -> list[str]:
+    """Which of :data:`FRAME_READING` the learner's ``thing`` (or a function it calls that the
+    learner wrote) uses."""
+    used = words_used(thing)
+    return [word for word in FRAME_READING if word in used]
 
 
 def words_used(thing) -> set[str]:
@@ -284,5 +351,6 @@ def replaced_parts() -> list[str]:
     return [name for name, original in _ORIGINALS.items() if now.get(name) is not original]
 
 
-__all__ = ["GUARDED_MODULES", "GUARDED_NUMPY", "GUARDED_PACKAGE", "gpulab_things_used",
-           "modules_used", "remember_originals", "replaced_parts"]
+__all__ = ["FRAME_READING", "GUARDED_MODULES", "GUARDED_NUMPY", "GUARDED_PACKAGE",
+           "calls_from_outside_gpulab", "frames_read", "gpulab_things_used", "modules_used",
+           "reference_functions", "remember_originals", "replaced_parts"]

@@ -149,7 +149,9 @@ class CheckSpec:
                 self.refuse_gpulab_own(thing)
             called: list[str] = []  # the refused functions the learner's code called
             try:
-                with learner_code.calls_from_outside_gpulab(self.refused_gpulab, called):
+                with learner_code.calls_from_outside_gpulab(
+                        self.refused_gpulab + learner_code.reference_functions(
+                            self.allowed_gpulab), called):
                     message = body(seed)
             except (CheckFailedError, KernelError):
                 self.refuse_replaced_parts("while the check ran your code")
@@ -260,6 +262,14 @@ class CheckSpec:
     def refuse_gpulab_own(self, thing) -> None:
         if thing is None or thing is Ellipsis:
             return
+        frames = learner_code.frames_read(thing)
+        if frames:
+            name = getattr(thing, "__name__", None) or getattr(
+                getattr(thing, "py_func", None), "__name__", "your code")
+            raise CheckFailedError(
+                f"`{name}` reads the interpreter's frames ({', '.join(f'`{w}`' for w in frames)}"
+                "): from there a function can take the check's own expected values out of the "
+                "caller's variables, so this check cannot judge it.", OWN_WORK_HINT)
         used = learner_code.gpulab_things_used(thing, self.allowed_gpulab,
                                                  self.refused_gpulab)
         if used:

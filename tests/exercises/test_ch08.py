@@ -960,3 +960,36 @@ def test_answers_that_give_the_same_predictions_are_named_together():
     result = ch08.check_launch_bound(launch_bound_copy_at_device_bandwidth, seed=1, show=False)
     assert result.status == FAILED, result
     assert "the copy at the GPU's memory bandwidth" in result.message, result.message
+
+
+def model_through_its_wrapped_original(widths, batch, gpu):
+    """A cheat: the model reached by a name built at run time, unwrapped (a watch that
+    replaced the function with a wrapper would hand back the original here)."""
+    import inspect
+    estimate = inspect.unwrap(getattr(cost, "_".join(["estimate", "step"])))
+    return estimate(widths, batch, gpu).samples_per_s
+
+
+def the_checks_own_answer_through_sys_modules(widths, batch, gpu):
+    """A cheat: the check's own reference, from its module in sys.modules."""
+    import sys
+    return sys.modules[".".join(["gpulab", "exercises", "ch08"])].model_samples_per_s(
+        tuple(widths), batch, gpu)
+
+
+def the_checks_own_crossover_through_sys_modules(widths, gpu):
+    import sys
+    return sys.modules[".".join(["gpulab", "exercises", "ch08"])].model_crossover(widths, gpu)
+
+
+@pytest.mark.parametrize("function, check, used", [
+    (model_through_its_wrapped_original, ch08.check_throughput, "gpulab.nn.cost.estimate_step"),
+    (the_checks_own_answer_through_sys_modules, ch08.check_throughput,
+     "gpulab.exercises.ch08.model_samples_per_s"),
+    (the_checks_own_crossover_through_sys_modules, ch08.check_launch_bound,
+     "gpulab.exercises.ch08.model_crossover"),
+])
+def test_the_model_is_refused_however_it_is_reached(function, check, used):
+    result = check(function, seed=7, show=False)
+    assert_result(result, FAILED, used)
+    assert "comparing gpulab with itself" in result.message

@@ -1108,3 +1108,31 @@ def test_an_irecv_buffer_read_before_its_wait_is_told():
     result = ch11.check_ring_allreduce(ring_reading_irecv_before_wait, seed=1, show=False)
     assert result.status == "failed" and "read before its request completed" in (
         result.message), result.message
+
+
+def time_from_links_by_a_built_name(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
+    """A cheat: gpulab's own formula, from sys.modules by a name built at run time."""
+    import sys
+    module = sys.modules[".".join(["gpulab", "parallel", "links"])]
+    return getattr(module, "_".join(["ring", "allreduce", "time"]))(
+        n_bytes, n_ranks, alpha_s, beta_bytes_per_s)
+
+
+def time_from_the_checks_frame(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
+    """A cheat: the check's own expected value, read from its frame."""
+    import sys
+    frame = sys._getframe(1)
+    while frame is not None and "TimeAnswer" not in frame.f_globals:
+        frame = frame.f_back
+    return frame.f_globals["TimeAnswer"](n_bytes, n_ranks, alpha_s, beta_bytes_per_s,
+                                         0.0, 0).want
+
+
+def test_the_time_formula_is_refused_however_it_is_reached():
+    result = ch11.check_allreduce_time(time_from_links_by_a_built_name, seed=1, show=False)
+    assert result.status == FAILED, result
+    assert "gpulab.parallel.links.ring_allreduce_time" in result.message, result.message
+    result = ch11.check_allreduce_time(time_from_the_checks_frame, seed=1, show=False)
+    assert result.status == FAILED, result
+    assert "reads the interpreter's frames (`_getframe`, `f_back`, `f_globals`)" in (
+        result.message), result.message
