@@ -1074,7 +1074,8 @@ def check_numeric_gradient(function, seed: int | None = None) -> str:
     def f() -> float:
         return float(np.sum(weights * x**2) + np.sum(x**3) / 3)
 
-    got = call_learner(function, f, x, 1e-5, stub_hint=NUMERIC_STUB_HINT)
+    got = call_learner(function, f, x, 1e-5, stub_hint=NUMERIC_STUB_HINT,
+                       may_change=(1,))  # told below, with how far x moved
     evidence = NumericGrad(as_numbers(got, "the gradient", f" (seed={seed})"), original,
                            weights, 1e-5,
                            float(np.max(np.abs(x - original))))

@@ -570,8 +570,16 @@ def _adam_launch(kernel, trial: Trial, buffers, grad, step: int, lr, beta1, beta
     corrections ``1 - beta ** step`` are computed in the betas' own type."""
     t = trial.dtype.type
     (_, d_p), (_, d_m), (_, d_v) = buffers
-    launch(kernel, trial, d_p, padded(grad, trial.threads_per_block, 1)[1], d_m, d_v, t(lr),
-           t(beta1), t(beta2), t(eps), t(1 - beta1**step), t(1 - beta2**step), t(weight_decay))
+    d_grad_all, d_grad = padded(grad, trial.threads_per_block, 1)
+    launch(kernel, trial, d_p, d_grad, d_m, d_v, t(lr), t(beta1), t(beta2), t(eps),
+           t(1 - beta1**step), t(1 - beta2**step), t(weight_decay))
+    if not np.array_equal(d_grad_all.copy_to_host()[:grad.size], grad):
+        raise CheckFailedError(
+            f"your kernel changed its input grad at step {step} ({trial}): the gradient "
+            "belongs to the backward pass that wrote it (another optimiser, gradient clipping "
+            "or a log may read it after the step).",
+            "read grad, never write it: weight decay and the moments go into values of the "
+            "thread's own, and into param, m and v.")
 
 
 def _first_wrong_step(kernel, trial: Trial, p0, grads, floats) -> str:

@@ -599,7 +599,8 @@ def check_delayed_scale(delayed_scale, seed: int | None = None) -> str:
                  f"margin {margin}; seed={seed})")
         result = call_learner(delayed_scale, history.copy(), x.copy(), fp8_max, margin,
                               stub_hint=DELAYED_STUB_HINT,
-                              call=f"delayed_scale(...) in {where}")
+                              call=f"delayed_scale(...) in {where}",
+                              may_change=(0,))  # a history rolled in place is returned
         if not (isinstance(result, tuple) and len(result) == 2):
             raise CheckFailedError(f"{where}: your function returned {result!r:.80}, not a "
                                    "pair (new_history, scale).",

@@ -858,7 +858,7 @@ ADD_CHUNK = CheckSpec(
 
 def _launch_add(kernel, trial: Trial, before, incoming, offset, length) -> np.ndarray:
     d_all, d_data = padded(before, trial.padding, PAD_VALUE)
-    _, d_incoming = padded(incoming, trial.padding, PAD_VALUE)
+    d_incoming_all, d_incoming = padded(incoming, trial.padding, PAD_VALUE)
     try:
         launch(kernel, trial, d_data, d_incoming, np.int64(offset), np.int64(length),
                index_hint=ADD_GUARD_HINT)
@@ -869,6 +869,11 @@ def _launch_add(kernel, trial: Trial, before, incoming, offset, length) -> np.nd
                 f"{before.shape[0]} elements, incoming {length}, offset={offset}, "
                 f"length={length}, {trial}).", ADD_GUARD_HINT) from None
         raise
+    if not np.array_equal(d_incoming_all.copy_to_host()[:length], incoming):
+        raise CheckFailedError(
+            f"your kernel changed incoming, the chunk the neighbour sent (offset={offset}, "
+            f"length={length}, {trial}): it is the receive buffer, read-only to this step.",
+            "add incoming into data, and write data only: the sum belongs in data's chunk.")
     return read_back(d_all, before.shape, trial, fill=PAD_VALUE, what="data",
                      hint=ADD_GUARD_HINT)
 

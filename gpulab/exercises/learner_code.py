@@ -13,6 +13,7 @@ the classes they define with what they were when first remembered.
 
 from __future__ import annotations
 
+import contextvars
 import dis
 import inspect
 import os
@@ -220,21 +221,40 @@ def _named(name: str):
     return None
 
 
+# What the check running now watches for: {code object: name} and the list calls are added to.
+_WATCHED: contextvars.ContextVar[tuple[dict, list] | None] = contextvars.ContextVar(
+    "gpulab_watched_calls", default=None)
+
+
 @contextmanager
 def calls_from_outside_gpulab(names: tuple[str, ...], called: list[str]) -> Iterator[None]:
     """Within this block, each function of ``names`` (``"gpulab.nn.cost.estimate_step"``, a
     check's own reference ``"gpulab.exercises.ch08.model_crossover"``, a property's getter)
-    appends its name to ``called`` when code outside gpulab (the learner's) calls it, however
-    that code reached it (``getattr(cost, "estimate_" + "step")``, ``sys.modules``, a module's
-    ``__dict__``, a wrapper's ``__wrapped__``): what :func:`gpulab_things_used` cannot see in
-    the code. A profile hook (:func:`sys.setprofile`) watches each call's code object, so
-    nothing is replaced; gpulab's own calls (the check's) are not counted."""
+    appends its name to ``called`` when code outside gpulab (the learner's) calls it during
+    :func:`watching_calls`, however that code reached it (``getattr(cost, "estimate_" +
+    "step")``, ``sys.modules``, a module's ``__dict__``, a wrapper's ``__wrapped__``): what
+    :func:`gpulab_things_used` cannot see in the code. Nothing is replaced; gpulab's own calls
+    (the check's) are not counted."""
     held = {name: thing for name in names if (thing := _named(name)) is not None}
     watched = {function.__code__: name for name, thing in held.items()
                if (function := _function_of(inspect.unwrap(thing))) is not None}
-    if not watched:
+    token = _WATCHED.set((watched, called) if watched else None)
+    try:
+        yield
+    finally:
+        _WATCHED.reset(token)
+
+
+@contextmanager
+def watching_calls() -> Iterator[None]:
+    """Around a call of the learner's code: a profile hook (:func:`sys.setprofile`, this
+    thread) that tells :func:`calls_from_outside_gpulab`'s block of each watched function the
+    learner's code calls. Only around the learner's calls, as a hook slows every call."""
+    state = _WATCHED.get()
+    if state is None:
         yield
         return
+    watched, called = state
 
     def watch(frame, event, _argument):
         # (a cached function's wrapper is C code, and a call its cache answers runs no Python:
@@ -353,4 +373,4 @@ def replaced_parts() -> list[str]:
 
 __all__ = ["FRAME_READING", "GUARDED_MODULES", "GUARDED_NUMPY", "GUARDED_PACKAGE",
            "calls_from_outside_gpulab", "frames_read", "gpulab_things_used", "modules_used",
-           "reference_functions", "remember_originals", "replaced_parts"]
+           "reference_functions", "remember_originals", "replaced_parts", "watching_calls"]

@@ -41,6 +41,7 @@ from gpulab.exercises.compiling import (
     float64_note,
     numba_type,
 )
+from gpulab.exercises.learner_code import watching_calls
 from gpulab.exercises.results import (
     GUARD_2D_HINT,
     GUARD_HINT,
@@ -70,10 +71,43 @@ from gpulab.instruments import (
 # --- the learner's plain Python functions -----------------------------------------------------
 
 
-def call_learner(function, *args, stub_hint: str = "", call: str = "your function"):
+def _kept(value):
+    """A copy of an argument to compare with after the call (an array, or a list or tuple of
+    numbers, text and arrays), or None for what is not compared (a generator, a model)."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, (list, tuple)) and all(
+            isinstance(item, (int, float, str, np.generic, np.ndarray)) for item in value):
+        return [item.copy() if isinstance(item, np.ndarray) else item for item in value]
+    return None
+
+
+def _same(before, value) -> bool:
+    if isinstance(before, np.ndarray):
+        return (isinstance(value, np.ndarray) and value.shape == before.shape
+                and value.dtype == before.dtype and np.array_equal(
+                    value, before, equal_nan=value.dtype.kind in "fc"))
+    return len(value) == len(before) and all(
+        _same(old, new) if isinstance(old, np.ndarray) else old == new or old != old
+        for old, new in zip(before, value, strict=True))
+
+
+def _parameter_name(function, index: int) -> str:
+    try:
+        names = [p.name for p in inspect.signature(function).parameters.values()]
+    except (TypeError, ValueError):
+        names = []
+    return f"`{names[index]}`" if index < len(names) else f"number {index + 1}"
+
+
+def call_learner(function, *args, stub_hint: str = "", call: str = "your function",
+                 may_change: tuple[int, ...] = ()):
     """Call a learner's plain Python function with ``args``: nothing passed yet or the stub
     becomes *not attempted*, any exception a failure that names it (``call`` says which call,
-    e.g. ``"decode(0, 3, 1, 5, 10) for fp16"``)."""
+    e.g. ``"decode(0, 3, 1, 5, 10) for fp16"``). An argument that is an array or a list of
+    numbers must come back as it was given (a caller still needs its data: ``x.sort()`` or
+    ``np.abs(x, out=x)`` on it is a failure), but those at the positions ``may_change`` (an
+    exercise that updates a buffer in place)."""
     if function is None or function is Ellipsis:
         raise NotAttemptedError(
             "there is no function to check yet.",
@@ -83,13 +117,26 @@ def call_learner(function, *args, stub_hint: str = "", call: str = "your functio
         raise CheckFailedError(
             f"the check needs your function, not {type(function).__name__} {function!r:.40}.",
             "pass the function itself, without calling it.")
+    kept = {index: copy for index, value in enumerate(args)
+            if index not in may_change and (copy := _kept(value)) is not None}
     try:
-        return function(*args)
+        with watching_calls():
+            returned = function(*args)
     except NotImplementedError:
         raise NotAttemptedError(STUB_MESSAGE.format(what="function"), stub_hint) from None
     except Exception as error:  # the learner's code: explain, don't crash
         raise CheckFailedError(f"{call} stopped with {type(error).__name__}: {error}",
                                READ_THE_ERROR_HINT) from None
+    changed = [index for index, before in kept.items() if not _same(before, args[index])]
+    if changed:
+        name = _parameter_name(function, changed[0])
+        raise CheckFailedError(
+            f"{call} changed its argument {name} in place (the "
+            f"{'array' if isinstance(args[changed[0]], np.ndarray) else 'list'} came back "
+            "different): the caller still needs the data it handed over.",
+            f"leave {name} as it was given: sort it, take its absolute values or pop from it "
+            "in a copy of your own, never in the argument itself.")
+    return returned
 
 
 # --- compiling the learner's kernel for a real GPU (gpulab.exercises.compiling) ---------------

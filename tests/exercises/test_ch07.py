@@ -1316,3 +1316,20 @@ def test_loss_gradient_names_x_down_the_rows(seed):
 @pytest.mark.parametrize("seed", [1, 7])
 def test_loss_gradient_accepts_a_flat_index_along_the_rows(seed):
     assert ch07.check_loss_gradient(loss_gradient_flat_index, seed=seed, show=False).passed
+
+
+@cuda.jit
+def adam_decay_added_into_grad(param, grad, m, v, lr, beta1, beta2, eps, c1, c2, weight_decay):
+    """Wrong: right values, but weight decay is added into the gradient buffer itself."""
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        grad[i] += weight_decay * param[i]
+        g = grad[i]
+        m[i] = beta1 * m[i] + (np.float32(1) - beta1) * g
+        v[i] = beta2 * v[i] + (np.float32(1) - beta2) * g * g
+        param[i] -= lr * (m[i] / c1) / (math.sqrt(v[i] / c2) + eps)
+
+
+def test_adam_names_grad_written_in_place():
+    result = ch07.check_adam(adam_decay_added_into_grad, seed=1, show=False)
+    assert_result(result, FAILED, "your kernel changed its input grad at step 1")

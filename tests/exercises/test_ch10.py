@@ -1654,3 +1654,26 @@ def delayed_scale_with_min_over_the_rest(amax_history, x, fp8_max, margin):
 def test_a_min_over_x1_fails(seed):
     assert ch10.check_delayed_scale(delayed_scale_with_min_over_the_rest, seed=seed,
                                     show=False).status == FAILED
+
+
+def delayed_scale_taking_abs_in_place(amax_history, x, fp8_max, margin):
+    """Wrong: right numbers, but the tensor it is asked to scale is overwritten by |x|."""
+    np.abs(x, out=x)
+    history = np.append(amax_history[1:], x.max())
+    return history, fp8_max / history.max() / 2**margin
+
+
+def delayed_scale_rolling_its_history_in_place(amax_history, x, fp8_max, margin):
+    """Right, written differently: the history buffer updated in place and returned."""
+    amax_history[:-1] = amax_history[1:].copy()
+    amax_history[-1] = np.max(np.abs(x))
+    return amax_history, fp8_max / amax_history.max() / 2**margin
+
+
+def test_delayed_scale_names_x_changed_in_place_and_keeps_a_history_rolled_in_place():
+    result = ch10.check_delayed_scale(delayed_scale_taking_abs_in_place, seed=1, show=False)
+    assert result.status == FAILED, result
+    assert "changed its argument `x` in place (the array came back different)" in (
+        result.message), result.message
+    assert ch10.check_delayed_scale(delayed_scale_rolling_its_history_in_place, seed=1,
+                                    show=False).passed

@@ -1136,3 +1136,18 @@ def test_the_time_formula_is_refused_however_it_is_reached():
     assert result.status == FAILED, result
     assert "reads the interpreter's frames (`_getframe`, `f_back`, `f_globals`)" in (
         result.message), result.message
+
+
+@cuda.jit
+def add_chunk_summed_in_incoming(data, incoming, offset, length):
+    """Wrong: right sums in data, but summed in the receive buffer first."""
+    i = cuda.grid(1)
+    if i < length:
+        incoming[i] += data[offset + i]
+        data[offset + i] = incoming[i]
+
+
+def test_add_chunk_names_incoming_written():
+    result = ch11.check_add_chunk(add_chunk_summed_in_incoming, seed=1, show=False)
+    assert result.status == FAILED, result
+    assert "your kernel changed incoming" in result.message, result.message

@@ -750,3 +750,16 @@ def test_inference_in_one_thread_runs_out_of_its_budget_and_says_why():
     assert result.status == FAILED, result.message
     assert "one thread doing the work of many" in result.message, result.message
     assert "its own share of the work" in result.hint, result.hint
+
+
+def percentile_sorting_the_callers_list(latencies, q):
+    """Wrong: the nearest rank is right, but the caller's list is sorted in place."""
+    latencies.sort()
+    return latencies[max(math.ceil(q * len(latencies) / 100), 1) - 1]
+
+
+def test_percentile_names_a_list_sorted_in_place():
+    result = ch12.check_percentile(percentile_sorting_the_callers_list, seed=1, show=False)
+    assert result.status == FAILED, result
+    assert "changed its argument `latencies` in place (the list came back different)" in (
+        result.message), result.message
