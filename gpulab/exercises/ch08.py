@@ -776,6 +776,11 @@ CORRECT_HINT = (
     "correct[s] is 1 when the row's largest logit is the label's (the prediction is right) and "
     "0 otherwise: a count to add up, not the class itself."
 )
+TIE_HINT = (
+    "the prediction is one class: on a tie, the first of the largest logits, as np.argmax "
+    "takes it. Find the predicted class, then compare it with the label; a running maximum "
+    "that an equal logit replaces ends on the last of them."
+)
 BLOCK_HINT = (
     "use `cuda.grid(1)` and `cuda.gridsize(1)` (or `cuda.blockDim.x`), never a number, for "
     "the block size: the caller chooses it at launch."
@@ -859,6 +864,17 @@ class Evaluated(BatchCase):
         self.want_losses = self.loss_with(self.wide[np.arange(self.n), self.labels])
         self.predicted = np.argmax(self.logits, axis=1)
         self.want_correct = (self.predicted == self.labels).astype(np.int32)
+        at_max = self.wide == self.row_max[:, None]
+        tied = at_max.sum(axis=1) > 1
+        label_at_max = at_max[np.arange(self.n), self.labels]
+        # rows whose largest logit is tied: the label the first of the tied (1 is right), or
+        # another of them (0 is right); what a prediction of the last of them, or a label's
+        # logit compared with the largest by >=, would write
+        self.tied_first = tied & label_at_max & (self.predicted == self.labels)
+        self.tied_later = tied & label_at_max & (self.predicted != self.labels)
+        last = self.wide.shape[1] - 1 - np.argmax(at_max[:, ::-1], axis=1)
+        self.correct_if_last = (last == self.labels).astype(np.int32)
+        self.correct_if_any = (self.want_correct | (tied & label_at_max)).astype(np.int32)
         self.unhandled = np.isnan(self.losses) & (self.correct == UNWRITTEN)
         self.bad_losses = ~self.same(self.want_losses)
         self.bad_correct = self.correct != self.want_correct
@@ -915,6 +931,17 @@ class Evaluated(BatchCase):
         s = int(bad[0])
         return (f"{len(bad)} of {self.n} losses are wrong; the first is losses[{s}]: expected "
                 f"{self.want_losses[s]:.6g}, got {self.losses[s]:.6g}")
+
+    @staticmethod
+    def first_of(rows: np.ndarray) -> int:
+        return int(np.flatnonzero(rows)[0])
+
+    def said_tie(self, s: int) -> str:
+        classes = np.flatnonzero(self.wide[s] == self.row_max[s])
+        return (f"classes {', '.join(map(str, classes))} share the largest logit, "
+                f"{self.row_max[s]:g}; the label is {int(self.labels[s])}, the prediction "
+                f"class {int(self.predicted[s])}, so correct should be "
+                f"{int(self.want_correct[s])}, got {int(self.correct[s])}")
 
     def said_correct(self) -> str:
         bad = np.flatnonzero(self.bad_correct)
@@ -1029,6 +1056,20 @@ EVALUATE_MISTAKES = (
             f"its starting value ({UNWRITTEN}): no 0 was written there",
             "write correct[s] for every sample, 0 as well as 1: a new device array is not "
             "zeroed, it holds whatever was there."),
+    Mistake("the last of tied largest logits taken as the prediction (a `>=` in the search)",
+            lambda e: bool(e.tied_later.any()) and np.array_equal(e.correct, e.correct_if_last),
+            lambda e: (f"correct is right but where a row's largest logit is tied between two "
+                       f"classes: there it takes the later of them as the prediction (row "
+                       f"{e.first_of(e.tied_later)}: {e.said_tie(e.first_of(e.tied_later))})"),
+            TIE_HINT),
+    Mistake("a label tied for the largest logit counted as right (its logit compared with the "
+            "largest by `>=`)",
+            lambda e: bool(e.tied_later.any()) and np.array_equal(e.correct, e.correct_if_any),
+            lambda e: (f"correct is right but where the label's logit is tied for the largest "
+                       f"with another class's: there it is 1 (row {e.first_of(e.tied_later)}: "
+                       f"{e.said_tie(e.first_of(e.tied_later))}). With logits that all tie, as "
+                       "a network's can at the start, every sample would count as right"),
+            TIE_HINT),
     Mistake("any other wrong correct", lambda e: bool(e.bad_correct.any()),
             lambda e: e.said_correct(), CORRECT_HINT),
 )
@@ -1151,7 +1192,8 @@ EVALUATE = CheckSpec(
     counted_from_the_arrays="a sample's classes",
     title="3. one launch for any batch", call="check_evaluate_batch(evaluate_batch)",
     holds="each sample's cross-entropy loss (from the log-sum-exp) and correct (1 when its "
-          "largest logit is its label's, else 0), for "
+          "largest logit is its label's, else 0; on a tie the first of the largest, as "
+          "np.argmax, with some rows tied on purpose), for "
           "batches smaller than one block, between one block and the grid, and 2-4 times the "
           "grid (never a multiple of the block), 11-15 classes, some rows near ±800 and some "
           "confidently wrong (the label's logit 1,200 below the largest), all on the same fixed "
@@ -1178,8 +1220,11 @@ def _batches(rng: np.random.Generator, threads: int, grid: int) -> list[int]:
 
 def _batch_problem(rng: np.random.Generator, batch: int, classes: int):
     """Random logits (float32) with every fifth row or so shifted to near +800 or -800, and
-    labels; no two logits of a row equal; every tenth other row 1,200 wide, its label's logit
-    at -400 and another at +800."""
+    labels; no two logits of a row equal but on purpose; every tenth other row 1,200 wide, its
+    label's logit at -400 and another at +800; and from the fifth other row on, every tenth
+    with its largest logit tied exactly between two classes, the label the second of the two
+    (then 0 is right: the prediction is the first, as ``np.argmax`` takes it) or the first (1
+    is right), in turn."""
     logits = rng.normal(0.0, 3.0, (batch, classes))
     shifted = rng.random(batch) < 0.2
     logits[shifted] += rng.choice([-BIG_LOGIT, BIG_LOGIT], int(shifted.sum()))[:, None]
@@ -1199,6 +1244,10 @@ def _batch_problem(rng: np.random.Generator, batch: int, classes: int):
     for r in np.flatnonzero(~shifted)[::10]:
         logits[r, labels[r]] = -BIG_LOGIT / 2
         logits[r, (labels[r] + 1) % classes] = BIG_LOGIT
+    for turn, r in enumerate(np.flatnonzero(~shifted)[5::10]):
+        first, second = np.sort(rng.choice(classes, 2, replace=False))
+        logits[r, [first, second]] = logits[r].max() + np.float32(1)
+        labels[r] = second if turn % 2 == 0 else first
     return logits, labels
 
 

@@ -993,3 +993,43 @@ def test_the_model_is_refused_however_it_is_reached(function, check, used):
     result = check(function, seed=7, show=False)
     assert_result(result, FAILED, used)
     assert "comparing gpulab with itself" in result.message
+
+
+@cuda.jit
+def evaluate_batch_last_of_ties(logits, labels, losses, correct):
+    """Wrong on ties: the search keeps the last of equal largest logits (`>=`)."""
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for s in range(start, logits.shape[0], step):
+        m, best = logits[s, 0], 0
+        for c in range(1, logits.shape[1]):
+            if logits[s, c] >= m:
+                m, best = logits[s, c], c
+        total = np.float32(0)
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[s, c] - m)
+        losses[s] = math.log(total) + m - logits[s, labels[s]]
+        correct[s] = 1 if best == labels[s] else 0
+
+
+@cuda.jit
+def evaluate_batch_label_at_least_the_largest(logits, labels, losses, correct):
+    """Wrong on ties: right when the label's logit is at least the largest (ties count)."""
+    start, step = cuda.grid(1), cuda.gridsize(1)
+    for s in range(start, logits.shape[0], step):
+        m = logits[s, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[s, c])
+        total = np.float32(0)
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[s, c] - m)
+        losses[s] = math.log(total) + m - logits[s, labels[s]]
+        correct[s] = 1 if logits[s, labels[s]] >= m else 0
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+@pytest.mark.parametrize("kernel, words", [
+    (evaluate_batch_last_of_ties, "there it takes the later of them as the prediction"),
+    (evaluate_batch_label_at_least_the_largest, "with another class's: there it is 1"),
+])
+def test_evaluate_batch_names_ties_decided_the_wrong_way(kernel, words, seed):
+    assert_result(ch08.check_evaluate_batch(kernel, seed=seed, show=False), FAILED, words)
