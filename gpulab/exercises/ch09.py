@@ -45,6 +45,15 @@ def _random_widths(rng: np.random.Generator, hidden_layers: int) -> list[int]:
             + [int(rng.integers(2, 50))])
 
 
+def _large_case(rng: np.random.Generator) -> tuple[list[int], int, int]:
+    """A network as wide as real ones (two hidden layers of 4,096-16,383, an input of
+    1,024-8,191, 1,000-49,999 classes) on an odd batch of 20,001-99,999 in 2-byte values:
+    5·10⁹ bytes or more, past 2³¹ (an int32 wraps) and past 2²⁴ values (float32 rounds)."""
+    widths = ([int(rng.integers(1024, 8192))] + [int(w) for w in rng.integers(4096, 16384, 2)]
+              + [int(rng.integers(1000, 50000))])
+    return widths, int(rng.integers(10_000, 50_000)) * 2 + 1, 2
+
+
 @dataclass
 class Bytes:
     """What ``activation_bytes(widths, batch, itemsize)`` returned, for the mistakes below."""
@@ -104,6 +113,21 @@ ACTIVATION_MISTAKES = (
             lambda e: f"you returned {e.got!r}: bytes come in whole numbers",
             "every count here is a whole number of values times a whole number of bytes: "
             "keep to whole numbers throughout (integer arithmetic, no true division)."),
+    Mistake("32-bit whole numbers (the count wrapped past 2³¹: np.int32 arithmetic)",
+            lambda e: (is_whole(e.got) and e.expected >= 2**31 and int(e.got) != e.expected
+                       and (int(e.got) - e.expected) % 2**32 == 0),
+            lambda e: (f"{e.summary}: off by a multiple of 2³², what 32-bit whole numbers give "
+                       f"when a count passes 2³¹ - 1 = 2,147,483,647 and wraps round"),
+            "count with Python's whole numbers (or np.int64): a real model's activations pass "
+            "2 GiB, past what an int32 holds."),
+    Mistake("a float32 count (rounded to 24 significant bits)",
+            lambda e: (is_whole(e.got) and int(e.got) != e.expected and e.expected > 2**24
+                       and abs(int(e.got) - e.expected) <= 4 * 2.0**-24 * e.expected),
+            lambda e: (f"{e.summary}: off by {abs(int(e.got) - e.expected):,}, the rounding of "
+                       "a float32, whose 24 significant bits hold whole numbers exactly only "
+                       "up to 2²⁴ = 16,777,216"),
+            "count with Python's whole numbers (or np.int64), not in float32: above 2²⁴ "
+            "float32 skips whole numbers."),
     Mistake("bits instead of bytes (times 8)", lambda e: e.is_(e.values, 8 * e.itemsize),
             lambda e: f"{e.summary}, 8 times too many: that is in bits",
             "itemsize is already bytes per value: the 8 bits of a byte do not come in."),
@@ -178,17 +202,20 @@ ACTIVATION_BYTES = CheckSpec(
     holds="the bytes of the values the MLP keeps for its backward pass (input, every Z, every "
           "hidden A, logits, probabilities, one loss per sample; labels not counted), as "
           "`memory.mlp_activation_values` counts them, on networks of 1–4 hidden layers, "
-          "random batches, itemsizes 4, 2 and 8",
+          "random batches, itemsizes 4, 2 and 8, and one network as wide as real ones on a "
+          "batch of 20,001–99,999 (over 2³¹ bytes)",
     also="an exception (named)")
 
 
 @ACTIVATION_BYTES.check
 def check_activation_bytes(function, seed: int | None = None) -> str:
     """Five cases, as (hidden layers, itemsize): (2, 4), (1, 2), (3, 8), (4, 4), (2, 2); batch
-    sizes from 2 to 4,999; the first case with a wrong answer is judged."""
+    sizes from 2 to 4,999; then a large network (:func:`_large_case`: more than 2³¹ bytes, and
+    more than 2²⁴ values); the first case with a wrong answer is judged."""
     rng = np.random.default_rng(seed)
     cases = [(_random_widths(rng, hidden), int(rng.integers(2, 5000)), itemsize)
              for hidden, itemsize in ((2, 4), (1, 2), (3, 8), (4, 4), (2, 2))]
+    cases.append(_large_case(rng))
     for widths, batch, itemsize in cases:
         got = call_learner(function, list(widths), batch, itemsize,
                            stub_hint=ACTIVATION_STUB_HINT,

@@ -167,6 +167,15 @@ def _too_early(e: ScalerStep) -> bool:
 # The wrong steps, in the order they are tried (the last a catch-all): an overflow's first,
 # then a clean step's.
 SCALER_MISTAKES = (
+    Mistake("found_inf tested by identity (`is True`): NumPy's True, which np.isinf(g).any() "
+            "gives, is not Python's",
+            lambda e: (isinstance(e.found_inf, np.bool_) and bool(e.found_inf)
+                       and e.got == _reference_step(e.scale, e.clean, False, e.interval)),
+            lambda e: (f"{e.summary}: with found_inf NumPy's True (np.True_, what "
+                       "np.isinf(grads).any() returns) your function did what it does on a "
+                       "clean step"),
+            "test found_inf for truth, not for identity with Python's True: `is True` is false "
+            "for NumPy's booleans, and a trainer's found_inf often is one."),
     Mistake("the step taken on an overflow", _overflow(lambda e: e.got[2]),
             lambda e: f"{e.summary}: the step was taken although a gradient was inf or NaN",
             SKIP_HINT),
@@ -240,7 +249,8 @@ LOSS_SCALE = CheckSpec(
           "inf/NaN halve, reset the count, skip; else count, and at `growth_interval` double and "
           "reset. Checked step by step along 29–67 steps (random interval 3–8, random start "
           "2¹⁰–2²⁰) built to hit every rule, then 4 states out of order, each asked twice (the "
-          "answer the arguments' alone), against `gpulab.nn.mixed_precision.LossScaler`",
+          "answer the arguments' alone), against `gpulab.nn.mixed_precision.LossScaler`; "
+          "found_inf is NumPy's boolean on every other step",
     also="the stub; a scale that is not a positive, finite number; a count that is not an int "
          "(a float named as such), a non-bool `take_step`, not three values")
 
@@ -271,6 +281,8 @@ def check_loss_scale_update(update, seed: int | None = None) -> str:
     steps = _scaler_steps(rng, interval)
     grown = backed_off = 0
     for number, found_inf in enumerate(steps, start=1):
+        # every other step's found_inf is NumPy's boolean, as np.isinf(g).any() gives it
+        found_inf = np.bool_(found_inf) if number % 2 == 0 else found_inf
         where = (f"step {number} (scale {scale:g}, clean_steps {clean}, found_inf "
                  f"{found_inf}, growth_interval {interval}; seed={seed})")
         result = call_learner(update, scale, clean, found_inf, interval,

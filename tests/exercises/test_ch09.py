@@ -822,3 +822,28 @@ def test_micro_batches_cast_to_another_dtype_are_named():
     result = ch09.check_accumulated_gradients(accumulated_on_float32_copies, seed=1, show=False)
     assert result.status == "failed" and "reached the model as float32" in result.message, (
         result.message)
+
+
+def activation_bytes_in_int32(widths, batch_size, itemsize):
+    """Wrong: the right count, in 32-bit whole numbers (wraps past 2**31 - 1)."""
+    w = [np.int32(width) for width in widths]
+    per_sample = w[0] + 2 * sum(w[1:-1], np.int32(0)) + 3 * w[-1] + np.int32(1)
+    with np.errstate(over="ignore"):
+        return per_sample * np.int32(batch_size) * np.int32(itemsize)
+
+
+def activation_bytes_in_float32(widths, batch_size, itemsize):
+    """Wrong: the right count, in float32 (rounds past 2**24)."""
+    per_sample = np.float32(widths[0] + 2 * sum(widths[1:-1]) + 3 * widths[-1] + 1)
+    return per_sample * np.float32(batch_size) * np.float32(itemsize)
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+@pytest.mark.parametrize("function, words", [
+    (activation_bytes_in_int32, "off by a multiple of 2³²"),
+    (activation_bytes_in_float32, "the rounding of a float32"),
+])
+def test_activation_bytes_names_narrow_number_types(function, words, seed):
+    result = ch09.check_activation_bytes(function, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert words in result.message, result.message

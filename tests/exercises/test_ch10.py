@@ -168,7 +168,8 @@ def test_loss_scale_spec_lists_its_mistakes_in_order():
     table = ch10.LOSS_SCALE.mistake_table()
     assert ch10.LOSS_SCALE.mistakes == ch10.SCALER_MISTAKES
     dids = [m.did for m in ch10.SCALER_MISTAKES]
-    assert dids[0] == "the step taken on an overflow" and dids[-1] == "another result"
+    assert dids[0].startswith("found_inf tested by identity") and dids[-1] == "another result"
+    assert dids[1] == "the step taken on an overflow"
     assert dids.index("growing on every clean step") < dids.index(
         "growing before growth_interval clean steps")
     assert all(f"| {did} |" in table for did in dids)
@@ -1677,3 +1678,20 @@ def test_delayed_scale_names_x_changed_in_place_and_keeps_a_history_rolled_in_pl
         result.message), result.message
     assert ch10.check_delayed_scale(delayed_scale_rolling_its_history_in_place, seed=1,
                                     show=False).passed
+
+
+def loss_scale_by_identity(scale, clean_steps, found_inf, growth_interval):
+    """Wrong: `found_inf is True` misses NumPy's True (what np.isinf(g).any() returns)."""
+    if found_inf is True:
+        return scale / 2, 0, False
+    clean_steps += 1
+    if clean_steps == growth_interval:
+        return scale * 2, 0, True
+    return scale, clean_steps, True
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_loss_scale_names_found_inf_tested_by_identity(seed):
+    result = ch10.check_loss_scale_update(loss_scale_by_identity, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert "found_inf NumPy's True" in result.message, result.message
