@@ -186,7 +186,7 @@ SYNCHRONIZE_HINT = (
 )
 PER_LAUNCH_HINT = "divide the time between the two clock reads by repeats."
 TIME_SIZE_RANGE = {"sim": (300, 700), "gpu": (1_000_001, 4_000_001)}
-TIMED_REPEATS = 3
+TIMED_REPEATS = (3, 6)  # repeats is drawn from 3 to 5: a loop of 3 typed in shows
 SAXPY_ARGUMENTS = ("a", "x", "y", "out")
 MOVES = {"to_device": ("copy to the device", "copies to the device"),
          "copy_to_host": ("copy back", "copies back"),
@@ -209,6 +209,7 @@ class Timing:
     call: str
     where: str
     wall_s: float
+    repeats: int
 
     @property
     def launches(self) -> list:
@@ -374,16 +375,17 @@ TIMING_MISTAKES = (
             "copy x and y as they are: `cuda.to_device` and `cuda.device_array_like` keep "
             "their dtype (no `astype`, no `dtype=float`).", recognised_from="host code"),
     Mistake("too few blocks (rounded down)",
-            lambda e: e.first(lambda launch_: launch_.total_threads < e.n),
-            lambda e: "launch {0} had {1.blocks} block(s) of {1.threads} threads = "
-            "{1.total_threads} threads for n = {2}: the last {3} elements got no thread".format(
-                *e.first(lambda launch_: launch_.total_threads < e.n), e.n,
-                e.n - e.first(lambda launch_: launch_.total_threads < e.n)[1].total_threads),
+            lambda e: e.first(lambda launch_: launch_.total_threads < launch_.elements(e.n)),
+            lambda e: (lambda k, launch_: (
+                f"launch {k} had {launch_.blocks} block(s) of {launch_.threads} threads = "
+                f"{launch_.total_threads} threads for n = {launch_.elements(e.n)}: the last "
+                f"{launch_.elements(e.n) - launch_.total_threads} elements got no thread"))(
+                *e.first(lambda launch_: launch_.total_threads < launch_.elements(e.n))),
             "the number of blocks must be rounded up (chapter 00's blocks_for).",
             recognised_from="host code"),
-    Mistake("fewer launches than repeats", lambda e: len(e.launches) < TIMED_REPEATS,
+    Mistake("fewer launches than repeats", lambda e: len(e.launches) < e.repeats,
             lambda e: (f"{e.call} launched the kernel {len(e.launches)} time(s); with repeats = "
-                       f"{TIMED_REPEATS} it should time {TIMED_REPEATS} launches"),
+                       f"{e.repeats} it should time {e.repeats} launches"),
             "launch `repeats` times between the two clock reads, and divide by repeats.",
             recognised_from="host code"),
     Mistake("a CPU-time clock (`time.process_time`)",
@@ -412,8 +414,8 @@ TIMING_MISTAKES = (
     Mistake("a wait on a stream none of the launches used",
             lambda e: not e.waited and e.watch.count("empty_stream_wait"),
             lambda e: (f"{e.call} waited with `synchronize()` on a stream it made but never "
-                       "gave a launch or a copy: the launches ran on the default stream, so "
-                       "that wait returned at once and the clock did not wait for them"),
+                       "gave a launch (copies at most): the launches ran on another stream, so "
+                       "that wait did not wait for them, and neither did the clock"),
             "wait for the work you launched: `cuda.synchronize()`, or launch on your stream "
             "(`kernel[blocks, threads, stream](...)`) and wait for that stream.",
             recognised_from="host code"),
@@ -446,12 +448,19 @@ TIMING_MISTAKES = (
             "warm up with the very arguments you time (the same a, x, y and out, of the same "
             "types: np.float32(a), not 2.0).", recognised_from="host code"),
     Mistake("more launches between the clock reads than repeats",
-            lambda e: e.window is not None and e.timed > TIMED_REPEATS,
+            lambda e: e.window is not None and e.timed > e.repeats,
             lambda e: (f"between your two clock reads there are {e.timed} launches, but repeats "
-                       f"= {TIMED_REPEATS}" + ("" if e.warm_up else ": the warm-up launch is "
+                       f"= {e.repeats}" + ("" if e.warm_up else ": the warm-up launch is "
                                                "inside the timed window")),
             "launch `repeats` times between the clock reads (the number the caller gives), "
             "and the warm-up launch before the first one.", recognised_from="host code"),
+    Mistake("fewer launches between the clock reads than repeats (a count typed in)",
+            lambda e: (e.window is not None and 0 < e.timed < e.repeats
+                       and len(e.launches) < e.repeats + bool(e.warm_up)),
+            lambda e: (f"between your two clock reads there are {e.timed} launches, but repeats "
+                       f"= {e.repeats}: the count the caller gives was not used"),
+            "launch `repeats` times between the clock reads, the number the caller gives, "
+            "not a number typed in.", recognised_from="host code"),
     Mistake("not a pair (out, seconds)", lambda e: not e.pair,
             lambda e: (f"{e.call} returned {type(e.returned).__name__}, not a pair "
                        "(out, seconds)"),
@@ -497,7 +506,7 @@ TIMING_MISTAKES = (
             recognised_from="host code"),
     Mistake("the total time, not per launch",
             lambda e: (e.per(1) and e.timed > 1) or (
-                e.elapsed_s is None and e.seconds > 1.5 * e.wall_s / TIMED_REPEATS + 1e-3),
+                e.elapsed_s is None and e.seconds > 1.5 * e.wall_s / e.repeats + 1e-3),
             lambda e: (f"{e.call} returned {float(e.seconds):.3g} s per launch, but that is the "
                        f"time of all {e.timed} timed launches: that looks like the total, not "
                        "the time per launch"), PER_LAUNCH_HINT, recognised_from="host code"),
@@ -529,9 +538,9 @@ TIME_SAXPY = CheckSpec(
     holds="called with a stand-in for gpulab's saxpy that records each launch, while copies, "
           "allocations, `synchronize`, CUDA events and clock reads are recorded in order, "
           "whatever the import spelling: the result copied back and right, x and y copied "
-          "once, every launch on device arrays with enough blocks, `repeats` launches between "
-          "the clock reads with the GPU waited for before the second, the seconds per launch a "
-          "positive number (the simulator's time is labelled as such)",
+          "once, every launch on device arrays with enough blocks, `repeats` (drawn, 3–5) "
+          "launches between the clock reads with the GPU waited for before the second, the "
+          "seconds per launch a positive number (the simulator's time is labelled as such)",
     also="no warm-up launch passes with a note (the first launch compiles); timing with CUDA "
          "events is accepted")
 
@@ -565,10 +574,10 @@ def _describe_host_code(watch: HostCodeWatch, warm_up: int) -> str:
 
 @TIME_SAXPY.check
 def check_time_saxpy(function, seed: int | None = None) -> str:
-    """Called as ``function(kernel, a, x, y, 3)`` with a stand-in for gpulab's saxpy kernel
-    (``kernel[blocks, threads](a, d_x, d_y, d_out)``) that records every launch, n random and
-    odd (:data:`TIME_SIZE_RANGE`), ``repeats`` = :data:`TIMED_REPEATS`. A wall clock however
-    imported (``time.perf_counter``, ``from time import perf_counter``,
+    """Called as ``function(kernel, a, x, y, repeats)`` with a stand-in for gpulab's saxpy
+    kernel (``kernel[blocks, threads](a, d_x, d_y, d_out)``) that records every launch, n
+    random and odd (:data:`TIME_SIZE_RANGE`), ``repeats`` drawn from :data:`TIMED_REPEATS`. A
+    wall clock however imported (``time.perf_counter``, ``from time import perf_counter``,
     ``timeit.default_timer``, ``time.clock_gettime`` of a wall clock) or CUDA events
     (``cuda.event()`` or ``cuda.event(timing=True)``, ``record``, ``synchronize``,
     ``elapsed_time`` or ``cuda.event_elapsed_time``) both work, in the simulator too. The
@@ -584,16 +593,17 @@ def check_time_saxpy(function, seed: int | None = None) -> str:
     x = rng.uniform(-2, 2, n).astype(np.float32)
     y = rng.uniform(-2, 2, n).astype(np.float32)
     given_x, given_y = x.copy(), y.copy()
+    repeats = int(rng.integers(*TIMED_REPEATS))
     name = getattr(function, "__name__", "your function")
-    where = f"n={n}, repeats={TIMED_REPEATS}, seed={seed}"
-    call = f"{name}(kernel, a, x, y, {TIMED_REPEATS})"
+    where = f"n={n}, repeats={repeats}, seed={seed}"
+    call = f"{name}(kernel, a, x, y, {repeats})"
     started = time.perf_counter()
     with watch_host_code(function) as watch:
         returned = call_learner(function, watch.spy(memory.saxpy), a, given_x, given_y,
-                                TIMED_REPEATS, stub_hint=TIME_STUB_HINT,
+                                repeats, stub_hint=TIME_STUB_HINT,
                                 call=f"{call} ({where})", may_change=(2, 3))
     timing = Timing(watch, returned, n, x, y, given_x, given_y, a, call, where,
-                    time.perf_counter() - started)
+                    time.perf_counter() - started, repeats)
     TIME_SAXPY.reject(timing)
     label = ("simulator time: says nothing about a GPU" if tier == "sim"
              else f"measured on {device.PROBE.device_name or 'this GPU'}")

@@ -856,7 +856,9 @@ ADD_CHUNK = CheckSpec(
          "refused")
 
 
-def _launch_add(kernel, trial: Trial, before, incoming, offset, length) -> np.ndarray:
+def _launch_add(kernel, trial: Trial, before, incoming, offset, length
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """One launch on padded arrays: data as the kernel left it, and incoming."""
     d_all, d_data = padded(before, trial.padding, PAD_VALUE)
     d_incoming_all, d_incoming = padded(incoming, trial.padding, PAD_VALUE)
     try:
@@ -869,13 +871,8 @@ def _launch_add(kernel, trial: Trial, before, incoming, offset, length) -> np.nd
                 f"{before.shape[0]} elements, incoming {length}, offset={offset}, "
                 f"length={length}, {trial}).", ADD_GUARD_HINT) from None
         raise
-    if not np.array_equal(d_incoming_all.copy_to_host()[:length], incoming):
-        raise CheckFailedError(
-            f"your kernel changed incoming, the chunk the neighbour sent (offset={offset}, "
-            f"length={length}, {trial}): it is the receive buffer, read-only to this step.",
-            "add incoming into data, and write data only: the sum belongs in data's chunk.")
-    return read_back(d_all, before.shape, trial, fill=PAD_VALUE, what="data",
-                     hint=ADD_GUARD_HINT)
+    return (read_back(d_all, before.shape, trial, fill=PAD_VALUE, what="data",
+                      hint=ADD_GUARD_HINT), d_incoming_all.copy_to_host()[:length])
 
 
 @ADD_CHUNK.check
@@ -890,8 +887,15 @@ def check_add_chunk(kernel, seed: int | None = None, threads_per_block: int | No
         offset, after = int(rng.integers(1, length)), int(rng.integers(1, length))
         before = rng.standard_normal(offset + length + after)
         incoming = rng.standard_normal(length)
-        got = _launch_add(kernel, trial, before, incoming, offset, length)
+        got, incoming_after = _launch_add(kernel, trial, before, incoming, offset, length)
         reject(ADD_CHUNK_MISTAKES, ChunkAdd(trial, before, incoming, offset, length, got))
+        if not np.array_equal(incoming_after, incoming):
+            raise CheckFailedError(
+                f"data is right, but your kernel changed incoming, the chunk the neighbour sent "
+                f"(offset={offset}, length={length}, {trial}): it is the receive buffer, "
+                "read-only to this step.",
+                "add incoming into data, and write data only: the sum belongs in data's "
+                "chunk.")
         return trial
 
     trial = Trial.draw("check_add_chunk", seed, np.float64, block=threads_per_block)

@@ -32,6 +32,14 @@ class HostLaunch:
     dtypes: tuple = ()  # each argument's dtype (None for a scalar without one)
     arguments: tuple = field(default=(), repr=False)  # the arguments themselves
 
+    def elements(self, default: int) -> int:
+        """The length of the shortest array argument of the launch (a launch on slices, such
+        as a warm-up on one block's worth, needs threads for those only); ``default`` where no
+        argument is an array."""
+        lengths = [value.shape[0] for value in self.arguments
+                   if getattr(value, "shape", None) and len(value.shape) > 0]
+        return min(lengths, default=default)
+
     @property
     def total_threads(self) -> int:
         def product(value) -> int:
@@ -54,12 +62,13 @@ class HostCodeWatch:
     while the CPU waits for the GPU), ``"elapsed"`` (an event's ``elapsed_time``: detail the
     seconds it gave), ``"copy_back_on_stream"`` (after a ``copy_to_host`` given a stream, which
     returns before the copy ends), ``"empty_stream_wait"`` (``synchronize()`` of a stream the
-    code made with ``cuda.stream()`` but gave no launch or copy: it returns at once). The copies
+    code made with ``cuda.stream()`` but gave no launch: it does not wait for the launches,
+    which went to another stream). The copies
     Numba makes itself for NumPy arguments are not events: they show in
     :attr:`HostLaunch.numpy_arguments`. ``copies_back`` holds each ``copy_to_host``'s ``(device
     array, host array)``, ``copies_in`` each ``to_device``'s ``(host array, device
     array)``; ``streams_made`` the streams ``cuda.stream()`` made, ``streams_used`` those given
-    to a launch or a copy."""
+    to a launch or a copy, ``launch_streams`` those given to a launch."""
 
     events: list = field(default_factory=list)
     launching: bool = False
@@ -67,11 +76,12 @@ class HostCodeWatch:
     copies_in: list = field(default_factory=list)
     streams_made: list = field(default_factory=list)
     streams_used: list = field(default_factory=list)
+    launch_streams: list = field(default_factory=list)
 
     def empty_stream(self, stream) -> bool:
-        """Was ``stream`` made here and never given work (a launch, a copy)?"""
+        """Was ``stream`` made here and never given a launch (copies at most)?"""
         return (any(stream is made for made in self.streams_made)
-                and not any(stream is used for used in self.streams_used))
+                and not any(stream is used for used in self.launch_streams))
 
     def count(self, kind: str) -> int:
         return sum(1 for event, _ in self.events if event == kind)
@@ -117,6 +127,7 @@ class KernelSpy:
             blocks, threads = (configuration + (None, None))[:2]
             if len(configuration) > 2:
                 self.watch.streams_used.append(configuration[2])
+                self.watch.launch_streams.append(configuration[2])
             dtypes = tuple(getattr(value, "dtype", None) for value in args)
             self.watch.events.append(("launch", HostLaunch(blocks, threads, numpy_arguments,
                                                            dtypes, args)))

@@ -346,9 +346,14 @@ def explain_exception(error: KernelError, trial: Trial,
     hint = next((h for kind, h in hints.items() if isinstance(cause, kind)), READ_THE_ERROR_HINT)
     missing = re.search(r"FakeCUDA\w*'? object has no attribute '(\w+)'", text)
     if isinstance(cause, AttributeError) and missing:
-        hint = (f"`cuda.{missing.group(1)}` is not in Numba's CUDA simulator, which these checks "
-                "run in without a GPU (a GPU may have it): use what the chapter uses, e.g. "
-                "`cuda.syncthreads()` for a barrier of the whole block.")
+        return FAILED, (
+            f"your kernel calls `cuda.{missing.group(1)}`{who}, which Numba's CUDA simulator "
+            "(where this check runs, without a GPU) does not have: the simulator cannot run "
+            "the kernel, so the check cannot judge it here. That is the simulator's gap, not "
+            f"necessarily a mistake of yours ({trial})."), (
+            f"in the simulator, write it with what the chapter uses (shared memory and "
+            f"`cuda.syncthreads()` for a block's reduction, atomics); on a machine with a GPU "
+            f"the check runs your kernel with `cuda.{missing.group(1)}` as it is.")
     return FAILED, f"your kernel stopped with {type(cause).__name__}{who}: {text} ({trial}).", hint
 
 

@@ -12,6 +12,7 @@ import gpulab  # noqa: F401  (must come before numba: it chooses the simulator o
 # isort: split
 from math import sqrt
 
+import numpy as np
 import pytest
 from learner_kernels import multiply as multiply_solution
 from learner_kernels import multiply_stub, multiply_with_list
@@ -1324,3 +1325,26 @@ def test_a_total_read_by_another_thread_without_a_barrier_is_a_race(seed):
     assert result.status == "failed", result
     assert ("thread 0 wrote partial[0] and block 0, thread 63 read it between the same two "
             "barriers") in result.message, result
+
+
+@cuda.jit
+def dot_by_warp_shuffles(x, y, out):
+    """Right on a GPU, written differently: a warp's products summed by shuffles, one atomic
+    per warp. The simulator has no shuffles: told as its gap, not as the learner's bug."""
+    i = cuda.grid(1)
+    v = np.float32(0)
+    if i < x.shape[0]:
+        v = x[i] * y[i]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0:
+        cuda.atomic.add(out, 0, v)
+
+
+def test_a_warp_shuffle_the_simulator_lacks_is_told_as_its_gap():
+    result = check_dot_atomic(dot_by_warp_shuffles, seed=1, show=False)
+    assert result.status == "failed", result
+    assert "calls `cuda.shfl_down_sync`" in result.message, result.message
+    assert "the simulator's gap, not necessarily a mistake of yours" in result.message

@@ -425,7 +425,7 @@ def test_no_warm_up_passes_with_a_note():
     (time_stub, "not attempted", ["still raises"], "warm up"),
     (time_numpy_arrays, "failed", ["got NumPy arrays (x, y, out)", "hidden-copy trap"],
      "copy x and y to the device once"),
-    (time_copies_in_loop, "failed", ["6 copies to the device", "3 allocations", "host link"],
+    (time_copies_in_loop, "failed", ["8 copies to the device", "4 allocations", "host link"],
      "before the first clock read"),
     (time_includes_copy_back, "failed", ["1 copy back", "your time includes"],
      "copy back after the second"),
@@ -754,9 +754,9 @@ def time_default_stream(kernel, a, x, y, repeats=5):  # right: the default strea
      "divide the time"),
     (time_divided_by_1000, ["divided by more than"], "divide the time"),
     (time_cpu_clock, ["`process_time`", "stands still"], "perf_counter"),
-    (time_divides_by_warm_ups_too, ["span 3 launches", "divided by 4", "1 warm-up"],
+    (time_divides_by_warm_ups_too, ["span 4 launches", "divided by 5", "1 warm-up"],
      "`repeats`"),
-    (time_from_import_copies_in_loop, ["6 copies to the device", "host link"],
+    (time_from_import_copies_in_loop, ["8 copies to the device", "host link"],
      "before the first clock read"),
     (time_from_import_no_synchronize, ["without waiting for the GPU"], "cuda.synchronize()"),
     (time_module_clock_no_synchronize, ["without waiting for the GPU"], "cuda.synchronize()"),
@@ -872,12 +872,12 @@ def time_event_elapsed_divides_by_warm_ups_too(kernel, a, x, y, repeats=5):
 @pytest.mark.skipif(not hasattr(time, "CLOCK_PROCESS_CPUTIME_ID"), reason="no clock_gettime")
 @pytest.mark.parametrize("function, words, hint", [
     (time_fake_seconds, ["read no clock", "no CUDA event", "not measured"], "wall clock"),
-    (time_timeit_copies_in_loop, ["3 copies to the device", "host link"],
+    (time_timeit_copies_in_loop, ["4 copies to the device", "host link"],
      "before the first clock read"),
     (time_timeit_no_synchronize, ["without waiting for the GPU"], "cuda.synchronize()"),
     (time_clock_gettime_cpu, ["`clock_gettime(CLOCK_PROCESS_CPUTIME_ID)`", "stands still"],
      "wall clock"),
-    (time_event_elapsed_divides_by_warm_ups_too, ["span 3 launches", "divided by 4"],
+    (time_event_elapsed_divides_by_warm_ups_too, ["span 4 launches", "divided by 5"],
      "`repeats`"),
 ])
 def test_timing_mistakes_are_named_however_the_clock_is_reached(function, words, hint):
@@ -1000,16 +1000,17 @@ def test_saxpy_that_overwrites_y_fails_and_two_steps_pass():
     assert check_saxpy(saxpy_in_two_steps, seed=3, show=False).passed
 
 
-def _timed(kernel, a, x, y, launches, threads=256, scale=1.0, grid=None):
+def _timed(kernel, a, x, y, launches, threads=256, scale=1.0, grid=None, divide_by=None):
     """Prepared and warmed up; ``launches`` launches between two perf_counter reads; the time
-    divided by 3 and multiplied by ``scale``; ``grid``: (blocks, threads) of every launch."""
+    divided by ``divide_by`` (default: the launches) and multiplied by ``scale``; ``grid``:
+    (blocks, threads) of every launch."""
     d_x, d_y, d_out, blocks = _prepared(kernel, x, y, threads)
     grid = grid or (blocks, threads)
     start = time.perf_counter()
     for _ in range(launches):
         kernel[grid](a, d_x, d_y, d_out)
     cuda.synchronize()
-    seconds = (time.perf_counter() - start) / 3 * scale
+    seconds = (time.perf_counter() - start) / (divide_by or launches) * scale
     return d_out.copy_to_host(), seconds
 
 
@@ -1022,7 +1023,7 @@ def time_times_repeats(kernel, a, x, y, repeats=5):
 
 
 def time_ten_launches(kernel, a, x, y, repeats=5):  # repeats ignored, divided by repeats
-    return _timed(kernel, a, x, y, 10)
+    return _timed(kernel, a, x, y, 10, divide_by=repeats)
 
 
 def time_grid_swapped(kernel, a, x, y, repeats=5):
@@ -1102,14 +1103,14 @@ def time_synchronize_every_launch(kernel, a, x, y, repeats=5):  # right: waits a
                             "not in seconds"], "convert milliseconds"),
     (time_events_in_ms, ["not in seconds", "`elapsed_time` gives milliseconds"],
      "convert milliseconds"),
-    (time_times_repeats, ["multiplied by 3, not divided"], "divide"),
-    (time_ten_launches, ["there are 10 launches, but repeats = 3"], "`repeats` times"),
-    (time_warm_up_timed, ["4 launches, but repeats = 3", "warm-up launch is inside"],
+    (time_times_repeats, ["multiplied by 4, not divided"], "divide"),
+    (time_ten_launches, ["there are 10 launches, but repeats = 4"], "`repeats` times"),
+    (time_warm_up_timed, ["5 launches, but repeats = 4", "warm-up launch is inside"],
      "warm-up launch before"),
     (time_grid_swapped, ["256 block(s) of", "warps of 32 threads"], "number of blocks first"),
     (time_in_float64, ["arrays of float64", "x and y hold float32"], "no `astype`"),
     (time_pair_swapped, ["returned the time first and the array second"], "out first"),
-    (time_copy_back_in_the_return, ["1 copy back as well as the 3 launches"],
+    (time_copy_back_in_the_return, ["1 copy back as well as the 4 launches"],
      "copy back after the second"),
     (time_x_and_y_swapped, ["out is a * y + x"], "a, x, y, out"),
 ])
@@ -1248,10 +1249,29 @@ def time_on_its_own_stream(kernel, a, x, y, repeats=5):  # right: launched on a 
     return d_out.copy_to_host(), seconds
 
 
-def test_a_wait_on_a_stream_with_no_work_fails_and_one_with_the_launches_passes():
-    result = check_time_saxpy(time_waiting_on_an_empty_stream, seed=2, show=False)
-    assert result.status == "failed" and "never gave a launch or a copy" in result.message, (
-        str(result))
+def time_waiting_on_the_copies_stream(kernel, a, x, y, repeats=5):
+    """Wrong: the copies in go to one stream, the launches to another; the clock waits for the
+    copies' stream only."""
+    copies, launches = cuda.stream(), cuda.stream()
+    d_x, d_y = cuda.to_device(x, stream=copies), cuda.to_device(y, stream=copies)
+    d_out = cuda.device_array_like(d_x)
+    blocks = (x.shape[0] + 255) // 256
+    kernel[blocks, 256, launches](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256, launches](a, d_x, d_y, d_out)
+    copies.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+@pytest.mark.parametrize("function", [time_waiting_on_an_empty_stream,
+                                      time_waiting_on_the_copies_stream])
+def test_a_wait_on_a_stream_without_the_launches_fails_and_one_with_them_passes(function):
+    result = check_time_saxpy(function, seed=2, show=False)
+    assert result.status == "failed" and "never gave a launch (copies at most)" in (
+        result.message), str(result)
     assert check_time_saxpy(time_on_its_own_stream, seed=2, show=False).passed
 
 
@@ -1275,3 +1295,36 @@ def test_a_warm_up_with_other_argument_types_fails():
     result = check_time_saxpy(time_warm_up_with_a_python_float, seed=2, show=False)
     assert result.status == "failed" and "compiled it again" in result.message, str(result)
     assert "float, float32 array" in result.message, str(result)
+
+
+def time_three_launches_typed_in(kernel, a, x, y, repeats=5):
+    """Wrong: three timed launches whatever repeats says, divided by three."""
+    return _timed(kernel, a, x, y, 3)
+
+
+@pytest.mark.parametrize("seed", [2, 4, 10])  # repeats 4, 4 and 5
+def test_a_repeat_count_typed_in_fails(seed):
+    result = check_time_saxpy(time_three_launches_typed_in, seed=seed, show=False)
+    assert result.status == "failed", str(result)
+    assert ("there are 3 launches, but repeats = " in result.message
+            and "the count the caller gives was not used" in result.message) or (
+        "launched the kernel 4 time(s); with repeats = 5" in result.message), result.message
+
+
+def time_warmed_up_on_one_block(kernel, a, x, y, repeats=5):
+    """Right, written differently: the warm-up launch runs on a one-block slice of the arrays
+    (the same types, so it compiles what the timed launches use)."""
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    kernel[1, 256](a, d_x[:256], d_y[:256], d_out[:256])
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks_for(x.shape[0], 256), 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def test_a_warm_up_on_a_slice_passes():
+    assert check_time_saxpy(time_warmed_up_on_one_block, seed=1, show=False).passed

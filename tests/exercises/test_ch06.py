@@ -1327,7 +1327,9 @@ def transpose_with_a_warp_barrier(A, out):
 def test_a_function_the_simulator_lacks_is_named_as_such():
     result = ch06.check_transpose_tiled(transpose_with_a_warp_barrier, seed=1, show=False)
     assert result.status == FAILED, result
-    assert "not in Numba's CUDA simulator" in result.hint and "syncthreads" in result.hint
+    assert "calls `cuda.syncwarp`" in result.message, result.message
+    assert "Numba's CUDA simulator (where this check runs, without a GPU) does not have" in (
+        result.message) and "syncthreads" in result.hint
 
 
 def numeric_gradient_with_its_own_step(f, x, eps):
