@@ -40,6 +40,7 @@ Its wrong-answer tests go in ``tests/exercises/test_chNN.py``.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import numbers
@@ -103,7 +104,10 @@ class CheckSpec:
 
     ``counted_from_the_arrays``: what a kernel keeps per thread whose count the arrays give
     ("a row's classes"); where set, :meth:`start` refuses a local array of a length typed in
-    that holds them (:meth:`fixed_length_mistake`, first in :attr:`tried`)."""
+    that holds them (:meth:`fixed_length_mistake`, first in :attr:`tried`). But where the
+    check surely runs past such a length (``surely_past``: every launch of its last case has
+    more than that many), the array may be a cache with a way round it for longer rows: then
+    the kernel is judged by its results, and a failure is told as this mistake."""
 
     exercise: str
     learner_writes: str
@@ -117,6 +121,7 @@ class CheckSpec:
     holds: str = ""
     also: str = ""
     counted_from_the_arrays: str = ""
+    surely_past: int = 0
 
     def fixed_length_mistake(self) -> Mistake:
         """A local array of a length typed in, for a check whose kernel keeps per-thread values
@@ -148,6 +153,7 @@ class CheckSpec:
             for thing in learner:
                 self.refuse_gpulab_own(thing)
             called: list[str] = []  # the refused functions the learner's code called
+            _FIXED_LENGTH_SEEN.set(None)
             try:
                 with learner_code.calls_from_outside_gpulab(
                         self.refused_gpulab + learner_code.reference_functions(
@@ -156,6 +162,9 @@ class CheckSpec:
             except (CheckFailedError, KernelError):
                 self.refuse_replaced_parts("while the check ran your code")
                 self.refuse_called(called)
+                fixed_length = _FIXED_LENGTH_SEEN.get()
+                if fixed_length is not None:
+                    raise fixed_length from None
                 raise
             self.refuse_replaced_parts("while the check ran your code")
             self.refuse_called(called)
@@ -252,7 +261,11 @@ class CheckSpec:
         (:meth:`fixed_length_mistake`)."""
         source = start_kernel(kernel, self.parameters, self.stub_hint)
         if self.counted_from_the_arrays:
-            reject((self.fixed_length_mistake(),), source)
+            found = fixed_length_local_array(source)
+            if found is not None and found[1] < self.surely_past:
+                _FIXED_LENGTH_SEEN.set(self.fixed_length_mistake().failure(source))
+            else:
+                reject((self.fixed_length_mistake(),), source)
         return source
 
     def reject(self, evidence) -> None:
@@ -337,6 +350,10 @@ def _check_common_options(given: dict) -> None:
 
 # The learners' kernels and functions that passed each check (by exercise) in this process.
 _PASSED_LEARNERS: dict[str, weakref.WeakSet] = {}
+# The failure a fixed-length local array makes, where a check judges the kernel by its results
+# first (:attr:`CheckSpec.surely_past`): said instead of whatever else fails.
+_FIXED_LENGTH_SEEN: contextvars.ContextVar[CheckFailedError | None] = contextvars.ContextVar(
+    "gpulab_fixed_length_seen", default=None)
 
 
 def _own(thing):

@@ -1199,3 +1199,54 @@ def test_bias_activation_names_x_down_the_rows(seed):
     assert result.status == FAILED, result
     assert "threads side by side along x touched elements a row apart" in result.message, result
     assert "out[0, 0]" in result.message, result
+
+
+@cuda.jit
+def softmax_caching_16_exps_and_recomputing_the_rest(logits, labels, probs, losses):
+    """Right, written differently: the first 16 exps kept in a local array, the others computed
+    again: right for any class count, as the wide rows (33 or more classes) show."""
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        kept = cuda.local.array(16, numba.float32)
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = np.float32(0)
+        for c in range(logits.shape[1]):
+            e = math.exp(logits[r, c] - m)
+            if c < 16:
+                kept[c] = e
+            total += e
+        for c in range(logits.shape[1]):
+            e = kept[c] if c < 16 else math.exp(logits[r, c] - m)
+            probs[r, c] = e / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
+def softmax_exps_in_a_local_array_of_64(logits, labels, probs, losses):
+    """Wrong: a local array of 64 exps, right only while a row has at most 64 classes (every
+    row the check draws has fewer, so only the source shows it)."""
+    r = cuda.grid(1)
+    if r < logits.shape[0]:
+        e = cuda.local.array(64, numba.float32)
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = np.float32(0)
+        for c in range(logits.shape[1]):
+            e[c] = math.exp(logits[r, c] - m)
+            total += e[c]
+        for c in range(logits.shape[1]):
+            probs[r, c] = e[c] / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_a_local_cache_with_a_way_round_it_passes_and_one_longer_than_the_rows_fails(seed):
+    assert ch05.check_softmax_cross_entropy(softmax_caching_16_exps_and_recomputing_the_rest,
+                                            seed=seed, show=False).passed
+    result = ch05.check_softmax_cross_entropy(softmax_exps_in_a_local_array_of_64, seed=seed,
+                                              show=False)
+    assert result.status == FAILED, result
+    assert "keeps a row's classes in a local array of 64" in result.message, result.message
