@@ -549,7 +549,7 @@ BIAS_GRAD_MISTAKES = (
             lambda e: f"{e.never_written}. The last column was skipped",
             "the guard is one short: the last column's index is one less than the number of "
             "columns, and it must pass the guard."),
-    Mistake("the guard on the number of rows", lambda e: np.array_equal(
+    Mistake("the guard on the number of rows", lambda e: e.rows < e.cols and np.array_equal(
                 e.missing, np.arange(e.rows, e.cols)),
             lambda e: f"{e.never_written}. Only the first {e.rows} columns (as many as dZ has "
                       "rows) were written",
@@ -583,6 +583,12 @@ BIAS_GRAD_MISTAKES = (
     Mistake("the sum batch times too large", lambda e: e.holds(e.want * e.rows),
             lambda e: f"{e.summary}: the sum is batch times too large",
             "db is the plain sum of the column: no factor of the batch size."),
+    Mistake("the loop over the rows bounded by the columns (or the smaller of the two)",
+            lambda e: e.rows > e.cols and e.holds(e.sum_of(slice(0, e.cols))),
+            lambda e: (f"{e.summary}: each column's sum stops after its first {e.cols} rows, "
+                       f"as many as dZ has columns, of its {e.rows}"),
+            "a column's sum runs over all of dZ's rows (dZ.shape[0]), however many columns "
+            "there are.", recognised_from="outputs"),
     Mistake("wrong sums", lambda e: e.wrong.any(), lambda e: e.summary, BIAS_GRAD_HINT),
     Mistake("db written once per row instead of once (traced)", lambda e: e.writes > 1,
             lambda e: "db is right, but a thread wrote its db[c] " + str(e.writes) + " times "
@@ -607,7 +613,7 @@ BIAS_GRAD = CheckSpec(
     title="3. bias gradient", call="check_bias_grad(my_bias_grad)",
     holds="db = dZ's column sums, one thread per column (the block size drawn, the number of "
           "columns not a multiple of it, fewer rows than columns, an odd number of them, over "
-          "32 on odd seeds), db starting as NaN; in the "
+          "32 on odd seeds; then a batch with more rows than columns), db starting as NaN; in the "
           "simulator every write is recorded (one writer per element) and a traced launch must "
           "show one write of db per thread",
     also="missing or `<=` guards (the line of the IndexError); a write into dZ")
@@ -616,7 +622,8 @@ BIAS_GRAD = CheckSpec(
 @BIAS_GRAD.check
 def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
     """Launched with ``ceil(N / threads)`` blocks for dZ's N columns, and an odd number of
-    rows, 5 to 29 (37 to 61 on odd seeds, fewer than the columns).
+    rows, 5 to 29 (37 to 61 on odd seeds, fewer than the columns); then a batch with more rows
+    than columns (:func:`_check_tall_bias_grad`).
     ``db`` starts as NaN, as fresh device memory holds whatever was there, so the kernel must
     set every ``db[c]``. The mistakes are told from the outputs, the writes the simulator
     records (a race shows even when the simulator's sum is right) and the source; once those
@@ -644,6 +651,7 @@ def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
           read_back(d_db_all, (cols,), trial, what="db", hint=BIAS_GRAD_EDGE_HINT))
     evidence = ColumnSums(db.astype(np.float64), dZ, trial, source, watched)
     reject(BIAS_GRAD_MISTAKES, evidence)
+    _check_tall_bias_grad(kernel, trial, source, dtype)
     # the method: one write of db per thread, on a small traced launch
     small = Trial("check_bias_grad", seed, (13,), (8,), np.dtype(dtype), trial.rng)
     reject_unshared_work(BIAS_GRAD_SHARE_MISTAKES, kernel, small, dZ[:5, :13].copy(),
@@ -654,6 +662,23 @@ def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
     reject(BIAS_GRAD_MISTAKES, evidence)
     return (f"all {cols} column sums right, one owner per column, one write each "
             f"({trial}).")
+
+
+def _check_tall_bias_grad(kernel, trial: Trial, source: KernelSource, dtype) -> None:
+    """Then a batch with more rows than columns (one block and a part of another of columns,
+    21 to 40 more rows, on the trial's block size), so that a loop bounded by the columns, or
+    by the smaller of the two, shows."""
+    threads = trial.threads_per_block
+    cols = threads + int(trial.rng.integers(1, threads))
+    tall = Trial("check_bias_grad", trial.seed, (cols,), trial.block, np.dtype(dtype), trial.rng)
+    rows = cols + int(trial.rng.integers(21, 41)) | 1
+    tall.case = f"dZ of {rows} x {cols}, more rows than columns"
+    dZ = trial.rng.standard_normal((rows, cols)).astype(dtype)
+    _, d_dZ = padded(dZ, tall.padding, PAD_VALUE)
+    d_db_all, d_db = padded(np.full(cols, np.nan, dtype), tall.padding, np.nan)
+    launch(kernel, tall, d_dZ, d_db, index_hint=BIAS_GRAD_EDGE_HINT)
+    db = read_back(d_db_all, (cols,), tall, what="db", hint=BIAS_GRAD_EDGE_HINT)
+    reject(BIAS_GRAD_MISTAKES, ColumnSums(db.astype(np.float64), dZ, tall, source, None))
 
 
 # --- exercise 4: a tiled transpose through shared memory ----------------------------------------

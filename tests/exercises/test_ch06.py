@@ -1437,3 +1437,23 @@ def test_backward_names_x_down_the_rows(seed):
     assert result.status == FAILED, result
     assert "threads side by side along x touched elements a row apart" in result.message, result
     assert "dZ[0, 0]" in result.message, result
+
+
+@cuda.jit
+def bias_grad_rows_bounded_by_the_columns(dZ, db):
+    """Wrong: the loop over the rows stops at the smaller of rows and columns (right whenever
+    the batch has fewer rows than columns)."""
+    c = cuda.grid(1)
+    if c < dZ.shape[1]:
+        total = np.float32(0)
+        for r in range(min(dZ.shape[0], dZ.shape[1])):
+            total += dZ[r, c]
+        db[c] = total
+
+
+@pytest.mark.parametrize("seed", [1, 2, 12345])
+def test_bias_grad_names_rows_bounded_by_the_columns(seed):
+    result = ch06.check_bias_grad(bias_grad_rows_bounded_by_the_columns, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert "each column's sum stops after its first" in result.message, result.message
+    assert "more rows than columns" in result.message
