@@ -331,15 +331,23 @@ class HostRun:
                    if id(device_array) in written and isinstance(host, np.ndarray))
 
     @property
-    def output_copied_in(self) -> bool:
-        """Is the output of the launch with the most threads (its second argument) a device
-        array ``cuda.to_device`` filled with x's values, while another is its input? (An
-        output copied in from ``np.empty_like(x)`` or a NaN-filled array is not named: a
-        needless copy, but not x's.)"""
+    def output_copied_in(self) -> str | None:
+        """How the output of the launch with the most threads (its second argument) was filled,
+        when ``cuda.to_device`` copied a host array into it while another is its input: "x's
+        values", "zeros", or "a host array's values" (``np.empty_like(x)``: whatever memory
+        held); None when the output was allocated on the device."""
         arguments = self.biggest.arguments
-        return len(arguments) > 1 and arguments[1] is not arguments[0] and any(
-            arguments[1] is device and isinstance(host, np.ndarray) and host.shape == self.x.shape
-            and np.array_equal(host, self.x) for host, device in self.watch.copies_in)
+        if len(arguments) < 2 or arguments[1] is arguments[0]:
+            return None
+        host = next((host for host, device in self.watch.copies_in
+                     if arguments[1] is device and isinstance(host, np.ndarray)), None)
+        if host is None:
+            return None
+        if host.shape == self.x.shape and np.array_equal(host, self.x):
+            return "x's values"
+        with np.errstate(all="ignore"):  # np.empty_like's garbage may hold anything
+            zeros = not np.any(host != 0)
+        return "zeros" if zeros else "a host array's values"
 
     @cached_property
     def kernel_output(self) -> np.ndarray | None:
@@ -502,13 +510,13 @@ HOST_MISTAKES = (
                        "twice the bytes, and a GPU does float64 arithmetic many times slower"),
             "copy x as it is: `cuda.to_device(x)` and `cuda.device_array_like(d_x)` keep its "
             "dtype (no `astype`, no `np.array(x, dtype=float)`).", "host code"),
-    Mistake("the output made by copying x to the device (a copy over the host link for "
-            "nothing)",
-            lambda h: h.output_copied_in,
+    Mistake("the output made by copying a host array (x, zeros, np.empty_like) to the device "
+            "(a copy over the host link for nothing)",
+            lambda h: h.output_copied_in is not None,
             lambda h: (f"{h.call} gave `{h.name}` an output that `cuda.to_device` filled with "
-                       "x's values, so x crossed the host link twice; the kernel overwrites "
-                       "every element of the output, which needs room on the device, not x's "
-                       "values"),
+                       f"{h.output_copied_in}, so {h.n:,} values crossed the host link for "
+                       "nothing: the kernel overwrites every element of the output, which "
+                       "needs room on the device, not values from the host"),
             "allocate the output on the device without copying anything into it "
             "(`cuda.device_array_like`, section 5's second step).", "host code"),
     Mistake("returned values computed on the host, not the kernel's output copied back",

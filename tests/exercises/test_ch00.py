@@ -490,7 +490,7 @@ def test_first_launches_written_differently_pass(kernel, run):
     (add_one, on_gpu_in_float64_cast_back, ["worked in float64", "twice the bytes"]),
     (add_one, on_gpu_two_blocks_extra, ["one whole block had nothing to do"]),
     (add_one, on_gpu_blocks_from_gpulab, ["gpulab's own", "one_thread_per_element"]),
-    (add_one, on_gpu_output_copied_in, ["filled with x's values", "crossed the host link twice",
+    (add_one, on_gpu_output_copied_in, ["filled with x's values", "host link for nothing",
                                         "without copying anything into it"]),
 ])
 def test_first_launch_names_more_mistakes(kernel, run, words):
@@ -894,3 +894,17 @@ def test_a_copy_back_on_a_stream_must_be_waited_for():
 def test_a_kernel_reached_through_a_closure_is_seen():
     result = check_first_launch(add_one, make_host_function(add_one), seed=1, show=False)
     assert result.passed, result
+
+
+def on_gpu_output_copied_in_as_zeros(x):
+    """Wrong for this chapter: the output copied in from a host array of zeros."""
+    d_x = cuda.to_device(x)
+    d_out = cuda.to_device(np.zeros_like(x))
+    add_one[(x.size + 127) // 128, 128](d_x, d_out)
+    return d_out.copy_to_host()
+
+
+def test_an_output_copied_in_as_zeros_is_named():
+    result = check_first_launch(add_one, on_gpu_output_copied_in_as_zeros, seed=1, show=False)
+    assert result.status == "failed", result
+    assert "filled with zeros" in result.message and "for nothing" in result.message
