@@ -769,6 +769,12 @@ class Tiling:
         return {name: self.threads.max_loads(name) for name in self.threads.names[:2]}
 
     @property
+    def loaders(self) -> tuple[int, int]:
+        """(threads that read A or B from global memory, threads in the launch)."""
+        readers = set().union(*(set(r) for r in self.threads.global_reads.values()))
+        return len(readers), len(self.threads.trace.threads)
+
+    @property
     def heavy(self) -> list[str]:
         """A and/or B when a thread loaded more of it than one value per step (and slack)."""
         allowed = self.threads.steps + max(1, self.threads.steps // 2)
@@ -913,6 +919,17 @@ def _untiled_message(e: Tiling) -> str:
 
 
 TILING_MISTAKES = (
+    Mistake("one thread (or a few) loading a whole tile while the others wait",
+            lambda e: bool(e.heavy) and 0 < e.loaders[0] <= e.loaders[1] // 4,
+            lambda e: (f"{'correct, but only' if e.right else 'only'} {e.loaders[0]} of the "
+                       f"{e.loaders[1]} threads read A or B from global memory, up to "
+                       f"{sum(e.loads.values())} values each: a few threads load whole tiles "
+                       f"while the others wait at the barrier. With {e.threads.T} x "
+                       f"{e.threads.T} tiles every thread loads one value of each per step "
+                       f"along K, {2 * e.threads.steps} in all"),
+            "share the loading: at each step every thread copies one value of A's tile and "
+            "one of B's (its own row and column in the tile), then all wait at the barrier.",
+            recognised_from="trace"),
     Mistake("untiled: a thread loads A or B from global memory at every k (the naive kernel, "
             "or one matrix only through a tile)", lambda e: e.heavy, _untiled_message,
             UNTILED_HINT, recognised_from="trace"),

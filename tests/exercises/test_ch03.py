@@ -1483,3 +1483,35 @@ def test_naive_names_x_down_the_rows(seed):
     assert result.status == "failed", result.message
     assert "threads side by side along x touched elements a row apart" in result.message
     assert "took C[" in result.message
+
+
+@cuda.jit
+def tiled_loaded_by_one_thread(A, B, C):
+    """Wrong method: thread (0, 0) of each block copies both whole tiles; the others wait."""
+    a_tile = cuda.shared.array((TILE, TILE), numba.float32)
+    b_tile = cuda.shared.array((TILE, TILE), numba.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    acc = numba.float32(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if tx == 0 and ty == 0:
+            for i in range(TILE):
+                for j in range(TILE):
+                    inside_a = r0 + i < A.shape[0] and k0 + j < A.shape[1]
+                    inside_b = k0 + i < B.shape[0] and c0 + j < B.shape[1]
+                    a_tile[i, j] = A[r0 + i, k0 + j] if inside_a else numba.float32(0)
+                    b_tile[i, j] = B[k0 + i, c0 + j] if inside_b else numba.float32(0)
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+def test_tiles_loaded_by_one_thread_are_named_as_such():
+    result = check_matmul_tiled(tiled_loaded_by_one_thread, seed=1, show=False)
+    assert result.status == "failed", result.message
+    assert "threads read A or B from global memory" in result.message, result.message
+    assert "a few threads load whole tiles" in result.message
