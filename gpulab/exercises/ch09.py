@@ -333,11 +333,23 @@ class Accumulation:
         return next((str(x.dtype) for x in self.recorder.inputs
                      if getattr(x, "dtype", self.X.dtype) != self.X.dtype), None)
 
+    @staticmethod
+    def _rows(arrays) -> list[bytes]:
+        return sorted(np.ascontiguousarray(row).tobytes() for a in arrays for row in a)
+
     @property
     def each_sample_once(self) -> bool:
-        def rows(arrays):
-            return sorted(np.ascontiguousarray(row).tobytes() for a in arrays for row in a)
-        return rows(self.recorder.inputs) == rows([self.X])
+        return self._rows(self.recorder.inputs) == self._rows([self.X])
+
+    @property
+    def rounded_through(self) -> str | None:
+        """The narrower type (float32, float16) the samples went through and came back from,
+        each sample once, when that is what the model got instead of X's own values."""
+        if self.each_sample_once:
+            return None
+        got = self._rows(self.recorder.inputs)
+        return next((name for name in ("float32", "float16") if np.dtype(name) != self.X.dtype
+                     and got == self._rows([self.X.astype(name).astype(self.X.dtype)])), None)
 
     @property
     def labels_moved(self) -> int:
@@ -410,6 +422,11 @@ ACCUMULATION_MISTAKES = (
     Mistake("the samples cast to another dtype", lambda e: e.cast_to is not None,
             lambda e: (f"your micro-batches reached the model as {e.cast_to}, but the batch is "
                        f"{e.X.dtype}: a cast changes the values, and so the gradients"),
+            "pass the model slices of X itself (X[part], y[part]), as they are."),
+    Mistake("the samples rounded through a narrower type and back (each sample once)",
+            lambda e: e.rounded_through is not None,
+            lambda e: (f"every sample reached the model once, but rounded to {e.rounded_through} "
+                       f"and back to {e.X.dtype}: the values changed, and so the gradients"),
             "pass the model slices of X itself (X[part], y[part]), as they are."),
     Mistake("the micro-batch count used as the micro-batch size (or the other way round)",
             lambda e: e.parts_of_k,

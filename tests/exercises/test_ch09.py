@@ -847,3 +847,21 @@ def test_activation_bytes_names_narrow_number_types(function, words, seed):
     result = ch09.check_activation_bytes(function, seed=seed, show=False)
     assert result.status == FAILED, result
     assert words in result.message, result.message
+
+
+def accumulated_through_float32(model, X, y, micro_batches):
+    """Wrong: the batch rounded to float32 and back before it is cut (every sample once)."""
+    rounded = X.astype(np.float32).astype(X.dtype)
+    total = {}
+    for part in np.array_split(np.arange(len(y)), micro_batches):
+        model.loss(rounded[part], y[part])
+        model.backward()
+        for name, grad in model.gradients().items():
+            total[name] = total.get(name, 0) + grad * len(part) / len(y)
+    return total
+
+
+def test_accumulated_gradients_name_samples_rounded_through_float32():
+    result = ch09.check_accumulated_gradients(accumulated_through_float32, seed=1, show=False)
+    assert result.status == FAILED, result
+    assert "rounded to float32 and back to float64" in result.message, result.message
