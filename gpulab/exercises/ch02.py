@@ -227,8 +227,14 @@ class Timing:
         launches = self.watch.positions("launch")
         clocks = self.watch.positions("clock")
         before = [k for k in clocks if k < launches[-1]]
-        after = [k for k in clocks if k > launches[-1]]
-        return (before[-1], after[0]) if before and after else None
+        if not before:
+            return None
+        # the stop is the first reading of the same clock after the last launch: an event's
+        # record() after a wall clock's start is not that clock's second reading
+        kind = self.watch.events[before[-1]][1][0] == "event"
+        after = [k for k in clocks if k > launches[-1]
+                 and (self.watch.events[k][1][0] == "event") == kind]
+        return (before[-1], after[0]) if after else None
 
     def inside(self) -> list[str]:
         start, stop = self.window
@@ -411,11 +417,12 @@ TIMING_MISTAKES = (
             "copy and allocate before the first clock read, and copy back after the second: "
             "only the launches (and the wait for them) belong inside.",
             recognised_from="host code"),
-    Mistake("a wait on a stream none of the launches used",
+    Mistake("a wait on a stream the last launch did not use",
             lambda e: not e.waited and e.watch.count("empty_stream_wait"),
-            lambda e: (f"{e.call} waited with `synchronize()` on a stream it made but never "
-                       "gave a launch (copies at most): the launches ran on another stream, so "
-                       "that wait did not wait for them, and neither did the clock"),
+            lambda e: (f"{e.call} waited with `synchronize()` on a stream it made that the last "
+                       "launch did not use (it got copies, or earlier launches, at most): the "
+                       "timed launches ran on another stream, so that wait did not wait for "
+                       "them, and neither did the clock"),
             "wait for the work you launched: `cuda.synchronize()`, or launch on your stream "
             "(`kernel[blocks, threads, stream](...)`) and wait for that stream.",
             recognised_from="host code"),

@@ -150,17 +150,19 @@ class GridStride:
     def x_down_a_column(self) -> tuple | None:
         """``(left, element, right, element)``: the first two threads side by side along x (one
         block, one ``threadIdx.y``, ``threadIdx.x`` one apart) of a 2-D launch that each
-        touched one element of a 2-D array, where every such pair steps down a column (the row
-        index one apart, the column the same) and none along a row; None otherwise. Then x runs
-        along the rows, and a warp's neighbouring threads touch elements a whole row apart."""
+        touched one element of a 2-D array and stepped down a column (the row index one apart,
+        the column the same), where no such pair steps along a row (the column one apart, the
+        row the same); None otherwise. Then x runs along the rows, and a warp's neighbouring
+        threads touch elements a whole row apart. (A flat index split into a column and a row
+        wraps to the next column now and then: those pairs step neither way.)"""
         one = {thread: run[0] for thread, run in self.order.items()
                if len(set(run)) == 1 and isinstance(thread[1], tuple) and len(thread[1]) == 2
                and isinstance(run[0], tuple) and len(run[0]) == 2}
         pairs = [(left, one[left], right, one[right]) for left in sorted(one)
                  for right in [(left[0], (left[1][0] + 1, left[1][1]))] if right in one]
-        down = [pair for pair in pairs if (pair[3][0] - pair[1][0], pair[3][1] - pair[1][1])
-                == (1, 0)]
-        return down[0] if down and len(down) == len(pairs) else None
+        steps = [(pair[3][0] - pair[1][0], pair[3][1] - pair[1][1]) for pair in pairs]
+        down = [pair for pair, step in zip(pairs, steps, strict=True) if step == (1, 0)]
+        return down[0] if down and (0, 1) not in steps else None
 
     def example(self, element: str | None = None) -> str:
         """The first element more than one thread touched, spelled by ``element`` (default

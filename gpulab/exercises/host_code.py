@@ -76,12 +76,14 @@ class HostCodeWatch:
     copies_in: list = field(default_factory=list)
     streams_made: list = field(default_factory=list)
     streams_used: list = field(default_factory=list)
-    launch_streams: list = field(default_factory=list)
+    launch_streams: list = field(default_factory=list)  # each launch's stream (None: default)
 
     def empty_stream(self, stream) -> bool:
-        """Was ``stream`` made here and never given a launch (copies at most)?"""
-        return (any(stream is made for made in self.streams_made)
-                and not any(stream is used for used in self.launch_streams))
+        """Was ``stream`` made here, and not the stream of the last launch (given copies at
+        most, or launches before it but not that one)? Then its wait does not wait for it."""
+        return (any(stream is made for made in self.streams_made) and bool(self.launch_streams)
+                and self.launch_streams[-1] is not stream) or (
+            any(stream is made for made in self.streams_made) and not self.launch_streams)
 
     def count(self, kind: str) -> int:
         return sum(1 for event, _ in self.events if event == kind)
@@ -127,7 +129,8 @@ class KernelSpy:
             blocks, threads = (configuration + (None, None))[:2]
             if len(configuration) > 2:
                 self.watch.streams_used.append(configuration[2])
-                self.watch.launch_streams.append(configuration[2])
+            self.watch.launch_streams.append(configuration[2] if len(configuration) > 2
+                                             else None)
             dtypes = tuple(getattr(value, "dtype", None) for value in args)
             self.watch.events.append(("launch", HostLaunch(blocks, threads, numpy_arguments,
                                                            dtypes, args)))

@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import sysconfig
+import threading
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -194,11 +195,17 @@ _LIBRARY_FOLDERS = tuple(dict.fromkeys(
     if (folder := sysconfig.get_paths().get(key))))
 
 
-def _is_learners(frame) -> bool:
-    """Is ``frame`` the learner's code: not gpulab's, nor Python's or an installed package's?"""
-    if frame is None or _is_gpulab_name(frame.f_globals.get("__name__", "")):
-        return False
-    return not os.path.realpath(frame.f_code.co_filename).startswith(_LIBRARY_FOLDERS)
+def _called_by_learner(frame) -> bool:
+    """Walking back from ``frame`` (a caller) past Python's and installed packages' frames
+    (contextlib, threading, concurrent.futures): is the first other frame the learner's code,
+    or is there none (a thread the learner's code started)? False when it is gpulab's."""
+    while frame is not None:
+        if _is_gpulab_name(frame.f_globals.get("__name__", "")):
+            return False
+        if not os.path.realpath(frame.f_code.co_filename).startswith(_LIBRARY_FOLDERS):
+            return True
+        frame = frame.f_back
+    return True
 
 
 def _named(name: str):
@@ -221,81 +228,104 @@ def _named(name: str):
     return None
 
 
-# What the check running now watches for: {code object: name} and the list calls are added to.
-_WATCHED: contextvars.ContextVar[tuple[dict, list] | None] = contextvars.ContextVar(
+# What the check running now watches for: the refused names' code objects, the modules the
+# learner's code may use, and the list the calls found are added to.
+_WATCHED: contextvars.ContextVar[tuple[dict, tuple, list] | None] = contextvars.ContextVar(
     "gpulab_watched_calls", default=None)
 
 
 @contextmanager
-def calls_from_outside_gpulab(names: tuple[str, ...], called: list[str]) -> Iterator[None]:
-    """Within this block, each function of ``names`` (``"gpulab.nn.cost.estimate_step"``, a
-    check's own reference ``"gpulab.exercises.ch08.model_crossover"``, a property's getter)
-    appends its name to ``called`` when code outside gpulab (the learner's) calls it during
-    :func:`watching_calls`, however that code reached it (``getattr(cost, "estimate_" +
-    "step")``, ``sys.modules``, a module's ``__dict__``, a wrapper's ``__wrapped__``): what
-    :func:`gpulab_things_used` cannot see in the code. Nothing is replaced; gpulab's own calls
-    (the check's) are not counted."""
+def calls_from_outside_gpulab(names: tuple[str, ...], called: list[str],
+                              allowed: tuple[str, ...] = ()) -> Iterator[None]:
+    """Within this block, the learner's code (called under :func:`watching_calls`) may not
+    call a function of gpulab's (:func:`refused_callee`): each one it calls appends its name
+    to ``called``, however the code reached it (``getattr(cost, "estimate_" + "step")``,
+    ``sys.modules``, ``importlib``, a wrapper's ``__wrapped__``, a thread of its own): what
+    :func:`gpulab_things_used` cannot see in the code. ``names``: functions refused even in
+    the ``allowed`` modules (``"gpulab.nn.cost.estimate_step"``, a property's getter).
+    Nothing is replaced; gpulab's own calls (the check's) are not counted."""
     held = {name: thing for name in names if (thing := _named(name)) is not None}
     watched = {function.__code__: name for name, thing in held.items()
                if (function := _function_of(inspect.unwrap(thing))) is not None}
-    token = _WATCHED.set((watched, called) if watched else None)
+    token = _WATCHED.set((watched, allowed, called))
     try:
         yield
     finally:
         _WATCHED.reset(token)
 
 
+# gpulab's own machinery, never an answer: the simulator's instruments (a kernel's math.exp in
+# the simulator runs one of their functions).
+_MACHINERY = ("gpulab.instruments",)
+
+
+def refused_callee(code: types.CodeType, module: str, watched: dict,
+                   allowed: tuple[str, ...]) -> str | None:
+    """The name of the function whose ``code`` runs in ``module``, when a learner's code may
+    not call it: one of ``watched``'s, or a module-level function of gpulab's outside
+    ``allowed`` and the checks' machinery (a chapter module's reference answers count;
+    methods do not, since a check hands the learner objects of gpulab's to use, a model or a
+    communicator; nor kernels, which a check hands the learner to launch; nor the simulator's
+    instruments, which the learner's kernels call without knowing). None otherwise."""
+    if code in watched:
+        return watched[code]
+    if (not _is_gpulab_name(module) or _is_within(module, allowed)
+            or _is_within(module, _MACHINERY)
+            or (module.startswith(GUARDED_PACKAGE) and not _CHAPTER_MODULE.match(module))):
+        return None
+    held = getattr(sys.modules.get(module), code.co_name, None)
+    function = inspect.unwrap(held) if callable(held) else None
+    return f"{module}.{code.co_name}" if inspect.isfunction(function) and (
+        function.__code__ is code) else None
+
+
 @contextmanager
 def watching_calls() -> Iterator[None]:
-    """Around a call of the learner's code: a profile hook (:func:`sys.setprofile`, this
-    thread) that tells :func:`calls_from_outside_gpulab`'s block of each watched function the
-    learner's code calls. Only around the learner's calls, as a hook slows every call."""
+    """Around a call of the learner's code: a profile hook (:func:`sys.setprofile` for this
+    thread, :func:`threading.setprofile` for threads it starts) that tells
+    :func:`calls_from_outside_gpulab`'s block of each refused function the learner's code
+    calls. Only around the learner's calls, as a hook slows every call."""
     state = _WATCHED.get()
     if state is None:
         yield
         return
-    watched, called = state
+    watched, allowed, called = state
 
     def watch(frame, event, _argument):
         # (a cached function's wrapper is C code, and a call its cache answers runs no Python:
         # a check's reference keeps its cache behind a plain function)
-        if event == "call" and frame.f_code in watched and _is_learners(frame.f_back):
-            called.append(watched[frame.f_code])
+        if event != "call":
+            return
+        name = refused_callee(frame.f_code, frame.f_globals.get("__name__", ""), watched,
+                              allowed)
+        if name is not None and _called_by_learner(frame.f_back):
+            called.append(name)
 
-    before = sys.getprofile()
+    before, before_threads = sys.getprofile(), threading.getprofile()
     sys.setprofile(watch)
+    threading.setprofile(watch)
     try:
         yield
     finally:
         sys.setprofile(before)
-
-
-def reference_functions(allowed: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The module-level functions of the modules a check compares with
-    (:data:`GUARDED_MODULES`, and the chapters' check modules: their reference answers), but
-    those of ``allowed`` modules: what a learner's function must not call, however it reaches
-    them (:func:`calls_from_outside_gpulab`). Methods are left out: a check hands the
-    learner's code objects of gpulab's to use (a model, a communicator)."""
-    names = [*GUARDED_MODULES, *(name for name in list(sys.modules)
-                                 if _CHAPTER_MODULE.match(name))]
-    return tuple(f"{module}.{name}" for module in names if not _is_within(module, allowed)
-                 and (found := sys.modules.get(module)) is not None
-                 for name, value in vars(found).items()
-                 if inspect.isfunction(inspect.unwrap(value)) and callable(value)
-                 and getattr(value, "__module__", None) == module)
+        threading.setprofile(before_threads)
 
 
 # Names that read the interpreter's frames or objects: a learner's function that reads them can
 # take the check's own expected values from the caller's frame (``sys._getframe(1).f_locals``).
 FRAME_READING = ("_getframe", "currentframe", "f_back", "f_locals", "f_globals",
-                 "getouterframes", "getinnerframes", "tb_frame", "get_referrers", "get_objects")
+                 "getouterframes", "getinnerframes", "tb_frame", "get_referrers", "get_objects",
+                 "exc_info", "getargvalues")
+# Modules whose business is the interpreter's frames and objects: no exercise needs them.
+FRAME_MODULES = ("inspect", "traceback", "gc")
 
 
 def frames_read(thing) -> list[str]:
     """Which of :data:`FRAME_READING` the learner's ``thing`` (or a function it calls that the
-    learner wrote) uses."""
+    learner wrote) uses, and which of :data:`FRAME_MODULES`."""
     used = words_used(thing)
-    return [word for word in FRAME_READING if word in used]
+    return ([word for word in FRAME_READING if word in used]
+            + modules_used(thing, FRAME_MODULES))
 
 
 def words_used(thing) -> set[str]:
@@ -371,6 +401,6 @@ def replaced_parts() -> list[str]:
     return [name for name, original in _ORIGINALS.items() if now.get(name) is not original]
 
 
-__all__ = ["FRAME_READING", "GUARDED_MODULES", "GUARDED_NUMPY", "GUARDED_PACKAGE",
+__all__ = ["FRAME_MODULES", "FRAME_READING", "GUARDED_MODULES", "GUARDED_NUMPY", "GUARDED_PACKAGE",
            "calls_from_outside_gpulab", "frames_read", "gpulab_things_used", "modules_used",
-           "reference_functions", "remember_originals", "replaced_parts", "watching_calls"]
+           "refused_callee", "remember_originals", "replaced_parts", "watching_calls"]

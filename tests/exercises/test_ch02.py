@@ -1270,7 +1270,7 @@ def time_waiting_on_the_copies_stream(kernel, a, x, y, repeats=5):
                                       time_waiting_on_the_copies_stream])
 def test_a_wait_on_a_stream_without_the_launches_fails_and_one_with_them_passes(function):
     result = check_time_saxpy(function, seed=2, show=False)
-    assert result.status == "failed" and "never gave a launch (copies at most)" in (
+    assert result.status == "failed" and "that the last launch did not use" in (
         result.message), str(result)
     assert check_time_saxpy(time_on_its_own_stream, seed=2, show=False).passed
 
@@ -1328,3 +1328,49 @@ def time_warmed_up_on_one_block(kernel, a, x, y, repeats=5):
 
 def test_a_warm_up_on_a_slice_passes():
     assert check_time_saxpy(time_warmed_up_on_one_block, seed=1, show=False).passed
+
+
+def time_waiting_on_the_warm_up_stream(kernel, a, x, y, repeats=5):
+    """Wrong: the warm-up on one stream, the timed launches on another; the clock waits for
+    the warm-up's stream only."""
+    warm, timed = cuda.stream(), cuda.stream()
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = (x.shape[0] + 255) // 256
+    kernel[blocks, 256, warm](a, d_x, d_y, d_out)
+    warm.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256, timed](a, d_x, d_y, d_out)
+    warm.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    cuda.synchronize()
+    return d_out.copy_to_host(), seconds
+
+
+def time_recording_an_event_never_waited_for(kernel, a, x, y, repeats=5):
+    """Wrong: an event recorded after the launches, but the wall clock read without waiting
+    for it (or anything)."""
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = (x.shape[0] + 255) // 256
+    kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    done = cuda.event()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    done.record()
+    seconds = (time.perf_counter() - start) / repeats
+    cuda.synchronize()
+    return d_out.copy_to_host(), seconds
+
+
+@pytest.mark.parametrize("function, words", [
+    (time_waiting_on_the_warm_up_stream, "that the last launch did not use"),
+    (time_recording_an_event_never_waited_for, "without waiting for the GPU"),
+])
+def test_waits_that_do_not_wait_for_the_timed_launches_fail(function, words):
+    result = check_time_saxpy(function, seed=1, show=False)
+    assert result.status == "failed", str(result)
+    assert words in result.message, result.message

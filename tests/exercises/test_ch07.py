@@ -1333,3 +1333,36 @@ def adam_decay_added_into_grad(param, grad, m, v, lr, beta1, beta2, eps, c1, c2,
 def test_adam_names_grad_written_in_place():
     result = ch07.check_adam(adam_decay_added_into_grad, seed=1, show=False)
     assert_result(result, FAILED, "your kernel changed its input grad at step 1")
+
+
+def minibatches_from_gpulab_by_a_built_name(n_samples, batch_size, rng):
+    """A cheat: gpulab's own mini-batches, from a module imported by a name built at run time
+    (no module in the checks' list of references)."""
+    import importlib
+    data = importlib.import_module(".".join(["gpulab", "nn", "data"]))
+    return getattr(data, "minibatch" + "_indices")(n_samples, batch_size, rng)
+
+
+def test_minibatches_refuses_gpulabs_own_however_it_is_imported():
+    result = ch07.check_minibatches(minibatches_from_gpulab_by_a_built_name, seed=1, show=False)
+    assert_result(result, FAILED, "gpulab.nn.data.minibatch_indices")
+
+
+@cuda.jit
+def loss_gradient_flat_index_down_the_columns(probs, labels, scale, dlogits):
+    """Wrong method: a flat index split with the row varying fastest, so threads side by side
+    along x take elements a row apart (but at each wrap into the next column)."""
+    x, y = cuda.grid(2)
+    width, height = cuda.gridsize(2)
+    rows = probs.shape[0]
+    for i in range(y * width + x, rows * probs.shape[1], width * height):
+        c, r = i // rows, i % rows
+        target = np.float32(1) if c == labels[r] else np.float32(0)
+        dlogits[r, c] = (probs[r, c] - target) * scale
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_loss_gradient_names_a_flat_index_down_the_columns(seed):
+    result = ch07.check_loss_gradient(loss_gradient_flat_index_down_the_columns, seed=seed,
+                                      show=False)
+    assert_result(result, FAILED, "threads side by side along x touched elements a row apart")

@@ -763,3 +763,34 @@ def test_percentile_names_a_list_sorted_in_place():
     assert result.status == FAILED, result
     assert "changed its argument `latencies` in place (the list came back different)" in (
         result.message), result.message
+
+
+def joules_from_the_checks_trapezoid_in_a_thread_pool(times_s, watts, n_inferences):
+    """A cheat: the check's own trapezoid, reached by a built name and run in a pool's thread
+    (the call comes from the pool's code, not from this function)."""
+    import importlib
+    from concurrent.futures import ThreadPoolExecutor
+    module = importlib.import_module(".".join(["gpulab", "exercises", "ch12"]))
+    with ThreadPoolExecutor(1) as pool:
+        total = pool.submit(getattr(module, "trape" + "zoid"), times_s, watts).result()
+    return total / n_inferences * 1000
+
+
+def percentile_from_the_checks_locals(latencies, q):
+    """A cheat: the check's own sorted values and rank, read from its frame's locals."""
+    import inspect
+    for info in inspect.stack():
+        seen = inspect.getargvalues(info.frame).locals
+        if "values" in seen and "rank" in seen:
+            return sorted(seen["values"])[seen["rank"] - 1]
+    return latencies[0]
+
+
+def test_the_references_are_refused_from_a_thread_and_the_frames_are_not_read():
+    result = ch12.check_joules_per_thousand(joules_from_the_checks_trapezoid_in_a_thread_pool,
+                                            seed=1, show=False)
+    assert result.status == FAILED and "gpulab.exercises.ch12.trapezoid" in result.message, (
+        result.message)
+    result = ch12.check_percentile(percentile_from_the_checks_locals, seed=1, show=False)
+    assert result.status == FAILED, result
+    assert "reads the interpreter's frames" in result.message and "`inspect`" in result.message
