@@ -279,9 +279,10 @@ class CheckSpec:
             name = getattr(thing, "__name__", None) or getattr(
                 getattr(thing, "py_func", None), "__name__", "your code")
             raise CheckFailedError(
-                f"`{name}` reads the interpreter's frames ({', '.join(f'`{w}`' for w in frames)}"
-                "): from there a function can take the check's own expected values out of the "
-                "caller's variables, so this check cannot judge it.", OWN_WORK_HINT)
+                f"`{name}` reads the interpreter's frames, or uses a module made for that "
+                f"({', '.join(f'`{w}`' for w in frames)}): from there a function can take the "
+                "check's own expected values out of the caller's variables, so this check "
+                "cannot judge it.", OWN_WORK_HINT)
         used = learner_code.gpulab_things_used(thing, self.allowed_gpulab,
                                                  self.refused_gpulab)
         if used:
