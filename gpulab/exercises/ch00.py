@@ -408,6 +408,13 @@ HOST_MISTAKES = (
                        "GPU's memory, where NumPy and the rest of your program cannot read them"),
             "copy the output back to the host (section 5's last step) and return that copy.",
             "host code"),
+    Mistake("launched with `forall`, which picks the grid itself",
+            lambda h: h.watch.forall_tasks is not None,
+            lambda h: (f"{h.call} launched the kernel with `forall({h.watch.forall_tasks})`, "
+                       "Numba's launch that chooses the blocks and threads for you: this "
+                       "exercise is about choosing them"),
+            "launch with `kernel[blocks, threads](...)`, the number of blocks worked out from "
+            "n and the block size (chapter 00's blocks_for).", recognised_from="host code"),
     Mistake("never launched the kernel", lambda h: not h.launches,
             lambda h: (f"{h.call} never launched `{h.name}`"
                        + (": it returned the right values, computed without the GPU"
@@ -537,7 +544,8 @@ HOST = CheckSpec(
     "first_launch", "add_one_on_gpu(x) -> numpy array", HOST_STUB_HINT, HOST_MISTAKES,
     title="2. the first launch: the host code",
     call="check_first_launch(add_one, add_one_on_gpu)",
-    holds="run on another random, odd n, then on a multiple of the block size it chose, "
+    holds="run on another random, odd n, then on a multiple of the block size it chose at "
+          "least one block larger, "
           "while its host code is watched "
           "(`ch00.watch_host_code`: copies, allocations, launches with their grid, "
           "`synchronize`, copies back), it must copy x in, launch `add_one` with device arrays "
@@ -582,7 +590,8 @@ def check_first_launch(kernel, run, seed: int | None = None) -> str:
     threads; up to 999,999 on a GPU) and x uniform in [-5, 5), float32, inside
     :func:`watch_host_code`; after its mistakes, what it returned is compared with x + 1
     element by element under the block size it launched; then once more with n a multiple of
-    that block size, where one block more than n needs (``n // threads + 1``) shows."""
+    that block size and larger than the first by at least one block, where one block more
+    than n needs (``n // threads + 1``), and a block count typed in, show."""
     if run is None or run is Ellipsis:
         raise NotAttemptedError("there is no host function to check yet.", HOST_STUB_HINT)
     trial = _check_add_one_kernel(kernel, seed)
@@ -596,8 +605,10 @@ def check_first_launch(kernel, run, seed: int | None = None) -> str:
     if failure := diagnose_vector(x + np.float32(1), got.astype(np.float32, copy=False),
                                   as_launched):
         raise CheckFailedError(f"{call}: {failure.message}", failure.hint)
-    # then n a multiple of its own block size: rounding up must not add a block (n // t + 1)
-    whole = (n // launch.threads_per_block + 1) * launch.threads_per_block
+    # then n a multiple of its own block size: rounding up must not add a block (n // t + 1);
+    # and two blocks past the first n, so that a block count typed in (2 blocks of 1024 cover
+    # every first n in the simulator) falls short
+    whole = (n // launch.threads_per_block + 2) * launch.threads_per_block
     check_launch_by_hand(run, kernel, whole, seed,
                          f"{getattr(run, '__name__', 'your function')}(x) with n = {whole} "
                          f"(a multiple of its {launch.threads_per_block} threads per block)")

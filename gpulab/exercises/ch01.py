@@ -381,12 +381,109 @@ DOT_PARTIAL_BLOCK_MISTAKES = _partial_block_mistakes(
     "must let every index below n through.")
 
 
+@dataclass
+class TreeTrace:
+    """The block sum traced on a small launch (``trial``): the evidence its method's mistakes
+    are told from, once the total is right."""
+
+    trial: Trial
+    trace: object
+    where = TracedWrites.where
+
+    @property
+    def rounds(self) -> int:
+        return int(np.log2(self.trial.threads_per_block))
+
+    @property
+    def races(self) -> list:
+        """Shared slots one thread wrote and another used between the same two barriers
+        (:meth:`gpulab.instruments.KernelTrace.shared_races`)."""
+        return self.trace.shared_races()
+
+    @property
+    def atomics(self) -> dict:
+        return self.trace.per_block("atomics")
+
+    @property
+    def busiest_block(self) -> tuple:
+        """(block, its atomic adds) for the block that made the most."""
+        return max(self.atomics.items(), key=lambda item: item[1])
+
+    @property
+    def atomics_into(self) -> str:
+        """Where the busiest block's atomic adds went: mostly a shared slot, or out[0]."""
+        block, most = self.busiest_block
+        shared = sum(1 for a in self.trace.accesses if a.kind == "atomic"
+                     and a.space == "shared" and a.thread[0] == block)
+        return "a shared slot" if shared > most // 2 else "out[0]"
+
+    def busiest(self, key: str) -> tuple:
+        """(thread, count) for the thread with the most ``key`` (global_reads, shared_reads)."""
+        counts = {t: row[key] for t, row in self.trace.per_thread().items()}
+        return max(counts.items(), key=lambda item: item[1])
+
+    @property
+    def global_reads(self) -> tuple:
+        return self.busiest("global_reads")
+
+    @property
+    def shared_reads(self) -> tuple:
+        return self.busiest("shared_reads")
+
+
+def _one_atomic_per_thread(e: TreeTrace) -> str:
+    block, most = e.busiest_block
+    per = ("one per thread" if most >= e.trial.threads_per_block
+           else f"one per {e.trial.threads_per_block // most} threads")
+    return (f"the total is right, but block {block} made {most} atomic adds (into "
+            f"{e.atomics_into}): {per}, so its {e.trial.threads_per_block} additions "
+            "still wait for each other one at a time, as in exercise 2. A tree needs one atomic "
+            "per block")
+
+
+def _serial_global(e: TreeTrace) -> str:
+    reader, reads = e.global_reads
+    x = e.trace.global_arrays[0] if e.trace.global_arrays else "x"
+    return (f"the total is right, but {thread_label(reader)} read {reads} values of {x} "
+            f"from global memory: one thread added up the block one value after another "
+            f"({reads} steps) while the others waited; the tree takes {e.rounds} rounds")
+
+
+def _serial_shared(e: TreeTrace) -> str:
+    reader, reads = e.shared_reads
+    return (f"the total is right, but {thread_label(reader)} read {reads} shared slots: one "
+            f"thread added up the block's {e.trial.threads_per_block} values one after "
+            f"another, while a tree needs {e.rounds} rounds of at most 2 reads per thread")
+
+
+# A right total by the wrong method, from a trace of a small launch (tried once the total is
+# right): not a tree.
+def _shared_race(e: TreeTrace) -> str:
+    write, other = e.races[0]
+    slot = f"{write.array.removeprefix('shared:')}[{', '.join(map(str, write.index))}]"
+    did = "read" if other.kind == "read" else "wrote"
+    return (f"the total is right here, but {thread_label(write.thread)} wrote {slot} and "
+            f"{thread_label(other.thread)} {did} it between the same two barriers (after "
+            f"{write.epoch} of them): on a GPU the two need not come in that order, so the "
+            f"{'read may see the old value' if did == 'read' else 'last write may be either'}. "
+            "The simulator runs a block's threads one after another up to each barrier, which "
+            "hides it")
+
+
+SHARED_RACE = Mistake(
+    "a shared slot written by one thread and used by another between the same two barriers (a "
+    "race the simulator's order hides)", lambda e: bool(e.races), _shared_race,
+    "a thread may use a shared slot another thread wrote only after a `cuda.syncthreads()` "
+    "that both pass in between (after the last round too, when a thread other than the "
+    "writer reads the block's total); threads that all add into one slot at once need an "
+    "atomic.", recognised_from="trace")
 DOT_SHARE_MISTAKES = (more_than_their_share(
     "one thread per element: each thread multiplies x[i] * y[i] for its own i and adds it with "
     "the atomic; no thread loops over its block's elements."),)
 DOT_ATOMIC = CheckSpec(
     "dot_atomic", "dot_atomic(x, y, out)", DOT_STUB_HINT,
-    DOT_MISTAKES + RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES + DOT_SHARE_MISTAKES,
+    DOT_MISTAKES + RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES + DOT_SHARE_MISTAKES
+    + (SHARED_RACE,),
     parameters=3, title="2. dot with atomics", call="check_dot_atomic(my_dot_atomic)",
     holds="x · y added into `out[0]` with an atomic add, one thread per element, guarded, "
           "under two block sizes; traced on a small launch, no thread reading more than its "
@@ -431,6 +528,8 @@ def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | N
     if not trace.error and trace.global_arrays:
         reject(DOT_SHARE_MISTAKES,
                InputReads(small, trace.elements_by_thread(trace.global_arrays[0], "read")))
+    if not trace.error:
+        reject((SHARED_RACE,), TreeTrace(small, trace))
     return (f"x · y = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
             f"seed={trial.seed}), each product taken by one thread.")
 
@@ -559,102 +658,8 @@ BLOCK_SUM_PARTIAL_BLOCK_MISTAKES = _partial_block_mistakes(
     "shared memory starts with leftover values.")
 
 
-@dataclass
-class TreeTrace:
-    """The block sum traced on a small launch (``trial``): the evidence its method's mistakes
-    are told from, once the total is right."""
-
-    trial: Trial
-    trace: object
-    where = TracedWrites.where
-
-    @property
-    def rounds(self) -> int:
-        return int(np.log2(self.trial.threads_per_block))
-
-    @property
-    def races(self) -> list:
-        """Shared slots one thread wrote and another used between the same two barriers
-        (:meth:`gpulab.instruments.KernelTrace.shared_races`)."""
-        return self.trace.shared_races()
-
-    @property
-    def atomics(self) -> dict:
-        return self.trace.per_block("atomics")
-
-    @property
-    def busiest_block(self) -> tuple:
-        """(block, its atomic adds) for the block that made the most."""
-        return max(self.atomics.items(), key=lambda item: item[1])
-
-    @property
-    def atomics_into(self) -> str:
-        """Where the busiest block's atomic adds went: mostly a shared slot, or out[0]."""
-        block, most = self.busiest_block
-        shared = sum(1 for a in self.trace.accesses if a.kind == "atomic"
-                     and a.space == "shared" and a.thread[0] == block)
-        return "a shared slot" if shared > most // 2 else "out[0]"
-
-    def busiest(self, key: str) -> tuple:
-        """(thread, count) for the thread with the most ``key`` (global_reads, shared_reads)."""
-        counts = {t: row[key] for t, row in self.trace.per_thread().items()}
-        return max(counts.items(), key=lambda item: item[1])
-
-    @property
-    def global_reads(self) -> tuple:
-        return self.busiest("global_reads")
-
-    @property
-    def shared_reads(self) -> tuple:
-        return self.busiest("shared_reads")
-
-
-def _one_atomic_per_thread(e: TreeTrace) -> str:
-    block, most = e.busiest_block
-    per = ("one per thread" if most >= e.trial.threads_per_block
-           else f"one per {e.trial.threads_per_block // most} threads")
-    return (f"the total is right, but block {block} made {most} atomic adds (into "
-            f"{e.atomics_into}): {per}, so its {e.trial.threads_per_block} additions "
-            "still wait for each other one at a time, as in exercise 2. A tree needs one atomic "
-            "per block")
-
-
-def _serial_global(e: TreeTrace) -> str:
-    reader, reads = e.global_reads
-    x = e.trace.global_arrays[0] if e.trace.global_arrays else "x"
-    return (f"the total is right, but {thread_label(reader)} read {reads} values of {x} "
-            f"from global memory: one thread added up the block one value after another "
-            f"({reads} steps) while the others waited; the tree takes {e.rounds} rounds")
-
-
-def _serial_shared(e: TreeTrace) -> str:
-    reader, reads = e.shared_reads
-    return (f"the total is right, but {thread_label(reader)} read {reads} shared slots: one "
-            f"thread added up the block's {e.trial.threads_per_block} values one after "
-            f"another, while a tree needs {e.rounds} rounds of at most 2 reads per thread")
-
-
-# A right total by the wrong method, from a trace of a small launch (tried once the total is
-# right): not a tree.
-def _shared_race(e: TreeTrace) -> str:
-    write, other = e.races[0]
-    slot = f"{write.array.removeprefix('shared:')}[{', '.join(map(str, write.index))}]"
-    did = "read" if other.kind == "read" else "wrote"
-    return (f"the total is right here, but {thread_label(write.thread)} wrote {slot} and "
-            f"{thread_label(other.thread)} {did} it between the same two barriers (after "
-            f"{write.epoch} of them): on a GPU the two need not come in that order, so the "
-            f"{'read may see the old value' if did == 'read' else 'last write may be either'}. "
-            "The simulator runs a block's threads one after another up to each barrier, which "
-            "hides it")
-
-
 TREE_METHOD_MISTAKES = (
-    Mistake("a shared slot written by one thread and used by another between the same two "
-            "barriers (a race the simulator's order hides)", lambda e: bool(e.races),
-            _shared_race,
-            "a thread may use a shared slot another thread wrote only after a "
-            "`cuda.syncthreads()` that both pass in between: after the last round too, when a "
-            "thread other than the writer reads the block's total.", recognised_from="trace"),
+    SHARED_RACE,
     Mistake("a right total by one atomic add per thread (into out[0] or a shared slot)",
             lambda e: e.busiest_block[1] > 1, _one_atomic_per_thread, TREE_HINT,
             recognised_from="trace"),

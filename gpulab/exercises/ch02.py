@@ -346,6 +346,13 @@ def _not_positive(seconds) -> bool:
 
 
 TIMING_MISTAKES = (
+    Mistake("launched with `forall`, which picks the grid itself",
+            lambda e: e.watch.forall_tasks is not None,
+            lambda e: (f"{e.call} launched the kernel with `forall({e.watch.forall_tasks})`, "
+                       "Numba's launch that chooses the blocks and threads for you: this "
+                       "exercise is about choosing them"),
+            "launch with `kernel[blocks, threads](...)`, the number of blocks worked out from "
+            "n and the block size (chapter 00's blocks_for).", recognised_from="host code"),
     Mistake("never launched the kernel", lambda e: not e.launches,
             lambda e: f"{e.call} never launched the kernel it was given",
             "the function must launch the kernel it is given as its first argument (not "

@@ -1085,10 +1085,39 @@ NUMERIC = CheckSpec(
          "changed instead of x")
 
 
+def _check_mixed_terms(function, rng: np.random.Generator, shape: tuple[int, int],
+                       seed: int | None) -> None:
+    """Then f = Σ x_k·x_(k+1) over x's entries in order: terms that mix two entries, so that
+    an entry left moved while the next one is probed (x put back only at the end) shifts the
+    next difference by eps; on the first f, each term reads one entry, and that never shows."""
+    x = rng.standard_normal(shape)
+
+    def f() -> float:
+        flat = x.reshape(-1)
+        return float(np.sum(flat[:-1] * flat[1:]))
+
+    try:
+        got = np.asarray(function(f, x, 1e-5), dtype=np.float64)
+    except Exception:  # noqa: BLE001 - the learner's code: said below
+        got = None
+    flat = x.reshape(-1)
+    exact = (np.concatenate([[0.0], flat[:-1]]) + np.concatenate([flat[1:], [0.0]]))
+    if got is None or got.shape != x.shape or not np.allclose(
+            got.reshape(-1), exact, rtol=1e-6, atol=1e-8):
+        raise CheckFailedError(
+            f"your function is right for f = sum(w x^2) + sum(x^3) / 3, whose terms each read "
+            f"one entry of x, but not for f = sum of x[k] * x[k + 1] over x's entries in order "
+            f"(a {shape[0]} x {shape[1]} x), whose terms mix two: an entry left moved while "
+            f"the next one is probed shifts that difference (seed={seed}).",
+            "put each entry back (its saved value) before you move the next one: every "
+            "difference must start from x as it was given.")
+
+
 @NUMERIC.check
 def check_numeric_gradient(function, seed: int | None = None) -> str:
     """Tried with eps = 1e-5 on f = sum(w x^2) + sum(x^3) / 3 of a random 2-D x (2 to 4 by 2
-    to 5), against the exact derivative; once right, on a 1-D x (3 to 6 entries) too; then with
+    to 5), against the exact derivative; once right, on f = Σ x_k·x_(k+1) (terms that mix two
+    entries: :func:`_check_mixed_terms`), on a 1-D x (3 to 6 entries) too; then with
     eps = 0.1 on a 2-D x that is a view of a larger array, against the central difference
     itself (2 w x + x^2 + eps^2 / 3)."""
     rng = np.random.default_rng(seed)
@@ -1107,6 +1136,7 @@ def check_numeric_gradient(function, seed: int | None = None) -> str:
                            float(np.max(np.abs(x - original))))
     if evidence.changed or not evidence.holds(evidence.exact):
         raise diagnose(NUMERIC.mistakes, evidence)
+    _check_mixed_terms(function, rng, shape, seed)
     x = rng.standard_normal(int(rng.integers(3, 7)))  # then a 1-D x: f reads the new x
     weights = rng.standard_normal(x.shape)
     try:

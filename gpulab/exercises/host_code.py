@@ -61,7 +61,8 @@ class HostCodeWatch:
     ``record()``), ``"cpu_clock"`` (``time.process_time`` and the like: CPU time, which stops
     while the CPU waits for the GPU), ``"elapsed"`` (an event's ``elapsed_time``: detail the
     seconds it gave), ``"copy_back_on_stream"`` (after a ``copy_to_host`` given a stream, which
-    returns before the copy ends), ``"empty_stream_wait"`` (``synchronize()`` of a stream the
+    returns before the copy ends), ``"forall"`` (a ``kernel.forall(n)`` launch: detail n),
+    ``"empty_stream_wait"`` (``synchronize()`` of a stream the
     code made with ``cuda.stream()`` but gave no launch: it does not wait for the launches,
     which went to another stream). The copies
     Numba makes itself for NumPy arguments are not events: they show in
@@ -84,6 +85,11 @@ class HostCodeWatch:
         return (any(stream is made for made in self.streams_made) and bool(self.launch_streams)
                 and self.launch_streams[-1] is not stream) or (
             any(stream is made for made in self.streams_made) and not self.launch_streams)
+
+    @property
+    def forall_tasks(self):
+        """The task count of the first ``kernel.forall(n)`` launch (None: none)."""
+        return next((detail for kind, detail in self.events if kind == "forall"), None)
 
     def count(self, kind: str) -> int:
         return sum(1 for event, _ in self.events if event == kind)
@@ -141,6 +147,12 @@ class KernelSpy:
                 self.watch.launching = False
 
         return launch
+
+    def forall(self, ntasks, *args, **kwargs):
+        """``kernel.forall(n)``: Numba's launch that picks the grid itself. Recorded as a
+        ``"forall"`` event (detail: n), then made as Numba makes it."""
+        self.watch.events.append(("forall", ntasks))
+        return self.kernel.forall(ntasks, *args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self.kernel, name)

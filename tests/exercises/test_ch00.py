@@ -908,3 +908,30 @@ def test_an_output_copied_in_as_zeros_is_named():
     result = check_first_launch(add_one, on_gpu_output_copied_in_as_zeros, seed=1, show=False)
     assert result.status == "failed", result
     assert "filled with zeros" in result.message and "for nothing" in result.message
+
+
+def on_gpu_two_blocks_typed_in(x):
+    """Wrong: the grid typed in, 2 blocks of 1024 (enough for the first n the simulator
+    draws, not for a larger one)."""
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[2, 1024](d_x, d_out)
+    return d_out.copy_to_host()
+
+
+def on_gpu_by_forall(x):
+    """Not this exercise: Numba's forall picks the grid itself."""
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one.forall(x.size)(d_x, d_out)
+    return d_out.copy_to_host()
+
+
+@pytest.mark.parametrize("run, words", [
+    (on_gpu_two_blocks_typed_in, "got no thread"),
+    (on_gpu_by_forall, "launched the kernel with `forall("),
+])
+def test_first_launch_names_a_grid_typed_in_and_forall(run, words):
+    result = check_first_launch(add_one, run, seed=1, show=False)
+    assert result.status == "failed", result
+    assert words in result.message, result.message

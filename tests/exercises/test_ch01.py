@@ -919,11 +919,12 @@ def test_the_race_the_partial_block_and_the_method_are_mistakes_in_the_specs():
         DOT_PARTIAL_BLOCK_MISTAKES,
         DOT_SHARE_MISTAKES,
         RACE_MISTAKES,
+        SHARED_RACE,
         TREE_METHOD_MISTAKES,
     )
 
-    assert DOT_ATOMIC.mistakes[-5:] == (RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES
-                                        + DOT_SHARE_MISTAKES)
+    assert DOT_ATOMIC.mistakes[-6:] == (RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES
+                                        + DOT_SHARE_MISTAKES + (SHARED_RACE,))
     assert BLOCK_SUM.mistakes[-8:] == (RACE_MISTAKES + BLOCK_SUM_PARTIAL_BLOCK_MISTAKES
                                        + TREE_METHOD_MISTAKES)
     table = BLOCK_SUM.mistake_table()
@@ -1348,3 +1349,27 @@ def test_a_warp_shuffle_the_simulator_lacks_is_told_as_its_gap():
     assert result.status == "failed", result
     assert "calls `cuda.shfl_down_sync`" in result.message, result.message
     assert "the simulator's gap, not necessarily a mistake of yours" in result.message
+
+
+@cuda.jit
+def dot_into_one_shared_slot(x, y, out):
+    """Wrong: every thread adds its product into one shared slot with a plain +=, then thread 0
+    adds the slot with one atomic: the read-modify-writes race on a GPU (the simulator runs
+    them one after another, so its total is right)."""
+    total = cuda.shared.array(1, np.float32)
+    i = cuda.grid(1)
+    if cuda.threadIdx.x == 0:
+        total[0] = 0
+    cuda.syncthreads()
+    if i < x.shape[0]:
+        total[0] += x[i] * y[i]
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.add(out, 0, total[0])
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_dot_names_a_shared_slot_everyone_adds_into(seed):
+    result = check_dot_atomic(dot_into_one_shared_slot, seed=seed, show=False)
+    assert result.status == "failed", result
+    assert "between the same two barriers" in result.message, result.message

@@ -1374,3 +1374,24 @@ def test_waits_that_do_not_wait_for_the_timed_launches_fail(function, words):
     result = check_time_saxpy(function, seed=1, show=False)
     assert result.status == "failed", str(result)
     assert words in result.message, result.message
+
+
+def time_by_forall(kernel, a, x, y, repeats=5):
+    """Not this exercise: Numba's forall picks the grid itself."""
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    launch = kernel.forall(x.shape[0])
+    launch(a, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        launch(a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def test_a_launch_by_forall_is_named_not_told_as_no_launch():
+    result = check_time_saxpy(time_by_forall, seed=1, show=False)
+    assert result.status == "failed", str(result)
+    assert "launched the kernel with `forall(" in result.message, result.message

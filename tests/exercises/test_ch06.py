@@ -1457,3 +1457,25 @@ def test_bias_grad_names_rows_bounded_by_the_columns(seed):
     assert result.status == FAILED, result
     assert "each column's sum stops after its first" in result.message, result.message
     assert "more rows than columns" in result.message
+
+
+def numeric_gradient_restored_only_at_the_end(f, x, eps):
+    """Wrong: each entry is left at x - eps while the later ones are probed, and x is put back
+    only at the end (right whenever f's terms each read one entry)."""
+    saved = x.copy()
+    grad = np.zeros(x.shape)
+    for index in np.ndindex(x.shape):
+        x[index] = saved[index] + eps
+        plus = f()
+        x[index] = saved[index] - eps
+        minus = f()
+        grad[index] = (plus - minus) / (2 * eps)
+    x[...] = saved
+    return grad
+
+
+def test_numeric_gradient_names_entries_left_moved_while_the_next_is_probed():
+    result = ch06.check_numeric_gradient(numeric_gradient_restored_only_at_the_end, seed=1,
+                                         show=False)
+    assert result.status == FAILED, result
+    assert "whose terms mix two" in result.message, result.message
