@@ -681,13 +681,16 @@ AMAX_BLOCKS = {"sim": (32, 64), "gpu": (128, 256)}
 AMAX_GRID = {"sim": 3, "gpu": 24}
 AMAX_SIZES = {"sim": (400, 800), "gpu": (20_000, 60_000)}
 AMAX_TRACE_GRID, AMAX_TRACE_THREADS, AMAX_TRACE_SIZES = 2, 64, (260, 360)
-AMAX_PAD = 5.0e5  # after x's end, larger than any value of x: seen only by a kernel reading past it
+# After x's end, larger than any value of x (up to about 1e12) and far below the shared-memory
+# poison (about 1.9e24): seen only by a kernel reading past the end.
+AMAX_PAD = 1.0e18
 AMAX_POISON = float(poison_value(np.float32))  # what shared memory holds before it is written
 
 
 def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
-    """The cases of one launch configuration, in the order they run: all finite (the largest
-    magnitude negative, in the last block's elements); NaN among them (the largest magnitude in
+    """The cases of one launch configuration, in the order they run: all finite (most past
+    fp16's largest, 65,504; the largest magnitude negative, in the last block's elements);
+    NaN among them (the largest magnitude in
     block 0's elements, a NaN the last element thread 0 of block 0 reads, and one at x's end);
     NaN, +inf and -inf;
     NaN and -inf only. The largest magnitude is read by an odd-numbered thread after the grid's
@@ -730,7 +733,11 @@ def _amax_cases(trial: Trial) -> list[tuple[str, np.ndarray]]:
 
     cases = []
     x, _ = finite(blocks - 1)
-    cases.append(("all finite, the largest magnitude negative", x))
+    # finite values far past fp16's largest (65,504) and E4M3's (448): what a count of |v|
+    # above either, rather than of inf and NaN, would count
+    x *= 10.0 ** np.random.default_rng([trial.seed or 0, 10]).uniform(5, 10)  # (rng's own
+    # draws, which the later cases are built from, stay as they were)
+    cases.append(("all finite, many past fp16's largest, the largest magnitude negative", x))
     for name, infs in (("NaN among finite values", ()), ("NaN, +inf and -inf", (np.inf, -np.inf)),
                        ("NaN and -inf, no +inf", (-np.inf, -np.inf))):
         x, p = finite(0, reader=1)  # thread 1, after x[1]
@@ -1063,6 +1070,15 @@ AMAX_MISTAKES = (
     Mistake("a plain write to out from several blocks (a race)",
             lambda e: e.race is not None or bool(e.plain_writes),
             lambda e: e.race_text(), ONE_ATOMIC_HINT, "source"),
+    Mistake("finite values counted as inf (a threshold such as fp16's largest, 65,504, or "
+            "E4M3's, 448)",
+            lambda e: e.want[1] == 0 and e.count > 0 and e.amax == e.want[0],
+            lambda e: (f"{e.summary}: x holds no inf or NaN here, but {int(e.count)} of its "
+                       f"values were counted, finite values up to {e.want[0]:.3g}: past fp16's "
+                       "largest (65,504) or E4M3's (448) a value cannot be stored in those "
+                       "formats, but in float32 it is finite"),
+            "count a value only when it is inf or NaN: float32 holds finite values up to "
+            "3.4e38, and a scale is what brings them into an 8-bit format's range."),
     Mistake("inf or NaN counted more than once",
             lambda e: e.amax == e.want[0] and e.count > e.want[1],
             lambda e: (f"{e.summary}: some inf or NaN values were counted more than once: two "

@@ -291,17 +291,20 @@ def _halving_loop_tests(source: KernelSource) -> set[int]:
 
 
 def hard_coded_size(source: KernelSource) -> str | None:
-    """The first line that compares a variable with a whole number bigger than 1 (``if i <
-    300:``): a problem size typed into the kernel. A halving loop's test (``while s > 16``)
-    is not one."""
+    """The first line that compares a variable used as an index (it appears in a subscript:
+    ``x[i]``) with a whole number bigger than 1 (``if i < 300:``): a problem size typed into
+    the kernel. A halving loop's test (``while s > 16``) is not one, nor a value's test
+    against a threshold (``if v > 65504:``, v never an index)."""
     halving = _halving_loop_tests(source)
+    indices = {name.id for node in source.walk() if isinstance(node, ast.Subscript)
+               for name in ast.walk(node.slice) if isinstance(name, ast.Name)}
     for node in source.walk():
         if id(node) in halving:
             continue
         if isinstance(node, ast.Compare) and any(
                 isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) for op in node.ops):
             sides = [node.left, *node.comparators]
-            if (any(isinstance(side, ast.Name) for side in sides) and any(
+            if (any(isinstance(side, ast.Name) and side.id in indices for side in sides) and any(
                     isinstance(side, ast.Constant) and isinstance(side.value, int)
                     and not isinstance(side.value, bool) and side.value > 1 for side in sides)):
                 return source.line(node)

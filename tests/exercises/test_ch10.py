@@ -1695,3 +1695,40 @@ def test_loss_scale_names_found_inf_tested_by_identity(seed):
     result = ch10.check_loss_scale_update(loss_scale_by_identity, seed=seed, show=False)
     assert result.status == FAILED, result
     assert "found_inf NumPy's True" in result.message, result.message
+
+
+@cuda.jit
+def amax_counting_past_fp16s_largest(x, out):
+    """Wrong: a value counted as inf when it is past fp16's largest (65,504), as if x were fp16;
+    in float32 such values are finite."""
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = x.dtype.type(0)
+    count = x.dtype.type(0)
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = abs(x[i])
+        if math.isnan(v) or v > 65504:
+            count += 1
+        if not math.isnan(v):
+            mine = max(mine, v)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_amax_names_finite_values_counted_past_a_threshold(seed):
+    result = ch10.check_amax_nonfinite(amax_counting_past_fp16s_largest, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert "x holds no inf or NaN here, but" in result.message, result.message
