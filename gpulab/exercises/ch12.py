@@ -259,15 +259,17 @@ class InferenceProblem:
 
 
 def inference_problem(rng: np.random.Generator, batch: int, n_in: int, n_hidden: int,
-                      n_classes: int) -> InferenceProblem:
+                      n_classes: int, hidden_scale: float = 1.0) -> InferenceProblem:
     """Random inputs and weights with: a hidden layer about half negative before its ReLU (so
     the ReLU matters), biases as large as the products (so each matters), two classes with the
     same weights (an exact tie on the samples where they win), ~30 % of samples with only
-    negative logits, and no other near-tie (so float32 rounding cannot change an answer)."""
+    negative logits, and no other near-tie (so float32 rounding cannot change an answer).
+    ``hidden_scale`` scales the first layer's weights and biases: at 8 many hidden units pass
+    6 (so a ReLU6, clipped there, shows)."""
     f32 = np.float32
     X = rng.standard_normal((batch, n_in)).astype(f32)
-    W1 = (rng.standard_normal((n_in, n_hidden)) / math.sqrt(n_in)).astype(f32)
-    b1 = rng.normal(0, 0.8, n_hidden).astype(f32)
+    W1 = (rng.standard_normal((n_in, n_hidden)) * (hidden_scale / math.sqrt(n_in))).astype(f32)
+    b1 = (rng.normal(0, 0.8, n_hidden) * hidden_scale).astype(f32)
     hidden = np.maximum(X.astype(np.float64) @ W1 + b1, 0)
     W2 = rng.standard_normal((n_hidden, n_classes - 1)) / math.sqrt(n_hidden / 2)
     b2 = rng.normal(0, 0.8, n_classes - 1)
@@ -433,6 +435,19 @@ INFER_MISTAKES = (
                        "ReLU keeps a positive sum and makes a negative one 0, it does not flip "
                        "its sign"),
             "the ReLU is max(h, 0)."),
+    Mistake("a ReLU clipped at 6 (ReLU6)",
+            lambda e: e.like_logits(e.problem.logits(
+                activation=lambda h: np.clip(h, 0.0, 6.0))),
+            lambda e: (f"{e.summary}: those are the classes with each hidden unit clipped at 6 "
+                       "(ReLU6, as some mobile networks use): the course's ReLU has no upper "
+                       "limit"), "the ReLU is max(h, 0), however large h is."),
+    Mistake("a leaky ReLU (negative sums scaled down, not 0)",
+            lambda e: any(e.like_logits(e.problem.logits(
+                activation=lambda h, a=slope: np.where(h > 0, h, a * h)))
+                for slope in (0.01, 0.02, 0.1, 0.2)),
+            lambda e: (f"{e.summary}: those are the classes of a leaky ReLU, which lets a "
+                       "small share of a negative sum through: the course's ReLU makes it 0"),
+            "the ReLU is max(h, 0): a negative sum becomes exactly 0."),
     Mistake("a hidden unit's sum carried on from the unit before",
             lambda e: e.like_logits(e.problem.logits(carried=True)),
             lambda e: (f"{e.summary}: those are the classes when each hidden unit's sum starts "
@@ -587,7 +602,8 @@ def check_inference(kernel, seed: int | None = None, threads_per_block: int | No
     trial = Trial.draw("check_inference", seed, np.float32, block=threads_per_block,
                        size_range=INFER_BATCH_RANGE[tier_key()])
     problem_rng = np.random.default_rng([seed, 12])
-    problems = [inference_problem(problem_rng, trial.n, *_widths(problem_rng, square))
+    problems = [inference_problem(problem_rng, trial.n, *_widths(problem_rng, square),
+                                  hidden_scale=1.0 if square else 8.0)
                 for square in (True, False)]
 
     def run(trial: Trial) -> Trial:

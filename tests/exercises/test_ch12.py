@@ -794,3 +794,57 @@ def test_the_references_are_refused_from_a_thread_and_the_frames_are_not_read():
     result = ch12.check_percentile(percentile_from_the_checks_locals, seed=1, show=False)
     assert result.status == FAILED, result
     assert "reads the interpreter's frames" in result.message and "`inspect`" in result.message
+
+
+@cuda.jit
+def infer_relu6(X, W1, b1, W2, b2, logits, out):
+    """Wrong: each hidden unit clipped at 6 (ReLU6)."""
+    i = cuda.grid(1)
+    if i < X.shape[0]:
+        for c in range(W2.shape[1]):
+            logits[i, c] = b2[c]
+        for j in range(W1.shape[1]):
+            h = b1[j]
+            for k in range(X.shape[1]):
+                h += X[i, k] * W1[k, j]
+            h = min(max(h, np.float32(0)), np.float32(6))
+            for c in range(W2.shape[1]):
+                logits[i, c] += h * W2[j, c]
+        best = 0
+        for c in range(1, W2.shape[1]):
+            if logits[i, c] > logits[i, best]:
+                best = c
+        out[i] = best
+
+
+@cuda.jit
+def infer_leaky(X, W1, b1, W2, b2, logits, out):
+    """Wrong: a leaky ReLU (slope 0.01 below 0)."""
+    i = cuda.grid(1)
+    if i < X.shape[0]:
+        for c in range(W2.shape[1]):
+            logits[i, c] = b2[c]
+        for j in range(W1.shape[1]):
+            h = b1[j]
+            for k in range(X.shape[1]):
+                h += X[i, k] * W1[k, j]
+            if h < 0:
+                h = h * np.float32(0.01)
+            for c in range(W2.shape[1]):
+                logits[i, c] += h * W2[j, c]
+        best = 0
+        for c in range(1, W2.shape[1]):
+            if logits[i, c] > logits[i, best]:
+                best = c
+        out[i] = best
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+@pytest.mark.parametrize("kernel, words", [
+    (infer_relu6, "clipped at 6"),
+    (infer_leaky, "a leaky ReLU"),
+])
+def test_inference_names_relu_variants(kernel, words, seed):
+    result = ch12.check_inference(kernel, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert words in result.message, result.message
