@@ -748,6 +748,13 @@ class Joules:
     def per_k(self, joules: float) -> float:
         return joules / self.n * 1000
 
+    @property
+    def rounded_to_a_joule(self) -> bool:
+        """A whole number (an int, or a float with nothing after the point) within a joule of
+        the answer, which is not whole: rounded on the way."""
+        return (not _not_a_number(self.got) and float(self.got) == int(float(self.got))
+                and abs(float(self.got) - self.want) < 1 and self.want != int(self.want))
+
     def near(self, value) -> bool:
         return math.isclose(float(self.got), float(value), rel_tol=JOULES_TOLERANCE)
 
@@ -815,6 +822,13 @@ JOULES_MISTAKES = (
     Mistake("a result that is not a number", lambda e: _not_a_number(e.got),
             lambda e: f"you returned {e.got!r}: a number of joules was expected",
             NOT_A_NUMBER_HINT),
+    Mistake("the result rounded to a whole joule (`//`, int(), round())",
+            lambda e: e.rounded_to_a_joule,
+            lambda e: (f"{e.summary}: a whole number of joules, {abs(e.want - float(e.got)):.2g} "
+                       "J from the answer: the result was rounded (or divided with `//`) on "
+                       "the way"),
+            "keep the energy as a float to the end: joules per thousand is rarely a whole "
+            "number."),
     Mistake("watt-hours instead of joules", lambda e: e.near(e.want / 3600),
             lambda e: f"{e.summary}: that is in watt-hours",
             "1 Wh = 3600 J, and the answer is in joules (watts × seconds): no conversion "
@@ -927,7 +941,8 @@ def check_joules_per_thousand(function, seed: int | None = None) -> str:
         evidence = Joules(got, np.asarray(times), np.asarray(watts), n, idle,
                           f"{len(times)} samples over {times[-1]:.2f} s, {n} inferences, "
                           f"seed={seed}")
-        if _not_a_number(got) or not evidence.near(evidence.want):
+        if (_not_a_number(got) or not evidence.near(evidence.want)
+                or evidence.rounded_to_a_joule):
             JOULES.reject(evidence)
     return f"all 4 power traces right (seed={seed})."
 

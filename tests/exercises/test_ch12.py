@@ -848,3 +848,18 @@ def test_inference_names_relu_variants(kernel, words, seed):
     result = ch12.check_inference(kernel, seed=seed, show=False)
     assert result.status == FAILED, result
     assert words in result.message, result.message
+
+
+def joules_floored_to_a_whole_joule(times_s, watts, n_inferences):
+    """Wrong: the trapezoid's joules per thousand, floored with //."""
+    total = sum((times_s[k + 1] - times_s[k]) * (watts[k] + watts[k + 1]) / 2
+                for k in range(len(times_s) - 1))
+    return total * 1000 // n_inferences
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_joules_names_a_result_rounded_to_a_whole_joule(seed):
+    result = ch12.check_joules_per_thousand(joules_floored_to_a_whole_joule, seed=seed,
+                                            show=False)
+    assert result.status == FAILED, result
+    assert "a whole number of joules" in result.message, result.message
