@@ -25,7 +25,13 @@ from functools import cached_property
 import numpy as np
 
 from gpulab.exercises.grid_stride import one_per_thread
-from gpulab.exercises.host_code import HostCodeWatch, HostLaunch, KernelSpy, watch_host_code
+from gpulab.exercises.host_code import (
+    LAUNCHED_BY_FORALL,
+    HostCodeWatch,
+    HostLaunch,
+    KernelSpy,
+    watch_host_code,
+)
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.outputs import diagnose_vector, looks_like
 from gpulab.exercises.results import CheckFailedError, NotAttemptedError
@@ -408,13 +414,7 @@ HOST_MISTAKES = (
                        "GPU's memory, where NumPy and the rest of your program cannot read them"),
             "copy the output back to the host (section 5's last step) and return that copy.",
             "host code"),
-    Mistake("launched with `forall`, which picks the grid itself",
-            lambda h: h.watch.forall_tasks is not None,
-            lambda h: (f"{h.call} launched the kernel with `forall({h.watch.forall_tasks})`, "
-                       "Numba's launch that chooses the blocks and threads for you: this "
-                       "exercise is about choosing them"),
-            "launch with `kernel[blocks, threads](...)`, the number of blocks worked out from "
-            "n and the block size (chapter 00's blocks_for).", recognised_from="host code"),
+    LAUNCHED_BY_FORALL,
     Mistake("never launched the kernel", lambda h: not h.launches,
             lambda h: (f"{h.call} never launched `{h.name}`"
                        + (": it returned the right values, computed without the GPU"

@@ -44,7 +44,7 @@ import numpy as np
 from gpulab import device, memory_model, reference
 from gpulab.exercises.evidence import GridStride, OutputWrites, TracedWrites
 from gpulab.exercises.grid_stride import grid_stride_mistakes, more_than_their_share
-from gpulab.exercises.host_code import HostCodeWatch, watch_host_code
+from gpulab.exercises.host_code import LAUNCHED_BY_FORALL, HostCodeWatch, watch_host_code
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.outputs import diagnose_vector, looks_like
 from gpulab.exercises.results import CheckFailedError, offer_trace
@@ -346,13 +346,7 @@ def _not_positive(seconds) -> bool:
 
 
 TIMING_MISTAKES = (
-    Mistake("launched with `forall`, which picks the grid itself",
-            lambda e: e.watch.forall_tasks is not None,
-            lambda e: (f"{e.call} launched the kernel with `forall({e.watch.forall_tasks})`, "
-                       "Numba's launch that chooses the blocks and threads for you: this "
-                       "exercise is about choosing them"),
-            "launch with `kernel[blocks, threads](...)`, the number of blocks worked out from "
-            "n and the block size (chapter 00's blocks_for).", recognised_from="host code"),
+    LAUNCHED_BY_FORALL,
     Mistake("never launched the kernel", lambda e: not e.launches,
             lambda e: f"{e.call} never launched the kernel it was given",
             "the function must launch the kernel it is given as its first argument (not "

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpulab.exercises.mistakes import Mistake
 from gpulab.instruments import launchable
 
 
@@ -82,9 +83,8 @@ class HostCodeWatch:
     def empty_stream(self, stream) -> bool:
         """Was ``stream`` made here, and not the stream of the last launch (given copies at
         most, or launches before it but not that one)? Then its wait does not wait for it."""
-        return (any(stream is made for made in self.streams_made) and bool(self.launch_streams)
-                and self.launch_streams[-1] is not stream) or (
-            any(stream is made for made in self.streams_made) and not self.launch_streams)
+        made_here = any(stream is made for made in self.streams_made)
+        return made_here and (not self.launch_streams or self.launch_streams[-1] is not stream)
 
     @property
     def forall_tasks(self):
@@ -117,6 +117,17 @@ class HostCodeWatch:
     def spy(self, kernel) -> KernelSpy:
         """A stand-in for ``kernel`` that records each launch, then launches the real kernel."""
         return KernelSpy(launchable(kernel), self)
+
+
+# A host-code check's rule, for any evidence with the learner's ``call`` and the ``watch``.
+LAUNCHED_BY_FORALL = Mistake(
+    "launched with `forall`, which picks the grid itself",
+    lambda e: e.watch.forall_tasks is not None,
+    lambda e: (f"{e.call} launched the kernel with `forall({e.watch.forall_tasks})`, Numba's "
+               "launch that chooses the blocks and threads for you: this exercise is about "
+               "choosing them"),
+    "launch with `kernel[blocks, threads](...)`, the number of blocks worked out from n and "
+    "the block size (chapter 00's blocks_for).", recognised_from="host code")
 
 
 class KernelSpy:
@@ -405,6 +416,7 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
 
 
 __all__ = [
-    "CPU_CLOCKS", "CPU_CLOCK_IDS", "GETTIME_CLOCKS", "WALL_CLOCKS", "HostCodeWatch", "HostLaunch",
+    "CPU_CLOCKS", "CPU_CLOCK_IDS", "GETTIME_CLOCKS", "LAUNCHED_BY_FORALL", "WALL_CLOCKS",
+    "HostCodeWatch", "HostLaunch",
     "KernelSpy", "watch_host_code"
 ]
