@@ -290,14 +290,19 @@ def watching_calls() -> Iterator[None]:
         yield
         return
     watched, allowed, called = state
+    verdicts: dict[types.CodeType, str | None] = {}
 
     def watch(frame, event, _argument):
         # (a cached function's wrapper is C code, and a call its cache answers runs no Python:
         # a check's reference keeps its cache behind a plain function)
         if event != "call":
             return
-        name = refused_callee(frame.f_code, frame.f_globals.get("__name__", ""), watched,
-                              allowed)
+        code = frame.f_code
+        if code in verdicts:  # a code object's verdict does not change: judged once
+            name = verdicts[code]
+        else:
+            name = verdicts[code] = refused_callee(
+                code, frame.f_globals.get("__name__", ""), watched, allowed)
         if name is not None and _called_by_learner(frame.f_back):
             called.append(name)
 

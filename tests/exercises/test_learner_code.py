@@ -218,3 +218,27 @@ def test_a_check_tells_a_function_that_imports_its_chapters_reference():
 
     result = ch10.check_loss_scale_update(update_loss_scale, seed=1, show=False)
     assert result.status == "failed" and "gpulab's own" in result.message, result
+
+
+def test_the_watch_follows_threads_the_learner_s_code_starts():
+    import sys
+    import threading
+
+    from gpulab.nn import cost
+
+    profiles = {}
+
+    def in_a_thread(widths):
+        def run():
+            profiles["thread"] = sys.getprofile()
+            cost.estimate_step(widths, 1)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+
+    called: list[str] = []
+    with learner_code.calls_from_outside_gpulab((), called):
+        with learner_code.watching_calls():
+            in_a_thread([4, 3])
+    assert called == ["gpulab.nn.cost.estimate_step"] and profiles["thread"] is not None
