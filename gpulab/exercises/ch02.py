@@ -45,6 +45,7 @@ from gpulab import device, memory_model, reference
 from gpulab.exercises.evidence import GridStride, OutputWrites, TracedWrites
 from gpulab.exercises.grid_stride import grid_stride_mistakes, more_than_their_share
 from gpulab.exercises.host_code import LAUNCHED_BY_FORALL, HostCodeWatch, watch_host_code
+from gpulab.exercises.learner_code import parameter_unread
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.outputs import diagnose_vector, looks_like
 from gpulab.exercises.results import CheckFailedError, offer_trace
@@ -187,6 +188,7 @@ SYNCHRONIZE_HINT = (
 PER_LAUNCH_HINT = "divide the time between the two clock reads by repeats."
 TIME_SIZE_RANGE = {"sim": (300, 700), "gpu": (1_000_001, 4_000_001)}
 TIMED_REPEATS = (3, 6)  # repeats is drawn from 3 to 5: a loop of 3 typed in shows
+REPEATS_POSITION = 4  # time_saxpy(kernel, a, x, y, repeats)
 SAXPY_ARGUMENTS = ("a", "x", "y", "out")
 MOVES = {"to_device": ("copy to the device", "copies to the device"),
          "copy_to_host": ("copy back", "copies back"),
@@ -210,6 +212,7 @@ class Timing:
     where: str
     wall_s: float
     repeats: int
+    unread: str | None = None  # the repeats parameter's name, when the function never reads it
 
     @property
     def launches(self) -> list:
@@ -455,6 +458,12 @@ TIMING_MISTAKES = (
                        "compiled it again, inside your timed window"),
             "warm up with the very arguments you time (the same a, x, y and out, of the same "
             "types: np.float32(a), not 2.0).", recognised_from="host code"),
+    Mistake("repeats never read (a count typed in)", lambda e: e.unread is not None,
+            lambda e: (f"{e.call} never reads its argument `{e.unread}`, the number of launches "
+                       "to time: a count typed in times as many launches as the caller asks "
+                       "only when it happens to ask for that many"),
+            "launch `repeats` times between the clock reads, the number the caller gives, "
+            "not a number typed in.", recognised_from="source"),
     Mistake("more launches between the clock reads than repeats",
             lambda e: e.window is not None and e.timed > e.repeats,
             lambda e: (f"between your two clock reads there are {e.timed} launches, but repeats "
@@ -572,9 +581,14 @@ def _float64_launch(e: Timing) -> tuple[int, str]:
 
 
 def _describe_host_code(watch: HostCodeWatch, warm_up: int) -> str:
+    """The moves and launches the learner's host code made; the warm-up launches are those
+    before the first clock read (``warm_up`` where it read no clock): a timing that reads the
+    clock around each launch timed them all."""
     parts = [f"{count} {one if count == 1 else many}" for kind, (one, many) in MOVES.items()
              if (count := watch.count(kind))]
     launches = len(watch.launches)
+    if clocks := watch.positions("clock"):
+        warm_up = sum(1 for k in watch.positions("launch") if k < clocks[0])
     parts.append(f"{launches} launch" + ("es" if launches > 1 else "")
                  + (f" ({warm_up} to warm up)" if warm_up else ""))
     return ", ".join(parts)
@@ -611,7 +625,8 @@ def check_time_saxpy(function, seed: int | None = None) -> str:
                                 repeats, stub_hint=TIME_STUB_HINT,
                                 call=f"{call} ({where})", may_change=(2, 3))
     timing = Timing(watch, returned, n, x, y, given_x, given_y, a, call, where,
-                    time.perf_counter() - started, repeats)
+                    time.perf_counter() - started, repeats,
+                    parameter_unread(function, REPEATS_POSITION))
     TIME_SAXPY.reject(timing)
     label = ("simulator time: says nothing about a GPU" if tier == "sim"
              else f"measured on {device.PROBE.device_name or 'this GPU'}")

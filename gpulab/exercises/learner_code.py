@@ -116,6 +116,34 @@ def _names_loaded(code: types.CodeType, opnames: tuple[str, ...]) -> set[str]:
             if i.opname in opnames}
 
 
+# Instructions that read a local variable or a cell (3.12's LOAD_FAST_CHECK and
+# LOAD_FAST_AND_CLEAR, 3.13's LOAD_FAST_LOAD_FAST with a pair of names), and the builtins that
+# read every local at once.
+_LOCAL_READS = ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF")
+_ALL_LOCALS = {"locals", "vars", "eval", "exec"}
+
+
+def parameter_unread(thing, position: int) -> str | None:
+    """The name of the learner's ``thing``'s positional parameter number ``position`` (from
+    0) when its code, and the code nested in it, never reads it: a value the caller gives and
+    the function ignores (``for _ in range(5)`` beside a ``repeats`` parameter). None when it is
+    read, when the function takes it through ``*args``, or reads its locals wholesale."""
+    function = _function_of(thing)
+    if function is None or position >= function.__code__.co_argcount:
+        return None
+    code = function.__code__
+    read: set[str] = set()
+    for inner in _codes(code):
+        for instruction in dis.get_instructions(inner):
+            if instruction.opname.startswith(_LOCAL_READS):
+                value = instruction.argval
+                read.update(value if isinstance(value, tuple) else (value,))
+    if read & {code.co_varnames[position]} or _names_loaded(
+            code, ("LOAD_GLOBAL", "LOAD_NAME")) & _ALL_LOCALS:
+        return None
+    return code.co_varnames[position]
+
+
 def _learner_functions(thing) -> list[types.FunctionType]:
     """The function behind ``thing`` and, through their globals, every plain function it calls
     that the learner wrote (not gpulab's), each once."""
@@ -408,4 +436,5 @@ def replaced_parts() -> list[str]:
 
 __all__ = ["FRAME_MODULES", "FRAME_READING", "GUARDED_MODULES", "GUARDED_NUMPY", "GUARDED_PACKAGE",
            "calls_from_outside_gpulab", "frames_read", "gpulab_things_used", "modules_used",
-           "refused_callee", "remember_originals", "replaced_parts", "watching_calls"]
+           "parameter_unread", "refused_callee", "remember_originals", "replaced_parts",
+           "watching_calls"]

@@ -1126,6 +1126,7 @@ def test_timing_mistakes_as_learners_write_them(function, words, hint):
 def test_timing_right_answers_as_learners_write_them_pass(function):
     result = check_time_saxpy(function, seed=4, show=False)
     assert result.passed, str(result)
+    assert "5 launches (1 to warm up)" in result.message, result.message  # repeats = 4
 
 
 @cuda.jit
@@ -1308,7 +1309,55 @@ def test_a_repeat_count_typed_in_fails(seed):
     assert result.status == "failed", str(result)
     assert ("there are 3 launches, but repeats = " in result.message
             and "the count the caller gives was not used" in result.message) or (
-        "launched the kernel 4 time(s); with repeats = 5" in result.message), result.message
+        "launched the kernel 4 time(s); with repeats = 5" in result.message) or (
+        "never reads its argument `repeats`" in result.message), result.message
+
+
+def time_five_launches_typed_in(kernel, a, x, y, repeats=5):
+    """Wrong: the default count typed in, right only when the caller asks for 5."""
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = (x.shape[0] + 255) // 256
+    kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = clock()
+    for _ in range(5):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (clock() - start) / 5
+    return d_out.copy_to_host(), seconds
+
+
+@pytest.mark.parametrize("seed", [10, 13])  # repeats = 5: the count typed in is the one asked
+def test_a_repeat_count_typed_in_fails_even_when_it_is_the_one_asked_for(seed):
+    result = check_time_saxpy(time_five_launches_typed_in, seed=seed, show=False)
+    assert result.status == "failed", str(result)
+    assert "repeats=5" in result.message, result.message
+    assert "never reads its argument `repeats`" in result.message, result.message
+
+
+def time_through_a_helper_and_a_closure(kernel, a, x, y, n_launches):
+    """Right, written differently: repeats named otherwise, read only inside a closure."""
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = (x.shape[0] + 255) // 256
+
+    def launch_all():
+        for _ in range(n_launches):
+            kernel[blocks, 256](a, d_x, d_y, d_out)
+
+    kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = clock()
+    launch_all()
+    cuda.synchronize()
+    seconds = (clock() - start) / n_launches
+    return d_out.copy_to_host(), seconds
+
+
+def test_repeats_read_under_another_name_inside_a_closure_passes():
+    result = check_time_saxpy(time_through_a_helper_and_a_closure, seed=10, show=False)
+    assert result.status == "passed", str(result)
 
 
 def time_warmed_up_on_one_block(kernel, a, x, y, repeats=5):

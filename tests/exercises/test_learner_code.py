@@ -242,3 +242,33 @@ def test_the_watch_follows_threads_the_learner_s_code_starts():
         with learner_code.watching_calls():
             in_a_thread([4, 3])
     assert called == ["gpulab.nn.cost.estimate_step"] and profiles["thread"] is not None
+
+
+def test_a_parameter_the_code_never_reads_is_named():
+    def typed_in(kernel, repeats):
+        return [kernel for _ in range(5)]
+
+    def read(kernel, repeats):
+        return [kernel for _ in range(repeats)]
+
+    def read_in_a_closure(kernel, count):
+        def launch_all():
+            return [kernel] * count
+        return launch_all()
+
+    def reassigned_then_read(kernel, repeats):
+        repeats = 5
+        return [kernel] * repeats
+
+    def through_args(*args):
+        return args[0]
+
+    def through_locals(kernel, repeats):
+        return locals()["repeats"]
+
+    assert learner_code.parameter_unread(typed_in, 1) == "repeats"
+    for function in (read, read_in_a_closure, reassigned_then_read, through_args,
+                     through_locals):
+        assert learner_code.parameter_unread(function, 1) is None, function
+    assert learner_code.parameter_unread(typed_in, 0) is None  # the kernel is read
+    assert learner_code.parameter_unread(typed_in, 2) is None  # no third parameter
