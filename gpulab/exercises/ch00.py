@@ -33,7 +33,7 @@ from gpulab.exercises.host_code import (
     watch_host_code,
 )
 from gpulab.exercises.mistakes import Mistake
-from gpulab.exercises.outputs import diagnose_vector, looks_like
+from gpulab.exercises.outputs import looks_like, vector_failure
 from gpulab.exercises.results import CheckFailedError, NotAttemptedError
 from gpulab.exercises.running import call_learner, run_elementwise
 from gpulab.exercises.spec import CheckSpec, reject_unshared_work, under_two_blocks
@@ -268,7 +268,7 @@ def _check_add_one_kernel(kernel, seed: int) -> Trial:
     def run(trial: Trial) -> Trial:
         x = trial.uniform(-5, 5)
         out = run_elementwise(kernel, trial, x)
-        if failure := diagnose_vector(x + np.float32(1), out, trial, mistakes=ADD_ONE_MISTAKES,
+        if failure := vector_failure(x + np.float32(1), out, trial, mistakes=ADD_ONE_MISTAKES,
                                       inputs={"x": x}):
             raise failure
         return trial
@@ -602,7 +602,7 @@ def check_first_launch(kernel, run, seed: int | None = None) -> str:
     launch = watch.launches[-1]
     as_launched = Trial("check_first_launch", seed, (n,), (launch.threads_per_block,),
                         np.dtype(np.float32), np.random.default_rng(seed))
-    if failure := diagnose_vector(x + np.float32(1), got.astype(np.float32, copy=False),
+    if failure := vector_failure(x + np.float32(1), got.astype(np.float32, copy=False),
                                   as_launched):
         raise CheckFailedError(f"{call}: {failure.message}", failure.hint)
     # then n a multiple of its own block size: rounding up must not add a block (n // t + 1);

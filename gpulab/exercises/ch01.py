@@ -48,7 +48,7 @@ from gpulab.exercises.grid_stride import (
     one_element_each,
 )
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
-from gpulab.exercises.outputs import diagnose_vector, looks_like, matches
+from gpulab.exercises.outputs import looks_like, matches, vector_failure
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError, KernelError
 from gpulab.exercises.running import launch, padded, run_elementwise, trace_trial
 from gpulab.exercises.source_rules import (
@@ -231,7 +231,7 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
                 f"was in memory before (NaN in this check) ({trial}).",
                 "store the product into out at your element with `=`: adding onto it needs a "
                 "start of 0 that nothing here gives.")
-        if failure := diagnose_vector(reference.multiply(x, y), out, trial,
+        if failure := vector_failure(reference.multiply(x, y), out, trial,
                                       mistakes=MULTIPLY_MISTAKES, inputs={"x": x, "y": y}):
             raise failure
         return trial

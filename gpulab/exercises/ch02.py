@@ -47,7 +47,7 @@ from gpulab.exercises.grid_stride import grid_stride_mistakes, more_than_their_s
 from gpulab.exercises.host_code import LAUNCHED_BY_FORALL, HostCodeWatch, watch_host_code
 from gpulab.exercises.learner_code import parameter_unread
 from gpulab.exercises.mistakes import Mistake, reject
-from gpulab.exercises.outputs import diagnose_vector, looks_like
+from gpulab.exercises.outputs import looks_like, vector_failure
 from gpulab.exercises.results import CheckFailedError, offer_trace
 from gpulab.exercises.running import (
     call_learner,
@@ -145,7 +145,7 @@ def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None =
         x, y = trial.uniform(-2, 2), trial.uniform(-2, 2)
         out = run_elementwise(kernel, trial, a, x, y)
         magnitude = np.abs(np.float64(a) * x) + np.abs(y)  # a GPU fuses a * x + y (one FMA)
-        if failure := diagnose_vector(reference.saxpy(a, x, y), out, trial,
+        if failure := vector_failure(reference.saxpy(a, x, y), out, trial,
                                       mistakes=SAXPY_OUTPUT_MISTAKES,
                                       inputs={"a": a, "x": x, "y": y}, magnitude=magnitude):
             raise failure
@@ -713,9 +713,9 @@ class Copied:
 
     @cached_property
     def wrong(self) -> CheckFailedError | None:
-        """What the elementwise rules of :func:`gpulab.exercises.outputs.diagnose_vector` say
+        """What the elementwise rules of :func:`gpulab.exercises.outputs.vector_failure` say
         of out (elements missing or wrong), or None when it is right."""
-        return diagnose_vector(reference.copy(self.x), self.out, self.trial)
+        return vector_failure(reference.copy(self.x), self.out, self.trial)
 
     def wrong_message(self) -> str:
         """:attr:`wrong`'s message, told of the fixed grid that was launched, not the trial's

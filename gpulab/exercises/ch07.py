@@ -29,8 +29,8 @@ from gpulab.exercises.outputs import (
     SWAPPED_ROWS_AND_COLUMNS,
     Coverage,
     blame_hard_coded_block,
-    diagnose_matrix,
     looks_like,
+    reject_matrix,
 )
 from gpulab.exercises.results import (
     GUARD_HINT,
@@ -223,7 +223,7 @@ def _loss_gradient_trial(kernel, trial: Trial, source, loss_scale: int = 1) -> N
     onehot[np.arange(batch), labels] = 1
     expected = (p - onehot) * float(scale)
     try:
-        diagnose_matrix(expected, got, trial, LOSS_GRADIENT_MISTAKES, rtol=1e-5, atol=1e-9,
+        reject_matrix(expected, got, trial, LOSS_GRADIENT_MISTAKES, rtol=1e-5, atol=1e-9,
                         what="dlogits", inputs={"p": p, "onehot": onehot, "scale": float(scale),
                                                    "loss_scale": loss_scale})
     except CheckFailedError as failure:

@@ -1,7 +1,7 @@
 """Judging a kernel's output against the right one, and naming the mistake when it is wrong.
 Outputs start as NaN, so that "never written" and "written wrong" can be told apart.
 
-- 1-D: :func:`diagnose_vector` (nothing written, one position off, only the first block's
+- 1-D: :func:`vector_failure` (nothing written, one position off, only the first block's
   elements, the last block, the last element, then the check's own known wrong formulas);
   :func:`matches` for a single value.
 - A known wrong formula is a :class:`~gpulab.exercises.mistakes.Mistake` made by
@@ -9,7 +9,7 @@ Outputs start as NaN, so that "never written" and "written wrong" can be told ap
   (its ``inputs``, ``expected``, ``trial``). A check declares its own beside it, as data.
 - 2-D (chapters 05-07): :func:`run_2d` launches a kernel with one thread per element;
   :func:`coverage_failure` names a pattern of elements never written (rows and columns swapped,
-  the last row or column skipped); :func:`diagnose_matrix` the wrong values;
+  the last row or column skipped); :func:`reject_matrix` the wrong values;
   :func:`check_matrix_output` puts them together, with :func:`blame_hard_coded_block` and
   :func:`~gpulab.exercises.running.changed_input_failure` (a kernel that wrote into an
   input). The activations the 2-D exercises compute are :data:`ACTIVATIONS`.
@@ -174,7 +174,7 @@ def _off_by_one(e: Elementwise) -> str:
 
 
 # The mistakes of a 1-D kernel with one thread per element, in the order they are tried (a
-# check asks :func:`diagnose_vector`, which gathers the :class:`Elementwise` evidence): those
+# check asks :func:`vector_failure`, which gathers the :class:`Elementwise` evidence): those
 # of elements never written, then the check's own known wrong formulas, then these.
 ELEMENTWISE_UNWRITTEN = (
     Mistake("nothing written", lambda e: e.unwritten.all(),
@@ -224,7 +224,7 @@ def elementwise_mistakes(known: Iterable[Mistake] = ()) -> tuple[Mistake, ...]:
 ELEMENTWISE_MISTAKES = elementwise_mistakes()
 
 
-def diagnose_vector(
+def vector_failure(
     expected: np.ndarray, got: np.ndarray, trial: Trial, unwritten_marker: float = np.nan,
     mistakes: Iterable[Mistake] = (), inputs: dict[str, Any] | None = None,
     magnitude: np.ndarray | None = None,
@@ -286,7 +286,7 @@ def per_activation(check_name: str, seed: int, dtype,
 PAD_VALUE = 100.0  # beyond the edges of the inputs (seen only by a kernel without guards)
 
 
-GENERIC_MATRIX_HINT = "compare your formula with the exercise's."  # diagnose_matrix's last word
+GENERIC_MATRIX_HINT = "compare your formula with the exercise's."  # reject_matrix's last word
 
 
 @dataclass
@@ -339,7 +339,7 @@ class MatrixOutput:
 
 
 # The mistakes of a 2-D kernel with one thread per element, in the order they are tried
-# (:func:`diagnose_matrix` gathers the :class:`MatrixOutput` evidence): those of elements never
+# (:func:`reject_matrix` gathers the :class:`MatrixOutput` evidence): those of elements never
 # written, then the check's own known wrong formulas, then wrong values.
 MATRIX_UNWRITTEN = (
     Mistake("nothing written", lambda e: e.unwritten.all(),
@@ -364,7 +364,7 @@ def matrix_mistakes(known: Iterable[Mistake] = ()) -> tuple[Mistake, ...]:
 MATRIX_MISTAKES = matrix_mistakes()
 
 
-def diagnose_matrix(expected: np.ndarray, got: np.ndarray, trial: Trial,
+def reject_matrix(expected: np.ndarray, got: np.ndarray, trial: Trial,
                     mistakes: Iterable[Mistake], rtol: float, atol: float, what: str = "out",
                     inputs: dict[str, Any] | None = None) -> None:
     """Raise CheckFailedError unless ``got`` (from :func:`~gpulab.exercises.running.read_back`,
@@ -502,7 +502,7 @@ def check_matrix_output(kernel, trial: Trial, source: KernelSource, inputs: dict
     """One trial of a 2-D kernel with one thread per element of ``what``: run it
     (:func:`run_2d`), diagnose elements never written (:func:`coverage_failure`) and wrong
     values against ``expected`` and the check's known wrong formulas, ``mistakes``, computed
-    from ``inputs`` (:func:`diagnose_matrix`, to 1e-5 relative, 1e-6 absolute). A failure whose
+    from ``inputs`` (:func:`reject_matrix`, to 1e-5 relative, 1e-6 absolute). A failure whose
     hint is only the generic one gets the exercise's ``hint``, and says so if the kernel
     hard-codes the block size (:func:`blame_hard_coded_block`)."""
     try:
@@ -510,7 +510,7 @@ def check_matrix_output(kernel, trial: Trial, source: KernelSource, inputs: dict
         failure = coverage_failure(np.isnan(out), trial, what)
         if failure:
             raise failure
-        diagnose_matrix(expected, out, trial, mistakes, rtol=1e-5, atol=1e-6, what=what,
+        reject_matrix(expected, out, trial, mistakes, rtol=1e-5, atol=1e-6, what=what,
                         inputs=inputs)
     except (CheckFailedError, KernelError) as error:
         if getattr(error, "hint", None) == GENERIC_MATRIX_HINT:
@@ -525,8 +525,7 @@ __all__ = [
     "MATRIX_MISTAKES", "MATRIX_UNWRITTEN", "MATRIX_WRONG", "Elementwise", "MatrixOutput",
     "GENERIC_MATRIX_HINT", "IDENTITY", "PAD_VALUE", "RELU", "SAID", "SWAPPED_ROWS_AND_COLUMNS",
     "TANH",
-    "blame_hard_coded_block", "check_matrix_output", "coverage_failure",
-    "diagnose_matrix", "diagnose_vector", "elementwise_mistakes",
-    "elementwise_tolerance",
-    "index_hint_2d", "looks_like", "matches", "matrix_mistakes", "per_activation", "run_2d"
+    "blame_hard_coded_block", "check_matrix_output", "coverage_failure", "elementwise_mistakes",
+    "elementwise_tolerance", "index_hint_2d", "looks_like", "matches", "matrix_mistakes",
+    "per_activation", "reject_matrix", "run_2d", "vector_failure"
 ]

@@ -108,10 +108,10 @@ def test_a_replaced_chapter_function_or_method_is_named(monkeypatch):
     from gpulab.exercises import ch02, spec
 
     learner_code.remember_originals()
-    monkeypatch.setattr(ch02, "diagnose_vector", lambda *args, **kwargs: None)
+    monkeypatch.setattr(ch02, "vector_failure", lambda *args, **kwargs: None)
     monkeypatch.setattr(spec.CheckSpec, "reject", lambda self, evidence: None)
     assert set(learner_code.replaced_parts()) == {
-        "gpulab.exercises.ch02.diagnose_vector", "gpulab.exercises.spec.CheckSpec.reject"}
+        "gpulab.exercises.ch02.vector_failure", "gpulab.exercises.spec.CheckSpec.reject"}
     monkeypatch.undo()
     assert learner_code.replaced_parts() == []
 

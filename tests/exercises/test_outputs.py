@@ -41,7 +41,7 @@ def unwritten(start, stop=None):
     (np.where(np.arange(N) == 7, X + 1, X), "wrong values", "the first is out[7]"),
 ])
 def test_each_elementwise_mistake_is_named(got, did, words):
-    failure = outputs.diagnose_vector(X, got, TRIAL, mistakes=(TWICE,), inputs={"x": X})
+    failure = outputs.vector_failure(X, got, TRIAL, mistakes=(TWICE,), inputs={"x": X})
     assert isinstance(failure, results.CheckFailedError)
     assert words in failure.message and failure.message.endswith(f"({TRIAL}).")
     evidence = outputs.Elementwise(X, got, TRIAL, inputs={"x": X})
@@ -59,7 +59,7 @@ def test_a_known_formula_comes_after_the_elements_never_written():
 
 
 def test_a_right_output_has_no_failure():
-    assert outputs.diagnose_vector(X, X.copy(), TRIAL) is None
+    assert outputs.vector_failure(X, X.copy(), TRIAL) is None
 
 
 GRID = Trial.draw("check_demo", 4, np.float32, dims=2)
@@ -71,7 +71,7 @@ TWICE_Z = outputs.looks_like("Z twice", lambda e: 2 * e.inputs["Z"], "once")
 
 def matrix_failure(got):
     with pytest.raises(results.CheckFailedError) as failure:
-        outputs.diagnose_matrix(Z, got, GRID, (TWICE_Z,), rtol=1e-5, atol=1e-6, what="out",
+        outputs.reject_matrix(Z, got, GRID, (TWICE_Z,), rtol=1e-5, atol=1e-6, what="out",
                                 inputs={"Z": Z})
     return failure.value
 
@@ -92,7 +92,7 @@ def test_each_matrix_mistake_is_named():
         failure = matrix_failure(got)
         assert words in failure.message and hint in failure.hint, failure.message
         assert failure.message.endswith(f"({GRID}).")
-    outputs.diagnose_matrix(Z, Z.copy(), GRID, (), rtol=1e-5, atol=1e-6)  # right: no failure
+    outputs.reject_matrix(Z, Z.copy(), GRID, (), rtol=1e-5, atol=1e-6)  # right: no failure
 
 
 def test_per_activation_runs_each_activation_on_its_own_labelled_case():

@@ -138,7 +138,7 @@ def test_a_wrong_answer_ends_with_the_call_that_traces_the_kernel():
         trial = Trial.draw("check_demo", seed, np.float32, block=32)
         x = trial.uniform(0, 1)
         out = running.run_elementwise(copy_off_by_one, trial, x)
-        failure = outputs.diagnose_vector(x, out, trial)
+        failure = outputs.vector_failure(x, out, trial)
         if failure:
             raise failure
         return "right"

@@ -72,7 +72,7 @@ def copy_for_64(x, out):
 def run_copy(kernel):
     def run(trial):
         x = trial.uniform(0, 1)
-        failure = outputs.diagnose_vector(x, running.run_elementwise(kernel, trial, x), trial)
+        failure = outputs.vector_failure(x, running.run_elementwise(kernel, trial, x), trial)
         if failure:
             raise failure
         return trial.threads_per_block
