@@ -96,11 +96,6 @@ def title(key: str) -> str:
     return TITLES.get(key, mp.get_recipe(key).title)
 
 
-def where_label(run: mp.MixedRun) -> str:
-    """'emulated on this CPU (...)' or 'on the kernels, <GPU>': how a run's numbers were made."""
-    return run.where
-
-
 def percent(x: float) -> str:
     """'91.9 %'; small shares keep two significant digits ('0.031 %'), and a share that is
     not zero never shows as 0."""

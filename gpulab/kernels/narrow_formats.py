@@ -57,7 +57,6 @@ from gpulab.kernels.launch import check_threads_per_block
 from gpulab.kernels.matmul import matmul_operands
 from gpulab.kernels.registry import kernel
 
-FP8_MAX = 448.0  # largest E4M3 value (OCP OFP8 v1.0); see gpulab.formats
 BF16_MIN_COMPUTE_CAPABILITY = (8, 0)
 
 
