@@ -288,13 +288,15 @@ _MACHINERY = ("gpulab.instruments",)
 
 
 def refused_callee(code: types.CodeType, module: str, watched: dict,
-                   allowed: tuple[str, ...]) -> str | None:
+                   allowed: tuple[str, ...], handed: tuple = ()) -> str | None:
     """The name of the function whose ``code`` runs in ``module``, when a learner's code may
-    not call it: one of ``watched``'s, or a module-level function of gpulab's outside
-    ``allowed`` and the checks' machinery (a chapter module's reference answers count;
-    methods do not, since a check hands the learner objects of gpulab's to use, a model or a
-    communicator; nor kernels, which a check hands the learner to launch; nor the simulator's
-    instruments, which the learner's kernels call without knowing). None otherwise."""
+    not call it: one of ``watched``'s, or a module-level function, method or property of
+    gpulab's outside ``allowed`` and the checks' machinery (a chapter module's reference
+    answers count, and its evidence classes' expected values). Not refused: the methods of a
+    class of which the check ``handed`` the learner's code an object (a model to call);
+    functions nested in a check, which it hands the learner to call; kernels, which a check
+    hands the learner to launch; the simulator's instruments, which the learner's kernels call
+    without knowing. None otherwise."""
     if code in watched:
         return watched[code]
     if (not _is_gpulab_name(module) or _is_within(module, allowed)
@@ -303,16 +305,37 @@ def refused_callee(code: types.CodeType, module: str, watched: dict,
         return None
     held = getattr(sys.modules.get(module), code.co_name, None)
     function = inspect.unwrap(held) if callable(held) else None
-    return f"{module}.{code.co_name}" if inspect.isfunction(function) and (
-        function.__code__ is code) else None
+    if inspect.isfunction(function) and function.__code__ is code:
+        return f"{module}.{code.co_name}"
+    method = _method_named(sys.modules.get(module), code, handed)
+    return f"{module}.{method}" if method else None
+
+
+def _method_named(module: types.ModuleType | None, code: types.CodeType,
+                  handed: tuple = ()) -> str | None:
+    """``"Class.name"`` when ``code`` is a method's, a property's or a cached property's of a
+    class ``module`` defines, unless the check handed the learner's code one of that class's
+    objects among ``handed`` (a model to call); not a function nested in one, which a check may
+    hand the learner to call. None otherwise."""
+    for class_name, value in vars(module).items() if module is not None else ():
+        if (not isinstance(value, type) or value.__module__ != module.__name__
+                or any(isinstance(thing, value) for thing in handed)):
+            continue
+        for name, member in vars(value).items():
+            for held in (member, getattr(member, "fget", None), getattr(member, "func", None),
+                         getattr(member, "__func__", None)):
+                if getattr(held, "__code__", None) is code:
+                    return f"{class_name}.{name}"
+    return None
 
 
 @contextmanager
-def watching_calls() -> Iterator[None]:
+def watching_calls(handed: tuple = ()) -> Iterator[None]:
     """Around a call of the learner's code: a profile hook (:func:`sys.setprofile` for this
     thread, :func:`threading.setprofile` for threads it starts) that tells
     :func:`calls_from_outside_gpulab`'s block of each refused function the learner's code
-    calls. Only around the learner's calls, as a hook slows every call."""
+    calls (:func:`refused_callee`; ``handed``: the arguments the check gave it). Only around
+    the learner's calls, as a hook slows every call."""
     state = _WATCHED.get()
     if state is None:
         yield
@@ -330,7 +353,7 @@ def watching_calls() -> Iterator[None]:
             name = verdicts[code]
         else:
             name = verdicts[code] = refused_callee(
-                code, frame.f_globals.get("__name__", ""), watched, allowed)
+                code, frame.f_globals.get("__name__", ""), watched, allowed, handed)
         if name is not None and _called_by_learner(frame.f_back):
             called.append(name)
 

@@ -120,7 +120,7 @@ def call_learner(function, *args, stub_hint: str = "", call: str = "your functio
     kept = {index: copy for index, value in enumerate(args)
             if index not in may_change and (copy := _kept(value)) is not None}
     try:
-        with watching_calls():
+        with watching_calls(handed=args):
             returned = function(*args)
     except NotImplementedError:
         raise NotAttemptedError(STUB_MESSAGE.format(what="function"), stub_hint) from None

@@ -4,6 +4,7 @@ import gpulab  # noqa: F401  (must come before numba: it chooses the simulator o
 
 # isort: split
 import numpy as np
+import pytest
 from numba import cuda
 
 from gpulab import reference
@@ -272,3 +273,54 @@ def test_a_parameter_the_code_never_reads_is_named():
         assert learner_code.parameter_unread(function, 1) is None, function
     assert learner_code.parameter_unread(typed_in, 0) is None  # the kernel is read
     assert learner_code.parameter_unread(typed_in, 2) is None  # no third parameter
+
+
+def _module(*parts):
+    import importlib
+    return importlib.import_module(".".join(parts))
+
+
+def cheat_loss_scaler(scale, clean_steps, found_inf, growth_interval):
+    scaler = getattr(_module("gpulab", "nn", "mixed_precision"), "Loss" + "Scaler")(
+        init_scale=scale, growth_interval=growth_interval)
+    scaler.clean_steps = clean_steps
+    take = scaler.update(found_inf)
+    return scaler.scale, scaler.clean_steps, take
+
+
+def cheat_percentile(latencies, q):
+    found = getattr(_module("gpulab", "exercises", "ch" + "12"), "Perc" + "entile")(
+        None, list(latencies), q, "")
+    return found.ordered[found.rank - 1]
+
+
+def cheat_joules(times_s, watts, n_inferences):
+    return getattr(_module("gpulab", "exercises", "ch" + "12"), "Jou" + "les")(
+        None, np.asarray(times_s), np.asarray(watts), n_inferences, 0.0, "").want
+
+
+def cheat_ring_time(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
+    return getattr(_module("gpulab", "exercises", "ch" + "11"), "Time" + "Answer")(
+        n_bytes, n_ranks, alpha_s, beta_bytes_per_s, 0.0, 0).want
+
+
+def cheat_activation_bytes(widths, batch_size, itemsize):
+    return getattr(_module("gpulab", "exercises", "ch" + "09"), "By" + "tes")(
+        list(widths), batch_size, itemsize, 0, 0).expected
+
+
+@pytest.mark.parametrize("chapter, check, cheat, reached", [
+    ("ch10", "check_loss_scale_update", cheat_loss_scaler, "mixed_precision.LossScaler"),
+    ("ch12", "check_percentile", cheat_percentile, "ch12.Percentile"),
+    ("ch12", "check_joules_per_thousand", cheat_joules, "ch12.Joules"),
+    ("ch11", "check_allreduce_time", cheat_ring_time, "ch11.TimeAnswer"),
+    ("ch09", "check_activation_bytes", cheat_activation_bytes, "ch09.Bytes"),
+])
+def test_a_reference_reached_through_a_gpulab_class_s_method_is_refused(chapter, check, cheat,
+                                                                         reached):
+    """The check's own evidence classes (their expected value a property) and gpulab's
+    reference objects, built by the learner's code from a module name made at run time."""
+    result = getattr(_module("gpulab", "exercises", chapter), check)(cheat, seed=1, show=False)
+    assert result.status == "failed", result
+    assert "your code called gpulab's own" in result.message and reached in result.message, (
+        result.message)
