@@ -863,3 +863,21 @@ def test_joules_names_a_result_rounded_to_a_whole_joule(seed):
                                             show=False)
     assert result.status == FAILED, result
     assert "a whole number of joules" in result.message, result.message
+
+
+def percentile_exact_decimal(latencies, q):
+    """Right, written differently: the rank in exact decimal arithmetic."""
+    from fractions import Fraction
+
+    ordered = sorted(latencies)
+    return ordered[max(math.ceil(Fraction(str(q)) * len(ordered) / 100), 1) - 1]
+
+
+# Seeds whose random q (one decimal) once met an n where q·n/100 is whole for the decimal q but
+# not for the float nearest it (86.4 · 375 / 100 = 324.00000000000006): such n are drawn again.
+@pytest.mark.parametrize("seed", [1082, 96510, 105942])
+def test_percentile_never_draws_a_rank_that_floating_point_rounds_differently(seed):
+    assert ch12.exact_rank(86.4, 375) == 324 and math.ceil(86.4 * 375 / 100) == 325
+    for right in (percentile, percentile_exact_decimal):
+        result = ch12.check_percentile(right, seed=seed, show=False)
+        assert result.status == PASSED, result.message
