@@ -557,7 +557,8 @@ TIME_SAXPY = CheckSpec(
           "whatever the import spelling: the result copied back and right, x and y copied "
           "once, every launch on device arrays with enough blocks, `repeats` (drawn, 3–5) "
           "launches between the clock reads with the GPU waited for before the second, the "
-          "seconds per launch a positive number (the simulator's time is labelled as such)",
+          "seconds per launch a positive number (the simulator's time is labelled as such); "
+          "all of it again when called a second time with another `repeats`",
     also="no warm-up launch passes with a note (the first launch compiles); timing with CUDA "
          "events is accepted")
 
@@ -598,7 +599,8 @@ def _describe_host_code(watch: HostCodeWatch, warm_up: int) -> str:
 def check_time_saxpy(function, seed: int | None = None) -> str:
     """Called as ``function(kernel, a, x, y, repeats)`` with a stand-in for gpulab's saxpy
     kernel (``kernel[blocks, threads](a, d_x, d_y, d_out)``) that records every launch, n
-    random and odd (:data:`TIME_SIZE_RANGE`), ``repeats`` drawn from :data:`TIMED_REPEATS`. A
+    random and odd (:data:`TIME_SIZE_RANGE`), ``repeats`` drawn from :data:`TIMED_REPEATS`,
+    then called again with another of them (a count typed in fits one call at most). A
     wall clock however imported (``time.perf_counter``, ``from time import perf_counter``,
     ``timeit.default_timer``, ``time.clock_gettime`` of a wall clock) or CUDA events
     (``cuda.event()`` or ``cuda.event(timing=True)``, ``record``, ``synchronize``,
@@ -614,20 +616,29 @@ def check_time_saxpy(function, seed: int | None = None) -> str:
     a = np.float32(rng.choice([-1, 1]) * rng.uniform(1.5, 3.0))
     x = rng.uniform(-2, 2, n).astype(np.float32)
     y = rng.uniform(-2, 2, n).astype(np.float32)
-    given_x, given_y = x.copy(), y.copy()
-    repeats = int(rng.integers(*TIMED_REPEATS))
     name = getattr(function, "__name__", "your function")
-    where = f"n={n}, repeats={repeats}, seed={seed}"
-    call = f"{name}(kernel, a, x, y, {repeats})"
-    started = time.perf_counter()
-    with watch_host_code(function) as watch:
-        returned = call_learner(function, watch.spy(memory.saxpy), a, given_x, given_y,
-                                repeats, stub_hint=TIME_STUB_HINT,
-                                call=f"{call} ({where})", may_change=(2, 3))
-    timing = Timing(watch, returned, n, x, y, given_x, given_y, a, call, where,
-                    time.perf_counter() - started, repeats,
-                    parameter_unread(function, REPEATS_POSITION))
-    TIME_SAXPY.reject(timing)
+
+    def timed(repeats: int) -> Timing:
+        given_x, given_y = x.copy(), y.copy()
+        where = f"n={n}, repeats={repeats}, seed={seed}"
+        call = f"{name}(kernel, a, x, y, {repeats})"
+        started = time.perf_counter()
+        with watch_host_code(function) as watch:
+            returned = call_learner(function, watch.spy(memory.saxpy), a, given_x, given_y,
+                                    repeats, stub_hint=TIME_STUB_HINT,
+                                    call=f"{call} ({where})", may_change=(2, 3))
+        timing = Timing(watch, returned, n, x, y, given_x, given_y, a, call, where,
+                        time.perf_counter() - started, repeats,
+                        parameter_unread(function, REPEATS_POSITION))
+        TIME_SAXPY.reject(timing)
+        return timing
+
+    repeats = int(rng.integers(*TIMED_REPEATS))
+    timing = timed(repeats)
+    watch = timing.watch
+    # called again with another count: a count typed in (behind a read of repeats, or a local
+    # of that name) is the one asked for once at most
+    timed(int(rng.choice([r for r in range(*TIMED_REPEATS) if r != repeats])))
     label = ("simulator time: says nothing about a GPU" if tier == "sim"
              else f"measured on {device.PROBE.device_name or 'this GPU'}")
     clock = "CUDA events" if timing.by_events else "the clock"

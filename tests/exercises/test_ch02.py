@@ -1444,3 +1444,24 @@ def test_a_launch_by_forall_is_named_not_told_as_no_launch():
     result = check_time_saxpy(time_by_forall, seed=1, show=False)
     assert result.status == "failed", str(result)
     assert "launched the kernel with `forall(" in result.message, result.message
+
+
+def time_repeats_overwritten(kernel, a, x, y, repeats=5):
+    """Wrong: repeats read, but only after a count typed in replaced it."""
+    repeats = 4  # "4 is enough for a stable number"
+    return _timed(kernel, a, x, y, repeats)
+
+
+def time_repeats_checked_then_typed_in(kernel, a, x, y, repeats=5):
+    """Wrong: repeats read (checked), the loop's count typed in."""
+    assert repeats > 0
+    return _timed(kernel, a, x, y, 4)
+
+
+@pytest.mark.parametrize("function", [time_repeats_overwritten,
+                                      time_repeats_checked_then_typed_in])
+def test_a_count_typed_in_behind_a_read_of_repeats_fails_on_the_second_call(function):
+    # seed 1 asks for 4 launches first (the count typed in), then for 3
+    result = check_time_saxpy(function, seed=1, show=False)
+    assert result.status == "failed", str(result)
+    assert "there are 4 launches, but repeats = 3" in result.message, result.message
