@@ -863,7 +863,7 @@ class Tiling:
                 return "nothing", array, short
             for thread, indices in writers.items():
                 _, _, tx, ty = threads.position(thread)
-                if set(indices) != {(ty, tx)}:
+                if set(indices) != {(ty, tx)} and _two_d(indices):
                     return "slots", array, thread
         return None
 
@@ -897,9 +897,15 @@ class Tiling:
                 _, _, tx, ty = threads.position(thread)
                 expected = ({(ty, k) for k in range(threads.T)} if holds_a
                             else {(k, tx) for k in range(threads.T)})
-                if set(indices) != expected:
+                if set(indices) != expected and _two_d(indices):
                     return array, thread
         return None
+
+
+def _two_d(indices) -> bool:
+    """Are these a 2-D tile's slots? A flat tile's (``tile[ty * T + tx]``) have one index,
+    whose row length the trace cannot tell: the slot rules leave those to the values of C."""
+    return all(len(index) == 2 for index in indices)
 
 
 def _untiled_message(e: Tiling) -> str:
@@ -1044,14 +1050,14 @@ def _wrong_reads_message(e: Tiling) -> str:
 
 
 def _stale_read_message(e: Tiling) -> str:
-    array, thread, (i, j) = e.stale_read
+    array, thread, slot = e.stale_read
     matrix = e.threads.tile_of.get(array, "A or B")
     return (f"C is right, but {e.threads.label(thread)} multiplied {array.split(':', 1)[-1]}"
-            f"[{i}, {j}] at a step at which no thread had stored into that slot: past the edge "
-            f"of {matrix} nothing is stored into its tile, so the slot keeps an earlier step's "
-            "value, and only the 0 in the other tile made the product 0. When K is below the "
-            "tile, no step stores it, and on a GPU it holds whatever shared memory held before "
-            "(NaN, say: 0 × NaN is NaN)")
+            f"[{', '.join(map(str, slot))}] at a step at which no thread had stored into that "
+            f"slot: past the edge of {matrix} nothing is stored into its tile, so the slot "
+            "keeps an earlier step's value, and only the 0 in the other tile made the product "
+            "0. When K is below the tile, no step stores it, and on a GPU it holds whatever "
+            "shared memory held before (NaN, say: 0 × NaN is NaN)")
 
 
 # From the trace when C is right (when it is wrong, TILE_ACCESS_MISTAKES name missing stores).

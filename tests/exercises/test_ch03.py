@@ -1515,3 +1515,41 @@ def test_tiles_loaded_by_one_thread_are_named_as_such():
     assert result.status == "failed", result.message
     assert "threads read A or B from global memory" in result.message, result.message
     assert "a few threads load whole tiles" in result.message
+
+
+TILE_SLOTS = TILE * TILE  # a flat tile's length: Numba needs a shared array's shape as a constant
+
+
+@cuda.jit
+def matmul_flat_tiles_read_with_the_wrong_stride(A, B, C):
+    """Wrong: 1-D tiles, B's read as b_tile[tx * TILE + k] instead of b_tile[k * TILE + tx]."""
+    a_tile = cuda.shared.array(TILE_SLOTS, A.dtype)
+    b_tile = cuda.shared.array(TILE_SLOTS, A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty * TILE + tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty * TILE + tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty * TILE + tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty * TILE + tx] = 0
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty * TILE + k] * b_tile[tx * TILE + k]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+def test_flat_tiles_read_wrong_fail_on_c_not_on_the_check_itself():
+    """A flat tile's slots have one index, which the slot rules cannot place in a row: they are
+    left to C's values (the check once crashed unpacking them)."""
+    result = check_matmul_tiled(matmul_flat_tiles_read_with_the_wrong_stride, seed=1,
+                                tile=TILE, show=False)
+    assert result.status == "failed", str(result)
+    assert "elements of C are wrong" in result.message and "check itself" not in (
+        result.message), result.message
