@@ -99,6 +99,41 @@ def float64_arithmetic(ptx: str) -> dict[tuple[str, int], set[str]]:
     return found
 
 
+# cuda_fp16.h's operators on __half, which Numba links in for float16 arithmetic and the PTX
+# calls by their C++ names (``_ZmlRK6__halfS1_`` is ``operator*(const __half&, const __half&)``).
+_HALF_OPERATOR = re.compile(r"^_Z(pl|mi|ml|dv)RK6__half")
+_HALF_OPERATORS = {"pl": "__half +", "mi": "__half -", "ml": "__half *", "dv": "__half /"}
+
+
+def float16_arithmetic(ptx: str) -> dict[tuple[str, int], set[str]]:
+    """The float16 arithmetic in ``ptx``: a native opcode (``mul.f16``, ``fma.rn.f16x2``; not
+    moves, loads, stores or conversions) or a call of cuda_fp16's operators on ``__half``, as
+    Numba compiles ``a * b`` of two float16 values ("__half *"), as {(source file, line):
+    what} read from the ``.loc`` before each instruction (``lineinfo=True``), the line an
+    inlined operator was called from (its ``inlined_at``)."""
+    files = dict(re.findall(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', ptx, re.MULTILINE))
+    found: dict[tuple[str, int], set[str]] = {}
+    where, calling = ("", 0), False
+    for text in ptx.splitlines():
+        text = text.strip()
+        if text.startswith("@"):
+            text = text.split(None, 1)[-1]
+        if text.startswith(".loc"):  # the kernel's line an inlined operator was called from
+            words = text.replace(",", " ").split()
+            at = words.index("inlined_at") + 1 if "inlined_at" in words else 1
+            where = (files.get(words[at], ""), int(words[at + 1]))
+        elif calling and text:  # the line after "call.uni (retval0)," names the callee
+            calling = False
+            if operator := _HALF_OPERATOR.match(text):
+                found.setdefault(where, set()).add(_HALF_OPERATORS[operator.group(1)])
+        elif text.startswith("call"):
+            calling = True
+        elif (text and re.search(r"\.f16(x2)?\b", text.split()[0])
+              and text.split(".")[0] not in _NOT_ARITHMETIC):
+            found.setdefault(where, set()).add(text.split()[0])
+    return found
+
+
 def _compile_here(name: str, signature: str, cc: tuple[int, int]) -> PtxResult:
     from numba import cuda
 

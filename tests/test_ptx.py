@@ -119,3 +119,16 @@ def test_cli_shows_one_kernel():
     from gpulab.cli import main
 
     assert main(["ptx", "dot_atomic", "--cc", "7.5", "--dtype", "float64"]) == 0
+
+
+def test_float16_arithmetic_is_found_at_the_kernel_s_line_as_a_call_of_half_operators():
+    """Numba compiles a float16 product as a call of cuda_fp16's ``operator*`` on ``__half``,
+    inlined from its own file: the line is the kernel's, from the ``.loc``'s ``inlined_at``."""
+    text = "\n".join([
+        '.file 1 "<kernel k>"', '.file 2 "/numba_cuda/numba/cuda/_internal/cuda_fp16.py"',
+        ".loc 1 4 1", "cvt.f32.f16 %f1, %rs1;",
+        ".loc 2 6165 1, function_name $L__info_string0, inlined_at 1 5 1",
+        "call.uni (retval0),", "_ZmlRK6__halfS1__nbst,", "(", "param0", ");",
+        ".loc 1 6 1", "@%p1 fma.rn.f16 %rs3, %rs1, %rs2, %rs3;", "add.f32 %f2, %f1, %f1;"])
+    assert ptx.float16_arithmetic(text) == {("<kernel k>", 5): {"__half *"},
+                                            ("<kernel k>", 6): {"fma.rn.f16"}}

@@ -17,7 +17,13 @@ import ml_dtypes
 import numpy as np
 
 from gpulab import device, formats, reference
-from gpulab.exercises.compiling import float64_cost, float64_lines, float64_said, numba_type
+from gpulab.exercises.compiling import (
+    float16_lines,
+    float64_cost,
+    float64_lines,
+    lines_said,
+    numba_type,
+)
 from gpulab.exercises.evidence import is_number, shown_apart, writes_of
 from gpulab.exercises.grid_stride import one_per_thread
 from gpulab.exercises.learner_code import modules_used, words_used
@@ -465,22 +471,32 @@ RowWrites = writes_of("row", "out[{}]")
 
 @dataclass
 class CompiledSums:
-    """The lines of the learner's kernel that compute in float64, as compiled for a real GPU
-    (:func:`gpulab.exercises.compiling.float64_lines`: None where the compile step cannot
-    run), once every sum is right: the evidence of :data:`MATVEC_PRECISION_MISTAKES`."""
+    """The lines of the learner's kernel that compute in float64 and in float16, as compiled
+    for a real GPU (:func:`gpulab.exercises.compiling.float64_lines`, :func:`~gpulab.exercises.
+    compiling.float16_lines`: None where the compile step cannot run), once every sum is within
+    fp32's bound: the evidence of :data:`MATVEC_PRECISION_MISTAKES`."""
 
     float64_lines: list | None
     where: str
+    float16_lines: list | None = None
 
 
 # Last, once the sums are right: a float64 accumulator is within fp32's bound, and the
 # simulator (where a plain `0.0` plus a float16 stays float16) cannot show it; the kernel as
 # compiled for a GPU does.
 MATVEC_PRECISION_MISTAKES = (
+    Mistake("fp16 arithmetic before the fp32 sum (products, or a few of them summed, in fp16)",
+            lambda e: bool(e.float16_lines),
+            lambda e: (f"every row is within fp32's bound, but the kernel computes in fp16 "
+                       f"before the fp32 accumulator sees the values: "
+                       f"{lines_said(e.float16_lines)}, as compiled for a GPU. Each fp16 "
+                       "product or sum is rounded to fp16's 11 significant bits first, and "
+                       "those errors add up over a long row"),
+            FP16_PRODUCT_HINT, "compiled code"),
     Mistake("the sums kept in float64 (right, but not the fp32 accumulator asked for)",
             lambda e: bool(e.float64_lines),
             lambda e: (f"every row is right, but the kernel computes in float64, not fp32: "
-                       f"{float64_said(e.float64_lines)}, as compiled for a GPU. "
+                       f"{lines_said(e.float64_lines)}, as compiled for a GPU. "
                        f"{float64_cost()}"),
             "keep the sum in fp32: a float32 zero to start from and float32 products (in "
             "Numba a plain `0.0` and anything converted to np.float64 are float64).",
@@ -496,7 +512,7 @@ MATVEC = CheckSpec(
           "(Higham's γ_(k+1)), on random rows not a multiple of the block and ~1,000 products "
           "per row, under two block sizes (one twice the other, drawn); traced on a small "
           "launch, one row per thread; and, where the CUDA toolkit can compile it, no float64 "
-          "arithmetic in the kernel as compiled for a GPU",
+          "or fp16 arithmetic in the kernel as compiled for a GPU",
     also="a stub; guards; a hard-coded block size (the line named)")
 
 
@@ -552,10 +568,12 @@ def check_matvec_fp32(kernel, seed: int | None = None, threads_per_block: int | 
                          small.rng.uniform(0.5, 1.0, (13, 5)).astype(np.float16),
                          small.rng.uniform(0.5, 1.0, 5).astype(np.float16),
                          np.zeros(13, np.float32), evidence=RowWrites)
-    lines = float64_lines(source, [numba_type(a), numba_type(x), "float32[:]"])
-    reject(MATVEC_PRECISION_MISTAKES, CompiledSums(lines, f"{trial}, k={k}"))
-    kept = ("with an fp32 accumulator (no float64 arithmetic in the kernel compiled for a GPU)"
-            if lines == [] else "within fp32's rounding bound")
+    types = [numba_type(a), numba_type(x), "float32[:]"]
+    lines = float64_lines(source, types)
+    reject(MATVEC_PRECISION_MISTAKES,
+           CompiledSums(lines, f"{trial}, k={k}", float16_lines(source, types)))
+    kept = ("with an fp32 accumulator (no float64 or fp16 arithmetic in the kernel compiled "
+            "for a GPU)" if lines == [] else "within fp32's rounding bound")
     return (f"all {rows} rows right {kept} (k = {k} products per row, "
             + " and ".join(each.launched for each in runs) + f", seed={seed}).")
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from gpulab import toolkit
 from gpulab.instruments import kernel_recipe, rebuild_function
-from gpulab.ptx import float64_arithmetic
+from gpulab.ptx import float16_arithmetic, float64_arithmetic
 
 # The architecture a learner's kernel is compiled for: Turing (T4, Colab's free GPU), the oldest
 # that gpulab.ptx compiles for, so what passes here compiles on every GPU the course names.
@@ -175,18 +175,30 @@ def float64_lines(kernel_source, arg_types) -> list[tuple[str, str]] | None:
     kernel's decorator, not from the learner's cell), as compiled for sm_75
     (:data:`COMPILE_FOR`); ``[]`` when none does; None where the compile step cannot run
     (:func:`compile_verdict` says why) or the kernel does not compile."""
+    return _compiled_lines(kernel_source, arg_types, "float64_lines")
+
+
+def float16_lines(kernel_source, arg_types) -> list[tuple[str, str]] | None:
+    """``[(code, what), ...]``: the kernel's lines that compute in float16, quoted, as compiled
+    for sm_75 (:func:`gpulab.ptx.float16_arithmetic`: "__half *" where ``a[i] * x[i]`` of
+    two float16 values is a float16 product); ``[]`` when none does; None as
+    :func:`float64_lines`."""
+    return _compiled_lines(kernel_source, arg_types, "float16_lines")
+
+
+def _compiled_lines(kernel_source, arg_types, key: str) -> list[tuple[str, str]] | None:
     recipe, signature = recipe_of(kernel_source), signature_of(arg_types)
     if recipe is None or _compile_verdict(recipe, signature) != (None, None):
         return None
     source = recipe["source"].splitlines()
     return [(_code_of(source[number - 1]), opcodes)
-            for number, opcodes in _answer(recipe, signature).get("float64_lines") or []
+            for number, opcodes in _answer(recipe, signature).get(key) or []
             if 0 < number <= len(source)]
 
 
-def float64_said(lines: list[tuple[str, str]]) -> str:
-    """The first three of :func:`float64_lines` as "`total += x[i]` (add.f64)", and how
-    many more."""
+def lines_said(lines: list[tuple[str, str]]) -> str:
+    """The first three of :func:`float64_lines` (or :func:`float16_lines`) as
+    "`total += x[i]` (add.f64)", and how many more."""
     said = "; ".join(f"`{code}` ({opcodes})" for code, opcodes in lines[:3])
     return said + (f" and {len(lines) - 3} more line(s)" if len(lines) > 3 else "")
 
@@ -200,7 +212,7 @@ def float64_note(kernel_source, arg_types) -> str | None:
         return None
     name = recipe_of(kernel_source)["name"]
     return (f"`{name}` computes in float64 although no argument is float64: "
-            f"{float64_said(lines)} (compiled for sm_{COMPILE_FOR[0]}{COMPILE_FOR[1]}). Unless "
+            f"{lines_said(lines)} (compiled for sm_{COMPILE_FOR[0]}{COMPILE_FOR[1]}). Unless "
             "you chose float64: in Numba a float literal such as `0.0` or `1.0` is a float64, "
             "and so is "
             "an integer meeting a float32 (`hits += 1` on a float32 `hits`, `1 - beta`), `/` "
@@ -304,8 +316,12 @@ def _compile_one(request: dict, cuda) -> dict:
                 r"TypingError|UnsupportedError|NumbaError", text):
             return {"skipped": f"the CUDA compiler is not usable here ({text[:200]})"}
         return {"error": text}
-    return {"error": None, "float64_lines": _float64_lines(function, request["signature"], ptx,
-                                                           cc)}
+    filename = function.__code__.co_filename  # "<kernel NAME>"; the PTX puts a folder before it
+    float16 = float16_arithmetic(ptx)
+    return {"error": None,
+            "float64_lines": _float64_lines(function, request["signature"], ptx, cc),
+            "float16_lines": [[line, " ".join(sorted(float16[file, line]))]
+                              for file, line in sorted(float16) if file.endswith(filename)]}
 
 
 def _float64_lines(function, signature: str, ptx: str, cc: tuple[int, int]) -> list:
@@ -314,7 +330,7 @@ def _float64_lines(function, signature: str, ptx: str, cc: tuple[int, int]) -> l
     an argument is float64 or complex128 (then float64 is the caller's choice)."""
     if re.search(r"float64|complex128", signature):
         return []
-    filename = function.__code__.co_filename  # "<kernel NAME>"; the PTX puts a folder before it
+    filename = function.__code__.co_filename
     in_ptx = {line: opcodes for (file, line), opcodes in float64_arithmetic(ptx).items()
               if file.endswith(filename)}
     if not in_ptx:

@@ -402,10 +402,11 @@ def test_the_matvec_spec_lists_its_mistakes_in_the_order_they_are_tried():
     assert ch04.MATVEC.mistakes == (ch04.MATVEC_MISTAKES + ch04.MATVEC_SHARE_MISTAKES
                                     + ch04.MATVEC_PRECISION_MISTAKES)
     rows = ch04.MATVEC.mistake_table().splitlines()[4:]
-    assert len(rows) == len(ch04.MATVEC_MISTAKES) + 4 == 13
+    assert len(rows) == len(ch04.MATVEC_MISTAKES) + 5 == 14
     assert rows[0].startswith("| no row written") and rows[8] == "| a wrong sum | outputs |"
     assert all(row.endswith("| trace |") for row in rows[9:12])
-    assert "float64" in rows[12] and rows[12].endswith("| compiled code |")
+    assert "fp16 arithmetic" in rows[12] and rows[12].endswith("| compiled code |")
+    assert "float64" in rows[13] and rows[13].endswith("| compiled code |")
     assert "fp16 first" in rows[3] and "rounded to fp16" in rows[4]
     assert "products left out" in rows[5] and "kept in fp16" in rows[6]
     assert rows[7].startswith("| a shared array with no barrier") and rows[7].endswith(
@@ -1228,4 +1229,51 @@ def test_matvec_names_a_float64_accumulator(kernel, line):
 def test_matvec_passes_a_compensated_fp32_sum_and_says_it_was_compiled(seed):
     result = ch04.check_matvec_fp32(matvec_kahan_fp32, seed=seed, show=False)
     assert result.passed, result.message
-    assert "no float64 arithmetic in the kernel compiled for a GPU" in result.message
+    assert "no float64 or fp16 arithmetic in the kernel compiled for a GPU" in result.message
+
+
+@cuda.jit
+def matvec_fp16_pairs(a, x, out):
+    """Wrong: two products summed in fp16 before they join the fp32 accumulator (within fp32's
+    bound, which is loose at k ~ 1,000: only the compiled code shows it)."""
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        acc = np.float32(0)
+        k = 0
+        while k + 1 < x.shape[0]:
+            pair = a[row, k] * x[k] + a[row, k + 1] * x[k + 1]
+            acc += np.float32(pair)
+            k += 2
+        if k < x.shape[0]:
+            acc += np.float32(a[row, k]) * np.float32(x[k])
+        out[row] = acc
+
+
+@cuda.jit
+def matvec_fp16_chunks_of_four(a, x, out):
+    """Wrong: unrolled by four, each chunk multiplied and summed in fp16, then converted."""
+    row = cuda.grid(1)
+    if row < out.shape[0]:
+        acc = np.float32(0)
+        k = 0
+        while k + 3 < x.shape[0]:
+            acc += np.float32(a[row, k] * x[k] + a[row, k + 1] * x[k + 1]
+                              + a[row, k + 2] * x[k + 2] + a[row, k + 3] * x[k + 3])
+            k += 4
+        while k < x.shape[0]:
+            acc += np.float32(a[row, k]) * np.float32(x[k])
+            k += 1
+        out[row] = acc
+
+
+@pytest.mark.skipif(not HAS_TOOLKIT, reason="no CUDA toolkit wheels here: nothing is compiled")
+@pytest.mark.parametrize("kernel, line", [
+    (matvec_fp16_pairs, "pair = a[row, k] * x[k] + a[row, k + 1] * x[k + 1]"),
+    (matvec_fp16_chunks_of_four, "acc += np.float32(a[row, k] * x[k] + a[row, k + 1] * x[k + 1]"),
+])
+@pytest.mark.parametrize("seed", [1, 7])
+def test_matvec_names_fp16_arithmetic_before_the_fp32_sum(kernel, line, seed):
+    result = ch04.check_matvec_fp32(kernel, seed=seed, show=False)
+    assert result.status == "failed", result
+    assert "computes in fp16 before the fp32 accumulator" in result.message, result.message
+    assert line in result.message and "__half *" in result.message, result.message
