@@ -702,8 +702,9 @@ QUANTISE = CheckSpec(
     "quantise_fp8", "quantise_e4m3(x) -> (q, scale)", QUANTISE_STUB_HINT, SCALE_MISTAKES,
     title="3. quantise to fp8", call="check_quantise_fp8(quantise_e4m3)",
     holds="on activations with outliers of both signs (the largest magnitude negative), tiny "
-          "gradients and values near 1: `q` an `ml_dtypes.float8_e4m3fn` array shaped like x, "
-          "`scale` one positive number equal to max|x| / 448 (or the power of two just above "
+          "gradients, values near 1 and a weight matrix: `q` an `ml_dtypes.float8_e4m3fn` "
+          "array shaped like x, `scale` one positive number equal to max|x| / 448 (or the "
+          "power of two just above "
           "it), each stored value the E4M3 value nearest to x / scale (for the scale "
           "max|x| / 448, six values planted where rounding through float16 first goes the "
           "other way)",
@@ -755,6 +756,18 @@ def _quantise_trials(rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
             ("values near 1 (some E4M3 subnormals once scaled)", near_one)]
 
 
+def _weight_matrix(rng: np.random.Generator) -> np.ndarray:
+    """A float32 weight matrix (20-39 rows, 30-59 columns, N(0, 0.05)) whose largest magnitude
+    is one weight planted at 3 to 5 times the rest, negative: one scale for the whole matrix
+    is max|x| / 448, not a norm of the matrix (``np.linalg.norm(x, np.inf)`` is its largest
+    row sum) nor a scale per row or column."""
+    rows, cols = int(rng.integers(20, 40)), int(rng.integers(30, 60))
+    weights = rng.normal(0.0, 0.05, (rows, cols))
+    weights[int(rng.integers(rows)), int(rng.integers(cols))] = (
+        -np.abs(weights).max() * rng.uniform(3, 5))
+    return weights.astype(np.float32)
+
+
 def _double_rounding_traps(rng: np.random.Generator, scale: float, count: int) -> np.ndarray:
     """``count`` float32 values x whose x / scale lies just above a point halfway between two
     E4M3 values, closer than float16's half step: rounded to E4M3 at once they go up, but
@@ -785,13 +798,15 @@ def _largest_at(x: np.ndarray, where: int) -> None:
 
 @QUANTISE.check
 def check_quantise_fp8(quantise, seed: int | None = None) -> str:
-    """Three float32 tensors of random lengths and values (:func:`_quantise_trials`; the
-    activations around 1e2 to 1e3, the gradients around 1e-5). What comes back is checked for
+    """Three float32 vectors of random lengths and values (:func:`_quantise_trials`; the
+    activations around 1e2 to 1e3, the gradients around 1e-5), then a weight matrix
+    (:func:`_weight_matrix`). What comes back is checked for
     every tensor first (a pair, then q's type, dtype and shape, then the scale's type), then
     each tensor's scale, then its stored values. E4M3's rounding: a relative error <= 2^-4 for
     normal values, an absolute error <= scale * 2^-10 in the subnormal range."""
     rng = np.random.default_rng(seed)
     trials = _quantise_trials(rng)
+    trials.append(("a weight matrix", _weight_matrix(rng)))  # drawn after the three above
     answers = [_call_quantise(quantise, x, name, seed) for name, x in trials]
     scales = [scale for _, scale in answers]
     worst_relative = 0.0
@@ -799,7 +814,8 @@ def check_quantise_fp8(quantise, seed: int | None = None) -> str:
         x64 = x.astype(np.float64)
         _check_scale(x64, scale, name, seed, trials, scales)
         worst_relative = max(worst_relative, _check_quantised(x64, q, scale, name, seed))
-    return (f"three tensors (max|x| from ~1e-5 to ~1e3, outliers of both signs) quantised "
+    return (f"four tensors (max|x| from ~1e-5 to ~1e3, outliers of both signs, a matrix) "
+            f"quantised "
             f"with the whole E4M3 range; worst relative error of a normal value "
             f"{worst_relative:.3f} (E4M3 rounds by at most {E4M3.unit_roundoff:g}; "
             f"seed={seed}).")

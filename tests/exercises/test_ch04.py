@@ -1277,3 +1277,25 @@ def test_matvec_names_fp16_arithmetic_before_the_fp32_sum(kernel, line, seed):
     assert result.status == "failed", result
     assert "computes in fp16 before the fp32 accumulator" in result.message, result.message
     assert line in result.message and "__half *" in result.message, result.message
+
+
+def quantise_with_the_largest_row_sum(x):
+    """Wrong: np.linalg.norm(x, np.inf) is max|x| for a vector but a matrix's largest row sum."""
+    scale = float(np.linalg.norm(x, np.inf)) / 448
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_a_flat_view(x):
+    """Right, written differently: max|x| over the tensor flattened, in Python."""
+    scale = max(abs(float(value)) for value in x.reshape(-1)) / 448
+    return (x / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_quantise_takes_one_scale_for_a_whole_matrix(seed):
+    wrong = ch04.check_quantise_fp8(quantise_with_the_largest_row_sum, seed=seed, show=False)
+    assert wrong.status == "failed", wrong
+    assert "for a weight matrix" in wrong.message and "max|x| / 448" in wrong.message, (
+        wrong.message)
+    right = ch04.check_quantise_fp8(quantise_a_flat_view, seed=seed, show=False)
+    assert right.passed and "four tensors" in right.message, right.message
