@@ -55,6 +55,7 @@ from gpulab.exercises.source_rules import (
     KernelSource,
     adds_into,
     count_calls,
+    guard_on,
     hard_coded_block,
     hard_coded_size,
     is_typed_in_count,
@@ -268,6 +269,7 @@ class Total:
     trial: Trial
     x: np.ndarray
     y: np.ndarray | None = None
+    guard_line: str | None = None  # a comparison with the output's length, from the source
 
     def near(self, value) -> bool:
         return matches(self.got, value, self.tolerance)
@@ -307,7 +309,16 @@ NOT_A_NUMBER = Mistake(
     "a result that is not a number (values nobody wrote)", lambda e: not np.isfinite(e.got),
     lambda e: f"{e.summary}: the result is not a number, so the sum used values nobody wrote",
     "each value should be added exactly once: check the index and the guard.")
+# First: a total that is wrong because the guard measures the output, not the input.
+GUARD_ON_OUT = Mistake(
+    "the guard compares the index with out's length (one element)",
+    lambda e: e.guard_line is not None,
+    lambda e: (f"{e.summary}: your guard `{e.guard_line}` measures the output, which holds one "
+               "number, the total: only thread 0 gets past it"),
+    "guard with the input's length (`x.shape[0]`): out has one element whatever n is.",
+    recognised_from="source")
 DOT_MISTAKES = (
+    GUARD_ON_OUT,
     Mistake("nothing added", lambda e: e.near(0.0),
             lambda e: f"{e.summary}: nothing was added to out[0]",
             "each thread inside the array must add its product into out[0], with an atomic add "
@@ -552,7 +563,9 @@ def _run_total(source: KernelSource, kernel, trial: Trial, inputs: tuple, mistak
     got = out.copy_to_host()[0]
     x, y = inputs[0], (inputs[1] if len(inputs) > 1 else np.ones_like(inputs[0]))
     expected, tolerance = reference.dot(x, y), reference.dot_tolerance(x, y)
-    total = Total(got, expected, tolerance, trial, *inputs)
+    output = source.parameters[-1] if source.parameters else "out"
+    total = Total(got, expected, tolerance, trial, *inputs,
+                  guard_line=guard_on(source, output) if source.tree is not None else None)
     right = total.near(expected)
     failure = None if right else diagnose(mistakes, total)
     if not right and failure is None:
@@ -603,6 +616,7 @@ def _slot(e: Total) -> int | None:
 
 
 BLOCK_SUM_MISTAKES = (
+    GUARD_ON_OUT,
     Mistake("nothing added", lambda e: e.near(0.0),
             lambda e: f"{e.summary}: nothing was added to out[0]",
             "after the tree, one thread of each block must add the block's total (slot 0 of the "

@@ -431,6 +431,20 @@ def compares_with_shape(source: KernelSource) -> list[ast.Compare]:
             and any(isinstance(n, ast.Attribute) and n.attr == "shape" for n in ast.walk(node))]
 
 
+def guard_on(source: KernelSource, parameter: str) -> str | None:
+    """The line of the first comparison in the kernel that measures ``parameter``: its
+    ``.shape``, ``.size`` or ``len()`` (``if i < out.size:``, a guard against the output's
+    length where the output is one number); None when there is none."""
+    def measures(node: ast.AST) -> bool:
+        if isinstance(node, ast.Attribute) and node.attr in ("shape", "size"):
+            return isinstance(node.value, ast.Name) and node.value.id == parameter
+        return (isinstance(node, ast.Call) and _called_name(node) == "len" and node.args
+                and isinstance(node.args[0], ast.Name) and node.args[0].id == parameter)
+
+    return next((source.line(node) for node in source.walk() if isinstance(node, ast.Compare)
+                 and any(measures(part) for part in ast.walk(node))), None)
+
+
 # --- barriers every thread reaches ------------------------------------------------------------
 
 
@@ -618,7 +632,7 @@ def start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
 __all__ = [
     "BARRIER_EXIT_HINT", "BARRIER_HINT", "BARRIER_IN_BRANCH", "BARRIER_LOOP_HINT",
     "FIXED_STEP_AT_LEAST", "adds_into", "barrier_problems", "compares_with_shape", "count_calls",
-    "fixed_step", "hard_coded_block",
+    "fixed_step", "guard_on", "hard_coded_block",
     "is_typed_in_count", "typed_in_count_names",
     "hard_coded_size", "kernel_source", "KernelSource", "plain_writes_to",
     "raises_not_implemented", "simulator_only_code", "start_kernel", "thread_varying_names"

@@ -1373,3 +1373,45 @@ def test_dot_names_a_shared_slot_everyone_adds_into(seed):
     result = check_dot_atomic(dot_into_one_shared_slot, seed=seed, show=False)
     assert result.status == "failed", result
     assert "between the same two barriers" in result.message, result.message
+
+
+@cuda.jit
+def dot_guarded_by_out_s_length(x, y, out):
+    """Wrong: the guard copied from multiply, `i < out.size`; out has one element."""
+    i = cuda.grid(1)
+    if i < out.size:
+        cuda.atomic.add(out, 0, x[i] * y[i])
+
+
+@cuda.jit
+def block_sum_guarded_by_out_s_length(x, out):
+    """Wrong: the fill's guard measures out (one element): only x[0] is loaded."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < len(out):
+        partial[t] = x[i]
+    else:
+        partial[t] = 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_a_guard_on_the_output_s_length_is_named(seed):
+    """Not an overwrite of out[0], nor a missing barrier: the guard lets only thread 0 in."""
+    for result, line in (
+            (check_dot_atomic(dot_guarded_by_out_s_length, seed=seed, show=False),
+             "if i < out.size:"),
+            (check_block_sum(block_sum_guarded_by_out_s_length, threads_per_block=THREADS,
+                             seed=seed, show=False), "if i < len(out):")):
+        assert result.status == "failed", result
+        assert f"your guard `{line}` measures the output" in result.message, result.message
+        assert "x.shape[0]" in result.hint, result.hint
