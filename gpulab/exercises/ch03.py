@@ -255,6 +255,14 @@ class Product:
         bound = reference.matmul_tolerance(self.A, self.B) + 1e-6
         return bool(np.all(np.abs(self.C - partial) <= bound))
 
+    def twice(self) -> int | None:
+        """The k (the first or the last) whose product C holds twice over the whole sum, as a
+        sum started from that product and then looped over every k gives; None otherwise."""
+        bound = reference.matmul_tolerance(self.A, self.B) + 1e-6
+        whole = self.A.astype(np.float64) @ self.B
+        return next((k for k in (0, self.trial.inner - 1) if np.all(np.abs(
+            self.C - whole - np.outer(self.A[:, k], self.B[k])) <= bound)), None)
+
     @property
     def T(self) -> int:
         """A tiled kernel's tile (the trial's block is T x T)."""
@@ -315,6 +323,12 @@ MATMUL_MISTAKES = (
             lambda e: e.suspects and e.holds(e.trial.inner, 1),
             lambda e: f"{e.summary}: C holds the sum for k = 1 .. K-1: the first k, 0, is missing",
             "a range starts at 0 unless told otherwise; the sum runs over every k, 0 included."),
+    Mistake("one product counted twice (the sum started from it, then the loop from 0)",
+            lambda e: e.suspects and e.twice() is not None,
+            lambda e: (f"{e.summary}: C holds the whole sum plus the k = {e.twice()} product "
+                       "again: that product is counted twice"),
+            "count each product once: either the running sum starts at 0 and the loop covers "
+            "every k, or it starts from one product and the loop skips that k."),
     Mistake("a single product written, not the sum",
             lambda e: e.suspects and e.holds(e.trial.inner, e.trial.inner - 1),
             lambda e: (f"{e.summary}: C holds A[row, k] * B[k, col] for a single k, not their "

@@ -1553,3 +1553,23 @@ def test_flat_tiles_read_wrong_fail_on_c_not_on_the_check_itself():
     assert result.status == "failed", str(result)
     assert "elements of C are wrong" in result.message and "check itself" not in (
         result.message), result.message
+
+
+@cuda.jit
+def naive_first_product_twice(A, B, C):
+    """Wrong: the sum starts from the k = 0 product, then the loop starts at 0 again."""
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = A[row, 0] * B[0, col]
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_naive_with_a_product_counted_twice_is_named_not_told_to_revisit_the_grid(seed):
+    result = check_matmul_naive(naive_first_product_twice, seed=seed, show=False)
+    assert result.status == "failed", result
+    assert "the k = 0 product again: that product is counted twice" in result.message, (
+        result.message)
+    assert "count each product once" in result.hint, result.hint
