@@ -422,6 +422,9 @@ _COMPILER_HINTS = (
     (r"Untyped global name '(\w+)'", lambda found: (
         f"`{found.group(1)}` is not something a GPU kernel can call or use: a helper function "
         "needs `@cuda.jit(device=True)`, and other Python objects can't be used in a kernel.")),
+    (r"Cannot cast (Uni)?Tuple\(.*\) to u?int", "a tuple stands where one whole number goes "
+     "(an index such as `(0,)` for a 1-D array, as in `cuda.atomic.add(out, (0,), v)`): give "
+     "the number itself."),
     (r"void return type", "a kernel returns nothing: write its result into an output array "
      "(`out[i] = ...`) instead of `return`ing it."),
     (r"NameError", "a name is not defined: check the spelling, and that everything the kernel "

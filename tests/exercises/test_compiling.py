@@ -114,6 +114,16 @@ def test_an_import_inside_a_kernel_gets_its_own_hint():
     assert "`import` inside a kernel" in advice and "f-string" not in advice
 
 
+def test_a_tuple_index_where_a_number_goes_gets_its_own_hint():
+    """Numba's error for ``cuda.atomic.add(out, (0,), v)`` on a 1-D out, as compile_ptx gives it
+    (round 9 saw it told as "kernels can't create lists or NumPy arrays")."""
+    error = ("LoweringError: Failed in cuda mode pipeline (step: native lowering)\n"
+             'Cannot cast UniTuple(Literal[int](0) x 1) to int64: %".142" = insertvalue [1 x '
+             "i64] undef, i64 0, 0")
+    message, advice = compiling.compiler_message(error)
+    assert "UniTuple" in message and "a tuple stands where one whole number goes" in advice
+
+
 # --- float64 the arguments did not ask for (compiling.float64_note) ---------------------------
 
 
