@@ -778,6 +778,13 @@ class Tiling:
     def where(self) -> str:
         return str(self.trial)
 
+    @cached_property
+    def race(self):
+        """The first (store, other) pair of one block's accesses to one tile slot by two
+        threads between the same two barriers (:meth:`gpulab.instruments.KernelTrace.
+        shared_races`); None when there is none."""
+        return next(iter(self.threads.trace.shared_races()), None)
+
     @property
     def loads(self) -> dict[str, int]:
         return {name: self.threads.max_loads(name) for name in self.threads.names[:2]}
@@ -999,7 +1006,23 @@ BARRIER_MISTAKES = (
             _too_few_barriers_message("threads read tile slots that others have not stored "
                                       "yet, and overwrite slots others still read"),
             _missing_barriers_hint, recognised_from="trace"),
+    Mistake("barriers in the wrong places: a tile slot stored by one thread and used by another "
+            "between the same two barriers (a race)", lambda e: e.race is not None,
+            lambda e: _race_message(e), "two barriers per step, each outside the loop over k: "
+            "one after the stores into the tiles (before any multiply-add reads them), one "
+            "after the multiply-adds (before the next step's stores overwrite them).",
+            recognised_from="trace"),
 )
+
+
+def _race_message(e: Tiling) -> str:
+    store, other = e.race
+    slot = f"{store.array.split(':', 1)[-1]}[{', '.join(map(str, store.index))}]"
+    used = "read" if other.kind == "read" else "stored into"
+    return (f"{e.threads.label(store.thread)} stored {slot} and "
+            f"{e.threads.label(other.thread)} {used} it with no barrier between the two: on a "
+            "GPU their order is not fixed (a race), so a multiply-add may use a slot before it "
+            "is stored, or after the next step overwrote it")
 
 
 def _who(threads: _Threads, thread) -> str:

@@ -363,7 +363,7 @@ def test_the_mistake_tables_list_the_source_and_trace_diagnoses():
     assert TILED.mistakes == (TILED_SOURCE_MISTAKES + TILING_MISTAKES + BARRIER_MISTAKES
                               + UNSTORED_READ_MISTAKES + MATMUL_MISTAKES + STEP_SUM_MISTAKES
                               + TILE_ACCESS_MISTAKES)
-    assert len(BARRIER_MISTAKES) == 5 and len(TILE_ACCESS_MISTAKES) == 5
+    assert len(BARRIER_MISTAKES) == 6 and len(TILE_ACCESS_MISTAKES) == 5
     table = TILED.mistake_table()
     for mistake in (TILED_SOURCE_MISTAKES + BARRIER_MISTAKES + UNSTORED_READ_MISTAKES
                     + TILE_ACCESS_MISTAKES):
@@ -1573,3 +1573,38 @@ def test_naive_with_a_product_counted_twice_is_named_not_told_to_revisit_the_gri
     assert "the k = 0 product again: that product is counted twice" in result.message, (
         result.message)
     assert "count each product once" in result.hint, result.hint
+
+
+@cuda.jit
+def tiled_barrier_inside_the_loop_over_k(A, B, C):
+    """Wrong: the barrier indented into the multiply-add loop: a thread's first multiply-add
+    reads slots other threads may not have stored yet (TILE barriers a step, not too few)."""
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        if row < A.shape[0] and k0 + tx < A.shape[1]:
+            a_tile[ty, tx] = A[row, k0 + tx]
+        else:
+            a_tile[ty, tx] = 0
+        if k0 + ty < B.shape[0] and col < B.shape[1]:
+            b_tile[ty, tx] = B[k0 + ty, col]
+        else:
+            b_tile[ty, tx] = 0
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+            cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_barrier_inside_the_loop_over_k_is_named_as_a_race(seed):
+    result = check_matmul_tiled(tiled_barrier_inside_the_loop_over_k, seed=seed, tile=TILE,
+                                show=False)
+    assert result.status == "failed", result
+    assert "with no barrier between the two" in result.message and "(a race)" in (
+        result.message), result.message
+    assert "outside the loop over k" in result.hint, result.hint
