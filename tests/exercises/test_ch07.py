@@ -1368,3 +1368,28 @@ def test_loss_gradient_names_a_flat_index_down_the_columns(seed):
     result = ch07.check_loss_gradient(loss_gradient_flat_index_down_the_columns, seed=seed,
                                       show=False)
     assert_result(result, FAILED, "threads side by side along x touched elements a row apart")
+
+
+# Wrong kernels the kernels' own checks reject, trained with anyway: the run stops at the first
+# step that differs from gpulab's (or where the kernel crashes), and the check names the kernel.
+@pytest.mark.parametrize("gradient, update, said, blamed", [
+    (loss_gradient_no_target, adam, "after step 1", "softmax_cross_entropy_backward"),
+    (loss_gradient_label_column_only, adam, "after step 1", "softmax_cross_entropy_backward"),
+    (loss_gradient_label_by_column, adam, "training stopped", "loss_gradient_label_by_column"),
+    (loss_gradient, adam_no_correction, "after step 1", "adam_update"),
+    (loss_gradient, adam_eps_inside, "after step 1", "adam_update"),
+])
+def test_training_with_a_wrong_kernel_stops_and_blames_it(gradient, update, said, blamed):
+    run = ch07.train_with_your_kernels({"softmax_cross_entropy_backward": gradient,
+                                        "adam_update": update}, show=False, **FAST)
+    result = ch07.check_training(run, show=False)
+    assert_result(result, FAILED, said)
+    assert blamed in result.message + result.hint, result
+
+
+def test_training_with_kernels_written_differently_passes():
+    run = ch07.train_with_your_kernels(
+        {"softmax_cross_entropy_backward": loss_gradient_written_differently,
+         "adam_update": adam_efficient}, show=False, **SHORT_PASS)
+    result = ch07.check_training(run, show=False)
+    assert result.passed, result
