@@ -34,7 +34,12 @@ from gpulab.exercises.grid_stride import more_than_their_share, written_by_sever
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.results import CheckFailedError, KernelError, offer_trace
 from gpulab.exercises.running import launch, padded, read_back, trace_trial
-from gpulab.exercises.source_rules import BARRIER_HINT, KernelSource, plain_writes_to
+from gpulab.exercises.source_rules import (
+    BARRIER_HINT,
+    KernelSource,
+    lines_with_number,
+    plain_writes_to,
+)
 from gpulab.exercises.spec import CheckSpec, reject_unshared_work
 from gpulab.exercises.trial import Trial, tier_key
 
@@ -579,12 +584,7 @@ class TiledSource:
     @cached_property
     def hard_coded(self) -> list[str]:
         """Lines of the kernel that write the tile's size as a number."""
-        if self.tile < 4:
-            return []
-        return list(dict.fromkeys(
-            self.source.line(node) for node in self.source.walk()
-            if isinstance(node, ast.Constant) and type(node.value) is int
-            and node.value == self.tile))
+        return [] if self.tile < 4 else lines_with_number(self.source, self.tile)
 
     @cached_property
     def steps_loops(self) -> list[tuple[ast.For, ast.AST]]:

@@ -47,7 +47,13 @@ from gpulab.exercises.running import (
     read_back,
     trace_trial,
 )
-from gpulab.exercises.source_rules import KernelSource, adds_into, count_calls, hard_coded_block
+from gpulab.exercises.source_rules import (
+    KernelSource,
+    adds_into,
+    count_calls,
+    hard_coded_block,
+    lines_with_number,
+)
 from gpulab.exercises.spec import CheckSpec, reject_unshared_work
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 from gpulab.hardware import SHARED_BANK_BYTES, SHARED_BANKS
@@ -763,6 +769,11 @@ class Transposed:
     writes: object = None
 
     @property
+    def hard_coded(self) -> list[str]:
+        """Lines of the kernel that write the tile's size as a number."""
+        return lines_with_number(self.source, self.tile)
+
+    @property
     def poisoned(self) -> np.ndarray:
         poison = poison_value(self.trial.dtype)
         return np.zeros(self.out.shape, bool) if poison is None else self.out == poison
@@ -863,6 +874,11 @@ TRANSPOSE_MISTAKES = (
     Mistake("strided reads", lambda e: e.strided(e.reads),
             lambda e: _strided_text(e.reads, "reads of A"), STRIDED_READS_HINT,
             recognised_from="trace"),
+    Mistake("the tile's size written as a number", lambda e: e.hard_coded,
+            lambda e: (f"out is right, but `{e.hard_coded[0]}` has the tile's size written as "
+                       f"the number {e.tile}: change TILE and this line would be wrong"),
+            "write TILE wherever the tile's size is meant (the shared array's shape, the "
+            "tile's first row and column), never the number itself.", recognised_from="source"),
 )
 TRANSPOSE = CheckSpec(
     "transpose_tiled", "transpose_tiled(A, out)", TRANSPOSE_STUB_HINT, TRANSPOSE_MISTAKES,

@@ -431,6 +431,14 @@ def compares_with_shape(source: KernelSource) -> list[ast.Compare]:
             and any(isinstance(n, ast.Attribute) and n.attr == "shape" for n in ast.walk(node))]
 
 
+def lines_with_number(source: KernelSource, number: int) -> list[str]:
+    """The kernel's lines that write the whole number ``number`` itself (a tile's size typed in
+    where TILE is meant), each once."""
+    return list(dict.fromkeys(
+        source.line(node) for node in source.walk()
+        if isinstance(node, ast.Constant) and type(node.value) is int and node.value == number))
+
+
 def guard_on(source: KernelSource, parameter: str) -> str | None:
     """The line of the first comparison in the kernel that measures ``parameter``: its
     ``.shape``, ``.size`` or ``len()`` (``if i < out.size:``, a guard against the output's
@@ -632,7 +640,7 @@ def start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
 __all__ = [
     "BARRIER_EXIT_HINT", "BARRIER_HINT", "BARRIER_IN_BRANCH", "BARRIER_LOOP_HINT",
     "FIXED_STEP_AT_LEAST", "adds_into", "barrier_problems", "compares_with_shape", "count_calls",
-    "fixed_step", "guard_on", "hard_coded_block",
+    "fixed_step", "guard_on", "hard_coded_block", "lines_with_number",
     "is_typed_in_count", "typed_in_count_names",
     "hard_coded_size", "kernel_source", "KernelSource", "plain_writes_to",
     "raises_not_implemented", "simulator_only_code", "start_kernel", "thread_varying_names"

@@ -1479,3 +1479,23 @@ def test_numeric_gradient_names_entries_left_moved_while_the_next_is_probed():
                                          show=False)
     assert result.status == FAILED, result
     assert "whose terms mix two" in result.message, result.message
+
+
+@cuda.jit
+def transpose_tile_typed_in(A, out):
+    """Wrong: the tile's size typed in as 16 (and 17) where TILE is meant: right only while
+    TILE is 16."""
+    tile = cuda.shared.array((16, 17), numba.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * 16, cuda.blockIdx.x * 16
+    if r0 + ty < A.shape[0] and c0 + tx < A.shape[1]:
+        tile[ty, tx] = A[r0 + ty, c0 + tx]
+    cuda.syncthreads()
+    if c0 + ty < out.shape[0] and r0 + tx < out.shape[1]:
+        out[c0 + ty, r0 + tx] = tile[tx, ty]
+
+
+def test_a_tile_size_typed_in_is_named_as_in_chapter_03():
+    result = ch06.check_transpose_tiled(transpose_tile_typed_in, tile=16, seed=1, show=False)
+    assert result.status == "failed", result
+    assert "has the tile's size written as the number 16" in result.message, result.message
