@@ -511,6 +511,13 @@ ACCUMULATION_MISTAKES = (
             lambda e: (f"your gradients are the whole batch's times {e.scaled:.4g}: each part "
                        "was weighted in proportion to its size, but the weights do not add up "
                        "to 1"), WEIGHT_HINT),
+    Mistake("each part's share rounded to float32",
+            lambda e: e.weighted([float(np.float32(size / e.n)) for size in e.sizes]),
+            lambda e: ("your gradients are the parts' gradients weighted by their shares of the "
+                       "batch rounded to float32 (np.float32(len(part) / len(y))): the float64 "
+                       "gradients are then off by float32's rounding, about 1 part in 10⁷"),
+            "keep each share a Python float (float64): `len(part) / len(y)`, not np.float32 of "
+            "it."),
     Mistake("another combination", lambda e: not e.right,
             "your gradients differ from the whole batch's", WEIGHT_HINT),
 )

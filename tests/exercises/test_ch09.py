@@ -865,3 +865,23 @@ def test_accumulated_gradients_name_samples_rounded_through_float32():
     result = ch09.check_accumulated_gradients(accumulated_through_float32, seed=1, show=False)
     assert result.status == FAILED, result
     assert "rounded to float32 and back to float64" in result.message, result.message
+
+
+def accumulated_with_float32_shares(model, X, y, micro_batches):
+    """Wrong: each part's share rounded to float32 (the float64 gradients are off by 1e-7)."""
+    total = {}
+    for part in np.array_split(np.arange(len(y)), micro_batches):
+        model.loss(X[part], y[part])
+        model.backward()
+        share = np.float32(len(part) / len(y))
+        for name, grad in model.gradients().items():
+            total[name] = total.get(name, 0) + share * grad
+    return total
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_shares_rounded_to_float32_are_named(seed):
+    result = ch09.check_accumulated_gradients(accumulated_with_float32_shares, seed=seed,
+                                              show=False)
+    assert result.status == "failed", result
+    assert "shares of the batch rounded to float32" in result.message, result.message
