@@ -1049,8 +1049,9 @@ TIME_MISTAKES = (
                   "multiplying it by 1e-6 makes each message's latency a million times too "
                   "small.", "α converted from µs a second time (× 1e-6)"),
     _time_formula(lambda S, N, a, b: 2 * (N - 1) * a + 2 * S / b,
-                  "2·n/β is the limit for very many ranks; for N ranks it is 2(N - 1)/N · n/β.",
-                  "2n/β without (N − 1)/N"),
+                  "2·n/β is the limit for very many ranks; for N ranks it is 2(N - 1)/N · n/β "
+                  "(a chunk of n/(N - 1) bytes per step gives 2·n/β too: a chunk is n/N).",
+                  "2n/β without (N − 1)/N (or chunks of n/(N − 1))"),
     _time_formula(lambda S, N, a, b: 2 * (N - 1) * a + 2 * (N - 1) / N * S * b,
                   "bytes divided by bandwidth (bytes per second) gives seconds: n / β.", "n·β"),
     Mistake("any other number", lambda a: not a.right(), lambda a: a.summary, TIME_WRONG_HINT),
