@@ -101,7 +101,7 @@ def float64_arithmetic(ptx: str) -> dict[tuple[str, int], set[str]]:
 
 # cuda_fp16.h's operators on __half, which Numba links in for float16 arithmetic and the PTX
 # calls by their C++ names (``_ZmlRK6__halfS1_`` is ``operator*(const __half&, const __half&)``).
-_HALF_OPERATOR = re.compile(r"^_Z(pl|mi|ml|dv)RK6__half")
+_HALF_OPERATOR = re.compile(r"\b_Z(pl|mi|ml|dv)RK6__half")
 _HALF_OPERATORS = {"pl": "__half +", "mi": "__half -", "ml": "__half *", "dv": "__half /"}
 
 
@@ -122,12 +122,11 @@ def float16_arithmetic(ptx: str) -> dict[tuple[str, int], set[str]]:
             words = text.replace(",", " ").split()
             at = words.index("inlined_at") + 1 if "inlined_at" in words else 1
             where = (files.get(words[at], ""), int(words[at + 1]))
-        elif calling and text:  # the line after "call.uni (retval0)," names the callee
-            calling = False
-            if operator := _HALF_OPERATOR.match(text):
+        elif text.startswith("call") or calling and text:  # the callee: on the call's line,
+            operator = _HALF_OPERATOR.search(text)  # or the next ("call.uni (retval0),")
+            if operator:
                 found.setdefault(where, set()).add(_HALF_OPERATORS[operator.group(1)])
-        elif text.startswith("call"):
-            calling = True
+            calling = text.startswith("call") and not operator and text.endswith(",")
         elif (text and re.search(r"\.f16(x2)?\b", text.split()[0])
               and text.split(".")[0] not in _NOT_ARITHMETIC):
             found.setdefault(where, set()).add(text.split()[0])

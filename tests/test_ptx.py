@@ -129,6 +129,10 @@ def test_float16_arithmetic_is_found_at_the_kernel_s_line_as_a_call_of_half_oper
         ".loc 1 4 1", "cvt.f32.f16 %f1, %rs1;",
         ".loc 2 6165 1, function_name $L__info_string0, inlined_at 1 5 1",
         "call.uni (retval0),", "_ZmlRK6__halfS1__nbst,", "(", "param0", ");",
-        ".loc 1 6 1", "@%p1 fma.rn.f16 %rs3, %rs1, %rs2, %rs3;", "add.f32 %f2, %f1, %f1;"])
+        ".loc 1 6 1", "@%p1 fma.rn.f16 %rs3, %rs1, %rs2, %rs3;", "add.f32 %f2, %f1, %f1;",
+        ".loc 2 6089 1, function_name $L__info_string1, inlined_at 1 7 1",
+        "call.uni (retval0), _ZplRK6__halfS1__nbst, (param0, param1);",
+        ".loc 1 8 1", "call.uni (retval0),", "_Z10some_helperPf,", "(", "param0", ");"])
     assert ptx.float16_arithmetic(text) == {("<kernel k>", 5): {"__half *"},
-                                            ("<kernel k>", 6): {"fma.rn.f16"}}
+                                            ("<kernel k>", 6): {"fma.rn.f16"},
+                                            ("<kernel k>", 7): {"__half +"}}
