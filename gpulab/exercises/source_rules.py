@@ -568,7 +568,9 @@ def _barrier_findings(kernel: KernelSource) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     for barrier in barriers:
         for child, node in ancestors(barrier):
-            if isinstance(node, ast.If) and child is not node.test:
+            # a branch every thread of the block takes the same way (`if stride > 0:`, a
+            # test of no thread's own values) keeps its barrier legal, as CUDA allows
+            if isinstance(node, ast.If) and child is not node.test and varies(node.test):
                 problems.append((BARRIER_HINT, f"`{kernel.line(barrier)}` is inside "
                                                f"`{kernel.line(node)}`"))
                 break

@@ -1415,3 +1415,57 @@ def test_a_guard_on_the_output_s_length_is_named(seed):
         assert result.status == "failed", result
         assert f"your guard `{line}` measures the output" in result.message, result.message
         assert "x.shape[0]" in result.hint, result.hint
+
+
+@cuda.jit
+def block_sum_barrier_under_a_uniform_if(x, out):
+    """Right, written differently: the barrier inside `if stride > 0:`, which every thread of
+    the block takes the same way (CUDA allows a barrier in such a branch)."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        stride //= 2
+        if stride > 0:
+            cuda.syncthreads()
+    cuda.syncthreads()
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_uniform_if_last_thread_reads(x, out):
+    """Wrong: as above, but without the last barrier, and the block's last thread (not thread
+    0, which wrote partial[0]) adds the total: a race on partial[0]."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        stride //= 2
+        if stride > 0:
+            cuda.syncthreads()
+    if t == cuda.blockDim.x - 1:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_a_barrier_under_a_branch_every_thread_takes_alike_is_legal(seed):
+    right = check_block_sum(block_sum_barrier_under_a_uniform_if, threads_per_block=THREADS,
+                            seed=seed, show=False)
+    assert right.passed, right.message
+    wrong = check_block_sum(block_sum_uniform_if_last_thread_reads, threads_per_block=THREADS,
+                            seed=seed, show=False)
+    assert wrong.status == "failed", wrong
+    assert "wrote partial[0]" in wrong.message and "between the same two barriers" in (
+        wrong.message), wrong.message
+    assert "inside a branch" not in wrong.message, wrong.message
