@@ -488,7 +488,8 @@ def _assigned_names(target: ast.AST) -> set[str]:
 def thread_varying_names(tree: ast.AST) -> set[str]:
     """Variables whose value can differ between the threads of one block: those computed from
     ``cuda.threadIdx``, ``cuda.grid``, ``cuda.laneid`` or an atomic's return value, directly or
-    through other such variables. (``blockIdx``, ``blockDim`` and arguments are the same for
+    through other such variables, and those set under a branch or loop whose test is such a
+    value. (``blockIdx``, ``blockDim`` and arguments are the same for
     every thread of a block.)"""
     varying: set[str] = set()
 
@@ -517,8 +518,22 @@ def thread_varying_names(tree: ast.AST) -> set[str]:
                 varying |= _assigned_names(node.target)
             elif isinstance(node, ast.NamedExpr) and varies(node.value):
                 varying |= _assigned_names(node.target)
+            elif isinstance(node, ast.If | ast.While) and varies(node.test):
+                # set under a branch only some threads take (`if t == 0: flag = 1`)
+                varying |= {name for statement in node.body + node.orelse
+                            for inner in ast.walk(statement)
+                            for name in _names_set_by(inner)}
         if len(varying) == before:
             return varying
+
+
+def _names_set_by(node: ast.AST) -> set[str]:
+    """The variables one statement or expression node assigns."""
+    if isinstance(node, ast.Assign):
+        return set().union(*(_assigned_names(target) for target in node.targets))
+    if isinstance(node, ast.AugAssign | ast.AnnAssign | ast.NamedExpr | ast.For):
+        return _assigned_names(node.target)
+    return set()
 
 
 def shared_array_without_barrier(kernel: KernelSource | None) -> str | None:

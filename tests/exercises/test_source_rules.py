@@ -121,6 +121,18 @@ def barrier_skipped_by_break(x, out):
 
 
 @cuda.jit
+def barrier_under_a_flag_one_thread_sets(x, out):
+    t = cuda.threadIdx.x
+    flag = 0
+    if t == 0:
+        flag = 1
+    # thread 0 alone takes the branch below: flag's value came through the one above
+    if flag == 1:
+        cuda.syncthreads()
+    out[t] = x[t]
+
+
+@cuda.jit
 def tree_with_uniform_barriers(x, out):
     shared = cuda.shared.array(64, np.float32)
     t = cuda.threadIdx.x
@@ -144,6 +156,7 @@ def tree_with_uniform_barriers(x, out):
 @pytest.mark.parametrize(("kernel", "words", "hint"), [
     (barrier_inside_the_guard, "inside `if i < x.shape[0]:`", source_rules.BARRIER_HINT),
     (barrier_in_the_else, "inside `if t >= x.shape[0]:`", source_rules.BARRIER_HINT),
+    (barrier_under_a_flag_one_thread_sets, "inside `if flag == 1:`", source_rules.BARRIER_HINT),
     (barrier_in_a_thread_dependent_loop, "depends on the thread", source_rules.BARRIER_LOOP_HINT),
     (barrier_after_an_early_return, "leave before a barrier", source_rules.BARRIER_EXIT_HINT),
     (barrier_skipped_by_break, "skip a barrier in the loop", source_rules.BARRIER_EXIT_HINT),
