@@ -269,7 +269,7 @@ def _check_add_one_kernel(kernel, seed: int) -> Trial:
         x = trial.uniform(-5, 5)
         out = run_elementwise(kernel, trial, x)
         if failure := vector_failure(x + np.float32(1), out, trial, mistakes=ADD_ONE_MISTAKES,
-                                      inputs={"x": x}):
+                                     inputs={"x": x}):
             raise failure
         return trial
 
@@ -603,7 +603,7 @@ def check_first_launch(kernel, run, seed: int | None = None) -> str:
     as_launched = Trial("check_first_launch", seed, (n,), (launch.threads_per_block,),
                         np.dtype(np.float32), np.random.default_rng(seed))
     if failure := vector_failure(x + np.float32(1), got.astype(np.float32, copy=False),
-                                  as_launched):
+                                 as_launched):
         raise CheckFailedError(f"{call}: {failure.message}", failure.hint)
     # then n a multiple of its own block size: rounding up must not add a block (n // t + 1);
     # and two blocks past the first n, so that a block count typed in (2 blocks of 1024 cover

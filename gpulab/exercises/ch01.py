@@ -233,7 +233,7 @@ def check_multiply(kernel, seed: int | None = None, threads_per_block: int | Non
                 "store the product into out at your element with `=`: adding onto it needs a "
                 "start of 0 that nothing here gives.")
         if failure := vector_failure(reference.multiply(x, y), out, trial,
-                                      mistakes=MULTIPLY_MISTAKES, inputs={"x": x, "y": y}):
+                                     mistakes=MULTIPLY_MISTAKES, inputs={"x": x, "y": y}):
             raise failure
         return trial
 

@@ -146,8 +146,8 @@ def check_saxpy(kernel, seed: int | None = None, threads_per_block: int | None =
         out = run_elementwise(kernel, trial, a, x, y)
         magnitude = np.abs(np.float64(a) * x) + np.abs(y)  # a GPU fuses a * x + y (one FMA)
         if failure := vector_failure(reference.saxpy(a, x, y), out, trial,
-                                      mistakes=SAXPY_OUTPUT_MISTAKES,
-                                      inputs={"a": a, "x": x, "y": y}, magnitude=magnitude):
+                                     mistakes=SAXPY_OUTPUT_MISTAKES,
+                                     inputs={"a": a, "x": x, "y": y}, magnitude=magnitude):
             raise failure
         return trial, float(a)
 

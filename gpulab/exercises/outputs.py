@@ -365,8 +365,8 @@ MATRIX_MISTAKES = matrix_mistakes()
 
 
 def reject_matrix(expected: np.ndarray, got: np.ndarray, trial: Trial,
-                    mistakes: Iterable[Mistake], rtol: float, atol: float, what: str = "out",
-                    inputs: dict[str, Any] | None = None) -> None:
+                  mistakes: Iterable[Mistake], rtol: float, atol: float, what: str = "out",
+                  inputs: dict[str, Any] | None = None) -> None:
     """Raise CheckFailedError unless ``got`` (from :func:`~gpulab.exercises.running.read_back`,
     NaN where never written) holds ``expected``: the failure of the first of
     :func:`matrix_mistakes` seen, which says which part is wrong and, when ``got`` is what one
@@ -511,7 +511,7 @@ def check_matrix_output(kernel, trial: Trial, source: KernelSource, inputs: dict
         if failure:
             raise failure
         reject_matrix(expected, out, trial, mistakes, rtol=1e-5, atol=1e-6, what=what,
-                        inputs=inputs)
+                      inputs=inputs)
     except (CheckFailedError, KernelError) as error:
         if getattr(error, "hint", None) == GENERIC_MATRIX_HINT:
             error.hint = hint
