@@ -125,11 +125,6 @@ class NumberFormat:
         return self.epsilon / 2
 
     @property
-    def decimal_digits(self) -> float:
-        """About how many significant decimal digits the format keeps: -log10(epsilon / 2)."""
-        return -math.log10(self.unit_roundoff)
-
-    @property
     def hardware_precision(self) -> str:
         """The key of this format in :mod:`gpulab.hardware`'s peak-FLOP tables."""
         return _HARDWARE_PRECISION[self.name]

@@ -997,10 +997,6 @@ class RooflineEstimate:
         return self.flops / self.bytes_moved
 
     @property
-    def achieved_flops_per_s(self) -> float:
-        return self.flops / self.time_s if self.time_s > 0 else 0.0
-
-    @property
     def label(self) -> str:
         return estimates_label([self])
 

@@ -204,10 +204,6 @@ class ComparisonTable(ShownAsTable):
     def __bool__(self) -> bool:
         return bool(self.rows)
 
-    @property
-    def median_ratio(self) -> float:
-        return statistics.median(r.ratio for r in self.rows)
-
     def table(self) -> Table:
         """The rows as a :class:`~gpulab.tables.Table`: what, predicted, measured and their
         ratio; the title above, where each side comes from beneath."""

@@ -870,7 +870,6 @@ class Evaluated(BatchCase):
         # rows whose largest logit is tied: the label the first of the tied (1 is right), or
         # another of them (0 is right); what a prediction of the last of them, or a label's
         # logit compared with the largest by >=, would write
-        self.tied_first = tied & label_at_max & (self.predicted == self.labels)
         self.tied_later = tied & label_at_max & (self.predicted != self.labels)
         last = self.wide.shape[1] - 1 - np.argmax(at_max[:, ::-1], axis=1)
         self.correct_if_last = (last == self.labels).astype(np.int32)

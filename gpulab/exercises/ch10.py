@@ -1326,8 +1326,7 @@ class KernelRecipes:
         return equal(*self.fp16) and equal(*self.fp8)
 
     def report(self) -> str:
-        kernel16, numpy16 = self.fp16
-        kernel8, numpy8 = self.fp8
+        kernel16, kernel8 = self.fp16[0], self.fp8[0]
         skipped = [k + 1 for k, s in enumerate(kernel16.skipped) if s]
         lines = [self.note] if self.note else []
         lines += [

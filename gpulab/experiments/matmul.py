@@ -69,8 +69,8 @@ def kernel_registers(method: str, compute_capability: tuple[int, int]
     return found.registers, found.shared_bytes
 
 
-def kernel_estimate(gpu, method: str, n: int, tile: int | None = None,
-                    launch_config_from: str = "gpu") -> hardware.RooflineEstimate:
+def kernel_estimate(gpu, method: str, n: int, tile: int | None = None
+                    ) -> hardware.RooflineEstimate:
     """gpulab's GPU model of ``matmul_<method>`` at M = N = K = ``n`` on ``gpu``: the kernel
     family's device-memory bytes (without and with cache reuse), its shared-memory/L1 loads and
     FMA issue share (:func:`gpulab.kernels.matmul.kernel_costs`), and its waves, from the

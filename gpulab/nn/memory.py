@@ -103,10 +103,6 @@ class Precision:
     matmul_inputs: float  # a saved input of a matmul (fp8 recipes keep those in fp8)
     description: str
 
-    @property
-    def bytes_per_parameter_without_state(self) -> float:
-        return self.weights + self.weight_copies + self.gradients + self.master
-
 
 PRECISIONS: dict[str, Precision] = {
     "fp64": Precision("fp64", 8, 0, 8, 0, 8, 8, 8, "float64 everywhere"),

@@ -371,11 +371,6 @@ class Recipe:
         """The format activations and gradients are stored in between layers."""
         return FP8_HIGH_PRECISION if self.compute == "fp8" else self.compute
 
-    def with_changes(self, **changes) -> Recipe:
-        values = {f: getattr(self, f) for f in self.__dataclass_fields__}
-        values.update(changes)
-        return Recipe(**values)
-
 
 RECIPES: dict[str, Recipe] = {
     "fp32": Recipe("fp32", "fp32", "fp32"),
