@@ -295,11 +295,13 @@ class WrongAnswer:
 
 # What the napkin is made from (the kernels' counts, the GPU's datasheet), and the model itself,
 # which the checks compare with: a function that returns the model's answer has not done the
-# exercise.
+# exercise. The model's step, `StepEstimate`, is refused as a name and, however it is reached,
+# when built (its `__init__`).
 NAPKIN_MODULES = ("gpulab.hardware", "gpulab.nn.cost")
 THE_MODEL = ("gpulab.nn.cost.estimate_step", "gpulab.nn.cost.estimate_epoch_s",
              "gpulab.nn.cost.per_sample_seconds", "gpulab.hardware.estimate_time",
-             "gpulab.hardware.stream_timeline")
+             "gpulab.hardware.stream_timeline", "gpulab.nn.cost.StepEstimate",
+             "gpulab.nn.cost.StepEstimate.__init__")
 
 
 # --- exercise 1: where a step stops being launch-bound ------------------------------------------

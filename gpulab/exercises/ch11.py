@@ -21,6 +21,7 @@ passes, the chapter runs the same function on real MPI ranks
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import importlib
 import inspect
@@ -33,6 +34,7 @@ import numpy as np
 
 from gpulab.exercises.evidence import expected_got, is_number, shown_apart
 from gpulab.exercises.grid_stride import more_than_their_share, written_by_several
+from gpulab.exercises.learner_code import watching_calls
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.outputs import elementwise_tolerance
 from gpulab.exercises.results import (
@@ -599,9 +601,22 @@ def _mpi4py_on_simulated_ranks(function):
 
 
 def _run_ring(function, size: int, xs):
+    """The learner's ring on ``size`` simulated ranks (threads), rank r with ``xs[r]``; each
+    rank's call watched as :func:`~gpulab.exercises.running.call_learner` watches one (the
+    check's watch reaches the ranks' threads through a copy of this thread's context)."""
+    context = contextvars.copy_context()
+
+    def rank(comm, x):
+        return context.copy().run(_watched_rank, function, comm, x)
+
     with _mpi4py_on_simulated_ranks(function):
-        return simulated.run_ranks(size, lambda comm, x: function(comm, x),
-                                   [(x,) for x in xs], allow_collectives=False, timeout_s=10.0)
+        return simulated.run_ranks(size, rank, [(x,) for x in xs], allow_collectives=False,
+                                   timeout_s=10.0)
+
+
+def _watched_rank(function, comm, x):
+    with watching_calls(handed=(comm, x), threads=False):
+        return function(comm, x)
 
 
 def _stub(outcome) -> bool:

@@ -273,7 +273,7 @@ def calls_from_outside_gpulab(names: tuple[str, ...], called: list[str],
     the ``allowed`` modules (``"gpulab.nn.cost.estimate_step"``, a property's getter).
     Nothing is replaced; gpulab's own calls (the check's) are not counted."""
     held = {name: thing for name in names if (thing := _named(name)) is not None}
-    watched = {function.__code__: name for name, thing in held.items()
+    watched = {function.__code__: name.removesuffix(".__init__") for name, thing in held.items()
                if (function := _function_of(inspect.unwrap(thing))) is not None}
     token = _WATCHED.set((watched, allowed, called))
     try:
@@ -283,16 +283,18 @@ def calls_from_outside_gpulab(names: tuple[str, ...], called: list[str],
 
 
 # gpulab's own machinery, never an answer: the simulator's instruments (a kernel's math.exp in
-# the simulator runs one of their functions).
-_MACHINERY = ("gpulab.instruments",)
+# the simulator runs one of their functions) and the simulated MPI ranks (a ring's requests).
+_MACHINERY = ("gpulab.instruments", "gpulab.parallel.simulated")
 
 
 def refused_callee(code: types.CodeType, module: str, watched: dict,
                    allowed: tuple[str, ...], handed: tuple = ()) -> str | None:
     """The name of the function whose ``code`` runs in ``module``, when a learner's code may
-    not call it: one of ``watched``'s, or a module-level function, method or property of
-    gpulab's outside ``allowed`` and the checks' machinery (a chapter module's reference
-    answers count, and its evidence classes' expected values). Not refused: the methods of a
+    not call it: one of ``watched``'s, a module-level function of gpulab's outside ``allowed``
+    (the checks' machinery's too: ``call_learner(reference, ...)`` would call the reference
+    from gpulab's own code, unseen), or a method or property of gpulab's outside ``allowed``
+    and the checks' machinery (a chapter module's reference answers count, and its evidence
+    classes' expected values). Not refused: the methods of a
     class of which the check ``handed`` the learner's code an object (a model to call);
     functions nested in a check, which it hands the learner to call; kernels, which a check
     hands the learner to launch; the simulator's instruments, which the learner's kernels call
@@ -300,13 +302,14 @@ def refused_callee(code: types.CodeType, module: str, watched: dict,
     if code in watched:
         return watched[code]
     if (not _is_gpulab_name(module) or _is_within(module, allowed)
-            or _is_within(module, _MACHINERY)
-            or (module.startswith(GUARDED_PACKAGE) and not _CHAPTER_MODULE.match(module))):
+            or _is_within(module, _MACHINERY)):
         return None
     held = getattr(sys.modules.get(module), code.co_name, None)
     function = inspect.unwrap(held) if callable(held) else None
     if inspect.isfunction(function) and function.__code__ is code:
-        return f"{module}.{code.co_name}"
+        return f"{module}.{code.co_name}"  # the checks' machinery's too: `call_learner(ref, …)`
+    if module.startswith(GUARDED_PACKAGE) and not _CHAPTER_MODULE.match(module):
+        return None  # its classes' methods: the spies and stand-ins a check puts in its place
     method = _method_named(sys.modules.get(module), code, handed)
     return f"{module}.{method}" if method else None
 
@@ -329,13 +332,28 @@ def _method_named(module: types.ModuleType | None, code: types.CodeType,
     return None
 
 
+# What switches the watch off: the learner's code calling one of these while it is watched is
+# told as a change to the check (a C function's call is seen as the profile hook's "c_call").
+# (Python 3.12's all-threads versions too.)
+_SWITCH_NAMES = ("sys.setprofile", "sys._setprofileallthreads", "threading.setprofile",
+                 "threading.setprofile_all_threads")
+_SWITCHES = {name: thing for name in _SWITCH_NAMES
+             if (thing := getattr(sys.modules[name.split(".")[0]], name.split(".")[1], None))}
+WATCH_SWITCHES = tuple(_SWITCHES)
+_SWITCH_CODES = {thing.__code__: name for name, thing in _SWITCHES.items()
+                 if hasattr(thing, "__code__")}  # threading's, written in Python
+_SWITCH_BUILTINS = tuple(thing for thing in _SWITCHES.values() if not hasattr(thing, "__code__"))
+
+
 @contextmanager
-def watching_calls(handed: tuple = ()) -> Iterator[None]:
+def watching_calls(handed: tuple = (), threads: bool = True) -> Iterator[None]:
     """Around a call of the learner's code: a profile hook (:func:`sys.setprofile` for this
-    thread, :func:`threading.setprofile` for threads it starts) that tells
-    :func:`calls_from_outside_gpulab`'s block of each refused function the learner's code
-    calls (:func:`refused_callee`; ``handed``: the arguments the check gave it). Only around
-    the learner's calls, as a hook slows every call."""
+    thread, :func:`threading.setprofile` for threads it starts, unless ``threads`` is False: a
+    rank's thread of several watched at once) that tells :func:`calls_from_outside_gpulab`'s
+    block of each refused function the learner's code calls (:func:`refused_callee`;
+    ``handed``: the arguments the check gave it), and of the learner's code switching the hook
+    off (:data:`WATCH_SWITCHES`). Only around the learner's calls, as a hook slows every
+    call."""
     state = _WATCHED.get()
     if state is None:
         yield
@@ -343,11 +361,17 @@ def watching_calls(handed: tuple = ()) -> Iterator[None]:
     watched, allowed, called = state
     verdicts: dict[types.CodeType, str | None] = {}
 
-    def watch(frame, event, _argument):
+    def watch(frame, event, argument):
         # (a cached function's wrapper is C code, and a call its cache answers runs no Python:
         # a check's reference keeps its cache behind a plain function)
+        if event == "c_call":
+            if argument in _SWITCH_BUILTINS and _called_by_learner(frame):
+                called.append(f"sys.{argument.__name__}")
+            return
         if event != "call":
             return
+        if frame.f_code in _SWITCH_CODES and _called_by_learner(frame.f_back):
+            called.append(_SWITCH_CODES[frame.f_code])
         code = frame.f_code
         if code in verdicts:  # a code object's verdict does not change: judged once
             name = verdicts[code]
@@ -359,12 +383,17 @@ def watching_calls(handed: tuple = ()) -> Iterator[None]:
 
     before, before_threads = sys.getprofile(), threading.getprofile()
     sys.setprofile(watch)
-    threading.setprofile(watch)
+    if threads:
+        threading.setprofile(watch)
     try:
         yield
+        # (after a normal return only: an exception inside the hook removes it too)
+        if sys.getprofile() is not watch or threads and threading.getprofile() is not watch:
+            called.append("sys.setprofile")  # however it was reached: the hook is not ours
     finally:
         sys.setprofile(before)
-        threading.setprofile(before_threads)
+        if threads:
+            threading.setprofile(before_threads)
 
 
 # Names that read the interpreter's frames or objects: a learner's function that reads them can

@@ -299,6 +299,11 @@ class CheckSpec:
         """Fail when the learner's code called one of the spec's ``refused_gpulab`` functions
         while the check ran it (:func:`~gpulab.exercises.learner_code.
         calls_from_outside_gpulab`), however it reached it."""
+        if called and called[0] in learner_code.WATCH_SWITCHES:
+            raise CheckFailedError(
+                f"your code called `{called[0]}` while the check ran it, which switches off the "
+                "check's watch on gpulab's own functions: the check can no longer tell your "
+                "answer from gpulab's.", REPLACED_HINT)
         if called:
             raise CheckFailedError(
                 f"your code called gpulab's own `{called[0]}` while the check ran it: the "

@@ -741,6 +741,20 @@ def test_the_right_formula_passes_every_seed(function, seed):
     assert ch11.check_allreduce_time(function, seed=seed, show=False).passed
 
 
+def ring_from_collectives_at_run_time(comm, x):
+    """A cheat: gpulab's own ring, from sys.modules by a name built at run time, on each rank."""
+    import sys
+    module = sys.modules[".".join(["gpulab", "parallel", "collectives"])]
+    return getattr(module, "ring_allreduce" + "_mean")(comm, x)
+
+
+def test_gpulab_s_ring_called_on_the_ranks_at_run_time_is_refused():
+    """Each rank's call of the learner's ring is watched as a plain function's call is."""
+    result = ch11.check_ring_allreduce(ring_from_collectives_at_run_time, seed=1, show=False)
+    assert result.status == "failed", result.message
+    assert "gpulab.parallel.collectives.ring_allreduce_mean" in result.message, result.message
+
+
 def test_gpulab_own_formula_is_refused():
     from gpulab.parallel import links
 

@@ -238,10 +238,11 @@ def test_the_watch_follows_threads_the_learner_s_code_starts():
         thread.start()
         thread.join()
 
+    from gpulab.exercises.running import call_learner
+
     called: list[str] = []
     with learner_code.calls_from_outside_gpulab((), called):
-        with learner_code.watching_calls():
-            in_a_thread([4, 3])
+        call_learner(in_a_thread, [4, 3])  # watched as a check watches the learner's call
     assert called == ["gpulab.nn.cost.estimate_step"] and profiles["thread"] is not None
 
 
@@ -324,3 +325,82 @@ def test_a_reference_reached_through_a_gpulab_class_s_method_is_refused(chapter,
     assert result.status == "failed", result
     assert "your code called gpulab's own" in result.message and reached in result.message, (
         result.message)
+
+
+def _nearest_rank():
+    return getattr(_module("gpulab", "exercises", "ch" + "12"), "nearest" + "_rank")
+
+
+def cheat_switching_the_watch_off(latencies, q):
+    import sys
+    sys.setprofile(None)
+    return _nearest_rank()(latencies, q)
+
+
+def cheat_switching_it_off_and_on(latencies, q):
+    import sys
+    hook = sys.getprofile()
+    sys.setprofile(None)
+    try:
+        return _nearest_rank()(latencies, q)
+    finally:
+        sys.setprofile(hook)
+
+
+def cheat_switching_threads_off(latencies, q):
+    import threading
+    threading.setprofile(None)
+    found = {}
+    thread = threading.Thread(target=lambda: found.setdefault("p", _nearest_rank()(latencies, q)))
+    thread.start()
+    thread.join()
+    return found["p"]
+
+
+def cheat_through_call_learner(latencies, q):
+    running = _module("gpulab", "exercises", "running")
+    return getattr(running, "call" + "_learner")(_nearest_rank(), list(latencies), q)
+
+
+@pytest.mark.parametrize("cheat, said", [
+    (cheat_switching_the_watch_off, "your code called `sys.setprofile`"),
+    (cheat_switching_it_off_and_on, "your code called `sys.setprofile`"),
+    (cheat_switching_threads_off, "your code called `threading.setprofile`"),
+    (cheat_through_call_learner, "gpulab.exercises.running.call_learner"),
+])
+def test_switching_the_watch_off_or_calling_through_the_check_s_machinery_is_refused(cheat,
+                                                                                    said):
+    """The watch sees its own hook switched off (even when put back after), and a reference
+    handed to the check's own ``call_learner``, which would call it from gpulab's code."""
+    import sys
+    import threading
+
+    from gpulab.exercises import ch12
+    before = sys.getprofile(), threading.getprofile()
+    result = ch12.check_percentile(cheat, seed=1, show=False)
+    assert result.status == "failed" and said in result.message, result.message
+    assert (sys.getprofile(), threading.getprofile()) == before  # the check put its hook back
+
+
+def test_a_right_answer_that_only_reads_the_profile_hook_passes():
+    import sys
+
+    from gpulab.exercises import ch12
+
+    def percentile(latencies, q):
+        assert sys.getprofile() is not None  # reading it switches nothing off
+        ordered = sorted(latencies)
+        return ordered[max(1, -(-int(round(q * 10)) * len(ordered) // 1000)) - 1]
+
+    result = ch12.check_percentile(percentile, seed=1, show=False)
+    assert result.passed, result.message
+
+
+def test_an_exception_inside_the_learner_s_code_is_not_told_as_a_switched_off_watch():
+    from gpulab.exercises import ch12
+
+    def percentile(latencies, q):
+        raise ValueError("no latencies today")
+
+    result = ch12.check_percentile(percentile, seed=1, show=False)
+    assert result.status == "failed" and "ValueError" in result.message, result.message
