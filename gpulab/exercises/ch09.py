@@ -256,33 +256,37 @@ def _close(got: dict, want: dict, scale: float) -> bool:
 
 
 class _Recorder:
-    """Wraps a model's ``loss`` and ``backward`` (in place) to record every forward pass (its
-    samples) and count the backward passes; ``copy`` too, so that the passes of a copy the
-    learner's function makes (``model.copy()`` per micro-batch) are recorded as well."""
+    """Records every forward pass (its samples) and counts the backward passes of a model, and of
+    every model made from it (``model.copy()``, ``copy.deepcopy(model)``), however their
+    methods are reached (``type(model).loss(model, X, y)`` too): the model's class becomes a
+    subclass of its own, of the same name, whose ``loss`` and ``backward`` record first."""
 
     def __init__(self, model: MLP):
         self.inputs: list[np.ndarray] = []
         self.labels: list[np.ndarray] = []
         self.backwards = 0
-        self._watch(model)
+        model.__class__ = self._recording(type(model))
 
-    def _watch(self, model: MLP) -> MLP:
-        loss, backward, copy = model.loss, model.backward, model.copy
+    def _recording(self, base: type) -> type:
+        recorder = self
 
-        def recorded_loss(X, y):
-            self.inputs.append(np.array(X, copy=True))
-            self.labels.append(np.array(y, copy=True))
-            return loss(X, y)
+        class Recorded(base):
+            def loss(self, X, y):
+                recorder.inputs.append(np.array(X, copy=True))
+                recorder.labels.append(np.array(y, copy=True))
+                return super().loss(X, y)
 
-        def recorded_backward(*args, **kwargs):
-            self.backwards += 1
-            return backward(*args, **kwargs)
+            def backward(self, *args, **kwargs):
+                recorder.backwards += 1
+                return super().backward(*args, **kwargs)
 
-        def recorded_copy(*args, **kwargs):
-            return self._watch(copy(*args, **kwargs))
+            def copy(self, *args, **kwargs):
+                twin = super().copy(*args, **kwargs)
+                twin.__class__ = type(self)
+                return twin
 
-        model.loss, model.backward, model.copy = recorded_loss, recorded_backward, recorded_copy
-        return model
+        Recorded.__name__, Recorded.__qualname__ = base.__name__, base.__qualname__
+        return Recorded
 
 
 @dataclass

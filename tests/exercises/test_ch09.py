@@ -435,6 +435,48 @@ def remainder_in_the_first(model, X, y, micro_batches):  # n // k each, the rest
     return total
 
 
+def on_a_deep_copy_per_part(model, X, y, micro_batches):
+    import copy
+
+    total = {}
+    for part in np.array_split(np.arange(len(y)), micro_batches):
+        twin = copy.deepcopy(model)
+        twin.loss(X[part], y[part])
+        twin.backward()
+        for name, g in twin.gradients().items():
+            total[name] = total.get(name, 0) + len(part) / len(y) * g
+    return total
+
+
+def through_the_class(model, X, y, micro_batches):
+    total = {}
+    for part in np.array_split(np.arange(len(y)), micro_batches):
+        type(model).loss(model, X[part], y[part])
+        type(model).backward(model)
+        for name, g in model.gradients().items():
+            total[name] = total.get(name, 0) + len(part) / len(y) * g
+    return total
+
+
+def whole_batch_through_the_class(model, X, y, micro_batches):
+    type(model).loss(model, X, y)
+    type(model).backward(model)
+    return model.gradients()
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_accumulation_on_deep_copies_or_through_the_class_passes(seed):
+    """The recorder sees the passes of a ``copy.deepcopy`` of the model and of its class's
+    methods called with the model (it is the model's class, not wrappers on the object)."""
+    for right in (on_a_deep_copy_per_part, through_the_class):
+        result = ch09.check_accumulated_gradients(right, seed=seed, show=False)
+        assert result.status == PASSED, (right.__name__, result.message)
+    result = ch09.check_accumulated_gradients(whole_batch_through_the_class, seed=seed,
+                                              show=False)
+    assert result.status == FAILED and "forward pass" in result.message, result.message
+    assert "never ran" not in result.message, result.message
+
+
 @pytest.mark.parametrize("seed", [1, 2, 7, 12345])
 def test_accumulation_on_a_copy_of_the_model_passes_and_the_remainder_in_one_part_fails(seed):
     result = ch09.check_accumulated_gradients(on_a_copy_per_part, seed=seed, show=False)
