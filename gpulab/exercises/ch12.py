@@ -193,9 +193,11 @@ def check_percentile(function, seed: int | None = None) -> str:
     for q in (90, 50, 99, float(np.round(rng.uniform(60, 98), 1))):
         n = int(rng.integers(7, 480))
         # never a (q, n) whose q·n/100 is whole for the decimal q but not for the float nearest
-        # it (86.4 · 375 / 100 is 324.00000000000006): the text does not ask to handle that
+        # it, computed in floating point (86.4 · 375 / 100 is 324.00000000000006) or exactly
+        # (Fraction(61.6) · 125 / 100 is just above 77): the text does not ask to handle that
         while (n % 100 == 0 or q == 90 and not 0 < 90 * n % 100 < 50  # round() below ceil()
-               or math.ceil(q * n / 100) != exact_rank(q, n)):
+               or math.ceil(q * n / 100) != exact_rank(q, n)
+               or math.ceil(Fraction(q) * n / 100) != exact_rank(q, n)):
             n = int(rng.integers(7, 480))
         cases.append((q, n))
     cases.append((99, 200))  # q·n/100 whole: the rank is exactly 198

@@ -873,11 +873,24 @@ def percentile_exact_decimal(latencies, q):
     return ordered[max(math.ceil(Fraction(str(q)) * len(ordered) / 100), 1) - 1]
 
 
+def percentile_exact_binary(latencies, q):
+    """Right, written differently: the rank exact for the float q itself (its binary value)."""
+    from fractions import Fraction
+
+    ordered = sorted(latencies)
+    return ordered[max(math.ceil(Fraction(q) * len(ordered) / 100), 1) - 1]
+
+
 # Seeds whose random q (one decimal) once met an n where q·n/100 is whole for the decimal q but
-# not for the float nearest it (86.4 · 375 / 100 = 324.00000000000006): such n are drawn again.
-@pytest.mark.parametrize("seed", [1082, 96510, 105942])
+# not for the float nearest it, in floating point (86.4 · 375 / 100 = 324.00000000000006; seeds
+# 1082, 96510, 105942) or exactly (Fraction(61.6) · 125 / 100 just above 77; seeds 285, 4367,
+# 6073, 7605): such n are drawn again.
+@pytest.mark.parametrize("seed", [1082, 96510, 105942, 285, 4367, 6073, 7605])
 def test_percentile_never_draws_a_rank_that_floating_point_rounds_differently(seed):
+    from fractions import Fraction
+
     assert ch12.exact_rank(86.4, 375) == 324 and math.ceil(86.4 * 375 / 100) == 325
-    for right in (percentile, percentile_exact_decimal):
+    assert ch12.exact_rank(61.6, 125) == 77 and math.ceil(Fraction(61.6) * 125 / 100) == 78
+    for right in (percentile, percentile_exact_decimal, percentile_exact_binary):
         result = ch12.check_percentile(right, seed=seed, show=False)
         assert result.status == PASSED, result.message
