@@ -742,13 +742,12 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
     got = _total_or_failure(run, trial, BLOCK_SUM_PARTIAL_BLOCK_MISTAKES,
                             closer_look=not few_barriers)
     method = _check_tree_method(kernel, seed, threads_per_block, dtype)
-    typed = next((node for node in source.walk() if isinstance(node, ast.Call)
-                  and ast.unparse(node.func).endswith("shared.array") and node.args
-                  and is_typed_in_count(node.args[0]) and node.args[0].value < 1024), None)
+    typed = next(((node, size) for node, size in _shared_sizes(source)
+                  if is_typed_in_count(size) and size.value < 1024), None)
     if typed is not None:
         raise CheckFailedError(
             f"your kernel sums right with blocks of {threads_per_block}, but "
-            f"`{source.line(typed)}` types in {typed.args[0].value} slots: with blocks of more "
+            f"`{source.line(typed[0])}` types in {typed[1].value} slots: with blocks of more "
             "threads (the caller chooses the block size) the block's threads write past its "
             "end.",
             "size the shared array with the module's global that holds the block size "
@@ -780,6 +779,21 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
             f"seed={trial.seed}), and by a tree: {method}.")
 
 
+def _shared_sizes(source: KernelSource) -> list[tuple[ast.Call, ast.AST]]:
+    """(the call, the size it gives) of each ``cuda.shared.array`` call: its first argument or
+    its ``shape=``, the one element of a 1-tuple (``(THREADS,)``)."""
+    found = []
+    for node in source.walk():
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("shared.array"):
+            size = node.args[0] if node.args else next(
+                (k.value for k in node.keywords if k.arg == "shape"), None)
+            if isinstance(size, ast.Tuple | ast.List) and len(size.elts) == 1:
+                size = size.elts[0]
+            if size is not None:
+                found.append((node, size))
+    return found
+
+
 def _resized(source: KernelSource, threads: int):
     """(name, size, kernel): the kernel compiled again with the module global that sizes its
     shared array (``THREADS``, equal to ``threads``) at another block size (double, or half at
@@ -787,9 +801,8 @@ def _resized(source: KernelSource, threads: int):
     from numba import cuda
 
     function = source.function
-    name = next((node.args[0].id for node in source.walk() if isinstance(node, ast.Call)
-                 and ast.unparse(node.func).endswith("shared.array") and node.args
-                 and isinstance(node.args[0], ast.Name)), None)
+    name = next((size.id for _, size in _shared_sizes(source) if isinstance(size, ast.Name)),
+                None)
     if name is None or function.__globals__.get(name) != threads:
         return None
     other = threads * 2 if threads < 1024 else threads // 2

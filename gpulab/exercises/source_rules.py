@@ -441,14 +441,28 @@ def lines_with_number(source: KernelSource, number: int) -> list[str]:
 
 def guard_on(source: KernelSource, parameter: str) -> str | None:
     """The line of the first comparison in the kernel that measures ``parameter``: its
-    ``.shape``, ``.size`` or ``len()`` (``if i < out.size:``, a guard against the output's
-    length where the output is one number); None when there is none."""
+    ``.shape``, ``.size`` or ``len()``, directly or through a name bound only to such a
+    measure (``if i < out.size:``, ``n = out.shape[0]; if i < n:``: a guard against the
+    output's length where the output is one number); None when there is none."""
     def measures(node: ast.AST) -> bool:
         if isinstance(node, ast.Attribute) and node.attr in ("shape", "size"):
             return isinstance(node.value, ast.Name) and node.value.id == parameter
+        if isinstance(node, ast.Name):
+            return node.id in lengths
         return (isinstance(node, ast.Call) and _called_name(node) == "len" and node.args
                 and isinstance(node.args[0], ast.Name) and node.args[0].id == parameter)
 
+    lengths: set[str] = set()
+    bound: dict[str, list[ast.AST]] = {}
+    for node in source.walk():
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name):
+            bound.setdefault(node.targets[0].id, []).append(node.value)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign | ast.NamedExpr | ast.For):
+            for name in _assigned_names(node.target):
+                bound.setdefault(name, []).append(ast.Constant(None))
+    lengths = {name for name, values in bound.items()
+               if all(any(measures(part) for part in ast.walk(value)) for value in values)}
     return next((source.line(node) for node in source.walk() if isinstance(node, ast.Compare)
                  and any(measures(part) for part in ast.walk(node))), None)
 
@@ -485,26 +499,33 @@ def _assigned_names(target: ast.AST) -> set[str]:
     return set()
 
 
-def thread_varying_names(tree: ast.AST) -> set[str]:
+def _varies(expression: ast.AST | None, varying: set[str]) -> bool:
+    """Can ``expression``'s value differ between the threads of one block: does it read
+    ``cuda.threadIdx``, ``cuda.grid``, ``cuda.laneid``, an atomic's return value or one of the
+    ``varying`` variables?"""
+    for node in ast.walk(expression) if expression is not None else ():
+        if isinstance(node, ast.Attribute) and node.attr in ("threadIdx", "laneid"):
+            return True
+        if _called_name(node) in ("grid",) or (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Attribute)
+                and node.func.value.attr == "atomic"):
+            return True
+        if isinstance(node, ast.Name) and node.id in varying:
+            return True
+    return False
+
+
+def thread_varying_names(tree: ast.AST, varying_before: set[str] = frozenset()) -> set[str]:
     """Variables whose value can differ between the threads of one block: those computed from
     ``cuda.threadIdx``, ``cuda.grid``, ``cuda.laneid`` or an atomic's return value, directly or
-    through other such variables, and those set under a branch or loop whose test is such a
-    value. (``blockIdx``, ``blockDim`` and arguments are the same for
-    every thread of a block.)"""
-    varying: set[str] = set()
+    through other such variables (``varying_before`` among them), and those set under a branch
+    or loop whose test is such a value, or in a loop whose bounds are. (``blockIdx``,
+    ``blockDim`` and arguments are the same for every thread of a block.)"""
+    varying: set[str] = set(varying_before)
 
     def varies(expression: ast.AST | None) -> bool:
-        for node in ast.walk(expression) if expression is not None else ():
-            if isinstance(node, ast.Attribute) and node.attr in ("threadIdx", "laneid"):
-                return True
-            if _called_name(node) in ("grid",) or (
-                    isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Attribute)
-                    and node.func.value.attr == "atomic"):
-                return True
-            if isinstance(node, ast.Name) and node.id in varying:
-                return True
-        return False
+        return _varies(expression, varying)
 
     while True:
         before = len(varying)
@@ -518,13 +539,30 @@ def thread_varying_names(tree: ast.AST) -> set[str]:
                 varying |= _assigned_names(node.target)
             elif isinstance(node, ast.NamedExpr) and varies(node.value):
                 varying |= _assigned_names(node.target)
-            elif isinstance(node, ast.If | ast.While) and varies(node.test):
-                # set under a branch only some threads take (`if t == 0: flag = 1`)
+            if (isinstance(node, ast.If | ast.While) and varies(node.test)
+                    or isinstance(node, ast.For) and varies(node.iter)):
+                # set under a branch only some threads take (`if t == 0: flag = 1`), or in a
+                # loop whose number of turns depends on the thread
                 varying |= {name for statement in node.body + node.orelse
                             for inner in ast.walk(statement)
                             for name in _names_set_by(inner)}
         if len(varying) == before:
             return varying
+
+
+def varying_by_statement(function: ast.FunctionDef) -> dict[ast.stmt, set[str]]:
+    """For each statement of the kernel's body, the variables that may differ between threads
+    inside it (:func:`thread_varying_names`), taken in order: a variable bound again, in the
+    body itself, to a value the same for every thread (``i = cuda.blockDim.x // 2`` after
+    ``i = cuda.grid(1)``) is the same for every thread from there on."""
+    found, varying = {}, set()
+    for statement in function.body:
+        found[statement] = inside = thread_varying_names(statement, varying)
+        if isinstance(statement, ast.Assign) and not _varies(statement.value, varying):
+            varying = inside - _names_set_by(statement)
+        else:
+            varying = inside
+    return found
 
 
 def _names_set_by(node: ast.AST) -> set[str]:
@@ -564,13 +602,14 @@ def _barrier_findings(kernel: KernelSource) -> list[tuple[str, str]]:
         return []
     parents = {child: node for node in ast.walk(kernel.tree)
                for child in ast.iter_child_nodes(node)}
-    varying = thread_varying_names(kernel.tree)
+    by_statement = varying_by_statement(kernel.tree)
 
     def varies(expression: ast.AST) -> bool:
-        return any(
-            (isinstance(n, ast.Attribute) and n.attr in ("threadIdx", "laneid"))
-            or _called_name(n) == "grid" or (isinstance(n, ast.Name) and n.id in varying)
-            for n in ast.walk(expression))
+        """(judged with what varies in the body's statement that holds ``expression``)"""
+        statement = expression
+        while statement in parents and parents[statement] is not kernel.tree:
+            statement = parents[statement]
+        return _varies(expression, by_statement.get(statement, set()))
 
     def ancestors(node):
         while node in parents:
@@ -607,9 +646,10 @@ def _barrier_findings(kernel: KernelSource) -> list[tuple[str, str]]:
     for node in kernel.walk():
         if not isinstance(node, ast.Return | ast.Break | ast.Continue):
             continue
-        branch = next((parent for _, parent in ancestors(node) if isinstance(parent, ast.If)),
-                      None)
-        if branch is None or not varies(branch.test):
+        # the branch only some threads take, however deep (`else: ... if n > 0: return`)
+        branch = next((parent for child, parent in ancestors(node) if isinstance(parent, ast.If)
+                       and child is not parent.test and varies(parent.test)), None)
+        if branch is None:
             continue
         if isinstance(node, ast.Return) and node.lineno < last_barrier:
             problems.append((BARRIER_EXIT_HINT,

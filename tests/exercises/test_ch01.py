@@ -1469,3 +1469,188 @@ def test_a_barrier_under_a_branch_every_thread_takes_alike_is_legal(seed):
     assert "wrote partial[0]" in wrong.message and "between the same two barriers" in (
         wrong.message), wrong.message
     assert "inside a branch" not in wrong.message, wrong.message
+
+
+@cuda.jit
+def block_sum_index_name_reused_for_the_stride(x, out):
+    """Right: the global index's name `i`, bound again to half the block after the fill, is
+    the same for every thread from there on."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    i = cuda.blockDim.x // 2
+    while i > 0:
+        if t < i:
+            partial[t] += partial[t + i]
+        cuda.syncthreads()
+        i //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_keyword_shape_stride_typed_in(x, out):
+    """Wrong: the shared array sized by THREADS through `shape=`, the first stride typed in."""
+    partial = cuda.shared.array(shape=THREADS, dtype=x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = 32
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_keyword_shape_typed_in(x, out):
+    """Wrong: 64 slots typed in through `shape=` (and a stride to match)."""
+    partial = cuda.shared.array(shape=64, dtype=np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = 32
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_one_tuple_shape_typed_in(x, out):
+    """Wrong: 64 slots typed in as a 1-tuple."""
+    partial = cuda.shared.array((64,), x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_flag_counted_in_a_loop_of_the_thread(x, out):
+    """Wrong: `mine` is counted in a loop whose bounds depend on the thread, and the barriers
+    run only where it is above 0 (threads past the end skip them)."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    n = x.shape[0]
+    mine = 0
+    partial[t] = 0
+    for j in range(i, min(i + 1, n)):
+        partial[t] = x[j]
+        mine += 1
+    if mine > 0:
+        cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        if mine > 0:
+            cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_return_under_a_nested_branch(x, out):
+    """Wrong: threads past the end return, under an `if` that does not vary inside an `else`
+    that does, before the barriers the others wait at."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        partial[t] = x[i]
+    else:
+        partial[t] = 0
+        if x.shape[0] > 0:
+            return
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_fill_guarded_by_a_name_for_out(x, out):
+    """Wrong: the fill's guard compares with out's size, through a name."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    n = out.size
+    partial[t] = x[i] if i < n else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def dot_guarded_by_a_name_for_out(x, y, out):
+    """Wrong: the guard compares with out's length, bound to a name first."""
+    i = cuda.grid(1)
+    n = out.shape[0]
+    if i < n:
+        cuda.atomic.add(out, 0, x[i] * y[i])
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_a_name_bound_again_to_the_same_value_for_every_thread_is_uniform(seed):
+    result = check_block_sum(block_sum_index_name_reused_for_the_stride,
+                             threads_per_block=THREADS, seed=seed, show=False)
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize("kernel, words", [
+    (block_sum_keyword_shape_stride_typed_in, ["not with THREADS = 128", "`stride = 32`"]),
+    (block_sum_keyword_shape_typed_in, ["types in 64 slots"]),
+    (block_sum_one_tuple_shape_typed_in, ["types in 64 slots"]),
+    (block_sum_flag_counted_in_a_loop_of_the_thread, ["inside `if mine > 0:`"]),
+    (block_sum_return_under_a_nested_branch, ["`return` under `if i < x.shape[0]:`",
+                                              "leave before a barrier"]),
+    (block_sum_fill_guarded_by_a_name_for_out, ["your guard `partial[t] = x[i] if i < n else 0`",
+                                                "measures the output"]),
+])
+@pytest.mark.parametrize("seed", [1, 7])
+def test_round_ten_s_wrong_block_sums_are_named(kernel, words, seed):
+    """A shared array's size given as `shape=` or a 1-tuple, a flag counted in a loop of the
+    thread's own, a return under a uniform `if` inside a varying branch, a guard through a
+    name bound to out's size."""
+    result = check_block_sum(kernel, threads_per_block=THREADS, seed=seed, show=False)
+    assert result.status == "failed", result
+    for word in words:
+        assert word in result.message, (word, result.message)
+
+
+def test_a_guard_on_out_through_a_name_is_named():
+    result = check_dot_atomic(dot_guarded_by_a_name_for_out, seed=1, show=False)
+    assert result.status == "failed", result
+    assert "your guard `if i < n:` measures the output" in result.message, result.message

@@ -411,3 +411,23 @@ def test_a_local_array_of_a_length_typed_in_is_found_with_its_length(kernel, len
 @pytest.mark.parametrize("kernel", [shares_with_a_barrier, accumulates_in_a_local_array_of_one])
 def test_a_local_array_not_indexed_along_an_array_s_dimension_is_not_found(kernel):
     assert source_rules.fixed_length_local_array(source_rules.kernel_source(kernel, 2)) is None
+
+
+def test_what_varies_by_thread_is_taken_statement_by_statement():
+    tree = ast.parse(
+        "def k(x, out):\n"
+        "    i = cuda.grid(1)\n"
+        "    partial[t] = x[i]\n"
+        "    i = cuda.blockDim.x // 2\n"
+        "    while i > 0:\n"
+        "        i //= 2\n"
+        "    mine = 0\n"
+        "    for j in range(i, cuda.grid(1)):\n"
+        "        mine += 1\n").body[0]
+    by_statement = source_rules.varying_by_statement(tree)
+    statements = tree.body
+    assert "i" in by_statement[statements[1]]  # x[i], i from the grid
+    assert "i" not in by_statement[statements[3]]  # the halving loop, i bound again
+    # set in a loop whose number of turns depends on the thread
+    assert {"j", "mine"} <= by_statement[statements[5]]
+    assert "i" in source_rules.thread_varying_names(tree)  # the whole kernel at once
