@@ -589,7 +589,8 @@ class TiledSource:
     @cached_property
     def steps_loops(self) -> list[tuple[ast.For, ast.AST]]:
         """(the loop, the end of its range) of each loop over the steps along K: a loop whose
-        body has a barrier or stores into a shared array, and is inside no other such loop."""
+        body has a barrier or stores into a shared array, and is inside no other such loop.
+        A range that counts down (`range(steps - 1, -1, -1)`) ends where it starts."""
         if self.source.tree is None:
             return []
         shared, found, inner = _shared_names(self.source), [], set()
@@ -601,7 +602,12 @@ class TiledSource:
             if any(isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "syncthreads"
                    for statement in loop.body for n in ast.walk(statement)
                    ) or any(_uses_tile(statement, shared, ast.Store) for statement in loop.body):
-                found.append((loop, loop.iter.args[1 if len(loop.iter.args) > 1 else 0]))
+                args = loop.iter.args
+                down = len(args) == 3 and (
+                    isinstance(args[2], ast.UnaryOp) and isinstance(args[2].op, ast.USub)
+                    or isinstance(args[2], ast.Constant) and isinstance(args[2].value, int)
+                    and args[2].value < 0)
+                found.append((loop, args[0] if down else args[1 if len(args) > 1 else 0]))
                 inner |= {n for statement in loop.body for n in ast.walk(statement)}
         return found
 
@@ -825,24 +831,50 @@ class Tiling:
     @cached_property
     def missing_barriers(self) -> list[str]:
         """Which of the step's two barriers the source lacks: SYNC_AFTER_LOADS and/or
-        SYNC_AFTER_SUMS (both when the step's loop can't be found)."""
+        SYNC_AFTER_SUMS (both when the step's loop can't be found). The step's loop is the
+        first whose statements store into a tile and read one; a barrier counts where it stands
+        in the step, in a branch too (`if full: ...; cuda.syncthreads()`), but not inside a
+        loop of its own."""
+        return self._missing(every_step=False)
+
+    @cached_property
+    def missing_at_every_step(self) -> list[str]:
+        """As :attr:`missing_barriers`, where a barrier in a branch counts only when each arm
+        has one (`if k0 > 0: cuda.syncthreads()` leaves the first step without it)."""
+        return self._missing(every_step=True)
+
+    def _missing(self, every_step: bool) -> list[str]:
         shared = _shared_names(self.source)
 
-        def is_barrier(statement):
-            return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
-                and getattr(statement.value.func, "attr",
-                            getattr(statement.value.func, "id", "")) == "syncthreads"
+        def barriers_in(statement) -> list[tuple[int, int]]:
+            if isinstance(statement, ast.For | ast.While):
+                return []
+            if (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+                    and getattr(statement.value.func, "attr", getattr(
+                        statement.value.func, "id", "")) == "syncthreads"):
+                return [(statement.lineno, statement.col_offset)]
+            if isinstance(statement, ast.If):
+                arms = [[b for inner in arm for b in barriers_in(inner)]
+                        for arm in (statement.body, statement.orelse)]
+                return [] if every_step and not all(arms) else arms[0] + arms[1]
+            return [b for inner in ast.iter_child_nodes(statement)
+                    if isinstance(inner, ast.stmt) for b in barriers_in(inner)]
+
+        def where(statement) -> tuple[int, int]:
+            return statement.lineno, statement.col_offset
 
         for loop in self.source.walk():
             if not isinstance(loop, ast.For | ast.While):
                 continue
             body = loop.body
-            stores = [i for i, s in enumerate(body) if _uses_tile(s, shared, ast.Store)]
-            reads = [i for i, s in enumerate(body)
+            stores = [max(where(n) for n in ast.walk(s) if isinstance(n, ast.Subscript)
+                          and isinstance(n.ctx, ast.Store) and getattr(n.value, "id", "") in shared)
+                      for s in body if _uses_tile(s, shared, ast.Store)]
+            reads = [where(s) for s in body
                      if _uses_tile(s, shared, ast.Load) and not _uses_tile(s, shared, ast.Store)]
             if not stores or not reads:
                 continue
-            barriers = [i for i, s in enumerate(body) if is_barrier(s)]
+            barriers = [b for s in body for b in barriers_in(s)]
             missing = []
             if not any(max(stores) < i < min(reads) for i in barriers):
                 missing.append(SYNC_AFTER_LOADS)
@@ -975,7 +1007,7 @@ def _too_few_barriers_message(consequence: str) -> Callable[[Tiling], str]:
 
 
 def _missing_barriers_hint(e: Tiling) -> str:
-    return "; and ".join(e.missing_barriers) + "."
+    return "; and ".join(e.missing_at_every_step or (SYNC_AFTER_LOADS, SYNC_AFTER_SUMS)) + "."
 
 
 # The barriers, judged from the trace even when C is right (after TILING_MISTAKES), in order.
@@ -985,7 +1017,7 @@ BARRIER_MISTAKES = (
                        f"{e.barriers[-1]} per thread. On a GPU the threads that skip one never "
                        "arrive"), BARRIER_HINT, recognised_from="trace"),
     Mistake("no barrier after the loads (also when the simulator's answer happens to be right)",
-            lambda e: e.too_few_barriers and e.missing_barriers == [SYNC_AFTER_LOADS],
+            lambda e: e.too_few_barriers and e.missing_at_every_step == [SYNC_AFTER_LOADS],
             _too_few_barriers_message("threads read tile slots that others have not stored "
                                       "yet"), _missing_barriers_hint, recognised_from="trace"),
     Mistake("two barriers per step, but none between the loads and the multiply-adds",
@@ -997,7 +1029,7 @@ BARRIER_MISTAKES = (
                        "have not stored yet"), _missing_barriers_hint, recognised_from="trace"),
     Mistake("no barrier after the multiply-adds (also when the simulator's answer happens to "
             "be right)",
-            lambda e: e.too_few_barriers and e.missing_barriers == [SYNC_AFTER_SUMS],
+            lambda e: e.too_few_barriers and e.missing_at_every_step == [SYNC_AFTER_SUMS],
             _too_few_barriers_message("a fast thread stores the next step's values into a tile "
                                       "that slower threads are still reading"),
             _missing_barriers_hint, recognised_from="trace"),

@@ -1608,3 +1608,87 @@ def test_a_barrier_inside_the_loop_over_k_is_named_as_a_race(seed):
     assert "with no barrier between the two" in result.message and "(a race)" in (
         result.message), result.message
     assert "outside the loop over k" in result.hint, result.hint
+
+
+@cuda.jit
+def tiled_loads_by_a_branch_every_thread_takes_alike(A, B, C):
+    """Right: a full step (`k0 + TILE <= K`, the same for the whole block) loads without the
+    guard along K; each arm of the branch ends with the barrier after the loads."""
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    M, K = A.shape
+    N = B.shape[1]
+    acc = A.dtype.type(0)
+    for k0 in range(0, K, TILE):
+        if k0 + TILE <= K:
+            a_tile[ty, tx] = A[row, k0 + tx] if row < M else 0
+            b_tile[ty, tx] = B[k0 + ty, col] if col < N else 0
+            cuda.syncthreads()
+        else:
+            a_tile[ty, tx] = A[row, k0 + tx] if row < M and k0 + tx < K else 0
+            b_tile[ty, tx] = B[k0 + ty, col] if k0 + ty < K and col < N else 0
+            cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < M and col < N:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_steps_counted_down(A, B, C):
+    """Right: the steps along K taken from the last tile down (only the sum's order differs)."""
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for s in range((A.shape[1] + TILE - 1) // TILE - 1, -1, -1):
+        k0 = s * TILE
+        a_tile[ty, tx] = A[row, k0 + tx] if row < A.shape[0] and k0 + tx < A.shape[1] else 0
+        b_tile[ty, tx] = B[k0 + ty, col] if k0 + ty < B.shape[0] and col < B.shape[1] else 0
+        if cuda.blockDim.x > 1:  # the same for the whole block
+            cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def tiled_first_step_without_the_load_barrier(A, B, C):
+    """Wrong: the barrier after the loads sits under `if k0 > 0:`, so the first step has none."""
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = A.dtype.type(0)
+    for k0 in range(0, A.shape[1], TILE):
+        a_tile[ty, tx] = A[row, k0 + tx] if row < A.shape[0] and k0 + tx < A.shape[1] else 0
+        b_tile[ty, tx] = B[k0 + ty, col] if k0 + ty < B.shape[0] and col < B.shape[1] else 0
+        if k0 > 0:
+            cuda.syncthreads()
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_barriers_in_branches_the_whole_block_takes_and_steps_counted_down_pass(seed):
+    for kernel in (tiled_loads_by_a_branch_every_thread_takes_alike, tiled_steps_counted_down):
+        result = check_matmul_tiled(kernel, tile=TILE, seed=seed, show=False)
+        assert result.passed, (kernel.__name__, result.message)
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_a_load_barrier_some_steps_skip_is_named_with_its_place(seed):
+    result = check_matmul_tiled(tiled_first_step_without_the_load_barrier, tile=TILE, seed=seed,
+                                show=False)
+    assert result.status == "failed", result
+    assert "read tile slots that others have not stored yet" in result.message, result.message
+    assert result.hint.startswith("call `cuda.syncthreads()` after the two stores"), result.hint
