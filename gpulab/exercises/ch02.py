@@ -288,6 +288,19 @@ class Timing:
         return len(self.launches) - self.timed if self.window else 0
 
     @property
+    def launched_before_the_clock(self) -> int:
+        """The launches before the clock's first reading (or the first event's record): the
+        warm-ups, also where the clock is read around each launch (the window is then the
+        last launch's)."""
+        if self.window is None:
+            return 0
+        events = self.watch.events
+        kind = events[self.window[0]][1][0] == "event"
+        first = next(k for k in self.watch.positions("clock") if (events[k][1][0] == "event")
+                     == kind)
+        return sum(1 for k in self.watch.positions("launch") if k < first)
+
+    @property
     def elapsed_s(self) -> float | None:
         """The time the clock reads (or the events) give over the window, in seconds."""
         if self.window is None:
@@ -642,7 +655,7 @@ def check_time_saxpy(function, seed: int | None = None) -> str:
     label = ("simulator time: says nothing about a GPU" if tier == "sim"
              else f"measured on {device.PROBE.device_name or 'this GPU'}")
     clock = "CUDA events" if timing.by_events else "the clock"
-    note = "" if timing.window is None or timing.warm_up else (
+    note = "" if timing.window is None or timing.launched_before_the_clock else (
         f" Note: no launch before you started {clock}, so the first timed launch may also "
         "have compiled the kernel for these types, which takes far longer than a launch: "
         "launch once before you start the clock.")
