@@ -164,7 +164,7 @@ class Parts:
     """One case (an MLP's ``widths`` on a named ``gpu``) as a napkin sees it: the step's
     launches' time, and what one more sample adds to each part (seconds), with the variants the
     known mistakes use: the forward pass's FLOPs alone, the bf16 peak (None where the GPU has
-    none), the copy at the link's peak."""
+    none), the copy at the link's peak, or at the pinned rate."""
 
     widths: tuple[int, ...]
     gpu: str
@@ -179,6 +179,7 @@ class Parts:
     update_launches: int = 0  # the optimiser's update kernels among ``launches``
     device_transfer: float = 0.0  # the copy at the GPU's own memory bandwidth (a mistake)
     loss_launches: int = 0  # the loss kernels among ``launches``
+    pinned_transfer: float = 0.0  # the copy at the pinned rate (a mistake: the batch is pageable)
 
     @classmethod
     def of(cls, widths, gpu) -> Parts:
@@ -205,7 +206,8 @@ class Parts:
                    copied / spec.host_link_bytes_per_s,
                    sum(k.phase == "update" for k in one),
                    copied / spec.memory_bandwidth_bytes_per_s,
-                   sum(k.phase == "loss" for k in one))
+                   sum(k.phase == "loss" for k in one),
+                   copied / spec.host_pinned_bytes_per_s)
 
     @property
     def launch_without_loss(self) -> float:
@@ -311,6 +313,10 @@ LAUNCH_BOUND_STUB_HINT = (
     "more sample adds to each part's time, and the batch at which the largest of those, times "
     "the batch, reaches the launches' time."
 )
+PAGEABLE_NOT_PINNED = (
+    "the batch is an ordinary NumPy array, in pageable memory: the driver stages it through a "
+    "pinned buffer, at gpu.host_pageable_bytes_per_s; the pinned rate "
+    "(gpu.host_pinned_bytes_per_s) is for page-locked arrays (cuda.pinned_array).")
 FP32_PEAK = ("the model trains in float32: use the GPU's fp32 peak, not a tensor-core one (bf16, "
              "tf32), which is many times higher.")
 COMPARE_EACH = ("the model compares each part with the launches on its own: the step stops "
@@ -357,6 +363,9 @@ CROSSOVER_ANSWERS = (
                 "the batch is an ordinary NumPy array (pageable memory): the driver copies it "
                 "through a staging buffer at gpu.host_pageable_bytes_per_s, well below the "
                 "link's peak gpu.host_link_bytes_per_s (which pinned memory nears)."),
+    WrongAnswer("the copy at the pinned rate (host_pinned_bytes_per_s)",
+                lambda p: _over(p, p.compute, p.memory, p.pinned_transfer),
+                PAGEABLE_NOT_PINNED),
     WrongAnswer("the copy at the GPU's memory bandwidth",
                 lambda p: _over(p, p.compute, p.memory, p.device_transfer),
                 "the copy from the host crosses the host link (PCIe or NVLink-C2C), from "
@@ -564,6 +573,8 @@ THROUGHPUT_ANSWERS = (
                 "the batch is an ordinary NumPy array (pageable memory), copied at "
                 "gpu.host_pageable_bytes_per_s, well below the link's peak "
                 "gpu.host_link_bytes_per_s."),
+    WrongAnswer("the copy at the pinned rate instead of the pageable one",
+                lambda p, b: b / _step(p, b, copy=p.pinned_transfer), PAGEABLE_NOT_PINNED),
     WrongAnswer(UPDATE_OR_FORWARD_LEFT_OUT,
                 lambda p, b: b / _step(p, b, launch=p.launch * (1 - p.update_launches
                                                                 / p.launches)),

@@ -104,6 +104,11 @@ def copy_at_link_peak(widths, gpu):
     return launches / max(compute, memory, copy)
 
 
+def copy_at_pinned_rate(widths, gpu):
+    launches, compute, memory, copy = parts(widths, gpu, "host_pinned_bytes_per_s")
+    return launches / max(compute, memory, copy)
+
+
 def compute_only(widths, gpu):
     launches, compute, _, _ = parts(widths, gpu)
     return launches / compute
@@ -138,6 +143,7 @@ def test_launch_bound_accepts_numpy_numbers_and_prints_them_plainly():
     (compute_only, "FLOPs alone"),
     (without_copy, "without the copy from the host"),
     (copy_at_link_peak, "the copy at the link's peak"),
+    (copy_at_pinned_rate, "the copy at the pinned rate"),
     (lambda w, g: None, "forget `return`"),
     (lambda w, g: "1024", "must be a number"),
     (lambda w, g: [napkin(w, g)], "must be a number"),
@@ -238,6 +244,11 @@ def throughput_copy_at_link_peak(widths, batch, gpu):
     return batch / (max(launches, batch * max(compute, memory)) + batch * copy)
 
 
+def throughput_copy_at_pinned_rate(widths, batch, gpu):
+    launches, compute, memory, copy = parts(widths, gpu, "host_pinned_bytes_per_s")
+    return batch / (max(launches, batch * max(compute, memory)) + batch * copy)
+
+
 def throughput_max(widths, batch, gpu):
     launches, compute, memory, copy = parts(widths, gpu)
     return batch / max(launches, batch * max(compute, memory), batch * copy)
@@ -283,6 +294,7 @@ def test_throughput_accepts_right_answers_over_seeds(function, seed):
     # one sample's copy per step: next to the launches it is nothing, so the copy left out
     (throughput_one_sample_copied, "the copy's time grows with the batch"),
     (throughput_copy_at_link_peak, "the copy at the link's peak"),
+    (throughput_copy_at_pinned_rate, "the copy at the pinned rate"),
     (throughput_max, "the copy overlapping"),
     (step_time, "the step's time in seconds"),
     (lambda w, b, g: throughput(w, b, g) / 1e3, "samples per millisecond"),
