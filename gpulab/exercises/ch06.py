@@ -717,7 +717,8 @@ STRIDED_READS_HINT = (
 )
 BARRIER_MISSING_HINT = (
     "the block must wait at a barrier (`cuda.syncthreads()`) after filling the tile and before "
-    "reading it crosswise: each thread reads a slot another thread wrote."
+    "reading it crosswise, in every block (no `if` around it): each thread reads a slot "
+    "another thread wrote."
 )
 COALESCED_SHARE = 0.45  # below this share of the fetched bytes used, an access is strided
 TRANSPOSE_SIDES = {"sim": (17, 44), "gpu": (300, 2000)}
@@ -742,8 +743,11 @@ def _uses_shared_memory(source: KernelSource) -> bool:
 
 
 def _barrier_after_fill(source: KernelSource) -> bool:
-    """A ``syncthreads`` call on a line after the first store into a shared array (False for
-    none, or one only before the tile is filled)."""
+    """A ``syncthreads`` call on a line after the first store into a shared array, outside
+    any ``if`` (False for none, for one only before the tile is filled, or for one some blocks
+    skip: ``if cuda.blockIdx.x > 0: cuda.syncthreads()``)."""
+    branched = {id(inner) for node in source.walk() if isinstance(node, ast.If)
+                for statement in node.body + node.orelse for inner in ast.walk(statement)}
     shared = {t.id for node in source.walk() if isinstance(node, ast.Assign)
               and "shared" in ast.dump(node.value) for t in node.targets
               if isinstance(t, ast.Name)}
@@ -751,7 +755,7 @@ def _barrier_after_fill(source: KernelSource) -> bool:
         isinstance(t, ast.Subscript) and getattr(t.value, "id", None) in shared
         for t in node.targets)]
     barriers = [node.lineno for node in source.walk() if isinstance(node, ast.Call)
-                and "syncthreads" in ast.dump(node.func)]
+                and "syncthreads" in ast.dump(node.func) and id(node) not in branched]
     return bool(fills and barriers and max(barriers) > min(fills))
 
 

@@ -1499,3 +1499,27 @@ def test_a_tile_size_typed_in_is_named_as_in_chapter_03():
     result = ch06.check_transpose_tiled(transpose_tile_typed_in, tile=16, seed=1, show=False)
     assert result.status == "failed", result
     assert "has the tile's size written as the number 16" in result.message, result.message
+
+
+@cuda.jit
+def transpose_barrier_some_blocks_skip(A, out):
+    """Wrong: the barrier under `if cuda.blockIdx.x > 0:` (the same for a block's threads, so
+    legal), so the blocks of the first column read the tile unsynchronised."""
+    tile = cuda.shared.array((TILE, TILE_COLUMNS), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    if r0 + ty < A.shape[0] and c0 + tx < A.shape[1]:
+        tile[ty, tx] = A[r0 + ty, c0 + tx]
+    if cuda.blockIdx.x > 0:
+        cuda.syncthreads()
+    if c0 + ty < A.shape[1] and r0 + tx < A.shape[0]:
+        out[c0 + ty, r0 + tx] = tile[tx, ty]
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_a_barrier_some_blocks_skip_is_told_as_a_missing_barrier(seed):
+    result = ch06.check_transpose_tiled(transpose_barrier_some_blocks_skip, tile=TILE, seed=seed,
+                                        show=False)
+    assert result.status == "failed", result
+    assert "before any thread wrote it" in result.message, result.message
+    assert "in every block (no `if` around it)" in result.hint, result.hint
