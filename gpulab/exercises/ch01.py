@@ -52,6 +52,7 @@ from gpulab.exercises.outputs import looks_like, matches, vector_failure
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError, KernelError
 from gpulab.exercises.running import launch, padded, run_elementwise, trace_trial
 from gpulab.exercises.source_rules import (
+    BARRIER_HINT,
     KernelSource,
     adds_into,
     count_calls,
@@ -416,6 +417,17 @@ class TreeTrace:
         return self.trace.per_block("atomics")
 
     @property
+    def uneven_barriers(self) -> tuple | None:
+        """(block, fewest, most) barriers its threads passed, for the first block whose threads
+        did not all pass as many; None when each block's threads passed the same number (a
+        whole block that leaves early is no problem)."""
+        passed: dict = {}
+        for thread in self.trace.threads:
+            passed.setdefault(thread[0], []).append(self.trace.barrier_counts.get(thread, 0))
+        return next(((block, min(counts), max(counts)) for block, counts in passed.items()
+                     if min(counts) != max(counts)), None)
+
+    @property
     def busiest_block(self) -> tuple:
         """(block, its atomic adds) for the block that made the most."""
         return max(self.atomics.items(), key=lambda item: item[1])
@@ -673,6 +685,14 @@ BLOCK_SUM_PARTIAL_BLOCK_MISTAKES = _partial_block_mistakes(
 
 
 TREE_METHOD_MISTAKES = (
+    Mistake("threads of one block passing different numbers of barriers (seen in the trace, "
+            "whatever the source hides: a device function's index, a flag in an array)",
+            lambda e: e.uneven_barriers is not None,
+            lambda e: (f"in block {e.uneven_barriers[0]} some threads passed "
+                       f"{e.uneven_barriers[1]} barriers and others {e.uneven_barriers[2]}: "
+                       "on a GPU the threads that skip a barrier never arrive at it (a deadlock "
+                       "or undefined behaviour), though the simulator let them go"),
+            BARRIER_HINT, recognised_from="trace"),
     SHARED_RACE,
     Mistake("a right total by one atomic add per thread (into out[0] or a shared slot)",
             lambda e: e.busiest_block[1] > 1, _one_atomic_per_thread, TREE_HINT,
@@ -742,8 +762,10 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
     got = _total_or_failure(run, trial, BLOCK_SUM_PARTIAL_BLOCK_MISTAKES,
                             closer_look=not few_barriers)
     method = _check_tree_method(kernel, seed, threads_per_block, dtype)
-    typed = next(((node, size) for node, size in _shared_sizes(source)
-                  if is_typed_in_count(size) and size.value < 1024), None)
+    # (a shared array of at least a block's slots: one per thread; fewer, typed in, is scratch
+    # of the block's own, a slot per warp or two for the block's counts)
+    typed = next(((node, size) for node, size in _shared_sizes(source) if is_typed_in_count(
+        size) and threads_per_block <= size.value < 1024), None)
     if typed is not None:
         raise CheckFailedError(
             f"your kernel sums right with blocks of {threads_per_block}, but "

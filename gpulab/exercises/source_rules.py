@@ -530,9 +530,10 @@ def thread_varying_names(tree: ast.AST, varying_before: set[str] = frozenset()) 
     while True:
         before = len(varying)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and varies(node.value):
-                for target in node.targets:
-                    varying |= _assigned_names(target)
+            if isinstance(node, ast.Assign):
+                varying |= {name for target in node.targets
+                            for names, value in _assignments(target, node.value)
+                            if varies(value) for name in names}
             elif isinstance(node, ast.AugAssign | ast.AnnAssign) and varies(node.value):
                 varying |= _assigned_names(node.target)
             elif isinstance(node, ast.For) and varies(node.iter):
@@ -550,18 +551,91 @@ def thread_varying_names(tree: ast.AST, varying_before: set[str] = frozenset()) 
             return varying
 
 
+def _assignments(target: ast.AST, value: ast.AST) -> list[tuple[set[str], ast.AST]]:
+    """(the names, the value they get) of one assignment: a tuple unpacked from a tuple of as
+    many values pairs them one by one (``t, stride = cuda.threadIdx.x, cuda.blockDim.x // 2``);
+    otherwise every name gets the whole value."""
+    if (isinstance(target, ast.Tuple | ast.List) and isinstance(value, ast.Tuple | ast.List)
+            and len(target.elts) == len(value.elts)
+            and not any(isinstance(e, ast.Starred) for e in target.elts + value.elts)):
+        return [pair for t, v in zip(target.elts, value.elts, strict=True)
+                for pair in _assignments(t, v)]
+    return [(_assigned_names(target), value)]
+
+
+def _names_set_in(statements: list[ast.stmt]) -> set[str]:
+    return {name for statement in statements for inner in ast.walk(statement)
+            for name in _names_set_by(inner)}
+
+
 def varying_by_statement(function: ast.FunctionDef) -> dict[ast.stmt, set[str]]:
-    """For each statement of the kernel's body, the variables that may differ between threads
-    inside it (:func:`thread_varying_names`), taken in order: a variable bound again, in the
-    body itself, to a value the same for every thread (``i = cuda.blockDim.x // 2`` after
-    ``i = cuda.grid(1)``) is the same for every thread from there on."""
-    found, varying = {}, set()
-    for statement in function.body:
-        found[statement] = inside = thread_varying_names(statement, varying)
-        if isinstance(statement, ast.Assign) and not _varies(statement.value, varying):
-            varying = inside - _names_set_by(statement)
-        else:
-            varying = inside
+    """For each statement of the kernel, the variables that may differ between the threads of
+    a block where it runs (as :func:`thread_varying_names`), followed through the code in
+    order: a variable bound again to a value the same for every thread (``i =
+    cuda.blockDim.x // 2`` after ``i = cuda.grid(1)``, ``for i in range(10):``) is the same
+    for every thread from there on; a loop's body is followed until nothing changes; what a
+    branch or loop only some threads take sets varies after it."""
+    found: dict[ast.stmt, set[str]] = {}
+
+    def assign(state: set[str], target: ast.AST, value: ast.AST) -> set[str]:
+        for names, part in _assignments(target, value):
+            state = state | names if _varies(part, state) else state - names
+        return state
+
+    def walrus(node: ast.AST, state: set[str]) -> set[str]:
+        return state | {name for inner in ast.walk(node) if isinstance(inner, ast.NamedExpr)
+                        and _varies(inner.value, state)
+                        for name in _assigned_names(inner.target)}
+
+    def run(statements: list[ast.stmt], state: set[str]) -> set[str]:
+        for statement in statements:
+            found[statement] = found.get(statement, set()) | state
+            state = step(statement, state)
+        return state
+
+    def loop(statement: ast.For | ast.While, state: set[str]) -> set[str]:
+        entry = set(state)
+        for _ in range(len(_names_set_in(statement.body)) + 2):  # grows until it settles
+            if isinstance(statement, ast.For):
+                bounds, start = statement.iter, assign(entry, statement.target, statement.iter)
+            else:
+                bounds, start = statement.test, walrus(statement.test, entry)
+            out = run(statement.body, start)
+            if _varies(bounds, entry):  # some threads take more turns than others
+                out |= _names_set_in(statement.body) | _names_set_by(statement)
+            grown = state | out
+            if grown == entry:
+                break
+            entry = grown
+        if isinstance(statement, ast.While):  # its test is read at every turn
+            found[statement] = found.get(statement, set()) | entry
+        return run(statement.orelse, entry)
+
+    def step(statement: ast.stmt, state: set[str]) -> set[str]:
+        if isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                state = assign(walrus(statement.value, state), target, statement.value)
+            return state
+        if isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            return assign(state, statement.target, statement.value)
+        if isinstance(statement, ast.AugAssign):  # varies if it did, or if what is added does
+            return state | (_assigned_names(statement.target)
+                            if _varies(statement.value, state) else set())
+        if isinstance(statement, ast.If):
+            test = walrus(statement.test, state)
+            out = run(statement.body, test) | run(statement.orelse, test)
+            if _varies(statement.test, state):  # only some threads take it
+                out |= _names_set_in(statement.body + statement.orelse)
+            return out
+        if isinstance(statement, ast.For | ast.While):
+            return loop(statement, state)
+        bodies = [getattr(statement, name) for name in ("body", "orelse", "finalbody")
+                  if isinstance(getattr(statement, name, None), list)]
+        for body in bodies:  # with, try
+            state = run(body, state)
+        return walrus(statement, state) if not bodies else state
+
+    run(function.body, set())
     return found
 
 
@@ -605,9 +679,9 @@ def _barrier_findings(kernel: KernelSource) -> list[tuple[str, str]]:
     by_statement = varying_by_statement(kernel.tree)
 
     def varies(expression: ast.AST) -> bool:
-        """(judged with what varies in the body's statement that holds ``expression``)"""
+        """(judged with what varies where the statement that holds ``expression`` runs)"""
         statement = expression
-        while statement in parents and parents[statement] is not kernel.tree:
+        while statement not in by_statement and statement in parents:
             statement = parents[statement]
         return _varies(expression, by_statement.get(statement, set()))
 
@@ -658,7 +732,12 @@ def _barrier_findings(kernel: KernelSource) -> list[tuple[str, str]]:
         elif not isinstance(node, ast.Return):
             loop = next((parent for _, parent in ancestors(node)
                          if isinstance(parent, ast.For | ast.While)), None)
-            if loop in loops_with_barriers:
+            # a `continue` skips only the barriers after it in the loop's body (one at the top
+            # of each turn is still reached); a `break` skips every later turn's
+            skipped = loop in loops_with_barriers and (not isinstance(node, ast.Continue) or any(
+                barrier.lineno > node.lineno and loop in {p for _, p in ancestors(barrier)}
+                for barrier in barriers))
+            if skipped:
                 problems.append((BARRIER_EXIT_HINT,
                                  f"`{kernel.line(node)}` under `{kernel.line(branch)}` makes "
                                  "some threads skip a barrier in the loop"))

@@ -925,7 +925,7 @@ def test_the_race_the_partial_block_and_the_method_are_mistakes_in_the_specs():
 
     assert DOT_ATOMIC.mistakes[-6:] == (RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES
                                         + DOT_SHARE_MISTAKES + (SHARED_RACE,))
-    assert BLOCK_SUM.mistakes[-8:] == (RACE_MISTAKES + BLOCK_SUM_PARTIAL_BLOCK_MISTAKES
+    assert BLOCK_SUM.mistakes[-9:] == (RACE_MISTAKES + BLOCK_SUM_PARTIAL_BLOCK_MISTAKES
                                        + TREE_METHOD_MISTAKES)
     table = BLOCK_SUM.mistake_table()
     assert "| a right total by one atomic add per thread (into out[0] or a shared slot) | trace |" \
@@ -1654,3 +1654,149 @@ def test_a_guard_on_out_through_a_name_is_named():
     result = check_dot_atomic(dot_guarded_by_a_name_for_out, seed=1, show=False)
     assert result.status == "failed", result
     assert "your guard `if i < n:` measures the output" in result.message, result.message
+
+
+ROUNDS = 10  # rounds enough for blocks of 1024 threads
+
+
+@cuda.jit
+def block_sum_index_and_stride_in_one_tuple(x, out):
+    """Right: `t, stride = cuda.threadIdx.x, cuda.blockDim.x // 2`: only t varies."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    i = cuda.grid(1)
+    t, stride = cuda.threadIdx.x, cuda.blockDim.x // 2
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_rounds_reuse_the_index_name(x, out):
+    """Right: `for i in range(ROUNDS)` binds the global index's name again, for every thread
+    alike; the barrier under `if stride > 0:`, a test of no thread's own values."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    for i in range(ROUNDS):
+        stride = cuda.blockDim.x >> (i + 1)
+        if stride > 0:
+            if t < stride:
+                partial[t] += partial[t + stride]
+            cuda.syncthreads()
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_index_name_bound_again_in_a_loop(x, out):
+    """Right: the global index's name bound again, inside the rounds' loop, to the stride."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    for r in range(ROUNDS):
+        i = cuda.blockDim.x >> (r + 1)
+        if i > 0:
+            if t < i:
+                partial[t] += partial[t + i]
+            cuda.syncthreads()
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_continue_after_the_round_s_barrier(x, out):
+    """Right: the barrier at the top of each round; threads with nothing to add `continue`,
+    and every thread still reaches every barrier."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        cuda.syncthreads()
+        s = stride
+        stride //= 2
+        if t >= s:
+            continue
+        partial[t] += partial[t + s]
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def block_sum_with_a_two_slot_scratch_array(x, out):
+    """Right: a second shared array of 2 slots for the block's own numbers (its size typed in,
+    by design: not one slot per thread)."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    info = cuda.shared.array(2, np.int32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    if t == 0:
+        info[0] = cuda.blockDim.x // 2
+        info[1] = 0
+    cuda.syncthreads()
+    stride = info[0]
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit(device=True)
+def _thread_index():
+    return cuda.threadIdx.x
+
+
+@cuda.jit
+def block_sum_barrier_under_a_device_function_s_index(x, out):
+    """Wrong: t from a device function; the barrier inside `if t < stride:` (which the source
+    rules cannot see varies: the trace shows it)."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = _thread_index()
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+            cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@pytest.mark.parametrize("kernel", [
+    block_sum_index_and_stride_in_one_tuple, block_sum_rounds_reuse_the_index_name,
+    block_sum_index_name_bound_again_in_a_loop, block_sum_continue_after_the_round_s_barrier,
+    block_sum_with_a_two_slot_scratch_array,
+])
+@pytest.mark.parametrize("seed", [1, 7])
+def test_round_eleven_s_right_block_sums_pass(kernel, seed):
+    """What varies is followed through the code (tuples one by one, a loop's variable, names
+    bound again inside a loop); a `continue` after the round's barrier skips none."""
+    result = check_block_sum(kernel, threads_per_block=THREADS, seed=seed, show=False)
+    assert result.passed, (kernel.__name__, result.message)
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_threads_of_a_block_passing_different_barriers_are_seen_in_the_trace(seed):
+    result = check_block_sum(block_sum_barrier_under_a_device_function_s_index,
+                             threads_per_block=THREADS, seed=seed, show=False)
+    assert result.status == "failed", result
+    assert "some threads passed" in result.message and "never arrive" in result.message, (
+        result.message)

@@ -423,11 +423,18 @@ def test_what_varies_by_thread_is_taken_statement_by_statement():
         "        i //= 2\n"
         "    mine = 0\n"
         "    for j in range(i, cuda.grid(1)):\n"
-        "        mine += 1\n").body[0]
-    by_statement = source_rules.varying_by_statement(tree)
+        "        mine += 1\n"
+        "    t, s = cuda.threadIdx.x, cuda.blockDim.x // 2\n"
+        "    for i in range(10):\n"
+        "        s = cuda.blockDim.x >> (i + 1)\n"
+        "    out[0] = mine\n").body[0]
+    by_statement = source_rules.varying_by_statement(tree)  # what varies before each statement
     statements = tree.body
     assert "i" in by_statement[statements[1]]  # x[i], i from the grid
     assert "i" not in by_statement[statements[3]]  # the halving loop, i bound again
     # set in a loop whose number of turns depends on the thread
-    assert {"j", "mine"} <= by_statement[statements[5]]
+    assert {"j", "mine"} <= by_statement[statements[8]]
+    # a tuple unpacked from a tuple, one by one; a loop's variable from a range of the block's
+    assert "t" in by_statement[statements[7]] and "s" not in by_statement[statements[7]]
+    assert "i" not in by_statement[statements[7].body[0]]
     assert "i" in source_rules.thread_varying_names(tree)  # the whole kernel at once
