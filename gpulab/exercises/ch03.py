@@ -875,10 +875,17 @@ class Tiling:
             if not stores or not reads:
                 continue
             barriers = [b for s in body for b in barriers_in(s)]
+
+            def between(first, then, barriers=barriers) -> bool:
+                """A barrier after ``first`` and before ``then``, round the loop if ``then``
+                comes first in the body (a step that loads the next tiles at its end)."""
+                return any(first < i < then if first < then else (i > first or i < then)
+                           for i in barriers)
+
             missing = []
-            if not any(max(stores) < i < min(reads) for i in barriers):
+            if not between(max(stores), min(reads)):
                 missing.append(SYNC_AFTER_LOADS)
-            if not any(i > max(reads) or i < min(stores) for i in barriers):
+            if not between(max(reads), min(stores)):
                 missing.append(SYNC_AFTER_SUMS)
             return missing
         return [SYNC_AFTER_LOADS, SYNC_AFTER_SUMS]

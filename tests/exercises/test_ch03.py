@@ -1692,3 +1692,38 @@ def test_a_load_barrier_some_steps_skip_is_named_with_its_place(seed):
     assert result.status == "failed", result
     assert "read tile slots that others have not stored yet" in result.message, result.message
     assert result.hint.startswith("call `cuda.syncthreads()` after the two stores"), result.hint
+
+
+@cuda.jit
+def tiled_next_tiles_loaded_at_the_end_of_each_step(A, B, C):
+    """Right: the first tiles loaded before the loop; each step multiplies, waits, loads the
+    next tiles (under a branch the whole block takes alike) and waits again."""
+    a_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    b_tile = cuda.shared.array((TILE, TILE), A.dtype)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    M, K = A.shape
+    N = B.shape[1]
+    steps = (K + TILE - 1) // TILE
+    acc = A.dtype.type(0)
+    a_tile[ty, tx] = A[row, tx] if row < M and tx < K else 0
+    b_tile[ty, tx] = B[ty, col] if ty < K and col < N else 0
+    cuda.syncthreads()
+    for s in range(steps):
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()
+        if s + 1 < steps:
+            k0 = (s + 1) * TILE
+            a_tile[ty, tx] = A[row, k0 + tx] if row < M and k0 + tx < K else 0
+            b_tile[ty, tx] = B[k0 + ty, col] if k0 + ty < K and col < N else 0
+        cuda.syncthreads()
+    if row < M and col < N:
+        C[row, col] = acc
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_tiles_loaded_at_the_end_of_the_step_for_the_next_pass(seed):
+    result = check_matmul_tiled(tiled_next_tiles_loaded_at_the_end_of_each_step, tile=TILE,
+                                seed=seed, show=False)
+    assert result.passed, result.message
