@@ -13,6 +13,7 @@ kernel that accumulates on the device.
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +21,7 @@ import numpy as np
 from gpulab import device
 from gpulab.exercises.evidence import OutputWrites, TracedWrites, is_number, is_whole
 from gpulab.exercises.grid_stride import one_element_each
+from gpulab.exercises.learner_code import machinery
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.outputs import PAD_VALUE
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, offer_trace
@@ -285,8 +287,32 @@ class _Recorder:
                 twin.__class__ = type(self)
                 return twin
 
+            def __reduce_ex__(self, protocol):
+                # pickled as the model's own class (this one is made here: pickle cannot name
+                # it), and made a recording one again when loaded in this process
+                return _recording_again, (key, base, dict(vars(self)))
+
         Recorded.__name__, Recorded.__qualname__ = base.__name__, base.__qualname__
+        key = id(Recorded)
+        _RECORDING_CLASSES[key] = Recorded
         return Recorded
+
+
+# The recording classes made so far (each lives as long as a model of it): a pickled model is
+# loaded as one again.
+_RECORDING_CLASSES: weakref.WeakValueDictionary[int, type] = weakref.WeakValueDictionary()
+
+
+@machinery
+def _recording_again(key: int, base: type, state: dict):
+    """A pickled (or copied) recording model, loaded: an object of the model's ``base`` class
+    with its ``state``, made a recording one again while its recorder lives."""
+    model = object.__new__(base)
+    model.__dict__.update(state)
+    recording = _RECORDING_CLASSES.get(key)
+    if recording is not None and issubclass(recording, base):
+        model.__class__ = recording
+    return model
 
 
 @dataclass

@@ -285,6 +285,15 @@ def calls_from_outside_gpulab(names: tuple[str, ...], called: list[str],
 # gpulab's own machinery, never an answer: the simulator's instruments (a kernel's math.exp in
 # the simulator runs one of their functions) and the simulated MPI ranks (a ring's requests).
 _MACHINERY = ("gpulab.instruments", "gpulab.parallel.simulated")
+_MACHINERY_CODE: set[types.CodeType] = set()
+
+
+def machinery(function: types.FunctionType) -> types.FunctionType:
+    """Mark a chapter module's function as the check's machinery, not an answer, which the
+    learner's code may reach without knowing (``pickle`` loading a model the check handed
+    over). It must call nothing the learner's code could hand it."""
+    _MACHINERY_CODE.add(function.__code__)
+    return function
 
 
 def refused_callee(code: types.CodeType, module: str, watched: dict,
@@ -301,7 +310,7 @@ def refused_callee(code: types.CodeType, module: str, watched: dict,
     without knowing. None otherwise."""
     if code in watched:
         return watched[code]
-    if (not _is_gpulab_name(module) or _is_within(module, allowed)
+    if code in _MACHINERY_CODE or (not _is_gpulab_name(module) or _is_within(module, allowed)
             or _is_within(module, _MACHINERY)):
         return None
     held = getattr(sys.modules.get(module), code.co_name, None)

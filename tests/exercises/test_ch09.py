@@ -448,6 +448,19 @@ def on_a_deep_copy_per_part(model, X, y, micro_batches):
     return total
 
 
+def on_a_pickled_copy_per_part(model, X, y, micro_batches):
+    import pickle
+
+    total = {}
+    for part in np.array_split(np.arange(len(y)), micro_batches):
+        twin = pickle.loads(pickle.dumps(model))
+        twin.loss(X[part], y[part])
+        twin.backward()
+        for name, g in twin.gradients().items():
+            total[name] = total.get(name, 0) + len(part) / len(y) * g
+    return total
+
+
 def through_the_class(model, X, y, micro_batches):
     total = {}
     for part in np.array_split(np.arange(len(y)), micro_batches):
@@ -466,9 +479,10 @@ def whole_batch_through_the_class(model, X, y, micro_batches):
 
 @pytest.mark.parametrize("seed", [1, 7])
 def test_accumulation_on_deep_copies_or_through_the_class_passes(seed):
-    """The recorder sees the passes of a ``copy.deepcopy`` of the model and of its class's
-    methods called with the model (it is the model's class, not wrappers on the object)."""
-    for right in (on_a_deep_copy_per_part, through_the_class):
+    """The recorder sees the passes of a ``copy.deepcopy`` (or a pickled copy) of the model
+    and of its class's methods called with the model (it is the model's class, not wrappers
+    on the object)."""
+    for right in (on_a_deep_copy_per_part, on_a_pickled_copy_per_part, through_the_class):
         result = ch09.check_accumulated_gradients(right, seed=seed, show=False)
         assert result.status == PASSED, (right.__name__, result.message)
     result = ch09.check_accumulated_gradients(whole_batch_through_the_class, seed=seed,
