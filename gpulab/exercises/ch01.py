@@ -52,7 +52,6 @@ from gpulab.exercises.outputs import looks_like, matches, vector_failure
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError, KernelError
 from gpulab.exercises.running import launch, padded, run_elementwise, trace_trial
 from gpulab.exercises.source_rules import (
-    BARRIER_HINT,
     KernelSource,
     adds_into,
     count_calls,
@@ -61,6 +60,7 @@ from gpulab.exercises.source_rules import (
     hard_coded_size,
     is_typed_in_count,
     plain_writes_to,
+    uneven_barriers,
 )
 from gpulab.exercises.spec import CheckSpec, traced, under_two_blocks
 from gpulab.exercises.trial import Trial
@@ -418,14 +418,7 @@ class TreeTrace:
 
     @property
     def uneven_barriers(self) -> tuple | None:
-        """(block, fewest, most) barriers its threads passed, for the first block whose threads
-        did not all pass as many; None when each block's threads passed the same number (a
-        whole block that leaves early is no problem)."""
-        passed: dict = {}
-        for thread in self.trace.threads:
-            passed.setdefault(thread[0], []).append(self.trace.barrier_counts.get(thread, 0))
-        return next(((block, min(counts), max(counts)) for block, counts in passed.items()
-                     if min(counts) != max(counts)), None)
+        return self.trace.uneven_barriers()
 
     @property
     def busiest_block(self) -> tuple:
@@ -685,14 +678,7 @@ BLOCK_SUM_PARTIAL_BLOCK_MISTAKES = _partial_block_mistakes(
 
 
 TREE_METHOD_MISTAKES = (
-    Mistake("threads of one block passing different numbers of barriers (seen in the trace, "
-            "whatever the source hides: a device function's index, a flag in an array)",
-            lambda e: e.uneven_barriers is not None,
-            lambda e: (f"in block {e.uneven_barriers[0]} some threads passed "
-                       f"{e.uneven_barriers[1]} barriers and others {e.uneven_barriers[2]}: "
-                       "on a GPU the threads that skip a barrier never arrive at it (a deadlock "
-                       "or undefined behaviour), though the simulator let them go"),
-            BARRIER_HINT, recognised_from="trace"),
+    uneven_barriers(),
     SHARED_RACE,
     Mistake("a right total by one atomic add per thread (into out[0] or a shared slot)",
             lambda e: e.busiest_block[1] > 1, _one_atomic_per_thread, TREE_HINT,

@@ -27,7 +27,12 @@ from gpulab.exercises.grid_stride import grid_stride_mistakes
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import CheckFailedError, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded
-from gpulab.exercises.source_rules import KernelSource, count_calls, plain_writes_to
+from gpulab.exercises.source_rules import (
+    KernelSource,
+    count_calls,
+    plain_writes_to,
+    uneven_barriers,
+)
 from gpulab.exercises.spec import CheckSpec, traced, under_two_blocks
 from gpulab.exercises.trial import Trial, tier_key
 from gpulab.instruments import WatchedArray, poison_value, thread_label
@@ -1100,6 +1105,7 @@ class AmaxTrace(GridStride):
     shared_atomics: dict  # block -> atomics on shared slots
     bad_per_block: dict  # block -> inf/NaN values among its elements
     shared_reads: dict  # thread -> shared reads
+    uneven_barriers: tuple | None = None  # KernelTrace.uneven_barriers
     ITEM, SPELLED, DONE = "element", "x[{}]", "read"
 
     @property
@@ -1140,6 +1146,7 @@ def _atomics_text(e: AmaxTrace) -> str:
 
 
 AMAX_METHOD_MISTAKES = (
+    uneven_barriers(),
     Mistake("atomics from every thread, or per inf/NaN (a global counter), not one per block",
             lambda e: e.busiest_output()[1] > 1, _atomics_text, FEWER_ATOMICS_HINT, "trace"),
     Mistake("atomics on a shared slot from every thread instead of the tree",
@@ -1259,7 +1266,8 @@ def _amax_trace(kernel, seed: int) -> AmaxTrace:
     evidence = AmaxTrace(
         trial, orders, atomics, shared_atomics,
         {b: int(bad[owner_block == b].sum()) for b in range(trial.grid_blocks)},
-        {t: row["shared_reads"] for t, row in trace.per_thread().items()})
+        {t: row["shared_reads"] for t, row in trace.per_thread().items()},
+        trace.uneven_barriers())
     return evidence
 
 

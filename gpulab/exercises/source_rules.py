@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from gpulab import device
 from gpulab.exercises.compiling import ARRAY_FUNCTIONS, SIMULATOR_ONLY_HINT
+from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.results import STUB_MESSAGE, CheckFailedError, NotAttemptedError
 from gpulab.instruments import is_device_function, python_function
 
@@ -471,6 +472,7 @@ def guard_on(source: KernelSource, parameter: str) -> str | None:
 
 
 _BARRIERS = {"syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or"}
+_BLOCK_VOTES = _BARRIERS - {"syncthreads"}  # each returns one value to the whole block
 
 
 def _called_name(node: ast.AST) -> str | None:
@@ -502,8 +504,14 @@ def _assigned_names(target: ast.AST) -> set[str]:
 def _varies(expression: ast.AST | None, varying: set[str]) -> bool:
     """Can ``expression``'s value differ between the threads of one block: does it read
     ``cuda.threadIdx``, ``cuda.grid``, ``cuda.laneid``, an atomic's return value or one of the
-    ``varying`` variables?"""
-    for node in ast.walk(expression) if expression is not None else ():
+    ``varying`` variables? (Not inside a ``syncthreads_count``, ``_and`` or ``_or``: the block's
+    vote, the same for all its threads.)"""
+    pending = [expression] if expression is not None else []
+    while pending:
+        node = pending.pop()
+        if _called_name(node) in _BLOCK_VOTES:
+            continue
+        pending.extend(ast.iter_child_nodes(node))
         if isinstance(node, ast.Attribute) and node.attr in ("threadIdx", "laneid"):
             return True
         if _called_name(node) in ("grid",) or (
@@ -563,6 +571,15 @@ def _assignments(target: ast.AST, value: ast.AST) -> list[tuple[set[str], ast.AS
     return [(_assigned_names(target), value)]
 
 
+def _outside_loops(statements: list[ast.stmt]):
+    """The nodes of ``statements``, but not those inside a loop of their own."""
+    for statement in statements:
+        yield statement
+        if not isinstance(statement, ast.For | ast.While):
+            for child in ast.iter_child_nodes(statement):
+                yield from _outside_loops([child]) if isinstance(child, ast.stmt) else (child,)
+
+
 def _names_set_in(statements: list[ast.stmt]) -> set[str]:
     return {name for statement in statements for inner in ast.walk(statement)
             for name in _names_set_by(inner)}
@@ -578,9 +595,39 @@ def varying_by_statement(function: ast.FunctionDef) -> dict[ast.stmt, set[str]]:
     found: dict[ast.stmt, set[str]] = {}
 
     def assign(state: set[str], target: ast.AST, value: ast.AST) -> set[str]:
-        for names, part in _assignments(target, value):
-            state = state | names if _varies(part, state) else state - names
+        # every value is read before any name is bound (`a, b = b, a`)
+        for names, varies in [(names, _varies(part, state))
+                              for names, part in _assignments(target, value)]:
+            state = state | names if varies else state - names
         return state
+
+    def uneven_exits(statements: list[ast.stmt]) -> list[ast.Break | ast.Continue]:
+        """The ``break`` and ``continue`` statements of this loop under a branch only some
+        threads take."""
+        found_exits = []
+        for statement in statements:
+            if isinstance(statement, ast.If):
+                if _varies(statement.test, found.get(statement, set())):
+                    found_exits += [node for node in _outside_loops(statement.body
+                                                                    + statement.orelse)
+                                    if isinstance(node, ast.Break | ast.Continue)]
+                found_exits += uneven_exits(statement.body + statement.orelse)
+            elif not isinstance(statement, ast.For | ast.While):
+                for name in ("body", "orelse", "finalbody"):
+                    if isinstance(getattr(statement, name, None), list):
+                        found_exits += uneven_exits(getattr(statement, name))
+        return found_exits
+
+    def set_unevenly(statement: ast.For | ast.While) -> set[str]:
+        """What a loop some threads leave early sets differently: after a ``break``, all it
+        sets (they took fewer turns); after a ``continue``, what it sets after that point."""
+        exits = uneven_exits(statement.body)
+        if any(isinstance(node, ast.Break) for node in exits):
+            return _names_set_in(statement.body) | _names_set_by(statement)
+        first = min((node.lineno for node in exits), default=None)
+        return set() if first is None else {
+            name for inner in _outside_loops(statement.body) if getattr(
+                inner, "lineno", 0) > first for name in _names_set_by(inner)}
 
     def walrus(node: ast.AST, state: set[str]) -> set[str]:
         return state | {name for inner in ast.walk(node) if isinstance(inner, ast.NamedExpr)
@@ -603,6 +650,7 @@ def varying_by_statement(function: ast.FunctionDef) -> dict[ast.stmt, set[str]]:
             out = run(statement.body, start)
             if _varies(bounds, entry):  # some threads take more turns than others
                 out |= _names_set_in(statement.body) | _names_set_by(statement)
+            out |= set_unevenly(statement)  # or leave a turn, or the loop, early
             grown = state | out
             if grown == entry:
                 break
@@ -658,6 +706,21 @@ def shared_array_without_barrier(kernel: KernelSource | None) -> str | None:
     if any(_called_name(node) in _BARRIERS for node in nodes):
         return None
     return next((kernel.line(node) for node in nodes if _makes_array(node, "shared")), None)
+
+
+def uneven_barriers(hint: str = BARRIER_HINT) -> Mistake:
+    """Threads of one block passing different numbers of barriers, from the trace (the
+    evidence's ``uneven_barriers``: :meth:`gpulab.instruments.KernelTrace.uneven_barriers`),
+    whatever the source hides (a device function's index, a flag kept in an array)."""
+    return Mistake(
+        "threads of one block passing different numbers of barriers (seen in the trace, "
+        "whatever the source hides: a device function's index, a flag in an array)",
+        lambda e: e.uneven_barriers is not None,
+        lambda e: (f"in block {e.uneven_barriers[0]} some threads passed "
+                   f"{e.uneven_barriers[1]} barriers and others {e.uneven_barriers[2]}: on a "
+                   "GPU the threads that skip a barrier never arrive at it (a deadlock or "
+                   "undefined behaviour), though the simulator let them go"),
+        hint, recognised_from="trace")
 
 
 def barrier_problems(kernel: KernelSource) -> list[str]:
@@ -779,5 +842,6 @@ __all__ = [
     "fixed_step", "guard_on", "hard_coded_block", "lines_with_number",
     "is_typed_in_count", "typed_in_count_names",
     "hard_coded_size", "kernel_source", "KernelSource", "plain_writes_to",
-    "raises_not_implemented", "simulator_only_code", "start_kernel", "thread_varying_names"
+    "raises_not_implemented", "simulator_only_code", "start_kernel", "thread_varying_names",
+    "uneven_barriers", "varying_by_statement",
 ]

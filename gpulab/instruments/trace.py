@@ -283,6 +283,16 @@ class KernelTrace:
             totals[thread[0]] = totals.get(thread[0], 0) + row[key]
         return totals
 
+    def uneven_barriers(self) -> tuple | None:
+        """(block, fewest, most) barriers its threads passed, for the first block whose threads
+        did not all pass as many (on a GPU the others wait for them forever); None when each
+        block's threads passed the same number (a whole block may leave early)."""
+        passed: dict = {}
+        for thread in self.threads:
+            passed.setdefault(thread[0], []).append(self.barrier_counts.get(thread, 0))
+        return next(((block, min(counts), max(counts)) for block, counts in passed.items()
+                     if min(counts) != max(counts)), None)
+
     # which thread touched which element
     def shared_races(self) -> list[tuple[Access, Access]]:
         """(write, other) pairs of shared-memory accesses of one block between the same two

@@ -1800,3 +1800,111 @@ def test_threads_of_a_block_passing_different_barriers_are_seen_in_the_trace(see
     assert result.status == "failed", result
     assert "some threads passed" in result.message and "never arrive" in result.message, (
         result.message)
+
+
+DOT_SLOTS = 1024  # the dot kernels' shared slots: the most threads a block can have
+
+
+@cuda.jit
+def block_sum_counting_the_live_slots_with_a_block_vote(x, out):
+    """Right: `cuda.syncthreads_count` waits and returns the block's count of filled slots,
+    the same to every thread; the tree halves over those slots only."""
+    partial = cuda.shared.array(THREADS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        partial[t] = x[i]
+    live = cuda.syncthreads_count(1 if i < x.shape[0] else 0)
+    size = live
+    while size > 1:
+        half = (size + 1) // 2
+        if t + half < size:
+            partial[t] += partial[t + half]
+        cuda.syncthreads()
+        size = half
+    if t == 0 and live > 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def dot_tree_under_a_block_vote(x, y, out):
+    """Right: the block's tree under `if cuda.syncthreads_or(...)`, a vote every thread of the
+    block gets the same answer to."""
+    partial = cuda.shared.array(DOT_SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] * y[i] if i < x.shape[0] else 0
+    if cuda.syncthreads_or(1 if i < x.shape[0] else 0):
+        stride = cuda.blockDim.x // 2
+        while stride > 0:
+            if t < stride:
+                partial[t] += partial[t + stride]
+            cuda.syncthreads()
+            stride //= 2
+        if t == 0:
+            cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def dot_tree_bounded_by_a_swapped_index(x, y, out):
+    """Wrong: `t2, lim = lim, t2` makes lim the thread's index; the barrier sits in
+    `while stride > lim:`, whose turns then depend on the thread."""
+    partial = cuda.shared.array(DOT_SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] * y[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    lim = 0
+    t2 = t
+    t2, lim = lim, t2
+    stride = cuda.blockDim.x // 2
+    while stride > lim:
+        partial[t] += partial[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def dot_tree_rounds_counted_to_a_break(x, y, out):
+    """Wrong: each thread counts its rounds up to a `break` that only some threads take, then
+    runs that many rounds, a barrier in each."""
+    partial = cuda.shared.array(DOT_SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    partial[t] = x[i] * y[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    rounds = 0
+    for r in range(ROUNDS):
+        if t >= cuda.blockDim.x >> (r + 1):
+            break
+        rounds += 1
+    for r in range(rounds):
+        partial[t] += partial[t + (cuda.blockDim.x >> (r + 1))]
+        cuda.syncthreads()
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_a_block_vote_is_the_same_for_every_thread(seed):
+    result = check_block_sum(block_sum_counting_the_live_slots_with_a_block_vote,
+                             threads_per_block=THREADS, seed=seed, show=False)
+    assert result.passed, result.message
+    result = check_dot_atomic(dot_tree_under_a_block_vote, threads_per_block=THREADS, seed=seed,
+                              show=False)
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize("kernel, said", [
+    (dot_tree_bounded_by_a_swapped_index, "inside `while stride > lim:`"),
+    (dot_tree_rounds_counted_to_a_break, "inside `for r in range(rounds):`"),
+])
+@pytest.mark.parametrize("seed", [1, 7])
+def test_an_index_swapped_in_or_counted_to_a_break_varies(kernel, said, seed):
+    """Every value of a tuple is read before any name is bound; a loop some threads leave
+    early (`break` under a branch of theirs) sets names that vary."""
+    result = check_dot_atomic(kernel, threads_per_block=THREADS, seed=seed, show=False)
+    assert result.status == "failed", result
+    assert said in result.message and "depends on the thread" in result.message, result.message

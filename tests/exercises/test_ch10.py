@@ -1732,3 +1732,90 @@ def test_amax_names_finite_values_counted_past_a_threshold(seed):
     result = ch10.check_amax_nonfinite(amax_counting_past_fp16s_largest, seed=seed, show=False)
     assert result.status == FAILED, result
     assert "x holds no inf or NaN here, but" in result.message, result.message
+
+
+@cuda.jit
+def amax_count_tree_under_a_block_vote(x, out):
+    """Right: the inf/NaN count's tree runs only `if cuda.syncthreads_or(count):`, a vote the
+    block's threads all get the same answer to (most blocks have none)."""
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = cuda.threadIdx.x
+    mine = x.dtype.type(0)
+    count = 0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        magnitude = abs(x[i])
+        if math.isnan(magnitude):
+            count += 1
+        else:
+            if math.isinf(magnitude):
+                count += 1
+            mine = max(mine, magnitude)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+        cuda.syncthreads()
+        stride //= 2
+    if cuda.syncthreads_or(count):
+        stride = cuda.blockDim.x // 2
+        while stride > 0:
+            if t < stride:
+                bad[t] += bad[t + stride]
+            cuda.syncthreads()
+            stride //= 2
+        if t == 0:
+            cuda.atomic.add(out, 1, bad[0])
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+
+
+@cuda.jit(device=True)
+def _thread_in_block():
+    return cuda.threadIdx.x
+
+
+@cuda.jit
+def amax_barrier_under_a_device_function_s_index(x, out):
+    """Wrong: t from a device function, and the tree's barrier inside `if t < stride:`: the
+    source cannot show it varies, the trace shows threads passing different barriers."""
+    largest = cuda.shared.array(SLOTS, x.dtype)
+    bad = cuda.shared.array(SLOTS, x.dtype)
+    t = _thread_in_block()
+    mine = x.dtype.type(0)
+    count = 0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        magnitude = abs(x[i])
+        if math.isnan(magnitude):
+            count += 1
+        else:
+            if math.isinf(magnitude):
+                count += 1
+            mine = max(mine, magnitude)
+    largest[t] = mine
+    bad[t] = count
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            largest[t] = max(largest[t], largest[t + stride])
+            bad[t] += bad[t + stride]
+            cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.max(out, 0, largest[0])
+        cuda.atomic.add(out, 1, bad[0])
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_amax_under_a_block_vote_passes_and_uneven_barriers_are_seen_in_the_trace(seed):
+    right = ch10.check_amax_nonfinite(amax_count_tree_under_a_block_vote, seed=seed, show=False)
+    assert right.passed, right.message
+    wrong = ch10.check_amax_nonfinite(amax_barrier_under_a_device_function_s_index, seed=seed,
+                                      show=False)
+    assert wrong.status == "failed", wrong
+    assert "some threads passed" in wrong.message and "never arrive" in wrong.message, (
+        wrong.message)

@@ -71,6 +71,7 @@ def test_trace_of_the_shared_tree_dot_product():
     assert trace.counts((0, 0))["atomics"] == 1 and trace.counts((0, 1))["atomics"] == 0
     assert trace.max_per_thread("global_writes") == 0  # out is only updated atomically
     assert set(trace.barrier_counts.values()) == {4}  # 1 + log2(8), in every thread
+    assert trace.uneven_barriers() is None  # each block's threads passed as many
     assert trace.counts((1, 5))["global_reads"] == 0  # past the end: x[13], x[14] don't exist
     assert trace.counts((0, 3))["global_reads"] == 2
     assert trace.counts((0, 0))["shared_reads"] == 7  # partial[0] + 3 steps x 2
@@ -202,3 +203,27 @@ def test_shared_races_are_found_between_the_same_two_barriers_whatever_the_order
     safe = instruments.trace_kernel(neighbour_read_after_a_barrier, 1, 8, x, out)
     assert safe.shared_races() == []
     assert {a.epoch for a in safe.accesses if a.space == "shared" and a.kind == "read"} == {1}
+
+
+@cuda.jit
+def _barrier_for_half_the_block(out):
+    if cuda.threadIdx.x < cuda.blockDim.x // 2:
+        cuda.syncthreads()
+    out[cuda.grid(1)] = 1
+
+
+@cuda.jit
+def _second_block_leaves_early(out):
+    if cuda.blockIdx.x == 1:
+        return
+    cuda.syncthreads()
+    out[cuda.grid(1)] = 1
+
+
+@SIM_ONLY
+def test_uneven_barriers_name_a_block_whose_threads_passed_different_numbers():
+    out = np.zeros(16, np.float32)
+    trace = instruments.trace_kernel(_barrier_for_half_the_block, 2, 8, out)
+    assert trace.uneven_barriers() == (0, 0, 1)  # (block, fewest, most)
+    trace = instruments.trace_kernel(_second_block_leaves_early, 2, 8, out)
+    assert trace.uneven_barriers() is None  # a whole block that leaves early is no problem
