@@ -496,10 +496,11 @@ SHARED_RACE = Mistake(
 DOT_SHARE_MISTAKES = (more_than_their_share(
     "one thread per element: each thread multiplies x[i] * y[i] for its own i and adds it with "
     "the atomic; no thread loops over its block's elements."),)
+UNEVEN_BARRIERS = uneven_barriers()
 DOT_ATOMIC = CheckSpec(
     "dot_atomic", "dot_atomic(x, y, out)", DOT_STUB_HINT,
     DOT_MISTAKES + RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES + DOT_SHARE_MISTAKES
-    + (SHARED_RACE,),
+    + (UNEVEN_BARRIERS, SHARED_RACE),
     parameters=3, title="2. dot with atomics", call="check_dot_atomic(my_dot_atomic)",
     holds="x · y added into `out[0]` with an atomic add, one thread per element, guarded, "
           "under two block sizes; traced on a small launch, no thread reading more than its "
@@ -545,7 +546,7 @@ def check_dot_atomic(kernel, seed: int | None = None, threads_per_block: int | N
         reject(DOT_SHARE_MISTAKES,
                InputReads(small, trace.elements_by_thread(trace.global_arrays[0], "read")))
     if not trace.error:
-        reject((SHARED_RACE,), TreeTrace(small, trace))
+        reject((UNEVEN_BARRIERS, SHARED_RACE), TreeTrace(small, trace))
     return (f"x · y = {float(got):.6g}, as expected ({trial.launched}, n={trial.n}, "
             f"seed={trial.seed}), each product taken by one thread.")
 
@@ -678,7 +679,7 @@ BLOCK_SUM_PARTIAL_BLOCK_MISTAKES = _partial_block_mistakes(
 
 
 TREE_METHOD_MISTAKES = (
-    uneven_barriers(),
+    UNEVEN_BARRIERS,
     SHARED_RACE,
     Mistake("a right total by one atomic add per thread (into out[0] or a shared slot)",
             lambda e: e.busiest_block[1] > 1, _one_atomic_per_thread, TREE_HINT,

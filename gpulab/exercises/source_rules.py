@@ -733,6 +733,29 @@ def barrier_problems(kernel: KernelSource) -> list[str]:
     return [text for _, text in _barrier_findings(kernel)]
 
 
+def _helpers_with_barriers(kernel: KernelSource) -> set[str]:
+    """The names of the device functions the kernel calls (its globals) that wait at a barrier
+    themselves, or through device functions of theirs: a call of one is a barrier too."""
+    scope = getattr(kernel.function, "__globals__", {}) or {}
+    found: set[str] = set()
+
+    def waits(function, depth: int = 0) -> bool:
+        code = getattr(function, "__code__", None)
+        if code is None or depth > 3:
+            return False
+        names = set(code.co_names)
+        return bool(names & _BARRIERS) or any(
+            waits(python_function(scope.get(name)), depth + 1) for name in names
+            if is_device_function(scope.get(name)))
+
+    for node in kernel.walk():
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            helper = scope.get(node.func.id)
+            if is_device_function(helper) and waits(python_function(helper)):
+                found.add(node.func.id)
+    return found
+
+
 def _barrier_findings(kernel: KernelSource) -> list[tuple[str, str]]:
     """(hint, sentence) for each problem :func:`barrier_problems` names."""
     if kernel.tree is None:
@@ -753,7 +776,10 @@ def _barrier_findings(kernel: KernelSource) -> list[tuple[str, str]]:
             child, node = node, parents[node]
             yield child, node
 
-    barriers = [node for node in kernel.walk() if _called_name(node) in _BARRIERS]
+    helpers = _helpers_with_barriers(kernel)
+    barriers = [node for node in kernel.walk() if _called_name(node) in _BARRIERS
+                or isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in helpers]
     if not barriers:
         return []
     problems: list[tuple[str, str]] = []

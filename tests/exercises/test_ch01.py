@@ -921,10 +921,11 @@ def test_the_race_the_partial_block_and_the_method_are_mistakes_in_the_specs():
         RACE_MISTAKES,
         SHARED_RACE,
         TREE_METHOD_MISTAKES,
+        UNEVEN_BARRIERS,
     )
 
-    assert DOT_ATOMIC.mistakes[-6:] == (RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES
-                                        + DOT_SHARE_MISTAKES + (SHARED_RACE,))
+    assert DOT_ATOMIC.mistakes[-7:] == (RACE_MISTAKES + DOT_PARTIAL_BLOCK_MISTAKES
+                                        + DOT_SHARE_MISTAKES + (UNEVEN_BARRIERS, SHARED_RACE))
     assert BLOCK_SUM.mistakes[-9:] == (RACE_MISTAKES + BLOCK_SUM_PARTIAL_BLOCK_MISTAKES
                                        + TREE_METHOD_MISTAKES)
     table = BLOCK_SUM.mistake_table()
@@ -1908,3 +1909,76 @@ def test_an_index_swapped_in_or_counted_to_a_break_varies(kernel, said, seed):
     result = check_dot_atomic(kernel, threads_per_block=THREADS, seed=seed, show=False)
     assert result.status == "failed", result
     assert said in result.message and "depends on the thread" in result.message, result.message
+
+
+@cuda.jit(device=True)
+def _block_tree(partial, t):
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if t < s:
+            partial[t] += partial[t + s]
+        cuda.syncthreads()
+        s //= 2
+
+
+@cuda.jit
+def dot_tree_in_a_device_function(x, y, out):
+    """Right: the block's tree in a device function every thread calls."""
+    partial = cuda.shared.array(DOT_SLOTS, x.dtype)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    partial[t] = x[i] * y[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    _block_tree(partial, t)
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@cuda.jit
+def dot_tree_in_a_device_function_called_under_the_guard(x, y, out):
+    """Wrong: the device function that waits at the barriers is called under `if i < n:`, so
+    the last block's threads past the end skip them."""
+    partial = cuda.shared.array(DOT_SLOTS, x.dtype)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    partial[t] = x[i] * y[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    if i < x.shape[0]:
+        _block_tree(partial, t)
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_a_device_function_that_waits_at_a_barrier_is_a_barrier(seed):
+    right = check_dot_atomic(dot_tree_in_a_device_function, seed=seed, show=False)
+    assert right.passed, right.message
+    wrong = check_dot_atomic(dot_tree_in_a_device_function_called_under_the_guard, seed=seed,
+                             show=False)
+    assert wrong.status == "failed", wrong
+    assert "barrier inside a branch" in wrong.message and "`_block_tree(partial, t)` is inside" \
+        in wrong.message, wrong.message
+
+
+def test_the_dot_s_trace_names_threads_passing_different_barriers():
+    """A barrier the source rules cannot see (a device function's index) is named from the
+    dot's trace, as from the block sum's."""
+    result = check_dot_atomic(dot_barrier_under_a_device_function_s_index, seed=1, show=False)
+    assert result.status == "failed", result
+    assert "some threads passed" in result.message, result.message
+
+
+@cuda.jit
+def dot_barrier_under_a_device_function_s_index(x, y, out):
+    """Wrong: t from a device function, the tree's barrier inside `if t < stride:`."""
+    partial = cuda.shared.array(DOT_SLOTS, x.dtype)
+    t = _thread_index()
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    partial[t] = x[i] * y[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            partial[t] += partial[t + stride]
+            cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, partial[0])

@@ -1523,3 +1523,44 @@ def test_a_barrier_some_blocks_skip_is_told_as_a_missing_barrier(seed):
     assert result.status == "failed", result
     assert "before any thread wrote it" in result.message, result.message
     assert "in every block (no `if` around it)" in result.hint, result.hint
+
+
+@cuda.jit(device=True)
+def _load_and_wait(tile, A, r, c, tx, ty):
+    if r < A.shape[0] and c < A.shape[1]:
+        tile[ty, tx] = A[r, c]
+    cuda.syncthreads()
+
+
+@cuda.jit
+def transpose_loading_in_a_device_function(A, out):
+    """Right: the load and its barrier in a device function every thread calls."""
+    tile = cuda.shared.array((TILE, TILE_COLUMNS), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    _load_and_wait(tile, A, r0 + ty, c0 + tx, tx, ty)
+    if c0 + ty < A.shape[1] and r0 + tx < A.shape[0]:
+        out[c0 + ty, r0 + tx] = tile[tx, ty]
+
+
+@cuda.jit
+def transpose_loading_in_a_device_function_under_the_guard(A, out):
+    """Wrong: that device function, with its barrier, called only by the threads inside A."""
+    tile = cuda.shared.array((TILE, TILE_COLUMNS), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    r0, c0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+    if r0 + ty < A.shape[0] and c0 + tx < A.shape[1]:
+        _load_and_wait(tile, A, r0 + ty, c0 + tx, tx, ty)
+    if c0 + ty < A.shape[1] and r0 + tx < A.shape[0]:
+        out[c0 + ty, r0 + tx] = tile[tx, ty]
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_a_device_function_s_barrier_under_the_edge_guard_is_named(seed):
+    right = ch06.check_transpose_tiled(transpose_loading_in_a_device_function, tile=TILE,
+                                       seed=seed, show=False)
+    assert right.passed, right.message
+    wrong = ch06.check_transpose_tiled(transpose_loading_in_a_device_function_under_the_guard,
+                                       tile=TILE, seed=seed, show=False)
+    assert wrong.status == "failed", wrong
+    assert "barrier inside a branch" in wrong.message, wrong.message
