@@ -212,6 +212,17 @@ def _recorded_clock(watch: HostCodeWatch, name: str, original, owner_thread: int
     return recorded
 
 
+def _fill_with_garbage(array) -> None:
+    """Fill a device array the learner's code allocated with what fresh device memory may
+    hold, NaN (or an integer type's largest value): never the right values by chance, as a
+    reused buffer can be (the simulator's and the GPU's allocations are not cleared)."""
+    dtype = np.dtype(getattr(array, "dtype", None) or np.float64)
+    if dtype.kind not in "fiu" or not getattr(array, "size", 0):
+        return
+    garbage = np.nan if dtype.kind == "f" else np.iinfo(dtype).max
+    array.copy_to_device(np.full(array.shape, garbage, dtype))
+
+
 def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> None:
     """Record CUDA events' ``record`` (a ``"clock"`` event), ``synchronize`` and
     ``elapsed_time``, and streams' ``synchronize``. In the simulator the events are those of
@@ -338,6 +349,8 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
                     if kind == "copy_to_host":  # asynchronous: it returns before the copy ends
                         watch.events.append(("copy_back_on_stream", None))
             result = original(*args, **kwargs)
+            if counted and kind == "allocate":
+                _fill_with_garbage(result)
             if counted and kind == "copy_to_host":
                 watch.copies_back.append((args[0], result))
             if counted and kind == "to_device" and args:

@@ -546,9 +546,25 @@ def on_gpu_copies_back_the_input(x):
     return d_x.copy_to_host() + np.float32(1)
 
 
+def on_gpu_rounded_down_tail_on_the_host(x):
+    """Wrong: n // 256 blocks, the elements past them worked out on the host. The output's
+    uncovered tail must not hold the right values by chance (a reused buffer): the check fills
+    what the learner allocates with garbage."""
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    blocks = x.shape[0] // 256
+    add_one[blocks, 256](d_x, d_out)
+    cuda.synchronize()
+    out = d_out.copy_to_host()
+    out[blocks * 256:] = x[blocks * 256:] + 1
+    return out
+
+
 @pytest.mark.parametrize(("run", "words"), [
     (on_gpu_token_launch, ["1 block(s) of 32 threads = 32 threads", "covered only 32",
                            "did not come from the gpu", "rounded up"]),
+    (on_gpu_rounded_down_tail_on_the_host, ["threads for n =", "got no thread",
+                                            "rounded up"]),
     (on_gpu_never_copies_back, ["never copied anything back", "did not come from the gpu"]),
     (on_gpu_copies_back_the_input, ["returned another array", "the output `add_one` wrote"]),
 ])
