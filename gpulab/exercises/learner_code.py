@@ -351,7 +351,8 @@ _SWITCHES = {name: thing for name in _SWITCH_NAMES
 WATCH_SWITCHES = tuple(_SWITCHES)
 _SWITCH_CODES = {thing.__code__: name for name, thing in _SWITCHES.items()
                  if hasattr(thing, "__code__")}  # threading's, written in Python
-_SWITCH_BUILTINS = tuple(thing for thing in _SWITCHES.values() if not hasattr(thing, "__code__"))
+_SET_PROFILE = sys.setprofile  # the C functions among them, compared by identity: the hook
+_SET_PROFILE_ALL = getattr(sys, "_setprofileallthreads", _SET_PROFILE)  # sees every C call
 
 
 @contextmanager
@@ -373,11 +374,10 @@ def watching_calls(handed: tuple = (), threads: bool = True) -> Iterator[None]:
     def watch(frame, event, argument):
         # (a cached function's wrapper is C code, and a call its cache answers runs no Python:
         # a check's reference keeps its cache behind a plain function)
-        if event == "c_call":
-            if argument in _SWITCH_BUILTINS and _called_by_learner(frame):
-                called.append(f"sys.{argument.__name__}")
-            return
         if event != "call":
+            if event == "c_call" and (argument is _SET_PROFILE or argument is _SET_PROFILE_ALL
+                                      ) and _called_by_learner(frame):
+                called.append(f"sys.{argument.__name__}")
             return
         if frame.f_code in _SWITCH_CODES and _called_by_learner(frame.f_back):
             called.append(_SWITCH_CODES[frame.f_code])
