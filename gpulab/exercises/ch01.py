@@ -60,6 +60,7 @@ from gpulab.exercises.source_rules import (
     hard_coded_size,
     is_typed_in_count,
     plain_writes_to,
+    shared_array_sizes,
     uneven_barriers,
 )
 from gpulab.exercises.spec import CheckSpec, traced, under_two_blocks
@@ -751,7 +752,7 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
     method = _check_tree_method(kernel, seed, threads_per_block, dtype)
     # (a shared array of at least a block's slots: one per thread; fewer, typed in, is scratch
     # of the block's own, a slot per warp or two for the block's counts)
-    typed = next(((node, size) for node, size in _shared_sizes(source) if is_typed_in_count(
+    typed = next(((node, size) for node, size in shared_array_sizes(source) if is_typed_in_count(
         size) and threads_per_block <= size.value < 1024), None)
     if typed is not None:
         raise CheckFailedError(
@@ -788,21 +789,6 @@ def check_block_sum(kernel, threads_per_block: int = 64, seed: int | None = None
             f"seed={trial.seed}), and by a tree: {method}.")
 
 
-def _shared_sizes(source: KernelSource) -> list[tuple[ast.Call, ast.AST]]:
-    """(the call, the size it gives) of each ``cuda.shared.array`` call: its first argument or
-    its ``shape=``, the one element of a 1-tuple (``(THREADS,)``)."""
-    found = []
-    for node in source.walk():
-        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("shared.array"):
-            size = node.args[0] if node.args else next(
-                (k.value for k in node.keywords if k.arg == "shape"), None)
-            if isinstance(size, ast.Tuple | ast.List) and len(size.elts) == 1:
-                size = size.elts[0]
-            if size is not None:
-                found.append((node, size))
-    return found
-
-
 def _resized(source: KernelSource, threads: int):
     """(name, size, kernel): the kernel compiled again with the module global that sizes its
     shared array (``THREADS``, equal to ``threads``) at another block size (double, or half at
@@ -810,7 +796,7 @@ def _resized(source: KernelSource, threads: int):
     from numba import cuda
 
     function = source.function
-    name = next((size.id for _, size in _shared_sizes(source) if isinstance(size, ast.Name)),
+    name = next((size.id for _, size in shared_array_sizes(source) if isinstance(size, ast.Name)),
                 None)
     if name is None or function.__globals__.get(name) != threads:
         return None

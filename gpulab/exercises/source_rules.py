@@ -351,9 +351,7 @@ def fixed_length_local_array(source: KernelSource) -> tuple[str, int] | None:
     for node in source.walk():
         if not (isinstance(node, ast.Assign) and _makes_array(node.value, "local")):
             continue
-        call = node.value
-        shape = call.args[0] if call.args else next(
-            (k.value for k in call.keywords if k.arg == "shape"), None)
+        shape = array_shape(node.value)
         size = length(shape) if shape is not None else None
         held = set().union(*(_assigned_names(target) for target in node.targets))
         if size is not None and any(
@@ -480,6 +478,23 @@ def _called_name(node: ast.AST) -> str | None:
         func = node.func
         return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
     return None
+
+
+def array_shape(call: ast.Call) -> ast.AST | None:
+    """The shape a ``cuda.shared.array`` or ``cuda.local.array`` call gives: its first argument
+    or its ``shape=``, the one element of a 1-tuple (``(THREADS,)``); None when it gives none."""
+    shape = call.args[0] if call.args else next(
+        (k.value for k in call.keywords if k.arg == "shape"), None)
+    if isinstance(shape, ast.Tuple | ast.List) and len(shape.elts) == 1:
+        return shape.elts[0]
+    return shape
+
+
+def shared_array_sizes(source: KernelSource) -> list[tuple[ast.Call, ast.AST]]:
+    """(the call, the size it gives: :func:`array_shape`) of each ``cuda.shared.array``."""
+    return [(node, size) for node in source.walk() if isinstance(node, ast.Call)
+            and ast.unparse(node.func).endswith("shared.array")
+            and (size := array_shape(node)) is not None]
 
 
 def _makes_array(node: ast.AST, memory: str) -> bool:
@@ -864,10 +879,11 @@ def start_kernel(kernel, parameter_count: int, stub_hint: str) -> KernelSource:
 
 __all__ = [
     "BARRIER_EXIT_HINT", "BARRIER_HINT", "BARRIER_IN_BRANCH", "BARRIER_LOOP_HINT",
-    "FIXED_STEP_AT_LEAST", "adds_into", "barrier_problems", "compares_with_shape", "count_calls",
+    "FIXED_STEP_AT_LEAST", "adds_into", "array_shape",
+    "barrier_problems", "compares_with_shape", "count_calls",
     "fixed_step", "guard_on", "hard_coded_block", "lines_with_number",
     "is_typed_in_count", "typed_in_count_names",
     "hard_coded_size", "kernel_source", "KernelSource", "plain_writes_to",
     "raises_not_implemented", "simulator_only_code", "start_kernel", "thread_varying_names",
-    "uneven_barriers", "varying_by_statement",
+    "shared_array_sizes", "uneven_barriers", "varying_by_statement",
 ]
