@@ -30,7 +30,7 @@ from gpulab.exercises.learner_code import modules_used, words_used
 from gpulab.exercises.mistakes import Mistake, reject
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError
 from gpulab.exercises.running import call_learner, run_elementwise
-from gpulab.exercises.source_rules import shared_array_without_barrier
+from gpulab.exercises.source_rules import SHARED_BARRIER_HINT, shared_array_without_barrier
 from gpulab.exercises.spec import CheckSpec, reject_unshared_work, under_two_blocks
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 
@@ -455,9 +455,7 @@ MATVEC_MISTAKES = (
             lambda e: (f"{e.summary}. `{e.shared_line}` makes an array the block's threads "
                        "share, but the kernel has no `cuda.syncthreads()`: a thread read slots "
                        "that the threads filling them had not written yet"),
-            "after the threads fill shared memory, and before any of them reads what the "
-            "others wrote, every thread of the block must wait at a barrier (and again before "
-            "the array is filled anew).", "source"),
+            SHARED_BARRIER_HINT, "source"),
     Mistake("a wrong sum", lambda e: True, lambda e: e.summary,
             "each row is the dot product of its row of a with x: every product, each once, and "
             "nothing else."),

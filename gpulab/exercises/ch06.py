@@ -22,6 +22,7 @@ from gpulab.exercises.grid_stride import one_per_thread, x_along_a_row
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import (
     IDENTITY,
+    MATRIX_SHARED_RACE,
     PAD_VALUE,
     RELU,
     SAID,
@@ -53,6 +54,7 @@ from gpulab.exercises.source_rules import (
     count_calls,
     hard_coded_block,
     lines_with_number,
+    shared_array_without_barrier,
 )
 from gpulab.exercises.spec import CheckSpec, reject_unshared_work
 from gpulab.exercises.trial import Trial, draw_size, tier_key
@@ -333,6 +335,7 @@ BACKWARD_MISTAKES = (
     Mistake("the wrong activation for the code", lambda e: e.other is not None,
             lambda e: f"{e.wrong}. dZ looks like dA * {e.other}'(Z + b), not {e.name}'",
             _read_the_code),
+    MATRIX_SHARED_RACE,
     Mistake("wrong values", lambda e: True, lambda e: e.wrong, BACKWARD_HINT),
 )
 BACKWARD_SHARE_HINT = (
@@ -391,7 +394,8 @@ def check_bias_activation_backward(kernel, seed: int | None = None, dtype=np.flo
             out = run_2d(kernel, trial, source, inputs, what="dZ")
             failure = coverage_failure(np.isnan(out), trial, "dZ")
             evidence = Backward(reference.bias_activation_backward(dA, Z, b, name), out, trial,
-                                1e-5, 1e-6, "dZ", inputs, name, source)
+                                1e-5, 1e-6, "dZ", inputs, name, source,
+                                shared_line=shared_array_without_barrier(source))
             if failure is None and evidence.bad.any():
                 failure = diagnose(BACKWARD.mistakes, evidence)
             if failure is not None:

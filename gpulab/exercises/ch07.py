@@ -225,7 +225,8 @@ def _loss_gradient_trial(kernel, trial: Trial, source, loss_scale: int = 1) -> N
     try:
         reject_matrix(expected, got, trial, LOSS_GRADIENT_MISTAKES, rtol=1e-5, atol=1e-9,
                       what="dlogits", inputs={"p": p, "onehot": onehot, "scale": float(scale),
-                                                 "loss_scale": loss_scale})
+                                                 "loss_scale": loss_scale},
+                      source=source)
     except CheckFailedError as failure:
         blame_hard_coded_block(source, trial, failure)
         raise

@@ -34,7 +34,13 @@ from gpulab.exercises.results import (
     KernelError,
 )
 from gpulab.exercises.running import changed_input_failure, launch, padded, read_back
-from gpulab.exercises.source_rules import KernelSource, compares_with_shape, hard_coded_block
+from gpulab.exercises.source_rules import (
+    SHARED_BARRIER_HINT,
+    KernelSource,
+    compares_with_shape,
+    hard_coded_block,
+    shared_array_without_barrier,
+)
 from gpulab.exercises.trial import Trial, draw_case
 from gpulab.kernels.dense import ACTIVATION_CODES
 
@@ -303,6 +309,8 @@ class MatrixOutput:
     atol: float
     what: str = "out"
     inputs: dict[str, Any] = field(default_factory=dict)
+    # the line that makes a shared array in a kernel with no barrier (None: no such array)
+    shared_line: str | None = field(default=None, kw_only=True)
 
     @cached_property
     def unwritten(self) -> np.ndarray:
@@ -352,13 +360,23 @@ MATRIX_UNWRITTEN = (
     Mistake("elements never written", lambda e: e.unwritten.any(), lambda e: e.never_written,
             GUARD_2D_HINT + " " + GRID_2D_HINT),
 )
+# Wrong values from a kernel that shares an array among a block's threads with no barrier: told
+# after the check's known formulas (a formula the values match is the more exact diagnosis).
+MATRIX_SHARED_RACE = Mistake(
+    "a shared array with no barrier (slots read before other threads wrote them)",
+    lambda e: e.shared_line is not None,
+    lambda e: (f"{e.wrong}. `{e.shared_line}` makes an array the block's threads share, but "
+               "the kernel has no `cuda.syncthreads()`: a thread read slots that the threads "
+               "filling them may not have written yet"),
+    SHARED_BARRIER_HINT, "source")
 MATRIX_WRONG = Mistake("wrong values", lambda e: True, lambda e: e.wrong, GENERIC_MATRIX_HINT)
 
 
 def matrix_mistakes(known: Iterable[Mistake] = ()) -> tuple[Mistake, ...]:
     """A 2-D kernel's mistakes in the order they are tried, with a check's ``known`` wrong
-    formulas (:func:`looks_like`) after those of elements never written."""
-    return (*MATRIX_UNWRITTEN, *known, MATRIX_WRONG)
+    formulas (:func:`looks_like`) after those of elements never written, then a shared array
+    with no barrier."""
+    return (*MATRIX_UNWRITTEN, *known, MATRIX_SHARED_RACE, MATRIX_WRONG)
 
 
 MATRIX_MISTAKES = matrix_mistakes()
@@ -366,13 +384,16 @@ MATRIX_MISTAKES = matrix_mistakes()
 
 def reject_matrix(expected: np.ndarray, got: np.ndarray, trial: Trial,
                   mistakes: Iterable[Mistake], rtol: float, atol: float, what: str = "out",
-                  inputs: dict[str, Any] | None = None) -> None:
+                  inputs: dict[str, Any] | None = None,
+                  source: KernelSource | None = None) -> None:
     """Raise CheckFailedError unless ``got`` (from :func:`~gpulab.exercises.running.read_back`,
     NaN where never written) holds ``expected``: the failure of the first of
     :func:`matrix_mistakes` seen, which says which part is wrong and, when ``got`` is what one
     of the check's known wrong formulas (``mistakes``, computed from ``inputs``) gives, which
-    mistake it is."""
-    evidence = MatrixOutput(expected, got, trial, rtol, atol, what, dict(inputs or {}))
+    mistake it is; or, when the kernel's ``source`` makes a shared array and has no barrier,
+    that."""
+    evidence = MatrixOutput(expected, got, trial, rtol, atol, what, dict(inputs or {}),
+                            shared_line=shared_array_without_barrier(source))
     if evidence.unwritten.any() or evidence.bad.any():
         raise diagnose(matrix_mistakes(mistakes), evidence)
 
@@ -511,7 +532,7 @@ def check_matrix_output(kernel, trial: Trial, source: KernelSource, inputs: dict
         if failure:
             raise failure
         reject_matrix(expected, out, trial, mistakes, rtol=1e-5, atol=1e-6, what=what,
-                      inputs=inputs)
+                      inputs=inputs, source=source)
     except (CheckFailedError, KernelError) as error:
         if getattr(error, "hint", None) == GENERIC_MATRIX_HINT:
             error.hint = hint
@@ -522,7 +543,8 @@ def check_matrix_output(kernel, trial: Trial, source: KernelSource, inputs: dict
 __all__ = [
     "ACTIVATIONS", "COVERAGE_MISTAKES", "Coverage", "ELEMENTWISE_MISTAKES",
     "ELEMENTWISE_UNWRITTEN", "ELEMENTWISE_WRONG",
-    "MATRIX_MISTAKES", "MATRIX_UNWRITTEN", "MATRIX_WRONG", "Elementwise", "MatrixOutput",
+    "MATRIX_MISTAKES", "MATRIX_SHARED_RACE", "MATRIX_UNWRITTEN", "MATRIX_WRONG", "Elementwise",
+    "MatrixOutput",
     "GENERIC_MATRIX_HINT", "IDENTITY", "PAD_VALUE", "RELU", "SAID", "SWAPPED_ROWS_AND_COLUMNS",
     "TANH",
     "blame_hard_coded_block", "check_matrix_output", "coverage_failure", "elementwise_mistakes",

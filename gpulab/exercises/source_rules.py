@@ -43,6 +43,11 @@ BARRIER_HINT = (
     "the `if` guard only the memory accesses (threads past the end can write 0 to shared "
     "memory), and put the barrier after it."
 )
+SHARED_BARRIER_HINT = (
+    "after the threads fill shared memory, and before any of them reads what the others wrote, "
+    "every thread of the block must wait at a barrier (and again before the array is filled "
+    "anew)."
+)
 
 
 BARRIER_LOOP_HINT = (
@@ -884,6 +889,7 @@ __all__ = [
     "fixed_step", "guard_on", "hard_coded_block", "lines_with_number",
     "is_typed_in_count", "typed_in_count_names",
     "hard_coded_size", "kernel_source", "KernelSource", "plain_writes_to",
-    "raises_not_implemented", "simulator_only_code", "start_kernel", "thread_varying_names",
+    "SHARED_BARRIER_HINT", "raises_not_implemented", "shared_array_without_barrier",
+    "simulator_only_code", "start_kernel", "thread_varying_names",
     "shared_array_sizes", "uneven_barriers", "varying_by_statement",
 ]

@@ -193,7 +193,41 @@ def bias_activation_tanh_by_exp(Z, b, act, out):
             out[r, c] = z
 
 
-@pytest.mark.parametrize("kernel", [bias_activation_flat_index, bias_activation_tanh_by_exp])
+@cuda.jit
+def bias_activation_bias_shared(Z, b, act, out):  # right: each block's biases read once
+    bias = cuda.shared.array(64, numba.float32)
+    c, r = cuda.grid(2)
+    if cuda.threadIdx.y == 0 and c < Z.shape[1]:
+        bias[cuda.threadIdx.x] = b[c]
+    cuda.syncthreads()
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + bias[cuda.threadIdx.x]
+        if act == RELU:
+            out[r, c] = max(z, 0.0)
+        elif act == TANH:
+            out[r, c] = math.tanh(z)
+        else:
+            out[r, c] = z
+
+
+@cuda.jit
+def bias_activation_bias_shared_unsynced(Z, b, act, out):  # no barrier: rows read unset slots
+    bias = cuda.shared.array(64, numba.float32)
+    c, r = cuda.grid(2)
+    if cuda.threadIdx.y == 0 and c < Z.shape[1]:
+        bias[cuda.threadIdx.x] = b[c]
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + bias[cuda.threadIdx.x]
+        if act == RELU:
+            out[r, c] = max(z, 0.0)
+        elif act == TANH:
+            out[r, c] = math.tanh(z)
+        else:
+            out[r, c] = z
+
+
+@pytest.mark.parametrize("kernel", [bias_activation_flat_index, bias_activation_tanh_by_exp,
+                                    bias_activation_bias_shared])
 def test_bias_activation_accepts_right_kernels_written_differently(kernel):
     for seed in (3, 4):
         result = ch05.check_bias_activation(kernel, seed=seed, show=False)
@@ -224,6 +258,7 @@ def test_bias_activation_refuses_gpulab_s_own_kernel():
     (hard_coded_block, FAILED, "hard-codes the block size"),
     (in_place, FAILED, "wrote into its input Z"),
     (uses_a_list, FAILED, "cuda.local.array"),
+    (bias_activation_bias_shared_unsynced, FAILED, "has no `cuda.syncthreads()`"),
 ])
 def test_bias_activation_names_the_mistake(kernel, status, words):
     for seed in (3, 4):

@@ -144,9 +144,43 @@ def backward_one_short(dA, Z, b, act, dZ):
         dZ[r, c] = dA[r, c] if Z[r, c] + b[c] > 0 else 0
 
 
+@cuda.jit
+def backward_bias_shared(dA, Z, b, act, dZ):  # right: each block's biases read once, shared
+    bias = cuda.shared.array(64, numba.float32)
+    c, r = cuda.grid(2)
+    if cuda.threadIdx.y == 0 and c < Z.shape[1]:
+        bias[cuda.threadIdx.x] = b[c]
+    cuda.syncthreads()
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + bias[cuda.threadIdx.x]
+        if act == RELU:
+            dZ[r, c] = dA[r, c] if z > 0 else 0
+        elif act == TANH:
+            dZ[r, c] = dA[r, c] * (1 - math.tanh(z) ** 2)
+        else:
+            dZ[r, c] = dA[r, c]
+
+
+@cuda.jit
+def backward_bias_shared_unsynced(dA, Z, b, act, dZ):  # no barrier: rows read unset slots
+    bias = cuda.shared.array(64, numba.float32)
+    c, r = cuda.grid(2)
+    if cuda.threadIdx.y == 0 and c < Z.shape[1]:
+        bias[cuda.threadIdx.x] = b[c]
+    if r < Z.shape[0] and c < Z.shape[1]:
+        z = Z[r, c] + bias[cuda.threadIdx.x]
+        if act == RELU:
+            dZ[r, c] = dA[r, c] if z > 0 else 0
+        elif act == TANH:
+            dZ[r, c] = dA[r, c] * (1 - math.tanh(z) ** 2)
+        else:
+            dZ[r, c] = dA[r, c]
+
+
 @pytest.mark.parametrize("seed", SEEDS)
-def test_backward_passes_a_right_kernel(seed):
-    result = ch06.check_bias_activation_backward(backward, seed=seed, show=False)
+@pytest.mark.parametrize("kernel", [backward, backward_bias_shared])
+def test_backward_passes_a_right_kernel(kernel, seed):
+    result = ch06.check_bias_activation_backward(kernel, seed=seed, show=False)
     assert result.status == PASSED, result
 
 
@@ -161,6 +195,7 @@ def test_backward_passes_a_right_kernel(seed):
     (backward_in_place, FAILED, "wrote into its input dA"),
     (backward_swapped, FAILED, "the first value it gives is the column"),
     (backward_one_short, FAILED, "the guard is one short"),
+    (backward_bias_shared_unsynced, FAILED, "has no `cuda.syncthreads()`"),
 ])
 def test_backward_names_the_mistake(kernel, status, words):
     for seed in (5, 6):

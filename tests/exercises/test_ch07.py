@@ -195,6 +195,31 @@ def loss_gradient_grid_stride(probs, labels, scale, dlogits):  # right: strides 
             dlogits[r, c] = scale * (probs[r, c] - (c == labels[r]))
 
 
+@cuda.jit
+def loss_gradient_label_shared(probs, labels, scale, dlogits):  # right: one read of each label
+    row_label = cuda.shared.array(64, np.int64)
+    c, r = cuda.grid(2)
+    ty = cuda.threadIdx.y
+    if cuda.threadIdx.x == 0 and r < probs.shape[0]:
+        row_label[ty] = labels[r]
+    cuda.syncthreads()
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == row_label[ty] else 0.0
+        dlogits[r, c] = (probs[r, c] - target) * scale
+
+
+@cuda.jit
+def loss_gradient_label_shared_unsynced(probs, labels, scale, dlogits):  # no barrier: a race
+    row_label = cuda.shared.array(64, np.int64)
+    c, r = cuda.grid(2)
+    ty = cuda.threadIdx.y
+    if cuda.threadIdx.x == 0 and r < probs.shape[0]:
+        row_label[ty] = labels[r]
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == row_label[ty] else 0.0
+        dlogits[r, c] = (probs[r, c] - target) * scale
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_loss_gradient_passes_over_seeds(seed):
     assert_result(ch07.check_loss_gradient(loss_gradient, seed=seed, show=False), PASSED,
@@ -225,6 +250,7 @@ def loss_gradient_label_by_column(probs, labels, scale, dlogits):  # labels[c], 
     (loss_gradient_label_column_only, FAILED, "only the label's column of each row"),
     (loss_gradient_scale_squared, FAILED, "scale applied twice"),
     (loss_gradient_a_row_per_thread, FAILED, "7 elements written by one thread"),
+    (loss_gradient_label_shared_unsynced, FAILED, "has no `cuda.syncthreads()`"),
 ])
 def test_loss_gradient_diagnoses(kernel, status, words):
     assert_result(ch07.check_loss_gradient(kernel, seed=5, show=False), status, words)
@@ -250,7 +276,7 @@ def test_loss_gradient_names_scale_ignored_for_the_batch(kernel, seed):
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 5])
 @pytest.mark.parametrize("kernel", [loss_gradient_written_differently, loss_gradient_grid_stride,
-                                    loss_gradient_written_then_fixed])
+                                    loss_gradient_written_then_fixed, loss_gradient_label_shared])
 def test_loss_gradient_accepts_a_right_kernel_written_differently(kernel, seed):
     assert_result(ch07.check_loss_gradient(kernel, seed=seed, show=False), PASSED,
                   "loss scale times 1 / batch")

@@ -55,7 +55,7 @@ def test_a_known_formula_comes_after_the_elements_never_written():
     mistakes = outputs.elementwise_mistakes((TWICE,))
     assert mistakes == (*outputs.ELEMENTWISE_UNWRITTEN, TWICE, *outputs.ELEMENTWISE_WRONG)
     assert outputs.matrix_mistakes((TWICE,)) == (*outputs.MATRIX_UNWRITTEN, TWICE,
-                                                 outputs.MATRIX_WRONG)
+                                                 outputs.MATRIX_SHARED_RACE, outputs.MATRIX_WRONG)
 
 
 def test_a_right_output_has_no_failure():
