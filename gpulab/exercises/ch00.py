@@ -168,7 +168,7 @@ BLOCKS_MISTAKES = (
     Mistake("a shift (`>>`) that assumes the block size is a power of two",
             _whole_but(lambda a, got: a.shifted()),
             lambda a: (f"{a.summary}: that is n divided by a power of two near {a.threads}. A "
-                       f"shift `>> k` divides by 2**k, right for 32, 64 or 128 threads per "
+                       "shift `>> k` divides by 2**k, right for 32, 64 or 128 threads per "
                        f"block, but {a.threads} is not a power of two"),
             "divide by threads_per_block itself, not by a power of two near it: a shift divides "
             "only by a power of two, and the function must work for every block size."),
@@ -194,14 +194,15 @@ BLOCKS_FOR = CheckSpec(
     "blocks_for", "blocks_for(n, threads_per_block) -> int", BLOCKS_STUB_HINT, BLOCKS_MISTAKES,
     title="1. how many blocks?", call="check_blocks_for(blocks_for)",
     holds="`blocks_for(n, threads_per_block)` = n / threads_per_block rounded up, an `int`, on "
-          "21 random cases from n = 1 to a billion, exact multiples of the block and block "
+          f"{len(_block_cases(np.random.default_rng(0)))} random cases from n = 1 to a "
+          "billion, exact multiples of the block and block "
           "sizes that are not powers of two, nor multiples of 32, included",
     also="an exception (named)")
 
 
 @BLOCKS_FOR.check
 def check_blocks_for(function, seed: int | None = None) -> str:
-    """Called on the 21 cases :func:`_block_cases` draws from the seed, in a shuffled order;
+    """Called on the cases :func:`_block_cases` draws from the seed, in a shuffled order;
     the first wrong answer fails."""
     cases = _block_cases(np.random.default_rng(seed))
     answers = [(n, threads, call_learner(function, n, threads, stub_hint=BLOCKS_STUB_HINT,
@@ -324,17 +325,9 @@ class HostRun:
 
     @cached_property
     def from_device(self) -> bool:
-        """Is ``got`` a copy back (``copy_to_host``) of a device array a launch was given to
-        write (an argument after its input), a view of one, or an array equal to one
-        (``astype``, ``np.array(copy)``: the same values, so a right answer)?"""
-        if not isinstance(self.got, np.ndarray):
-            return False
-        written = {id(argument) for launch in self.launches
-                   for argument in launch.arguments[1:] if hasattr(argument, "copy_to_host")}
-        return any(np.shares_memory(self.got, host)
-                   or (self.got.shape == host.shape and np.array_equal(self.got, host))
-                   for device_array, host in self.watch.copies_back
-                   if id(device_array) in written and isinstance(host, np.ndarray))
+        """Is ``got`` the copy back of an output a launch wrote
+        (:meth:`~gpulab.exercises.host_code.HostCodeWatch.copied_back`)?"""
+        return self.watch.copied_back(self.got)
 
     @property
     def output_copied_in(self) -> str | None:
@@ -468,7 +461,7 @@ HOST_MISTAKES = (
             lambda h: h.launched_with(
                 lambda launch: launch.threads_per_block > MAX_THREADS_PER_BLOCK),
             lambda h: (f"{h.call} launched blocks of {h.biggest.threads_per_block} threads. The "
-                       f"simulator runs that, but a GPU refuses blocks of more than "
+                       "simulator runs that, but a GPU refuses blocks of more than "
                        f"{MAX_THREADS_PER_BLOCK} threads"),
             "use 128 or 256 threads per block.", "host code"),
     Mistake("too few blocks (`n // threads`)",
@@ -484,7 +477,7 @@ HOST_MISTAKES = (
             _shape_as_blocks,
             lambda h: (f"{h.call} launched {h.n} blocks of {h.biggest.threads_per_block} "
                        f"threads = {h.biggest.total_threads} threads for {h.n} elements: "
-                       f"`x.shape` is the number of elements, not of blocks, so "
+                       "`x.shape` is the number of elements, not of blocks, so "
                        f"{h.biggest.total_threads - h.n} threads had nothing to do"),
             "the number of blocks is how many blocks of `threads` cover n elements (exercise 1).",
             "host code"),
@@ -531,7 +524,7 @@ HOST_MISTAKES = (
             lambda h: (f"{h.call} "
                        + ("never copied anything back from the device"
                           if not h.watch.count("copy_to_host") else
-                          f"copied back from the device, but returned another array, not the "
+                          "copied back from the device, but returned another array, not the "
                           f"copy of the output `{h.name}` wrote (nor a view of it)")
                        + (": its values are right, but as far as the check can see they were "
                           "worked out on the host, so they did not come from the GPU"

@@ -698,12 +698,13 @@ BLOCK_SUM = CheckSpec(
     parameters=2,
     title="3. block sum", call="check_block_sum(my_block_sum, threads_per_block=THREADS)",
     holds="the total, then the **method** from a trace of a small launch: at most one atomic "
-          "per block, x read at most once per thread, at most ~2·log₂(block) shared reads per "
-          "thread",
+          "per block, x read at most twice per thread (loading two values a thread is fine), at "
+          "most ~2·log₂(block) shared reads per thread",
     also="a `threads_per_block` that is not a power of two; a barrier inside a branch; a "
          "missing barrier (a sum too small or wrong that no mistake explains, saying how many "
-         "`cuda.syncthreads()` calls the kernel has); the first stride the whole block; a "
-         "shared array too small; a halving loop that never ends (fails with a message, not a "
+         "`cuda.syncthreads()` calls the kernel has); an index past the shared array (its "
+         "hint names a first stride of the whole block and a shared array too small); a "
+         "halving loop that never ends (fails with a message, not a "
          "hang); a first stride or block size typed in as a number (the total taken again with "
          "`THREADS` doubled)")
 

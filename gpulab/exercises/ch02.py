@@ -516,6 +516,19 @@ TIMING_MISTAKES = (
     Mistake("out of the wrong shape", lambda e: e.out.shape != e.x.shape,
             lambda e: f"{e.call} returned out of shape {e.out.shape}, not {e.x.shape}",
             "allocate out like x: `cuda.device_array_like(d_x)`.", recognised_from="outputs"),
+    Mistake("out worked out on the host, not the launches' output copied back",
+            lambda e: not e.watch.copied_back(e.out),
+            lambda e: (f"{e.call} "
+                       + ("never copied anything back from the device"
+                          if not e.watch.count("copy_to_host") else
+                          "copied back from the device, but returned another array, not the "
+                          "copy of the output the launches wrote")
+                       + (": its values are right, but they were worked out on the host, so "
+                          "they do not show what the kernel computed" if not e.wrong.any() else
+                          "")),
+            "return the output the launches wrote, copied back after them "
+            "(`d_out.copy_to_host()`): it is what the GPU computed.",
+            recognised_from="host code"),
     Mistake("x and y swapped in the launch",
             lambda e: np.allclose(e.out, reference.saxpy(e.a, e.y, e.x), rtol=1e-6, atol=1e-6),
             lambda e: f"{e.first_wrong()}: out is a * y + x, so x and y were swapped",
@@ -567,8 +580,9 @@ TIME_SAXPY = CheckSpec(
     TIMING_MISTAKES, title="2. time it", call="check_time_saxpy(time_saxpy)",
     holds="called with a stand-in for gpulab's saxpy that records each launch, while copies, "
           "allocations, `synchronize`, CUDA events and clock reads are recorded in order, "
-          "whatever the import spelling: the result copied back and right, x and y copied "
-          "once, every launch on device arrays with enough blocks, `repeats` (drawn, 3–5) "
+          "whatever the import spelling: the launches' output copied back and right (not "
+          "values worked out on the host), no copy between the clock reads, every launch on "
+          "device arrays with enough blocks, `repeats` (drawn, 3–5) "
           "launches between the clock reads with the GPU waited for before the second, the "
           "seconds per launch a positive number (the simulator's time is labelled as such); "
           "all of it again when called a second time with another `repeats`",

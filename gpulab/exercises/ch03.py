@@ -113,7 +113,7 @@ NAIVE_BLOCKS = {"sim": ((8, 4), (4, 8), (16, 4), (4, 16)),
 # blocks as columns, and at least two each way (with a single row of blocks, a kernel with rows
 # and columns swapped writes exactly the first block's elements: the two mistakes look alike).
 TILED_GRIDS = ((2, 3), (3, 2))
-# Tiles along M, N and K of the tiled check's large launch (on a GPU): tens of blocks.
+# Tiles along M, N and K of the tiled check's large launch (on a GPU): 6 to 30 blocks a side.
 LARGE_TILED_BLOCKS = (5, 30)
 
 
@@ -1187,10 +1187,13 @@ TILED = CheckSpec(
     TILED_SOURCE_MISTAKES + TILING_MISTAKES + BARRIER_MISTAKES + UNSTORED_READ_MISTAKES
     + MATMUL_MISTAKES + STEP_SUM_MISTAKES + TILE_ACCESS_MISTAKES, parameters=3,
     title="2. tiled matmul", call="check_matmul_tiled(my_matmul_tiled, tile=TILE)",
-    holds="the answer on 6 blocks of TILE × TILE (2 × 3 or 3 × 2; on a GPU also on tens of "
-          "blocks), and the method, from a trace of the same launch: at most about one load of "
-          "A and one of B per thread per step, 2·⌈K/TILE⌉ in all, and two barriers per step, "
-          "the same in every thread",
+    holds="the answer on 6 blocks of TILE × TILE (2 × 3 or 3 × 2; on a GPU also on "
+          f"{LARGE_TILED_BLOCKS[0] + 1} to {LARGE_TILED_BLOCKS[1]} blocks a side), and the "
+          "method, from a trace of the same launch and the source: at most about one load of "
+          "A and one of B per thread per step, 2·⌈K/TILE⌉ in all; every thread passing the "
+          "same number of barriers, with one between a step's stores and its multiply-adds "
+          "and one before the next step's stores (a tile slot read before it was stored, or "
+          "stored over before all had read it, is named as a race)",
     also="the stub; a barrier inside a branch; an IndexError, with the line and whether a "
          "load, the write or a tile overran")
 
@@ -1211,7 +1214,7 @@ def check_matmul_tiled(kernel, tile: int | None = None, seed: int | None = None,
                        dtype=np.float32) -> str:
     """``tile`` is the kernel's ``TILE`` (by default 8 in the simulator, 16 on a GPU: from 3 to
     32). The source is read before anything runs. Then the kernel runs on 6 blocks
-    (:func:`draw_tiled`; on a GPU also on tens of blocks, :data:`LARGE_TILED_BLOCKS`) and is
+    (:func:`draw_tiled`; on a GPU also on 6 to 30 blocks a side, :data:`LARGE_TILED_BLOCKS`) and is
     traced in the simulator on the small launch, whose C counts too (the simulator's shared
     memory starts poisoned, a GPU's often with zeros). The trace's loads and barriers are
     judged even when C is right; a wrong C is told from the mistakes in the spec's order

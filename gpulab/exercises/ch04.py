@@ -486,7 +486,7 @@ MATVEC_PRECISION_MISTAKES = (
     Mistake("fp16 arithmetic before the fp32 sum (products, or a few of them summed, in fp16)",
             lambda e: bool(e.float16_lines),
             lambda e: (f"every row is within fp32's bound, but the kernel computes in fp16 "
-                       f"before the fp32 accumulator sees the values: "
+                       "before the fp32 accumulator sees the values: "
                        f"{lines_said(e.float16_lines)}, as compiled for a GPU. Each fp16 "
                        "product or sum is rounded to fp16's 11 significant bits first, and "
                        "those errors add up over a long row"),
@@ -507,8 +507,10 @@ MATVEC = CheckSpec(
     MATVEC_MISTAKES + MATVEC_SHARE_MISTAKES + MATVEC_PRECISION_MISTAKES, parameters=3,
     title="2. accumulate in fp32", call="check_matvec_fp32(matvec_fp32)",
     holds="an fp16 matrix-vector product, one thread per row, within fp32's rounding bound "
-          "(Higham's γ_(k+1)), on random rows not a multiple of the block and ~1,000 products "
-          "per row, under two block sizes (one twice the other, drawn); traced on a small "
+          "(Higham's γ_(k+1)), on random rows not a multiple of the block and "
+          f"{MATVEC_K['sim'][0]:,}–{MATVEC_K['sim'][1] - 1:,} products per row in the simulator "
+          f"({MATVEC_K['gpu'][0]:,}–{MATVEC_K['gpu'][1] - 1:,} on a GPU), under two block "
+          "sizes (one twice the other, drawn); traced on a small "
           "launch, one row per thread; and, where the CUDA toolkit can compile it, no float64 "
           "or fp16 arithmetic in the kernel as compiled for a GPU",
     also="a stub; guards; a hard-coded block size (the line named)")
@@ -813,8 +815,8 @@ def check_quantise_fp8(quantise, seed: int | None = None) -> str:
         _check_scale(x64, scale, name, seed, trials, scales)
         worst_relative = max(worst_relative, _check_quantised(x64, q, scale, name, seed))
     return (f"four tensors (max|x| from ~1e-5 to ~1e3, outliers of both signs, a matrix) "
-            f"quantised "
-            f"with the whole E4M3 range; worst relative error of a normal value "
+            "quantised "
+            "with the whole E4M3 range; worst relative error of a normal value "
             f"{worst_relative:.3f} (E4M3 rounds by at most {E4M3.unit_roundoff:g}; "
             f"seed={seed}).")
 
@@ -908,7 +910,7 @@ def _check_quantised(x64: np.ndarray, q: np.ndarray, scale: float, name: str, se
                 "instead of dividing?)" if abs(divided) <= E4M3.max_value * (1 + 1e-6) else "")
         raise CheckFailedError(
             f"q[{first}] is NaN {where}: the value stored for x[{first}] = {x64[first]:.4g} "
-            f"rounded beyond E4M3's largest value, 448; E4M3 has no infinity, and ml_dtypes' "
+            "rounded beyond E4M3's largest value, 448; E4M3 has no infinity, and ml_dtypes' "
             f"cast does not saturate, so it became NaN{clue}.",
             "store x divided by the scale: then every value fits within E4M3's 448.")
     normal = np.abs(x64) >= E4M3.smallest_normal * scale

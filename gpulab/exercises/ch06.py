@@ -854,7 +854,7 @@ TRANSPOSE_MISTAKES = (
     Mistake("the block indices swapped (blockIdx.x as the tile's row)",
             lambda e: e.swapped_blocks and not e.written_wrong,
             lambda e: f"{int(e.unwritten.sum())} of {e.out.size} elements of out were never "
-                      f"written, exactly those a kernel with the block indices swapped misses: "
+                      "written, exactly those a kernel with the block indices swapped misses: "
                       f"the grid has {e.trial.blocks[0]} blocks across A's {e.A.shape[1]} columns "
                       f"(x) and {e.trial.blocks[1]} down its {e.A.shape[0]} rows (y), and your "
                       "kernel took blockIdx.x for the tile's row of A",
@@ -898,7 +898,8 @@ TRANSPOSE = CheckSpec(
           "strided reads or writes fail even when out is right (at least 45 % of the fetched "
           "bytes used); the tile's shared-memory bank conflicts counted from a trace of one "
           "block and said, with a note above 2 passes per warp access (never a failure)",
-    also="a tile below 16; a barrier inside a branch (shared rule); an index past an edge of A "
+    also="a tile other than 16 or 32; a barrier inside a branch (shared rule); an index "
+         "past an edge of A "
          "or out (the guards); a write into A")
 
 
@@ -1104,9 +1105,11 @@ NUMERIC = CheckSpec(
     holds="central differences (f(x + εeᵢ) − f(x − εeᵢ)) / 2ε for every entry of a random "
           "2-D x, then a 1-D x, to 1e-6 of the exact derivative, leaving x unchanged; then, "
           "with eps = 0.1 on a 2-D x that is a view of a larger array, the central difference "
-          "itself (so the step is the eps given, and x itself is changed, not a copy)",
+          "itself (so the step is the eps given, and x itself is changed, not a copy); then "
+          "f = Σ x_k·x_(k+1), whose terms mix two entries",
     also="a stub; an exception in the function (named); a step of its own; a copy of x "
-         "changed instead of x")
+         "changed instead of x; an entry left moved while the next one is probed (x put "
+         "back only at the end: right on the first f, wrong on the mixed terms)")
 
 
 def _check_mixed_terms(function, rng: np.random.Generator, shape: tuple[int, int],
@@ -1129,8 +1132,8 @@ def _check_mixed_terms(function, rng: np.random.Generator, shape: tuple[int, int
     if got is None or got.shape != x.shape or not np.allclose(
             got.reshape(-1), exact, rtol=1e-6, atol=1e-8):
         raise CheckFailedError(
-            f"your function is right for f = sum(w x^2) + sum(x^3) / 3, whose terms each read "
-            f"one entry of x, but not for f = sum of x[k] * x[k + 1] over x's entries in order "
+            "your function is right for f = sum(w x^2) + sum(x^3) / 3, whose terms each read "
+            "one entry of x, but not for f = sum of x[k] * x[k + 1] over x's entries in order "
             f"(a {shape[0]} x {shape[1]} x), whose terms mix two: an entry left moved while "
             f"the next one is probed shifts that difference (seed={seed}).",
             "put each entry back (its saved value) before you move the next one: every "

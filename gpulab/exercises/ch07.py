@@ -962,8 +962,8 @@ MINIBATCH_MISTAKES = (
             lambda e: e.kept >= KEPT_SHARE * (e.n - 1)
             and any(np.any(np.diff(b) % e.n != 1) for b in e.batches),
             lambda e: f"much of the stored order is kept: {e.kept} times of {e.n - 1} the next "
-                      f"sample is the one stored after it (about 1 in a shuffled order), so the "
-                      f"shuffle moved only some of the samples",
+                      "sample is the one stored after it (about 1 in a shuffled order), so the "
+                      "shuffle moved only some of the samples",
             "every sample must be free to land anywhere: a few swaps, or a shuffle of part of "
             "the indices, leave most samples beside their stored neighbours — with the digits "
             "stored class by class, batches of one class."),
@@ -991,7 +991,7 @@ MINIBATCH_MISTAKES = (
             lambda e: e.each_once and e.run_batch is not None,
             lambda e: (f"a batch of {e.run_batch.size} holds the stored samples "
                        f"{int(e.run_batch.min())} to {int(e.run_batch.max())}, neighbours only, "
-                       f"so it was not shuffled with the rest (batch "
+                       "so it was not shuffled with the rest (batch "
                        f"{next(k for k, b in enumerate(e.batches) if b is e.run_batch) + 1} of "
                        f"{len(e.batches)})"),
             "shuffle all the indices first, then cut the shuffled order into batches: every "
@@ -1012,7 +1012,7 @@ MINIBATCH_UNIFORM_MISTAKES = (
             "then interleaved)", lambda e: e.balanced,
             lambda e: (f"every one of the {e.full} full batches of {e.batch_size} holds "
                        f"{e.batch_size // 2} (give or take {BALANCED_WITHIN}) samples from the "
-                       f"first half of the stored order: a uniform shuffle's batches vary by "
+                       "first half of the stored order: a uniform shuffle's batches vary by "
                        f"about {math.sqrt(e.batch_size / 4):.0f} either way"),
             "shuffle all the indices together: parts shuffled apart and then interleaved keep "
             "the share of each part fixed in every batch.", recognised_from="outputs"),
@@ -1024,7 +1024,7 @@ MINIBATCH_UNIFORM_MISTAKES = (
                        f"uniform shuffle: {(e.n - 1) / 2:.0f} ± "
                        f"{math.sqrt((e.n + 1) / 12):.0f}), and samples stored side by side "
                        f"land {e.apart * e.n:.0f} positions apart on average ({e.n / 3:.0f} "
-                       f"in a uniform shuffle), and the order steps up to a larger index "
+                       "in a uniform shuffle), and the order steps up to a larger index "
                        f"{e.rising} times, and {e.moved_later} samples land later than their "
                        f"stored place (each {(e.n - 1) / 2:.0f} ± "
                        f"{math.sqrt((e.n + 1) / 12):.0f}): the stored order still shows"),
@@ -1078,8 +1078,9 @@ MINIBATCHES = CheckSpec(
     title="1. the mini-batches of an epoch", call="check_minibatches(minibatches)",
     holds="batches of batch_size whole-number indices, the last (partial) batch kept, every "
           "sample exactly once per epoch, shuffled by the given generator across the whole "
-          "epoch (every batch mixes samples from all over the stored order; the same seed "
-          "gives the same order, another seed another), and on an epoch of 16,000+ samples a "
+          "epoch (no batch of 6 or more is a run of stored neighbours, nor are all batches "
+          "drawn from narrow stretches of the stored order; the same seed gives the same "
+          "order, another seed another), and on an epoch of 16,000+ samples a "
           "uniform shuffle (stored neighbours land as far apart, and as often in order, and "
           "as many samples land later than their stored place, as a random permutation makes "
           "them, within 6 standard deviations)",
@@ -1568,8 +1569,10 @@ TRAINING_CHECK = CheckSpec(
     "your kernels train the network", "the run of train_with_your_kernels(...)", "",
     TRAINING_MISTAKES, title="4. your kernels train the network", call="check_training(run)",
     holds="the learner's loss-gradient and Adam kernels (and any chapter 05–06 kernels pasted "
-          "in) train 64 → 16 → 10 for 16 steps of 16 digits, the first 2 equal to gpulab's "
-          "kernels' run to float32 rounding, then alone: the loss stays finite, the batch loss "
+          "in) train the digits' network (by default 64 → 16 → 10 for 16 steps of 16 digits; "
+          "the settings are the learner's to change), the first 2 steps or more equal to "
+          "gpulab's kernels' run to float32 rounding, then alone: the loss stays finite, "
+          "the batch loss "
           "(the mean of the last quarter of the steps below that of the first) and the "
           "held-out loss fall and the held-out accuracy reaches 40 % (chance: 10 %)",
     also="something other than the run of train_with_your_kernels; gpulab's kernels in place "
@@ -1605,7 +1608,7 @@ def check_training(run, show: bool = True) -> CheckResult:
                 ("adam_update", ADAM, "weight decay and many steps")):
             if not spec.passed(run.kernels[name]):
                 add_note(f"your {name} has not passed {spec.call.split('(')[0]} in this "
-                         f"session: this run matched gpulab's with scale = 1 / batch and no "
+                         "session: this run matched gpulab's with scale = 1 / batch and no "
                          f"weight decay, and its own check tries {reaches_past} too.")
         side = run.side_by_side
         first, last = run.loss_first_last

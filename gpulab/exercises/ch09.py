@@ -49,11 +49,15 @@ def _random_widths(rng: np.random.Generator, hidden_layers: int) -> list[int]:
 
 def _large_case(rng: np.random.Generator) -> tuple[list[int], int, int]:
     """A network as wide as real ones (two hidden layers of 4,096-16,383, an input of
-    1,024-8,191, 1,000-49,999 classes) on an odd batch of 20,001-99,999 in 2-byte values:
-    5·10⁹ bytes or more, past 2³¹ (an int32 wraps) and past 2²⁴ values (float32 rounds)."""
+    1,024-8,191, 1,000-49,999 classes) on an odd batch of 20,001-99,999 in 2-byte values, the
+    batch raised by 20,000 at a time where the draw falls short of 2³¹ bytes (an int32 wraps
+    past it; the smallest draw is 8·10⁸ bytes): past 2²⁴ values too (float32 rounds)."""
     widths = ([int(rng.integers(1024, 8192))] + [int(w) for w in rng.integers(4096, 16384, 2)]
               + [int(rng.integers(1000, 50000))])
-    return widths, int(rng.integers(10_000, 50_000)) * 2 + 1, 2
+    batch, itemsize = int(rng.integers(10_000, 50_000)) * 2 + 1, 2
+    while memory.mlp_activation_values(widths, batch) * itemsize <= 2**31:
+        batch += 20_000
+    return widths, batch, itemsize
 
 
 @dataclass

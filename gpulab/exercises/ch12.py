@@ -486,7 +486,7 @@ INFER_MISTAKES = (
             "search from the first logit itself, not from 0."),
     Mistake("the last index on a tie", lambda e: e.like(_last_on_ties(e)),
             lambda e: (f"{e.summary}: classes {e.problem.tie[0]} and {e.problem.tie[1]} have "
-                       f"the same weights, so their logits tie exactly, and your kernel answered "
+                       "the same weights, so their logits tie exactly, and your kernel answered "
                        f"{e.problem.tie[1]}; the first index wins a tie (as np.argmax does)"),
             "replace the best class only with a logit strictly larger than the best so far."),
     Mistake("the smallest logit (argmin)",
@@ -566,8 +566,12 @@ INFERENCE = CheckSpec(
     counted_from_the_arrays="a sample's classes or hidden units",
     title="2. fused inference kernel", call="check_inference(infer)",
     holds="`out[i]` = the first index of the largest logit of relu(X[i] @ W1 + b1) @ W2 + b2, one "
-          "thread per sample, guarded, on a square and a non-square network (11–13 classes, "
-          "more than the digits' 10) with a designed tie and all-negative logits, under two "
+          "thread per sample, guarded, on a square network (inputs = hidden = classes, "
+          f"{INFER_SQUARE['sim'][0]}–{INFER_SQUARE['sim'][1] - 1} in the simulator) and a "
+          "non-square one with more classes than the digits' 10 "
+          f"({INFER_WIDTHS['sim'][2][0]}–{INFER_WIDTHS['sim'][2][1] - 1} in the simulator, "
+          f"{INFER_WIDTHS['gpu'][2][0]}–{INFER_WIDTHS['gpu'][2][1] - 1} on a GPU) with a "
+          "designed tie and all-negative logits, under two "
           "block sizes; the scratch starts with leftovers; traced on a small launch, no "
           "element of the scratch written by two threads",
     also="the stub; a missing guard (IndexError in the simulator, writes past out on a GPU); "
@@ -888,7 +892,7 @@ JOULES_MISTAKES = (
             lambda e: e.is_sum(e.total + (e.times[0] - e.times[-1])
                                * (e.watts[0] + e.watts[-1]) / 2),
             lambda e: (f"{e.summary}: that adds one more stretch, from the last sample back "
-                       f"to the first (times[0] - times[-1] = "
+                       "to the first (times[0] - times[-1] = "
                        f"{e.times[0] - e.times[-1]:.3g} s, a negative duration): a loop over i "
                        "from 0 whose i - 1 is -1, Python's last element"),
             "pair each sample with the next one, i and i + 1 for i from 0 to len - 2 (or i "

@@ -98,6 +98,20 @@ class HostCodeWatch:
     def launches(self) -> list[HostLaunch]:
         return [detail for event, detail in self.events if event == "launch"]
 
+    def copied_back(self, got) -> bool:
+        """Is ``got`` a copy back (``copy_to_host``) of a device array a launch was given to
+        write (an argument after its first), a view of one, or an array equal to one
+        (``astype``, ``np.array(copy)``: the same values, so a right answer)? False for values
+        worked out on the host."""
+        if not isinstance(got, np.ndarray):
+            return False
+        written = {id(argument) for launch in self.launches
+                   for argument in launch.arguments[1:] if hasattr(argument, "copy_to_host")}
+        return any(np.shares_memory(got, host)
+                   or (got.shape == host.shape and np.array_equal(got, host))
+                   for device_array, host in self.copies_back
+                   if id(device_array) in written and isinstance(host, np.ndarray))
+
     def positions(self, kind: str) -> list[int]:
         """Where in :attr:`events` the events of ``kind`` are."""
         return [k for k, (event, _) in enumerate(self.events) if event == kind]

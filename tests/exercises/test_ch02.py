@@ -763,7 +763,53 @@ def time_default_stream(kernel, a, x, y, repeats=5):  # right: the default strea
     return d_out.copy_to_host(), seconds
 
 
+def time_out_on_the_host(kernel, a, x, y, repeats=5):  # the launches timed, out from NumPy
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 256)
+    kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    return a * x + y, (time.perf_counter() - start) / repeats
+
+
+def time_copies_back_x(kernel, a, x, y, repeats=5):  # copies back, but not the output
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 256)
+    kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return np.float32(a) * d_x.copy_to_host() + y, seconds
+
+
+def time_copies_back_into_an_array(kernel, a, x, y, repeats=5):  # right: into its own array
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array(x.shape, x.dtype)
+    blocks = blocks_for(x.shape[0], 256)
+    kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    out = np.empty_like(x)
+    d_out.copy_to_host(out)
+    return out, seconds
+
+
 @pytest.mark.parametrize("function, words, hint", [
+    (time_out_on_the_host, ["never copied anything back", "worked out on the host"],
+     "copy_to_host"),
+    (time_copies_back_x, ["returned another array", "worked out on the host"], "copy_to_host"),
     (time_events_no_wait, ["without waiting for the GPU"], "stop.synchronize()"),
     (time_warm_up_not_waited, ["started right after the warm-up launch", "inside your timed"],
      "after the warm-up launch"),
@@ -792,7 +838,8 @@ def test_more_timing_mistakes_are_named(function, words, hint):
 @pytest.mark.parametrize("function, clock", [(time_events, "CUDA events"),
                                              (time_from_import_ns, "the clock"),
                                              (time_stream, "the clock"),
-                                             (time_default_stream, "the clock")])
+                                             (time_default_stream, "the clock"),
+                                             (time_copies_back_into_an_array, "the clock")])
 def test_timing_right_answers_written_differently_pass(function, clock):
     result = check_time_saxpy(function, seed=2, show=False)
     assert result.passed, str(result)
