@@ -677,6 +677,7 @@ JOULES_STUB_HINT = ("integrate power over time: each stretch between two neighbo
                     "costs its duration times the average of the powers at its two ends; add "
                     "them up, then give the total per thousand inferences.")
 JOULES_TOLERANCE = 0.01  # relative, against the trapezoid rule
+SHOWN_ROUNDING = 0.05  # J: a right answer rounded to one decimal for display is this close
 # The power traces are drawn so that every mistake below misses by at least this much.
 JOULES_MARGIN = 0.04
 # A diagnosis that names another way of adding up the samples (a Riemann sum, an interval
@@ -767,10 +768,16 @@ class Joules:
 
     @property
     def rounded_to_a_joule(self) -> bool:
-        """A whole number (an int, or a float with nothing after the point) within a joule of
-        the answer, which is not whole: rounded on the way."""
-        return (not _not_a_number(self.got) and float(self.got) == int(float(self.got))
-                and abs(float(self.got) - self.want) < 1 and self.want != int(self.want))
+        """A whole number within a joule of the answer, which is not whole: rounded on the way.
+        An int always; a float with nothing after the point only when it is at least
+        :data:`SHOWN_ROUNDING` J off, as a right answer rounded for display (``round(x, 2)``
+        of 23.0027) can be whole and that close."""
+        if _not_a_number(self.got) or self.want == int(self.want):
+            return False
+        got = float(self.got)
+        off = abs(got - self.want)
+        return got == int(got) and off < 1 and (isinstance(self.got, int | np.integer)
+                                                 or off >= SHOWN_ROUNDING)
 
     def near(self, value) -> bool:
         return math.isclose(float(self.got), float(value), rel_tol=JOULES_TOLERANCE)
@@ -807,7 +814,7 @@ class Joules:
 
     @property
     def summary(self) -> str:
-        return f"expected {self.want:.4g} J per thousand, got {float(self.got):.4g}"
+        return f"expected {self.want:.6g} J per thousand, got {float(self.got):.6g}"
 
     @property
     def left(self) -> float:
@@ -850,12 +857,13 @@ JOULES_MISTAKES = (
             lambda e: f"{e.summary}: that is in watt-hours",
             "1 Wh = 3600 J, and the answer is in joules (watts × seconds): no conversion "
             "needed."),
-    Mistake("per inference, not per thousand (or the times divided by 1000)",
+    Mistake("per inference, not per thousand (or the times divided by 1000, or the watts "
+            "turned into kW)",
             lambda e: e.near(e.want / 1000),
-            lambda e: (f"{e.summary}: 1000 times too little: per inference, or the times, "
-                       "already in seconds, divided by 1000?"),
-            "give it for a thousand inferences, with the times as they are: in seconds "
-            "(W × s = J)."),
+            lambda e: (f"{e.summary}: 1000 times too little: per inference, the times, "
+                       "already in seconds, divided by 1000, or the watts turned into kW?"),
+            "give it for a thousand inferences, with the times and powers as they are: in "
+            "seconds and watts (W × s = J)."),
     Mistake("per million (× 10⁶), or the times taken as milliseconds",
             lambda e: e.near(e.want * 1000),
             lambda e: (f"{e.summary}: 1000 times too much: per million inferences, or the times "

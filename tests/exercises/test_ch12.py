@@ -865,6 +865,37 @@ def test_joules_names_a_result_rounded_to_a_whole_joule(seed):
     assert "a whole number of joules" in result.message, result.message
 
 
+def joules_truncated_with_int(times_s, watts, n_inferences):
+    """Wrong: the trapezoid's joules per thousand, cut to an int."""
+    return int(joules_per_thousand(times_s, watts, n_inferences))
+
+
+def joules_rounded_to_cents(times_s, watts, n_inferences):  # right: rounded for display
+    return round(joules_per_thousand(times_s, watts, n_inferences), 2)
+
+
+def joules_rounded_to_a_tenth(times_s, watts, n_inferences):  # right: rounded for display
+    return round(joules_per_thousand(times_s, watts, n_inferences), 1)
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_joules_names_a_result_cut_to_an_int(seed):
+    result = ch12.check_joules_per_thousand(joules_truncated_with_int, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert "a whole number of joules" in result.message, result.message
+
+
+# Seeds on which the answer, rounded for display, came out whole and was told "rounded to a
+# whole joule": round(x, 2) on 6, 58 and 12345; round(x, 1) on 0, 2 and 7.
+@pytest.mark.parametrize("right, seed", [
+    (joules_rounded_to_cents, 6), (joules_rounded_to_cents, 58),
+    (joules_rounded_to_cents, 12345), (joules_rounded_to_a_tenth, 0),
+    (joules_rounded_to_a_tenth, 2), (joules_rounded_to_a_tenth, 7)])
+def test_joules_accepts_a_right_answer_rounded_for_display(right, seed):
+    result = ch12.check_joules_per_thousand(right, seed=seed, show=False)
+    assert result.status == PASSED, result.message
+
+
 def percentile_exact_decimal(latencies, q):
     """Right, written differently: the rank in exact decimal arithmetic."""
     from fractions import Fraction
