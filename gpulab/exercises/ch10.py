@@ -42,6 +42,7 @@ from gpulab.nn.mixed_precision import amax as recorded_amax
 # --- exercise 1: the loss scaler's update rule ----------------------------------------------
 
 GROWTH, BACKOFF = 2.0, 0.5
+FP16_LARGEST = float(np.finfo(np.float16).max)  # 65504: a cap learners give the scale
 SCALER_STUB_HINT = (
     "two cases, decided by found_inf. An inf or NaN: halve the scale, start the count of clean "
     "steps again from 0, and do not take the step. A clean step: count it; if the count "
@@ -188,6 +189,14 @@ SCALER_MISTAKES = (
             lambda e: f"{e.summary}: the scale doubled on an overflow; it must be halved",
             "on inf/NaN, multiply the scale by 0.5: a smaller scale keeps the gradients in "
             "range."),
+    Mistake("a floor under the scale (no back-off below 1)",
+            _overflow(lambda e: e.scale <= 1 and e.want[0] < e.got[0] <= e.scale),
+            lambda e: (f"{e.summary}: the scale stayed at {e.got[0]:g} on an overflow at "
+                       f"{e.scale:g}, though it halves at larger scales: a floor of its own? "
+                       "GradScaler's scale has none: it halves on every overflow, below 1 too "
+                       "(a scale under 1 shrinks a loss whose gradients overflow even "
+                       "unscaled)"),
+            "on inf/NaN, multiply the scale by 0.5, whatever it is: no floor."),
     Mistake("no back-off on an overflow", _overflow(lambda e: e.gave_scale(1)),
             lambda e: (f"{e.summary}: the scale stayed the same on an overflow, so the next "
                        "step overflows again"), "on inf/NaN, multiply the scale by 0.5."),
@@ -213,7 +222,7 @@ SCALER_MISTAKES = (
             lambda e: (f"{e.summary}: the scale doubled again although the count had just been "
                        "reset by a growth"), RESET_ON_GROWTH_HINT),
     Mistake("a growth or back-off factor other than 2",
-            lambda e: e.want[0] != e.scale and e.got[0] not in (e.scale, e.want[0])
+            lambda e: e.want[0] != e.scale and e.got[0] not in (e.scale, e.want[0], FP16_LARGEST)
             and (e.got[0] > e.scale) == (e.want[0] > e.scale),
             lambda e: (f"{e.summary}: the scale changed by a factor of {e.got[0] / e.scale:g}; "
                        "GradScaler's factors are 2 (growth) and 0.5 (back-off)"),
@@ -224,12 +233,17 @@ SCALER_MISTAKES = (
             lambda e: (f"{e.summary}: this is the {e.interval}th clean step in a row, so the "
                        "scale should double now; yours waits (an off-by-one: growing when the "
                        f"count exceeds {e.interval} instead of when it reaches it?)"), COUNT_HINT),
-    Mistake("a cap on the scale (no growth past 2**16)",
-            _clean(lambda e: e.grows and e.gave_scale(1) and e.grows_small),
-            lambda e: (f"{e.summary}: the scale did not grow past {e.scale:g}, though it grows "
-                       "at 1024: GradScaler's scale has no cap (it is a float32 "
-                       "that multiplies the loss; fp16's largest value, 65504, bounds the "
-                       "gradients, not the scale)"), COUNT_HINT),
+    Mistake("a cap on the scale (no growth past 2**16, or a growth clamped to fp16's largest "
+            "value)",
+            _clean(lambda e: e.grows and (e.gave_scale(1) and e.grows_small
+                                          or e.got[0] == FP16_LARGEST < e.want[0])),
+            lambda e: (f"{e.summary}: the scale "
+                       + (f"stopped at {e.got[0]:g}, fp16's largest value, instead of growing"
+                          if e.got[0] == FP16_LARGEST else
+                          f"did not grow past {e.scale:g}, though it grows at 1024")
+                       + ": GradScaler's scale has no cap (it is a float32 that multiplies the "
+                       "loss; fp16's largest value bounds the gradients, not the scale)"),
+            COUNT_HINT),
     Mistake("never growing", _clean(lambda e: e.grows and e.gave_scale(1)),
             lambda e: (f"{e.summary}: the scale did not grow on the {e.interval}th clean step "
                        "in a row, nor when fed one more: is growth_interval (the argument) "
@@ -572,6 +586,11 @@ SCALE_MISTAKES = (
             lambda e: (f"{e.summary}: that divides fp8_max / max(history) by "
                        f"{e.margin_factor:.4g}, not by 2**margin = {2**e.margin}"
                        + _margin_readings(round(e.margin_factor), e.margin)), MARGIN_HINT),
+    Mistake("a scale rounded to float32",
+            lambda e: math.isclose(e.got, e.want, rel_tol=1e-6),
+            lambda e: (f"{e.summary}: right to about 7 digits only, float32's precision: the "
+                       "scale was rounded to float32"),
+            "keep the scale in float64, as x and the history are: no np.float32 on the way."),
 )
 
 
@@ -622,6 +641,12 @@ def check_delayed_scale(delayed_scale, seed: int | None = None) -> str:
             raise CheckFailedError(f"{where}: your function returned {result!r:.80}, not a "
                                    "pair (new_history, scale).",
                                    "return a pair: the new history first, then the scale.")
+        if (np.ndim(result[0]) == 0 and np.ndim(result[1]) == 1
+                and np.shape(result[1]) == history.shape):
+            raise CheckFailedError(
+                f"{where}: your function returned a number, then an array of the history's "
+                "length: the pair looks the wrong way round.",
+                "return the new history first, then the scale: (new_history, scale).")
         new_history = _check_history(result[0], history, x, where)
         _check_scale(result[1], history, x, fp8_max, margin, where, new_history)
     return (f"{len(trials)} cases right: old spikes kept the scale down, negative amaxes "

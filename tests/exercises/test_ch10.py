@@ -140,7 +140,29 @@ def test_loss_scale_halved_by_floor_division_fails_at_a_scale_of_1(seed):
     assert "scale 1," in result.message, result
 
 
+def backing_off_to_a_floor_of_1(scale, clean_steps, found_inf, growth_interval):
+    """Wrong: the back-off stops at 1 (GradScaler's has no floor)."""
+    if found_inf:
+        return max(scale * 0.5, 1.0), 0, False
+    clean_steps += 1
+    if clean_steps == growth_interval:
+        return scale * 2.0, 0, True
+    return scale, clean_steps, True
+
+
+def growth_clamped_to_fp16s_largest(scale, clean_steps, found_inf, growth_interval):
+    """Wrong: the growth clamped at fp16's largest value, 65504."""
+    if found_inf:
+        return scale * 0.5, 0, False
+    clean_steps += 1
+    if clean_steps == growth_interval:
+        return min(scale * 2.0, 65504.0), 0, True
+    return scale, clean_steps, True
+
+
 @pytest.mark.parametrize("function, words", [
+    (backing_off_to_a_floor_of_1, "a floor of its own"),
+    (growth_clamped_to_fp16s_largest, "has no cap"),
     (not_skipping, "must be skipped"),
     (growing_every_step, "doubled after only 1 clean step"),
     (backoff_without_reset, "start the count of clean steps again from 0"),
@@ -286,7 +308,21 @@ def with_the_entry_dropped(amax_history, x, fp8_max, margin):
     return new, fp8_max / max(float(np.max(amax_history)), amax) / 2.0**margin
 
 
+def scale_in_float32(amax_history, x, fp8_max, margin):
+    """Wrong: the scale rounded to float32 (the history right)."""
+    new = np.append(amax_history[1:], np.max(np.abs(x)))
+    return new, np.float32(fp8_max / np.max(new) / 2**margin)
+
+
+def pair_the_wrong_way_round(amax_history, x, fp8_max, margin):
+    """Wrong: (scale, new_history)."""
+    new = np.append(amax_history[1:], np.max(np.abs(x)))
+    return fp8_max / np.max(new) / 2**margin, new
+
+
 @pytest.mark.parametrize("function, words", [
+    (pair_the_wrong_way_round, "the wrong way round"),
+    (scale_in_float32, "the scale was rounded to float32"),
     (from_the_last_amax, "this step's amax"),
     (forgetting_the_margin, "without the margin"),
     (margin_the_wrong_way, "multiplies by 2**margin"),
