@@ -1526,7 +1526,15 @@ def _did_not_fall(e: TrainedRun) -> str:
     (first, last), (before, after) = e.run.loss_first_last, e.run.held_out_loss
     return (f"{e.matched}, but over {_steps(e.run.steps)} the loss did not fall: batch loss "
             f"{first:.3f} (first {_steps(e.run.loss_window)}) -> {last:.3f} (last "
-            f"{e.run.loss_window}), held-out loss {before:.3f} -> {after:.3f}")
+            f"{e.run.loss_window}), held-out loss {before:.3f} -> {after:.3f}"
+            + _changed_learning_rate(e))
+
+
+def _changed_learning_rate(e: TrainedRun) -> str:
+    """', with lr=0.0003 where the chapter's run uses 0.03', or '' at the chapter's."""
+    lr = e.run.settings.get("lr", TRAINING["lr"])
+    return ("" if lr == TRAINING["lr"] else
+            f", with lr={lr:g} where the chapter's run uses {TRAINING['lr']:g}")
 
 
 # What check_training tells from a run, in the order it is tried (after a result that is not a
@@ -1537,7 +1545,11 @@ TRAINING_MISTAKES = (
             lambda e: f"only {_steps(e.side.compared)} of this run ran next to gpulab's kernels; "
                       f"the check needs the first {TRAINING['compared_steps']}: a kernel right on "
                       "step 1 only (a bias correction stuck at step 1's value) shows from step 2",
-            f"train again with compared_steps left at its {TRAINING['compared_steps']}.",
+            lambda e: (f"train again with at least {TRAINING['compared_steps']} steps (steps=..., "
+                       f"the chapter's run takes {TRAINING['steps']})"
+                       if e.run.steps < TRAINING["compared_steps"] else
+                       f"train again with compared_steps left at its "
+                       f"{TRAINING['compared_steps']}."),
             recognised_from="host code"),
     Mistake("a compared step's loss differs from gpulab's (the forward kernels blamed)",
             lambda e: not e.run.matches and e.loss_differs, _forward_differs,
@@ -1560,7 +1572,8 @@ TRAINING_MISTAKES = (
             lambda e: not e.run.above_chance,
             lambda e: (f"the loss fell, but after {_steps(e.run.steps)} the held-out accuracy "
                        f"is {100 * e.run.held_out_accuracy[1]:.1f}%, under the "
-                       f"{100 * MIN_ACCURACY:.0f}% this check asks (four times chance)"),
+                       f"{100 * MIN_ACCURACY:.0f}% this check asks (four times chance)"
+                       + _changed_learning_rate(e)),
             f"train longer: steps=... (the chapter's run takes {TRAINING['steps']})."),
 )
 

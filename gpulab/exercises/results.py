@@ -231,7 +231,9 @@ def _overrun_axis(cause: BaseException, index: int, axis: int, size: int) -> str
     function: the innermost frame outside gpulab with one) has ``size`` on ``axis`` and the
     index fits another of its axes, a bound taken from the wrong axis or array; 'one past the
     end of axis 1 (13 elements) of B or C: ...' when the index is exactly ``size`` (a `<=`
-    guard, or an access no guard covers), after the first when both may be; else ''."""
+    guard, or an access no guard covers), after the first when both may be; 'b1 has 9 elements
+    on axis 0, and the index was 29: ...' when the index is past the end of such an array
+    and fits none of its axes (another loop's variable); else ''."""
     traceback, found, ours = cause.__traceback__, "", os.path.dirname(device.__file__) + os.sep
     just_past: list[str] = []  # the arrays whose axis ``axis`` has ``size`` elements
     fitting: list[str] = []  # those the index fits on another axis
@@ -259,6 +261,9 @@ def _overrun_axis(cause: BaseException, index: int, axis: int, size: int) -> str
                 f"{' or '.join(just_past)}: a `<=` where `<` belongs, or an access the guard "
                 "does not cover?")
         return f"{found} Or {past}" if found else past
+    if not found and just_past:  # well past the end of a small array, fitting none of its axes
+        return (f"{' or '.join(just_past)} has {size} elements on axis {axis}, and the index "
+                f"was {index}: an index meant for another array, or another loop's variable?")
     return found
 
 

@@ -1447,6 +1447,22 @@ def test_training_tells_an_update_close_to_adam_s_from_rounding(update, seed):
     assert "adam_update" in result.message + result.hint, result
 
 
+def test_training_of_one_step_is_told_to_train_longer_not_to_change_compared_steps():
+    run = ch07.train_with_your_kernels({"softmax_cross_entropy_backward": loss_gradient,
+                                        "adam_update": adam}, show=False, steps=1)
+    result = ch07.check_training(run, show=False)
+    assert_result(result, FAILED, "only 1 step of this run ran next to gpulab's kernels")
+    assert "at least 2 steps" in result.hint and "compared_steps" not in result.hint, result
+
+
+def test_training_with_a_learning_rate_of_its_own_names_it():
+    run = ch07.train_with_your_kernels({"softmax_cross_entropy_backward": loss_gradient,
+                                        "adam_update": adam}, show=False, lr=3e-4,
+                                       **SHORT_PASS)
+    result = ch07.check_training(run, show=False)
+    assert_result(result, FAILED, "with lr=0.0003 where the chapter's run uses 0.03")
+
+
 def test_training_with_kernels_written_differently_passes():
     run = ch07.train_with_your_kernels(
         {"softmax_cross_entropy_backward": loss_gradient_written_differently,

@@ -494,6 +494,8 @@ WRONG_KERNELS = {
                                      "as there are classes"),
     "guard one short": (dict(guard="i < X.shape[0] - 1"), "only the last sample"),
     "abs for the ReLU": (dict(hidden="h = abs(h)"), "|h| for each hidden unit"),
+    "the sample's index into b1": (dict(h0="h = b1[i]"),
+                                   "elements on axis 0, and the index was"),
     "h carried on": (dict(index="cuda.grid(1)\n    h = 0.0", h0="h += b1[j]",
                           hidden="r = max(h, 0.0)", w2="r * W2[j, c]"),
                      "starts from the previous unit's sum"),
