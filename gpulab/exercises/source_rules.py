@@ -717,13 +717,14 @@ def _names_set_by(node: ast.AST) -> set[str]:
 
 
 def shared_array_without_barrier(kernel: KernelSource | None) -> str | None:
-    """The line that makes a ``cuda.shared.array`` in a kernel that has no barrier at all, or
-    None: threads then read slots that others may not have written yet (the simulator runs a
-    block's threads in turn, so what it reads there is a matter of order)."""
+    """The line that makes a ``cuda.shared.array`` in a kernel that has no barrier at all (none
+    of its own, and no call of a device function that waits at one), or None: threads then
+    read slots that others may not have written yet (the simulator runs a block's threads in
+    turn, so what it reads there is a matter of order)."""
     if kernel is None:
         return None
     nodes = list(kernel.walk())
-    if any(_called_name(node) in _BARRIERS for node in nodes):
+    if any(_called_name(node) in _BARRIERS for node in nodes) or _helpers_with_barriers(kernel):
         return None
     return next((kernel.line(node) for node in nodes if _makes_array(node, "shared")), None)
 

@@ -330,11 +330,25 @@ def shares_with_a_barrier(x, out):
     out[cuda.grid(1)] = cache[31 - cuda.threadIdx.x]
 
 
+@cuda.jit(device=True)
+def wait_for_the_block():
+    cuda.syncthreads()
+
+
+@cuda.jit
+def shares_with_a_barrier_in_a_device_function(x, out):
+    cache = cuda.shared.array(32, np.float32)
+    cache[cuda.threadIdx.x] = x[cuda.grid(1)]
+    wait_for_the_block()
+    out[cuda.grid(1)] = cache[31 - cuda.threadIdx.x]
+
+
 def test_a_shared_array_in_a_kernel_without_a_barrier_is_found():
     found = source_rules.shared_array_without_barrier(
         source_rules.kernel_source(shares_without_a_barrier, 2))
     assert found == "cache = cuda.shared.array(32, np.float32)"
-    for kernel in (shares_with_a_barrier, copy_guarded):  # a barrier; no shared array
+    for kernel in (shares_with_a_barrier, copy_guarded,  # a barrier; no shared array
+                   shares_with_a_barrier_in_a_device_function):
         assert source_rules.shared_array_without_barrier(
             source_rules.kernel_source(kernel, 2)) is None
     assert source_rules.shared_array_without_barrier(None) is None
