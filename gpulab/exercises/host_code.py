@@ -285,6 +285,27 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
     patched.append((stream_class, "synchronize", stream_wait))
     stream_class.synchronize = stream_synchronize
 
+    # `with stream.auto_synchronize():` waits for the stream on exit (numba-cuda's Stream calls
+    # its synchronize, recorded above); the simulator's only yields, so its exit waits here.
+    owner = next((k for k in type(cuda.default_stream()).__mro__
+                  if "auto_synchronize" in vars(k)), None)
+    if owner is not None:
+        automatic = owner.auto_synchronize
+
+        @contextmanager
+        def auto_synchronize(self, *args, **kwargs):
+            def waits() -> int:
+                return watch.count("synchronize") + watch.count("empty_stream_wait")
+
+            with automatic(self, *args, **kwargs) as value:
+                yield value
+                before = waits()
+            if waits() == before:  # the original's exit did not wait
+                self.synchronize()
+
+        patched.append((owner, "auto_synchronize", automatic))
+        owner.auto_synchronize = auto_synchronize
+
 
 def _patch_datetime(watch: HostCodeWatch, owner_thread: int, patched: list) -> None:
     """``datetime.datetime.now()`` (and ``today``, ``utcnow``) is a wall clock too: the module's
@@ -337,7 +358,8 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
     in ``function``'s globals too, as are names imported from ``numba.cuda``), CUDA events'
     records and waits (``cuda.event(timing=True)`` and ``cuda.event_elapsed_time`` work in the
     simulator too), and every launch of one of ``kernels`` made through a global name of
-    ``function`` (bound to a :class:`KernelSpy` meanwhile). Only calls from the thread that
+    ``function``, a closure of it or a parameter's default (bound to a :class:`KernelSpy`
+    meanwhile). Only calls from the thread that
     entered the block count, and none made by Numba during a launch. Everything is restored on
     exit. Numba's own functions still do the work, so it behaves the same in both tiers."""
     import time
@@ -429,6 +451,16 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
             if is_a_kernel(value):
                 cells.append((cell, value))
                 cell.cell_contents = watch.spy(value)
+        # and one given as a parameter's default (`def add_one_on_gpu(x, kernel=add_one)`)
+        if any(is_a_kernel(value) for value in getattr(function, "__defaults__", None) or ()):
+            patched.append((function, "__defaults__", function.__defaults__))
+            function.__defaults__ = tuple(watch.spy(value) if is_a_kernel(value) else value
+                                          for value in function.__defaults__)
+        keywords = getattr(function, "__kwdefaults__", None) or {}
+        if any(is_a_kernel(value) for value in keywords.values()):
+            patched.append((function, "__kwdefaults__", dict(keywords)))
+            function.__kwdefaults__ = {name: watch.spy(value) if is_a_kernel(value) else value
+                                       for name, value in keywords.items()}
         yield watch
     finally:
         for name, value in rebound:

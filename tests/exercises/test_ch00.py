@@ -605,8 +605,26 @@ def on_gpu_copy_back_then_view(x):
     return result[:]
 
 
+def on_gpu_auto_synchronized(x):  # a stream that waits as its `with` block ends
+    stream = cuda.stream()
+    with stream.auto_synchronize():
+        d_x = cuda.to_device(x, stream)
+        d_out = cuda.device_array(x.shape, x.dtype, stream=stream)
+        add_one[(x.size + 127) // 128, 128, stream](d_x, d_out)
+        out = d_out.copy_to_host(stream=stream)
+    return out
+
+
+def on_gpu_kernel_as_a_default(x, kernel=add_one):  # the kernel reached through a default
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    kernel[(x.size + 127) // 128, 128](d_x, d_out)
+    return d_out.copy_to_host()
+
+
 @pytest.mark.parametrize("run", [on_gpu_after_a_warm_up, on_gpu_copy_back_cast,
-                                 on_gpu_copy_back_then_view, on_gpu_fresh_copy_of_the_copy_back])
+                                 on_gpu_copy_back_then_view, on_gpu_fresh_copy_of_the_copy_back,
+                                 on_gpu_auto_synchronized, on_gpu_kernel_as_a_default])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_more_first_launches_written_differently_pass(run, seed):
     result = check_first_launch(add_one, run, seed=seed, show=False)

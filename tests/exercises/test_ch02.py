@@ -790,6 +790,21 @@ def time_copies_back_x(kernel, a, x, y, repeats=5):  # copies back, but not the 
     return np.float32(a) * d_x.copy_to_host() + y, seconds
 
 
+def time_auto_synchronized(kernel, a, x, y, repeats=5):  # right: the stream waits on exit
+    stream = cuda.stream()
+    d_x, d_y = cuda.to_device(x, stream=stream), cuda.to_device(y, stream=stream)
+    d_out = cuda.device_array_like(d_x, stream=stream)
+    blocks = blocks_for(x.shape[0], 256)
+    with stream.auto_synchronize():
+        kernel[blocks, 256, stream](a, d_x, d_y, d_out)
+    start = time.perf_counter()
+    with stream.auto_synchronize():
+        for _ in range(repeats):
+            kernel[blocks, 256, stream](a, d_x, d_y, d_out)
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
 def time_copies_back_into_an_array(kernel, a, x, y, repeats=5):  # right: into its own array
     d_x, d_y = cuda.to_device(x), cuda.to_device(y)
     d_out = cuda.device_array(x.shape, x.dtype)
@@ -839,7 +854,8 @@ def test_more_timing_mistakes_are_named(function, words, hint):
                                              (time_from_import_ns, "the clock"),
                                              (time_stream, "the clock"),
                                              (time_default_stream, "the clock"),
-                                             (time_copies_back_into_an_array, "the clock")])
+                                             (time_copies_back_into_an_array, "the clock"),
+                                             (time_auto_synchronized, "the clock")])
 def test_timing_right_answers_written_differently_pass(function, clock):
     result = check_time_saxpy(function, seed=2, show=False)
     assert result.passed, str(result)
