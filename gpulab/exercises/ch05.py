@@ -8,12 +8,13 @@ Each check's spec says what it holds and diagnoses; a failure names the seed tha
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from gpulab import device, reference
-from gpulab.exercises.evidence import is_number
+from gpulab.exercises.evidence import is_number, is_whole
 from gpulab.exercises.grid_stride import one_per_thread, x_along_a_row
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import (
@@ -79,6 +80,12 @@ TRAFFIC_MISTAKES = (
     Mistake("not a number", lambda e: not is_number(e.got),
             lambda e: f"bytes_moved returned {e.got!r:.60}, not a number of bytes",
             "return one number: the bytes moved."),
+    Mistake("counted in float32 (or float16): rounded past 2²⁴",
+            lambda e: (isinstance(e.got, np.float32 | np.float16)
+                       and math.isclose(float(e.got), e.want, rel_tol=1e-3)),
+            lambda e: (f"{e.summary}: a {type(e.got).__name__} holds whole numbers exactly only "
+                       "up to 2²⁴ (16,777,216), so the count was rounded"),
+            "count bytes in Python's whole numbers (or np.int64), not in a float type."),
     _traffic_mistake("b left out", lambda e: e.itemsize * e.values * e.M * e.N,
                      "b is missing: it is read too (N values, once)."),
     _traffic_mistake("values, not bytes", lambda e: e.values * e.M * e.N + e.N,
@@ -121,7 +128,8 @@ def check_traffic(function, seed: int | None = None) -> str:
     for M, N, fused, itemsize in cases:
         got = call_learner(function, M, N, fused, itemsize, stub_hint=TRAFFIC_STUB_HINT)
         want = forward_traffic_bytes(M, N, fused, itemsize)
-        if not is_number(got) or got != want:
+        # compared as whole numbers: a count in float32 compares equal to its own rounding
+        if not is_number(got) or not is_whole(got) or int(got) != want:
             TRAFFIC.reject(Traffic(M, N, fused, itemsize, got, want, seed))
     return f"all {len(cases)} cases right (seed={seed})."
 

@@ -303,6 +303,9 @@ TRAFFIC_WRONG = [
     (lambda M, N, fused, itemsize: itemsize * ((2 if fused else 4) * M * N + N) // 8,
      "expected"),
     (lambda M, N, fused: 0, "TypeError"),
+    (lambda M, N, fused, itemsize: (np.float32(itemsize)
+                                    * np.float32((2 if fused else 4) * M * N + N)),
+     "so the count was rounded"),
 ]
 
 
