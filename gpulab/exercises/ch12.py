@@ -148,7 +148,8 @@ PERCENTILE = CheckSpec(
     title="1. nearest-rank percentile", call="check_percentile(percentile)",
     holds="the nearest-rank percentile (the ceil(q · n / 100)-th smallest, a measured value) of "
           "random skewed lists of random lengths, q = 50, 90, 99 and a random q, two lists where "
-          "q·n/100 is whole (in one, q / 100 · n comes out just above it in floating point)",
+          "q·n/100 is whole (in one, q / 100 · n comes out just above it in floating point), "
+          "and one where it is a hair above a whole number (60.1 · 203 / 100 = 122.003)",
     also="a function that raises (named with the call)")
 
 
@@ -178,6 +179,13 @@ def _percentile_case(function, rng: np.random.Generator, q: float, n: int, seed)
 # a rank computed with q / 100 first, as NumPy's inverted_cdf does, is one too high there.
 FLOAT_RANK_TRAPS = tuple((q, n) for q in range(55, 99) for n in range(7, 480)
                          if q * n % 100 == 0 and math.ceil(q / 100 * n) > q * n // 100)
+# (q, n) with one decimal in q and q·n/100 just above a whole number (60.1 · 203 / 100 = 122.003):
+# the rank rounded up with whole-number arithmetic, (q·n + 99) // 100, is one too low there. No
+# float or Fraction trap among them (ceil(q · n / 100) is the exact rank).
+DECIMAL_RANK_CASES = tuple((q10 / 10, n) for q10 in range(601, 981, 7) if q10 % 10
+                           for n in range(7, 480) if n % 100 and 0 < q10 * n % 1000 < 10
+                           and math.ceil(q10 / 10 * n / 100) == -(-q10 * n // 1000)
+                           == math.ceil(Fraction(q10 / 10) * n / 100))
 
 
 @PERCENTILE.check
@@ -185,7 +193,8 @@ def check_percentile(function, seed: int | None = None) -> str:
     """Lognormal lists of 7 to 479 values (never a multiple of 100; for q = 90 one where rounding
     q·n/100 to the nearest rank falls short of rounding up) for q = 90, 50, 99 and a
     random q of 60 to 98, then 200 values at q = 99 (rank 198 exactly) and one of
-    :data:`FLOAT_RANK_TRAPS` (q·n/100 whole, q / 100 · n just above it in floating point), a
+    :data:`FLOAT_RANK_TRAPS` (q·n/100 whole, q / 100 · n just above it in floating point) and
+    one of :data:`DECIMAL_RANK_CASES` (q·n/100 a hair above a whole number), a
     tenth of each list repeats of lower values; an answer must be the nearest-rank value
     exactly."""
     rng = np.random.default_rng(seed)
@@ -205,6 +214,8 @@ def check_percentile(function, seed: int | None = None) -> str:
         _percentile_case(function, rng, q, n, seed)
     # drawn after the lists above, which stay as they were before it was added
     cases.append(FLOAT_RANK_TRAPS[int(rng.integers(len(FLOAT_RANK_TRAPS)))])
+    _percentile_case(function, rng, *cases[-1], seed)
+    cases.append(DECIMAL_RANK_CASES[int(rng.integers(len(DECIMAL_RANK_CASES)))])
     _percentile_case(function, rng, *cases[-1], seed)
     return f"all {len(cases)} lists right (seed={seed})."
 

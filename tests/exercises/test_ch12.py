@@ -898,6 +898,18 @@ def test_joules_accepts_a_right_answer_rounded_for_display(right, seed):
     assert result.status == PASSED, result.message
 
 
+def percentile_rank_rounded_up_by_99(latencies, q):
+    """Wrong for a decimal q: ceil(q·n/100) as (q·n + 99) // 100, right for whole q·n only."""
+    ordered = sorted(latencies)
+    return ordered[int((q * len(ordered) + 99) // 100) - 1]
+
+
+@pytest.mark.parametrize("seed", [1, 7, 12345])
+def test_percentile_rejects_a_rank_rounded_up_in_whole_numbers(seed):
+    result = ch12.check_percentile(percentile_rank_rounded_up_by_99, seed=seed, show=False)
+    assert result.status == FAILED, result
+
+
 def percentile_exact_decimal(latencies, q):
     """Right, written differently: the rank in exact decimal arithmetic."""
     from fractions import Fraction
