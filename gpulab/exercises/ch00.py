@@ -393,7 +393,10 @@ def _as_int(value) -> int | None:
 
 
 def _shape_as_blocks(h) -> bool:
-    return _as_int(h.biggest.blocks) == h.n and h.biggest.threads_per_block > 1
+    """As many blocks as elements, more than the elements need (one block for n = 1 is right)."""
+    threads = h.biggest.threads_per_block
+    return (_as_int(h.biggest.blocks) == h.n and threads > 1
+            and h.n > -(-h.n // threads))
 
 
 HOST_MISTAKES = (

@@ -295,6 +295,10 @@ class RingRun:
 
     # -- the values ------------------------------------------------------------------------
 
+    def largest_error(self) -> float:
+        """The largest |returned - mean| over the ranks and elements."""
+        return max(float(np.max(np.abs(o - self.want))) for o in self.outs)
+
     def all_close_to(self, factor: float) -> bool:
         return all(o is not None and o.shape == self.want.shape and _close(o, factor * self.want)
                    for o in self.outs)
@@ -451,6 +455,13 @@ RING_MISTAKES = (
                        f"{(r.both_ways() + 1) % r.size} and to its left "
                        f"{(r.both_ways() - 1) % r.size}: messages went both ways round, not "
                        "round a ring"), DIRECTION_HINT, "trace"),
+    Mistake("the ring worked in float32 (every rank right to float32's rounding only)",
+            lambda r: _wrong_values(r) and all(
+                o is not None and o.shape == r.want.shape
+                and np.allclose(o, r.want, rtol=1e-6, atol=1e-6) for o in r.outs),
+            lambda r: (f"every rank returned the mean right to about 7 digits only, float32's "
+                       f"precision (largest error {r.largest_error():.2g}): the values went "
+                       "through float32 on the way"), DTYPE_HINT),
     Mistake("the sum instead of the mean",
             lambda r: r.all_close_to(r.size),
             lambda r: f"every rank returned the sum over the {r.size} ranks", NO_DIVIDE_HINT),

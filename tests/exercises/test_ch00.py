@@ -969,3 +969,9 @@ def test_first_launch_names_a_grid_typed_in_and_forall(run, words):
     result = check_first_launch(add_one, run, seed=1, show=False)
     assert result.status == "failed", result
     assert words in result.message, result.message
+
+
+def test_one_element_in_one_block_is_not_the_shape_as_the_block_count():
+    # n = 1: one block is as many blocks as elements, and right
+    x, got, _ = ch00.check_launch_by_hand(on_gpu_copy_back_then_view, add_one, 1, 5, "call")
+    assert np.array_equal(got, x + np.float32(1))

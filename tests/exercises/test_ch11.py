@@ -613,6 +613,24 @@ def float32_result(comm, x):
     return _ring(comm, x).astype(np.float32)
 
 
+def ring_in_float32(comm, x):  # a right ring on a float32 copy, cast back at the end
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = x.astype(np.float32)
+    chunks = np.array_split(np.arange(data.size), size)
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for step in range(size - 1):
+        send, receive = chunks[(rank - step) % size], chunks[(rank - step - 1) % size]
+        incoming = np.empty(len(receive), np.float32)
+        comm.Sendrecv(data[send], dest=right, recvbuf=incoming, source=left)
+        data[receive] += incoming
+    for step in range(size - 1):
+        send, receive = chunks[(rank - step + 1) % size], chunks[(rank - step) % size]
+        incoming = np.empty(len(receive), np.float32)
+        comm.Sendrecv(data[send], dest=right, recvbuf=incoming, source=left)
+        data[receive] = incoming
+    return (data / size).astype(np.float64)
+
+
 @pytest.mark.parametrize("function, words", [
     (blocking_send_then_recv, "Sendrecv"),
     (off_by_one_chunk, "index"),
@@ -627,6 +645,7 @@ def float32_result(comm, x):
     (wrong_buffer_size, "receive buffer"),
     (returns_nothing, "return the averaged vector"),
     (float32_result, "dtype"),
+    (ring_in_float32, "float32's precision"),
     (everyone_to_everyone, "everyone-to-everyone"),
     (pairs_by_xor, "not round a ring"),
     (pairs_xor_one_then_ring, "one way round"),
