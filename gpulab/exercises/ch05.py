@@ -15,7 +15,7 @@ import numpy as np
 
 from gpulab import device, reference
 from gpulab.exercises.evidence import is_number, is_whole
-from gpulab.exercises.grid_stride import one_per_thread, x_along_a_row
+from gpulab.exercises.grid_stride import one_per_thread
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import (
     ACTIVATIONS,
@@ -206,8 +206,7 @@ BIAS_ACTIVATION_MISTAKES = (
 BIAS_ACTIVATION_SHARE_HINT = (
     "one thread per element of out: each thread takes the one element its block and thread "
     "indices give; no thread loops over a row, a column or its block's tile.")
-BIAS_ACTIVATION_SHARE_MISTAKES = (one_per_thread(BIAS_ACTIVATION_SHARE_HINT)
-                                  + (x_along_a_row("out"),))
+BIAS_ACTIVATION_SHARE_MISTAKES = one_per_thread(BIAS_ACTIVATION_SHARE_HINT, rows_of="out")
 BIAS_ACTIVATION = CheckSpec(
     "bias_activation", "bias_activation(Z, b, act, out)", BIAS_ACTIVATION_STUB_HINT,
     BIAS_ACTIVATION_MISTAKES + BIAS_ACTIVATION_SHARE_MISTAKES, parameters=4,

@@ -18,7 +18,7 @@ import numpy as np
 
 from gpulab import memory_model, reference
 from gpulab.exercises.evidence import as_numbers, writes_of
-from gpulab.exercises.grid_stride import one_per_thread, x_along_a_row
+from gpulab.exercises.grid_stride import one_per_thread
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import (
     IDENTITY,
@@ -342,7 +342,7 @@ BACKWARD_SHARE_HINT = (
     "one thread per element of dZ: each thread takes the one element its block and thread "
     "indices give; no thread loops over a row or a column."
 )
-BACKWARD_SHARE_MISTAKES = one_per_thread(BACKWARD_SHARE_HINT) + (x_along_a_row("dZ"),)
+BACKWARD_SHARE_MISTAKES = one_per_thread(BACKWARD_SHARE_HINT, rows_of="dZ")
 BACKWARD = CheckSpec(
     "bias_activation_backward", "bias_activation_backward(dA, Z, b, act, dZ)", BACKWARD_STUB_HINT,
     BACKWARD_MISTAKES + BACKWARD_SHARE_MISTAKES, parameters=5,

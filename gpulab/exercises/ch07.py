@@ -23,7 +23,7 @@ from functools import cached_property
 import numpy as np
 
 from gpulab import reference
-from gpulab.exercises.grid_stride import one_per_thread, x_along_a_row
+from gpulab.exercises.grid_stride import one_per_thread
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import (
     SWAPPED_ROWS_AND_COLUMNS,
@@ -139,8 +139,7 @@ LOSS_GRADIENT_MISTAKES = (
 LOSS_GRADIENT_SHARE_HINT = (
     "each element of dlogits gets a thread of its own: a thread that loops over a row does the "
     "work of many while the others idle.")
-LOSS_GRADIENT_SHARE_MISTAKES = (one_per_thread(LOSS_GRADIENT_SHARE_HINT)
-                                + (x_along_a_row("dlogits"),))
+LOSS_GRADIENT_SHARE_MISTAKES = one_per_thread(LOSS_GRADIENT_SHARE_HINT, rows_of="dlogits")
 LOSS_GRADIENT = CheckSpec(
     "loss_gradient", "my_loss_gradient(probs, labels, scale, dlogits)", LOSS_GRADIENT_STUB_HINT,
     LOSS_GRADIENT_MISTAKES + LOSS_GRADIENT_SHARE_MISTAKES, parameters=4,

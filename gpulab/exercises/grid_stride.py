@@ -99,12 +99,15 @@ def written_by_several(hint: str) -> Mistake:
         hint, recognised_from="trace")
 
 
-def one_per_thread(hint: str, race: bool = True) -> tuple[Mistake, ...]:
+def one_per_thread(hint: str, race: bool = True,
+                   rows_of: str | None = None) -> tuple[Mistake, ...]:
     """The rules of a one-thread-per-element kernel traced on a small launch, each ending on
     ``hint``: an element written by several threads (``race``), a few threads doing the work of
-    many, more than one element per thread on a grid with a thread for each."""
-    return ((written_by_several(hint),) if race else ()) + (more_than_their_share(hint),
-                                                           one_element_each(hint))
+    many, more than one element per thread on a grid with a thread for each; with ``rows_of``
+    (a 2-D output's name, its launch running x along a row), last :func:`x_along_a_row`."""
+    return (((written_by_several(hint),) if race else ())
+            + (more_than_their_share(hint), one_element_each(hint))
+            + ((x_along_a_row(rows_of),) if rows_of else ()))
 
 
 def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[Mistake, ...]:

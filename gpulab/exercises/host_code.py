@@ -358,8 +358,8 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
     in ``function``'s globals too, as are names imported from ``numba.cuda``), CUDA events'
     records and waits (``cuda.event(timing=True)`` and ``cuda.event_elapsed_time`` work in the
     simulator too), and every launch of one of ``kernels`` made through a global name of
-    ``function``, a closure of it or a parameter's default (bound to a :class:`KernelSpy`
-    meanwhile). Only calls from the thread that
+    ``function``, a closure of it, a parameter's default or an entry of a global dict or list
+    (bound to a :class:`KernelSpy` meanwhile). Only calls from the thread that
     entered the block count, and none made by Numba during a launch. Everything is restored on
     exit. Numba's own functions still do the work, so it behaves the same in both tiers."""
     import time
@@ -401,6 +401,7 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
     namespace = getattr(function, "__globals__", {})
     rebound: list[tuple[str, object]] = []
     cells: list[tuple[object, object]] = []  # closure cells holding a kernel, and the kernel
+    entries: list[tuple[dict | list, object, object]] = []  # (a global dict or list, key, kernel)
     try:
         patch(cuda, "to_device", "to_device", stream_at=1)
         patch(cuda, "device_array", "allocate")
@@ -461,8 +462,18 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
             patched.append((function, "__kwdefaults__", dict(keywords)))
             function.__kwdefaults__ = {name: watch.spy(value) if is_a_kernel(value) else value
                                        for name, value in keywords.items()}
+        # and one kept in a global dict or list (`KERNELS = {"add": add_one}`), one level deep
+        for held in list(namespace.values()):
+            if isinstance(held, dict | list) and held is not namespace:
+                for key, value in list(held.items() if isinstance(held, dict)
+                                       else enumerate(held)):
+                    if is_a_kernel(value):
+                        entries.append((held, key, value))
+                        held[key] = watch.spy(value)
         yield watch
     finally:
+        for held, key, value in entries:
+            held[key] = value
         for name, value in rebound:
             namespace[name] = value
         for cell, value in cells:

@@ -317,6 +317,41 @@ def hard_coded_size(source: KernelSource) -> str | None:
     return None
 
 
+SIZE_TYPED_IN_AT_LEAST = 32  # smaller numbers compared with an index are edge cases, not a size
+
+
+def index_capped_by_number(source: KernelSource) -> tuple[str, int] | None:
+    """(line, number) of the first comparison of a thread's global index (a variable assigned
+    from ``cuda.grid``, ``cuda.blockIdx`` or looping from one) with a whole number of at least
+    :data:`SIZE_TYPED_IN_AT_LEAST` (``if i < 1000:``, even beside a right guard): a problem
+    size typed in, right only for arrays no longer than the number. A halving loop's test is
+    not one; neither is a thread's index in its block (:func:`hard_coded_thread_count`)."""
+    if source.tree is None:
+        return None
+    global_index: set[str] = set()
+    for node in source.walk():
+        value = node.value if isinstance(node, ast.Assign) else (
+            node.iter if isinstance(node, ast.For) else None)
+        if value is not None and any(
+                isinstance(n, ast.Attribute) and n.attr == "blockIdx"
+                or _called_name(n) == "grid" for n in ast.walk(value)):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                global_index |= _assigned_names(target)
+    halving = _halving_loop_tests(source)
+    for node in source.walk():
+        if id(node) in halving or not isinstance(node, ast.Compare) or not any(
+                isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) for op in node.ops):
+            continue
+        sides = [node.left, *node.comparators]
+        numbers = [side.value for side in sides if isinstance(side, ast.Constant)
+                   and isinstance(side.value, int) and not isinstance(side.value, bool)
+                   and side.value >= SIZE_TYPED_IN_AT_LEAST]
+        if numbers and any(isinstance(side, ast.Name) and side.id in global_index
+                           for side in sides):
+            return source.line(node), numbers[0]
+    return None
+
+
 def fixed_length_local_array(source: KernelSource) -> tuple[str, int] | None:
     """(line, length) of the first ``cuda.local.array`` whose length is a whole number typed
     in, directly or through a module-level name (``cuda.local.array(48, ...)``,
@@ -889,7 +924,7 @@ __all__ = [
     "barrier_problems", "compares_with_shape", "count_calls",
     "fixed_step", "guard_on", "hard_coded_block", "lines_with_number",
     "is_typed_in_count", "typed_in_count_names",
-    "hard_coded_size", "kernel_source", "KernelSource", "plain_writes_to",
+    "hard_coded_size", "index_capped_by_number", "kernel_source", "KernelSource", "plain_writes_to",
     "SHARED_BARRIER_HINT", "raises_not_implemented", "shared_array_without_barrier",
     "simulator_only_code", "start_kernel", "thread_varying_names",
     "shared_array_sizes", "uneven_barriers", "varying_by_statement",

@@ -69,6 +69,7 @@ from gpulab.exercises.source_rules import (
     hard_coded_block,
     hard_coded_size,
     hard_coded_thread_count,
+    index_capped_by_number,
     start_kernel,
 )
 from gpulab.exercises.trial import Trial
@@ -389,7 +390,7 @@ def under_two_blocks(run: Callable[[Trial], object], trial: Trial,
             "step by the grid's size, `cuda.gridsize(1)` (or have no loop, if each thread "
             "takes one element), never by a number.")
     if once:
-        return run(trial)
+        return _no_size_typed_in(run(trial), trial, source)
     line = hard_coded_block(source) if source is not None else None
     said = (f"`{line}` hard-codes the block size" if line else
             "the kernel depends on the block size, or on where the values, drawn anew for each "
@@ -431,7 +432,23 @@ def under_two_blocks(run: Callable[[Trial], object], trial: Trial,
             raise CheckFailedError(
                 f"your kernel is {right}: {said}. With {each.threads_per_block}: {detail}",
                 own_hint or block_hint) from None
-    return results[0]
+    return _no_size_typed_in(results[0], trial, source)
+
+
+def _no_size_typed_in(result: object, trial: Trial, source: KernelSource | None) -> object:
+    """``result``, unless the kernel compares its global index with a number typed in that the
+    arrays here were too short to reach (:func:`~gpulab.exercises.source_rules.
+    index_capped_by_number`): right on this check's sizes, wrong on longer arrays."""
+    capped = index_capped_by_number(source) if source is not None else None
+    if capped:
+        line, number = capped
+        raise CheckFailedError(
+            f"`{line}` compares the index with a fixed number, {number:,}: the arrays here "
+            f"were short enough ({trial.n:,} elements) for it to pass, but on longer arrays "
+            f"the elements past it would be handled wrongly or not at all ({trial}).",
+            "compare the index with the array's length, read from the array's shape, not "
+            "with a number.")
+    return result
 
 
 def try_launch(kernel, trial: Trial, *args, label: str = "your kernel",

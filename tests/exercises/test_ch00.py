@@ -622,13 +622,33 @@ def on_gpu_kernel_as_a_default(x, kernel=add_one):  # the kernel reached through
     return d_out.copy_to_host()
 
 
+KERNELS = {"add_one": add_one}
+KERNEL_LIST = [add_one]
+
+
+def on_gpu_kernel_from_a_dict(x):  # the kernel reached through a global dict
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    KERNELS["add_one"][(x.size + 127) // 128, 128](d_x, d_out)
+    return d_out.copy_to_host()
+
+
+def on_gpu_kernel_from_a_list(x):  # and through a global list
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    KERNEL_LIST[0][(x.size + 127) // 128, 128](d_x, d_out)
+    return d_out.copy_to_host()
+
+
 @pytest.mark.parametrize("run", [on_gpu_after_a_warm_up, on_gpu_copy_back_cast,
                                  on_gpu_copy_back_then_view, on_gpu_fresh_copy_of_the_copy_back,
-                                 on_gpu_auto_synchronized, on_gpu_kernel_as_a_default])
+                                 on_gpu_auto_synchronized, on_gpu_kernel_as_a_default,
+                                 on_gpu_kernel_from_a_dict, on_gpu_kernel_from_a_list])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_more_first_launches_written_differently_pass(run, seed):
     result = check_first_launch(add_one, run, seed=seed, show=False)
     assert result.passed, str(result)
+    assert KERNELS["add_one"] is add_one and KERNEL_LIST[0] is add_one  # restored
 
 
 def test_the_pass_message_counts_in_the_plural():

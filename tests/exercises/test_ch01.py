@@ -625,6 +625,13 @@ def multiply_hard_coded_n(x, y, out):
 
 
 @cuda.jit
+def multiply_capped_beside_a_right_guard(x, y, out):  # the arrays here are shorter than 5000
+    i = cuda.grid(1)
+    if i < x.shape[0] and i < 5000:
+        out[i] = x[i] * y[i]
+
+
+@cuda.jit
 def multiply_with_numpy_import(x, y, out):
     i = cuda.grid(1)
     if i < x.shape[0]:
@@ -847,6 +854,9 @@ MORE_MULTIPLY_CASES = [
     (multiply_block_as_a_shift, "failed", ["hard-codes the block size", "<< 6"]),
     (multiply_hard_coded_n, "failed", ["`if i < 300:` compares with a fixed number",
                                        "read from the array's shape"]),
+    (multiply_capped_beside_a_right_guard, "failed", [
+        "`if i < x.shape[0] and i < 5000:` compares", "with a fixed number",
+        "read from the array's shape"]),  # on a GPU's sizes, a failure named by the same words
     (multiply_with_numpy_import, "failed", ["does not compile for a real gpu",
                                             "ufunc 'multiply'", "math module"]),
     (multiply_with_percent_print, "failed", ["does not compile for a real gpu", "mod",

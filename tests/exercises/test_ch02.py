@@ -500,6 +500,15 @@ def saxpy_block_of_64(a, x, y, out):  # the block size typed in
 
 
 @cuda.jit
+def saxpy_capped_beside_a_right_guard(a, x, y, out):  # the arrays here have fewer than 100,000
+    i = cuda.grid(1)
+    if i >= 100_000:
+        return
+    if i < x.shape[0]:
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
 def saxpy_fixed_size(a, x, y, out):  # the problem size typed in
     i = cuda.grid(1)
     if i < 100:
@@ -552,6 +561,7 @@ def saxpy_early_return(a, x, y, out):  # right, the index by hand and an early r
     (saxpy_scales_both, ["a * (x[i] + y[i])"]),
     (saxpy_block_of_64, ["hard-codes the block size", "blockIdx.x * 64"]),
     (saxpy_fixed_size, ["`if i < 100:` compares with a fixed number"]),
+    (saxpy_capped_beside_a_right_guard, ["`if i >= 100_000:` compares", "with a fixed number"]),
     (saxpy_steps_by_block, ["written by more than one thread", "block size"]),
     (saxpy_guard_too_loose, ["guard"]),
     (saxpy_skips_last_block, ["elements"]),
