@@ -174,6 +174,19 @@ SPECS_SOURCE = ("CUDA C++ Programming Guide, Technical Specifications per Comput
                 "capability")
 
 
+# What every GPU that numba-cuda runs on allows (compute capability 5.0 and later), by the names
+# of Numba's device attributes (`cuda.get_current_device().MAX_THREADS_PER_BLOCK`), from
+# SPECS_SOURCE's table. Shared memory per block: 48 KiB unless a kernel opts in to more. The
+# simulator's device is given these too (gpulab.instruments.simulator.device_as_on_a_gpu), so
+# host code that reads them runs there as on a GPU.
+DEVICE_LIMITS = {
+    "WARP_SIZE": 32, "MAX_THREADS_PER_BLOCK": 1024,
+    "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64,
+    "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535,
+    "MAX_SHARED_MEMORY_PER_BLOCK": 48 * 1024,
+}
+
+
 @dataclass(frozen=True)
 class SMLimits:
     """Per-SM limits of one compute capability (see :data:`SPECS_SOURCE`)."""
@@ -236,8 +249,9 @@ def theoretical_occupancy(compute_capability, threads_per_block: int, registers:
     if limits is None:
         raise ValueError(f"no SM limits for compute capability {tuple(compute_capability)}; "
                          f"known: {sorted(SM_LIMITS)}")
-    if not 1 <= threads_per_block <= 1024:
-        raise ValueError(f"threads_per_block must be 1..1024, not {threads_per_block}")
+    most = DEVICE_LIMITS["MAX_THREADS_PER_BLOCK"]
+    if not 1 <= threads_per_block <= most:
+        raise ValueError(f"threads_per_block must be 1..{most}, not {threads_per_block}")
     warps_per_block = math.ceil(threads_per_block / limits.warp_size)
     by = {"threads": limits.max_warps // warps_per_block, "blocks": limits.max_blocks}
     if registers > 0:

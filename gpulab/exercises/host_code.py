@@ -285,6 +285,21 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
     patched.append((stream_class, "synchronize", stream_wait))
     stream_class.synchronize = stream_synchronize
 
+    # and the context's (`cuda.current_context().synchronize()`; in the simulator, mended by
+    # gpulab.instruments.simulator.device_as_on_a_gpu)
+    context_class = next((k for k in type(cuda.current_context()).__mro__
+                          if "synchronize" in vars(k)), None)
+    if context_class is not None:
+        context_wait = context_class.synchronize
+
+        def context_synchronize(self, *args, **kwargs):
+            if mine():
+                watch.events.append(("synchronize", None))
+            return context_wait(self, *args, **kwargs)
+
+        patched.append((context_class, "synchronize", context_wait))
+        context_class.synchronize = context_synchronize
+
     # `with stream.auto_synchronize():` waits for the stream on exit (numba-cuda's Stream calls
     # its synchronize, recorded above); the simulator's only yields, so its exit waits here.
     owner = next((k for k in type(cuda.default_stream()).__mro__
@@ -384,7 +399,14 @@ def watch_host_code(function=None, kernels=()) -> Iterator[HostCodeWatch]:
                     watch.streams_used.append(stream)
                     if kind == "copy_to_host":  # asynchronous: it returns before the copy ends
                         watch.events.append(("copy_back_on_stream", None))
-            result = original(*args, **kwargs)
+            if counted and kind == "synchronize":  # on a GPU it calls the context's, below:
+                watch.launching = True  # not a second wait of the learner's
+                try:
+                    result = original(*args, **kwargs)
+                finally:
+                    watch.launching = False
+            else:
+                result = original(*args, **kwargs)
             if counted and kind == "allocate":
                 _fill_with_garbage(result)
             if counted and kind == "copy_to_host":

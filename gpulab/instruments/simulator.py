@@ -17,6 +17,8 @@ it runs in:
   get-or-create can hand two threads two arrays).
 - :func:`events_as_on_a_gpu` — the simulator's CUDA events with the real target's host API, so
   that a learner's timing written for a GPU runs in the simulator too.
+- :func:`device_as_on_a_gpu` — the simulator's device with the limits every GPU has
+  (``MAX_THREADS_PER_BLOCK``, ``WARP_SIZE``, ...) and its context with ``synchronize()``.
 - :func:`launches_one_at_a_time` — a launch from a second host thread (a server's model
   thread, the ranks of a simulated ring) waits for the running one instead of failing.
 - :func:`blocks_as_greenlets` — a block's CUDA threads run as greenlets, in turn, in the thread
@@ -219,17 +221,39 @@ def launches_one_at_a_time() -> None:
     FakeCUDAKernel.__call__ = launch_in_turn
 
 
+def device_as_on_a_gpu() -> None:
+    """Give the simulator's device the limits every GPU has
+    (:data:`gpulab.hardware.DEVICE_LIMITS`: ``cuda.get_current_device().MAX_THREADS_PER_BLOCK``
+    and its kin, missing there) and its context the ``synchronize()`` a real context has
+    (``cuda.current_context().synchronize()``, the simulator's ``cuda.synchronize``). A limit
+    of one GPU model (``MULTIPROCESSOR_COUNT``) stays missing: the simulator is no GPU model.
+    Nothing changes on a GPU; a second call changes nothing."""
+    try:
+        from numba.cuda.simulator import api
+        from numba.cuda.simulator.cudadrv.devices import FakeCUDAContext, FakeCUDADevice
+    except ImportError:  # not the simulator
+        return
+    from gpulab.hardware import DEVICE_LIMITS
+
+    for name, value in DEVICE_LIMITS.items():
+        if not hasattr(FakeCUDADevice, name):
+            setattr(FakeCUDADevice, name, value)
+    if not hasattr(FakeCUDAContext, "synchronize"):
+        FakeCUDAContext.synchronize = lambda self: api.synchronize()
+
+
 def mend() -> None:
     """In the simulator tier, :func:`shared_arrays_made_once`, :func:`launches_one_at_a_time`,
-    :func:`events_as_on_a_gpu` and :func:`blocks_as_greenlets`; nothing on a GPU or in
-    the ptx tier. Called when gpulab's kernels and the exercise checks are imported; a second
-    call changes nothing."""
+    :func:`events_as_on_a_gpu`, :func:`device_as_on_a_gpu` and :func:`blocks_as_greenlets`;
+    nothing on a GPU or in the ptx tier. Called when gpulab's kernels and the exercise checks
+    are imported; a second call changes nothing."""
     from gpulab import device
 
     if device.tier() == "sim":
         shared_arrays_made_once()
         launches_one_at_a_time()
         events_as_on_a_gpu()
+        device_as_on_a_gpu()
         blocks_as_greenlets()
 
 

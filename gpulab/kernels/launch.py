@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpulab.hardware import DEVICE_LIMITS
 from gpulab.kernels.arrays import InputError, whole_number
 
-WARP_SIZE = 32
-MAX_THREADS_PER_BLOCK = 1024
+WARP_SIZE = DEVICE_LIMITS["WARP_SIZE"]
+MAX_THREADS_PER_BLOCK = DEVICE_LIMITS["MAX_THREADS_PER_BLOCK"]
 
 
 @dataclass(frozen=True)

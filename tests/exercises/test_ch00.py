@@ -640,15 +640,31 @@ def on_gpu_kernel_from_a_list(x):  # and through a global list
     return d_out.copy_to_host()
 
 
+def on_gpu_sized_by_the_device(x):  # the block size read from the device, the context's wait
+    threads = cuda.get_current_device().MAX_THREADS_PER_BLOCK // 4
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[(x.size + threads - 1) // threads, threads](d_x, d_out)
+    cuda.current_context().synchronize()
+    return d_out.copy_to_host()
+
+
 @pytest.mark.parametrize("run", [on_gpu_after_a_warm_up, on_gpu_copy_back_cast,
                                  on_gpu_copy_back_then_view, on_gpu_fresh_copy_of_the_copy_back,
                                  on_gpu_auto_synchronized, on_gpu_kernel_as_a_default,
-                                 on_gpu_kernel_from_a_dict, on_gpu_kernel_from_a_list])
+                                 on_gpu_kernel_from_a_dict, on_gpu_kernel_from_a_list,
+                                 on_gpu_sized_by_the_device])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_more_first_launches_written_differently_pass(run, seed):
     result = check_first_launch(add_one, run, seed=seed, show=False)
     assert result.passed, str(result)
     assert KERNELS["add_one"] is add_one and KERNEL_LIST[0] is add_one  # restored
+
+
+def test_a_wait_is_counted_once_however_it_is_asked_for():
+    result = check_first_launch(add_one, on_gpu_sized_by_the_device, seed=2, show=False)
+    assert result.passed, str(result)
+    assert "1 synchronize, 1 copy back" in result.message
 
 
 def test_the_pass_message_counts_in_the_plural():

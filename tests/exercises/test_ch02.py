@@ -1032,8 +1032,20 @@ def time_datetime_now(kernel, a, x, y, repeats=5):  # right: a wall clock throug
     return d_out.copy_to_host(), seconds
 
 
+def time_context_synchronize(kernel, a, x, y, repeats=5):  # right: the context's own wait
+    d_x, d_y, d_out, blocks = _prepared(kernel, x, y)
+    context = cuda.current_context()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[blocks, 256](a, d_x, d_y, d_out)
+    context.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
 @pytest.mark.skipif(not hasattr(time, "CLOCK_MONOTONIC"), reason="no clock_gettime")
 @pytest.mark.parametrize("function, clock", [(time_events_with_timing, "CUDA events"),
+                                             (time_context_synchronize, "the clock"),
                                              (time_event_elapsed_time, "CUDA events"),
                                              (time_clock_gettime_monotonic, "the clock"),
                                              (time_timeit_timeit, "the clock"),

@@ -62,6 +62,18 @@ def test_events_take_the_gpu_api_and_time_the_host_between_records():
         cuda.event().elapsed_time(stop)
 
 
+def test_the_device_has_every_gpus_limits_and_its_context_waits():
+    """On a GPU from Numba's own device (compute capability 5.0 and later: the same values);
+    in the simulator from gpulab's mend (device_as_on_a_gpu)."""
+    from gpulab.hardware import DEVICE_LIMITS
+    from gpulab.instruments.simulator import device_as_on_a_gpu
+
+    device_as_on_a_gpu()  # a second call changes nothing (gpulab's import made the first)
+    gpu = cuda.get_current_device()
+    assert {name: getattr(gpu, name) for name in DEVICE_LIMITS} == DEVICE_LIMITS
+    cuda.current_context().synchronize()
+
+
 @cuda.jit
 def sum_of_shared_slots(out):
     """Each thread writes t + 1 into its slot of one shared array; thread 0 sums them."""
