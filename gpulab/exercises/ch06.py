@@ -56,7 +56,7 @@ from gpulab.exercises.source_rules import (
     lines_with_number,
     shared_array_without_barrier,
 )
-from gpulab.exercises.spec import CheckSpec, reject_unshared_work
+from gpulab.exercises.spec import CheckSpec, reject_unshared_work, under_two_blocks
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 from gpulab.hardware import SHARED_BANK_BYTES, SHARED_BANKS
 from gpulab.instruments import RecordingArray, WatchedArray, poison_value
@@ -621,12 +621,13 @@ BIAS_GRAD = CheckSpec(
     BIAS_GRAD_MISTAKES + BIAS_GRAD_SHARE_MISTAKES, parameters=2,
     counted_from_the_arrays="a column's rows",
     title="3. bias gradient", call="check_bias_grad(my_bias_grad)",
-    holds="db = dZ's column sums, one thread per column (the block size drawn, the number of "
-          "columns not a multiple of it, fewer rows than columns, an odd number of them, over "
-          "32 on odd seeds; then a batch with more rows than columns), db starting as NaN; in the "
-          "simulator every write is recorded (one writer per element) and a traced launch must "
-          "show one write of db per thread",
-    also="missing or `<=` guards (the line of the IndexError); a write into dZ")
+    holds="db = dZ's column sums, one thread per column (under two block sizes, the number "
+          "of columns not a multiple of the first, fewer rows than columns, an odd number of "
+          "them, over 32 on odd seeds; then a batch with more rows than columns), db starting "
+          "as NaN; in the simulator every write is recorded (one writer per element) and a "
+          "traced launch must show one write of db per thread",
+    also="missing or `<=` guards (the line of the IndexError); a write into dZ; a hard-coded "
+         "block size")
 
 
 @BIAS_GRAD.check
@@ -639,28 +640,34 @@ def check_bias_grad(kernel, seed: int | None = None, dtype=np.float32) -> str:
     records (a race shows even when the simulator's sum is right) and the source; once those
     pass, a traced run (a 5 x 13 dZ, 2 blocks of 8 threads) counts each thread's writes."""
     source = BIAS_GRAD.start(kernel)
-    trial = Trial.draw("check_bias_grad", seed, dtype, size_range=BIAS_GRAD_SIZES[tier_key()])
-    # the batch: fewer rows than columns, odd (a loop unrolled by 2 without its tail shows),
-    # more than 32 in half the seeds (a local array of 32 rows typed in shows)
-    cols, rows = trial.n, int(trial.rng.integers(5, 30)) | 1
-    if seed % 2:
-        rows = min(rows + 32, cols - 2) | 1
-    trial.case = f"dZ of {rows} x {cols}"
-    dZ = trial.rng.standard_normal((rows, cols)).astype(dtype)
-    d_dZ_all, d_dZ = padded(dZ, trial.padding, PAD_VALUE)
-    before = d_dZ_all.copy_to_host()
-    if tier_key() == "sim":
-        watched = d_db = WatchedArray(np.full(cols, np.nan, dtype))
-    else:
-        watched = None
-        d_db_all, d_db = padded(np.full(cols, np.nan, dtype), trial.padding, np.nan)
+
+    def run(trial: Trial) -> ColumnSums:
+        # the batch: fewer rows than columns, odd (a loop unrolled by 2 without its tail
+        # shows), more than 32 in half the seeds (a local array of 32 rows typed in shows)
+        cols, rows = trial.n, int(trial.rng.integers(5, 30)) | 1
+        if seed % 2:
+            rows = min(rows + 32, cols - 2) | 1
+        trial.case = f"dZ of {rows} x {cols}"
+        dZ = trial.rng.standard_normal((rows, cols)).astype(dtype)
+        d_dZ_all, d_dZ = padded(dZ, trial.padding, PAD_VALUE)
+        before = d_dZ_all.copy_to_host()
+        if tier_key() == "sim":
+            watched = d_db = WatchedArray(np.full(cols, np.nan, dtype))
+        else:
+            watched = None
+            d_db_all, d_db = padded(np.full(cols, np.nan, dtype), trial.padding, np.nan)
+        launch(kernel, trial, d_dZ, d_db, index_hint=BIAS_GRAD_EDGE_HINT)
+        changed_input_failure("dZ", before, d_dZ_all.copy_to_host(), "db", trial)
+        db = (watched.copy_to_host() if watched is not None else
+              read_back(d_db_all, (cols,), trial, what="db", hint=BIAS_GRAD_EDGE_HINT))
+        evidence = ColumnSums(db.astype(np.float64), dZ, trial, source, watched)
+        reject(BIAS_GRAD_MISTAKES, evidence)
+        return evidence
+
     offer_trace(kernel, 2, 8, "dZ", "db", note="with dZ a NumPy array of 5 x 13 and db of 13")
-    launch(kernel, trial, d_dZ, d_db, index_hint=BIAS_GRAD_EDGE_HINT)
-    changed_input_failure("dZ", before, d_dZ_all.copy_to_host(), "db", trial)
-    db = (watched.copy_to_host() if watched is not None else
-          read_back(d_db_all, (cols,), trial, what="db", hint=BIAS_GRAD_EDGE_HINT))
-    evidence = ColumnSums(db.astype(np.float64), dZ, trial, source, watched)
-    reject(BIAS_GRAD_MISTAKES, evidence)
+    trial = Trial.draw("check_bias_grad", seed, dtype, size_range=BIAS_GRAD_SIZES[tier_key()])
+    evidence = under_two_blocks(run, trial, source)  # the same sizes under two block sizes
+    trial, dZ, cols = evidence.trial, evidence.dZ, evidence.trial.n
     _check_tall_bias_grad(kernel, trial, source, dtype)
     # the method: one write of db per thread, on a small traced launch
     small = Trial("check_bias_grad", seed, (13,), (8,), np.dtype(dtype), trial.rng)

@@ -41,8 +41,8 @@ from gpulab.exercises.results import (
     add_note,
 )
 from gpulab.exercises.running import call_learner, launch, padded, read_back
-from gpulab.exercises.spec import CheckSpec, reject_unshared_work
-from gpulab.exercises.trial import Trial, default_threads_per_block
+from gpulab.exercises.spec import CheckSpec, reject_unshared_work, under_two_blocks
+from gpulab.exercises.trial import Trial
 
 # --- exercise 1: the loss gradient -------------------------------------------------------------
 
@@ -508,8 +508,9 @@ ADAM = CheckSpec(
     holds="three Adam steps in a row on the same param, m and v from m = v = 0, with the "
           "corrections `1 − β^step` of steps 1, 2 and 3 (the host passes them), as gpulab's "
           "`adam_update` and `torch.optim.Adam`, with random betas, a visible ε and weight "
-          "decay, on sizes that are not a multiple of the block",
-    also="the stub; simulator-only code; a missing guard; gpulab's own kernel")
+          "decay, on sizes that are not a multiple of the block, under two block sizes",
+    also="the stub; simulator-only code; a missing guard; a hard-coded block or problem size; "
+         "gpulab's own kernel")
 
 
 @ADAM.check
@@ -521,33 +522,40 @@ def check_adam(kernel, seed: int | None = None, threads_per_block: int | None = 
     :data:`ADAM_TOLERANCE`; each of :data:`ADAM_MISTAKES` is that model with one mistake. A
     kernel that matches none is run again step by step to find the first wrong step."""
     source = ADAM.start(kernel)
-    trial = Trial.draw("check_adam", seed, dtype,
-                       block=threads_per_block or default_threads_per_block())
-    rng, t = trial.rng, trial.dtype.type
-    p0 = trial.uniform(-1, 1)
-    grads = [trial.uniform(-1, 1) for _ in range(ADAM_STEPS)]
-    lr, beta1, beta2 = t(rng.uniform(0.02, 0.1)), t(rng.uniform(0.7, 0.9)), \
-        t(rng.uniform(0.95, 0.995))
-    eps, weight_decay = t(10 ** rng.uniform(-3, -2)), t(rng.uniform(0.05, 0.2))
-    run = AdamRun(kernel, trial, tuple(float(x) for x in (lr, beta1, beta2, eps, weight_decay)),
-                  p0, grads)
-    buffers = _adam_buffers(trial, p0)
-    for step, grad in enumerate(grads, start=1):
-        try:
-            _adam_launch(kernel, trial, buffers, grad, step, lr, beta1, beta2, eps, weight_decay)
-        except KernelError as error:
-            if isinstance(error.cause, ValueError) and "math domain" in str(error.cause):
-                run.negative_root_step = step
-                failure = diagnose(ADAM_LAUNCH_MISTAKES, run)
-                if failure is not None:
-                    raise failure from None
-            raise
-    run.got = {what: read_back(d_all, (trial.n,), trial, fill=0, what=what, hint=GUARD_HINT)
-               for what, (d_all, _) in zip(("param", "m", "v"), buffers, strict=True)}
-    reject(ADAM_RUN_MISTAKES, run)
+
+    def run_steps(trial: Trial) -> AdamRun:
+        rng, t = trial.rng, trial.dtype.type
+        p0 = trial.uniform(-1, 1)
+        grads = [trial.uniform(-1, 1) for _ in range(ADAM_STEPS)]
+        lr, beta1, beta2 = t(rng.uniform(0.02, 0.1)), t(rng.uniform(0.7, 0.9)), \
+            t(rng.uniform(0.95, 0.995))
+        eps, weight_decay = t(10 ** rng.uniform(-3, -2)), t(rng.uniform(0.05, 0.2))
+        run = AdamRun(kernel, trial, tuple(float(x) for x in (lr, beta1, beta2, eps,
+                                                               weight_decay)), p0, grads)
+        buffers = _adam_buffers(trial, p0)
+        for step, grad in enumerate(grads, start=1):
+            try:
+                _adam_launch(kernel, trial, buffers, grad, step, lr, beta1, beta2, eps,
+                             weight_decay)
+            except KernelError as error:
+                if isinstance(error.cause, ValueError) and "math domain" in str(error.cause):
+                    run.negative_root_step = step
+                    failure = diagnose(ADAM_LAUNCH_MISTAKES, run)
+                    if failure is not None:
+                        raise failure from None
+                raise
+        run.got = {what: read_back(d_all, (trial.n,), trial, fill=0, what=what, hint=GUARD_HINT)
+                   for what, (d_all, _) in zip(("param", "m", "v"), buffers, strict=True)}
+        reject(ADAM_RUN_MISTAKES, run)
+        return run
+
+    # the same problem under two block sizes (one alone when the caller gives it)
+    trial = Trial.draw("check_adam", seed, dtype, block=threads_per_block)
+    run = under_two_blocks(run_steps, trial, source, once=bool(threads_per_block))
     # the method: one thread per element, traced on 3 blocks of 40 threads for 117 elements
     small = Trial.draw("check_adam", seed, dtype, block=40, shape=(117,))
     tiny = small.dtype.type
+    lr, beta1, beta2, eps, weight_decay = (tiny(x) for x in run.settings)  # the run's, exactly
     reject_unshared_work(ADAM_SHARE_MISTAKES, kernel, small, small.uniform(-1, 1),
                          small.uniform(-1, 1), np.zeros(small.n, small.dtype),
                          np.zeros(small.n, small.dtype), lr, beta1, beta2, eps,

@@ -62,12 +62,6 @@ def draw_size(rng: np.random.Generator, threads_per_block: int,
             return n
 
 
-def default_threads_per_block() -> int:
-    """A fixed block size for the 1-D checks that do not draw one: 64 in the simulator (few
-    simulated threads), 256 on a GPU."""
-    return 256 if device.tier() == "gpu" else 64
-
-
 def describe_launch(blocks, threads) -> str:
     """'3 blocks of 64 threads', or '4 x 2 blocks of 8 x 8 threads' for a 2-D launch."""
     if isinstance(threads, int):
@@ -265,4 +259,4 @@ def draw_case(check_name: str, seed: int, dtype, case: int = 0) -> Trial:
 
 
 __all__ = ["BLOCK_CHOICES", "BLOCK_CHOICES_2D", "SIZE_RANGE", "SIZE_RANGE_2D", "Trial",
-           "default_threads_per_block", "describe_launch", "draw_case", "draw_size", "tier_key"]
+           "describe_launch", "draw_case", "draw_size", "tier_key"]

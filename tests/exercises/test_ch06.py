@@ -920,6 +920,24 @@ def test_bias_grad_names_more_mistakes(kernel, words):
     assert words in result.message + result.hint, result
 
 
+@cuda.jit
+def bias_grad_block_64(dZ, db):  # the block size typed in: right only with 64 threads a block
+    c = cuda.blockIdx.x * 64 + cuda.threadIdx.x
+    if c < dZ.shape[1]:
+        total = 0.0
+        for r in range(dZ.shape[0]):
+            total += dZ[r, c]
+        db[c] = total
+
+
+@pytest.mark.parametrize("seed", [1, 6, 9])  # seeds whose first launch has 64 threads a block
+def test_bias_grad_runs_under_two_block_sizes(seed):
+    result = ch06.check_bias_grad(bias_grad_block_64, seed=seed, show=False)
+    assert result.status == FAILED, result
+    assert "`c = cuda.blockIdx.x * 64 + cuda.threadIdx.x` hard-codes the block size" in (
+        result.message), result
+
+
 def test_a_row_loop_bounded_by_the_columns_names_dz_and_its_axis():
     for seed in (5, 6):
         result = ch06.check_bias_grad(bias_grad_rows_from_db, seed=seed, show=False)

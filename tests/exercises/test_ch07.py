@@ -510,6 +510,24 @@ def adam_no_sqrt(param, grad, m, v, lr, beta1, beta2, eps, correction1, correcti
         param[i] -= lr * (m[i] / correction1) / (v[i] / correction2 + eps)
 
 
+@cuda.jit
+def adam_block_64(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
+                  weight_decay):  # the block size typed in: right only with 64 threads a block
+    i = cuda.blockIdx.x * 64 + cuda.threadIdx.x
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] -= lr * (m[i] / correction1) / (math.sqrt(v[i] / correction2) + eps)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_adam_runs_under_two_block_sizes(seed):
+    result = ch07.check_adam(adam_block_64, seed=seed, show=False)
+    assert_result(result, FAILED, "`i = cuda.blockIdx.x * 64 + cuda.threadIdx.x` hard-codes "
+                                  "the block size")
+
+
 @pytest.mark.parametrize("seed", [1, 8])
 def test_adam_names_a_mistake_whose_large_steps_round_further(seed):
     # the huge steps of m / correction2 rounded past ADAM_TOLERANCE on some elements: generic
