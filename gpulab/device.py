@@ -25,6 +25,20 @@ import sys
 from dataclasses import asdict, dataclass
 from importlib import metadata
 
+# What every GPU that numba-cuda runs on allows (compute capability 5.0 and later), by the names
+# of Numba's device attributes (`cuda.get_current_device().MAX_THREADS_PER_BLOCK`): CUDA C++
+# Programming Guide, Technical Specifications per Compute Capability,
+# https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#features-and-technical-
+# specifications-technical-specifications-per-compute-capability. Shared memory per block:
+# 48 KiB unless a kernel opts in to more. The simulator's device is given these too
+# (gpulab.instruments.simulator.device_as_on_a_gpu), so host code that reads them runs there.
+DEVICE_LIMITS = {
+    "WARP_SIZE": 32, "MAX_THREADS_PER_BLOCK": 1024,
+    "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64,
+    "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535,
+    "MAX_SHARED_MEMORY_PER_BLOCK": 48 * 1024,
+}
+
 TIERS = ("gpu", "sim", "ptx")  # ptx: compile-only, real CUDA target, no device needed
 OVERRIDE_VARIABLE = "GPULAB_DEVICE"
 SIMULATOR_VARIABLE = "NUMBA_ENABLE_CUDASIM"

@@ -51,6 +51,8 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
+from gpulab.device import DEVICE_LIMITS
+
 # ---------------------------------------------------------------------------------------------
 # Formats and units
 # ---------------------------------------------------------------------------------------------
@@ -172,19 +174,6 @@ SPECS_SOURCE = ("CUDA C++ Programming Guide, Technical Specifications per Comput
                 "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html"
                 "#features-and-technical-specifications-technical-specifications-per-compute-"
                 "capability")
-
-
-# What every GPU that numba-cuda runs on allows (compute capability 5.0 and later), by the names
-# of Numba's device attributes (`cuda.get_current_device().MAX_THREADS_PER_BLOCK`), from
-# SPECS_SOURCE's table. Shared memory per block: 48 KiB unless a kernel opts in to more. The
-# simulator's device is given these too (gpulab.instruments.simulator.device_as_on_a_gpu), so
-# host code that reads them runs there as on a GPU.
-DEVICE_LIMITS = {
-    "WARP_SIZE": 32, "MAX_THREADS_PER_BLOCK": 1024,
-    "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64,
-    "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535,
-    "MAX_SHARED_MEMORY_PER_BLOCK": 48 * 1024,
-}
 
 
 @dataclass(frozen=True)

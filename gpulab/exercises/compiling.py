@@ -28,6 +28,7 @@ import ast
 import atexit
 import io
 import json
+import math
 import os
 import queue
 import re
@@ -392,13 +393,30 @@ def _serve_compiler() -> None:
 _ARRAY_CREATORS = "|".join(sorted(ARRAY_FUNCTIONS))
 
 
+# NumPy ufuncs whose math-module (or operator) counterpart has another name; the others have
+# the same name in math (sqrt, exp, log, floor, ...). None: math has none.
+_MATH_FOR_UFUNC = {"absolute": "`abs(...)` or `math.fabs(...)`", "power": "`x ** y`",
+                   "square": "`x * x`", "negative": "`-x`", "multiply": "`x * y`",
+                   "add": "`x + y`", "subtract": "`x - y`", "divide": "`x / y`",
+                   "true_divide": "`x / y`", "maximum": "`max(x, y)`", "minimum": "`min(x, y)`",
+                   "arctan2": "`math.atan2(...)`", "arcsin": "`math.asin(...)`",
+                   "arccos": "`math.acos(...)`", "arctan": "`math.atan(...)`",
+                   "fmod": "`math.fmod(...)`", "rint": "`round(...)`"}
+
+
+def _ufunc_hint(found: re.Match) -> str:
+    name = found.group(1)
+    instead = _MATH_FOR_UFUNC.get(name) or (
+        f"the math module's `math.{name}(...)`" if callable(getattr(math, name, None)) else
+        "the math module's functions or plain arithmetic")
+    return (f"NumPy's `{name}` (`np.{name}`, or `from numpy import {name}`) does not compile in "
+            f"a GPU kernel: use {instead} instead.")
+
+
 # (what the compiler's error says, the likely cause in plain words), tried in order by
 # compiler_message; a hint may be a function of the match.
 _COMPILER_HINTS = (
-    (r"KeyError: <ufunc '(\w+)'>", lambda found: (
-        f"NumPy's `{found.group(1)}` (`np.{found.group(1)}`, or `from numpy import "
-        f"{found.group(1)}`) does not compile in a GPU kernel: use the math module's, "
-        f"`math.{found.group(1)}(...)`.")),
+    (r"KeyError: <ufunc '(\w+)'>", _ufunc_hint),
     (r"IMPORT_NAME|IMPORT_FROM", "an `import` inside a kernel does not compile for a GPU: "
      "import at the top of the cell, outside the kernel, and use the name inside."),
     (r"yield|generator", "generator expressions such as `sum(x[j] for j in ...)` don't compile "

@@ -6,16 +6,21 @@ Two ways to pass a check without doing the exercise: hand it gpulab's own kernel
 with what you want. :func:`gpulab_things_used` finds the first, from the globals a function or
 kernel uses, the gpulab modules it imports in its body (``from gpulab import reference`` inside
 the function, ``sys.modules["gpulab...."]``), and those of the functions it calls;
-:func:`replaced_parts` finds the second, by comparing the public functions of the modules a
-check relies on (every ``gpulab.exercises`` module, the chapters' included) and the methods of
-the classes they define with what they were when first remembered.
+:func:`replaced_parts` finds the second, by comparing the functions of the modules a check
+relies on (every ``gpulab.exercises`` module, the chapters' included; private ones too) and the
+methods of the classes they define, and the NumPy, builtin and ``math`` functions it computes
+with, with what they were when first remembered. A function handed through a
+``functools.partial`` or an object's ``__call__`` is looked behind.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextvars
 import dis
+import functools
 import inspect
+import math
 import os
 import re
 import sys
@@ -36,14 +41,40 @@ GUARDED_MODULES = ("gpulab.reference", "gpulab.instruments", "gpulab.nn.cost",
 GUARDED_PACKAGE = "gpulab.exercises."
 _CHAPTER_MODULE = re.compile(r"gpulab\.exercises\.ch\d\d(\.|$)")
 GUARDED_NUMPY = ("allclose", "isclose", "array_equal", "isnan", "isfinite", "abs", "flatnonzero")
+# and Python's own that the checks compute with: these builtins, every function of `math`
+GUARDED_BUILTINS = ("abs", "all", "any", "enumerate", "float", "int", "isinstance", "len", "max",
+                    "min", "range", "round", "sorted", "sum", "zip")
 
 
-def _function_of(thing) -> types.FunctionType | None:
-    """The Python function behind a kernel, a device function or a plain function."""
+def _function_of(thing, through_wrappers: bool = True) -> types.FunctionType | None:
+    """The Python function behind a kernel, a device function or a plain function; with
+    ``through_wrappers``, also behind a ``functools.partial``, a bound method and an object
+    whose class defines ``__call__`` (the function that call runs: gpulab's own, when the
+    class's ``__call__`` is ``staticmethod(gpulab's function)``)."""
+    for _ in range(16) if through_wrappers else ():
+        if isinstance(thing, functools.partial):
+            thing = thing.func
+        elif inspect.ismethod(thing):
+            thing = thing.__func__
+        else:
+            break
     if inspect.isfunction(thing):
         return thing
     function = python_function(thing) or getattr(launchable(thing), "py_func", None)
-    return function if inspect.isfunction(function) else None
+    if inspect.isfunction(function):
+        return function
+    if not through_wrappers or isinstance(thing, type):
+        return None
+    call = inspect.getattr_static(type(thing), "__call__", None)
+    call = call.__func__ if isinstance(call, staticmethod | classmethod) else call
+    return call if inspect.isfunction(call) else None
+
+
+def name_of(thing) -> str:
+    """The name of the function behind ``thing`` (a kernel, a partial, a callable object), or
+    "your code"."""
+    function = _function_of(thing)
+    return getattr(function, "__name__", None) or getattr(thing, "__name__", "your code")
 
 
 def _is_gpulab(thing) -> bool:
@@ -128,7 +159,7 @@ def parameter_unread(thing, position: int) -> str | None:
     0) when its code, and the code nested in it, never reads it: a value the caller gives and
     the function ignores (``for _ in range(5)`` beside a ``repeats`` parameter). None when it is
     read, when the function takes it through ``*args``, or reads its locals wholesale."""
-    function = _function_of(thing)
+    function = _function_of(thing, through_wrappers=False)
     if function is None or position >= function.__code__.co_argcount:
         return None
     code = function.__code__
@@ -456,15 +487,16 @@ def modules_used(thing, modules: tuple[str, ...]) -> list[str]:
 
 def _guarded_functions() -> dict[str, object]:
     """``{"gpulab.reference.dot": function, "gpulab.exercises.spec.CheckSpec.reject": ...}``:
-    the public callables of the guarded modules, and the plain functions (methods) of the
-    classes each defines."""
+    the callables of the guarded modules (private ones too: ``ch06._close``), and the plain
+    functions (methods) of the classes each defines; :data:`GUARDED_NUMPY`,
+    :data:`GUARDED_BUILTINS` and the functions of ``math``."""
     parts = {}
     names = [*GUARDED_MODULES, *(name for name in list(sys.modules)
                                  if name.startswith(GUARDED_PACKAGE))]
     for module_name in names:
         module = sys.modules.get(module_name)
         for name, value in vars(module).items() if module is not None else ():
-            if (not callable(value) or name.startswith("_")
+            if (not callable(value) or name.startswith("__")
                     or isinstance(value, types.ModuleType)):
                 continue
             parts[f"{module_name}.{name}"] = value
@@ -475,6 +507,11 @@ def _guarded_functions() -> dict[str, object]:
     numpy = sys.modules.get("numpy")
     for name in GUARDED_NUMPY:
         parts[f"numpy.{name}"] = getattr(numpy, name, None)
+    for name in GUARDED_BUILTINS:
+        parts[f"builtins.{name}"] = getattr(builtins, name, None)
+    for name, value in vars(math).items():
+        if callable(value):
+            parts[f"math.{name}"] = value
     return parts
 
 
@@ -495,7 +532,7 @@ def replaced_parts() -> list[str]:
     return [name for name, original in _ORIGINALS.items() if now.get(name) is not original]
 
 
-__all__ = ["FRAME_MODULES", "FRAME_READING", "GUARDED_MODULES", "GUARDED_NUMPY", "GUARDED_PACKAGE",
-           "calls_from_outside_gpulab", "frames_read", "gpulab_things_used", "modules_used",
-           "parameter_unread", "refused_callee", "remember_originals", "replaced_parts",
-           "watching_calls"]
+__all__ = ["FRAME_MODULES", "FRAME_READING", "GUARDED_BUILTINS", "GUARDED_MODULES",
+           "GUARDED_NUMPY", "GUARDED_PACKAGE", "calls_from_outside_gpulab", "frames_read",
+           "gpulab_things_used", "modules_used", "name_of", "parameter_unread", "refused_callee",
+           "remember_originals", "replaced_parts", "watching_calls"]

@@ -275,10 +275,9 @@ class CheckSpec:
     def refuse_gpulab_own(self, thing) -> None:
         if thing is None or thing is Ellipsis:
             return
+        name = learner_code.name_of(thing)
         frames = learner_code.frames_read(thing)
         if frames:
-            name = getattr(thing, "__name__", None) or getattr(
-                getattr(thing, "py_func", None), "__name__", "your code")
             raise CheckFailedError(
                 f"`{name}` reads the interpreter's frames, or uses a module made for that "
                 f"({', '.join(f'`{w}`' for w in frames)}): from there a function can take the "
@@ -287,8 +286,6 @@ class CheckSpec:
         used = learner_code.gpulab_things_used(thing, self.allowed_gpulab,
                                                  self.refused_gpulab)
         if used:
-            name = getattr(thing, "__name__", None) or getattr(
-                getattr(thing, "py_func", None), "__name__", "your code")
             is_it = used[0].endswith(f".{name}") and " (as " not in used[0]
             said = (f"`{name}` is gpulab's own `{used[0]}`, not code you wrote" if is_it else
                     f"`{name}` uses gpulab's own {', '.join(f'`{u}`' for u in used)}: the "
@@ -317,8 +314,8 @@ class CheckSpec:
         if replaced:
             raise CheckFailedError(
                 f"part of the check was replaced {when}: {', '.join(f'`{r}`' for r in replaced)} "
-                "is no longer gpulab's (or NumPy's) own, so this check cannot pass or fail your "
-                "code.", REPLACED_HINT)
+                "is no longer gpulab's (or NumPy's, or Python's) own, so this check cannot pass "
+                "or fail your code.", REPLACED_HINT)
 
     @property
     def tried(self) -> tuple[Mistake, ...]:

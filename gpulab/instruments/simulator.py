@@ -223,7 +223,7 @@ def launches_one_at_a_time() -> None:
 
 def device_as_on_a_gpu() -> None:
     """Give the simulator's device the limits every GPU has
-    (:data:`gpulab.hardware.DEVICE_LIMITS`: ``cuda.get_current_device().MAX_THREADS_PER_BLOCK``
+    (:data:`gpulab.device.DEVICE_LIMITS`: ``cuda.get_current_device().MAX_THREADS_PER_BLOCK``
     and its kin, missing there) and its context the ``synchronize()`` a real context has
     (``cuda.current_context().synchronize()``, the simulator's ``cuda.synchronize``). A limit
     of one GPU model (``MULTIPROCESSOR_COUNT``) stays missing: the simulator is no GPU model.
@@ -233,7 +233,7 @@ def device_as_on_a_gpu() -> None:
         from numba.cuda.simulator.cudadrv.devices import FakeCUDAContext, FakeCUDADevice
     except ImportError:  # not the simulator
         return
-    from gpulab.hardware import DEVICE_LIMITS
+    from gpulab.device import DEVICE_LIMITS
 
     for name, value in DEVICE_LIMITS.items():
         if not hasattr(FakeCUDADevice, name):

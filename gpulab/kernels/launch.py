@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpulab.hardware import DEVICE_LIMITS
+from gpulab.device import DEVICE_LIMITS
 from gpulab.kernels.arrays import InputError, whole_number
 
 WARP_SIZE = DEVICE_LIMITS["WARP_SIZE"]

@@ -270,13 +270,11 @@ def test_the_package_ships_no_solution_kernels():
     assert [name for name, value in vars(ch00).items() if hasattr(value, "py_func")] == []
 
 
-def test_the_gpu_branch_runs_with_the_stand_in_gpu(stand_in_gpu, monkeypatch):
-    from gpulab.exercises import ch00, running, trial
+def test_the_gpu_branch_runs_with_the_stand_in_gpu(stand_in_gpu, no_wait_for_gpu, monkeypatch):
+    from gpulab.exercises import ch00, trial
 
     monkeypatch.setitem(ch00.HOST_SIZE_RANGE, "gpu", (301, 601))  # the simulator runs it
     monkeypatch.setitem(trial.SIZE_RANGE, "gpu", (300, 700))
-    # The simulator's events cannot be polled (reported to the checks' maintainers).
-    monkeypatch.setattr(running, "_wait_for_gpu", lambda seconds: None)
     result = check_first_launch(add_one, on_gpu, seed=1, show=False)
     assert result.passed, str(result)
     result = check_first_launch(add_one, on_gpu_numpy_arrays, seed=1, show=False)

@@ -858,7 +858,7 @@ MORE_MULTIPLY_CASES = [
         "`if i < x.shape[0] and i < 5000:` compares", "with a fixed number",
         "read from the array's shape"]),  # on a GPU's sizes, a failure named by the same words
     (multiply_with_numpy_import, "failed", ["does not compile for a real gpu",
-                                            "ufunc 'multiply'", "math module"]),
+                                            "ufunc 'multiply'", "`x * y`"]),
     (multiply_with_percent_print, "failed", ["does not compile for a real gpu", "mod",
                                              "print('i =', i)"]),
     (multiply_through_a_list_of_device_functions, "failed",

@@ -461,13 +461,11 @@ def test_timing_mistakes_are_named(function, status, words, hint):
     assert hint in result.hint, result.hint
 
 
-def test_the_gpu_branches_run_with_the_stand_in_gpu(stand_in_gpu, monkeypatch):
-    from gpulab.exercises import ch02, running
+def test_the_gpu_branches_run_with_the_stand_in_gpu(stand_in_gpu, no_wait_for_gpu, monkeypatch):
+    from gpulab.exercises import ch02
 
     monkeypatch.setitem(ch02.TIME_SIZE_RANGE, "gpu", (301, 601))  # the simulator runs them
     monkeypatch.setitem(ch02.COPY_SIZE_RANGE, "gpu", (1100, 1500))
-    # The simulator's events cannot be polled (reported to the checks' maintainers).
-    monkeypatch.setattr(running, "_wait_for_gpu", lambda seconds: None)
     result = check_time_saxpy(time_solution, seed=1, show=False)
     assert result.passed and f"measured on {stand_in_gpu}" in result.message, str(result)
     result = check_copy_grid_stride(copy_solution, seed=1, show=False)

@@ -1312,12 +1312,9 @@ def test_gpulab_own_kernels_and_reference_are_refused():
 
 
 @pytest.fixture
-def small_gpu_runs(stand_in_gpu, monkeypatch):
+def small_gpu_runs(stand_in_gpu, no_wait_for_gpu, monkeypatch):
     """The stand-in GPU (kernels run in the simulator, on padded device arrays as on a GPU, no
     accesses recorded) with the GPU's sizes kept small."""
-    from gpulab.exercises import running
-
-    monkeypatch.setattr(running, "_wait_for_gpu", lambda seconds: None)
     monkeypatch.setattr(ch06, "TRANSPOSE_SIDES", {"sim": (17, 44), "gpu": (33, 80)})
     monkeypatch.setattr(ch06, "BIAS_GRAD_SIZES", {"sim": (40, 100), "gpu": (300, 700)})
 

@@ -71,6 +71,16 @@ def through_a_dict(x, out):
         out[i] = STEP_TABLE["half"](x[i])
 
 
+@pytest.mark.parametrize(("ufunc", "advice"), [
+    ("sqrt", "the math module's `math.sqrt(...)`"), ("absolute", "`abs(...)` or `math.fabs(...)`"),
+    ("power", "`x ** y`"), ("multiply", "`x * y`"), ("arctan2", "`math.atan2(...)`"),
+])
+def test_a_numpy_function_in_a_kernel_is_told_what_to_use_instead(ufunc, advice):
+    # math has no absolute or power: the hint names what a kernel can use (round 16)
+    _, hint = compiling.compiler_message(f"KeyError: <ufunc '{ufunc}'>")
+    assert f"`np.{ufunc}`" in hint and f"use {advice} instead" in hint, hint
+
+
 def test_imported_functions_go_to_the_compiler_as_what_they_are():
     recipe = compiling.recipe_of(root_from_numpy)
     assert recipe["globals"]["np_sqrt"] == {"kind": "attribute", "module": "numpy",

@@ -3,6 +3,8 @@
 import gpulab  # noqa: F401  (must come before numba: it chooses the simulator or the GPU)
 
 # isort: split
+import functools
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -10,6 +12,7 @@ from numba import cuda
 from gpulab import reference
 from gpulab.exercises import learner_code
 from gpulab.kernels.dot import block_tree_sum, dot_atomic
+from gpulab.serving import loadtest
 
 
 def own_sum(x):
@@ -126,6 +129,53 @@ def test_a_check_whose_chapter_was_patched_says_so(monkeypatch):
     assert not result.passed
     assert "part of the check was replaced before the check" in result.message
     assert "`gpulab.exercises.ch00.call_learner`" in result.message
+
+
+def percentile_ignoring_q_patching_sorted(samples, q):
+    """Returns the max, and makes the check's own sorted() agree (round 16)."""
+    import builtins
+
+    builtins.sorted = lambda values, **kwargs: [max(values)] * len(list(values))
+    return max(samples)
+
+
+def percentile_ignoring_q_patching_a_private_helper(samples, q):  # the module by a built name
+    import importlib
+
+    module = importlib.import_module(".".join(["gpulab", "exercises", "ch12"]))
+    setattr(module, "_" + "percentile_case", lambda *args, **kwargs: None)
+    return max(samples)
+
+
+@pytest.mark.parametrize(("cheat", "part"), [
+    (percentile_ignoring_q_patching_sorted, "`builtins.sorted`"),
+    (percentile_ignoring_q_patching_a_private_helper, "`gpulab.exercises.ch12._percentile_case`"),
+])
+def test_a_patched_builtin_or_private_helper_is_named(cheat, part, monkeypatch):
+    import builtins
+
+    from gpulab.exercises import ch12
+
+    monkeypatch.setattr(builtins, "sorted", builtins.sorted)  # put back after the test
+    monkeypatch.setattr(ch12, "_percentile_case", ch12._percentile_case)
+    result = ch12.check_percentile(cheat, seed=1, show=False)
+    assert not result.passed
+    assert "part of the check was replaced while the check ran your code" in result.message
+    assert part in result.message, result.message
+
+
+class PercentileObject:  # gpulab's own function behind an object's __call__
+    __call__ = staticmethod(loadtest.percentile)
+
+
+@pytest.mark.parametrize("cheat", [functools.partial(loadtest.percentile), PercentileObject()])
+def test_gpulab_s_function_behind_a_partial_or_an_object_is_refused(cheat):
+    from gpulab.exercises import ch12
+
+    result = ch12.check_percentile(cheat, seed=1, show=False)
+    assert not result.passed
+    assert ("`percentile` is gpulab's own `gpulab.serving.loadtest.percentile`"
+            in result.message), result.message
 
 
 def prints_the_word_gpulab(x):

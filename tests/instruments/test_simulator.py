@@ -65,7 +65,7 @@ def test_events_take_the_gpu_api_and_time_the_host_between_records():
 def test_the_device_has_every_gpus_limits_and_its_context_waits():
     """On a GPU from Numba's own device (compute capability 5.0 and later: the same values);
     in the simulator from gpulab's mend (device_as_on_a_gpu)."""
-    from gpulab.hardware import DEVICE_LIMITS
+    from gpulab.device import DEVICE_LIMITS
     from gpulab.instruments.simulator import device_as_on_a_gpu
 
     device_as_on_a_gpu()  # a second call changes nothing (gpulab's import made the first)
