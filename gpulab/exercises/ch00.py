@@ -16,8 +16,11 @@ What must hold for a pass and what each check diagnoses is said once, in its spe
 
 from __future__ import annotations
 
+import ast
+import inspect
 import math
 import numbers
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -89,6 +92,7 @@ class BlocksAnswer:
     got: object
     seed: int
     fixed: int | None = None  # the block size every answer divided by instead, if one did
+    shift: tuple[str, int] | None = None  # a shift by a number typed in (fixed_shift)
 
     @property
     def expected(self) -> int:
@@ -116,6 +120,36 @@ class BlocksAnswer:
                    for k in shifts)
 
 
+def fixed_shift(function) -> tuple[str, int] | None:
+    """(line, k) of the first right shift by a number typed in (``(n + 255) >> 8``, ``b >>= 8``)
+    in the learner's ``function``: a division by 2**k whatever block size the launch has. None
+    when there is none, or the source cannot be read."""
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError):
+        return None
+    lines = source.splitlines()
+    for node in ast.walk(tree):
+        operand = (node.right if isinstance(node, ast.BinOp) else
+                   node.value if isinstance(node, ast.AugAssign) else None)
+        if (isinstance(getattr(node, "op", None), ast.RShift)
+                and isinstance(operand, ast.Constant) and isinstance(operand.value, int)
+                and not isinstance(operand.value, bool)):
+            return lines[node.lineno - 1].strip(), operand.value
+    return None
+
+
+def _shift_said(shift: tuple[str, int], threads: int) -> str:
+    line, k = shift
+    return (f"`{line}` shifts by {k}, which divides by 2**{k} = {2 ** k} whatever the block size "
+            f"is ({threads} threads here)")
+
+
+SHIFT_HINT = ("divide by the block size itself, rounding up with integer division: a shift by a "
+              "number typed in divides by one fixed power of two, right for one block size only.")
+
+
 def _divided_in_float32(n: int, threads: int) -> int:
     """n / threads rounded up, worked out in float32 (``np.ceil(np.float32(n) / threads)``)."""
     return int(np.ceil(np.float32(n) / np.float32(threads)))
@@ -138,6 +172,9 @@ BLOCKS_MISTAKES = (
             lambda a: (f"{a.call} returned {a.got!r} ({type(a.got).__name__}); it should return "
                        f"the whole number {a.expected}"),
             "return an int: the number of blocks, rounded up."),
+    Mistake("a shift by a number typed in (`>> 8` divides by 256 whatever the block size)",
+            _whole_but(lambda a, got: a.shift is not None and 2 ** a.shift[1] != a.threads),
+            lambda a: f"{a.summary}: {_shift_said(a.shift, a.threads)}", SHIFT_HINT),
     Mistake("threads_per_block ignored (a block size of its own)",
             _whole_but(lambda a, got: a.fixed not in (None, a.threads)),
             lambda a: (f"{a.summary}: that is {a.n} divided by {a.fixed}, not by {a.threads}: on "
@@ -211,8 +248,9 @@ def check_blocks_for(function, seed: int | None = None) -> str:
     fixed = next((k for k in (32, 64, 128, 256, 512, 1024) if all(
         isinstance(got, numbers.Integral) and got in (-(-n // k), n // k)
         for n, _, got in answers)), None)
+    shift = fixed_shift(function)
     for n, threads, got in answers:
-        BLOCKS_FOR.reject(BlocksAnswer(n, threads, got, seed, fixed))
+        BLOCKS_FOR.reject(BlocksAnswer(n, threads, got, seed, fixed, shift))
     return (f"all {len(cases)} cases right, from n = 1 to {max(n for n, _ in cases):,} "
             f"(exact multiples of the block size included; seed={seed}).")
 
@@ -313,6 +351,7 @@ class HostRun:
     # the threads per block the same host function launches for another n (None: no launch);
     # None when not asked (check_launch_by_hand with ask_again=False)
     threads_for_another_n: Callable[[int], int | None] | None = None
+    shift: tuple[str, int] | None = None  # a shift by a number typed in (fixed_shift)
 
     @cached_property
     def block_size_follows_n(self) -> bool:
@@ -467,6 +506,13 @@ HOST_MISTAKES = (
                        "simulator runs that, but a GPU refuses blocks of more than "
                        f"{MAX_THREADS_PER_BLOCK} threads"),
             "use 128 or 256 threads per block.", "host code"),
+    Mistake("the blocks worked out with a shift by a number typed in (`>> 8` for 128 threads)",
+            lambda h: (h.shift is not None and 2 ** h.shift[1] != h.biggest.threads_per_block
+                       and not h.n <= h.biggest.total_threads < h.n + h.biggest.threads_per_block),
+            lambda h: (f"{h.call} launched {h.biggest.blocks} block(s) of {h.biggest.threads} "
+                       f"threads = {h.biggest.total_threads} threads for n = {h.n} elements: "
+                       f"{_shift_said(h.shift, h.biggest.threads_per_block)}"),
+            SHIFT_HINT, "host code"),
     Mistake("too few blocks (`n // threads`)",
             lambda h: h.biggest.total_threads < h.n and not h.kernel_covered,
             lambda h: (f"{h.call} launched {h.biggest.blocks} block(s) of {h.biggest.threads} "
@@ -563,7 +609,8 @@ def check_launch_by_hand(run, kernel, n: int, seed: int, call: str, ask_again: b
         got = call_learner(run, given, stub_hint=HOST_STUB_HINT, call=f"{call} ({where})")
     name = getattr(getattr(launchable(kernel), "py_func", None), "__name__", "your kernel")
     again = (lambda other_n: _threads_launched(run, kernel, other_n, seed)) if ask_again else None
-    HOST.reject(HostRun(call, name, x, got, watch, not np.array_equal(given, x), where, again))
+    HOST.reject(HostRun(call, name, x, got, watch, not np.array_equal(given, x), where, again,
+                        fixed_shift(run)))
     return x, got, watch
 
 

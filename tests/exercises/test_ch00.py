@@ -284,6 +284,10 @@ def test_the_gpu_branch_runs_with_the_stand_in_gpu(stand_in_gpu, no_wait_for_gpu
 # --- more wrong answers, written as learners write them, and right ones written differently ---
 
 
+def blocks_shift_by_8(n, threads_per_block):  # 256 threads assumed (round 16)
+    return (n + threads_per_block - 1) >> 8
+
+
 def blocks_shift_log2(n, threads_per_block):
     return (n + threads_per_block - 1) >> int(math.log2(threads_per_block))
 
@@ -338,6 +342,8 @@ def test_blocks_for_accepts_right_answers_written_differently(function):
 
 @pytest.mark.parametrize(("function", "words"), [
     (blocks_shift_log2, ["not a power of two", "`>> k` divides by 2**k", "every block size"]),
+    (blocks_shift_by_8, ["`return (n + threads_per_block - 1) >> 8` shifts by 8, which divides by "
+                         "2**8 = 256 whatever the block size is", "right for one block size"]),
     (blocks_shift_bit_length, ["not a power of two", "every block size"]),
     (blocks_round, ["get no thread", "round up, not down"]),
     (blocks_floor, ["get no thread", "round up, not down"]),
@@ -390,6 +396,23 @@ def add_one_grid_stride(x, out):
     start, step = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, x.shape[0], step):
         out[i] = x[i] + 1
+
+
+def on_gpu_blocks_by_a_shift_of_8(x):  # 256 threads a block assumed, 128 launched
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    blocks = (x.shape[0] + 255) >> 8
+    add_one[blocks, 128](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
+def on_gpu_blocks_by_a_shift_of_7(x):  # right: a shift that matches the 128 threads launched
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[(x.shape[0] + 127) >> 7, 128](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
 
 
 def on_gpu_shape_as_blocks(x):
@@ -484,6 +507,8 @@ def test_first_launches_written_differently_pass(kernel, run):
                                    "never a number"]),
     (add_one, on_gpu_shape_as_blocks, ["`x.shape` is the number of elements, not of blocks",
                                        "(exercise 1)"]),
+    (add_one, on_gpu_blocks_by_a_shift_of_8, ["`blocks = (x.shape[0] + 255) >> 8` shifts by 8",
+                                              "(128 threads here)", "right for one block size"]),
     (add_one, on_gpu_in_float64, ["worked in float64", "x holds float32", "no `astype`"]),
     (add_one, on_gpu_in_float64_cast_back, ["worked in float64", "twice the bytes"]),
     (add_one, on_gpu_two_blocks_extra, ["one whole block had nothing to do"]),
@@ -651,7 +676,7 @@ def on_gpu_sized_by_the_device(x):  # the block size read from the device, the c
                                  on_gpu_copy_back_then_view, on_gpu_fresh_copy_of_the_copy_back,
                                  on_gpu_auto_synchronized, on_gpu_kernel_as_a_default,
                                  on_gpu_kernel_from_a_dict, on_gpu_kernel_from_a_list,
-                                 on_gpu_sized_by_the_device])
+                                 on_gpu_sized_by_the_device, on_gpu_blocks_by_a_shift_of_7])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_more_first_launches_written_differently_pass(run, seed):
     result = check_first_launch(add_one, run, seed=seed, show=False)
