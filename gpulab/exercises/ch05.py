@@ -36,7 +36,12 @@ from gpulab.exercises.running import (
     padded,
     read_back,
 )
-from gpulab.exercises.source_rules import KernelSource, is_typed_in_count, typed_in_count_names
+from gpulab.exercises.source_rules import (
+    KernelSource,
+    hard_coded_block,
+    is_typed_in_count,
+    typed_in_count_names,
+)
 from gpulab.exercises.spec import CheckSpec, reject_unshared_work
 from gpulab.exercises.trial import Trial, draw_size
 from gpulab.instruments import math_overflows_to_inf
@@ -720,8 +725,9 @@ def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float3
         trial.case = case
         try:
             _softmax_case(kernel, trial, case, logits, labels, passed_high)
-        except (CheckFailedError, KernelError):
+        except (CheckFailedError, KernelError) as failure:
             reject(SOFTMAX_SOURCE_MISTAKES, SoftmaxSource(source, trial))
+            _blame_hard_coded_block(source, trial, failure)
             raise
         passed_high = passed_high or case == "logits near +1000"
     wide = _wider_rows(kernel, trial, source)
@@ -729,6 +735,19 @@ def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float3
             f"from -4000 to -1000, and rows more than 1000 apart ({n} rows x {trial.inner} "
             f"classes, {trial.launched}), then {wide.inner} classes on {wide.launched} "
             f"(seed={seed}).")
+
+
+def _blame_hard_coded_block(source: KernelSource, trial: Trial, failure: Exception) -> None:
+    """Fail naming the line, when a failed launch's kernel hard-codes the block size."""
+    line = hard_coded_block(source)
+    if line:
+        detail = (failure.message if isinstance(failure, CheckFailedError)
+                  else f"it stopped with {type(failure.cause).__name__}")
+        raise CheckFailedError(
+            f"`{line}` hard-codes the block size, but this launch's blocks have "
+            f"{trial.threads_per_block} threads: {detail}",
+            "use `cuda.grid(1)` (or `cuda.blockDim.x`), never a number, for the block size: "
+            "the caller chooses it at launch.") from None
 
 
 def _wider_rows(kernel, trial: Trial, source) -> Trial:
@@ -744,6 +763,7 @@ def _wider_rows(kernel, trial: Trial, source) -> Trial:
         _softmax_case(kernel, wide, wide.case, logits, labels, True)
     except (CheckFailedError, KernelError) as failure:
         reject(SOFTMAX_SOURCE_MISTAKES, SoftmaxSource(source, wide))
+        _blame_hard_coded_block(source, wide, failure)
         detail = (failure.message if isinstance(failure, CheckFailedError)
                   else f"it stopped with {type(failure.cause).__name__}")
         raise CheckFailedError(

@@ -515,6 +515,21 @@ def labels_ignored(logits, labels, probs, losses):
 
 
 @cuda.jit
+def softmax_block_of_64(logits, labels, probs, losses):  # the block size typed in (round 16)
+    r = cuda.blockIdx.x * 64 + cuda.threadIdx.x
+    if r < logits.shape[0]:
+        m = logits[r, 0]
+        for c in range(1, logits.shape[1]):
+            m = max(m, logits[r, c])
+        total = 0.0
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[r, c] - m)
+        for c in range(logits.shape[1]):
+            probs[r, c] = math.exp(logits[r, c] - m) / total
+        losses[r] = math.log(total) + m - logits[r, labels[r]]
+
+
+@cuda.jit
 def builtin_max_of_row(logits, labels, probs, losses):
     r = cuda.grid(1)
     if r < logits.shape[0]:
@@ -794,6 +809,8 @@ def test_softmax_passes_the_stable_kernel(seed):
     (loss_without_label_logit, FAILED, "label's logit is not subtracted"),
     (exp_in_place, FAILED, "wrote into its input logits"),
     (labels_ignored, FAILED, "use the row's label"),
+    (softmax_block_of_64, FAILED, "`r = cuda.blockIdx.x * 64 + cuda.threadIdx.x` hard-codes the "
+                                  "block size"),
 ])
 def test_softmax_names_the_mistake(kernel, status, words):
     for seed in (5, 6, 7):
@@ -1145,7 +1162,8 @@ def test_softmax_sizes_typed_in_fail_on_wider_rows_and_another_block(seed):
     result = ch05.check_softmax_cross_entropy(softmax_block_of_32_typed_in, seed=seed,
                                               show=False)
     assert result.status == FAILED, result
-    assert "it depends on a size typed in" in result.message, result
+    assert ("`r = cuda.blockIdx.x * 32 + cuda.threadIdx.x` hard-codes the block size, but this "
+            "launch's blocks have 64 threads") in result.message, result
 
 
 @pytest.mark.parametrize("seed", [1, 7, 12345])
