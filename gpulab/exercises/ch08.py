@@ -180,6 +180,7 @@ class Parts:
     device_transfer: float = 0.0  # the copy at the GPU's own memory bandwidth (a mistake)
     loss_launches: int = 0  # the loss kernels among ``launches``
     pinned_transfer: float = 0.0  # the copy at the pinned rate (a mistake: the batch is pageable)
+    forward_memory: float = 0.0  # the forward pass's bytes alone (a mistake)
 
     @classmethod
     def of(cls, widths, gpu) -> Parts:
@@ -191,8 +192,9 @@ class Parts:
                                                                     for k in kernels_one)
 
         flops = added(one, two, "flops")
-        forward = added([k for k in one if k.phase == "forward"],
-                        [k for k in two if k.phase == "forward"], "flops")
+        forward_one, forward_two = ([k for k in kernels if k.phase == "forward"]
+                                    for kernels in (one, two))
+        forward = added(forward_one, forward_two, "flops")
         copied = cost.step_transfer_bytes(widths, 2) - cost.step_transfer_bytes(widths, 1)
         try:
             bf16 = flops / spec.peak_flops_for("bf16")
@@ -207,7 +209,9 @@ class Parts:
                    sum(k.phase == "update" for k in one),
                    copied / spec.memory_bandwidth_bytes_per_s,
                    sum(k.phase == "loss" for k in one),
-                   copied / spec.host_pinned_bytes_per_s)
+                   copied / spec.host_pinned_bytes_per_s,
+                   added(forward_one, forward_two, "bytes_moved")
+                   / spec.memory_bandwidth_bytes_per_s)
 
     @property
     def launch_without_loss(self) -> float:
@@ -319,8 +323,29 @@ PAGEABLE_NOT_PINNED = (
     "(gpu.host_pinned_bytes_per_s) is for page-locked arrays (cuda.pinned_array).")
 FP32_PEAK = ("the model trains in float32: use the GPU's fp32 peak, not a tensor-core one (bf16, "
              "tf32), which is many times higher.")
+FORWARD_ALONE = ("a training step also runs the loss, the backward pass and the optimiser's "
+                 "update: count the FLOPs and the bytes of every kernel of "
+                 "cost.step_kernels, not only the forward ones.")
 COMPARE_EACH = ("the model compares each part with the launches on its own: the step stops "
                 "being launch-bound when the largest one part catches up")
+
+
+# What GPUSpec.peak_flops_for says of a precision a GPU has no rate for (the T4 and bf16).
+NO_RATE = re.compile(r"has no '(bf16|tf32|fp16|fp8)' rate")
+
+
+def _napkin_call(function, *args, stub_hint: str, call: str):
+    """:func:`call_learner`; a function that stopped asking a GPU for a tensor-core rate it
+    lacks (bf16 on a T4) is told that the model trains in float32."""
+    try:
+        return call_learner(function, *args, stub_hint=stub_hint, call=call)
+    except CheckFailedError as failure:
+        found = NO_RATE.search(failure.message)
+        if found is None:
+            raise
+        raise CheckFailedError(
+            f"{failure.message}: your function asked for the {found.group(1)} peak, a "
+            "tensor-core rate, for a model that trains in float32", FP32_PEAK) from None
 
 
 def _over(parts: Parts, *per_sample: float | None) -> float | None:
@@ -351,6 +376,9 @@ CROSSOVER_ANSWERS = (
                 lambda p: _over(p, p.forward_compute, p.memory, p.transfer),
                 "a training step also runs the backward pass and the optimiser's update: count "
                 "the FLOPs of every kernel the step launches, not only the forward ones."),
+    WrongAnswer("the forward pass alone (its FLOPs and its bytes)",
+                lambda p: _over(p, p.forward_compute, p.forward_memory, p.transfer),
+                FORWARD_ALONE),
     WrongAnswer("a tensor-core peak (bf16 or tf32) for an fp32 model",
                 lambda p: _over(p, p.bf16_compute, p.memory, p.transfer), FP32_PEAK),
     WrongAnswer("the kernels' work without the copy from the host",
@@ -500,7 +528,7 @@ def check_launch_bound(function, seed: int | None = None) -> str:
     got = []
     for parts in cases:
         call = f"first_batch_not_launch_bound({list(parts.widths)}, {parts.gpu!r})"
-        got.append(a_number(call_learner(function, list(parts.widths), parts.gpu,
+        got.append(a_number(_napkin_call(function, list(parts.widths), parts.gpu,
                                          stub_hint=LAUNCH_BOUND_STUB_HINT, call=call),
                             "the batch size", f"({parts}; seed={seed})"))
     evidence = Crossovers(seed, cases, got,
@@ -585,6 +613,9 @@ THROUGHPUT_ANSWERS = (
                 lambda p, b: b / _step(p, b, work=max(p.forward_compute, p.memory)),
                 "a training step also runs the backward pass and the optimiser's update: count "
                 "the FLOPs of every kernel the step launches."),
+    WrongAnswer("the forward pass alone (its FLOPs and its bytes)",
+                lambda p, b: b / _step(p, b, work=max(p.forward_compute, p.forward_memory)),
+                FORWARD_ALONE),
     WrongAnswer("a tensor-core peak (bf16 or tf32) for an fp32 model",
                 lambda p, b: None if p.bf16_compute is None else
                 b / _step(p, b, work=max(p.bf16_compute, p.memory)), FP32_PEAK),
@@ -738,7 +769,7 @@ def check_throughput(function, seed: int | None = None) -> str:
         for batch in parts.batches():
             call = f"samples_per_second({widths}, {batch}, {parts.gpu!r})"
             got[-1][batch] = a_number(
-                call_learner(function, list(widths), batch, parts.gpu,
+                _napkin_call(function, list(widths), batch, parts.gpu,
                              stub_hint=THROUGHPUT_STUB_HINT, call=call),
                 "samples per second", f"({parts}, batch {plain(batch)}; seed={seed})")
         want.append({b: model_samples_per_s(parts.widths, b, parts.gpu) for b in got[-1]})

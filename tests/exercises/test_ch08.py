@@ -315,6 +315,25 @@ def forward_flops_only(widths, gpu):
     return launches, compute, memory, copy
 
 
+def forward_pass_only(widths, gpu):
+    """The forward pass alone, its FLOPs and its bytes (round 16)."""
+    spec = hardware.get_gpu(gpu)
+    one, two = ([k for k in cost.step_kernels(widths, b) if k.phase == "forward"] for b in (1, 2))
+    launches, _, _, copy = parts(widths, gpu)
+    compute = (sum(k.flops for k in two) - sum(k.flops for k in one)) / spec.peak_flops_for("fp32")
+    memory = ((sum(k.bytes_moved for k in two) - sum(k.bytes_moved for k in one))
+              / spec.memory_bandwidth_bytes_per_s)
+    return launches, compute, memory, copy
+
+
+def bf16_peak_everywhere(widths, gpu):
+    """The bf16 peak asked of every GPU, the T4 (which has none) too."""
+    spec = hardware.get_gpu(gpu)
+    launches, compute, memory, copy = parts(widths, gpu)
+    return (launches, compute * spec.peak_flops_for("fp32") / spec.peak_flops_for("bf16"),
+            memory, copy)
+
+
 def bf16_peak(widths, gpu):
     """The parts with the bf16 peak where the GPU has one (the learner's code falls back to fp32
     where it does not)."""
@@ -359,6 +378,7 @@ SEEDS = [0, 3, 7, 11, 19]
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("function, words", [
     (crossover_from(forward_flops_only), "the forward pass's FLOPs alone"),
+    (crossover_from(forward_pass_only), "the forward pass alone (its FLOPs and its bytes)"),
     (crossover_from(bf16_peak), "a tensor-core peak (bf16 or tf32) for an fp32 model"),
     (lambda w, g: parts(w, g)[0] / (parts(w, g)[1] + parts(w, g)[2] + parts(w, g)[3]),
      "the sum of all three parts instead of the largest"),
@@ -374,6 +394,7 @@ def test_launch_bound_names_the_issue_s_mistakes_on_every_seed(function, words, 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("function, words", [
     (throughput_from(forward_flops_only), "the forward pass's FLOPs alone"),
+    (throughput_from(forward_pass_only), "the forward pass alone (its FLOPs and its bytes)"),
     (throughput_from(bf16_peak), "a tensor-core peak (bf16 or tf32) for an fp32 model"),
     (throughput_added, "the launches and the kernels' work added"),
     (throughput_all_added, "every part added"),
@@ -386,6 +407,22 @@ def test_launch_bound_names_the_issue_s_mistakes_on_every_seed(function, words, 
 ])
 def test_throughput_names_the_issue_s_mistakes_on_every_seed(function, words, seed):
     assert_result(ch08.check_throughput(function, seed=seed, show=False), FAILED, words)
+
+
+@pytest.mark.parametrize("check, function", [
+    (ch08.check_launch_bound, crossover_from(bf16_peak_everywhere)),
+    (ch08.check_throughput, throughput_from(bf16_peak_everywhere)),
+])
+def test_a_bf16_peak_asked_of_a_gpu_without_one_is_told_the_model_is_fp32(check, function):
+    for seed in SEEDS:
+        result = check(function, seed=seed, show=False)
+        assert result.status == FAILED, result
+        if "has no 'bf16' rate" in result.message:  # a T4 drawn: the error, and what it means
+            assert "asked for the bf16 peak, a tensor-core rate" in result.message, result
+            assert "the model trains in float32" in result.hint, result
+            break
+    else:
+        raise AssertionError("no seed drew the T4")
 
 
 @pytest.mark.parametrize("seed", SEEDS)
