@@ -117,9 +117,9 @@ RING_ROUTE_HINT = (
     "messages cross the machine instead of using each link once in each step."
 )
 ROOT_HINT = (
-    "collecting on one rank and sending the result back is what the ring avoids: that rank "
-    "receives (N - 1) whole vectors while the others idle. In a ring every rank sends one "
-    "chunk to its right and receives one from its left at every step."
+    "routes that meet at one rank are what the ring avoids: that rank receives (N - 1) whole "
+    "vectors while the others idle. In a ring every rank sends one chunk to its right and "
+    "receives one from its left at every step."
 )
 EVERYONE_HINT = (
     "that is the everyone-to-everyone exchange section 2 starts from: each rank talks to all "
@@ -433,10 +433,12 @@ RING_MISTAKES = (
     Mistake("x changed in place",
             lambda r: r.changed_x() is not None,
             lambda r: f"rank {r.changed_x()}'s x was changed", COPY_HINT),
-    Mistake("a gather to one rank and a broadcast back (not a ring)",
+    Mistake("a gather to one rank and a broadcast back, or pairs that all meet one rank "
+            "(not a ring)",
             lambda r: r.root() is not None,
             lambda r: (f"rank {r.root()} received messages from every other rank, and not every "
-                       "rank did: the messages converge on one rank, not round a ring"),
+                       "rank did: the messages meet at one rank (gathered to it, or exchanged "
+                       "in pairs that all include it), not round a ring"),
             ROOT_HINT, "trace"),
     Mistake("every rank exchanging with every other (not a ring)",
             lambda r: r.everyone(),

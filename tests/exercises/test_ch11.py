@@ -542,6 +542,20 @@ def test_everyone_to_everyone_is_still_named_on_three_ranks(seed):
     assert "everyone-to-everyone" in result.message and "3 ranks" in result.message, result
 
 
+def recursive_doubling(comm, x):  # pairs rank XOR 2^k exchanging whole vectors (round 16)
+    rank, size = comm.Get_rank(), comm.Get_size()
+    total = x.copy()
+    k = 1
+    while k < size:
+        partner = rank ^ k
+        if partner < size:
+            incoming = np.empty_like(total)
+            comm.Sendrecv(total.copy(), dest=partner, recvbuf=incoming, source=partner)
+            total = total + incoming
+        k *= 2
+    return total / size
+
+
 def gather_on_rank_zero(comm, x):
     """Rank 0 collects every vector, sums and sends the mean back."""
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -649,7 +663,8 @@ def ring_in_float32(comm, x):  # a right ring on a float32 copy, cast back at th
     (everyone_to_everyone, "everyone-to-everyone"),
     (pairs_by_xor, "not round a ring"),
     (pairs_xor_one_then_ring, "one way round"),
-    (gather_on_rank_zero, "collecting on one rank"),
+    (gather_on_rank_zero, "routes that meet at one rank are what the ring avoids"),
+    (recursive_doubling, "not round a ring"),
     (isend_waited_before_receiving, "Post the receive before you wait"),
     (irecv_never_waited, "wait for every request"),
     (no_modulo, "ring closes on itself"),
