@@ -119,6 +119,18 @@ def _gpulab_imported(function: types.FunctionType) -> list[str]:
             if not name.startswith(GUARDED_PACKAGE) or _CHAPTER_MODULE.match(name)]
 
 
+def attributes_set(thing) -> list[str]:
+    """The attributes the learner's ``thing`` (and the functions it calls) set on objects
+    (``module.name = ...``), and ``"setattr"`` where it calls it: with a check's module in
+    reach, a part of the check replaced."""
+    found: list[str] = []
+    for function in _learner_functions(thing):
+        found += sorted(_names_loaded(function.__code__, ("STORE_ATTR",)))
+        if "setattr" in _names_loaded(function.__code__, ("LOAD_GLOBAL", "LOAD_NAME")):
+            found.append("setattr")
+    return list(dict.fromkeys(found))
+
+
 def _globals_used(function: types.FunctionType) -> dict[str, object]:
     """The globals (and closure variables) ``function`` reads, with their values."""
     names = _names_loaded(function.__code__, ("LOAD_GLOBAL", "LOAD_NAME"))
@@ -533,6 +545,6 @@ def replaced_parts() -> list[str]:
 
 
 __all__ = ["FRAME_MODULES", "FRAME_READING", "GUARDED_BUILTINS", "GUARDED_MODULES",
-           "GUARDED_NUMPY", "GUARDED_PACKAGE", "calls_from_outside_gpulab", "frames_read",
-           "gpulab_things_used", "modules_used", "name_of", "parameter_unread", "refused_callee",
-           "remember_originals", "replaced_parts", "watching_calls"]
+           "GUARDED_NUMPY", "GUARDED_PACKAGE", "attributes_set", "calls_from_outside_gpulab",
+           "frames_read", "gpulab_things_used", "modules_used", "name_of", "parameter_unread",
+           "refused_callee", "remember_originals", "replaced_parts", "watching_calls"]

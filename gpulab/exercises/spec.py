@@ -285,6 +285,13 @@ class CheckSpec:
                 "cannot judge it.", OWN_WORK_HINT)
         used = learner_code.gpulab_things_used(thing, self.allowed_gpulab,
                                                  self.refused_gpulab)
+        checks_own = [u for u in used if u.startswith(learner_code.GUARDED_PACKAGE)]
+        stored = learner_code.attributes_set(thing) if checks_own else []
+        if stored:
+            raise CheckFailedError(
+                f"`{name}` reaches the check's own {checks_own[0].split(' (')[0]} and sets "
+                f"attributes ({', '.join(f'`{a}`' for a in stored[:3])}): it would replace part "
+                "of the check, which then cannot pass or fail your code.", REPLACED_HINT)
         if used:
             is_it = used[0].endswith(f".{name}") and " (as " not in used[0]
             said = (f"`{name}` is gpulab's own `{used[0]}`, not code you wrote" if is_it else

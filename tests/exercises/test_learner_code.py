@@ -164,6 +164,24 @@ def test_a_patched_builtin_or_private_helper_is_named(cheat, part, monkeypatch):
     assert part in result.message, result.message
 
 
+def percentile_ignoring_q_patching_the_check(samples, q):  # its module named in the code
+    from gpulab.exercises import ch12
+
+    ch12.nearest_rank = lambda values, q: max(values)
+    return max(samples)
+
+
+def test_a_function_that_sets_attributes_of_a_check_s_module_is_told_so(monkeypatch):
+    from gpulab.exercises import ch12
+
+    monkeypatch.setattr(ch12, "nearest_rank", ch12.nearest_rank)  # put back after the test
+    result = ch12.check_percentile(percentile_ignoring_q_patching_the_check, seed=1, show=False)
+    assert not result.passed
+    assert ("`percentile_ignoring_q_patching_the_check` reaches the check's own "
+            "gpulab.exercises.ch12 and sets attributes (`nearest_rank`): it would replace part "
+            "of the check") in result.message, result.message
+
+
 class PercentileObject:  # gpulab's own function behind an object's __call__
     __call__ = staticmethod(loadtest.percentile)
 
