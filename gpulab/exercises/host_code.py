@@ -245,8 +245,7 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
     from numba import cuda
 
     event_class = type(cuda.event())  # in the simulator, mended when gpulab.exercises is imported
-    originals = {name: getattr(event_class, name)
-                 for name in ("record", "synchronize", "elapsed_time")}
+    originals = {name: getattr(event_class, name) for name in ("record", "elapsed_time")}
     mine = lambda: not watch.launching and threading.get_ident() == owner_thread  # noqa: E731
 
     def record(self, *args, **kwargs):
@@ -254,51 +253,42 @@ def _patch_events(watch: HostCodeWatch, owner_thread: int, patched: list) -> Non
             watch.events.append(("clock", ("event", None)))
         return originals["record"](self, *args, **kwargs)
 
-    def synchronize(self, *args, **kwargs):
-        if mine():
-            watch.events.append(("synchronize", None))
-        return originals["synchronize"](self, *args, **kwargs)
-
     def elapsed_time(self, other, *args, **kwargs):
         ms = originals["elapsed_time"](self, other, *args, **kwargs)
         if mine():
             watch.events.append(("elapsed", float(ms) / 1e3))
         return ms
 
-    for name, replacement in (("record", record), ("synchronize", synchronize),
-                              ("elapsed_time", elapsed_time)):
+    for name, replacement in (("record", record), ("elapsed_time", elapsed_time)):
         patched.append((event_class, name, originals[name]))
         setattr(event_class, name, replacement)
 
-    # A stream's wait (`stream.synchronize()`, `cuda.default_stream().synchronize()`) is a wait
-    # for the GPU as `cuda.synchronize()` is.
-    stream_class = next(k for k in type(cuda.default_stream()).__mro__
-                        if "synchronize" in vars(k))
-    stream_wait = stream_class.synchronize
+    def waits_recorded(owner: type | None, kind=lambda waited_on: "synchronize") -> None:
+        """``owner.synchronize`` recorded as a wait of ``kind(the object waited on)``."""
+        if owner is None:
+            return
+        wait = owner.synchronize
 
-    def stream_synchronize(self, *args, **kwargs):
-        if mine():
-            watch.events.append(("empty_stream_wait" if watch.empty_stream(self)
-                                 else "synchronize", None))
-        return stream_wait(self, *args, **kwargs)
-
-    patched.append((stream_class, "synchronize", stream_wait))
-    stream_class.synchronize = stream_synchronize
-
-    # and the context's (`cuda.current_context().synchronize()`; in the simulator, mended by
-    # gpulab.instruments.simulator.device_as_on_a_gpu)
-    context_class = next((k for k in type(cuda.current_context()).__mro__
-                          if "synchronize" in vars(k)), None)
-    if context_class is not None:
-        context_wait = context_class.synchronize
-
-        def context_synchronize(self, *args, **kwargs):
+        def synchronize(self, *args, **kwargs):
             if mine():
-                watch.events.append(("synchronize", None))
-            return context_wait(self, *args, **kwargs)
+                watch.events.append((kind(self), None))
+            return wait(self, *args, **kwargs)
 
-        patched.append((context_class, "synchronize", context_wait))
-        context_class.synchronize = context_synchronize
+        patched.append((owner, "synchronize", wait))
+        owner.synchronize = synchronize
+
+    def owner_of_synchronize(thing) -> type | None:
+        return next((k for k in type(thing).__mro__ if "synchronize" in vars(k)), None)
+
+    # A wait on an event, a stream's (`stream.synchronize()`, `cuda.default_stream().
+    # synchronize()`) and the context's (`cuda.current_context().synchronize()`; in the
+    # simulator, mended by gpulab.instruments.simulator.device_as_on_a_gpu) are waits for the
+    # GPU as `cuda.synchronize()` is.
+    waits_recorded(event_class)
+    waits_recorded(owner_of_synchronize(cuda.default_stream()),
+                   lambda stream: ("empty_stream_wait" if watch.empty_stream(stream)
+                                   else "synchronize"))
+    waits_recorded(owner_of_synchronize(cuda.current_context()))
 
     # `with stream.auto_synchronize():` waits for the stream on exit (numba-cuda's Stream calls
     # its synchronize, recorded above); the simulator's only yields, so its exit waits here.

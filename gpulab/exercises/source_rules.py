@@ -301,19 +301,27 @@ def hard_coded_size(source: KernelSource) -> str | None:
     ``x[i]``) with a whole number bigger than 1 (``if i < 300:``): a problem size typed into
     the kernel. A halving loop's test (``while s > 16``) is not one, nor a value's test
     against a threshold (``if v > 65504:``, v never an index)."""
-    halving = _halving_loop_tests(source)
     indices = {name.id for node in source.walk() if isinstance(node, ast.Subscript)
                for name in ast.walk(node.slice) if isinstance(name, ast.Name)}
+    found = _compared_with_number(source, indices, 2)
+    return found[0] if found else None
+
+
+def _compared_with_number(source: KernelSource, names: set[str], low: int,
+                          high: float = math.inf) -> tuple[str, int] | None:
+    """(line, number) of the first ordering comparison (``<``, ``<=``, ``>``, ``>=``; not a
+    halving loop's test) of one of ``names`` with a whole number from ``low`` to ``high``."""
+    halving = _halving_loop_tests(source)
     for node in source.walk():
-        if id(node) in halving:
-            continue
-        if isinstance(node, ast.Compare) and any(
+        if id(node) in halving or not isinstance(node, ast.Compare) or not any(
                 isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) for op in node.ops):
-            sides = [node.left, *node.comparators]
-            if (any(isinstance(side, ast.Name) and side.id in indices for side in sides) and any(
-                    isinstance(side, ast.Constant) and isinstance(side.value, int)
-                    and not isinstance(side.value, bool) and side.value > 1 for side in sides)):
-                return source.line(node)
+            continue
+        sides = [node.left, *node.comparators]
+        numbers = [side.value for side in sides if isinstance(side, ast.Constant)
+                   and isinstance(side.value, int) and not isinstance(side.value, bool)
+                   and low <= side.value <= high]
+        if numbers and any(isinstance(side, ast.Name) and side.id in names for side in sides):
+            return source.line(node), numbers[0]
     return None
 
 
@@ -337,19 +345,7 @@ def index_capped_by_number(source: KernelSource) -> tuple[str, int] | None:
                 or _called_name(n) == "grid" for n in ast.walk(value)):
             for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                 global_index |= _assigned_names(target)
-    halving = _halving_loop_tests(source)
-    for node in source.walk():
-        if id(node) in halving or not isinstance(node, ast.Compare) or not any(
-                isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) for op in node.ops):
-            continue
-        sides = [node.left, *node.comparators]
-        numbers = [side.value for side in sides if isinstance(side, ast.Constant)
-                   and isinstance(side.value, int) and not isinstance(side.value, bool)
-                   and side.value >= SIZE_TYPED_IN_AT_LEAST]
-        if numbers and any(isinstance(side, ast.Name) and side.id in global_index
-                           for side in sides):
-            return source.line(node), numbers[0]
-    return None
+    return _compared_with_number(source, global_index, SIZE_TYPED_IN_AT_LEAST)
 
 
 def fixed_length_local_array(source: KernelSource) -> tuple[str, int] | None:
@@ -419,17 +415,8 @@ def hard_coded_thread_count(source: KernelSource) -> str | None:
                     _called_name(n) in ("grid", "gridsize") for n in ast.walk(node.value)):
                 for target in node.targets:
                     in_block |= _assigned_names(target)
-    halving = _halving_loop_tests(source)
-    for node in source.walk():
-        if id(node) in halving or not isinstance(node, ast.Compare) or not any(
-                isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) for op in node.ops):
-            continue
-        sides = [node.left, *node.comparators]
-        if any(isinstance(side, ast.Name) and side.id in in_block for side in sides) and any(
-                isinstance(side, ast.Constant) and isinstance(side.value, int)
-                and not isinstance(side.value, bool) and 1 < side.value <= 32 for side in sides):
-            return source.line(node)
-    return None
+    found = _compared_with_number(source, in_block, 2, 32)
+    return found[0] if found else None
 
 
 FIXED_STEP_AT_LEAST = 32  # smaller steps are unrolling (2, 4, 8); larger look like a grid's size
