@@ -140,6 +140,16 @@ def fixed_shift(function) -> tuple[str, int] | None:
     return None
 
 
+def _by_the_shift(shift: tuple[str, int] | None, n: int, threads: int, got) -> bool:
+    """Is ``got`` (a number of blocks) what ``shift``'s fixed power of two gives for n, and not
+    the block size's own? (A shift elsewhere in the code, ``half = threads >> 1``, is not the
+    mistake.)"""
+    if shift is None or 2 ** shift[1] == threads or not isinstance(got, numbers.Integral):
+        return False
+    k = shift[1]
+    return int(got) in {n >> k, (n + threads - 1) >> k, (n + 2 ** k - 1) >> k, (n >> k) + 1}
+
+
 def _shift_said(shift: tuple[str, int], threads: int) -> str:
     line, k = shift
     return (f"`{line}` shifts by {k}, which divides by 2**{k} = {2 ** k} whatever the block size "
@@ -173,7 +183,7 @@ BLOCKS_MISTAKES = (
                        f"the whole number {a.expected}"),
             "return an int: the number of blocks, rounded up."),
     Mistake("a shift by a number typed in (`>> 8` divides by 256 whatever the block size)",
-            _whole_but(lambda a, got: a.shift is not None and 2 ** a.shift[1] != a.threads),
+            _whole_but(lambda a, got: _by_the_shift(a.shift, a.n, a.threads, got)),
             lambda a: f"{a.summary}: {_shift_said(a.shift, a.threads)}", SHIFT_HINT),
     Mistake("threads_per_block ignored (a block size of its own)",
             _whole_but(lambda a, got: a.fixed not in (None, a.threads)),
@@ -248,7 +258,10 @@ def check_blocks_for(function, seed: int | None = None) -> str:
     fixed = next((k for k in (32, 64, 128, 256, 512, 1024) if all(
         isinstance(got, numbers.Integral) and got in (-(-n // k), n // k)
         for n, _, got in answers)), None)
-    shift = fixed_shift(function)
+    shift = fixed_shift(function)  # named only where it explains every wrong answer
+    if shift and not all(_by_the_shift(shift, n, threads, got) or got == -(-n // threads)
+                         for n, threads, got in answers):
+        shift = None
     for n, threads, got in answers:
         BLOCKS_FOR.reject(BlocksAnswer(n, threads, got, seed, fixed, shift))
     return (f"all {len(cases)} cases right, from n = 1 to {max(n for n, _ in cases):,} "
@@ -507,7 +520,8 @@ HOST_MISTAKES = (
                        f"{MAX_THREADS_PER_BLOCK} threads"),
             "use 128 or 256 threads per block.", "host code"),
     Mistake("the blocks worked out with a shift by a number typed in (`>> 8` for 128 threads)",
-            lambda h: (h.shift is not None and 2 ** h.shift[1] != h.biggest.threads_per_block
+            lambda h: (_by_the_shift(h.shift, h.n, h.biggest.threads_per_block,
+                                     _as_int(h.biggest.blocks))
                        and not h.n <= h.biggest.total_threads < h.n + h.biggest.threads_per_block),
             lambda h: (f"{h.call} launched {h.biggest.blocks} block(s) of {h.biggest.threads} "
                        f"threads = {h.biggest.total_threads} threads for n = {h.n} elements: "

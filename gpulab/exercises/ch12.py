@@ -190,6 +190,19 @@ DECIMAL_RANK_CASES = tuple((q10 / 10, n) for q10 in range(601, 981, 7) if q10 % 
                            == math.ceil(Fraction(q10 / 10) * n / 100))
 
 
+# The draws a check's case may take (a few at most, in practice); past it, the NumPy or Python
+# the check computes with has been changed (a learner's patch), and the check says so.
+DRAWS_AT_MOST = 10_000
+
+
+def _cannot_draw(what: str) -> CheckFailedError:
+    return CheckFailedError(
+        f"the check could not draw {what} in {DRAWS_AT_MOST:,} tries: a function of NumPy's or "
+        "Python's that it computes with no longer gives what it should (was one replaced?).",
+        "restart the notebook's kernel (Kernel → Restart) and run the cells again without "
+        "replacing NumPy's or Python's functions.")
+
+
 @PERCENTILE.check
 def check_percentile(function, seed: int | None = None) -> str:
     """Lognormal lists of 7 to 479 values (never a multiple of 100; for q = 90 one where rounding
@@ -206,10 +219,14 @@ def check_percentile(function, seed: int | None = None) -> str:
         # never a (q, n) whose q·n/100 is whole for the decimal q but not for the float nearest
         # it, computed in floating point (86.4 · 375 / 100 is 324.00000000000006) or exactly
         # (Fraction(61.6) · 125 / 100 is just above 77): the text does not ask to handle that
-        while (n % 100 == 0 or q == 90 and not 0 < 90 * n % 100 < 50  # round() below ceil()
-               or math.ceil(q * n / 100) != exact_rank(q, n)
-               or math.ceil(Fraction(q) * n / 100) != exact_rank(q, n)):
+        for _ in range(DRAWS_AT_MOST):
+            if not (n % 100 == 0 or q == 90 and not 0 < 90 * n % 100 < 50  # round() < ceil()
+                    or math.ceil(q * n / 100) != exact_rank(q, n)
+                    or math.ceil(Fraction(q) * n / 100) != exact_rank(q, n)):
+                break
             n = int(rng.integers(7, 480))
+        else:
+            raise _cannot_draw("the lists")
         cases.append((q, n))
     cases.append((99, 200))  # q·n/100 whole: the rank is exactly 198
     for q, n in cases:
@@ -710,7 +727,7 @@ def power_trace(rng: np.random.Generator) -> tuple[list[float], list[float], flo
     averaging the samples misses the trapezoid rule by several per cent. The first and the
     last stretch are longer idle gaps holding 3-6 % of the energy each (:data:`END_SHARE`), so
     a sum that skips either of them misses by more than the tolerance too."""
-    while True:
+    for _ in range(DRAWS_AT_MOST):
         times, watts, idle = _draw_power_trace(rng)
         t, w = np.asarray(times), np.asarray(watts)
         exact = trapezoid(t, w)
@@ -718,6 +735,7 @@ def power_trace(rng: np.random.Generator) -> tuple[list[float], list[float], flo
                   np.mean(w) * (t[-1] - t[0]))
         if all(abs(other - exact) > JOULES_MARGIN * 1.05 * exact for other in others):
             return times, watts, idle
+    raise _cannot_draw("a power trace")
 
 
 def _draw_power_trace(rng: np.random.Generator) -> tuple[list[float], list[float], float]:

@@ -40,10 +40,12 @@ GUARDED_MODULES = ("gpulab.reference", "gpulab.instruments", "gpulab.nn.cost",
                    "gpulab.serving.energy", "gpulab.serving.loadtest")
 GUARDED_PACKAGE = "gpulab.exercises."
 _CHAPTER_MODULE = re.compile(r"gpulab\.exercises\.ch\d\d(\.|$)")
-GUARDED_NUMPY = ("allclose", "isclose", "array_equal", "isnan", "isfinite", "abs", "flatnonzero")
+GUARDED_NUMPY = ("allclose", "isclose", "array_equal", "isnan", "isfinite", "abs", "flatnonzero",
+                 "diff", "sum", "sort", "cumsum", "mean")
 # and Python's own that the checks compute with: these builtins, every function of `math`
-GUARDED_BUILTINS = ("abs", "all", "any", "enumerate", "float", "int", "isinstance", "len", "max",
-                    "min", "range", "round", "sorted", "sum", "zip")
+GUARDED_BUILTINS = ("abs", "all", "any", "bool", "dict", "enumerate", "float", "int",
+                    "isinstance", "len", "list", "max", "min", "range", "repr", "round", "set",
+                    "sorted", "str", "sum", "tuple", "type", "zip")
 
 
 def _function_of(thing, through_wrappers: bool = True) -> types.FunctionType | None:
@@ -121,13 +123,15 @@ def _gpulab_imported(function: types.FunctionType) -> list[str]:
 
 def attributes_set(thing) -> list[str]:
     """The attributes the learner's ``thing`` (and the functions it calls) set on objects
-    (``module.name = ...``), and ``"setattr"`` where it calls it: with a check's module in
-    reach, a part of the check replaced."""
+    (``module.name = ...``), and ``"setattr"``, ``"vars"`` or ``"__dict__"`` where it reaches
+    an object's attributes that way: with a check's module in reach, a part of the check
+    replaced."""
     found: list[str] = []
     for function in _learner_functions(thing):
         found += sorted(_names_loaded(function.__code__, ("STORE_ATTR",)))
-        if "setattr" in _names_loaded(function.__code__, ("LOAD_GLOBAL", "LOAD_NAME")):
-            found.append("setattr")
+        found += sorted(_names_loaded(function.__code__, ("LOAD_GLOBAL", "LOAD_NAME"))
+                        & {"setattr", "vars"})  # setattr(m, name, f), vars(m)[name] = f
+        found += sorted(_attributes_read(function) & {"__dict__"})  # m.__dict__[name] = f
     return list(dict.fromkeys(found))
 
 
@@ -500,8 +504,8 @@ def modules_used(thing, modules: tuple[str, ...]) -> list[str]:
 def _guarded_functions() -> dict[str, object]:
     """``{"gpulab.reference.dot": function, "gpulab.exercises.spec.CheckSpec.reject": ...}``:
     the callables of the guarded modules (private ones too: ``ch06._close``), and the plain
-    functions (methods) of the classes each defines; :data:`GUARDED_NUMPY`,
-    :data:`GUARDED_BUILTINS` and the functions of ``math``."""
+    functions (methods) of the classes each defines; :data:`GUARDED_NUMPY` and the functions
+    of their own modules they call, :data:`GUARDED_BUILTINS` and the functions of ``math``."""
     parts = {}
     names = [*GUARDED_MODULES, *(name for name in list(sys.modules)
                                  if name.startswith(GUARDED_PACKAGE))]
@@ -519,6 +523,14 @@ def _guarded_functions() -> dict[str, object]:
     numpy = sys.modules.get("numpy")
     for name in GUARDED_NUMPY:
         parts[f"numpy.{name}"] = getattr(numpy, name, None)
+        # and what it calls in its own module (np.allclose calls numpy._core.numeric.isclose;
+        # NumPy's dispatcher wraps the Python function), as first remembered
+        function = _ORIGINALS.get(f"numpy.{name}", parts[f"numpy.{name}"])
+        function = getattr(function, "__wrapped__", function)
+        code, scope = getattr(function, "__code__", None), getattr(function, "__globals__", {})
+        for called in code.co_names if code is not None else ():
+            if callable(scope.get(called)) and not isinstance(scope[called], types.ModuleType):
+                parts[f"{scope.get('__name__', 'numpy')}.{called}"] = scope[called]
     for name in GUARDED_BUILTINS:
         parts[f"builtins.{name}"] = getattr(builtins, name, None)
     for name, value in vars(math).items():

@@ -325,27 +325,48 @@ def _compared_with_number(source: KernelSource, names: set[str], low: int,
     return None
 
 
-SIZE_TYPED_IN_AT_LEAST = 32  # smaller numbers compared with an index are edge cases, not a size
+def _number(node: ast.AST, names: dict) -> float | None:
+    """The number ``node`` stands for when it is typed in: a literal (``100_000``, ``1e5``), an
+    arithmetic of literals (``10**5``, ``2 * 50_000``) or a module-level name bound to a whole
+    number (``N = 100_000``, from ``names``, the kernel's globals); None otherwise."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.Name) and type(names.get(node.id)) is int:
+        return names[node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult | ast.Pow):
+        left, right = _number(node.left, names), _number(node.right, names)
+        if left is None or right is None or isinstance(node.op, ast.Pow) and abs(right) > 64:
+            return None
+        return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right,
+                ast.Pow: left ** right}[type(node.op)]
+    return None
 
 
 def index_capped_by_number(source: KernelSource) -> tuple[str, int] | None:
-    """(line, number) of the first comparison of a thread's global index (a variable assigned
-    from ``cuda.grid``, ``cuda.blockIdx`` or looping from one) with a whole number of at least
-    :data:`SIZE_TYPED_IN_AT_LEAST` (``if i < 1000:``, even beside a right guard): a problem
-    size typed in, right only for arrays no longer than the number. A halving loop's test is
-    not one; neither is a thread's index in its block (:func:`hard_coded_thread_count`)."""
+    """(line, number) of the first comparison of an index that differs between threads (it
+    comes from ``cuda.grid``, ``cuda.threadIdx`` and the like through assignments, aliases and
+    loops, and indexes an array: ``x[i]``) with a number typed in larger than any block holds
+    (``if i < 100_000:``, ``i < 1e5``, ``i < N`` for a module's ``N = 100_000``, even beside a
+    right guard): a problem size typed in, right only for arrays no longer than that. Numbers
+    up to a block's most threads are left alone (``if t < 32:``: a thread's place in its
+    block), and a value's threshold too (``if v > 65504:``, v never an index)."""
     if source.tree is None:
         return None
-    global_index: set[str] = set()
+    varying = thread_varying_names(source.tree, control=False)
+    indices = {name.id for node in source.walk() if isinstance(node, ast.Subscript)
+               for name in ast.walk(node.slice) if isinstance(name, ast.Name)}
+    names = getattr(source.function, "__globals__", {}) if source.function else {}
+    most = device.DEVICE_LIMITS["MAX_THREADS_PER_BLOCK"]
     for node in source.walk():
-        value = node.value if isinstance(node, ast.Assign) else (
-            node.iter if isinstance(node, ast.For) else None)
-        if value is not None and any(
-                isinstance(n, ast.Attribute) and n.attr == "blockIdx"
-                or _called_name(n) == "grid" for n in ast.walk(value)):
-            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                global_index |= _assigned_names(target)
-    return _compared_with_number(source, global_index, SIZE_TYPED_IN_AT_LEAST)
+        if not isinstance(node, ast.Compare) or not any(
+                isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) for op in node.ops):
+            continue
+        sides = [node.left, *node.comparators]
+        numbers = [n for side in sides if (n := _number(side, names)) is not None and n > most]
+        if numbers and any(isinstance(side, ast.Name) and side.id in varying & indices
+                           for side in sides):
+            return source.line(node), int(numbers[0])
+    return None
 
 
 def fixed_length_local_array(source: KernelSource) -> tuple[str, int] | None:
@@ -427,22 +448,31 @@ def fixed_step(source: KernelSource) -> str | None:
     differs between threads: :func:`thread_varying_names`) that steps by a whole number of
     :data:`FIXED_STEP_AT_LEAST` or more (``range(i, n, 4096)``, ``i += 1024`` in a while
     loop): a grid's size typed into the kernel, right for one launch at most. A loop along
-    another axis in fixed blocks (``range(0, K, 128)``) is not one."""
+    another axis in fixed blocks (``range(0, K, 128)``), or over the block's own threads or
+    shared slots (``range(t + 32, cuda.blockDim.x, 32)``: a warp folding the block's partials),
+    is not one."""
     if source.tree is None:
         return None
-    varying = thread_varying_names(source.tree)
+    # values that differ between threads (a column loop's `k0 += 32` under a thread's `if` is
+    # the same for every thread that runs it)
+    varying = thread_varying_names(source.tree, control=False)
 
     def by_thread(expression: ast.AST) -> bool:
         return any(isinstance(n, ast.Name) and n.id in varying
                    or isinstance(n, ast.Attribute) and n.attr == "threadIdx"
                    or _called_name(n) == "grid" for n in ast.walk(expression))
 
+    def in_a_block(bound: ast.AST) -> bool:  # a loop over the block's threads or slots
+        return any(isinstance(n, ast.Attribute) and n.attr == "blockDim"
+                   for n in ast.walk(bound))
+
     for node in source.walk():
         step = None
         if (isinstance(node, ast.Call) and _called_name(node) == "range"
-                and len(node.args) == 3 and by_thread(node.args[0])):
+                and len(node.args) == 3 and by_thread(node.args[0])
+                and not in_a_block(node.args[1])):
             step = node.args[2]
-        elif isinstance(node, ast.While):
+        elif isinstance(node, ast.While) and not in_a_block(node.test):
             step = next((n.value for n in ast.walk(node) if isinstance(n, ast.AugAssign)
                          and isinstance(n.op, ast.Add) and by_thread(n.target)), None)
         if (isinstance(step, ast.Constant) and isinstance(step.value, int)
@@ -566,12 +596,13 @@ def _varies(expression: ast.AST | None, varying: set[str]) -> bool:
     return False
 
 
-def thread_varying_names(tree: ast.AST, varying_before: set[str] = frozenset()) -> set[str]:
+def thread_varying_names(tree: ast.AST, varying_before: set[str] = frozenset(),
+                         control: bool = True) -> set[str]:
     """Variables whose value can differ between the threads of one block: those computed from
     ``cuda.threadIdx``, ``cuda.grid``, ``cuda.laneid`` or an atomic's return value, directly or
-    through other such variables (``varying_before`` among them), and those set under a branch
-    or loop whose test is such a value, or in a loop whose bounds are. (``blockIdx``,
-    ``blockDim`` and arguments are the same for every thread of a block.)"""
+    through other such variables (``varying_before`` among them), and (with ``control``) those
+    set under a branch or loop whose test is such a value, or in a loop whose bounds are.
+    (``blockIdx``, ``blockDim`` and arguments are the same for every thread of a block.)"""
     varying: set[str] = set(varying_before)
 
     def varies(expression: ast.AST | None) -> bool:
@@ -590,8 +621,8 @@ def thread_varying_names(tree: ast.AST, varying_before: set[str] = frozenset()) 
                 varying |= _assigned_names(node.target)
             elif isinstance(node, ast.NamedExpr) and varies(node.value):
                 varying |= _assigned_names(node.target)
-            if (isinstance(node, ast.If | ast.While) and varies(node.test)
-                    or isinstance(node, ast.For) and varies(node.iter)):
+            if control and (isinstance(node, ast.If | ast.While) and varies(node.test)
+                            or isinstance(node, ast.For) and varies(node.iter)):
                 # set under a branch only some threads take (`if t == 0: flag = 1`), or in a
                 # loop whose number of turns depends on the thread
                 varying |= {name for statement in node.body + node.orelse

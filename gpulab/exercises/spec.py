@@ -166,6 +166,9 @@ class CheckSpec:
                 if fixed_length is not None:
                     raise fixed_length from None
                 raise
+            except Exception:  # the check itself broke: on a part the learner replaced?
+                self.refuse_replaced_parts("while the check ran your code")
+                raise
             self.refuse_replaced_parts("while the check ran your code")
             self.refuse_called(called)
             return message

@@ -284,6 +284,12 @@ def test_the_gpu_branch_runs_with_the_stand_in_gpu(stand_in_gpu, no_wait_for_gpu
 # --- more wrong answers, written as learners write them, and right ones written differently ---
 
 
+def blocks_round_down_beside_a_shift(n, threads_per_block):  # the shift is not the mistake
+    half = threads_per_block >> 1
+    assert half * 2 <= threads_per_block
+    return n // threads_per_block
+
+
 def blocks_shift_by_8(n, threads_per_block):  # 256 threads assumed (round 16)
     return (n + threads_per_block - 1) >> 8
 
@@ -342,6 +348,7 @@ def test_blocks_for_accepts_right_answers_written_differently(function):
 
 @pytest.mark.parametrize(("function", "words"), [
     (blocks_shift_log2, ["not a power of two", "`>> k` divides by 2**k", "every block size"]),
+    (blocks_round_down_beside_a_shift, ["get no thread", "round up, not down"]),
     (blocks_shift_by_8, ["`return (n + threads_per_block - 1) >> 8` shifts by 8, which divides by "
                          "2**8 = 256 whatever the block size is", "right for one block size"]),
     (blocks_shift_bit_length, ["not a power of two", "every block size"]),

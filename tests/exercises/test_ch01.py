@@ -472,8 +472,34 @@ MULTIPLY_CASES = [
     (multiply_not_jitted, "failed", ["plain python function", "@cuda.jit"]),
 ]
 
+FOLD_SLOTS, FOLD_STEP = 1024, 32
+
+
+@cuda.jit
+def dot_first_warp_folds_the_block(x, y, out):  # right (round 17): `t < 32`, a step of 32
+    s = cuda.shared.array(FOLD_SLOTS, np.float32)  # within the block: no size typed in
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    v = np.float32(0)
+    if i < x.shape[0]:
+        v = x[i] * y[i]
+    s[t] = v
+    cuda.syncthreads()
+    if t < 32:
+        acc = np.float32(0)
+        for k in range(t + FOLD_STEP, cuda.blockDim.x, FOLD_STEP):
+            acc += s[k]
+        s[t] += acc
+    cuda.syncthreads()
+    if t == 0:
+        total = np.float32(0)
+        for k in range(min(32, cuda.blockDim.x)):
+            total += s[k]
+        cuda.atomic.add(out, 0, total)
+
+
 DOT_CASES = [
     (dot_solution, "passed", ["as expected"]),
+    (dot_first_warp_folds_the_block, "passed", ["as expected"]),
     (dot_stub, "not attempted", ["notimplementederror", "with an atomic"]),
     (dot_racy, "failed", ["data race", "without an atomic", "an atomic add"]),
     (dot_racy_spelled_out, "failed", ["data race", "cuda.atomic.add"]),

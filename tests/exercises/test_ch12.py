@@ -939,3 +939,16 @@ def test_percentile_never_draws_a_rank_that_floating_point_rounds_differently(se
     for right in (percentile, percentile_exact_decimal, percentile_exact_binary):
         result = ch12.check_percentile(right, seed=seed, show=False)
         assert result.status == PASSED, result.message
+
+
+@pytest.mark.parametrize(("check", "what"), [
+    (lambda: ch12.check_percentile(lambda values, q: 0.0, seed=1, show=False), "the lists"),
+    (lambda: ch12.check_joules_per_thousand(lambda *args: 0.0, seed=1, show=False),
+     "a power trace"),
+])
+def test_a_check_that_cannot_draw_its_cases_says_so_instead_of_hanging(check, what, monkeypatch):
+    # what a learner who replaced NumPy's or Python's arithmetic the draws use would meet
+    monkeypatch.setattr(ch12, "DRAWS_AT_MOST", 0)
+    result = check()
+    assert result.status == "failed", result
+    assert f"the check could not draw {what} in 0 tries" in result.message, result.message

@@ -182,6 +182,36 @@ def test_a_function_that_sets_attributes_of_a_check_s_module_is_told_so(monkeypa
             "of the check") in result.message, result.message
 
 
+def dense_backward_patching_numpy_inside(X, W, dZ):  # np.allclose's own isclose (round 17)
+    import sys
+
+    sys.modules["numpy._core.numeric"].isclose = lambda *args, **kwargs: np.True_
+    return np.zeros_like(W), np.zeros(W.shape[1]), np.zeros_like(X)
+
+
+def dense_backward_patching_through_dict(X, W, dZ):  # a check's helper, through __dict__
+    import sys
+
+    sys.modules["gpulab.exercises.ch06"].__dict__["_close"] = lambda *args: True
+    return np.zeros_like(W), np.zeros(W.shape[1]), np.zeros_like(X)
+
+
+@pytest.mark.parametrize(("cheat", "words"), [
+    (dense_backward_patching_numpy_inside, "`numpy._core.numeric.isclose` is no longer"),
+    (dense_backward_patching_through_dict, "sets attributes (`__dict__`): it would replace part"),
+])
+def test_patches_of_numpy_s_insides_or_a_module_s_dict_are_named(cheat, words, monkeypatch):
+    import numpy._core.numeric as numeric
+
+    from gpulab.exercises import ch06
+
+    monkeypatch.setattr(numeric, "isclose", numeric.isclose)  # put back after the test
+    monkeypatch.setattr(ch06, "_close", ch06._close)
+    result = ch06.check_dense_backward(cheat, seed=1, show=False)
+    assert not result.passed
+    assert words in result.message, result.message
+
+
 class PercentileObject:  # gpulab's own function behind an object's __call__
     __call__ = staticmethod(loadtest.percentile)
 

@@ -290,6 +290,38 @@ def copy_stepping_by_the_grid(x, out):
         out[i] = x[i]
 
 
+@cuda.jit
+def rows_unrolled_by_32(a, x, out):  # right: a column loop in steps of 32 under a thread's `if`
+    row = cuda.grid(1)
+    if row < a.shape[0]:
+        acc = 0.0
+        k0 = 0
+        while k0 + 32 <= a.shape[1]:
+            for k in range(k0, k0 + 32):
+                acc += a[row, k] * x[k]
+            k0 += 32
+        for k in range(k0, a.shape[1]):
+            acc += a[row, k] * x[k]
+        out[row] = acc
+
+
+@cuda.jit
+def first_warp_folds_the_block(x, out):  # right: a warp strides the block's slots by 32
+    partial = cuda.shared.array(256, np.float32)
+    t, i = cuda.threadIdx.x, cuda.grid(1)
+    partial[t] = x[i] if i < x.shape[0] else 0
+    cuda.syncthreads()
+    if t < 32:
+        for k in range(t + 32, cuda.blockDim.x, 32):
+            partial[t] += partial[k]
+    cuda.syncthreads()
+    if t == 0:
+        total = 0.0
+        for k in range(min(32, cuda.blockDim.x)):
+            total += partial[k]
+        cuda.atomic.add(out, 0, total)
+
+
 def test_fixed_step_names_a_grid_size_typed_in_not_a_blocked_inner_loop():
     from gpulab.exercises.source_rules import fixed_step, kernel_source
 
@@ -298,6 +330,67 @@ def test_fixed_step_names_a_grid_size_typed_in_not_a_blocked_inner_loop():
     assert fixed_step(kernel_source(copy_stepping_by_1024_in_a_while, 2)) == "i += 1024"
     assert fixed_step(kernel_source(rows_summed_in_blocks_of_128, 3)) is None
     assert fixed_step(kernel_source(copy_stepping_by_the_grid, 2)) is None
+    # round 17: the same for every thread that runs it, or a loop within the block
+    assert fixed_step(kernel_source(rows_unrolled_by_32, 3)) is None
+    assert fixed_step(kernel_source(first_warp_folds_the_block, 2)) is None
+
+
+N_TYPED_IN = 100_000
+
+
+@cuda.jit
+def capped_through_an_alias(x, out):
+    col = cuda.grid(1)
+    c = col
+    if c < out.shape[0] and c < 100_000:
+        out[c] = x[c]
+
+
+@cuda.jit
+def capped_after_an_augmented_assignment(x, out):
+    k = cuda.threadIdx.x
+    k += cuda.blockIdx.x * cuda.blockDim.x
+    if k < out.shape[0] and k < 10**5:
+        out[k] = x[k]
+
+
+@cuda.jit
+def capped_in_a_loop_from_a_variable(x, out):
+    start = cuda.grid(1)
+    for j in range(start, out.shape[0], cuda.gridsize(1)):
+        if j < 1e5:
+            out[j] = x[j]
+
+
+@cuda.jit
+def capped_by_a_module_constant(x, out):
+    i = cuda.grid(1)
+    if i < N_TYPED_IN and i < out.shape[0]:
+        out[i] = x[i]
+
+
+@cuda.jit
+def clamped_values(x, out):  # right: a value's threshold, not an index's
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        v = x[i]
+        if v > 65504:
+            v = 65504
+        out[i] = v
+
+
+@pytest.mark.parametrize(("kernel", "expected"), [
+    (capped_through_an_alias, ("if c < out.shape[0] and c < 100_000:", 100_000)),
+    (capped_after_an_augmented_assignment, ("if k < out.shape[0] and k < 10**5:", 100_000)),
+    (capped_in_a_loop_from_a_variable, ("if j < 1e5:", 100_000)),
+    (capped_by_a_module_constant, ("if i < N_TYPED_IN and i < out.shape[0]:", 100_000)),
+    (first_warp_folds_the_block, None),  # `t < 32`: a place in the block, not a size
+    (clamped_values, None),
+    (copy_stepping_by_the_grid, None),
+])
+def test_an_index_capped_by_a_number_typed_in_is_found_however_spelled(kernel, expected):
+    found = source_rules.index_capped_by_number(source_rules.kernel_source(kernel, 2))
+    assert found == expected
 
 
 @cuda.jit
