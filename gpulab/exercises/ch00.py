@@ -27,6 +27,7 @@ from functools import cached_property
 
 import numpy as np
 
+from gpulab.exercises import learner_code
 from gpulab.exercises.grid_stride import one_per_thread
 from gpulab.exercises.host_code import (
     LAUNCHED_BY_FORALL,
@@ -122,8 +123,16 @@ class BlocksAnswer:
 
 def fixed_shift(function) -> tuple[str, int] | None:
     """(line, k) of the first right shift by a number typed in (``(n + 255) >> 8``, ``b >>= 8``)
-    in the learner's ``function``: a division by 2**k whatever block size the launch has. None
-    when there is none, or the source cannot be read."""
+    in the learner's ``function`` or a function of theirs it calls: a division by 2**k whatever
+    block size the launch has. None when there is none, or the source cannot be read."""
+    for each in learner_code.learner_functions(function):
+        found = _shift_in(each)
+        if found is not None:
+            return found
+    return None
+
+
+def _shift_in(function) -> tuple[str, int] | None:
     try:
         source = textwrap.dedent(inspect.getsource(function))
         tree = ast.parse(source)

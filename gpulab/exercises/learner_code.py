@@ -127,7 +127,7 @@ def attributes_set(thing) -> list[str]:
     an object's attributes that way: with a check's module in reach, a part of the check
     replaced."""
     found: list[str] = []
-    for function in _learner_functions(thing):
+    for function in learner_functions(thing):
         found += sorted(_names_loaded(function.__code__, ("STORE_ATTR",)))
         found += sorted(_names_loaded(function.__code__, ("LOAD_GLOBAL", "LOAD_NAME"))
                         & {"setattr", "vars"})  # setattr(m, name, f), vars(m)[name] = f
@@ -191,7 +191,7 @@ def parameter_unread(thing, position: int) -> str | None:
     return code.co_varnames[position]
 
 
-def _learner_functions(thing) -> list[types.FunctionType]:
+def learner_functions(thing) -> list[types.FunctionType]:
     """The function behind ``thing`` and, through their globals, every plain function it calls
     that the learner wrote (not gpulab's), each once."""
     found: list[types.FunctionType] = []
@@ -475,7 +475,7 @@ def words_used(thing) -> set[str]:
     ``{"np", "array", "view", "float8_e4m3fn", ...}``, for a check to tell a library call
     that only shows as words (a dtype named by its text)."""
     words: set[str] = set()
-    for function in _learner_functions(thing):
+    for function in learner_functions(thing):
         words.update(str(name) for name in _names_loaded(
             function.__code__, ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR", "LOAD_METHOD")))
         words.update(c for code in _codes(function.__code__) for c in code.co_consts
@@ -493,7 +493,7 @@ def modules_used(thing, modules: tuple[str, ...]) -> list[str]:
         return getattr(value, "__module__", None) or getattr(type(value), "__module__", "")
 
     found: list[str] = []
-    for function in _learner_functions(thing):
+    for function in learner_functions(thing):
         found += [str(name) for name in _names_loaded(function.__code__, ("IMPORT_NAME",))
                   if _is_within(str(name), modules)]
         found += [module.split(".")[0] for value in _globals_used(function).values()
@@ -558,5 +558,6 @@ def replaced_parts() -> list[str]:
 
 __all__ = ["FRAME_MODULES", "FRAME_READING", "GUARDED_BUILTINS", "GUARDED_MODULES",
            "GUARDED_NUMPY", "GUARDED_PACKAGE", "attributes_set", "calls_from_outside_gpulab",
-           "frames_read", "gpulab_things_used", "modules_used", "name_of", "parameter_unread",
+           "frames_read", "gpulab_things_used", "learner_functions", "modules_used", "name_of",
+           "parameter_unread",
            "refused_callee", "remember_originals", "replaced_parts", "watching_calls"]

@@ -327,12 +327,16 @@ def _compared_with_number(source: KernelSource, names: set[str], low: int,
 
 def _number(node: ast.AST, names: dict) -> float | None:
     """The number ``node`` stands for when it is typed in: a literal (``100_000``, ``1e5``), an
-    arithmetic of literals (``10**5``, ``2 * 50_000``) or a module-level name bound to a whole
-    number (``N = 100_000``, from ``names``, the kernel's globals); None otherwise."""
+    arithmetic of literals (``10**5``, ``2 * 50_000``), a module-level name bound to a whole
+    number (``N = 100_000``, from ``names``, the kernel's globals) or such a number among a
+    ``min(...)``'s arguments; None otherwise."""
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         return node.value
     if isinstance(node, ast.Name) and type(names.get(node.id)) is int:
         return names[node.id]
+    if _called_name(node) == "min":  # `min(length, 100_000)`: a cap typed in beside the length
+        typed_in = [n for argument in node.args if (n := _number(argument, names)) is not None]
+        return min(typed_in) if typed_in else None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult | ast.Pow):
         left, right = _number(node.left, names), _number(node.right, names)
         if left is None or right is None or isinstance(node.op, ast.Pow) and abs(right) > 64:

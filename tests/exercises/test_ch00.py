@@ -414,6 +414,18 @@ def on_gpu_blocks_by_a_shift_of_8(x):  # 256 threads a block assumed, 128 launch
     return d_out.copy_to_host()
 
 
+def blocks_by_256(n):  # a helper of the learner's, 256 threads assumed
+    return (n + 255) >> 8
+
+
+def on_gpu_blocks_by_a_helper_s_shift(x):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    add_one[blocks_by_256(x.shape[0]), 128](d_x, d_out)
+    cuda.synchronize()
+    return d_out.copy_to_host()
+
+
 def on_gpu_blocks_by_a_shift_of_7(x):  # right: a shift that matches the 128 threads launched
     d_x = cuda.to_device(x)
     d_out = cuda.device_array_like(d_x)
@@ -516,6 +528,7 @@ def test_first_launches_written_differently_pass(kernel, run):
                                        "(exercise 1)"]),
     (add_one, on_gpu_blocks_by_a_shift_of_8, ["`blocks = (x.shape[0] + 255) >> 8` shifts by 8",
                                               "(128 threads here)", "right for one block size"]),
+    (add_one, on_gpu_blocks_by_a_helper_s_shift, ["`return (n + 255) >> 8` shifts by 8"]),
     (add_one, on_gpu_in_float64, ["worked in float64", "x holds float32", "no `astype`"]),
     (add_one, on_gpu_in_float64_cast_back, ["worked in float64", "twice the bytes"]),
     (add_one, on_gpu_two_blocks_extra, ["one whole block had nothing to do"]),

@@ -370,6 +370,13 @@ def capped_by_a_module_constant(x, out):
 
 
 @cuda.jit
+def capped_by_a_min(x, out):
+    i = cuda.grid(1)
+    if i < min(out.shape[0], 100_000):
+        out[i] = x[i]
+
+
+@cuda.jit
 def clamped_values(x, out):  # right: a value's threshold, not an index's
     i = cuda.grid(1)
     if i < out.shape[0]:
@@ -384,6 +391,7 @@ def clamped_values(x, out):  # right: a value's threshold, not an index's
     (capped_after_an_augmented_assignment, ("if k < out.shape[0] and k < 10**5:", 100_000)),
     (capped_in_a_loop_from_a_variable, ("if j < 1e5:", 100_000)),
     (capped_by_a_module_constant, ("if i < N_TYPED_IN and i < out.shape[0]:", 100_000)),
+    (capped_by_a_min, ("if i < min(out.shape[0], 100_000):", 100_000)),
     (first_warp_folds_the_block, None),  # `t < 32`: a place in the block, not a size
     (clamped_values, None),
     (copy_stepping_by_the_grid, None),
