@@ -27,7 +27,6 @@ from functools import cached_property
 
 import numpy as np
 
-from gpulab.exercises import learner_code
 from gpulab.exercises.grid_stride import one_per_thread
 from gpulab.exercises.host_code import (
     LAUNCHED_BY_FORALL,
@@ -36,6 +35,7 @@ from gpulab.exercises.host_code import (
     KernelSpy,
     watch_host_code,
 )
+from gpulab.exercises.learner_code import learner_functions
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.outputs import looks_like, vector_failure
 from gpulab.exercises.results import CheckFailedError, NotAttemptedError
@@ -125,7 +125,7 @@ def fixed_shift(function) -> tuple[str, int] | None:
     """(line, k) of the first right shift by a number typed in (``(n + 255) >> 8``, ``b >>= 8``)
     in the learner's ``function`` or a function of theirs it calls: a division by 2**k whatever
     block size the launch has. None when there is none, or the source cannot be read."""
-    for each in learner_code.learner_functions(function):
+    for each in learner_functions(function):
         found = _shift_in(each)
         if found is not None:
             return found

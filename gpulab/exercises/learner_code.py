@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 import contextvars
 import dis
+import fractions
 import functools
 import inspect
 import math
@@ -505,7 +506,8 @@ def _guarded_functions() -> dict[str, object]:
     """``{"gpulab.reference.dot": function, "gpulab.exercises.spec.CheckSpec.reject": ...}``:
     the callables of the guarded modules (private ones too: ``ch06._close``), and the plain
     functions (methods) of the classes each defines; :data:`GUARDED_NUMPY` and the functions
-    of their own modules they call, :data:`GUARDED_BUILTINS` and the functions of ``math``."""
+    of their own modules they call, :data:`GUARDED_BUILTINS`, the functions of ``math`` and
+    the methods of ``fractions.Fraction``."""
     parts = {}
     names = [*GUARDED_MODULES, *(name for name in list(sys.modules)
                                  if name.startswith(GUARDED_PACKAGE))]
@@ -536,6 +538,9 @@ def _guarded_functions() -> dict[str, object]:
     for name, value in vars(math).items():
         if callable(value):
             parts[f"math.{name}"] = value
+    for name, method in vars(fractions.Fraction).items():  # ch12's exact ranks
+        if isinstance(method, types.FunctionType):
+            parts[f"fractions.Fraction.{name}"] = method
     return parts
 
 
