@@ -443,9 +443,10 @@ def under_two_blocks(run: Callable[[Trial], object], trial: Trial,
 
 
 def _no_size_typed_in(result: object, trial: Trial, source: KernelSource | None) -> object:
-    """``result``, unless the kernel compares its global index with a number typed in that the
-    arrays here were too short to reach (:func:`~gpulab.exercises.source_rules.
-    index_capped_by_number`): right on this check's sizes, wrong on longer arrays."""
+    """``result``, unless the kernel compares a thread's index with a number typed in, larger
+    than any block, that the arrays here were too short to reach (:func:`~gpulab.exercises.
+    source_rules.index_capped_by_number`): right on this check's sizes, wrong on longer
+    arrays."""
     capped = index_capped_by_number(source) if source is not None else None
     if capped:
         line, number = capped
