@@ -49,6 +49,7 @@ from gpulab.exercises.grid_stride import (
 )
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.outputs import looks_like, matches, vector_failure
+from gpulab.exercises.races import shared_race_said
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, GUARD_HINT, CheckFailedError, KernelError
 from gpulab.exercises.running import launch, padded, run_elementwise, trace_trial
 from gpulab.exercises.source_rules import (
@@ -475,21 +476,10 @@ def _serial_shared(e: TreeTrace) -> str:
 
 # A right total by the wrong method, from a trace of a small launch (tried once the total is
 # right): not a tree.
-def _shared_race(e: TreeTrace) -> str:
-    write, other = e.races[0]
-    slot = f"{write.array.removeprefix('shared:')}[{', '.join(map(str, write.index))}]"
-    did = "read" if other.kind == "read" else "wrote"
-    return (f"the total is right here, but {thread_label(write.thread)} wrote {slot} and "
-            f"{thread_label(other.thread)} {did} it between the same two barriers (after "
-            f"{write.epoch} of them): on a GPU the two need not come in that order, so the "
-            f"{'read may see the old value' if did == 'read' else 'last write may be either'}. "
-            "The simulator runs a block's threads one after another up to each barrier, which "
-            "hides it")
-
-
 SHARED_RACE = Mistake(
     "a shared slot written by one thread and used by another between the same two barriers (a "
-    "race the simulator's order hides)", lambda e: bool(e.races), _shared_race,
+    "race the simulator's order hides)", lambda e: bool(e.races),
+    lambda e: shared_race_said(e.races, "the total is right here"),
     "a thread may use a shared slot another thread wrote only after a `cuda.syncthreads()` "
     "that both pass in between (after the last round too, when a thread other than the "
     "writer reads the block's total); threads that all add into one slot at once need an "
@@ -816,7 +806,8 @@ def _check_tree_method(kernel, seed: int, threads_per_block: int, dtype) -> str:
     trial = Trial.draw("check_block_sum", seed, dtype, block=threads_per_block,
                        size_range=(2 * threads_per_block + 1, 3 * threads_per_block))
     x = trial.uniform(0.5, 1.5)
-    evidence = TreeTrace(trial, traced(kernel, trial, x, np.zeros(1, dtype=trial.dtype)))
+    evidence = TreeTrace(trial, traced(kernel, trial, x, np.zeros(1, dtype=trial.dtype),
+                                        races=False))
     reject(TREE_METHOD_MISTAKES, evidence)
     barriers = evidence.trace.max_per_thread("barriers")
     return (f"{max(evidence.atomics.values())} atomic per block, at most "

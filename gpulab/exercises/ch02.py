@@ -60,6 +60,7 @@ from gpulab.exercises.running import (
 from gpulab.exercises.spec import CheckSpec, under_two_blocks
 from gpulab.exercises.trial import Trial, draw_size, tier_key
 from gpulab.instruments import RecordingArray
+from gpulab.kernels.launch import MAX_THREADS_PER_BLOCK
 
 GRID_STRIDE_HINT = (
     "let each thread start at its global index and step by the number of threads in the "
@@ -115,6 +116,19 @@ SAXPY_OUTPUT_MISTAKES = (
     looks_like("|a| * x[i] + y[i] (the sign of a lost)",
                lambda e: abs(e.inputs["a"]) * e.inputs["x"] + e.inputs["y"],
                "a is negative here: multiply by a itself, sign and all."),
+    looks_like("a truncated to a whole number (int(a))",
+               lambda e: np.float32(np.trunc(e.inputs["a"])) * e.inputs["x"] + e.inputs["y"],
+               "a is a float32 with a fraction: multiply by it as it is, not by int(a).",
+               said=lambda e: f"int(a) * x[i] + y[i] (a = {float(e.inputs['a']):.6g})"),
+    looks_like("a rounded to float16 first",
+               lambda e: (np.float32(np.float16(e.inputs["a"])) * e.inputs["x"]
+                          + e.inputs["y"]),
+               "keep a in float32, as x and y are: a float16 a keeps only 11 significant bits.",
+               said="float16(a) * x[i] + y[i]"),
+    looks_like("y[0] for every y[i]",
+               lambda e: e.inputs["a"] * e.inputs["x"] + e.inputs["y"][0],
+               "each element adds its own y[i], at the same index as x[i].",
+               said="a * x[i] + y[0]"),
 )
 SAXPY = CheckSpec(
     "saxpy", "saxpy(a, x, y, out)", SAXPY_STUB_HINT,
@@ -213,6 +227,14 @@ class Timing:
     wall_s: float
     repeats: int
     unread: str | None = None  # the repeats parameter's name, when the function never reads it
+    earlier: tuple | None = None  # (n, blocks, threads) of the first call's last launch
+
+    @property
+    def same_grid_as_before(self) -> bool:
+        """The last launch's grid is the first call's, for an n over a block (of the largest
+        size) longer: a grid typed in, which fits at most one of the two."""
+        return (self.earlier is not None and bool(self.launches)
+                and (self.launches[-1].blocks, self.launches[-1].threads) == self.earlier[1:])
 
     @property
     def launches(self) -> list:
@@ -397,6 +419,27 @@ TIMING_MISTAKES = (
             "GPUs".format(*_float64_launch(e)),
             "copy x and y as they are: `cuda.to_device` and `cuda.device_array_like` keep "
             "their dtype (no `astype`, no `dtype=float`).", recognised_from="host code"),
+    Mistake("one block as big as x",
+            lambda e: e.first(lambda launch_: _one_block_as_big_as_x(launch_, e.n)),
+            lambda e: (lambda k, launch_: (
+                f"launch {k} had one block of {launch_.threads_per_block} threads for n = "
+                f"{launch_.elements(e.n)}: that works only while n is at most "
+                f"{MAX_THREADS_PER_BLOCK} (a GPU refuses bigger blocks; the notebook's N is "
+                "2**26), and one block runs on one of the GPU's many multiprocessors"))(
+                *e.first(lambda launch_: _one_block_as_big_as_x(launch_, e.n))),
+            "choose a fixed number of threads per block (128 or 256) and as many blocks as n "
+            "needs (chapter 00's blocks_for).", recognised_from="host code"),
+    Mistake("a grid typed in (the same blocks for every n)",
+            lambda e: e.same_grid_as_before,
+            lambda e: (f"{e.call} launched {e.launches[-1].blocks} block(s) of "
+                       f"{e.launches[-1].threads} threads, the very grid it launched for "
+                       f"n = {e.earlier[0]}: the number of blocks does not follow n, so it fits "
+                       "some sizes only (" + (
+                           f"here the last {e.n - e.launches[-1].total_threads} elements got "
+                           "no thread" if e.launches[-1].total_threads < e.n else
+                           f"for n = {e.earlier[0]} whole blocks had nothing to do") + ")"),
+            "work the number of blocks out from n, rounded up (chapter 00's blocks_for).",
+            recognised_from="host code"),
     Mistake("too few blocks (rounded down)",
             lambda e: e.first(lambda launch_: launch_.total_threads < launch_.elements(e.n)),
             lambda e: (lambda k, launch_: (
@@ -486,7 +529,7 @@ TIMING_MISTAKES = (
             "and the warm-up launch before the first one.", recognised_from="host code"),
     Mistake("fewer launches between the clock reads than repeats (a count typed in)",
             lambda e: (e.window is not None and 0 < e.timed < e.repeats
-                       and len(e.launches) < e.repeats + bool(e.warm_up)),
+                       and len(e.launches) < e.repeats + bool(e.launched_before_the_clock)),
             lambda e: (f"between your two clock reads there are {e.timed} launches, but repeats "
                        f"= {e.repeats}: the count the caller gives was not used"),
             "launch `repeats` times between the clock reads, the number the caller gives, "
@@ -574,6 +617,16 @@ TIMING_MISTAKES = (
                        "nanoseconds)"),
             "return seconds: convert milliseconds or nanoseconds before you return the time.",
             recognised_from="host code"),
+    Mistake("no warm-up launch: the first launch, which compiles, timed",
+            lambda e: (e.window is not None and not e.launched_before_the_clock
+                       and e.timed == len(e.launches)),
+            lambda e: (f"{e.call} launched nothing before "
+                       f"{'its first event' if e.by_events else 'the clock'} started, so its "
+                       "first timed launch also compiled the kernel for these argument types "
+                       "(gpulab's kernels compile on their first launch), which on a GPU takes "
+                       "far longer than a launch: your time includes it"),
+            "launch once before the first clock read, with the very arguments you time (the "
+            "warm-up), and wait for it.", recognised_from="host code"),
 )
 TIME_SAXPY = CheckSpec(
     "time_saxpy", "time_saxpy(kernel, a, x, y, repeats) -> (out, seconds)", TIME_STUB_HINT,
@@ -585,9 +638,11 @@ TIME_SAXPY = CheckSpec(
           "device arrays with enough blocks, `repeats` (drawn, 3–5) "
           "launches between the clock reads with the GPU waited for before the second, the "
           "seconds per launch a positive number (the simulator's time is labelled as such); "
-          "all of it again when called a second time with another `repeats`",
-    also="no warm-up launch passes with a note (the first launch compiles); timing with CUDA "
-         "events is accepted")
+          "all of it again when called a second time with another `repeats` and an n over "
+          "1,024 larger (a grid typed in, or one block of n threads, fails)",
+    also="no warm-up launch before one timed window fails (the first launch compiles); "
+         "a clock read around each launch with none before passes with a note; timing with "
+         "CUDA events is accepted")
 
 
 def _argument_types(launch_) -> tuple:
@@ -599,6 +654,12 @@ def _argument_types(launch_) -> tuple:
 def _types_said(launch_) -> str:
     return ", ".join(str(dtype) + (" array" if ndim else "") if dtype else name
                      for name, dtype, ndim in _argument_types(launch_))
+
+
+def _one_block_as_big_as_x(launch_, n: int) -> bool:
+    """One block of n threads, on the whole arrays (not a warm-up on a block's worth)."""
+    return (launch_.blocks in (1, (1,)) and launch_.elements(0) == n
+            and launch_.threads_per_block == n)
 
 
 def _float64_launch(e: Timing) -> tuple[int, str]:
@@ -627,7 +688,8 @@ def check_time_saxpy(function, seed: int | None = None) -> str:
     """Called as ``function(kernel, a, x, y, repeats)`` with a stand-in for gpulab's saxpy
     kernel (``kernel[blocks, threads](a, d_x, d_y, d_out)``) that records every launch, n
     random and odd (:data:`TIME_SIZE_RANGE`), ``repeats`` drawn from :data:`TIMED_REPEATS`,
-    then called again with another of them (a count typed in fits one call at most). A
+    then called again with another of them and n over 1,024 larger (a count or a grid typed in
+    fits one call at most). A
     wall clock however imported (``time.perf_counter``, ``from time import perf_counter``,
     ``timeit.default_timer``, ``time.clock_gettime`` of a wall clock) or CUDA events
     (``cuda.event()`` or ``cuda.event(timing=True)``, ``record``, ``synchronize``,
@@ -645,7 +707,8 @@ def check_time_saxpy(function, seed: int | None = None) -> str:
     y = rng.uniform(-2, 2, n).astype(np.float32)
     name = getattr(function, "__name__", "your function")
 
-    def timed(repeats: int) -> Timing:
+    def timed(repeats: int, x: np.ndarray, y: np.ndarray, earlier: tuple | None = None) -> Timing:
+        n = x.shape[0]
         given_x, given_y = x.copy(), y.copy()
         where = f"n={n}, repeats={repeats}, seed={seed}"
         call = f"{name}(kernel, a, x, y, {repeats})"
@@ -656,16 +719,21 @@ def check_time_saxpy(function, seed: int | None = None) -> str:
                                     call=f"{call} ({where})", may_change=(2, 3))
         timing = Timing(watch, returned, n, x, y, given_x, given_y, a, call, where,
                         time.perf_counter() - started, repeats,
-                        parameter_unread(function, REPEATS_POSITION))
+                        parameter_unread(function, REPEATS_POSITION), earlier)
         TIME_SAXPY.reject(timing)
         return timing
 
     repeats = int(rng.integers(*TIMED_REPEATS))
-    timing = timed(repeats)
+    timing = timed(repeats, x, y)
     watch = timing.watch
     # called again with another count: a count typed in (behind a read of repeats, or a local
-    # of that name) is the one asked for once at most
-    timed(int(rng.choice([r for r in range(*TIMED_REPEATS) if r != repeats])))
+    # of that name) is the one asked for once at most; and with n over a block of 1024 longer
+    # (odd again), so that a grid typed in fits one of the two at most
+    last = watch.launches[-1]
+    again = int(rng.choice([r for r in range(*TIMED_REPEATS) if r != repeats]))
+    longer = n + MAX_THREADS_PER_BLOCK + 2 * int(rng.integers(1, 64))
+    timed(again, rng.uniform(-2, 2, longer).astype(np.float32),
+          rng.uniform(-2, 2, longer).astype(np.float32), (n, last.blocks, last.threads))
     label = ("simulator time: says nothing about a GPU" if tier == "sim"
              else f"measured on {device.PROBE.device_name or 'this GPU'}")
     clock = "CUDA events" if timing.by_events else "the clock"
@@ -673,8 +741,8 @@ def check_time_saxpy(function, seed: int | None = None) -> str:
         f" Note: no launch before you started {clock}, so the first timed launch may also "
         "have compiled the kernel for these types, which takes far longer than a launch: "
         "launch once before you start the clock.")
-    return (f"out is right (n={n}), and the time is {float(timing.seconds) * 1e3:.3g} ms "
-            f"per launch ({label}). Your host code: "
+    return (f"out is right (n={n}, then n={longer}), and the time is "
+            f"{float(timing.seconds) * 1e3:.3g} ms per launch ({label}). Your host code: "
             f"{_describe_host_code(watch, timing.warm_up)}, timed with {clock}; no NumPy "
             f"array passed to a launch (seed={seed}).{note}")
 

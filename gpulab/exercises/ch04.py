@@ -698,8 +698,13 @@ SCALE_MISTAKES = (
 )
 
 
+# Hint 2 reads E4M3's largest value from gpulab.formats; what quantises is refused.
+FORMATS_THAT_QUANTISE = tuple(f"gpulab.formats.{name}" for name in (
+    "quantise", "round_trip", "to_format", "round_to", "per_tensor_scale", "dequantise",
+    "Quantised", "Quantised.__init__"))
 QUANTISE = CheckSpec(
     "quantise_fp8", "quantise_e4m3(x) -> (q, scale)", QUANTISE_STUB_HINT, SCALE_MISTAKES,
+    allowed_gpulab=("gpulab.formats",), refused_gpulab=FORMATS_THAT_QUANTISE,
     title="3. quantise to fp8", call="check_quantise_fp8(quantise_e4m3)",
     holds="on activations with outliers of both signs (the largest magnitude negative), tiny "
           "gradients, values near 1 and a weight matrix: `q` an `ml_dtypes.float8_e4m3fn` "

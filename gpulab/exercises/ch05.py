@@ -42,7 +42,7 @@ from gpulab.exercises.source_rules import (
     is_typed_in_count,
     typed_in_count_names,
 )
-from gpulab.exercises.spec import CheckSpec, reject_unshared_work
+from gpulab.exercises.spec import CheckSpec, reject_unshared_work, traced
 from gpulab.exercises.trial import Trial, draw_size
 from gpulab.instruments import math_overflows_to_inf
 
@@ -108,6 +108,23 @@ TRAFFIC_MISTAKES = (
     _traffic_mistake("b counted once per element",
                      lambda e: e.itemsize * (e.values + 1) * e.M * e.N,
                      "b is read once, N values, not once for every element of Z."),
+    _traffic_mistake("b counted twice in the unfused pair",
+                     lambda e: None if e.fused else e.want + e.itemsize * e.N,
+                     "in the unfused pair only the bias kernel reads b; the activation kernel "
+                     "reads Z + b."),
+    _traffic_mistake("bits, not bytes (8 times the count)", lambda e: 8 * e.want,
+                     "itemsize is in bytes already (4 for float32): no factor of 8."),
+    Mistake("kilobytes (or MB), not bytes",
+            lambda e: is_number(e.got) and any(math.isclose(float(e.got) * unit, e.want,
+                                                            rel_tol=1e-9)
+                                               for unit in (1e3, 2**10, 1e6, 2**20)),
+            lambda e: f"{e.summary}: that is the count in kilobytes or megabytes",
+            "return plain bytes: no division by 1000 (or 1024)."),
+    Mistake("one itemsize typed in (4 bytes, whatever itemsize says)",
+            lambda e: e.itemsize != 4 and e.got == e.want // e.itemsize * 4,
+            lambda e: f"{e.summary}: that is the count for 4-byte values",
+            "multiply by the itemsize the caller gives (8 for float64, 2 for float16), not by "
+            "4."),
     _traffic_mistake("fused and unfused swapped",
                      lambda e: e.itemsize * ((4 if e.fused else 2) * e.M * e.N + e.N),
                      "the fused kernel is the one that moves less: it never stores Z + b."),
@@ -731,6 +748,13 @@ def check_softmax_cross_entropy(kernel, seed: int | None = None, dtype=np.float3
             raise
         passed_high = passed_high or case == "logits near +1000"
     wide = _wider_rows(kernel, trial, source)
+    # a row's values in a shared array give right rows in the simulator, which runs a block's
+    # threads one after another: traced on a small launch, a race on it shows
+    small = Trial("check_softmax_cross_entropy", seed, (13,), (8,), np.dtype(dtype), rng,
+                  inner=5, case="ordinary logits")
+    _, logits, labels = softmax_cases(small)[0]
+    traced(kernel, small, logits, labels, np.full(logits.shape, np.nan, small.dtype),
+           np.full(small.n, np.nan, small.dtype))
     return (f"probabilities and losses right for ordinary logits, logits near +1000 and "
             f"from -4000 to -1000, and rows more than 1000 apart ({n} rows x {trial.inner} "
             f"classes, {trial.launched}), then {wide.inner} classes on {wide.launched} "

@@ -548,6 +548,12 @@ BIAS_GRAD_MISTAKES = (
             "db holds NaN: your kernel added into db[c] without giving it a start value, and db "
             "starts with whatever memory held (NaN here)", START_VALUE_HINT,
             recognised_from="source"),
+    Mistake("every db[c] written from its own starting value",
+            lambda e: np.isnan(e.db).all() and e.watched is not None
+            and len(e.watched.plain_writers) == e.cols,
+            "db holds NaN, though your kernel wrote every db[c]: what it wrote started from "
+            "db[c]'s own value (read before any store), and db starts with whatever memory "
+            "held (NaN here)", START_VALUE_HINT, recognised_from="outputs"),
     Mistake("nothing written", lambda e: np.isnan(e.db).all(), "your kernel wrote nothing into db",
             BIAS_GRAD_HINT),
     Mistake("only the first block's columns", lambda e: np.array_equal(

@@ -130,6 +130,18 @@ LOSS_GRADIENT_MISTAKES = (
     looks_like("(probs - onehot) / scale: divided by scale",
                lambda e: (e.inputs["p"] - e.inputs["onehot"]) / e.inputs["scale"],
                "`scale` is the factor itself (1 / batch): multiply by it."),
+    looks_like("the target in column r (c == r, not c == labels[r])",
+               lambda e: (e.inputs["p"] - np.eye(*e.inputs["p"].shape)) * e.inputs["scale"],
+               "row r's target is 1 in the column of its label, labels[r]: compare c with "
+               "labels[r], not with r.",
+               said="(probs - 1 where c == r) * scale: the target on the diagonal, not in "
+                    "each row's label column"),
+    looks_like("the label of column c (r == labels[c], rows and columns crossed)",
+               lambda e: _target_by_column(e.inputs["p"], e.inputs["labels"],
+                                           e.inputs["scale"]),
+               "row r's target is 1 in the column of its label: c == labels[r], with r the "
+               "row (the sample) and c the column (the class).",
+               said="(probs - 1 where r == labels[c]) * scale: the labels indexed by the column"),
     looks_like("(probs - 1) * scale in every column",
                lambda e: (e.inputs["p"] - 1) * e.inputs["scale"],
                "the target is 1 only in the label's column (c == labels[r]), 0 in the others."),
@@ -224,11 +236,21 @@ def _loss_gradient_trial(kernel, trial: Trial, source, loss_scale: int = 1) -> N
     try:
         reject_matrix(expected, got, trial, LOSS_GRADIENT_MISTAKES, rtol=1e-5, atol=1e-9,
                       what="dlogits", inputs={"p": p, "onehot": onehot, "scale": float(scale),
-                                                 "loss_scale": loss_scale},
+                                                 "loss_scale": loss_scale, "labels": labels},
                       source=source)
     except CheckFailedError as failure:
         blame_hard_coded_block(source, trial, failure)
         raise
+
+
+def _target_by_column(p: np.ndarray, labels: np.ndarray, scale: float) -> np.ndarray | None:
+    """(p - t) * scale with t[r, c] = (r == labels[c]), where every column has a label (the
+    batch at least as long as the classes); None otherwise."""
+    rows, cols = p.shape
+    if cols > rows:
+        return None
+    target = (np.arange(rows)[:, None] == np.asarray(labels)[None, :cols]).astype(np.float64)
+    return (p - target) * scale
 
 
 # --- exercise 2: the Adam update ---------------------------------------------------------------
@@ -258,6 +280,8 @@ def _adam_steps(p, grads, m, v, lr, beta1, beta2, eps, weight_decay, mistake=Non
             c1 = c2 = 1.0
         elif mistake == "swapped_corrections":
             c1, c2 = c2, c1
+        elif mistake == "multiplied_corrections":
+            c1, c2 = 1 / c1, 1 / c2
         b1, b2 = (beta2, beta1) if mistake == "swapped_betas" else (beta1, beta2)
         if mistake not in ("no_weight_decay", "decoupled_weight_decay"):
             g = g + weight_decay * p
@@ -306,6 +330,10 @@ _ADAM_MODELS = (
      "a bias correction that stays at step 1's value (1 - beta1, 1 - beta2) every step",
      "the correction depends on the step count: use the correction1 and correction2 the "
      "host passes, 1 - beta ** step for THIS step, not 1 - beta1 written into the kernel."),
+    ("multiplied_corrections",
+     "m and v multiplied by their corrections instead of divided",
+     "divide by the corrections: m_hat = m[i] / correction1, v_hat = v[i] / correction2 (the "
+     "corrections are below 1, so dividing makes the early, too small averages larger)."),
     ("swapped_corrections",
      "m divided by correction2 and v by correction1",
      "m goes with beta1 and correction1; v with beta2 and correction2."),

@@ -399,6 +399,15 @@ CROSSOVER_ANSWERS = (
                 "the copy from the host crosses the host link (PCIe or NVLink-C2C), from "
                 "pageable memory at gpu.host_pageable_bytes_per_s: the GPU's own memory "
                 "bandwidth (memory_bandwidth_bytes_per_s) is for the kernels' traffic."),
+    WrongAnswer("device memory's traffic left out",
+                lambda p: _over(p, p.compute, p.transfer),
+                "a kernel also reads and writes device memory (the bytes_moved of "
+                "cost.step_kernels, at gpu.memory_bandwidth_bytes_per_s): compare compute, "
+                "device memory and the copy from the host, and take the largest."),
+    WrongAnswer("the memory bandwidth taken in bits (8 times too fast)",
+                lambda p: _over(p, p.compute, p.memory / 8, p.transfer),
+                "memory_bandwidth_bytes_per_s is in bytes per second, as the kernels' "
+                "bytes_moved counts bytes: no factor of 8."),
     WrongAnswer("the FLOPs alone (compute)", lambda p: _over(p, p.compute),
                 "compare all three per-sample parts (compute, device memory, the copy from the "
                 "host) and take the largest."),

@@ -1041,7 +1041,8 @@ class TimeAnswer:
 
 
 def _time_formula(formula, hint: str, did: str) -> Mistake:
-    return Mistake(did, lambda a: a.equals(formula), lambda a: a.summary, hint)
+    return Mistake(did, lambda a: a.equals(formula),
+                   lambda a: f"{a.summary}, which is what {did} gives", hint)
 
 
 TIME_MISTAKES = (
@@ -1082,6 +1083,22 @@ TIME_MISTAKES = (
                   "2n/β without (N − 1)/N (or chunks of n/(N − 1))"),
     _time_formula(lambda S, N, a, b: 2 * (N - 1) * a + 2 * (N - 1) / N * S * b,
                   "bytes divided by bandwidth (bytes per second) gives seconds: n / β.", "n·β"),
+    _time_formula(lambda S, N, a, b: 1e3 * links.ring_allreduce_time(S, N, a, b),
+                  "return seconds: that is the time in milliseconds (1,000 times the seconds).",
+                  "milliseconds for seconds"),
+    _time_formula(lambda S, N, a, b: 1e6 * links.ring_allreduce_time(S, N, a, b),
+                  "return seconds: that is the time in microseconds (10⁶ times the seconds).",
+                  "microseconds for seconds"),
+    _time_formula(lambda S, N, a, b: 2 * (N - 1) * (a + S / N / b * 1e9),
+                  "beta_bytes_per_s is in bytes per second already (the GB/s printed is only "
+                  "its display): no conversion from GB/s.", "β taken as GB/s (÷ 1e9)"),
+    _time_formula(lambda S, N, a, b: 2 * N * (a + S / N / b),
+                  "each phase has N - 1 steps, not N: 2(N - 1) messages in all, each of "
+                  "n_bytes / N.", "2N steps instead of 2(N − 1)"),
+    _time_formula(lambda S, N, a, b: (N - 1) * (a + S / b),
+                  "that is every rank sending its whole buffer to each of the others, one "
+                  "after another: a ring sends chunks of n_bytes / N, 2(N - 1) of them, "
+                  "passed on round the ring.", "the whole buffer to each other rank"),
     Mistake("any other number", lambda a: not a.right(), lambda a: a.summary, TIME_WRONG_HINT),
 )
 

@@ -127,6 +127,15 @@ PERCENTILE_MISTAKES = (
             and not e.near(e.ordered[e.rank - 1]),
             lambda e: f"{e.summary}: that is the value at that rank counted from the largest",
             "rank 1 is the smallest latency: sort in ascending order."),
+    Mistake("the median as the mean of the two middle values",
+            lambda e: (e.q == 50 and len(e.values) % 2 == 0
+                       and e.near((e.ordered[len(e.values) // 2 - 1]
+                                   + e.ordered[len(e.values) // 2]) / 2)),
+            lambda e: (f"{e.summary}: the mean of the two middle values, the median as "
+                       "statistics defines it for an even count, which is not a measured "
+                       "latency"),
+            "p50 here is a nearest-rank percentile like the others: the rank q·n/100 (rounded "
+            "up), one measured value, for an even count too."),
     Mistake("interpolation (np.percentile's default)",
             lambda e: e.near(np.percentile(e.values, e.q)),
             lambda e: f"{e.summary}: that interpolates between two values",
@@ -209,7 +218,8 @@ def check_percentile(function, seed: int | None = None) -> str:
     q·n/100 to the nearest rank falls short of rounding up) for q = 90, 50, 99 and a
     random q of 60 to 98, then 200 values at q = 99 (rank 198 exactly) and one of
     :data:`FLOAT_RANK_TRAPS` (q·n/100 whole, q / 100 · n just above it in floating point) and
-    one of :data:`DECIMAL_RANK_CASES` (q·n/100 a hair above a whole number), a
+    one of :data:`DECIMAL_RANK_CASES` (q·n/100 a hair above a whole number), then q = 50 on
+    an even count (the nearest rank, not the mean of the two middle values), a
     tenth of each list repeats of lower values; an answer must be the nearest-rank value
     exactly."""
     rng = np.random.default_rng(seed)
@@ -235,6 +245,10 @@ def check_percentile(function, seed: int | None = None) -> str:
     cases.append(FLOAT_RANK_TRAPS[int(rng.integers(len(FLOAT_RANK_TRAPS)))])
     _percentile_case(function, rng, *cases[-1], seed)
     cases.append(DECIMAL_RANK_CASES[int(rng.integers(len(DECIMAL_RANK_CASES)))])
+    _percentile_case(function, rng, *cases[-1], seed)
+    # the median of an even count: the nearest rank n / 2, not the mean of the two middle
+    # values (the first q = 50 list is odd half the time, where the two agree)
+    cases.append((50, 2 * int(rng.integers(4, 240))))
     _percentile_case(function, rng, *cases[-1], seed)
     return f"all {len(cases)} lists right (seed={seed})."
 
@@ -345,6 +359,7 @@ class Answers:
     problem: InferenceProblem
     trial: Trial
     scratch_zeroed: bool = False  # set when the kernel is right only with a zeroed scratch
+    zeroed_wrong: int = -1  # samples still wrong with a zeroed scratch, where zero changed some
 
     @property
     def where(self) -> str:
@@ -457,10 +472,14 @@ INFER_MISTAKES = (
             lambda e: f"{e.samples(e.unwritten)} got no answer ({len(e.unwritten)} in all)",
             "one thread per sample, each writing its own sample's class: check the index."),
     Mistake("`logits` used before it is set (a scratch holds leftovers)",
-            lambda e: e.scratch_zeroed,
-            "your kernel is right only when the logits scratch starts at zero: it adds into "
-            "its row of logits without setting it first, and on a GPU (and in this check) "
-            "that memory holds leftovers",
+            lambda e: e.scratch_zeroed or e.zeroed_wrong >= 0,
+            lambda e: ("your kernel is right only when the logits scratch starts at zero"
+                       if e.scratch_zeroed else
+                       "your kernel's answers change with what the logits scratch held before "
+                       f"it ran (with it zeroed, {e.zeroed_wrong} of {len(e.got)} samples are "
+                       "still wrong: another mistake, for after this one)")
+            + ": it adds into its row of logits without setting it first, and on a GPU (and "
+            "in this check) that memory holds leftovers",
             "set your sample's row of logits (to the output biases) before adding into it."),
     Mistake("the same class for every sample (the loop's variable, not the best)",
             lambda e: len(set(e.got.tolist())) == 1 and len(set(e.want.tolist())) > 1,
@@ -666,6 +685,8 @@ def check_inference(kernel, seed: int | None = None, threads_per_block: int | No
                     again = None
                 evidence.scratch_zeroed = again is not None and not np.any(
                     again != evidence.want)
+                if again is not None and not evidence.scratch_zeroed and np.any(again != got):
+                    evidence.zeroed_wrong = int(np.sum(again != evidence.want))
             INFERENCE.reject(evidence)
         return trial
 

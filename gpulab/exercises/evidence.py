@@ -175,6 +175,25 @@ class GridStride:
         return (f"{len(self.shared)} of {self.trial.n} {self.ITEM}s were {self.DONE} by more "
                 f"than one thread, e.g. {self.example()}")
 
+    @property
+    def scattered_neighbours(self) -> tuple | None:
+        """``(left, element, right, element)``: the first two threads side by side in one block
+        (1-D) whose first elements lie more than one apart, where most such pairs' do: at every
+        step a warp's threads then take elements far apart (not coalesced). None otherwise."""
+        def first(thread):
+            run = self.order.get(thread)
+            if not run:
+                return None
+            element = run[0]
+            return element[0] if isinstance(element, tuple) and len(element) == 1 else element
+
+        pairs = [(thread, first(thread), (thread[0], thread[1] + 1),
+                  first((thread[0], thread[1] + 1))) for thread in self.order
+                 if isinstance(thread[1], int)]
+        pairs = [p for p in pairs if isinstance(p[1], int) and isinstance(p[3], int)]
+        far = [p for p in pairs if abs(p[3] - p[1]) != 1]
+        return far[0] if pairs and 2 * len(far) > len(pairs) else None
+
     def longest_run(self) -> str:
         """The thread that touched the most and its first and last: ``block 0, thread 1:
         samples 3..9``."""

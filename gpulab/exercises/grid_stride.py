@@ -154,6 +154,17 @@ def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[
                            "threads of a warp read addresses a whole run apart: not coalesced "
                            "(chapter 02)"),
                 coalesced_hint, recognised_from="trace"),
+        Mistake("neighbouring threads start far apart (a start other than the global index):"
+                " not coalesced",
+                lambda e: e.scattered_neighbours is not None,
+                lambda e: (lambda left, a, right, b: (
+                    f"threads side by side start {abs(b - a)} {e.ITEM}s apart: "
+                    f"{thread_label(left)} first {e.DONE} {e.SPELLED.format(a)} and "
+                    f"{thread_label(right)} {e.SPELLED.format(b)}, so at every step the "
+                    f"threads of a warp take {e.ITEM}s far apart: not coalesced (chapter 02); "
+                    "each is taken once, but a warp's 32 reads become many"))(
+                        *e.scattered_neighbours),
+                START_AT_THE_GLOBAL_INDEX + coalesced_hint, recognised_from="trace"),
         more_than_a_share,
     )
 

@@ -42,6 +42,8 @@ from gpulab.exercises.compiling import (
     numba_type,
 )
 from gpulab.exercises.learner_code import watching_calls
+from gpulab.exercises.mistakes import reject
+from gpulab.exercises.races import SHARED_RACE, SharedRaces
 from gpulab.exercises.results import (
     GUARD_2D_HINT,
     GUARD_HINT,
@@ -55,7 +57,7 @@ from gpulab.exercises.results import (
     offer_trace,
 )
 from gpulab.exercises.source_rules import adds_into, kernel_source
-from gpulab.exercises.trial import Trial
+from gpulab.exercises.trial import Trial, describe_launch
 from gpulab.instruments import (
     KernelDidNotFinishError,
     KernelTrace,
@@ -338,16 +340,27 @@ def _wait_for_gpu(seconds: float) -> None:
 # --- tracing the learner's kernel -------------------------------------------------------------
 
 
-def trace_trial(kernel, trial, *args, blocks=None) -> KernelTrace:
+def trace_trial(kernel, trial, *args, blocks=None, races: bool = True) -> KernelTrace:
     """Trace the learner's kernel on the trial's launch (``blocks`` instead of the trial's, if
     given) with ``args`` (NumPy or device arrays and scalars; arrays are copied), for checks
     that judge the method: e.g. ``trace_trial(kernel, trial, A, B, C).max_per_thread(
     "global_reads")`` for the tiled matmul's loads per thread, or ``.per_block("atomics")`` for
     a block sum. Keep the trial small: every access is recorded. See
-    :class:`gpulab.instruments.KernelTrace`; ``.draw()`` works (gpulab.plots is loaded)."""
+    :class:`gpulab.instruments.KernelTrace`; ``.draw()`` works (gpulab.plots is loaded).
+
+    A trace that finished with a race on shared memory fails
+    (:data:`~gpulab.exercises.races.SHARED_RACE`) unless ``races`` is False: a check that words
+    its own race rules (chapter 01's tree, chapter 03's tiles) reads them from the trace."""
     import gpulab.plots  # noqa: F401 - registers KernelTrace.draw
 
-    return trace_kernel(kernel, trial.blocks if blocks is None else blocks, trial.threads, *args)
+    trace = trace_kernel(kernel, trial.blocks if blocks is None else blocks, trial.threads,
+                         *args)
+    if races and not trace.error:
+        launched = describe_launch(trial.blocks if blocks is None else blocks, trial.threads)
+        seed = getattr(trial, "seed", None)
+        reject((SHARED_RACE,), SharedRaces(trace.shared_races(), f"traced on {launched}" + (
+            f", seed={seed}" if seed is not None else "")))
+    return trace
 
 
 __all__ = [

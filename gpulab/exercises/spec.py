@@ -481,11 +481,11 @@ def try_launch(kernel, trial: Trial, *args, label: str = "your kernel",
     return False
 
 
-def traced(kernel, trial: Trial, *args, where: str = ""):
+def traced(kernel, trial: Trial, *args, where: str = "", races: bool = True):
     """The learner's kernel traced on ``trial``'s small launch
-    (:func:`~gpulab.exercises.running.trace_trial`), or a failure that says it stopped there
-    (``where``: by default the launch, n and the seed)."""
-    trace = trace_trial(kernel, trial, *args)
+    (:func:`~gpulab.exercises.running.trace_trial`, ``races`` as there), or a failure that
+    says it stopped there (``where``: by default the launch, n and the seed)."""
+    trace = trace_trial(kernel, trial, *args, races=races)
     if trace.error:
         where = where or f"traced on {trial.launched}, n={trial.n}, seed={trial.seed}"
         raise CheckFailedError(f"your kernel stopped when traced ({where}): {trace.error}.",

@@ -57,7 +57,8 @@ class Access(NamedTuple):
     (a tuple, one int per axis, negative indices counted from the end), ``kind`` ('read',
     'write' or 'atomic': one per ``cuda.atomic`` call), ``space`` ('global' or 'shared') and
     ``epoch`` (how many barriers the thread had passed: accesses of one block with the same
-    epoch lie between the same two barriers)."""
+    epoch lie between the same two barriers) and, for shared memory, the ``value`` read or
+    written (as stored)."""
 
     thread: tuple
     array: str
@@ -65,6 +66,7 @@ class Access(NamedTuple):
     kind: str
     space: str
     epoch: int = 0  # the barriers (syncthreads) the thread had passed when it made the access
+    value: object = None  # a shared access's value (a Python scalar), None for global ones
 
 
 def _dims(value) -> tuple[int, ...]:
@@ -94,12 +96,12 @@ class _TraceLog:
             return block[0], thread[0]
         return block[:self.dimensions], thread[:self.dimensions]
 
-    def record(self, array: str, index: tuple, kind: str, space: str) -> None:
+    def record(self, array: str, index: tuple, kind: str, space: str, value=None) -> None:
         who = self.thread()
         if who is not None:
             with self.lock:
                 self.accesses.append(Access(who, array, index, kind, space,
-                                            self.barriers.get(who, 0)))
+                                            self.barriers.get(who, 0), value))
 
 
 def _normal_index(index, shape: tuple[int, ...]) -> tuple | None:
@@ -131,7 +133,7 @@ class TracingArray(InstrumentedArray):
         value = self._array[index]
         where = _normal_index(index, self.shape)
         if where is not None:
-            self.log.record(self.name, where, "read", self.space)
+            self.log.record(self.name, where, "read", self.space, self._shared_value(where))
         return ArrayView.of(self, value)
 
     def __setitem__(self, index, value) -> None:
@@ -139,7 +141,11 @@ class TracingArray(InstrumentedArray):
         self._array[index] = value
         where = _normal_index(index, self.shape)
         if where is not None:
-            self.log.record(self.name, where, "write", self.space)
+            self.log.record(self.name, where, "write", self.space, self._shared_value(where))
+
+    def _shared_value(self, where: tuple):
+        """The element's value as stored, for shared memory (where races are judged)."""
+        return self._array[where].item() if self.space == "shared" else None
 
     def record_atomic(self, index) -> None:
         count_access()
@@ -299,20 +305,27 @@ class KernelTrace:
         barriers (the same :attr:`Access.epoch`) to the same slot by two threads, one a plain
         write: a race on a GPU, whatever order the simulator ran them in (it runs a block's
         threads one after another up to each barrier). The first such pair per slot and epoch,
-        in the order the simulator made them; atomics race with nothing."""
+        in the order the simulator made them; atomics race with nothing. Left out, as no race
+        on a GPU either: two writes of the same value, a read of a slot the reader itself wrote
+        in that interval (the others wrote the same value there, or their writes are a pair
+        already), and a read before another thread's write of the value it read."""
         found, seen = [], set()
         writes: dict[tuple, Access] = {}
+        writers: dict[tuple, set] = {}
         for access in self.accesses:
             if access.space != "shared" or access.kind == "atomic":
                 continue
             block = access.thread[0]
             key = (block, access.array, access.index, access.epoch)
             first = writes.get(key)
-            if first is not None and first.thread != access.thread and key not in seen:
+            if (first is not None and first.thread != access.thread and key not in seen
+                    and not (access.kind == "write" and access.value == first.value)
+                    and not (access.kind == "read" and access.thread in writers[key])):
                 found.append((first, access))
                 seen.add(key)
-            if access.kind == "write" and first is None:
-                writes[key] = access
+            if access.kind == "write":
+                writes.setdefault(key, access)
+                writers.setdefault(key, set()).add(access.thread)
         earlier_reads: dict[tuple, Access] = {}
         for access in self.accesses:  # a read before another thread's write, same interval
             if access.space != "shared" or access.kind == "atomic":
@@ -321,7 +334,7 @@ class KernelTrace:
             if access.kind == "read":
                 earlier_reads.setdefault(key, access)
             elif (key not in seen and (read := earlier_reads.get(key)) is not None
-                  and read.thread != access.thread):
+                  and read.thread != access.thread and read.value != access.value):
                 found.append((access, read))
                 seen.add(key)
         return found

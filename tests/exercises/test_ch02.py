@@ -429,10 +429,36 @@ def time_each_launch_without_warm_up(kernel, a, x, y, repeats=5):
     return d_out.copy_to_host(), total / (repeats + 1)
 
 
-@pytest.mark.parametrize("function", [time_without_warm_up, time_each_launch_without_warm_up])
-def test_no_warm_up_passes_with_a_note(function):
-    """Also where the clock is read around each launch: the warm-ups are the launches before
-    its first reading."""
+def test_no_warm_up_before_one_timed_window_fails():
+    """The exercise asks for the warm-up: with one window around every launch, the first
+    launch's compile is in the time returned."""
+    for seed in (3, 4):
+        result = check_time_saxpy(time_without_warm_up, seed=seed, show=False)
+        assert result.status == "failed", str(result)
+        assert "launched nothing before the clock started" in result.message, result.message
+        assert "your time includes it" in result.message and "warm-up" in result.hint
+
+
+def time_each_launch_keeping_the_fastest(kernel, a, x, y, repeats=5):
+    """Right, written differently: each launch timed alone, the fastest kept (the first,
+    which compiles, is never the fastest)."""
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    blocks = blocks_for(x.shape[0], 128)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        kernel[blocks, 128](a, d_x, d_y, d_out)
+        cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return d_out.copy_to_host(), min(times)
+
+
+@pytest.mark.parametrize("function", [time_each_launch_without_warm_up,
+                                      time_each_launch_keeping_the_fastest])
+def test_a_clock_around_each_launch_without_warm_up_passes_with_a_note(function):
+    """Where the clock is read around each launch, the warm-ups are the launches before its
+    first reading, and which of the times the answer kept is not known: a note, no failure."""
     result = check_time_saxpy(function, seed=3, show=False)
     assert result.passed, str(result)
     assert "launch once before you start the clock" in result.message
@@ -1301,6 +1327,30 @@ def saxpy_with_abs_a(a, x, y, out):
 
 
 @cuda.jit
+def saxpy_with_int_a(a, x, y, out):
+    """Wrong: a truncated to a whole number."""
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = int(a) * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_with_float16_a(a, x, y, out):
+    """Wrong: a rounded to float16 before the multiply."""
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = np.float32(np.float16(a)) * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_with_y0(a, x, y, out):
+    """Wrong: the first y for every element."""
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = a * x[i] + y[0]
+
+
+@cuda.jit
 def saxpy_stepping_by_4096(a, x, y, out):
     """Wrong: a loop stepping by a grid size typed in."""
     for i in range(cuda.grid(1), x.shape[0], 4096):
@@ -1317,6 +1367,9 @@ def copy_stepping_by_blocks_times_32(x, out):
 @pytest.mark.parametrize("check, kernel, words", [
     (check_saxpy, saxpy_by_thread_0_of_each_block, "written by one thread"),
     (check_saxpy, saxpy_with_abs_a, "the sign of a lost"),
+    (check_saxpy, saxpy_with_int_a, "int(a) * x[i] + y[i]"),
+    (check_saxpy, saxpy_with_float16_a, "float16(a) * x[i] + y[i]"),
+    (check_saxpy, saxpy_with_y0, "a * x[i] + y[0]"),
     (check_saxpy, saxpy_stepping_by_4096, "steps by a fixed number"),
     (check_copy_grid_stride, copy_stepping_by_blocks_times_32, "redo each other's elements"),
 ])
@@ -1565,3 +1618,44 @@ def test_a_count_typed_in_behind_a_read_of_repeats_fails_on_the_second_call(func
     result = check_time_saxpy(function, seed=1, show=False)
     assert result.status == "failed", str(result)
     assert "there are 4 launches, but repeats = 3" in result.message, result.message
+
+
+def time_with_a_grid_typed_in(kernel, a, x, y, repeats=5):
+    """Wrong: 4 blocks of 256 threads typed in, enough for the first n the check draws in the
+    simulator, far from enough for the notebook's N."""
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    kernel[4, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[4, 256](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+def time_with_one_block_of_n_threads(kernel, a, x, y, repeats=5):
+    """Wrong: one block as big as x (a GPU refuses more than 1024 threads in a block)."""
+    d_x, d_y = cuda.to_device(x), cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    kernel[1, x.shape[0]](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        kernel[1, x.shape[0]](a, d_x, d_y, d_out)
+    cuda.synchronize()
+    seconds = (time.perf_counter() - start) / repeats
+    return d_out.copy_to_host(), seconds
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_grid_typed_in_or_one_block_of_n_threads_fails(seed):
+    result = check_time_saxpy(time_with_a_grid_typed_in, seed=seed, show=False)
+    assert result.status == "failed", str(result)
+    assert "the very grid it launched for" in result.message, result.message
+    assert "blocks_for" in result.hint, result.hint
+    result = check_time_saxpy(time_with_one_block_of_n_threads, seed=seed, show=False)
+    assert result.status == "failed", str(result)
+    assert "had one block of" in result.message and "at most 1024" in result.message, (
+        result.message)

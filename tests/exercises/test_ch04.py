@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from gpulab import toolkit
+from gpulab import formats, toolkit
 from gpulab.exercises import ch04
 
 # --- chapter 04's exercise checks -----------------------------------------------------------
@@ -935,10 +935,28 @@ def test_more_quantise_mistakes_are_named(function, words, hint_words):
     assert words in result.message and hint_words in result.hint, str(result)
 
 
-@pytest.mark.parametrize("function", [quantise_by_a_multiplier, quantise_from_finfo_with_clip])
+def quantise_with_gpulab_formats_largest(x):  # right: Hint 2's own gpulab.formats max_value
+    largest = formats.get_format("fp8_e4m3").max_value
+    scale = float(np.abs(x).max()) / largest
+    return (x / np.float32(scale)).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def quantise_with_gpulab_formats_quantise(x):  # gpulab's own quantiser does the work
+    q = formats.quantise(x, "fp8_e4m3")
+    return q.values, q.scale
+
+
+@pytest.mark.parametrize("function", [quantise_by_a_multiplier, quantise_from_finfo_with_clip,
+                                      quantise_with_gpulab_formats_largest])
 def test_more_quantise_right_answers_pass(function):
     result = ch04.check_quantise_fp8(function, seed=32, show=False)
     assert result.passed, result.message
+
+
+def test_quantise_may_read_the_largest_value_from_gpulab_but_not_quantise_with_it():
+    result = ch04.check_quantise_fp8(quantise_with_gpulab_formats_quantise, seed=32, show=False)
+    assert result.status == "failed", result.message
+    assert "gpulab.formats.quantise" in result.message, result.message
 
 
 # --- the top binade in full, a library's decode, subnormals and the scale's max ----------------

@@ -268,6 +268,16 @@ def no_start_value(dZ, db):
 
 
 @cuda.jit
+def starts_from_db_itself(dZ, db):  # a local sum, but started from db[c]'s own (unset) value
+    c = cuda.grid(1)
+    if c < dZ.shape[1]:
+        total = db[c]
+        for r in range(dZ.shape[0]):
+            total += dZ[r, c]
+        db[c] = total
+
+
+@cuda.jit
 def writes_every_row(dZ, db):
     c = cuda.grid(1)
     if c < dZ.shape[1]:
@@ -347,6 +357,7 @@ def test_bias_grad_passes_a_right_kernel(seed):
     (mean_not_sum, FAILED, "not the mean"),
     (skips_last_row, FAILED, "the last row is missing"),
     (no_start_value, FAILED, "without giving it a start value"),
+    (starts_from_db_itself, FAILED, "started from db[c]'s own value"),
     (writes_every_row, FAILED, "write db once, after the loop"),
     (bias_grad_no_guard, FAILED, "strictly less than"),
     (bias_grad_swapped, FAILED, "dZ[r, c] is row r"),

@@ -86,6 +86,14 @@ def loss_gradient_minus_one(probs, labels, scale, dlogits):
 
 
 @cuda.jit
+def loss_gradient_target_on_the_diagonal(probs, labels, scale, dlogits):  # c == r
+    c, r = cuda.grid(2)
+    if r < probs.shape[0] and c < probs.shape[1]:
+        target = 1.0 if c == r else 0.0
+        dlogits[r, c] = (probs[r, c] - target) * scale
+
+
+@cuda.jit
 def loss_gradient_no_guard(probs, labels, scale, dlogits):
     c, r = cuda.grid(2)
     target = 1.0 if c == labels[r] else 0.0
@@ -241,6 +249,7 @@ def loss_gradient_label_by_column(probs, labels, scale, dlogits):  # labels[c], 
     (loss_gradient_no_target, FAILED, "one-hot target is missing"),
     (loss_gradient_reversed, FAILED, "sign reversed"),
     (loss_gradient_minus_one, FAILED, "in every column"),
+    (loss_gradient_target_on_the_diagonal, FAILED, "the target on the diagonal"),
     (loss_gradient_no_guard, FAILED, "guard both directions"),
     (loss_gradient_swapped, FAILED, "rows and columns swapped"),
     (loss_gradient_block_8, FAILED, "hard-codes the block size"),
@@ -500,6 +509,23 @@ def adam_swapped_corrections(param, grad, m, v, lr, beta1, beta2, eps, correctio
 
 
 @cuda.jit
+def adam_corrections_multiplied(param, grad, m, v, lr, beta1, beta2, eps, correction1,
+                                correction2, weight_decay):
+    i = cuda.grid(1)
+    if i < param.shape[0]:
+        g = grad[i] + weight_decay * param[i]
+        m[i] = beta1 * m[i] + (1 - beta1) * g
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g
+        param[i] -= lr * (m[i] * correction1) / (math.sqrt(v[i] * correction2) + eps)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_adam_names_corrections_multiplied(seed):
+    assert_result(ch07.check_adam(adam_corrections_multiplied, seed=seed, show=False), FAILED,
+                  "multiplied by their corrections instead of divided")
+
+
+@cuda.jit
 def adam_no_sqrt(param, grad, m, v, lr, beta1, beta2, eps, correction1, correction2,
                  weight_decay):
     i = cuda.grid(1)
@@ -605,7 +631,7 @@ def test_the_adam_spec_lists_its_mistakes_in_the_order_they_are_tried():
                                   + ch07.ADAM_MISTAKES + ch07.ADAM_OTHER_MISTAKES
                                   + ch07.ADAM_SHARE_MISTAKES)
     rows = ch07.ADAM.mistake_table().splitlines()[4:]
-    assert len(rows) == len(ch07.ADAM.mistakes) == 28
+    assert len(rows) == len(ch07.ADAM.mistakes) == 29
     assert "square root of a negative number" in rows[0] and rows[1].startswith("| NaN in param")
     assert "without the bias correction" in rows[7] and "AdamW" in rows[-5]
     assert rows[-4].startswith("| any other wrong param")

@@ -375,8 +375,20 @@ def throughput_compute_plus_memory(widths, batch, gpu):
 SEEDS = [0, 3, 7, 11, 19]
 
 
+def without_memory(widths, gpu):
+    launches, compute, _, copy = parts(widths, gpu)
+    return launches, compute, 0.0, copy
+
+
+def memory_bandwidth_in_bits(widths, gpu):
+    launches, compute, memory, copy = parts(widths, gpu)
+    return launches, compute, memory / 8, copy
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("function, words", [
+    (crossover_from(without_memory), "device memory's traffic left out"),
+    (crossover_from(memory_bandwidth_in_bits), "the memory bandwidth taken in bits"),
     (crossover_from(forward_flops_only), "the forward pass's FLOPs alone"),
     (crossover_from(forward_pass_only), "the forward pass alone (its FLOPs and its bytes)"),
     (crossover_from(bf16_peak), "a tensor-core peak (bf16 or tf32) for an fp32 model"),
@@ -673,6 +685,10 @@ WRONG_KERNELS = {
                                      step="64 * cuda.gridDim.x"), "hard-codes the block size"),
     "loop to the class count": (_evaluation(end="logits.shape[1]"), "number of classes"),
     "a run per thread": (evaluate_chunks, "run of consecutive samples"),
+    # each sample taken once, but a warp's threads start gridDim.x samples apart
+    "start scattered across the grid": (
+        _evaluation(start="cuda.threadIdx.x * cuda.gridDim.x + cuda.blockIdx.x"),
+        "threads side by side start"),
     "one thread does it all": (evaluate_one_thread, "handled all"),
     "no guard": (evaluate_no_guard, "missing guard"),
     "first sample read again": (evaluate_reads_first_sample, "first sample's row again"),
@@ -814,6 +830,14 @@ def test_evaluation_loss_forms_and_correct_s_method(kernel, words, seed):
                                     evaluate_by_device_functions])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_right_evaluation_kernels_pass(kernel, seed):
+    result = ch08.check_evaluate_batch(kernel, seed=seed, show=False)
+    assert result.status == PASSED, result
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_grid_stride_walked_from_the_end_is_coalesced_and_passes(seed):
+    kernel = _evaluation(start="logits.shape[0] - 1 - cuda.grid(1)", end="-1",
+                         step="-cuda.gridsize(1)")
     result = ch08.check_evaluate_batch(kernel, seed=seed, show=False)
     assert result.status == PASSED, result
 

@@ -725,6 +725,11 @@ def ring_time(n_bytes, n_ranks, alpha_s, beta_bytes_per_s):
     (lambda S, N, a, b: None, FAILED, "number of seconds"),
     (lambda S, N, a, b: 2 * (N - 1) * a + (N - 1) / N * S / b, FAILED, "messages each rank"),
     (lambda S, N, a, b: 2 * (N - 1) * (a + 8 * S / N / b), FAILED, "no factor of 8"),  # bits
+    (lambda S, N, a, b: 1e3 * ring_time(S, N, a, b), FAILED, "in milliseconds"),
+    (lambda S, N, a, b: 1e6 * ring_time(S, N, a, b), FAILED, "in microseconds"),
+    (lambda S, N, a, b: 2 * (N - 1) * (a + S / N / (b / 1e9)), FAILED, "no conversion from GB"),
+    (lambda S, N, a, b: (N - 1) * (a + S / b), FAILED, "to each of the others"),
+    (lambda S, N, a, b: 2 * N * (a + S / N / b), FAILED, "2N steps instead of 2(N − 1)"),
 ])
 def test_allreduce_time(function, status, words):
     result = ch11.check_allreduce_time(function, seed=11, show=False)

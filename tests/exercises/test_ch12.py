@@ -110,6 +110,14 @@ def stub(*args):
     raise NotImplementedError
 
 
+def median_as_the_middle_mean(latencies, q):  # p50 of an even count: the two middle values' mean
+    ordered = sorted(latencies)
+    n = len(ordered)
+    if q == 50 and n % 2 == 0:
+        return (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    return ordered[max(1, math.ceil(q * n / 100)) - 1]
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("right", [percentile, percentile_whole_numbers, percentile_heap])
 def test_percentile_accepts_right_answers(seed, right):
@@ -122,7 +130,8 @@ def test_percentile_accepts_right_answers(seed, right):
     (floor_index, "one too high"), (floor_minus_one, "one too low"),
     (interpolated, "interpolates"), (unsorted, "not sorted"), (mean_only, "the mean"),
     (maximum, "maximum"), (descending, "from the largest"), (the_rank, "the rank"),
-    (no_return, "a number was expected"), (rounded_rank, "rounded up, not down")])
+    (no_return, "a number was expected"), (rounded_rank, "rounded up, not down"),
+    (median_as_the_middle_mean, "the mean of the two middle values")])
 def test_percentile_rejects_wrong_answers_with_the_right_hint(wrong, words):
     for seed in SEEDS:
         result = ch12.check_percentile(wrong, seed=seed, show=False)
@@ -480,6 +489,8 @@ WRONG_KERNELS = {
     "scratch not set": (dict(first="pass",
                              better="logits[i, c] + b2[c] > logits[i, best] + b2[best]"),
                         "leftovers"),
+    "scratch not set, b2 left out too": (dict(first="pass"),
+                                         "answers change with what the logits scratch held"),
     "threadIdx.x alone": (dict(index="cuda.threadIdx.x"), "first"),
     "no guard": (dict(guard="True"), "past the end"),
     "hard-coded block": (dict(index="cuda.blockIdx.x * 64 + cuda.threadIdx.x"), "block size"),

@@ -47,6 +47,8 @@ CASES = {  # trace -> (words of the message, words of did)
                                                     for b, t in THREAD_IDS}),
                            "its own run of consecutive elements (block 0, thread 0: elements "
                            "0..2)", "not coalesced"),
+    "a scattered start": (trace(lambda b, t: t * BLOCKS + b, GRID),
+                          "threads side by side start 2 elements apart", "start far apart"),
 }
 
 
@@ -63,8 +65,14 @@ def test_each_wrong_loop_is_named(name):
     assert did in first.did
     failure = first.failure(evidence)
     assert words in failure.message and "seed=3" in failure.message, failure.message
-    assert failure.hint.endswith("stay coalesced" if name == "a chunk per thread"
+    assert failure.hint.endswith("stay coalesced" if name in ("a chunk per thread",
+                                                              "a scattered start")
                                  else "step by the grid")
+
+
+def test_a_grid_stride_walked_down_from_the_end_breaks_no_rule():
+    backwards = trace(lambda b, t: N - 1 - (b * THREADS + t), -GRID, -1)
+    assert diagnose(grid_stride_mistakes("hint", "coalesced"), backwards) is None
 
 
 def test_without_the_coalesced_hint_a_step_past_the_grid_is_named_and_runs_are_left():

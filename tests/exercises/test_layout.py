@@ -29,7 +29,7 @@ def imports_of(path: Path) -> list[tuple[str, list[str]]]:
 # What chapter modules may share: the machinery and the core a check is declared with.
 SHARED = {f"gpulab.exercises.{name}" for name in (
     "results", "source_rules", "running", "outputs", "host_code", "mistakes", "spec", "trial",
-    "evidence", "grid_stride", "learner_code", "compiling")}
+    "evidence", "grid_stride", "learner_code", "compiling", "races")}
 
 
 @pytest.mark.parametrize("path", sorted(EXERCISES.glob("ch[0-9]*.py")), ids=lambda p: p.name)

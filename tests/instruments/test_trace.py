@@ -206,6 +206,35 @@ def test_shared_races_are_found_between_the_same_two_barriers_whatever_the_order
 
 
 @cuda.jit
+def scratch_slot_of_the_block(x, out):  # each thread's own value through one shared slot
+    scratch = cuda.shared.array(1, np.float32)
+    t = cuda.threadIdx.x
+    scratch[0] = x[t] * 2
+    out[t] = scratch[0]
+
+
+@cuda.jit
+def same_value_from_every_thread(x, out):  # every thread writes x[0] to one slot: no race
+    first = cuda.shared.array(1, np.float32)
+    t = cuda.threadIdx.x
+    first[0] = x[0]
+    out[t] = first[0] + x[t]
+
+
+@SIM_ONLY
+def test_a_race_is_a_slot_given_other_values_not_the_same_value_written_twice():
+    x = np.arange(1, 9, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    racy = instruments.trace_kernel(scratch_slot_of_the_block, 1, 8, x, out)
+    races = racy.shared_races()
+    assert races and races[0][0].kind == "write" and races[0][0].value != races[0][1].value
+    assert np.array_equal(out, np.zeros(8))  # trace_kernel copies: the simulator's right
+    same = instruments.trace_kernel(same_value_from_every_thread, 1, 8, x, out)
+    assert same.shared_races() == []
+    assert {a.value for a in same.accesses if a.space == "shared"} == {1.0}
+
+
+@cuda.jit
 def _barrier_for_half_the_block(out):
     if cuda.threadIdx.x < cuda.blockDim.x // 2:
         cuda.syncthreads()
