@@ -94,6 +94,7 @@ class BlocksAnswer:
     seed: int
     fixed: int | None = None  # the block size every answer divided by instead, if one did
     shift: tuple[str, int] | None = None  # a shift by a number typed in (fixed_shift)
+    rounded: bool = False  # every answer round(n / threads), some of them rounded up
 
     @property
     def expected(self) -> int:
@@ -208,6 +209,15 @@ BLOCKS_MISTAKES = (
             "float32 holds every whole number only up to 2**24 = 16,777,216; above that it "
             "rounds n before the division, and the count of blocks comes out wrong. Integer "
             "arithmetic on Python ints is exact at any size."),
+    Mistake("rounded to the nearest (`round(n / threads_per_block)`)",
+            _whole_but(lambda a, got: a.rounded),
+            lambda a: (f"{a.summary}: that is n / threads_per_block rounded to the nearest "
+                       f"whole number, which rounds down here: the last, partial block holds "
+                       f"{a.n % a.threads} of {a.threads}, less than half, so its elements get "
+                       "no thread"),
+            "round() goes to the nearest whole number, down when the last block is less than "
+            "half full: a partial block needs a whole block of its own, whatever its size. Work "
+            "it out with whole numbers only (no floats)."),
     Mistake("rounded down (`n // threads_per_block`)",
             _whole_but(lambda a, got: got == a.n // a.threads and a.n % a.threads),
             lambda a: (f"{a.summary}: {a.got} blocks of {a.threads} threads are "
@@ -271,8 +281,10 @@ def check_blocks_for(function, seed: int | None = None) -> str:
     if shift and not all(_by_the_shift(shift, n, threads, got) or got == -(-n // threads)
                          for n, threads, got in answers):
         shift = None
+    rounded = (all(got == round(n / threads) for n, threads, got in answers)
+               and any(n % threads > threads / 2 for n, threads, _ in answers))
     for n, threads, got in answers:
-        BLOCKS_FOR.reject(BlocksAnswer(n, threads, got, seed, fixed, shift))
+        BLOCKS_FOR.reject(BlocksAnswer(n, threads, got, seed, fixed, shift, rounded))
     return (f"all {len(cases)} cases right, from n = 1 to {max(n for n, _ in cases):,} "
             f"(exact multiples of the block size included; seed={seed}).")
 

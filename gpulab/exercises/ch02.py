@@ -35,6 +35,7 @@ from Python, so only the answer is checked there.
 
 from __future__ import annotations
 
+import ast
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -805,6 +806,7 @@ class Copied:
     where: str
     recorder: RecordingArray | None = None
     changed_x: bool = False
+    loops: bool = False  # the kernel's source has a loop
 
     @cached_property
     def unwritten(self) -> np.ndarray:
@@ -866,7 +868,11 @@ COPY_MISTAKES = (
                        and not e.unwritten[:e.grid_threads].any()),
             lambda e: (f"only out[0..{e.grid_threads - 1}] were copied, one element per "
                        f"thread: the grid has {e.grid_threads} threads for {e.trial.n} "
-                       "elements, so each thread must copy several"), GRID_STRIDE_HINT),
+                       "elements, so each thread must copy several" + (
+                           ", but your loop never took a second step: its step is more than "
+                           f"{e.trial.n - e.grid_threads} (what x has left after a thread's "
+                           f"first element), not the grid's {e.grid_threads} threads"
+                           if e.loops else "")), GRID_STRIDE_HINT),
     Mistake("a fixed number of passes (the loop stops before the end of x)",
             lambda e: e.stopped_at and e.stopped_at % e.grid_threads == 0,
             lambda e: (f"only out[0..{e.stopped_at - 1}] were copied: "
@@ -921,7 +927,7 @@ def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32) ->
     simulator the sectors per warp request are counted from the reads the kernel really made,
     and more than :data:`SECTOR_SLACK` times the ideal fails."""
     tier = tier_key()
-    COPY.start(kernel)
+    source = COPY.start(kernel)
     _stride_of(kernel, seed, dtype)
     threads, blocks = COPY_THREADS[tier], COPY_BLOCKS[tier]
     trial = Trial.draw("check_copy_grid_stride", seed, dtype, block=threads,
@@ -940,7 +946,8 @@ def check_copy_grid_stride(kernel, seed: int | None = None, dtype=np.float32) ->
     out = read_back(d_out_all, (trial.n,), launched,
                     hint="the loop must stop before `x.shape[0]`: no index may reach it.")
     copied = Copied(given, out, trial, grid_threads, launched, recorder,
-                    not np.array_equal(d_x.copy_to_host(), given))
+                    not np.array_equal(d_x.copy_to_host(), given),
+                    any(isinstance(node, ast.For | ast.While) for node in source.walk()))
     reject(COPY_MISTAKES, copied)
     access = copied.access
     if access is None:

@@ -139,6 +139,12 @@ class Decoded:
     def special(self) -> bool:
         return is_number(self.got) and not math.isfinite(float(self.got))
 
+    def with_fraction(self, fraction: float) -> float:
+        """The value with another ``fraction`` of the mantissa (subnormal or normal rule)."""
+        if self.exponent == 0:
+            return self.signed * 2.0**(1 - self.bias) * fraction
+        return self.signed * 2.0**(self.exponent - self.bias) * (1 + fraction)
+
     def wrong_bias(self) -> int | None:
         """The bias that gives ``got``, if one of the usual wrong ones does."""
         for bias in (self.bias + 1, self.bias - 1, 2**(self.fmt.exponent_bits - 1), 15, 127, 7):
@@ -218,6 +224,19 @@ DECODE_MISTAKES = (
             lambda e: f"{e.summary}: the value has no fraction: the mantissa's bits are lost",
             "the fraction is mantissa / 2**mantissa_bits, between 0 and 1: `//` would round it "
             "down to 0."),
+    Mistake("the fraction as mantissa / (2**M - 1), not / 2**M",
+            lambda e: e.mantissa and e.gave(e.with_fraction(
+                e.mantissa / (2**e.fmt.mantissa_bits - 1))),
+            lambda e: (f"{e.summary}: that takes the fraction as mantissa / (2**M - 1) = "
+                       f"{e.mantissa} / {2**e.fmt.mantissa_bits - 1}"),
+            "the M mantissa bits count in steps of 1 / 2**M: the fraction is mantissa / 2**M "
+            "(the largest mantissa, all ones, is just under 1)."),
+    Mistake("the mantissa read as decimal digits (0.<mantissa>)",
+            lambda e: e.mantissa and e.gave(e.with_fraction(float(f"0.{e.mantissa}"))),
+            lambda e: (f"{e.summary}: that takes the fraction as 0.{e.mantissa}, the mantissa's "
+                       "decimal digits"),
+            "the mantissa is a binary fraction: its value is mantissa / 2**M, not the digits of "
+            "the number written after a decimal point."),
     Mistake("the bias off by one, or another format's", lambda e: e.wrong_bias() is not None,
             lambda e: f"{e.summary}: the bias used was {e.wrong_bias()}, not {e.bias}",
             BIAS_HINT),

@@ -39,8 +39,7 @@ from gpulab.exercises.running import (
 from gpulab.exercises.source_rules import (
     KernelSource,
     hard_coded_block,
-    is_typed_in_count,
-    typed_in_count_names,
+    range_over_typed_in_count,
 )
 from gpulab.exercises.spec import CheckSpec, reject_unshared_work, traced
 from gpulab.exercises.trial import Trial, draw_size
@@ -390,19 +389,6 @@ def _whole_row_reductions(source: KernelSource) -> list[str]:
     return found
 
 
-def _hard_coded_classes(source: KernelSource) -> str | None:
-    """The first ``range(...)`` whose end is a whole number above 1, or a name holding one (in
-    the kernel or a module global): a class count typed in."""
-    names = typed_in_count_names(source)
-    for node in source.walk():
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id == "range" and node.args):
-            end = node.args[0] if len(node.args) == 1 else node.args[1]
-            if is_typed_in_count(end) or isinstance(end, ast.Name) and end.id in names:
-                return source.line(node)
-    return None
-
-
 @dataclass
 class SoftmaxSource:
     """The softmax kernel's source and, after a failed launch, the trial it failed on."""
@@ -422,8 +408,8 @@ SOFTMAX_SOURCE_MISTAKES = (
             "keeping the largest so far (section 5's hints), not with one call on the row.",
             "source"),
     Mistake("the class count hard-coded (`range(10)`)",
-            lambda e: e.trial is not None and _hard_coded_classes(e.source),
-            lambda e: (f"`{_hard_coded_classes(e.source)}` loops over a fixed number of "
+            lambda e: e.trial is not None and range_over_typed_in_count(e.source),
+            lambda e: (f"`{range_over_typed_in_count(e.source)}` loops over a fixed number of "
                        f"classes, but these rows have {e.trial.inner} (the check never uses "
                        "the digits' 10): a kernel must work for any number of classes"),
             "read the number of classes from the logits array's shape, as you read the number "

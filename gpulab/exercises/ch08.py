@@ -48,7 +48,12 @@ from gpulab.exercises.grid_stride import grid_stride_mistakes
 from gpulab.exercises.mistakes import Mistake, diagnose, reject
 from gpulab.exercises.results import CheckFailedError, KernelError, explain_exception, offer_trace
 from gpulab.exercises.running import call_learner, launch, padded, read_back, trace_trial
-from gpulab.exercises.source_rules import KernelSource, hard_coded_block, hard_coded_size
+from gpulab.exercises.source_rules import (
+    KernelSource,
+    hard_coded_block,
+    hard_coded_size,
+    range_over_typed_in_count,
+)
 from gpulab.exercises.spec import CheckSpec
 from gpulab.exercises.trial import Trial, tier_key
 from gpulab.nn import cost
@@ -861,12 +866,7 @@ def _hard_coded_count(source: KernelSource | None) -> str | None:
     ``range`` or in a comparison (``range(first, 1000, step)``, ``if s < 300``)."""
     if source is None:
         return None
-    for node in source.walk():
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "range":
-            if any(isinstance(a, ast.Constant) and isinstance(a.value, int)
-                   and not isinstance(a.value, bool) and a.value > 1 for a in node.args):
-                return source.line(node)
-    return hard_coded_size(source)
+    return range_over_typed_in_count(source, any_argument=True) or hard_coded_size(source)
 
 
 def _unused_loop_index(source: KernelSource | None) -> str | None:

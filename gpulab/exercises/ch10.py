@@ -85,7 +85,7 @@ def _scaler_steps(rng: np.random.Generator, interval: int) -> list[bool]:
     return [bool(s) for s in steps]
 
 
-def _check_scaler_result(result, where: str):
+def _check_scaler_result(result, where: str, given_scale: float | None = None):
     if not (isinstance(result, tuple) and len(result) == 3):
         raise CheckFailedError(
             f"{where}: your function returned {result!r:.80} (a {type(result).__name__}), not "
@@ -96,8 +96,13 @@ def _check_scaler_result(result, where: str):
         raise CheckFailedError(f"{where}: the scale is {scale!r:.60} (a {type(scale).__name__}), "
                                "not a number.", "return the new scale as a float first.")
     if not (math.isfinite(float(scale)) and float(scale) > 0):
-        raise CheckFailedError(f"{where}: the scale became {scale!r}; a loss scale is a "
-                               "positive, finite number.", SCALER_STUB_HINT)
+        floored = given_scale is not None and float(scale) == given_scale // GROWTH
+        raise CheckFailedError(
+            f"{where}: the scale became {scale!r}; a loss scale is a positive, finite number"
+            + (f": {given_scale:g} // 2 is {given_scale // GROWTH:g}, a floor division "
+               "rounds the half down to a whole number" if floored else "") + ".",
+            "halve with `* 0.5` (or `/ 2`), not `// 2`: a scale below 2 is a fraction after the "
+            "halving." if floored else SCALER_STUB_HINT)
     if isinstance(clean, bool) or not isinstance(clean, (int, np.integer)):
         what = f"{where}: the count of clean steps"
         if isinstance(clean, (float, np.floating)) and isinstance(scale, (int, np.integer)):
@@ -332,7 +337,8 @@ def check_loss_scale_update(update, seed: int | None = None) -> str:
                  f"{found_inf}, growth_interval {interval}; seed={seed})")
         call = f"update_loss_scale({scale:g}, {clean}, {found_inf}, {interval})"
         first, second = (_check_scaler_result(call_learner(
-            update, scale, clean, found_inf, interval, call=call), where) for _ in range(2))
+            update, scale, clean, found_inf, interval, call=call), where, scale)
+            for _ in range(2))
         if first != second:
             raise CheckFailedError(
                 f"{call} gave {first}, then {second} when asked again ({where}): your function "

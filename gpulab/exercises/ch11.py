@@ -473,6 +473,17 @@ RING_MISTAKES = (
                        f"{r.size / r.factor():.4g}, not by the number of ranks, {r.size}"),
             "the mean is the sum over the ranks divided once by their number, "
             "comm.Get_size()."),
+    Mistake("the all-gather adding instead of overwriting",
+            lambda r: (_wrong_values(r) and r.only_reduce_scatter() and len(
+                r.outcome.messages_sent) == r.size and min(r.outcome.messages_sent)
+                >= 2 * (r.size - 1)),
+            lambda r: (f"each rank holds only one finished chunk ({r.finished_text(0)}, "
+                       f"{r.finished_text(1)}, …), though every rank sent "
+                       f"{min(r.outcome.messages_sent)} or more messages, as the two phases "
+                       "take: the all-gather ran, but added each chunk it received into the "
+                       "rank's own instead of replacing it"),
+            "in the all-gather each received chunk is already the finished sum: store it in "
+            "place of yours (overwrite), do not add it."),
     Mistake("only the reduce-scatter (no all-gather)",
             lambda r: _wrong_values(r) and r.only_reduce_scatter(),
             lambda r: (f"each rank holds only one finished chunk: {r.finished_text(0)}, "

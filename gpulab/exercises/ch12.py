@@ -28,6 +28,7 @@ from gpulab.exercises.grid_stride import one_per_thread, written_by_several
 from gpulab.exercises.mistakes import Mistake
 from gpulab.exercises.results import GLOBAL_INDEX_HINT, CheckFailedError, KernelError
 from gpulab.exercises.running import call_learner, launch, padded, read_back
+from gpulab.exercises.source_rules import range_over_typed_in_count
 from gpulab.exercises.spec import CheckSpec, reject_unshared_work, under_two_blocks
 from gpulab.exercises.trial import Trial, tier_key
 
@@ -657,6 +658,24 @@ def run_inference(kernel, trial: Trial, problem: InferenceProblem, scratch: floa
     return read_back(d_out_all, (batch,), trial, fill=UNWRITTEN)
 
 
+def _blame_a_count_typed_in(source, problem, failure: Exception | None) -> None:
+    """Fail naming the line, when a kernel that failed (``failure``, or wrong answers: None)
+    loops over a count typed in (:func:`~gpulab.exercises.source_rules.
+    range_over_typed_in_count`)."""
+    line = range_over_typed_in_count(source)
+    if not line:
+        return
+    n_in, n_hidden, n_classes = problem.widths
+    detail = ("" if failure is None else ": " + (
+        failure.message if isinstance(failure, CheckFailedError)
+        else f"it stopped with {type(failure.cause).__name__}"))
+    raise CheckFailedError(
+        f"`{line}` loops over a fixed number, but this network has {n_in} inputs, {n_hidden} "
+        f"hidden units and {n_classes} classes{detail}",
+        "read every count from the arrays' shapes: X.shape[1] inputs, W1.shape[1] hidden "
+        "units, W2.shape[1] classes; never a number typed in.") from None
+
+
 @INFERENCE.check
 def check_inference(kernel, seed: int | None = None, threads_per_block: int | None = None) -> str:
     """X is float32 (samples × inputs), out int32 (starting at :data:`UNWRITTEN`), and the
@@ -674,10 +693,15 @@ def check_inference(kernel, seed: int | None = None, threads_per_block: int | No
 
     def run(trial: Trial) -> Trial:
         for problem in problems:
-            got = run_inference(kernel, trial, problem)
+            try:
+                got = run_inference(kernel, trial, problem)
+            except (CheckFailedError, KernelError) as failure:
+                _blame_a_count_typed_in(source, problem, failure)
+                raise
             evidence = Answers(got, problem, trial)
             if not len(evidence.wrong):
                 continue
+            _blame_a_count_typed_in(source, problem, None)
             if not len(evidence.unwritten):
                 try:
                     again = run_inference(kernel, trial, problem, scratch=0.0)

@@ -296,6 +296,26 @@ def _halving_loop_tests(source: KernelSource) -> set[int]:
     return tests
 
 
+def range_over_typed_in_count(source: KernelSource | None,
+                              any_argument: bool = False) -> str | None:
+    """The first line with a ``range(...)`` whose end is a whole number above 1 typed in, or a
+    name holding one (in the kernel or a module global: :func:`typed_in_count_names`); with
+    ``any_argument``, any of its arguments (``range(first, n, 64)``). A size or count the
+    arrays give, typed into the kernel."""
+    if source is None:
+        return None
+    names = typed_in_count_names(source)
+    for node in source.walk():
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "range" and node.args):
+            ends = node.args if any_argument else [
+                node.args[0] if len(node.args) == 1 else node.args[1]]
+            if any(is_typed_in_count(end) or isinstance(end, ast.Name) and end.id in names
+                   for end in ends):
+                return source.line(node)
+    return None
+
+
 def hard_coded_size(source: KernelSource) -> str | None:
     """The first line that compares a variable used as an index (it appears in a subscript:
     ``x[i]``) with a whole number bigger than 1 (``if i < 300:``): a problem size typed into
@@ -947,6 +967,7 @@ __all__ = [
     "fixed_step", "guard_on", "hard_coded_block", "lines_with_number",
     "is_typed_in_count", "typed_in_count_names",
     "hard_coded_size", "index_capped_by_number", "kernel_source", "KernelSource", "plain_writes_to",
+    "range_over_typed_in_count",
     "SHARED_BARRIER_HINT", "raises_not_implemented", "shared_array_without_barrier",
     "simulator_only_code", "start_kernel", "thread_varying_names",
     "shared_array_sizes", "uneven_barriers", "varying_by_statement",

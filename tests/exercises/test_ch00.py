@@ -352,7 +352,8 @@ def test_blocks_for_accepts_right_answers_written_differently(function):
     (blocks_shift_by_8, ["`return (n + threads_per_block - 1) >> 8` shifts by 8, which divides by "
                          "2**8 = 256 whatever the block size is", "right for one block size"]),
     (blocks_shift_bit_length, ["not a power of two", "every block size"]),
-    (blocks_round, ["get no thread", "round up, not down"]),
+    (blocks_round, ["rounded to the nearest whole number", "get no thread",
+                    "round() goes to the nearest whole number"]),
     (blocks_floor, ["get no thread", "round up, not down"]),
     (blocks_int_plus_one, ["would have no element", "even when n divides evenly"]),
     (blocks_as_text, ["(str)", "whole number"]),

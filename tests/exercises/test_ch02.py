@@ -145,9 +145,16 @@ def test_copy_solution_passes(seed):
         assert "and coalesced" in result.message and "(ideal 4;" in result.message
 
 
+@cuda.jit
+def copy_stepping_past_x(x, out):  # a step typed in, larger than any x the check draws
+    for i in range(cuda.grid(1), x.shape[0], 100_000):
+        out[i] = x[i]
+
+
 @pytest.mark.parametrize("kernel, status, words", [
     (copy_stub, "not attempted", "no two threads meet"),
     (copy_one_per_thread, "failed", "one element per thread"),
+    (copy_stepping_past_x, "failed", "your loop never took a second step"),
     (copy_past_the_end, "failed", "is there a guard"),
 ])
 def test_copy_mistakes_are_explained(kernel, status, words):

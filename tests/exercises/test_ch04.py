@@ -793,7 +793,9 @@ def decode_significand_by_ldexp(sign, exponent, mantissa, exponent_bits, mantiss
     (_decode_with(lambda m, bits: m / 2**bits, lambda e: 15), "the bias used was 15, not 127",
      "127 for bf16"),
     (_decode_with(lambda m, bits: m / (2**bits - 1), lambda e: 2 ** (e - 1) - 1),
-     "should be", "one case at a time"),
+     "the fraction as mantissa / (2**M - 1)", "steps of 1 / 2**M"),
+    (_decode_with(lambda m, bits: float(f"0.{m}") if m else 0.0, lambda e: 2 ** (e - 1) - 1),
+     "the mantissa's decimal digits", "a binary fraction"),
     (_decode_with(lambda m, bits: m / 2**10, lambda e: 2 ** (e - 1) - 1), "for bf16 should be",
      "one case at a time"),
 ])

@@ -138,6 +138,8 @@ def test_loss_scale_halved_by_floor_division_fails_at_a_scale_of_1(seed):
     result = ch10.check_loss_scale_update(halved_by_floor_division, seed=seed, show=False)
     assert result.status == FAILED, result
     assert "scale 1," in result.message, result
+    assert "1 // 2 is 0, a floor division" in result.message and "not `// 2`" in result.hint, (
+        result)
 
 
 def backing_off_to_a_floor_of_1(scale, clean_steps, found_inf, growth_interval):

@@ -32,6 +32,22 @@ def ring_allreduce_mean(comm, x):
     return data / size
 
 
+def all_gather_adds(comm, x):
+    """Wrong: the all-gather adds what it receives, as the reduce-scatter does."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    data = np.array(x, dtype=np.float64)
+    chunks = np.array_split(np.arange(data.size), size)
+    right, left = (rank + 1) % size, (rank - 1) % size
+    for phase in (0, 1):
+        for step in range(size - 1):
+            send = chunks[(rank - step + phase) % size]
+            receive = chunks[(rank - step - 1 + phase) % size]
+            incoming = np.empty(len(receive))
+            comm.Sendrecv(data[send], dest=right, recvbuf=incoming, source=left)
+            data[receive] += incoming
+    return data / size
+
+
 def ring_with_irecv_isend_waitall(comm, x):
     """Irecv posted, then Isend, then Waitall on both (the usual MPI idiom), from the
     requests' own class (no import)."""
@@ -672,6 +688,7 @@ def ring_in_float32(comm, x):  # a right ring on a float32 copy, cast back at th
     (float32_receive_buffer, "a buffer of another dtype"),
     (reduce_scatter_overwrites, "what arrived replaced the partial sums"),
     (no_all_gather_other_chunks, "each rank holds only one finished chunk"),
+    (all_gather_adds, "the all-gather ran, but added each chunk it received"),
 ])
 def test_wrong_rings_fail_with_the_right_hint(function, words):
     start = time.perf_counter()

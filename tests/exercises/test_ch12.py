@@ -441,7 +441,8 @@ def wrong_kernel(hidden="h = max(h, 0.0)", first="logits[i, c] = b2[c]", h0="h =
                  w1="X[i, k] * W1[k, j]", w2="h * W2[j, c]",
                  better="logits[i, c] > logits[i, best]",
                  search="range(1, W2.shape[1])", answer="best", index="cuda.grid(1)",
-                 guard="i < X.shape[0]", hidden_loop="range(W1.shape[1])", start="best = 0"):
+                 guard="i < X.shape[0]", hidden_loop="range(W1.shape[1])", start="best = 0",
+                 inputs="range(X.shape[1])"):
     """A learner's kernel, written out, with one line changed."""
     source = f'''
 @cuda.jit
@@ -452,7 +453,7 @@ def learner_infer(X, W1, b1, W2, b2, logits, out):
             {first}
         for j in {hidden_loop}:
             {h0}
-            for k in range(X.shape[1]):
+            for k in {inputs}:
                 h += {w1}
             {hidden}
             for c in range(W2.shape[1]):
@@ -491,6 +492,8 @@ WRONG_KERNELS = {
                         "leftovers"),
     "scratch not set, b2 left out too": (dict(first="pass"),
                                          "answers change with what the logits scratch held"),
+    "inputs typed in": (dict(inputs="range(64)"),
+                        "`for k in range(64):` loops over a fixed number"),
     "threadIdx.x alone": (dict(index="cuda.threadIdx.x"), "first"),
     "no guard": (dict(guard="True"), "past the end"),
     "hard-coded block": (dict(index="cuda.blockIdx.x * 64 + cuda.threadIdx.x"), "block size"),

@@ -204,6 +204,38 @@ def test_a_size_typed_into_the_kernel_is_found():
     assert source_rules.hard_coded_size(source_rules.kernel_source(copy_guarded, 2)) is None
 
 
+CLASSES = 10  # a module global holding a count typed in
+
+
+@cuda.jit
+def row_sums_over_ten(x, out):
+    r = cuda.grid(1)
+    if r < x.shape[0]:
+        total = 0.0
+        for c in range(1, CLASSES):
+            total += x[r, c]
+        out[r] = total
+
+
+@cuda.jit
+def row_sums_by_pairs(x, out):  # the end from the shape: a step of 2 is no count typed in
+    r = cuda.grid(1)
+    if r < x.shape[0]:
+        total = 0.0
+        for c in range(0, x.shape[1], 2):
+            total += x[r, c]
+        out[r] = total
+
+
+def test_a_range_over_a_count_typed_in_is_found_by_its_end_or_any_argument():
+    ten, pairs = (source_rules.kernel_source(k, 2) for k in (row_sums_over_ten, row_sums_by_pairs))
+    assert source_rules.range_over_typed_in_count(ten) == "for c in range(1, CLASSES):"
+    assert source_rules.range_over_typed_in_count(pairs) is None
+    assert source_rules.range_over_typed_in_count(pairs, any_argument=True) == (
+        "for c in range(0, x.shape[1], 2):")
+    assert source_rules.range_over_typed_in_count(None) is None
+
+
 BLOCK = 64  # a typed-in block size, as a module global
 NOT_A_COUNT = 1.5
 
