@@ -90,10 +90,22 @@ class DenseGrads:
     returned: str = ""
     row_sums: np.ndarray | None = None
     changed: str = ""  # the inputs the function wrote into
+    dtypes: dict | None = None  # name -> the dtype returned, before as float64
 
     def first(self, test) -> str | None:
         """The first gradient name (dW, db, dX) for which ``test(got, want)`` holds."""
         return next((n for n in self.want if test(self.got[n], self.want[n])), None)
+
+    @property
+    def in_float32(self) -> str | None:
+        """The first gradient returned as float32, right to float32's rounding only."""
+        for name, want in self.want.items():
+            got = self.got[name]
+            if ((self.dtypes or {}).get(name) == np.float32 and not _close(got, want)
+                    and _close(got, want, rtol=1e-4,
+                               atol=1e-5 * float(np.abs(want).max() or 1))):
+                return name
+        return None
 
     @property
     def misshapen(self) -> str | None:
@@ -164,6 +176,12 @@ DENSE_MISTAKES = (
                       "the gradient",
             "the backward pass computes the gradient itself; the minus sign belongs to the "
             "update step (chapter 07), not here."),
+    Mistake("computed in float32 (the float64 inputs' digits lost)",
+            lambda e: e.in_float32 is not None,
+            lambda e: (f"{e.in_float32} is float32 and off by float32's rounding: X, W and dZ "
+                       "are float64, and a float32 copy of them keeps about 7 of their 16 "
+                       "digits"),
+            "compute with the arrays as given (float64): no astype(np.float32)."),
     Mistake("wrong values", lambda e: e.first(lambda got, want: not _close(got, want)),
             lambda e: f"{e.first(lambda got, want: not _close(got, want))} has the right shape "
                       "but wrong values", DENSE_BACKWARD_STUB_HINT),
@@ -200,8 +218,10 @@ def check_dense_backward(function, seed: int | None = None) -> str:
         if len(result) == 3:
             got = {n: as_numbers(r, n, f" (batch {batch}, seed={seed})")
                    for n, r in zip(want, result, strict=True)}
+            dtypes = {n: getattr(r, "dtype", None) for n, r in zip(want, result, strict=True)}
     sizes = f"batch {batch}, n_in {n_in}, n_out {n_out}; seed={seed}"
-    evidence = DenseGrads(got, want, batch, sizes, returned, given["dZ"].sum(axis=1), changed)
+    evidence = DenseGrads(got, want, batch, sizes, returned, given["dZ"].sum(axis=1), changed,
+                          dtypes if got is not None else None)
     if changed or got is None or evidence.first(lambda got, want: not _close(got, want)):
         raise diagnose(DENSE.mistakes, evidence)
     return f"dW, db and dX are right ({sizes})."
@@ -1031,6 +1051,7 @@ class NumericGrad:
     weights: np.ndarray
     eps: float
     changed: float
+    returned_dtype: np.dtype = np.dtype(np.float64)  # what the function returned, as given
 
     @property
     def exact(self) -> np.ndarray:
@@ -1107,6 +1128,13 @@ NUMERIC_MISTAKES = (
             "with the eps given would be (a one-sided difference, or another step?)",
             "use both sides with the eps you are given: the central difference's error shrinks "
             "like eps^2 instead of eps."),
+    Mistake("a gradient array of whole numbers (the derivatives truncated)",
+            lambda e: (np.issubdtype(e.returned_dtype, np.integer)
+                       and e.holds(np.trunc(e.exact), 0, 1.0)),
+            lambda e: (f"your function returned an array of {e.returned_dtype} (whole numbers): "
+                       "each derivative lost its fraction when stored into it"),
+            "make the gradient a float64 array (np.zeros_like(x, dtype=float) or np.zeros("
+            "x.shape)): an int array stores only whole numbers."),
     Mistake("wrong values", lambda e: not e.holds(e.exact),
             lambda e: f"at index {tuple(int(k) for k in e.worst)} the derivative is "
                       f"{e.exact[e.worst]:.6g} but your function gave {e.got[e.worst]:.6g}",
@@ -1173,7 +1201,8 @@ def check_numeric_gradient(function, seed: int | None = None) -> str:
                        may_change=(1,))  # told below, with how far x moved
     evidence = NumericGrad(as_numbers(got, "the gradient", f" (seed={seed})"), original,
                            weights, 1e-5,
-                           float(np.max(np.abs(x - original))))
+                           float(np.max(np.abs(x - original))),
+                           np.dtype(getattr(got, "dtype", np.float64)))
     if evidence.changed or not evidence.holds(evidence.exact):
         raise diagnose(NUMERIC.mistakes, evidence)
     _check_mixed_terms(function, rng, shape, seed)

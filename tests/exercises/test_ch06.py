@@ -1223,6 +1223,7 @@ def two_axes_only(f, x, eps):  # right for the 2-D x, an IndexError on a 1-D one
     (flat_result, "one derivative per entry"),
     (own_eps, "with the eps given"),
     (lambda f, x, eps: numeric_gradient(f, x, eps) + 1, "the derivative is"),
+    (lambda f, x, eps: numeric_gradient(f, x, eps).astype(np.int64), "(whole numbers)"),
 ])
 def test_numeric_gradient_names_more_mistakes(function, words):
     result = ch06.check_numeric_gradient(function, seed=2, show=False)
@@ -1261,6 +1262,8 @@ def dense_centres_X_in_place(X, W, dZ):
     (lambda X, W, dZ: (X.T @ dZ, dZ.sum(axis=0), dZ @ W), "ValueError"),
     (lambda X, W, dZ: (X.T @ dZ, dZ.sum(axis=0), dZ @ W.T * 2), "wrong values"),
     (lambda X, W, dZ: [X.T @ dZ, dZ.sum(axis=0), dZ @ W.T, None], "4 values"),
+    (lambda X, W, dZ: ((X.astype(np.float32).T @ dZ.astype(np.float32)), dZ.sum(axis=0),
+                       dZ @ W.T), "dW is float32 and off by float32's rounding"),
 ])
 def test_dense_backward_names_more_mistakes(function, words):
     result = ch06.check_dense_backward(function, seed=4, show=False)
