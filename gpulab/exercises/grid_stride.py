@@ -110,6 +110,15 @@ def one_per_thread(hint: str, race: bool = True,
             + ((x_along_a_row(rows_of),) if rows_of else ()))
 
 
+def _scattered_said(e) -> str:
+    left, first, right, second = e.scattered_neighbours
+    return (f"threads side by side start {abs(second - first)} {e.ITEM}s apart: "
+            f"{thread_label(left)} first {e.DONE} {e.SPELLED.format(first)} and "
+            f"{thread_label(right)} {e.SPELLED.format(second)}, so at every step the threads of "
+            f"a warp take {e.ITEM}s far apart: not coalesced (chapter 02); each is taken once, "
+            "but a warp's 32 reads become many")
+
+
 def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[Mistake, ...]:
     """The rules, each ending on ``hint`` (how the loop should step): threads that overlap,
     the usual wrong steps named first. With ``coalesced_hint``, then one thread doing all the
@@ -156,14 +165,7 @@ def grid_stride_mistakes(hint: str, coalesced_hint: str | None = None) -> tuple[
                 coalesced_hint, recognised_from="trace"),
         Mistake("neighbouring threads start far apart (a start other than the global index):"
                 " not coalesced",
-                lambda e: e.scattered_neighbours is not None,
-                lambda e: (lambda left, a, right, b: (
-                    f"threads side by side start {abs(b - a)} {e.ITEM}s apart: "
-                    f"{thread_label(left)} first {e.DONE} {e.SPELLED.format(a)} and "
-                    f"{thread_label(right)} {e.SPELLED.format(b)}, so at every step the "
-                    f"threads of a warp take {e.ITEM}s far apart: not coalesced (chapter 02); "
-                    "each is taken once, but a warp's 32 reads become many"))(
-                        *e.scattered_neighbours),
+                lambda e: e.scattered_neighbours is not None, _scattered_said,
                 START_AT_THE_GLOBAL_INDEX + coalesced_hint, recognised_from="trace"),
         more_than_a_share,
     )
