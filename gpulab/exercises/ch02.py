@@ -420,14 +420,12 @@ TIMING_MISTAKES = (
             "GPUs".format(*_float64_launch(e)),
             "copy x and y as they are: `cuda.to_device` and `cuda.device_array_like` keep "
             "their dtype (no `astype`, no `dtype=float`).", recognised_from="host code"),
-    Mistake("one block as big as x",
-            lambda e: e.first(lambda launch_: _one_block_as_big_as_x(launch_, e.n)),
-            lambda e: (lambda k, launch_: (
-                f"launch {k} had one block of {launch_.threads_per_block} threads for n = "
-                f"{launch_.elements(e.n)}: that works only while n is at most "
-                f"{MAX_THREADS_PER_BLOCK} (a GPU refuses bigger blocks; the notebook's N is "
-                "2**26), and one block runs on one of the GPU's many multiprocessors"))(
-                *e.first(lambda launch_: _one_block_as_big_as_x(launch_, e.n))),
+    Mistake("one block as big as x", lambda e: _one_block_as_big_as_x(e) is not None,
+            lambda e: (f"launch {_one_block_as_big_as_x(e)[0]} had one block of {e.n} threads "
+                       f"for n = {e.n}: that works only while n is at most "
+                       f"{MAX_THREADS_PER_BLOCK} (a GPU refuses bigger blocks; the notebook's N "
+                       "is 2**26), and one block runs on one of the GPU's many "
+                       "multiprocessors"),
             "choose a fixed number of threads per block (128 or 256) and as many blocks as n "
             "needs (chapter 00's blocks_for).", recognised_from="host code"),
     Mistake("a grid typed in (the same blocks for every n)",
@@ -657,10 +655,11 @@ def _types_said(launch_) -> str:
                      for name, dtype, ndim in _argument_types(launch_))
 
 
-def _one_block_as_big_as_x(launch_, n: int) -> bool:
-    """One block of n threads, on the whole arrays (not a warm-up on a block's worth)."""
-    return (launch_.blocks in (1, (1,)) and launch_.elements(0) == n
-            and launch_.threads_per_block == n)
+def _one_block_as_big_as_x(e: Timing) -> tuple | None:
+    """(number, launch) of the first launch of one block of n threads on the whole arrays
+    (not a warm-up on a block's worth), or None."""
+    return e.first(lambda launch_: launch_.blocks in (1, (1,))
+                   and launch_.elements(0) == e.n and launch_.threads_per_block == e.n)
 
 
 def _float64_launch(e: Timing) -> tuple[int, str]:
@@ -690,10 +689,9 @@ def check_time_saxpy(function, seed: int | None = None) -> str:
     kernel (``kernel[blocks, threads](a, d_x, d_y, d_out)``) that records every launch, n
     random and odd (:data:`TIME_SIZE_RANGE`), ``repeats`` drawn from :data:`TIMED_REPEATS`,
     then called again with another of them and n over 1,024 larger (a count or a grid typed in
-    fits one call at most). A
-    wall clock however imported (``time.perf_counter``, ``from time import perf_counter``,
-    ``timeit.default_timer``, ``time.clock_gettime`` of a wall clock) or CUDA events
-    (``cuda.event()`` or ``cuda.event(timing=True)``, ``record``, ``synchronize``,
+    fits one call at most). A wall clock however imported (``time.perf_counter``, ``from time
+    import perf_counter``, ``timeit.default_timer``, ``time.clock_gettime`` of a wall clock)
+    or CUDA events (``cuda.event()`` or ``cuda.event(timing=True)``, ``record``, ``synchronize``,
     ``elapsed_time`` or ``cuda.event_elapsed_time``) both work, in the simulator too. The
     timed window is the clock read (or event record) just before the last launch and the first
     one after it."""
